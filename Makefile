@@ -1,0 +1,47 @@
+# nsys_cc — every target installs what it needs itself (CI runs on a clean checkout).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+NSYS_PREFIX ?= .nsys
+STAMPS := .stamps
+# Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
+PYTEST_WORKERS ?= 2
+
+.PHONY: setup nsys demo test fixtures bench fuzz notebook clean
+
+setup: $(STAMPS)/venv nsys
+
+$(STAMPS)/venv: pyproject.toml
+	@test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[vllm,dev]'
+	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (REAL_STACK.md).
+	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+	@mkdir -p $(STAMPS) && touch $@
+
+# Real Nsight Systems 2022.4 into $(NSYS_PREFIX), unless an nsys is already on PATH or in $$NSYS.
+nsys:
+	@if [ -n "$$NSYS" ] && [ -x "$$NSYS" ]; then echo "nsys: $$NSYS"; \
+	elif command -v nsys >/dev/null 2>&1; then echo "nsys: $$(command -v nsys)"; \
+	else scripts/install_nsys.sh $(NSYS_PREFIX); fi
+
+# The main job on an embedded default that needs no GPU: profile a tiny target and two tiny drafts
+# with vLLM's CPU build under the real nsys, then print the cost-coefficient table.
+demo: setup
+	$(VENV)/bin/nsys-cc profile --target tiny-llama-target --draft tiny-llama-draft-s --draft tiny-llama-draft-xs -o out/demo
+
+test: setup
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+# Regenerate fixtures/ from real programs under the real nsys.
+fixtures: setup
+	scripts/make_fixtures.sh
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+fuzz: setup
+	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -q tests/test_fuzz.py
+
+clean:
+	rm -rf $(STAMPS) out build *.egg-info

@@ -1,0 +1,48 @@
+"""Progress lines on stderr for work that takes a while (reading a big trace, each profiling step).
+
+Library code calls `step(...)`; nothing is printed for quick work, so notebooks and tests stay quiet.
+`NSYS_CC_QUIET=1` silences everything; `NSYS_CC_PROGRESS=1` prints every step whatever its size.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from collections.abc import Iterator
+
+# Work estimated to take longer than this (rows to read, say) announces itself before it starts.
+BIG_ROWS = 1_000_000
+
+
+def _mode() -> str:
+    if os.environ.get("NSYS_CC_QUIET"):
+        return "quiet"
+    if os.environ.get("NSYS_CC_PROGRESS"):
+        return "all"
+    return "big"
+
+
+def say(message: str) -> None:
+    """Print one progress line unless progress is silenced."""
+    if _mode() != "quiet":
+        print(f"[nsys-cc] {message}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def step(message: str, *, rows: int | None = None, always: bool = False) -> Iterator[None]:
+    """Announce `message` before work expected to be long (`rows` ≥ BIG_ROWS, or `always`) and its time after.
+
+    Work that turns out to take more than two seconds reports its duration even when it was not announced.
+    """
+    mode = _mode()
+    loud = mode == "all" or (mode == "big" and (always or (rows is not None and rows >= BIG_ROWS)))
+    if loud:
+        extra = f" ({rows:,} rows)" if rows is not None else ""
+        say(f"{message}{extra} …")
+    t0 = time.perf_counter()
+    yield
+    elapsed = time.perf_counter() - t0
+    if loud or (mode != "quiet" and elapsed > 2.0):
+        say(f"{message}: done in {elapsed:.1f} s")
