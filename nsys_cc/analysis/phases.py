@@ -1,0 +1,161 @@
+"""Which forward ranges to keep (warm-up) and which phase each one is (prefill or decode).
+
+Warm-up, in order of precedence:
+1. `skip_ranges=N` drops the first N matching ranges (by start time) of the model.
+2. Otherwise, when the trace marks warm-up itself — ranges named `nsys_cc:warmup`, which nsys_cc's vLLM plugin opens
+   around each warm-up iteration — every forward that starts inside one of them (any thread or process) is dropped.
+3. Otherwise nothing is dropped, and the notes say so.
+
+Phase, in order of precedence (the rule used is reported):
+1. payload: the forward range's numeric payload is the number of tokens scheduled in it (nsys_cc's plugin sets
+   it). Tokens per sequence = payload / batch, with the batch read from the payload of the enclosing
+   `nsys_cc:iteration`/`nsys_cc:warmup` range, or else taken as the smallest payload seen (a decode step schedules
+   one token per sequence). More than one token per sequence is prefill, exactly one is decode.
+2. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
+   trace order (warm-up included) is prefill when k mod N = 0.
+3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
+   log time); if the shorter of the slow group is at least 1.5× the longest of the fast group, the slow group is
+   prefill. Confidence: "high" when that gap is ≥ 3×, "medium" when ≥ 1.5×; below 1.5× the phase is unknown and only
+   the `all` phase is reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+WARMUP_RANGE = "nsys_cc:warmup"
+ITERATION_RANGE = "nsys_cc:iteration"
+PHASES = ("all", "prefill", "decode")
+
+
+@dataclass
+class PhaseRule:
+    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
+
+    rule: str
+    detail: str
+    confidence: str = "exact"
+
+
+def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+    """Index into `windows` (sorted by start_ns) of the window containing each start, or -1."""
+    if windows.empty:
+        return np.full(starts.shape, -1)
+    w_start = windows["start_ns"].to_numpy()
+    w_end = windows["end_ns"].to_numpy()
+    pos = np.searchsorted(w_start, starts, side="right") - 1
+    inside = (pos >= 0) & (starts <= w_end[np.clip(pos, 0, None)])
+    return np.where(inside, pos, -1)
+
+
+def _markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
+    m = all_ranges[all_ranges["name"].isin(names)]
+    return m.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None) -> tuple[np.ndarray, str]:
+    """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why."""
+    n = len(forwards)
+    if skip_ranges is not None:
+        mask = np.arange(n) < skip_ranges
+        return mask, f"dropped the first {min(skip_ranges, n)} of {n} ranges (--skip-ranges {skip_ranges})"
+    warm = _markers(all_ranges, (WARMUP_RANGE,))
+    if not warm.empty:
+        mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
+        return mask, (
+            f"dropped {int(mask.sum())} of {n} ranges that ran inside the trace's {len(warm)} "
+            f"'{WARMUP_RANGE}' iteration(s)"
+        )
+    return np.zeros(n, dtype=bool), (
+        f"kept all {n} ranges: the trace marks no warm-up and --skip-ranges was not given "
+        "(the first forwards may include warm-up)"
+    )
+
+
+def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray:
+    iters = _markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
+    pos = _containing(forwards["start_ns"].to_numpy(), iters)
+    batch = np.full(len(forwards), np.nan)
+    if not iters.empty:
+        payload = iters["payload"].to_numpy(dtype=float)
+        batch = np.where(pos >= 0, payload[np.clip(pos, 0, None)], np.nan)
+    return batch
+
+
+def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule]:
+    payload = forwards["payload"].to_numpy(dtype=float)
+    batch = _batch_sizes(forwards, all_ranges)
+    source = "the enclosing iteration ranges"
+    if np.isnan(batch).any():
+        distinct = np.unique(payload)
+        fallback = distinct.min() if distinct.size > 1 else 1.0
+        batch = np.where(np.isnan(batch), fallback, batch)
+        source = (
+            f"the smallest payload ({fallback:g})" if distinct.size > 1 else "an assumed batch of 1 (one payload value only)"
+        )
+    tokens_per_seq = payload / np.maximum(batch, 1)
+    phase = np.where(tokens_per_seq > 1, "prefill", "decode")
+    return phase, PhaseRule("payload", f"token-count payload of each range; batch size from {source}")
+
+
+def _by_output_len(order: np.ndarray, output_len: int) -> tuple[np.ndarray, PhaseRule]:
+    phase = np.where(order % output_len == 0, "prefill", "decode")
+    return phase, PhaseRule(
+        "output-len", f"--output-len {output_len}: each iteration is 1 prefill then {output_len - 1} decode forward(s)"
+    )
+
+
+def best_split(values: np.ndarray) -> tuple[float, int]:
+    """1-D two-group split of sorted log `values` minimising within-group variance: (gap ratio, size of low group).
+
+    The gap ratio is min(high group) / max(low group); 1.0 when there are fewer than two values.
+    """
+    v = np.sort(np.asarray(values, dtype=float))
+    if v.size < 2 or v[0] <= 0:
+        return 1.0, v.size
+    x = np.log(v)
+    csum, csq = np.cumsum(x), np.cumsum(x * x)
+    k = np.arange(1, x.size)  # size of the low group
+    low_ss = csq[k - 1] - csum[k - 1] ** 2 / k
+    high_n = x.size - k
+    high_ss = (csq[-1] - csq[k - 1]) - (csum[-1] - csum[k - 1]) ** 2 / high_n
+    best = int(k[np.argmin(low_ss + high_ss)])
+    return float(v[best] / v[best - 1]), best
+
+
+def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndarray, PhaseRule]:
+    ratio, n_low = best_split(times[kept])
+    if ratio < 1.5:
+        return np.full(times.size, None, dtype=object), PhaseRule(
+            "unknown",
+            f"no payload and no --output-len, and the {metric} times do not split into two groups "
+            f"(largest gap {ratio:.2f}× < 1.5×): prefill and decode cannot be told apart; pass --output-len",
+            "none",
+        )
+    threshold = np.sort(times[kept])[n_low - 1]
+    phase = np.where(times > threshold, "prefill", "decode")
+    confidence = "high" if ratio >= 3 else "medium"
+    return phase, PhaseRule(
+        "inferred",
+        f"inferred from {metric} times: {int((phase == 'prefill').sum())} slow forwards (≥ {ratio:.1f}× the fast "
+        f"ones) taken as prefill; pass --output-len to state it",
+        confidence,
+    )
+
+
+def assign_phases(
+    forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray
+) -> tuple[np.ndarray, PhaseRule]:
+    """Phase ("prefill" | "decode" | None) of every row of `forwards` (all matching ranges in trace order, warm-up
+    included, so that positions count from the first iteration); the inferred rule learns from the `kept` rows only."""
+    if len(forwards) and forwards["payload"].notna().all():
+        return _by_payload(forwards, all_ranges)
+    if output_len is not None:
+        return _by_output_len(np.arange(len(forwards)), output_len)
+    gpu = forwards.get("gpu_span_ns")
+    if gpu is not None and gpu.notna().all() and len(forwards):
+        return _inferred(gpu.to_numpy(dtype=float), kept, "GPU span")
+    return _inferred(forwards["wall_ns"].to_numpy(dtype=float), kept, "wall-clock")
