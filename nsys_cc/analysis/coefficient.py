@@ -1,0 +1,307 @@
+"""The cost coefficient c = draft forward time ÷ target forward time (Leviathan et al. 2023, Def. 3.7).
+
+For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
+phase (see `phases`). Per forward, the metrics are (all from `projection.project`):
+- wall: the NVTX range's CPU duration, end − start;
+- gpu_span: nsys's projected duration, first GPU op start → last GPU op end of the work launched inside the range;
+- kernel_sum: the sum of the durations of those kernels (overlapping kernels count twice);
+- gpu_busy: the length of the union of those GPU ops' intervals (kernels, copies, fills, graph launches);
+- launch_api: time spent in the CUDA API calls inside the range that launched GPU work;
+- gpu_idle: gpu_span − gpu_busy, the gaps inside the projected span where none of the range's work ran.
+c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError, RangeNotFoundError
+from ..trace import open_trace
+from . import kernels as kernel_mod
+from . import phases as phase_mod
+from .projection import project, range_ops
+from .ranges import closest_names, select
+from .stats import STAT_NAMES, describe, ratio_of_medians
+
+DEFAULT_RANGE = "model_executable()"
+# metric → per-forward column (ns)
+METRICS = {
+    "wall": "wall_ns",
+    "gpu_span": "gpu_span_ns",
+    "kernel_sum": "kernel_sum_ns",
+    "gpu_busy": "gpu_busy_ns",
+    "launch_api": "launch_api_ns",
+    "gpu_idle": "gpu_idle_ns",
+}
+C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
+GPU_METRICS = tuple(m for m in METRICS if m != "wall")
+
+
+@dataclass
+class ModelForwards:
+    """One model's trace and its forward ranges (`forwards`: every matching range, with `kept` and `phase`)."""
+
+    name: str
+    role: str
+    path: str
+    nsys_version: str | None
+    has_cuda: bool
+    forwards: pd.DataFrame
+    warmup_note: str
+    phase_rule: phase_mod.PhaseRule
+    ops: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+
+    @property
+    def kept(self) -> pd.DataFrame:
+        return self.forwards[self.forwards["kept"]]
+
+    def phase_rows(self, phase: str) -> pd.DataFrame:
+        kept = self.kept
+        return kept if phase == "all" else kept[kept["phase"] == phase]
+
+    @property
+    def phases(self) -> list[str]:
+        return [p for p in phase_mod.PHASES if len(self.phase_rows(p))]
+
+
+def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
+    out = proj.copy()
+    out["wall_ns"] = out["duration_ns"].astype(float)
+    gpu = {
+        "gpu_span_ns": "proj_duration_ns",
+        "kernel_sum_ns": "kernel_sum_ns",
+        "gpu_busy_ns": "gpu_busy_ns",
+        "launch_api_ns": "launch_api_ns",
+    }
+    for new, old in gpu.items():
+        out[new] = pd.to_numeric(out[old], errors="coerce").astype(float) if has_cuda and old in out else np.nan
+    out["gpu_idle_ns"] = out["gpu_span_ns"] - out["gpu_busy_ns"]
+    out["kernels"] = pd.to_numeric(out["kernels"], errors="coerce") if has_cuda and "kernels" in out else np.nan
+    return out
+
+
+def load_model(
+    path: str,
+    *,
+    name: str,
+    role: str,
+    range_name: str = DEFAULT_RANGE,
+    skip_ranges: int | None = None,
+    output_len: int | None = None,
+) -> ModelForwards:
+    """Read one trace and return its forward ranges with metrics, warm-up flags and phases."""
+    with open_trace(path) as trace:
+        ranges = trace.nvtx_ranges()
+        matched = select(ranges, range_name).sort_values("start_ns", kind="stable")
+        if matched.empty:
+            near = closest_names(ranges, range_name)
+            hint = f"; closest names: {', '.join(repr(n) for n in near)}" if near else "; the trace has no NVTX ranges"
+            raise RangeNotFoundError(f"{path}: no NVTX range named {range_name!r}{hint} (choose one with --range)")
+        has_cuda = bool(trace.has_cuda)
+        forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
+        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges)
+        forwards["kept"] = ~warm
+        if not forwards["kept"].any():
+            raise RangeNotFoundError(
+                f"{path}: all {len(forwards)} {range_name!r} ranges were dropped as warm-up ({warm_note}); "
+                "lower --skip-ranges"
+            )
+        phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
+        forwards["phase"] = phase
+        ops = range_ops(trace, forwards[forwards["kept"]]) if has_cuda else pd.DataFrame()
+        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, ops)
+
+
+def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
+    """Labels for the models: `names` when given, else file names without the extension (made unique)."""
+    if names:
+        if len(names) != len(paths):
+            raise InputError(f"{len(names)} --name label(s) for {len(paths)} traces: give one per trace or none")
+        return list(names)
+    stems = [os.path.basename(p).removesuffix(".sqlite").removesuffix(".nsys-rep") for p in paths]
+    out = []
+    for i, s in enumerate(stems):
+        out.append(s if stems.count(s) == 1 else f"{s}#{stems[:i + 1].count(s)}")
+    return out
+
+
+def _check_distinct(paths: Sequence[str]) -> None:
+    seen: dict[str, str] = {}
+    for p in paths:
+        key = os.path.realpath(p)
+        if key in seen:
+            raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
+        seen[key] = p
+
+
+def _summary(models: list[ModelForwards]) -> pd.DataFrame:
+    rows = []
+    for m in models:
+        for phase in m.phases:
+            sub = m.phase_rows(phase)
+            for metric, col in METRICS.items():
+                if metric != "wall" and not m.has_cuda:
+                    continue
+                st = describe(sub[col].to_numpy(dtype=float) / 1e6)
+                rows.append({"model": m.name, "role": m.role, "phase": phase, "metric": metric, "count": len(sub),
+                             **{f"{k}_ms": v for k, v in st.items()}})
+    return pd.DataFrame(rows, columns=["model", "role", "phase", "metric", "count", *[f"{k}_ms" for k in STAT_NAMES]])
+
+
+def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> pd.DataFrame:
+    rows = []
+    for d in drafts:
+        for phase in d.phases:
+            if phase not in target.phases:
+                continue
+            t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
+            for metric in C_METRICS:
+                if metric != "wall" and not (d.has_cuda and target.has_cuda):
+                    continue
+                col = METRICS[metric]
+                dv, tv = d_rows[col].to_numpy(dtype=float), t_rows[col].to_numpy(dtype=float)
+                c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
+                rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
+                             "draft_median_ms": np.nanmedian(dv) / 1e6 if len(dv) else np.nan,
+                             "target_median_ms": np.nanmedian(tv) / 1e6 if len(tv) else np.nan,
+                             "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum())})
+    cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
+            "n_draft", "n_target"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    kern, cats = [], []
+    for m in models:
+        if not m.has_cuda or m.ops.empty:
+            continue
+        phase_of = m.kept.set_index("range_id")["phase"]
+        ops = m.ops.assign(phase=m.ops["range_id"].map(phase_of).to_numpy())
+        for phase in m.phases:
+            sub = ops if phase == "all" else ops[ops["phase"] == phase]
+            table = kernel_mod.breakdown(sub, len(m.phase_rows(phase)))
+            kern.append(table.assign(model=m.name, role=m.role, phase=phase))
+            cats.append(kernel_mod.by_category(table).assign(model=m.name, role=m.role, phase=phase))
+    kcols = ["model", "role", "phase", "name", "kind", "category", "calls_per_forward", "time_per_forward_ms",
+             "mean_duration_us", "share"]
+    ccols = ["model", "role", "phase", "category", "calls_per_forward", "time_per_forward_ms", "share"]
+    k = pd.concat(kern, ignore_index=True)[kcols] if kern else pd.DataFrame(columns=kcols)
+    c = pd.concat(cats, ignore_index=True)[ccols] if cats else pd.DataFrame(columns=ccols)
+    return k, c
+
+
+@dataclass
+class CostCoefficientResult:
+    """Everything `analyze` reports; each table is a DataFrame a notebook can use directly.
+
+    - `summary`: per model, phase and metric: count, median/mean/p10/p90/std in ms.
+    - `coefficients`: per draft, phase and metric: c, ci_low, ci_high (95 % bootstrap), the two medians in ms.
+    - `forwards`: every matching range of every model (`kept`, `phase` and the per-forward metrics in ns).
+    - `kernels` / `categories`: per model and phase, GPU ops and categories per forward.
+    - `diagnosis`: per draft, plain sentences on where its forward time goes against the target's.
+    - `verdicts`: what c means for speculative decoding at the given acceptance rates (None when none given).
+    - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
+    """
+
+    range_name: str
+    models: list[ModelForwards]
+    summary: pd.DataFrame
+    coefficients: pd.DataFrame
+    kernels: pd.DataFrame
+    categories: pd.DataFrame
+    diagnosis: pd.DataFrame
+    notes: list[str]
+    seed: int
+    acceptance: tuple[float, ...] = ()
+    verdicts: pd.DataFrame | None = None
+
+    @property
+    def target(self) -> ModelForwards:
+        return self.models[0]
+
+    @property
+    def drafts(self) -> list[ModelForwards]:
+        return self.models[1:]
+
+    @property
+    def forwards(self) -> pd.DataFrame:
+        keep = ["range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
+                *METRICS.values()]
+        return pd.concat(
+            [m.forwards.reindex(columns=keep).assign(model=m.name, role=m.role) for m in self.models],
+            ignore_index=True,
+        )[["model", "role", *keep]]
+
+    def to_dict(self) -> dict:
+        """The JSON document of `nsys-cc analyze --format json`."""
+        from ..report.formats import result_to_dict
+
+        return result_to_dict(self)
+
+
+def cost_coefficient(
+    target: str,
+    drafts: Sequence[str],
+    *,
+    names: Sequence[str] | None = None,
+    range_name: str = DEFAULT_RANGE,
+    skip_ranges: int | None = None,
+    output_len: int | None = None,
+    acceptance: Sequence[float] = (),
+    seed: int = 0,
+) -> CostCoefficientResult:
+    """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
+
+    Args:
+        target: the target model's trace.
+        drafts: one trace per draft model (at least one).
+        names: labels for [target, *drafts]; default: the file names.
+        range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`).
+        skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
+        output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
+        acceptance: acceptance rates α at which to judge each draft (speedup verdicts); empty for none.
+        seed: seed of the bootstrap intervals.
+    Returns:
+        A `CostCoefficientResult`.
+    """
+    if not drafts:
+        raise InputError("give at least one draft trace after the target")
+    if skip_ranges is not None and skip_ranges < 0:
+        raise InputError(f"--skip-ranges must be ≥ 0, not {skip_ranges}")
+    if output_len is not None and output_len < 1:
+        raise InputError(f"--output-len must be ≥ 1, not {output_len}")
+    paths = [str(target), *map(str, drafts)]
+    _check_distinct(paths)
+    labels = model_names(paths, names)
+    models = [
+        load_model(p, name=n, role="target" if i == 0 else "draft", range_name=range_name,
+                   skip_ranges=skip_ranges, output_len=output_len)
+        for i, (p, n) in enumerate(zip(paths, labels))
+    ]
+    from .diagnosis import diagnose
+
+    notes = []
+    for m in models:
+        notes.append(f"{m.name}: {m.warmup_note}")
+        confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
+        notes.append(f"{m.name}: phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}")
+        if not m.has_cuda:
+            notes.append(f"{m.name}: no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics")
+    summary = _summary(models)
+    coefficients = _coefficients(models[0], models[1:], seed)
+    kernels, categories = _kernel_tables(models)
+    result = CostCoefficientResult(
+        range_name=range_name, models=models, summary=summary, coefficients=coefficients, kernels=kernels,
+        categories=categories, diagnosis=pd.DataFrame(), notes=notes, seed=seed, acceptance=tuple(acceptance),
+    )
+    result.diagnosis = diagnose(result)
+    if acceptance:
+        from .speedup import verdicts
+
+        result.verdicts = verdicts(coefficients, list(acceptance))
+    return result

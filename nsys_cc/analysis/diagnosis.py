@@ -1,0 +1,91 @@
+"""Plain-language diagnosis of why a draft's forward costs what it does, against the target's.
+
+Per draft (decode phase when there is one, else `all`), from the medians of the per-forward metrics:
+- busy share = gpu_busy / wall. Below 50 % the forward is "launch-bound" (the GPU waits on the CPU for most of the
+  forward: kernel launches and Python dominate), 50–80 % "partly launch-bound", from 80 % "GPU-bound".
+- kernels per forward, draft against target: a draft that launches about as many kernels as its target pays about
+  the same launch cost, whatever its size.
+- the kernel category whose time per forward differs most between target and draft.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:  # the coefficient module imports this one
+    from .coefficient import CostCoefficientResult, ModelForwards
+
+
+def _median(m: "ModelForwards", phase: str, col: str) -> float:
+    v = m.phase_rows(phase)[col].to_numpy(dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if v.size else float("nan")
+
+
+def _boundness(busy_share: float) -> str:
+    if busy_share < 0.5:
+        return "launch-bound"
+    if busy_share < 0.8:
+        return "partly launch-bound"
+    return "GPU-bound"
+
+
+def _category_delta(result: "CostCoefficientResult", draft: str, phase: str) -> str | None:
+    cats = result.categories
+    if cats.empty:
+        return None
+    sub = cats[cats["phase"] == phase]
+    t = sub[sub["model"] == result.target.name].set_index("category")["time_per_forward_ms"]
+    d = sub[sub["model"] == draft].set_index("category")["time_per_forward_ms"]
+    both = pd.concat([t.rename("target"), d.rename("draft")], axis=1).fillna(0.0)
+    if both.empty:
+        return None
+    both["saved"] = both["target"] - both["draft"]
+    top = both["draft"].idxmax()
+    most = both["saved"].idxmax()
+    return (
+        f"its largest category is {top} ({both.at[top, 'draft']:.3f} ms per forward vs {both.at[top, 'target']:.3f} ms "
+        f"for the target); the draft saves most in {most} ({both.at[most, 'saved']:.3f} ms per forward)"
+    )
+
+
+def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -> str:
+    t = result.target
+    wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
+    if not (d.has_cuda and t.has_cuda):
+        return (
+            f"{phase}: CPU-only trace(s), wall-clock time only: median forward {wall_d / 1e6:.3f} ms vs "
+            f"{wall_t / 1e6:.3f} ms for the target (c = {wall_d / wall_t:.3g})."
+        )
+    busy, span = _median(d, phase, "gpu_busy_ns"), _median(d, phase, "gpu_span_ns")
+    launch = _median(d, phase, "launch_api_ns")
+    k_d, k_t = _median(d, phase, "kernels"), _median(t, phase, "kernels")
+    share = busy / wall_d if wall_d > 0 else float("nan")
+    parts = [
+        f"{phase}: {_boundness(share)}: GPU busy {busy / 1e6:.3f} ms of {wall_d / 1e6:.3f} ms wall ({share:.0%}); "
+        f"{k_d:.0f} kernels per forward vs {k_t:.0f} for the target; launch API calls {launch / 1e6:.3f} ms; "
+        f"GPU idle inside its span {max(span - busy, 0) / 1e6:.3f} ms."
+    ]
+    busy_t = _median(t, phase, "gpu_busy_ns")
+    c_wall, c_busy = wall_d / wall_t, busy / busy_t if busy_t > 0 else float("nan")
+    if np.isfinite(c_busy) and c_wall > 1.5 * c_busy:
+        parts.append(
+            f"c is {c_wall:.3g} on wall time but {c_busy:.3g} on GPU busy time: the draft's GPU work is cheap, its "
+            "forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would lower c)."
+        )
+    delta = _category_delta(result, d.name, phase)
+    if delta:
+        parts.append(delta[0].upper() + delta[1:] + ".")
+    return " ".join(parts)
+
+
+def diagnose(result: "CostCoefficientResult") -> pd.DataFrame:
+    """One row per draft: `draft`, `phase` (decode when measured, else all), `diagnosis` (sentences)."""
+    rows = []
+    for d in result.drafts:
+        phase = "decode" if "decode" in d.phases and "decode" in result.target.phases else "all"
+        rows.append({"draft": d.name, "phase": phase, "diagnosis": _sentence(result, d, phase)})
+    return pd.DataFrame(rows, columns=["draft", "phase", "diagnosis"])

