@@ -1,0 +1,268 @@
+"""What a measured cost coefficient c means for speculative decoding (Leviathan, Kalman, Matias, ICML 2023).
+
+Symbols (SPECDEC.md):
+- α ∈ [0, 1], the acceptance rate: the expected probability that one draft token is accepted (i.i.d. model).
+- γ ≥ 0, the number of draft tokens proposed per iteration (vLLM's `num_speculative_tokens`).
+- c ≥ 0, the cost coefficient (Def. 3.7): one draft forward's time ÷ one target forward's time, decode step.
+- ĉ ≥ 0, the same ratio for arithmetic operations (Thm 3.11).
+
+Numbers defined here:
+- expected tokens per iteration (Eq. 1): E(α, γ) = (1 − α^(γ+1)) / (1 − α) = 1 + α + … + α^γ; γ + 1 at α = 1.
+- walltime factor, the expected speedup over plain decoding (Thm 3.8): S(α, γ, c) = E(α, γ) / (γc + 1).
+- operations factor (Thm 3.11): (γĉ + γ + 1) / E(α, γ), the growth in arithmetic operations.
+- best γ: the integer in 1…max_gamma maximising S, the first maximum kept (as Online Speculative Decoding,
+  Liu et al. 2023, did). Cor. 3.9: some γ gives S > 1 exactly when α > c, and S(γ = 1) = (1 + α)/(1 + c);
+  so the break-even acceptance rate of a draft is α = c, and α ≤ c makes every γ a slowdown (best S ≤ 1).
+- an interval [c_low, c_high] on c becomes one on the speedup and on the best γ: S falls as c grows, for every γ,
+  so the best S at c_high and at c_low bound it; −log(1 + γc) has decreasing differences in (γ, c), so the best γ
+  never grows with c (Topkis) and the best γ at c_high and at c_low bound it.
+
+Every function broadcasts over numpy arrays of α, γ and c; NaN propagates (a draft without a measurement).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+
+# Online Speculative Decoding searched γ = 1…99; S has a single maximum in γ, so a wider search only costs time.
+DEFAULT_MAX_GAMMA = 99
+
+VERDICT_COLUMNS = [
+    "draft", "metric", "alpha", "phase", "c", "c_low", "c_high", "best_gamma", "best_gamma_low", "best_gamma_high",
+    "speedup", "speedup_low", "speedup_high", "break_even_alpha", "verdict",
+]
+
+
+def _array(x, name: str, low: float = 0.0, high: float = math.inf) -> np.ndarray:
+    try:
+        arr = np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise InputError(f"{name} must be a number or an array of numbers, not {x!r}") from None
+    bad = (arr < low) | (arr > high)  # NaN compares False: it passes and propagates
+    if np.any(bad):
+        value = arr[bad].flat[0]
+        if math.isfinite(high):
+            raise InputError(f"{name} = {value:g} is outside [{low:g}, {high:g}]")
+        raise InputError(f"{name} = {value:g} must be ≥ {low:g}")
+    return arr
+
+
+def _scalar_or_array(arr: np.ndarray):
+    return arr[()] if arr.ndim == 0 else arr
+
+
+def expected_tokens(alpha, gamma):
+    """E(α, γ) = (1 − α^(γ+1)) / (1 − α): tokens produced per iteration (Leviathan et al. Eq. 1); γ + 1 at α = 1."""
+    a = _array(alpha, "α", 0.0, 1.0)
+    g = _array(gamma, "γ")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        # expm1/log keep 1 − α^(γ+1) accurate when α is close to 1; log(0) = −inf gives E = 1 at α = 0.
+        closed = -np.expm1((g + 1.0) * np.log(a)) / (1.0 - a)
+    return _scalar_or_array(np.where(a == 1.0, g + 1.0, closed))
+
+
+def walltime_factor(alpha, gamma, c):
+    """S(α, γ, c) = E(α, γ) / (γc + 1): expected walltime improvement over plain decoding (Thm 3.8)."""
+    g = _array(gamma, "γ")
+    cc = _array(c, "c")
+    return _scalar_or_array(np.asarray(expected_tokens(alpha, g)) / (g * cc + 1.0))
+
+
+def operations_factor(alpha, gamma, c_hat):
+    """(γĉ + γ + 1) / E(α, γ): expected factor of arithmetic operations (Thm 3.11), ĉ the operations ratio."""
+    g = _array(gamma, "γ")
+    ch = _array(c_hat, "ĉ")
+    return _scalar_or_array((g * ch + g + 1.0) / np.asarray(expected_tokens(alpha, g)))
+
+
+def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
+    """The integer γ in 1…max_gamma that maximises S(α, γ, c) (first maximum kept), and that S.
+
+    Returns `(gamma, S)`, broadcast over α and c: `gamma` is an int array (0 where α or c is NaN: no γ was
+    chosen) and `S` a float array (NaN there). Scalars in, numpy scalars out.
+    """
+    if int(max_gamma) != max_gamma or max_gamma < 1:
+        raise InputError(f"max_gamma must be a whole number ≥ 1, not {max_gamma!r}")
+    a, cc = np.broadcast_arrays(_array(alpha, "α", 0.0, 1.0), _array(c, "c"))
+    gammas = np.arange(1, int(max_gamma) + 1, dtype=float)
+    s = np.asarray(walltime_factor(a[..., None], gammas, cc[..., None]))
+    missing = np.isnan(a) | np.isnan(cc)
+    idx = np.argmax(np.where(np.isnan(s), -np.inf, s), axis=-1)
+    best_s = np.take_along_axis(s, idx[..., None], axis=-1)[..., 0]
+    g = np.where(missing, 0, idx + 1).astype(int)
+    return _scalar_or_array(g), _scalar_or_array(np.where(missing, np.nan, best_s))
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """One draft at one α: the speedup at a given γ, the best γ and its speedup, each with the interval from c's.
+
+    `*_low`/`*_high` come from c_high/c_low (NaN/0 when no interval was given); `gamma`/`speedup*` are None
+    without a given γ. `break_even_alpha` is c (Cor. 3.9), NaN when c > 1 (no α in [0, 1] breaks even).
+    """
+
+    c: float
+    c_low: float
+    c_high: float
+    alpha: float
+    gamma: int | None
+    speedup: float | None
+    speedup_low: float | None
+    speedup_high: float | None
+    best_gamma: int
+    best_gamma_low: int
+    best_gamma_high: int
+    best_speedup: float
+    best_speedup_low: float
+    best_speedup_high: float
+    break_even_alpha: float
+    max_gamma: int
+    verdict: str
+
+
+def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.nan, c_high: float = math.nan,
+          max_gamma: int = DEFAULT_MAX_GAMMA) -> Judgement:
+    """Judge one draft of cost coefficient c (interval [c_low, c_high], NaN for none) at acceptance rate α."""
+    c, alpha = float(_array(c, "c")), float(_array(alpha, "α", 0.0, 1.0))
+    c_low, c_high = float(_array(c_low, "c_low")), float(_array(c_high, "c_high"))
+    if math.isnan(alpha):
+        raise InputError("α must be a number in [0, 1], not NaN")
+    if not (math.isnan(c_low) or math.isnan(c_high) or math.isnan(c)) and not c_low <= c <= c_high:
+        raise InputError(f"the interval on c ({c_low:g}, {c_high:g}) must contain c = {c:g}")
+    if gamma is not None and (int(gamma) != gamma or gamma < 1):
+        raise InputError(f"γ must be a whole number ≥ 1, not {gamma!r}")
+    cs = np.array([c, c_high, c_low])  # S falls as c grows: c_high gives the low ends
+    g_best, s_best = best_gamma(alpha, cs, max_gamma)
+    s_at = [None, None, None] if gamma is None else [float(v) for v in walltime_factor(alpha, gamma, cs)]
+    j = dict(
+        c=c, c_low=c_low, c_high=c_high, alpha=alpha, gamma=None if gamma is None else int(gamma),
+        speedup=s_at[0], speedup_low=s_at[1], speedup_high=s_at[2],
+        best_gamma=int(g_best[0]), best_gamma_low=int(g_best[1]), best_gamma_high=int(g_best[2]),
+        best_speedup=float(s_best[0]), best_speedup_low=float(s_best[1]), best_speedup_high=float(s_best[2]),
+        break_even_alpha=c if c <= 1 else math.nan, max_gamma=int(max_gamma),
+    )
+    return Judgement(**j, verdict=verdict(**j))
+
+
+def sig3(x: float) -> str:
+    """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
+    s = f"{x:#.3g}"
+    return s[:-1] if s.endswith(".") else s
+
+
+def _alpha_text(a: float) -> str:
+    return f"{a:.2f}" if abs(a - round(a, 2)) < 1e-12 else f"{a:.3g}"
+
+
+def _num(s: float) -> str:
+    # 3 significant digits, more only when rounding would turn a gain or a loss into a flat "1"
+    for digits in range(3, 7):
+        text = f"{s:.{digits}g}"
+        if float(text) != 1.0 or s == 1.0:
+            break
+    return text
+
+
+def _gamma_text(g: int, lo: int, hi: int, max_gamma: int) -> str:
+    text = f"best γ = {g}"
+    if lo and hi and lo != hi:
+        text += f" ({lo}–{hi})"
+    if g == max_gamma:
+        text += " (the search bound: S still grows with γ)"
+    return text
+
+
+def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: int, best_gamma_low: int,
+            best_gamma_high: int, best_speedup: float, best_speedup_low: float, best_speedup_high: float,
+            max_gamma: int, **_ignored) -> str:
+    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8)."""
+    a = _alpha_text(alpha)
+    has_ci = not (math.isnan(c_low) or math.isnan(c_high))
+    if math.isnan(c):
+        return f"no measurement of c: no verdict at α = {a}"
+    if alpha > c:
+        text = f"{_gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)} gives {_num(best_speedup)}×"
+        if has_ci:
+            text += f" ({_num(best_speedup_low)}–{_num(best_speedup_high)}×)"
+        text += f" at α = {a}"
+        if has_ci and c_high >= alpha:
+            text += (f"; but c's interval reaches {sig3(c_high)} ≥ α, where it would not speed decoding up "
+                     f"(needs α > {sig3(c_high)} to be sure)")
+        return text
+    if c >= 1:
+        text = (f"never speeds decoding up at c = {sig3(c)}: a draft no faster than the target (c ≥ 1) "
+                f"loses at every α and γ")
+    elif alpha == c:
+        text = f"cannot speed decoding up at α = {a}: c = {sig3(c)} = α, the break-even point; needs α > {sig3(c)}"
+    else:
+        text = f"slows decoding down at α = {a}: c = {sig3(c)} > α; needs α > {sig3(c)}"
+    if has_ci and c_low < alpha:
+        text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
+                 f"{_num(best_speedup_high)}× with γ = {best_gamma_high})")
+    return text
+
+
+def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
+    for phase in ("decode", "all"):
+        match = rows[rows["phase"] == phase]
+        if len(match):
+            return phase, match.iloc[0]
+    return "decode", None
+
+
+def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA) -> pd.DataFrame:
+    """Per draft, metric and α: best γ, the speedup there, the break-even α and a plain verdict.
+
+    Args:
+        coefficients: columns `draft, phase, metric, c, ci_low, ci_high` (the cost-coefficient analysis). The
+            decode-phase row is used — c is defined on the per-token forward (Def. 3.7) — or `all` when a draft has
+            no decode row; the `phase` column says which. A draft with neither gets NaN numbers and says so.
+        alphas: acceptance rates in [0, 1].
+        max_gamma: the largest γ searched.
+
+    Returns:
+        A DataFrame with `VERDICT_COLUMNS`: `c, c_low, c_high` (the interval, NaN if none), `best_gamma*`
+        (nullable Int64; `_low` from c_high, `_high` from c_low), `speedup*` (the best S and its interval),
+        `break_even_alpha` (= c, Cor. 3.9) and `verdict`.
+    """
+    missing = [col for col in ("draft", "phase", "metric", "c", "ci_low", "ci_high") if col not in coefficients]
+    if missing:
+        raise InputError(f"coefficients lack the column(s) {', '.join(missing)}")
+    alphas = [float(a) for a in np.atleast_1d(_array(list(alphas), "α", 0.0, 1.0))]
+    if any(math.isnan(a) for a in alphas):
+        raise InputError("α must be a number in [0, 1], not NaN")
+    out = []
+    for (draft, metric), rows in coefficients.groupby(["draft", "metric"], sort=False):
+        phase, row = _decision_row(rows)
+        c, lo, hi = (math.nan,) * 3 if row is None else (float(row["c"]), float(row["ci_low"]), float(row["ci_high"]))
+        for a in alphas:
+            if math.isnan(c):
+                out.append({"draft": draft, "metric": metric, "alpha": a, "phase": phase, "c": c, "c_low": lo,
+                            "c_high": hi, "verdict": f"no {phase} or all-phase measurement of c: no verdict"
+                            if row is None else f"no measurement of c: no verdict at α = {_alpha_text(a)}"})
+                continue
+            j = judge(c, a, c_low=lo, c_high=hi, max_gamma=max_gamma)
+            has_ci = not (math.isnan(lo) or math.isnan(hi))
+            out.append({
+                "draft": draft, "metric": metric, "alpha": a, "phase": phase, "c": c, "c_low": lo, "c_high": hi,
+                "best_gamma": j.best_gamma,
+                "best_gamma_low": j.best_gamma_low if has_ci else None,
+                "best_gamma_high": j.best_gamma_high if has_ci else None,
+                "speedup": j.best_speedup,
+                "speedup_low": j.best_speedup_low if has_ci else math.nan,
+                "speedup_high": j.best_speedup_high if has_ci else math.nan,
+                "break_even_alpha": j.break_even_alpha, "verdict": j.verdict,
+            })
+    frame = pd.DataFrame(out, columns=VERDICT_COLUMNS)
+    for col in ("best_gamma", "best_gamma_low", "best_gamma_high"):
+        frame[col] = frame[col].astype("Int64")
+    for col in ("alpha", "c", "c_low", "c_high", "speedup", "speedup_low", "speedup_high", "break_even_alpha"):
+        frame[col] = frame[col].astype(float)
+    return frame
