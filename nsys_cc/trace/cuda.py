@@ -1,0 +1,238 @@
+"""CUDA tables of an export as DataFrames: API calls, kernels, memcpy/memset, graph launches.
+
+Times are int64 ns; `duration_ns = end_ns - start_ns`. `pid` is decoded from globalPid/globalTid
+(bits 24–47); `global_pid` keeps the full value, which is what joins GPU work to its API call
+(`global_pid == global_tid & PID_MASK` together with `correlation_id`). A NULL correlationId (CUPTI
+never writes one for real work) reads as 0, CUPTI's "no correlation". Name columns are Categoricals
+resolved from StringIds. Columns missing from an older schema read as NULL (nullable columns) or 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from pandas.api.types import union_categoricals
+
+from .columns import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_ints
+
+RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
+MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+# eventClass of RUNTIME rows (TRACE_PROCESS_EVENT_CUDA_RUNTIME / _DRIVER); any other class reads "other".
+API_CLASSES = {0: "runtime", 1: "driver"}
+
+
+@dataclass(frozen=True)
+class Col:
+    """One output column read from one SQL column: `int` (NOT NULL, 0 if the column is missing),
+    `nint` (nullable → Int64), `sid` (StringIds id → Categorical name)."""
+
+    out: str
+    sql: str
+    kind: str = "int"
+
+
+def _read(trace, table: str, cols: list[Col], dtype_map: dict[str, str] | None = None) -> pd.DataFrame:
+    present = set(trace.columns(table))
+    exprs = []
+    for c in cols:
+        if c.sql not in present:
+            exprs.append("0" if c.kind == "int" else str(NULL_INT))
+        elif c.kind == "int":
+            exprs.append(f"coalesce({c.sql}, 0)")
+        else:
+            exprs.append(f"coalesce({c.sql}, {NULL_INT})")
+    if trace.rows(table):
+        with trace.reading() as conn:
+            data = read_ints(conn, f"SELECT {', '.join(exprs)} FROM {table}", len(cols))
+    else:
+        data = np.empty((0, len(cols)), dtype=np.int64)
+    out = {}
+    for j, c in enumerate(cols):
+        v = data[:, j]
+        out[c.out] = v if c.kind == "int" else nullable(v) if c.kind == "nint" else categorical(v, trace.strings())
+    return pd.DataFrame(out)
+
+
+def _times(frame: pd.DataFrame) -> pd.DataFrame:
+    frame.insert(frame.columns.get_loc("end_ns") + 1, "duration_ns", frame["end_ns"] - frame["start_ns"])
+    return frame
+
+
+def _with_pid(frame: pd.DataFrame, after: str = "global_pid") -> pd.DataFrame:
+    frame.insert(frame.columns.get_loc(after) + 1, "pid", decode_pid(frame[after].to_numpy()))
+    return frame
+
+
+def read_api(trace) -> pd.DataFrame:
+    """CUDA runtime and driver API calls: CUPTI_ACTIVITY_KIND_RUNTIME (eventClass 0 runtime, 1 driver),
+    plus a CUPTI_ACTIVITY_KIND_DRIVER table should an export have one.
+
+    Columns: start_ns, end_ns, duration_ns, global_tid, pid, tid, correlation_id, name (API function),
+    api ("runtime" | "driver" | "other").
+    """
+    cols = [
+        Col("start_ns", "start"),
+        Col("end_ns", "end"),
+        Col("global_tid", "globalTid"),
+        Col("correlation_id", "correlationId"),
+        Col("name", "nameId", "sid"),
+        Col("event_class", "eventClass"),
+    ]
+    parts = [_read(trace, RUNTIME, cols)]
+    if trace.has_table(DRIVER):
+        driver = _read(trace, DRIVER, cols)
+        driver["event_class"] = 1
+        parts.append(driver)
+    frame = pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    frame["name"] = frame["name"].astype("category")
+    api = frame.pop("event_class").to_numpy()
+    frame = _times(frame)
+    gtid = frame["global_tid"].to_numpy()
+    frame.insert(frame.columns.get_loc("global_tid") + 1, "pid", decode_pid(gtid))
+    frame.insert(frame.columns.get_loc("pid") + 1, "tid", decode_tid(gtid))
+    frame["api"] = pd.Categorical.from_codes(
+        np.select([api == 0, api == 1], [0, 1], 2).astype(np.int8), categories=["runtime", "driver", "other"]
+    )
+    return frame
+
+
+def read_kernels(trace) -> pd.DataFrame:
+    """GPU kernels (CUPTI_ACTIVITY_KIND_KERNEL).
+
+    Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
+    pid, name (shortName, the base name), demangled_name, grid_x/y/z, block_x/y/z, graph_node_id
+    (nullable: set when the kernel ran as a CUDA graph node traced per node), registers_per_thread,
+    static_shared_memory, dynamic_shared_memory (bytes per block).
+    """
+    cols = [
+        Col("start_ns", "start"),
+        Col("end_ns", "end"),
+        Col("device_id", "deviceId"),
+        Col("context_id", "contextId"),
+        Col("stream_id", "streamId"),
+        Col("correlation_id", "correlationId"),
+        Col("global_pid", "globalPid"),
+        Col("name", "shortName", "sid"),
+        Col("demangled_name", "demangledName", "sid"),
+        Col("grid_x", "gridX"),
+        Col("grid_y", "gridY"),
+        Col("grid_z", "gridZ"),
+        Col("block_x", "blockX"),
+        Col("block_y", "blockY"),
+        Col("block_z", "blockZ"),
+        Col("graph_node_id", "graphNodeId", "nint"),
+        Col("registers_per_thread", "registersPerThread"),
+        Col("static_shared_memory", "staticSharedMemory"),
+        Col("dynamic_shared_memory", "dynamicSharedMemory"),
+    ]
+    return _with_pid(_times(_read(trace, KERNEL, cols)))
+
+
+def _memcpy_labels(trace) -> dict[int, str]:
+    if not trace.has_table("ENUM_CUDA_MEMCPY_OPER"):
+        return {}
+    with trace.reading() as conn:
+        return {int(k): str(v) for k, v in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
+
+
+def read_memops(trace) -> pd.DataFrame:
+    """GPU memory operations: CUPTI_ACTIVITY_KIND_MEMCPY ∪ CUPTI_ACTIVITY_KIND_MEMSET.
+
+    Columns: kind ("memcpy" | "memset"), start_ns, end_ns, duration_ns, device_id, context_id, stream_id,
+    correlation_id, global_pid, pid, bytes, copy_kind (memcpy direction: the ENUM_CUDA_MEMCPY_OPER label,
+    e.g. "Host-to-Device", when the export has that table, else the CUPTI number as text; missing for
+    memsets), graph_node_id (nullable).
+    """
+    base = [
+        Col("start_ns", "start"),
+        Col("end_ns", "end"),
+        Col("device_id", "deviceId"),
+        Col("context_id", "contextId"),
+        Col("stream_id", "streamId"),
+        Col("correlation_id", "correlationId"),
+        Col("global_pid", "globalPid"),
+        Col("bytes", "bytes"),
+        Col("graph_node_id", "graphNodeId", "nint"),
+    ]
+    memcpy = _read(trace, MEMCPY, [*base, Col("copy_kind", "copyKind", "nint")])
+    memset = _read(trace, MEMSET, base)
+    labels = _memcpy_labels(trace)
+    kinds = memcpy.pop("copy_kind").to_numpy(dtype=np.int64, na_value=NULL_INT)
+    names = {int(k): labels.get(int(k), str(int(k))) for k in np.unique(kinds) if k != NULL_INT}
+    memcpy["copy_kind"] = categorical(kinds, names)
+    memset["copy_kind"] = pd.Categorical.from_codes(np.full(len(memset), -1), categories=memcpy["copy_kind"].cat.categories)
+    memcpy.insert(0, "kind", "memcpy")
+    memset.insert(0, "kind", "memset")
+    frame = pd.concat([memcpy, memset], ignore_index=True)
+    frame["kind"] = pd.Categorical(frame["kind"], categories=["memcpy", "memset"])
+    frame["copy_kind"] = frame["copy_kind"].astype(pd.CategoricalDtype(memcpy["copy_kind"].cat.categories))
+    return _with_pid(_times(frame))
+
+
+def read_graph_launches(trace) -> pd.DataFrame:
+    """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE; recorded with --cuda-graph-trace=graph).
+
+    Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
+    pid, graph_id, graph_exec_id.
+    """
+    cols = [
+        Col("start_ns", "start"),
+        Col("end_ns", "end"),
+        Col("device_id", "deviceId"),
+        Col("context_id", "contextId"),
+        Col("stream_id", "streamId"),
+        Col("correlation_id", "correlationId"),
+        Col("global_pid", "globalPid"),
+        Col("graph_id", "graphId"),
+        Col("graph_exec_id", "graphExecId"),
+    ]
+    return _with_pid(_times(_read(trace, GRAPH_TRACE, cols)))
+
+
+GPU_OP_COLUMNS = [
+    "kind", "name", "start_ns", "end_ns", "duration_ns", "device_id", "stream_id", "correlation_id",
+    "global_pid", "pid",
+]
+
+
+def gpu_ops(trace) -> pd.DataFrame:
+    """Every GPU operation: kernels ∪ memcpy ∪ memset ∪ graph launches, in that order.
+
+    Columns: kind ("kernel" | "memcpy" | "memset" | "graph"), name (kernel base name; "[CUDA memcpy
+    <direction>]"; "[CUDA memset]"; "[CUDA graph <graph_id>]"), start_ns, end_ns, duration_ns, device_id,
+    stream_id, correlation_id, global_pid, pid.
+    """
+    k = trace.kernels()
+    m = trace.memops()
+    g = trace.graph_launches()
+    direction = m["copy_kind"].astype(object).fillna("?").astype(str).to_numpy(dtype=object)
+    mem_names = np.where(m["kind"].to_numpy() == "memcpy", "[CUDA memcpy " + direction + "]", "[CUDA memset]")
+    graph_names = np.array([f"[CUDA graph {i}]" for i in g["graph_id"].tolist()], dtype=object)
+    names = union_categoricals(
+        [
+            pd.Categorical(k["name"]),
+            categorical_values(mem_names.astype(object)),
+            categorical_values(graph_names),
+        ],
+        ignore_order=True,
+    )
+    kind_codes = np.concatenate(
+        [np.zeros(len(k), np.int8), np.where(m["kind"].to_numpy() == "memcpy", 1, 2).astype(np.int8),
+         np.full(len(g), 3, np.int8)]
+    )
+    frame = pd.DataFrame(
+        {
+            "kind": pd.Categorical.from_codes(kind_codes, categories=["kernel", "memcpy", "memset", "graph"]),
+            "name": names,
+        }
+    )
+    for col in GPU_OP_COLUMNS[2:]:
+        frame[col] = np.concatenate([k[col].to_numpy(np.int64), m[col].to_numpy(np.int64), g[col].to_numpy(np.int64)])
+    return frame

@@ -1,0 +1,200 @@
+"""NVTX ranges of an export as one DataFrame (`Trace.nvtx_ranges()`).
+
+Rows: NVTX_EVENTS rows of eventType 59 (push/pop), 60 (start/end), 70 and 71 (their NVTXT twins), in
+rowid order. Columns (times are int64 ns on the session timeline):
+
+- `range_id`: the NVTX_EVENTS rowid (nsys's RangeId in `nvtxgpuproj`).
+- `name`: the range's message: the registered string (`textId` → StringIds) or else the inline `text`
+  (nsys's order); one leading ":" is dropped (newer nsys writes the default domain as ":name"), but
+  not a leading "::".
+- `domain`: name of the NVTX domain (`domainId` matched to the eventType 75 row of the same domainId in
+  the same process, the earliest if several) or "" for the default domain.
+- `qualified_name`: "domain:name", or `name` in the default domain — the name nsys 2022.4's reports show.
+- `style`: "push/pop" (59, 70) or "start/end" (60, 71).
+- `start_ns`, `end_ns`, `duration_ns` = end_ns - start_ns.
+- `open_at_end`: the range was still open when the capture ended. Two ways exports say so:
+  `end` NULL — `end_ns` is then what nsys 2022.4's `nvtxsum.py`/`nvtxgpuproj.py` use,
+  `max(max(start), max(end))` over all NVTX_EVENTS rows (marks, domain rows and all), i.e. the last
+  NVTX timestamp; or `end` exactly equal to the end of the trace (`ANALYSIS_DETAILS.duration`, the
+  timeline's last ns), where nsys 2022.4's exporter closes ranges left open at exit — `end_ns` is
+  then kept as written, as nsys's reports do.
+- `global_tid`, `pid`, `tid`: the thread the range started on (pid/tid decoded from globalTid).
+- `end_global_tid` (nullable): set by nsys only for a start/end range that ended on another thread;
+  `ended_on_other_thread` is True exactly then. nsys does not project such ranges onto the GPU.
+- `level`, `parent_id` (nullable): nesting on the range's own thread as `nvtxgpuproj` defines it (shortest
+  enclosing range; see `nesting.py`).
+- `payload` (float64, NaN when none): the first set of int64Value, uint64Value, doubleValue, int32Value,
+  uint32Value, floatValue (in that order); integers above 2**53 lose precision.
+- `category` (nullable): the NVTX category id.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .columns import (
+    NULL_INT,
+    PID_FIELD_MASK,
+    categorical,
+    categorical_values,
+    decode_pid,
+    decode_tid,
+    nullable,
+    read_floats,
+    read_ints,
+    read_objects,
+)
+from .nesting import NO_PARENT, nest
+
+PUSHPOP, STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71
+DOMAIN_CREATE = 75
+RANGE_TYPES = (PUSHPOP, STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND)
+PAYLOAD_COLUMNS = ("int64Value", "uint64Value", "doubleValue", "int32Value", "uint32Value", "floatValue")
+
+COLUMNS = {
+    "range_id": "int64",
+    "name": "category",
+    "domain": "category",
+    "qualified_name": "category",
+    "style": "category",
+    "start_ns": "int64",
+    "end_ns": "int64",
+    "duration_ns": "int64",
+    "global_tid": "int64",
+    "pid": "int64",
+    "tid": "int64",
+    "end_global_tid": "Int64",
+    "ended_on_other_thread": "bool",
+    "level": "int64",
+    "parent_id": "Int64",
+    "payload": "float64",
+    "category": "Int64",
+    "open_at_end": "bool",
+}
+
+_WHERE = f"eventType IN ({', '.join(map(str, RANGE_TYPES))})"
+
+
+def empty_ranges() -> pd.DataFrame:
+    """A frame with no rows and the columns of `read_ranges`."""
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
+
+
+def read_ranges(trace) -> pd.DataFrame:
+    """Every NVTX range of `trace` (see the module docstring for the columns)."""
+    if not trace.has_table("NVTX_EVENTS"):
+        return empty_ranges()
+    cols = set(trace.columns("NVTX_EVENTS"))
+    payload = [c for c in PAYLOAD_COLUMNS if c in cols]
+    any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
+    with trace.reading() as conn:
+        ints = read_ints(
+            conn,
+            f"""SELECT rowid, start, coalesce(end, {NULL_INT}), eventType, coalesce(globalTid, 0),
+                       coalesce(endGlobalTid, {NULL_INT}), coalesce(textId, {NULL_INT}),
+                       coalesce(domainId, {NULL_INT}), coalesce(category, {NULL_INT}),
+                       {any_payload} IS NOT NULL
+                FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid""",
+            10,
+        )
+        if len(ints) == 0:
+            return empty_ranges()
+        values = read_floats(
+            conn, f"SELECT coalesce(CAST({any_payload} AS REAL), 0.0) FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid", 1
+        )[:, 0]
+        text = read_objects(conn, f"SELECT text FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid")
+        last_start, last_end = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+        trace_end = (
+            conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
+            if "duration" in trace.columns("ANALYSIS_DETAILS")
+            else None
+        )
+        domains = _domains(conn, trace)
+    rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload = ints.T
+
+    no_end = end == NULL_INT
+    capture_end = max(v for v in (last_start, last_end) if v is not None)
+    end = np.where(no_end, capture_end, end)
+    open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
+    other_thread = end_gtid != NULL_INT
+
+    parent_pos, level = nest(gtid, start, end, ~other_thread)
+    parent_id = np.where(parent_pos == NO_PARENT, NULL_INT, rowid[np.maximum(parent_pos, 0)])
+
+    name = _names(trace, text_id, text)
+    domain = _domain_names(domains, domain_id, gtid)
+    frame = pd.DataFrame(
+        {
+            "range_id": rowid,
+            "name": name,
+            "domain": domain,
+            "qualified_name": _qualified(name, domain),
+            "style": pd.Categorical.from_codes(
+                np.isin(etype, (STARTEND, NVTXT_STARTEND)).astype(np.int8), categories=["push/pop", "start/end"]
+            ),
+            "start_ns": start,
+            "end_ns": end,
+            "duration_ns": end - start,
+            "global_tid": gtid,
+            "pid": decode_pid(gtid),
+            "tid": decode_tid(gtid),
+            "end_global_tid": nullable(end_gtid),
+            "ended_on_other_thread": other_thread,
+            "level": level,
+            "parent_id": nullable(parent_id),
+            "payload": np.where(has_payload == 1, values, np.nan),
+            "category": nullable(category),
+            "open_at_end": open_at_end,
+        }
+    )
+    return frame
+
+
+def _names(trace, text_id: np.ndarray, text: np.ndarray) -> pd.Categorical:
+    raw = text
+    if (text_id != NULL_INT).any():
+        registered = np.asarray(categorical(text_id, trace.strings()), dtype=object)
+        raw = np.where(pd.isna(registered), text, registered)
+    codes, uniq = pd.factorize(raw)
+    return _from_labels(codes, [u[1:] if u.startswith(":") and not u.startswith("::") else u for u in uniq])
+
+
+def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
+    """Row i gets labels[codes[i]] (NaN for code -1 or a None label); equal labels share one category."""
+    label_codes, cats = pd.factorize(np.array(labels, dtype=object))
+    label_codes = np.append(label_codes, -1)  # index -1 → missing
+    return pd.Categorical.from_codes(label_codes[codes], categories=pd.Index(cats, dtype=object))
+
+
+def _domains(conn, trace) -> pd.DataFrame:
+    """eventType 75 rows: (domainId, PID field of globalTid) → domain name, the earliest per key."""
+    has_strings = trace.has_table("StringIds")
+    name = "coalesce(e.text, s.value)" if has_strings else "e.text"
+    join = "LEFT JOIN StringIds AS s ON s.id = e.textId" if has_strings else ""
+    rows = conn.execute(
+        f"""SELECT e.domainId, coalesce(e.globalTid, 0) & {PID_FIELD_MASK}, {name}
+            FROM NVTX_EVENTS AS e {join}
+            WHERE e.eventType = {DOMAIN_CREATE} AND e.domainId IS NOT NULL
+            ORDER BY e.start, e.rowid"""
+    ).fetchall()
+    frame = pd.DataFrame(rows, columns=["domain_id", "pid_field", "domain"])
+    return frame.drop_duplicates(["domain_id", "pid_field"]).astype({"domain_id": "int64", "pid_field": "int64"})
+
+
+def _domain_names(domains: pd.DataFrame, domain_id: np.ndarray, gtid: np.ndarray) -> pd.Categorical:
+    keys = pd.DataFrame({"domain_id": domain_id, "pid_field": gtid & PID_FIELD_MASK})
+    found = keys.merge(domains, on=["domain_id", "pid_field"], how="left")["domain"]
+    return pd.Categorical(found.fillna("").astype(object).to_numpy())
+
+
+def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:
+    combined = name.codes.astype(np.int64) * (len(domain.categories) + 1) + (domain.codes + 1)
+    uniq, inverse = np.unique(combined, return_inverse=True)
+    labels = []
+    for key in uniq.tolist():
+        n_code, d_code = divmod(key, len(domain.categories) + 1)
+        n = name.categories[n_code] if n_code >= 0 else None
+        d = domain.categories[d_code - 1] if d_code > 0 else ""
+        labels.append(None if n is None else (f"{d}:{n}" if d else n))
+    return _from_labels(inverse, labels)

@@ -1,0 +1,225 @@
+"""Opening an Nsight Systems export read-only: `open_trace(path) -> Trace`.
+
+A `.sqlite` export is opened through SQLAlchemy on a read-only, immutable SQLite connection
+(`file:…?mode=ro&immutable=1`): nothing is ever written to the user's file, no index is created in it.
+A `.nsys-rep` report is first exported with nsys into a content-addressed cache (see `export.py`).
+
+`Trace` exposes the export's metadata and its tables as DataFrames (`nvtx_ranges()`, `cuda_api()`,
+`kernels()`, `memops()`, `graph_launches()`, `gpu_ops()`); every accessor returns an empty frame with
+the documented columns when the export lacks the tables (nsys creates tables lazily), and caches
+its result on the Trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+
+from ..errors import InputError
+from . import cuda, nvtx
+from .export import export_report, is_report
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+# Tables whose presence makes a SQLite file an Nsight Systems export.
+META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+
+
+def _connect_ro(path: Path):
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro&immutable=1"
+    return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+
+class Trace:
+    """One Nsight Systems export, opened read-only.
+
+    Attributes:
+        path: the file the user gave (a .sqlite or a .nsys-rep).
+        sqlite_path: the SQLite file actually read (the cached export for a .nsys-rep).
+        nsys_version: version of the nsys that wrote the export (EXPORT_PRODUCT_VERSION), or None.
+        schema_version: EXPORT_SCHEMA_VERSION of the export, or None.
+        tables: every table of the export → its row count.
+        has_cuda: CUPTI_ACTIVITY_KIND_RUNTIME has rows and so does one of KERNEL/MEMCPY/MEMSET/GRAPH_TRACE.
+        has_nvtx: NVTX_EVENTS has rows.
+        engine: the SQLAlchemy engine (read-only connections).
+    """
+
+    def __init__(self, path: str | os.PathLike, sqlite_path: Path):
+        self.path = str(path)
+        self.sqlite_path = sqlite_path
+        self.engine: Engine = create_engine("sqlite://", creator=_connect_ro(sqlite_path))
+        self._cache: dict[str, pd.DataFrame] = {}
+        self._columns: dict[str, tuple[str, ...]] = {}
+        try:
+            with self.reading():
+                self.tables = self._count_tables()
+                meta = self._metadata()
+        except BaseException:
+            self.engine.dispose()
+            raise
+        if not (set(META_TABLES) & set(self.tables) or "NVTX_EVENTS" in self.tables or self._cupti_tables()):
+            self.engine.dispose()
+            raise InputError(
+                f"{self.path} is not an Nsight Systems SQLite export: "
+                "no EXPORT_META_DATA/META_DATA_EXPORT and no NVTX or CUDA tables"
+            )
+        self.nsys_version: str | None = meta.get("EXPORT_PRODUCT_VERSION") or meta.get("NSIGHT_SYSTEMS_VERSION")
+        self.schema_version: str | None = meta.get("EXPORT_SCHEMA_VERSION")
+
+    # -- context manager ---------------------------------------------------------------------------------
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection to the export."""
+        self.engine.dispose()
+
+    def __repr__(self) -> str:
+        return f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables)"
+
+    # -- schema ------------------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def reading(self) -> Iterator:
+        """A raw DBAPI connection to the export; SQLite errors (corrupt or truncated file) become InputError."""
+        try:
+            conn = self.engine.raw_connection()
+        except sqlite3.Error as exc:
+            raise InputError(f"{self.path}: cannot open as SQLite: {exc}") from None
+        try:
+            yield conn
+        except sqlite3.DatabaseError as exc:
+            raise InputError(f"{self.path} is a corrupt or truncated SQLite file: {exc}") from None
+        finally:
+            conn.close()
+
+    def _count_tables(self) -> dict[str, int]:
+        with self.reading() as conn:
+            names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
+            return {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in names}
+
+    def _metadata(self) -> dict[str, str]:
+        meta: dict[str, str] = {}
+        with self.reading() as conn:
+            for table in ("META_DATA_CAPTURE", *META_TABLES):
+                if self.has_table(table):
+                    meta.update({str(k): str(v) for k, v in conn.execute(f"SELECT name, value FROM {table}")})
+        return meta
+
+    def _cupti_tables(self) -> list[str]:
+        return [t for t in self.tables if t.startswith("CUPTI_ACTIVITY_KIND_")]
+
+    def has_table(self, name: str) -> bool:
+        """True when the export has a table `name` (even an empty one)."""
+        return name in self.tables
+
+    def rows(self, name: str) -> int:
+        """Row count of table `name`, 0 when absent."""
+        return self.tables.get(name, 0)
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        """Column names of `table` (empty when absent); columns differ between nsys versions."""
+        if table not in self._columns:
+            if not self.has_table(table):
+                return ()
+            with self.reading() as conn:
+                self._columns[table] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{table}")'))
+        return self._columns[table]
+
+    @property
+    def has_nvtx(self) -> bool:
+        return self.rows("NVTX_EVENTS") > 0
+
+    @property
+    def has_cuda(self) -> bool:
+        gpu = ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE")
+        return self.rows("CUPTI_ACTIVITY_KIND_RUNTIME") > 0 and any(
+            self.rows(f"CUPTI_ACTIVITY_KIND_{t}") > 0 for t in gpu
+        )
+
+    # -- DataFrames (computed once, cached) ---------------------------------------------------------------
+    def _cached(self, key: str, build) -> pd.DataFrame:
+        if key not in self._cache:
+            self._cache[key] = build(self)
+        return self._cache[key]
+
+    def strings(self) -> dict[int, str]:
+        """StringIds as a dict id → value (empty when the table is absent)."""
+        if "strings" not in self._cache:
+            with self.reading() as conn:
+                self._cache["strings"] = (
+                    dict(conn.execute("SELECT id, value FROM StringIds")) if self.has_table("StringIds") else {}
+                )
+        return self._cache["strings"]
+
+    def nvtx_ranges(self) -> pd.DataFrame:
+        """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`."""
+        return self._cached("nvtx_ranges", nvtx.read_ranges)
+
+    def cuda_api(self) -> pd.DataFrame:
+        """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
+        return self._cached("cuda_api", cuda.read_api)
+
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernels; see `nsys_cc.trace.cuda.read_kernels`."""
+        return self._cached("kernels", cuda.read_kernels)
+
+    def memops(self) -> pd.DataFrame:
+        """GPU memcpy and memset operations; see `nsys_cc.trace.cuda.read_memops`."""
+        return self._cached("memops", cuda.read_memops)
+
+    def graph_launches(self) -> pd.DataFrame:
+        """Whole-graph GPU executions (GRAPH_TRACE); see `nsys_cc.trace.cuda.read_graph_launches`."""
+        return self._cached("graph_launches", cuda.read_graph_launches)
+
+    def gpu_ops(self) -> pd.DataFrame:
+        """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
+        return self._cached("gpu_ops", cuda.gpu_ops)
+
+
+def _kind(path: Path) -> str:
+    with open(path, "rb") as fh:
+        head = fh.read(len(SQLITE_MAGIC))
+    if head == SQLITE_MAGIC:
+        return "sqlite"
+    if is_report(path) or path.suffix.lower() in REPORT_SUFFIXES:
+        return "report"
+    return "other"
+
+
+def open_trace(
+    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None
+) -> Trace:
+    """Open an Nsight Systems export (.sqlite) or report (.nsys-rep) read-only.
+
+    A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
+    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards.
+    Raises InputError, NsysNotFoundError or ExportError with a one-line reason.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise InputError(f"{path}: no such file")
+    if not p.is_file():
+        raise InputError(f"{path} is not a file")
+    try:
+        size = p.stat().st_size
+        kind = _kind(p)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    if kind == "report":
+        return Trace(path, export_report(p, nsys=nsys, cache_dir=cache_dir))
+    if size == 0:
+        raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
+    if kind != "sqlite":
+        raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report")
+    return Trace(path, p)

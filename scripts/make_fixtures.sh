@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# `make fixtures`: regenerate every file under fixtures/ from real programs run under the real nsys.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/make_nvtx_fixture.sh
+if [ -x scripts/make_vllm_fixtures.sh ]; then scripts/make_vllm_fixtures.sh; fi

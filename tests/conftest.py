@@ -1,0 +1,87 @@
+"""Shared test fixtures: the real nsys, the project's fixtures, the public GPU traces, file-unchanged checks.
+
+- `nsys_bin`: path of the real nsys (skips only when none is installed: `make nsys` installs it here and in CI).
+- `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
+- `public_dir`: <repo>/../shared/traces/public (skips with a reason when absent, e.g. in a fresh clone).
+- `sha256_tree(path)`: {relative path: sha256} of a file or of every file under a directory;
+  `unchanged(*paths)`: a context manager asserting that the files are byte-identical afterwards.
+- `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
+  independent oracle for reader tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from nsys_cc.trace.nsys import find_nsys
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures"
+PUBLIC = REPO.parent / "shared" / "traces" / "public"
+
+
+def sha256_tree(path: str | Path) -> dict[str, str]:
+    """sha256 of a file, or of every file under a directory, keyed by path relative to `path`."""
+    root = Path(path)
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(f.relative_to(root)) if f != root else f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+
+
+@contextlib.contextmanager
+def unchanged(*paths: str | Path):
+    """Assert that every file under `paths` has the same bytes (and no file appeared or vanished) afterwards."""
+    before = {str(p): sha256_tree(p) for p in paths}
+    yield
+    after = {str(p): sha256_tree(p) for p in paths}
+    assert after == before, "input files were modified"
+
+
+def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
+    """Rows of `sql` on the SQLite file at `path`, opened read-only with the stdlib only."""
+    uri = f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        return con.execute(sql, params).fetchall()
+    finally:
+        con.close()
+
+
+@pytest.fixture(scope="session")
+def nsys_bin() -> str:
+    nsys = find_nsys()
+    if nsys is None:
+        pytest.skip("nsys is not installed: run `make nsys`")
+    return nsys
+
+
+@pytest.fixture(scope="session")
+def fixtures_dir() -> Path:
+    return FIXTURES
+
+
+@pytest.fixture(scope="session")
+def nvtx_fixture() -> Path:
+    path = FIXTURES / "nvtx" / "nvtx_cases.sqlite"
+    assert path.is_file(), "fixtures/nvtx/nvtx_cases.sqlite is missing: run `make fixtures`"
+    return path
+
+
+@pytest.fixture(scope="session")
+def public_dir() -> Path:
+    if not PUBLIC.is_dir():
+        pytest.skip(f"public traces not found at {PUBLIC} (they live outside the repository)")
+    return PUBLIC
+
+
+@pytest.fixture()
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """An empty export cache for this test (NSYS_CC_CACHE points at it)."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("NSYS_CC_CACHE", str(path))
+    return path
