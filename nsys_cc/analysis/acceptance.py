@@ -1,0 +1,192 @@
+"""The acceptance rate α from vLLM's speculative-decoding counters.
+
+vLLM counts, over a run (`LLM.get_metrics()`, `vllm/v1/spec_decode/metrics.py`):
+- `vllm:spec_decode_num_drafts`: verification steps that had draft tokens;
+- `vllm:spec_decode_num_draft_tokens`: draft tokens proposed (k per draft unless a request was ending);
+- `vllm:spec_decode_num_accepted_tokens`: draft tokens accepted;
+- `vllm:spec_decode_num_accepted_tokens_per_pos`: per draft position i, the drafts whose first i + 1 tokens were all
+  accepted (a vector counter, one entry per position).
+Counters repeated with other labels (one per engine under data parallelism) are summed.
+
+Numbers defined here (`AcceptanceStats`):
+- `alpha` = accepted ÷ draft tokens: vLLM's "draft acceptance rate".
+- `per_position[i]` = accepted at position i ÷ drafts: vLLM's per-position acceptance rate.
+- `alpha_iid`: α of Leviathan et al.'s i.i.d. model (the α of Thm 3.8), estimated by maximum likelihood: each draft
+  is a run of accepted tokens stopped by a rejection or by the end of its k tokens, so α̂ = accepted ÷ (accepted +
+  drafts that met a rejection); the drafts accepted in full are the per-position count at position k − 1 (NaN
+  without the per-position vector).
+  `alpha` is lower for k > 1 (E[accepted] / k = (α + … + α^k) / k < α), because drafts after the first rejection
+  count as not accepted although they were never judged; prefer `alpha_iid` for `speedup`. Both assume every draft
+  had k tokens (true unless requests end mid-draft).
+
+The dump written by `dump_metrics` and read by `load` is JSON: `{"format": "nsys_cc.vllm_metrics", "version": 1,
+"metrics": [...]}`, one object per metric with `name`, `labels` and `value` (counters, gauges), `values` (vector
+counters) or `count`, `sum` and `buckets` (histograms) — the fields of `vllm.v1.metrics.reader`'s classes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import InputError
+
+DUMP_FORMAT = "nsys_cc.vllm_metrics"
+DUMP_VERSION = 1
+DRAFTS = "vllm:spec_decode_num_drafts"
+DRAFT_TOKENS = "vllm:spec_decode_num_draft_tokens"
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos"
+_FIELDS = ("value", "values", "count", "sum", "buckets")
+
+
+@dataclass(frozen=True)
+class AcceptanceStats:
+    """Totals of vLLM's spec-decode counters and the acceptance rates they give (see the module docstring)."""
+
+    alpha: float
+    per_position: tuple[float, ...]
+    num_drafts: int
+    num_draft_tokens: int
+    num_accepted: int
+    accepted_per_position: tuple[int, ...] = ()
+
+    @property
+    def num_speculative_tokens(self) -> int:
+        """k: the per-position vector's length, else draft tokens ÷ drafts rounded."""
+        return len(self.accepted_per_position) or round(self.num_draft_tokens / self.num_drafts)
+
+    @property
+    def mean_acceptance_length(self) -> float:
+        """Tokens per verification step, the bonus token included: 1 + accepted ÷ drafts (vLLM's definition)."""
+        return 1.0 + self.num_accepted / self.num_drafts
+
+    @property
+    def alpha_iid(self) -> float:
+        """Maximum-likelihood α of the i.i.d. model: accepted ÷ (accepted + drafts that met a rejection)."""
+        if not self.accepted_per_position:
+            return math.nan
+        rejected = self.num_drafts - self.accepted_per_position[-1]
+        return self.num_accepted / (self.num_accepted + rejected) if self.num_accepted + rejected else 1.0
+
+
+def _record(metric) -> dict:
+    if isinstance(metric, Mapping):
+        rec = dict(metric)
+    else:
+        rec = {"name": getattr(metric, "name", None), "labels": dict(getattr(metric, "labels", None) or {})}
+        rec.update({f: getattr(metric, f) for f in _FIELDS if hasattr(metric, f)})
+    if not isinstance(rec.get("name"), str):
+        raise InputError(f"not a vLLM metric (no name): {str(metric)[:80]}")
+    if not isinstance(rec.setdefault("labels", {}), Mapping):
+        raise InputError(f"metric {rec['name']}: labels must be a mapping, not {rec['labels']!r}")
+    return rec
+
+
+def _records(metrics) -> list[dict]:
+    if isinstance(metrics, Mapping):
+        if metrics.get("format") != DUMP_FORMAT or "metrics" not in metrics:
+            raise InputError(f"not an nsys_cc metrics dump (expected \"format\": \"{DUMP_FORMAT}\")")
+        metrics = metrics["metrics"]
+    if isinstance(metrics, (str, bytes)) or not isinstance(metrics, Iterable):
+        raise InputError("metrics must be the list from LLM.get_metrics() or a metrics dump")
+    return [_record(m) for m in metrics]
+
+
+def _count(value, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or value != int(value):
+        raise InputError(f"{name} must be a whole number ≥ 0, not {value!r}")
+    return int(value)
+
+
+def _positions(rec: dict, name: str) -> list[int]:
+    if "values" in rec:
+        return [_count(v, name) for v in rec["values"]]
+    position = (rec.get("labels") or {}).get("position")  # one Prometheus counter per position
+    if not (isinstance(position, str) and position.isdigit()):
+        raise InputError(f"{name} needs a `values` list or a numeric `position` label")
+    return [0] * int(position) + [_count(rec.get("value"), name)]
+
+
+def _add(total: list[int], values: list[int]) -> list[int]:
+    width = max(len(total), len(values))
+    return [(total[i] if i < len(total) else 0) + (values[i] if i < len(values) else 0) for i in range(width)]
+
+
+def _of_model(records: list[dict], model: str | None) -> list[dict]:
+    names = sorted({(r.get("labels") or {}).get("model_name") for r in records} - {None})
+    if model is not None:
+        if model not in names:
+            raise InputError(f"no metrics of model {model!r}; the metrics are of {', '.join(names) or 'no named model'}")
+        return [r for r in records if (r.get("labels") or {}).get("model_name") == model]
+    if len(names) > 1:
+        raise InputError(f"the metrics are of several models ({', '.join(names)}): choose one with model=")
+    return records
+
+
+def from_metrics(metrics, model: str | None = None) -> AcceptanceStats:
+    """Acceptance statistics from `LLM.get_metrics()`'s list, a list of metric dicts, or a parsed dump.
+
+    `model` selects by the `model_name` label when the metrics hold several models. Raises InputError (one line)
+    when the spec-decode counters are missing, zero or inconsistent.
+    """
+    totals = {DRAFTS: 0, DRAFT_TOKENS: 0, ACCEPTED: 0}
+    seen: set[str] = set()
+    per_pos: list[int] = []
+    for rec in _of_model(_records(metrics), model):
+        name = rec["name"].removesuffix("_total")
+        if name == PER_POSITION:
+            seen.add(name)
+            per_pos = _add(per_pos, _positions(rec, name))
+        elif name in totals:
+            seen.add(name)
+            totals[name] += _count(rec.get("value"), name)
+    absent = [n for n in totals if n not in seen]
+    if absent:
+        raise InputError(f"no {', '.join(absent)} in the metrics: was speculative decoding on, "
+                         "and the LLM built with disable_log_stats=False?")
+    drafts, draft_tokens, accepted = totals[DRAFTS], totals[DRAFT_TOKENS], totals[ACCEPTED]
+    if draft_tokens == 0 or drafts == 0:
+        raise InputError("the spec-decode counters are zero: no draft token was proposed, so α is undefined")
+    if accepted > draft_tokens:
+        raise InputError(f"inconsistent spec-decode counters: {accepted} accepted > {draft_tokens} draft tokens")
+    if per_pos and sum(per_pos) != accepted:
+        raise InputError(f"inconsistent spec-decode counters: per-position accepted tokens sum to {sum(per_pos)}, "
+                         f"not {accepted}")
+    return AcceptanceStats(
+        alpha=accepted / draft_tokens,
+        per_position=tuple(p / drafts for p in per_pos),
+        num_drafts=drafts, num_draft_tokens=draft_tokens, num_accepted=accepted,
+        accepted_per_position=tuple(per_pos),
+    )
+
+
+def dump_metrics(metrics, path: str | os.PathLike) -> None:
+    """Write `LLM.get_metrics()`'s list (or metric dicts) to `path` as the JSON dump described above."""
+    doc = {"format": DUMP_FORMAT, "version": DUMP_VERSION, "metrics": _records(metrics)}
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            json.dump(doc, fh, indent=1)
+    except OSError as exc:
+        raise InputError(f"cannot write the metrics dump {os.fspath(path)}: {exc.strerror}") from None
+
+
+def load(path: str | os.PathLike, model: str | None = None) -> AcceptanceStats:
+    """Acceptance statistics from a dump written by `dump_metrics`."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except FileNotFoundError:
+        raise InputError(f"metrics dump not found: {os.fspath(path)}") from None
+    except OSError as exc:
+        raise InputError(f"cannot read the metrics dump {os.fspath(path)}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{os.fspath(path)} is not a JSON metrics dump ({exc})") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{os.fspath(path)} is not an nsys_cc metrics dump (expected a JSON object)")
+    if doc.get("version") != DUMP_VERSION and doc.get("format") == DUMP_FORMAT:
+        raise InputError(f"{os.fspath(path)}: metrics dump version {doc.get('version')!r} is not {DUMP_VERSION}")
+    return from_metrics(doc, model)
