@@ -120,7 +120,8 @@ def _of_model(records: list[dict], model: str | None) -> list[dict]:
     names = sorted({(r.get("labels") or {}).get("model_name") for r in records} - {None})
     if model is not None:
         if model not in names:
-            raise InputError(f"no metrics of model {model!r}; the metrics are of {', '.join(names) or 'no named model'}")
+            known = ", ".join(names) or "no named model"
+            raise InputError(f"no metrics of model {model!r}; the metrics are of {known}")
         return [r for r in records if (r.get("labels") or {}).get("model_name") == model]
     if len(names) > 1:
         raise InputError(f"the metrics are of several models ({', '.join(names)}): choose one with model=")

@@ -1,4 +1,4 @@
-"""Simulated latency of non-SI, SI and DSI decoding (Timor et al., "Distributed Speculative Inference", arXiv 2405.14105).
+"""Simulated latency of non-SI, SI and DSI decoding (Timor et al., Distributed Speculative Inference, arXiv 2405.14105).
 
 Time is counted in target forwards: one target forward costs 1, one drafter forward costs c (the cost coefficient).
 Generating `n_tokens` tokens with lookahead k (γ in Leviathan et al.) and acceptance rate α:
@@ -10,14 +10,16 @@ Generating `n_tokens` tokens with lookahead k (γ in Leviathan et al.) and accep
   accepted drafts + 1 token. Its expected speedup n_tokens / cost tends to Thm 3.8's S(α, k, c).
 - DSI: the drafter keeps drafting lookahead windows of k' drafts while target servers verify the earlier ones in
   parallel; a round ends at its first rejection (or when nothing is left to draft). A round costs the drafting of its
-  windows — every window but a first one with no acceptance, whose rejection the round's own non-speculative target
-  forward already reveals — plus one target forward at the rejection, and never more than the tokens it gains × 1,
-  because DSI also runs the target without drafts. This follows Timor et al.'s reference simulation.
+  windows plus one target forward at the rejection, and never more than the tokens it gains × 1, because DSI also
+  runs the target without drafts (so a round whose first draft is rejected costs 1, like non-SI). SPECDEC.md words
+  it as "a window is charged when it had an acceptance or the previous one was not yet verified": every window after
+  the first starts while its predecessor is still being verified, and an unaccepted first window is covered by the
+  cap, so the costs are the same. This follows Timor et al.'s reference simulation.
   Windows are started every k·c and each verification takes 1, so DSI needs ceil(1 / (k·c)) target servers;
   configurations needing more than `servers` are invalid (NaN).
 
-Everything is seeded (`np.random.default_rng(seed)`) and vectorised: all configurations and repeats advance together,
-one window per step, with finished lanes dropped.
+Everything is seeded (`np.random.SeedSequence(seed)` feeds one `np.random.default_rng` per algorithm) and vectorised:
+all configurations and repeats advance together, one window per step, with finished lanes dropped.
 """
 
 from __future__ import annotations
@@ -123,13 +125,12 @@ def _simulate_dsi(c, log_alpha, k, n_tokens: int, rng) -> np.ndarray:
     out = np.empty(c.size)
     zeros = np.zeros(c.size)
     lanes = _Lanes(c=c, log_alpha=log_alpha, k=k, toks=zeros.copy(), new=zeros.copy(), drafting=zeros.copy(),
-                   first=np.ones(c.size, dtype=bool), cost=zeros.copy())
+                   cost=zeros.copy())
     while lanes.index.size:
         s = lanes.state
         proposed = np.minimum(s["k"], n_tokens - 1 - s["toks"] - s["new"])
         accepted = _accepted(rng, s["log_alpha"], proposed)
-        charged = (accepted > 0) | ~s["first"]
-        s["drafting"] += np.where(charged, proposed * s["c"], 0.0)
+        s["drafting"] += proposed * s["c"]
         s["new"] += accepted
         end = (proposed == 0) | (accepted < proposed)
         gained = s["new"] + 1.0
@@ -137,7 +138,6 @@ def _simulate_dsi(c, log_alpha, k, n_tokens: int, rng) -> np.ndarray:
         s["toks"] += np.where(end, gained, 0.0)
         s["new"] = np.where(end, 0.0, s["new"])
         s["drafting"] = np.where(end, 0.0, s["drafting"])
-        s["first"] = end
         done = s["toks"] >= n_tokens
         out[lanes.index[done]] = s["cost"][done]
         lanes.keep(~done)
@@ -189,7 +189,8 @@ class Heatmaps:
 
     `si`/`dsi` are the mean costs at the lookahead k that minimises each (`si_k`/`dsi_k`; DSI only among the k its
     servers allow, NaN/0 where none does). Speedups follow Timor et al.: X vs Y = cost_Y / cost_X, and the baseline
-    is the faster of SI and non-SI in each cell.
+    is the faster of SI and non-SI in each cell. DSI is never slower than SI at the same k given enough servers; with
+    few servers a small c allows only large k, and there DSI can trail SI at its best, smaller k.
     """
 
     c: np.ndarray

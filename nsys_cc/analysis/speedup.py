@@ -161,8 +161,8 @@ def _alpha_text(a: float) -> str:
     return f"{a:.2f}" if abs(a - round(a, 2)) < 1e-12 else f"{a:.3g}"
 
 
-def _num(s: float) -> str:
-    # 3 significant digits, more only when rounding would turn a gain or a loss into a flat "1"
+def fmt_speedup(s: float) -> str:
+    """S to 3 significant digits, more only when rounding would turn a gain or a loss into a flat 1."""
     for digits in range(3, 7):
         text = f"{s:.{digits}g}"
         if float(text) != 1.0 or s == 1.0:
@@ -188,9 +188,10 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
     if math.isnan(c):
         return f"no measurement of c: no verdict at α = {a}"
     if alpha > c:
-        text = f"{_gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)} gives {_num(best_speedup)}×"
+        text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
+        text += f" gives {fmt_speedup(best_speedup)}×"
         if has_ci:
-            text += f" ({_num(best_speedup_low)}–{_num(best_speedup_high)}×)"
+            text += f" ({fmt_speedup(best_speedup_low)}–{fmt_speedup(best_speedup_high)}×)"
         text += f" at α = {a}"
         if has_ci and c_high >= alpha:
             text += (f"; but c's interval reaches {sig3(c_high)} ≥ α, where it would not speed decoding up "
@@ -205,7 +206,7 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
         text = f"slows decoding down at α = {a}: c = {sig3(c)} > α; needs α > {sig3(c)}"
     if has_ci and c_low < alpha:
         text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
-                 f"{_num(best_speedup_high)}× with γ = {best_gamma_high})")
+                 f"{fmt_speedup(best_speedup_high)}× with γ = {best_gamma_high})")
     return text
 
 
