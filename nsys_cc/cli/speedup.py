@@ -1,1 +1,121 @@
-"""placeholder: replaced by its owner."""
+"""`nsys-cc speedup`: what a cost coefficient c means at given acceptance rates (Leviathan et al. 2023, Thm 3.8)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import click
+import pandas as pd
+
+from ..analysis import acceptance as acceptance_mod
+from ..analysis import speedup as speedup_mod
+from ..errors import InputError
+from . import cli
+from .options import acceptance_option, parse_acceptance
+
+_JSON_KEYS = (
+    "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
+    "best_gamma_low", "best_gamma_high", "best_speedup", "best_speedup_low", "best_speedup_high",
+    "break_even_alpha", "max_gamma", "verdict",
+)
+
+
+def _interval(text: str | None, c: float) -> tuple[float, float]:
+    if text is None:
+        return math.nan, math.nan
+    try:
+        low, high = (float(part) for part in text.split(","))
+    except ValueError:
+        raise InputError(f"--ci must be LOW,HIGH (two numbers), not {text!r}") from None
+    if not (0 < low <= c <= high and math.isfinite(high)):
+        raise InputError(f"--ci {text} must satisfy 0 < LOW ≤ c = {c:g} ≤ HIGH")
+    return low, high
+
+
+def _alphas(values: tuple[str, ...], metrics_path: str | None) -> tuple[list[float], str | None]:
+    try:
+        alphas = parse_acceptance(values)
+    except click.BadParameter as exc:
+        raise InputError(f"--acceptance: {exc.message}") from None
+    note = None
+    if metrics_path:
+        stats = acceptance_mod.load(metrics_path)
+        if math.isnan(stats.alpha_iid):
+            raise InputError(f"{metrics_path} has no per-position acceptance counts; give --acceptance instead")
+        alphas.append(stats.alpha_iid)
+        note = (f"α from {metrics_path}: {stats.alpha_iid:.3g} (i.i.d. maximum likelihood over {stats.num_drafts} "
+                f"drafts; vLLM's accepted ÷ draft tokens = {stats.alpha:.3g})")
+    if not alphas:
+        raise InputError("give at least one --acceptance (or --metrics)")
+    return alphas, note
+
+
+def _json_value(v):
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def _record(j: speedup_mod.Judgement) -> dict:
+    rec = {"acceptance" if k == "alpha" else k: _json_value(v) for k, v in vars(j).items()}
+    if math.isnan(j.c_low):  # no interval: the ends computed at NaN c are not numbers
+        rec.update({k: None for k in rec if k.endswith(("_low", "_high")) and k != "c_low"})
+    return {k: rec[k] for k in _JSON_KEYS}
+
+
+def _times(value: float, low: float | None, high: float | None) -> str:
+    fmt = speedup_mod.fmt_speedup
+    return f"{fmt(value)}×" + ("" if low is None else f" ({fmt(low)}–{fmt(high)}×)")
+
+
+def _table(records: list[dict], gamma: int | None) -> str:
+    rows = []
+    for r in records:
+        row = {"α": f"{r['acceptance']:.3g}"}
+        if gamma is not None:
+            row[f"S at γ = {gamma}"] = _times(r["speedup"], r["speedup_low"], r["speedup_high"])
+        lo, hi = r["best_gamma_low"], r["best_gamma_high"]
+        row["best γ"] = str(r["best_gamma"]) + ("" if lo is None or lo == hi else f" ({lo}–{hi})")
+        row["best S"] = _times(r["best_speedup"], r["best_speedup_low"], r["best_speedup_high"])
+        rows.append(row)
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+@cli.command("speedup")
+@click.option("--c", "c", type=float, required=True,
+              help="Cost coefficient c: draft forward time ÷ target forward time (decode step), > 0.")
+@acceptance_option
+@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False),
+              help="Also judge at the α of a vLLM metrics dump (written by nsys_cc.analysis.acceptance.dump_metrics).")
+@click.option("--gamma", type=int, default=None, help="Speculative tokens γ at which to report S as well (≥ 1).")
+@click.option("--max-gamma", type=int, default=speedup_mod.DEFAULT_MAX_GAMMA, show_default=True,
+              help="Largest γ searched for the best γ.")
+@click.option("--ci", "ci", default=None, metavar="LOW,HIGH",
+              help="An interval on c; it is carried to the speedup and the best γ.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
+    """Expected speedup of speculative decoding (Leviathan et al. 2023, Thm 3.8) for a draft of cost coefficient c.
+
+    S(α, γ, c) = (1 − α^(γ+1)) / ((1 − α)(γc + 1)); the best γ maximises S over 1…max-gamma; some γ gives
+    S > 1 exactly when α > c (Cor. 3.9).
+    """
+    if not (math.isfinite(c) and c > 0):
+        raise InputError(f"--c must be a number > 0, not {c:g}")
+    if gamma is not None and gamma < 1:
+        raise InputError(f"--gamma must be ≥ 1, not {gamma}")
+    if max_gamma < 1:
+        raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
+    c_low, c_high = _interval(ci, c)
+    alphas, note = _alphas(acceptance, metrics_path)
+    judged = [speedup_mod.judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
+    records = [_record(j) for j in judged]
+    if fmt == "json":
+        click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False))
+        return
+    head = f"c = {speedup_mod.sig3(c)}" + (f" (interval {speedup_mod.sig3(c_low)}–{speedup_mod.sig3(c_high)})"
+                                           if ci else "") + f"; best γ searched over 1…{max_gamma}"
+    click.echo(head)
+    if note:
+        click.echo(note)
+    click.echo(_table(records, gamma))
+    for j in judged:
+        click.echo(f"α = {j.alpha:.3g}: {j.verdict}")

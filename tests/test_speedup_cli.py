@@ -1,0 +1,90 @@
+"""`nsys-cc speedup` through click's CliRunner: JSON shape and values, table verdicts, one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+from vllm.v1.metrics.reader import Counter, Vector
+
+from nsys_cc.analysis import acceptance
+from nsys_cc.cli import cli
+
+
+def thm_3_8(alpha, gamma, c):
+    return (1 - alpha ** (gamma + 1)) / ((1 - alpha) * (gamma * c + 1))
+
+
+def best(alpha, c, max_gamma=99):
+    g = max(range(1, max_gamma + 1), key=lambda g: (thm_3_8(alpha, g, c), -g))
+    return g, thm_3_8(alpha, g, c)
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["speedup", *args])
+
+
+def test_json_single_object_has_the_documented_fields():
+    r = run("--c", "0.0662", "--acceptance", "0.8", "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    g, s = best(0.8, 0.0662)
+    assert {"c": 0.0662, "acceptance": 0.8, "gamma": None, "speedup": None, "best_gamma": g}.items() <= out.items()
+    assert out["best_speedup"] == pytest.approx(s)
+    assert out["break_even_alpha"] == 0.0662 and out["speedup_low"] is None and out["best_gamma_low"] is None
+
+
+def test_json_list_with_gamma_and_interval():
+    r = run("--c", "0.05", "--acceptance", "0.6,0.8", "--acceptance", "0.9", "--gamma", "3", "--ci", "0.03,0.08",
+            "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert [o["acceptance"] for o in out] == [0.6, 0.8, 0.9]
+    for o in out:
+        a = o["acceptance"]
+        assert o["gamma"] == 3
+        assert (o["speedup_low"], o["speedup"], o["speedup_high"]) == pytest.approx(
+            (thm_3_8(a, 3, 0.08), thm_3_8(a, 3, 0.05), thm_3_8(a, 3, 0.03)))
+        assert (o["best_gamma_low"], o["best_gamma"], o["best_gamma_high"]) == (
+            best(a, 0.08)[0], best(a, 0.05)[0], best(a, 0.03)[0])
+        assert o["best_speedup_low"] == pytest.approx(best(a, 0.08)[1])
+
+
+def test_table_says_plainly_that_the_seed_draft_loses_at_half_acceptance():
+    r = run("--c", "0.688", "--acceptance", "0.5", "--ci", "0.65,0.72")
+    assert r.exit_code == 0, r.output
+    assert "α = 0.5: slows decoding down at α = 0.50: c = 0.688 > α; needs α > 0.688" in r.stdout
+    assert "c = 0.688 (interval 0.650–0.720)" in r.stdout
+
+
+def test_alpha_from_a_metrics_dump(tmp_path):
+    path = tmp_path / "metrics.json"
+    acceptance.dump_metrics([
+        Counter(acceptance.DRAFTS, {}, 100), Counter(acceptance.DRAFT_TOKENS, {}, 300),
+        Counter(acceptance.ACCEPTED, {}, 150), Vector(acceptance.PER_POSITION, {}, [80, 45, 25]),
+    ], path)
+    r = run("--c", "0.1", "--metrics", str(path), "--format", "json")
+    assert r.exit_code == 0, r.output
+    alpha = 150 / (150 + 100 - 25)
+    out = json.loads(r.stdout)
+    assert out["acceptance"] == pytest.approx(alpha) and out["best_gamma"] == best(alpha, 0.1)[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--c", "0", "--acceptance", "0.5"], "--c must be a number > 0"),
+    (["--c", "-0.2", "--acceptance", "0.5"], "--c must be a number > 0"),
+    (["--c", "0.3", "--acceptance", "1.5"], "--acceptance: 1.5 is outside [0, 1]"),
+    (["--c", "0.3", "--acceptance", "-0.1"], "outside [0, 1]"),
+    (["--c", "0.3"], "give at least one --acceptance"),
+    (["--c", "0.3", "--acceptance", "0.5", "--ci", "0.4,0.5"], "must satisfy 0 < LOW ≤ c = 0.3 ≤ HIGH"),
+    (["--c", "0.3", "--acceptance", "0.5", "--ci", "0.2"], "--ci must be LOW,HIGH"),
+    (["--c", "0.3", "--acceptance", "0.5", "--gamma", "0"], "--gamma must be ≥ 1"),
+    (["--c", "0.3", "--acceptance", "0.5", "--max-gamma", "0"], "--max-gamma must be ≥ 1"),
+    (["--c", "0.3", "--metrics", "/no/such/dump.json"], "metrics dump not found"),
+])
+def test_bad_values_give_one_line_and_exit_2(args, message):
+    r = run(*args)
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: ") and message in lines[0]
