@@ -1,0 +1,110 @@
+"""Measurement check: how much of each benchmark iteration the forward ranges cover.
+
+For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order):
+- forward_ms_i = the sum of the durations of the `model_executable()` ranges that start inside iteration
+  range i (any thread or process: the rule the analysis uses for warm-up);
+- latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json`
+  (perf_counter around one `LLM.generate` call);
+- share_i = forward_ms_i ÷ latency_ms_i: the part of the iteration spent in forwards (the rest is scheduling,
+  sampling, input preparation, Python). A share far below 1 means c from forward ranges says little about
+  end-to-end speed; a share above 1 means the trace and vLLM disagree about the iteration.
+The table reports per model the medians over iterations of forward_ms, latency_ms and share, the share's
+min and max, and the median of the iteration range's own NVTX duration (`nvtx_iteration_ms`), which should
+match vLLM's latency closely.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE
+
+COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
+           "forward_share", "share_min", "share_max"]
+
+_RANGES_SQL = """
+SELECT e.start, e."end", coalesce(e.text, s.value) AS name
+FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
+WHERE e.eventType IN (59, 60) AND e."end" IS NOT NULL
+"""
+
+
+def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
+    """NVTX push/pop and start/end ranges of an export: start_ns, end_ns, name (a default domain's `:` dropped)."""
+    uri = f"{Path(sqlite).resolve().as_uri()}?mode=ro"
+    try:
+        with sqlite3.connect(uri, uri=True) as conn:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            rows = conn.execute(_RANGES_SQL).fetchall() if "NVTX_EVENTS" in tables else []
+    except sqlite3.DatabaseError as exc:
+        raise InputError(f"{sqlite} is not a readable SQLite export: {exc}") from None
+    df = pd.DataFrame(rows, columns=["start_ns", "end_ns", "name"])
+    df["name"] = df["name"].fillna("").str.removeprefix(":")
+    return df
+
+
+def count_ranges(sqlite: str | Path, name: str = FORWARD_RANGE) -> int:
+    """How many ranges called `name` the export holds."""
+    return int((push_pop_ranges(sqlite)["name"] == name).sum())
+
+
+def bench_latencies(bench_json: str | Path) -> list[float]:
+    """vLLM's per-iteration latencies in seconds, from `--output-json`."""
+    try:
+        doc = json.loads(Path(bench_json).read_text())
+        return [float(x) for x in doc["latencies"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
+
+
+def model_share(label: str, sqlite: str | Path, bench_json: str | Path) -> dict:
+    """One row of the forward-share table (see the module docstring)."""
+    ranges = push_pop_ranges(sqlite)
+    iters = ranges[ranges["name"] == ITERATION_RANGE].sort_values("start_ns")
+    fwd = ranges[ranges["name"] == FORWARD_RANGE]
+    latencies = np.asarray(bench_latencies(bench_json)) * 1e3
+    n = min(len(iters), len(latencies))
+    starts = fwd["start_ns"].to_numpy()
+    durations = (fwd["end_ns"] - fwd["start_ns"]).to_numpy()
+    sums, counts = [], []
+    for it in iters.head(n).itertuples():
+        inside = (starts >= it.start_ns) & (starts <= it.end_ns)
+        sums.append(durations[inside].sum() / 1e6)
+        counts.append(int(inside.sum()))
+    sums, lat = np.asarray(sums), latencies[:n]
+    share = sums / lat if n else np.array([np.nan])
+    nan = float("nan")
+    return {
+        "model": label,
+        "iterations": n,
+        "forwards_per_iteration": float(np.median(counts)) if n else nan,
+        "forward_ms": float(np.median(sums)) if n else nan,
+        "latency_ms": float(np.median(lat)) if n else nan,
+        "nvtx_iteration_ms": float(np.median((iters["end_ns"] - iters["start_ns"]).head(n) / 1e6)) if n else nan,
+        "forward_share": float(np.median(share)),
+        "share_min": float(np.min(share)),
+        "share_max": float(np.max(share)),
+    }
+
+
+def forward_share(models: Sequence[tuple[str, str | Path, str | Path]]) -> pd.DataFrame:
+    """The forward-share table for (label, sqlite, bench_json) of each completed model."""
+    return pd.DataFrame([model_share(*m) for m in models], columns=COLUMNS)
+
+
+def share_note(row: dict | pd.Series) -> str:
+    """One line for the report about one model's row."""
+    if not row["iterations"]:
+        return f"{row['model']}: no measured iteration ranges in the trace, so no forward share"
+    return (
+        f"{row['model']}: forward ranges cover {row['forward_share']:.0%} of each measured iteration "
+        f"(median of {row['iterations']}; {row['forward_ms']:.2f} ms of forwards in vLLM's "
+        f"{row['latency_ms']:.2f} ms iteration; range {row['share_min']:.0%}–{row['share_max']:.0%})"
+    )

@@ -1,0 +1,168 @@
+"""The exact command lines `nsys-cc profile` runs for one model: `nsys profile … bench`, then `nsys export`.
+
+Nothing here runs anything, so `--dry-run` prints what a real run would execute, byte for byte.
+
+nsys options by platform:
+- GPU: `-t cuda,nvtx,osrt,cublas,cudnn --trace-fork-before-exec=true` (vLLM's engine and workers are child
+  processes), plus `--cuda-graph-trace=node` with `--cuda-graphs`, so each replayed kernel is a row;
+- CPU: `-t nvtx,osrt` (there is nothing else to trace).
+Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbation), `-f true`.
+
+Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): `--input-len 128
+--output-len 2 --batch-size 1 --num-iters-warmup 5 --num-iters 5`, eager (`--enforce-eager`) unless
+`cuda_graphs`, dummy weights (`--load-format dummy`: a config.json is enough), token prompts
+(`--skip-tokenizer-init --disable-detokenize`). On CPU hosts the settings that make vLLM's CPU build run
+(docs REAL_STACK.md) are added: `--gpu-memory-utilization 0.3` (the share of RAM reserved),
+`VLLM_ENABLE_V1_MULTIPROCESSING=0`, `VLLM_CPU_KVCACHE_SPACE=1`; values the user set in the environment win.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .vllm_plugin import ENV_ENABLE, ENV_WARMUP
+
+GPU_TRACE = "cuda,nvtx,osrt,cublas,cudnn"
+CPU_TRACE = "nvtx,osrt"
+# What vLLM's CPU build needs (REAL_STACK.md); setdefault semantics: the user's environment wins.
+CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
+# vLLM's profiling guide: spawned workers start cleanly under nsys.
+GPU_ENV = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+CPU_MEMORY_UTILIZATION = "0.3"
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What one benchmark run does (the same for every model of a `profile` call).
+
+    input_len / output_len: prompt and generated tokens per sequence; batch_size: sequences per iteration;
+    warmup_iters / iters: unmeasured and measured iterations (one `LLM.generate` call each);
+    cuda_graphs: let vLLM use CUDA graphs (GPU only; default eager); vllm_args: extra benchmark options.
+    """
+
+    input_len: int = 128
+    output_len: int = 2
+    batch_size: int = 1
+    warmup_iters: int = 5
+    iters: int = 5
+    cuda_graphs: bool = False
+    vllm_args: tuple[str, ...] = ()
+
+    @property
+    def forwards_per_iteration(self) -> int:
+        """One prefill and output_len − 1 decodes: the first output token comes out of the prefill."""
+        return self.output_len
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """Everything kept for one model in the output directory, named after its label."""
+
+    out_dir: Path
+    label: str
+
+    def _path(self, suffix: str) -> Path:
+        return self.out_dir / f"{self.label}{suffix}"
+
+    @property
+    def base(self) -> Path:
+        return self._path("")
+
+    @property
+    def report(self) -> Path:
+        return self._path(".nsys-rep")
+
+    @property
+    def sqlite(self) -> Path:
+        return self._path(".sqlite")
+
+    @property
+    def bench_json(self) -> Path:
+        return self._path(".bench.json")
+
+    @property
+    def log(self) -> Path:
+        return self._path(".log")
+
+    @property
+    def done(self) -> Path:
+        """Written last, after a checked export: its presence (with the same commands) means complete."""
+        return self._path(".done.json")
+
+
+@dataclass(frozen=True)
+class ModelCommands:
+    """The environment additions and the two command lines for one model."""
+
+    env: Mapping[str, str]
+    profile: list[str]
+    export: list[str]
+    files: ModelFiles = field(compare=False)
+
+    def shell(self) -> str:
+        """The commands as a shell would run them (for `--dry-run` and the log)."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        return f"{env} {shlex.join(self.profile)}\n{shlex.join(self.export)}"
+
+
+def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool,
+                      trace: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+    """`nsys profile` options for the platform (see the module docstring); `trace` replaces `-t`."""
+    args = [nsys, "profile", "-t", trace or (GPU_TRACE if gpu else CPU_TRACE), "-s", "none", "--cpuctxsw=none"]
+    if gpu:
+        args.append("--trace-fork-before-exec=true")
+        if cuda_graphs:
+            args.append("--cuda-graph-trace=node")
+    return [*args, *extra, "-f", "true", "-o", str(out_base)]
+
+
+def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
+               python: str = sys.executable) -> list[str]:
+    """The benchmark driver's command line (`python -m nsys_cc.profile.bench …`)."""
+    args = [
+        python, "-m", "nsys_cc.profile.bench", "--model", model, "--load-format", "dummy",
+        "--input-len", str(opts.input_len), "--output-len", str(opts.output_len),
+        "--batch-size", str(opts.batch_size), "--num-iters-warmup", str(opts.warmup_iters),
+        "--num-iters", str(opts.iters), "--skip-tokenizer-init", "--disable-detokenize",
+        "--output-json", str(bench_json),
+    ]
+    if not opts.cuda_graphs:
+        args.append("--enforce-eager")
+    if not gpu:
+        args += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
+    return [*args, *opts.vllm_args]
+
+
+def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """Variables to add to the environment: the plugin's switches and the platform's settings."""
+    env = {ENV_ENABLE: "1", ENV_WARMUP: str(opts.warmup_iters)}
+    plugins = environ.get("VLLM_PLUGINS")
+    if plugins is not None and "nsys_cc" not in plugins.split(","):
+        # An allow-list would keep the plugin out of vLLM's engine and worker processes.
+        env["VLLM_PLUGINS"] = ",".join(p for p in (plugins, "nsys_cc") if p)
+    for key, value in (GPU_ENV if gpu else CPU_ENV).items():
+        if key not in environ:
+            env[key] = value
+    return env
+
+
+def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
+    """`nsys export` of one report into SQLite at `sqlite` (overwriting)."""
+    return [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(report)]
+
+
+def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions, *, gpu: bool,
+                   trace: str | None = None, nsys_extra: Sequence[str] = (),
+                   environ: Mapping[str, str] = os.environ) -> ModelCommands:
+    """Both command lines and the environment for profiling `model` into `files`."""
+    profile = [
+        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra),
+        *bench_args(model, files.bench_json, opts, gpu=gpu),
+    ]
+    return ModelCommands(bench_env(opts, gpu=gpu, environ=environ), profile,
+                         export_args(nsys, files.report, files.sqlite), files)

