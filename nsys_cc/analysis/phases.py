@@ -140,8 +140,8 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
     confidence = "high" if ratio >= 3 else "medium"
     return phase, PhaseRule(
         "inferred",
-        f"inferred from {metric} times: {int((phase == 'prefill').sum())} slow forwards (≥ {ratio:.1f}× the fast "
-        f"ones) taken as prefill; pass --output-len to state it",
+        f"inferred from {metric} times: {int((phase[kept] == 'prefill').sum())} of {int(kept.sum())} kept forwards "
+        f"(≥ {ratio:.1f}× slower than the rest) taken as prefill; pass --output-len to state it",
         confidence,
     )
 
