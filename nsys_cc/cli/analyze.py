@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from . import cli
-from .options import acceptance_option, parse_acceptance
+from .options import acceptance_option, alphas_from, metrics_option
 
 
 @cli.command()
@@ -19,20 +19,24 @@ from .options import acceptance_option, parse_acceptance
               help="Benchmark output length: each iteration = 1 prefill + N−1 decodes (when ranges carry no payload).")
 @click.option("--name", "names", multiple=True, help="Label per trace, in order (default: file names).")
 @acceptance_option
+@metrics_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True)
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, seed, fmt, out_dir):
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, seed, fmt, out_dir):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model)."""
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
+    alphas, alpha_note = alphas_from(acceptance, metrics_path, required=False)
     result = cost_coefficient(
         target, list(drafts), names=list(names) or None, range_name=range_name, skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=parse_acceptance(acceptance), seed=seed,
+        output_len=output_len, acceptance=alphas, seed=seed,
     )
+    if alpha_note:
+        result.notes.append(alpha_note)
     click.echo(render(result, fmt), nl=False)
     if out_dir:
         path = write_report(result, out_dir)

@@ -8,11 +8,10 @@ import math
 import click
 import pandas as pd
 
-from ..analysis import acceptance as acceptance_mod
 from ..analysis import speedup as speedup_mod
 from ..errors import InputError
 from . import cli
-from .options import acceptance_option, parse_acceptance
+from .options import acceptance_option, alphas_from, metrics_option
 
 _JSON_KEYS = (
     "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
@@ -31,24 +30,6 @@ def _interval(text: str | None, c: float) -> tuple[float, float]:
     if not (0 < low <= c <= high and math.isfinite(high)):
         raise InputError(f"--ci {text} must satisfy 0 < LOW ≤ c = {c:g} ≤ HIGH")
     return low, high
-
-
-def _alphas(values: tuple[str, ...], metrics_path: str | None) -> tuple[list[float], str | None]:
-    try:
-        alphas = parse_acceptance(values)
-    except click.BadParameter as exc:
-        raise InputError(f"--acceptance: {exc.message}") from None
-    note = None
-    if metrics_path:
-        stats = acceptance_mod.load(metrics_path)
-        if math.isnan(stats.alpha_iid):
-            raise InputError(f"{metrics_path} has no per-position acceptance counts; give --acceptance instead")
-        alphas.append(stats.alpha_iid)
-        note = (f"α from {metrics_path}: {stats.alpha_iid:.3g} (i.i.d. maximum likelihood over {stats.num_drafts} "
-                f"drafts; vLLM's accepted ÷ draft tokens = {stats.alpha:.3g})")
-    if not alphas:
-        raise InputError("give at least one --acceptance (or --metrics)")
-    return alphas, note
 
 
 def _json_value(v):
@@ -84,8 +65,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
 @click.option("--c", "c", type=float, required=True,
               help="Cost coefficient c: draft forward time ÷ target forward time (decode step), > 0.")
 @acceptance_option
-@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False),
-              help="Also judge at the α of a vLLM metrics dump (written by nsys_cc.analysis.acceptance.dump_metrics).")
+@metrics_option
 @click.option("--gamma", type=int, default=None, help="Speculative tokens γ at which to report S as well (≥ 1).")
 @click.option("--max-gamma", type=int, default=speedup_mod.DEFAULT_MAX_GAMMA, show_default=True,
               help="Largest γ searched for the best γ.")
@@ -105,7 +85,7 @@ def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
     if max_gamma < 1:
         raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
     c_low, c_high = _interval(ci, c)
-    alphas, note = _alphas(acceptance, metrics_path)
+    alphas, note = alphas_from(acceptance, metrics_path)
     judged = [speedup_mod.judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
     records = [_record(j) for j in judged]
     if fmt == "json":

@@ -115,6 +115,13 @@ def _long_csv(result: "CostCoefficientResult") -> str:
     return buf.getvalue()
 
 
+def _verdict_lines(result: "CostCoefficientResult") -> list[str]:
+    """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
+    v = result.verdicts
+    v = v[v["metric"].isin(("wall", "gpu_span"))]
+    return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
+
+
 def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
     """The result as text in `fmt` (table | markdown | csv | json)."""
     if fmt == "json":
@@ -126,13 +133,13 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
         parts = [_markdown_table(table)]
         parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
         if result.verdicts is not None:
-            parts += ["", "**Speedup**", ""] + [f"- {r.draft} ({r.metric}): {r.verdict}" for r in result.verdicts.itertuples()]
+            parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
              _text_table(table), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
     if result.verdicts is not None:
-        parts += [""] + [f"* {r.draft} ({r.metric}): {r.verdict}" for r in result.verdicts.itertuples()]
+        parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     parts += [""] + [f"note: {n}" for n in result.notes]
     return "\n".join(parts) + "\n"
