@@ -1,10 +1,383 @@
-"""Plots of a cost-coefficient result (owned by the presentation work; see issue 6)."""
+"""Plots of a cost-coefficient result: PNGs for the report directory, Figures for a notebook.
+
+Each `plot_*` function takes a `CostCoefficientResult` and returns a matplotlib `Figure`, or None when the result
+has nothing to show (e.g. no GPU metrics in a CPU-only trace). `make_plots` writes them all as PNGs.
+- forward_times: the distribution of per-forward times per model and phase (wall-clock; GPU span with CUDA).
+- coefficients: c per draft and metric with its 95 % interval, one panel per phase.
+- time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
+  CPU time outside the span.
+- kernel_categories: GPU time per forward by kernel category, target against each draft.
+- speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
+  at its decode-phase wall-clock c (the `all` phase when no decode forward was told apart). Wall-clock, because the
+  speedup model compares whole forwards as the decoding loop waits for them.
+Figures are built without pyplot (no global figure registry, nothing to close) and drawn by Agg when saved.
+"""
 
 from __future__ import annotations
 
+import re
+import textwrap
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from ..analysis import dsi
+from ..analysis.speedup import sig3
+from . import speedup_plots
+
+if TYPE_CHECKING:
+    from ..analysis.coefficient import CostCoefficientResult, ModelForwards
+
+DPI = 150
+STYLE = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "figure.titlesize": 12,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+}
+METRIC_LABELS = {"wall": "wall-clock", "gpu_span": "GPU span", "kernel_sum": "kernel sum", "gpu_busy": "GPU busy"}
+METRIC_COLORS = {"wall": "#4c72b0", "gpu_span": "#dd8452", "kernel_sum": "#55a868", "gpu_busy": "#c44e52"}
+PHASE_ORDER = ("all", "prefill", "decode")
+# Strip points drawn per box; the boxes use every forward, the dots only show the spread.
+MAX_STRIP_POINTS = 300
+# DSI heatmap grid: coarse enough to simulate in well under a second, fine enough to read.
+DSI_GRID = np.linspace(0.0, 1.0, 25)
+DSI_TOKENS, DSI_REPEATS = 300, 3
+# Medians further apart than this factor go on a log axis, else the small model is a flat line at zero.
+LOG_SPREAD = 10.0
 
 
-def make_plots(result, out_dir: Path) -> list[Path]:
-    """Write the report's PNG plots into `out_dir` and return their paths."""
-    return []
+def _figure(n_panels: int, width_per_panel: float, height: float, sharey: bool = False) -> tuple[Figure, list]:
+    fig = Figure(figsize=(max(width_per_panel * n_panels, 7.0), height), layout="constrained")
+    axes = fig.subplots(1, n_panels, squeeze=False, sharey=sharey)[0]
+    return fig, list(axes)
+
+
+def _chars_across(fig: Figure, fontsize: float) -> int:
+    """About how many characters of text at `fontsize` fit across the figure (average glyph ≈ 0.55 em)."""
+    return max(int(fig.get_figwidth() * 72 / (0.55 * fontsize)), 20)
+
+
+def _suptitle(fig: Figure, text: str) -> None:
+    """A figure title wrapped to the figure's width: one-panel figures are narrow."""
+    size = STYLE["figure.titlesize"]
+    lines = [textwrap.fill(line, _chars_across(fig, size)) for line in text.split("\n")]
+    fig.suptitle("\n".join(lines))
+
+
+def _legend_below(fig: Figure, axes: list) -> None:
+    """One legend under the panels, label → handle over all panels (they repeat the same series), in as many
+    columns as fit across the figure."""
+    entries: dict = {}
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        for h, lab in zip(handles, labels):
+            entries.setdefault(lab, h)
+    if not entries:
+        return
+    per_entry = max(len(lab) for lab in entries) + 6  # marker, padding
+    ncols = max(1, min(len(entries), _chars_across(fig, STYLE["legend.fontsize"]) // per_entry))
+    fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=ncols, frameon=False)
+
+
+def _model_colors(result: "CostCoefficientResult") -> dict[str, str]:
+    palette = matplotlib.colormaps["tab10"].colors
+    return {m.name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, m in enumerate(result.models)}
+
+
+def _split_phases(m: "ModelForwards") -> list[str]:
+    """The phases to show for one model: prefill and decode when it has them, else `all` (the mix of both)."""
+    split = [p for p in m.phases if p != "all"]
+    return split or ["all"]
+
+
+def _ms(m: "ModelForwards", phase: str, col: str) -> np.ndarray:
+    v = m.phase_rows(phase)[col].to_numpy(dtype=float) / 1e6
+    return v[np.isfinite(v)]
+
+
+def _wants_log(medians: list[float]) -> bool:
+    pos = [x for x in medians if np.isfinite(x) and x > 0]
+    return len(pos) > 1 and max(pos) / min(pos) > LOG_SPREAD
+
+
+def plot_forward_times(result: "CostCoefficientResult") -> Figure | None:
+    """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
+    wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
+    metrics = [("wall_ns", "wall-clock")]
+    if any(m.has_cuda for m in result.models):
+        metrics.append(("gpu_span_ns", "GPU span"))
+    colors = _model_colors(result)
+    groups = [(m, p) for m in result.models for p in _split_phases(m)]
+    if not groups:
+        return None
+    rng = np.random.default_rng(0)
+    with matplotlib.rc_context(STYLE):
+        fig, axes = _figure(len(metrics), max(1.1 * len(groups), 5.5), 4.6)
+        for ax, (col, label) in zip(axes, metrics):
+            data = [_ms(m, p, col) if (m.has_cuda or col == "wall_ns") else np.array([]) for m, p in groups]
+            pos = [i for i, d in enumerate(data) if d.size]
+            if not pos:
+                ax.text(0.5, 0.5, f"no {label} data", ha="center", va="center", transform=ax.transAxes)
+            else:
+                box = ax.boxplot([data[i] for i in pos], positions=pos, widths=0.55, showfliers=False,
+                                 patch_artist=True, medianprops={"color": "black"})
+                for patch, i in zip(box["boxes"], pos):
+                    patch.set(facecolor=colors[groups[i][0].name], alpha=0.35)
+                for i in pos:
+                    d = data[i]
+                    shown = rng.choice(d, MAX_STRIP_POINTS, replace=False) if d.size > MAX_STRIP_POINTS else d
+                    ax.scatter(i + rng.uniform(-0.18, 0.18, shown.size), shown, s=6, alpha=0.5,
+                               color=colors[groups[i][0].name], linewidths=0)
+                if _wants_log([float(np.median(data[i])) for i in pos]):
+                    ax.set_yscale("log")
+            ax.set_xticks(range(len(groups)), [f"{m.name}\n{p} (n={len(m.phase_rows(p))})" for m, p in groups],
+                          rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
+            ax.set_xlim(-0.6, len(groups) - 0.4)
+            ax.set_ylabel(f"{label} time per forward (ms)")
+            ax.set_title(f"{label} per forward")
+            ax.grid(axis="y", alpha=0.3)
+        _suptitle(fig, f"Forward time per model and phase\n({result.range_name!r} ranges, warm-up dropped)")
+    return fig
+
+
+def _coef_phases(result: "CostCoefficientResult") -> list[str]:
+    present = set(result.coefficients["phase"])
+    return [p for p in PHASE_ORDER if p in present]
+
+
+def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
+    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase; reference lines
+    at c = 1 and at each acceptance rate α the user gave (speculative decoding can only win when c < α).
+    None when there are no coefficients."""
+    coef = result.coefficients
+    phases = _coef_phases(result)
+    if coef.empty or not phases:
+        return None
+    drafts = list(dict.fromkeys(coef["draft"]))
+    metrics = [m for m in METRIC_LABELS if m in set(coef["metric"])]
+    width = 0.8 / len(metrics)
+    with matplotlib.rc_context(STYLE):
+        fig, axes = _figure(len(phases), max(0.4 * len(drafts) * len(metrics) + 1.2, 4.0), 4.8, sharey=True)
+        for ax, phase in zip(axes, phases):
+            sub = coef[coef["phase"] == phase]
+            finite = False
+            for j, metric in enumerate(metrics):
+                rows = sub[sub["metric"] == metric].set_index("draft").reindex(drafts)
+                c = rows["c"].to_numpy(dtype=float)
+                ok = np.isfinite(c)
+                if not ok.any():
+                    continue
+                finite = True
+                x = np.arange(len(drafts)) + (j - (len(metrics) - 1) / 2) * width
+                lo = np.clip(c - rows["ci_low"].to_numpy(dtype=float), 0, None)
+                hi = np.clip(rows["ci_high"].to_numpy(dtype=float) - c, 0, None)
+                ax.errorbar(x[ok], c[ok], yerr=np.nan_to_num(np.vstack([lo[ok], hi[ok]])), fmt="o", capsize=3,
+                            color=METRIC_COLORS[metric], label=METRIC_LABELS[metric])
+                for xi, ci, top in zip(x[ok], c[ok], (c + np.nan_to_num(hi))[ok]):
+                    ax.annotate(f"{ci:.2g}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
+                                fontsize=7, color=METRIC_COLORS[metric])
+            ax.axhline(1.0, color="black", linewidth=1)
+            ax.annotate("c = 1", (1.0, 1.0), xycoords=("axes fraction", "data"), xytext=(2, 0),
+                        textcoords="offset points", va="center", fontsize=8)
+            for alpha in result.acceptance:
+                ax.axhline(alpha, color="gray", linestyle="--", linewidth=1)
+                ax.annotate(f"α = {alpha:g}", (1.0, alpha), xycoords=("axes fraction", "data"), xytext=(2, 0),
+                            textcoords="offset points", va="center", fontsize=8, color="dimgray")
+            if not finite:
+                ax.text(0.5, 0.5, "c not finite (no forwards to compare)", ha="center", va="center",
+                        transform=ax.transAxes)
+            ax.set_xticks(range(len(drafts)), drafts)
+            ax.set_xlim(-0.6, len(drafts) - 0.4)
+            ax.set_ylim(bottom=0)
+            ax.set_xlabel("draft model")
+            ax.set_title(f"{phase} forwards")
+            ax.grid(axis="y", alpha=0.3)
+        axes[0].set_ylabel("c = median draft ÷ median target forward")
+        _legend_below(fig, axes)
+        alphas = "; a speedup needs c < α (dashed: the acceptance rates given)" if result.acceptance else ""
+        _suptitle(fig, f"Cost coefficient c of each draft against {result.target.name} (95 % bootstrap "
+                       f"intervals){alphas}")
+    return fig
+
+
+def _breakdown_phases(result: "CostCoefficientResult") -> list[str]:
+    present = {p for m in result.models for p in _split_phases(m)}
+    return [p for p in PHASE_ORDER if p in present]
+
+
+def _median(v: np.ndarray) -> float:
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
+
+
+def _components(m: "ModelForwards", phase: str) -> dict[str, float]:
+    """Median per forward (ms) of: wall, GPU busy, GPU idle inside the span, CPU time outside the span."""
+    rows = m.phase_rows(phase)
+    wall = rows["wall_ns"].to_numpy(dtype=float) / 1e6
+    out = {"wall": _median(wall)}
+    if m.has_cuda:
+        span = rows["gpu_span_ns"].to_numpy(dtype=float) / 1e6
+        out["busy"] = _median(rows["gpu_busy_ns"].to_numpy(dtype=float) / 1e6)
+        out["idle"] = _median(rows["gpu_idle_ns"].to_numpy(dtype=float) / 1e6)
+        out["outside"] = _median(np.clip(wall - span, 0, None))
+    return out
+
+
+BREAKDOWN = (
+    ("busy", "GPU busy", "#c44e52"),
+    ("idle", "GPU idle inside the span", "#f2b6b8"),
+    ("outside", "CPU outside the GPU span (wall − span)", "#8c8c8c"),
+)
+
+
+def plot_time_breakdown(result: "CostCoefficientResult") -> Figure | None:
+    """Stacked bars per model and phase of the median forward's parts: GPU busy, GPU idle inside the GPU span, CPU time
+    outside the span (wall − span, clipped at 0); a black tick marks the median wall time. The parts are medians of
+    each part, so their sum need not equal the median wall time (and the span may outlast the range: asynchronous
+    work). Models without CUDA show their wall time only. None when no model has a kept forward."""
+    phases = _breakdown_phases(result)
+    if not phases:
+        return None
+    any_cuda = any(m.has_cuda for m in result.models)
+    names = [m.name for m in result.models]
+    colors = _model_colors(result)
+    with matplotlib.rc_context(STYLE):
+        fig, axes = _figure(len(phases), max(1.3 * len(names), 4.5), 4.6)
+        for ax, phase in zip(axes, phases):
+            for i, m in enumerate(result.models):
+                if phase not in _split_phases(m):
+                    continue
+                comp = _components(m, phase)
+                bottom = 0.0
+                if m.has_cuda:
+                    for key, label, color in BREAKDOWN:
+                        h = comp[key] if np.isfinite(comp[key]) else 0.0
+                        ax.bar(i, h, 0.6, bottom=bottom, color=color, label=label)
+                        bottom += h
+                else:
+                    ax.bar(i, comp["wall"], 0.6, color=colors[m.name], alpha=0.7,
+                           label="wall-clock (no CUDA in trace)" if any_cuda else None)
+                ax.plot([i - 0.35, i + 0.35], [comp["wall"]] * 2, color="black", linewidth=2,
+                        label="median wall")
+                ax.annotate(f"wall {comp['wall']:.3g} ms", (i, max(bottom, comp["wall"])), textcoords="offset points",
+                            xytext=(0, 4), ha="center", fontsize=8)
+            ax.set_xticks(range(len(names)), names)
+            ax.set_xlim(-0.6, len(names) - 0.4)
+            ax.margins(y=0.12)
+            ax.set_xlabel("model")
+            ax.set_ylabel("median time per forward (ms)")
+            ax.set_title(f"{phase} forwards")
+            ax.grid(axis="y", alpha=0.3)
+        _legend_below(fig, axes)
+        outlasts = any(m.has_cuda and _median(m.kept["gpu_span_ns"].to_numpy(dtype=float))
+                       > _median(m.kept["wall_ns"].to_numpy(dtype=float)) for m in result.models)
+        title = "Median forward time — CPU-only traces: wall-clock only, no GPU breakdown"
+        if any_cuda:
+            title = "Where the forward time goes, median per forward" + (
+                " (the GPU work outlasts the ranges that launched it: span > wall)" if outlasts else "")
+        _suptitle(fig, title)
+    return fig
+
+
+def plot_kernel_categories(result: "CostCoefficientResult") -> Figure | None:
+    """Grouped horizontal bars of GPU time per forward by kernel category, target and each draft side by side, one
+    panel per phase. None when the result has no kernel categories (no CUDA in the traces)."""
+    cats = result.categories
+    if cats is None or cats.empty:
+        return None
+    phases = [p for p in PHASE_ORDER if p in set(cats["phase"])]
+    if set(phases) - {"all"}:
+        phases = [p for p in phases if p != "all"]
+    models = [m.name for m in result.models if m.name in set(cats["model"])]
+    colors = _model_colors(result)
+    order = list(dict.fromkeys(cats["category"]))
+    height = 0.8 / len(models)
+    with matplotlib.rc_context(STYLE):
+        fig, axes = _figure(len(phases), 5.0, max(2.2 + 0.45 * len(order) * max(len(models) / 2, 1), 3.5))
+        for ax, phase in zip(axes, phases):
+            sub = cats[cats["phase"] == phase]
+            for j, name in enumerate(models):
+                t = sub[sub["model"] == name].set_index("category")["time_per_forward_ms"].reindex(order).fillna(0.0)
+                y = np.arange(len(order)) + (j - (len(models) - 1) / 2) * height
+                ax.barh(y, t.to_numpy(dtype=float), height, color=colors[name], label=name)
+            ax.set_yticks(range(len(order)), order)
+            ax.invert_yaxis()
+            ax.set_xlabel("GPU time per forward (ms)")
+            ax.set_ylabel("kernel category")
+            ax.set_title(f"{phase} forwards")
+            ax.grid(axis="x", alpha=0.3)
+        _legend_below(fig, axes)
+        _suptitle(fig, f"GPU time per forward by kernel category: {models[0]} against {', '.join(models[1:])}")
+    return fig
+
+
+PLOTS: dict[str, Callable[["CostCoefficientResult"], Figure | None]] = {
+    "forward_times": plot_forward_times,
+    "coefficients": plot_coefficients,
+    "time_breakdown": plot_time_breakdown,
+    "kernel_categories": plot_kernel_categories,
+}
+
+
+def speedup_marks(result: "CostCoefficientResult") -> pd.DataFrame:
+    """One row per draft with a finite wall-clock c: draft, phase (decode, else all), c, ci_low, ci_high."""
+    coef = result.coefficients
+    wall = coef[(coef["metric"] == "wall") & np.isfinite(coef["c"].to_numpy(dtype=float))]
+    rows = []
+    for draft, sub in wall.groupby("draft", sort=False):
+        by_phase = sub.set_index("phase")
+        phase = "decode" if "decode" in by_phase.index else "all" if "all" in by_phase.index else None
+        if phase is not None:
+            rows.append({"draft": draft, "phase": phase, **by_phase.loc[phase, ["c", "ci_low", "ci_high"]].to_dict()})
+    return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
+
+
+def _file_stem(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "draft"
+
+
+def speedup_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
+    """The speedup model's plots for the measured drafts (see the module docstring), by file stem; empty when no draft
+    has a finite c."""
+    marks = speedup_marks(result)
+    if marks.empty:
+        return {}
+    figs = {}
+    for row in marks.itertuples():
+        figs[f"speedup_{_file_stem(row.draft)}"] = speedup_plots.speedup_heatmap(
+            row.c, title=f"{row.draft} ({row.phase} wall-clock c = {sig3(row.c)}):\n"
+                         "expected speedup (Leviathan et al. Thm 3.8); black line: S = 1")
+    figs["break_even"] = speedup_plots.break_even_chart(marks, alphas=result.acceptance)
+    maps = dsi.heatmaps(DSI_GRID, DSI_GRID, n_tokens=DSI_TOKENS, repeats=DSI_REPEATS, seed=result.seed)
+    figs["dsi_heatmaps"] = speedup_plots.dsi_heatmaps(maps, marks)
+    return figs
+
+
+def make_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
+    """Every plot that has data, by file stem."""
+    figs = {name: fn(result) for name, fn in PLOTS.items()}
+    figs = {name: fig for name, fig in figs.items() if fig is not None}
+    return {**figs, **speedup_figures(result)}
+
+
+def make_plots(result: "CostCoefficientResult", out_dir: Path) -> list[Path]:
+    """Write the report's PNG plots into `out_dir` (created if missing) and return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in make_figures(result).items():
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=DPI)
+        paths.append(path)
+    return paths
