@@ -253,7 +253,7 @@ def plot_time_breakdown(result: "CostCoefficientResult") -> Figure | None:
     names = [m.name for m in result.models]
     colors = _model_colors(result)
     with matplotlib.rc_context(STYLE):
-        fig, axes = _figure(len(phases), max(1.3 * len(names), 4.5), 4.6)
+        fig, axes = _figure(len(phases), max(1.6 * len(names), 4.5), 4.6)
         for ax, phase in zip(axes, phases):
             for i, m in enumerate(result.models):
                 if phase not in _split_phases(m):
