@@ -1,7 +1,8 @@
 """Measurement check: how much of each benchmark iteration the forward ranges cover.
 
 For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order):
-- forward_ms_i = the sum of the durations of the `model_executable()` ranges that start inside iteration
+- forward_ms_i = the sum of the durations of the forward ranges (`model_executable()`, or vLLM's own
+  `gpu_model_runner: forward` when the plugin fell back to it) that start inside iteration
   range i (any thread or process: the rule the analysis uses for warm-up);
 - latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json`
   (perf_counter around one `LLM.generate` call);
@@ -9,8 +10,9 @@ For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time 
   sampling, input preparation, Python). A share far below 1 means c from forward ranges says little about
   end-to-end speed; a share above 1 means the trace and vLLM disagree about the iteration.
 The table reports per model the medians over iterations of forward_ms, latency_ms and share, the share's
-min and max, and the median of the iteration range's own NVTX duration (`nvtx_iteration_ms`), which should
-match vLLM's latency closely.
+min and max, the median number of forwards per iteration, and the median of the iteration range's own NVTX
+duration (`nvtx_iteration_ms`), which should match vLLM's latency closely. Iterations are paired in order;
+when the trace and the JSON hold different numbers of iterations, the first min(both) are used.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE
+from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
@@ -50,9 +52,14 @@ def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
     return df
 
 
-def count_ranges(sqlite: str | Path, name: str = FORWARD_RANGE) -> int:
-    """How many ranges called `name` the export holds."""
-    return int((push_pop_ranges(sqlite)["name"] == name).sum())
+def forward_range(sqlite: str | Path) -> tuple[str, int]:
+    """Which forward range the export holds and how many: the plugin's `model_executable()`, else vLLM's own
+    `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else (`model_executable()`, 0)."""
+    counts = push_pop_ranges(sqlite)["name"].value_counts()
+    for name in (FORWARD_RANGE, VLLM_SCOPES_RANGE):
+        if counts.get(name, 0):
+            return name, int(counts[name])
+    return FORWARD_RANGE, 0
 
 
 def bench_latencies(bench_json: str | Path) -> list[float]:
@@ -64,11 +71,11 @@ def bench_latencies(bench_json: str | Path) -> list[float]:
         raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 
-def model_share(label: str, sqlite: str | Path, bench_json: str | Path) -> dict:
-    """One row of the forward-share table (see the module docstring)."""
+def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE) -> dict:
+    """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`."""
     ranges = push_pop_ranges(sqlite)
     iters = ranges[ranges["name"] == ITERATION_RANGE].sort_values("start_ns")
-    fwd = ranges[ranges["name"] == FORWARD_RANGE]
+    fwd = ranges[ranges["name"] == range_name]
     latencies = np.asarray(bench_latencies(bench_json)) * 1e3
     n = min(len(iters), len(latencies))
     starts = fwd["start_ns"].to_numpy()
@@ -94,9 +101,9 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path) -> dict:
     }
 
 
-def forward_share(models: Sequence[tuple[str, str | Path, str | Path]]) -> pd.DataFrame:
-    """The forward-share table for (label, sqlite, bench_json) of each completed model."""
-    return pd.DataFrame([model_share(*m) for m in models], columns=COLUMNS)
+def forward_share(models: Sequence[tuple[str, str | Path, str | Path]], range_name: str = FORWARD_RANGE) -> pd.DataFrame:
+    """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals)."""
+    return pd.DataFrame([model_share(*m, range_name) for m in models], columns=COLUMNS).round(3)
 
 
 def share_note(row: dict | pd.Series) -> str:

@@ -53,11 +53,6 @@ class BenchOptions:
     cuda_graphs: bool = False
     vllm_args: tuple[str, ...] = ()
 
-    @property
-    def forwards_per_iteration(self) -> int:
-        """One prefill and output_len − 1 decodes: the first output token comes out of the prefill."""
-        return self.output_len
-
 
 @dataclass(frozen=True)
 class ModelFiles:

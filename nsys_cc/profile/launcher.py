@@ -56,6 +56,7 @@ class ModelRun:
     status: str = "planned"
     reason: str = ""
     seconds: float = 0.0
+    range_name: str = FORWARD_RANGE
 
     @property
     def files(self) -> ModelFiles:
@@ -68,7 +69,7 @@ class ModelRun:
     def to_dict(self) -> dict:
         f = self.files
         return {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
-                "reason": self.reason, "seconds": round(self.seconds, 1), "log": str(f.log),
+                "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
                 "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
 
 
@@ -143,13 +144,17 @@ def preflight(nsys: str) -> list[str]:
 
 
 def is_complete(run: ModelRun) -> bool:
-    """Whether an earlier run left this model's trace complete, made with the same commands."""
+    """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
+    is the forward range it recorded)."""
     f = run.files
     try:
         marker = json.loads(f.done.read_text())
     except (OSError, ValueError):
         return False
-    return marker.get("commands") == run.commands.shell() and f.sqlite.is_file() and f.bench_json.is_file()
+    if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
+        return False
+    run.range_name = marker.get("range", FORWARD_RANGE)
+    return True
 
 
 def _descendants(pid: int) -> list[int]:
@@ -202,16 +207,24 @@ def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None)
 
 
 def failure_reason(log: Path) -> str:
-    """The last error-looking line of a log (a Python exception, `Killed`), else its last line."""
+    """The last error line of a log (a Python exception with the detail line under it, `Killed`), else its
+    last line. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
     try:
-        lines = [ln.strip() for ln in log.read_text(errors="replace").splitlines() if ln.strip()]
+        lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return "no log"
-    for line in reversed(lines):
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i].strip()
         m = _ERROR_LINE.search(line)
-        if m and not line.startswith("$ "):
-            return m.group(0)[:300]
-    return lines[-1][:300] if lines else "empty log"
+        if m is None or line.startswith(("$ ", "#")) or " WARNING " in line:
+            continue
+        text = m.group(0)
+        detail = lines[i + 1] if i + 1 < len(lines) else ""
+        if detail[:1].isspace() and detail.strip() and not detail.strip().startswith(("File ", "For further")):
+            text += " — " + detail.strip()
+        return text[:300]
+    tail = [ln.strip() for ln in lines if ln.strip()]
+    return tail[-1][:300] if tail else "empty log"
 
 
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
@@ -232,13 +245,14 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             if rc != 0 or not f.sqlite.is_file():
                 run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
                 return
-        forwards = check.count_ranges(f.sqlite, FORWARD_RANGE)
+        run.range_name, forwards = check.forward_range(f.sqlite)
         if forwards == 0:
             run.status = "failed"
-            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded, nvtx not recorded, or a "
-                          f"vLLM layout it does not know: see warnings in the log)")
+            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
+                          "see warnings in the log)")
             return
-        f.done.write_text(json.dumps({"commands": cmds.shell(), "forward_ranges": forwards}, indent=2) + "\n")
+        marker = {"commands": cmds.shell(), "range": run.range_name, "forward_ranges": forwards}
+        f.done.write_text(json.dumps(marker, indent=2) + "\n")
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (--timeout)"
@@ -297,10 +311,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                 run.status = "resumed"
                 progress.say(f"{where}: already complete in {out} (use --force to profile again)")
                 continue
-            with progress.step(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'})", always=True):
-                run_model(run, timeout=timeout)
-            if not run.ok:
-                progress.say(f"{where}: FAILED: {run.reason} (log: {run.files.log})")
+            progress.say(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'}) …")
+            run_model(run, timeout=timeout)
+            if run.ok:
+                progress.say(f"{where}: profiled in {run.seconds:.1f} s")
+            else:
+                progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.files.log})")
             write_status(out, runs)
     except KeyboardInterrupt:
         for run in runs:
@@ -308,27 +324,38 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                 run.status = "not run"
         write_status(out, runs)
         raise
-    write_status(out, runs)
     return analyse(runs, out, options, acceptance=acceptance, seed=seed)
 
 
 def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
             seed: int = 0) -> ProfileRun:
-    """The analysis of `nsys-cc analyze` on the completed traces, the forward-share check, and the report."""
+    """The analysis of `nsys-cc analyze` on the completed traces, the forward-share check, and the report.
+
+    Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
+    fell back to it); a draft traced with the other kind cannot be compared and is reported as failed.
+    """
     from ..analysis.coefficient import cost_coefficient
     from ..report import write_report
 
+    range_name = runs[0].range_name
+    for run in runs[1:]:
+        if run.ok and run.range_name != range_name:
+            run.status = "failed"
+            run.reason = f"its forwards are {run.range_name!r} ranges, the target's {range_name!r}"
+    write_status(out, runs)
     done = [r for r in runs if r.ok]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
     if not runs[0].ok or len(done) < 2:
         return outcome
+    notes = [] if range_name == FORWARD_RANGE else [
+        f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
     with progress.step("analysing the traces", always=True):
         outcome.result = cost_coefficient(
-            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]],
-            names=[r.model.label for r in done], output_len=options.output_len, acceptance=acceptance, seed=seed,
+            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]], names=[r.model.label for r in done],
+            range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
         )
-        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done])
-    notes = [check.share_note(row) for _, row in share.iterrows()] + outcome.notes
+        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
+    notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
     return outcome

@@ -1,0 +1,54 @@
+"""The launcher's analysis step on the committed vLLM fixtures (no profiling): report, notes, fallback range."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from nsys_cc.profile import check, launcher
+from nsys_cc.profile.commands import BenchOptions
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
+
+
+def _runs(out: Path, sources: list[str]) -> list[launcher.ModelRun]:
+    """Runs planned for the tiny models, completed from copies of the fixture traces `sources` (in run order)."""
+    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
+                         OPTIONS, nsys="nsys", gpu=False)
+    for run, source in zip(runs, sources):
+        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(FIXTURES / f"{source}.bench.json", run.files.bench_json)
+        run.range_name, _ = check.forward_range(run.files.sqlite)
+        run.status = "done"
+    return runs
+
+
+def test_report_with_forward_share_and_a_failed_draft(tmp_path):
+    runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
+    runs[2].status, runs[2].reason = "failed", "timed out after 5 s (--timeout)"
+    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
+    failed = [n for n in report["notes"] if "tiny-llama-draft-xs" in n]
+    assert failed == [f"draft tiny-llama-draft-xs: FAILED: timed out after 5 s (--timeout); log: {runs[2].files.log}"]
+    assert sum("forward ranges cover" in n for n in report["notes"]) == 2
+    assert "**forward_share**" in (tmp_path / "report.md").read_text()
+
+
+def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
+    runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
+    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    assert outcome.result.range_name == "gpu_model_runner: forward"
+    assert any("vLLM's own 'gpu_model_runner: forward'" in n for n in outcome.notes)
+
+
+def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
+    runs = _runs(tmp_path, ["vllm_scopes", "tiny-llama-draft-s"])
+    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    assert outcome.result is None and outcome.report is None
+    assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert [s["status"] for s in status] == ["done", "failed"]

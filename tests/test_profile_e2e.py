@@ -1,0 +1,180 @@
+"""`nsys-cc profile` end to end on the CPU: real nsys, real vLLM (CPU build), the plugin, the report.
+
+One run profiles a tiny target, a tiny draft and a draft whose config cannot load; every expectation about the
+traces is computed here with raw SQL on the exports and the benchmark's own JSON, never read back from nsys_cc.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nsys_cc.profile.models import MODELS_DIR
+
+pytestmark = pytest.mark.vllm
+
+NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
+INPUT_LEN, OUTPUT_LEN, BATCH, WARMUP, ITERS = 32, 3, 2, 2, 2
+BENCH = ["--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--batch-size", str(BATCH),
+         "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu"]
+GOOD = ["tiny-llama-target", "tiny-llama-draft-xs"]
+
+
+def _nvtx(sqlite: Path, name: str) -> list[tuple[int, int, int | None, int]]:
+    """(start, end, int64 payload, globalTid) of the push/pop ranges called `name`, in time order."""
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        return conn.execute(
+            "SELECT e.start, e.\"end\", e.int64Value, e.globalTid FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId "
+            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
+
+
+def _leftovers(marker: str) -> list[str]:
+    """Command lines of live processes that mention `marker` (an output directory)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in args:
+            found.append(args)
+    return found
+
+
+@pytest.fixture(scope="module")
+def broken_model(tmp_path_factory) -> Path:
+    """A LLaMA config naming an architecture vLLM does not have: vLLM refuses to load it."""
+    cfg = json.loads((MODELS_DIR / "tiny-llama-draft-xs" / "config.json").read_text())
+    cfg["architectures"] = ["NoSuchModelForCausalLM"]
+    path = tmp_path_factory.mktemp("models") / "broken-draft"
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(cfg))
+    return path
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, broken_model):
+    out = tmp_path_factory.mktemp("profile") / "out"
+    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], "--draft", str(broken_model),
+           *BENCH, "-o", str(out), "--format", "json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    return out, done
+
+
+def test_a_failing_model_does_not_lose_the_others(run):
+    out, done = run
+    assert done.returncode == 1, done.stderr
+    assert "1 of 3 models failed" in done.stderr
+    status = {s["label"]: s for s in json.loads((out / "status.json").read_text())}
+    assert [status[m]["status"] for m in GOOD] == ["done", "done"]
+    broken = status["broken-draft"]
+    assert broken["status"] == "failed" and "NoSuchModelForCausalLM" in broken["reason"]
+    assert "NoSuchModelForCausalLM" in Path(broken["log"]).read_text()
+    report = json.loads((out / "report.json").read_text())
+    assert any("broken-draft" in n and "FAILED" in n and broken["log"] in n for n in report["notes"])
+    for m in GOOD:
+        for suffix in (".nsys-rep", ".sqlite", ".bench.json", ".log"):
+            assert (out / f"{m}{suffix}").is_file()
+
+
+@pytest.mark.parametrize("model", GOOD)
+def test_one_forward_range_per_forward_with_token_payloads(run, model):
+    out, _ = run
+    forwards = _nvtx(out / f"{model}.sqlite", "model_executable()")
+    assert len(forwards) == (WARMUP + ITERS) * OUTPUT_LEN
+    # Each iteration: one prefill of every prompt token, then OUTPUT_LEN − 1 decodes of one token per sequence.
+    assert [f[2] for f in forwards] == [INPUT_LEN * BATCH, *[BATCH] * (OUTPUT_LEN - 1)] * (WARMUP + ITERS)
+
+
+@pytest.mark.parametrize("model", GOOD)
+def test_warmup_and_measured_iterations_are_marked(run, model):
+    out, _ = run
+    sqlite = out / f"{model}.sqlite"
+    warmup, measured = _nvtx(sqlite, "nsys_cc:warmup"), _nvtx(sqlite, "nsys_cc:iteration")
+    assert [w[2] for w in warmup] == [BATCH] * WARMUP and [m[2] for m in measured] == [BATCH] * ITERS
+    assert max(w[1] for w in warmup) < min(m[0] for m in measured)
+    forwards = _nvtx(sqlite, "model_executable()")
+    inside = [[i for i, (s, e, _, _) in enumerate(warmup + measured) if s <= f[0] <= e] for f in forwards]
+    per_iteration = [i for ranges in inside for i in ranges]
+    assert all(len(r) == 1 for r in inside)
+    assert per_iteration == sorted(per_iteration)
+    assert [per_iteration.count(i) for i in range(WARMUP + ITERS)] == [OUTPUT_LEN] * (WARMUP + ITERS)
+    bench = json.loads((out / f"{model}.bench.json").read_text())
+    assert len(bench["latencies"]) == ITERS
+
+
+def test_report_numbers_are_those_of_analyze(run):
+    out, done = run
+    cmd = [NSYS_CC, "analyze", *(str(out / f"{m}.sqlite") for m in GOOD), *(a for m in GOOD for a in ("--name", m)),
+           "--output-len", str(OUTPUT_LEN), "--format", "json"]
+    analyzed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert analyzed.returncode == 0, analyzed.stderr
+    assert json.loads(done.stdout) == json.loads(analyzed.stdout)
+    report = json.loads((out / "report.json").read_text())
+    assert report["coefficients"] == json.loads(analyzed.stdout)["coefficients"]
+
+
+@pytest.mark.parametrize("model", GOOD)
+def test_forward_share_against_the_benchmarks_own_latencies(run, model):
+    out, _ = run
+    sqlite = out / f"{model}.sqlite"
+    latencies = json.loads((out / f"{model}.bench.json").read_text())["latencies"]
+    forwards = _nvtx(sqlite, "model_executable()")
+    shares = []
+    for (start, end, _, _), latency in zip(_nvtx(sqlite, "nsys_cc:iteration"), latencies):
+        covered = sum(e - s for s, e, _, _ in forwards if start <= s <= end)
+        shares.append(covered / 1e9 / latency)
+    row = next(r for r in json.loads((out / "report.json").read_text())["forward_share"] if r["model"] == model)
+    assert row["iterations"] == ITERS
+    assert row["forward_share"] == pytest.approx(statistics.median(shares), abs=1e-3)
+    assert row["share_min"] == pytest.approx(min(shares), abs=1e-3)
+    assert 0 < min(shares) and max(shares) < 1
+
+
+def test_a_rerun_resumes_completed_models(run):
+    out, _ = run
+    stamps = {m: (out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD}
+    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "-o", str(out)]
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert again.stderr.count("already complete") == 2
+    assert {m: (out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD} == stamps
+
+
+def test_timeout_stops_the_benchmark_and_reports_it(tmp_path):
+    out = tmp_path / "out"
+    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "--timeout", "2", "-o", str(out)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2
+    assert done.stderr.count("timed out after 2 s") >= 2 and "nsys-cc: error: no report" in done.stderr
+    status = json.loads((out / "status.json").read_text())
+    assert [s["status"] for s in status] == ["failed", "failed"]
+    assert not _leftovers(str(out))
+
+
+def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
+    out = tmp_path / "out"
+    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "-o", str(out)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = out / f"{GOOD[0]}.log"
+    deadline = time.monotonic() + 120
+    while not (log.is_file() and "nsys_cc.profile.bench" in log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(2)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err
+    status = json.loads((out / "status.json").read_text())
+    assert [s["status"] for s in status] == ["interrupted", "not run"]
+    assert log.is_file()
+    assert not _leftovers(str(out))
