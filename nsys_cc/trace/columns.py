@@ -20,7 +20,8 @@ import pandas as pd
 # Marks SQL NULL in int64 columns read through coalesce(); no timestamp, id or count takes this value.
 NULL_INT = -(2**63)
 # globalTid & PID_MASK == globalPid of the same process (nsys joins GPU rows to API rows this way).
-PID_MASK = 0xFFFFFFFFFF000000
+# 0xFFFFFFFFFF000000 as a signed int64 (what SQLite and NumPy hold), i.e. every bit but the TID field.
+PID_MASK = -(1 << 24)
 # The PID field alone: what nsys uses to look up NVTX domains per process.
 PID_FIELD_MASK = 0x0000FFFFFF000000
 

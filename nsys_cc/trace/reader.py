@@ -56,7 +56,7 @@ class Trace:
         self.path = str(path)
         self.sqlite_path = sqlite_path
         self.engine: Engine = create_engine("sqlite://", creator=_connect_ro(sqlite_path))
-        self._cache: dict[str, pd.DataFrame] = {}
+        self._cache: dict[str, object] = {}
         self._columns: dict[str, tuple[str, ...]] = {}
         try:
             with self.reading():
@@ -148,7 +148,8 @@ class Trace:
         )
 
     # -- DataFrames (computed once, cached) ---------------------------------------------------------------
-    def _cached(self, key: str, build) -> pd.DataFrame:
+    def memo(self, key: str, build):
+        """`build(self)`, computed once per Trace and kept (analyses cache derived tables here too)."""
         if key not in self._cache:
             self._cache[key] = build(self)
         return self._cache[key]
@@ -164,27 +165,27 @@ class Trace:
 
     def nvtx_ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`."""
-        return self._cached("nvtx_ranges", nvtx.read_ranges)
+        return self.memo("nvtx_ranges", nvtx.read_ranges)
 
     def cuda_api(self) -> pd.DataFrame:
         """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
-        return self._cached("cuda_api", cuda.read_api)
+        return self.memo("cuda_api", cuda.read_api)
 
     def kernels(self) -> pd.DataFrame:
         """GPU kernels; see `nsys_cc.trace.cuda.read_kernels`."""
-        return self._cached("kernels", cuda.read_kernels)
+        return self.memo("kernels", cuda.read_kernels)
 
     def memops(self) -> pd.DataFrame:
         """GPU memcpy and memset operations; see `nsys_cc.trace.cuda.read_memops`."""
-        return self._cached("memops", cuda.read_memops)
+        return self.memo("memops", cuda.read_memops)
 
     def graph_launches(self) -> pd.DataFrame:
         """Whole-graph GPU executions (GRAPH_TRACE); see `nsys_cc.trace.cuda.read_graph_launches`."""
-        return self._cached("graph_launches", cuda.read_graph_launches)
+        return self.memo("graph_launches", cuda.read_graph_launches)
 
     def gpu_ops(self) -> pd.DataFrame:
         """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
-        return self._cached("gpu_ops", cuda.gpu_ops)
+        return self.memo("gpu_ops", cuda.gpu_ops)
 
 
 def _kind(path: Path) -> str:
