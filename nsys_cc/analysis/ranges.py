@@ -11,6 +11,8 @@ import difflib
 
 import pandas as pd
 
+from ..errors import RangeNotFoundError
+
 
 def _clean(name: str) -> str:
     return name[1:] if name.startswith(":") and not name.startswith("::") else name
@@ -38,3 +40,30 @@ def closest_names(ranges: pd.DataFrame, name: str, n: int = 5) -> list[str]:
         lowered = _clean(name).lower()
         close += [x for x in names if lowered in x.lower() and x not in close][: n - len(close)]
     return close
+
+
+# Columns of `range_table`, in order: the range, then its projection onto the GPU.
+TABLE_COLUMNS = [
+    "range_id", "name", "style", "pid", "tid", "start_ns", "end_ns", "duration_ns", "level",
+    "proj_start_ns", "proj_duration_ns", "gpu_ops", "kernel_sum_ns", "gpu_busy_ns",
+]
+
+
+def range_table(trace, name: str | None = None) -> pd.DataFrame:
+    """One row per NVTX range (only those named `name` when given) with its GPU projection, columns
+    TABLE_COLUMNS (`name` is the qualified name). GPU columns are <NA> where the range launched nothing
+    or the trace has no CUDA data. Raises RangeNotFoundError for an unknown name."""
+    from .projection import project
+
+    ranges = trace.nvtx_ranges()
+    if name is not None:
+        picked = select(ranges, name)
+        if picked.empty:
+            near = closest_names(ranges, name)
+            hint = f"; closest: {', '.join(repr(n) for n in near)}" if near else (
+                "; the trace has no NVTX ranges" if ranges.empty else "")
+            raise RangeNotFoundError(f"no NVTX range named {name!r} in {trace.path}{hint}")
+        ranges = picked
+    table = project(trace, ranges)
+    table["name"] = table["qualified_name"]
+    return table[TABLE_COLUMNS].reset_index(drop=True)

@@ -147,6 +147,18 @@ class Trace:
             self.rows(f"CUPTI_ACTIVITY_KIND_{t}") > 0 for t in gpu
         )
 
+    def summary(self) -> dict:
+        """What `nsys-cc info` shows: paths, versions, whether CUDA/NVTX data is present, tables → rows."""
+        return {
+            "path": self.path,
+            "sqlite_path": str(self.sqlite_path),
+            "nsys_version": self.nsys_version,
+            "schema_version": self.schema_version,
+            "has_cuda": self.has_cuda,
+            "has_nvtx": self.has_nvtx,
+            "tables": dict(self.tables),
+        }
+
     # -- DataFrames (computed once, cached) ---------------------------------------------------------------
     def memo(self, key: str, build):
         """`build(self)`, computed once per Trace and kept (analyses cache derived tables here too)."""
