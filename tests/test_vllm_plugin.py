@@ -24,7 +24,7 @@ def events(monkeypatch):
     log: list = []
     monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
         "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
-    monkeypatch.setattr(plugin, "_state", type(plugin._state)())
+    monkeypatch.setattr(plugin, "_state", plugin._State())
     monkeypatch.setattr(plugin, "_generate_calls", 0)
     return log
 

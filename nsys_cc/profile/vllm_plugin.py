@@ -37,13 +37,12 @@ NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import importlib.abc
 import os
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from . import nvtx_backend
@@ -59,9 +58,19 @@ VLLM_SCOPES_RANGE = "gpu_model_runner: forward"
 _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
 
-# Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
-# vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed.
-_state = threading.local()
+
+
+class _State(threading.local):
+    """Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
+    vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed (None outside)."""
+
+    depth = 0
+    pushed = False
+    quiet = 0
+    tokens: int | None = None
+
+
+_state = _State()
 _backend: nvtx_backend.Backend = nvtx_backend.NONE
 _registered = False
 _warned = False
@@ -100,35 +109,29 @@ def register() -> None:
 # ---- ranges -------------------------------------------------------------------------------------------
 
 
-def _enter(name: str, tokens: Callable[[], int]) -> None:
-    depth = getattr(_state, "depth", 0)
-    _state.depth = depth + 1
-    if depth == 0 and not getattr(_state, "quiet", 0):
-        _backend.push(name, tokens())
-        _state.pushed = True
+# Wrappers call _enter/_exit in try/finally rather than through context managers: this runs on every forward.
+def _enter(name: str, count: Callable[[dict], int], kwargs: dict) -> None:
+    state = _state
+    state.depth += 1
+    if state.depth == 1 and not state.quiet:
+        _backend.push(name, count(kwargs))
+        state.pushed = True
 
 
 def _exit() -> None:
-    _state.depth -= 1
-    if _state.depth == 0 and getattr(_state, "pushed", False):
-        _state.pushed = False
+    state = _state
+    state.depth -= 1
+    if state.depth == 0 and state.pushed:
+        state.pushed = False
         _backend.pop()
 
 
-@contextlib.contextmanager
-def _forward(name: str, tokens: Callable[[], int]) -> Iterator[None]:
-    _enter(name, tokens)
+def _call_quietly(quiet: bool, original: Callable, args: tuple, kwargs: dict):
+    if not quiet:
+        return original(*args, **kwargs)
+    _state.quiet += 1
     try:
-        yield
-    finally:
-        _exit()
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    _state.quiet = getattr(_state, "quiet", 0) + 1
-    try:
-        yield
+        return original(*args, **kwargs)
     finally:
         _state.quiet -= 1
 
@@ -144,7 +147,7 @@ def _input_tokens(kwargs: dict[str, Any]) -> int:
 
 
 def _scheduled_tokens(kwargs: dict[str, Any]) -> int:
-    scheduled = getattr(_state, "tokens", None)
+    scheduled = _state.tokens
     return int(scheduled) if scheduled is not None else _input_tokens(kwargs)
 
 
@@ -166,8 +169,11 @@ def _wrap(cls: type, attr: str, make: Callable[[Callable], Callable]) -> bool:
 
 def _as_target_forward(original: Callable) -> Callable:
     def forward(self, *args, **kwargs):
-        with _forward(FORWARD_RANGE, lambda: _scheduled_tokens(kwargs)):
+        _enter(FORWARD_RANGE, _scheduled_tokens, kwargs)
+        try:
             return original(self, *args, **kwargs)
+        finally:
+            _exit()
 
     return forward
 
@@ -177,11 +183,10 @@ def _with_scheduled_tokens(original: Callable) -> Callable:
 
     def execute_model(self, *args, **kwargs):
         scheduler_output = args[0] if args else kwargs.get("scheduler_output")
-        previous = getattr(_state, "tokens", None)
+        previous = _state.tokens
         _state.tokens = getattr(scheduler_output, "total_num_scheduled_tokens", None)
         try:
-            with _quiet() if kwargs.get("dummy_run") else contextlib.nullcontext():
-                return original(self, *args, **kwargs)
+            return _call_quietly(bool(kwargs.get("dummy_run")), original, (self, *args), kwargs)
         finally:
             _state.tokens = previous
 
@@ -190,16 +195,14 @@ def _with_scheduled_tokens(original: Callable) -> Callable:
 
 def _silenced(original: Callable) -> Callable:
     def silenced(self, *args, **kwargs):
-        with _quiet():
-            return original(self, *args, **kwargs)
+        return _call_quietly(True, original, (self, *args), kwargs)
 
     return silenced
 
 
 def _silenced_if_dummy(original: Callable) -> Callable:
     def maybe_silenced(self, *args, **kwargs):
-        with _quiet() if kwargs.get("dummy_run") else contextlib.nullcontext():
-            return original(self, *args, **kwargs)
+        return _call_quietly(bool(kwargs.get("dummy_run")), original, (self, *args), kwargs)
 
     return maybe_silenced
 
@@ -217,7 +220,7 @@ def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
     count = _scheduled_tokens if scheduled else _input_tokens
 
     def before(mod, args, kwargs):
-        _enter(name, lambda: count(kwargs))
+        _enter(name, count, kwargs)
 
     def after(mod, args, kwargs, output):
         _exit()
@@ -243,17 +246,23 @@ def _hooking_loaded_model(name: str, *, scheduled: bool) -> Callable[[Callable],
 def _as_pw_graph(original: Callable) -> Callable:
     def run_pw_graph(self, model, model_inputs, *args, **kwargs):
         name = getattr(model, _MODULE_TAG, None) or FORWARD_RANGE
-        count = _scheduled_tokens if name == FORWARD_RANGE else _input_tokens
-        with _forward(name, lambda: count(model_inputs)):
+        _enter(name, _scheduled_tokens if name == FORWARD_RANGE else _input_tokens, model_inputs)
+        try:
             return original(self, model, model_inputs, *args, **kwargs)
+        finally:
+            _exit()
 
     return run_pw_graph
 
 
 def _as_fullgraph(original: Callable) -> Callable:
     def run_fullgraph(self, desc, *args, **kwargs):
-        with _forward(FORWARD_RANGE, lambda: getattr(_state, "tokens", None) or getattr(desc, "num_tokens", 0)):
+        # The graph replays its captured inputs: the batch descriptor knows the (padded) size, the step the real one.
+        _enter(FORWARD_RANGE, lambda _: _state.tokens or getattr(desc, "num_tokens", 0), {})
+        try:
             return original(self, desc, *args, **kwargs)
+        finally:
+            _exit()
 
     return run_fullgraph
 
