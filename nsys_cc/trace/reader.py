@@ -8,6 +8,12 @@ A `.nsys-rep` report is first exported with nsys into a content-addressed cache 
 `kernels()`, `memops()`, `graph_launches()`, `gpu_ops()`); every accessor returns an empty frame with
 the documented columns when the export lacks the tables (nsys creates tables lazily), and caches
 its result on the Trace.
+
+Errors: whatever the file holds — a truncated or corrupt database, missing tables or columns, values of a
+type nsys never writes, ranges that end before they start — `open_trace` and every accessor raise only
+`NsysCCError` subclasses (`InputError`, `NsysNotFoundError`, `ExportError`) with a one-line message naming
+the file. Any other exception is a bug in nsys_cc. Text that is not valid UTF-8 (NVTX messages are the
+application's bytes) is read with U+FFFD in place of the bad bytes.
 """
 
 from __future__ import annotations
@@ -33,9 +39,28 @@ META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
+# Longest part of an exception text quoted in a one-line error (values can be megabytes of text).
+QUOTE_CHARS = 160
+
+
+def _decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
 def _connect_ro(path: Path):
     uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro&immutable=1"
-    return lambda: sqlite3.connect(uri, uri=True, check_same_thread=False)
+
+    def connect():
+        conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        conn.text_factory = _decode
+        return conn
+
+    return connect
+
+
+def _quote(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
 
 
 class Trace:
@@ -89,17 +114,38 @@ class Trace:
         return f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables)"
 
     # -- schema ------------------------------------------------------------------------------------------
+    @property
+    def _source(self) -> str:
+        """The file named in error messages: the user's path, and for a report the export actually read."""
+        if Path(self.path).expanduser() == self.sqlite_path:
+            return self.path
+        return f"{self.path} (exported to {self.sqlite_path})"
+
     @contextlib.contextmanager
     def reading(self) -> Iterator:
-        """A raw DBAPI connection to the export; SQLite errors (corrupt or truncated file) become InputError."""
+        """A raw DBAPI connection to the export. Failures while reading become InputError naming the file:
+        SQLite errors (a missing table or column, a corrupt or truncated file) and values that do not convert
+        (text or blobs where nsys writes integers, NULL where it never does, integers beyond 64 bits)."""
         try:
             conn = self.engine.raw_connection()
         except sqlite3.Error as exc:
-            raise InputError(f"{self.path}: cannot open as SQLite: {exc}") from None
+            raise InputError(f"{self._source}: cannot open as SQLite: {_quote(exc)}") from None
         try:
             yield conn
+        except sqlite3.OperationalError as exc:
+            if "no such" not in str(exc):
+                raise InputError(f"{self._source} is a corrupt or truncated SQLite file: {_quote(exc)}") from None
+            raise InputError(
+                f"{self._source} is not a complete Nsight Systems export ({_quote(exc)}): "
+                "export it again with `nsys export --type sqlite`"
+            ) from None
         except sqlite3.DatabaseError as exc:
-            raise InputError(f"{self.path} is a corrupt or truncated SQLite file: {exc}") from None
+            raise InputError(f"{self._source} is a corrupt or truncated SQLite file: {_quote(exc)}") from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise InputError(
+                f"{self._source} holds a value an Nsight Systems export never has ({type(exc).__name__}: "
+                f"{_quote(exc)}): the file is damaged"
+            ) from None
         finally:
             conn.close()
 
@@ -176,8 +222,10 @@ class Trace:
         return self._cache["strings"]
 
     def nvtx_ranges(self) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`."""
-        return self.memo("nvtx_ranges", nvtx.read_ranges)
+        """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
+
+        Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
+        return self.memo("nvtx_ranges", _checked_ranges)
 
     def cuda_api(self) -> pd.DataFrame:
         """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
@@ -198,6 +246,18 @@ class Trace:
     def gpu_ops(self) -> pd.DataFrame:
         """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
         return self.memo("gpu_ops", cuda.gpu_ops)
+
+
+def _checked_ranges(trace: Trace) -> pd.DataFrame:
+    ranges = nvtx.read_ranges(trace)
+    backwards = ranges[ranges["duration_ns"] < 0]
+    if len(backwards):
+        first = backwards.iloc[0]
+        raise InputError(
+            f"{trace._source}: {len(backwards)} NVTX range(s) end before they start (first: NVTX_EVENTS row "
+            f"{first['range_id']}, start {first['start_ns']} > end {first['end_ns']}): the export is damaged"
+        )
+    return ranges
 
 
 def _kind(path: Path) -> str:
