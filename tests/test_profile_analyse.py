@@ -6,6 +6,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from nsys_cc.profile import check, launcher
 from nsys_cc.profile.commands import BenchOptions
 
@@ -52,3 +54,27 @@ def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
     status = json.loads((tmp_path / "status.json").read_text())
     assert [s["status"] for s in status] == ["done", "failed"]
+
+
+def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
+    sources = iter(["tiny-llama-target", "tiny-llama-draft-s"])
+
+    def fake_run_model(run, *, timeout):
+        source = next(sources, None)
+        if source is None:
+            run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
+            raise KeyboardInterrupt
+        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(FIXTURES / f"{source}.bench.json", run.files.bench_json)
+        run.status = "done"
+
+    monkeypatch.setattr(launcher, "run_model", fake_run_model)
+    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    with pytest.raises(KeyboardInterrupt):
+        launcher.profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
+                         tmp_path, OPTIONS, device="cpu")
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert [s["status"] for s in status] == ["done", "done", "interrupted", "not run"]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
+    assert sum("INTERRUPTED" in n or "NOT RUN" in n for n in report["notes"]) == 2

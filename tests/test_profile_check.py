@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import statistics
 from pathlib import Path
@@ -47,9 +48,12 @@ def test_forward_share_matches_sql_sums_and_the_bench_latencies(model):
 def test_forward_range_is_the_plugins_else_vllms_own_scope(tmp_path):
     assert check.forward_range(FIXTURES / "tiny-llama-target.sqlite") == ("model_executable()", 20)
     assert check.forward_range(FIXTURES / "vllm_scopes.sqlite") == ("gpu_model_runner: forward", 20)
-    empty = tmp_path / "empty.sqlite"
-    sqlite3.connect(empty).execute("CREATE TABLE StringIds (id INTEGER, value TEXT)").close()
-    assert check.forward_range(empty) == ("model_executable()", 0)
+    bare = tmp_path / "no-forwards.sqlite"
+    shutil.copy(FIXTURES / "tiny-llama-target.sqlite", bare)
+    with sqlite3.connect(bare) as conn:
+        conn.execute("DELETE FROM NVTX_EVENTS WHERE textId IN "
+                     "(SELECT id FROM StringIds WHERE value = 'model_executable()')")
+    assert check.forward_range(bare) == ("model_executable()", 0)
 
 
 def test_a_trace_without_iteration_ranges_has_no_share():
@@ -61,7 +65,7 @@ def test_a_trace_without_iteration_ranges_has_no_share():
 def test_unreadable_inputs_are_input_errors(tmp_path):
     bad = tmp_path / "x.sqlite"
     bad.write_text("not a database")
-    with pytest.raises(InputError, match="not a readable SQLite export"):
+    with pytest.raises(InputError):
         check.forward_range(bad)
     (tmp_path / "b.json").write_text('{"avg_latency": 1}')
     with pytest.raises(InputError, match="not a vLLM latency --output-json"):

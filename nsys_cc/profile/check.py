@@ -18,7 +18,6 @@ when the trace and the JSON hold different numbers of iterations, the first min(
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,30 +25,18 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..trace import open_trace
 from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
 
-_RANGES_SQL = """
-SELECT e.start, e."end", coalesce(e.text, s.value) AS name
-FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
-WHERE e.eventType IN (59, 60) AND e."end" IS NOT NULL
-"""
-
-
 def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
-    """NVTX push/pop and start/end ranges of an export: start_ns, end_ns, name (a default domain's `:` dropped)."""
-    uri = f"{Path(sqlite).resolve().as_uri()}?mode=ro"
-    try:
-        with sqlite3.connect(uri, uri=True) as conn:
-            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            rows = conn.execute(_RANGES_SQL).fetchall() if "NVTX_EVENTS" in tables else []
-    except sqlite3.DatabaseError as exc:
-        raise InputError(f"{sqlite} is not a readable SQLite export: {exc}") from None
-    df = pd.DataFrame(rows, columns=["start_ns", "end_ns", "name"])
-    df["name"] = df["name"].fillna("").str.removeprefix(":")
-    return df
+    """NVTX ranges of an export (through the trace reader): start_ns, end_ns, name."""
+    with open_trace(sqlite) as trace:
+        ranges = trace.nvtx_ranges()
+    return pd.DataFrame({"start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
+                         "name": ranges["name"].astype(str)})
 
 
 def forward_range(sqlite: str | Path) -> tuple[str, int]:

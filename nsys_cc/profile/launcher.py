@@ -7,7 +7,7 @@ Everything lands in the output directory as `<label>.{nsys-rep,sqlite,bench.json
 
 Reliability: a model that fails (bad config, crash, `timeout` seconds exceeded, no forward ranges) is recorded
 with its reason and log, and the next model still runs; Ctrl-C stops the current model's processes, writes
-`status.json` and re-raises. A rerun with the same output directory skips every model whose marker records
+`status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun with the same output directory skips every model whose marker records
 the same commands (`force` redoes them). The report is written when the target and at least one draft
 completed; its notes list the models that did not.
 """
@@ -241,6 +241,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
                 run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
                 return
+            progress.say(f"{run.model.label}: exporting {f.report.name} to SQLite")
             rc = _run_logged(cmds.export, env, log, timeout)
             if rc != 0 or not f.sqlite.is_file():
                 run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
@@ -323,6 +324,9 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             if run.status == "planned":
                 run.status = "not run"
         write_status(out, runs)
+        partial = analyse(runs, out, options, acceptance=acceptance, seed=seed)
+        if partial.report is not None:
+            progress.say(f"interrupted: report on the models completed so far: {partial.report}")
         raise
     return analyse(runs, out, options, acceptance=acceptance, seed=seed)
 
