@@ -25,7 +25,7 @@ from ..trace import open_trace
 from . import kernels as kernel_mod
 from . import phases as phase_mod
 from .projection import project, range_ops
-from .ranges import closest_names, select
+from .ranges import closest_names, name_counts, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
 
 DEFAULT_RANGE = "model_executable()"
@@ -40,6 +40,8 @@ METRICS = {
 }
 C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
 GPU_METRICS = tuple(m for m in METRICS if m != "wall")
+# Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
+NAME_CHARS = 80
 
 
 @dataclass
@@ -85,6 +87,27 @@ def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
     return out
 
 
+def _quoted(name: str) -> str:
+    return repr(name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…")
+
+
+def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> RangeNotFoundError:
+    """The error for a range name that matches nothing, with what the trace does hold."""
+    wanted = f"{path}: no NVTX range named {_quoted(range_name)}"
+    if not trace.has_table("NVTX_EVENTS"):
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)")
+    if ranges.empty:
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges")
+    if ranges["qualified_name"].isna().all():
+        return RangeNotFoundError(
+            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)"
+        )
+    near = closest_names(ranges, range_name)
+    listed = near or list(name_counts(ranges).index[:5])
+    label = "closest names" if near else "names in the trace"
+    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with --range)")
+
+
 def load_model(
     path: str,
     *,
@@ -99,16 +122,23 @@ def load_model(
         ranges = trace.nvtx_ranges()
         matched = select(ranges, range_name).sort_values("start_ns", kind="stable")
         if matched.empty:
-            near = closest_names(ranges, range_name)
-            hint = f"; closest names: {', '.join(repr(n) for n in near)}" if near else "; the trace has no NVTX ranges"
-            raise RangeNotFoundError(f"{path}: no NVTX range named {range_name!r}{hint} (choose one with --range)")
+            raise _no_such_range(trace, ranges, path, range_name)
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges)
-        forwards["kept"] = ~warm
+        # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
+        unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
+        forwards["kept"] = ~warm & ~unclosed
+        if unclosed.any():
+            warm_note += f"; dropped {int(unclosed.sum())} range(s) never closed (still open when the capture ended)"
         if not forwards["kept"].any():
+            if (~warm).any():
+                raise RangeNotFoundError(
+                    f"{path}: every {_quoted(range_name)} range left after warm-up was never closed (the capture "
+                    "ended inside it): let the profiled program finish its forwards"
+                )
             raise RangeNotFoundError(
-                f"{path}: all {len(forwards)} {range_name!r} ranges were dropped as warm-up ({warm_note}); "
+                f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
                 "lower --skip-ranges"
             )
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
