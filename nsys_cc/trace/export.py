@@ -5,7 +5,8 @@ whatever its name or location, and a changed report gets a new export. The cache
 `cache_dir` argument, else `$NSYS_CC_CACHE`, else `~/.cache/nsys_cc/exports`; when it cannot be
 written, a per-user directory under the system temp dir is used instead. nsys writes to a temporary
 name in the cache dir that is renamed (`os.replace`, atomic) into place only after a successful
-export, so two analyses of the same report at once never see a half-written file.
+export, so two analyses of the same report at once never see a half-written file. A cache entry that is not
+a SQLite file (say, emptied by a full disk) is exported again.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from .nsys import find_nsys, nsys_version
 
 # First bytes of every .nsys-rep / .qdrep written by Nsight Systems 2021–2026.
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
+SQLITE_MAGIC = b"SQLite format 3\x00"
 # nsys's message for a report written by a newer nsys, e.g. "Version number is invalid: 2024@6@2@25-2462…".
 _NEWER_REPORT = re.compile(r"Version number is invalid: (\d{4})@(\d+)@(\d+)")
 
@@ -67,6 +69,16 @@ def _writable_dir(preferred: Path) -> Path:
         return fallback
 
 
+def _cached(target: Path) -> bool:
+    """True when the cache holds an export at `target`; a leftover that is not a SQLite file does not count."""
+    if not target.exists():
+        return False
+    if not target.is_file():
+        raise InputError(f"the export cache entry {target} is not a file: remove it")
+    with open(target, "rb") as fh:
+        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
 def _explain_failure(report: Path, nsys: str, output: str) -> str:
     newer = _NEWER_REPORT.search(output)
     if newer:
@@ -89,25 +101,34 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
         raise InputError(f"{report} is empty (0 bytes): not an Nsight Systems report")
     cache = _writable_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
     target = cache / f"{content_hash(report)}.sqlite"
-    if target.is_file():
+    if _cached(target):
         return target
     nsys = nsys or find_nsys()
     if nsys is None:
         raise NsysNotFoundError(f"{report} needs nsys to export: run `make nsys` or pass an existing .sqlite")
-    fd, tmp_name = tempfile.mkstemp(dir=cache, prefix=f".{target.stem[:16]}-", suffix=".sqlite")
+    try:
+        fd, tmp_name = tempfile.mkstemp(dir=cache, prefix=f".{target.stem[:16]}-", suffix=".sqlite")
+    except OSError as exc:
+        raise InputError(f"cannot write into the export cache {cache}: {exc.strerror}") from None
     os.close(fd)
     tmp = Path(tmp_name)
     try:
         with progress.step(f"exporting {report.name} to SQLite with nsys", always=True):
-            done = subprocess.run(
-                [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
-                capture_output=True,
-                text=True,
-                errors="replace",
-            )
+            try:
+                done = subprocess.run(
+                    [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
+                    capture_output=True,
+                    text=True,
+                    errors="replace",
+                )
+            except OSError as exc:
+                raise NsysNotFoundError(f"cannot run nsys at {nsys}: {exc.strerror or exc}") from None
         if done.returncode != 0 or tmp.stat().st_size == 0:
             raise ExportError(_explain_failure(report, nsys, done.stdout + "\n" + done.stderr))
-        os.replace(tmp, target)
+        try:
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise InputError(f"cannot store the export of {report} as {target}: {exc.strerror}") from None
     finally:
         tmp.unlink(missing_ok=True)
     return target
