@@ -225,6 +225,22 @@ def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFr
     return k, c
 
 
+def _model_notes(models: list[ModelForwards]) -> list[str]:
+    """What was dropped and how phases were decided, one line per distinct statement, naming the models it is
+    about ("every model" when it holds for all)."""
+    holders: dict[str, list[str]] = {}
+    for m in models:
+        confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
+        texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
+        if not m.has_cuda:
+            texts.append("no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics")
+        for text in texts:
+            holders.setdefault(text, []).append(m.name)
+    every = len(models) > 1
+    return [f"{'every model' if every and len(names) == len(models) else ', '.join(names)}: {text}"
+            for text, names in holders.items()]
+
+
 @dataclass
 class CostCoefficientResult:
     """Everything `analyze` reports; each table is a DataFrame a notebook can use directly.
@@ -315,13 +331,7 @@ def cost_coefficient(
     ]
     from .diagnosis import diagnose
 
-    notes = []
-    for m in models:
-        notes.append(f"{m.name}: {m.warmup_note}")
-        confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
-        notes.append(f"{m.name}: phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}")
-        if not m.has_cuda:
-            notes.append(f"{m.name}: no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics")
+    notes = _model_notes(models)
     summary = _summary(models)
     coefficients = _coefficients(models[0], models[1:], seed)
     kernels, categories = _kernel_tables(models)
