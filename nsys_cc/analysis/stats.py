@@ -34,8 +34,23 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, float]:
 
 
 def _boot_medians(v: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
-    idx = rng.integers(0, v.size, size=(n_boot, v.size))
-    return np.median(v[idx], axis=1)
+    """Medians of `n_boot` resamples of `v` (size n, with replacement), drawn without building the resamples.
+
+    A resample is n i.i.d. uniform indices into sorted `v`; its k-th smallest index is floor(n·U₍ₖ₎), where U₍ₖ₎,
+    the k-th order statistic of n uniforms, is Beta(k, n−k+1); given U₍ₖ₎ = u, U₍ₖ₊₁₎ = u + (1−u)·Beta(1, n−k).
+    So the resample median (the middle value, or the mean of the two middle ones for even n) has exactly the
+    distribution of the brute-force bootstrap's, at O(n log n + n_boot) cost instead of O(n·n_boot) time and
+    memory (100 k forwards × 2000 replicates would be 1.6 GB per array).
+    """
+    s = np.sort(v)
+    n = s.size
+    k = (n + 1) // 2  # 1-based rank of the (lower) middle value
+    u = rng.beta(k, n - k + 1, size=n_boot)
+    lower = s[np.minimum((u * n).astype(np.int64), n - 1)]
+    if n % 2:
+        return lower
+    u_next = u + (1 - u) * rng.beta(1, n - k, size=n_boot)
+    return (lower + s[np.minimum((u_next * n).astype(np.int64), n - 1)]) / 2
 
 
 def ratio_of_medians(
