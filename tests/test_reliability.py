@@ -1,0 +1,595 @@
+"""Every bad input gets one clear line and exit code 2, and no input file ever changes (issue 7).
+
+The corpus is built at test time in tmp_path from the project's real fixtures (made by the real nsys 2022.4):
+copies that are truncated, overwritten, renamed, or edited with SQL. The SQL edits make files nsys itself would
+not write (a dropped table or column, text where nsys writes integers, ranges left open, negative or Unicode
+names…): they stand in for damaged or unusual exports on the error paths, and for the valid-but-unusual cases the
+results are compared with the untouched fixture's. Each error case runs through the real CLI (`analyze`, and
+`info`/`ranges` where the failure is the file's) with click's CliRunner; a few run as a real `nsys-cc` process to
+show that no traceback reaches stderr. Every file a case reads is hashed before and after.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES, unchanged
+from nsys_cc.cli import cli
+from nsys_cc.trace import export as export_mod
+
+VLLM = FIXTURES / "vllm"
+TARGET = VLLM / "tiny-llama-target.sqlite"
+DRAFT = VLLM / "tiny-llama-draft-s.sqlite"
+REPORT = VLLM / "tiny-llama-target.nsys-rep"
+NSYS_CC = Path(sys.executable).with_name("nsys-cc")
+FORWARD = "model_executable()"
+FORWARD_NAME_SQL = f"(SELECT id FROM StringIds WHERE value = '{FORWARD}')"
+REPORT_HEADER = b"NVIDIA Tegra Profiler Report 1.\n"
+
+
+# -- building inputs ---------------------------------------------------------------------------------------
+def derive(src: Path, dst: Path, *sql: str) -> Path:
+    """A copy of `src` at `dst` with `sql` run on the COPY."""
+    shutil.copyfile(src, dst)
+    con = sqlite3.connect(dst)
+    try:
+        for statement in sql:
+            con.execute(statement)
+        con.commit()
+    finally:
+        con.close()
+    return dst
+
+
+def unconstrained(table: str) -> list[str]:
+    """SQL that rebuilds `table` without its NOT NULL constraints, so that a test can put NULLs where nsys never does."""
+    return [f"CREATE TABLE _copy AS SELECT * FROM {table}", f"DROP TABLE {table}", f"ALTER TABLE _copy RENAME TO {table}"]
+
+
+def cut(src: Path, dst: Path, size: int) -> Path:
+    dst.write_bytes(src.read_bytes()[:size])
+    return dst
+
+
+def newer_report(dst: Path) -> Path:
+    """The fixture report with the version header of a report written by nsys 2024.6.2 (the header nsys checks)."""
+    data = REPORT.read_bytes()
+    assert data.startswith(REPORT_HEADER)
+    dst.write_bytes(b"NVIDIA Tegra Profiler Report 2024@6@2@225-246235244400v0.\n" + data[len(REPORT_HEADER):])
+    return dst
+
+
+# -- the corpus of errors ------------------------------------------------------------------------------------
+@dataclass
+class Case:
+    """An input and what the CLI must say: `runs` maps verb → arguments, `expect` a regex (or verb → regex) the one
+    error line must match after "nsys-cc: error: "; `reads` are hashed before and after."""
+
+    runs: dict[str, list[str]]
+    expect: str | dict[str, str]
+    reads: list[Path] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    patch: Callable[[pytest.MonkeyPatch], None] | None = None
+
+    def pattern(self, verb: str) -> str:
+        return self.expect[verb] if isinstance(self.expect, dict) else self.expect
+
+
+def on_file(bad: Path | str, expect: str | dict[str, str], verbs=("analyze", "info", "ranges"), **kw) -> Case:
+    """A case about one file: as the target of `analyze` (against a good draft), and as the FILE of info/ranges."""
+    args = {"analyze": [str(bad), str(DRAFT)], "info": [str(bad)], "ranges": [str(bad)]}
+    reads = [Path(bad)] if Path(bad).is_file() or Path(bad).is_dir() else []
+    return Case({v: args[v] for v in verbs}, expect, reads=[*reads, DRAFT], **kw)
+
+
+def analyze(*args: str | Path, expect: str, reads: list[Path] = (), **kw) -> Case:
+    return Case({"analyze": [str(a) for a in args]}, expect, reads=[TARGET, DRAFT, *reads], **kw)
+
+
+FILE_VERBS = ("analyze", "info", "ranges")  # the file cannot be opened at all
+READ_VERBS = ("analyze", "ranges")  # it opens, but its NVTX ranges cannot be read
+BUILDERS: dict[str, Callable[[Path], Case]] = {}
+VERBS: dict[str, tuple[str, ...]] = {}
+
+
+def case(*verbs: str):
+    """Register a builder of a Case whose runs are exactly `verbs` (default: analyze only)."""
+
+    def register(builder: Callable[[Path], Case]) -> Callable[[Path], Case]:
+        BUILDERS[builder.__name__] = builder
+        VERBS[builder.__name__] = verbs or ("analyze",)
+        return builder
+
+    return register
+
+
+@case(*FILE_VERBS)
+def missing_path(tmp: Path) -> Case:
+    return on_file(tmp / "missing.sqlite", r"missing\.sqlite: no such file$")
+
+
+@case(*FILE_VERBS)
+def a_directory(tmp: Path) -> Case:
+    (tmp / "dir.sqlite").mkdir()
+    (tmp / "dir.sqlite" / "inside.txt").write_text("x")
+    return on_file(tmp / "dir.sqlite", r"dir\.sqlite is not a file$")
+
+
+@case(*FILE_VERBS)
+def a_character_device(tmp: Path) -> Case:
+    return on_file("/dev/null", r"^/dev/null is not a file$")
+
+
+@case(*FILE_VERBS)
+def broken_symlink(tmp: Path) -> Case:
+    (tmp / "broken.sqlite").symlink_to(tmp / "nowhere.sqlite")
+    return on_file(tmp / "broken.sqlite", r"broken\.sqlite: no such file$")
+
+
+@case(*FILE_VERBS)
+def empty_file(tmp: Path) -> Case:
+    (tmp / "empty.sqlite").write_bytes(b"")
+    return on_file(tmp / "empty.sqlite", r"empty\.sqlite is empty \(0 bytes\): not an Nsight Systems export$")
+
+
+@case(*FILE_VERBS)
+def random_bytes_named_sqlite(tmp: Path) -> Case:
+    (tmp / "random.sqlite").write_bytes(os.urandom(8192))
+    return on_file(tmp / "random.sqlite", r"random\.sqlite is neither an Nsight Systems SQLite export nor a \.nsys-rep")
+
+
+@case(*FILE_VERBS)
+def gzipped_export(tmp: Path) -> Case:
+    (tmp / "t.sqlite.gz").write_bytes(gzip.compress(TARGET.read_bytes()))
+    return on_file(tmp / "t.sqlite.gz", r"t\.sqlite\.gz is neither an Nsight Systems SQLite export")
+
+
+@case(*FILE_VERBS)
+def json_given_as_a_trace(tmp: Path) -> Case:
+    shutil.copyfile(VLLM / "tiny-llama-target.bench.json", tmp / "bench.json")
+    return on_file(tmp / "bench.json", r"bench\.json is neither an Nsight Systems SQLite export")
+
+
+@case(*FILE_VERBS)
+def truncated_export(tmp: Path) -> Case:
+    bad = cut(TARGET, tmp / "half.sqlite", TARGET.stat().st_size // 2)
+    return on_file(bad, r"half\.sqlite is a corrupt or truncated SQLite file: database disk image is malformed$")
+
+
+@case(*FILE_VERBS)
+def truncated_inside_first_page(tmp: Path) -> Case:
+    bad = cut(TARGET, tmp / "head.sqlite", 2000)
+    return on_file(bad, r"head\.sqlite is a corrupt or truncated SQLite file")
+
+
+@case(*FILE_VERBS)
+def schema_page_zeroed(tmp: Path) -> Case:
+    data = bytearray(TARGET.read_bytes())
+    data[100:4096] = bytes(3996)
+    (tmp / "zeroed.sqlite").write_bytes(bytes(data))
+    return on_file(tmp / "zeroed.sqlite", r"zeroed\.sqlite is a corrupt or truncated SQLite file")
+
+
+@case(*FILE_VERBS)
+def sqlite_that_is_not_an_export(tmp: Path) -> Case:
+    con = sqlite3.connect(tmp / "app.sqlite")
+    con.execute("CREATE TABLE users (name TEXT)")
+    con.execute("INSERT INTO users VALUES ('a')")
+    con.commit()
+    con.close()
+    return on_file(tmp / "app.sqlite", r"app\.sqlite is not an Nsight Systems SQLite export: no EXPORT_META_DATA")
+
+
+@case(*FILE_VERBS)
+def zero_byte_report(tmp: Path) -> Case:
+    (tmp / "empty.nsys-rep").write_bytes(b"")
+    return on_file(tmp / "empty.nsys-rep", r"empty\.nsys-rep is empty \(0 bytes\): not an Nsight Systems report$")
+
+
+@case(*FILE_VERBS)
+def report_newer_than_nsys(tmp: Path) -> Case:
+    bad = newer_report(tmp / "newer.nsys-rep")
+    return on_file(bad, r"newer\.nsys-rep was written by nsys 2024\.6\.2, installed nsys is 2022\.4\.\d.*"
+                        r"export it with nsys ≥ 2024\.6 .*and pass the \.sqlite$")
+
+
+@case(*FILE_VERBS)
+def truncated_report(tmp: Path) -> Case:
+    bad = cut(REPORT, tmp / "cut.nsys-rep", REPORT.stat().st_size // 3)
+    return on_file(bad, r"nsys could not export .*cut\.nsys-rep \(is it a complete \.nsys-rep\?\): Exportation error")
+
+
+@case(*FILE_VERBS)
+def random_bytes_named_report(tmp: Path) -> Case:
+    (tmp / "random.nsys-rep").write_bytes(os.urandom(4096))
+    return on_file(tmp / "random.nsys-rep", r"nsys could not export .*random\.nsys-rep .*Exportation error")
+
+
+@case(*FILE_VERBS)
+def report_without_nsys(tmp: Path) -> Case:
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    return on_file(tmp / "r.nsys-rep", r"r\.nsys-rep needs nsys to export: run `make nsys` or pass an existing \.sqlite$",
+                   patch=lambda mp: mp.setattr(export_mod, "find_nsys", lambda: None))
+
+
+@case(*FILE_VERBS)
+def nsys_that_cannot_run(tmp: Path) -> Case:
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    fake = tmp / "nsys"
+    fake.write_text("#!/no/such/interpreter\n")
+    fake.chmod(0o755)
+    return on_file(tmp / "r.nsys-rep", rf"^cannot run nsys at {re.escape(str(fake))}: ", env={"NSYS": str(fake)})
+
+
+@case(*FILE_VERBS)
+def cache_entry_is_a_directory(tmp: Path) -> Case:
+    cache = tmp / "blocked-cache"
+    (cache / f"{export_mod.content_hash(REPORT)}.sqlite").mkdir(parents=True)
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    return on_file(tmp / "r.nsys-rep", r"^the export cache entry .*blocked-cache/[0-9a-f]{64}\.sqlite is not a file: remove it$",
+                   env={"NSYS_CC_CACHE": str(cache)})
+
+
+@case(*FILE_VERBS)
+def no_writable_cache_anywhere(tmp: Path) -> Case:
+    """A cache path under a regular file cannot be created (read-only for root too), and neither can the fallback."""
+    (tmp / "file").write_text("not a directory")
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(tempfile, "tempdir", str(tmp / "file" / "tmp"))
+
+    return on_file(tmp / "r.nsys-rep", r"^cannot write the export cache .*file/cache nor .*: .*; set NSYS_CC_CACHE to a "
+                                        r"writable directory$", env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")},
+                   patch=patch)
+
+
+@case(*READ_VERBS)
+def nvtx_events_without_a_column(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "nocol.sqlite", "ALTER TABLE NVTX_EVENTS DROP COLUMN textId")
+    return on_file(bad, r"nocol\.sqlite is not a complete Nsight Systems export \(no such column: textId\): export it "
+                        r"again with `nsys export --type sqlite`$", verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
+def text_where_nsys_writes_integers(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "text.sqlite", "UPDATE NVTX_EVENTS SET start = 'soon' WHERE rowid = 3")
+    return on_file(bad, r"text\.sqlite holds a value an Nsight Systems export never has \(ValueError: .*'soon'\): "
+                        r"the file is damaged$", verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
+def null_start_time(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "null.sqlite", *unconstrained("NVTX_EVENTS"),
+                 "UPDATE NVTX_EVENTS SET start = NULL WHERE rowid = 2")
+    return on_file(bad, r"null\.sqlite holds a value an Nsight Systems export never has \(TypeError: ",
+                   verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
+def timestamp_beyond_64_bits(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "huge.sqlite", *unconstrained("NVTX_EVENTS"),
+                 "UPDATE NVTX_EVENTS SET start = 1e30 WHERE rowid = 3")
+    return on_file(bad, r"huge\.sqlite holds a value an Nsight Systems export never has \(OverflowError: ",
+                   verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
+def ranges_ending_before_they_start(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "backwards.sqlite", f"UPDATE NVTX_EVENTS SET end = start - 5 WHERE textId = {FORWARD_NAME_SQL}")
+    return on_file(bad, r"backwards\.sqlite: 20 NVTX range\(s\) end before they start \(first: NVTX_EVENTS row \d+, "
+                        r"start \d+ > end \d+\): the export is damaged$", verbs=READ_VERBS)
+
+
+@case()
+def export_without_nvtx_events(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "nonvtx.sqlite", "DROP TABLE NVTX_EVENTS")
+    return analyze(bad, DRAFT, expect=r"nonvtx\.sqlite: no NVTX range named 'model_executable\(\)': the trace has no "
+                                      r"NVTX_EVENTS table \(profile with `nsys profile -t nvtx`\)$", reads=[bad])
+
+
+@case()
+def nvtx_events_empty(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "none.sqlite", "DELETE FROM NVTX_EVENTS")
+    return analyze(bad, DRAFT, expect=r"none\.sqlite: no NVTX range named 'model_executable\(\)': the trace has no "
+                                      r"NVTX ranges$", reads=[bad])
+
+
+@case()
+def export_without_string_ids(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "nostrings.sqlite", "DROP TABLE StringIds")
+    return analyze(bad, DRAFT, expect=r"nostrings\.sqlite: no NVTX range named 'model_executable\(\)': none of its 25 "
+                                      r"NVTX ranges has a name \(registered names need the StringIds table\)$", reads=[bad])
+
+
+@case("analyze", "ranges")
+def zero_ranges_of_the_name(tmp: Path) -> Case:
+    return Case(
+        {"analyze": [str(TARGET), str(DRAFT), "--range", "model_executable"],
+         "ranges": [str(TARGET), "--name", "model_executable"]},
+        {"analyze": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; closest names: "
+                    r"'model_executable\(\)' \(choose one with --range\)$",
+         "ranges": r"no NVTX range named 'model_executable' in .*tiny-llama-target\.sqlite; closest: 'model_executable\(\)'$"},
+        reads=[TARGET, DRAFT],
+    )
+
+
+@case()
+def name_like_nothing_in_the_trace(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--range", "前向 ✓ 🚀",
+                   expect=r"tiny-llama-target\.sqlite: no NVTX range named '前向 ✓ 🚀'; names in the trace: "
+                          r"'model_executable\(\)', 'nsys_cc:iteration', 'nsys_cc:warmup' \(choose one with --range\)$")
+
+
+@case()
+def unicode_name_close_to_one_in_the_trace(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "unicode.sqlite", f"UPDATE StringIds SET value = '前向 ✓ 🚀' WHERE value = '{FORWARD}'")
+    return analyze(bad, DRAFT, "--range", "前向 ✓",
+                   expect=r"unicode\.sqlite: no NVTX range named '前向 ✓'; closest names: '前向 ✓ 🚀'", reads=[bad])
+
+
+@case()
+def very_long_names_are_shortened(tmp: Path) -> Case:
+    long_name = "x" * 100_000
+    bad = derive(TARGET, tmp / "long.sqlite", f"UPDATE StringIds SET value = '{long_name}' WHERE value = '{FORWARD}'")
+    return analyze(bad, DRAFT, "--range", "x" * 5000,
+                   expect=r"long\.sqlite: no NVTX range named 'x{79}…'; closest names: 'x{79}…' \(choose one with "
+                          r"--range\)$", reads=[bad])
+
+
+@case()
+def all_ranges_skipped(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--skip-ranges", "100",
+                   expect=r"tiny-llama-target\.sqlite: all 20 'model_executable\(\)' ranges were dropped as warm-up "
+                          r"\(dropped the first 20 of 20 ranges \(--skip-ranges 100\)\); lower --skip-ranges$")
+
+
+@case()
+def forward_ranges_never_closed(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "open.sqlite", f"UPDATE NVTX_EVENTS SET end = NULL WHERE textId = {FORWARD_NAME_SQL}")
+    return analyze(bad, DRAFT, expect=r"open\.sqlite: every 'model_executable\(\)' range left after warm-up was never "
+                                      r"closed \(the capture ended inside it\)", reads=[bad])
+
+
+@case()
+def target_given_twice(tmp: Path) -> Case:
+    return analyze(TARGET, TARGET, expect=r"tiny-llama-target\.sqlite is given twice \(as '.*tiny-llama-target\.sqlite' "
+                                          r"too\): each model needs its own trace$")
+
+
+@case()
+def target_given_twice_through_a_symlink(tmp: Path) -> Case:
+    (tmp / "alias.sqlite").symlink_to(TARGET)
+    return analyze(TARGET, tmp / "alias.sqlite", expect=r"alias\.sqlite is given twice")
+
+
+@case()
+def bad_second_draft(tmp: Path) -> Case:
+    bad = cut(DRAFT, tmp / "draft-cut.sqlite", 50_000)
+    return analyze(TARGET, DRAFT, bad, expect=r"draft-cut\.sqlite is a corrupt or truncated SQLite file", reads=[bad])
+
+
+@case()
+def negative_skip_ranges(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--skip-ranges", "-1", expect=r"^--skip-ranges must be ≥ 0, not -1$")
+
+
+@case()
+def zero_output_len(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--output-len", "0", expect=r"^--output-len must be ≥ 1, not 0$")
+
+
+@case()
+def names_do_not_match_traces(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--name", "only-one",
+                   expect=r"^1 --name label\(s\) for 2 traces: give one per trace or none$")
+
+
+@case()
+def acceptance_outside_0_1(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--acceptance", "1.5", expect=r"^--acceptance: 1\.5 is outside \[0, 1\]$")
+
+
+@case()
+def acceptance_not_a_number(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--acceptance", "high", expect=r"^--acceptance: 'high' is not a number$")
+
+
+@case()
+def metrics_dump_missing(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "gone.json", expect=r"^metrics dump not found: .*gone\.json$")
+
+
+@case()
+def metrics_dump_not_json(tmp: Path) -> Case:
+    (tmp / "metrics.json").write_bytes(TARGET.read_bytes()[:4096])
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "metrics.json", expect=r"metrics\.json is not a JSON metrics dump",
+                   reads=[tmp / "metrics.json"])
+
+
+CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
+
+
+def test_the_corpus_is_big_enough():
+    assert len(BUILDERS) >= 30
+    assert len(CASE_RUNS) >= 60
+
+
+def invoke(args: list[str], env: dict[str, str]):
+    return CliRunner().invoke(cli, args, env={"NSYS_CC_QUIET": "1", **env})
+
+
+def assert_one_error_line(result, pattern: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
+    assert isinstance(result.exception, SystemExit)
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("nsys-cc: error: "), lines[0]
+    assert re.search(pattern, lines[0].removeprefix("nsys-cc: error: ")), (pattern, lines[0])
+    return lines[0]
+
+
+@pytest.mark.parametrize("name,verb", CASE_RUNS)
+def test_bad_input_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch, nsys_bin):
+    monkeypatch.chdir(tmp_path)
+    c = BUILDERS[name](tmp_path)
+    assert tuple(c.runs) == VERBS[name]
+    if c.patch:
+        c.patch(monkeypatch)
+    env = {"NSYS_CC_CACHE": str(tmp_path / "cache"), **c.env}
+    with unchanged(*c.reads):
+        result = invoke([verb, *c.runs[verb]], env)
+    assert_one_error_line(result, c.pattern(verb))
+
+
+# A real process for a few cases: what a user sees, with the progress lines that CliRunner's quiet mode hides.
+SUBPROCESS_CASES = [
+    ("truncated_export", "analyze"),
+    ("random_bytes_named_sqlite", "info"),
+    ("report_newer_than_nsys", "analyze"),
+    ("text_where_nsys_writes_integers", "ranges"),
+    ("ranges_ending_before_they_start", "analyze"),
+    ("very_long_names_are_shortened", "analyze"),
+    ("export_without_string_ids", "analyze"),
+]
+
+
+@pytest.mark.parametrize("name,verb", SUBPROCESS_CASES)
+def test_real_process_prints_no_traceback(name, verb, tmp_path, nsys_bin):
+    c = BUILDERS[name](tmp_path)
+    env = {**os.environ, "NSYS_CC_CACHE": str(tmp_path / "cache"), **c.env}
+    env.pop("NSYS_CC_DEBUG", None)
+    with unchanged(*c.reads):
+        done = subprocess.run([str(NSYS_CC), verb, *c.runs[verb]], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    lines = [ln for ln in done.stderr.splitlines() if not ln.startswith("[nsys-cc] ")]
+    assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: "), done.stderr
+    assert re.search(c.pattern(verb), lines[0].removeprefix("nsys-cc: error: "))
+    assert len(lines[0]) < 400
+
+
+# -- unusual but valid inputs: same answer as the untouched fixture ------------------------------------------------
+def c_values(*args: str | Path, env: dict[str, str] | None = None) -> dict[tuple, float]:
+    """{(draft position, phase, metric): c} from `analyze --format json` (draft labels differ between copies)."""
+    result = invoke(["analyze", *map(str, args), "--format", "json"], env or {})
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    drafts = [m["name"] for m in doc["models"]][1:]
+    return {(drafts.index(c["draft"]), c["phase"], c["metric"]): c["c"] for c in doc["coefficients"]}
+
+
+@pytest.fixture(scope="module")
+def reference() -> dict[tuple, float]:
+    return c_values(TARGET, DRAFT)
+
+
+def test_names_only_inline_give_the_same_c(tmp_path, reference):
+    """nsys writes unregistered names into `text` and registered ones into StringIds; move every name inline."""
+    inline = derive(TARGET, tmp_path / "inline.sqlite",
+                    "UPDATE NVTX_EVENTS SET text = (SELECT value FROM StringIds WHERE id = textId), textId = NULL "
+                    "WHERE textId IS NOT NULL")
+    with unchanged(inline, DRAFT):
+        assert c_values(inline, DRAFT) == reference
+
+
+def test_negative_timestamps_give_the_same_c(tmp_path, reference):
+    """Events before the capture range have negative times; shift every NVTX event 30 s into the negative."""
+    shifted = derive(TARGET, tmp_path / "negative.sqlite",
+                     "UPDATE NVTX_EVENTS SET start = start - 30000000000, end = end - 30000000000")
+    with unchanged(shifted, DRAFT):
+        assert c_values(shifted, DRAFT) == reference
+
+
+@pytest.mark.parametrize("name", ["前向 ✓ 🚀", "y" * 10_000, "with 'quotes' and \"double\" and \\ and %s", ":lead"])
+def test_unicode_and_very_long_range_names(tmp_path, reference, name):
+    renamed = []
+    for path in (TARGET, DRAFT):
+        copy = tmp_path / path.name
+        shutil.copyfile(path, copy)
+        con = sqlite3.connect(copy)
+        con.execute("UPDATE StringIds SET value = ? WHERE value = ?", (name, FORWARD))  # a parameter: quotes in name
+        con.commit()
+        con.close()
+        renamed.append(copy)
+    with unchanged(*renamed):
+        # ":lead" is also what newer nsys prints for the default domain: the query may name it with or without ":"
+        assert c_values(*renamed, "--range", name) == reference
+
+
+def test_odd_file_names(tmp_path, reference):
+    odd = tmp_path / "dir with space ?#%20 ü"
+    odd.mkdir()
+    target = odd / "tar get?#%20ü.sqlite"
+    shutil.copyfile(TARGET, target)
+    with unchanged(target, DRAFT):
+        assert c_values(target, DRAFT) == reference
+
+
+def test_one_forward_never_closed_is_dropped_with_a_note(tmp_path):
+    last = f"(SELECT max(rowid) FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL})"
+    bad = derive(TARGET, tmp_path / "lastopen.sqlite", f"UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = {last}")
+    with unchanged(bad, DRAFT):
+        result = invoke(["analyze", str(bad), str(DRAFT), "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert any("dropped 1 range(s) never closed" in n for n in doc["notes"])
+    target = doc["models"][0]
+    assert target["phases"]["all"]["count"] == 11  # 20 forwards − 8 in warm-up − the open one
+
+
+def test_invalid_utf8_in_a_name_is_read_with_replacement_characters(tmp_path, reference):
+    """NVTX messages are the application's bytes: a Latin-1 "itération" is not UTF-8."""
+    bad = derive(TARGET, tmp_path / "latin1.sqlite",
+                 "UPDATE StringIds SET value = CAST(x'6974e9726174696f6e' AS TEXT) WHERE value = 'nsys_cc:iteration'")
+    with unchanged(bad, DRAFT):
+        assert c_values(bad, DRAFT) == reference
+        result = invoke(["ranges", str(bad), "--format", "csv"], {})
+    assert result.exit_code == 0, result.stderr
+    assert "it\ufffdration" in result.stdout
+
+
+def test_report_named_sqlite_is_exported(tmp_path, reference, nsys_bin):
+    disguised = tmp_path / "report.sqlite"
+    shutil.copyfile(REPORT, disguised)
+    with unchanged(disguised, DRAFT):
+        assert c_values(disguised, DRAFT, env={"NSYS_CC_CACHE": str(tmp_path / "cache")}) == reference
+
+
+def test_unwritable_cache_falls_back_with_a_progress_line(tmp_path, monkeypatch, reference, nsys_bin):
+    (tmp_path / "file").write_text("x")
+    fallback = tmp_path / "tmp"
+    fallback.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(fallback))
+    report = tmp_path / "r.nsys-rep"
+    shutil.copyfile(REPORT, report)
+    with unchanged(report, DRAFT):
+        result = CliRunner().invoke(cli, ["info", str(report)], env={"NSYS_CC_CACHE": str(tmp_path / "file" / "c")})
+    assert result.exit_code == 0, result.stderr
+    assert f"export cache {tmp_path / 'file' / 'c'} is not writable; using {fallback}" in result.stderr
+    assert [p.name for p in fallback.rglob("*.sqlite")] == [f"{export_mod.content_hash(REPORT)}.sqlite"]
+
+
+def test_empty_leftover_in_the_cache_is_exported_again(tmp_path, reference, nsys_bin):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    entry = cache / f"{export_mod.content_hash(REPORT)}.sqlite"
+    entry.write_bytes(b"")
+    assert c_values(REPORT, DRAFT, env={"NSYS_CC_CACHE": str(cache)}) == reference
+    assert entry.read_bytes()[:16] == b"SQLite format 3\x00"
