@@ -53,49 +53,45 @@ class Case:
     trace: object
 
 
-_cases: dict[str, Case] = {}
+def _case(name: str, public_dir: Path, nsys: str, work: Path, reports: tuple[str, ...]) -> Case:
+    """Run `nsys stats` on a copy of one public export and read the original with nsys_cc."""
+    src = public_dir / name
+    copy = work / src.name
+    with unchanged(src):
+        shutil.copyfile(src, copy)
+        subprocess.run(
+            [nsys, "stats", "-q", "-r", ",".join(reports), "-f", "csv", "-o", str(work / "s"), str(copy)],
+            check=True, capture_output=True, timeout=600,
+        )
+        trace = open_trace(src)
+        ranges = project(trace).set_index("range_id", drop=False)
+    stats = {r: pd.read_csv(work / f"s_{r}.csv") for r in reports if (work / f"s_{r}.csv").exists()}
+    return Case(src, stats, ranges, trace)
 
 
-def _case(name: str, public_dir: Path, nsys: str, tmp_root: Path, reports: tuple[str, ...]) -> Case:
-    """One `nsys stats` run and one read per file, shared by the tests of this module."""
-    if name not in _cases:
-        src = public_dir / name
-        work = tmp_root / src.stem
-        work.mkdir()
-        copy = work / src.name
-        with unchanged(src):
-            shutil.copyfile(src, copy)
-            subprocess.run(
-                [nsys, "stats", "-q", "-r", ",".join(reports), "-f", "csv", "-o", str(work / "s"), str(copy)],
-                check=True, capture_output=True, timeout=600,
-            )
-            trace = open_trace(src)
-            ranges = project(trace).set_index("range_id", drop=False)
-        stats = {r: pd.read_csv(work / f"s_{r}.csv") for r in reports if (work / f"s_{r}.csv").exists()}
-        _cases[name] = Case(src, stats, ranges, trace)
-    return _cases[name]
+# One test per file runs every check, so each file's (slow) `nsys stats` runs once even under xdist.
+@pytest.mark.parametrize("name", NVTX_CUDA)
+def test_public_trace_against_nsys_stats(name, public_dir, nsys_bin, tmp_path):
+    case = _case(name, public_dir, nsys_bin, tmp_path, ("nvtxgpuproj", "nvtxsum", "gpukernsum"))
+    with unchanged(case.path), case.trace:
+        check_projection_equals_nvtxgpuproj(case)
+        check_levels_and_parents(case)
+        check_nvtxsum(case)
+        check_gpukernsum(case)
+        check_sums_union_and_range_ops(case)
+        check_subset_keeps_rows_and_index(case)
 
 
-@pytest.fixture(scope="module")
-def tmp_root(tmp_path_factory):
-    yield tmp_path_factory.mktemp("stats")
-    for case in _cases.values():
-        case.trace.close()
-    _cases.clear()
+@pytest.mark.parametrize("name", [n for n in KERNELS if n not in NVTX_CUDA])
+def test_public_kernels_only_trace(name, public_dir, nsys_bin, tmp_path):
+    case = _case(name, public_dir, nsys_bin, tmp_path, ("gpukernsum",))
+    with unchanged(case.path), case.trace:
+        check_gpukernsum(case)
+        proj = project(case.trace)
+        assert proj.empty and list(proj.columns)[-1] == "api_calls"
 
 
-@pytest.fixture(params=NVTX_CUDA)
-def case(request, public_dir, nsys_bin, tmp_root) -> Case:
-    return _case(request.param, public_dir, nsys_bin, tmp_root, ("nvtxgpuproj", "nvtxsum", "gpukernsum"))
-
-
-@pytest.fixture(params=KERNELS)
-def kernel_case(request, public_dir, nsys_bin, tmp_root) -> Case:
-    reports = ("nvtxgpuproj", "nvtxsum", "gpukernsum") if request.param in NVTX_CUDA else ("gpukernsum",)
-    return _case(request.param, public_dir, nsys_bin, tmp_root, reports)
-
-
-def test_projection_equals_nvtxgpuproj(case):
+def check_projection_equals_nvtxgpuproj(case):
     proj = case.stats["nvtxgpuproj"].set_index("RangeId")
     ours = case.ranges[case.ranges["gpu_ops"].notna()]
     assert len(proj) > 0
@@ -145,7 +141,8 @@ def _parents(r: pd.DataFrame, rounded: bool) -> dict[int, set[int]]:
     return out
 
 
-def test_levels_and_parents_follow_the_definition_and_explain_nsys(case):
+def check_levels_and_parents(case):
+    """Ours follow the definition exactly; nsys's float32 R*Tree rounding explains every difference."""
     eligible = case.ranges[~case.ranges["ended_on_other_thread"]]
     exact = _parents(eligible, rounded=False)
     ours = {int(k): (None if pd.isna(v) else int(v)) for k, v in eligible["parent_id"].items()}
@@ -175,7 +172,7 @@ def _ancestors(rid: int, parent: dict[int, int | None]) -> list[int]:
     return out
 
 
-def test_nvtxsum_equals_our_ranges(case):
+def check_nvtxsum(case):
     stats = case.stats["nvtxsum"]
     r = case.ranges
     grouped = r.groupby([r["qualified_name"].astype(str), r["style"].map(STYLE).astype(str)])["duration_ns"]
@@ -187,9 +184,9 @@ def test_nvtxsum_equals_our_ranges(case):
         assert row[4] == pytest.approx(float(np.median(d)), abs=0.051)
 
 
-def test_gpukernsum_equals_our_kernels(kernel_case):
-    stats = kernel_case.stats["gpukernsum"]
-    k = kernel_case.trace.kernels()
+def check_gpukernsum(case):
+    stats = case.stats["gpukernsum"]
+    k = case.trace.kernels()
     grid = k["grid_x"].map("{:4d}".format) + " " + k["grid_y"].map("{:4d}".format) + " " + k["grid_z"].map("{:4d}".format)
     block = k["block_x"].map("{:4d}".format) + " " + k["block_y"].map("{:4d}".format) + " " + k["block_z"].map("{:4d}".format)
     grouped = k.groupby([k["demangled_name"].astype(str), grid, block])["duration_ns"]
@@ -228,7 +225,7 @@ def _union(intervals: list[tuple[int, int]]) -> int:
     return total
 
 
-def test_sums_union_and_range_ops_against_raw_sql(case):
+def check_sums_union_and_range_ops(case):
     tables = _tables(case.path)
     launched = case.ranges[case.ranges["gpu_ops"].notna()]
     sample = pd.concat([launched.nlargest(40, "gpu_ops"), launched.sample(min(60, len(launched)), random_state=0)])
@@ -257,7 +254,7 @@ def test_sums_union_and_range_ops_against_raw_sql(case):
     con.close()
 
 
-def test_projection_keeps_rows_index_and_columns_of_a_subset(case):
+def check_subset_keeps_rows_and_index(case):
     subset = case.ranges.reset_index(drop=True).iloc[::3].drop(columns=[c for c in case.ranges if c.startswith("proj_")])
     again = project(case.trace, subset[[c for c in subset if c not in ("gpu_ops", "kernels", "kernel_sum_ns",
                                                                       "gpu_busy_ns", "launch_api_ns", "api_calls")]])

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from ..trace.columns import PID_MASK
+from ..trace.cuda import api_times, op_times
 
 PROJECTION_COLUMNS = [
     "proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns", "gpu_busy_ns",
@@ -81,8 +82,9 @@ def launches(trace) -> Launches:
 
 
 def _build_launches(trace) -> Launches:
-    api = trace.cuda_api()
-    ops = trace.gpu_ops()
+    # The full frames when an analysis already read them, else only the four columns needed here.
+    api = trace.cuda_api() if trace.is_memoized("cuda_api") else api_times(trace)
+    ops = trace.gpu_ops() if trace.is_memoized("gpu_ops") else op_times(trace)
     gtid = api["global_tid"].to_numpy(np.int64)
     order = np.lexsort((np.arange(len(api)), api["start_ns"].to_numpy(), gtid))
     start = api["start_ns"].to_numpy(np.int64)[order]
@@ -101,7 +103,7 @@ def _build_launches(trace) -> Launches:
             "corr": ops["correlation_id"].to_numpy(np.int64),
             "start": ops["start_ns"].to_numpy(np.int64),
             "end": ops["end_ns"].to_numpy(np.int64),
-            "kernel": (ops["kind"] == "kernel").to_numpy(),
+            "kernel": (ops["kind"] == "kernel").to_numpy(bool) if "kind" in ops else ops["kernel"].to_numpy(bool),
         }
     ).merge(rep[["gp", "corr", "pos"]], on=["gp", "corr"], how="inner")
     op_frame = op_frame.sort_values(["pos", "start", "row"], kind="stable")
@@ -276,7 +278,8 @@ def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
 
 def range_ops(trace, ranges: pd.DataFrame) -> pd.DataFrame:
     """One row per (range, GPU op) the range launched (by the rule above): `range_id` and the columns of
-    `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward)."""
+    `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward); reads every GPU op
+    once per trace."""
     ops = trace.gpu_ops()
     if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0 or len(ops) == 0:
         return pd.concat([pd.DataFrame({"range_id": pd.Series(dtype="int64")}), ops.iloc[:0]], axis=1)

@@ -38,7 +38,8 @@ class Col:
     kind: str = "int"
 
 
-def _read(trace, table: str, cols: list[Col], dtype_map: dict[str, str] | None = None) -> pd.DataFrame:
+def _read(trace, table: str, cols: list[Col]) -> pd.DataFrame:
+    """`cols` of `table` in rowid order (so separate reads of one table line up row by row)."""
     present = set(trace.columns(table))
     exprs = []
     for c in cols:
@@ -50,7 +51,7 @@ def _read(trace, table: str, cols: list[Col], dtype_map: dict[str, str] | None =
             exprs.append(f"coalesce({c.sql}, {NULL_INT})")
     if trace.rows(table):
         with trace.reading() as conn:
-            data = read_ints(conn, f"SELECT {', '.join(exprs)} FROM {table}", len(cols))
+            data = read_ints(conn, f"SELECT {', '.join(exprs)} FROM {table} ORDER BY rowid", len(cols))
     else:
         data = np.empty((0, len(cols)), dtype=np.int64)
     out = {}
@@ -196,6 +197,25 @@ def read_graph_launches(trace) -> pd.DataFrame:
     return _with_pid(_times(_read(trace, GRAPH_TRACE, cols)))
 
 
+TIME_COLUMNS = [Col("start_ns", "start"), Col("end_ns", "end"), Col("correlation_id", "correlationId")]
+
+
+def api_times(trace) -> pd.DataFrame:
+    """Just what the projection needs of the API calls, row for row as `read_api`: start_ns, end_ns,
+    correlation_id, global_tid (4 values per row instead of 6: reading is the cost on big exports)."""
+    cols = [*TIME_COLUMNS, Col("global_tid", "globalTid")]
+    parts = [_read(trace, RUNTIME, cols)] + ([_read(trace, DRIVER, cols)] if trace.has_table(DRIVER) else [])
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def op_times(trace) -> pd.DataFrame:
+    """Just what the projection needs of the GPU ops, row for row as `gpu_ops`: kernel (bool), start_ns,
+    end_ns, correlation_id, global_pid."""
+    cols = [*TIME_COLUMNS, Col("global_pid", "globalPid")]
+    parts = [_read(trace, t, cols).assign(kernel=t == KERNEL) for t in (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)]
+    return pd.concat(parts, ignore_index=True)
+
+
 GPU_OP_COLUMNS = [
     "kind", "name", "start_ns", "end_ns", "duration_ns", "device_id", "stream_id", "correlation_id",
     "global_pid", "pid",
@@ -203,30 +223,39 @@ GPU_OP_COLUMNS = [
 
 
 def gpu_ops(trace) -> pd.DataFrame:
-    """Every GPU operation: kernels ∪ memcpy ∪ memset ∪ graph launches, in that order.
+    """Every GPU operation: kernels ∪ memcpy ∪ memset ∪ graph launches, in that order (each table in rowid
+    order). Reads only these columns, not all of `read_kernels`'s.
 
     Columns: kind ("kernel" | "memcpy" | "memset" | "graph"), name (kernel base name; "[CUDA memcpy
     <direction>]"; "[CUDA memset]"; "[CUDA graph <graph_id>]"), start_ns, end_ns, duration_ns, device_id,
     stream_id, correlation_id, global_pid, pid.
     """
-    k = trace.kernels()
-    m = trace.memops()
-    g = trace.graph_launches()
-    direction = m["copy_kind"].astype(object).fillna("?").astype(str).to_numpy(dtype=object)
-    mem_names = np.where(m["kind"].to_numpy() == "memcpy", "[CUDA memcpy " + direction + "]", "[CUDA memset]")
-    graph_names = np.array([f"[CUDA graph {i}]" for i in g["graph_id"].tolist()], dtype=object)
+    common = [
+        Col("start_ns", "start"),
+        Col("end_ns", "end"),
+        Col("device_id", "deviceId"),
+        Col("stream_id", "streamId"),
+        Col("correlation_id", "correlationId"),
+        Col("global_pid", "globalPid"),
+    ]
+    k = _read(trace, KERNEL, [*common, Col("name", "shortName", "sid")])
+    m = _read(trace, MEMCPY, [*common, Col("copy_kind", "copyKind", "nint")])
+    z = _read(trace, MEMSET, common)
+    g = _read(trace, GRAPH_TRACE, [*common, Col("graph_id", "graphId")])
+    labels = _memcpy_labels(trace)
+    kinds = m["copy_kind"].to_numpy(dtype=np.int64, na_value=NULL_INT)
+    copy_names = {int(c): f"[CUDA memcpy {labels.get(int(c), str(int(c)))}]" for c in np.unique(kinds)}
     names = union_categoricals(
         [
-            pd.Categorical(k["name"]),
-            categorical_values(mem_names.astype(object)),
-            categorical_values(graph_names),
+            k["name"].array,
+            categorical(kinds, copy_names),
+            categorical_values(np.full(len(z), "[CUDA memset]", dtype=object)),
+            categorical_values(np.array([f"[CUDA graph {i}]" for i in g["graph_id"].tolist()], dtype=object)),
         ],
         ignore_order=True,
     )
-    kind_codes = np.concatenate(
-        [np.zeros(len(k), np.int8), np.where(m["kind"].to_numpy() == "memcpy", 1, 2).astype(np.int8),
-         np.full(len(g), 3, np.int8)]
-    )
+    parts = (k, m, z, g)
+    kind_codes = np.repeat(np.arange(4, dtype=np.int8), [len(p) for p in parts])
     frame = pd.DataFrame(
         {
             "kind": pd.Categorical.from_codes(kind_codes, categories=["kernel", "memcpy", "memset", "graph"]),
@@ -234,5 +263,10 @@ def gpu_ops(trace) -> pd.DataFrame:
         }
     )
     for col in GPU_OP_COLUMNS[2:]:
-        frame[col] = np.concatenate([k[col].to_numpy(np.int64), m[col].to_numpy(np.int64), g[col].to_numpy(np.int64)])
+        if col == "duration_ns":
+            frame[col] = frame["end_ns"] - frame["start_ns"]
+        elif col == "pid":
+            frame[col] = decode_pid(frame["global_pid"].to_numpy())
+        else:
+            frame[col] = np.concatenate([p[col].to_numpy(np.int64) for p in parts])
     return frame

@@ -185,7 +185,7 @@ def _domains(conn, trace) -> pd.DataFrame:
 def _domain_names(domains: pd.DataFrame, domain_id: np.ndarray, gtid: np.ndarray) -> pd.Categorical:
     keys = pd.DataFrame({"domain_id": domain_id, "pid_field": gtid & PID_FIELD_MASK})
     found = keys.merge(domains, on=["domain_id", "pid_field"], how="left")["domain"]
-    return pd.Categorical(found.fillna("").astype(object).to_numpy())
+    return categorical_values(found.fillna("").to_numpy(dtype=object))
 
 
 def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:

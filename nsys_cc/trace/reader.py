@@ -212,6 +212,10 @@ class Trace:
             self._cache[key] = build(self)
         return self._cache[key]
 
+    def is_memoized(self, key: str) -> bool:
+        """True when `memo(key, …)` (or the accessor of that name) already ran on this Trace."""
+        return key in self._cache
+
     def strings(self) -> dict[int, str]:
         """StringIds as a dict id → value (empty when the table is absent)."""
         if "strings" not in self._cache:
