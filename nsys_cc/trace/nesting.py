@@ -131,11 +131,16 @@ def _exact_parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 
 def _attach_ineligible(g, s, e, eligible, parent, level) -> None:
-    """Ranges that cannot be parents (ended on another thread) get their shortest eligible container."""
-    for i in np.flatnonzero(~eligible):
-        cand = np.flatnonzero(eligible & (g == g[i]) & (s <= s[i]) & (e >= e[i]))
-        if len(cand):
-            # Shortest; among equal lengths the one latest in (start, -end, id) order, as `_exact_parents`.
-            best = cand[np.lexsort((-cand, -s[cand], e[cand] - s[cand]))[0]]
-            parent[i] = best
-            level[i] = level[best] + 1
+    """Ranges that cannot be parents (ended on another thread; few in practice) get their shortest eligible
+    container: per thread, only eligible ranges starting no later than the range are scanned."""
+    for thread in np.unique(g[~eligible]):
+        pool = np.flatnonzero(eligible & (g == thread))
+        pool = pool[np.argsort(s[pool], kind="stable")]
+        for i in np.flatnonzero(~eligible & (g == thread)):
+            cand = pool[: np.searchsorted(s[pool], s[i], side="right")]
+            cand = cand[e[cand] >= e[i]]
+            if len(cand):
+                # Shortest; among equal lengths the one latest in (start, -end, id) order, as `_exact_parents`.
+                best = cand[np.lexsort((-cand, -s[cand], e[cand] - s[cand]))[0]]
+                parent[i] = best
+                level[i] = level[best] + 1
