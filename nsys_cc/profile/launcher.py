@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import progress
-from ..errors import InputError, ProfileError
+from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import find_nsys, nsys_version, require_nsys
 from . import check
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
@@ -86,6 +86,13 @@ class ProfileRun:
     @property
     def failed(self) -> list[ModelRun]:
         return [r for r in self.runs if not r.ok]
+
+
+def uses_gpu(device: str) -> bool:
+    """Whether to use the GPU settings: `device` "gpu", or "auto" on a host where `nvidia-smi -L` lists a GPU."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
+    return detect_gpu() if device == "auto" else device == "gpu"
 
 
 def detect_gpu() -> bool:
@@ -257,6 +264,8 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (--timeout)"
+    except NsysCCError as exc:  # the export cannot be read
+        run.status, run.reason = "failed", str(exc)
     except KeyboardInterrupt:
         run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
         raise
@@ -293,9 +302,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
-    if device not in ("auto", "cpu", "gpu"):
-        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
-    gpu = detect_gpu() if device == "auto" else device == "gpu"
+    gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
     for warning in preflight(nsys):
@@ -368,9 +375,7 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = ()) -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
-    if device not in ("auto", "cpu", "gpu"):
-        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
-    gpu = detect_gpu() if device == "auto" else device == "gpu"
+    gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
     blocks = [f"# {r.role} {r.model.label} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]

@@ -1,0 +1,87 @@
+"""`run_model`'s outcomes with stand-in commands (small Python programs in place of nsys and vLLM)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from nsys_cc.profile import launcher
+from nsys_cc.profile.commands import ModelCommands, ModelFiles
+from nsys_cc.profile.models import resolve
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
+
+
+def _run(tmp_path: Path, profile_code: str, export_code: str) -> launcher.ModelRun:
+    files = ModelFiles(tmp_path, "m")
+    py = [sys.executable, "-c"]
+    cmds = ModelCommands({"NSYS_CC_TEST_FILES": str(tmp_path / "m")}, [*py, profile_code], [*py, export_code], files)
+    return launcher.ModelRun("target", resolve("tiny-llama-target"), cmds)
+
+
+WRITE_OUTPUTS = ("import os; b = os.environ['NSYS_CC_TEST_FILES']; "
+                 "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
+COPY_FIXTURE = f"import os, shutil; shutil.copy({str(FIXTURE)!r}, os.environ['NSYS_CC_TEST_FILES'] + '.sqlite')"
+
+
+def test_a_complete_model_gets_its_marker(tmp_path):
+    run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert (run.status, run.reason) == ("done", "")
+    marker = json.loads(run.files.done.read_text())
+    assert marker == {"commands": run.commands.shell(), "range": "model_executable()", "forward_ranges": 20}
+    assert launcher.is_complete(run)
+    log = run.files.log.read_text()
+    assert log.startswith("# nsys-cc profile: ") and log.count("\n$ ") == 2
+
+
+def test_a_crashing_benchmark_is_reported_with_its_error(tmp_path):
+    run = _run(tmp_path, "raise SystemExit('RuntimeError: engine core died')", COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert run.status == "failed"
+    assert run.reason == "benchmark under nsys failed (exit 1): RuntimeError: engine core died"
+    assert not run.files.sqlite.exists() and not run.files.done.exists()
+
+
+def test_an_unreadable_export_fails_the_model_not_the_run(tmp_path):
+    run = _run(tmp_path, WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')")
+    launcher.run_model(run, timeout=60)
+    assert run.status == "failed" and "m.sqlite" in run.reason
+
+
+def test_a_trace_without_forward_ranges_fails(tmp_path):
+    scopes = FIXTURE.with_name("vllm_scopes.sqlite")
+    bare = tmp_path / "bare.sqlite"
+    shutil.copy(scopes, bare)
+    with sqlite3.connect(bare) as conn:
+        conn.execute("DELETE FROM NVTX_EVENTS")
+    run = _run(tmp_path, WRITE_OUTPUTS, f"import os, shutil; shutil.copy({str(bare)!r}, "
+                                        "os.environ['NSYS_CC_TEST_FILES'] + '.sqlite')")
+    launcher.run_model(run, timeout=60)
+    assert run.status == "failed" and "no model_executable() ranges" in run.reason
+
+
+def test_a_timeout_kills_the_whole_process_tree(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    hang = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(600)")
+    run = _run(tmp_path, hang, COPY_FIXTURE)
+    t0 = time.monotonic()
+    launcher.run_model(run, timeout=3)
+    assert run.status == "failed" and run.reason == "timed out after 3 s (--timeout)"
+    assert time.monotonic() - t0 < 30
+    assert not _alive(int(pid_file.read_text()))
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping; a killed orphan can stay a zombie until init reaps it."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
