@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -593,3 +594,37 @@ def test_empty_leftover_in_the_cache_is_exported_again(tmp_path, reference, nsys
     entry.write_bytes(b"")
     assert c_values(REPORT, DRAFT, env={"NSYS_CC_CACHE": str(cache)}) == reference
     assert entry.read_bytes()[:16] == b"SQLite format 3\x00"
+
+
+# -- GPU traces (public, outside the repository) ---------------------------------------------------------------
+GPU_TRACE = "Sh1mwww__llama3-inference__demo.sqlite"
+
+
+def test_gpu_trace_without_cuda_tables_gives_wall_time_only(tmp_path, public_dir):
+    src = public_dir / GPU_TRACE
+    intact = [shutil.copyfile(src, tmp_path / f"intact{i}.sqlite") for i in range(2)]
+    cupti = [r[0] for r in sqlite3.connect(f"file:{src}?mode=ro", uri=True).execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE 'CUPTI_ACTIVITY_KIND_%'")]
+    assert "CUPTI_ACTIVITY_KIND_KERNEL" in cupti
+    stripped = derive(src, tmp_path / "nocuda.sqlite", *[f"DROP TABLE {t}" for t in cupti])
+    with unchanged(*intact, stripped):
+        full = c_values(intact[0], intact[1], "--range", "attention_simulation")
+        wall_only = c_values(stripped, intact[1], "--range", "attention_simulation")
+        result = invoke(["analyze", str(stripped), str(intact[1]), "--range", "attention_simulation", "--format", "json"], {})
+    assert {k[2] for k in full} == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
+    assert wall_only == {k: v for k, v in full.items() if k[2] == "wall"}
+    assert any("nocuda: no CUDA tables in the trace" in n for n in json.loads(result.stdout)["notes"])
+
+
+def test_ranges_that_launch_no_gpu_work_give_wall_time_only_without_warnings(tmp_path, public_dir):
+    """On this trace the `prefetch_h2d_wk` ranges make no CUDA call on their own thread: nothing projects onto the
+    GPU, so c is on wall time only, a note says why, and no NumPy warning reaches the user."""
+    copies = [shutil.copyfile(public_dir / GPU_TRACE, tmp_path / f"copy{i}.sqlite") for i in range(2)]
+    with unchanged(*copies), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = invoke(["analyze", *map(str, copies), "--range", "prefetch_h2d_wk", "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+    doc = json.loads(result.stdout)
+    assert {c["metric"] for c in doc["coefficients"]} == {"wall"}
+    assert any("none of its 13 'prefetch_h2d_wk' ranges launched GPU work" in n for n in doc["notes"])

@@ -57,6 +57,8 @@ class ModelForwards:
     warmup_note: str
     phase_rule: phase_mod.PhaseRule
     ops: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    # Why there are no GPU metrics (when has_cuda is False).
+    gpu_note: str = ""
 
     @property
     def kept(self) -> pd.DataFrame:
@@ -141,10 +143,19 @@ def load_model(
                 f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
                 "lower --skip-ranges"
             )
+        gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
+        if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
+            has_cuda = False
+            gpu_note = (
+                f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
+                "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
+                "only, no GPU metrics"
+            )
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
         ops = range_ops(trace, forwards[forwards["kept"]]) if has_cuda else pd.DataFrame()
-        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, ops)
+        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, ops,
+                             gpu_note)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -183,6 +194,12 @@ def _summary(models: list[ModelForwards]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "role", "phase", "metric", "count", *[f"{k}_ms" for k in STAT_NAMES]])
 
 
+def _median_ms(values: np.ndarray) -> float:
+    """Median in ms of the finite values (NaN where a forward launched nothing); NaN, silently, when none is."""
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) / 1e6 if finite.size else float("nan")
+
+
 def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> pd.DataFrame:
     rows = []
     for d in drafts:
@@ -197,8 +214,7 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
                 dv, tv = d_rows[col].to_numpy(dtype=float), t_rows[col].to_numpy(dtype=float)
                 c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
-                             "draft_median_ms": np.nanmedian(dv) / 1e6 if len(dv) else np.nan,
-                             "target_median_ms": np.nanmedian(tv) / 1e6 if len(tv) else np.nan,
+                             "draft_median_ms": _median_ms(dv), "target_median_ms": _median_ms(tv),
                              "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum())})
     cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
             "n_draft", "n_target"]
@@ -233,7 +249,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
         confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
         if not m.has_cuda:
-            texts.append("no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics")
+            texts.append(m.gpu_note)
         for text in texts:
             holders.setdefault(text, []).append(m.name)
     every = len(models) > 1
