@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from nsys_cc.profile.models import MODELS_DIR
 
@@ -50,37 +51,57 @@ def _leftovers(marker: str) -> list[str]:
     return found
 
 
-@pytest.fixture(scope="module")
-def broken_model(tmp_path_factory) -> Path:
+def _broken_model(root: Path) -> Path:
     """A LLaMA config naming an architecture vLLM does not have: vLLM refuses to load it."""
     cfg = json.loads((MODELS_DIR / "tiny-llama-draft-xs" / "config.json").read_text())
     cfg["architectures"] = ["NoSuchModelForCausalLM"]
-    path = tmp_path_factory.mktemp("models") / "broken-draft"
-    path.mkdir()
+    path = root / "models" / "broken-draft"
+    path.mkdir(parents=True)
     (path / "config.json").write_text(json.dumps(cfg))
     return path
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory, broken_model):
-    out = tmp_path_factory.mktemp("profile") / "out"
-    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], "--draft", str(broken_model),
+def _profile(root: Path) -> dict:
+    """Profile target + draft + broken draft, keep the status and report it wrote, then rerun without the broken
+    draft in the same directory (the resume); everything the tests read, as JSON-able values."""
+    out = root / "out"
+    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], "--draft", str(_broken_model(root)),
            *BENCH, "-o", str(out), "--format", "json"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    return out, done
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    found = {"out": str(out), "returncode": first.returncode, "stdout": first.stdout, "stderr": first.stderr,
+             "status": json.loads((out / "status.json").read_text()),
+             "report": json.loads((out / "report.json").read_text()),
+             "mtimes": [(out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD]}
+    again = subprocess.run([NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "-o", str(out)],
+                           capture_output=True, text=True, timeout=300)
+    found["rerun"] = {"returncode": again.returncode, "stderr": again.stderr,
+                      "mtimes": [(out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD]}
+    return found
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> dict:
+    """The runs every test below reads, made once even when pytest-xdist spreads the tests over workers
+    (their temporary directories share a parent: the first worker profiles, the others wait and read)."""
+    root = tmp_path_factory.getbasetemp().parent / "profile-e2e"
+    root.mkdir(exist_ok=True)
+    result = root / "result.json"
+    with FileLock(str(root / "lock")):
+        if not result.exists():
+            result.write_text(json.dumps(_profile(root)))
+    return json.loads(result.read_text())
 
 
 def test_a_failing_model_does_not_lose_the_others(run):
-    out, done = run
-    assert done.returncode == 1, done.stderr
-    assert "1 of 3 models failed" in done.stderr
-    status = {s["label"]: s for s in json.loads((out / "status.json").read_text())}
+    out = Path(run["out"])
+    assert run["returncode"] == 1, run["stderr"]
+    assert "1 of 3 models failed" in run["stderr"]
+    status = {s["label"]: s for s in run["status"]}
     assert [status[m]["status"] for m in GOOD] == ["done", "done"]
     broken = status["broken-draft"]
     assert broken["status"] == "failed" and "NoSuchModelForCausalLM" in broken["reason"]
     assert "NoSuchModelForCausalLM" in Path(broken["log"]).read_text()
-    report = json.loads((out / "report.json").read_text())
-    assert any("broken-draft" in n and "FAILED" in n and broken["log"] in n for n in report["notes"])
+    assert any("broken-draft" in n and "FAILED" in n and broken["log"] in n for n in run["report"]["notes"])
     for m in GOOD:
         for suffix in (".nsys-rep", ".sqlite", ".bench.json", ".log"):
             assert (out / f"{m}{suffix}").is_file()
@@ -88,7 +109,7 @@ def test_a_failing_model_does_not_lose_the_others(run):
 
 @pytest.mark.parametrize("model", GOOD)
 def test_one_forward_range_per_forward_with_token_payloads(run, model):
-    out, _ = run
+    out = Path(run["out"])
     forwards = _nvtx(out / f"{model}.sqlite", "model_executable()")
     assert len(forwards) == (WARMUP + ITERS) * OUTPUT_LEN
     # Each iteration: one prefill of every prompt token, then OUTPUT_LEN − 1 decodes of one token per sequence.
@@ -97,7 +118,7 @@ def test_one_forward_range_per_forward_with_token_payloads(run, model):
 
 @pytest.mark.parametrize("model", GOOD)
 def test_warmup_and_measured_iterations_are_marked(run, model):
-    out, _ = run
+    out = Path(run["out"])
     sqlite = out / f"{model}.sqlite"
     warmup, measured = _nvtx(sqlite, "nsys_cc:warmup"), _nvtx(sqlite, "nsys_cc:iteration")
     assert [w[2] for w in warmup] == [BATCH] * WARMUP and [m[2] for m in measured] == [BATCH] * ITERS
@@ -113,19 +134,18 @@ def test_warmup_and_measured_iterations_are_marked(run, model):
 
 
 def test_report_numbers_are_those_of_analyze(run):
-    out, done = run
+    out = Path(run["out"])
     cmd = [NSYS_CC, "analyze", *(str(out / f"{m}.sqlite") for m in GOOD), *(a for m in GOOD for a in ("--name", m)),
            "--output-len", str(OUTPUT_LEN), "--format", "json"]
     analyzed = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert analyzed.returncode == 0, analyzed.stderr
-    assert json.loads(done.stdout) == json.loads(analyzed.stdout)
-    report = json.loads((out / "report.json").read_text())
-    assert report["coefficients"] == json.loads(analyzed.stdout)["coefficients"]
+    assert json.loads(run["stdout"]) == json.loads(analyzed.stdout)
+    assert run["report"]["coefficients"] == json.loads(analyzed.stdout)["coefficients"]
 
 
 @pytest.mark.parametrize("model", GOOD)
 def test_forward_share_against_the_benchmarks_own_latencies(run, model):
-    out, _ = run
+    out = Path(run["out"])
     sqlite = out / f"{model}.sqlite"
     latencies = json.loads((out / f"{model}.bench.json").read_text())["latencies"]
     forwards = _nvtx(sqlite, "model_executable()")
@@ -133,7 +153,7 @@ def test_forward_share_against_the_benchmarks_own_latencies(run, model):
     for (start, end, _, _), latency in zip(_nvtx(sqlite, "nsys_cc:iteration"), latencies):
         covered = sum(e - s for s, e, _, _ in forwards if start <= s <= end)
         shares.append(covered / 1e9 / latency)
-    row = next(r for r in json.loads((out / "report.json").read_text())["forward_share"] if r["model"] == model)
+    row = next(r for r in run["report"]["forward_share"] if r["model"] == model)
     assert row["iterations"] == ITERS
     assert row["forward_share"] == pytest.approx(statistics.median(shares), abs=1e-3)
     assert row["share_min"] == pytest.approx(min(shares), abs=1e-3)
@@ -141,13 +161,10 @@ def test_forward_share_against_the_benchmarks_own_latencies(run, model):
 
 
 def test_a_rerun_resumes_completed_models(run):
-    out, _ = run
-    stamps = {m: (out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD}
-    cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "-o", str(out)]
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    assert again.returncode == 0, again.stderr
-    assert again.stderr.count("already complete") == 2
-    assert {m: (out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD} == stamps
+    rerun = run["rerun"]
+    assert rerun["returncode"] == 0, rerun["stderr"]
+    assert rerun["stderr"].count("already complete") == 2
+    assert rerun["mtimes"] == run["mtimes"]
 
 
 def test_timeout_stops_the_benchmark_and_reports_it(tmp_path):
