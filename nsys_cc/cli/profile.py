@@ -71,5 +71,6 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
         click.echo(f"note: {note}", err=True)
     click.echo(f"report: {outcome.report}", err=True)
     if outcome.failed:
-        click.echo(f"nsys-cc: {len(outcome.failed)} of {len(outcome.runs)} models failed: see the notes above", err=True)
+        failed = f"{len(outcome.failed)} of {len(outcome.runs)} models failed"
+        click.echo(f"nsys-cc: {failed}: see the notes above", err=True)
         raise SystemExit(1)

@@ -41,7 +41,8 @@ def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
 
 def forward_range(sqlite: str | Path) -> tuple[str, int]:
     """Which forward range the export holds and how many: the plugin's `model_executable()`, else vLLM's own
-    `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else (`model_executable()`, 0)."""
+    `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else
+    (`model_executable()`, 0)."""
     counts = push_pop_ranges(sqlite)["name"].value_counts()
     for name in (FORWARD_RANGE, VLLM_SCOPES_RANGE):
         if counts.get(name, 0):
@@ -88,7 +89,8 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     }
 
 
-def forward_share(models: Sequence[tuple[str, str | Path, str | Path]], range_name: str = FORWARD_RANGE) -> pd.DataFrame:
+def forward_share(models: Sequence[tuple[str, str | Path, str | Path]],
+                  range_name: str = FORWARD_RANGE) -> pd.DataFrame:
     """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals)."""
     return pd.DataFrame([model_share(*m, range_name) for m in models], columns=COLUMNS).round(3)
 

@@ -7,9 +7,9 @@ Everything lands in the output directory as `<label>.{nsys-rep,sqlite,bench.json
 
 Reliability: a model that fails (bad config, crash, `timeout` seconds exceeded, no forward ranges) is recorded
 with its reason and log, and the next model still runs; Ctrl-C stops the current model's processes, writes
-`status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun with the same output directory skips every model whose marker records
-the same commands (`force` redoes them). The report is written when the target and at least one draft
-completed; its notes list the models that did not.
+`status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun
+with the same output directory skips every model whose marker records the same commands (`force` redoes them).
+The report is written when the target and at least one draft completed; its notes list the models that did not.
 """
 
 from __future__ import annotations

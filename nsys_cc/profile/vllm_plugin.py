@@ -59,7 +59,6 @@ _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
 
 
-
 class _State(threading.local):
     """Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
     vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed (None outside)."""
