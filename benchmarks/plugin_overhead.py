@@ -7,7 +7,8 @@ Two measurements:
    `NSYS_CC_PLUGIN=0` and `--runs` times with `NSYS_CC_PLUGIN=1`, alternating which goes first in each round so
    that drift on a shared machine hits both alike; by default under `nsys profile -t nvtx` as `nsys-cc profile`
    runs it (`--no-nsys`: plain). Reported per setting: the median over runs of vLLM's `avg_latency` (ms per
-   iteration, measured iterations only) and every run's value; overhead = (on − off) ÷ off of those medians.
+   iteration, measured iterations only) and every run's value; overhead = (on − off) ÷ off of those medians,
+   and the same for the fastest run of each setting (on a shared machine the least disturbed one).
 2. Per forward: the cost the wrapper adds to one call of a do-nothing `_model_forward` (a fake V1 runner),
    median of 7 timings of 20,000 calls, unpatched vs patched, in this process (no NVTX tool attached, so it
    is the Python cost of the wrapping and the NVTX call without recording).
@@ -56,8 +57,10 @@ def end_to_end(model: str, runs: int, opts: commands.BenchOptions, under_nsys: b
                 results["on" if plugin else "off"].append(latency * 1e3)
                 print(f"  run {r + 1}/{runs} plugin {'on ' if plugin else 'off'}: {latency * 1e3:.3f} ms", flush=True)
     off, on = statistics.median(results["off"]), statistics.median(results["on"])
+    best_off, best_on = min(results["off"]), min(results["on"])
     return {"off_ms": results["off"], "on_ms": results["on"], "median_off_ms": off, "median_on_ms": on,
-            "overhead": (on - off) / off}
+            "overhead": (on - off) / off, "min_off_ms": best_off, "min_on_ms": best_on,
+            "overhead_of_minimums": (best_on - best_off) / best_off}
 
 
 def per_forward() -> dict:
@@ -95,6 +98,8 @@ def main() -> None:
     fwd = per_forward()
     print(f"vLLM avg latency per iteration: plugin off {e2e['median_off_ms']:.3f} ms, on {e2e['median_on_ms']:.3f} ms "
           f"(medians of {a.runs}); overhead {e2e['overhead']:+.1%}")
+    print(f"  fastest runs (least disturbed by other work on the machine): off {e2e['min_off_ms']:.3f} ms, "
+          f"on {e2e['min_on_ms']:.3f} ms; overhead {e2e['overhead_of_minimums']:+.1%}")
     print(f"per forward ({fwd['backend']} backend, no tool attached): {fwd['plain_ns']:.0f} ns plain, "
           f"{fwd['wrapped_ns']:.0f} ns wrapped: +{fwd['added_ns']:.0f} ns")
     if a.json:
