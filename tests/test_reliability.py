@@ -290,6 +290,20 @@ def timestamp_beyond_64_bits(tmp: Path) -> Case:
 
 
 @case(*READ_VERBS)
+def text_in_a_row_that_is_not_a_range(tmp: Path) -> Case:
+    """Text in the start of the domain-destroy row: SQL's max(start) then returns text, compared with integers later."""
+    bad = derive(TARGET, tmp / "marktext.sqlite", "UPDATE NVTX_EVENTS SET start = 'later' WHERE eventType = 76")
+    return on_file(bad, r"marktext\.sqlite holds a value an Nsight Systems export never has \(TypeError: ",
+                   verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
+def blob_as_a_range_name(tmp: Path) -> Case:
+    bad = derive(TARGET, tmp / "blob.sqlite", "UPDATE StringIds SET value = x'00ff' WHERE value = 'nsys_cc:iteration'")
+    return on_file(bad, r"blob\.sqlite holds a value an Nsight Systems export never has \(TypeError: ", verbs=READ_VERBS)
+
+
+@case(*READ_VERBS)
 def ranges_ending_before_they_start(tmp: Path) -> Case:
     bad = derive(TARGET, tmp / "backwards.sqlite", f"UPDATE NVTX_EVENTS SET end = start - 5 WHERE textId = {FORWARD_NAME_SQL}")
     return on_file(bad, r"backwards\.sqlite: 20 NVTX range\(s\) end before they start \(first: NVTX_EVENTS row \d+, "

@@ -142,12 +142,23 @@ class Trace:
         except sqlite3.DatabaseError as exc:
             raise InputError(f"{self._source} is a corrupt or truncated SQLite file: {_quote(exc)}") from None
         except (ValueError, TypeError, OverflowError) as exc:
-            raise InputError(
-                f"{self._source} holds a value an Nsight Systems export never has ({type(exc).__name__}: "
-                f"{_quote(exc)}): the file is damaged"
-            ) from None
+            raise self._damaged(exc) from None
         finally:
             conn.close()
+
+    def _damaged(self, exc: Exception) -> InputError:
+        return InputError(
+            f"{self._source} holds a value an Nsight Systems export never has ({type(exc).__name__}: "
+            f"{_quote(exc)}): the file is damaged"
+        )
+
+    def _from_file(self, key: str, build):
+        """`memo(key, build)` for a frame read from the export. Values of the wrong type can get past SQL and fail
+        later (text compared with integers, a blob where nsys writes text): the file's fault, so InputError too."""
+        try:
+            return self.memo(key, build)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise self._damaged(exc) from None
 
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
@@ -229,27 +240,27 @@ class Trace:
         """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
 
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
-        return self.memo("nvtx_ranges", _checked_ranges)
+        return self._from_file("nvtx_ranges", _checked_ranges)
 
     def cuda_api(self) -> pd.DataFrame:
         """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
-        return self.memo("cuda_api", cuda.read_api)
+        return self._from_file("cuda_api", cuda.read_api)
 
     def kernels(self) -> pd.DataFrame:
         """GPU kernels; see `nsys_cc.trace.cuda.read_kernels`."""
-        return self.memo("kernels", cuda.read_kernels)
+        return self._from_file("kernels", cuda.read_kernels)
 
     def memops(self) -> pd.DataFrame:
         """GPU memcpy and memset operations; see `nsys_cc.trace.cuda.read_memops`."""
-        return self.memo("memops", cuda.read_memops)
+        return self._from_file("memops", cuda.read_memops)
 
     def graph_launches(self) -> pd.DataFrame:
         """Whole-graph GPU executions (GRAPH_TRACE); see `nsys_cc.trace.cuda.read_graph_launches`."""
-        return self.memo("graph_launches", cuda.read_graph_launches)
+        return self._from_file("graph_launches", cuda.read_graph_launches)
 
     def gpu_ops(self) -> pd.DataFrame:
         """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
-        return self.memo("gpu_ops", cuda.gpu_ops)
+        return self._from_file("gpu_ops", cuda.gpu_ops)
 
 
 def _checked_ranges(trace: Trace) -> pd.DataFrame:
