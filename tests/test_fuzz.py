@@ -1,0 +1,210 @@
+"""Fuzzing the reader and the analysis with mutated real exports (issue 7).
+
+Every case copies a real export (the project's fixtures made by the real nsys 2022.4, plus two public GPU traces
+when ../shared/traces/public is present) into tmp_path and mutates the COPY: truncated at a random offset, bytes
+flipped, tables or columns dropped, rows deleted or duplicated, values replaced by NULLs, text, blobs, reals,
+huge or negative integers, start/end swapped. Reports (.nsys-rep) get byte-level mutations and go through the
+real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
+
+`NSYS_CC_FUZZ_CASES` (default 60, about 20 s) sets the number of cases; `make fuzz` runs 2000. Case i
+uses `random.Random(i)`, so a failure names the seed and the mutations that reproduce it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, PUBLIC, unchanged
+from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.projection import project, range_ops
+from nsys_cc.errors import NsysCCError
+from nsys_cc.trace import open_trace
+
+CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "60"))
+
+
+@dataclass(frozen=True)
+class Base:
+    path: Path
+    range_name: str
+
+
+SQLITE_BASES = [
+    Base(FIXTURES / "vllm" / "tiny-llama-target.sqlite", "model_executable()"),
+    Base(FIXTURES / "vllm" / "vllm_scopes.sqlite", "gpu_model_runner: forward"),
+    Base(FIXTURES / "nvtx" / "nvtx_cases.sqlite", "outer"),
+]
+# GPU traces (CUDA API, kernels, memcpy) from the public set; used only where that directory exists.
+PUBLIC_BASES = [
+    Base(PUBLIC / "Sh1mwww__llama3-inference__demo.sqlite", "attention_simulation"),
+    Base(PUBLIC / "MohanadOdema__DLProf__nsys_profile.sqlite", "aten::resize_"),
+]
+REPORT_BASES = [
+    Base(FIXTURES / "vllm" / "tiny-llama-target.nsys-rep", "model_executable()"),
+    Base(FIXTURES / "nvtx" / "nvtx_cases.nsys-rep", "outer"),
+]
+# Tables the reader and the analysis touch: mutations aim here most of the time.
+READ_TABLES = (
+    "NVTX_EVENTS", "StringIds", "EXPORT_META_DATA", "META_DATA_EXPORT", "META_DATA_CAPTURE", "ANALYSIS_DETAILS",
+    "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET", "CUPTI_ACTIVITY_KIND_GRAPH_TRACE", "ENUM_CUDA_MEMCPY_OPER",
+)
+ODD_VALUES = (
+    None, "abc", "", "12", "-7", 0, -1, 1, 59, 60, 75, 2**63 - 1, -(2**63), 2**31, 1.5, -0.0, float("inf"), 1e300,
+    b"\x00\xff", "\u0000", "前向 🚀", "x" * 5000,
+)
+
+
+def _bases() -> list[Base]:
+    bases = list(SQLITE_BASES)
+    if PUBLIC.is_dir():
+        bases += [b for b in PUBLIC_BASES if b.path.is_file()]
+    return bases
+
+
+def _tables(con: sqlite3.Connection) -> list[str]:
+    return [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+
+
+def _columns(con: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in con.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _pick_table(rng: random.Random, con: sqlite3.Connection) -> str | None:
+    tables = _tables(con)
+    read = [t for t in tables if t in READ_TABLES]
+    pool = read if read and rng.random() < 0.85 else tables
+    return rng.choice(pool) if pool else None
+
+
+def _relax(con: sqlite3.Connection, table: str, keep: list[str] | None = None) -> None:
+    """Rebuild `table` without constraints (NOT NULL, PRIMARY KEY), keeping the columns `keep`, in order."""
+    cols = ", ".join(f'"{c}"' for c in (keep if keep is not None else _columns(con, table)))
+    con.execute(f'CREATE TABLE "_fuzz" AS SELECT {cols} FROM "{table}"')
+    con.execute(f'DROP TABLE "{table}"')
+    con.execute(f'ALTER TABLE "_fuzz" RENAME TO "{table}"')
+
+
+def _sql_mutation(rng: random.Random, con: sqlite3.Connection) -> str:
+    table = _pick_table(rng, con)
+    if table is None:
+        return "no table left"
+    cols = _columns(con, table)
+    op = rng.choice(["drop_table", "drop_columns", "poison", "poison", "poison", "delete", "duplicate", "swap"])
+    if op == "drop_table":
+        con.execute(f'DROP TABLE "{table}"')
+        return f"drop table {table}"
+    if op == "drop_columns":
+        gone = rng.sample(cols, k=min(len(cols), rng.randint(1, 2)))
+        keep = [c for c in cols if c not in gone]
+        if not keep:
+            con.execute(f'DROP TABLE "{table}"')
+        else:
+            _relax(con, table, keep)
+        return f"drop columns {gone} of {table}"
+    if op == "delete":
+        frac = rng.random()
+        con.execute(f'DELETE FROM "{table}" WHERE abs(random()) % 1000 < ?', (int(frac * 1000),))
+        return f"delete ~{frac:.0%} of {table}"
+    _relax(con, table)
+    if op == "duplicate":
+        con.execute(f'INSERT INTO "{table}" SELECT * FROM "{table}"')
+        return f"duplicate rows of {table}"
+    rowids = [r[0] for r in con.execute(f'SELECT rowid FROM "{table}"')]
+    if not rowids:
+        return f"{table} is empty"
+    hit = rng.sample(rowids, k=min(len(rowids), rng.choice([1, 2, 5, len(rowids)])))
+    marks = ",".join(map(str, hit))
+    if op == "swap" and {"start", "end"} <= set(cols):
+        con.execute(f'UPDATE "{table}" SET start = "end", "end" = start WHERE rowid IN ({marks})')
+        return f"swap start/end of {len(hit)} rows of {table}"
+    col = rng.choice(cols)
+    value = rng.choice(ODD_VALUES)
+    con.execute(f'UPDATE "{table}" SET "{col}" = ? WHERE rowid IN ({marks})', (value,))
+    return f"set {table}.{col} = {value!r:.40} in {len(hit)} rows"
+
+
+def _byte_mutation(rng: random.Random, path: Path) -> str:
+    data = bytearray(path.read_bytes())
+    if rng.random() < 0.5:
+        cut = rng.randrange(len(data))
+        path.write_bytes(bytes(data[:cut]))
+        return f"truncate at byte {cut} of {len(data)}"
+    flips = rng.choice([1, 4, 32, 256])
+    lo = 0 if rng.random() < 0.2 else 100  # mostly keep the SQLite header so that pages get parsed
+    for _ in range(flips):
+        data[rng.randrange(lo, len(data))] ^= rng.randrange(1, 256)
+    path.write_bytes(bytes(data))
+    return f"flip {flips} bytes"
+
+
+def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
+    """Copy `src` to `dst` and apply 1–3 SQL mutations, then (one time in three) a byte-level one."""
+    shutil.copyfile(src, dst)
+    done = []
+    con = sqlite3.connect(dst)
+    try:
+        for _ in range(rng.randint(1, 3)):
+            done.append(_sql_mutation(rng, con))
+            con.commit()
+    finally:
+        con.close()
+    if rng.random() < 1 / 3:
+        done.append(_byte_mutation(rng, dst))
+    return done
+
+
+def exercise(path: Path, pristine: Path, range_name: str, cache_dir: Path) -> None:
+    """Everything a user can ask of a trace: every reader accessor, the projection, and c against `pristine`."""
+    with open_trace(path, cache_dir=cache_dir) as trace:
+        ranges = trace.nvtx_ranges()
+        trace.cuda_api()
+        trace.gpu_ops()
+        projected = project(trace)
+        range_ops(trace, projected.head(50))
+        assert len(projected) == len(ranges)
+    cost_coefficient(str(path), [str(pristine)], range_name=range_name, acceptance=[0.7])
+    cost_coefficient(str(pristine), [str(path)], range_name=range_name, skip_ranges=1, output_len=2)
+
+
+def _check(seed: int, mutations: list[str], run) -> None:
+    try:
+        run()
+    except NsysCCError as exc:
+        message = str(exc)
+        assert message and "\n" not in message, f"seed {seed} {mutations}: error message is not one line: {message!r}"
+    except Exception as exc:  # the point of the test: name the seed and what was done
+        pytest.fail(f"seed {seed}, mutations {mutations}: {type(exc).__name__}: {exc}")
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_mutated_export_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir):
+    rng = random.Random(seed)
+    base = rng.choice(_bases())
+    pristine = tmp_path / f"pristine{base.path.suffix}"
+    shutil.copyfile(base.path, pristine)
+    mutated = tmp_path / f"mutated{base.path.suffix}"
+    mutations = mutate_sqlite(rng, base.path, mutated)
+    with unchanged(mutated, pristine, base.path):
+        _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
+
+
+# Reports go through a real nsys export per case; a tenth as many cases as the SQLite fuzzing.
+@pytest.mark.parametrize("seed", range(max(2, CASES // 10)))
+def test_mutated_report_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir, nsys_bin):
+    rng = random.Random(10_000 + seed)
+    base = rng.choice(REPORT_BASES)
+    pristine = tmp_path / "pristine.sqlite"
+    shutil.copyfile(base.path.with_suffix(".sqlite"), pristine)
+    mutated = tmp_path / "mutated.nsys-rep"
+    shutil.copyfile(base.path, mutated)
+    mutations = [_byte_mutation(rng, mutated)]
+    with unchanged(mutated, pristine):
+        _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
