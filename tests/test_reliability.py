@@ -57,8 +57,10 @@ def derive(src: Path, dst: Path, *sql: str) -> Path:
 
 
 def unconstrained(table: str) -> list[str]:
-    """SQL that rebuilds `table` without its NOT NULL constraints, so that a test can put NULLs where nsys never does."""
-    return [f"CREATE TABLE _copy AS SELECT * FROM {table}", f"DROP TABLE {table}", f"ALTER TABLE _copy RENAME TO {table}"]
+    """SQL that rebuilds `table` without its NOT NULL constraints, so that a test can put NULLs where nsys never
+    does."""
+    return [f"CREATE TABLE _copy AS SELECT * FROM {table}", f"DROP TABLE {table}",
+            f"ALTER TABLE _copy RENAME TO {table}"]
 
 
 def cut(src: Path, dst: Path, size: int) -> Path:
@@ -223,7 +225,8 @@ def random_bytes_named_report(tmp: Path) -> Case:
 @case(*FILE_VERBS)
 def report_without_nsys(tmp: Path) -> Case:
     shutil.copyfile(REPORT, tmp / "r.nsys-rep")
-    return on_file(tmp / "r.nsys-rep", r"r\.nsys-rep needs nsys to export: run `make nsys` or pass an existing \.sqlite$",
+    return on_file(tmp / "r.nsys-rep",
+                   r"r\.nsys-rep needs nsys to export: run `make nsys` or pass an existing \.sqlite$",
                    patch=lambda mp: mp.setattr(export_mod, "find_nsys", lambda: None))
 
 
@@ -241,7 +244,8 @@ def cache_entry_is_a_directory(tmp: Path) -> Case:
     cache = tmp / "blocked-cache"
     (cache / f"{export_mod.content_hash(REPORT)}.sqlite").mkdir(parents=True)
     shutil.copyfile(REPORT, tmp / "r.nsys-rep")
-    return on_file(tmp / "r.nsys-rep", r"^the export cache entry .*blocked-cache/[0-9a-f]{64}\.sqlite is not a file: remove it$",
+    return on_file(tmp / "r.nsys-rep",
+                   r"^the export cache entry .*blocked-cache/[0-9a-f]{64}\.sqlite is not a file: remove it$",
                    env={"NSYS_CC_CACHE": str(cache)})
 
 
@@ -254,9 +258,9 @@ def no_writable_cache_anywhere(tmp: Path) -> Case:
     def patch(mp: pytest.MonkeyPatch) -> None:
         mp.setattr(tempfile, "tempdir", str(tmp / "file" / "tmp"))
 
-    return on_file(tmp / "r.nsys-rep", r"^cannot write the export cache .*file/cache nor .*: .*; set NSYS_CC_CACHE to a "
-                                        r"writable directory$", env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")},
-                   patch=patch)
+    return on_file(tmp / "r.nsys-rep",
+                   r"^cannot write the export cache .*file/cache nor .*: .*; set NSYS_CC_CACHE to a writable directory$",
+                   env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")}, patch=patch)
 
 
 @case(*READ_VERBS)
@@ -300,12 +304,14 @@ def text_in_a_row_that_is_not_a_range(tmp: Path) -> Case:
 @case(*READ_VERBS)
 def blob_as_a_range_name(tmp: Path) -> Case:
     bad = derive(TARGET, tmp / "blob.sqlite", "UPDATE StringIds SET value = x'00ff' WHERE value = 'nsys_cc:iteration'")
-    return on_file(bad, r"blob\.sqlite holds a value an Nsight Systems export never has \(TypeError: ", verbs=READ_VERBS)
+    return on_file(bad, r"blob\.sqlite holds a value an Nsight Systems export never has \(TypeError: ",
+                   verbs=READ_VERBS)
 
 
 @case(*READ_VERBS)
 def ranges_ending_before_they_start(tmp: Path) -> Case:
-    bad = derive(TARGET, tmp / "backwards.sqlite", f"UPDATE NVTX_EVENTS SET end = start - 5 WHERE textId = {FORWARD_NAME_SQL}")
+    bad = derive(TARGET, tmp / "backwards.sqlite",
+                 f"UPDATE NVTX_EVENTS SET end = start - 5 WHERE textId = {FORWARD_NAME_SQL}")
     return on_file(bad, r"backwards\.sqlite: 20 NVTX range\(s\) end before they start \(first: NVTX_EVENTS row \d+, "
                         r"start \d+ > end \d+\): the export is damaged$", verbs=READ_VERBS)
 
@@ -327,8 +333,9 @@ def nvtx_events_empty(tmp: Path) -> Case:
 @case()
 def export_without_string_ids(tmp: Path) -> Case:
     bad = derive(TARGET, tmp / "nostrings.sqlite", "DROP TABLE StringIds")
-    return analyze(bad, DRAFT, expect=r"nostrings\.sqlite: no NVTX range named 'model_executable\(\)': none of its 25 "
-                                      r"NVTX ranges has a name \(registered names need the StringIds table\)$", reads=[bad])
+    return analyze(bad, DRAFT, reads=[bad],
+                   expect=r"nostrings\.sqlite: no NVTX range named 'model_executable\(\)': none of its 25 NVTX ranges "
+                          r"has a name \(registered names need the StringIds table\)$")
 
 
 @case("analyze", "ranges")
@@ -338,7 +345,8 @@ def zero_ranges_of_the_name(tmp: Path) -> Case:
          "ranges": [str(TARGET), "--name", "model_executable"]},
         {"analyze": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; closest names: "
                     r"'model_executable\(\)' \(choose one with --range\)$",
-         "ranges": r"no NVTX range named 'model_executable' in .*tiny-llama-target\.sqlite; closest: 'model_executable\(\)'$"},
+         "ranges": r"no NVTX range named 'model_executable' in .*tiny-llama-target\.sqlite; "
+                   r"closest: 'model_executable\(\)'$"},
         reads=[TARGET, DRAFT],
     )
 
@@ -382,8 +390,8 @@ def forward_ranges_never_closed(tmp: Path) -> Case:
 
 @case()
 def target_given_twice(tmp: Path) -> Case:
-    return analyze(TARGET, TARGET, expect=r"tiny-llama-target\.sqlite is given twice \(as '.*tiny-llama-target\.sqlite' "
-                                          r"too\): each model needs its own trace$")
+    return analyze(TARGET, TARGET, expect=r"tiny-llama-target\.sqlite is given twice "
+                                          r"\(as '.*tiny-llama-target\.sqlite' too\): each model needs its own trace$")
 
 
 @case()
@@ -624,7 +632,8 @@ def test_gpu_trace_without_cuda_tables_gives_wall_time_only(tmp_path, public_dir
     with unchanged(*intact, stripped):
         full = c_values(intact[0], intact[1], "--range", "attention_simulation")
         wall_only = c_values(stripped, intact[1], "--range", "attention_simulation")
-        result = invoke(["analyze", str(stripped), str(intact[1]), "--range", "attention_simulation", "--format", "json"], {})
+        result = invoke(["analyze", str(stripped), str(intact[1]), "--range", "attention_simulation",
+                         "--format", "json"], {})
     assert {k[2] for k in full} == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
     assert wall_only == {k: v for k, v in full.items() if k[2] == "wall"}
     assert any("nocuda: no CUDA tables in the trace" in n for n in json.loads(result.stdout)["notes"])
