@@ -651,3 +651,15 @@ def test_ranges_that_launch_no_gpu_work_give_wall_time_only_without_warnings(tmp
     doc = json.loads(result.stdout)
     assert {c["metric"] for c in doc["coefficients"]} == {"wall"}
     assert any("none of its 13 'prefetch_h2d_wk' ranges launched GPU work" in n for n in doc["notes"])
+
+
+def test_wal_mode_export_is_read_without_side_files(tmp_path, reference):
+    """A copy switched to WAL journaling (as a tool that opened it read-write might leave it): same c, and reading
+    it creates no -wal or -shm file next to it."""
+    folder = tmp_path / "wal"
+    folder.mkdir()
+    wal = derive(TARGET, folder / "wal.sqlite", "PRAGMA journal_mode=WAL")
+    assert wal.read_bytes()[18:20] == b"\x02\x02"  # the header's read/write versions: 2 = WAL
+    assert [p.name for p in folder.iterdir()] == ["wal.sqlite"]
+    with unchanged(folder, DRAFT):
+        assert c_values(wal, DRAFT) == reference
