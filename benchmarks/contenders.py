@@ -1,0 +1,115 @@
+"""What `benchmarks/run.py` times, one contender per fresh process (so each peak RSS is its own).
+
+`python benchmarks/contenders.py NAME EXPORT [DRAFT]` runs one contender on EXPORT and prints one JSON line:
+{"seconds": time of the work itself (imports and interpreter start excluded), ...details}.
+
+- `raw`: the floor. A plain stdlib `sqlite3` scan of exactly the columns the analysis needs (below), each
+  table streamed from the cursor into NumPy with `np.fromiter` (the fastest plain-stdlib way we know: no
+  row list is kept); NULLs read through `coalesce`. Nothing else: no names resolved, no join, no sort.
+- `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads (`analysis_reads`).
+- `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
+  kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
+  the time is included).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+# Per table: the integer columns (NULL read as -1) and the text columns the analysis needs.
+NEEDED = {
+    "NVTX_EVENTS": (
+        ["start", "end", "eventType", "globalTid", "endGlobalTid", "textId", "domainId", "int64Value"], ["text"],
+        "eventType IN (59, 60, 70, 71)",
+    ),
+    "StringIds": (["id"], ["value"], None),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": (["start", "end", "globalTid", "correlationId"], [], None),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (["start", "end", "correlationId", "globalPid", "shortName"], [], None),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (["start", "end", "correlationId", "globalPid", "copyKind"], [], None),
+    "CUPTI_ACTIVITY_KIND_MEMSET": (["start", "end", "correlationId", "globalPid"], [], None),
+}
+
+
+def raw_scan(path: str) -> dict:
+    import numpy as np
+
+    uri = f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True)
+    out = {}
+    for table, (ints, texts, where) in NEEDED.items():
+        cond = f" WHERE {where}" if where else ""
+        cols = ", ".join(f'coalesce("{c}", -1)' for c in ints)
+        flat = np.fromiter(itertools.chain.from_iterable(conn.execute(f"SELECT {cols} FROM {table}{cond}")), np.int64)
+        out[table] = flat.reshape(-1, len(ints))
+        for c in texts:
+            out[f"{table}.{c}"] = np.fromiter(
+                itertools.chain.from_iterable(conn.execute(f'SELECT "{c}" FROM {table}{cond}')), object
+            )
+    conn.close()
+    return {"rows": {k: len(v) for k, v in out.items()}}
+
+
+def analysis_reads(trace) -> None:
+    """The reads `analyze` makes of one export (see `nsys_cc.analysis.coefficient.load_model`)."""
+    trace.nvtx_ranges()
+    trace.cuda_api()
+    trace.gpu_ops()
+
+
+def reader(path: str) -> dict:
+    from nsys_cc.trace import open_trace
+
+    with open_trace(path) as trace:
+        analysis_reads(trace)
+        return {"ranges": len(trace.nvtx_ranges()), "ops": len(trace.gpu_ops())}
+
+
+def analyze(path: str, draft: str) -> dict:
+    from nsys_cc.analysis.coefficient import cost_coefficient
+
+    result = cost_coefficient(path, [draft])
+    c = result.coefficients
+    row = c[(c["phase"] == "decode") & (c["metric"] == "gpu_span")]
+    return {"forwards": int(result.target.kept.shape[0]), "c_decode_gpu_span": float(row["c"].iloc[0])}
+
+
+def main(argv: list[str]) -> None:
+    name, path, *rest = argv
+    if name == "raw":
+        run = lambda: raw_scan(path)  # noqa: E731
+    elif name == "reader":
+        run = lambda: reader(path)  # noqa: E731
+    elif name == "analyze":
+        from nsys_cc.analysis import coefficient  # noqa: F401  (imports are not the work timed)
+
+        run = lambda: analyze(path, rest[0])  # noqa: E731
+    else:
+        raise SystemExit(f"unknown contender {name!r}")
+    import numpy  # noqa: F401  (imports are not the work timed)
+
+    if name == "reader":
+        import nsys_cc.trace  # noqa: F401
+    t0 = time.perf_counter()
+    info = run()
+    seconds = time.perf_counter() - t0
+    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(), **info}))
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident memory since it started its program (VmHWM; `ru_maxrss` would also count
+    the pages the process had before exec, i.e. a copy of the parent's)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
