@@ -23,7 +23,8 @@ import pytest
 
 from conftest import FIXTURES, PUBLIC, unchanged
 from nsys_cc.analysis.coefficient import cost_coefficient
-from nsys_cc.analysis.projection import project, range_ops
+from nsys_cc.analysis.projection import project
+from nsys_cc.analysis.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 
@@ -162,14 +163,15 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
 
 
 def exercise(path: Path, pristine: Path, range_name: str, cache_dir: Path) -> None:
-    """Everything a user can ask of a trace: every reader accessor, the projection, and c against `pristine`."""
+    """Everything a user can ask of a trace: every reader accessor, the projection, `nsys-cc info`/`ranges`'s
+    tables, and c against `pristine` (both ways round)."""
     with open_trace(path, cache_dir=cache_dir) as trace:
+        trace.summary()
         ranges = trace.nvtx_ranges()
         trace.cuda_api()
         trace.gpu_ops()
-        projected = project(trace)
-        range_ops(trace, projected.head(50))
-        assert len(projected) == len(ranges)
+        assert len(project(trace)) == len(ranges)
+        assert len(range_table(trace)) == len(ranges)
     cost_coefficient(str(path), [str(pristine)], range_name=range_name, acceptance=[0.7])
     cost_coefficient(str(pristine), [str(path)], range_name=range_name, skip_ranges=1, output_len=2)
 
