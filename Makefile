@@ -41,7 +41,7 @@ bench: setup
 	$(PY) benchmarks/run.py
 
 fuzz: setup
-	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -q tests/test_fuzz.py
+	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py
 
 clean:
 	rm -rf $(STAMPS) out build *.egg-info

@@ -55,12 +55,14 @@ def _category_delta(result: "CostCoefficientResult", draft: str, phase: str) -> 
 def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -> str:
     t = result.target
     wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
-    if not (d.has_cuda and t.has_cuda):
+    busy, span = _median(d, phase, "gpu_busy_ns"), _median(d, phase, "gpu_span_ns")
+    if not (d.has_cuda and t.has_cuda) or np.isnan(busy) or np.isnan(_median(t, phase, "gpu_busy_ns")):
+        why = ("CPU-only trace(s)" if not (d.has_cuda and t.has_cuda)
+               else "the forward ranges launched no GPU work on their own threads")
         return (
-            f"{phase}: CPU-only trace(s), wall-clock time only: median forward {wall_d / 1e6:.3f} ms vs "
+            f"{phase}: {why}, wall-clock time only: median forward {wall_d / 1e6:.3f} ms vs "
             f"{wall_t / 1e6:.3f} ms for the target (c = {wall_d / wall_t:.3g})."
         )
-    busy, span = _median(d, phase, "gpu_busy_ns"), _median(d, phase, "gpu_span_ns")
     launch = _median(d, phase, "launch_api_ns")
     k_d, k_t = _median(d, phase, "kernels"), _median(t, phase, "kernels")
     share = busy / wall_d if wall_d > 0 else float("nan")

@@ -67,7 +67,8 @@ def ratio_of_medians(
         return (float("nan"),) * 3
     c = float(np.median(num) / np.median(den))
     rng = np.random.default_rng(seed)
-    ratios = _boot_medians(num, n_boot, rng) / _boot_medians(den, n_boot, rng)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a replicate whose median is 0 is dropped below
+        ratios = _boot_medians(num, n_boot, rng) / _boot_medians(den, n_boot, rng)
     ratios = ratios[np.isfinite(ratios)]
     low, high = np.percentile(ratios, [2.5, 97.5])
     return c, float(low), float(high)
