@@ -7,6 +7,7 @@ traces is computed here with raw SQL on the exports and the benchmark's own JSON
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sqlite3
 import statistics
@@ -68,6 +69,7 @@ def _profile(root: Path) -> dict:
     cmd = [NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], "--draft", str(_broken_model(root)),
            *BENCH, "-o", str(out), "--format", "json"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert (out / "report.json").is_file(), f"nsys-cc profile wrote no report:\n{first.stderr[-3000:]}"
     found = {"out": str(out), "returncode": first.returncode, "stdout": first.stdout, "stderr": first.stderr,
              "status": json.loads((out / "status.json").read_text()),
              "report": json.loads((out / "report.json").read_text()),
@@ -83,6 +85,8 @@ def _profile(root: Path) -> dict:
 def run(tmp_path_factory) -> dict:
     """The runs every test below reads, made once even when pytest-xdist spreads the tests over workers
     (their temporary directories share a parent: the first worker profiles, the others wait and read)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _profile(tmp_path_factory.mktemp("profile-e2e"))
     root = tmp_path_factory.getbasetemp().parent / "profile-e2e"
     root.mkdir(exist_ok=True)
     result = root / "result.json"
