@@ -32,7 +32,7 @@ than it would anyway):
 
 A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
 NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse with
-`--range-name "gpu_model_runner: forward"`).
+`--range "gpu_model_runner: forward"`).
 """
 
 from __future__ import annotations
@@ -347,7 +347,7 @@ def _apply(name: str, module: Any) -> None:
     if not _PATCHES[name](module):
         _warn(
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
-            f"falling back to vLLM's own NVTX scopes (analyse with --range-name '{VLLM_SCOPES_RANGE}')"
+            f"falling back to vLLM's own NVTX scopes (analyse with --range '{VLLM_SCOPES_RANGE}')"
         )
         os.environ["VLLM_NVTX_SCOPES_FOR_PROFILING"] = "1"
 
