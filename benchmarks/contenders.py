@@ -6,7 +6,7 @@
 - `raw`: the floor. A plain stdlib `sqlite3` scan of exactly the columns the analysis needs (below), each
   table streamed from the cursor into NumPy with `np.fromiter` (the fastest plain-stdlib way we know: no
   row list is kept); NULLs read through `coalesce`. Nothing else: no names resolved, no join, no sort.
-- `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads (`analysis_reads`).
+- `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads of it.
 - `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
   kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
   the time is included).
@@ -55,19 +55,17 @@ def raw_scan(path: str) -> dict:
     return {"rows": {k: len(v) for k, v in out.items()}}
 
 
-def analysis_reads(trace) -> None:
-    """The reads `analyze` makes of one export (see `nsys_cc.analysis.coefficient.load_model`)."""
-    trace.nvtx_ranges()
-    trace.cuda_api()
-    trace.gpu_ops()
-
-
 def reader(path: str) -> dict:
+    """The reads `analyze` makes of one export (see `nsys_cc.analysis.projection.launches`): NVTX ranges, and the
+    API calls' and GPU ops' columns the projection and kernel breakdown need."""
     from nsys_cc.trace import open_trace
+    from nsys_cc.trace.cuda import api_times, op_times
 
     with open_trace(path) as trace:
-        analysis_reads(trace)
-        return {"ranges": len(trace.nvtx_ranges()), "ops": len(trace.gpu_ops())}
+        ranges = trace.nvtx_ranges()
+        api = api_times(trace)
+        ops = op_times(trace)
+        return {"ranges": len(ranges), "api": len(api["start_ns"]), "ops": len(ops["start_ns"])}
 
 
 def analyze(path: str, draft: str) -> dict:

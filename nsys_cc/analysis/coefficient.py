@@ -24,7 +24,7 @@ from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from . import kernels as kernel_mod
 from . import phases as phase_mod
-from .projection import project, range_ops
+from .projection import op_totals, project
 from .ranges import closest_names, name_counts, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
 
@@ -56,7 +56,8 @@ class ModelForwards:
     forwards: pd.DataFrame
     warmup_note: str
     phase_rule: phase_mod.PhaseRule
-    ops: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    # GPU ops of the kept forwards per (group = phase, kind, name): count, duration_ns (`projection.op_totals`).
+    op_totals: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     # Why there are no GPU metrics (when has_cuda is False).
     gpu_note: str = ""
 
@@ -153,8 +154,9 @@ def load_model(
             )
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
-        ops = range_ops(trace, forwards[forwards["kept"]]) if has_cuda else pd.DataFrame()
-        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, ops,
+        kept = forwards[forwards["kept"]]
+        totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
+        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, totals,
                              gpu_note)
 
 
@@ -224,13 +226,12 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
 def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFrame]:
     kern, cats = [], []
     for m in models:
-        if not m.has_cuda or m.ops.empty:
+        if not m.has_cuda or m.op_totals.empty:
             continue
-        phase_of = m.kept.set_index("range_id")["phase"]
-        ops = m.ops.assign(phase=m.ops["range_id"].map(phase_of).to_numpy())
+        totals = m.op_totals
         for phase in m.phases:
-            sub = ops if phase == "all" else ops[ops["phase"] == phase]
-            table = kernel_mod.breakdown(sub, len(m.phase_rows(phase)))
+            sub = totals if phase == "all" else totals[totals["group"].to_numpy(dtype=object) == phase]
+            table = kernel_mod.breakdown_totals(sub, len(m.phase_rows(phase)))
             kern.append(table.assign(model=m.name, role=m.role, phase=phase))
             cats.append(kernel_mod.by_category(table).assign(model=m.name, role=m.role, phase=phase))
     kcols = ["model", "role", "phase", "name", "kind", "category", "calls_per_forward", "time_per_forward_ms",

@@ -48,6 +48,10 @@ def categorise(name: str, kind: str = "kernel") -> str:
     return "other"
 
 
+BREAKDOWN_COLUMNS = ["name", "kind", "category", "calls_per_forward", "time_per_forward_ms", "mean_duration_us",
+                     "share"]
+
+
 def breakdown(ops: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
     """Per GPU-operation name: calls and time per forward, share of the model's GPU-op time, category.
 
@@ -55,10 +59,19 @@ def breakdown(ops: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
     forwards those ops came from (averages are per forward, counting forwards that launched none of a kernel).
     Columns: name, kind, category, calls_per_forward, time_per_forward_ms, mean_duration_us, share (0–1).
     """
-    cols = ["name", "kind", "category", "calls_per_forward", "time_per_forward_ms", "mean_duration_us", "share"]
     if ops.empty or n_forwards == 0:
-        return pd.DataFrame(columns=cols)
-    g = ops.groupby(["name", "kind"], observed=True, sort=False)["duration_ns"].agg(["count", "sum"]).reset_index()
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    totals = ops.groupby(["name", "kind"], observed=True, sort=False)["duration_ns"].agg(["count", "sum"])
+    return breakdown_totals(totals.rename(columns={"sum": "duration_ns"}).reset_index(), n_forwards)
+
+
+def breakdown_totals(totals: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
+    """`breakdown` from totals instead of rows: `totals` has `name, kind, count, duration_ns` (the ops' number and
+    summed duration; several rows of one name and kind add up), e.g. `projection.op_totals` for some phases."""
+    if totals.empty or n_forwards == 0:
+        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
+    g = totals.groupby(["name", "kind"], observed=True, sort=False)[["count", "duration_ns"]].sum().reset_index()
+    g = g[g["count"] > 0].rename(columns={"duration_ns": "sum"})
     g["category"] = [categorise(n, k) for n, k in zip(g["name"], g["kind"])]
     g["calls_per_forward"] = g["count"] / n_forwards
     g["time_per_forward_ms"] = g["sum"] / n_forwards / 1e6
@@ -67,7 +80,9 @@ def breakdown(ops: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
     g["share"] = g["sum"] / total if total > 0 else np.nan
     g["name"] = g["name"].astype(str)
     g["kind"] = g["kind"].astype(str)
-    return g.sort_values("time_per_forward_ms", ascending=False)[cols].reset_index(drop=True)
+    # Ties in time are ordered by name, so the table does not depend on the order ops were listed in.
+    g = g.sort_values(["time_per_forward_ms", "name"], ascending=[False, True], kind="stable")
+    return g[BREAKDOWN_COLUMNS].reset_index(drop=True)
 
 
 def by_category(kernel_table: pd.DataFrame) -> pd.DataFrame:

@@ -25,21 +25,23 @@ When an export holds several API rows with one correlationId in one process (nsy
 wrapper row of eventClass 67 around the runtime call), the innermost (latest-starting) row stands for
 the launch: its duration is the launch time, and a range holds the launch when it holds that row.
 
-Computation: per thread, API calls sorted by start; each range's window of calls comes from two
-`np.searchsorted`; sums over the window from prefix sums, first/last op times from
+Computation: per thread, API calls sorted by start, each call's GPU ops right after those of the call before
+(a lookup table on (process, correlationId)); each range's window of calls comes from two `np.searchsorted`,
+and its ops are one slice; sums over windows come from prefix sums, first/last op times from
 `np.minimum/maximum.reduceat`. Ranges with a call that starts inside but ends after them (rare) are
 recomputed exactly. The union length needs the (range, op) pairs, built vectorised in bounded chunks.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from ..trace.columns import PID_MASK
-from ..trace.cuda import api_times, op_times
+from ..trace.cuda import OP_KINDS, api_times, op_times
 
 PROJECTION_COLUMNS = [
     "proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns", "gpu_busy_ns",
@@ -48,31 +50,30 @@ PROJECTION_COLUMNS = [
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
 # Upper bound on (range, op) pairs held in memory at once while computing union lengths.
-PAIR_CHUNK = 4_000_000
+PAIR_CHUNK = 1_000_000
 
 
 @dataclass
 class Launches:
     """CUDA API calls sorted by (thread, start), with the GPU work each launched, ready for window queries.
 
-    Per call i (sorted order): start/end/dur, `launch` (1 when it stands for a launch with GPU work found),
-    `first`/`last` (its ops' first start and last end; I64_MAX/I64_MIN when none), `kernels`,
-    `kernel_sum`. `op_ptr[i]:op_ptr[i+1]` are its ops in `op_rows` (row positions in `trace.gpu_ops()`),
-    whose intervals are `op_start`/`op_end`. `threads` maps globalTid → [first, last+1) call positions.
+    Per call i (sorted order): start/end, `launch` (1 when it stands for a launch with GPU work found);
+    `op_ptr[i]:op_ptr[i+1]` are its ops, ordered by start: `op_rows` (row positions in `trace.gpu_ops()`),
+    `op_start`/`op_end`, `op_kind` (codes into `OP_KINDS`), `op_name` (codes into `op_names`). A window of calls
+    [lo, hi) launched the ops [op_ptr[lo], op_ptr[hi]), so every per-range figure is a reduction over one slice.
+    `threads` maps globalTid → [first, last+1) call positions.
     """
 
     start: np.ndarray
     end: np.ndarray
-    dur: np.ndarray
     launch: np.ndarray
-    first: np.ndarray
-    last: np.ndarray
-    kernels: np.ndarray
-    kernel_sum: np.ndarray
     op_ptr: np.ndarray
     op_rows: np.ndarray
     op_start: np.ndarray
     op_end: np.ndarray
+    op_kind: np.ndarray
+    op_name: np.ndarray
+    op_names: pd.Index
     threads: dict[int, tuple[int, int]]
 
 
@@ -81,55 +82,142 @@ def launches(trace) -> Launches:
     return trace.memo("projection.launches", _build_launches)
 
 
-def _build_launches(trace) -> Launches:
-    # The full frames when an analysis already read them, else only the four columns needed here.
-    api = trace.cuda_api() if trace.is_memoized("cuda_api") else api_times(trace)
-    ops = trace.gpu_ops() if trace.is_memoized("gpu_ops") else op_times(trace)
-    gtid = api["global_tid"].to_numpy(np.int64)
-    order = np.lexsort((np.arange(len(api)), api["start_ns"].to_numpy(), gtid))
-    start = api["start_ns"].to_numpy(np.int64)[order]
-    end = api["end_ns"].to_numpy(np.int64)[order]
-    gtid = gtid[order]
-    corr = api["correlation_id"].to_numpy(np.int64)[order]
-    n = len(order)
+def _columns(trace) -> tuple[dict, dict]:
+    """API calls and GPU ops as arrays: the frames when an analysis already read them, else only the columns
+    needed here (reading is the cost on big exports)."""
+    if trace.is_memoized("cuda_api"):
+        frame = trace.cuda_api()
+        api = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
+    else:
+        api = api_times(trace)
+    if trace.is_memoized("gpu_ops"):
+        frame = trace.gpu_ops()
+        ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
+        ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
+        ops["name"] = frame["name"].array
+    else:
+        ops = op_times(trace)
+    return api, ops
 
-    # One call stands for each (process, correlationId): the innermost, i.e. the latest start.
-    calls = pd.DataFrame({"pos": np.arange(n), "gp": gtid & PID_MASK, "corr": corr, "start": start})
-    rep = calls.sort_values(["gp", "corr", "start", "pos"]).drop_duplicates(["gp", "corr"], keep="last")
-    op_frame = pd.DataFrame(
-        {
-            "row": np.arange(len(ops)),
-            "gp": ops["global_pid"].to_numpy(np.int64),
-            "corr": ops["correlation_id"].to_numpy(np.int64),
-            "start": ops["start_ns"].to_numpy(np.int64),
-            "end": ops["end_ns"].to_numpy(np.int64),
-            "kernel": (ops["kind"] == "kernel").to_numpy(bool) if "kind" in ops else ops["kernel"].to_numpy(bool),
-        }
-    ).merge(rep[["gp", "corr", "pos"]], on=["gp", "corr"], how="inner")
-    op_frame = op_frame.sort_values(["pos", "start", "row"], kind="stable")
-    pos = op_frame["pos"].to_numpy(np.int64)
-    op_start = op_frame["start"].to_numpy(np.int64)
-    op_end = op_frame["end"].to_numpy(np.int64)
-    kern = op_frame["kernel"].to_numpy()
+
+def _thread_order(gtid: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions sorted by (globalTid, start, position) — two stable sorts instead of a 3-key lexsort: by start
+    (nearly sorted already in an export), then by a small thread code (a radix sort) — and the distinct globalTids
+    with each sorted position's index into them."""
+    codes, uniq = pd.factorize(gtid)
+    rank = np.argsort(np.argsort(uniq, kind="stable"), kind="stable")
+    thread = rank.astype(np.int16 if len(uniq) < 2**15 else np.int64)[codes]
+    del codes
+    by_start = np.argsort(start, kind="stable")
+    order = by_start[np.argsort(thread[by_start], kind="stable")]
+    return order, np.sort(uniq), np.sort(thread)
+
+
+def _join_keys(call_tid: np.ndarray, tids: np.ndarray, call_corr, op_gp, op_corr) -> tuple[np.ndarray, np.ndarray]:
+    """Non-negative int64 keys for (process, correlationId) on both sides; ops of a process without calls get -1.
+    Calls give their process as an index into `tids` (globalTids), whose PID bits are the process."""
+    gp_codes_of_tid, gp_uniq = pd.factorize(tids & PID_MASK)
+    op_codes = pd.Index(gp_uniq).get_indexer(op_gp)
+    cmin = min(int(call_corr.min(initial=0)), int(op_corr.min(initial=0)))
+    span = max(int(call_corr.max(initial=0)), int(op_corr.max(initial=0))) - cmin + 1
+    if span * max(len(gp_uniq), 1) >= 2**62:  # huge ids: number them densely first
+        corr_codes, _ = pd.factorize(np.concatenate([call_corr, op_corr]))
+        call_corr, op_corr = corr_codes[: len(call_corr)], corr_codes[len(call_corr):]
+        cmin, span = 0, int(corr_codes.max(initial=0)) + 1
+    # In place: these arrays have one value per call or op.
+    call_key = gp_codes_of_tid.astype(np.int64)[call_tid]
+    call_key *= span
+    call_key += call_corr
+    call_key -= cmin
+    op_key = op_codes.astype(np.int64, copy=False)
+    missing = op_key < 0
+    op_key *= span
+    op_key += op_corr
+    op_key -= cmin
+    op_key[missing] = -1
+    return call_key, op_key
+
+
+def _call_of_ops(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarray) -> np.ndarray:
+    """Position of the call that stands for each op's key — the latest-starting call with that key, the later
+    position among equal starts — or -1. A direct lookup table when keys are dense (correlationIds count up
+    from 1 in each process), a sorted search otherwise."""
+    n = len(call_key)
+    pos = np.arange(n)
+    span = int(max(call_key.max(initial=-1), op_key.max(initial=-1))) + 1
+    if span <= 4 * (n + len(op_key)) + (1 << 20):
+        table = np.full(span + 1, -1, dtype=np.int64)  # table[-1] stays -1: the slot of ops without a key
+        counts = np.bincount(call_key, minlength=span)
+        if counts.max(initial=0) <= 1:
+            table[call_key] = pos
+        else:  # rare (wrapper rows): the latest start wins, then the later position
+            dup = counts[call_key] > 1
+            table[call_key[~dup]] = pos[~dup]
+            d = pos[dup][np.lexsort((pos[dup], call_start[dup], call_key[dup]))]
+            last = np.r_[call_key[d][1:] != call_key[d][:-1], True]
+            table[call_key[d][last]] = d[last]
+        del counts
+        return table[op_key]
+    order = np.lexsort((pos, call_start, call_key))
+    keys = call_key[order]
+    last = np.r_[keys[1:] != keys[:-1], True] if n else np.zeros(0, bool)
+    keys, reps = keys[last], order[last]
+    if len(keys) == 0:
+        return np.full(len(op_key), -1, dtype=np.int64)
+    i = np.minimum(np.searchsorted(keys, op_key), len(keys) - 1)
+    return np.where((keys[i] == op_key) & (op_key >= 0), reps[i], -1)
+
+
+def _build_launches(trace) -> Launches:
+    api, ops = _columns(trace)
+    order, tids, call_tid = _thread_order(api["global_tid"], api["start_ns"])
+    # Each column is reordered and its original dropped at once: big exports hold millions of calls.
+    start = api.pop("start_ns")[order]
+    end = api.pop("end_ns")[order]
+    corr = api.pop("correlation_id")[order]
+    del api, order
+    n = len(start)
+
+    call_key, op_key = _join_keys(call_tid, tids, corr, ops.pop("global_pid"), ops.pop("correlation_id"))
+    del corr
+    op_call = _call_of_ops(call_key, start, op_key)
+    del call_key, op_key
+    # Ops grouped by their call, each call's ops by start then row (two stable sorts).
+    rows = np.flatnonzero(op_call >= 0)
+    rows = rows[np.argsort(ops["start_ns"][rows], kind="stable")]
+    rows = rows[np.argsort(op_call[rows], kind="stable")]
+    pos = op_call[rows]
+    del op_call
+    op_start = ops.pop("start_ns")[rows]
+    op_end = ops.pop("end_ns")[rows]
+    op_kind = ops.pop("kind")[rows]
+    names = pd.Categorical(ops.pop("name"))
+    op_name = names.codes[rows]
+    del ops
 
     counts = np.bincount(pos, minlength=n)
-    op_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    first = np.full(n, I64_MAX, dtype=np.int64)
-    last = np.full(n, I64_MIN, dtype=np.int64)
-    np.minimum.at(first, pos, op_start)
-    np.maximum.at(last, pos, op_end)
-    kernels = np.bincount(pos, weights=kern, minlength=n).astype(np.int64)
-    kernel_sum = np.zeros(n, dtype=np.int64)
-    np.add.at(kernel_sum, pos[kern], (op_end - op_start)[kern])
-
-    bounds = np.flatnonzero(np.r_[True, gtid[1:] != gtid[:-1]]) if n else np.empty(0, np.int64)
-    stops = np.r_[bounds[1:], n]
-    threads = {int(gtid[b]): (int(b), int(s)) for b, s in zip(bounds, stops)}
+    del pos
+    op_ptr = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=op_ptr[1:])
     return Launches(
-        start=start, end=end, dur=end - start, launch=(counts > 0).astype(np.int64), first=first, last=last,
-        kernels=kernels, kernel_sum=kernel_sum, op_ptr=op_ptr, op_rows=op_frame["row"].to_numpy(np.int64),
-        op_start=op_start, op_end=op_end, threads=threads,
+        start=start,
+        end=end,
+        launch=(counts > 0).astype(np.int8),
+        op_ptr=op_ptr,
+        op_rows=rows.astype(np.int32 if len(rows) < 2**31 else np.int64),
+        op_start=op_start,
+        op_end=op_end,
+        op_kind=op_kind,
+        op_name=op_name,
+        op_names=names.categories,
+        threads=_threads(tids, call_tid),
     )
+
+
+def _threads(tids: np.ndarray, call_tid: np.ndarray) -> dict[int, tuple[int, int]]:
+    """globalTid → [first, last+1) positions, from the sorted thread index of every call."""
+    bounds = np.searchsorted(call_tid, np.arange(len(tids) + 1))
+    return {int(t): (int(bounds[i]), int(bounds[i + 1])) for i, t in enumerate(tids) if bounds[i + 1] > bounds[i]}
 
 
 def _windows(lc: Launches, ranges: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -192,13 +280,30 @@ def _union_lengths(lc: Launches, op_lo: np.ndarray, op_hi: np.ndarray) -> np.nda
 
 
 def _union_of_pairs(owner, start, end, n) -> np.ndarray:
-    order = np.lexsort((start, owner))
-    owner, start, end = owner[order], start[order], end[order]
-    reach = pd.Series(end).groupby(owner).cummax().to_numpy()
+    """Union length of the intervals of each owner (`owner` ascending): sweep in start order, each interval
+    adding what reaches past the furthest end so far."""
+    new_owner = np.r_[True, owner[1:] != owner[:-1]]
+    if not (new_owner[1:] | (start[1:] >= start[:-1])).all():  # ops of one launch are sorted; of a range, usually
+        order = np.lexsort((start, owner))
+        owner, start, end = owner[order], start[order], end[order]
+    reach = _running_max_per_owner(owner, end)
     prev = np.r_[I64_MIN, reach[:-1]]
-    prev[np.r_[True, owner[1:] != owner[:-1]]] = I64_MIN
+    prev[new_owner] = I64_MIN
     gain = np.clip(end - np.maximum(start, prev), 0, None)
     return np.bincount(owner, weights=gain, minlength=n).astype(np.int64)
+
+
+def _running_max_per_owner(owner: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Running maximum of `values` restarting at each owner (`owner` ascending): lift each owner's values above
+    every earlier owner's, so one `np.maximum.accumulate` never carries a maximum across owners."""
+    if len(values) == 0:
+        return values
+    base = int(values.min())
+    width = int(values.max()) - base + 1
+    if (int(owner[-1]) + 1) * width >= 2**62:
+        return pd.Series(values).groupby(owner).cummax().to_numpy()
+    lift = owner.astype(np.int64) * width
+    return np.maximum.accumulate(values - base + lift) - lift + base
 
 
 def _exact_ops(lc: Launches, calls: np.ndarray) -> np.ndarray:
@@ -234,27 +339,32 @@ def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     hi = np.where(ok, hi, 0)
     exact = _exact_calls(lc, ranges, lo, hi, ok)
 
-    def window_sum(values: np.ndarray) -> np.ndarray:
-        prefix = np.concatenate([[0], np.cumsum(values)])
-        return prefix[hi] - prefix[lo]
+    def window_sum(values: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        prefix = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=prefix[1:])
+        return prefix[b] - prefix[a]
 
-    first = _window_reduce(np.minimum, lc.first, lo, hi, I64_MAX)
-    last = _window_reduce(np.maximum, lc.last, lo, hi, I64_MIN)
-    gpu_ops = window_sum(lc.launch)
-    kernels = window_sum(lc.kernels)
-    kernel_sum = window_sum(lc.kernel_sum)
-    launch_ns = window_sum(lc.dur * lc.launch)
+    op_lo, op_hi = lc.op_ptr[lo], lc.op_ptr[hi]
+    kern = lc.op_kind == 0
+    launch_dur = np.where(lc.launch == 1, lc.end - lc.start, 0)
+    first = _window_reduce(np.minimum, lc.op_start, op_lo, op_hi, I64_MAX)
+    last = _window_reduce(np.maximum, lc.op_end, op_lo, op_hi, I64_MIN)
+    gpu_ops = window_sum(lc.launch, lo, hi)
+    kernels = window_sum(kern, op_lo, op_hi)
+    kernel_sum = window_sum(np.where(kern, lc.op_end - lc.op_start, 0), op_lo, op_hi)
+    launch_ns = window_sum(launch_dur, lo, hi)
     api_calls = hi - lo
     for i, calls in exact.items():
         launched = calls[lc.launch[calls] == 1]
-        first[i] = lc.first[launched].min(initial=I64_MAX)
-        last[i] = lc.last[launched].max(initial=I64_MIN)
+        ops = _exact_ops(lc, calls)
+        first[i] = lc.op_start[ops].min(initial=I64_MAX)
+        last[i] = lc.op_end[ops].max(initial=I64_MIN)
         gpu_ops[i] = len(launched)
-        kernels[i] = lc.kernels[calls].sum()
-        kernel_sum[i] = lc.kernel_sum[calls].sum()
-        launch_ns[i] = lc.dur[launched].sum()
+        kernels[i] = kern[ops].sum()
+        kernel_sum[i] = (lc.op_end[ops] - lc.op_start[ops])[kern[ops]].sum()
+        launch_ns[i] = launch_dur[launched].sum()
         api_calls[i] = len(calls)
-    busy = _union_lengths(lc, lc.op_ptr[lo], lc.op_ptr[hi])
+    busy = _union_lengths(lc, op_lo, op_hi)
     for i, calls in exact.items():
         ops = _exact_ops(lc, calls)
         busy[i] = _union_of_pairs(np.zeros(len(ops), np.int64), lc.op_start[ops], lc.op_end[ops], 1)[0]
@@ -276,26 +386,83 @@ def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     return out
 
 
+def _op_pairs(lc: Launches, ranges: pd.DataFrame) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """(range position, op position) for every op each range launched (rule above), in chunks of at most
+    PAIR_CHUNK pairs (a single bigger range alone), ranges in order; ranges recomputed exactly come last."""
+    lo, hi, ok = _windows(lc, ranges)
+    lo = np.where(ok, lo, 0)
+    hi = np.where(ok, hi, 0)
+    exact = _exact_calls(lc, ranges, lo, hi, ok)
+    op_lo, op_hi = lc.op_ptr[lo], lc.op_ptr[hi]
+    if exact:
+        listed = np.fromiter(exact, dtype=np.int64, count=len(exact))
+        op_hi[listed] = op_lo[listed]
+    ends = np.cumsum(op_hi - op_lo)
+    k = 0
+    while k < len(op_lo):
+        done = ends[k - 1] if k else 0
+        stop = max(k + 1, int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")))
+        owner, pos = _pairs(op_lo[k:stop], op_hi[k:stop])
+        if len(pos):
+            yield owner + k, pos
+        k = stop
+    for i, calls in exact.items():
+        pos = _exact_ops(lc, calls)
+        yield np.full(len(pos), i, dtype=np.int64), pos
+
+
 def range_ops(trace, ranges: pd.DataFrame) -> pd.DataFrame:
     """One row per (range, GPU op) the range launched (by the rule above): `range_id` and the columns of
-    `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward); reads every GPU op
-    once per trace."""
+    `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward; `op_totals` gives the
+    totals for any number of ranges without one row each); reads every GPU op once per trace."""
     ops = trace.gpu_ops()
     if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0 or len(ops) == 0:
         return pd.concat([pd.DataFrame({"range_id": pd.Series(dtype="int64")}), ops.iloc[:0]], axis=1)
     lc = launches(trace)
-    lo, hi, ok = _windows(lc, ranges)
-    lo = np.where(ok, lo, 0)
-    hi = np.where(ok, hi, 0)
-    owner, op_pos = _pairs(lc.op_ptr[lo], lc.op_ptr[hi])
-    exact = _exact_calls(lc, ranges, lo, hi, ok)
-    if exact:
-        keep = ~np.isin(owner, list(exact))
-        extra = [(np.full(len(p), i), p) for i, p in ((i, _exact_ops(lc, c)) for i, c in exact.items())]
-        owner = np.concatenate([owner[keep], *[e[0] for e in extra]])
-        op_pos = np.concatenate([op_pos[keep], *[e[1] for e in extra]])
-        order = np.argsort(owner, kind="stable")
-        owner, op_pos = owner[order], op_pos[order]
+    pairs = list(_op_pairs(lc, ranges))
+    owner = np.concatenate([o for o, _ in pairs]) if pairs else np.empty(0, np.int64)
+    op_pos = np.concatenate([p for _, p in pairs]) if pairs else np.empty(0, np.int64)
+    order = np.argsort(owner, kind="stable")
+    owner, op_pos = owner[order], op_pos[order]
     rows = ops.iloc[lc.op_rows[op_pos]].reset_index(drop=True)
     rows.insert(0, "range_id", ranges["range_id"].to_numpy(np.int64)[owner])
     return rows
+
+
+OP_TOTAL_COLUMNS = ["group", "kind", "name", "count", "duration_ns"]
+
+
+def op_totals(trace, ranges: pd.DataFrame, groups) -> pd.DataFrame:
+    """Per (group, kind, name): how many GPU ops the ranges launched (rule above; an op inside several of the
+    ranges counts once for each) and the sum of their durations — what a kernel breakdown needs, at any number of
+    ranges, without a row per (range, op).
+
+    `groups` labels each row of `ranges` (its phase, say; None is a label too). Columns: group, kind (Categorical
+    of "kernel" | "memcpy" | "memset" | "graph"), name (as `trace.gpu_ops()`), count, duration_ns; only
+    combinations that occur, in no particular order.
+    """
+    labels = np.asarray(groups, dtype=object)
+    if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+        return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("count", "duration_ns") else object)
+                             for c in OP_TOTAL_COLUMNS})
+    group_codes, group_names = pd.factorize(labels, use_na_sentinel=False)
+    lc = launches(trace)
+    n_kind, n_name = len(OP_KINDS), max(len(lc.op_names), 1)
+    size = len(group_names) * n_kind * n_name
+    count = np.zeros(size, dtype=np.int64)
+    total = np.zeros(size, dtype=np.int64)
+    for owner, pos in _op_pairs(lc, ranges):
+        key = (group_codes[owner] * n_kind + lc.op_kind[pos]) * n_name + lc.op_name[pos]
+        count += np.bincount(key, minlength=size)
+        # Chunked sums stay far below 2**53, where float64 weights would round.
+        total += np.bincount(key, weights=lc.op_end[pos] - lc.op_start[pos], minlength=size).astype(np.int64)
+    key = np.flatnonzero(count)
+    g, rest = np.divmod(key, n_kind * n_name)
+    kind, name = np.divmod(rest, n_name)
+    return pd.DataFrame({
+        "group": np.asarray(group_names, dtype=object)[g],
+        "kind": pd.Categorical.from_codes(kind, categories=OP_KINDS),
+        "name": pd.Categorical.from_codes(name, categories=lc.op_names),
+        "count": count[key],
+        "duration_ns": total[key],
+    })

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pandas.api.types import union_categoricals
 
-from .columns import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_ints
+from .columns import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_columns
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
@@ -38,8 +38,9 @@ class Col:
     kind: str = "int"
 
 
-def _read(trace, table: str, cols: list[Col]) -> pd.DataFrame:
-    """`cols` of `table` in rowid order (so separate reads of one table line up row by row)."""
+def _read_arrays(trace, table: str, cols: list[Col], out: dict | None = None) -> dict:
+    """`cols` of `table` in rowid order (so separate reads of one table line up row by row), as arrays; `out`
+    maps some `int` columns to arrays of the table's row count to fill (see `read_columns`)."""
     present = set(trace.columns(table))
     exprs = []
     for c in cols:
@@ -49,16 +50,15 @@ def _read(trace, table: str, cols: list[Col]) -> pd.DataFrame:
             exprs.append(f"coalesce({c.sql}, 0)")
         else:
             exprs.append(f"coalesce({c.sql}, {NULL_INT})")
-    if trace.rows(table):
-        with trace.reading() as conn:
-            data = read_ints(conn, f"SELECT {', '.join(exprs)} FROM {table} ORDER BY rowid", len(cols))
-    else:
-        data = np.empty((0, len(cols)), dtype=np.int64)
-    out = {}
-    for j, c in enumerate(cols):
-        v = data[:, j]
-        out[c.out] = v if c.kind == "int" else nullable(v) if c.kind == "nint" else categorical(v, trace.strings())
-    return pd.DataFrame(out)
+    data = read_columns(trace, table, exprs, out=[(out or {}).get(c.out) for c in cols])
+    result = {}
+    for c, v in zip(cols, data):
+        result[c.out] = v if c.kind == "int" else nullable(v) if c.kind == "nint" else categorical(v, trace.strings())
+    return result
+
+
+def _read(trace, table: str, cols: list[Col]) -> pd.DataFrame:
+    return pd.DataFrame(_read_arrays(trace, table, cols))
 
 
 def _times(frame: pd.DataFrame) -> pd.DataFrame:
@@ -198,22 +198,53 @@ def read_graph_launches(trace) -> pd.DataFrame:
 
 
 TIME_COLUMNS = [Col("start_ns", "start"), Col("end_ns", "end"), Col("correlation_id", "correlationId")]
+OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
+OP_TABLES = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
 
 
-def api_times(trace) -> pd.DataFrame:
-    """Just what the projection needs of the API calls, row for row as `read_api`: start_ns, end_ns,
-    correlation_id, global_tid (4 values per row instead of 6: reading is the cost on big exports)."""
+def api_times(trace) -> dict[str, np.ndarray]:
+    """Just what the projection needs of the API calls, row for row as `read_api`, as arrays: start_ns, end_ns,
+    correlation_id, global_tid (4 values per row instead of 6, and no frame: reading is the cost on big exports)."""
     cols = [*TIME_COLUMNS, Col("global_tid", "globalTid")]
-    parts = [_read(trace, RUNTIME, cols)] + ([_read(trace, DRIVER, cols)] if trace.has_table(DRIVER) else [])
-    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+    parts = [_read_arrays(trace, RUNTIME, cols)] + ([_read_arrays(trace, DRIVER, cols)] if trace.has_table(DRIVER) else [])
+    return parts[0] if len(parts) == 1 else {c.out: np.concatenate([p[c.out] for p in parts]) for c in cols}
 
 
-def op_times(trace) -> pd.DataFrame:
-    """Just what the projection needs of the GPU ops, row for row as `gpu_ops`: kernel (bool), start_ns,
-    end_ns, correlation_id, global_pid."""
-    cols = [*TIME_COLUMNS, Col("global_pid", "globalPid")]
-    parts = [_read(trace, t, cols).assign(kernel=t == KERNEL) for t in (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)]
-    return pd.concat(parts, ignore_index=True)
+def op_times(trace) -> dict:
+    """Just what an analysis needs of the GPU ops, row for row as `gpu_ops`, as arrays: kind (int8 codes into
+    OP_KINDS), name (Categorical, as `gpu_ops`), start_ns, end_ns, correlation_id, global_pid."""
+    return _op_columns(trace, [*TIME_COLUMNS, Col("global_pid", "globalPid")])
+
+
+def _op_columns(trace, common: list[Col]) -> dict:
+    # The tables' rows go straight into one array per column (no concatenation of per-table copies).
+    sizes = [trace.rows(t) for t in OP_TABLES]
+    whole = {c.out: np.empty(sum(sizes), np.int64) for c in common}
+    at = np.concatenate([[0], np.cumsum(sizes)])
+    into = [{name: arr[at[i]:at[i + 1]] for name, arr in whole.items()} for i in range(len(OP_TABLES))]
+    k = _read_arrays(trace, KERNEL, [*common, Col("name", "shortName", "sid")], into[0])
+    m = _read_arrays(trace, MEMCPY, [*common, Col("copy_kind", "copyKind", "nint")], into[1])
+    z = _read_arrays(trace, MEMSET, common, into[2])
+    g = _read_arrays(trace, GRAPH_TRACE, [*common, Col("graph_id", "graphId")], into[3])
+    labels = _memcpy_labels(trace)
+    kinds = m["copy_kind"].to_numpy(dtype=np.int64, na_value=NULL_INT)
+    copy_names = {int(c): f"[CUDA memcpy {labels.get(int(c), str(int(c)))}]" for c in pd.unique(kinds)}
+    names = union_categoricals(
+        [
+            k["name"],
+            categorical(kinds, copy_names),
+            categorical_values(np.full(len(z["start_ns"]), "[CUDA memset]", dtype=object)),
+            categorical_values(np.array([f"[CUDA graph {i}]" for i in g["graph_id"].tolist()], dtype=object)),
+        ],
+        ignore_order=True,
+    )
+    parts = (k, m, z, g)
+    out = {
+        "kind": np.repeat(np.arange(len(OP_KINDS), dtype=np.int8), [len(p["start_ns"]) for p in parts]),
+        "name": names,
+    }
+    out.update(whole)
+    return out
 
 
 GPU_OP_COLUMNS = [
@@ -238,35 +269,8 @@ def gpu_ops(trace) -> pd.DataFrame:
         Col("correlation_id", "correlationId"),
         Col("global_pid", "globalPid"),
     ]
-    k = _read(trace, KERNEL, [*common, Col("name", "shortName", "sid")])
-    m = _read(trace, MEMCPY, [*common, Col("copy_kind", "copyKind", "nint")])
-    z = _read(trace, MEMSET, common)
-    g = _read(trace, GRAPH_TRACE, [*common, Col("graph_id", "graphId")])
-    labels = _memcpy_labels(trace)
-    kinds = m["copy_kind"].to_numpy(dtype=np.int64, na_value=NULL_INT)
-    copy_names = {int(c): f"[CUDA memcpy {labels.get(int(c), str(int(c)))}]" for c in np.unique(kinds)}
-    names = union_categoricals(
-        [
-            k["name"].array,
-            categorical(kinds, copy_names),
-            categorical_values(np.full(len(z), "[CUDA memset]", dtype=object)),
-            categorical_values(np.array([f"[CUDA graph {i}]" for i in g["graph_id"].tolist()], dtype=object)),
-        ],
-        ignore_order=True,
-    )
-    parts = (k, m, z, g)
-    kind_codes = np.repeat(np.arange(4, dtype=np.int8), [len(p) for p in parts])
-    frame = pd.DataFrame(
-        {
-            "kind": pd.Categorical.from_codes(kind_codes, categories=["kernel", "memcpy", "memset", "graph"]),
-            "name": names,
-        }
-    )
-    for col in GPU_OP_COLUMNS[2:]:
-        if col == "duration_ns":
-            frame[col] = frame["end_ns"] - frame["start_ns"]
-        elif col == "pid":
-            frame[col] = decode_pid(frame["global_pid"].to_numpy())
-        else:
-            frame[col] = np.concatenate([p[col].to_numpy(np.int64) for p in parts])
-    return frame
+    cols = _op_columns(trace, common)
+    cols["kind"] = pd.Categorical.from_codes(cols["kind"], categories=OP_KINDS)
+    cols["duration_ns"] = cols["end_ns"] - cols["start_ns"]
+    cols["pid"] = decode_pid(cols["global_pid"])
+    return pd.DataFrame({c: cols[c] for c in GPU_OP_COLUMNS})

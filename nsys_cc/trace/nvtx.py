@@ -36,14 +36,11 @@ import pandas as pd
 from .columns import (
     NULL_INT,
     PID_FIELD_MASK,
-    categorical,
     categorical_values,
     decode_pid,
     decode_tid,
     nullable,
-    read_floats,
-    read_ints,
-    read_objects,
+    read_columns,
 )
 from .nesting import NO_PARENT, nest
 
@@ -88,22 +85,23 @@ def read_ranges(trace) -> pd.DataFrame:
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
+    columns = read_columns(
+        trace,
+        "NVTX_EVENTS",
+        [
+            "rowid", "start", f"coalesce(end, {NULL_INT})", "eventType", "coalesce(globalTid, 0)",
+            f"coalesce(endGlobalTid, {NULL_INT})", f"coalesce(textId, {NULL_INT})", f"coalesce(domainId, {NULL_INT})",
+            f"coalesce(category, {NULL_INT})", f"{any_payload} IS NOT NULL", f"coalesce(CAST({any_payload} AS REAL), 0.0)",
+            "text",
+        ],
+        where=_WHERE,
+        floats=(10,),
+        texts=(11,),
+    )
+    rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
+    if len(rowid) == 0:
+        return empty_ranges()
     with trace.reading() as conn:
-        ints = read_ints(
-            conn,
-            f"""SELECT rowid, start, coalesce(end, {NULL_INT}), eventType, coalesce(globalTid, 0),
-                       coalesce(endGlobalTid, {NULL_INT}), coalesce(textId, {NULL_INT}),
-                       coalesce(domainId, {NULL_INT}), coalesce(category, {NULL_INT}),
-                       {any_payload} IS NOT NULL
-                FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid""",
-            10,
-        )
-        if len(ints) == 0:
-            return empty_ranges()
-        values = read_floats(
-            conn, f"SELECT coalesce(CAST({any_payload} AS REAL), 0.0) FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid", 1
-        )[:, 0]
-        text = read_objects(conn, f"SELECT text FROM NVTX_EVENTS WHERE {_WHERE} ORDER BY rowid")
         last_start, last_end = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
         trace_end = (
             conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
@@ -111,7 +109,6 @@ def read_ranges(trace) -> pd.DataFrame:
             else None
         )
         domains = _domains(conn, trace)
-    rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload = ints.T
 
     no_end = end == NULL_INT
     capture_end = max(v for v in (last_start, last_end) if v is not None)
@@ -151,13 +148,22 @@ def read_ranges(trace) -> pd.DataFrame:
     return frame
 
 
-def _names(trace, text_id: np.ndarray, text: np.ndarray) -> pd.Categorical:
-    raw = text
-    if (text_id != NULL_INT).any():
-        registered = np.asarray(categorical(text_id, trace.strings()), dtype=object)
-        raw = np.where(pd.isna(registered), text, registered)
-    codes, uniq = pd.factorize(raw)
-    return _from_labels(codes, [u[1:] if u.startswith(":") and not u.startswith("::") else u for u in uniq])
+def _names(trace, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+    """The registered string of `text_id` when StringIds has it, else the inline text; worked out once per
+    distinct (id, text) pair, not once per row."""
+    text_codes, text_values = text
+    strings = trace.strings() if (text_id != NULL_INT).any() else {}
+    ids, id_codes = np.unique(text_id, return_inverse=True)
+    registered = [strings.get(int(i)) for i in ids]
+    # Key per row: the registered string's position among `ids` when found, else len(ids) + the text's code.
+    found = np.array([r is not None for r in registered], dtype=bool)
+    key = np.where(found[id_codes], id_codes, len(ids) + text_codes)
+    key = np.where((key >= len(ids)) & (text_codes < 0), -1, key)
+    labels = [*registered, *text_values.tolist()]
+    keys, codes = np.unique(key, return_inverse=True)
+    names = [None if k < 0 else labels[k] for k in keys.tolist()]
+    return _from_labels(codes, [None if u is None else u[1:] if u.startswith(":") and not u.startswith("::") else u
+                                for u in names])
 
 
 def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:

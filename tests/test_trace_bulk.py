@@ -1,0 +1,103 @@
+"""The two bulk-read engines (Arrow through ADBC's SQLite driver, and the stdlib cursor) give identical frames.
+
+Oracles: the stdlib engine (the reader's original path, itself checked against raw SQL and nsys stats in the other
+tests) on every real fixture and public trace, plus a generated export with CUDA graphs, read whole and split into
+rowid ranges on parallel threads; and odd values the Arrow engine refuses (it must fall back, not fail).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nsys_cc.analysis.projection import op_totals, project, range_ops
+from nsys_cc.trace import columns, open_trace
+
+from conftest import FIXTURES, PUBLIC, REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+import generate  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not columns.arrow_available(), reason="Arrow engine not installed")
+
+ACCESSORS = ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches", "gpu_ops")
+
+
+def _files() -> list[Path]:
+    files = sorted(FIXTURES.glob("*/*.sqlite"))
+    if PUBLIC.is_dir():
+        files += sorted(PUBLIC.glob("*.sqlite"))
+    return files
+
+
+@pytest.fixture(scope="module")
+def graphs_export(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("bulk") / "graphs.sqlite"
+    return generate.write(generate.Shape(kernels=3_000, seed=5, graphs=True, layer_ranges=True), path, quiet=True)
+
+
+def _frames(path: Path, monkeypatch, engine: str) -> dict[str, pd.DataFrame]:
+    monkeypatch.setenv(columns.ENGINE_ENV, engine)
+    with open_trace(path) as trace:
+        frames = {name: getattr(trace, name)() for name in ACCESSORS}
+        frames["projection"] = project(trace)
+    return frames
+
+
+def _assert_same(path: Path, monkeypatch) -> None:
+    arrow = _frames(path, monkeypatch, "arrow")
+    stdlib = _frames(path, monkeypatch, "stdlib")
+    for name in arrow:
+        pd.testing.assert_frame_equal(arrow[name], stdlib[name], check_categorical=False, obj=f"{path.name}: {name}")
+        for col in arrow[name].select_dtypes("category"):  # same labels row by row, whatever the category order
+            assert arrow[name][col].astype(object).equals(stdlib[name][col].astype(object)), (path.name, name, col)
+
+
+@pytest.mark.parametrize("path", _files(), ids=lambda p: p.name)
+def test_engines_agree_on_real_exports(path, monkeypatch):
+    _assert_same(path, monkeypatch)
+
+
+def test_engines_agree_when_tables_are_split_across_threads(graphs_export, monkeypatch):
+    monkeypatch.setattr(columns, "PART_ROWS", 500)
+    monkeypatch.setattr(columns, "_workers", lambda: 3)
+    queries = []
+    batches = columns._arrow_batches
+    monkeypatch.setattr(columns, "_arrow_batches", lambda uri, sql: queries.append(sql) or batches(uri, sql))
+    _assert_same(graphs_export, monkeypatch)
+    kernel_parts = [q for q in queries if "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >=" in q]
+    assert len(kernel_parts) >= 3 and len(kernel_parts) % 3 == 0
+
+
+def test_values_of_another_type_fall_back_to_the_stdlib_cursor(tmp_path, monkeypatch):
+    """The Arrow driver types a column from its first rows and refuses a later REAL or TEXT value; the read must
+    then give what the stdlib cursor gives, not an error."""
+    path = tmp_path / "odd.sqlite"
+    shutil.copy(FIXTURES / "vllm" / "tiny-llama-target.sqlite", path)
+    con = sqlite3.connect(path)
+    last = con.execute("SELECT max(rowid) FROM NVTX_EVENTS WHERE eventType = 59").fetchone()[0]
+    con.execute("UPDATE NVTX_EVENTS SET category = 2.5, text = 'inline' WHERE rowid = ?", (last,))
+    con.commit()
+    con.close()
+    _assert_same(path, monkeypatch)
+    monkeypatch.setenv(columns.ENGINE_ENV, "arrow")
+    with open_trace(path) as trace:
+        assert trace.nvtx_ranges()["category"].iloc[-1] == 2  # the stdlib cursor's reading of 2.5 as int64
+
+
+def test_op_totals_match_range_ops(graphs_export):
+    with open_trace(graphs_export) as trace:
+        ranges = trace.nvtx_ranges()
+        groups = ranges["name"].astype(object).to_numpy()
+        totals = op_totals(trace, ranges, groups)
+        rows = range_ops(trace, ranges)
+    rows["group"] = rows["range_id"].map(dict(zip(ranges["range_id"], groups)))
+    want = rows.groupby(["group", "kind", "name"], observed=True)["duration_ns"].agg(["count", "sum"])
+    got = totals.set_index(["group", "kind", "name"])[["count", "duration_ns"]].rename(columns={"duration_ns": "sum"})
+    pd.testing.assert_frame_equal(got.sort_index(), want.sort_index(), check_index_type=False, check_dtype=False)
+    assert totals["count"].sum() == len(rows) > 3_000  # nested ranges count an op once per enclosing range
