@@ -49,8 +49,10 @@ def test_cuda_graphs_cpu_settings_and_extra_vllm_options():
 
 
 def test_environment_turns_the_plugin_on_and_respects_the_users_settings():
-    env = commands.bench_env(BenchOptions(warmup_iters=3), gpu=False, environ={"VLLM_CPU_KVCACHE_SPACE": "8"})
-    assert env == {"NSYS_CC_PLUGIN": "1", "NSYS_CC_WARMUP_ITERS": "3", "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+    env = commands.bench_env(BenchOptions(warmup_iters=3), gpu=False,
+                             environ={"VLLM_CPU_KVCACHE_SPACE": "8", "OMP_NUM_THREADS": "2"})
+    assert env == {"NSYS_CC_PLUGIN": "1", "NSYS_CC_WARMUP_ITERS": "3", "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+                   "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
     gpu = commands.bench_env(BenchOptions(), gpu=True, environ={})
     assert gpu["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu
 
