@@ -94,9 +94,9 @@ def _text_table(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     cells = [[str(v) for v in row] for row in df.itertuples(index=False)]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths))
+    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
     rule = "  ".join("-" * w for w in widths)
-    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
     return "\n".join([line, rule, *body])
 
 
