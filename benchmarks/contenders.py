@@ -93,18 +93,19 @@ def main(argv: list[str]) -> None:
 
     if name == "reader":
         import nsys_cc.trace  # noqa: F401
+    base = _status_mib("VmRSS")
     t0 = time.perf_counter()
     info = run()
     seconds = time.perf_counter() - t0
-    print(json.dumps({"seconds": seconds, "peak_rss_mib": peak_rss_mib(), **info}))
+    print(json.dumps({"seconds": seconds, "peak_rss_mib": _status_mib("VmHWM"), "imports_rss_mib": base, **info}))
 
 
-def peak_rss_mib() -> float:
-    """This process's peak resident memory since it started its program (VmHWM; `ru_maxrss` would also count
-    the pages the process had before exec, i.e. a copy of the parent's)."""
+def _status_mib(field: str) -> float:
+    """A memory figure of this process: VmHWM is the peak since it started its program (`ru_maxrss` would also
+    count the pages it had before exec, i.e. a copy of the parent's); VmRSS is the present one."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 

@@ -9,10 +9,11 @@ Shape (one process, three threads; times in ns on one timeline):
 - main thread: `nsys_cc:warmup` (first iteration) / `nsys_cc:iteration` push/pop ranges (payload = batch),
   each around `output_len` forwards: one prefill, then decodes. Each forward is a `model_executable()` range
   (registered string, payload = tokens scheduled) around: 2 host-to-device `cudaMemcpyAsync`, one
-  `cudaMemsetAsync`, 50 kernel launches (embedding; per layer — each in a `layer_<i>` range with inline text, as
-  `torch.cuda.nvtx` writes — norm, QKV GEMM, rotary, KV-cache write, attention, O GEMM, norm, gate/up GEMM,
-  SiLU·mul, down GEMM with one `cudaStreamIsCapturing`; final norm, LM head, sampling kernels), a device-to-host
-  copy of the sampled tokens and a `cudaStreamSynchronize` that returns when the GPU is done. About 25 kernel
+  `cudaMemsetAsync`, 50 kernel launches (embedding; per layer — norm, QKV GEMM, rotary, KV-cache write,
+  attention, O GEMM, norm, gate/up GEMM, SiLU·mul, down GEMM with one `cudaStreamIsCapturing`, and with
+  `layer_ranges=True` all in a `layer_<i>` range with inline text, as `torch.cuda.nvtx` writes; final norm,
+  LM head, sampling kernels), a device-to-host
+  copy of the sampled tokens and a `cudaStreamSynchronize` that returns when the GPU is done. 25 kernel
   names (GEMMs differ between prefill and decode).
 - with `graphs=True`, decode forwards replay a CUDA graph instead (node-level tracing, as nsys 2022.4 records
   it): one `cudaGraphLaunch` whose 43 kernels carry its correlationId and a graphNodeId; sampling stays eager.
@@ -23,7 +24,7 @@ Shape (one process, three threads; times in ns on one timeline):
 GPU work is queued on one stream in launch order (a kernel starts once launched and the previous one ended),
 so decode is launch-bound and prefill GPU-bound, as in real serving.
 
-CLI: `python benchmarks/generate.py --kernels 1000000 [--seed 0] [--graphs] [--layers 4] [-o FILE]`.
+CLI: `python benchmarks/generate.py --kernels 1000000 [--seed 0] [--graphs] [--layer-ranges] [--layers 4] [-o FILE]`.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ PROJECTION_COLUMNS = [
 ]
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
-# Upper bound on (range, op) pairs held in memory at once while computing union lengths.
+# Upper bound on (range, op) pairs held in memory at once (union lengths, op totals).
 PAIR_CHUNK = 1_000_000
 
 
