@@ -64,14 +64,16 @@ def test_engines_agree_on_real_exports(path, monkeypatch):
 
 
 def test_engines_agree_when_tables_are_split_across_threads(graphs_export, monkeypatch):
-    monkeypatch.setattr(columns, "PART_ROWS", 500)
+    monkeypatch.setattr(columns, "PART_ROWS", 50)
     monkeypatch.setattr(columns, "_workers", lambda: 3)
     queries = []
     batches = columns._arrow_batches
     monkeypatch.setattr(columns, "_arrow_batches", lambda uri, sql: queries.append(sql) or batches(uri, sql))
     _assert_same(graphs_export, monkeypatch)
     kernel_parts = [q for q in queries if "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >=" in q]
+    nvtx_parts = [q for q in queries if "FROM NVTX_EVENTS WHERE rowid >=" in q]
     assert len(kernel_parts) >= 3 and len(kernel_parts) % 3 == 0
+    assert len(nvtx_parts) >= 3 and len(nvtx_parts) % 3 == 0  # ranges with names and a WHERE, split too
 
 
 def test_values_of_another_type_fall_back_to_the_stdlib_cursor(tmp_path, monkeypatch):

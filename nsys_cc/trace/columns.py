@@ -170,7 +170,22 @@ def _read_arrow(trace, table, exprs, kinds, where, rows, dests) -> list:
     lo, hi = _rowids(trace, table)
     if where is None and "text" not in kinds and hi - lo + 1 == rows:
         return _stream_arrow(trace, table, exprs, kinds, lo, rows, dests)
-    return _collect_arrow(trace, table, exprs, kinds, where)
+    return _collect_arrow(trace, table, exprs, kinds, where, _parts(lo, hi + 1))
+
+
+def _parts(first: int, stop: int) -> list[tuple[int, int]]:
+    """[first, stop) rowids cut into as many ranges as there are cores, each of at least PART_ROWS rowids."""
+    parts = max(1, min(_workers(), -(-(stop - first) // PART_ROWS)))
+    step = -(-(stop - first) // parts)
+    return [(first + k * step, min(stop, first + (k + 1) * step)) for k in range(parts)]
+
+
+def _in_parallel(work, items: list) -> list:
+    """`work` over `items`, on one thread per item when there are several; results in order."""
+    if len(items) == 1:
+        return [work(items[0])]
+    with ThreadPoolExecutor(len(items)) as pool:
+        return list(pool.map(work, items))
 
 
 def _stream_arrow(trace, table, exprs, kinds, lo: int, rows: int, dests) -> list:
@@ -179,9 +194,6 @@ def _stream_arrow(trace, table, exprs, kinds, lo: int, rows: int, dests) -> list
     driver's buffers are reused batch after batch instead of piling up)."""
     out = [d if d is not None else np.empty(rows, np.float64 if k == "float" else np.int64)
            for d, k in zip(dests, kinds)]
-    parts = min(_workers(), -(-rows // PART_ROWS))
-    step = -(-rows // parts)
-    bounds = [(lo + k * step, lo + min(rows, (k + 1) * step)) for k in range(parts)]
     uri = _uri(trace)
 
     def read(bound: tuple[int, int]) -> None:
@@ -196,16 +208,13 @@ def _stream_arrow(trace, table, exprs, kinds, lo: int, rows: int, dests) -> list
         if at != stop - lo:
             raise ValueError(f"{table}: rowids {first}–{stop - 1} gave {at - (first - lo)} rows")
 
-    if parts == 1:
-        read(bounds[0])
-    else:
-        with ThreadPoolExecutor(parts) as pool:
-            list(pool.map(read, bounds))
+    _in_parallel(read, _parts(lo, lo + rows))
     return out
 
 
-def _collect_arrow(trace, table, exprs, kinds, where) -> list:
-    """Rows chosen by `where`, or text columns: the whole result as Arrow, then converted (NVTX-sized reads)."""
+def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int]]) -> list:
+    """Rows chosen by `where`, or text columns: the result as Arrow batches (each rowid range on its own thread),
+    then converted column by column (NVTX-sized reads)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -214,7 +223,13 @@ def _collect_arrow(trace, table, exprs, kinds, where) -> list:
     sql_exprs = []
     for e, k in zip(exprs, kinds):
         sql_exprs += [f"coalesce({e}, '')", f"({e}) IS NULL"] if k == "text" else [e]
-    batches = list(_arrow_batches(_uri(trace), _sql(table, sql_exprs, where)))
+    uri = _uri(trace)
+
+    def read(bound: tuple[int, int]) -> list:
+        cond = f"rowid >= {bound[0]} AND rowid < {bound[1]}" + (f" AND ({where})" if where else "")
+        return list(_arrow_batches(uri, _sql(table, sql_exprs, cond)))
+
+    batches = [b for part in _in_parallel(read, parts) for b in part]
     out: list = []
     j = 0
     for k in kinds:
