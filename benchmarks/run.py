@@ -264,15 +264,16 @@ def summarise(results: list[dict]) -> dict:
 
 
 def fmt_s(entry: dict | None) -> str:
+    """A contender's time for the table, with its unit; "–" when it did not run."""
     if not entry:
         return "–"
     if entry.get("skipped"):
-        return f"> {entry['seconds']:.0f} (not run)"
+        return f"not run (> {entry['seconds']:.0f} s at a smaller size)"
     if entry.get("timed_out"):
-        return f"> {entry['seconds']:.0f}"
+        return f"> {entry['seconds']:.0f} s (stopped)"
     if entry.get("error"):
         return "failed"
-    return f"{entry['seconds']:.2f}" if entry["seconds"] < 100 else f"{entry['seconds']:.0f}"
+    return f"{entry['seconds']:.2f} s" if entry["seconds"] < 100 else f"{entry['seconds']:.0f} s"
 
 
 def markdown(results: list[dict], goals: dict, info: dict, args) -> str:
@@ -293,8 +294,8 @@ def markdown(results: list[dict], goals: dict, info: dict, args) -> str:
         rss = [f"{r[k]['rss_mib']:.0f} MiB" if k in r and r[k]["rss_mib"] == r[k]["rss_mib"] else "–"
                for k in (*CONTENDERS, "nsys")]
         lines.append(
-            f"| {r['kernels']:,} | {c['api']:,} | {c['nvtx']:,} | {r['mib']:.0f} MiB | {fmt_s(r.get('raw'))} s | "
-            f"{fmt_s(r.get('reader'))} s | {fmt_s(r.get('analyze'))} s | {fmt_s(r.get('nsys'))} s | "
+            f"| {r['kernels']:,} | {c['api']:,} | {c['nvtx']:,} | {r['mib']:.0f} MiB | {fmt_s(r.get('raw'))} | "
+            f"{fmt_s(r.get('reader'))} | {fmt_s(r.get('analyze'))} | {fmt_s(r.get('nsys'))} | "
             + " | ".join(rss) + " |"
         )
     lines.append("")
@@ -386,7 +387,7 @@ def main(argv: list[str] | None = None) -> int:
             entry["nsys"] = nsys_stats(nsys, path, args.nsys_timeout, RESULTS)
             if entry["nsys"]["timed_out"]:
                 nsys_stopped_at = n
-            print(f"[bench] {n:,} kernels, nsys stats: {fmt_s(entry['nsys'])} s", file=sys.stderr, flush=True)
+            print(f"[bench] {n:,} kernels, nsys stats: {fmt_s(entry['nsys'])}", file=sys.stderr, flush=True)
             if "csv" in entry["nsys"]:
                 try:
                     entry["check"] = compare_with_nsys(path, entry["nsys"]["csv"], args.check_rows, args.seed)
