@@ -133,15 +133,17 @@ def contender(name: str, path: Path, draft: Path) -> dict:
 def nsys_stats(nsys: str, path: Path, timeout: float, workdir: Path) -> dict:
     """nsys stats on `path`; its CSV is kept in `workdir` (benchmarks/results/)."""
     prefix = workdir / f"nsys-{path.stem}"
+    csv_path = Path(f"{prefix}_nvtxgpuproj.csv")
+    csv_path.unlink(missing_ok=True)  # nsys stats refuses to overwrite a report
     cmd = [nsys, "stats", "--report", "nvtxgpuproj", "--format", "csv", "--output", str(prefix), str(path)]
     r = run_process(cmd, timeout)
     result = {"seconds": r["wall"], "wall": r["wall"], "rss_mib": r["rss_mib"], "timed_out": r["timed_out"],
               "rc": r["rc"]}
-    csv_path = Path(f"{prefix}_nvtxgpuproj.csv")
     if not r["timed_out"] and r["rc"] == 0 and csv_path.exists():
         result["csv"] = str(csv_path)
     elif not r["timed_out"]:
-        result["error"] = r["stderr"][-500:]
+        result["error"] = (r["stderr"] + r["stdout"])[-500:]
+        print(f"nsys stats failed (rc {r['rc']}): {result['error']}", file=sys.stderr)
     return result
 
 
