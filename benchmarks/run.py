@@ -247,7 +247,7 @@ def summarise(results: list[dict]) -> dict:
     goals["rss_analyze_over_raw"] = big["analyze"]["rss_mib"] / big["raw"]["rss_mib"]
     goals["rss_imports"] = {n: big[n]["imports_rss_mib"] for n in CONTENDERS}
     small = min(ok, key=lambda r: r["kernels"])
-    if "nsys" in small:
+    if "nsys" in small and "error" not in small["nsys"]:
         n = small["nsys"]
         goals["nsys_kernels"] = small["kernels"]
         goals["nsys_over_analyze"] = n["seconds"] / small["analyze"]["seconds"]
