@@ -62,3 +62,16 @@ def test_gpu_spans_and_c_agree_with_nsys_stats(public_dir, nsys_proj):
     # a GPU trace gets every metric, and the kernel breakdown covers the forwards' kernels
     assert set(res.coefficients["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
     assert not res.kernels.empty and set(res.kernels["model"]) == {m.name for m in res.models}
+
+
+def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
+    a, b = (nsys_proj[n] for n in PAIR)
+    name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
+    res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
+    text = res.diagnosis.iloc[0]["diagnosis"]
+    assert any(word in text for word in ("launch-bound", "GPU-bound"))
+    assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
+    # the busy share quoted is the draft's median GPU busy over its median wall time
+    draft = res.drafts[0].kept
+    share = np.median(draft["gpu_busy_ns"].dropna()) / np.median(draft["wall_ns"])
+    assert f"({share:.0%})" in text

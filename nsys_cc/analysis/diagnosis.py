@@ -5,7 +5,8 @@ Per draft (decode phase when there is one, else `all`), from the medians of the 
   forward: kernel launches and Python dominate), 50–80 % "partly launch-bound", from 80 % "GPU-bound".
 - kernels per forward, draft against target: a draft that launches about as many kernels as its target pays about
   the same launch cost, whatever its size.
-- the kernel category whose time per forward differs most between target and draft.
+- the kernel category whose time per forward differs most between target and draft, every category's time per
+  forward for both, and the draft's top kernels by time per forward.
 """
 
 from __future__ import annotations
@@ -46,10 +47,26 @@ def _category_delta(result: "CostCoefficientResult", draft: str, phase: str) -> 
     both["saved"] = both["target"] - both["draft"]
     top = both["draft"].idxmax()
     most = both["saved"].idxmax()
+    per_cat = ", ".join(f"{cat} {row.draft:.3f} vs {row.target:.3f}"
+                        for cat, row in both.sort_values("target", ascending=False).iterrows())
     return (
         f"its largest category is {top} ({both.at[top, 'draft']:.3f} ms per forward vs {both.at[top, 'target']:.3f} ms "
-        f"for the target); the draft saves most in {most} ({both.at[most, 'saved']:.3f} ms per forward)"
+        f"for the target); the draft saves most in {most} ({both.at[most, 'saved']:.3f} ms per forward); "
+        f"per category, draft vs target ms per forward: {per_cat}"
     )
+
+
+def _top_kernels(result: "CostCoefficientResult", draft: str, phase: str, n: int = 3) -> str | None:
+    k = result.kernels
+    if k.empty:
+        return None
+    sub = k[(k["model"] == draft) & (k["phase"] == phase)].nlargest(n, "time_per_forward_ms")
+    if sub.empty:
+        return None
+    return "Top kernels: " + "; ".join(
+        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_us:.1f} µs = "
+        f"{r.time_per_forward_ms:.3f} ms per forward)" for r in sub.itertuples()
+    ) + "."
 
 
 def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -> str:
@@ -57,8 +74,9 @@ def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -
     wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
     busy, span = _median(d, phase, "gpu_busy_ns"), _median(d, phase, "gpu_span_ns")
     if not (d.has_cuda and t.has_cuda) or np.isnan(busy) or np.isnan(_median(t, phase, "gpu_busy_ns")):
-        why = ("CPU-only trace(s)" if not (d.has_cuda and t.has_cuda)
-               else "the forward ranges launched no GPU work on their own threads")
+        cpu_only = [m.name for m in (t, d) if not m.has_cuda and "no CUDA tables" in m.gpu_note]
+        why = (f"CPU-only trace ({', '.join(cpu_only)})" if cpu_only
+               else "no GPU work launched inside the forward ranges on their own threads")
         return (
             f"{phase}: {why}, wall-clock time only: median forward {wall_d / 1e6:.3f} ms vs "
             f"{wall_t / 1e6:.3f} ms for the target (c = {wall_d / wall_t:.3g})."
@@ -81,6 +99,9 @@ def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -
     delta = _category_delta(result, d.name, phase)
     if delta:
         parts.append(delta[0].upper() + delta[1:] + ".")
+    top = _top_kernels(result, d.name, phase)
+    if top:
+        parts.append(top)
     return " ".join(parts)
 
 
