@@ -72,6 +72,6 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     assert any(word in text for word in ("launch-bound", "GPU-bound"))
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
     # the busy share quoted is the draft's median GPU busy over its median wall time
-    draft = res.drafts[0].kept
+    draft = res.drafts[0].phase_rows(res.diagnosis.iloc[0]["phase"])
     share = np.median(draft["gpu_busy_ns"].dropna()) / np.median(draft["wall_ns"])
     assert f"({share:.0%})" in text
