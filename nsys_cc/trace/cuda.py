@@ -104,6 +104,18 @@ def read_api(trace) -> pd.DataFrame:
     return frame
 
 
+# The columns every CUPTI GPU-activity table (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE) starts with.
+GPU_ACTIVITY = (
+    Col("start_ns", "start"),
+    Col("end_ns", "end"),
+    Col("device_id", "deviceId"),
+    Col("context_id", "contextId"),
+    Col("stream_id", "streamId"),
+    Col("correlation_id", "correlationId"),
+    Col("global_pid", "globalPid"),
+)
+
+
 def read_kernels(trace) -> pd.DataFrame:
     """GPU kernels (CUPTI_ACTIVITY_KIND_KERNEL).
 
@@ -113,13 +125,7 @@ def read_kernels(trace) -> pd.DataFrame:
     static_shared_memory, dynamic_shared_memory (bytes per block).
     """
     cols = [
-        Col("start_ns", "start"),
-        Col("end_ns", "end"),
-        Col("device_id", "deviceId"),
-        Col("context_id", "contextId"),
-        Col("stream_id", "streamId"),
-        Col("correlation_id", "correlationId"),
-        Col("global_pid", "globalPid"),
+        *GPU_ACTIVITY,
         Col("name", "shortName", "sid"),
         Col("demangled_name", "demangledName", "sid"),
         Col("grid_x", "gridX"),
@@ -152,13 +158,7 @@ def read_memops(trace) -> pd.DataFrame:
     memsets), graph_node_id (nullable).
     """
     base = [
-        Col("start_ns", "start"),
-        Col("end_ns", "end"),
-        Col("device_id", "deviceId"),
-        Col("context_id", "contextId"),
-        Col("stream_id", "streamId"),
-        Col("correlation_id", "correlationId"),
-        Col("global_pid", "globalPid"),
+        *GPU_ACTIVITY,
         Col("bytes", "bytes"),
         Col("graph_node_id", "graphNodeId", "nint"),
     ]
@@ -184,13 +184,7 @@ def read_graph_launches(trace) -> pd.DataFrame:
     pid, graph_id, graph_exec_id.
     """
     cols = [
-        Col("start_ns", "start"),
-        Col("end_ns", "end"),
-        Col("device_id", "deviceId"),
-        Col("context_id", "contextId"),
-        Col("stream_id", "streamId"),
-        Col("correlation_id", "correlationId"),
-        Col("global_pid", "globalPid"),
+        *GPU_ACTIVITY,
         Col("graph_id", "graphId"),
         Col("graph_exec_id", "graphExecId"),
     ]
