@@ -267,6 +267,14 @@ def _union_lengths(lc: Launches, op_lo: np.ndarray, op_hi: np.ndarray) -> np.nda
     """Length of the union of the op intervals at positions [op_lo, op_hi) of each span, in chunks of
     at most PAIR_CHUNK pairs (a single bigger span is done alone)."""
     out = np.zeros(len(op_lo), dtype=np.int64)
+    for k, stop, owner, pos in _chunked_pairs(op_lo, op_hi):
+        out[k:stop] = _union_of_pairs(owner, lc.op_start[pos], lc.op_end[pos], stop - k)
+    return out
+
+
+def _chunked_pairs(op_lo: np.ndarray, op_hi: np.ndarray):
+    """(k, stop, owner, pos) for consecutive spans k:stop holding at most PAIR_CHUNK (span, op) pairs together
+    (a single bigger span comes alone); `owner` is relative to k. Chunks without pairs are skipped."""
     ends = np.cumsum(op_hi - op_lo)
     k = 0
     while k < len(op_lo):
@@ -274,9 +282,8 @@ def _union_lengths(lc: Launches, op_lo: np.ndarray, op_hi: np.ndarray) -> np.nda
         stop = max(k + 1, int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")))
         owner, pos = _pairs(op_lo[k:stop], op_hi[k:stop])
         if len(pos):
-            out[k:stop] = _union_of_pairs(owner, lc.op_start[pos], lc.op_end[pos], stop - k)
+            yield k, stop, owner, pos
         k = stop
-    return out
 
 
 def _union_of_pairs(owner, start, end, n) -> np.ndarray:
@@ -397,15 +404,8 @@ def _op_pairs(lc: Launches, ranges: pd.DataFrame) -> Iterator[tuple[np.ndarray, 
     if exact:
         listed = np.fromiter(exact, dtype=np.int64, count=len(exact))
         op_hi[listed] = op_lo[listed]
-    ends = np.cumsum(op_hi - op_lo)
-    k = 0
-    while k < len(op_lo):
-        done = ends[k - 1] if k else 0
-        stop = max(k + 1, int(np.searchsorted(ends, done + PAIR_CHUNK, side="right")))
-        owner, pos = _pairs(op_lo[k:stop], op_hi[k:stop])
-        if len(pos):
-            yield owner + k, pos
-        k = stop
+    for k, _stop, owner, pos in _chunked_pairs(op_lo, op_hi):
+        yield owner + k, pos
     for i, calls in exact.items():
         pos = _exact_ops(lc, calls)
         yield np.full(len(pos), i, dtype=np.int64), pos
