@@ -131,6 +131,20 @@ def test_concurrent_exports_of_one_report(report, cache_dir, nsys_bin):
     assert raw_sql(results[0], "SELECT count(*) FROM NVTX_EVENTS")[0][0] > 0
 
 
+def test_temporaries_left_by_killed_exports_are_cleaned_up(report, cache_dir, nsys_bin):
+    """A process killed mid-export leaves its hidden temporary; the next export removes it once it is a day old,
+    and leaves a fresh one (another process may be writing it right now) alone."""
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    stale = cache_dir / ".0123456789abcdef-killed.sqlite"
+    fresh = cache_dir / ".0123456789abcdef-running.sqlite"
+    for leftover in (stale, fresh):
+        leftover.write_bytes(b"partial")
+    day = 24 * 3600
+    os.utime(stale, (stale.stat().st_atime - day - 60, stale.stat().st_mtime - day - 60))
+    out = export_mod.export_report(report, cache_dir=cache_dir)
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([out.name, fresh.name])
+
+
 def test_old_public_report_exports(public_dir, cache_dir, nsys_bin):
     rep = public_dir / "MohanadOdema__DLProf__nsys_profile.nsys-rep"
     published = public_dir / "MohanadOdema__DLProf__nsys_profile.sqlite"

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 from .. import progress
@@ -92,6 +93,22 @@ def _explain_failure(report: Path, nsys: str, output: str) -> str:
     return f"nsys could not export {report} (is it a complete .nsys-rep?): {reason[:300]}"
 
 
+# A temporary export older than this was left by a process that was killed mid-export (SIGKILL, power loss);
+# a live export of even a multi-GB report finishes well within it.
+STALE_TEMP_SECONDS = 24 * 3600
+
+
+def _remove_stale_temporaries(cache: Path) -> None:
+    """Delete hidden `.<hash>-*.sqlite` files that killed exports left in the cache (best effort)."""
+    limit = time.time() - STALE_TEMP_SECONDS
+    for leftover in cache.glob(".*-*.sqlite"):
+        try:
+            if leftover.stat().st_mtime < limit:
+                leftover.unlink()
+        except OSError:
+            pass
+
+
 def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
     """Path of the SQLite export of `report`, exporting it with nsys unless the cache already holds it.
 
@@ -106,6 +123,7 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
     nsys = nsys or find_nsys()
     if nsys is None:
         raise NsysNotFoundError(f"{report} needs nsys to export: run `make nsys` or pass an existing .sqlite")
+    _remove_stale_temporaries(cache)
     try:
         fd, tmp_name = tempfile.mkstemp(dir=cache, prefix=f".{target.stem[:16]}-", suffix=".sqlite")
     except OSError as exc:
