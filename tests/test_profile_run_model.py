@@ -89,3 +89,27 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in ("Z", "X")
+
+
+# The first attempt prints what nsys 2022.4 prints when its start races another nsys session, then fails.
+FLAKY_START = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
+               "first = not os.path.exists(b + '.tried'); open(b + '.tried', 'a').write('x'); "
+               "print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>') if first else None; "
+               "sys.exit(1) if first else None; "
+               "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
+
+
+def test_nsys_failing_to_start_is_retried(tmp_path):
+    run = _run(tmp_path, FLAKY_START, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert (run.status, run.reason) == ("done", "")
+    assert (tmp_path / "m.tried").read_text() == "xx"
+    assert "# nsys failed to start (exit 1, QuadDCommon::SystemException); retrying" in run.files.log.read_text()
+
+
+def test_other_failures_are_not_retried(tmp_path):
+    once = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; open(b + '.tried', 'a').write('x'); "
+            "sys.exit('RuntimeError: engine core died')")
+    run = _run(tmp_path, once, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert run.status == "failed" and (tmp_path / "m.tried").read_text() == "x"

@@ -14,6 +14,7 @@ import textwrap
 
 import pytest
 
+from conftest import run_nsys_profile
 from nsys_cc.profile.models import MODELS_DIR
 from nsys_cc.trace.nsys import require_nsys
 
@@ -79,10 +80,10 @@ def test_speculative_run_traces_draft_forwards_under_their_own_name(tmp_path):
     driver.write_text(SPEC_DRIVER)
     nsys = require_nsys()
     env = {"NSYS_CC_PLUGIN": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    profiled = subprocess.run(
+    profiled = run_nsys_profile(
         [nsys, "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true", "-o", str(tmp_path / "spec"),
          sys.executable, str(driver), str(MODELS_DIR / "tiny-llama-target"), str(MODELS_DIR / "tiny-llama-draft-xs")],
-        capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+        timeout=600, env={**os.environ, **env})
     assert profiled.returncode == 0, profiled.stdout[-3000:]
     sqlite = tmp_path / "spec.sqlite"
     export = [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(tmp_path / "spec.nsys-rep")]

@@ -213,6 +213,27 @@ def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None)
         raise
 
 
+# nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
+# (`sem_open` → "SystemException" from its ProcessWaiter, within a second); such a start is retried.
+NSYS_START_FAILURE = "QuadDCommon::SystemException"
+START_RETRIES = 2
+
+
+def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path, timeout: float | None) -> int:
+    for attempt in range(START_RETRIES + 1):
+        log.flush()
+        start = log_path.stat().st_size
+        rc = _run_logged(cmd, env, log, timeout)
+        with open(log_path, errors="replace") as fh:
+            fh.seek(start)
+            failed_to_start = rc != 0 and NSYS_START_FAILURE in fh.read()
+        if not failed_to_start or attempt == START_RETRIES:
+            return rc
+        log.write(f"# nsys failed to start (exit {rc}, {NSYS_START_FAILURE}); retrying\n")
+        time.sleep(1.0 + attempt)
+    return rc
+
+
 def failure_reason(log: Path) -> str:
     """The last error line of a log (a Python exception with the detail line under it, `Killed`), else its
     last line. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
@@ -244,7 +265,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
     try:
         with open(f.log, "w") as log:
             log.write("# nsys-cc profile: " + cmds.shell().replace("\n", "\n# ") + "\n")
-            rc = _run_logged(cmds.profile, env, log, timeout)
+            rc = _profile_with_retry(cmds.profile, env, log, f.log, timeout)
             if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
                 run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
                 return
