@@ -39,7 +39,6 @@ METRICS = {
     "gpu_idle": "gpu_idle_ns",
 }
 C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
-GPU_METRICS = tuple(m for m in METRICS if m != "wall")
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
 NAME_CHARS = 80
 
@@ -61,13 +60,21 @@ class ModelForwards:
     # Why there are no GPU metrics (when has_cuda is False).
     gpu_note: str = ""
 
+    # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
+    # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
+    _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
+
     @property
     def kept(self) -> pd.DataFrame:
-        return self.forwards[self.forwards["kept"]]
+        return self.phase_rows("all")
 
     def phase_rows(self, phase: str) -> pd.DataFrame:
-        kept = self.kept
-        return kept if phase == "all" else kept[kept["phase"] == phase]
+        if phase not in self._rows:
+            kept = self._rows.get("all")
+            if kept is None:
+                kept = self._rows["all"] = self.forwards[self.forwards["kept"]]
+            self._rows[phase] = kept if phase == "all" else kept[kept["phase"] == phase]
+        return self._rows[phase]
 
     @property
     def phases(self) -> list[str]:
