@@ -88,17 +88,13 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 
 def run_nsys_profile(cmd: list[str], **kwargs) -> "subprocess.CompletedProcess[str]":
-    """`subprocess.run` of an `nsys profile` command, retried when nsys 2022.4 fails to start because another nsys
-    session started at the same moment (its ProcessWaiter's `sem_open` → QuadDCommon::SystemException), as the
-    launcher does (`nsys_cc.profile.launcher.NSYS_START_FAILURE`)."""
+    """`subprocess.run` of an `nsys profile` command, retried as the launcher retries it when nsys 2022.4 fails to
+    start because another nsys session started at the same moment (`launcher.retry_nsys_start`)."""
     import subprocess
-    import time
 
-    from nsys_cc.profile.launcher import NSYS_START_FAILURE, START_RETRIES
+    from nsys_cc.profile.launcher import NSYS_START_FAILURE, retry_nsys_start
 
-    for attempt in range(START_RETRIES + 1):
-        done = subprocess.run(cmd, capture_output=True, text=True, **kwargs)
-        if done.returncode == 0 or NSYS_START_FAILURE not in done.stdout + done.stderr or attempt == START_RETRIES:
-            return done
-        time.sleep(1.0 + attempt)
-    return done
+    return retry_nsys_start(
+        lambda: subprocess.run(cmd, capture_output=True, text=True, **kwargs),
+        lambda done: done.returncode != 0 and NSYS_START_FAILURE in done.stdout + done.stderr,
+    )

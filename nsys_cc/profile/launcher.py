@@ -24,9 +24,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from .. import progress
 from ..errors import InputError, NsysCCError, ProfileError
@@ -217,20 +218,35 @@ def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None)
 # (`sem_open` → "SystemException" from its ProcessWaiter, within a second); such a start is retried.
 NSYS_START_FAILURE = "QuadDCommon::SystemException"
 START_RETRIES = 2
+R = TypeVar("R")
+
+
+def retry_nsys_start(attempt: Callable[[], R], start_failed: Callable[[R], bool],
+                     on_retry: Callable[[R], None] = lambda result: None) -> R:
+    """Run `attempt` again, at most START_RETRIES times, while `start_failed` says nsys did not start."""
+    for n in range(START_RETRIES):
+        result = attempt()
+        if not start_failed(result):
+            return result
+        on_retry(result)
+        time.sleep(1.0 + n)
+    return attempt()
 
 
 def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path, timeout: float | None) -> int:
-    for attempt in range(START_RETRIES + 1):
+    def attempt() -> tuple[int, str]:
         log.flush()
         start = log_path.stat().st_size
         rc = _run_logged(cmd, env, log, timeout)
         with open(log_path, errors="replace") as fh:
             fh.seek(start)
-            failed_to_start = rc != 0 and NSYS_START_FAILURE in fh.read()
-        if not failed_to_start or attempt == START_RETRIES:
-            return rc
-        log.write(f"# nsys failed to start (exit {rc}, {NSYS_START_FAILURE}); retrying\n")
-        time.sleep(1.0 + attempt)
+            return rc, fh.read()
+
+    rc, _ = retry_nsys_start(
+        attempt,
+        lambda r: r[0] != 0 and NSYS_START_FAILURE in r[1],
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {NSYS_START_FAILURE}); retrying\n"),
+    )
     return rc
 
 
