@@ -5,7 +5,7 @@ API and kernel tables (RUNTIME: start, end, globalTid, correlationId; KERNEL: st
 globalPid, shortName) with each reader installed, each in a fresh process, and prints the median time and peak
 RSS. Candidates: the stdlib cursor (`fetchall` into `np.array`, and streamed with `np.fromiter`), apsw (streamed
 with `np.fromiter`), connectorx (Arrow), ADBC's SQLite driver (Arrow) on one thread, and nsys_cc's reader
-(`columns.read_columns`: ADBC, rowid ranges on parallel threads, batches copied into the output arrays). Also
+(`bulk.read_columns`: ADBC, rowid ranges on parallel threads, batches copied into the output arrays). Also
 `floor`: SQLite alone decoding those values (`SELECT total(…)`), which no SQLite-based reader can beat.
 """
 
@@ -80,10 +80,10 @@ def run(name: str, path: str) -> None:
             conn.close()
             return out
     elif name == "nsys_cc":
-        from nsys_cc.trace import columns, open_trace
+        from nsys_cc.trace import bulk, open_trace
 
         trace = open_trace(path)
-        work = lambda: [columns.read_columns(trace, t, c) for t, c in QUERIES.items()]  # noqa: E731
+        work = lambda: [bulk.read_columns(trace, t, c) for t, c in QUERIES.items()]  # noqa: E731
     else:
         raise SystemExit(f"unknown candidate {name}")
     t0 = time.perf_counter()

@@ -92,7 +92,7 @@ def run_nsys_profile(cmd: list[str], **kwargs) -> "subprocess.CompletedProcess[s
     start because another nsys session started at the same moment (`launcher.retry_nsys_start`)."""
     import subprocess
 
-    from nsys_cc.profile.launcher import NSYS_START_FAILURE, retry_nsys_start
+    from nsys_cc.launch.launcher import NSYS_START_FAILURE, retry_nsys_start
 
     return retry_nsys_start(
         lambda: subprocess.run(cmd, capture_output=True, text=True, **kwargs),

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nsys_cc.profile import check, launcher
-from nsys_cc.profile.commands import BenchOptions
+from nsys_cc.launch import check, launcher
+from nsys_cc.launch.commands import BenchOptions
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)

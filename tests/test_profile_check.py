@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from nsys_cc.errors import InputError
-from nsys_cc.profile import check
+from nsys_cc.launch import check
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 MODELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
-from nsys_cc.profile import commands, launcher, models
-from nsys_cc.profile.commands import BenchOptions, ModelFiles
+from nsys_cc.launch import commands, launcher, models
+from nsys_cc.launch.commands import BenchOptions, ModelFiles
 
 NSYS = "/opt/nsys/bin/nsys"
 
@@ -34,7 +34,7 @@ def test_nsys_options_fit_the_platform():
 
 def test_benchmark_defaults_are_the_seeds():
     args = commands.bench_args("/m", Path("/o/m.bench.json"), BenchOptions(), gpu=True, python="py")
-    assert args[:3] == ["py", "-m", "nsys_cc.profile.bench"]
+    assert args[:3] == ["py", "-m", "nsys_cc.launch.bench"]
     expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
                 "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
     assert {k: _after(args, k) for k in expected} == expected

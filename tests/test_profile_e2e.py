@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from nsys_cc.profile.models import MODELS_DIR
+from nsys_cc.launch.models import MODELS_DIR
 
 pytestmark = pytest.mark.vllm
 
@@ -188,7 +188,7 @@ def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = out / f"{GOOD[0]}.log"
     deadline = time.monotonic() + 120
-    while not (log.is_file() and "nsys_cc.profile.bench" in log.read_text()) and time.monotonic() < deadline:
+    while not (log.is_file() and "nsys_cc.launch.bench" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(2)
     proc.send_signal(signal.SIGINT)

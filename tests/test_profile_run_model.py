@@ -9,9 +9,9 @@ import sys
 import time
 from pathlib import Path
 
-from nsys_cc.profile import launcher
-from nsys_cc.profile.commands import ModelCommands, ModelFiles
-from nsys_cc.profile.models import resolve
+from nsys_cc.launch import launcher
+from nsys_cc.launch.commands import ModelCommands, ModelFiles
+from nsys_cc.launch.models import resolve
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
 

@@ -16,14 +16,14 @@ import pandas as pd
 import pytest
 
 from nsys_cc.analysis.projection import op_totals, project, range_ops
-from nsys_cc.trace import columns, open_trace
+from nsys_cc.trace import bulk, open_trace
 
 from conftest import FIXTURES, PUBLIC, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not columns.arrow_available(), reason="Arrow engine not installed")
+pytestmark = pytest.mark.skipif(not bulk.arrow_available(), reason="Arrow engine not installed")
 
 ACCESSORS = ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches", "gpu_ops")
 
@@ -42,7 +42,7 @@ def graphs_export(tmp_path_factory) -> Path:
 
 
 def _frames(path: Path, monkeypatch, engine: str) -> dict[str, pd.DataFrame]:
-    monkeypatch.setenv(columns.ENGINE_ENV, engine)
+    monkeypatch.setenv(bulk.ENGINE_ENV, engine)
     with open_trace(path) as trace:
         frames = {name: getattr(trace, name)() for name in ACCESSORS}
         frames["projection"] = project(trace)
@@ -64,11 +64,11 @@ def test_engines_agree_on_real_exports(path, monkeypatch):
 
 
 def test_engines_agree_when_tables_are_split_across_threads(graphs_export, monkeypatch):
-    monkeypatch.setattr(columns, "PART_ROWS", 50)
-    monkeypatch.setattr(columns, "_workers", lambda: 3)
+    monkeypatch.setattr(bulk, "PART_ROWS", 50)
+    monkeypatch.setattr(bulk, "_workers", lambda: 3)
     queries = []
-    batches = columns._arrow_batches
-    monkeypatch.setattr(columns, "_arrow_batches", lambda uri, sql: queries.append(sql) or batches(uri, sql))
+    batches = bulk._arrow_batches
+    monkeypatch.setattr(bulk, "_arrow_batches", lambda uri, sql: queries.append(sql) or batches(uri, sql))
     _assert_same(graphs_export, monkeypatch)
     kernel_parts = [q for q in queries if "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >=" in q]
     nvtx_parts = [q for q in queries if "FROM NVTX_EVENTS WHERE rowid >=" in q]
@@ -87,7 +87,7 @@ def test_values_of_another_type_fall_back_to_the_stdlib_cursor(tmp_path, monkeyp
     con.commit()
     con.close()
     _assert_same(path, monkeypatch)
-    monkeypatch.setenv(columns.ENGINE_ENV, "arrow")
+    monkeypatch.setenv(bulk.ENGINE_ENV, "arrow")
     with open_trace(path) as trace:
         assert trace.nvtx_ranges()["category"].iloc[-1] == 2  # the stdlib cursor's reading of 2.5 as int64
 

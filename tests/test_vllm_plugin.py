@@ -13,7 +13,7 @@ import types
 import pytest
 import torch
 
-from nsys_cc.profile import nvtx_backend, vllm_plugin as plugin
+from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
 
 FWD, DRAFT = plugin.FORWARD_RANGE, plugin.DRAFT_FORWARD_RANGE
 

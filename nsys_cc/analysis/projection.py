@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..trace.columns import PID_MASK
+from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
 
 PROJECTION_COLUMNS = [

@@ -48,8 +48,8 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
             vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..errors import ProfileError
-    from ..profile import launcher
-    from ..profile.commands import BenchOptions
+    from ..launch import launcher
+    from ..launch.commands import BenchOptions
 
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,

@@ -16,7 +16,7 @@ import pandas as pd
 
 from pandas.api.types import union_categoricals
 
-from .columns import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_columns
+from .bulk import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_columns
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"

@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .columns import (
+from .bulk import (
     NULL_INT,
     PID_FIELD_MASK,
     categorical_values,

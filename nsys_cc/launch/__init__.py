@@ -2,7 +2,7 @@
 
 - `vllm_plugin`: the vLLM general plugin (`NSYS_CC_PLUGIN=1`) that writes `model_executable()`,
   `draft_model_executable()`, `nsys_cc:warmup` and `nsys_cc:iteration` ranges; `nvtx_backend` picks the binding.
-- `bench`: the program run under nsys (`python -m nsys_cc.profile.bench`, vLLM's latency benchmark).
+- `bench`: the program run under nsys (`python -m nsys_cc.launch.bench`, vLLM's latency benchmark).
 - `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve.
 - `commands`: the exact nsys and benchmark command lines; `launcher`: runs them per model, resumes, reports.
 - `check`: the forward-share measurement check added to every report.

