@@ -24,6 +24,7 @@ from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from . import kernels as kernel_mod
 from . import phases as phase_mod
+from . import ranks as rank_mod
 from .projection import op_totals, project
 from .ranges import closest_names, name_counts, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
@@ -59,6 +60,8 @@ class ModelForwards:
     op_totals: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     # Why there are no GPU metrics (when has_cuda is False).
     gpu_note: str = ""
+    # Tensor-parallel ranks when the forwards lie in several processes (then each row of `forwards` is a step).
+    ranks: rank_mod.Ranks | None = None
 
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
@@ -135,7 +138,8 @@ def load_model(
             raise _no_such_range(trace, ranges, path, range_name)
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges)
+        forwards, ranks = rank_mod.group_steps(trace, forwards)
+        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, "ranges" if ranks is None else "steps")
         # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
         unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
         forwards["kept"] = ~warm & ~unclosed
@@ -162,9 +166,11 @@ def load_model(
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
-        totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
+        totals = pd.DataFrame()
+        if has_cuda:
+            totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, kept["phase"].to_numpy(dtype=object))
         return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, totals,
-                             gpu_note)
+                             gpu_note, ranks)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -258,6 +264,8 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
         if not m.has_cuda:
             texts.append(m.gpu_note)
+        if m.ranks is not None:
+            texts += [rank_mod.steps_note(m), *m.ranks.notes]
         for text in texts:
             holders.setdefault(text, []).append(m.name)
     every = len(models) > 1
@@ -276,6 +284,7 @@ class CostCoefficientResult:
     - `diagnosis`: per draft, plain sentences on where its forward time goes against the target's.
     - `verdicts`: what c means for speculative decoding at the given acceptance rates (None when none given).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
+    - `ranks`: per model that ran on several tensor-parallel ranks, phase and rank: its share of each step, skew.
     """
 
     range_name: str
@@ -289,6 +298,8 @@ class CostCoefficientResult:
     seed: int
     acceptance: tuple[float, ...] = ()
     verdicts: pd.DataFrame | None = None
+    # Per model on several ranks, phase and rank: `ranks.rank_table` (empty when every model runs in one process).
+    ranks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=rank_mod.RANK_COLUMNS))
 
     @property
     def target(self) -> ModelForwards:
@@ -362,6 +373,7 @@ def cost_coefficient(
     result = CostCoefficientResult(
         range_name=range_name, models=models, summary=summary, coefficients=coefficients, kernels=kernels,
         categories=categories, diagnosis=pd.DataFrame(), notes=notes, seed=seed, acceptance=tuple(acceptance),
+        ranks=rank_mod.rank_table(models),
     )
     result.diagnosis = diagnose(result)
     if acceptance:

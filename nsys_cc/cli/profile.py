@@ -19,6 +19,10 @@ from .options import acceptance_option, parse_acceptance
                    "config.json, or a Hugging Face id.")
 @click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
               help="Draft model (repeat for several), same forms as --target.")
+@click.option("--target-tp", type=int, default=1, show_default=True, metavar="N",
+              help="Run the target tensor-parallel on N ranks (one process each; vLLM's mp executor).")
+@click.option("--draft-tp", type=int, default=1, show_default=True, metavar="N",
+              help="Run every draft tensor-parallel on N ranks.")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
@@ -44,7 +48,7 @@ from .options import acceptance_option, parse_acceptance
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True, help="Format of the table printed at the end.")
-def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, cuda_graphs,
+def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, cuda_graphs,
             vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..errors import ProfileError
@@ -56,11 +60,12 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
                            vllm_args=tuple(vllm_args))
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                    nsys_args=nsys_args), nl=False)
+                                    nsys_args=nsys_args, target_tp=target_tp, draft_tp=draft_tp), nl=False)
         return
     outcome = launcher.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
         trace=nsys_trace, nsys_args=nsys_args, acceptance=parse_acceptance(acceptance), seed=seed,
+        target_tp=target_tp, draft_tp=draft_tp,
     )
     if outcome.result is None:
         raise ProfileError("no report (the target and at least one draft must complete): " + "; ".join(outcome.notes))

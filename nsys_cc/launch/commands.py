@@ -6,6 +6,10 @@ nsys options by platform:
 - GPU: `-t cuda,nvtx,osrt,cublas,cudnn --trace-fork-before-exec=true` (vLLM's engine and workers are child
   processes), plus `--cuda-graph-trace=node` with `--cuda-graphs`, so each replayed kernel is a row;
 - CPU: `-t nvtx,osrt` (there is nothing else to trace).
+Tensor parallel (`tp` > 1, one model on N ranks): vLLM gets `--tensor-parallel-size N --distributed-executor-backend mp`
+(one worker process per rank) and nsys `--trace-fork-before-exec=true` on the CPU too, so every rank's ranges are
+recorded; on the CPU `VLLM_ENABLE_V1_MULTIPROCESSING=0` is then left out (the mp executor runs with the engine in its
+own process, verified with vLLM 0.32's CPU build).
 Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbation), `-f true`.
 
 Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): `--input-len 128
@@ -111,18 +115,18 @@ class ModelCommands:
 
 
 def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool,
-                      trace: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+                      trace: str | None = None, extra: Sequence[str] = (), tp: int = 1) -> list[str]:
     """`nsys profile` options for the platform (see the module docstring); `trace` replaces `-t`."""
     args = [nsys, "profile", "-t", trace or (GPU_TRACE if gpu else CPU_TRACE), "-s", "none", "--cpuctxsw=none"]
-    if gpu:
+    if gpu or tp > 1:
         args.append("--trace-fork-before-exec=true")
-        if cuda_graphs:
-            args.append("--cuda-graph-trace=node")
+    if gpu and cuda_graphs:
+        args.append("--cuda-graph-trace=node")
     return [*args, *extra, "-f", "true", "-o", str(out_base)]
 
 
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
-               python: str = sys.executable) -> list[str]:
+               python: str = sys.executable, tp: int = 1) -> list[str]:
     """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`)."""
     args = [
         python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", "dummy",
@@ -135,10 +139,13 @@ def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
         args.append("--enforce-eager")
     if not gpu:
         args += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
+    if tp > 1:
+        args += ["--tensor-parallel-size", str(tp), "--distributed-executor-backend", "mp"]
     return [*args, *opts.vllm_args]
 
 
-def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ,
+              tp: int = 1) -> dict[str, str]:
     """Variables to add to the environment: the plugin's switches and the platform's settings."""
     env = {ENV_ENABLE: "1", ENV_WARMUP: str(opts.warmup_iters)}
     plugins = environ.get("VLLM_PLUGINS")
@@ -146,6 +153,8 @@ def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.
         # An allow-list would keep the plugin out of vLLM's engine and worker processes.
         env["VLLM_PLUGINS"] = ",".join(p for p in (plugins, "nsys_cc") if p)
     for key, value in (GPU_ENV if gpu else CPU_ENV).items():
+        if tp > 1 and key == "VLLM_ENABLE_V1_MULTIPROCESSING":
+            continue  # the mp executor's workers need the engine in its own process
         if key not in environ:
             env[key] = value
     return env
@@ -158,11 +167,12 @@ def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
 
 def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions, *, gpu: bool,
                    trace: str | None = None, nsys_extra: Sequence[str] = (),
-                   environ: Mapping[str, str] = os.environ) -> ModelCommands:
-    """Both command lines and the environment for profiling `model` into `files`."""
+                   environ: Mapping[str, str] = os.environ, tp: int = 1) -> ModelCommands:
+    """Both command lines and the environment for profiling `model` into `files`, on `tp` tensor-parallel ranks."""
     profile = [
-        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra),
-        *bench_args(model, files.bench_json, opts, gpu=gpu),
+        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra,
+                           tp=tp),
+        *bench_args(model, files.bench_json, opts, gpu=gpu, tp=tp),
     ]
-    return ModelCommands(bench_env(opts, gpu=gpu, environ=environ), profile,
+    return ModelCommands(bench_env(opts, gpu=gpu, environ=environ, tp=tp), profile,
                          export_args(nsys, files.report, files.sqlite), files)

@@ -64,12 +64,17 @@ class ModelRun:
         return self.commands.files
 
     @property
+    def label(self) -> str:
+        """The model's name in files and reports: its label, plus `.tpN` when it runs on N > 1 ranks."""
+        return self.files.label
+
+    @property
     def ok(self) -> bool:
         return self.status in ("done", "resumed")
 
     def to_dict(self) -> dict:
         f = self.files
-        return {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
+        return {"role": self.role, "model": self.model.spec, "label": self.label, "status": self.status,
                 "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
                 "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
 
@@ -109,26 +114,31 @@ def detect_gpu() -> bool:
 
 
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
-         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = ()) -> list[ModelRun]:
-    """The run of every model (target first), with its exact commands; resolves the model names."""
+         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (), target_tp: int = 1,
+         draft_tp: int = 1) -> list[ModelRun]:
+    """The run of every model (target first), with its exact commands; resolves the model names. `target_tp` /
+    `draft_tp`: tensor-parallel ranks of the target / of every draft (1: one process, as without them)."""
     if not drafts:
         raise InputError("give at least one --draft")
     if options.cuda_graphs and not gpu:
         raise InputError("--cuda-graphs needs a GPU (vLLM's CPU build has no CUDA graphs)")
     for name, value in (("--input-len", options.input_len), ("--output-len", options.output_len),
-                        ("--batch-size", options.batch_size), ("--num-iters", options.iters)):
+                        ("--batch-size", options.batch_size), ("--num-iters", options.iters),
+                        ("--target-tp", target_tp), ("--draft-tp", draft_tp)):
         if value < 1:
             raise InputError(f"{name} must be ≥ 1, not {value}")
     if options.warmup_iters < 0:
         raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
     out = Path(out_dir).resolve()
     models = resolve_all([target, *drafts])
-    return [
-        ModelRun("target" if i == 0 else "draft", m,
-                 model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
-                                nsys_extra=nsys_args))
-        for i, m in enumerate(models)
-    ]
+    runs = []
+    for i, m in enumerate(models):
+        tp = target_tp if i == 0 else draft_tp
+        files = ModelFiles(out, m.label if tp == 1 else f"{m.label}.tp{tp}")
+        runs.append(ModelRun("target" if i == 0 else "draft", m,
+                             model_commands(nsys, m.path, files, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
+                                            tp=tp)))
+    return runs
 
 
 def preflight(nsys: str) -> list[str]:
@@ -285,7 +295,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
                 run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
                 return
-            progress.say(f"{run.model.label}: exporting {f.report.name} to SQLite")
+            progress.say(f"{run.label}: exporting {f.report.name} to SQLite")
             rc = _run_logged(cmds.export, env, log, timeout)
             if rc != 0 or not f.sqlite.is_file():
                 run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
@@ -319,14 +329,14 @@ def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
 
 def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
     """One line per model that did not complete: role, label, what happened, where its log is."""
-    return [f"{r.role} {r.model.label}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
+    return [f"{r.role} {r.label}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
             for r in runs if not r.ok]
 
 
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
-            seed: int = 0) -> ProfileRun:
+            seed: int = 0, target_tp: int = 1, draft_tp: int = 1) -> ProfileRun:
     """Profile the target and every draft, then analyse and report (see the module docstring).
 
     Args:
@@ -336,12 +346,14 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         timeout: seconds allowed per model for the benchmark and for the export (None: no limit).
         force: profile again models that an earlier run completed. trace: nsys `-t` instead of the default.
         nsys_args: extra `nsys profile` options. acceptance, seed: passed to the analysis.
+        target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
     gpu = uses_gpu(device)
     nsys = require_nsys()
-    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
+                target_tp=target_tp, draft_tp=draft_tp)
     for warning in preflight(nsys):
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
@@ -351,7 +363,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
     try:
         for i, run in enumerate(runs, 1):
-            where = f"[{i}/{len(runs)}] {run.role} {run.model.label}"
+            where = f"[{i}/{len(runs)}] {run.role} {run.label}"
             if not force and is_complete(run):
                 run.status = "resumed"
                 progress.say(f"{where}: already complete in {out} (use --force to profile again)")
@@ -399,10 +411,10 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
     with progress.step("analysing the traces", always=True):
         outcome.result = cost_coefficient(
-            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]], names=[r.model.label for r in done],
+            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]], names=[r.label for r in done],
             range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
         )
-        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
+        share = check.forward_share([(r.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
     notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
@@ -410,11 +422,13 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
-            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = ()) -> str:
+            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (), target_tp: int = 1,
+            draft_tp: int = 1) -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
-    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
-    blocks = [f"# {r.role} {r.model.label} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
+                target_tp=target_tp, draft_tp=draft_tp)
+    blocks = [f"# {r.role} {r.label} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
     return "\n\n".join(blocks) + "\n"
 

@@ -47,6 +47,8 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
+            "ranks": 1 if m.ranks is None else m.ranks.count,
+            **({} if m.ranks is None else {"per_rank": _records(result.ranks[result.ranks["model"] == m.name])}),
         })
     coefficients = [
         {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c), "ci95": [_num(r.ci_low), _num(r.ci_high)],
@@ -60,6 +62,26 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
     if result.verdicts is not None:
         out["speedup"] = json.loads(result.verdicts.to_json(orient="records"))
     return out
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return json.loads(df.drop(columns=["model", "role"]).to_json(orient="records"))
+
+
+def rank_display(result: "CostCoefficientResult") -> pd.DataFrame:
+    """The per-rank table for people: one row per model on several ranks, phase and rank (`ranks.rank_table`)."""
+    def ms(x: float) -> str:
+        return "–" if x is None or math.isnan(x) else f"{x:.3f}"
+
+    def pct(x: float) -> str:
+        return "–" if x is None or math.isnan(x) else f"{x:.0%}"
+
+    return pd.DataFrame([{
+        "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
+        "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms), "Comm (ms)": ms(r.comm_ms),
+        "Comm share": pct(r.comm_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
+        "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
+    } for r in result.ranks.itertuples()])
 
 
 def _fmt_c(c: float, lo: float, hi: float) -> str:
@@ -129,8 +151,12 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
     if fmt == "csv":
         return _long_csv(result)
     table = display_table(result)
+    ranks = rank_display(result)
     if fmt == "markdown":
         parts = [_markdown_table(table)]
+        if not ranks.empty:
+            parts += ["", "**Ranks** (each rank's own forward ranges in the kept steps; last = finished last)", "",
+                      _markdown_table(ranks)]
         parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
         if result.verdicts is not None:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
@@ -138,6 +164,9 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
              _text_table(table), ""]
+    if not ranks.empty:
+        parts += ["Ranks: each rank's own forward ranges in the kept steps; Last = steps it finished last; Lag = its "
+                  "end − the step's first end", "", _text_table(ranks), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
     if result.verdicts is not None:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]

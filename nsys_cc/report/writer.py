@@ -60,6 +60,7 @@ def write_report(
     tables = {
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
         "kernels": result.kernels, "categories": result.categories, "diagnosis": result.diagnosis,
+        **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **({"speedup": result.verdicts} if result.verdicts is not None else {}),
         **dict(extra_tables or {}),
     }
