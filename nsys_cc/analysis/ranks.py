@@ -267,3 +267,18 @@ def steps_note(model) -> str:
         text += (f"; rank {int(last.index[0])} finishes last in {int(last.iloc[0])} of {len(kept)} kept steps; "
                  f"skew (last − first rank's end) median {np.median(skew):.3f} ms, max {skew.max():.3f} ms")
     return text
+
+
+def step_bounds(process: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end (ns) of each step of ranges in one or more processes: the first rank's start and the last rank's
+    end of each matched step (`match`); in one process, the ranges themselves."""
+    if len(np.unique(process)) < 2:
+        return start, end
+    step = match(process, start, end).step
+    ok = step >= 0
+    n = int(step.max()) + 1 if ok.any() else 0
+    first = np.full(n, np.iinfo(np.int64).max)
+    last = np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, step[ok], start[ok])
+    np.maximum.at(last, step[ok], end[ok])
+    return first, last
