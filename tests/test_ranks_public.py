@@ -163,7 +163,7 @@ def test_nccl_is_the_communication_category_per_rank_and_step(case):
 
 
 def test_skew_from_nsys_rows_and_notes(case):
-    name, _, rows, res = case
+    name, path, rows, res = case
     pairs = _pairs(rows)
     pids = sorted(rows["PID"].unique())
     ends = np.array([[x["Orig Start (ns)"] + x["Orig Duration (ns)"] for x in p] for p in pairs])
@@ -172,7 +172,10 @@ def test_skew_from_nsys_rows_and_notes(case):
     for r in (0, 1):
         assert table.at[r, "last_steps"] == int((last == r).sum())
         assert table.at[r, "lag_ms"] == pytest.approx(np.median(ends[:, r] - ends.min(axis=1)) / 1e6, abs=1e-9)
-    counts = rows.groupby("PID").size()
+    # Every ncclGroupEnd range per process (nvtxgpuproj lists only those that launched GPU work).
+    counts = dict(raw_sql(path, "SELECT (e.globalTid >> 24) & 16777215, count(*) FROM NVTX_EVENTS e JOIN StringIds s "
+                                "ON s.id = e.textId WHERE s.value = ? GROUP BY 1", (RANGE,)))
+    assert sorted(counts) == pids
     notes = [n for n in res.notes if n.startswith("tp:")]
     disagree = [n for n in notes if "disagree" in n]
     if counts[pids[0]] != counts[pids[1]]:
