@@ -152,14 +152,17 @@ def plot_forward_times(result: "CostCoefficientResult") -> Figure | None:
 
 
 def _coef_phases(result: "CostCoefficientResult") -> list[str]:
+    """Prefill and decode when the coefficients have them, else `all`. The `all` c mixes both kinds of step: it is
+    right for neither, and its interval (often many times wider) would flatten theirs on a shared axis."""
     present = set(result.coefficients["phase"])
-    return [p for p in PHASE_ORDER if p in present]
+    split = [p for p in PHASE_ORDER if p != "all" and p in present]
+    return split or [p for p in PHASE_ORDER if p in present]
 
 
 def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
-    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase; reference lines
-    at c = 1 and at each acceptance rate α the user gave (speculative decoding can only win when c < α).
-    None when there are no coefficients."""
+    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase (prefill and
+    decode; `all` only when the phases could not be told apart); reference lines at c = 1 and at each acceptance
+    rate α the user gave (speculative decoding can only win when c < α). None when there are no coefficients."""
     coef = result.coefficients
     phases = _coef_phases(result)
     if coef.empty or not phases:
