@@ -119,7 +119,7 @@ def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu
         assert {1.0, *ALPHAS} <= _hlines(ax)
         assert [t.get_text() for t in ax.get_xticklabels()] == [d.name for d in cpu_result.drafts]
         plotted = sorted(y for line in ax.get_lines() if line.get_marker() == "o" for y in line.get_ydata())
-        expected = sorted(coef.query("phase == @phase and metric == 'wall'")["c"])
+        expected = sorted(coef[(coef["phase"] == phase) & (coef["metric"] == "wall")]["c"])
         assert plotted == pytest.approx(expected)
 
 

@@ -19,7 +19,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -31,10 +31,12 @@ from ..analysis.speedup import sig3
 from . import speedup_plots
 
 if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
     from ..analysis.coefficient import CostCoefficientResult, ModelForwards
 
 DPI = 150
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -91,7 +93,7 @@ def _legend_below(fig: Figure, axes: list) -> None:
 
 
 def _model_colors(result: "CostCoefficientResult") -> dict[str, str]:
-    palette = matplotlib.colormaps["tab10"].colors
+    palette = matplotlib.color_sequences["tab10"]
     return {m.name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, m in enumerate(result.models)}
 
 
@@ -369,8 +371,7 @@ def speedup_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
 
 def make_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
     """Every plot that has data, by file stem."""
-    figs = {name: fn(result) for name, fn in PLOTS.items()}
-    figs = {name: fig for name, fig in figs.items() if fig is not None}
+    figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
     return {**figs, **speedup_figures(result)}
 
 

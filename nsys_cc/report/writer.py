@@ -76,8 +76,8 @@ def write_report(
     versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
     md = [
         "# Cost coefficient report", "",
-        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and metric, "
-        f"with a 95 % bootstrap interval (seed {result.seed}).", "",
+        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and "
+        f"metric, with a 95 % bootstrap interval (seed {result.seed}).", "",
         render(result, "markdown"),
     ]
     if extra_notes:
