@@ -67,7 +67,8 @@ def case(request, public_dir, nsys_bin, tmp_path_factory):
     path = public_dir / f"{PREFIX}{request.param}.sqlite"
     stats = _nvtxgpuproj(path, nsys_bin, tmp_path_factory.mktemp(request.param))
     # analyze needs a draft: the other mfu trace (same range).
-    other = public_dir / f"{PREFIX}{'mfu_2gpu_before' if request.param == 'mfu_2gpu_after' else 'mfu_2gpu_after'}.sqlite"
+    other_name = "mfu_2gpu_before" if request.param == "mfu_2gpu_after" else "mfu_2gpu_after"
+    other = public_dir / f"{PREFIX}{other_name}.sqlite"
     with unchanged(path, other):
         res = cost_coefficient(str(path), [str(other)], range_name=RANGE, names=["tp", "other"])
     # nsys_cc's range name is the plain name; nsys 2022.4 prints it the same for the default domain.
@@ -192,8 +193,9 @@ def test_h100_trace_has_no_name_repeated_in_a_process():
     if not PUBLIC.is_dir():
         pytest.skip("public traces absent")
     path = PUBLIC / f"{PREFIX}h100_2gpu_1s.sqlite"
-    rows = raw_sql(path, "SELECT coalesce(e.text, s.value), (e.globalTid >> 24) & 16777215, count(*) FROM NVTX_EVENTS e "
-                         "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 GROUP BY 1, 2")
+    rows = raw_sql(path, "SELECT coalesce(e.text, s.value), (e.globalTid >> 24) & 16777215, count(*) "
+                         "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 "
+                         "GROUP BY 1, 2")
     assert len({pid for _, pid, _ in rows}) == 2
     assert max(n for _, _, n in rows) == 1
     kernels = raw_sql(path, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "

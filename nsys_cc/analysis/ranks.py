@@ -208,6 +208,11 @@ def group_steps(trace, forwards: pd.DataFrame) -> tuple[pd.DataFrame, Ranks | No
     return steps, Ranks(len(procs), processes, ranges, notes)
 
 
+def _median_ms(values: pd.Series) -> float:
+    """Median in ms of the finite values (NaN where a rank launched nothing); NaN when none is."""
+    return describe(values.to_numpy(dtype=float) / 1e6)["median"]
+
+
 def _rank_rows(model, phase: str) -> list[dict]:
     ranks: Ranks = model.ranks
     steps = model.phase_rows(phase)
@@ -228,19 +233,16 @@ def _rank_rows(model, phase: str) -> list[dict]:
             comm_ms = comm / n / 1e6
             share = comm / total if total > 0 else np.nan
         last = int((steps["last_rank"] == proc.rank).sum())
-
-        def med(col: str) -> float:
-            return describe(mine[col].to_numpy(dtype=float) / 1e6)["median"] if n else np.nan
-
+        med = {col: _median_ms(mine[col]) for col in ("wall_ns", "gpu_busy_ns", "kernel_sum_ns", "start_offset_ns")}
         lag = mine["lag_ns"].to_numpy(dtype=float) / 1e6
         out.append({
             "model": model.name, "role": model.role, "phase": phase, "rank": proc.rank, "pid": int(proc.pid),
-            "device": proc.device, "steps": n, "wall_ms": med("wall_ns"), "gpu_busy_ms": med("gpu_busy_ns"),
-            "kernel_sum_ms": med("kernel_sum_ns"), "comm_ms": comm_ms, "comm_share": share, "last_steps": last,
+            "device": proc.device, "steps": n, "wall_ms": med["wall_ns"], "gpu_busy_ms": med["gpu_busy_ns"],
+            "kernel_sum_ms": med["kernel_sum_ns"], "comm_ms": comm_ms, "comm_share": share, "last_steps": last,
             "last_share": last / len(steps) if len(steps) else np.nan,
             "lag_ms": float(np.median(lag)) if n else np.nan,
             "lag_p90_ms": float(np.percentile(lag, 90)) if n else np.nan,
-            "start_offset_ms": med("start_offset_ns"),
+            "start_offset_ms": med["start_offset_ns"],
         })
     return out
 

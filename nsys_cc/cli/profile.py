@@ -48,8 +48,8 @@ from .options import acceptance_option, parse_acceptance
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True, help="Format of the table printed at the end.")
-def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, cuda_graphs,
-            vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup,
+            num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..errors import ProfileError
     from ..launch import launcher
@@ -60,7 +60,8 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
                            vllm_args=tuple(vllm_args))
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                    nsys_args=nsys_args, target_tp=target_tp, draft_tp=draft_tp), nl=False)
+                                    nsys_args=nsys_args, target_tp=target_tp, draft_tp=draft_tp),
+                   nl=False)
         return
     outcome = launcher.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,

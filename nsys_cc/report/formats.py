@@ -51,8 +51,9 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
             **({} if m.ranks is None else {"per_rank": _records(result.ranks[result.ranks["model"] == m.name])}),
         })
     coefficients = [
-        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c), "ci95": [_num(r.ci_low), _num(r.ci_high)],
-         "draft_median_ms": _num(r.draft_median_ms), "target_median_ms": _num(r.target_median_ms)}
+        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
+         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
+         "target_median_ms": _num(r.target_median_ms)}
         for r in result.coefficients.itertuples()
     ]
     out = {
@@ -130,7 +131,8 @@ def _markdown_table(df: pd.DataFrame) -> str:
 
 
 def _long_csv(result: "CostCoefficientResult") -> str:
-    coef = result.coefficients.rename(columns={"draft": "model"})[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
+    coef = result.coefficients.rename(columns={"draft": "model"})
+    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
     table = result.summary.merge(coef, on=["model", "phase", "metric"], how="left")
     buf = io.StringIO()
     table.to_csv(buf, index=False)
@@ -140,6 +142,8 @@ def _long_csv(result: "CostCoefficientResult") -> str:
 def _verdict_lines(result: "CostCoefficientResult") -> list[str]:
     """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
     v = result.verdicts
+    if v is None:
+        return []
     v = v[v["metric"].isin(("wall", "gpu_span"))]
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 
@@ -157,7 +161,8 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
         if not ranks.empty:
             parts += ["", "**Ranks** (each rank's own forward ranges in the kept steps; last = finished last)", "",
                       _markdown_table(ranks)]
-        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
+        parts += ["", "**Diagnosis**", ""]
+        parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
         if result.verdicts is not None:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
