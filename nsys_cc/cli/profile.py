@@ -49,7 +49,8 @@ from .options import acceptance_option, parse_acceptance
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True, help="Format of the table printed at the end.")
 def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup,
-            num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+            num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance,
+            seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..errors import ProfileError
     from ..launch import launcher
