@@ -1,7 +1,8 @@
 """The cost coefficient c = draft forward time ÷ target forward time (Leviathan et al. 2023, Def. 3.7).
 
 For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
-phase (see `phases`). Per forward, the metrics are (all from `projection.project`):
+phase (see `phases`). When the ranges lie in several processes (tensor-parallel ranks) each forward is a step, one
+range per rank (`ranks`). Per forward, the metrics are (all from `projection.project`):
 - wall: the NVTX range's CPU duration, end − start;
 - gpu_span: nsys's projected duration, first GPU op start → last GPU op end of the work launched inside the range;
 - kernel_sum: the sum of the durations of those kernels (overlapping kernels count twice);

@@ -79,7 +79,8 @@ def rank_display(result: "CostCoefficientResult") -> pd.DataFrame:
 
     return pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
-        "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms), "Comm (ms)": ms(r.comm_ms),
+        "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
+        "Comm mean (ms)": ms(r.comm_ms),
         "Comm share": pct(r.comm_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
     } for r in result.ranks.itertuples()])
