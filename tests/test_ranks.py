@@ -206,3 +206,23 @@ def test_step_bounds_in_one_process_are_the_ranges():
     assert list(s) == [5, 1] and list(e) == [6, 3]
     s, e = step_bounds(np.array([1, 2, 1, 2]), np.array([0, 2, 10, 11]), np.array([5, 4, 15, 19]))
     assert list(s) == [0, 10] and list(e) == [5, 19]
+
+
+def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
+    from nsys_cc.report.plots import make_figures
+
+    fig = make_figures(result)["rank_lag"]
+    (ax,) = fig.axes
+    kept = [s for s in raw["steps"] if not s["warm"]]
+    lines = ax.get_lines()
+    assert len(lines) == 2
+    for r, line in enumerate(lines):
+        assert list(line.get_ydata()) == pytest.approx([s["lag_ms"][r] for s in kept], abs=1e-6)
+
+
+def test_no_rank_plot_for_one_process_models():
+    from nsys_cc.report.plots import make_figures
+
+    res = cost_coefficient(str(FIXTURES / "vllm" / "tiny-llama-target.sqlite"), [str(DRAFT)])
+    assert res.target.ranks is None and res.ranks.empty
+    assert "rank_lag" not in make_figures(res)

@@ -7,6 +7,7 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `make_plots` writ
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
+- rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the step's first finisher (`rank_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at its decode-phase wall-clock c (the `all` phase when no decode forward was told apart). Wall-clock, because the
   speedup model compares whole forwards as the decoding loop waits for them.
@@ -28,7 +29,7 @@ from matplotlib.figure import Figure
 
 from ..analysis import dsi
 from ..analysis.speedup import sig3
-from . import speedup_plots
+from . import rank_plots, speedup_plots
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -332,6 +333,7 @@ PLOTS: dict[str, Callable[["CostCoefficientResult"], Figure | None]] = {
     "coefficients": plot_coefficients,
     "time_breakdown": plot_time_breakdown,
     "kernel_categories": plot_kernel_categories,
+    "rank_lag": lambda result: rank_plots.plot_rank_lag(result, dict(STYLE)),
 }
 
 
