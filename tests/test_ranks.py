@@ -226,3 +226,20 @@ def test_no_rank_plot_for_one_process_models():
     res = cost_coefficient(str(FIXTURES / "vllm" / "tiny-llama-target.sqlite"), [str(DRAFT)])
     assert res.target.ranks is None and res.ranks.empty
     assert "rank_lag" not in make_figures(res)
+
+
+def test_ranks_with_different_payloads_are_noted(tmp_path, raw):
+    """A copy of the fixture where rank 1's last forward carries another token count: phases follow rank 0, and the
+    note counts the step."""
+    copy = tmp_path / "payload.sqlite"
+    shutil.copyfile(TARGET, copy)
+    with sqlite3.connect(copy) as con:
+        con.execute(
+            "UPDATE NVTX_EVENTS SET int64Value = int64Value + 1000 WHERE rowid = (SELECT e.rowid FROM NVTX_EVENTS e "
+            "JOIN StringIds s ON s.id = e.textId WHERE s.value = 'model_executable()' "
+            "AND (e.globalTid >> 24) & 16777215 = ? ORDER BY e.start DESC LIMIT 1)", (raw["pids"][1],))
+    res = cost_coefficient(str(copy), [str(DRAFT)])
+    (note,) = [n for n in res.notes if "payloads" in n]
+    assert f"1 of {len(raw['steps'])} steps have ranks with different token-count payloads" in note
+    kept = [s for s in raw["steps"] if not s["warm"]]
+    assert len(res.target.phase_rows("decode")) == sum(s["phase"] == "decode" for s in kept)
