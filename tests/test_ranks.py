@@ -26,7 +26,7 @@ TARGET = TP / "tiny-llama-target.tp2.sqlite"
 DRAFT = FIXTURES / "vllm" / "tiny-llama-draft-s.sqlite"
 
 RANGES_SQL = """
-SELECT e.start, e.end, e.int64Value, coalesce(e.text, s.value), (e.globalTid >> 24) & 16777215
+SELECT e.start, e.end, e.int64Value, coalesce(e.text, s.value), (e.globalTid >> 24) & 16777215, e.globalTid
 FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId
 WHERE e.eventType IN (59, 60)
 """
@@ -35,12 +35,20 @@ WHERE e.eventType IN (59, 60)
 def raw_steps(path) -> dict:
     """Steps from the raw rows: per process the forwards in start order, zipped; warm-up and phase per step."""
     rows = raw_sql(path, RANGES_SQL)
+    # A range still open when the capture ended: nsys's exporter closes it at the trace's last ns.
+    ((trace_end,),) = raw_sql(path, "SELECT duration FROM ANALYSIS_DETAILS")
     per_pid: dict[int, list] = {}
     for r in sorted((r for r in rows if r[3] == "model_executable()"), key=lambda r: r[0]):
         per_pid.setdefault(r[4], []).append(r)
     pids = sorted(per_pid)
     warm = [(r[0], r[1]) for r in rows if r[3] == "nsys_cc:warmup"]
     iters = [(r[0], r[1], r[2]) for r in rows if r[3] in ("nsys_cc:warmup", "nsys_cc:iteration")]
+    reduces = [r for r in rows if r[3] == "nsys_cc:all_reduce"]
+
+    def all_reduce_ms(f) -> float:
+        """The all-reduce ranges inside forward range `f` on its thread."""
+        return sum(r[1] - r[0] for r in reduces if r[5] == f[5] and f[0] <= r[0] and r[1] <= f[1]) / 1e6
+
     steps = []
     for ranks in zip(*(per_pid[p] for p in pids)):
         start, end = min(r[0] for r in ranks), max(r[1] for r in ranks)
@@ -48,11 +56,15 @@ def raw_steps(path) -> dict:
         (batch,) = [b for s, e, b in iters if s <= start <= e]
         steps.append({
             "wall_ms": (end - start) / 1e6, "warm": any(ws <= start <= we for ws, we in warm),
+            "open": any(r[1] == trace_end for r in ranks), "start": start, "end": end,
             "phase": "prefill" if ranks[0][2] / batch > 1 else "decode",
             "last": int(np.argmax(ends)), "lag_ms": [(e - min(ends)) / 1e6 for e in ends],
             "own_ms": [(r[1] - r[0]) / 1e6 for r in ranks], "payloads": {r[2] for r in ranks},
+            "all_reduce_ms": [all_reduce_ms(r) for r in ranks],
         })
-    return {"pids": pids, "counts": [len(per_pid[p]) for p in pids], "steps": steps}
+    for st in steps:
+        st["kept"] = not st["warm"] and not st["open"]
+    return {"pids": pids, "counts": [len(per_pid[p]) for p in pids], "steps": steps, "all_reduces": len(reduces)}
 
 
 @pytest.fixture(scope="module")
@@ -77,15 +89,16 @@ def test_steps_counts_and_phases_from_raw_rows(result, raw):
     assert m.ranks is not None and m.ranks.count == 2
     assert list(m.ranks.processes["pid"]) == raw["pids"]
     assert len(m.forwards) == len(raw["steps"])
-    kept = [s for s in raw["steps"] if not s["warm"]]
+    kept = [s for s in raw["steps"] if s["kept"]]
     assert int(m.forwards["kept"].sum()) == len(kept) > 0
+    assert int(m.forwards["open_at_end"].sum()) == sum(s["open"] for s in raw["steps"])
     for phase in ("prefill", "decode"):
         assert len(m.phase_rows(phase)) == sum(s["phase"] == phase for s in kept) > 0
 
 
 @pytest.mark.parametrize("phase", ["all", "prefill", "decode"])
 def test_step_wall_is_first_start_to_last_end(result, raw, phase):
-    walls = [s["wall_ms"] for s in raw["steps"] if not s["warm"] and phase in ("all", s["phase"])]
+    walls = [s["wall_ms"] for s in raw["steps"] if s["kept"] and phase in ("all", s["phase"])]
     row = result.summary[(result.summary["model"] == result.target.name) & (result.summary["phase"] == phase)
                          & (result.summary["metric"] == "wall")].iloc[0]
     assert row["count"] == len(walls)
@@ -94,7 +107,7 @@ def test_step_wall_is_first_start_to_last_end(result, raw, phase):
 
 
 def test_c_is_draft_over_the_step(result, raw):
-    decode = [s["wall_ms"] for s in raw["steps"] if not s["warm"] and s["phase"] == "decode"]
+    decode = [s["wall_ms"] for s in raw["steps"] if s["kept"] and s["phase"] == "decode"]
     rows = raw_sql(DRAFT, RANGES_SQL)
     warm = [(r[0], r[1]) for r in rows if r[3] == "nsys_cc:warmup"]
     draft = [(r[1] - r[0]) / 1e6 for r in rows
@@ -105,7 +118,7 @@ def test_c_is_draft_over_the_step(result, raw):
 
 @pytest.mark.parametrize("phase", ["all", "decode"])
 def test_rank_table_last_rank_lag_and_own_time(result, raw, phase):
-    kept = [s for s in raw["steps"] if not s["warm"] and phase in ("all", s["phase"])]
+    kept = [s for s in raw["steps"] if s["kept"] and phase in ("all", s["phase"])]
     table = result.ranks[result.ranks["phase"] == phase].set_index("rank")
     assert list(table.index) == [0, 1] and list(table["pid"]) == raw["pids"]
     for r in (0, 1):
@@ -114,12 +127,22 @@ def test_rank_table_last_rank_lag_and_own_time(result, raw, phase):
         assert table.at[r, "lag_ms"] == pytest.approx(np.median([s["lag_ms"][r] for s in kept]), abs=1e-6)
         assert table.at[r, "wall_ms"] == pytest.approx(np.median([s["own_ms"][r] for s in kept]), abs=1e-6)
     assert table["last_steps"].sum() == len(kept)
-    # A CPU trace: no GPU time, no communication kernels to measure.
+    # A CPU trace: no GPU time, no communication kernels; the all-reduce is CPU time inside the forward.
     assert table["comm_ms"].isna().all() and table["gpu_busy_ms"].isna().all()
+    for r in (0, 1):
+        reduce_ms = [s["all_reduce_ms"][r] for s in kept]
+        assert table.at[r, "allreduce_ms"] == pytest.approx(np.median(reduce_ms), abs=1e-6)
+        assert table.at[r, "allreduce_share"] == pytest.approx(sum(reduce_ms) / sum(s["own_ms"][r] for s in kept))
+
+
+def test_every_forward_holds_its_all_reduces(raw):
+    """The plugin's all-reduce ranges: several in every measured forward of every rank (4 layers × 2 at least)."""
+    assert raw["all_reduces"] > 0
+    assert all(min(s["all_reduce_ms"]) > 0 for s in raw["steps"] if s["kept"])
 
 
 def test_skew_note_names_the_last_rank(result, raw):
-    kept = [s for s in raw["steps"] if not s["warm"]]
+    kept = [s for s in raw["steps"] if s["kept"]]
     last = np.bincount([s["last"] for s in kept], minlength=2)
     skew = [max(s["lag_ms"]) for s in kept]
     (note,) = [n for n in result.notes if "tensor-parallel ranks" in n]
@@ -147,14 +170,11 @@ def test_text_table_shows_the_ranks():
 
 def test_forward_share_counts_each_step_once(raw):
     share = check.model_share("t", TARGET, TP / "tiny-llama-target.tp2.bench.json")
-    rows = raw_sql(TARGET, RANGES_SQL)
-    iters = sorted((r[0], r[1]) for r in rows if r[3] == "nsys_cc:iteration")
-    per_pid: dict[int, list] = {}
-    for r in sorted((r for r in rows if r[3] == "model_executable()"), key=lambda r: r[0]):
-        per_pid.setdefault(r[4], []).append(r)
-    steps = [(min(r[0] for r in rs), max(r[1] for r in rs)) for rs in zip(*per_pid.values())]
+    iters = sorted((r[0], r[1]) for r in raw_sql(TARGET, RANGES_SQL) if r[3] == "nsys_cc:iteration")
+    steps = [(s["start"], s["end"]) for s in raw["steps"] if not s["open"]]
     sums = [sum(e - s for s, e in steps if a <= s <= b) / 1e6 for a, b in iters]
     assert share["forward_ms"] == pytest.approx(np.median(sums), abs=1e-6)
+    assert share["share_max"] < 1
 
 
 def test_a_rank_missing_its_first_range_is_reported_and_matched_in_time(tmp_path, raw):
@@ -213,7 +233,7 @@ def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
 
     fig = make_figures(result)["rank_lag"]
     (ax,) = fig.axes
-    kept = [s for s in raw["steps"] if not s["warm"]]
+    kept = [s for s in raw["steps"] if s["kept"]]
     lines = ax.get_lines()
     assert len(lines) == 2
     for r, line in enumerate(lines):
@@ -241,5 +261,5 @@ def test_ranks_with_different_payloads_are_noted(tmp_path, raw):
     res = cost_coefficient(str(copy), [str(DRAFT)])
     (note,) = [n for n in res.notes if "payloads" in n]
     assert f"1 of {len(raw['steps'])} steps have ranks with different token-count payloads" in note
-    kept = [s for s in raw["steps"] if not s["warm"]]
+    kept = [s for s in raw["steps"] if s["kept"]]
     assert len(res.target.phase_rows("decode")) == sum(s["phase"] == "decode" for s in kept)

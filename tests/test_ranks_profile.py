@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from click.testing import CliRunner
 
 from nsys_cc.cli import cli
@@ -113,3 +114,59 @@ def test_profile_target_on_two_ranks_end_to_end(tmp_path):
     shares = [sum(e - s for s, e in steps if a0 <= s <= a1) / 1e9 / lat for (a0, a1), lat in zip(iters, latencies)]
     assert share["forward_share"] == pytest.approx(np.median(shares), abs=1e-3)
     assert 0 < min(shares) and max(shares) < 1
+
+
+# ---- the plugin's CPU all-reduce range, on a fake of vLLM's CpuCommunicator (no vLLM needed) ----
+
+
+@pytest.fixture
+def events(monkeypatch):
+    from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
+
+    log: list = []
+    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
+        "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
+    monkeypatch.setattr(plugin, "_state", plugin._State())
+    return log
+
+
+def _fakes():
+    class CpuCommunicator:
+        def all_reduce(self, input_):
+            return input_ * 2
+
+    class GPUModelRunner:
+        def execute_model(self, scheduler_output):
+            return self._model_forward(positions=torch.zeros(3))
+
+        def _model_forward(self, positions=None):
+            return self.comm.all_reduce(torch.ones(4, dtype=torch.float16))
+
+    return CpuCommunicator, GPUModelRunner
+
+
+def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
+    from types import SimpleNamespace
+
+    from nsys_cc.launch import vllm_plugin as plugin
+
+    comm_cls, runner_cls = _fakes()
+    assert plugin._patch_cpu_communicator(SimpleNamespace(CpuCommunicator=comm_cls))
+    assert plugin._patch_v1_runner(SimpleNamespace(GPUModelRunner=runner_cls))
+    runner = runner_cls()
+    runner.comm = comm_cls()
+    out = runner.execute_model(SimpleNamespace(total_num_scheduled_tokens=3))
+    assert out.tolist() == [2.0] * 4
+    assert events == [(plugin.FORWARD_RANGE, 3), (plugin.ALL_REDUCE_RANGE, 8), "pop", "pop"]
+    # Outside a forward (vLLM's start-up and warm-up collectives) no range is written.
+    events.clear()
+    comm_cls().all_reduce(torch.ones(2))
+    assert events == []
+
+
+def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events):
+    from types import SimpleNamespace
+
+    from nsys_cc.launch import vllm_plugin as plugin
+
+    assert plugin._patch_cpu_communicator(SimpleNamespace())

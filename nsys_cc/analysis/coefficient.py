@@ -138,12 +138,14 @@ def load_model(
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)
-        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, "ranges" if ranks is None else "steps")
+        unit = "ranges" if ranks is None else "steps"
+        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
         # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
         unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
         forwards["kept"] = ~warm & ~unclosed
         if unclosed.any():
-            warm_note += f"; dropped {int(unclosed.sum())} range(s) never closed (still open when the capture ended)"
+            warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
+                          "ended)")
         if not forwards["kept"].any():
             if (~warm).any():
                 raise RangeNotFoundError(

@@ -23,6 +23,11 @@ Per step (what the rest of the analysis treats as one forward; columns as for a 
 - payload (tokens, for phases): rank 0's; ranks that disagree are counted in a note.
 Per rank and step: lag = the rank's end − the step's earliest end; the last rank is the one with the largest lag,
 and the step's skew = max end − min end (the last rank's lag). `rank_table` summarises both per rank.
+
+Communication: on a GPU, the rank's communication kernels (NCCL, `kernels.CATEGORY_RULES`). On vLLM's CPU build the
+all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
+an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a step is the summed duration of those ranges directly
+inside its forward range (NVTX parent, same thread). That time includes waiting for the other ranks to arrive.
 """
 
 from __future__ import annotations
@@ -38,12 +43,13 @@ from .projection import op_totals, union_by_group
 from .stats import describe
 
 MAX_OFFSET = 64
+ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).
 _SUMMED = ("kernel_sum_ns", "kernels", "gpu_ops", "launch_api_ns")
 
 RANK_COLUMNS = ["model", "role", "phase", "rank", "pid", "device", "steps", "wall_ms", "gpu_busy_ms",
-                "kernel_sum_ms", "comm_ms", "comm_share", "last_steps", "last_share", "lag_ms", "lag_p90_ms",
-                "start_offset_ms"]
+                "kernel_sum_ms", "comm_ms", "comm_share", "allreduce_ms", "allreduce_share", "last_steps", "last_share",
+                "lag_ms", "lag_p90_ms", "start_offset_ms"]
 
 
 @dataclass
@@ -132,6 +138,17 @@ def match(process: np.ndarray, start: np.ndarray, end: np.ndarray) -> Matching:
     return Matching(rank, step, offsets, last_start <= first_end, counts)
 
 
+def _all_reduce_ns(trace, forwards: pd.DataFrame) -> np.ndarray:
+    """Per forward range: the summed duration of the `nsys_cc:all_reduce` ranges directly inside it; NaN for every
+    range when the trace has none (a GPU run, or a plugin that did not wrap the CPU all-reduce)."""
+    ranges = trace.nvtx_ranges()
+    inner = ranges[ranges["name"].astype(object) == ALL_REDUCE_RANGE]
+    if inner.empty:
+        return np.full(len(forwards), np.nan)
+    per_parent = inner["duration_ns"].astype(float).groupby(inner["parent_id"]).sum()
+    return per_parent.reindex(forwards["range_id"]).fillna(0.0).to_numpy()
+
+
 def _devices(trace, global_pids: np.ndarray) -> list[str]:
     """CUDA device ids each process ran kernels on ("" when none, or a CPU trace)."""
     if not trace.has_cuda:
@@ -175,7 +192,7 @@ def group_steps(trace, forwards: pd.DataFrame) -> tuple[pd.DataFrame, Ranks | No
     m = match(gpid, start, end)
     procs = np.unique(gpid)
     pids = (procs >> 24) & 0xFFFFFF
-    ranges = forwards.assign(rank=m.rank, step=m.step)
+    ranges = forwards.assign(rank=m.rank, step=m.step, allreduce_ns=_all_reduce_ns(trace, forwards))
     matched = ranges[ranges["step"] >= 0]
     by = matched.groupby("step", sort=True)
     steps = matched[matched["rank"] == 0].sort_values("step").reset_index(drop=True)
@@ -233,12 +250,17 @@ def _rank_rows(model, phase: str) -> list[dict]:
             comm_ms = comm / n / 1e6
             share = comm / total if total > 0 else np.nan
         last = int((steps["last_rank"] == proc.rank).sum())
-        med = {col: _median_ms(mine[col]) for col in ("wall_ns", "gpu_busy_ns", "kernel_sum_ns", "start_offset_ns")}
+        med = {col: _median_ms(mine[col])
+               for col in ("wall_ns", "gpu_busy_ns", "kernel_sum_ns", "start_offset_ns", "allreduce_ns")}
+        own = float(mine["wall_ns"].sum())
+        allreduce = float(mine["allreduce_ns"].sum(min_count=1))
         lag = mine["lag_ns"].to_numpy(dtype=float) / 1e6
         out.append({
             "model": model.name, "role": model.role, "phase": phase, "rank": proc.rank, "pid": int(proc.pid),
             "device": proc.device, "steps": n, "wall_ms": med["wall_ns"], "gpu_busy_ms": med["gpu_busy_ns"],
-            "kernel_sum_ms": med["kernel_sum_ns"], "comm_ms": comm_ms, "comm_share": share, "last_steps": last,
+            "kernel_sum_ms": med["kernel_sum_ns"], "comm_ms": comm_ms, "comm_share": share,
+            "allreduce_ms": med["allreduce_ns"], "allreduce_share": allreduce / own if own > 0 else np.nan,
+            "last_steps": last,
             "last_share": last / len(steps) if len(steps) else np.nan,
             "lag_ms": float(np.median(lag)) if n else np.nan,
             "lag_p90_ms": float(np.percentile(lag, 90)) if n else np.nan,
@@ -251,7 +273,9 @@ def rank_table(models) -> pd.DataFrame:
     """Per model with several ranks, phase and rank: the rank's own forward ranges in the kept steps (median wall,
     GPU busy and kernel sum in ms), its communication kernels (ms per step and share of its GPU-op time), how often
     it was the last rank to finish (`last_steps`, `last_share`), by how much (median and p90 lag behind the step's
-    first finisher, ms) and its median start offset after the step's first rank. Columns RANK_COLUMNS."""
+    first finisher, ms) and its median start offset after the step's first rank; on the CPU build its all-reduce
+    time (median ms per step, and share of its own forward time; NaN without `nsys_cc:all_reduce` ranges).
+    Columns RANK_COLUMNS."""
     rows = [row for m in models if m.ranks is not None for phase in m.phases for row in _rank_rows(m, phase)]
     return pd.DataFrame(rows, columns=RANK_COLUMNS)
 
@@ -271,16 +295,18 @@ def steps_note(model) -> str:
     return text
 
 
-def step_bounds(process: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def step_bounds(process: np.ndarray, start: np.ndarray, end: np.ndarray,
+                open_at_end: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Start and end (ns) of each step of ranges in one or more processes: the first rank's start and the last rank's
-    end of each matched step (`match`); in one process, the ranges themselves."""
-    if len(np.unique(process)) < 2:
-        return start, end
-    step = match(process, start, end).step
+    end of each matched step (`match`); in one process, the ranges themselves. Steps with a range still open when the
+    capture ended (`open_at_end`, whose end is only the trace's) are left out, as the analysis drops them."""
+    step = match(process, start, end).step if len(np.unique(process)) > 1 else np.arange(len(start))
+    if open_at_end is not None:
+        step = np.where(np.isin(step, step[np.asarray(open_at_end, dtype=bool)]), -1, step)
     ok = step >= 0
-    n = int(step.max()) + 1 if ok.any() else 0
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, step[ok], start[ok])
-    np.maximum.at(last, step[ok], end[ok])
+    codes, step = np.unique(step[ok], return_inverse=True)
+    first = np.full(len(codes), np.iinfo(np.int64).max)
+    last = np.full(len(codes), np.iinfo(np.int64).min)
+    np.minimum.at(first, step, start[ok])
+    np.maximum.at(last, step, end[ok])
     return first, last

@@ -70,20 +70,23 @@ def _records(df: pd.DataFrame) -> list[dict]:
 
 
 def rank_display(result: "CostCoefficientResult") -> pd.DataFrame:
-    """The per-rank table for people: one row per model on several ranks, phase and rank (`ranks.rank_table`)."""
+    """The per-rank table for people: one row per model on several ranks, phase and rank (`ranks.rank_table`);
+    columns that are empty for every rank are left out."""
     def ms(x: float) -> str:
         return "–" if x is None or math.isnan(x) else f"{x:.3f}"
 
     def pct(x: float) -> str:
         return "–" if x is None or math.isnan(x) else f"{x:.0%}"
 
-    return pd.DataFrame([{
+    table = pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
         "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
-        "Comm mean (ms)": ms(r.comm_ms),
-        "Comm share": pct(r.comm_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
+        "Comm mean (ms)": ms(r.comm_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
+        "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
     } for r in result.ranks.itertuples()])
+    # Columns no rank has a value for (GPU columns on a CPU trace, the CPU all-reduce on a GPU one) are left out.
+    return table.loc[:, [c for c in table.columns if not (table[c] == "–").all()]]
 
 
 def _fmt_c(c: float, lo: float, hi: float) -> str:
