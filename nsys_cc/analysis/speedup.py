@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .metrics import DECODE, decision_phase
 
 # Online Speculative Decoding searched γ = 1…99; S has a single maximum in γ, so a wider search only costs time.
 DEFAULT_MAX_GAMMA = 99
@@ -211,11 +212,24 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
 
 
 def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
-    for phase in ("decode", "all"):
-        match = rows[rows["phase"] == phase]
-        if len(match):
-            return phase, match.iloc[0]
-    return "decode", None
+    phase = decision_phase(rows["phase"])
+    if phase is None:
+        return DECODE, None
+    return phase, rows[rows["phase"] == phase].iloc[0]
+
+
+def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """One row per draft with a finite c of `metric` in its decision phase (decode, else all): draft, phase, c,
+    ci_low, ci_high. Wall-clock by default: the speedup model compares whole forwards as the decoding loop waits for
+    them."""
+    coef = coefficients[(coefficients["metric"] == metric) & np.isfinite(coefficients["c"].to_numpy(dtype=float))]
+    rows = []
+    for draft, sub in coef.groupby("draft", sort=False):
+        by_phase = sub.set_index("phase")
+        phase = decision_phase(by_phase.index)
+        if phase is not None:
+            rows.append({"draft": draft, "phase": phase, **by_phase.loc[phase, ["c", "ci_low", "ci_high"]].to_dict()})
+    return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
 
 
 def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA) -> pd.DataFrame:

@@ -9,9 +9,11 @@ import click
 import pandas as pd
 
 from ..analysis import speedup as speedup_mod
+from ..analysis.acceptance import alphas_with_source
 from ..errors import InputError
+from ..report.tables import text_table
 from . import cli
-from .options import acceptance_option, alphas_from, metrics_option
+from .options import acceptance_option, format_option, metrics_option
 
 _JSON_KEYS = (
     "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
@@ -58,7 +60,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
         row["best γ"] = str(r["best_gamma"]) + ("" if lo is None or lo == hi else f" ({lo}–{hi})")
         row["best S"] = _times(r["best_speedup"], r["best_speedup_low"], r["best_speedup_high"])
         rows.append(row)
-    return pd.DataFrame(rows).to_string(index=False)
+    return text_table(pd.DataFrame(rows), right=set(rows[0]))
 
 
 @cli.command("speedup")
@@ -71,8 +73,8 @@ def _table(records: list[dict], gamma: int | None) -> str:
               help="Largest γ searched for the best γ.")
 @click.option("--ci", "ci", default=None, metavar="LOW,HIGH",
               help="An interval on c; it is carried to the speedup and the best γ.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
+@format_option(("table", "json"))
+def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     """Expected speedup of speculative decoding (Leviathan et al. 2023, Thm 3.8) for a draft of cost coefficient c.
 
     S(α, γ, c) = (1 − α^(γ+1)) / ((1 − α)(γc + 1)); the best γ maximises S over 1…max-gamma; some γ gives
@@ -85,7 +87,9 @@ def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
     if max_gamma < 1:
         raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
     c_low, c_high = _interval(ci, c)
-    alphas, note = alphas_from(acceptance, metrics_path)
+    alphas, note = alphas_with_source(acceptance, metrics_dump)
+    if not alphas:
+        raise InputError("give at least one acceptance (or metrics_dump)", param="acceptance")
     judged = [speedup_mod.judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
     records = [_record(j) for j in judged]
     if fmt == "json":
