@@ -12,6 +12,7 @@ from ..analysis import speedup as speedup_mod
 from ..analysis.acceptance import alphas_with_source
 from ..errors import InputError
 from ..report.tables import text_table
+from ..report.words import fmt_speedup, sig3, verdict_of
 from . import cli
 from .options import acceptance_option, format_option, metrics_option
 
@@ -40,13 +41,14 @@ def _json_value(v):
 
 def _record(j: speedup_mod.Judgement) -> dict:
     rec = {"acceptance" if k == "alpha" else k: _json_value(v) for k, v in vars(j).items()}
+    rec["verdict"] = verdict_of(j)
     if math.isnan(j.c_low):  # no interval: the ends computed at NaN c are not numbers
         rec.update({k: None for k in rec if k.endswith(("_low", "_high")) and k != "c_low"})
     return {k: rec[k] for k in _JSON_KEYS}
 
 
 def _times(value: float, low: float | None, high: float | None) -> str:
-    fmt = speedup_mod.fmt_speedup
+    fmt = fmt_speedup
     return f"{fmt(value)}×" + ("" if low is None else f" ({fmt(low)}–{fmt(high)}×)")
 
 
@@ -95,11 +97,11 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     if fmt == "json":
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False))
         return
-    head = f"c = {speedup_mod.sig3(c)}" + (f" (interval {speedup_mod.sig3(c_low)}–{speedup_mod.sig3(c_high)})"
+    head = f"c = {sig3(c)}" + (f" (interval {sig3(c_low)}–{sig3(c_high)})"
                                            if ci else "") + f"; best γ searched over 1…{max_gamma}"
     click.echo(head)
     if note:
         click.echo(note)
     click.echo(_table(records, gamma))
     for j in judged:
-        click.echo(f"α = {j.alpha:.3g}: {j.verdict}")
+        click.echo(f"α = {j.alpha:.3g}: {verdict_of(j)}")

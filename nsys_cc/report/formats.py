@@ -17,6 +17,7 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from .tables import markdown_table, text_table
+from .words import with_verdicts
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -53,7 +54,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
         "diagnosis": result.diagnosis.to_dict(orient="records"), "notes": list(result.notes),
     }
     if result.acceptance:
-        out["speedup"] = json.loads(result.verdicts.to_json(orient="records"))
+        out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
     return out
 
 
@@ -102,7 +103,7 @@ def _long_csv(result: CostCoefficientResult) -> str:
 
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
     """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
-    v = result.verdicts
+    v = with_verdicts(result.verdicts)
     v = v[v["metric"].isin(("wall", "gpu_span"))]
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 

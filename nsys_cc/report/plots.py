@@ -28,7 +28,7 @@ from ..analysis.metrics import BY_NAME, C_METRICS, in_order
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
 from . import speedup_plots
-from ..analysis.speedup import sig3
+from .words import sig3
 
 DPI = 150
 STYLE = {
