@@ -298,7 +298,7 @@ def cost_coefficient(
         coefficients=coefficients,
         kernel_summary=kernel_summary,
         categories=categories,
-        diagnosis=diagnose(models[0], models[1:], kernel_summary, categories),
+        diagnosis=diagnose(models[0], models[1:]),
         verdicts=verdicts(coefficients, alphas),
         speedup_marks=speedup_marks(coefficients),
         notes=(*_model_notes(models), *([alpha_note] if alpha_note else [])),

@@ -93,7 +93,9 @@ class CostCoefficientResult:
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
-    - `diagnosis`: draft, phase, diagnosis (sentences on where the draft's forward time goes).
+    - `diagnosis`: per draft, the numbers on where its forward time goes against the target's
+      (`analysis.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its class);
+      `render()` and the report say it in sentences (`nsys_cc.report.words.diagnosis_text`).
     - `verdicts`: draft, metric, alpha, phase, c, c_low, c_high, best_gamma…, speedup…, break_even_alpha, verdict —
       what c means at each acceptance rate given (empty when none was).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
