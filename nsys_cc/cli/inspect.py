@@ -56,7 +56,8 @@ def ranges(file, name, fmt):
     if fmt == "csv":
         click.echo(table.to_csv(index=False), nl=False)
     elif fmt == "json":
-        records = [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in table.astype(object).to_dict("records")]
+        rows = table.astype(object).to_dict("records")
+        records = [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in rows]
         click.echo(json.dumps(records, indent=1, default=int))
     elif table.empty:
         click.echo(f"no NVTX ranges in {file}", err=True)

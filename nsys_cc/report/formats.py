@@ -45,8 +45,9 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
         })
     coefficients = [
-        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c), "ci95": [_num(r.ci_low), _num(r.ci_high)],
-         "draft_median_ms": _num(r.draft_median_ms), "target_median_ms": _num(r.target_median_ms)}
+        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
+         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
+         "target_median_ms": _num(r.target_median_ms)}
         for r in result.coefficients.itertuples()
     ]
     out = {

@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -30,8 +31,11 @@ from ..analysis.stats import median
 from . import speedup_plots
 from .words import sig3
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 DPI = 150
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -82,7 +86,7 @@ def _legend_below(fig: Figure, axes: list) -> None:
 
 
 def _model_colors(result: CostCoefficientResult) -> dict[str, str]:
-    palette = matplotlib.colormaps["tab10"].colors
+    palette = matplotlib.color_sequences["tab10"]
     return {m.name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, m in enumerate(result.models)}
 
 
@@ -142,7 +146,11 @@ def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
 
 
 def _coef_phases(result: CostCoefficientResult) -> list[str]:
-    return in_order(result.coefficients["phase"])
+    """Prefill and decode when the coefficients have them, else `all`. The `all` c mixes both kinds of step: it is
+    right for neither, and its interval (often many times wider) would flatten theirs on a shared axis."""
+    present = in_order(result.coefficients["phase"])
+    split = [p for p in present if p != "all"]
+    return split or present
 
 
 def plot_coefficients(result: CostCoefficientResult) -> Figure | None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+
 import pandas as pd
 
 from ..analysis.result import CostCoefficientResult
@@ -78,8 +79,8 @@ def write_report(
     versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
     md = [
         "# Cost coefficient report", "",
-        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and metric, "
-        f"with a 95 % bootstrap interval (seed {result.seed}).", "",
+        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and "
+        f"metric, with a 95 % bootstrap interval (seed {result.seed}).", "",
         render(result, "markdown"),
     ]
     if extra_notes:
