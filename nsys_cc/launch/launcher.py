@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
 
 DEFAULT_TIMEOUT_S = 1800
-# nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
+# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 
@@ -126,10 +126,12 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     if options.cuda_graphs and not gpu:
         raise InputError("--cuda-graphs needs a GPU (vLLM's CPU build has no CUDA graphs)")
     for name, value in (("--input-len", options.input_len), ("--output-len", options.output_len),
-                        ("--batch-size", options.batch_size), ("--num-iters", options.iters),
-                        ("--target-tp", target_tp), ("--draft-tp", draft_tp)):
+                        ("--batch-size", options.batch_size), ("--num-iters", options.iters)):
         if value < 1:
             raise InputError(f"{name} must be ≥ 1, not {value}")
+    for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
+        if value < 1:
+            raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
     if options.warmup_iters < 0:
         raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
     out = Path(out_dir).resolve()
