@@ -338,7 +338,7 @@ def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     n = len(ranges)
     if n == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
         for col in PROJECTION_COLUMNS:
-            out[col] = pd.array([pd.NA] * n, dtype="Int64")
+            out[col] = pd.arrays.IntegerArray(np.zeros(n, np.int64), mask=np.ones(n, bool))
         return out
     lc = launches(trace)
     lo, hi, ok = _windows(lc, ranges)
