@@ -25,7 +25,7 @@ from ..trace import open_trace
 from . import kernels as kernel_mod
 from . import phases as phase_mod
 from .projection import op_totals, project
-from .ranges import closest_names, name_counts, select
+from .ranges import not_found, quoted, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
 
 DEFAULT_RANGE = "model_executable()"
@@ -39,8 +39,6 @@ METRICS = {
     "gpu_idle": "gpu_idle_ns",
 }
 C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
-# Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
-NAME_CHARS = 80
 
 
 @dataclass
@@ -98,24 +96,12 @@ def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
 
 
 def _quoted(name: str) -> str:
-    return repr(name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…")
+    return quoted(name)
 
 
 def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> RangeNotFoundError:
-    """The error for a range name that matches nothing, with what the trace does hold."""
-    wanted = f"{path}: no NVTX range named {_quoted(range_name)}"
-    if not trace.has_table("NVTX_EVENTS"):
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)")
-    if ranges.empty:
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges")
-    if ranges["qualified_name"].isna().all():
-        return RangeNotFoundError(
-            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)"
-        )
-    near = closest_names(ranges, range_name)
-    listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
-    label = "closest names" if near else "names in the trace"
-    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with --range)")
+    """The error for a range name that matches nothing (`ranges.not_found`), with the option that picks one."""
+    return not_found(trace, ranges, range_name, path=path, hint=" (choose one with --range)")
 
 
 def load_model(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 
 import click
 import pandas as pd
@@ -62,7 +63,8 @@ def ranges(file, name, fmt):
     with open_trace(file) as trace:
         table = range_table(trace, name)
     if fmt in ("csv", "json"):
-        out = click.get_binary_stream("stdout")
+        sys.stdout.flush()
+        out = sys.stdout.buffer
         try:
             (write_csv if fmt == "csv" else write_json_records)(table, out)
             out.flush()

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .. import progress
+from .source import TraceSource, readonly_uri
 
 # Marks SQL NULL in int64 columns read through coalesce(); no timestamp, id or count takes this value.
 NULL_INT = -(2**63)
@@ -86,7 +85,7 @@ def _workers() -> int:
 
 
 def read_columns(
-    trace, table: str, exprs: Sequence[str], *, where: str | None = None, floats: Sequence[int] = (),
+    trace: TraceSource, table: str, exprs: Sequence[str], *, where: str | None = None, floats: Sequence[int] = (),
     texts: Sequence[int] = (), out: Sequence[np.ndarray | None] | None = None
 ) -> list:
     """Evaluate `exprs` over the rows of `table` (those satisfying `where`) in rowid order.
@@ -155,8 +154,8 @@ def _read_stdlib(trace, table, exprs, kinds, where) -> list:
     return out
 
 
-def _uri(trace) -> str:
-    return f"file:{urllib.parse.quote(str(Path(trace.sqlite_path).resolve()))}?mode=ro&immutable=1"
+def _uri(trace: TraceSource) -> str:
+    return readonly_uri(trace.sqlite_path)
 
 
 def _rowids(trace, table: str) -> tuple[int, int]:

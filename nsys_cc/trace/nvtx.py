@@ -43,6 +43,7 @@ from .bulk import (
     read_columns,
 )
 from .nesting import NO_PARENT, nest
+from .source import TraceSource
 
 PUSHPOP, STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71
 DOMAIN_CREATE = 75
@@ -78,7 +79,7 @@ def empty_ranges() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
 
 
-def read_ranges(trace) -> pd.DataFrame:
+def read_ranges(trace: TraceSource) -> pd.DataFrame:
     """Every NVTX range of `trace` (see the module docstring for the columns)."""
     if not trace.has_table("NVTX_EVENTS"):
         return empty_ranges()
@@ -148,7 +149,7 @@ def read_ranges(trace) -> pd.DataFrame:
     return frame
 
 
-def _names(trace, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
     """The registered string of `text_id` when StringIds has it, else the inline text; worked out once per
     distinct (id, text) pair, not once per row."""
     text_codes, text_values = text
@@ -173,7 +174,7 @@ def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
     return pd.Categorical.from_codes(label_codes[codes], categories=pd.Index(cats, dtype=object))
 
 
-def _domains(conn, trace) -> pd.DataFrame:
+def _domains(conn, trace: TraceSource) -> pd.DataFrame:
     """eventType 75 rows: (domainId, PID field of globalTid) → domain name, the earliest per key."""
     has_strings = trace.has_table("StringIds")
     name = "coalesce(e.text, s.value)" if has_strings else "e.text"
