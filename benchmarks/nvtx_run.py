@@ -25,6 +25,7 @@ import csv
 import datetime as dt
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -123,9 +124,9 @@ def check_nvtxsum(path: Path, csv_path: str) -> dict:
 
 
 def measure(label: str, path: Path, draft: Path, args, nsys: str | None, extra: dict) -> dict:
-    conn_rows = int(subprocess.run([sys.executable, "-c", f"import sqlite3; print(sqlite3.connect('file:{path}?mode=ro',"
-                                    " uri=True).execute('SELECT count(*) FROM NVTX_EVENTS').fetchone()[0])"],
-                                   capture_output=True, text=True, check=True).stdout)
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn_rows = conn.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
+    conn.close()
     entry = {"source": label, "file": path.name, "mib": path.stat().st_size / 2**20, "nvtx_rows": conn_rows, **extra}
     warm_cache(path)
     warm_cache(draft)

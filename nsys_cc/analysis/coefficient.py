@@ -22,8 +22,7 @@ import pandas as pd
 
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
-from . import kernels as kernel_mod
-from . import phases as phase_mod
+from . import kernels as kernel_mod, phases as phase_mod
 from .projection import op_totals, project
 from .ranges import not_found, quoted, select
 from .stats import STAT_NAMES, describe, ratio_of_medians

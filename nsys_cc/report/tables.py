@@ -1,9 +1,9 @@
 """Writing big tables (millions of rows) as CSV or JSON without a Python object per value.
 
 `write_csv` goes through Arrow's C++ CSV writer (pandas' `to_csv` formats row by row in Python: 5 s for 6 M NVTX
-ranges, more than reading them); `write_json_records` builds each row's JSON text with Arrow's compute functions. Both stream to a binary
-file object (stdout's buffer, a file). Missing values are empty CSV cells and JSON `null`; categorical columns
-are written as their labels; text cells are quoted only where CSV needs it.
+ranges, more than reading them); `write_json_records` builds each row's JSON text with Arrow's compute functions.
+Both stream to a binary file object (stdout's buffer, a file). Missing values are empty CSV cells and JSON
+`null`; categorical columns are written as their labels; Arrow quotes every text cell.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def write_csv(table: pd.DataFrame, out: BinaryIO) -> None:
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
-    if table.empty or any(t == object for t in table.dtypes):  # no big table has free-form object columns
+    if table.empty or any(t is np.dtype(object) for t in table.dtypes):  # no big table has free-form object columns
         out.write(table.to_csv(index=False).encode())
         return
     options = pacsv.WriteOptions(include_header=True, quoting_style="needed")

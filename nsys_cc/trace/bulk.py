@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -232,7 +232,8 @@ def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int
     out: list = []
     j = 0
     for k in kinds:
-        col = pa.chunked_array([b.column(j) for b in batches], type=batches[0].schema.field(j).type) if batches else None
+        col = (pa.chunked_array([b.column(j) for b in batches], type=batches[0].schema.field(j).type)
+               if batches else None)
         if col is None or len(col) == 0:
             out.append(_empty(k))
             j += 2 if k == "text" else 1
@@ -287,7 +288,7 @@ def nullable(values: np.ndarray) -> pd.array:
     return pd.arrays.IntegerArray(values, mask=values == NULL_INT)
 
 
-def categorical(codes_source: np.ndarray, labels: dict[int, str]) -> pd.Categorical:
+def categorical(codes_source: np.ndarray, labels: Mapping[int, str]) -> pd.Categorical:
     """Map integer ids to a Categorical through `labels`; ids missing from `labels` (or NULL_INT) become NaN.
 
     Only the distinct ids are looked up (found by hashing, not sorting), so a column of millions of rows costs

@@ -16,6 +16,7 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -52,8 +53,11 @@ def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
 class TraceSource(Protocol):
     """The reading surface of an export: schema facts and raw connections (what the table readers use)."""
 
-    path: str
-    sqlite_path: Path
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def sqlite_path(self) -> Path: ...
 
     def has_table(self, name: str) -> bool: ...
 
@@ -63,7 +67,7 @@ class TraceSource(Protocol):
 
     def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
 
-    def strings(self) -> dict[int, str]: ...
+    def strings(self) -> Mapping[int, str]: ...
 
 
 @runtime_checkable
@@ -72,8 +76,11 @@ class Trace(TraceSource, Protocol):
     change freely (`handed_out`); `has_loaded(table)` says whether that table was already read, so an analysis
     can reuse it instead of reading fewer columns again."""
 
-    nsys_version: str | None
-    has_cuda: bool
+    @property
+    def nsys_version(self) -> str | None: ...
+
+    @property
+    def has_cuda(self) -> bool: ...
 
     def nvtx_ranges(self) -> pd.DataFrame: ...
 
