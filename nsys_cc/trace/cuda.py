@@ -66,7 +66,7 @@ def _read_arrays(trace: TraceSource, table: str, cols: list[Col], out: dict | No
 
 
 def _read(trace: TraceSource, table: str, cols: list[Col]) -> pd.DataFrame:
-    return pd.DataFrame(_read_arrays(trace, table, cols))
+    return pd.DataFrame(_read_arrays(trace, table, cols), copy=False)
 
 
 def _times(frame: pd.DataFrame) -> pd.DataFrame:
@@ -278,4 +278,4 @@ def gpu_ops(trace: TraceSource) -> pd.DataFrame:
     cols["kind"] = pd.Categorical.from_codes(cols["kind"], categories=OP_KINDS)
     cols["duration_ns"] = cols["end_ns"] - cols["start_ns"]
     cols["pid"] = decode_pid(cols["global_pid"])
-    return pd.DataFrame({c: cols[c] for c in GPU_OP_COLUMNS})
+    return pd.DataFrame({c: cols[c] for c in GPU_OP_COLUMNS}, copy=False)
