@@ -239,14 +239,14 @@ def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int
             j += 2 if k == "text" else 1
             continue
         if k == "text":
-            null = np.concatenate([_arrow_numpy(b.column(j + 1), np.int64) for b in batches])
+            null = _arrow_numpy(pa.chunked_array([b.column(j + 1) for b in batches]), np.int64)
             uniq = pc.unique(col)
             codes = pc.index_in(col, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
             out.append((np.where(null == 1, -1, codes), np.asarray(uniq.to_pylist(), dtype=object)))
             j += 2
         else:
             dtype = np.float64 if k == "float" else np.int64
-            out.append(np.concatenate([_arrow_numpy(b.column(j), dtype) for b in batches]))
+            out.append(_arrow_numpy(col, dtype))  # concatenated by Arrow in one pass
             j += 1
     return out
 

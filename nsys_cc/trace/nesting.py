@@ -137,7 +137,8 @@ def _nested_parents(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.nda
     level = (k - thread_first) - finished
 
     # The last earlier range of the same thread one level up: one searchsorted over (level, position) keys.
-    by_level = np.argsort(level, kind="stable")
+    small = level.astype(np.int16) if n and int(level.max()) < 2**15 else level  # a radix sort for small levels
+    by_level = np.argsort(small, kind="stable")
     level_keys = level[by_level] * (n + 1) + by_level
     q = np.searchsorted(level_keys, (level - 1) * (n + 1) + k, side="left") - 1
     cand = by_level[np.maximum(q, 0)]

@@ -102,8 +102,11 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
         return empty_ranges()
+    no_end = end == NULL_INT
     with trace.reading() as conn:
-        last_start, last_end = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+        # The last NVTX timestamp (a scan of the whole table) only matters for ranges without an end.
+        last_start, last_end = (conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+                                if no_end.any() else (None, None))
         trace_end = (
             conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
             if "duration" in trace.columns("ANALYSIS_DETAILS")
@@ -111,9 +114,9 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
         )
         domains = _domains(conn, trace)
 
-    no_end = end == NULL_INT
-    capture_end = max(v for v in (last_start, last_end) if v is not None)
-    end = np.where(no_end, capture_end, end)
+    if no_end.any():
+        capture_end = max(v for v in (last_start, last_end) if v is not None)
+        end = np.where(no_end, capture_end, end)
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
     other_thread = end_gtid != NULL_INT
 
@@ -155,14 +158,14 @@ def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.n
     distinct (id, text) pair, not once per row."""
     text_codes, text_values = text
     strings = trace.strings() if (text_id != NULL_INT).any() else {}
-    ids, id_codes = np.unique(text_id, return_inverse=True)
+    id_codes, ids = pd.factorize(text_id)  # by hashing: no sort of millions of ids
     registered = [strings.get(int(i)) for i in ids]
     # Key per row: the registered string's position among `ids` when found, else len(ids) + the text's code.
     found = np.array([r is not None for r in registered], dtype=bool)
     key = np.where(found[id_codes], id_codes, len(ids) + text_codes)
     key = np.where((key >= len(ids)) & (text_codes < 0), -1, key)
     labels = [*registered, *text_values.tolist()]
-    keys, codes = np.unique(key, return_inverse=True)
+    codes, keys = pd.factorize(key)
     names = [None if k < 0 else labels[k] for k in keys.tolist()]
     return _from_labels(codes, [None if u is None else u[1:] if u.startswith(":") and not u.startswith("::") else u
                                 for u in names])
