@@ -38,6 +38,10 @@ METRICS = {
     "gpu_idle": "gpu_idle_ns",
 }
 C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
+# What a model keeps of its forward ranges once they are measured (the rest of the trace's NVTX and GPU columns is
+# let go, so analysing N traces holds about one trace's worth of memory at a time, not N).
+FORWARD_COLUMNS = ["range_id", "qualified_name", "pid", "tid", "start_ns", "end_ns", "payload", "open_at_end", "kept",
+                   "phase", "kernels", "gpu_ops", *METRICS.values()]
 
 
 @dataclass
@@ -79,7 +83,7 @@ class ModelForwards:
 
 
 def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
-    out = proj.copy()
+    out = proj.copy(deep=False)  # copy-on-write: the new columns below never reach `proj`
     out["wall_ns"] = out["duration_ns"].astype(float)
     gpu = {
         "gpu_span_ns": "proj_duration_ns",
@@ -148,6 +152,8 @@ def load_model(
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
         totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
+        # A deep copy of the kept columns only: nothing else of this trace stays referenced.
+        forwards = forwards[FORWARD_COLUMNS].copy()
         return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, totals,
                              gpu_note)
 
