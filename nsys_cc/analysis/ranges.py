@@ -53,24 +53,27 @@ def quoted(name: str) -> str:
     return repr(name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…")
 
 
-def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None = None,
-              hint: str = "") -> RangeNotFoundError:
+def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None = None, hint: str = "",
+              param: str | None = None) -> RangeNotFoundError:
     """The one error for a range name that matches nothing in `ranges` (the trace's NVTX ranges), saying what the
     trace does hold: no NVTX table, no ranges, no names, else the closest names (or the most frequent ones).
-    `path`: the file as the user named it (default `trace.path`); `hint` is appended (e.g. which option picks)."""
+    `path`: the file as the user named it (default `trace.path`); `hint` is appended to the list of names (e.g.
+    "(choose one with range_name)"), `param` the parameter at fault (the CLI writes its flag)."""
     wanted = f"{path or trace.path}: no NVTX range named {quoted(name)}"
     if not trace.has_table("NVTX_EVENTS"):
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)")
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
+                                  param=param)
     if ranges.empty:
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges")
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges", param=param)
     if ranges["qualified_name"].isna().all():
         return RangeNotFoundError(
-            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)"
+            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)",
+            param=param,
         )
     near = closest_names(ranges, name)
     listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
-    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(quoted, listed))}{hint}")
+    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(quoted, listed))}{hint}", param=param)
 
 
 # Columns of `range_table`, in order: the range, then its projection onto the GPU.
