@@ -1,16 +1,25 @@
-"""`nsys-cc analyze TARGET DRAFT [DRAFT …]`: the cost coefficient of each draft from existing traces."""
+"""`nsys-cc analyze TARGET DRAFT [DRAFT …]`: the cost coefficient of each draft from existing traces.
+
+`nsys-cc analyze SOURCE` with one argument that is a sweep directory or a manifest (.json/.csv, see
+`nsys_cc.sweep.manifest`): every trace set in it, analysed in parallel (a local process pool, or a Dask cluster
+with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet and the plots).
+"""
 
 from __future__ import annotations
 
 import click
 
+from ..errors import InputError
 from . import cli
 from .options import acceptance_option, alphas_from, metrics_option
+
+_ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
+                 "metrics_path": "--metrics", "range_name": "--range", "output_len": "--output-len"}
 
 
 @cli.command()
 @click.argument("target", type=click.Path(dir_okay=True))
-@click.argument("drafts", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", default="model_executable()", show_default=True,
               help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes).")
 @click.option("--skip-ranges", type=int, default=None,
@@ -25,8 +34,26 @@ from .options import acceptance_option, alphas_from, metrics_option
               show_default=True)
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, seed, fmt, out_dir):
-    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model)."""
+@click.option("--jobs", type=int, default=None,
+              help="Many trace sets: local worker processes (default: one per CPU).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
+@click.pass_context
+def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, seed, fmt,
+            out_dir, jobs, scheduler):
+    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
+    trace set of a sweep directory or manifest file given alone."""
+    from ..sweep.manifest import is_many
+
+    if not drafts and is_many(target):
+        given = [flag for param, flag in _ONE_SET_ONLY.items()
+                 if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]
+        if given:
+            raise InputError(f"{', '.join(given)} apply to one trace set; a manifest sets range and output_len per "
+                             "set")
+        return _analyze_many(target, seed, fmt, out_dir, jobs, scheduler)
+    if jobs is not None or scheduler:
+        raise InputError("--jobs and --scheduler apply to many trace sets (a sweep directory or a manifest)")
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
@@ -41,3 +68,22 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptan
     if out_dir:
         path = write_report(result, out_dir)
         click.echo(f"report: {path}", err=True)
+
+
+def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
+    from ..report.sweep import render_sweep, write_sweep
+    from ..sweep.manifest import trace_sets
+    from ..sweep.run import analyse_many
+
+    if jobs is not None and jobs < 1:
+        raise InputError(f"--jobs must be ≥ 1, not {jobs}")
+    result = analyse_many(trace_sets(source), seed=seed, jobs=jobs, scheduler=scheduler)
+    notes = [f"trace set {name}: FAILED: {reason}" for name, reason in result.failures]
+    click.echo(render_sweep(result.table, fmt, notes), nl=False)
+    if out_dir:
+        files = write_sweep(result.table, out_dir, notes=notes)
+        click.echo(f"table: {files['csv']}", err=True)
+    if result.table.empty:
+        raise InputError("no trace set could be analysed: " + "; ".join(notes))
+    if result.failures:
+        raise SystemExit(1)

@@ -55,3 +55,21 @@ def alphas_from(values: tuple[str, ...], metrics_path: str | None, *, required: 
     if required and not alphas:
         raise InputError("give at least one --acceptance (or --metrics)")
     return alphas, note
+
+
+def int_list(text: str, flag: str) -> list[int]:
+    """Whole numbers from a comma-separated option value (`--batch-size 1,4,16`); errors name the flag."""
+    out = []
+    for part in str(text).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            out.append(int(part))
+        except ValueError:
+            raise InputError(f"{flag}: {part!r} is not a whole number") from None
+        if out[-1] < 1:
+            raise InputError(f"{flag}: {out[-1]} is not ≥ 1")
+    if not out:
+        raise InputError(f"{flag}: give at least one value")
+    return out

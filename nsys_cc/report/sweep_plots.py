@@ -1,0 +1,89 @@
+"""Plots of a sweep's tidy table: c against batch size and against input length, per phase, with intervals.
+
+Each figure has one panel per phase (prefill, decode; `all` only when neither was told apart) and one row of
+panels per metric present (wall-clock, and GPU span for GPU traces); one line per draft (and γ, and target ranks)
+and per value of the other axis; the vertical bars are the 95 % bootstrap intervals. The table is drawn as it
+is: nothing is computed here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+import pandas as pd
+from matplotlib.figure import Figure
+
+from .plots import DPI, METRIC_LABELS, PHASE_ORDER, STYLE, _suptitle
+
+AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
+                                                                           "batch_size", "batch")}
+PLOTTED_METRICS = ("wall", "gpu_span")
+
+
+def _phases(table: pd.DataFrame) -> list[str]:
+    present = set(table["phase"])
+    split = [p for p in PHASE_ORDER if p != "all" and p in present]
+    return split or (["all"] if "all" in present else [])
+
+
+def _label(key: tuple, other_name: str) -> str:
+    draft, gamma, other, tp = key
+    parts = [str(draft)]
+    if pd.notna(gamma):
+        parts.append(f"γ={gamma:g}")
+    parts.append(f"{other_name} {other}")
+    if pd.notna(tp):
+        parts.append(f"tp {tp}")
+    return ", ".join(parts)
+
+
+def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
+    """c against `x` ("batch_size" or "input_len"); None when the table has no finite c."""
+    xlabel, other, other_name = AXES[x]
+    rows = table[table["c"].notna() & table[x].notna()]
+    phases = _phases(rows)
+    metrics = [m for m in PLOTTED_METRICS if m in set(rows["metric"])]
+    if rows.empty or not phases or not metrics:
+        return None
+    colors = matplotlib.colormaps["tab10"].colors
+    keys = ["draft", "gamma", other, "target_tp"]
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(max(4.8 * len(phases), 7.0), 3.9 * len(metrics) + 1.0), layout="constrained")
+        grid = fig.subplots(len(metrics), len(phases), squeeze=False)
+        for r, metric in enumerate(metrics):
+            for col, phase in enumerate(phases):
+                ax = grid[r][col]
+                sub = rows[(rows["metric"] == metric) & (rows["phase"] == phase)].sort_values(x)
+                for i, (key, line) in enumerate(sub.groupby(keys, dropna=False, sort=True)):
+                    color = colors[i % len(colors)]
+                    xs = line[x].to_numpy(dtype=float)
+                    ax.vlines(xs, line["ci_low"], line["ci_high"], color=color, linewidth=2, alpha=0.5)
+                    ax.plot(xs, line["c"], marker="o", color=color, label=_label(key, other_name))
+                values = sorted(set(sub[x].dropna().astype(int)))
+                if len(values) > 1:
+                    ax.set_xscale("log", base=2)
+                ax.set_xticks(values, [str(v) for v in values])
+                ax.minorticks_off()
+                ax.set_ylim(bottom=0)
+                ax.set_xlabel(xlabel)
+                ax.set_ylabel(f"c ({METRIC_LABELS[metric]})")
+                ax.set_title(f"{phase} forwards, {METRIC_LABELS[metric]}")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=8, frameon=False)
+        _suptitle(fig, f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals)")
+    return fig
+
+
+def make_sweep_plots(table: pd.DataFrame, out_dir: Path) -> list[Path]:
+    """Write c_vs_batch_size.png and c_vs_input_len.png into `out_dir`; return the paths written."""
+    paths = []
+    for x in AXES:
+        fig = plot_c_against(table, x)
+        if fig is None:
+            continue
+        out_dir.mkdir(parents=True, exist_ok=True)
+        path = out_dir / f"c_vs_{x}.png"
+        fig.savefig(path, dpi=DPI)
+        paths.append(path)
+    return paths
