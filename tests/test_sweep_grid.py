@@ -14,7 +14,13 @@ from nsys_cc.errors import InputError
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import table as table_mod
 from nsys_cc.sweep.grid import Cell, CellSpec, SweepSpec, cells
-from nsys_cc.sweep.manifest import TraceSet, is_many, read_manifest, trace_sets, write_manifest
+from nsys_cc.sweep.manifest import (
+    TraceSet,
+    is_many,
+    read_manifest,
+    trace_sets,
+    write_manifest,
+)
 
 NSYS_CC = [str(Path(sys.executable).parent / "nsys-cc")]
 

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "markdown", "csv", "json")
 
 
-def sweep_notes(cells: Sequence["CellOutcome"], out_dir: Path, *, speculate: Sequence[int] = (),
+def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
                 gamma_rows: bool = False) -> list[str]:
     """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
     γ values profiled without rows in the table."""

@@ -46,7 +46,7 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
     metrics = [m for m in PLOTTED_METRICS if m in set(rows["metric"])]
     if rows.empty or not phases or not metrics:
         return None
-    colors = matplotlib.colormaps["tab10"].colors
+    colors = [matplotlib.colormaps["tab10"](i) for i in range(10)]
     keys = ["draft", "gamma", other, "target_tp"]
     with matplotlib.rc_context(STYLE):
         fig = Figure(figsize=(max(4.8 * len(phases), 7.0), 3.9 * len(metrics) + 1.0), layout="constrained")

@@ -148,7 +148,8 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
     if run.result is None or not done or done[0].role != "target":
         return None
     c = spec.cell
-    return TraceSet(name=spec.name, target=str(done[0].files.sqlite), drafts=tuple(str(r.files.sqlite) for r in done[1:]),
+    return TraceSet(name=spec.name, target=str(done[0].files.sqlite),
+                    drafts=tuple(str(r.files.sqlite) for r in done[1:]),
                     names=tuple(r.model.label for r in done), batch_size=c.batch_size, input_len=c.input_len,
                     target_tp=c.target_tp, output_len=spec.options.output_len, range=done[0].range_name)
 
@@ -171,7 +172,9 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
     when the cell is about to be profiled (not when it is kept).
     """
     if profile is None:
-        from ..launch.launcher import profile
+        from ..launch import launcher
+
+        profile = launcher.profile
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)

@@ -40,7 +40,7 @@ PROFILE_RESOURCES = {"GPU": 1}
 CONNECT_TIMEOUT_S = 30
 
 
-def connect(address: str) -> "Client":
+def connect(address: str) -> Client:
     """A client of the scheduler at `address`; one clear line when Dask is missing or the scheduler unreachable."""
     try:
         from distributed import Client
@@ -70,7 +70,7 @@ def profile_cell_task(spec_doc: dict) -> CellOutcome:
     return outcome
 
 
-def _lost_attempts(client: "Client", keys: list[str]) -> dict[str, int]:
+def _lost_attempts(client: Client, keys: list[str]) -> dict[str, int]:
     """How many times each task was running on a worker that died (the scheduler's `suspicious` count)."""
     def count(dask_scheduler, keys):
         return {k: getattr(dask_scheduler.tasks.get(k), "suspicious", 0) for k in keys}
@@ -90,7 +90,7 @@ def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, C
         progress.say(f"{len(specs)} cells sent to the Dask scheduler at {address} (one GPU={PROFILE_RESOURCES['GPU']} "
                      f"worker resource each)")
         try:
-            for i, fut in enumerate(as_completed(futures), 1):
+            for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
                 spec = futures[fut]
                 try:
                     outcome = fut.result()
@@ -123,7 +123,7 @@ def analyse_sets(address: str, sets: Sequence[TraceSet], seed: int):
         futures = {client.submit(analyse_task, s, seed, key=f"nsys-cc-analyse-{s.name}-{run_id}", pure=False): s
                    for s in sets}
         results: dict[str, tuple[pd.DataFrame | None, str]] = {}
-        for i, fut in enumerate(as_completed(futures), 1):
+        for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
             s = futures[fut]
             try:
                 results[s.name] = fut.result()

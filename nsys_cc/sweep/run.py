@@ -8,6 +8,7 @@ of a few traces, not of all of them). With `scheduler`, both go to a Dask distri
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import uuid
 from collections.abc import Sequence
@@ -64,7 +65,7 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 def _run_here(specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> None:
     for i, spec in enumerate(specs, 1):
         where = f"[cell {i}/{len(specs)}] {spec.name}"
-        outcomes[spec.name] = run_cell(spec, starting=lambda w=where: progress.say(f"{w}: profiling …"))
+        outcomes[spec.name] = run_cell(spec, starting=functools.partial(progress.say, f"{where}: profiling …"))
         announce(i, len(specs), outcomes[spec.name])
 
 
