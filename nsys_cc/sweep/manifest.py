@@ -107,15 +107,16 @@ def read_manifest(path: str | os.PathLike) -> list[TraceSet]:
     except OSError as exc:
         raise InputError(f"cannot read the manifest {p}: {exc.strerror}") from None
     if p.suffix.lower() == ".csv":
-        rows: list = list(csv.DictReader(text.splitlines()))
+        rows: list[dict] = list(csv.DictReader(text.splitlines()))
     else:
         try:
             doc = json.loads(text)
         except ValueError as exc:
             raise InputError(f"{p} is not a JSON manifest: {exc}") from None
-        rows = doc.get("trace_sets") if isinstance(doc, dict) else doc
-        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        listed = doc.get("trace_sets") if isinstance(doc, dict) else doc
+        if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
             raise InputError(f"{p}: a manifest is a list of objects (or {{\"trace_sets\": [...]}})")
+        rows = listed
     if not rows:
         raise InputError(f"{p}: the manifest lists no trace sets")
     sets = [_entry(r, i, p.parent, str(p)) for i, r in enumerate(rows)]
