@@ -119,3 +119,30 @@ def test_options_this_profile_lacks_fail_the_cell_with_a_clear_reason(tmp_path, 
     assert [c.status for c in result.cells] == ["failed", "failed"]
     assert "speculate (--speculate) is not supported" in result.cells[0].reason
     assert result.table.empty
+
+
+class FakeSpeculativeProfile(FakeProfile):
+    """`profile` with `speculate`: besides the plain c, an in-place c per γ (0.3 + γ / 100) as the speculative
+    analysis gives it (`result.speculative.table`: draft, gamma, c_in_place, c_in_place_ci95)."""
+
+    def __call__(self, target, drafts, out_dir, options, *, speculate=(), **kwargs):
+        run = super().__call__(target, drafts, out_dir, options, **kwargs)
+        self.calls[-1]["speculate"] = list(speculate)
+        spec = pd.DataFrame([{"draft": d, "gamma": g, "c_in_place": 0.3 + g / 100,
+                              "c_in_place_ci95": [0.2, 0.5], "verify_ms": 9.0} for d in drafts for g in speculate])
+        run.result.speculative = SimpleNamespace(table=spec)
+        return run
+
+
+def test_speculative_runs_give_rows_with_their_gamma_and_in_place_c(tmp_path, monkeypatch):
+    fake = FakeSpeculativeProfile()
+    monkeypatch.setattr(launcher, "profile", fake)
+    result = sweep(SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(3, 1)), cells([2], [8]))
+    assert fake.calls[0]["speculate"] == [3, 1]
+    t = pd.read_csv(tmp_path / "sw" / "sweep.csv")
+    plain, spec = t[t["gamma"].isna()], t[t["gamma"].notna()]
+    assert len(plain) == 2 and sorted(spec["gamma"]) == [1, 3]
+    assert spec.set_index("gamma")["c"].to_dict() == pytest.approx({3: 0.33, 1: 0.31})
+    assert (spec["phase"] == "decode").all() and (spec["metric"] == "wall").all()
+    assert (spec["ci_low"] == 0.2).all() and (spec["ci_high"] == 0.5).all() and (spec["batch_size"] == 2).all()
+    assert not any("no rows with a gamma" in n for n in result.notes)

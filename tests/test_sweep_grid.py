@@ -128,3 +128,19 @@ def test_cli_bad_lists_get_one_error_line():
     done = subprocess.run([*NSYS_CC, "analyze", "nowhere.json"], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.startswith("nsys-cc: error: ") and "nowhere.json" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
+    from nsys_cc.sweep.table import analyse_set, has_in_place_analysis
+
+    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"name": "s", "target": str(vllm / "tiny-llama-target.sqlite"),
+                                 "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")],
+                                 "speculative": "runs/d.spec-g1.sqlite; runs/d.spec-g3.sqlite"}]))
+    (s,) = read_manifest(path)
+    assert s.speculative == (str(tmp_path / "runs" / "d.spec-g1.sqlite"), str(tmp_path / "runs" / "d.spec-g3.sqlite"))
+    assert read_manifest(write_manifest([s], tmp_path / "again.json")) == [s]
+    if not has_in_place_analysis():
+        with pytest.raises(InputError, match="speculative .*analysis"):
+            analyse_set(s)

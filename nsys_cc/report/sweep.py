@@ -28,9 +28,9 @@ FORMATS = ("table", "markdown", "csv", "json")
 
 
 def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
-                gamma_rows: bool = False) -> list[str]:
+                gamma_rows: bool = False, in_place: bool = True) -> list[str]:
     """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
-    γ values profiled without rows in the table."""
+    γ values profiled without rows in the table (`in_place`: whether this nsys_cc has the in-place analysis)."""
     notes = []
     for c in cells:
         if not c.complete:
@@ -42,8 +42,9 @@ def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Seque
                          "worker, failed or was interrupted; what it finished was kept)")
     if speculate and not gamma_rows:
         gammas = ", ".join(map(str, speculate))
-        notes.append(f"γ = {gammas}: no rows with a gamma: this nsys_cc has no in-place (speculative) analysis "
-                     "yet, so the table holds the plain runs' c only")
+        why = ("no speculative run completed (see each cell's status.json)" if in_place else
+               "this nsys_cc has no in-place (speculative) analysis yet, so the table holds the plain runs' c only")
+        notes.append(f"γ = {gammas}: no rows with a gamma: {why}")
     return notes
 
 

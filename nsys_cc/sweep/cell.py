@@ -113,9 +113,12 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
         rows = table_mod.normalise(pd.read_parquet(spec.dir / TABLE_FILE))
     ts = doc.get("trace_set")
     return CellOutcome(doc["cell"], doc["status"], doc.get("reason", ""), doc.get("attempts", 0),
-                       doc.get("seconds", 0.0), TraceSet(**{**ts, "drafts": tuple(ts["drafts"]),
-                                                            "names": tuple(ts["names"]) if ts.get("names") else None})
-                       if ts else None, rows)
+                       doc.get("seconds", 0.0), _trace_set_from(ts) if ts else None, rows)
+
+
+def _trace_set_from(doc: dict) -> TraceSet:
+    return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
+                       "names": tuple(doc["names"]) if doc.get("names") else None})
 
 
 def kept_outcome(spec: CellSpec) -> CellOutcome | None:
@@ -138,20 +141,23 @@ def _write_outcome(spec: CellSpec, outcome: CellOutcome) -> None:
     doc = {**outcome.to_dict(), "parameters": spec.fingerprint(),
            "trace_set": None if outcome.trace_set is None else {
                **outcome.trace_set.to_dict(), "target": outcome.trace_set.target,
-               "drafts": list(outcome.trace_set.drafts)}}
+               "drafts": list(outcome.trace_set.drafts), "speculative": list(outcome.trace_set.speculative)}}
     _write_json(spec.dir / STATUS_FILE, doc)
 
 
 def _trace_set(spec: CellSpec, run) -> TraceSet | None:
-    """The traces `profile` analysed (target and the drafts that completed), as `analyze` would take them."""
+    """The traces `profile` analysed (target, drafts and speculative runs that completed), as `analyze` would take
+    them."""
     done = [r for r in run.runs if r.ok and r.role in ("target", "draft")]
     if run.result is None or not done or done[0].role != "target":
         return None
+    spec_runs = [r for r in run.runs if r.ok and r.role == "speculative"]
     c = spec.cell
     return TraceSet(name=spec.name, target=str(done[0].files.sqlite),
                     drafts=tuple(str(r.files.sqlite) for r in done[1:]),
-                    names=tuple(r.model.label for r in done), batch_size=c.batch_size, input_len=c.input_len,
-                    target_tp=c.target_tp, output_len=spec.options.output_len, range=done[0].range_name)
+                    names=tuple(r.model.label for r in [*done, *spec_runs]), batch_size=c.batch_size,
+                    input_len=c.input_len, target_tp=c.target_tp, output_len=spec.options.output_len,
+                    range=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
 
 
 def _profile_args(spec: CellSpec, profile: Callable) -> dict:
@@ -196,9 +202,8 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
                 outcome.status = "partial" if run.failed else "done"
                 outcome.reason = "; ".join(f"{r.role} {r.model.label}: {r.reason or r.status}" for r in run.failed)
                 c = spec.cell
-                outcome.table = table_mod.from_coefficients(
-                    run.result.coefficients, cell=spec.name, batch_size=c.batch_size, input_len=c.input_len,
-                    target_tp=c.target_tp, attempts=attempts)
+                outcome.table = table_mod.from_result(run.result, cell=spec.name, batch_size=c.batch_size,
+                                                      input_len=c.input_len, target_tp=c.target_tp, attempts=attempts)
         except NsysCCError as exc:
             outcome.reason = str(exc)
         except KeyboardInterrupt:

@@ -9,13 +9,17 @@ parameters they were made with. Many of them come from:
   JSON: a list of objects (or {"trace_sets": [...]}):
       {"name": "bs4-in1024", "target": "runs/a/target.sqlite", "drafts": ["runs/a/draft.sqlite"],
        "names": ["target", "draft"], "batch_size": 4, "input_len": 1024, "target_tp": 2,
-       "output_len": 2, "range": "model_executable()"}
-  CSV: the same keys as columns; `drafts` (and `names`) hold several values separated by ";".
+       "output_len": 2, "range": "model_executable()",
+       "speculative": ["runs/a/draft.spec-g3.sqlite"]}
+  CSV: the same keys as columns; `drafts`, `names` and `speculative` hold several values separated by ";".
 
-Only `target` and `drafts` are required. `name` defaults to `set-<row number>`; `names` (labels of target then
-drafts) to the file names; `batch_size`, `input_len`, `target_tp` are carried into the table (empty when not
-given); `output_len` and `range` are passed to the analysis (as `analyze --output-len/--range`). Relative paths
-are relative to the manifest's directory. Unknown keys are an error (a typo would otherwise be ignored silently).
+Only `target` and `drafts` are required. `name` defaults to `set-<row number>`; `names` (labels of the target, the
+drafts, then the speculative runs) to the file names; `speculative`: traces of speculative-decoding runs of these
+drafts (`profile --speculate`; each draft's runs named `<draft>.spec-g<γ>`, vLLM's metrics dump beside each as
+`<label>.metrics.json`), analysed in place when this nsys_cc has that analysis; `batch_size`, `input_len`,
+`target_tp` are carried into the table (empty when not given); `output_len` and `range` are passed to the analysis
+(as `analyze --output-len/--range`). Relative paths are relative to the manifest's directory. Unknown keys are an
+error (a typo would otherwise be ignored silently).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class TraceSet:
     target_tp: int | None = None
     output_len: int | None = None
     range: str = DEFAULT_RANGE
+    speculative: tuple[str, ...] = ()
 
     def to_dict(self, relative_to: str | os.PathLike | None = None) -> dict:
         """The manifest entry; paths under `relative_to` (when given) relative to it, others as they are."""
@@ -60,6 +65,7 @@ class TraceSet:
         d = asdict(self)
         d["target"], d["drafts"] = rel(self.target), [rel(p) for p in self.drafts]
         d["names"] = list(self.names) if self.names else None
+        d["speculative"] = [rel(p) for p in self.speculative] or None
         return {k: v for k, v in d.items() if v is not None}
 
 
@@ -83,6 +89,8 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
                     "drafts": tuple(path(p) for p in listed(raw["drafts"]))}
     if raw.get("names") not in (None, "", []):
         values["names"] = listed(raw["names"])
+    if raw.get("speculative") not in (None, "", []):
+        values["speculative"] = tuple(path(p) for p in listed(raw["speculative"]))
     for key in _INT_KEYS:
         v = raw.get(key)
         if v in (None, ""):

@@ -112,7 +112,8 @@ def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutco
     tables = [c.table for c in cells if not c.table.empty]
     table = table_mod.normalise(pd.concat(tables, ignore_index=True)) if tables else table_mod.empty()
     out = Path(spec.out_dir)
-    notes = sweep_notes(cells, out, speculate=spec.speculate, gamma_rows=bool(table["gamma"].notna().any()))
+    notes = sweep_notes(cells, out, speculate=spec.speculate, gamma_rows=bool(table["gamma"].notna().any()),
+                        in_place=table_mod.has_in_place_analysis())
     files = write_sweep(table, out, cells=[c.to_dict() for c in cells], notes=notes)
     sets = [c.trace_set for c in cells if c.trace_set is not None]
     if sets:
