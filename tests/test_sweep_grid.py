@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,24 @@ def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
     if not has_in_place_analysis():
         with pytest.raises(InputError, match="speculative .*analysis"):
             analyse_set(s)
+
+
+def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path):
+    """`distributed` made unimportable: many-set analysis still runs locally; --scheduler says what to install."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "distributed.py").write_text("raise ImportError('no Dask here')\n")
+    (blocker / "dask.py").write_text("raise ImportError('no Dask here')\n")
+    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    (tmp_path / "m.json").write_text(json.dumps([{"target": str(vllm / "tiny-llama-target.sqlite"),
+                                                  "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")]}]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    here = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--format", "csv"], capture_output=True,
+                          text=True, env=env)
+    assert here.returncode == 0, here.stderr
+    assert "tiny-llama-draft-xs,decode,wall" in here.stdout
+    there = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--scheduler", "tcp://127.0.0.1:1"],
+                           capture_output=True, text=True, env=env)
+    assert there.returncode == 2
+    assert there.stderr.strip() == ("nsys-cc: error: a Dask scheduler (--scheduler) needs Dask's distributed package: "
+                                    "pip install 'nsys_cc[dask]'")

@@ -80,11 +80,11 @@ def _lost_attempts(client: Client, keys: list[str]) -> dict[str, int]:
 
 def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, CellOutcome]) -> None:
     """Run every cell as a task on the cluster; fills `outcomes` as cells finish (so Ctrl-C keeps what finished)."""
-    from distributed import as_completed
-
     from .run import announce
 
     with connect(address) as client:
+        from distributed import as_completed
+
         futures = {client.submit(profile_cell_task, s.to_dict(), key=f"nsys-cc-cell-{s.name}-{s.sweep.run_id}",
                                  resources=PROFILE_RESOURCES, pure=False): s for s in specs}
         progress.say(f"{len(specs)} cells sent to the Dask scheduler at {address} (one GPU={PROFILE_RESOURCES['GPU']} "
@@ -97,6 +97,7 @@ def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, C
                 except Exception as exc:  # KilledWorker, or a worker that cannot run nsys_cc at all
                     outcome = read_outcome(spec) or CellOutcome(spec.name, "failed")
                     outcome.status, outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
+                    outcome.table = table_mod.empty()
                 outcomes[spec.name] = outcome
                 announce(i, len(specs), outcome)
         except KeyboardInterrupt:
@@ -114,12 +115,12 @@ def analyse_task(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, s
 
 def analyse_sets(address: str, sets: Sequence[TraceSet], seed: int):
     """Analyse every set as a task on the cluster; the table in the order of `sets`, attempts from the scheduler."""
-    from distributed import as_completed
-
     from .run import AnalysisResult
 
     run_id = uuid.uuid4().hex
     with connect(address) as client:
+        from distributed import as_completed
+
         futures = {client.submit(analyse_task, s, seed, key=f"nsys-cc-analyse-{s.name}-{run_id}", pure=False): s
                    for s in sets}
         results: dict[str, tuple[pd.DataFrame | None, str]] = {}
