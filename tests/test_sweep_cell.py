@@ -146,3 +146,21 @@ def test_speculative_runs_give_rows_with_their_gamma_and_in_place_c(tmp_path, mo
     assert (spec["phase"] == "decode").all() and (spec["metric"] == "wall").all()
     assert (spec["ci_low"] == 0.2).all() and (spec["ci_high"] == 0.5).all() and (spec["batch_size"] == 2).all()
     assert not any("no rows with a gamma" in n for n in result.notes)
+
+
+def test_ctrl_c_writes_the_table_of_the_cells_completed_then_stops(tmp_path, monkeypatch):
+    fake = FakeProfile()
+
+    def interrupted_on_the_second(*args, **kwargs):
+        if len(fake.calls) == 1:
+            fake.calls.append({})
+            raise KeyboardInterrupt
+        return fake(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "profile", interrupted_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), cells([1, 2, 4], [8]))
+    assert set(pd.read_csv(tmp_path / "sw" / "sweep.csv")["cell"]) == {"bs1-in8"}
+    status = {c["cell"]: c["status"] for c in json.loads((tmp_path / "sw" / "cells.json").read_text())["cells"]}
+    assert status == {"bs1-in8": "done", "bs2-in8": "interrupted", "bs4-in8": "not run"}
+    assert json.loads((tmp_path / "sw" / "bs2-in8" / "cell.json").read_text())["status"] == "interrupted"

@@ -22,7 +22,7 @@ import pandas as pd
 from .. import progress
 from ..errors import InputError, NsysCCError
 from . import table as table_mod
-from .cell import CellOutcome, run_cell
+from .cell import CellOutcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
 from .manifest import MANIFEST_NAME, TraceSet, write_manifest
 
@@ -65,7 +65,11 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 def _run_here(specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> None:
     for i, spec in enumerate(specs, 1):
         where = f"[cell {i}/{len(specs)}] {spec.name}"
-        outcomes[spec.name] = run_cell(spec, starting=functools.partial(progress.say, f"{where}: profiling …"))
+        try:
+            outcomes[spec.name] = run_cell(spec, starting=functools.partial(progress.say, f"{where}: profiling …"))
+        except KeyboardInterrupt:
+            outcomes[spec.name] = read_outcome(spec) or CellOutcome(spec.name, "interrupted")
+            raise
         announce(i, len(specs), outcomes[spec.name])
 
 
