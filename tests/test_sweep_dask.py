@@ -3,10 +3,10 @@ the resource GPU=1, on 127.0.0.1), against the same work done locally.
 
 - The analysis of the same traces (the project's vLLM fixtures) on the cluster and in the local process pool gives
   identical tables, and both equal `cost_coefficient` run on each trace set directly.
-- A real CPU sweep of two cells (vLLM + nsys, tiny models, minimal iterations) locally, then on the cluster with the
-  worker running one cell killed (SIGKILL) while that cell's vLLM runs: the cluster's table is still complete,
-  has the local table's cells and columns, says the killed cell took two attempts, and no process of the lost
-  attempt is left running.
+- A real CPU sweep of two cells (vLLM + nsys, tiny models, minimal iterations) locally with `nsys-cc sweep` (and its
+  rerun, which profiles nothing), then on the cluster with the worker running one cell killed (SIGKILL) while that
+  cell's vLLM runs: the cluster's table is still complete, has the local table's cells and columns, says the killed
+  cell took two attempts, and no process of the lost attempt is left running.
 """
 
 from __future__ import annotations
@@ -138,8 +138,20 @@ def _kill_the_worker_of_a_running_cell(out: Path, stop: threading.Event) -> dict
 @pytest.mark.nsys
 def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_sweep(cluster, tmp_path, nsys_bin):
     grid = cells([1, 2], [16])
-    local = sweep(SweepSpec(TARGET, (DRAFT,), str(tmp_path / "local"), BENCH, device="cpu"), grid)
-    assert [c.status for c in local.cells] == ["done", "done"], local.notes
+    # The local run through the command line, then its rerun, which keeps both cells without profiling anything.
+    cli = [NSYS_CC, "sweep", "--target", TARGET, "--draft", DRAFT, "--batch-size", "1,2", "--input-len", "16",
+           "--output-len", str(BENCH.output_len), "--num-iters-warmup", str(BENCH.warmup_iters), "--num-iters",
+           str(BENCH.iters), "--device", "cpu", "-o", str(tmp_path / "local"), "--format", "json"]
+    first = subprocess.run(cli, capture_output=True, text=True, timeout=1800)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "[cell 1/2] bs1-in16: done" in first.stderr and "[cell 2/2] bs2-in16: done" in first.stderr
+    traces = sorted((tmp_path / "local").glob("*/*.sqlite"))
+    mtimes = [t.stat().st_mtime_ns for t in traces]
+    again = subprocess.run(cli, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count("already complete (kept; attempts 1)") == 2 and "profiling" not in again.stderr
+    assert [t.stat().st_mtime_ns for t in traces] == mtimes and len(traces) == 4
+    assert json.loads(again.stdout)["rows"] == json.loads(first.stdout)["rows"]
 
     out = tmp_path / "cluster"
     stop, killed = threading.Event(), {}
@@ -170,5 +182,5 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     assert _processes_under(out) == []
     assert not Path(f"/proc/{killed['runner']}").exists()
     # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
-    again = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
-    assert again.drop(columns="attempts").equals(table.drop(columns="attempts"))
+    reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
+    assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))
