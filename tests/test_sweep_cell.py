@@ -164,3 +164,11 @@ def test_ctrl_c_writes_the_table_of_the_cells_completed_then_stops(tmp_path, mon
     status = {c["cell"]: c["status"] for c in json.loads((tmp_path / "sw" / "cells.json").read_text())["cells"]}
     assert status == {"bs1-in8": "done", "bs2-in8": "interrupted", "bs4-in8": "not run"}
     assert json.loads((tmp_path / "sw" / "bs2-in8" / "cell.json").read_text())["status"] == "interrupted"
+
+
+def test_a_complete_sweep_rerun_with_a_scheduler_needs_no_cluster(tmp_path, fake):
+    spec = SweepSpec("T", ("D",), str(tmp_path / "sw"))
+    sweep(spec, cells([1, 2], [8]))
+    # Nothing listens on port 1: reaching for the cluster would fail; every cell is kept without it.
+    result = sweep(spec, cells([1, 2], [8]), scheduler="tcp://127.0.0.1:1")
+    assert [c.status for c in result.cells] == ["resumed", "resumed"] and len(fake.calls) == 2

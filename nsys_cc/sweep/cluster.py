@@ -78,8 +78,9 @@ def _lost_attempts(client: Client, keys: list[str]) -> dict[str, int]:
     return client.run_on_scheduler(count, keys=keys)
 
 
-def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, CellOutcome]) -> None:
-    """Run every cell as a task on the cluster; fills `outcomes` as cells finish (so Ctrl-C keeps what finished)."""
+def profile_cells(address: str, specs: Sequence[CellSpec], total: int, outcomes: dict[str, CellOutcome]) -> None:
+    """Run every cell as a task on the cluster; fills `outcomes` as cells finish (so Ctrl-C keeps what finished).
+    `total`: the cells of the whole sweep, for the progress lines (those kept before are already counted)."""
     from .run import announce
 
     with connect(address) as client:
@@ -90,7 +91,7 @@ def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, C
         progress.say(f"{len(specs)} cells sent to the Dask scheduler at {address} (one GPU={PROFILE_RESOURCES['GPU']} "
                      f"worker resource each)")
         try:
-            for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):
+            for i, fut in enumerate(as_completed(list(futures), loop=client.loop), total - len(specs) + 1):
                 spec = futures[fut]
                 try:
                     outcome = fut.result()
@@ -99,7 +100,7 @@ def profile_cells(address: str, specs: Sequence[CellSpec], outcomes: dict[str, C
                     outcome.status, outcome.reason = "failed", f"{type(exc).__name__}: {exc}"
                     outcome.table = table_mod.empty()
                 outcomes[spec.name] = outcome
-                announce(i, len(specs), outcome)
+                announce(i, total, outcome)
         except KeyboardInterrupt:
             client.cancel(list(futures))
             raise

@@ -22,7 +22,7 @@ import pandas as pd
 from .. import progress
 from ..errors import InputError, NsysCCError
 from . import table as table_mod
-from .cell import CellOutcome, read_outcome, run_cell
+from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
 from .manifest import MANIFEST_NAME, TraceSet, write_manifest
 
@@ -62,15 +62,15 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
                      f"{outcome.reason}")
 
 
-def _run_here(specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> None:
-    for i, spec in enumerate(specs, 1):
-        where = f"[cell {i}/{len(specs)}] {spec.name}"
+def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[str, CellOutcome]) -> None:
+    for i, spec in pending:
+        where = f"[cell {i}/{total}] {spec.name}"
         try:
             outcomes[spec.name] = run_cell(spec, starting=functools.partial(progress.say, f"{where}: profiling …"))
         except KeyboardInterrupt:
             outcomes[spec.name] = read_outcome(spec) or CellOutcome(spec.name, "interrupted")
             raise
-        announce(i, len(specs), outcomes[spec.name])
+        announce(i, total, outcomes[spec.name])
 
 
 def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:
@@ -93,13 +93,21 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
     spec = dataclasses.replace(spec, run_id=uuid.uuid4().hex)
     specs = [spec.cell(c) for c in cells]
     outcomes: dict[str, CellOutcome] = {}
+    pending = []
+    for i, s in enumerate(specs, 1):  # kept cells need no worker (`run_cell` checks again, under the cell's lock)
+        kept = None if spec.force else kept_outcome(s)
+        if kept is None:
+            pending.append((i, s))
+        else:
+            outcomes[s.name] = kept
+            announce(i, len(specs), kept)
     try:
-        if scheduler:
+        if scheduler and pending:
             from .cluster import profile_cells
 
-            profile_cells(scheduler, specs, outcomes)
+            profile_cells(scheduler, [s for _, s in pending], len(specs), outcomes)
         else:
-            _run_here(specs, outcomes)
+            _run_here(pending, len(specs), outcomes)
     except KeyboardInterrupt:
         finished = finish(spec, specs, outcomes)
         progress.say(f"interrupted: table of the {len(finished.table)} rows completed so far: "
