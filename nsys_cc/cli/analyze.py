@@ -49,7 +49,8 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
         given = [flag for param, flag in _ONE_SET_ONLY.items()
                  if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]
         if given:
-            raise InputError(f"{', '.join(given)} apply to one trace set; a manifest sets range and output_len per "
+            verb = "applies" if len(given) == 1 else "apply"
+            raise InputError(f"{', '.join(given)} {verb} to one trace set; a manifest sets range and output_len per "
                              "set")
         return _analyze_many(target, seed, fmt, out_dir, jobs, scheduler)
     if jobs is not None or scheduler:
