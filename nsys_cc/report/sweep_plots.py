@@ -14,11 +14,12 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .plots import DPI, METRIC_LABELS, PHASE_ORDER, STYLE, _suptitle
+from .plots import DPI, METRIC_LABELS, PHASE_ORDER, STYLE, _legend_below, _suptitle
 
 AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
                                                                            "batch_size", "batch")}
 PLOTTED_METRICS = ("wall", "gpu_span")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _phases(table: pd.DataFrame) -> list[str]:
@@ -32,34 +33,46 @@ def _label(key: tuple, other_name: str) -> str:
     parts = [str(draft)]
     if pd.notna(gamma):
         parts.append(f"γ={gamma:g}")
-    parts.append(f"{other_name} {other}")
+    if other is not None:
+        parts.append(f"{other_name} {other}")
     if pd.notna(tp):
         parts.append(f"tp {tp}")
     return ", ".join(parts)
 
 
 def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
-    """c against `x` ("batch_size" or "input_len"); None when the table has no finite c."""
+    """c against `x` ("batch_size" or "input_len"); None when the table has no finite c. A line keeps its colour in
+    every panel; in-place c (rows with a gamma) is dashed."""
     xlabel, other, other_name = AXES[x]
-    rows = table[table["c"].notna() & table[x].notna()]
+    rows = table[table["c"].notna() & table[x].notna()].sort_values(["draft", "gamma", other, "target_tp", x],
+                                                                     na_position="first")
     phases = _phases(rows)
     metrics = [m for m in PLOTTED_METRICS if m in set(rows["metric"])]
     if rows.empty or not phases or not metrics:
         return None
-    colors = [matplotlib.colormaps["tab10"](i) for i in range(10)]
     keys = ["draft", "gamma", other, "target_tp"]
+    labels = list(dict.fromkeys(_label(k, other_name) for k in rows[keys].itertuples(index=False, name=None)))
+    # Colour: the draft (and γ); marker: the value of the other axis; dashed: in-place c.
+    series = list(dict.fromkeys(_label((d, g, None, tp), "") for d, g, tp in
+                                rows[["draft", "gamma", "target_tp"]].itertuples(index=False, name=None)))
+    palette = [matplotlib.colormaps["tab10" if len(series) <= 10 else "tab20"](i) for i in range(20)]
+    colors = {name: palette[i % len(palette)] for i, name in enumerate(series)}
+    others = sorted(set(rows[other].dropna().astype(int)))
+    markers = {v: MARKERS[i % len(MARKERS)] for i, v in enumerate(others)}
     with matplotlib.rc_context(STYLE):
-        fig = Figure(figsize=(max(4.8 * len(phases), 7.0), 3.9 * len(metrics) + 1.0), layout="constrained")
+        fig = Figure(figsize=(max(4.8 * len(phases), 7.0), 3.6 * len(metrics) + 0.4 * len(labels) + 1.0),
+                     layout="constrained")
         grid = fig.subplots(len(metrics), len(phases), squeeze=False)
         for r, metric in enumerate(metrics):
             for col, phase in enumerate(phases):
                 ax = grid[r][col]
-                sub = rows[(rows["metric"] == metric) & (rows["phase"] == phase)].sort_values(x)
-                for i, (key, line) in enumerate(sub.groupby(keys, dropna=False, sort=True)):
-                    color = colors[i % len(colors)]
+                sub = rows[(rows["metric"] == metric) & (rows["phase"] == phase)]
+                for key, line in sub.groupby(keys, dropna=False, sort=False):
+                    color = colors[_label((key[0], key[1], None, key[3]), "")]
                     xs = line[x].to_numpy(dtype=float)
                     ax.vlines(xs, line["ci_low"], line["ci_high"], color=color, linewidth=2, alpha=0.5)
-                    ax.plot(xs, line["c"], marker="o", color=color, label=_label(key, other_name))
+                    ax.plot(xs, line["c"], marker=markers.get(key[2], "o"), linestyle="--" if pd.notna(key[1]) else "-",
+                            color=color, label=_label(key, other_name))
                 values = sorted(set(sub[x].dropna().astype(int)))
                 if len(values) > 1:
                     ax.set_xscale("log", base=2)
@@ -70,8 +83,10 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
                 ax.set_ylabel(f"c ({METRIC_LABELS[metric]})")
                 ax.set_title(f"{phase} forwards, {METRIC_LABELS[metric]}")
                 ax.grid(alpha=0.3)
-                ax.legend(fontsize=8, frameon=False)
-        _suptitle(fig, f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals)")
+        _legend_below(fig, [ax for axes in grid for ax in axes])
+        _suptitle(fig, f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals; dashed: in-place c of "
+                       "speculative runs)" if rows["gamma"].notna().any() else
+                  f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals)")
     return fig
 
 
