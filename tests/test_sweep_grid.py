@@ -122,10 +122,23 @@ def test_the_table_has_the_documented_columns_and_empty_gamma_for_plain_runs():
     assert t["c"].tolist() == [0.1, 0.2] and t["batch_size"].tolist() == [2, 2]
 
 
+def test_cli_names_a_bad_manifest_key_as_the_manifest_spells_it(tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps([{"target": "t", "drafts": ["d"], "output_len": 0}]))
+    done = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"nsys-cc: error: {tmp_path / 'm.json'}: entry 1: output_len must be ≥ 1, not 0"
+
+
 def test_cli_bad_lists_get_one_error_line():
     done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--input-len", "128,0"],
                           capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.strip() == "nsys-cc: error: --input-len: 0 is not ≥ 1"
+    assert done.returncode == 2
+    assert done.stderr.strip() == "nsys-cc: error: --input-len must be whole numbers ≥ 1, not '0'"
+    done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--speculate", "2,x"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "nsys-cc: error: --speculate must be whole numbers ≥ 1, not 'x'"
+
     done = subprocess.run([*NSYS_CC, "analyze", "nowhere.json"], capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.startswith("nsys-cc: error: ") and "nowhere.json" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1

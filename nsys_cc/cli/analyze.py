@@ -9,19 +9,22 @@ from __future__ import annotations
 
 import click
 
-from ..errors import InputError
+from ..analysis.coefficient import DEFAULT_RANGE
+from ..errors import InputError, NsysCCError
 from . import cli
-from .options import acceptance_option, alphas_from, metrics_option
+from .options import acceptance_option, format_option, metrics_option
 
+# Options of one trace set; a manifest sets range and output length per set.
 _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
-                 "metrics_path": "--metrics", "range_name": "--range", "output_len": "--output-len"}
+                 "metrics_dump": "--metrics", "range_name": "--range", "output_len": "--output-len"}
 
 
 @cli.command()
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
-@click.option("--range", "range_name", default="model_executable()", show_default=True,
-              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes).")
+@click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
+              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes); once for "
+                   "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")
 @click.option("--output-len", type=int, default=None,
@@ -30,8 +33,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @acceptance_option
 @metrics_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
-              show_default=True)
+@format_option()
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
 @click.option("--jobs", type=int, default=None,
@@ -39,7 +41,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @click.pass_context
-def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, seed, fmt,
+def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, seed, fmt,
             out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
     trace set of a sweep directory or manifest file given alone."""
@@ -58,13 +60,10 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
-    alphas, alpha_note = alphas_from(acceptance, metrics_path, required=False)
     result = cost_coefficient(
-        target, list(drafts), names=list(names) or None, range_name=range_name, skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=alphas, seed=seed,
+        target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
+        output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
     )
-    if alpha_note:
-        result.notes.append(alpha_note)
     click.echo(render(result, fmt), nl=False)
     if out_dir:
         path = write_report(result, out_dir)
@@ -76,9 +75,12 @@ def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
     from ..sweep.manifest import trace_sets
     from ..sweep.run import analyse_many
 
-    if jobs is not None and jobs < 1:
-        raise InputError(f"--jobs must be ≥ 1, not {jobs}")
-    result = analyse_many(trace_sets(source), seed=seed, jobs=jobs, scheduler=scheduler)
+    try:
+        sets = trace_sets(source)
+    except NsysCCError as exc:  # names manifest keys (output_len), which are not this verb's flags: said as they are
+        click.echo(f"nsys-cc: error: {exc}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    result = analyse_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
     notes = [f"trace set {name}: FAILED: {reason}" for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
     if out_dir:

@@ -10,7 +10,7 @@ import click
 
 from ..errors import InputError
 from . import cli
-from .options import int_list
+from .options import format_option
 
 
 @cli.command()
@@ -44,24 +44,22 @@ from .options import int_list
                    "be a path the workers share.")
 @click.option("--dry-run", is_flag=True, help="Print the cells and the exact commands of each, and exit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
-              show_default=True, help="Format of the table printed at the end.")
+@format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, num_iters_warmup,
           num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler, dry_run, seed,
           fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
     from ..report.sweep import render_sweep
-    from ..sweep.grid import SweepSpec, cells
+    from ..sweep.grid import SweepSpec, cells, positive_ints
     from ..sweep.run import sweep as run_sweep
 
     options = BenchOptions(output_len=output_len, warmup_iters=num_iters_warmup, iters=num_iters,
                            cuda_graphs=cuda_graphs, vllm_args=tuple(vllm_args))
-    grid = cells(int_list(batch_sizes, "--batch-size"), int_list(input_lens, "--input-len"),
-                 int_list(target_tps, "--target-tp") if target_tps else None)
-    spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=tuple(int_list(speculate, "--speculate"))
-                     if speculate else (), device=device, timeout=timeout or None, trace=nsys_trace,
-                     nsys_args=tuple(nsys_args), seed=seed, force=force)
+    grid = cells(batch_sizes, input_lens, target_tps)
+    spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
+                     device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
+                     force=force)
     if dry_run:
         from ..launch import launcher
 

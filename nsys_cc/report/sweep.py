@@ -18,13 +18,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..errors import InputError
-from .formats import _markdown_table, _text_table
 from .sweep_plots import make_sweep_plots
+from .tables import markdown_table, text_table
 
 if TYPE_CHECKING:
     from ..sweep.cell import CellOutcome
 
-FORMATS = ("table", "markdown", "csv", "json")
 
 
 def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
@@ -100,6 +99,6 @@ def render_sweep(table: pd.DataFrame, fmt: str = "table", notes: Sequence[str] =
         return buf.getvalue()
     shown = display_table(table)
     if fmt == "markdown":
-        return "\n".join([_markdown_table(shown), "", *[f"- {n}" for n in notes]]) + "\n"
+        return "\n".join([markdown_table(shown), "", *[f"- {n}" for n in notes]]) + "\n"
     head = "c = median(draft forward) ÷ median(target forward) per cell, phase and metric; 95 % bootstrap interval"
-    return "\n".join([head, "", _text_table(shown), "", *[f"note: {n}" for n in notes]]) + "\n"
+    return "\n".join([head, "", text_table(shown), "", *[f"note: {n}" for n in notes]]) + "\n"

@@ -14,7 +14,8 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
-from .plots import DPI, METRIC_LABELS, PHASE_ORDER, STYLE, _legend_below, _suptitle
+from ..analysis.metrics import ALL, BY_NAME, in_order
+from .plots import DPI, STYLE, _legend_below, _suptitle
 
 AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
                                                                            "batch_size", "batch")}
@@ -23,9 +24,9 @@ MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
 def _phases(table: pd.DataFrame) -> list[str]:
-    present = set(table["phase"])
-    split = [p for p in PHASE_ORDER if p != "all" and p in present]
-    return split or (["all"] if "all" in present else [])
+    present = in_order(table["phase"])
+    split = [p for p in present if p != ALL]
+    return split or present
 
 
 def _label(key: tuple, other_name: str) -> str:
@@ -80,8 +81,8 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
                 ax.minorticks_off()
                 ax.set_ylim(bottom=0)
                 ax.set_xlabel(xlabel)
-                ax.set_ylabel(f"c ({METRIC_LABELS[metric]})")
-                ax.set_title(f"{phase} forwards, {METRIC_LABELS[metric]}")
+                ax.set_ylabel(f"c ({BY_NAME[metric].plot_label})")
+                ax.set_title(f"{phase} forwards, {BY_NAME[metric].plot_label}")
                 ax.grid(alpha=0.3)
         _legend_below(fig, [ax for axes in grid for ax in axes])
         _suptitle(fig, f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals; dashed: in-place c of "

@@ -20,14 +20,20 @@ from ..errors import InputError
 from ..launch.commands import BenchOptions
 
 
-def positive_ints(values: Sequence[int] | None, name: str) -> tuple[int, ...]:
-    """`values` as a tuple of distinct whole numbers ≥ 1 in the order given; an error naming `name` otherwise."""
+def positive_ints(values: str | Sequence[int] | None, name: str) -> tuple[int, ...]:
+    """`values` (numbers, or a comma-separated string such as "1,4,16") as a tuple of distinct whole numbers ≥ 1 in
+    the order given; an error naming the parameter `name` otherwise."""
+    items = [p.strip() for p in values.split(",") if p.strip()] if isinstance(values, str) else list(values or ())
     out: list[int] = []
-    for v in values or ():
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{name} must be whole numbers ≥ 1, not {v!r}")
-        if v not in out:
-            out.append(v)
+    for v in items:
+        try:
+            number = int(v) if isinstance(v, str) else v
+        except ValueError:
+            number = None
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise InputError(f"{name} must be whole numbers ≥ 1, not {v!r}", param=name)
+        if number not in out:
+            out.append(number)
     return tuple(out)
 
 
@@ -46,12 +52,15 @@ class Cell:
         return f"bs{self.batch_size}-in{self.input_len}{tp}"
 
 
-def cells(batch_sizes: Sequence[int], input_lens: Sequence[int], target_tps: Sequence[int] | None = None) -> list[Cell]:
-    """Every cell, batch size varying slowest (then input length, then ranks)."""
+def cells(batch_sizes: str | Sequence[int], input_lens: str | Sequence[int],
+          target_tps: str | Sequence[int] | None = None) -> list[Cell]:
+    """Every cell, batch size varying slowest (then input length, then ranks); each axis a sequence or a
+    comma-separated string."""
     bs = positive_ints(batch_sizes, "batch_sizes")
     lens = positive_ints(input_lens, "input_lens")
     if not bs or not lens:
-        raise InputError("give at least one batch size and one input length (batch_sizes, input_lens)")
+        raise InputError("give at least one batch size and one input length (batch_sizes, input_lens)",
+                         param="batch_sizes" if not bs else "input_lens")
     tps: tuple[int | None, ...] = positive_ints(target_tps, "target_tps") or (None,)
     return [Cell(b, n, t) for b, n, t in itertools.product(bs, lens, tps)]
 

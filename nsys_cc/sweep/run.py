@@ -164,7 +164,7 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
         raise InputError("trace set names must be distinct: " + ", ".join(sorted({n for n in names
                                                                                    if names.count(n) > 1})))
     if jobs is not None and jobs < 1:
-        raise InputError(f"jobs must be ≥ 1, not {jobs}")
+        raise InputError(f"jobs must be ≥ 1, not {jobs}", param="jobs")
     if scheduler:
         from .cluster import analyse_sets
 
