@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from ..sweep.cell import CellOutcome
 
 
-
 def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
                 gamma_rows: bool = False, in_place: bool = True) -> list[str]:
     """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
