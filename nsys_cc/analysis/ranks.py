@@ -47,6 +47,11 @@ ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).
 _SUMMED = ("kernel_sum_ns", "kernels", "gpu_ops", "launch_api_ns")
 
+# Columns a step has beyond a one-process forward's; and the per-range columns the rank table and checks read.
+STEP_COLUMNS = ["step", "skew_ns", "last_rank"]
+RANGE_COLUMNS = ["global_tid", "proj_start_ns", "proj_duration_ns", "rank", "step", "allreduce_ns", "lag_ns",
+                 "start_offset_ns"]
+
 RANK_COLUMNS = ["model", "role", "phase", "rank", "pid", "device", "steps", "wall_ms", "gpu_busy_ms",
                 "kernel_sum_ms", "comm_ms", "comm_share", "allreduce_ms", "allreduce_share", "last_steps", "last_share",
                 "lag_ms", "lag_p90_ms", "start_offset_ms"]
@@ -68,6 +73,12 @@ class Ranks:
     ranges: pd.DataFrame
     notes: list[str]
     totals: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+
+    def compact(self, columns: list[str]) -> None:
+        """Keep of `ranges` only `columns` (a forward's, as the model keeps them) and RANGE_COLUMNS, deep-copied: a
+        model holds its ranges' columns, not its trace."""
+        keep = [c for c in dict.fromkeys([*columns, *RANGE_COLUMNS]) if c in self.ranges]
+        self.ranges = self.ranges[keep].copy()
 
     def members(self, steps: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
         """The per-rank ranges of `steps` (rows of the step table) and, for each, its step's phase."""
