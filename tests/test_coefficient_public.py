@@ -17,6 +17,7 @@ import pytest
 
 from conftest import raw_sql, unchanged
 from nsys_cc import cost_coefficient
+from nsys_cc.report import words
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
 
@@ -62,14 +63,15 @@ def test_gpu_spans_and_c_agree_with_nsys_stats(public_dir, nsys_proj):
     assert c["ci_low"] <= c["c"] <= c["ci_high"]
     # a GPU trace gets every metric, and the kernel breakdown covers the forwards' kernels
     assert set(res.coefficients["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
-    assert not res.kernels.empty and set(res.kernels["model"]) == {m.name for m in res.models}
+    assert not res.kernel_summary.empty and set(res.kernel_summary["model"]) == {m.name for m in res.models}
 
 
 def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     a, b = (nsys_proj[n] for n in PAIR)
     name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
     res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
-    text, phase = res.diagnosis.iloc[0][["diagnosis", "phase"]]
+    row = res.diagnosis.iloc[0]
+    text, phase = words.diagnosis_text(res, row), row["phase"]
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
     # The busy share is the draft's median GPU busy over its median wall time in the diagnosed phase: wall from the
     # raw NVTX rows, busy per forward from nsys_cc (checked against the raw CUDA rows in test_projection_public).
@@ -82,4 +84,5 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     assert f"({share:.0%})" in text
     # The class the documented thresholds give (< 50 % launch-bound, < 80 % partly, else GPU-bound), named first.
     expected = "launch-bound" if share < 0.5 else "partly launch-bound" if share < 0.8 else "GPU-bound"
+    assert row["boundness"] == expected
     assert re.findall(r"partly launch-bound|launch-bound|GPU-bound", text)[0] == expected

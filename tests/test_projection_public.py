@@ -25,6 +25,7 @@ import pytest
 
 from conftest import PUBLIC, raw_sql, unchanged
 from nsys_cc.analysis.projection import project, range_ops
+from nsys_cc.analysis.ranges import name_counts
 from nsys_cc.trace import open_trace
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
@@ -173,12 +174,17 @@ def _ancestors(rid: int, parent: dict[int, int | None]) -> list[int]:
 
 
 def check_nvtxsum(case):
+    """Per (name, style) totals equal nvtxsum's, unnamed ranges included (nsys lists them under an empty name)."""
     stats = case.stats["nvtxsum"]
     r = case.ranges
-    grouped = r.groupby([r["qualified_name"].astype(str), r["style"].map(STYLE).astype(str)])["duration_ns"]
+    names = r["qualified_name"].astype(object).fillna("")
+    grouped = r.groupby([names, r["style"].map(STYLE).astype(str)])["duration_ns"]
     assert len(stats) == grouped.ngroups
+    assert stats["Instances"].sum() == len(r)
+    counts = name_counts(r)
+    assert counts.sum() == len(r) and counts.get(np.nan, 0) == r["qualified_name"].isna().sum()
     for row in stats.itertuples(index=False):
-        d = grouped.get_group((str(row.Range), row.Style)).to_numpy()
+        d = grouped.get_group(("" if pd.isna(row.Range) else str(row.Range), row.Style)).to_numpy()
         assert (row[1], row[2], row[5], row[6]) == (d.sum(), len(d), d.min(), d.max())
         assert row[3] == pytest.approx(d.mean(), abs=0.051)
         assert row[4] == pytest.approx(float(np.median(d)), abs=0.051)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from . import cli
-from .options import acceptance_option, parse_acceptance
+from .options import acceptance_option, format_option
 
 
 @cli.command()
@@ -42,11 +42,11 @@ from .options import acceptance_option, parse_acceptance
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
-              show_default=True, help="Format of the table printed at the end.")
+@format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, cuda_graphs,
             vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
+    from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
     from ..launch import launcher
     from ..launch.commands import BenchOptions
@@ -54,13 +54,14 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,
                            vllm_args=tuple(vllm_args))
+    alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
                                     nsys_args=nsys_args), nl=False)
         return
     outcome = launcher.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
-        trace=nsys_trace, nsys_args=nsys_args, acceptance=parse_acceptance(acceptance), seed=seed,
+        trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed,
     )
     if outcome.result is None:
         raise ProfileError("no report (the target and at least one draft must complete): " + "; ".join(outcome.notes))
