@@ -263,7 +263,8 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
     rc, _ = retry_nsys_start(
         attempt,
         lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {' / '.join(NSYS_START_FAILURES)}); retrying\n"),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, "
+                            f"{next(f for f in NSYS_START_FAILURES if f in r[1])}); retrying\n"),
     )
     return rc
 
