@@ -25,7 +25,7 @@ from conftest import PUBLIC, raw_sql, unchanged
 from nsys_cc import cost_coefficient
 from nsys_cc.analysis.kernels import categorise
 
-pytestmark = [pytest.mark.public]
+pytestmark = [pytest.mark.public, pytest.mark.nsys]
 
 PREFIX = "GindaChen__nsys-ai__"
 RANGE = "ncclGroupEnd"
