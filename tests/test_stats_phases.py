@@ -65,7 +65,8 @@ def _marks(rows):
 
 def test_warmup_from_markers_and_from_skip():
     fw = _forwards([10, 20, 110, 120, 210, 220])
-    marks = _marks([("nsys_cc:warmup", 0, 50, 1), ("nsys_cc:iteration", 100, 150, 1), ("nsys_cc:iteration", 200, 250, 1)])
+    marks = _marks([("nsys_cc:warmup", 0, 50, 1), ("nsys_cc:iteration", 100, 150, 1),
+                    ("nsys_cc:iteration", 200, 250, 1)])
     mask, note = phases.warmup_mask(fw, marks, None)
     assert mask.tolist() == [True, True, False, False, False, False]
     assert "dropped 2 of 6" in note
@@ -106,7 +107,7 @@ def test_phase_inferred_and_unknown():
     assert rule.rule == "inferred" and rule.confidence == "high"
     fw = _forwards(range(6), wall=[1.0, 1.1, 1.05, 1.2, 1.0, 1.1])
     phase, rule = phases.assign_phases(fw, _marks([]), None, np.ones(6, bool))
-    assert rule.rule == "unknown" and all(p is None for p in phase)
+    assert rule.rule == "unknown" and all(p == "all" for p in phase)
 
 
 @pytest.mark.parametrize("name,kind,expected", [

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import progress
 from ..errors import InputError, NsysCCError, ProfileError
@@ -45,8 +45,11 @@ from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
 from .models import Model, resolve, resolve_all
 from .vllm_plugin import FORWARD_RANGE
 
+if TYPE_CHECKING:
+    from ..analysis.coefficient import CostCoefficientResult
+
 DEFAULT_TIMEOUT_S = 1800
-# nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
+# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 
@@ -116,7 +119,7 @@ class ProfileRun:
 
     out_dir: Path
     runs: list[ModelRun]
-    result: object | None = None
+    result: CostCoefficientResult | None = None
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
 
@@ -160,12 +163,13 @@ def parse_gammas(text: str | Sequence[int]) -> list[int]:
         try:
             gamma = int(part)
         except (TypeError, ValueError):
-            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens") from None
+            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens",
+                             param="speculate") from None
         if gamma < 1:
-            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}")
+            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}", param="speculate")
         gammas.add(gamma)
     if not gammas:
-        raise InputError("speculate: give at least one γ, e.g. 1,3")
+        raise InputError("speculate: give at least one γ, e.g. 1,3", param="speculate")
     return sorted(gammas)
 
 
@@ -176,9 +180,9 @@ def parse_speculative_config(text: str | None) -> dict | None:
     try:
         config = json.loads(text)
     except ValueError as exc:
-        raise InputError(f"speculative_config is not JSON: {exc}") from None
+        raise InputError(f"speculative_config is not JSON: {exc}", param="speculative_config") from None
     if not isinstance(config, dict):
-        raise InputError(f"speculative_config must be a JSON object, not {text!r}")
+        raise InputError(f"speculative_config must be a JSON object, not {text!r}", param="speculative_config")
     return config
 
 
@@ -196,7 +200,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
             if draft.load_format != target.load_format:
                 raise InputError(f"speculate: vLLM loads the draft as it loads the target, so {draft.spec} "
                                  f"({draft.load_format} weights) and {target.spec} ({target.load_format} weights) "
-                                 "cannot be paired")
+                                 "cannot be paired", param="speculate")
             for gamma in gammas:
                 label = f"{draft.label}.spec-g{gamma}"
                 spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
@@ -206,8 +210,8 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
     elif config is not None:
         gamma = config.get("num_speculative_tokens")
         if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) "
-                             "unless speculate gives the γ values")
+            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) when no γ "
+                             "values are given", param="speculative_config")
         if config.get("model"):
             named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
             draft = named.label if named else resolve(str(config["model"])).label
@@ -336,6 +340,9 @@ def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None)
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
 # (`sem_open` → "SystemException" from its ProcessWaiter, within a second); such a start is retried.
 NSYS_START_FAILURE = "QuadDCommon::SystemException"
+# The same race seen as a RuntimeException from nsys's ClientProxy before the program starts (many nsys sessions at
+# once, e.g. a sweep on a busy machine).
+NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
 START_RETRIES = 2
 R = TypeVar("R")
 
@@ -363,8 +370,8 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
 
     rc, _ = retry_nsys_start(
         attempt,
-        lambda r: r[0] != 0 and NSYS_START_FAILURE in r[1],
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {NSYS_START_FAILURE}); retrying\n"),
+        lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {' / '.join(NSYS_START_FAILURES)}); retrying\n"),
     )
     return rc
 
