@@ -26,13 +26,13 @@ ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"
 def _keep_instances(cls: type) -> list:
     """Every instance of `cls` created from now on (the benchmark builds its `LLM` inside vLLM's `main`)."""
     instances: list = []
-    init = cls.__init__
+    init = vars(cls)["__init__"]
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         instances.append(self)
 
-    cls.__init__ = __init__
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assignments to __init__)
     return instances
 
 

@@ -193,7 +193,7 @@ def _spec_json(config: dict) -> str:
 def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
                      make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
     """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
-    runs = []
+    runs: list[ModelRun] = []
     if gammas:
         base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
         for draft in drafts:
@@ -208,19 +208,18 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
                 runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
                                      gamma=gamma))
     elif config is not None:
-        gamma = config.get("num_speculative_tokens")
-        if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+        k = config.get("num_speculative_tokens")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) when no γ "
                              "values are given", param="speculative_config")
         if config.get("model"):
             named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
-            draft = named.label if named else resolve(str(config["model"])).label
+            proposer = named.label if named else resolve(str(config["model"])).label
         else:
-            draft = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
-        label = f"{draft}.spec-g{gamma}"
-        spec_model = Model(target.spec, target.path, label, target.kind)
-        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=draft,
-                             gamma=gamma))
+            proposer = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+        spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
+        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
+                             gamma=k))
     return runs
 
 
@@ -371,7 +370,8 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
     rc, _ = retry_nsys_start(
         attempt,
         lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {' / '.join(NSYS_START_FAILURES)}); retrying\n"),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, "
+                            f"{next(f for f in NSYS_START_FAILURES if f in r[1])}); retrying\n"),
     )
     return rc
 
