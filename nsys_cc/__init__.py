@@ -44,7 +44,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
 }
 
-__all__ = [*_LAZY, "__version__"]
+__all__ = [
+    "CostCoefficientResult", "ModelForwards", "NsysCCError", "Trace", "__version__", "acceptance", "cost_coefficient",
+    "dsi", "make_figures", "metrics", "open_trace", "plots", "project", "render", "speedup", "speedup_plots",
+    "write_report",
+]
 
 if TYPE_CHECKING:
     from .analysis import acceptance, dsi, metrics, speedup
