@@ -14,8 +14,7 @@ from .plots import DPI, PLOTS, speedup_figures
 def make_figures(result: CostCoefficientResult) -> dict[str, Figure]:
     """Every plot that has data, by file stem: `plots.PLOTS`, then the speedup model's (with the DSI simulation at
     the result's seed)."""
-    drawn = {name: fn(result) for name, fn in PLOTS.items()}
-    figs = {name: fig for name, fig in drawn.items() if fig is not None}
+    figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
     if result.speedup_marks.empty:
         return figs
     return {**figs, **speedup_figures(result, report_heatmaps(result.seed))}

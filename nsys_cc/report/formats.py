@@ -91,8 +91,8 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
                     c = result.coefficients[(result.coefficients["draft"] == m.name)
                                             & (result.coefficients["phase"] == phase)
                                             & (result.coefficients["metric"] == metric)]
-                    cell = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
-                    row[f"c {BY_NAME[metric].label}"] = cell
+                    label = f"c {BY_NAME[metric].label}"
+                    row[label] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
             rows.append(row)
     return pd.DataFrame(rows)
 
