@@ -14,8 +14,9 @@ c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstr
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -27,6 +28,9 @@ from . import phases as phase_mod
 from .projection import op_totals, project
 from .ranges import closest_names, name_counts, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
+
+if TYPE_CHECKING:
+    from .speculative import SpeculativeAnalysis
 
 DEFAULT_RANGE = "model_executable()"
 # metric → per-forward column (ns)
@@ -289,6 +293,8 @@ class CostCoefficientResult:
     seed: int
     acceptance: tuple[float, ...] = ()
     verdicts: pd.DataFrame | None = None
+    # Speculative runs measured in place, the decomposition and the forecast (`speculative`); None without any.
+    speculative: "SpeculativeAnalysis | None" = None
 
     @property
     def target(self) -> ModelForwards:
@@ -324,21 +330,27 @@ def cost_coefficient(
     output_len: int | None = None,
     acceptance: Sequence[float] = (),
     seed: int = 0,
+    spec_metrics: Mapping[str, str] | None = None,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
         target: the target model's trace.
-        drafts: one trace per draft model (at least one).
+        drafts: one trace per draft model, and any speculative-decoding runs (traces holding draft-model forward
+            ranges, recognised by them: see `speculative`), each belonging to the draft named before `.spec-g<γ>` in
+            its label, or to the only draft. At least one trace.
         names: labels for [target, *drafts]; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`).
         skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
         output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
         acceptance: acceptance rates α at which to judge each draft (speedup verdicts); empty for none.
         seed: seed of the bootstrap intervals.
+        spec_metrics: vLLM metrics dump per speculative trace path (default: `X.metrics.json` beside `X.sqlite`).
     Returns:
         A `CostCoefficientResult`.
     """
+    if isinstance(drafts, (str, os.PathLike)):
+        drafts = [drafts]
     if not drafts:
         raise InputError("give at least one draft trace after the target")
     if skip_ranges is not None and skip_ranges < 0:
@@ -348,6 +360,12 @@ def cost_coefficient(
     paths = [str(target), *map(str, drafts)]
     _check_distinct(paths)
     labels = model_names(paths, names)
+    from . import speculative as spec_mod
+
+    is_spec = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    spec_paths = [(p, n) for p, n, s in zip(paths, labels, is_spec) if s]
+    paths = [p for p, s in zip(paths, is_spec) if not s]
+    labels = [n for n, s in zip(labels, is_spec) if not s]
     models = [
         load_model(p, name=n, role="target" if i == 0 else "draft", range_name=range_name,
                    skip_ranges=skip_ranges, output_len=output_len)
@@ -356,12 +374,27 @@ def cost_coefficient(
     from .diagnosis import diagnose
 
     notes = _model_notes(models)
+    if spec_mod.is_speculative(paths[0]):
+        notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
+                     "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
+                     "run first, then the drafts and the speculative runs")
     summary = _summary(models)
     coefficients = _coefficients(models[0], models[1:], seed)
     kernels, categories = _kernel_tables(models)
+    speculative = None
+    if spec_paths:
+        plain = spec_mod.read_step_table(paths[0], range_name)
+        metrics = {os.path.realpath(k): v for k, v in (spec_metrics or {}).items()}
+        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, labels[1:]), range_name,
+                                  metrics.get(os.path.realpath(p))) for p, n in spec_paths]
+        walls = coefficients[(coefficients["phase"] == "decode") & (coefficients["metric"] == "wall")]
+        c_standalone = {r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()}
+        speculative = spec_mod.analyze_speculative(plain, runs, c_standalone=c_standalone, output_len=output_len,
+                                                   acceptance=acceptance, seed=seed)
     result = CostCoefficientResult(
         range_name=range_name, models=models, summary=summary, coefficients=coefficients, kernels=kernels,
         categories=categories, diagnosis=pd.DataFrame(), notes=notes, seed=seed, acceptance=tuple(acceptance),
+        speculative=speculative,
     )
     result.diagnosis = diagnose(result)
     if acceptance:

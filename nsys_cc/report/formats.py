@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..analysis.stats import STAT_NAMES
+from . import speculative_format
 
 if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
@@ -59,6 +60,7 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
     }
     if result.verdicts is not None:
         out["speedup"] = json.loads(result.verdicts.to_json(orient="records"))
+    out.update(speculative_format.to_json(result.speculative))
     return out
 
 
@@ -134,6 +136,11 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
         parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
         if result.verdicts is not None:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
+        if result.speculative is not None:
+            for title, body in speculative_format.sections(result.speculative):
+                if len(body):
+                    parts += ["", f"**{title}**", ""]
+                    parts += [_markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
@@ -141,5 +148,11 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
     if result.verdicts is not None:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
+    if result.speculative is not None:
+        parts += ["", speculative_format.HEADER]
+        for title, body in speculative_format.sections(result.speculative):
+            if len(body):
+                parts += ["", f"{title}:"]
+                parts += [_text_table(body)] if isinstance(body, pd.DataFrame) else [f"* {x}" for x in body]
     parts += [""] + [f"note: {n}" for n in result.notes]
     return "\n".join(parts) + "\n"

@@ -47,7 +47,7 @@ STYLE = {
 }
 METRIC_LABELS = {"wall": "wall-clock", "gpu_span": "GPU span", "kernel_sum": "kernel sum", "gpu_busy": "GPU busy"}
 METRIC_COLORS = {"wall": "#4c72b0", "gpu_span": "#dd8452", "kernel_sum": "#55a868", "gpu_busy": "#c44e52"}
-PHASE_ORDER = ("all", "prefill", "decode")
+PHASE_ORDER = ("all", "prefill", "decode", "verify")
 # Strip points drawn per box; the boxes use every forward, the dots only show the spread.
 MAX_STRIP_POINTS = 300
 # DSI heatmap grid: coarse enough to simulate in well under a second, fine enough to read.
