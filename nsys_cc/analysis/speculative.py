@@ -363,7 +363,8 @@ class SpeculativeAnalysis:
     - `decomposition`: the waterfall factors per run (DECOMPOSITION_COLUMNS; see the module docstring).
     - `models`: the `StepCostModel` of each draft, fitted on all its runs.
     - `forecast`: speedup at γ = 1…8 at each draft's measured α and each given α (FORECAST_COLUMNS).
-    - `grid`: the forecast over γ = 1…8 × α in ALPHA_GRID for the heatmap (draft, gamma, alpha, speedup).
+    - `grid`: the forecast over γ = 1…8 × α in ALPHA_GRID for the heatmap (draft, gamma, alpha, speedup, best:
+      whether that γ is the best of 1…8 at that α).
     - `best`: per draft and α, the best γ in 1…16 and its forecast speedup.
     - `steps`: every kept step of every run, plain target included (`run` column).
     - `notes`: how steps were found, what was left out, where α came from.
@@ -588,8 +589,9 @@ def _forecasts(models: Mapping[str, forecast_mod.StepCostModel], by_draft: Mappi
             best.append({"draft": draft, "alpha": a, "alpha_source": src, "best_gamma": g_best,
                          "speedup": s_best, "max_gamma": forecast_mod.DEFAULT_MAX_GAMMA})
         s = np.asarray(model.speedup(ALPHA_GRID[None, :], gammas[:, None]), dtype=float)
-        grid += [{"draft": draft, "gamma": int(g), "alpha": float(a), "speedup": float(s[i, j])}
+        top = np.nanargmax(np.where(np.isfinite(s), s, -np.inf), axis=0)
+        grid += [{"draft": draft, "gamma": int(g), "alpha": float(a), "speedup": float(s[i, j]), "best": i == top[j]}
                  for i, g in enumerate(gammas) for j, a in enumerate(ALPHA_GRID)]
     return (pd.DataFrame(rows, columns=FORECAST_COLUMNS),
-            pd.DataFrame(grid, columns=["draft", "gamma", "alpha", "speedup"]),
+            pd.DataFrame(grid, columns=["draft", "gamma", "alpha", "speedup", "best"]),
             pd.DataFrame(best, columns=["draft", "alpha", "alpha_source", "best_gamma", "speedup", "max_gamma"]))

@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 
 from ..analysis import dsi
 from ..analysis.speedup import sig3
-from . import speedup_plots
+from . import speculative_plots, speedup_plots
 
 if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult, ModelForwards
@@ -368,7 +368,8 @@ def make_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
     """Every plot that has data, by file stem."""
     figs = {name: fn(result) for name, fn in PLOTS.items()}
     figs = {name: fig for name, fig in figs.items() if fig is not None}
-    return {**figs, **speedup_figures(result)}
+    return {**figs, **speedup_figures(result),
+            **speculative_plots.figures(getattr(result, "speculative", None), _file_stem)}
 
 
 def make_plots(result: "CostCoefficientResult", out_dir: Path) -> list[Path]:

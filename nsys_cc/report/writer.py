@@ -61,6 +61,7 @@ def write_report(
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
         "kernels": result.kernels, "categories": result.categories, "diagnosis": result.diagnosis,
         **({"speedup": result.verdicts} if result.verdicts is not None else {}),
+        **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **dict(extra_tables or {}),
     }
     for name, df in tables.items():
@@ -99,3 +100,17 @@ def _has_tabulate() -> bool:
     except ImportError:
         return False
     return True
+
+
+def _speculative_tables(spec) -> dict[str, pd.DataFrame]:
+    """The speculative analysis as CSV tables (intervals and predictions as columns of their own)."""
+    table = spec.table.copy()
+    for col in [c for c in table.columns if c.endswith("_ci95")]:
+        table[col.replace("_ci95", "_ci_low")] = [ci[0] for ci in table[col]]
+        table[col.replace("_ci95", "_ci_high")] = [ci[1] for ci in table[col]]
+        table = table.drop(columns=col)
+    for key in ("leviathan", "cost_model", "cost_model_held_out"):
+        table[f"predicted_{key}"] = [p.get(key) for p in table["predicted_speedup"]]
+    table = table.drop(columns="predicted_speedup")
+    return {"speculative": table, "speculative_decomposition": spec.decomposition,
+            "speculative_forecast": spec.forecast, "speculative_steps": spec.steps}
