@@ -193,3 +193,17 @@ def test_verdicts_reject_missing_columns_and_bad_alpha():
     with pytest.raises(InputError, match="outside"):
         speedup.verdicts(_coefficients([("x", "decode", "wall", 0.1, 0.1, 0.1)]), [1.2])
     assert math.isnan(speedup.judge(0.2, 0.5).c_low)
+
+
+def test_judge_at_c_zero_says_the_best_gamma_is_unbounded():
+    from nsys_cc.analysis.speedup import judge
+
+    j = judge(0.0, 0.8, gamma=2)
+    assert j.best_gamma is None and j.best_gamma_unbounded
+    assert j.best_speedup == pytest.approx(5.0)  # 1/(1 − 0.8)
+    assert j.speedup == pytest.approx(1 + 0.8 + 0.64)
+    assert "unbounded" in j.verdict
+    at_zero = judge(0.0, 0.0)
+    assert not at_zero.best_gamma_unbounded and at_zero.best_gamma == 1 and at_zero.best_speedup == 1.0
+    at_one = judge(0.0, 1.0)
+    assert at_one.best_gamma_unbounded and at_one.best_speedup == float("inf")

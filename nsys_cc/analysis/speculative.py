@@ -316,12 +316,15 @@ class SpecRun:
 
 
 def draft_of(name: str, drafts: Sequence[str]) -> str:
-    """The draft a speculative run belongs to: the label before `.spec-g<γ>`, else the only draft."""
+    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts`, else the
+    only draft, else that label (a draft without a plain run: no standalone c)."""
     m = LABEL_RE.match(name)
-    if m:
+    if m and m.group("draft") in drafts:
         return m.group("draft")
     if len(drafts) == 1:
         return drafts[0]
+    if m:
+        return m.group("draft")
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
 
 
@@ -455,6 +458,10 @@ def analyze_speculative(
         by_draft.setdefault(r.draft, []).append(r)
         notes += r.notes
     models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs)) is not None}
+    for dr, rs in by_draft.items():
+        if dr in models and len({r.gamma for r in rs}) < 2:
+            notes.append(f"{dr}: the cost model is fitted on one γ only: verify and outside time are taken as "
+                         "constant in γ (profile two or more γ for a forecast at other γ)")
     rows, decomposition, step_frames = [], [], [plain.steps.assign(run="(plain target)")]
     for r in runs:
         v = r.steps.of_kind("verify")

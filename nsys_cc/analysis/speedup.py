@@ -125,6 +125,9 @@ class Judgement:
     break_even_alpha: float
     max_gamma: int
     verdict: str
+    # c = 0 and α > 0: S grows with every γ, so no γ is best; best_gamma is then None and best_speedup the limit
+    # of S as γ grows, 1/(1 − α) (inf at α = 1).
+    best_gamma_unbounded: bool = False
 
 
 def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.nan, c_high: float = math.nan,
@@ -148,6 +151,10 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
         best_speedup=float(s_best[0]), best_speedup_low=float(s_best[1]), best_speedup_high=float(s_best[2]),
         break_even_alpha=c if c <= 1 else math.nan, max_gamma=int(max_gamma),
     )
+    if c == 0 and alpha > 0:
+        # S = E(α, γ) rises with every γ: the searched maximum is only the search bound.
+        j.update(best_gamma=None, best_speedup=1.0 / (1.0 - alpha) if alpha < 1 else math.inf,
+                 best_gamma_unbounded=True)
     return Judgement(**j, verdict=verdict(**j))
 
 
@@ -187,6 +194,8 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
     has_ci = not (math.isnan(c_low) or math.isnan(c_high))
     if math.isnan(c):
         return f"no measurement of c: no verdict at α = {a}"
+    if c == 0:
+        return _free_draft_verdict(alpha)
     if alpha > c:
         text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
         text += f" gives {fmt_speedup(best_speedup)}×"
@@ -208,6 +217,19 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
         text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
                  f"{fmt_speedup(best_speedup_high)}× with γ = {best_gamma_high})")
     return text
+
+
+def _free_draft_verdict(alpha: float) -> str:
+    """c = 0 (a draft of negligible cost, as the paper's bigram example): S(α, γ, 0) = E(α, γ)."""
+    a = _alpha_text(alpha)
+    if alpha == 0:
+        return f"a free draft (c = 0) whose tokens are never accepted (α = {a}) gains nothing: S = 1 at every γ"
+    if alpha == 1:
+        return "c = 0 and α = 1: S = γ + 1 grows without bound, so the best γ is unbounded (as large as you can verify)"
+    within = max(1, math.ceil(math.log(0.01) / math.log(alpha)) - 1)
+    return (f"c = 0 (a draft of negligible cost): S = E(α, γ) grows with every γ, so the best γ is unbounded; "
+            f"S approaches 1/(1 − α) = {fmt_speedup(1 / (1 - alpha))}× at α = {a} and is within 1 % of it from "
+            f"γ = {within}")
 
 
 def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 import click
+
+from ..errors import InputError
 
 from . import cli
 from .options import acceptance_option, alphas_from, metrics_option
@@ -20,20 +24,37 @@ from .options import acceptance_option, alphas_from, metrics_option
 @click.option("--name", "names", multiple=True, help="Label per trace, in order (default: file names).")
 @acceptance_option
 @metrics_option
+@click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
+              help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True)
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, seed, fmt, out_dir):
-    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model)."""
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, spec_metrics, seed,
+            fmt, out_dir):
+    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model).
+
+    Speculative-decoding runs may follow the drafts: traces holding draft-model forward ranges are recognised as such
+    and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
+    belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
+    """
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
     alphas, alpha_note = alphas_from(acceptance, metrics_path, required=False)
+    pairs = {}
+    for item in spec_metrics:
+        trace, sep, dump = item.partition("=")
+        if not (sep and trace and dump):
+            raise InputError(f"--spec-metrics must be TRACE=DUMP, not {item!r}")
+        pairs[trace] = dump
+    unknown = [t for t in pairs if os.path.realpath(t) not in {os.path.realpath(d) for d in drafts}]
+    if unknown:
+        raise InputError(f"--spec-metrics {unknown[0]}: not one of the traces given")
     result = cost_coefficient(
         target, list(drafts), names=list(names) or None, range_name=range_name, skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=alphas, seed=seed,
+        output_len=output_len, acceptance=alphas, seed=seed, spec_metrics=pairs,
     )
     if alpha_note:
         result.notes.append(alpha_note)
