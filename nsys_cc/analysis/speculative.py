@@ -502,7 +502,8 @@ def analyze_speculative(
         error = tolerance = math.nan
         if held:
             error = predicted["cost_model_held_out"] / measured[0] - 1
-            tolerance = _tolerance(measured, [_measured_interval(o, plain, out_len, seed) for o in others])
+            tolerance = _tolerance((step_ms, s_lo, s_hi), [median_ci(o.steps.of_kind("verify")["step_ms"].to_numpy(),
+                                                                      seed=seed) for o in others])
         draft_step = float(np.median(v["draft_ms"]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
@@ -530,24 +531,18 @@ def analyze_speculative(
                                grid, best, steps, notes)
 
 
-def _measured_interval(run: SpecRun, plain: StepTable, out_len: float, seed: int) -> tuple[float, float, float]:
-    v = run.steps.of_kind("verify")
-    sp = ratio_of_medians(plain.of_kind("decode")["step_ms"].to_numpy(), v["step_ms"].to_numpy(), seed=seed)
-    tps = _tokens_per_step(run, out_len)[0]
-    return tps * sp[0], tps * sp[1], tps * sp[2]
-
-
 def _half_width(interval: tuple[float, float, float]) -> float:
     s, lo, hi = interval
     return max(s - lo, hi - s) / s if s > 0 else math.nan
 
 
-def _tolerance(measured: tuple[float, float, float], fitted: Sequence[tuple[float, float, float]]) -> float:
-    """How far a forecast may miss a run it was not fitted on, from the runs' own 95 % intervals: the root sum of
-    squares of the held-out run's relative half-width and the widest relative half-width among the fitted runs
-    (the forecast rests on medians known only that well)."""
+def _tolerance(held_out: tuple[float, float, float], fitted: Sequence[tuple[float, float, float]]) -> float:
+    """How far a forecast may miss a run it was not fitted on, from the runs' own 95 % intervals of their median
+    verify step (the plain decode step divides forecast and measurement alike and cancels): the root sum of squares
+    of the held-out run's relative half-width and the widest one among the fitted runs (the forecast rests on
+    medians known only that well)."""
     fit = max((_half_width(f) for f in fitted), default=0.0)
-    return float(math.hypot(_half_width(measured), fit))
+    return float(math.hypot(_half_width(held_out), fit))
 
 
 def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
