@@ -18,8 +18,9 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   forwards, the engine's output processing when the engine runs in-process). Payload = tokens scheduled for the
   target in the step, summed over requests (`total_num_scheduled_tokens`). The range opens when scheduling
   returns, because an NVTX payload is fixed when the range opens; scheduling itself (about 0.07 ms of an 11 ms
-  speculative step on the CPU build) is therefore left out. A step that schedules nothing (a batch-queue step
-  that only waits for an earlier batch) gets no range.
+  speculative step on the CPU build) is therefore left out. A step that schedules nothing (vLLM then runs no
+  model: a request waiting, a batch-queue step that only collects an earlier batch) gets no range; payload 0
+  means a scheduler output without a token count.
 - `nsys_cc:warmup` / `nsys_cc:iteration` around each `LLM.generate` call: the first N calls in the process
   are warm-up, where N = env `NSYS_CC_WARMUP_ITERS` (default 0). Payload = number of prompts in the call
   (the batch size). The analysis drops forwards that start inside a warm-up range, by time, so this works
@@ -333,8 +334,9 @@ def _hook_scheduler(core: Any) -> None:
     def scheduled(*args, **kwargs):
         output = schedule(*args, **kwargs)
         state = _state
-        if state.steps and not state.step_pushed and not state.quiet:
-            _backend.push(STEP_RANGE, getattr(output, "total_num_scheduled_tokens", 0) or 0)
+        tokens = getattr(output, "total_num_scheduled_tokens", None)
+        if state.steps and not state.step_pushed and not state.quiet and tokens != 0:
+            _backend.push(STEP_RANGE, tokens or 0)
             state.step_pushed = True
         return output
 
