@@ -156,6 +156,8 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
         return df[_containing(df["start_ns"].to_numpy(), warm) < 0].reset_index(drop=True)
 
     target, drafts = measured(target), measured(drafts)
+    if warm.empty:
+        notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
     if target.empty:
         raise InputError(f"every {target_range!r} range ran inside a warm-up iteration")
     t_start = target["start_ns"].to_numpy()
@@ -253,8 +255,18 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
         steps = steps[~steps["kind"].isin(("empty", "mixed"))]
     draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
     measured_iters = np.unique(t_iter[t_iter >= 0])
-    per_iter = (pd.Series(t_iter[t_iter >= 0]).value_counts().median() if measured_iters.size else math.nan)
-    return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size),
+    n_prefill = int((kind == "prefill").sum())
+    if measured_iters.size:
+        per_iter = float(pd.Series(t_iter[t_iter >= 0]).value_counts().median())
+    elif n_prefill:  # no iteration ranges: each iteration starts with its prefill
+        per_iter = len(target) / n_prefill
+        notes.append(f"no iteration ranges: {n_prefill} iterations counted by their prefill forwards")
+    else:
+        per_iter = math.nan
+    if draft_name == SCOPES_DRAFT:
+        notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
+                     "its own overhead); one draft forward is taken as that ÷ γ")
+    return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
                      float(per_iter), gamma_payload, tuple(notes))
 
 
@@ -402,7 +414,7 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     if math.isfinite(output_len) and len(counted) and run.steps.rule == "step ranges":
         per_iter = counted.groupby("iteration").size().median()
         return (output_len - 1) / per_iter, metrics
-    if math.isfinite(output_len) and run.steps.rule == "forward to forward" and run.steps.forwards_per_iteration:
+    if math.isfinite(output_len) and math.isfinite(run.steps.forwards_per_iteration):
         # every forward but the prefill is a step, counted or not (the last one closes none)
         return (output_len - 1) / (run.steps.forwards_per_iteration - 1), metrics
     return metrics, metrics
