@@ -262,7 +262,7 @@ def test_forecast_list_covers_gamma_1_to_8_at_the_measured_alpha_and_each_given_
     rejected = sum(m["vllm:spec_decode_num_drafts"] - m["vllm:spec_decode_num_accepted_tokens_per_pos"][-1]
                    for m in acc)
     pooled = accepted / (accepted + rejected) if accepted + rejected else 1.0
-    assert pooled == pytest.approx([a for a in alphas if a != 0.6][0])
+    assert pooled == pytest.approx(next(a for a in alphas if a != 0.6))
 
 
 def test_verify_forwards_are_their_own_phase():

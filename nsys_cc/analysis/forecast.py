@@ -79,7 +79,7 @@ class StepCostModel:
         return int(gammas[i]), float(s[i])
 
 
-def _line(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+def _line(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
     """(intercept, slope) of the least-squares line through (x, y); slope 0 through one point or one distinct x."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(xs) & np.isfinite(ys)

@@ -65,7 +65,14 @@ from ..errors import InputError
 from ..trace import open_trace
 from . import acceptance as acceptance_mod
 from . import forecast as forecast_mod
-from .phases import DRAFT_RANGE, ITERATION_RANGE, WARMUP_RANGE, _containing, best_split, verify_tokens
+from .phases import (
+    DRAFT_RANGE,
+    ITERATION_RANGE,
+    WARMUP_RANGE,
+    _containing,
+    best_split,
+    verify_tokens,
+)
 from .ranges import select
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
@@ -174,7 +181,7 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
         if draft_name:
             v = verify_tokens(tokens)
             if v is not None:
-                gamma_payload = int(round(v)) - 1
+                gamma_payload = round(v) - 1
                 limit = v if gamma is None else max(v, gamma + 1)
                 kind[(tokens > 1) & (tokens <= limit)] = "verify"
                 kind[tokens > limit] = "prefill"
@@ -397,8 +404,8 @@ class SpeculativeAnalysis:
 
 def _pooled_alpha(runs: Sequence[SpecRun]) -> tuple[float, str]:
     """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them."""
-    stats = [r.acceptance for r in runs]
-    if stats and all(s is not None and s.accepted_per_position for s in stats):
+    stats = [r.acceptance for r in runs if r.acceptance is not None and r.acceptance.accepted_per_position]
+    if stats and len(stats) == len(runs):
         accepted = sum(s.num_accepted for s in stats)
         rejected = sum(s.num_drafts - s.accepted_per_position[-1] for s in stats)
         return (accepted / (accepted + rejected) if accepted + rejected else 1.0), "metrics"
@@ -505,7 +512,7 @@ def analyze_speculative(
         bench = _bench_speedup(plain, r, out_len)
         leviathan = float(walltime_factor(alpha, r.gamma, cst[0])) if math.isfinite(cst[0]) else math.nan
         model = models.get(r.draft)
-        predicted = {"leviathan": leviathan,
+        predicted: dict = {"leviathan": leviathan,
                      "cost_model": float(model.speedup(alpha, r.gamma)) if model else math.nan}
         others = [o for o in by_draft[r.draft] if o is not r and o.gamma != r.gamma]
         held = _fit(d_step, others) if len({o.gamma for o in others}) >= 2 else None
@@ -519,7 +526,7 @@ def analyze_speculative(
         draft_step = float(np.median(v["draft_ms"]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
-            "steps": int(len(v)), "iterations": r.steps.iterations,
+            "steps": len(v), "iterations": r.steps.iterations,
             "draft_forward_ms": draft_ms, "draft_forward_ms_ci95": _ci(dr_lo, dr_hi),
             "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
             else math.nan,

@@ -7,7 +7,6 @@ import os
 import click
 
 from ..errors import InputError
-
 from . import cli
 from .options import acceptance_option, alphas_from, metrics_option
 

@@ -35,7 +35,7 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return [_clean(dict(zip(df.columns, row))) for row in df.itertuples(index=False)]
 
 
-def to_json(spec: "SpeculativeAnalysis | None") -> dict:
+def to_json(spec: SpeculativeAnalysis | None) -> dict:
     """The top-level `speculative`, `forecast` and `speculative_best` lists (empty without speculative runs)."""
     if spec is None:
         return {"speculative": [], "forecast": [], "speculative_best": []}
@@ -56,7 +56,7 @@ def _x(v: float) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{fmt_speedup(v)}×"
 
 
-def measured_table(spec: "SpeculativeAnalysis") -> pd.DataFrame:
+def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: the in-place figures (medians, ms, with 95 % intervals)."""
     rows = []
     for r in spec.table.itertuples(index=False):
@@ -73,7 +73,7 @@ def measured_table(spec: "SpeculativeAnalysis") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def speedup_table(spec: "SpeculativeAnalysis") -> pd.DataFrame:
+def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: measured speedup against the predictions, side by side."""
     rows = []
     for r in spec.table.itertuples(index=False):
@@ -91,7 +91,7 @@ def speedup_table(spec: "SpeculativeAnalysis") -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def forecast_lines(spec: "SpeculativeAnalysis") -> list[str]:
+def forecast_lines(spec: SpeculativeAnalysis) -> list[str]:
     """Per draft: the fitted model in words, and the best γ at each α."""
     out = []
     for draft, m in spec.models.items():
@@ -104,7 +104,7 @@ def forecast_lines(spec: "SpeculativeAnalysis") -> list[str]:
     return out
 
 
-def check_lines(spec: "SpeculativeAnalysis") -> list[str]:
+def check_lines(spec: SpeculativeAnalysis) -> list[str]:
     """Forecast against measurement for each run the held-out model did not see."""
     out = []
     for r in spec.table.itertuples(index=False):
@@ -122,7 +122,7 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; 
           "output token ÷ speculative time per output token, prefill excluded)")
 
 
-def sections(spec: "SpeculativeAnalysis") -> list[tuple[str, pd.DataFrame | list[str]]]:
+def sections(spec: SpeculativeAnalysis) -> list[tuple[str, pd.DataFrame | list[str]]]:
     """The speculative part of a report as (title, table or lines), in order."""
     return [
         ("Speculative runs", measured_table(spec)),

@@ -35,7 +35,7 @@ def _figure(width: float, height: float, n: int = 1) -> tuple[Figure, list]:
     return fig, list(fig.subplots(1, n, squeeze=False)[0])
 
 
-def waterfall(spec: "SpeculativeAnalysis") -> Figure | None:
+def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
     """One panel per speculative run: the multiplicative waterfall from the ideal to the measured speedup."""
     dec = spec.decomposition
     if dec.empty:
@@ -93,7 +93,7 @@ def waterfall(spec: "SpeculativeAnalysis") -> Figure | None:
     return fig
 
 
-def forecast_heatmap(spec: "SpeculativeAnalysis", draft: str) -> Figure | None:
+def forecast_heatmap(spec: SpeculativeAnalysis, draft: str) -> Figure | None:
     """The cost model's forecast speedup of `draft` over γ × α, with S = 1, the best γ per α and the measured runs."""
     grid = spec.grid[spec.grid["draft"] == draft]
     if grid.empty:
@@ -131,7 +131,7 @@ def forecast_heatmap(spec: "SpeculativeAnalysis", draft: str) -> Figure | None:
     return fig
 
 
-def figures(spec: "SpeculativeAnalysis | None", stem=lambda s: s) -> dict[str, Figure]:
+def figures(spec: SpeculativeAnalysis | None, stem=lambda s: s) -> dict[str, Figure]:
     """Every speculative plot that has data, by file stem."""
     if spec is None:
         return {}
