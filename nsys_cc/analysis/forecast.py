@@ -62,9 +62,14 @@ class StepCostModel:
         return out[()] if out.ndim == 0 else out
 
     def speedup(self, alpha, gamma):
-        """E[tokens/step](α, γ) × decode_step_ms / step_ms(γ): plain ÷ speculative time per output token."""
+        """E[tokens/step](α, γ) × decode_step_ms / step_ms(γ): plain ÷ speculative time per output token (NaN where
+        the fitted step time is not positive)."""
         g = np.asarray(gamma, dtype=float)
-        out = np.asarray(expected_tokens(alpha, g)) * self.decode_step_ms / np.asarray(self.step_ms(g))
+        step = np.asarray(self.step_ms(g), dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = np.asarray(expected_tokens(alpha, g)) * self.decode_step_ms / step
+        # A line extrapolated far from the runs it was fitted on can reach a step of no time: no forecast there.
+        out = np.where(step > 0, out, np.nan)
         return out[()] if out.ndim == 0 else out
 
     def best_gamma(self, alpha, max_gamma: int = DEFAULT_MAX_GAMMA) -> tuple[int, float]:
