@@ -349,3 +349,38 @@ def test_spec_metrics_flag_must_name_a_given_trace():
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), trace(spec_label(1)),
                                  "--spec-metrics", "nope.sqlite=x.json"])
     assert r.exit_code == 2 and "not one of the traces given" in r.stderr
+
+
+def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
+    # Plugin off, VLLM_NVTX_SCOPES_FOR_PROFILING=1: no payloads, no warm-up or iteration marks, no step ranges.
+    label = "vllm_scopes.spec-g3"
+    rows = raw_ranges(trace(label))
+    eng = [r for r in rows if r[0].startswith("llm_engine step: ")]
+    steps, current = [], None
+    for r in eng:  # a step: one get_output and the llm_engine ranges after it
+        if r[0] == "llm_engine step: get_output":
+            current = [r[1], r[2]]
+            steps.append(current)
+        elif current is not None:
+            current[1] = max(current[1], r[2])
+    forwards = named(rows, "gpu_model_runner: forward")
+    drafts = named(rows, "gpu_model_runner: draft")
+    alloc = named(rows, "schedule: allocate_slots")
+    verify = []
+    for s, e in steps:
+        fw = [f for f in forwards if s <= f[1] <= e]
+        if len(fw) == 1 and any(s <= a[1] <= e for a in alloc):  # a step allocating for running requests
+            dr = sum(wall(d) for d in drafts if s <= d[1] <= e)
+            verify.append(((e - s) / 1e6, wall(fw[0]), dr))
+    gamma = alpha_iid_by_hand(label)[1]
+    res = nsys_cc.cost_coefficient(trace(TARGET), [trace(DRAFT), trace(label)])
+    r = row(res, gamma)
+    assert r["name"] == label and r["step_rule"] == "vLLM step scopes"
+    assert r["steps"] == len(verify) > 0
+    assert r["step_ms"] == pytest.approx(statistics.median(v[0] for v in verify), rel=1e-9)
+    assert r["verify_ms"] == pytest.approx(statistics.median(v[1] for v in verify), rel=1e-9)
+    assert r["draft_forward_ms"] == pytest.approx(statistics.median(v[2] / gamma for v in verify), rel=1e-9)
+    assert r["other_ms"] == pytest.approx(statistics.median(v[0] - v[1] - v[2] for v in verify), rel=1e-9)
+    prefills = len(steps) - sum(1 for s, e in steps if any(s <= a[1] <= e for a in alloc))
+    output_len = Raw(trace(TARGET)).forwards_per_iteration()
+    assert r["tokens_per_step"] == pytest.approx((output_len - 1) / (len(forwards) / prefills - 1), rel=1e-9)

@@ -8,10 +8,15 @@ verify (1 < tokens ≤ γ + 1 per sequence, `phases.verify_tokens`) or plain dec
 Steps, in order of precedence (`StepTable.rule` says which was used):
 1. "step ranges": the `nsys_cc:step` ranges the plugin writes around each engine step; a forward belongs to the
    step its start lies in.
-2. "forward to forward": without step ranges, a step runs from the start of one target forward to the start of the
+2. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
+   end of the `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats): LLMEngine.step.
+3. "forward to forward": without either, a step runs from the start of one target forward to the start of the
    next one of the same iteration (`nsys_cc:iteration` ranges; without them, up to the next forward unless it is a
    prefill); the draft forwards in between are its drafts. The last forward of each iteration closes no step, so
    its step is not counted.
+Target forwards without a token payload (vLLM's scopes): prefill is the first forward of each iteration, else a
+forward whose engine step has no `schedule: allocate_slots` scope (vLLM scopes slot allocation for running requests
+only), else the slow group of a two-group split of the forward times (`phases.best_split`, gap ≥ 1.5×).
 Warm-up forwards and steps (inside `nsys_cc:warmup`) are dropped. A step's kind is the kind of its target forward.
 
 Per verify step: verify = the target forward's wall time; draft = the sum of its draft forwards; other = step −
@@ -80,6 +85,10 @@ from .stats import median_ci, ratio_of_medians
 STEP_RANGE = "nsys_cc:step"
 SCOPES_TARGET = "gpu_model_runner: forward"
 SCOPES_DRAFT = "gpu_model_runner: draft"
+SCOPES_STEP_PREFIX = "llm_engine step: "
+SCOPES_STEP = "llm_engine step: get_output"
+# vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
+SCOPES_ALLOCATE = "schedule: allocate_slots"
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
@@ -144,6 +153,21 @@ def _closed(df: pd.DataFrame) -> pd.DataFrame:
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
+def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
+    """Engine steps of a vLLM-scopes trace: each `llm_engine step: get_output` range together with the
+    `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats), up to the next
+    get_output: start = get_output's start, end = the last of them's end (LLMEngine.step as vLLM scopes it)."""
+    eng = ranges[ranges["name"].astype(object).str.startswith(SCOPES_STEP_PREFIX, na=False)]
+    eng = _closed(eng)
+    if eng.empty or not (eng["name"] == SCOPES_STEP).any():
+        return eng.iloc[0:0]
+    group = (eng["name"] == SCOPES_STEP).cumsum().to_numpy()
+    eng = eng[group > 0].assign(group=group[group > 0])
+    out = eng.groupby("group").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index(drop=True)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    return out
+
+
 def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None) -> StepTable:
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`)."""
     notes: list[str] = []
@@ -189,9 +213,19 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
             kind[tokens > 1] = "prefill"
     else:
         tokens = np.full(len(target), np.nan)
+        scope_steps = measured(_scope_steps(ranges))
+        allocate = select(ranges, SCOPES_ALLOCATE)
         if (t_iter >= 0).all():
             first = np.r_[True, t_iter[1:] != t_iter[:-1]]
             how = "the first target forward of each iteration"
+        elif len(scope_steps) and len(allocate):
+            step_of = _containing(t_start, scope_steps)
+            has_alloc = np.zeros(len(scope_steps), dtype=bool)
+            a_step = _containing(allocate["start_ns"].to_numpy(), scope_steps)
+            has_alloc[a_step[a_step >= 0]] = True
+            first = (step_of >= 0) & ~has_alloc[np.clip(step_of, 0, None)]
+            how = (f"a forward whose engine step has no '{SCOPES_ALLOCATE}' scope (vLLM scopes that for running "
+                   "requests only, so such a step schedules a new request)")
         else:
             ratio, n_low = best_split(wall)
             first = wall > np.sort(wall)[n_low - 1] if ratio >= 1.5 else np.zeros(len(wall), dtype=bool)
@@ -209,9 +243,13 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     d_wall = drafts["duration_ns"].to_numpy(dtype=float) / 1e6 if len(drafts) else np.array([])
     d_payload = drafts["payload"].to_numpy(dtype=float) if len(drafts) else np.array([])
     steps_r = measured(_closed(select(ranges, STEP_RANGE)))
+    rule, detail = "step ranges", f"the trace's '{STEP_RANGE}' ranges around each engine step"
+    if steps_r.empty:
+        steps_r = measured(_scope_steps(ranges))
+        rule = "vLLM step scopes"
+        detail = (f"vLLM's own scopes: from each '{SCOPES_STEP}' to the end of the '{SCOPES_STEP_PREFIX}…' ranges "
+                  "after it (LLMEngine.step)")
     if len(steps_r):
-        rule = "step ranges"
-        detail = f"the trace's '{STEP_RANGE}' ranges around each engine step"
         s_start = steps_r["start_ns"].to_numpy()
         s_end = steps_r["end_ns"].to_numpy()
         s_ms = steps_r["duration_ns"].to_numpy(dtype=float) / 1e6
@@ -418,7 +456,7 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     metrics = run.acceptance.mean_acceptance_length if run.acceptance is not None else math.nan
     after_prefill = run.steps.steps[run.steps.steps["kind"].isin(("verify", "decode"))]
     counted = after_prefill[after_prefill["iteration"] >= 0]
-    if math.isfinite(output_len) and len(counted) and run.steps.rule == "step ranges":
+    if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
         per_iter = counted.groupby("iteration").size().median()
         return (output_len - 1) / per_iter, metrics
     if math.isfinite(output_len) and math.isfinite(run.steps.forwards_per_iteration):
