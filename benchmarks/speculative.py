@@ -5,10 +5,10 @@ Usage: `.venv/bin/python benchmarks/speculative.py [-o DIR] [--reuse] [--iters 5
 Profiles for real, with vLLM's CPU build under nsys (`nsys-cc profile --speculate 1,2,3`, 128 prompt + 32 output
 tokens, batch 1):
 1. the tiny demo pair (`tiny-llama-target`, `tiny-llama-draft-xs`, dummy weights: α ≈ 0), γ = 1, 2, 3;
-2. the known-α pair (`pair-target`, `pair-draft`), γ = 1, 2, 3, and the same pair's other knob (`pair-draft-a50`,
-   the draft perturbed to a lower α, same shape and so the same cost), γ = 2.
+2. the known-α pair (`pair-target`, `pair-draft`: α ≈ 0.99), γ = 1, 2, 3, and the pair's other knob
+   (`pair-target-a50`: the same shapes, so the same costs, α ≈ 0.5), γ = 2 (models: `nsys_cc.launch.pair`).
 Then, per pair, it fits the `StepCostModel` on the γ = 1 and γ = 3 runs only and forecasts every run it was not
-fitted on: γ = 2 at that run's measured α, and pair-draft-a50's γ = 2 run at its own α (same cost, other α). The
+fitted on: γ = 2 at that run's measured α, and the knob's γ = 2 run at its own α (same cost, other α). The
 table gives, per run: α, the measured speedup with its 95 % interval, the forecast and its error, Thm 3.8 from the
 standalone c and its error. `--reuse` analyses an earlier `-o DIR` without profiling again.
 
@@ -32,10 +32,13 @@ sys.path.insert(0, str(REPO))
 from nsys_cc.analysis import forecast
 
 BENCH = ["--input-len", "128", "--output-len", "32", "--batch-size", "1", "--device", "cpu"]
-PAIRS = [
-    # (label, target, [(draft, γ list)], draft whose γ 1, 3 runs are fitted)
-    ("tiny", "tiny-llama-target", [("tiny-llama-draft-xs", "1,2,3")], "tiny-llama-draft-xs"),
-    ("known-α", "pair-target", [("pair-draft", "1,2,3"), ("pair-draft-a50", "2")], "pair-draft"),
+# One profile each: (output folder, target, draft, γ list, the pair it belongs to). Each pair's model is fitted on the
+# γ = 1 and γ = 3 runs of its first profile; every other run of the pair is forecast with it.
+PROFILES = [
+    ("tiny", "tiny-llama-target", "tiny-llama-draft-xs", "1,2,3", "tiny"),
+    ("pair", "pair-target", "pair-draft", "1,2,3", "known-α"),
+    # the other knob: the same shapes (so the same costs), the target's m = 2 live copies per group: α ≈ 0.5
+    ("pair-a50", "pair-target-a50", "pair-draft", "2", "known-α"),
 ]
 
 
@@ -75,19 +78,16 @@ def fitted_model(entries: list[dict], draft: str) -> forecast.StepCostModel:
                         [e["verify_ms"] for e in fit], [e["other_ms"] for e in fit], draft_weights=g)
 
 
-def rows(doc: dict, pair: str, fit_draft: str) -> list[dict]:
-    entries = doc["speculative"]
-    model = fitted_model(entries, fit_draft)
+def rows(entries: list[dict], pair: str, model: forecast.StepCostModel, fitted: set[tuple[str, int]]) -> list[dict]:
     out = []
     for e in entries:
-        held_out = not (e["draft"] == fit_draft and e["gamma"] in (1, 3))
         pred = float(model.speedup(e["alpha"], e["gamma"]))
         lev = e["predicted_speedup"]["leviathan"]
         m = e["measured_speedup"]
         out.append({
-            "pair": pair, "run": f"{e['draft']} γ={e['gamma']}", "alpha": e["alpha"], "measured": m,
+            "pair": pair, "run": e["name"], "alpha": e["alpha"], "measured": m,
             "ci": e["measured_speedup_ci95"], "bench": e.get("bench_speedup"), "forecast": pred,
-            "forecast_err": pred / m - 1, "held_out": held_out, "leviathan": lev,
+            "forecast_err": pred / m - 1, "held_out": (e["name"], e["gamma"]) not in fitted, "leviathan": lev,
             "leviathan_err": (lev / m - 1) if lev is not None else math.nan,
         })
     return out
@@ -117,16 +117,25 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("-o", "--out", type=Path, default=None, help="work directory (default: a temporary one)")
     ap.add_argument("--reuse", action="store_true", help="analyse an earlier -o DIR, do not profile")
     ap.add_argument("--iters", type=int, default=5, help="measured iterations per run")
+    ap.add_argument("--only", choices=sorted({p[4] for p in PROFILES}), default=None, help="one pair only")
     args = ap.parse_args(argv)
     work = args.out or Path(tempfile.mkdtemp(prefix="nsys_cc_spec_bench_"))
-    all_rows = []
-    for pair, target, drafts, fit_draft in PAIRS:
-        out = work / pair.replace("α", "alpha")
+    docs: dict[str, list[tuple[str, list[dict]]]] = {}
+    for folder, target, draft, gammas, pair in PROFILES:
+        if args.only and pair != args.only:
+            continue
+        out = work / folder
         if not args.reuse:
-            for draft, gammas in drafts:
-                print(f"[bench] {pair}: profiling {target} + {draft}, γ = {gammas} …", file=sys.stderr, flush=True)
-                profile(out, target, draft, gammas, args.iters)
-        all_rows += rows(analyse(out), pair, fit_draft)
+            print(f"[bench] {pair}: profiling {target} + {draft}, γ = {gammas} …", file=sys.stderr, flush=True)
+            profile(out, target, draft, gammas, args.iters)
+        docs.setdefault(pair, []).append((draft, analyse(out)["speculative"]))
+    all_rows = []
+    for pair, profiles in docs.items():
+        draft, first = profiles[0]
+        model = fitted_model(first, draft)
+        fitted = {(e["name"], e["gamma"]) for e in first if e["gamma"] in (1, 3)}
+        for _, entries in profiles:
+            all_rows += rows(entries, pair, model, fitted)
     print(table(all_rows))
     print(f"\n(traces in {work})", file=sys.stderr)
 
