@@ -37,8 +37,7 @@ def main(argv: list[str]) -> None:
     from . import vllm_plugin
 
     vllm_plugin.register()
-    from vllm.benchmarks.latency import add_cli_args
-    from vllm.benchmarks.latency import main as run_latency
+    from vllm.benchmarks.latency import add_cli_args, main as run_latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     metrics_out = os.environ.get(ENV_METRICS_OUT)
