@@ -68,8 +68,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..trace import open_trace
-from . import acceptance as acceptance_mod
-from . import forecast as forecast_mod
+from . import acceptance as acceptance_mod, forecast as forecast_mod
 from .phases import (
     DRAFT_RANGE,
     ITERATION_RANGE,
@@ -288,7 +287,8 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
     sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
     steps = pd.DataFrame({
-        "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms, "target_ms": sum_t, "tokens": tok,
+        "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
+        "target_ms": sum_t, "tokens": tok,
         "draft_ms": sum_d, "draft_forwards": count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
         "other_ms": s_ms - sum_t - sum_d,
     })[STEP_COLUMNS]
@@ -559,8 +559,7 @@ def analyze_speculative(
         error = tolerance = math.nan
         if held:
             error = predicted["cost_model_held_out"] / measured[0] - 1
-            tolerance = _tolerance((step_ms, s_lo, s_hi), [median_ci(o.steps.of_kind("verify")["step_ms"].to_numpy(),
-                                                                      seed=seed) for o in others])
+            tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
         draft_step = float(np.median(v["draft_ms"]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
@@ -588,18 +587,28 @@ def analyze_speculative(
                                grid, best, steps, notes)
 
 
-def _half_width(interval: tuple[float, float, float]) -> float:
-    s, lo, hi = interval
-    return max(s - lo, hi - s) / s if s > 0 else math.nan
+def _uncertainty(run: SpecRun, seed: int) -> float:
+    """How well a run's median verify step is known, relative to it: the larger of the half-width of its 95 %
+    bootstrap interval (steps resampled) and half the range of its iterations' own medians (steps of one iteration
+    share that moment's machine load, so they are not independent draws: on a loaded machine the iterations
+    disagree by more than the step bootstrap says)."""
+    v = run.steps.of_kind("verify")
+    med, lo, hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
+    if not med > 0:
+        return math.nan
+    half = max(med - lo, hi - med) / med
+    per_iter = v[v["iteration"] >= 0].groupby("iteration")["step_ms"].median()
+    if len(per_iter) >= 2:
+        half = max(half, float(per_iter.max() - per_iter.min()) / 2 / med)
+    return half
 
 
-def _tolerance(held_out: tuple[float, float, float], fitted: Sequence[tuple[float, float, float]]) -> float:
-    """How far a forecast may miss a run it was not fitted on, from the runs' own 95 % intervals of their median
-    verify step (the plain decode step divides forecast and measurement alike and cancels): the root sum of squares
-    of the held-out run's relative half-width and the widest one among the fitted runs (the forecast rests on
-    medians known only that well)."""
-    fit = max((_half_width(f) for f in fitted), default=0.0)
-    return float(math.hypot(_half_width(held_out), fit))
+def _tolerance(held_out: float, fitted: Sequence[float]) -> float:
+    """How far a forecast may miss a run it was not fitted on, from the runs' own uncertainty (`_uncertainty`) of
+    their median verify step (the plain decode step divides forecast and measurement alike and cancels): the root sum
+    of squares of the held-out run's and the largest among the fitted runs' (the forecast rests on medians known only
+    that well)."""
+    return float(math.hypot(held_out, max(fitted, default=0.0)))
 
 
 def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:

@@ -97,8 +97,8 @@ def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
     if fmt == "json":
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False))
         return
-    head = f"c = {speedup_mod.sig3(c) if c else '0'}" + (f" (interval {speedup_mod.sig3(c_low)}–{speedup_mod.sig3(c_high)})"
-                                           if ci else "") + f"; best γ searched over 1…{max_gamma}"
+    interval = f" (interval {speedup_mod.sig3(c_low)}–{speedup_mod.sig3(c_high)})" if ci else ""
+    head = f"c = {speedup_mod.sig3(c) if c else '0'}{interval}; best γ searched over 1…{max_gamma}"
     click.echo(head)
     if note:
         click.echo(note)

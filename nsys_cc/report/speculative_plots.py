@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 _UP, _DOWN, _ENDS = "#55a868", "#c44e52", "#4c72b0"
 _TICKS = {"tokens per step": "ideal:\ntokens\nper step", "verify ≠ decode": "verify\n≠ decode",
-          "draft forwards": "draft\nforwards", "outside time": "outside\ntime", "medians do not add": "medians\nnot additive",
-          "measured": "measured"}
+          "draft forwards": "draft\nforwards", "outside time": "outside\ntime",
+          "medians do not add": "medians\nnot additive", "measured": "measured"}
 
 
 def _figure(width: float, height: float, n: int = 1) -> tuple[Figure, list]:
