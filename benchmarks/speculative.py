@@ -5,8 +5,9 @@ Usage: `.venv/bin/python benchmarks/speculative.py [-o DIR] [--reuse] [--iters 5
 Profiles for real, with vLLM's CPU build under nsys (`nsys-cc profile --speculate 1,2,3`, 128 prompt + 32 output
 tokens, batch 1):
 1. the tiny demo pair (`tiny-llama-target`, `tiny-llama-draft-xs`, dummy weights: α ≈ 0), γ = 1, 2, 3;
-2. the known-α pair (`pair-target`, `pair-draft`: α ≈ 0.99), γ = 1, 2, 3, and the pair's other knob
-   (`pair-target-a50`: the same shapes, so the same costs, α ≈ 0.5), γ = 2 (models: `nsys_cc.launch.pair`).
+2. the known-α pair (`pair-target-a50`, `pair-draft`: α ≈ 0.5), γ = 1, 2, 3, and the pair's other knob
+   (`pair-target`: the same shapes, so the same costs, α ≈ 0.99), γ = 2 (models: `nsys_cc.launch.pair`), as in
+   fixtures/spec.
 Then, per pair, it fits the `StepCostModel` on the γ = 1 and γ = 3 runs only and forecasts every run it was not
 fitted on: γ = 2 at that run's measured α, and the knob's γ = 2 run at its own α (same cost, other α). The
 table gives, per run: α, the measured speedup with its 95 % interval, the forecast and its error, Thm 3.8 from the
@@ -36,9 +37,9 @@ BENCH = ["--input-len", "128", "--output-len", "32", "--batch-size", "1", "--dev
 # γ = 1 and γ = 3 runs of its first profile; every other run of the pair is forecast with it.
 PROFILES = [
     ("tiny", "tiny-llama-target", "tiny-llama-draft-xs", "1,2,3", "tiny"),
-    ("pair", "pair-target", "pair-draft", "1,2,3", "known-α"),
-    # the other knob: the same shapes (so the same costs), the target's m = 2 live copies per group: α ≈ 0.5
-    ("pair-a50", "pair-target-a50", "pair-draft", "2", "known-α"),
+    ("pair-a50", "pair-target-a50", "pair-draft", "1,2,3", "known-α"),
+    # the other knob: the same shapes (so the same costs), one live copy per group in the target: α ≈ 0.99
+    ("pair-a99", "pair-target", "pair-draft", "2", "known-α"),
 ]
 
 

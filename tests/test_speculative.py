@@ -398,3 +398,68 @@ def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
     prefills = len(steps) - sum(1 for s, e in steps if any(s <= a[1] <= e for a in alloc))
     output_len = Raw(trace(TARGET)).forwards_per_iteration()
     assert r["tokens_per_step"] == pytest.approx((output_len - 1) / (len(forwards) / prefills - 1), rel=1e-9)
+
+
+# ---- the known-α pair (real weights: nsys_cc.launch.pair) -------------------------------------------------------
+
+PAIR_FIT, PAIR_KNOB = "pair-a50", "pair-a99"
+
+
+def pair_analysis(folder: str, target: str):
+    d = SPEC / folder
+    specs = sorted(str(p) for p in d.glob("pair-draft.spec-g*.sqlite"))
+    return nsys_cc.cost_coefficient(str(d / f"{target}.sqlite"), [str(d / "pair-draft.sqlite"), *specs])
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return pair_analysis(PAIR_FIT, "pair-target-a50"), pair_analysis(PAIR_KNOB, "pair-target")
+
+
+def test_known_alpha_pair_figures_match_the_raw_rows(pair):
+    fit, knob = pair
+    plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
+    draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
+    for g in GAMMAS:
+        h = Measured(plain, draft_plain, f"{PAIR_FIT}/pair-draft.spec-g{g}")
+        r = row(fit, g, "pair-draft")
+        assert 0.3 < h.alpha < 0.7  # built for α = 0.5 (nsys_cc.launch.pair)
+        for key in ("verify_ms", "draft_forward_ms", "other_ms", "step_ms", "tokens_per_step", "alpha",
+                    "decode_step_ms"):
+            assert r[key] == pytest.approx(getattr(h, key), rel=1e-9), key
+        assert r["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
+        assert r["predicted_speedup"]["leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
+        # accepted drafts make more than one token per step, and the trace and vLLM count them alike
+        assert r["tokens_per_step"] > 1.2
+        assert r["tokens_per_step"] == pytest.approx(r["tokens_per_step_metrics"], rel=0.05)
+    assert alpha_iid_by_hand(f"{PAIR_KNOB}/pair-draft.spec-g2")[0] > 0.9  # the other knob: α ≈ 0.99
+
+
+def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
+    fit, knob = pair
+    entries = {g: row(fit, g, "pair-draft") for g in GAMMAS}
+    # γ = 2 from γ = 1 and 3: the analysis's own held-out check
+    r2 = entries[2]
+    assert r2["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
+    assert abs(r2["forecast_error"]) <= r2["forecast_tolerance"] < 1
+    # the other knob (same shapes, α ≈ 0.99): the γ = 1, 3 model of the α ≈ 0.5 target, at the knob run's own α
+    plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
+    draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
+    h = {g: Measured(plain, draft_plain, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)}
+    predict = fit_by_hand([(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in (1, 3)],
+                          h[1].decode_step_ms)
+    k = Measured(Raw(trace(f"{PAIR_KNOB}/pair-target")), Raw(trace(f"{PAIR_KNOB}/pair-draft")),
+                 f"{PAIR_KNOB}/pair-draft.spec-g2")
+    forecast = predict(k.alpha, 2)
+    # measured against its own plain target (same shape); the decode steps of the two plain runs differ only by noise
+    error = forecast * k.decode_step_ms / h[1].decode_step_ms / k.measured - 1
+
+    def unc(res, g, label):
+        e = row(res, g, "pair-draft")
+        lo, hi = e["step_ms_ci95"]
+        return max((hi - e["step_ms"]) / e["step_ms"], (e["step_ms"] - lo) / e["step_ms"], iteration_spread(label))
+
+    tolerance = math.hypot(unc(knob, 2, f"{PAIR_KNOB}/pair-draft.spec-g2"),
+                           max(unc(fit, g, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)))
+    assert tolerance < 1
+    assert abs(error) <= tolerance, (forecast, k.measured, tolerance)
