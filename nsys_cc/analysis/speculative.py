@@ -103,7 +103,7 @@ SPEC_COLUMNS = [
     "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
     "forecast_error", "forecast_tolerance",
 ]
-DECOMPOSITION_COLUMNS = ["draft", "gamma", "order", "part", "factor", "before", "after"]
+DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
 
 
@@ -579,7 +579,7 @@ def analyze_speculative(
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
         })
-        decomposition += _decompose(r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms, step_ms)
+        decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms, step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)
     forecast, grid, best = _forecasts(models, by_draft, acceptance)
     steps = pd.concat(step_frames, ignore_index=True)
@@ -625,17 +625,17 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
     return num / den if den > 0 else math.nan
 
 
-def _decompose(draft: str, gamma: int, tps: float, d: float, f: float, v: float, r: float, o: float,
+def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float, v: float, r: float, o: float,
                t: float) -> list[dict]:
     levels = [("tokens per step", tps, 1.0), ("verify ≠ decode", d / (d + v - f), None),
               ("draft forwards", (d + v - f) / (d + v - f + r), None),
               ("outside time", (d + v - f + r) / (v + r + o), None), ("medians do not add", (v + r + o) / t, None)]
     out, level = [], 1.0
     for i, (part, factor, _) in enumerate(levels):
-        out.append({"draft": draft, "gamma": gamma, "order": i, "part": part, "factor": factor, "before": level,
+        out.append({"name": name, "draft": draft, "gamma": gamma, "order": i, "part": part, "factor": factor, "before": level,
                     "after": level * factor})
         level *= factor
-    out.append({"draft": draft, "gamma": gamma, "order": len(levels), "part": "measured", "factor": math.nan,
+    out.append({"name": name, "draft": draft, "gamma": gamma, "order": len(levels), "part": "measured", "factor": math.nan,
                 "before": level, "after": level})
     return out
 

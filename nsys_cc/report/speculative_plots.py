@@ -24,15 +24,22 @@ if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis
 
 _UP, _DOWN, _ENDS = "#55a868", "#c44e52", "#4c72b0"
+MAX_COLUMNS = 4  # waterfall panels per row
 _TICKS = {"tokens per step": "ideal:\ntokens\nper step", "verify ≠ decode": "verify\n≠ decode",
           "draft forwards": "draft\nforwards", "outside time": "outside\ntime",
           "medians do not add": "medians\nnot additive", "measured": "measured"}
 
 
-def _figure(width: float, height: float, n: int = 1) -> tuple[Figure, list]:
-    fig = Figure(figsize=(width, height), layout="constrained")
+def _figure(width: float, height: float, n: int = 1, ncols: int | None = None) -> tuple[Figure, list]:
+    """A figure of n panels, `ncols` to a row (default: all in one row); unused cells of the last row are hidden."""
+    ncols = min(n, ncols or n)
+    nrows = -(-n // ncols)
+    fig = Figure(figsize=(width, height * nrows), layout="constrained")
     FigureCanvasAgg(fig)
-    return fig, list(fig.subplots(1, n, squeeze=False)[0])
+    axes = list(fig.subplots(nrows, ncols, squeeze=False).ravel())
+    for ax in axes[n:]:
+        ax.set_visible(False)
+    return fig, axes[:n]
 
 
 def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
@@ -40,18 +47,18 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
     dec = spec.decomposition
     if dec.empty:
         return None
-    runs = list(dec.groupby(["draft", "gamma"], sort=False))
-    fig, axes = _figure(max(4.2 * len(runs), 7.0), 4.8, len(runs))
-    table = spec.table.set_index(["draft", "gamma"])
+    runs = list(dec.groupby("name", sort=False))
+    fig, axes = _figure(max(4.2 * min(len(runs), MAX_COLUMNS), 7.0), 4.8, len(runs), MAX_COLUMNS)
+    table = spec.table.set_index("name")
     lows = dec[["before", "after"]].to_numpy(dtype=float)
     marks = []
-    for (draft, gamma), _ in runs:
-        p = table.loc[(draft, gamma), "predicted_speedup"]
+    for name, _ in runs:
+        p = table.loc[name, "predicted_speedup"]
         marks += [p.get("leviathan", math.nan), p.get("cost_model_held_out", math.nan)]
     values = np.r_[lows.ravel(), marks, 1.0]
     values = values[np.isfinite(values) & (values > 0)]
     ylim = (values.min() / 1.25, values.max() * 1.25)
-    for ax, ((draft, gamma), rows) in zip(axes, runs):
+    for ax, (name, rows) in zip(axes, runs):
         rows = rows.sort_values("order")
         labels = []
         for i, r in enumerate(rows.itertuples(index=False)):
@@ -69,7 +76,7 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
             if i + 1 < len(rows):
                 ax.plot([i + 0.3, i + 0.7], [r.after, r.after], color="0.4", lw=0.8)
             labels.append(_TICKS.get(r.part, r.part))
-        p = table.loc[(draft, gamma), "predicted_speedup"]
+        p = table.loc[name, "predicted_speedup"]
         end = len(rows) - 0.5
         if math.isfinite(p.get("leviathan", math.nan)):
             ax.axhline(p["leviathan"], color="#8172b2", ls=":", lw=1.2,
@@ -85,9 +92,10 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}×"))
         ax.yaxis.set_minor_formatter(FuncFormatter(lambda y, _: f"{y:g}" if str(f"{y:g}")[0] in "2357" else ""))
         ax.set_xticks(range(len(rows)), labels, fontsize=8)
-        ax.set_title(f"{draft}, γ = {gamma}", fontsize=10)
+        ax.set_title(f"{name}\n(draft {table.loc[name, 'draft']}, γ = {table.loc[name, 'gamma']})", fontsize=10)
         ax.legend(fontsize=8, loc="lower left", frameon=False)
-    axes[0].set_ylabel("speedup over plain decoding (log scale)")
+    for ax in axes[::MAX_COLUMNS]:
+        ax.set_ylabel("speedup over plain decoding (log scale)")
     fig.suptitle("Measured speedup, from the ideal (a step costing one plain decode step) to the measured one;\n"
                  "each bar multiplies by one factor, applied left to right (green: gain, red: loss)", fontsize=11)
     return fig
