@@ -579,7 +579,8 @@ def analyze_speculative(
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
         })
-        decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms, step_ms)
+        decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
+                                    step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)
     forecast, grid, best = _forecasts(models, by_draft, acceptance)
     steps = pd.concat(step_frames, ignore_index=True)
@@ -627,16 +628,16 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
 
 def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float, v: float, r: float, o: float,
                t: float) -> list[dict]:
-    levels = [("tokens per step", tps, 1.0), ("verify ≠ decode", d / (d + v - f), None),
-              ("draft forwards", (d + v - f) / (d + v - f + r), None),
-              ("outside time", (d + v - f + r) / (v + r + o), None), ("medians do not add", (v + r + o) / t, None)]
+    """The waterfall factors of one run (see the module docstring), in order, then the measured end."""
+    factors = [("tokens per step", tps), ("verify ≠ decode", d / (d + v - f)),
+               ("draft forwards", (d + v - f) / (d + v - f + r)), ("outside time", (d + v - f + r) / (v + r + o)),
+               ("medians do not add", (v + r + o) / t), ("measured", math.nan)]
     out, level = [], 1.0
-    for i, (part, factor, _) in enumerate(levels):
-        out.append({"name": name, "draft": draft, "gamma": gamma, "order": i, "part": part, "factor": factor, "before": level,
-                    "after": level * factor})
-        level *= factor
-    out.append({"name": name, "draft": draft, "gamma": gamma, "order": len(levels), "part": "measured", "factor": math.nan,
-                "before": level, "after": level})
+    for i, (part, factor) in enumerate(factors):
+        after = level if math.isnan(factor) else level * factor
+        out.append({"name": name, "draft": draft, "gamma": gamma, "order": i, "part": part, "factor": factor,
+                    "before": level, "after": after})
+        level = after
     return out
 
 
