@@ -4,7 +4,8 @@ Notebook entry points (imported lazily, so the vLLM plugin loads no pandas into 
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames;
 - `project(trace, ranges)` → NVTX ranges with their GPU projection;
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult` (`.summary`, `.coefficients`, `.kernels`, …);
-- `speedup` → the speculative-decoding speedup model (Leviathan et al. 2023, Thm 3.8).
+- `speedup` → the speculative-decoding speedup model (Leviathan et al. 2023, Thm 3.8);
+- `forecast` / `StepCostModel` → the step cost model fitted on speculative runs measured in place.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ _LAZY = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "CostCoefficientResult": ("nsys_cc.analysis.coefficient", "CostCoefficientResult"),
     "speedup": ("nsys_cc.analysis.speedup", None),
+    "forecast": ("nsys_cc.analysis.forecast", None),
+    "StepCostModel": ("nsys_cc.analysis.forecast", "StepCostModel"),
     "write_report": ("nsys_cc.report", "write_report"),
     "render": ("nsys_cc.report", "render"),
 }
