@@ -123,12 +123,14 @@ def forecast_heatmap(spec: SpeculativeAnalysis, draft: str) -> Figure | None:
         ax.contour(alphas, gammas, z, levels=[1.0], colors="black", linewidths=1.2)
     best = grid[grid["best"]].sort_values("alpha")
     ax.plot(best["alpha"], best["gamma"], color="white", marker="o", ms=3, lw=1, label="best γ of 1…8 at each α")
-    runs = spec.table[spec.table["draft"] == draft]
+    runs = spec.table[(spec.table["draft"] == draft) & np.isfinite(spec.table["alpha"].to_numpy(dtype=float))]
+    at: dict[tuple[float, int], list[str]] = {}  # runs at the same point share one label
     for r in runs.itertuples(index=False):
-        if math.isfinite(r.alpha):
-            ax.plot(r.alpha, r.gamma, marker="*", color="black", ms=12, ls="none")
-            ax.annotate(f"measured {fmt_speedup(r.measured_speedup)}×", (r.alpha, r.gamma), xytext=(6, 4),
-                        textcoords="offset points", fontsize=8)
+        at.setdefault((round(r.alpha, 2), r.gamma), []).append(f"{fmt_speedup(r.measured_speedup)}×")
+    for (alpha, gamma), texts in at.items():
+        ax.plot(alpha, gamma, marker="*", color="black", ms=12, ls="none")
+        ax.annotate("measured " + ", ".join(texts), (alpha, gamma), xytext=(6, 4), textcoords="offset points",
+                    fontsize=8)
     ax.set_xlabel("acceptance rate α")
     ax.set_ylabel("speculative tokens γ")
     ax.set_yticks(gammas)
