@@ -38,13 +38,15 @@ for part in $parts; do
     keep "$work/tiny" tiny-llama-target tiny-llama-draft-xs tiny-llama-draft-xs.spec-g{1,2,3}
     ;;
   pair)
-    # 2. The known-α pair (real weights built by nsys_cc.launch.pair): γ = 1, 2, 3 with pair-draft, γ = 2 with
-    # pair-draft-a50 (the same -o: the plain target run of the first call is reused).
-    "${nsys_cc[@]}" profile --target pair-target --draft pair-draft --speculate 1,2,3 "${bench[@]}" \
-      -o "$work/pair" || true
-    "${nsys_cc[@]}" profile --target pair-target --draft pair-draft-a50 --speculate 2 "${bench[@]}" \
-      -o "$work/pair" || true
-    keep "$work/pair" pair-target pair-draft pair-draft.spec-g{1,2,3} pair-draft-a50 pair-draft-a50.spec-g2
+    # 2. The known-α pair (real weights built by nsys_cc.launch.pair): pair-draft speculating for pair-target-a50
+    # (α = 0.50) at γ = 1, 2, 3, and for pair-target (α = 0.99) at γ = 2; one profile directory per target.
+    "${nsys_cc[@]}" profile --target pair-target-a50 --draft pair-draft --speculate 1,2,3 "${bench[@]}" \
+      -o "$work/pair-a50" || true
+    "${nsys_cc[@]}" profile --target pair-target --draft pair-draft --speculate 2 "${bench[@]}" \
+      -o "$work/pair-a99" || true
+    mkdir -p "$out/pair-a50" "$out/pair-a99"
+    out=$out/pair-a50 keep "$work/pair-a50" pair-target-a50 pair-draft pair-draft.spec-g{1,2,3}
+    out=$out/pair-a99 keep "$work/pair-a99" pair-target pair-draft pair-draft.spec-g2
     ;;
   scopes)
     # 3. A speculative run with the plugin off and vLLM's own NVTX scopes on (`llm_engine step: get_output`,

@@ -43,6 +43,10 @@ than it would anyway):
   step calls give one range, the outermost's. The range is pushed by a wrapper of the engine core's
   `scheduler.schedule` (wrapped on the instance, so any scheduler class works) when it returns inside a step.
 
+One correction, not a range: on vLLM's CPU build the rejection sampler's `expand` kernel leaves float outputs
+unwritten, which breaks speculative decoding with sampling (`nsys_cc.launch.vllm_fixes`; `NSYS_CC_VLLM_FIXES=0`
+turns it off).
+
 A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
 NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse with
 `--range "gpu_model_runner: forward"`).
@@ -418,6 +422,12 @@ def _patch_core_client(module: Any) -> bool:
     return cls is not None and _wrap(cls, "get_output", _as_step(lambda client: getattr(client, "engine_core", None)))
 
 
+def _patch_cpu_kernels(module: Any) -> bool:
+    from . import vllm_fixes
+
+    return vllm_fixes.patch_cpu_triton_utils(module)
+
+
 _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.worker.gpu_model_runner": _patch_v1_runner,
     "vllm.v1.worker.gpu.model_runner": _patch_v2_runner,
@@ -428,6 +438,7 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.engine.llm_engine": _patch_llm_engine,
     "vllm.v1.engine.core": _patch_engine_core,
     "vllm.v1.engine.core_client": _patch_core_client,
+    "vllm.utils.cpu_triton_utils": _patch_cpu_kernels,
 }
 
 
