@@ -464,3 +464,23 @@ def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
                            max(unc(fit, g, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)))
     assert tolerance < 1
     assert abs(error) <= tolerance, (forecast, k.measured, tolerance)
+
+
+def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
+    # The fixtures as the output folder of a finished `profile --speculate 1,2,3` (runs marked done by hand).
+    from nsys_cc.launch import launcher
+    from nsys_cc.launch.commands import BenchOptions
+
+    for f in SPEC.glob("tiny-llama-*"):
+        shutil.copy(f, tmp_path / f.name)
+    runs = launcher.plan("tiny-llama-target", [DRAFT], tmp_path, BenchOptions(output_len=32), nsys="/opt/nsys",
+                         gpu=False, speculate=list(GAMMAS))
+    for r in runs:
+        r.status = "done"
+    outcome = launcher.analyse(runs, tmp_path, BenchOptions(output_len=32))
+    spec = outcome.result.speculative
+    assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
+    assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert len(doc["speculative"]) == 3 and len(doc["forecast"]) == 8
+    assert (tmp_path / "plots" / "speculative_waterfall.png").exists()
