@@ -16,6 +16,7 @@ import pytest
 
 from conftest import unchanged
 from nsys_cc import cost_coefficient
+from nsys_cc.report import words
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
 
@@ -61,14 +62,14 @@ def test_gpu_spans_and_c_agree_with_nsys_stats(public_dir, nsys_proj):
     assert c["ci_low"] <= c["c"] <= c["ci_high"]
     # a GPU trace gets every metric, and the kernel breakdown covers the forwards' kernels
     assert set(res.coefficients["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
-    assert not res.kernels.empty and set(res.kernels["model"]) == {m.name for m in res.models}
+    assert not res.kernel_summary.empty and set(res.kernel_summary["model"]) == {m.name for m in res.models}
 
 
 def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     a, b = (nsys_proj[n] for n in PAIR)
     name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
     res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
-    text = res.diagnosis.iloc[0]["diagnosis"]
+    text = words.diagnosis_text(res, res.diagnosis.iloc[0])
     assert any(word in text for word in ("launch-bound", "GPU-bound"))
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
     # the busy share quoted is the draft's median GPU busy over its median wall time

@@ -11,7 +11,7 @@ Generating `n_tokens` tokens with lookahead k (γ in Leviathan et al.) and accep
 - DSI: the drafter keeps drafting lookahead windows of k' drafts while target servers verify the earlier ones in
   parallel; a round ends at its first rejection (or when nothing is left to draft). A round costs the drafting of its
   windows plus one target forward at the rejection, and never more than the tokens it gains × 1, because DSI also
-  runs the target without drafts (so a round whose first draft is rejected costs 1, like non-SI). SPECDEC.md words
+  runs the target without drafts (so a round whose first draft is rejected costs 1, like non-SI). docs/SPECDEC.md words
   it as "a window is charged when it had an acceptance or the previous one was not yet verified": every window after
   the first starts while its predecessor is still being verified, and an unaccepted first window is covered by the
   cap, so the costs are the same. This follows Timor et al.'s reference simulation.
@@ -244,3 +244,13 @@ def heatmaps(c_grid: Sequence[float] | np.ndarray, alpha_grid: Sequence[float] |
     si, si_k = _best_over_k(sim.si, kk.astype(int))
     dsi, dsi_k = _best_over_k(sim.dsi, kk.astype(int))
     return Heatmaps(c, a, kk.astype(int), sim.n_tokens, servers, si, si_k, dsi, dsi_k)
+
+
+# The report's DSI grid: coarse enough to simulate in well under a second, fine enough to read.
+REPORT_GRID = np.linspace(0.0, 1.0, 25)
+REPORT_TOKENS, REPORT_REPEATS = 300, 3
+
+
+def report_heatmaps(seed: int = 0) -> Heatmaps:
+    """The simulated speedups the report draws: `heatmaps` over `REPORT_GRID` for c and α."""
+    return heatmaps(REPORT_GRID, REPORT_GRID, n_tokens=REPORT_TOKENS, repeats=REPORT_REPEATS, seed=seed)

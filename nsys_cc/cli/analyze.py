@@ -6,16 +6,18 @@ import os
 
 import click
 
+from ..analysis.coefficient import DEFAULT_RANGE
 from ..errors import InputError
 from . import cli
-from .options import acceptance_option, alphas_from, metrics_option
+from .options import acceptance_option, format_option, metrics_option
 
 
 @cli.command()
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, required=True, type=click.Path(dir_okay=True))
-@click.option("--range", "range_name", default="model_executable()", show_default=True,
-              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes).")
+@click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
+              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes); once for "
+                   "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")
 @click.option("--output-len", type=int, default=None,
@@ -26,11 +28,10 @@ from .options import acceptance_option, alphas_from, metrics_option
 @click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
               help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
-              show_default=True)
+@format_option()
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_path, spec_metrics, seed,
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, spec_metrics, seed,
             fmt, out_dir):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model).
 
@@ -41,7 +42,6 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptan
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
-    alphas, alpha_note = alphas_from(acceptance, metrics_path, required=False)
     pairs = {}
     for item in spec_metrics:
         trace, sep, dump = item.partition("=")
@@ -52,11 +52,9 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptan
     if unknown:
         raise InputError(f"--spec-metrics {unknown[0]}: not one of the traces given")
     result = cost_coefficient(
-        target, list(drafts), names=list(names) or None, range_name=range_name, skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=alphas, seed=seed, spec_metrics=pairs,
+        target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
+        output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed, spec_metrics=pairs,
     )
-    if alpha_note:
-        result.notes.append(alpha_note)
     click.echo(render(result, fmt), nl=False)
     if out_dir:
         path = write_report(result, out_dir)

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
 
 DEFAULT_TIMEOUT_S = 1800
-# nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
+# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..analysis.speedup import fmt_speedup, sig3
+from .words import fmt_speedup, sig3
 
 if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis

@@ -18,7 +18,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from ..analysis.speedup import fmt_speedup
+from .words import fmt_speedup
 
 if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis

@@ -1,0 +1,177 @@
+"""Words: the sentences and number formats a reader sees. Analysis hands over numbers; they are phrased here.
+
+- `sig3`, `fmt_speedup`: numbers as the reports print them.
+- `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
+  Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
+  `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
+- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.diagnosis`'s numbers;
+  `with_diagnosis` adds the `diagnosis` column to the result's diagnosis table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..analysis.diagnosis import category_comparison, top_kernels
+from ..analysis.speedup import Judgement
+
+
+def sig3(x: float) -> str:
+    """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
+    s = f"{x:#.3g}"
+    return s[:-1] if s.endswith(".") else s
+
+
+def alpha_text(a: float) -> str:
+    return f"{a:.2f}" if abs(a - round(a, 2)) < 1e-12 else f"{a:.3g}"
+
+
+def fmt_speedup(s: float) -> str:
+    """S to 3 significant digits, more only when rounding would turn a gain or a loss into a flat 1."""
+    for digits in range(3, 7):
+        text = f"{s:.{digits}g}"
+        if float(text) != 1.0 or s == 1.0:
+            break
+    return text
+
+
+def _gamma_text(g: int, lo: int, hi: int, max_gamma: int) -> str:
+    text = f"best γ = {g}"
+    if lo and hi and lo != hi:
+        text += f" ({lo}–{hi})"
+    if g == max_gamma:
+        text += " (the search bound: S still grows with γ)"
+    return text
+
+
+def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: int, best_gamma_low: int,
+            best_gamma_high: int, best_speedup: float, best_speedup_low: float, best_speedup_high: float,
+            max_gamma: int, **_ignored) -> str:
+    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8)."""
+    a = alpha_text(alpha)
+    has_ci = not (math.isnan(c_low) or math.isnan(c_high))
+    if math.isnan(c):
+        return f"no measurement of c: no verdict at α = {a}"
+    if alpha > c:
+        text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
+        text += f" gives {fmt_speedup(best_speedup)}×"
+        if has_ci:
+            text += f" ({fmt_speedup(best_speedup_low)}–{fmt_speedup(best_speedup_high)}×)"
+        text += f" at α = {a}"
+        if has_ci and c_high >= alpha:
+            text += (f"; but c's interval reaches {sig3(c_high)} ≥ α, where it would not speed decoding up "
+                     f"(needs α > {sig3(c_high)} to be sure)")
+        return text
+    if c >= 1:
+        text = (f"never speeds decoding up at c = {sig3(c)}: a draft no faster than the target (c ≥ 1) "
+                f"loses at every α and γ")
+    elif alpha == c:
+        text = f"cannot speed decoding up at α = {a}: c = {sig3(c)} = α, the break-even point; needs α > {sig3(c)}"
+    else:
+        text = f"slows decoding down at α = {a}: c = {sig3(c)} > α; needs α > {sig3(c)}"
+    if has_ci and c_low < alpha:
+        text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
+                 f"{fmt_speedup(best_speedup_high)}× with γ = {best_gamma_high})")
+    return text
+
+
+def free_draft_verdict(alpha: float) -> str:
+    """c = 0 (a draft of negligible cost, as the paper's bigram example): S(α, γ, 0) = E(α, γ)."""
+    a = alpha_text(alpha)
+    if alpha == 0:
+        return f"a free draft (c = 0) whose tokens are never accepted (α = {a}) gains nothing: S = 1 at every γ"
+    if alpha == 1:
+        return "c = 0 and α = 1: S = γ + 1 grows without bound, so the best γ is unbounded (as large as you can verify)"
+    within = max(1, math.ceil(math.log(0.01) / math.log(alpha)) - 1)
+    return (f"c = 0 (a draft of negligible cost): S = E(α, γ) grows with every γ, so the best γ is unbounded; "
+            f"S approaches 1/(1 − α) = {fmt_speedup(1 / (1 - alpha))}× at α = {a} and is within 1 % of it from "
+            f"γ = {within}")
+
+
+def _int(x) -> int:
+    return 0 if x is None or pd.isna(x) else int(x)
+
+
+def verdict_of(j) -> str:
+    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`."""
+    get = (lambda k: getattr(j, k)) if isinstance(j, Judgement) or not isinstance(j, pd.Series) else j.__getitem__
+    outcome = get("outcome")
+    alpha = float(get("alpha"))
+    if outcome == "no-phase":
+        return f"no {get('phase')} or all-phase measurement of c: no verdict"
+    if outcome == "no-measurement":
+        return f"no measurement of c: no verdict at α = {alpha_text(alpha)}"
+    if outcome in ("unbounded", "no-gain"):
+        return free_draft_verdict(alpha)
+    row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
+    best = "speedup" if row else "best_speedup"
+    return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,
+                   best_gamma=_int(get("best_gamma")), best_gamma_low=_int(get("best_gamma_low")),
+                   best_gamma_high=_int(get("best_gamma_high")), best_speedup=float(get(best)),
+                   best_speedup_low=float(get(f"{best}_low")), best_speedup_high=float(get(f"{best}_high")),
+                   max_gamma=_int(get("max_gamma")))
+
+
+def with_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """`speedup.verdicts`'s table with a `verdict` column: the sentence of each row."""
+    return verdicts.assign(verdict=[verdict_of(r) for _, r in verdicts.iterrows()])
+
+
+def _category_text(both: pd.DataFrame) -> str | None:
+    if both.empty:
+        return None
+    top, most = both["draft"].idxmax(), both["saved"].idxmax()
+    per_cat = ", ".join(f"{cat} {row.draft:.3f} vs {row.target:.3f}" for cat, row in both.iterrows())
+    return (
+        f"Its largest category is {top} ({both.at[top, 'draft']:.3f} ms per forward vs {both.at[top, 'target']:.3f} ms "
+        f"for the target); the draft saves most in {most} ({both.at[most, 'saved']:.3f} ms per forward); "
+        f"per category, draft vs target ms per forward: {per_cat}."
+    )
+
+
+def _top_kernels_text(top: pd.DataFrame) -> str | None:
+    if top.empty:
+        return None
+    return "Top kernels: " + "; ".join(
+        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
+        f"{r.time_per_forward_ms:.3f} ms per forward)" for r in top.itertuples()
+    ) + "."
+
+
+def diagnosis_text(result, row) -> str:
+    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.diagnosis`) and the
+    result's kernel tables."""
+    if not row.gpu:
+        why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
+               else "no GPU work launched inside the forward ranges on their own threads")
+        return (f"{row.phase}: {why}, wall-clock time only: median forward {row.wall_ms:.3f} ms vs "
+                f"{row.target_wall_ms:.3f} ms for the target (c = {row.c_wall:.3g}).")
+    if row.outlives_range:  # the work outlives the range: it is no share of the range's time
+        busy = (f"GPU busy {row.gpu_busy_ms:.3f} ms, longer than the range's {row.wall_ms:.3f} ms wall: its GPU work "
+                "runs past the range that launched it")
+    else:
+        busy = f"GPU busy {row.gpu_busy_ms:.3f} ms of {row.wall_ms:.3f} ms wall ({row.busy_share:.0%})"
+    parts = [
+        f"{row.phase}: {row.boundness}: {busy}; {row.kernels_per_forward:.0f} kernels per forward vs "
+        f"{row.target_kernels_per_forward:.0f} for the target; launch API calls {row.launch_api_ms:.3f} ms; "
+        f"GPU idle inside its span {row.gpu_idle_ms:.3f} ms."
+    ]
+    if row.launch_dominated:
+        parts.append(
+            f"c is {row.c_wall:.3g} on wall time but {row.c_gpu_busy:.3g} on GPU busy time: the draft's GPU work is "
+            "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
+            "lower c)."
+        )
+    for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),
+                 _top_kernels_text(top_kernels(result.kernel_summary, row.draft, row.phase))):
+        if text:
+            parts.append(text)
+    return " ".join(parts)
+
+
+def with_diagnosis(result) -> pd.DataFrame:
+    """`result.diagnosis` with a `diagnosis` column: the sentences of each draft."""
+    d = result.diagnosis
+    return d.assign(diagnosis=[diagnosis_text(result, r) for r in d.itertuples()])
