@@ -42,7 +42,9 @@ class ModelForwards:
 
     `forwards` holds every range named `range_name` (warm-up included), one row per range: `kept` (False for
     warm-up and ranges never closed), `phase` (prefill | decode, or all where the phases were not told apart) and
-    the per-forward metrics in ns (`metrics.METRICS`). `op_totals`: the kept forwards' GPU ops per (group = phase,
+    the per-forward metrics in ns (`metrics.METRICS`), beside range_id, qualified_name, pid, tid, start_ns, end_ns,
+    payload, open_at_end, kernels and gpu_ops (`coefficient.MODEL_COLUMNS`: only these are kept of the trace, so
+    a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     """
 
