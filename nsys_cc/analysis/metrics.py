@@ -12,8 +12,8 @@ it up from here. Definitions (quoted in the README, "What every number means"):
 - gpu_idle: gpu_span − gpu_busy, the gaps inside the projected span where none of the range's work ran.
 
 Phases: `all` (every kept forward), `prefill`, `decode` and, in a speculative run, `verify` (see `phases`). A draft
-is judged on its decode forwards — c is defined on the per-token step (Leviathan et al. Def. 3.7) — or on `all` when decode was not told apart
-(`decision_phase`).
+is judged on its decode forwards — c is defined on the per-token step (Leviathan et al. Def. 3.7) — or on `all`
+when decode was not told apart (`decision_phase`).
 """
 
 from __future__ import annotations
