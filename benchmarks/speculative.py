@@ -79,16 +79,17 @@ def fitted_model(entries: list[dict], draft: str) -> forecast.StepCostModel:
                         [e["verify_ms"] for e in fit], [e["other_ms"] for e in fit], draft_weights=g)
 
 
-def rows(entries: list[dict], pair: str, model: forecast.StepCostModel, fitted: set[tuple[str, int]]) -> list[dict]:
+def rows(entries: list[dict], pair: str, folder: str, model: forecast.StepCostModel,
+         fitted: set[tuple[str, int]]) -> list[dict]:
     out = []
     for e in entries:
         pred = float(model.speedup(e["alpha"], e["gamma"]))
         lev = e["predicted_speedup"]["leviathan"]
         m = e["measured_speedup"]
         out.append({
-            "pair": pair, "run": e["name"], "alpha": e["alpha"], "measured": m,
+            "pair": pair, "run": f"{folder}/{e['name']}", "alpha": e["alpha"], "measured": m,
             "ci": e["measured_speedup_ci95"], "bench": e.get("bench_speedup"), "forecast": pred,
-            "forecast_err": pred / m - 1, "held_out": (e["name"], e["gamma"]) not in fitted, "leviathan": lev,
+            "forecast_err": pred / m - 1, "held_out": (folder, e["gamma"]) not in fitted, "leviathan": lev,
             "leviathan_err": (lev / m - 1) if lev is not None else math.nan,
         })
     return out
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only", choices=sorted({p[4] for p in PROFILES}), default=None, help="one pair only")
     args = ap.parse_args(argv)
     work = args.out or Path(tempfile.mkdtemp(prefix="nsys_cc_spec_bench_"))
-    docs: dict[str, list[tuple[str, list[dict]]]] = {}
+    docs: dict[str, list[tuple[str, str, list[dict]]]] = {}
     for folder, target, draft, gammas, pair in PROFILES:
         if args.only and pair != args.only:
             continue
@@ -129,14 +130,14 @@ def main(argv: list[str] | None = None) -> None:
         if not args.reuse:
             print(f"[bench] {pair}: profiling {target} + {draft}, γ = {gammas} …", file=sys.stderr, flush=True)
             profile(out, target, draft, gammas, args.iters)
-        docs.setdefault(pair, []).append((draft, analyse(out)["speculative"]))
+        docs.setdefault(pair, []).append((draft, folder, analyse(out)["speculative"]))
     all_rows = []
     for pair, profiles in docs.items():
-        draft, first = profiles[0]
+        draft, first_folder, first = profiles[0]
         model = fitted_model(first, draft)
-        fitted = {(e["name"], e["gamma"]) for e in first if e["gamma"] in (1, 3)}
-        for _, entries in profiles:
-            all_rows += rows(entries, pair, model, fitted)
+        fitted = {(first_folder, e["gamma"]) for e in first if e["gamma"] in (1, 3)}
+        for _, folder, entries in profiles:
+            all_rows += rows(entries, pair, folder, model, fitted)
     print(table(all_rows))
     print(f"\n(traces in {work})", file=sys.stderr)
 
