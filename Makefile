@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo demo-spec test fixtures bench fuzz notebook clean
+.PHONY: setup nsys demo demo-spec lint check test fixtures bench fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
@@ -15,15 +15,17 @@ $(STAMPS)/venv: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[vllm,dask,dev]'
-	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (REAL_STACK.md).
+	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (docs/REAL_STACK.md).
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@mkdir -p $(STAMPS) && touch $@
 
-# Real Nsight Systems 2022.4 into $(NSYS_PREFIX), unless an nsys is already on PATH or in $$NSYS.
-nsys:
+# Real Nsight Systems 2022.4 into $(NSYS_PREFIX), unless an nsys is already on PATH or in $$NSYS; linked into the
+# environment's bin directory, where nsys_cc looks for it (next to nsys-cc; the library knows no checkout layout).
+nsys: $(STAMPS)/venv
 	@if [ -n "$$NSYS" ] && [ -x "$$NSYS" ]; then echo "nsys: $$NSYS"; \
 	elif command -v nsys >/dev/null 2>&1; then echo "nsys: $$(command -v nsys)"; \
-	else scripts/install_nsys.sh $(NSYS_PREFIX); fi
+	else scripts/install_nsys.sh $(NSYS_PREFIX) && \
+	  ln -sfn "$(abspath $(NSYS_PREFIX))/usr/lib/nsight-systems/bin/nsys" $(VENV)/bin/nsys; fi
 
 # The main job on an embedded default that needs no GPU: profile a tiny target and two tiny drafts
 # with vLLM's CPU build under the real nsys, then print the cost-coefficient table.
@@ -36,8 +38,19 @@ demo-spec: setup
 	$(VENV)/bin/nsys-cc profile --target pair-target-a50 --draft pair-draft --speculate 1,2,3 \
 		--num-iters-warmup 2 --num-iters 5 -o out/demo-spec
 
-test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -q
+# Lint (ruff) and types (mypy), configured in pyproject.toml.
+lint: $(STAMPS)/venv
+	$(PY) -m ruff check .
+	$(PY) -m mypy
+
+# The edit-test loop: lint, types, and every test that needs neither nsys nor vLLM (the markers are set by
+# tests/conftest.py: a test that asks for the real nsys is an `nsys` test).
+check: lint
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not vllm and not nsys"
+
+# The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it.
+test: setup lint
+	NSYS_CC_REQUIRE_NSYS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 # Regenerate fixtures/ from real programs under the real nsys.
 fixtures: setup

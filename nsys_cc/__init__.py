@@ -50,15 +50,27 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [*_LAZY, "__version__"]
 
-if TYPE_CHECKING:
-    from .analysis import acceptance, dsi, forecast, metrics, speedup
-    from .analysis.coefficient import cost_coefficient
-    from .analysis.forecast import StepCostModel
-    from .analysis.projection import project
-    from .analysis.result import CostCoefficientResult, ModelForwards
-    from .errors import NsysCCError
-    from .report import make_figures, plots, render, speedup_plots, write_report
-    from .trace import Trace, open_trace
+if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
+    from .analysis import (
+        acceptance as acceptance,
+        dsi as dsi,
+        forecast as forecast,
+        metrics as metrics,
+        speedup as speedup,
+    )
+    from .analysis.coefficient import cost_coefficient as cost_coefficient
+    from .analysis.forecast import StepCostModel as StepCostModel
+    from .analysis.projection import project as project
+    from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
+    from .errors import NsysCCError as NsysCCError
+    from .report import (
+        make_figures as make_figures,
+        plots as plots,
+        render as render,
+        speedup_plots as speedup_plots,
+        write_report as write_report,
+    )
+    from .trace import Trace as Trace, open_trace as open_trace
 
 
 def __getattr__(name: str):

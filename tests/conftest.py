@@ -1,6 +1,14 @@
 """Shared test fixtures: the real nsys, the project's fixtures, the public GPU traces, file-unchanged checks.
 
-- `nsys_bin`: path of the real nsys (skips only when none is installed: `make nsys` installs it here and in CI).
+- `nsys_bin`: path of the real nsys. Every test that runs nsys asks for it, and asking marks the test `nsys`
+  (`pytest_collection_modifyitems`), so `make check` (`-m "not vllm and not nsys"`) leaves it out without a list
+  to keep up to date. Without an installed nsys it skips, unless NSYS_CC_REQUIRE_NSYS=1 (set by `make test`,
+  which installs nsys): then it fails, so CI cannot pass by skipping. The tests look for the checkout's own
+  install in `<repo>/.nsys` (the library does not know the checkout: `NSYS_CC_NSYS_PREFIX` is set for it).
+- Tests that run vLLM are marked `vllm` in their module (`pytestmark`) or on the test; tests that only need vLLM's
+  classes ask for `vllm_module` (importing vLLM takes seconds), which marks them `vllm` the same way.
+- Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
+  and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
 - `public_dir`: <repo>/../shared/traces/public (skips with a reason when absent, e.g. in a fresh clone).
 - `sha256_tree(path)`: {relative path: sha256} of a file or of every file under a directory;
@@ -13,24 +21,47 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import sqlite3
+import subprocess
 import urllib.parse
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
-from nsys_cc.trace.nsys import find_nsys
+from nsys_cc.trace.nsys import BIN_IN_PREFIX, find_nsys
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 PUBLIC = REPO.parent / "shared" / "traces" / "public"
+# `make test` installs nsys and sets this: a missing nsys is then a failure, not a skip.
+REQUIRE_NSYS = os.environ.get("NSYS_CC_REQUIRE_NSYS", "") not in ("", "0")
+
+settings.register_profile("nsys_cc", deadline=None)
+settings.load_profile("nsys_cc")
+
+# The checkout's own nsys (`make nsys` → <repo>/.nsys), for the tests and the nsys-cc processes they start.
+if not os.environ.get("NSYS_CC_NSYS_PREFIX") and (REPO / ".nsys" / BIN_IN_PREFIX).is_file():
+    os.environ["NSYS_CC_NSYS_PREFIX"] = str(REPO / ".nsys")
+
+
+# A test that asks for one of these fixtures (directly or through another fixture) gets the marker.
+FIXTURE_MARKERS = {"nsys_bin": pytest.mark.nsys, "vllm_module": pytest.mark.vllm}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        for fixture in set(getattr(item, "fixturenames", ())) & FIXTURE_MARKERS.keys():
+            item.add_marker(FIXTURE_MARKERS[fixture])
 
 
 def sha256_tree(path: str | Path) -> dict[str, str]:
     """sha256 of a file, or of every file under a directory, keyed by path relative to `path`."""
     root = Path(path)
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    return {str(f.relative_to(root)) if f != root else f.name: hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
+    return {str(f.relative_to(root)) if f != root else f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+            for f in files}
 
 
 @contextlib.contextmanager
@@ -56,8 +87,18 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
 def nsys_bin() -> str:
     nsys = find_nsys()
     if nsys is None:
+        if REQUIRE_NSYS:
+            pytest.fail("nsys is not installed but NSYS_CC_REQUIRE_NSYS is set (`make test` installs it)")
         pytest.skip("nsys is not installed: run `make nsys`")
     return nsys
+
+
+@pytest.fixture(scope="session")
+def vllm_module():
+    """The installed vLLM (its CPU build here), imported: a hard requirement of the tests that ask for it."""
+    import vllm
+
+    return vllm
 
 
 @pytest.fixture(scope="session")
@@ -87,11 +128,9 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     return path
 
 
-def run_nsys_profile(cmd: list[str], **kwargs) -> "subprocess.CompletedProcess[str]":
+def run_nsys_profile(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     """`subprocess.run` of an `nsys profile` command, retried as the launcher retries it when nsys 2022.4 fails to
     start because another nsys session started at the same moment (`launcher.retry_nsys_start`)."""
-    import subprocess
-
     from nsys_cc.launch.launcher import NSYS_START_FAILURE, retry_nsys_start
 
     return retry_nsys_start(

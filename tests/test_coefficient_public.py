@@ -7,6 +7,7 @@ span against nsys's row for the same range (same start, thread) and c(gpu_span) 
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 
@@ -14,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import unchanged
+from conftest import raw_sql, unchanged
 from nsys_cc import cost_coefficient
 from nsys_cc.report import words
 
@@ -69,10 +70,19 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     a, b = (nsys_proj[n] for n in PAIR)
     name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
     res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
-    text = words.diagnosis_text(res, res.diagnosis.iloc[0])
-    assert any(word in text for word in ("launch-bound", "GPU-bound"))
+    row = res.diagnosis.iloc[0]
+    text, phase = words.diagnosis_text(res, row), row["phase"]
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
-    # the busy share quoted is the draft's median GPU busy over its median wall time
-    draft = res.drafts[0].phase_rows(res.diagnosis.iloc[0]["phase"])
-    share = np.median(draft["gpu_busy_ns"].dropna()) / np.median(draft["wall_ns"])
+    # The busy share is the draft's median GPU busy over its median wall time in the diagnosed phase: wall from the
+    # raw NVTX rows, busy per forward from nsys_cc (checked against the raw CUDA rows in test_projection_public).
+    sql = ("SELECT e.start, e.\"end\" - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+           "WHERE e.eventType IN (59, 60) AND coalesce(e.text, s.value) = ?")
+    raw_walls = dict(raw_sql(public_dir / PAIR[1], sql, (name,)))
+    rows = res.drafts[0].phase_rows(phase)
+    walls = [raw_walls[s] for s in rows["start_ns"]]
+    share = np.median(rows["gpu_busy_ns"].dropna()) / np.median(walls)
     assert f"({share:.0%})" in text
+    # The class the documented thresholds give (< 50 % launch-bound, < 80 % partly, else GPU-bound), named first.
+    expected = "launch-bound" if share < 0.5 else "partly launch-bound" if share < 0.8 else "GPU-bound"
+    assert row["boundness"] == expected
+    assert re.findall(r"partly launch-bound|launch-bound|GPU-bound", text)[0] == expected

@@ -152,7 +152,7 @@ def test_missing_nsys_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("NSYS_CC_NSYS_PREFIX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(nsys_mod, "REPO_ROOT", tmp_path)
+    monkeypatch.setattr(nsys_mod, "ENV_BIN_DIR", tmp_path / "env-bin")
     res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
                                    "-o", str(tmp_path / "out")])
     assert res.exit_code == 2

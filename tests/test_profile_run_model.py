@@ -74,9 +74,9 @@ def test_a_timeout_kills_the_whole_process_tree(tmp_path):
     t0 = time.monotonic()
     launcher.run_model(run, timeout=3)
     assert run.status == "failed" and run.reason == "timed out after 3 s (--timeout)"
-    assert time.monotonic() - t0 < 30
+    assert time.monotonic() - t0 < 300  # stopped, not left to its 600 s sleep (the bound is for a busy machine)
     grandchild = int(pid_file.read_text())
-    deadline = time.monotonic() + 10  # a killed process takes a moment to finish exiting
+    deadline = time.monotonic() + 60  # a killed process takes a moment to finish exiting; the loop ends when it has
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _alive(grandchild)

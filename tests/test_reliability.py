@@ -107,14 +107,18 @@ FILE_VERBS = ("analyze", "info", "ranges")  # the file cannot be opened at all
 READ_VERBS = ("analyze", "ranges")  # it opens, but its NVTX ranges cannot be read
 BUILDERS: dict[str, Callable[[Path], Case]] = {}
 VERBS: dict[str, tuple[str, ...]] = {}
+RUNS_NSYS: set[str] = set()  # cases whose input is a .nsys-rep the real nsys must try to export
 
 
-def case(*verbs: str):
-    """Register a builder of a Case whose runs are exactly `verbs` (default: analyze only)."""
+def case(*verbs: str, nsys: bool = False):
+    """Register a builder of a Case whose runs are exactly `verbs` (default: analyze only); `nsys`: the case runs
+    the real nsys (its test asks for `nsys_bin`, which makes it an `nsys` test)."""
 
     def register(builder: Callable[[Path], Case]) -> Callable[[Path], Case]:
         BUILDERS[builder.__name__] = builder
         VERBS[builder.__name__] = verbs or ("analyze",)
+        if nsys:
+            RUNS_NSYS.add(builder.__name__)
         return builder
 
     return register
@@ -203,20 +207,20 @@ def zero_byte_report(tmp: Path) -> Case:
     return on_file(tmp / "empty.nsys-rep", r"empty\.nsys-rep is empty \(0 bytes\): not an Nsight Systems report$")
 
 
-@case(*FILE_VERBS)
+@case(*FILE_VERBS, nsys=True)
 def report_newer_than_nsys(tmp: Path) -> Case:
     bad = newer_report(tmp / "newer.nsys-rep")
     return on_file(bad, r"newer\.nsys-rep was written by nsys 2024\.6\.2, installed nsys is 2022\.4\.\d.*"
                         r"export it with nsys ≥ 2024\.6 .*and pass the \.sqlite$")
 
 
-@case(*FILE_VERBS)
+@case(*FILE_VERBS, nsys=True)
 def truncated_report(tmp: Path) -> Case:
     bad = cut(REPORT, tmp / "cut.nsys-rep", REPORT.stat().st_size // 3)
     return on_file(bad, r"nsys could not export .*cut\.nsys-rep \(is it a complete \.nsys-rep\?\): Exportation error")
 
 
-@case(*FILE_VERBS)
+@case(*FILE_VERBS, nsys=True)
 def random_bytes_named_report(tmp: Path) -> Case:
     (tmp / "random.nsys-rep").write_bytes(os.urandom(4096))
     return on_file(tmp / "random.nsys-rep", r"nsys could not export .*random\.nsys-rep .*Exportation error")
@@ -449,6 +453,8 @@ def metrics_dump_not_json(tmp: Path) -> Case:
 
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
+NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
+NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
 
 
 def test_the_corpus_is_big_enough():
@@ -471,8 +477,7 @@ def assert_one_error_line(result, pattern: str) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("name,verb", CASE_RUNS)
-def test_bad_input_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch, nsys_bin):
+def check_one_error_line(name: str, verb: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     c = BUILDERS[name](tmp_path)
     assert tuple(c.runs) == VERBS[name]
@@ -482,6 +487,16 @@ def test_bad_input_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch, 
     with unchanged(*c.reads):
         result = invoke([verb, *c.runs[verb]], env)
     assert_one_error_line(result, c.pattern(verb))
+
+
+@pytest.mark.parametrize("name,verb", NSYS_FREE_RUNS)
+def test_bad_input_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch):
+    check_one_error_line(name, verb, tmp_path, monkeypatch)
+
+
+@pytest.mark.parametrize("name,verb", NSYS_RUNS)
+def test_bad_report_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch, nsys_bin):
+    check_one_error_line(name, verb, tmp_path, monkeypatch)
 
 
 # A real process for a few cases: what a user sees, with the progress lines that CliRunner's quiet mode hides.
@@ -496,8 +511,11 @@ SUBPROCESS_CASES = [
 ]
 
 
-@pytest.mark.parametrize("name,verb", SUBPROCESS_CASES)
-def test_real_process_prints_no_traceback(name, verb, tmp_path, nsys_bin):
+@pytest.mark.parametrize("name,verb", [pytest.param(*c, marks=pytest.mark.nsys) if c[0] in RUNS_NSYS else c
+                                       for c in SUBPROCESS_CASES])
+def test_real_process_prints_no_traceback(name, verb, tmp_path, request):
+    if name in RUNS_NSYS:
+        request.getfixturevalue("nsys_bin")  # the real nsys: skip or fail as every nsys test does
     c = BUILDERS[name](tmp_path)
     env = {**os.environ, "NSYS_CC_CACHE": str(tmp_path / "cache"), **c.env}
     env.pop("NSYS_CC_DEBUG", None)

@@ -160,8 +160,8 @@ def test_dry_run_lists_the_speculative_runs_with_output_len_32_by_default(tmp_pa
 @pytest.mark.parametrize("args, message", [
     (["--draft", "tiny-llama-draft-xs", "--speculate", "0"], "nsys-cc: error: --speculate: γ must be ≥ 1, not 0"),
     (["--speculative-config", '{"method": "ngram"}'],
-     ('nsys-cc: error: --speculative-config needs "num_speculative_tokens" (a whole number ≥ 1) unless --speculate '
-      "gives the γ values")),
+     ('nsys-cc: error: --speculative-config needs "num_speculative_tokens" (a whole number ≥ 1) when no γ values '
+      "are given")),
 ])
 def test_cli_errors_name_the_flags(args, message):
     res = _cli(*args)

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from click.testing import CliRunner
-from vllm.v1.metrics.reader import Counter, Vector
 
 from nsys_cc.analysis import acceptance
 from nsys_cc.cli import cli
@@ -60,9 +59,12 @@ def test_table_says_plainly_that_the_seed_draft_loses_at_half_acceptance():
 
 def test_alpha_from_a_metrics_dump(tmp_path):
     path = tmp_path / "metrics.json"
+    # Records with the fields of vLLM's metric classes (test_acceptance.py checks those classes themselves).
     acceptance.dump_metrics([
-        Counter(acceptance.DRAFTS, {}, 100), Counter(acceptance.DRAFT_TOKENS, {}, 300),
-        Counter(acceptance.ACCEPTED, {}, 150), Vector(acceptance.PER_POSITION, {}, [80, 45, 25]),
+        {"name": acceptance.DRAFTS, "labels": {}, "value": 100},
+        {"name": acceptance.DRAFT_TOKENS, "labels": {}, "value": 300},
+        {"name": acceptance.ACCEPTED, "labels": {}, "value": 150},
+        {"name": acceptance.PER_POSITION, "labels": {}, "values": [80, 45, 25]},
     ], path)
     r = run("--c", "0.1", "--metrics", str(path), "--format", "json")
     assert r.exit_code == 0, r.output

@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+# Dask is installed by `make setup` (the dask extra): a missing one fails here, it is not skipped.
+import distributed
 import pandas as pd
 import pytest
 
@@ -30,8 +32,6 @@ from nsys_cc.sweep.cell import ATTEMPTS_FILE
 from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import analyse_many, sweep
-
-distributed = pytest.importorskip("distributed", reason="Dask is installed by `make setup` (the dask extra)")
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_FIXTURES = REPO / "fixtures" / "vllm"

@@ -22,8 +22,6 @@ from nsys_cc.trace import bulk, open_trace
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
 
-pytestmark = pytest.mark.skipif(not bulk.arrow_available(), reason="Arrow engine not installed")
-
 ACCESSORS = ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches", "gpu_ops")
 
 
@@ -40,8 +38,17 @@ def graphs_export(tmp_path_factory) -> Path:
     return generate.write(generate.Shape(kernels=3_000, seed=5, graphs=True, layer_ranges=True), path, quiet=True)
 
 
+def test_the_arrow_engine_is_installed_and_the_default(monkeypatch):
+    """pyarrow and adbc-driver-sqlite are dependencies: without them every comparison here would compare the stdlib
+    engine with itself, so their absence fails rather than skips."""
+    monkeypatch.delenv(bulk.ENGINE_ENV, raising=False)
+    assert bulk.arrow_available(), "pyarrow / adbc-driver-sqlite do not import: `pip install -e .` installs them"
+    assert bulk.engine() == "arrow"
+
+
 def _frames(path: Path, monkeypatch, engine: str) -> dict[str, pd.DataFrame]:
     monkeypatch.setenv(bulk.ENGINE_ENV, engine)
+    assert bulk.engine() == engine
     with open_trace(path) as trace:
         frames = {name: getattr(trace, name)() for name in ACCESSORS}
         frames["projection"] = project(trace)

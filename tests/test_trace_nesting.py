@@ -7,6 +7,7 @@ cases real clocks produce — ties, zero-length ranges, touching ranges, identic
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from hypothesis import given, settings, strategies as st
 
@@ -146,3 +147,20 @@ def test_nest_on_big_stacks_with_zero_length_and_cross_thread_ranges(seed):
     assert parent.tolist() == brute_force(g, s, e, eligible)
     order = sorted(range(len(s)), key=lambda i: (not eligible[i], s[i], -e[i], i))
     assert level.tolist() == [_levels(parent.tolist(), order)[i] for i in range(len(s))]
+
+
+def test_nest_on_the_real_fixture_equals_brute_force(nvtx_fixture):
+    """A real export (the fixture's C program under nsys: push/pop and start/end ranges, ranges ending on other
+    threads, equal timestamps, unnamed-style registered ranges) through the reader's arrays."""
+    from nsys_cc.trace import open_trace
+
+    with open_trace(nvtx_fixture) as t:
+        r = t.nvtx_ranges()
+    g, s, e = (r[c].to_numpy() for c in ("global_tid", "start_ns", "end_ns"))
+    eligible = ~r["ended_on_other_thread"].to_numpy()
+    parent, level = nest(g, s, e, eligible)
+    assert (~eligible).any() and (level > 1).any()
+    assert parent.tolist() == brute_force(g, s, e, eligible)
+    ids = r["range_id"].to_numpy()
+    assert [None if p < 0 else int(ids[p]) for p in parent] == [None if pd.isna(x) else int(x) for x in r["parent_id"]]
+    assert level.tolist() == r["level"].tolist()

@@ -208,16 +208,28 @@ def test_nsys_version_is_the_one_that_made_the_fixture(nsys_bin, nvtx_fixture):
     assert version in out
 
 
-def test_find_nsys_search_order(nsys_bin, tmp_path, monkeypatch):
+def _fake_nsys(path: Path) -> str:
+    """An executable file: what find_nsys looks for (it does not run it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\necho 'NVIDIA Nsight Systems version 2022.4.2.1'\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_find_nsys_search_order(tmp_path, monkeypatch):
+    nsys_bin = _fake_nsys(tmp_path / "real" / "nsys")
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.delenv("NSYS_CC_NSYS_PREFIX", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
-    monkeypatch.setattr(nsys_mod, "REPO_ROOT", tmp_path / "repo")
+    monkeypatch.setattr(nsys_mod, "ENV_BIN_DIR", tmp_path / "env-bin")
     assert nsys_mod.find_nsys() is None
     with pytest.raises(NsysNotFoundError) as exc:
         nsys_mod.require_nsys()
     assert "make nsys" in one_line(exc) and "NSYS=" in one_line(exc)
 
+    (tmp_path / "env-bin").mkdir()
+    (tmp_path / "env-bin" / "nsys").symlink_to(nsys_bin)  # as `make nsys` links the project-local install
+    assert nsys_mod.find_nsys() == str(tmp_path / "env-bin" / "nsys")
     prefix = tmp_path / "prefix"
     (prefix / nsys_mod.BIN_IN_PREFIX).parent.mkdir(parents=True)
     os.symlink(nsys_bin, prefix / nsys_mod.BIN_IN_PREFIX)

@@ -46,3 +46,9 @@ def test_the_patch_is_installed_once_and_can_be_turned_off(monkeypatch):
     monkeypatch.setenv(vllm_fixes.ENV_FIXES, "0")
     vllm_fixes.patch_cpu_triton_utils(Untouched)
     assert Untouched._expand_kernel_impl is ORIGINAL
+
+
+def test_install_corrects_the_cpu_module_in_this_process(monkeypatch):
+    monkeypatch.setattr(cpu_tl, "_expand_kernel_impl", ORIGINAL)
+    vllm_fixes.install()
+    assert _expand(cpu_tl._expand_kernel_impl, [1.5, 0.0, 2.0], torch.float32) == [1.5, 1.5, 9.0, 9.0, 9.0, 2.0]

@@ -63,11 +63,12 @@ def top_kernels(kernel_summary: pd.DataFrame, draft: str, phase: str, n: int = 3
 
 def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
     wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
+    c_wall = wall_d / wall_t
     busy, busy_t = _median(d, phase, "gpu_busy_ns"), _median(t, phase, "gpu_busy_ns")
     gpu = d.has_cuda and t.has_cuda and not (np.isnan(busy) or np.isnan(busy_t))
     row = {"draft": d.name, "phase": phase, "gpu": gpu,
            "cpu_only_models": ", ".join(m.name for m in (t, d) if not m.has_cuda and "no CUDA tables" in m.gpu_note),
-           "wall_ms": wall_d / 1e6, "target_wall_ms": wall_t / 1e6, "c_wall": wall_d / wall_t}
+           "wall_ms": wall_d / 1e6, "target_wall_ms": wall_t / 1e6, "c_wall": c_wall}
     if not gpu:
         return row
     share = busy / wall_d if wall_d > 0 else float("nan")
@@ -75,7 +76,7 @@ def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
     span = _median(d, phase, "gpu_span_ns")
     return {**row, "gpu_busy_ms": busy / 1e6, "target_gpu_busy_ms": busy_t / 1e6, "c_gpu_busy": c_busy,
             "busy_share": share, "boundness": boundness(share), "outlives_range": bool(share > 1),
-            "launch_dominated": bool(np.isfinite(c_busy) and row["c_wall"] > 1.5 * c_busy),
+            "launch_dominated": bool(np.isfinite(c_busy) and c_wall > 1.5 * c_busy),
             "kernels_per_forward": _median(d, phase, "kernels"),
             "target_kernels_per_forward": _median(t, phase, "kernels"),
             "launch_api_ms": _median(d, phase, "launch_api_ns") / 1e6, "gpu_idle_ms": max(span - busy, 0) / 1e6}

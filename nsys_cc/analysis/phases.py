@@ -172,8 +172,9 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
 def assign_phases(
     forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray
 ) -> tuple[np.ndarray, PhaseRule]:
-    """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching ranges in trace order, warm-up
-    included, so that positions count from the first iteration); the inferred rule learns from the `kept` rows only."""
+    """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching
+    ranges in trace order, warm-up included, so that positions count from the first iteration); the inferred rule
+    learns from the `kept` rows only."""
     if len(forwards) and forwards["payload"].notna().all():
         return _by_payload(forwards, all_ranges)
     if output_len is not None:

@@ -8,15 +8,12 @@ draft failed (the report and status.json say which, and where its log is); 2 whe
 
 from __future__ import annotations
 
-import re
-
 import click
 
 from . import cli
 from .options import acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
-_SPEC_PARAMS = re.compile(r"\bspeculat(?:e|ive_config)\b")
 
 
 @cli.command()
@@ -63,19 +60,14 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
             acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
-    from ..errors import InputError, ProfileError
+    from ..errors import ProfileError
     from ..launch import launcher
     from ..launch.commands import BenchOptions
 
     speculating = speculate is not None or speculative_config is not None
     if output_len is None:
         output_len = SPEC_OUTPUT_LEN if speculating else BenchOptions.output_len
-    try:
-        gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
-        launcher.plan(target, list(drafts), out_dir, BenchOptions(), nsys="nsys", gpu=False, speculate=gammas,
-                      speculative_config=speculative_config)
-    except InputError as exc:  # the library names its parameters; say the flags
-        raise InputError(_SPEC_PARAMS.sub(lambda m: "--" + m.group(0).replace("_", "-"), str(exc))) from None
+    gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
     spec = {"speculate": gammas, "speculative_config": speculative_config}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,

@@ -10,6 +10,9 @@ With env `NSYS_CC_METRICS_OUT=PATH`, vLLM's metrics (`LLM.get_metrics()`, which 
 are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.acceptance.dump_metrics`. The counters
 cover the whole benchmark, warm-up iterations included. `get_metrics()` needs stat logging, which the latency
 benchmark leaves on (`--disable-log-stats` would turn it off: the dump then fails with vLLM's message).
+
+The driver also installs `nsys_cc.launch.vllm_fixes` (the correction to vLLM's CPU `expand` kernel that speculative
+decoding with sampling needs), with or without the plugin.
 """
 
 from __future__ import annotations
@@ -23,20 +26,21 @@ ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"
 def _keep_instances(cls: type) -> list:
     """Every instance of `cls` created from now on (the benchmark builds its `LLM` inside vLLM's `main`)."""
     instances: list = []
-    init = cls.__init__
+    init = vars(cls)["__init__"]
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
         instances.append(self)
 
-    cls.__init__ = __init__
+    setattr(cls, "__init__", __init__)  # noqa: B010 (mypy refuses assignments to __init__)
     return instances
 
 
 def main(argv: list[str]) -> None:
-    from . import vllm_plugin
+    from . import vllm_fixes, vllm_plugin
 
     vllm_plugin.register()
+    vllm_fixes.install()  # also with the plugin off (NSYS_CC_PLUGIN=0), e.g. for traces of vLLM's own scopes
     from vllm.benchmarks.latency import add_cli_args, main as run_latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

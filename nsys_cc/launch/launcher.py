@@ -163,12 +163,13 @@ def parse_gammas(text: str | Sequence[int]) -> list[int]:
         try:
             gamma = int(part)
         except (TypeError, ValueError):
-            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens") from None
+            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens",
+                             param="speculate") from None
         if gamma < 1:
-            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}")
+            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}", param="speculate")
         gammas.add(gamma)
     if not gammas:
-        raise InputError("speculate: give at least one γ, e.g. 1,3")
+        raise InputError("speculate: give at least one γ, e.g. 1,3", param="speculate")
     return sorted(gammas)
 
 
@@ -179,9 +180,9 @@ def parse_speculative_config(text: str | None) -> dict | None:
     try:
         config = json.loads(text)
     except ValueError as exc:
-        raise InputError(f"speculative_config is not JSON: {exc}") from None
+        raise InputError(f"speculative_config is not JSON: {exc}", param="speculative_config") from None
     if not isinstance(config, dict):
-        raise InputError(f"speculative_config must be a JSON object, not {text!r}")
+        raise InputError(f"speculative_config must be a JSON object, not {text!r}", param="speculative_config")
     return config
 
 
@@ -192,14 +193,14 @@ def _spec_json(config: dict) -> str:
 def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
                      make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
     """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
-    runs = []
+    runs: list[ModelRun] = []
     if gammas:
         base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
         for draft in drafts:
             if draft.load_format != target.load_format:
                 raise InputError(f"speculate: vLLM loads the draft as it loads the target, so {draft.spec} "
                                  f"({draft.load_format} weights) and {target.spec} ({target.load_format} weights) "
-                                 "cannot be paired")
+                                 "cannot be paired", param="speculate")
             for gamma in gammas:
                 label = f"{draft.label}.spec-g{gamma}"
                 spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
@@ -207,19 +208,18 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
                 runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
                                      gamma=gamma))
     elif config is not None:
-        gamma = config.get("num_speculative_tokens")
-        if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
-            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) "
-                             "unless speculate gives the γ values")
+        k = config.get("num_speculative_tokens")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) when no γ "
+                             "values are given", param="speculative_config")
         if config.get("model"):
             named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
-            draft = named.label if named else resolve(str(config["model"])).label
+            proposer = named.label if named else resolve(str(config["model"])).label
         else:
-            draft = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
-        label = f"{draft}.spec-g{gamma}"
-        spec_model = Model(target.spec, target.path, label, target.kind)
-        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=draft,
-                             gamma=gamma))
+            proposer = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+        spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
+        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
+                             gamma=k))
     return runs
 
 
@@ -370,7 +370,8 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
     rc, _ = retry_nsys_start(
         attempt,
         lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {' / '.join(NSYS_START_FAILURES)}); retrying\n"),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, "
+                            f"{next(f for f in NSYS_START_FAILURES if f in r[1])}); retrying\n"),
     )
     return rc
 

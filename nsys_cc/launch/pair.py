@@ -115,7 +115,7 @@ def build(name: str):
         return draft.eval()
     target = LlamaForCausalLM(_config(TARGET_LAYERS, TARGET_MLP))
     with torch.no_grad():
-        for key, p in target.named_parameters():
+        for p in target.parameters():
             p.zero_()
             if p.ndim == 1:
                 p.fill_(1.0)

@@ -11,7 +11,8 @@ target would never sample. Greedy requests never expand and are unaffected, whic
 `fixed_expand(original)` returns an implementation that keeps the C++ op for int64 outputs and expands other
 dtypes with torch, writing into the output itself. It is installed only where the CPU module exists and only over
 its own `_expand_kernel_impl` (the platform registers the kernels after the module is imported, so it picks up the
-fixed one). Set `NSYS_CC_VLLM_FIXES=0` to run vLLM unchanged.
+fixed one): by the plugin when vLLM imports the module, and by `install()` in nsys_cc's benchmark driver. Set
+`NSYS_CC_VLLM_FIXES=0` to run vLLM unchanged.
 """
 
 from __future__ import annotations
@@ -42,8 +43,19 @@ def fixed_expand(original: Callable) -> Callable:
         output[: expanded.numel()] = expanded.to(output.dtype)
         return None
 
-    expand.__nsys_cc_original__ = original
+    setattr(expand, "__nsys_cc_original__", original)  # noqa: B010 (a function attribute mypy does not know)
     return expand
+
+
+def install() -> None:
+    """Correct vLLM's CPU module now, when it exists (the benchmark driver calls this before vLLM builds an engine)."""
+    import importlib
+
+    try:
+        module = importlib.import_module("vllm.utils.cpu_triton_utils")
+    except ImportError:
+        return
+    patch_cpu_triton_utils(module)
 
 
 def patch_cpu_triton_utils(module: Any) -> bool:

@@ -332,7 +332,7 @@ def _hook_scheduler(core: Any) -> None:
     """Wrap `core.scheduler.schedule` on the instance, once: when it returns inside a step, open the step's range."""
     scheduler = getattr(core, "scheduler", None)
     schedule = getattr(scheduler, "schedule", None)
-    if schedule is None or getattr(schedule, _ORIGINAL, None) is not None:
+    if scheduler is None or schedule is None or getattr(schedule, _ORIGINAL, None) is not None:
         return
 
     def scheduled(*args, **kwargs):

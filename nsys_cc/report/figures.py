@@ -15,8 +15,7 @@ from .plots import DPI, PLOTS, _file_stem, speedup_figures
 def make_figures(result: CostCoefficientResult) -> dict[str, Figure]:
     """Every plot that has data, by file stem: `plots.PLOTS`, then the speedup model's (with the DSI simulation at
     the result's seed), then the speculative runs' (`speculative_plots`)."""
-    figs = {name: fn(result) for name, fn in PLOTS.items()}
-    figs = {name: fig for name, fig in figs.items() if fig is not None}
+    figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
     if not result.speedup_marks.empty:
         figs.update(speedup_figures(result, report_heatmaps(result.seed)))
     # the speculative runs measured in place: the waterfall and each draft's forecast heatmap

@@ -40,7 +40,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
                 entry[f"{metric}_ms"] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
             phases[phase] = entry
         models.append({
-            "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version, "has_cuda": m.has_cuda,
+            "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
+            "has_cuda": m.has_cuda,
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
@@ -53,7 +54,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     ]
     out = {
         "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
-        "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"), "notes": list(result.notes),
+        "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"),
+        "notes": list(result.notes),
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
@@ -91,13 +93,15 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
                     c = result.coefficients[(result.coefficients["draft"] == m.name)
                                             & (result.coefficients["phase"] == phase)
                                             & (result.coefficients["metric"] == metric)]
-                    row[f"c {BY_NAME[metric].label}"] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
+                    label = f"c {BY_NAME[metric].label}"
+                    row[label] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
             rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _long_csv(result: CostCoefficientResult) -> str:
-    coef = result.coefficients.rename(columns={"draft": "model"})[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
+    coef = result.coefficients.rename(columns={"draft": "model"})
+    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
     table = result.summary.merge(coef, on=["model", "phase", "metric"], how="left")
     buf = io.StringIO()
     table.to_csv(buf, index=False)
@@ -120,7 +124,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     if fmt == "markdown":
         parts = [markdown_table(table)]
-        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
+        parts += ["", "**Diagnosis**", ""]
+        parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         if result.speculative is not None:

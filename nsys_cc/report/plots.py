@@ -130,8 +130,8 @@ def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
                     patch.set(facecolor=colors[groups[i][0].name], alpha=0.35)
                 for i in pos:
                     d = data[i]
-                    shown = rng.choice(d, MAX_STRIP_POINTS, replace=False) if d.size > MAX_STRIP_POINTS else d
-                    ax.scatter(i + rng.uniform(-0.18, 0.18, shown.size), shown, s=6, alpha=0.5,
+                    dots = rng.choice(d, MAX_STRIP_POINTS, replace=False) if d.size > MAX_STRIP_POINTS else d
+                    ax.scatter(i + rng.uniform(-0.18, 0.18, dots.size), dots, s=6, alpha=0.5,
                                color=colors[groups[i][0].name], linewidths=0)
                 if _wants_log([float(np.median(data[i])) for i in pos]):
                     ax.set_yscale("log")

@@ -5,8 +5,8 @@ Search order of `find_nsys()`:
 2. `nsys` on `$PATH`;
 3. `$NSYS_CC_NSYS_PREFIX/usr/lib/nsight-systems/bin/nsys` — another install prefix (as made by
    `scripts/install_nsys.sh PREFIX`);
-4. `<repo>/.nsys/usr/lib/nsight-systems/bin/nsys` — the project-local install of `make nsys`
-   (`<repo>` is the directory that holds the `nsys_cc` package).
+4. `nsys` in the bin directory of the running Python environment, beside `nsys-cc` — where `make nsys` links
+   the project-local install, so that `.venv/bin/nsys-cc` finds it without an activated environment.
 """
 
 from __future__ import annotations
@@ -16,13 +16,15 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from ..errors import NsysNotFoundError
 
 # Where `scripts/install_nsys.sh PREFIX` puts the binary inside PREFIX (the layout of NVIDIA's Debian packages).
 BIN_IN_PREFIX = Path("usr/lib/nsight-systems/bin/nsys")
-REPO_ROOT = Path(__file__).resolve().parents[2]
+# The environment's scripts directory (`.venv/bin`): sys.executable is not resolved, so a venv's python stays in it.
+ENV_BIN_DIR = Path(sys.executable).parent
 
 
 def _runnable(path: str | os.PathLike) -> str | None:
@@ -41,7 +43,7 @@ def find_nsys() -> str | None:
     prefix = os.environ.get("NSYS_CC_NSYS_PREFIX")
     if prefix and _runnable(Path(prefix) / BIN_IN_PREFIX):
         return _runnable(Path(prefix) / BIN_IN_PREFIX)
-    return _runnable(REPO_ROOT / ".nsys" / BIN_IN_PREFIX)
+    return _runnable(ENV_BIN_DIR / "nsys")
 
 
 def require_nsys() -> str:
