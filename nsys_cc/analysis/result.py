@@ -20,6 +20,8 @@ from .metrics import COLUMNS, PHASES, decision_phase
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from .speculative import SpeculativeAnalysis
+
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
                    *COLUMNS.values()]
@@ -102,6 +104,9 @@ class CostCoefficientResult:
       what c means at each acceptance rate given (empty when none was).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
     - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
+    - `speculative`: the speculative-decoding runs given after the drafts, measured in place
+      (`analysis.speculative.SpeculativeAnalysis`: per-run table, decomposition, step cost models, forecast);
+      None when no speculative run was given.
     """
 
     models: tuple[ModelForwards, ...]
@@ -115,6 +120,8 @@ class CostCoefficientResult:
     notes: tuple[str, ...]
     seed: int
     acceptance: tuple[float, ...] = ()
+    # Speculative runs measured in place, their decomposition and the forecast; None without any.
+    speculative: SpeculativeAnalysis | None = None
 
     @property
     def target(self) -> ModelForwards:
