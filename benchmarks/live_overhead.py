@@ -199,7 +199,8 @@ def main() -> None:
         added = report["worker"].get(1, next(iter(report["worker"].values())))["added_us"]
         print(f"   median ms/token off {e2e['median_off']:.3f}, on {e2e['median_on']:.3f}: "
               f"{e2e['overhead'] * 100:+.2f} % (run-to-run noise included)")
-        print(f"   live hooks (B = 1) ÷ a step of {e2e['median_off']:.2f} ms: {added / (e2e['median_off'] * 1e3) * 100:.3f} %")
+        share = added / (e2e["median_off"] * 1e3) * 100
+        print(f"   live hooks (B = 1) ÷ a step of {e2e['median_off']:.2f} ms: {share:.3f} %")
     print(json.dumps(report))
 
 

@@ -39,6 +39,7 @@ pytestmark = pytest.mark.vllm
 GAMMA = 3
 TARGET = str(MODELS_DIR / "tiny-llama-target")
 DRAFT = str(MODELS_DIR / "tiny-llama-draft-xs")
+SERVED = "tiny-llama-target"  # the served name: the model's path holds "nsys_cc", the metric names must not
 REQUESTS = 4
 MAX_TOKENS = 32
 STATS_INTERVAL_S = 2.0
@@ -54,7 +55,7 @@ def server_command(port: int) -> list[str]:
     spec = f'{{"method": "draft_model", "model": "{DRAFT}", "num_speculative_tokens": {GAMMA}}}'
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", TARGET, "--load-format", "dummy",
-        "--skip-tokenizer-init", "--enforce-eager", "--gpu-memory-utilization", "0.3", "--max-model-len", "512",
+        "--served-model-name", SERVED, "--skip-tokenizer-init", "--enforce-eager", "--gpu-memory-utilization", "0.3", "--max-model-len", "512",
         "--host", "127.0.0.1", "--port", str(port), "--speculative-config", spec,
     ]
 
@@ -95,7 +96,7 @@ class Server:
         raise AssertionError(f"server not ready after {timeout} s:\n{self.log_text()[-4000:]}")
 
     def complete(self, prompt: list[int]) -> dict:
-        body = {"model": TARGET, "prompt": prompt, "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
+        body = {"model": SERVED, "prompt": prompt, "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
         answer = requests.post(f"{self.url}/v1/completions", json=body, timeout=300)
         assert answer.status_code == 200, answer.text
         return answer.json()
@@ -176,7 +177,7 @@ def test_live_c_on_metrics_agrees_with_the_in_place_c_of_a_trace_of_the_same_ser
         server.stop()
     log = server.log_text()
 
-    labels = {"model_name": TARGET, "engine": "0"}
+    labels = {"model_name": SERVED, "engine": "0"}
     live_c = value(metrics, "nsys_cc:cost_coefficient")
     assert metrics["nsys_cc:cost_coefficient"][0].labels == labels
     verify_count = value(metrics, "nsys_cc:verify_forward_seconds_count")

@@ -30,6 +30,11 @@ than it would anyway):
 - Drafts: forward hooks on the model loaded by V1 `SpecDecodeBaseProposer` or V2 `DraftModelSpeculator`.
   V1 drafts replayed as CUDA graphs do not call the module, so they are not seen one by one.
 
+Live timing (`NSYS_CC_LIVE=1`, independent of `NSYS_CC_PLUGIN`): the same hooks also time each forward and each
+engine step for `nsys_cc.live` (the runner's `execute_model` opens a step, `sample_tokens` hands the finished
+records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat loggers; with `NSYS_CC_PLUGIN` unset no NVTX
+range is pushed.
+
 A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
 NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse with
 `--range "gpu_model_runner: forward"`).
