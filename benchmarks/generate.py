@@ -464,7 +464,8 @@ def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
     conn.execute("PRAGMA synchronous=OFF")
     for (sql,) in src.execute("SELECT sql FROM sqlite_master WHERE type='table' AND sql IS NOT NULL ORDER BY rowid"):
         conn.execute(sql)
-    enum_tables = [r[0] for r in src.execute("SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ENUM_%'")]
+    enum_sql = "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ENUM_%'"
+    enum_tables = [r[0] for r in src.execute(enum_sql)]
     for table in (*COPIED, *enum_tables):
         rows = src.execute(f'SELECT * FROM "{table}"').fetchall()
         if rows:
@@ -472,7 +473,8 @@ def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
     src.close()
     conn.executemany("INSERT OR REPLACE INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)", MEMCPY_OPER)
     conn.execute("UPDATE EXPORT_META_DATA SET value = ? WHERE name IN ('EXPORT_OUTUPT_FILE')", (path.name,))
-    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, 0, ?)", (1 << 48, d["end"] + 1_000_000, d["end"] + 1_000_000))
+    stop = d["end"] + 1_000_000
+    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, 0, ?)", (1 << 48, stop, stop))
 
     strings = d["strings"]
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in strings.items()])

@@ -1,4 +1,5 @@
-"""`nsys-cc info` and `nsys-cc ranges`: output checked against raw SQL on the same file; bad input → exit 2, one line."""
+"""`nsys-cc info` and `nsys-cc ranges`: output checked against raw SQL on the same file; bad input → exit 2, one
+line."""
 
 from __future__ import annotations
 

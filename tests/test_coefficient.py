@@ -75,7 +75,8 @@ def test_coefficients_are_ratios_of_raw_medians(result):
     for path, name in zip(DRAFTS, NAMES[1:]):
         draft = raw_model(path)
         for phase in ("all", "prefill", "decode"):
-            row = result.coefficients.query("draft == @name and phase == @phase and metric == 'wall'").iloc[0]
+            coef = result.coefficients
+            row = coef[(coef["draft"] == name) & (coef["phase"] == phase) & (coef["metric"] == "wall")].iloc[0]
             expected = np.median(draft[phase]) / np.median(target[phase])
             assert row["c"] == pytest.approx(expected, rel=1e-12)
             assert row["ci_low"] <= row["c"] <= row["ci_high"]

@@ -7,8 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from nsys_cc.analysis import dsi
 from nsys_cc.errors import InputError

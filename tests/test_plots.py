@@ -109,7 +109,9 @@ def test_forward_times_show_each_model_and_phase_in_ms(cpu_result):
 def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu_result):
     fig = plots.plot_coefficients(cpu_result)
     coef = cpu_result.coefficients
-    phases = [p for p in ("all", "prefill", "decode") if p in set(coef["phase"])]
+    assert {"all", "prefill", "decode"} <= set(coef["phase"])
+    # `all` (the mix of both phases, with a much wider interval) is left out when prefill and decode are known.
+    phases = ["prefill", "decode"]
     assert [ax.get_title() for ax in fig.axes] == [f"{p} forwards" for p in phases]
     assert "c = median draft ÷ median target forward" == fig.axes[0].get_ylabel()
     assert "against tiny-llama-target" in fig.get_suptitle()
@@ -117,8 +119,16 @@ def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu
         assert {1.0, *ALPHAS} <= _hlines(ax)
         assert [t.get_text() for t in ax.get_xticklabels()] == [d.name for d in cpu_result.drafts]
         plotted = sorted(y for line in ax.get_lines() if line.get_marker() == "o" for y in line.get_ydata())
-        expected = sorted(coef.query("phase == @phase and metric == 'wall'")["c"])
+        expected = sorted(coef[(coef["phase"] == phase) & (coef["metric"] == "wall")]["c"])
         assert plotted == pytest.approx(expected)
+
+
+def test_coefficients_show_all_only_when_the_phases_are_not_split(cpu_result):
+    coef = cpu_result.coefficients.query("phase == 'all'")
+    fig = plots.plot_coefficients(dataclasses.replace(cpu_result, coefficients=coef))
+    assert [ax.get_title() for ax in fig.axes] == ["all forwards"]
+    plotted = sorted(y for line in fig.axes[0].get_lines() if line.get_marker() == "o" for y in line.get_ydata())
+    assert plotted == pytest.approx(sorted(coef.query("metric == 'wall'")["c"]))
 
 
 def test_nan_c_does_not_crash_and_says_so(cpu_result):

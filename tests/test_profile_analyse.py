@@ -37,7 +37,16 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     failed = [n for n in report["notes"] if "tiny-llama-draft-xs" in n]
     assert failed == [f"draft tiny-llama-draft-xs: FAILED: timed out after 5 s (--timeout); log: {runs[2].files.log}"]
     assert sum("forward ranges cover" in n for n in report["notes"]) == 2
-    assert "**forward_share**" in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    section = md.split("**forward_share**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    # A Markdown table (header, rule, one row per model), not a fixed-width dump.
+    header = [c.strip() for c in section[0].strip("|").split("|")]
+    assert header == list(check.COLUMNS)
+    assert set(section[1].replace("|", "")) == {"-"}
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section[2:]]
+    assert [r[0] for r in rows] == ["tiny-llama-target", "tiny-llama-draft-s"]
+    share = header.index("forward_share")
+    assert [float(r[share]) for r in rows] == [r["forward_share"] for r in report["forward_share"]]
 
 
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):

@@ -207,7 +207,8 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "analyse", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
-    for run in launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False):
+    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
+    for run in runs:
         run.files.sqlite.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
@@ -238,4 +239,5 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     runs[0].status = "done"
     runs[1].status, runs[1].reason = "failed", "timed out after 5 s (--timeout)"
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
-    assert launcher.failure_notes(runs) == [f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {log}"]
+    note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {log}"
+    assert launcher.failure_notes(runs) == [note]

@@ -25,6 +25,7 @@ import pytest
 
 from conftest import PUBLIC, raw_sql, unchanged
 from nsys_cc.analysis.projection import project, range_ops
+from nsys_cc.analysis.ranges import name_counts
 from nsys_cc.trace import open_trace
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
@@ -173,22 +174,32 @@ def _ancestors(rid: int, parent: dict[int, int | None]) -> list[int]:
 
 
 def check_nvtxsum(case):
+    """Per (name, style) totals equal nvtxsum's, unnamed ranges included (nsys lists them under an empty name)."""
     stats = case.stats["nvtxsum"]
     r = case.ranges
-    grouped = r.groupby([r["qualified_name"].astype(str), r["style"].map(STYLE).astype(str)])["duration_ns"]
+    names = r["qualified_name"].astype(object).fillna("")
+    grouped = r.groupby([names, r["style"].map(STYLE).astype(str)])["duration_ns"]
     assert len(stats) == grouped.ngroups
+    assert stats["Instances"].sum() == len(r)
+    counts = name_counts(r)
+    assert counts.sum() == len(r) and counts.get(np.nan, 0) == r["qualified_name"].isna().sum()
     for row in stats.itertuples(index=False):
-        d = grouped.get_group((str(row.Range), row.Style)).to_numpy()
+        d = grouped.get_group(("" if pd.isna(row.Range) else str(row.Range), row.Style)).to_numpy()
         assert (row[1], row[2], row[5], row[6]) == (d.sum(), len(d), d.min(), d.max())
         assert row[3] == pytest.approx(d.mean(), abs=0.051)
         assert row[4] == pytest.approx(float(np.median(d)), abs=0.051)
 
 
+def _xyz(k, prefix: str):
+    """nsys stats' "GridXYZ"/"BlockXYZ" text: three right-aligned 4-wide numbers."""
+    return k[f"{prefix}_x"].map("{:4d}".format) + " " + k[f"{prefix}_y"].map("{:4d}".format) + " " \
+        + k[f"{prefix}_z"].map("{:4d}".format)
+
+
 def check_gpukernsum(case):
     stats = case.stats["gpukernsum"]
     k = case.trace.kernels()
-    grid = k["grid_x"].map("{:4d}".format) + " " + k["grid_y"].map("{:4d}".format) + " " + k["grid_z"].map("{:4d}".format)
-    block = k["block_x"].map("{:4d}".format) + " " + k["block_y"].map("{:4d}".format) + " " + k["block_z"].map("{:4d}".format)
+    grid, block = _xyz(k, "grid"), _xyz(k, "block")
     grouped = k.groupby([k["demangled_name"].astype(str), grid, block])["duration_ns"]
     assert len(stats) == grouped.ngroups
     for row in stats.itertuples(index=False):
@@ -239,9 +250,11 @@ def check_sums_union_and_range_ops(case):
         assert r["gpu_busy_ns"] == _union([(s, e) for _, s, e, _ in raw])
         assert r["proj_start_ns"] == min(s for _, s, _, _ in raw)
         mine = ops[ops["range_id"] == rid]
-        assert sorted(zip(mine["kind"].astype(str), mine["start_ns"], mine["end_ns"], mine["correlation_id"])) == sorted(raw)
+        got = zip(mine["kind"].astype(str), mine["start_ns"], mine["end_ns"], mine["correlation_id"])
+        assert sorted(got) == sorted(raw)
         calls = con.execute(
-            "SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME WHERE globalTid = ? AND start >= ? AND end <= ?",
+            "SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME "
+            "WHERE globalTid = ? AND start >= ? AND end <= ?",
             (int(r["global_tid"]), int(r["start_ns"]), int(r["end_ns"])),
         ).fetchall()
         assert r["api_calls"] == len(calls)
@@ -255,7 +268,8 @@ def check_sums_union_and_range_ops(case):
 
 
 def check_subset_keeps_rows_and_index(case):
-    subset = case.ranges.reset_index(drop=True).iloc[::3].drop(columns=[c for c in case.ranges if c.startswith("proj_")])
+    proj = [c for c in case.ranges if c.startswith("proj_")]
+    subset = case.ranges.reset_index(drop=True).iloc[::3].drop(columns=proj)
     again = project(case.trace, subset[[c for c in subset if c not in ("gpu_ops", "kernels", "kernel_sum_ns",
                                                                       "gpu_busy_ns", "launch_api_ns", "api_calls")]])
     assert list(again.index) == list(subset.index)

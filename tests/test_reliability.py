@@ -259,7 +259,8 @@ def no_writable_cache_anywhere(tmp: Path) -> Case:
         mp.setattr(tempfile, "tempdir", str(tmp / "file" / "tmp"))
 
     return on_file(tmp / "r.nsys-rep",
-                   r"^cannot write the export cache .*file/cache nor .*: .*; set NSYS_CC_CACHE to a writable directory$",
+                   r"^cannot write the export cache .*file/cache nor .*: .*; "
+                   r"set NSYS_CC_CACHE to a writable directory$",
                    env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")}, patch=patch)
 
 

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import assume, given, settings
-from hypothesis import strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from nsys_cc.analysis import speedup
 from nsys_cc.errors import InputError

@@ -65,7 +65,8 @@ def _marks(rows):
 
 def test_warmup_from_markers_and_from_skip():
     fw = _forwards([10, 20, 110, 120, 210, 220])
-    marks = _marks([("nsys_cc:warmup", 0, 50, 1), ("nsys_cc:iteration", 100, 150, 1), ("nsys_cc:iteration", 200, 250, 1)])
+    marks = _marks([("nsys_cc:warmup", 0, 50, 1), ("nsys_cc:iteration", 100, 150, 1),
+                    ("nsys_cc:iteration", 200, 250, 1)])
     mask, note = phases.warmup_mask(fw, marks, None)
     assert mask.tolist() == [True, True, False, False, False, False]
     assert "dropped 2 of 6" in note

@@ -15,10 +15,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import FIXTURES, PUBLIC, REPO
 from nsys_cc.analysis.projection import op_totals, project, range_ops
 from nsys_cc.trace import bulk, open_trace
-
-from conftest import FIXTURES, PUBLIC, REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402

@@ -49,7 +49,8 @@ def test_metadata_matches_export_meta_data(trace, nvtx_fixture):
 
 
 def test_every_range_row_is_read_with_its_times(ranges, nvtx_fixture):
-    rows = raw_sql(nvtx_fixture, f"SELECT rowid, start, end, globalTid FROM NVTX_EVENTS WHERE {RANGE_SQL} ORDER BY rowid")
+    sql = f"SELECT rowid, start, end, globalTid FROM NVTX_EVENTS WHERE {RANGE_SQL} ORDER BY rowid"
+    rows = raw_sql(nvtx_fixture, sql)
     assert ranges["range_id"].tolist() == [r[0] for r in rows]
     assert ranges["start_ns"].tolist() == [r[1] for r in rows]
     assert ranges["end_ns"].tolist() == [r[2] for r in rows]
@@ -75,7 +76,8 @@ def test_names_inline_and_registered(ranges, nvtx_fixture):
 def test_domain_and_qualified_name(ranges, nvtx_fixture):
     (domain_id, domain_name), = raw_sql(nvtx_fixture, "SELECT domainId, text FROM NVTX_EVENTS WHERE eventType = 75")
     assert domain_name == "nsys_cc.fixture"
-    in_domain = {r[0] for r in raw_sql(nvtx_fixture, f"SELECT rowid FROM NVTX_EVENTS WHERE {RANGE_SQL} AND domainId = ?", (domain_id,))}
+    sql = f"SELECT rowid FROM NVTX_EVENTS WHERE {RANGE_SQL} AND domainId = ?"
+    in_domain = {r[0] for r in raw_sql(nvtx_fixture, sql, (domain_id,))}
     assert len(in_domain) == 3
     for rid, row in ranges.iterrows():
         if rid in in_domain:
@@ -98,7 +100,7 @@ def test_styles(ranges, nvtx_fixture):
 def _shortest_container(rows):
     """Brute force over raw rows (rowid, start, end, tid, other_thread): nvtxgpuproj's parent definition."""
     parent = {}
-    for rid, s, e, tid, other in rows:
+    for rid, s, e, tid, _other in rows:
         best = None
         for pid_, ps, pe, ptid, pother in rows:
             if pid_ == rid or pother or ptid != tid or not (ps <= s and e <= pe):
@@ -136,7 +138,8 @@ def test_levels_and_parents(ranges, nvtx_fixture):
 
 def test_range_ending_on_another_thread(ranges, nvtx_fixture):
     cross = by_name(ranges, "cross_thread").iloc[0]
-    (end_gtid,), = raw_sql(nvtx_fixture, "SELECT endGlobalTid FROM NVTX_EVENTS WHERE rowid = ?", (int(cross["range_id"]),))
+    sql = "SELECT endGlobalTid FROM NVTX_EVENTS WHERE rowid = ?"
+    (end_gtid,), = raw_sql(nvtx_fixture, sql, (int(cross["range_id"]),))
     assert cross["end_global_tid"] == end_gtid and cross["ended_on_other_thread"]
     assert end_gtid & 0xFFFFFF == by_name(ranges, "worker_outer")["tid"].iloc[0]
     assert pd.isna(by_name(ranges, "startend_same_thread")["end_global_tid"].iloc[0])

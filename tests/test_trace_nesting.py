@@ -7,8 +7,7 @@ cases real clocks produce — ties, zero-length ranges, touching ranges, identic
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from nsys_cc.trace.nesting import NO_PARENT, nest
 

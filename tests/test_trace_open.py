@@ -15,9 +15,7 @@ import pytest
 
 from conftest import raw_sql, sha256_tree, unchanged
 from nsys_cc.errors import ExportError, InputError, NsysNotFoundError
-from nsys_cc.trace import export as export_mod
-from nsys_cc.trace import nsys as nsys_mod
-from nsys_cc.trace import open_trace
+from nsys_cc.trace import export as export_mod, nsys as nsys_mod, open_trace
 from nsys_cc.trace.export import content_hash
 
 
@@ -97,9 +95,11 @@ def test_report_is_exported_once_and_reused(report, nvtx_fixture, cache_dir, mon
             ranges = t.nvtx_ranges()
         assert first == cache_dir / f"{content_hash(report)}.sqlite"
         assert content_hash(report) == sha256_tree(report)[report.name]
-        rows = raw_sql(first, "SELECT rowid, coalesce(text, '') FROM NVTX_EVENTS WHERE eventType IN (59, 60) ORDER BY rowid")
+        rows = raw_sql(first, "SELECT rowid, coalesce(text, '') FROM NVTX_EVENTS WHERE eventType IN (59, 60) "
+                              "ORDER BY rowid")
         assert ranges["range_id"].tolist() == [r[0] for r in rows]
-        assert len(ranges) == raw_sql(nvtx_fixture, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)")[0][0]
+        count = "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)"
+        assert len(ranges) == raw_sql(nvtx_fixture, count)[0][0]
         mtime = first.stat().st_mtime_ns
 
         def no_nsys(*args, **kwargs):

@@ -230,8 +230,8 @@ def test_generate_calls_are_marked_warmup_then_iteration(events, monkeypatch):
     for batch in (3, 3, 3):
         llm.generate([{"prompt_token_ids": [1]}] * batch)
     llm.generate(prompts={"prompt_token_ids": [1]})
-    W, I = plugin.WARMUP_RANGE, plugin.ITERATION_RANGE
-    assert events == [(W, 3), "pop", (W, 3), "pop", (I, 3), "pop", (I, 1), "pop"]
+    warm, it = plugin.WARMUP_RANGE, plugin.ITERATION_RANGE
+    assert events == [(warm, 3), "pop", (warm, 3), "pop", (it, 3), "pop", (it, 1), "pop"]
 
 
 @pytest.mark.parametrize("value, expected", [(None, 0), ("4", 4), ("-1", 0), ("x", 0)])

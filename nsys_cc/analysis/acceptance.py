@@ -117,7 +117,8 @@ def _add(total: list[int], values: list[int]) -> list[int]:
 
 
 def _of_model(records: list[dict], model: str | None) -> list[dict]:
-    names = sorted({(r.get("labels") or {}).get("model_name") for r in records} - {None})
+    labels = [(r.get("labels") or {}).get("model_name") for r in records]
+    names = sorted({n for n in labels if n is not None})
     if model is not None:
         if model not in names:
             known = ", ".join(names) or "no named model"

@@ -22,8 +22,7 @@ import pandas as pd
 
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
-from . import kernels as kernel_mod
-from . import phases as phase_mod
+from . import kernels as kernel_mod, phases as phase_mod
 from .projection import op_totals, project
 from .ranges import closest_names, name_counts, select
 from .stats import STAT_NAMES, describe, ratio_of_medians
@@ -113,7 +112,7 @@ def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> R
             f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)"
         )
     near = closest_names(ranges, range_name)
-    listed = near or list(name_counts(ranges).index[:5])
+    listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
     return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with --range)")
 

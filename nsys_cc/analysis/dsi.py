@@ -82,7 +82,8 @@ def _inputs(c, alpha, k) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise InputError("α must lie in [0, 1]")
     if np.any(~(k >= 1)) or np.any(k != np.round(k)):
         raise InputError("the lookahead k must be a whole number ≥ 1")
-    return np.broadcast_arrays(c, alpha, k)
+    c, alpha, k = np.broadcast_arrays(c, alpha, k)
+    return c, alpha, k
 
 
 def _accepted(rng: np.random.Generator, log_alpha: np.ndarray, proposed: np.ndarray) -> np.ndarray:
@@ -227,9 +228,9 @@ def _best_over_k(cost: np.ndarray, ks: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return best, np.where(np.isnan(best), 0, ks[idx])
 
 
-def heatmaps(c_grid: Sequence[float], alpha_grid: Sequence[float], ks: Sequence[int] = range(1, 21),
-             n_tokens: int = 1000, repeats: int = 5, servers: int | None = DEFAULT_SERVERS,
-             seed: int = 0) -> Heatmaps:
+def heatmaps(c_grid: Sequence[float] | np.ndarray, alpha_grid: Sequence[float] | np.ndarray,
+             ks: Sequence[int] = range(1, 21), n_tokens: int = 1000, repeats: int = 5,
+             servers: int | None = DEFAULT_SERVERS, seed: int = 0) -> Heatmaps:
     """Simulate every (α, c, k) of the grid and keep, per cell, the best k for SI and for DSI.
 
     c is clipped to ≥ 0.01 and α to [0.01, 0.99], as in Timor et al.'s heatmaps; the clipped grids are returned.

@@ -94,7 +94,8 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
         fallback = distinct.min() if distinct.size > 1 else 1.0
         batch = np.where(np.isnan(batch), fallback, batch)
         source = (
-            f"the smallest payload ({fallback:g})" if distinct.size > 1 else "an assumed batch of 1 (one payload value only)"
+            f"the smallest payload ({fallback:g})" if distinct.size > 1
+            else "an assumed batch of 1 (one payload value only)"
         )
     tokens_per_seq = payload / np.maximum(batch, 1)
     phase = np.where(tokens_per_seq > 1, "prefill", "decode")

@@ -26,9 +26,11 @@ def select(ranges: pd.DataFrame, name: str) -> pd.DataFrame:
 
 
 def name_counts(ranges: pd.DataFrame) -> pd.Series:
-    """Number of ranges per qualified name, most frequent first (ties by name)."""
-    counts = ranges["qualified_name"].astype(object).value_counts(dropna=True)
-    frame = counts.rename_axis("name").reset_index(name="count").sort_values(["count", "name"], ascending=[False, True])
+    """Number of ranges per qualified name, most frequent first (ties by name). Unnamed ranges (no text, no
+    registered string: real, e.g. 1,998 of 21,462 in one public nvFuser trace) are counted under a missing name."""
+    counts = ranges["qualified_name"].astype(object).value_counts(dropna=False)
+    frame = counts.rename_axis("name").reset_index(name="count")
+    frame = frame.sort_values(["count", "name"], ascending=[False, True], na_position="last", kind="stable")
     return pd.Series(frame["count"].to_numpy(), index=pd.Index(frame["name"], name="name"), name="count")
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -141,7 +142,7 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
     cs = np.array([c, c_high, c_low])  # S falls as c grows: c_high gives the low ends
     g_best, s_best = best_gamma(alpha, cs, max_gamma)
     s_at = [None, None, None] if gamma is None else [float(v) for v in walltime_factor(alpha, gamma, cs)]
-    j = dict(
+    j: dict[str, Any] = dict(
         c=c, c_low=c_low, c_high=c_high, alpha=alpha, gamma=None if gamma is None else int(gamma),
         speedup=s_at[0], speedup_low=s_at[1], speedup_high=s_at[2],
         best_gamma=int(g_best[0]), best_gamma_low=int(g_best[1]), best_gamma_high=int(g_best[2]),

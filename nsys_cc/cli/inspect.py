@@ -16,7 +16,8 @@ def _text_table(rows: list[list[str]], header: list[str], right: set[int]) -> st
     widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
 
     def line(cells):
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        padded = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return "  ".join(padded).rstrip()
 
     return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]) + "\n"
 
@@ -62,7 +63,8 @@ def ranges(file, name, fmt):
     if fmt == "csv":
         click.echo(table.to_csv(index=False), nl=False)
     elif fmt == "json":
-        records = [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in table.astype(object).to_dict("records")]
+        rows = table.astype(object).to_dict("records")
+        records = [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in rows]
         click.echo(json.dumps(records, indent=1, default=int))
     elif table.empty:
         click.echo(f"no NVTX ranges in {file}", err=True)

@@ -38,7 +38,8 @@ metrics_option = click.option(
 )
 
 
-def alphas_from(values: tuple[str, ...], metrics_path: str | None, *, required: bool = True) -> tuple[list[float], str | None]:
+def alphas_from(values: tuple[str, ...], metrics_path: str | None, *,
+                required: bool = True) -> tuple[list[float], str | None]:
     """α values from --acceptance and/or a --metrics dump (its i.i.d. estimate), and a note on where α came from."""
     try:
         alphas = parse_acceptance(values)

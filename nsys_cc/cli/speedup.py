@@ -45,7 +45,7 @@ def _record(j: speedup_mod.Judgement) -> dict:
 
 def _times(value: float, low: float | None, high: float | None) -> str:
     fmt = speedup_mod.fmt_speedup
-    return f"{fmt(value)}×" + ("" if low is None else f" ({fmt(low)}–{fmt(high)}×)")
+    return f"{fmt(value)}×" + ("" if low is None or high is None else f" ({fmt(low)}–{fmt(high)}×)")
 
 
 def _table(records: list[dict], gamma: int | None) -> str:

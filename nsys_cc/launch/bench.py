@@ -16,8 +16,7 @@ def main(argv: list[str]) -> None:
     from . import vllm_plugin
 
     vllm_plugin.register()
-    from vllm.benchmarks.latency import add_cli_args
-    from vllm.benchmarks.latency import main as run_latency
+    from vllm.benchmarks.latency import add_cli_args, main as run_latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
     parser = FlexibleArgumentParser(prog="python -m nsys_cc.launch.bench", description=__doc__)

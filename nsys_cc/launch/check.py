@@ -73,8 +73,8 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
         inside = (starts >= it.start_ns) & (starts <= it.end_ns)
         sums.append(durations[inside].sum() / 1e6)
         counts.append(int(inside.sum()))
-    sums, lat = np.asarray(sums), latencies[:n]
-    share = sums / lat if n else np.array([np.nan])
+    lat = latencies[:n]
+    share = np.asarray(sums) / lat if n else np.array([np.nan])
     nan = float("nan")
     return {
         "model": label,

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from .. import progress
 from ..errors import InputError, NsysCCError, ProfileError
@@ -36,6 +36,9 @@ from . import check
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
 from .models import Model, resolve_all
 from .vllm_plugin import FORWARD_RANGE
+
+if TYPE_CHECKING:
+    from ..analysis.coefficient import CostCoefficientResult
 
 DEFAULT_TIMEOUT_S = 1800
 # nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
@@ -80,7 +83,7 @@ class ProfileRun:
 
     out_dir: Path
     runs: list[ModelRun]
-    result: object | None = None
+    result: CostCoefficientResult | None = None
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
 

@@ -63,7 +63,8 @@ def _safe_label(name: str) -> str:
 
 def resolve_all(specs: list[str]) -> list[Model]:
     """Resolve each spec; labels made unique by suffixes `-2`, `-3`, … in order."""
-    models, seen = [], {}
+    models: list[Model] = []
+    seen: dict[str, int] = {}
     for spec in specs:
         m = resolve(spec)
         n = seen[m.label] = seen.get(m.label, 0) + 1

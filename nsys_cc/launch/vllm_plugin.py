@@ -287,7 +287,7 @@ def _as_pw_graph(original: Callable) -> Callable:
 def _as_fullgraph(original: Callable) -> Callable:
     def run_fullgraph(self, desc, *args, **kwargs):
         # The graph replays its captured inputs: the batch descriptor knows the (padded) size, the step the real one.
-        _enter(FORWARD_RANGE, lambda _: _state.tokens or getattr(desc, "num_tokens", 0), {})
+        _enter(FORWARD_RANGE, lambda _: _state.tokens or getattr(desc, "num_tokens", 0) or 0, {})
         try:
             return original(self, desc, *args, **kwargs)
         finally:
@@ -419,5 +419,5 @@ class _PatchOnImport(importlib.abc.MetaPathFinder):
             exec_module(module)
             _apply(fullname, module)
 
-        spec.loader.exec_module = exec_and_patch
+        spec.loader.exec_module = exec_and_patch  # type: ignore[method-assign]
         return spec

@@ -49,8 +49,9 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
         })
     coefficients = [
-        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c), "ci95": [_num(r.ci_low), _num(r.ci_high)],
-         "draft_median_ms": _num(r.draft_median_ms), "target_median_ms": _num(r.target_median_ms)}
+        {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
+         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
+         "target_median_ms": _num(r.target_median_ms)}
         for r in result.coefficients.itertuples()
     ]
     out = {
@@ -108,7 +109,8 @@ def _markdown_table(df: pd.DataFrame) -> str:
 
 
 def _long_csv(result: "CostCoefficientResult") -> str:
-    coef = result.coefficients.rename(columns={"draft": "model"})[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
+    coef = result.coefficients.rename(columns={"draft": "model"})
+    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
     table = result.summary.merge(coef, on=["model", "phase", "metric"], how="left")
     buf = io.StringIO()
     table.to_csv(buf, index=False)
@@ -118,6 +120,8 @@ def _long_csv(result: "CostCoefficientResult") -> str:
 def _verdict_lines(result: "CostCoefficientResult") -> list[str]:
     """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
     v = result.verdicts
+    if v is None:
+        return []
     v = v[v["metric"].isin(("wall", "gpu_span"))]
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 
@@ -131,7 +135,8 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
     table = display_table(result)
     if fmt == "markdown":
         parts = [_markdown_table(table)]
-        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
+        parts += ["", "**Diagnosis**", ""]
+        parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
         if result.verdicts is not None:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]

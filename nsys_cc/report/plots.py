@@ -19,7 +19,7 @@ import re
 import textwrap
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -31,10 +31,12 @@ from ..analysis.speedup import sig3
 from . import speedup_plots
 
 if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
     from ..analysis.coefficient import CostCoefficientResult, ModelForwards
 
 DPI = 150
-STYLE = {
+STYLE: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -91,7 +93,7 @@ def _legend_below(fig: Figure, axes: list) -> None:
 
 
 def _model_colors(result: "CostCoefficientResult") -> dict[str, str]:
-    palette = matplotlib.colormaps["tab10"].colors
+    palette = matplotlib.color_sequences["tab10"]
     return {m.name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, m in enumerate(result.models)}
 
 
@@ -152,14 +154,17 @@ def plot_forward_times(result: "CostCoefficientResult") -> Figure | None:
 
 
 def _coef_phases(result: "CostCoefficientResult") -> list[str]:
+    """Prefill and decode when the coefficients have them, else `all`. The `all` c mixes both kinds of step: it is
+    right for neither, and its interval (often many times wider) would flatten theirs on a shared axis."""
     present = set(result.coefficients["phase"])
-    return [p for p in PHASE_ORDER if p in present]
+    split = [p for p in PHASE_ORDER if p != "all" and p in present]
+    return split or [p for p in PHASE_ORDER if p in present]
 
 
 def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
-    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase; reference lines
-    at c = 1 and at each acceptance rate α the user gave (speculative decoding can only win when c < α).
-    None when there are no coefficients."""
+    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase (prefill and
+    decode; `all` only when the phases could not be told apart); reference lines at c = 1 and at each acceptance
+    rate α the user gave (speculative decoding can only win when c < α). None when there are no coefficients."""
     coef = result.coefficients
     phases = _coef_phases(result)
     if coef.empty or not phases:
@@ -366,8 +371,7 @@ def speedup_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
 
 def make_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
     """Every plot that has data, by file stem."""
-    figs = {name: fn(result) for name, fn in PLOTS.items()}
-    figs = {name: fig for name, fig in figs.items() if fig is not None}
+    figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
     return {**figs, **speedup_figures(result)}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
@@ -21,10 +22,13 @@ from ..analysis import speedup
 from ..analysis.dsi import Heatmaps
 from ..errors import InputError
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
 C_LABEL = "cost coefficient c (draft ÷ target forward time)"
 ALPHA_LABEL = "acceptance rate α"
 GAMMA_LABEL = "speculative tokens γ per iteration"
-STYLE = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9}
+STYLE: dict[RcKeyType, Any] = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9}
 _WIN, _LOSE = "#d8ecd3", "#f6d5d0"
 
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..errors import InputError
-from .formats import render, result_to_dict
+from .formats import _markdown_table, render, result_to_dict
 from .plots import make_plots
 
 if TYPE_CHECKING:
@@ -76,14 +76,14 @@ def write_report(
     versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
     md = [
         "# Cost coefficient report", "",
-        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and metric, "
-        f"with a 95 % bootstrap interval (seed {result.seed}).", "",
+        f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and "
+        f"metric, with a 95 % bootstrap interval (seed {result.seed}).", "",
         render(result, "markdown"),
     ]
     if extra_notes:
         md += ["**Run**", ""] + [f"- {n}" for n in extra_notes] + [""]
     for name, df in (extra_tables or {}).items():
-        md += [f"**{name}**", "", df.to_markdown(index=False) if _has_tabulate() else df.to_string(index=False), ""]
+        md += [f"**{name}**", "", _markdown_table(df), ""]
     if pngs:
         md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
@@ -91,11 +91,3 @@ def write_report(
     path = out / "report.md"
     path.write_text("\n".join(md))
     return path
-
-
-def _has_tabulate() -> bool:
-    try:
-        import tabulate  # noqa: F401
-    except ImportError:
-        return False
-    return True

@@ -233,7 +233,8 @@ def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int
     out: list = []
     j = 0
     for k in kinds:
-        col = pa.chunked_array([b.column(j) for b in batches], type=batches[0].schema.field(j).type) if batches else None
+        col = (pa.chunked_array([b.column(j) for b in batches], type=batches[0].schema.field(j).type)
+               if batches else None)
         if col is None or len(col) == 0:
             out.append(_empty(k))
             j += 2 if k == "text" else 1

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
-
 from pandas.api.types import union_categoricals
 
 from .bulk import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_columns
@@ -168,7 +167,8 @@ def read_memops(trace) -> pd.DataFrame:
     kinds = memcpy.pop("copy_kind").to_numpy(dtype=np.int64, na_value=NULL_INT)
     names = {int(k): labels.get(int(k), str(int(k))) for k in np.unique(kinds) if k != NULL_INT}
     memcpy["copy_kind"] = categorical(kinds, names)
-    memset["copy_kind"] = pd.Categorical.from_codes(np.full(len(memset), -1), categories=memcpy["copy_kind"].cat.categories)
+    memset["copy_kind"] = pd.Categorical.from_codes(np.full(len(memset), -1),
+                                                    categories=memcpy["copy_kind"].cat.categories)
     memcpy.insert(0, "kind", "memcpy")
     memset.insert(0, "kind", "memset")
     frame = pd.concat([memcpy, memset], ignore_index=True)
@@ -200,7 +200,9 @@ def api_times(trace) -> dict[str, np.ndarray]:
     """Just what the projection needs of the API calls, row for row as `read_api`, as arrays: start_ns, end_ns,
     correlation_id, global_tid (4 values per row instead of 6, and no frame: reading is the cost on big exports)."""
     cols = [*TIME_COLUMNS, Col("global_tid", "globalTid")]
-    parts = [_read_arrays(trace, RUNTIME, cols)] + ([_read_arrays(trace, DRIVER, cols)] if trace.has_table(DRIVER) else [])
+    parts = [_read_arrays(trace, RUNTIME, cols)]
+    if trace.has_table(DRIVER):
+        parts.append(_read_arrays(trace, DRIVER, cols))
     return parts[0] if len(parts) == 1 else {c.out: np.concatenate([p[c.out] for p in parts]) for c in cols}
 
 

@@ -91,7 +91,8 @@ def read_ranges(trace) -> pd.DataFrame:
         [
             "rowid", "start", f"coalesce(end, {NULL_INT})", "eventType", "coalesce(globalTid, 0)",
             f"coalesce(endGlobalTid, {NULL_INT})", f"coalesce(textId, {NULL_INT})", f"coalesce(domainId, {NULL_INT})",
-            f"coalesce(category, {NULL_INT})", f"{any_payload} IS NOT NULL", f"coalesce(CAST({any_payload} AS REAL), 0.0)",
+            f"coalesce(category, {NULL_INT})", f"{any_payload} IS NOT NULL",
+            f"coalesce(CAST({any_payload} AS REAL), 0.0)",
             "text",
         ],
         where=_WHERE,

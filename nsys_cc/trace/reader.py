@@ -24,6 +24,7 @@ import sqlite3
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pandas as pd
 from sqlalchemy import create_engine
@@ -234,7 +235,7 @@ class Trace:
                 self._cache["strings"] = (
                     dict(conn.execute("SELECT id, value FROM StringIds")) if self.has_table("StringIds") else {}
                 )
-        return self._cache["strings"]
+        return cast("dict[int, str]", self._cache["strings"])
 
     def nvtx_ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.

@@ -5,8 +5,9 @@ batch 1, and runs `--warmup` then `--iters` iterations of one `--input-len`-toke
 one-token decode steps. Each forward is an NVTX push/pop range `model_executable()` whose payload is its token
 count, each iteration an `nsys_cc:warmup` / `nsys_cc:iteration` range with payload 1 (the batch) — the conventions
 `nsys-cc analyze` reads, so warm-up is dropped and phases come from the payloads. Each forward range ends after a
-device synchronisation, so its wall time is the forward's latency, not only the CPU time to launch it. `--graphs` replays the decode step
-as a CUDA graph (static KV cache). Runs on the CPU too (float32), which is how it is tested before a GPU run.
+device synchronisation, so its wall time is the forward's latency, not only the CPU time to launch it. `--graphs`
+replays the decode step as a CUDA graph (static KV cache). Runs on the CPU too (float32), which is how it is
+tested before a GPU run.
 
     python workload.py --model llama-68m-shape [--input-len 128] [--decode 8] [--warmup 3] [--iters 10] [--graphs]
 """
