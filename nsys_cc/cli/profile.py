@@ -2,31 +2,46 @@
 
 Exit status: 0 when every model was profiled and the report written; 1 when the report was written but some
 draft failed (the report and status.json say which, and where its log is); 2 when no report could be made
-(bad arguments, nsys or vLLM missing, the target or every draft failed); 130 on Ctrl-C.
+(bad arguments, nsys or vLLM missing, the target or every draft failed); 130 on Ctrl-C. With `--speculate` (or
+`--speculative-config`) the speculative runs count like drafts: 1 when one failed.
 """
 
 from __future__ import annotations
+
+import re
 
 import click
 
 from . import cli
 from .options import acceptance_option, parse_acceptance
 
+SPEC_OUTPUT_LEN = 32
+_SPEC_PARAMS = re.compile(r"\bspeculat(?:e|ive_config)\b")
+
 
 @cli.command()
 @click.option("--target", required=True, metavar="MODEL",
               help="Target model: a shipped shape (e.g. llama-2-7b-shape, tiny-llama-target), a directory with a "
                    "config.json, or a Hugging Face id.")
-@click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
-              help="Draft model (repeat for several), same forms as --target.")
+@click.option("--draft", "drafts", multiple=True, metavar="MODEL",
+              help="Draft model (repeat for several), same forms as --target; needed unless --speculative-config "
+                   "names a proposer without a draft model (ngram).")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
-@click.option("--output-len", type=int, default=2, show_default=True,
-              help="Generated tokens per sequence (1 prefill + N−1 decode forwards per iteration).")
+@click.option("--output-len", type=int, default=None,
+              help="Generated tokens per sequence (1 prefill + N−1 decode forwards per iteration). "
+                   "Default 2, or 32 with --speculate/--speculative-config, so that decode steps dominate.")
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Sequences per iteration.")
 @click.option("--num-iters-warmup", type=int, default=5, show_default=True, help="Warm-up iterations (marked).")
 @click.option("--num-iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--speculate", default=None, metavar="G1,G2,…",
+              help="Also run the target speculatively with each draft (vLLM method draft_model) at each γ "
+                   "(num_speculative_tokens), labelled DRAFT.spec-gγ, e.g. --speculate 1,3.")
+@click.option("--speculative-config", default=None, metavar="JSON",
+              help="vLLM's --speculative-config: the base of the --speculate runs (model and γ filled in), or alone "
+                   "one more speculative run as given, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
+                   "\"prompt_lookup_max\": 4}'.")
 @click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
@@ -44,24 +59,41 @@ from .options import acceptance_option, parse_acceptance
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
               show_default=True, help="Format of the table printed at the end.")
-def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, cuda_graphs,
-            vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, speculate,
+            speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run,
+            acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
-    from ..errors import ProfileError
+    from ..errors import InputError, ProfileError
     from ..launch import launcher
     from ..launch.commands import BenchOptions
 
+    speculating = speculate is not None or speculative_config is not None
+    if output_len is None:
+        output_len = SPEC_OUTPUT_LEN if speculating else BenchOptions.output_len
+    try:
+        gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
+        launcher.plan(target, list(drafts), out_dir, BenchOptions(), nsys="nsys", gpu=False, speculate=gammas,
+                      speculative_config=speculative_config)
+    except InputError as exc:  # the library names its parameters; say the flags
+        raise InputError(_SPEC_PARAMS.sub(lambda m: "--" + m.group(0).replace("_", "-"), str(exc))) from None
+    spec = {"speculate": gammas, "speculative_config": speculative_config}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,
                            vllm_args=tuple(vllm_args))
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                    nsys_args=nsys_args), nl=False)
+                                    nsys_args=nsys_args, **spec), nl=False)
         return
     outcome = launcher.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
-        trace=nsys_trace, nsys_args=nsys_args, acceptance=parse_acceptance(acceptance), seed=seed,
+        trace=nsys_trace, nsys_args=nsys_args, acceptance=parse_acceptance(acceptance), seed=seed, **spec,
     )
+    if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
+        for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)
+            click.echo(f"note: {note}", err=True)
+        if outcome.failed:
+            raise SystemExit(1)
+        return
     if outcome.result is None:
         raise ProfileError("no report (the target and at least one draft must complete): " + "; ".join(outcome.notes))
     from ..report import render

