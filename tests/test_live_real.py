@@ -55,7 +55,8 @@ def server_command(port: int) -> list[str]:
     spec = f'{{"method": "draft_model", "model": "{DRAFT}", "num_speculative_tokens": {GAMMA}}}'
     return [
         sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", TARGET, "--load-format", "dummy",
-        "--served-model-name", SERVED, "--skip-tokenizer-init", "--enforce-eager", "--gpu-memory-utilization", "0.3", "--max-model-len", "512",
+        "--served-model-name", SERVED, "--skip-tokenizer-init", "--enforce-eager", "--gpu-memory-utilization", "0.3",
+        "--max-model-len", "512",
         "--host", "127.0.0.1", "--port", str(port), "--speculative-config", spec,
     ]
 

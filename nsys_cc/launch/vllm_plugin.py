@@ -127,12 +127,16 @@ def register() -> None:
     if _live.enabled():
         # Live timing (nsys_cc.live) rides on the same hooks; NVTX stays off unless NSYS_CC_PLUGIN asks for it.
         _live_on = True
-        _PATCHES.update({name: functools.partial(patch, wrap=_wrap) for name, patch in _live.PATCHES.items()})
+        _PATCHES.update({name: _with_wrap(patch) for name, patch in _live.PATCHES.items()})
     for name in list(_PATCHES):
         if name in sys.modules:
             _apply(name, sys.modules[name])
     if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
+
+
+def _with_wrap(patch: Callable[[Any, Callable], bool]) -> Callable[[Any], bool]:
+    return lambda module: patch(module, _wrap)
 
 
 # ---- ranges -------------------------------------------------------------------------------------------

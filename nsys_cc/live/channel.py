@@ -127,7 +127,7 @@ def add_stats_field(stats_cls: type) -> bool:
         return False
     if FIELD in fields:
         return True
-    new = dataclasses.field(default=None, init=False, repr=False, compare=False)
+    new: Any = dataclasses.field(default=None, init=False, repr=False, compare=False)
     new.name = FIELD
     new.type = dict[str, list[float]] | None
     new._field_type = dataclasses._FIELD  # type: ignore[attr-defined]  # what @dataclass sets on its fields
