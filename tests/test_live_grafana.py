@@ -6,6 +6,10 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.vllm  # the metric names come from the stat logger, a vLLM StatLoggerBase
+
 DASHBOARD = Path(__file__).resolve().parents[1] / "docs" / "grafana" / "nsys_cc_live.json"
 SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 

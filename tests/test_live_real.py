@@ -157,6 +157,7 @@ def in_place_c(rows) -> tuple[float, int]:
     return statistics.median(drafts) / statistics.median(verify), len(verify)
 
 
+@pytest.mark.nsys
 def test_live_c_on_metrics_agrees_with_the_in_place_c_of_a_trace_of_the_same_server(tmp_path):
     nsys = require_nsys()
     for attempt in range(3):  # nsys 2022.4 may fail to start when another session starts at the same moment
