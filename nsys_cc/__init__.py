@@ -1,30 +1,59 @@
 """nsys_cc: the cost coefficient c of speculative decoding, measured from Nsight Systems traces.
 
-Notebook entry points (imported lazily, so the vLLM plugin loads no pandas into vLLM's processes):
-- `open_trace(path)` → a `Trace` whose tables are pandas DataFrames;
-- `project(trace, ranges)` → NVTX ranges with their GPU projection;
-- `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult` (`.summary`, `.coefficients`, `.kernels`, …);
-- `speedup` → the speculative-decoding speedup model (Leviathan et al. 2023, Thm 3.8).
+What a notebook needs, all here:
+- `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
+  `.kernel_summary`, `.categories`, `.diagnosis`, `.verdicts`, `.notes`; `.render(fmt)`, `.figures()`,
+  `.write_report(dir)`;
+- `open_trace(path)` → a `Trace` whose tables are pandas DataFrames; `project(trace, ranges)` → NVTX ranges with
+  their GPU projection;
+- `speedup` (the speculative-decoding speedup model, Leviathan et al. 2023 Thm 3.8: `best_gamma`,
+  `walltime_factor`, `judge`, …) and `dsi` (the DSI simulation, Timor et al. 2024);
+- `write_report`, `render`, `make_figures`, and the plot modules `plots` and `speedup_plots`;
+- `NsysCCError`: the base of every error a user can cause.
+
+The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.launch.vllm_plugin`)
+imports this package inside every vLLM process, where pandas, SQLAlchemy and matplotlib must not be loaded for
+nothing (an eager import costs about a second and 100 MB per process). `dir(nsys_cc)` and tab completion list them,
+and editors and type checkers see them through the `TYPE_CHECKING` imports below.
 """
 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-_LAZY = {
+# name → (module, attribute); attribute None: the module itself.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
+    "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
+    "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
     "Trace": ("nsys_cc.trace", "Trace"),
     "project": ("nsys_cc.analysis.projection", "project"),
-    "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
-    "CostCoefficientResult": ("nsys_cc.analysis.coefficient", "CostCoefficientResult"),
     "speedup": ("nsys_cc.analysis.speedup", None),
+    "dsi": ("nsys_cc.analysis.dsi", None),
+    "acceptance": ("nsys_cc.analysis.acceptance", None),
+    "metrics": ("nsys_cc.analysis.metrics", None),
     "write_report": ("nsys_cc.report", "write_report"),
     "render": ("nsys_cc.report", "render"),
+    "make_figures": ("nsys_cc.report", "make_figures"),
+    "plots": ("nsys_cc.report.plots", None),
+    "speedup_plots": ("nsys_cc.report.speedup_plots", None),
+    "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
 }
 
 __all__ = [*_LAZY, "__version__"]
+
+if TYPE_CHECKING:
+    from .analysis import acceptance, dsi, metrics, speedup
+    from .analysis.coefficient import cost_coefficient
+    from .analysis.projection import project
+    from .analysis.result import CostCoefficientResult, ModelForwards
+    from .errors import NsysCCError
+    from .report import make_figures, plots, render, speedup_plots, write_report
+    from .trace import Trace, open_trace
 
 
 def __getattr__(name: str):
@@ -32,4 +61,10 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'nsys_cc' has no attribute {name!r}")
     module, attr = _LAZY[name]
     mod = importlib.import_module(module)
-    return mod if attr is None else getattr(mod, attr)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value  # later look-ups skip __getattr__
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})

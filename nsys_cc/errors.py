@@ -1,13 +1,24 @@
 """Errors a user can cause. Each carries one line of text; the CLI prints it and exits with code 2.
 
+The library names its own parameters in messages (`skip_ranges must be ≥ 0`) and says which one in `param`; the
+CLI's error handler writes that parameter's flag instead (`--skip-ranges must be ≥ 0`).
 Anything else that escapes the library is a bug in nsys_cc, not a bad input.
 """
 
+from __future__ import annotations
+
 
 class NsysCCError(Exception):
-    """Base of every error caused by input, environment or arguments (exit code 2 in the CLI)."""
+    """Base of every error caused by input, environment or arguments (exit code 2 in the CLI).
+
+    `param`: the library parameter the message names, when one is at fault (None otherwise).
+    """
 
     exit_code = 2
+
+    def __init__(self, message: str = "", *, param: str | None = None):
+        super().__init__(message)
+        self.param = param
 
 
 class InputError(NsysCCError):

@@ -61,7 +61,7 @@ def test_gpu_spans_and_c_agree_with_nsys_stats(public_dir, nsys_proj):
     assert c["ci_low"] <= c["c"] <= c["ci_high"]
     # a GPU trace gets every metric, and the kernel breakdown covers the forwards' kernels
     assert set(res.coefficients["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
-    assert not res.kernels.empty and set(res.kernels["model"]) == {m.name for m in res.models}
+    assert not res.kernel_summary.empty and set(res.kernel_summary["model"]) == {m.name for m in res.models}
 
 
 def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):

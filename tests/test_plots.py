@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nsys_cc
-from nsys_cc.report import plots
+from nsys_cc.report import figures, plots
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM = ROOT / "fixtures" / "vllm"
@@ -68,11 +68,11 @@ def _hlines(ax) -> set[float]:
 
 @pytest.mark.public
 def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
-    paths = plots.make_plots(gpu_result, tmp_path / "plots")
+    paths = figures.make_plots(gpu_result, tmp_path / "plots")
     names = [p.name for p in paths]
     for expected in ("forward_times.png", "coefficients.png", "time_breakdown.png", "kernel_categories.png"):
         assert expected in names
-    figs = plots.make_figures(gpu_result)
+    figs = figures.make_figures(gpu_result)
     for p in paths:
         assert p.exists() and p.stat().st_size > 10_000, f"{p.name} is (nearly) empty"
         w, h = figs[p.stem].get_size_inches()
@@ -81,7 +81,7 @@ def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
 
 def test_cpu_only_result_makes_no_gpu_plots(cpu_result, tmp_path):
     assert not any(m.has_cuda for m in cpu_result.models)
-    names = {p.name for p in plots.make_plots(cpu_result, tmp_path)}
+    names = {p.name for p in figures.make_plots(cpu_result, tmp_path)}
     assert {"forward_times.png", "coefficients.png", "time_breakdown.png"} <= names
     assert "kernel_categories.png" not in names
     assert plots.plot_kernel_categories(cpu_result) is None

@@ -420,7 +420,7 @@ def zero_output_len(tmp: Path) -> Case:
 @case()
 def names_do_not_match_traces(tmp: Path) -> Case:
     return analyze(TARGET, DRAFT, "--name", "only-one",
-                   expect=r"^1 --name label\(s\) for 2 traces: give one per trace or none$")
+                   expect=r"^--name has 1 label\(s\) for 2 traces: give one per trace or none$")
 
 
 @case()

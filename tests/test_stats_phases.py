@@ -107,7 +107,7 @@ def test_phase_inferred_and_unknown():
     assert rule.rule == "inferred" and rule.confidence == "high"
     fw = _forwards(range(6), wall=[1.0, 1.1, 1.05, 1.2, 1.0, 1.1])
     phase, rule = phases.assign_phases(fw, _marks([]), None, np.ones(6, bool))
-    assert rule.rule == "unknown" and all(p is None for p in phase)
+    assert rule.rule == "unknown" and all(p == "all" for p in phase)
 
 
 @pytest.mark.parametrize("name,kind,expected", [

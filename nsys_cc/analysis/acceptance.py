@@ -192,3 +192,40 @@ def load(path: str | os.PathLike, model: str | None = None) -> AcceptanceStats:
     if doc.get("version") != DUMP_VERSION and doc.get("format") == DUMP_FORMAT:
         raise InputError(f"{os.fspath(path)}: metrics dump version {doc.get('version')!r} is not {DUMP_VERSION}")
     return from_metrics(doc, model)
+
+
+def parse_alphas(acceptance) -> list[float]:
+    """Acceptance rates in [0, 1] as a user writes them: one number (0.8), a string of comma-separated numbers
+    ("0.6,0.8"), or a sequence of either. Raises InputError naming `acceptance`."""
+    if acceptance is None:
+        return []
+    items = [acceptance] if isinstance(acceptance, (str, int, float)) else list(acceptance)
+    out = []
+    for item in items:
+        parts = [p.strip() for p in item.split(",")] if isinstance(item, str) else [item]
+        for part in parts:
+            if isinstance(part, str) and not part:
+                continue
+            try:
+                a = float(part)
+            except (TypeError, ValueError):
+                raise InputError(f"acceptance: {part!r} is not a number", param="acceptance") from None
+            if not 0.0 <= a <= 1.0:
+                raise InputError(f"acceptance: {a:g} is outside [0, 1]", param="acceptance")
+            out.append(a)
+    return out
+
+
+def alphas_with_source(acceptance, metrics_dump: str | os.PathLike | None = None) -> tuple[list[float], str | None]:
+    """α values from `acceptance` (see `parse_alphas`) and, when given, the i.i.d. estimate of a `metrics_dump`
+    (`dump_metrics`), with a note saying where that α came from (None without a dump)."""
+    alphas = parse_alphas(acceptance)
+    if metrics_dump is None:
+        return alphas, None
+    stats = load(metrics_dump)
+    if math.isnan(stats.alpha_iid):
+        raise InputError(f"{os.fspath(metrics_dump)} has no per-position counts of accepted tokens; give acceptance "
+                         "instead", param="acceptance")
+    alphas.append(stats.alpha_iid)
+    return alphas, (f"α from {os.fspath(metrics_dump)}: {stats.alpha_iid:.3g} (i.i.d. maximum likelihood over "
+                    f"{stats.num_drafts} drafts; vLLM's accepted ÷ draft tokens = {stats.alpha:.3g})")

@@ -1,21 +1,15 @@
 """The cost coefficient c = draft forward time ÷ target forward time (Leviathan et al. 2023, Def. 3.7).
 
 For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
-phase (see `phases`). Per forward, the metrics are (all from `projection.project`):
-- wall: the NVTX range's CPU duration, end − start;
-- gpu_span: nsys's projected duration, first GPU op start → last GPU op end of the work launched inside the range;
-- kernel_sum: the sum of the durations of those kernels (overlapping kernels count twice);
-- gpu_busy: the length of the union of those GPU ops' intervals (kernels, copies, fills, graph launches);
-- launch_api: time spent in the CUDA API calls inside the range that launched GPU work;
-- gpu_idle: gpu_span − gpu_busy, the gaps inside the projected span where none of the range's work ran.
+phase (see `phases`) and the per-forward metrics of the registry (`metrics.METRICS`, from `projection.project`).
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
+This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -23,75 +17,33 @@ import pandas as pd
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from . import kernels as kernel_mod, phases as phase_mod
+from .acceptance import alphas_with_source
+from .diagnosis import diagnose
+from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import closest_names, name_counts, select
-from .stats import STAT_NAMES, describe, ratio_of_medians
+from .result import CostCoefficientResult, ModelForwards, PhaseRule
+from .speedup import speedup_marks, verdicts
+from .stats import STAT_NAMES, describe, median, ratio_of_medians
+
+__all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient", "load_model"]
 
 DEFAULT_RANGE = "model_executable()"
-# metric → per-forward column (ns)
-METRICS = {
-    "wall": "wall_ns",
-    "gpu_span": "gpu_span_ns",
-    "kernel_sum": "kernel_sum_ns",
-    "gpu_busy": "gpu_busy_ns",
-    "launch_api": "launch_api_ns",
-    "gpu_idle": "gpu_idle_ns",
-}
-C_METRICS = ("wall", "gpu_span", "kernel_sum", "gpu_busy")
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
 NAME_CHARS = 80
-
-
-@dataclass
-class ModelForwards:
-    """One model's trace and its forward ranges (`forwards`: every matching range, with `kept` and `phase`)."""
-
-    name: str
-    role: str
-    path: str
-    nsys_version: str | None
-    has_cuda: bool
-    forwards: pd.DataFrame
-    warmup_note: str
-    phase_rule: phase_mod.PhaseRule
-    # GPU ops of the kept forwards per (group = phase, kind, name): count, duration_ns (`projection.op_totals`).
-    op_totals: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
-    # Why there are no GPU metrics (when has_cuda is False).
-    gpu_note: str = ""
-
-    # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
-    # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
-    _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    @property
-    def kept(self) -> pd.DataFrame:
-        return self.phase_rows("all")
-
-    def phase_rows(self, phase: str) -> pd.DataFrame:
-        if phase not in self._rows:
-            kept = self._rows.get("all")
-            if kept is None:
-                kept = self._rows["all"] = self.forwards[self.forwards["kept"]]
-            self._rows[phase] = kept if phase == "all" else kept[kept["phase"] == phase]
-        return self._rows[phase]
-
-    @property
-    def phases(self) -> list[str]:
-        return [p for p in phase_mod.PHASES if len(self.phase_rows(p))]
+PathLike = str | os.PathLike
 
 
 def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
     out = proj.copy()
-    out["wall_ns"] = out["duration_ns"].astype(float)
-    gpu = {
-        "gpu_span_ns": "proj_duration_ns",
-        "kernel_sum_ns": "kernel_sum_ns",
-        "gpu_busy_ns": "gpu_busy_ns",
-        "launch_api_ns": "launch_api_ns",
-    }
-    for new, old in gpu.items():
-        out[new] = pd.to_numeric(out[old], errors="coerce").astype(float) if has_cuda and old in out else np.nan
-    out["gpu_idle_ns"] = out["gpu_span_ns"] - out["gpu_busy_ns"]
+    for m in METRICS:
+        if m.derive is not None:
+            continue
+        present = m.source in out and (has_cuda or not m.gpu)
+        out[m.column] = pd.to_numeric(out[m.source], errors="coerce").astype(float) if present else np.nan
+    for m in METRICS:
+        if m.derive is not None:
+            out[m.column] = m.derive(out)
     out["kernels"] = pd.to_numeric(out["kernels"], errors="coerce") if has_cuda and "kernels" in out else np.nan
     return out
 
@@ -114,11 +66,12 @@ def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> R
     near = closest_names(ranges, range_name)
     listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
-    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with --range)")
+    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with range_name)",
+                              param="range_name")
 
 
 def load_model(
-    path: str,
+    path: PathLike,
     *,
     name: str,
     role: str,
@@ -127,6 +80,7 @@ def load_model(
     output_len: int | None = None,
 ) -> ModelForwards:
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases."""
+    path = os.fspath(path)
     with open_trace(path) as trace:
         ranges = trace.nvtx_ranges()
         matched = select(ranges, range_name).sort_values("start_ns", kind="stable")
@@ -148,7 +102,7 @@ def load_model(
                 )
             raise RangeNotFoundError(
                 f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
-                "lower --skip-ranges"
+                "lower skip_ranges", param="skip_ranges"
             )
         gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
         if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
@@ -162,15 +116,17 @@ def load_model(
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
         totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
-        return ModelForwards(name, role, str(path), trace.nsys_version, has_cuda, forwards, warm_note, rule, totals,
-                             gpu_note)
+        return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
+                             has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
+                             op_totals=totals, gpu_note=gpu_note)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
     """Labels for the models: `names` when given, else file names without the extension (made unique)."""
     if names:
         if len(names) != len(paths):
-            raise InputError(f"{len(names)} --name label(s) for {len(paths)} traces: give one per trace or none")
+            raise InputError(f"names has {len(names)} label(s) for {len(paths)} traces: give one per trace or none",
+                             param="names")
         return list(names)
     stems = [os.path.basename(p).removesuffix(".sqlite").removesuffix(".nsys-rep") for p in paths]
     out = []
@@ -179,33 +135,49 @@ def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
     return out
 
 
-def _check_distinct(paths: Sequence[str]) -> None:
-    seen: dict[str, str] = {}
-    for p in paths:
-        key = os.path.realpath(p)
+def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: list[str],
+                 labels: list[str]) -> list[str]:
+    """One range name per trace: the same for all (a string), one per trace in order (a sequence), or by model
+    label (a mapping; labels it does not name get the default range)."""
+    if isinstance(range_name, str):
+        return [range_name] * len(paths)
+    if isinstance(range_name, Mapping):
+        unknown = [k for k in range_name if k not in labels]
+        if unknown:
+            raise InputError(f"range_name names {', '.join(map(repr, unknown))}, which is not a model's label "
+                             f"({', '.join(map(repr, labels))})", param="range_name")
+        return [str(range_name.get(label, DEFAULT_RANGE)) for label in labels]
+    names = [str(r) for r in range_name]
+    if len(names) == 1:
+        return names * len(paths)
+    if len(names) != len(paths):
+        raise InputError(f"range_name has {len(names)} names for {len(paths)} traces: give one for all or one per "
+                         "trace", param="range_name")
+    return names
+
+
+def _check_distinct(paths: Sequence[str], range_names: Sequence[str]) -> None:
+    """A trace may appear twice only with a different range: the same forwards cannot be compared with themselves."""
+    seen: dict[tuple[str, str], str] = {}
+    for p, r in zip(paths, range_names):
+        key = (os.path.realpath(p), r)
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
         seen[key] = p
 
 
 def _summary(models: list[ModelForwards]) -> pd.DataFrame:
+    """Per model, phase and metric: count (forwards with a value of that metric) and the statistics in ms."""
     rows = []
     for m in models:
         for phase in m.phases:
             sub = m.phase_rows(phase)
-            for metric, col in METRICS.items():
-                if metric != "wall" and not m.has_cuda:
-                    continue
-                st = describe(sub[col].to_numpy(dtype=float) / 1e6)
-                rows.append({"model": m.name, "role": m.role, "phase": phase, "metric": metric, "count": len(sub),
-                             **{f"{k}_ms": v for k, v in st.items()}})
+            for metric in metrics_for(m.has_cuda):
+                values = sub[metric.column].to_numpy(dtype=float)
+                st = describe(values / 1e6)
+                rows.append({"model": m.name, "role": m.role, "phase": phase, "metric": metric.name,
+                             "count": int(np.isfinite(values).sum()), **{f"{k}_ms": v for k, v in st.items()}})
     return pd.DataFrame(rows, columns=["model", "role", "phase", "metric", "count", *[f"{k}_ms" for k in STAT_NAMES]])
-
-
-def _median_ms(values: np.ndarray) -> float:
-    """Median in ms of the finite values (NaN where a forward launched nothing); NaN, silently, when none is."""
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) / 1e6 if finite.size else float("nan")
 
 
 def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> pd.DataFrame:
@@ -215,14 +187,15 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
             if phase not in target.phases:
                 continue
             t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
+            gpu_ok = d.has_cuda and target.has_cuda
             for metric in C_METRICS:
-                if metric != "wall" and not (d.has_cuda and target.has_cuda):
+                if not gpu_ok and metric not in {m.name for m in metrics_for(False)}:
                     continue
-                col = METRICS[metric]
+                col = COLUMNS[metric]
                 dv, tv = d_rows[col].to_numpy(dtype=float), t_rows[col].to_numpy(dtype=float)
                 c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
-                             "draft_median_ms": _median_ms(dv), "target_median_ms": _median_ms(tv),
+                             "draft_median_ms": median(dv) / 1e6, "target_median_ms": median(tv) / 1e6,
                              "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum())})
     cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
             "n_draft", "n_target"]
@@ -236,12 +209,11 @@ def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFr
             continue
         totals = m.op_totals
         for phase in m.phases:
-            sub = totals if phase == "all" else totals[totals["group"].to_numpy(dtype=object) == phase]
+            sub = totals if phase == ALL else totals[totals["group"].to_numpy(dtype=object) == phase]
             table = kernel_mod.breakdown_totals(sub, len(m.phase_rows(phase)))
             kern.append(table.assign(model=m.name, role=m.role, phase=phase))
             cats.append(kernel_mod.by_category(table).assign(model=m.name, role=m.role, phase=phase))
-    kcols = ["model", "role", "phase", "name", "kind", "category", "calls_per_forward", "time_per_forward_ms",
-             "mean_duration_us", "share"]
+    kcols = ["model", "role", "phase", *kernel_mod.BREAKDOWN_COLUMNS]
     ccols = ["model", "role", "phase", "category", "calls_per_forward", "time_per_forward_ms", "share"]
     k = pd.concat(kern, ignore_index=True)[kcols] if kern else pd.DataFrame(columns=kcols)
     c = pd.concat(cats, ignore_index=True)[ccols] if cats else pd.DataFrame(columns=ccols)
@@ -264,107 +236,71 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
             for text, names in holders.items()]
 
 
-@dataclass
-class CostCoefficientResult:
-    """Everything `analyze` reports; each table is a DataFrame a notebook can use directly.
-
-    - `summary`: per model, phase and metric: count, median/mean/p10/p90/std in ms.
-    - `coefficients`: per draft, phase and metric: c, ci_low, ci_high (95 % bootstrap), the two medians in ms.
-    - `forwards`: every matching range of every model (`kept`, `phase` and the per-forward metrics in ns).
-    - `kernels` / `categories`: per model and phase, GPU ops and categories per forward.
-    - `diagnosis`: per draft, plain sentences on where its forward time goes against the target's.
-    - `verdicts`: what c means for speculative decoding at the given acceptance rates (None when none given).
-    - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
-    """
-
-    range_name: str
-    models: list[ModelForwards]
-    summary: pd.DataFrame
-    coefficients: pd.DataFrame
-    kernels: pd.DataFrame
-    categories: pd.DataFrame
-    diagnosis: pd.DataFrame
-    notes: list[str]
-    seed: int
-    acceptance: tuple[float, ...] = ()
-    verdicts: pd.DataFrame | None = None
-
-    @property
-    def target(self) -> ModelForwards:
-        return self.models[0]
-
-    @property
-    def drafts(self) -> list[ModelForwards]:
-        return self.models[1:]
-
-    @property
-    def forwards(self) -> pd.DataFrame:
-        keep = ["range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
-                *METRICS.values()]
-        return pd.concat(
-            [m.forwards.reindex(columns=keep).assign(model=m.name, role=m.role) for m in self.models],
-            ignore_index=True,
-        )[["model", "role", *keep]]
-
-    def to_dict(self) -> dict:
-        """The JSON document of `nsys-cc analyze --format json`."""
-        from ..report.formats import result_to_dict
-
-        return result_to_dict(self)
+def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
+    """One path or several, as a user writes them (a lone string is one path, not its characters)."""
+    if isinstance(drafts, (str, os.PathLike)):
+        return [os.fspath(drafts)]
+    return [os.fspath(d) for d in drafts]
 
 
 def cost_coefficient(
-    target: str,
-    drafts: Sequence[str],
+    target: PathLike,
+    drafts: PathLike | Sequence[PathLike],
     *,
     names: Sequence[str] | None = None,
-    range_name: str = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
-    acceptance: Sequence[float] = (),
+    acceptance: float | str | Sequence[float | str] = (),
+    metrics_dump: PathLike | None = None,
     seed: int = 0,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
         target: the target model's trace.
-        drafts: one trace per draft model (at least one).
+        drafts: the draft models' traces: one path, or a sequence of paths (at least one).
         names: labels for [target, *drafts]; default: the file names.
-        range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`).
+        range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
+            one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
+            label to its name (others get the default). A trace may be given twice with two different ranges.
         skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
         output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
-        acceptance: acceptance rates α at which to judge each draft (speedup verdicts); empty for none.
+        acceptance: acceptance rates α at which to judge each draft (speedup verdicts): a number, a sequence of
+            numbers, or a string "0.6,0.8"; empty for none.
+        metrics_dump: a vLLM spec-decode metrics dump (`acceptance.dump_metrics`); its i.i.d. α is judged too.
         seed: seed of the bootstrap intervals.
     Returns:
-        A `CostCoefficientResult`.
+        A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    if not drafts:
-        raise InputError("give at least one draft trace after the target")
+    paths = [os.fspath(target), *_paths(drafts)]
+    if len(paths) < 2:
+        raise InputError("give at least one draft trace after the target", param="drafts")
     if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"--skip-ranges must be ≥ 0, not {skip_ranges}")
+        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
     if output_len is not None and output_len < 1:
-        raise InputError(f"--output-len must be ≥ 1, not {output_len}")
-    paths = [str(target), *map(str, drafts)]
-    _check_distinct(paths)
+        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     labels = model_names(paths, names)
+    ranges = _range_names(range_name, paths, labels)
+    _check_distinct(paths, ranges)
     models = [
-        load_model(p, name=n, role="target" if i == 0 else "draft", range_name=range_name,
+        load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
                    skip_ranges=skip_ranges, output_len=output_len)
-        for i, (p, n) in enumerate(zip(paths, labels))
+        for i, (p, n, r) in enumerate(zip(paths, labels, ranges))
     ]
-    from .diagnosis import diagnose
-
-    notes = _model_notes(models)
-    summary = _summary(models)
     coefficients = _coefficients(models[0], models[1:], seed)
-    kernels, categories = _kernel_tables(models)
-    result = CostCoefficientResult(
-        range_name=range_name, models=models, summary=summary, coefficients=coefficients, kernels=kernels,
-        categories=categories, diagnosis=pd.DataFrame(), notes=notes, seed=seed, acceptance=tuple(acceptance),
+    kernel_summary, categories = _kernel_tables(models)
+    return CostCoefficientResult(
+        models=tuple(models),
+        summary=_summary(models),
+        coefficients=coefficients,
+        kernel_summary=kernel_summary,
+        categories=categories,
+        diagnosis=diagnose(models[0], models[1:], kernel_summary, categories),
+        verdicts=verdicts(coefficients, alphas),
+        speedup_marks=speedup_marks(coefficients),
+        notes=(*_model_notes(models), *([alpha_note] if alpha_note else [])),
+        seed=seed,
+        acceptance=tuple(alphas),
     )
-    result.diagnosis = diagnose(result)
-    if acceptance:
-        from .speedup import verdicts
-
-        result.verdicts = verdicts(coefficients, list(acceptance))
-    return result

@@ -2,7 +2,8 @@
 
 Per draft (decode phase when there is one, else `all`), from the medians of the per-forward metrics:
 - busy share = gpu_busy / wall. Below 50 % the forward is "launch-bound" (the GPU waits on the CPU for most of the
-  forward: kernel launches and Python dominate), 50–80 % "partly launch-bound", from 80 % "GPU-bound".
+  forward: kernel launches and Python dominate), 50–80 % "partly launch-bound", from 80 % "GPU-bound". Above 100 %
+  the GPU work runs past the range that launched it (asynchronous launches): said so, not given as a share.
 - kernels per forward, draft against target: a draft that launches about as many kernels as its target pays about
   the same launch cost, whatever its size.
 - the kernel category whose time per forward differs most between target and draft, every category's time per
@@ -11,19 +12,16 @@ Per draft (decode phase when there is one, else `all`), from the medians of the 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 
-if TYPE_CHECKING:  # the coefficient module imports this one
-    from .coefficient import CostCoefficientResult, ModelForwards
+from .metrics import decision_phase
+from .result import ModelForwards
+from .stats import median
 
 
-def _median(m: "ModelForwards", phase: str, col: str) -> float:
-    v = m.phase_rows(phase)[col].to_numpy(dtype=float)
-    v = v[~np.isnan(v)]
-    return float(np.median(v)) if v.size else float("nan")
+def _median(m: ModelForwards, phase: str, col: str) -> float:
+    return median(m.phase_rows(phase)[col])
 
 
 def _boundness(busy_share: float) -> str:
@@ -34,12 +32,12 @@ def _boundness(busy_share: float) -> str:
     return "GPU-bound"
 
 
-def _category_delta(result: "CostCoefficientResult", draft: str, phase: str) -> str | None:
-    cats = result.categories
+def _category_delta(categories: pd.DataFrame, target: str, draft: str, phase: str) -> str | None:
+    cats = categories
     if cats.empty:
         return None
     sub = cats[cats["phase"] == phase]
-    t = sub[sub["model"] == result.target.name].set_index("category")["time_per_forward_ms"]
+    t = sub[sub["model"] == target].set_index("category")["time_per_forward_ms"]
     d = sub[sub["model"] == draft].set_index("category")["time_per_forward_ms"]
     both = pd.concat([t.rename("target"), d.rename("draft")], axis=1).fillna(0.0)
     if both.empty:
@@ -56,21 +54,21 @@ def _category_delta(result: "CostCoefficientResult", draft: str, phase: str) -> 
     )
 
 
-def _top_kernels(result: "CostCoefficientResult", draft: str, phase: str, n: int = 3) -> str | None:
-    k = result.kernels
+def _top_kernels(kernel_summary: pd.DataFrame, draft: str, phase: str, n: int = 3) -> str | None:
+    k = kernel_summary
     if k.empty:
         return None
     sub = k[(k["model"] == draft) & (k["phase"] == phase)].nlargest(n, "time_per_forward_ms")
     if sub.empty:
         return None
     return "Top kernels: " + "; ".join(
-        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_us:.1f} µs = "
+        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
         f"{r.time_per_forward_ms:.3f} ms per forward)" for r in sub.itertuples()
     ) + "."
 
 
-def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -> str:
-    t = result.target
+def _sentence(t: ModelForwards, d: ModelForwards, phase: str, kernel_summary: pd.DataFrame,
+              categories: pd.DataFrame) -> str:
     wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
     busy, span = _median(d, phase, "gpu_busy_ns"), _median(d, phase, "gpu_span_ns")
     if not (d.has_cuda and t.has_cuda) or np.isnan(busy) or np.isnan(_median(t, phase, "gpu_busy_ns")):
@@ -84,8 +82,13 @@ def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -
     launch = _median(d, phase, "launch_api_ns")
     k_d, k_t = _median(d, phase, "kernels"), _median(t, phase, "kernels")
     share = busy / wall_d if wall_d > 0 else float("nan")
+    if share > 1:  # the work outlives the range: it is no share of the range's time
+        busy_text = (f"GPU busy {busy / 1e6:.3f} ms, longer than the range's {wall_d / 1e6:.3f} ms wall: its GPU work "
+                     "runs past the range that launched it")
+    else:
+        busy_text = f"GPU busy {busy / 1e6:.3f} ms of {wall_d / 1e6:.3f} ms wall ({share:.0%})"
     parts = [
-        f"{phase}: {_boundness(share)}: GPU busy {busy / 1e6:.3f} ms of {wall_d / 1e6:.3f} ms wall ({share:.0%}); "
+        f"{phase}: {_boundness(share)}: {busy_text}; "
         f"{k_d:.0f} kernels per forward vs {k_t:.0f} for the target; launch API calls {launch / 1e6:.3f} ms; "
         f"GPU idle inside its span {max(span - busy, 0) / 1e6:.3f} ms."
     ]
@@ -96,19 +99,21 @@ def _sentence(result: "CostCoefficientResult", d: "ModelForwards", phase: str) -
             f"c is {c_wall:.3g} on wall time but {c_busy:.3g} on GPU busy time: the draft's GPU work is cheap, its "
             "forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would lower c)."
         )
-    delta = _category_delta(result, d.name, phase)
+    delta = _category_delta(categories, t.name, d.name, phase)
     if delta:
         parts.append(delta[0].upper() + delta[1:] + ".")
-    top = _top_kernels(result, d.name, phase)
+    top = _top_kernels(kernel_summary, d.name, phase)
     if top:
         parts.append(top)
     return " ".join(parts)
 
 
-def diagnose(result: "CostCoefficientResult") -> pd.DataFrame:
-    """One row per draft: `draft`, `phase` (decode when measured, else all), `diagnosis` (sentences)."""
+def diagnose(target: ModelForwards, drafts: list[ModelForwards], kernel_summary: pd.DataFrame,
+             categories: pd.DataFrame) -> pd.DataFrame:
+    """One row per draft: `draft`, `phase` (decode when both measured it, else all), `diagnosis` (sentences)."""
     rows = []
-    for d in result.drafts:
-        phase = "decode" if "decode" in d.phases and "decode" in result.target.phases else "all"
-        rows.append({"draft": d.name, "phase": phase, "diagnosis": _sentence(result, d, phase)})
+    for d in drafts:
+        phase = decision_phase(set(d.phases) & set(target.phases)) or "all"
+        rows.append({"draft": d.name, "phase": phase,
+                     "diagnosis": _sentence(target, d, phase, kernel_summary, categories)})
     return pd.DataFrame(rows, columns=["draft", "phase", "diagnosis"])

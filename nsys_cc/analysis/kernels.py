@@ -48,7 +48,7 @@ def categorise(name: str, kind: str = "kernel") -> str:
     return "other"
 
 
-BREAKDOWN_COLUMNS = ["name", "kind", "category", "calls_per_forward", "time_per_forward_ms", "mean_duration_us",
+BREAKDOWN_COLUMNS = ["name", "kind", "category", "calls_per_forward", "time_per_forward_ms", "mean_duration_ms",
                      "share"]
 
 
@@ -57,7 +57,7 @@ def breakdown(ops: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
 
     `ops` has one row per (forward range, GPU op) with at least `kind, name, duration_ns`; `n_forwards` is how many
     forwards those ops came from (averages are per forward, counting forwards that launched none of a kernel).
-    Columns: name, kind, category, calls_per_forward, time_per_forward_ms, mean_duration_us, share (0–1).
+    Columns: name, kind, category, calls_per_forward, time_per_forward_ms, mean_duration_ms, share (0–1).
     """
     if ops.empty or n_forwards == 0:
         return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
@@ -75,7 +75,7 @@ def breakdown_totals(totals: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
     g["category"] = [categorise(n, k) for n, k in zip(g["name"], g["kind"])]
     g["calls_per_forward"] = g["count"] / n_forwards
     g["time_per_forward_ms"] = g["sum"] / n_forwards / 1e6
-    g["mean_duration_us"] = g["sum"] / g["count"] / 1e3
+    g["mean_duration_ms"] = g["sum"] / g["count"] / 1e6
     total = g["sum"].sum()
     g["share"] = g["sum"] / total if total > 0 else np.nan
     g["name"] = g["name"].astype(str)

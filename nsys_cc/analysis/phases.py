@@ -15,29 +15,20 @@ Phase, in order of precedence (the rule used is reported):
    trace order (warm-up included) is prefill when k mod N = 0.
 3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
    log time); if the shorter of the slow group is at least 1.5× the longest of the fast group, the slow group is
-   prefill. Confidence: "high" when that gap is ≥ 3×, "medium" when ≥ 1.5×; below 1.5× the phase is unknown and only
-   the `all` phase is reported.
+   prefill. Confidence: "high" when that gap is ≥ 3×, "medium" when ≥ 1.5×; below 1.5× the phase is unknown: every
+   forward's phase is `all`, and only the `all` phase is reported.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
 
+from .metrics import ALL, DECODE, PREFILL
+from .result import PhaseRule
+
 WARMUP_RANGE = "nsys_cc:warmup"
 ITERATION_RANGE = "nsys_cc:iteration"
-PHASES = ("all", "prefill", "decode")
-
-
-@dataclass
-class PhaseRule:
-    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
-
-    rule: str
-    detail: str
-    confidence: str = "exact"
 
 
 def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
@@ -98,12 +89,12 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
             else "an assumed batch of 1 (one payload value only)"
         )
     tokens_per_seq = payload / np.maximum(batch, 1)
-    phase = np.where(tokens_per_seq > 1, "prefill", "decode")
+    phase = np.where(tokens_per_seq > 1, PREFILL, DECODE)
     return phase, PhaseRule("payload", f"token-count payload of each range; batch size from {source}")
 
 
 def _by_output_len(order: np.ndarray, output_len: int) -> tuple[np.ndarray, PhaseRule]:
-    phase = np.where(order % output_len == 0, "prefill", "decode")
+    phase = np.where(order % output_len == 0, PREFILL, DECODE)
     return phase, PhaseRule(
         "output-len", f"--output-len {output_len}: each iteration is 1 prefill then {output_len - 1} decode forward(s)"
     )
@@ -130,14 +121,14 @@ def best_split(values: np.ndarray) -> tuple[float, int]:
 def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndarray, PhaseRule]:
     ratio, n_low = best_split(times[kept])
     if ratio < 1.5:
-        return np.full(times.size, None, dtype=object), PhaseRule(
+        return np.full(times.size, ALL, dtype=object), PhaseRule(
             "unknown",
             f"no payload and no --output-len, and the {metric} times do not split into two groups "
             f"(largest gap {ratio:.2f}× < 1.5×): prefill and decode cannot be told apart; pass --output-len",
             "none",
         )
     threshold = np.sort(times[kept])[n_low - 1]
-    phase = np.where(times > threshold, "prefill", "decode")
+    phase = np.where(times > threshold, PREFILL, DECODE)
     confidence = "high" if ratio >= 3 else "medium"
     return phase, PhaseRule(
         "inferred",
@@ -150,7 +141,7 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
 def assign_phases(
     forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray
 ) -> tuple[np.ndarray, PhaseRule]:
-    """Phase ("prefill" | "decode" | None) of every row of `forwards` (all matching ranges in trace order, warm-up
+    """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching ranges in trace order, warm-up
     included, so that positions count from the first iteration); the inferred rule learns from the `kept` rows only."""
     if len(forwards) and forwards["payload"].notna().all():
         return _by_payload(forwards, all_ranges)

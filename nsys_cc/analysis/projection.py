@@ -331,8 +331,20 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
 
 
 def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
-    """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index, all columns
-    kept, plus the columns in the module docstring."""
+    """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index.
+
+    Columns: those of `ranges` (range_id, name, domain, qualified_name, style, start_ns, end_ns, duration_ns,
+    global_tid, pid, tid, end_global_tid, ended_on_other_thread, level, parent_id, payload, category, open_at_end;
+    see `nsys_cc.trace.nvtx`), plus (Int64, <NA> where the
+    range launched nothing, was not projected, or the trace has no CUDA API table):
+    proj_start_ns, proj_end_ns, proj_duration_ns (first GPU op start → last op end: nsys's projected duration),
+    gpu_ops (launching API calls, nsys's NumGPUOps), kernels, kernel_sum_ns, gpu_busy_ns (union of the ops'
+    intervals), launch_api_ns, api_calls. Definitions in the module docstring.
+
+    In a `CostCoefficientResult` these are per-forward metrics under the metric names (`analysis.metrics`):
+    duration_ns → wall_ns, proj_duration_ns → gpu_span_ns; kernel_sum_ns, gpu_busy_ns, launch_api_ns keep their
+    names, and gpu_idle_ns = gpu_span_ns − gpu_busy_ns is added.
+    """
     ranges = trace.nvtx_ranges() if ranges is None else ranges
     out = ranges.copy()
     n = len(ranges)

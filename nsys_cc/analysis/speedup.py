@@ -31,13 +31,24 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from .metrics import DECODE, decision_phase
+
+__all__ = [
+    "DEFAULT_MAX_GAMMA", "VERDICT_COLUMNS", "Judgement", "best_gamma", "expected_tokens", "judge", "operations_factor",
+    "outcome", "speedup_marks", "verdicts", "walltime_factor",
+]
+
+
+def __dir__() -> list[str]:  # tab completion lists the model, not the imports
+    return list(__all__)
+
 
 # Online Speculative Decoding searched γ = 1…99; S has a single maximum in γ, so a wider search only costs time.
 DEFAULT_MAX_GAMMA = 99
 
 VERDICT_COLUMNS = [
     "draft", "metric", "alpha", "phase", "c", "c_low", "c_high", "best_gamma", "best_gamma_low", "best_gamma_high",
-    "speedup", "speedup_low", "speedup_high", "break_even_alpha", "verdict",
+    "speedup", "speedup_low", "speedup_high", "break_even_alpha", "max_gamma", "outcome",
 ]
 
 
@@ -125,7 +136,7 @@ class Judgement:
     best_speedup_high: float
     break_even_alpha: float
     max_gamma: int
-    verdict: str
+    outcome: str
 
 
 def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.nan, c_high: float = math.nan,
@@ -149,78 +160,45 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
         best_speedup=float(s_best[0]), best_speedup_low=float(s_best[1]), best_speedup_high=float(s_best[2]),
         break_even_alpha=c if c <= 1 else math.nan, max_gamma=int(max_gamma),
     )
-    return Judgement(**j, verdict=verdict(**j))
+    return Judgement(**j, outcome=outcome(c, alpha))
 
 
-def sig3(x: float) -> str:
-    """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
-    s = f"{x:#.3g}"
-    return s[:-1] if s.endswith(".") else s
-
-
-def _alpha_text(a: float) -> str:
-    return f"{a:.2f}" if abs(a - round(a, 2)) < 1e-12 else f"{a:.3g}"
-
-
-def fmt_speedup(s: float) -> str:
-    """S to 3 significant digits, more only when rounding would turn a gain or a loss into a flat 1."""
-    for digits in range(3, 7):
-        text = f"{s:.{digits}g}"
-        if float(text) != 1.0 or s == 1.0:
-            break
-    return text
-
-
-def _gamma_text(g: int, lo: int, hi: int, max_gamma: int) -> str:
-    text = f"best γ = {g}"
-    if lo and hi and lo != hi:
-        text += f" ({lo}–{hi})"
-    if g == max_gamma:
-        text += " (the search bound: S still grows with γ)"
-    return text
-
-
-def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: int, best_gamma_low: int,
-            best_gamma_high: int, best_speedup: float, best_speedup_low: float, best_speedup_high: float,
-            max_gamma: int, **_ignored) -> str:
-    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8)."""
-    a = _alpha_text(alpha)
-    has_ci = not (math.isnan(c_low) or math.isnan(c_high))
+def outcome(c: float, alpha: float) -> str:
+    """What c means at α, as a category (Cor. 3.9): "speeds-up" (α > c: some γ gives S > 1), "slows-down"
+    (α < c < 1), "break-even" (α = c < 1), "never" (c ≥ 1: no α or γ wins), "no-measurement" (c is NaN)."""
     if math.isnan(c):
-        return f"no measurement of c: no verdict at α = {a}"
+        return "no-measurement"
     if alpha > c:
-        text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
-        text += f" gives {fmt_speedup(best_speedup)}×"
-        if has_ci:
-            text += f" ({fmt_speedup(best_speedup_low)}–{fmt_speedup(best_speedup_high)}×)"
-        text += f" at α = {a}"
-        if has_ci and c_high >= alpha:
-            text += (f"; but c's interval reaches {sig3(c_high)} ≥ α, where it would not speed decoding up "
-                     f"(needs α > {sig3(c_high)} to be sure)")
-        return text
+        return "speeds-up"
     if c >= 1:
-        text = (f"never speeds decoding up at c = {sig3(c)}: a draft no faster than the target (c ≥ 1) "
-                f"loses at every α and γ")
-    elif alpha == c:
-        text = f"cannot speed decoding up at α = {a}: c = {sig3(c)} = α, the break-even point; needs α > {sig3(c)}"
-    else:
-        text = f"slows decoding down at α = {a}: c = {sig3(c)} > α; needs α > {sig3(c)}"
-    if has_ci and c_low < alpha:
-        text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
-                 f"{fmt_speedup(best_speedup_high)}× with γ = {best_gamma_high})")
-    return text
+        return "never"
+    return "break-even" if alpha == c else "slows-down"
 
 
 def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
-    for phase in ("decode", "all"):
-        match = rows[rows["phase"] == phase]
-        if len(match):
-            return phase, match.iloc[0]
-    return "decode", None
+    phase = decision_phase(rows["phase"])
+    if phase is None:
+        return DECODE, None
+    return phase, rows[rows["phase"] == phase].iloc[0]
+
+
+def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+    """One row per draft with a finite c of `metric` in its decision phase (decode, else all): draft, phase, c,
+    ci_low, ci_high. Wall-clock by default: the speedup model compares whole forwards as the decoding loop waits for
+    them."""
+    coef = coefficients[(coefficients["metric"] == metric) & np.isfinite(coefficients["c"].to_numpy(dtype=float))]
+    rows = []
+    for draft, sub in coef.groupby("draft", sort=False):
+        by_phase = sub.set_index("phase")
+        phase = decision_phase(by_phase.index)
+        if phase is not None:
+            rows.append({"draft": draft, "phase": phase, **by_phase.loc[phase, ["c", "ci_low", "ci_high"]].to_dict()})
+    return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
 
 
 def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA) -> pd.DataFrame:
-    """Per draft, metric and α: best γ, the speedup there, the break-even α and a plain verdict.
+    """Per draft, metric and α: best γ, the speedup there, the break-even α and the outcome (`outcome`); the
+    sentence that says it is `nsys_cc.report.words.verdict_of`.
 
     Args:
         coefficients: columns `draft, phase, metric, c, ci_low, ci_high` (the cost-coefficient analysis). The
@@ -232,7 +210,8 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
     Returns:
         A DataFrame with `VERDICT_COLUMNS`: `c, c_low, c_high` (the interval, NaN if none), `best_gamma*`
         (nullable Int64; `_low` from c_high, `_high` from c_low), `speedup*` (the best S and its interval),
-        `break_even_alpha` (= c, Cor. 3.9) and `verdict`.
+        `break_even_alpha` (= c, Cor. 3.9), `max_gamma` and `outcome` (`outcome()`, or "no-phase" when the draft has
+        neither a decode nor an all row). Empty (these columns) when no α is given.
     """
     missing = [col for col in ("draft", "phase", "metric", "c", "ci_low", "ci_high") if col not in coefficients]
     if missing:
@@ -247,8 +226,8 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
         for a in alphas:
             if math.isnan(c):
                 out.append({"draft": draft, "metric": metric, "alpha": a, "phase": phase, "c": c, "c_low": lo,
-                            "c_high": hi, "verdict": f"no {phase} or all-phase measurement of c: no verdict"
-                            if row is None else f"no measurement of c: no verdict at α = {_alpha_text(a)}"})
+                            "c_high": hi, "max_gamma": int(max_gamma),
+                            "outcome": "no-phase" if row is None else "no-measurement"})
                 continue
             j = judge(c, a, c_low=lo, c_high=hi, max_gamma=max_gamma)
             has_ci = not (math.isnan(lo) or math.isnan(hi))
@@ -260,10 +239,10 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
                 "speedup": j.best_speedup,
                 "speedup_low": j.best_speedup_low if has_ci else math.nan,
                 "speedup_high": j.best_speedup_high if has_ci else math.nan,
-                "break_even_alpha": j.break_even_alpha, "verdict": j.verdict,
+                "break_even_alpha": j.break_even_alpha, "max_gamma": j.max_gamma, "outcome": j.outcome,
             })
     frame = pd.DataFrame(out, columns=VERDICT_COLUMNS)
-    for col in ("best_gamma", "best_gamma_low", "best_gamma_high"):
+    for col in ("best_gamma", "best_gamma_low", "best_gamma_high", "max_gamma"):
         frame[col] = frame[col].astype("Int64")
     for col in ("alpha", "c", "c_low", "c_high", "speedup", "speedup_low", "speedup_high", "break_even_alpha"):
         frame[col] = frame[col].astype(float)

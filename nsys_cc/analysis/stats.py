@@ -33,6 +33,13 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, float]:
     }
 
 
+def median(values: np.ndarray | pd.Series) -> float:
+    """Median of the finite values (NaN marks a forward without that metric); NaN, silently, when none is finite."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    return float(np.median(v)) if v.size else float("nan")
+
+
 def _boot_medians(v: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.ndarray:
     """Medians of `n_boot` resamples of `v` (size n, with replacement), drawn without building the resamples.
 

@@ -1,11 +1,13 @@
 """`nsys-cc` command line: thin click verbs over the library.
 
-Every error caused by the user's input is an `NsysCCError`: one line on stderr, exit code 2, no traceback.
+Every error caused by the user's input is an `NsysCCError`: one line on stderr, exit code 2, no traceback. The
+library's messages name its parameters (`skip_ranges`); the handler writes the verb's flags instead (`--skip-ranges`).
 """
 
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -13,12 +15,36 @@ from .. import __version__
 from ..errors import NsysCCError
 
 
+def _flags(command: click.Command | None) -> dict[str, str]:
+    """Library parameter name → the verb's flag, from the options' destinations (which are the library's names)."""
+    if command is None:
+        return {}
+    out = {}
+    for p in command.params:
+        longs = [o for o in p.opts if o.startswith("--")]
+        if isinstance(p, click.Option) and p.name and longs:
+            out[p.name] = longs[0]
+    return out
+
+
+def in_flags(exc: NsysCCError, command: click.Command | None) -> str:
+    """The error's message with the library's parameter names written as the verb's flags: the parameter at fault
+    (`exc.param`) and any snake_case parameter name of the verb (never a plain word such as `acceptance` elsewhere)."""
+    text = str(exc)
+    flags = _flags(command)
+    names = {n for n in flags if "_" in n} | ({exc.param} if exc.param in flags else set())
+    for name in sorted(names, key=len, reverse=True):
+        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", flags[name], text)
+    return text
+
+
 class _Cli(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
         except NsysCCError as exc:
-            click.echo(f"nsys-cc: error: {exc}", err=True)
+            command = self.commands.get(ctx.invoked_subcommand or "")
+            click.echo(f"nsys-cc: error: {in_flags(exc, command)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("nsys-cc: interrupted", err=True)

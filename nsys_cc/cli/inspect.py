@@ -7,24 +7,16 @@ import json
 import click
 import pandas as pd
 
+from ..report.tables import text_table
 from . import cli
+from .options import format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
 
 
-def _text_table(rows: list[list[str]], header: list[str], right: set[int]) -> str:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-
-    def line(cells):
-        padded = (c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-        return "  ".join(padded).rstrip()
-
-    return "\n".join([line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]) + "\n"
-
-
 @cli.command()
 @FILE
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(("table", "json"))
 def info(file, fmt):
     """What FILE (.sqlite export or .nsys-rep report) holds: versions, CUDA/NVTX presence, tables with row counts."""
     from ..trace import open_trace
@@ -45,14 +37,15 @@ def info(file, fmt):
         "",
         "",
     ]
-    rows = [[name, f"{count:,}"] for name, count in sorted(summary["tables"].items())]
-    click.echo("\n".join(lines) + _text_table(rows, ["table", "rows"], right={1}), nl=False)
+    rows = pd.DataFrame([[name, f"{count:,}"] for name, count in sorted(summary["tables"].items())],
+                        columns=["table", "rows"])
+    click.echo("\n".join(lines) + text_table(rows, right={"rows"}) + "\n", nl=False)
 
 
 @cli.command()
 @FILE
 @click.option("--name", default=None, help="Only ranges of this name (plain or 'domain:name').")
-@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True)
+@format_option(("table", "csv", "json"))
 def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
@@ -69,6 +62,5 @@ def ranges(file, name, fmt):
     elif table.empty:
         click.echo(f"no NVTX ranges in {file}", err=True)
     else:
-        cells = [["" if pd.isna(v) else str(v) for v in row] for row in table.astype(object).itertuples(index=False)]
-        numeric = {i for i, c in enumerate(table.columns) if c not in ("name", "style")}
-        click.echo(_text_table(cells, list(table.columns), right=numeric), nl=False)
+        numeric = {c for c in table.columns if c not in ("name", "style")}
+        click.echo(text_table(table, right=numeric) + "\n", nl=False)

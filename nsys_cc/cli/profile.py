@@ -13,7 +13,7 @@ import re
 import click
 
 from . import cli
-from .options import acceptance_option, parse_acceptance
+from .options import acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
 _SPEC_PARAMS = re.compile(r"\bspeculat(?:e|ive_config)\b")
@@ -57,12 +57,12 @@ _SPEC_PARAMS = re.compile(r"\bspeculat(?:e|ive_config)\b")
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "csv", "markdown"]), default="table",
-              show_default=True, help="Format of the table printed at the end.")
+@format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, speculate,
             speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run,
             acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
+    from ..analysis.acceptance import parse_alphas
     from ..errors import InputError, ProfileError
     from ..launch import launcher
     from ..launch.commands import BenchOptions
@@ -80,13 +80,14 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,
                            vllm_args=tuple(vllm_args))
+    alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
                                     nsys_args=nsys_args, **spec), nl=False)
         return
     outcome = launcher.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
-        trace=nsys_trace, nsys_args=nsys_args, acceptance=parse_acceptance(acceptance), seed=seed, **spec,
+        trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
         for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)

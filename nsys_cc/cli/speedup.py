@@ -9,9 +9,12 @@ import click
 import pandas as pd
 
 from ..analysis import speedup as speedup_mod
+from ..analysis.acceptance import alphas_with_source
 from ..errors import InputError
+from ..report.tables import text_table
+from ..report.words import fmt_speedup, sig3, verdict_of
 from . import cli
-from .options import acceptance_option, alphas_from, metrics_option
+from .options import acceptance_option, format_option, metrics_option
 
 _JSON_KEYS = (
     "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
@@ -38,13 +41,14 @@ def _json_value(v):
 
 def _record(j: speedup_mod.Judgement) -> dict:
     rec = {"acceptance" if k == "alpha" else k: _json_value(v) for k, v in vars(j).items()}
+    rec["verdict"] = verdict_of(j)
     if math.isnan(j.c_low):  # no interval: the ends computed at NaN c are not numbers
         rec.update({k: None for k in rec if k.endswith(("_low", "_high")) and k != "c_low"})
     return {k: rec[k] for k in _JSON_KEYS}
 
 
 def _times(value: float, low: float | None, high: float | None) -> str:
-    fmt = speedup_mod.fmt_speedup
+    fmt = fmt_speedup
     return f"{fmt(value)}×" + ("" if low is None or high is None else f" ({fmt(low)}–{fmt(high)}×)")
 
 
@@ -58,7 +62,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
         row["best γ"] = str(r["best_gamma"]) + ("" if lo is None or lo == hi else f" ({lo}–{hi})")
         row["best S"] = _times(r["best_speedup"], r["best_speedup_low"], r["best_speedup_high"])
         rows.append(row)
-    return pd.DataFrame(rows).to_string(index=False)
+    return text_table(pd.DataFrame(rows), right=set(rows[0]))
 
 
 @cli.command("speedup")
@@ -71,8 +75,8 @@ def _table(records: list[dict], gamma: int | None) -> str:
               help="Largest γ searched for the best γ.")
 @click.option("--ci", "ci", default=None, metavar="LOW,HIGH",
               help="An interval on c; it is carried to the speedup and the best γ.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
+@format_option(("table", "json"))
+def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     """Expected speedup of speculative decoding (Leviathan et al. 2023, Thm 3.8) for a draft of cost coefficient c.
 
     S(α, γ, c) = (1 − α^(γ+1)) / ((1 − α)(γc + 1)); the best γ maximises S over 1…max-gamma; some γ gives
@@ -85,17 +89,19 @@ def speedup(c, acceptance, metrics_path, gamma, max_gamma, ci, fmt):
     if max_gamma < 1:
         raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
     c_low, c_high = _interval(ci, c)
-    alphas, note = alphas_from(acceptance, metrics_path)
+    alphas, note = alphas_with_source(acceptance, metrics_dump)
+    if not alphas:
+        raise InputError("give at least one acceptance (or metrics_dump)", param="acceptance")
     judged = [speedup_mod.judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
     records = [_record(j) for j in judged]
     if fmt == "json":
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False))
         return
-    head = f"c = {speedup_mod.sig3(c)}" + (f" (interval {speedup_mod.sig3(c_low)}–{speedup_mod.sig3(c_high)})"
+    head = f"c = {sig3(c)}" + (f" (interval {sig3(c_low)}–{sig3(c_high)})"
                                            if ci else "") + f"; best γ searched over 1…{max_gamma}"
     click.echo(head)
     if note:
         click.echo(note)
     click.echo(_table(records, gamma))
     for j in judged:
-        click.echo(f"α = {j.alpha:.3g}: {j.verdict}")
+        click.echo(f"α = {j.alpha:.3g}: {verdict_of(j)}")

@@ -6,28 +6,27 @@ each with its 95 % interval. Times are medians over the kept forwards of that ph
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import math
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
+from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-
-if TYPE_CHECKING:
-    from ..analysis.coefficient import CostCoefficientResult
+from .tables import markdown_table, text_table
+from .words import with_verdicts
 
 FORMATS = ("table", "markdown", "csv", "json")
-_JSON_METRICS = {"wall": "wall_ms", "gpu_span": "gpu_span_ms", "kernel_sum": "kernel_sum_ms", "gpu_busy": "gpu_busy_ms"}
-_LABELS = {"wall": "Wall", "gpu_span": "GPU span", "kernel_sum": "Kernel sum", "gpu_busy": "GPU busy"}
 
 
 def _num(x: float) -> float | None:
     return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
 
 
-def result_to_dict(result: "CostCoefficientResult") -> dict:
+def result_to_dict(result: CostCoefficientResult) -> dict:
     """The documented JSON shape: models (with per-phase statistics) and coefficients, plus notes and diagnosis."""
     models = []
     for m in result.models:
@@ -35,15 +34,12 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
         for phase in m.phases:
             sub = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)]
             entry: dict = {"count": int(len(m.phase_rows(phase)))}
-            for metric, key in _JSON_METRICS.items():
-                row = sub[sub["metric"] == metric]
-                entry[key] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
-            for metric in ("launch_api", "gpu_idle"):
+            for metric in METRIC_NAMES:
                 row = sub[sub["metric"] == metric]
                 entry[f"{metric}_ms"] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
             phases[phase] = entry
         models.append({
-            "name": m.name, "role": m.role, "path": m.path, "nsys_version": m.nsys_version, "has_cuda": m.has_cuda,
+            "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version, "has_cuda": m.has_cuda,
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
@@ -55,12 +51,19 @@ def result_to_dict(result: "CostCoefficientResult") -> dict:
         for r in result.coefficients.itertuples()
     ]
     out = {
-        "range": result.range_name, "seed": result.seed, "models": models, "coefficients": coefficients,
+        "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
         "diagnosis": result.diagnosis.to_dict(orient="records"), "notes": list(result.notes),
     }
-    if result.verdicts is not None:
-        out["speedup"] = json.loads(result.verdicts.to_json(orient="records"))
+    if result.acceptance:
+        out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
     return out
+
+
+def _json_range(result: CostCoefficientResult) -> str | list[str]:
+    """The forward range's name, or the names per model ([target, *drafts]) when the traces were given different
+    ones."""
+    names = [m.range_name for m in result.models]
+    return names[0] if len(set(names)) == 1 else names
 
 
 def _fmt_c(c: float, lo: float, hi: float) -> str:
@@ -69,9 +72,9 @@ def _fmt_c(c: float, lo: float, hi: float) -> str:
     return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
 
 
-def display_table(result: "CostCoefficientResult") -> pd.DataFrame:
+def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
-    metrics = [m for m in _JSON_METRICS if m in set(result.summary["metric"])]
+    metrics = [m for m in C_METRICS if m in set(result.summary["metric"])]
     rows = []
     for m in result.models:
         for phase in m.phases:
@@ -79,54 +82,34 @@ def display_table(result: "CostCoefficientResult") -> pd.DataFrame:
             for metric in metrics:
                 s = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)
                                    & (result.summary["metric"] == metric)]
-                row[f"{_LABELS[metric]} (ms)"] = "–" if s.empty else f"{s.iloc[0]['median_ms']:.3f}"
+                row[f"{BY_NAME[metric].label} (ms)"] = "–" if s.empty else f"{s.iloc[0]['median_ms']:.3f}"
                 if m.role == "target":
-                    row[f"c {_LABELS[metric]}"] = "1 (target)"
+                    row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
                     c = result.coefficients[(result.coefficients["draft"] == m.name)
                                             & (result.coefficients["phase"] == phase)
                                             & (result.coefficients["metric"] == metric)]
-                    row[f"c {_LABELS[metric]}"] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
+                    row[f"c {BY_NAME[metric].label}"] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
             rows.append(row)
     return pd.DataFrame(rows)
 
 
-def _text_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    cells = [[str(v) for v in row] for row in df.itertuples(index=False)]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(cols)]
-    line = "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()
-    rule = "  ".join("-" * w for w in widths)
-    body = ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in cells]
-    return "\n".join([line, rule, *body])
-
-
-def _markdown_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    lines += ["| " + " | ".join(str(v) for v in row) + " |" for row in df.itertuples(index=False)]
-    return "\n".join(lines)
-
-
-def _long_csv(result: "CostCoefficientResult") -> str:
-    coef = result.coefficients.rename(columns={"draft": "model"})
-    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
+def _long_csv(result: CostCoefficientResult) -> str:
+    coef = result.coefficients.rename(columns={"draft": "model"})[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
     table = result.summary.merge(coef, on=["model", "phase", "metric"], how="left")
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     return buf.getvalue()
 
 
-def _verdict_lines(result: "CostCoefficientResult") -> list[str]:
+def _verdict_lines(result: CostCoefficientResult) -> list[str]:
     """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
-    v = result.verdicts
-    if v is None:
-        return []
+    v = with_verdicts(result.verdicts)
     v = v[v["metric"].isin(("wall", "gpu_span"))]
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 
 
-def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
+def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     """The result as text in `fmt` (table | markdown | csv | json)."""
     if fmt == "json":
         return json.dumps(result_to_dict(result), indent=2, ensure_ascii=False)
@@ -134,17 +117,30 @@ def render(result: "CostCoefficientResult", fmt: str = "table") -> str:
         return _long_csv(result)
     table = display_table(result)
     if fmt == "markdown":
-        parts = [_markdown_table(table)]
-        parts += ["", "**Diagnosis**", ""]
-        parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
-        if result.verdicts is not None:
+        parts = [markdown_table(table)]
+        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
+        if result.acceptance:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
-             _text_table(table), ""]
+             text_table(table), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
-    if result.verdicts is not None:
+    if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     parts += [""] + [f"note: {n}" for n in result.notes]
     return "\n".join(parts) + "\n"
+
+
+def render_html(result: CostCoefficientResult) -> str:
+    """A notebook's view of the result: the table, the diagnosis, the verdicts and the notes, as HTML."""
+    parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
+             "c = median(draft) / median(target), 95 % bootstrap interval</p>",
+             display_table(result).to_html(index=False, escape=True)]
+    items = [f"<li>{html.escape(r.draft)} ({r.phase}): {html.escape(r.diagnosis)}</li>"
+             for r in result.diagnosis.itertuples()]
+    if result.acceptance:
+        items += [f"<li>{html.escape(line)}</li>" for line in _verdict_lines(result)]
+    items += [f"<li>note: {html.escape(n)}</li>" for n in result.notes]
+    parts.append("<ul>" + "".join(items) + "</ul>")
+    return "\n".join(parts)

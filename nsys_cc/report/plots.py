@@ -1,15 +1,15 @@
-"""Plots of a cost-coefficient result: PNGs for the report directory, Figures for a notebook.
+"""Plots of a cost-coefficient result: drawing only (the numbers come from the result and from `analysis`).
 
 Each `plot_*` function takes a `CostCoefficientResult` and returns a matplotlib `Figure`, or None when the result
-has nothing to show (e.g. no GPU metrics in a CPU-only trace). `make_plots` writes them all as PNGs.
+has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_figures` collects them all.
 - forward_times: the distribution of per-forward times per model and phase (wall-clock; GPU span with CUDA).
 - coefficients: c per draft and metric with its 95 % interval, one panel per phase.
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
-  at its decode-phase wall-clock c (the `all` phase when no decode forward was told apart). Wall-clock, because the
-  speedup model compares whole forwards as the decoding loop waits for them.
+  at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the
+  DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
 Figures are built without pyplot (no global figure registry, nothing to close) and drawn by Agg when saved.
 """
 
@@ -18,22 +18,21 @@ from __future__ import annotations
 import re
 import textwrap
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import numpy as np
-import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis import dsi
-from ..analysis.speedup import sig3
+from ..analysis.dsi import Heatmaps
+from ..analysis.metrics import BY_NAME, C_METRICS, in_order
+from ..analysis.result import CostCoefficientResult, ModelForwards
+from ..analysis.stats import median
 from . import speedup_plots
+from .words import sig3
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
-
-    from ..analysis.coefficient import CostCoefficientResult, ModelForwards
 
 DPI = 150
 STYLE: dict[RcKeyType, Any] = {
@@ -47,14 +46,8 @@ STYLE: dict[RcKeyType, Any] = {
     "axes.spines.top": False,
     "axes.spines.right": False,
 }
-METRIC_LABELS = {"wall": "wall-clock", "gpu_span": "GPU span", "kernel_sum": "kernel sum", "gpu_busy": "GPU busy"}
-METRIC_COLORS = {"wall": "#4c72b0", "gpu_span": "#dd8452", "kernel_sum": "#55a868", "gpu_busy": "#c44e52"}
-PHASE_ORDER = ("all", "prefill", "decode")
 # Strip points drawn per box; the boxes use every forward, the dots only show the spread.
 MAX_STRIP_POINTS = 300
-# DSI heatmap grid: coarse enough to simulate in well under a second, fine enough to read.
-DSI_GRID = np.linspace(0.0, 1.0, 25)
-DSI_TOKENS, DSI_REPEATS = 300, 3
 # Medians further apart than this factor go on a log axis, else the small model is a flat line at zero.
 LOG_SPREAD = 10.0
 
@@ -92,18 +85,18 @@ def _legend_below(fig: Figure, axes: list) -> None:
     fig.legend(entries.values(), entries.keys(), loc="outside lower center", ncols=ncols, frameon=False)
 
 
-def _model_colors(result: "CostCoefficientResult") -> dict[str, str]:
+def _model_colors(result: CostCoefficientResult) -> dict[str, str]:
     palette = matplotlib.color_sequences["tab10"]
     return {m.name: matplotlib.colors.to_hex(palette[i % len(palette)]) for i, m in enumerate(result.models)}
 
 
-def _split_phases(m: "ModelForwards") -> list[str]:
+def _split_phases(m: ModelForwards) -> list[str]:
     """The phases to show for one model: prefill and decode when it has them, else `all` (the mix of both)."""
     split = [p for p in m.phases if p != "all"]
     return split or ["all"]
 
 
-def _ms(m: "ModelForwards", phase: str, col: str) -> np.ndarray:
+def _ms(m: ModelForwards, phase: str, col: str) -> np.ndarray:
     v = m.phase_rows(phase)[col].to_numpy(dtype=float) / 1e6
     return v[np.isfinite(v)]
 
@@ -113,12 +106,11 @@ def _wants_log(medians: list[float]) -> bool:
     return len(pos) > 1 and max(pos) / min(pos) > LOG_SPREAD
 
 
-def plot_forward_times(result: "CostCoefficientResult") -> Figure | None:
+def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
     wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
-    metrics = [("wall_ns", "wall-clock")]
-    if any(m.has_cuda for m in result.models):
-        metrics.append(("gpu_span_ns", "GPU span"))
+    shown = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
+    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in shown]
     colors = _model_colors(result)
     groups = [(m, p) for m in result.models for p in _split_phases(m)]
     if not groups:
@@ -153,24 +145,24 @@ def plot_forward_times(result: "CostCoefficientResult") -> Figure | None:
     return fig
 
 
-def _coef_phases(result: "CostCoefficientResult") -> list[str]:
+def _coef_phases(result: CostCoefficientResult) -> list[str]:
     """Prefill and decode when the coefficients have them, else `all`. The `all` c mixes both kinds of step: it is
     right for neither, and its interval (often many times wider) would flatten theirs on a shared axis."""
-    present = set(result.coefficients["phase"])
-    split = [p for p in PHASE_ORDER if p != "all" and p in present]
-    return split or [p for p in PHASE_ORDER if p in present]
+    present = in_order(result.coefficients["phase"])
+    split = [p for p in present if p != "all"]
+    return split or present
 
 
-def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
-    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase (prefill and
-    decode; `all` only when the phases could not be told apart); reference lines at c = 1 and at each acceptance
-    rate α the user gave (speculative decoding can only win when c < α). None when there are no coefficients."""
+def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
+    """c per draft and metric, with the 95 % bootstrap interval as error bars, one panel per phase; reference lines
+    at c = 1 and at each acceptance rate α the user gave (speculative decoding can only win when c < α).
+    None when there are no coefficients."""
     coef = result.coefficients
     phases = _coef_phases(result)
     if coef.empty or not phases:
         return None
     drafts = list(dict.fromkeys(coef["draft"]))
-    metrics = [m for m in METRIC_LABELS if m in set(coef["metric"])]
+    metrics = [m for m in C_METRICS if m in set(coef["metric"])]
     width = 0.8 / len(metrics)
     with matplotlib.rc_context(STYLE):
         fig, axes = _figure(len(phases), max(0.4 * len(drafts) * len(metrics) + 1.2, 4.0), 4.8, sharey=True)
@@ -188,10 +180,10 @@ def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
                 lo = np.clip(c - rows["ci_low"].to_numpy(dtype=float), 0, None)
                 hi = np.clip(rows["ci_high"].to_numpy(dtype=float) - c, 0, None)
                 ax.errorbar(x[ok], c[ok], yerr=np.nan_to_num(np.vstack([lo[ok], hi[ok]])), fmt="o", capsize=3,
-                            color=METRIC_COLORS[metric], label=METRIC_LABELS[metric])
+                            color=BY_NAME[metric].color, label=BY_NAME[metric].plot_label)
                 for xi, ci, top in zip(x[ok], c[ok], (c + np.nan_to_num(hi))[ok]):
                     ax.annotate(f"{ci:.2g}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
-                                fontsize=7, color=METRIC_COLORS[metric])
+                                fontsize=7, color=BY_NAME[metric].color)
             ax.axhline(1.0, color="black", linewidth=1)
             ax.annotate("c = 1", (1.0, 1.0), xycoords=("axes fraction", "data"), xytext=(2, 0),
                         textcoords="offset points", va="center", fontsize=8)
@@ -216,26 +208,20 @@ def plot_coefficients(result: "CostCoefficientResult") -> Figure | None:
     return fig
 
 
-def _breakdown_phases(result: "CostCoefficientResult") -> list[str]:
-    present = {p for m in result.models for p in _split_phases(m)}
-    return [p for p in PHASE_ORDER if p in present]
+def _breakdown_phases(result: CostCoefficientResult) -> list[str]:
+    return in_order(p for m in result.models for p in _split_phases(m))
 
 
-def _median(v: np.ndarray) -> float:
-    v = v[np.isfinite(v)]
-    return float(np.median(v)) if v.size else float("nan")
-
-
-def _components(m: "ModelForwards", phase: str) -> dict[str, float]:
+def _components(m: ModelForwards, phase: str) -> dict[str, float]:
     """Median per forward (ms) of: wall, GPU busy, GPU idle inside the span, CPU time outside the span."""
     rows = m.phase_rows(phase)
     wall = rows["wall_ns"].to_numpy(dtype=float) / 1e6
-    out = {"wall": _median(wall)}
+    out = {"wall": median(wall)}
     if m.has_cuda:
         span = rows["gpu_span_ns"].to_numpy(dtype=float) / 1e6
-        out["busy"] = _median(rows["gpu_busy_ns"].to_numpy(dtype=float) / 1e6)
-        out["idle"] = _median(rows["gpu_idle_ns"].to_numpy(dtype=float) / 1e6)
-        out["outside"] = _median(np.clip(wall - span, 0, None))
+        out["busy"] = median(rows["gpu_busy_ns"].to_numpy(dtype=float) / 1e6)
+        out["idle"] = median(rows["gpu_idle_ns"].to_numpy(dtype=float) / 1e6)
+        out["outside"] = median(np.clip(wall - span, 0, None))
     return out
 
 
@@ -246,7 +232,7 @@ BREAKDOWN = (
 )
 
 
-def plot_time_breakdown(result: "CostCoefficientResult") -> Figure | None:
+def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
     """Stacked bars per model and phase of the median forward's parts: GPU busy, GPU idle inside the GPU span, CPU time
     outside the span (wall − span, clipped at 0); a black tick marks the median wall time. The parts are medians of
     each part, so their sum need not equal the median wall time (and the span may outlast the range: asynchronous
@@ -285,8 +271,8 @@ def plot_time_breakdown(result: "CostCoefficientResult") -> Figure | None:
             ax.set_title(f"{phase} forwards")
             ax.grid(axis="y", alpha=0.3)
         _legend_below(fig, axes)
-        outlasts = any(m.has_cuda and _median(m.kept["gpu_span_ns"].to_numpy(dtype=float))
-                       > _median(m.kept["wall_ns"].to_numpy(dtype=float)) for m in result.models)
+        outlasts = any(m.has_cuda and median(m.kept["gpu_span_ns"].to_numpy(dtype=float))
+                       > median(m.kept["wall_ns"].to_numpy(dtype=float)) for m in result.models)
         title = "Median forward time — CPU-only traces: wall-clock only, no GPU breakdown"
         if any_cuda:
             title = "Where the forward time goes, median per forward" + (
@@ -295,13 +281,13 @@ def plot_time_breakdown(result: "CostCoefficientResult") -> Figure | None:
     return fig
 
 
-def plot_kernel_categories(result: "CostCoefficientResult") -> Figure | None:
+def plot_kernel_categories(result: CostCoefficientResult) -> Figure | None:
     """Grouped horizontal bars of GPU time per forward by kernel category, target and each draft side by side, one
     panel per phase. None when the result has no kernel categories (no CUDA in the traces)."""
     cats = result.categories
     if cats is None or cats.empty:
         return None
-    phases = [p for p in PHASE_ORDER if p in set(cats["phase"])]
+    phases = in_order(cats["phase"])
     if set(phases) - {"all"}:
         phases = [p for p in phases if p != "all"]
     models = [m.name for m in result.models if m.name in set(cats["model"])]
@@ -327,7 +313,7 @@ def plot_kernel_categories(result: "CostCoefficientResult") -> Figure | None:
     return fig
 
 
-PLOTS: dict[str, Callable[["CostCoefficientResult"], Figure | None]] = {
+PLOTS: dict[str, Callable[[CostCoefficientResult], Figure | None]] = {
     "forward_times": plot_forward_times,
     "coefficients": plot_coefficients,
     "time_breakdown": plot_time_breakdown,
@@ -335,27 +321,14 @@ PLOTS: dict[str, Callable[["CostCoefficientResult"], Figure | None]] = {
 }
 
 
-def speedup_marks(result: "CostCoefficientResult") -> pd.DataFrame:
-    """One row per draft with a finite wall-clock c: draft, phase (decode, else all), c, ci_low, ci_high."""
-    coef = result.coefficients
-    wall = coef[(coef["metric"] == "wall") & np.isfinite(coef["c"].to_numpy(dtype=float))]
-    rows = []
-    for draft, sub in wall.groupby("draft", sort=False):
-        by_phase = sub.set_index("phase")
-        phase = "decode" if "decode" in by_phase.index else "all" if "all" in by_phase.index else None
-        if phase is not None:
-            rows.append({"draft": draft, "phase": phase, **by_phase.loc[phase, ["c", "ci_low", "ci_high"]].to_dict()})
-    return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
-
-
 def _file_stem(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "draft"
 
 
-def speedup_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
+def speedup_figures(result: CostCoefficientResult, dsi_maps: Heatmaps) -> dict[str, Figure]:
     """The speedup model's plots for the measured drafts (see the module docstring), by file stem; empty when no draft
-    has a finite c."""
-    marks = speedup_marks(result)
+    has a finite c. `dsi_maps`: the simulated DSI speedups to draw (`analysis.dsi.report_heatmaps`)."""
+    marks = result.speedup_marks
     if marks.empty:
         return {}
     figs = {}
@@ -364,24 +337,5 @@ def speedup_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
             row.c, title=f"{row.draft} ({row.phase} wall-clock c = {sig3(row.c)}):\n"
                          "expected speedup (Leviathan et al. Thm 3.8); black line: S = 1")
     figs["break_even"] = speedup_plots.break_even_chart(marks, alphas=result.acceptance)
-    maps = dsi.heatmaps(DSI_GRID, DSI_GRID, n_tokens=DSI_TOKENS, repeats=DSI_REPEATS, seed=result.seed)
-    figs["dsi_heatmaps"] = speedup_plots.dsi_heatmaps(maps, marks)
+    figs["dsi_heatmaps"] = speedup_plots.dsi_heatmaps(dsi_maps, marks)
     return figs
-
-
-def make_figures(result: "CostCoefficientResult") -> dict[str, Figure]:
-    """Every plot that has data, by file stem."""
-    figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
-    return {**figs, **speedup_figures(result)}
-
-
-def make_plots(result: "CostCoefficientResult", out_dir: Path) -> list[Path]:
-    """Write the report's PNG plots into `out_dir` (created if missing) and return their paths."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for name, fig in make_figures(result).items():
-        path = out / f"{name}.png"
-        fig.savefig(path, dpi=DPI)
-        paths.append(path)
-    return paths

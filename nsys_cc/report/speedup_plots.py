@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from ..analysis import speedup
 from ..analysis.dsi import Heatmaps
 from ..errors import InputError
+from .words import sig3
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
@@ -88,10 +89,10 @@ def speedup_heatmap(c: float, alphas: Sequence[float] | None = None, gammas: Seq
         _speedup_colours(fig, ax, a, g, s, "expected speedup S over plain decoding (×)")
         ax.plot(a, best_g, color="black", linestyle="--", linewidth=1.2, label="best γ at each α")
         if c < 1:
-            ax.axvline(c, color="dimgray", linestyle=":", linewidth=1.5, label=f"break-even α = c = {speedup.sig3(c)}")
+            ax.axvline(c, color="dimgray", linestyle=":", linewidth=1.5, label=f"break-even α = c = {sig3(c)}")
         ax.set_xlabel(ALPHA_LABEL)
         ax.set_ylabel(GAMMA_LABEL)
-        ax.set_title(title or f"Expected speedup (Leviathan et al. Thm 3.8) at c = {speedup.sig3(c)}; "
+        ax.set_title(title or f"Expected speedup (Leviathan et al. Thm 3.8) at c = {sig3(c)}; "
                               "black line: S = 1")
         ax.legend(loc="upper left", framealpha=0.9)
     return _save(fig, path)
@@ -123,7 +124,7 @@ def break_even_chart(drafts: pd.DataFrame, alphas: Sequence[float] = (), path: s
                 xerr = [[p.c - p.c_low], [p.c_high - p.c]]
             y = min(p.c, 1.0)
             ax.errorbar([p.c], [y], xerr=xerr, fmt="o", color=f"C{i % 10}", capsize=4, markersize=6,
-                        label=f"{p.label}: c = {speedup.sig3(p.c)}, needs α > {speedup.sig3(p.c)}")
+                        label=f"{p.label}: c = {sig3(p.c)}, needs α > {sig3(p.c)}")
         ax.set_xlim(0.0, c_max)
         ax.set_ylim(0.0, 1.0)
         ax.set_xlabel(C_LABEL)

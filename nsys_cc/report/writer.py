@@ -1,7 +1,9 @@
 """The report directory of `analyze -o DIR` and `profile -o DIR`.
 
 DIR/report.md (table, diagnosis, speedup verdicts, notes, versions, machine), DIR/report.json (the `--format json`
-document plus the environment), DIR/*.csv (every table), DIR/plots/*.png.
+document plus the environment), DIR/*.csv (every table), DIR/plots/*.png. DIR/.nsys_cc_report.json lists the files
+written: a later report into the same DIR removes those of the earlier one it does not write again (a plot of a
+draft no longer measured), and nothing else.
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..analysis.result import CostCoefficientResult
 from ..errors import InputError
-from .formats import _markdown_table, render, result_to_dict
-from .plots import make_plots
+from .figures import make_plots
+from .formats import render, result_to_dict
+from .tables import markdown_table
+from .words import with_verdicts
 
-if TYPE_CHECKING:
-    from ..analysis.coefficient import CostCoefficientResult
+MANIFEST = ".nsys_cc_report.json"
 
 
 def environment() -> dict:
@@ -43,7 +46,7 @@ def environment() -> dict:
 
 
 def write_report(
-    result: "CostCoefficientResult",
+    result: CostCoefficientResult,
     out_dir: str | os.PathLike,
     *,
     extra_notes: Sequence[str] = (),
@@ -59,8 +62,8 @@ def write_report(
     env = environment()
     tables = {
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
-        "kernels": result.kernels, "categories": result.categories, "diagnosis": result.diagnosis,
-        **({"speedup": result.verdicts} if result.verdicts is not None else {}),
+        "kernel_summary": result.kernel_summary, "categories": result.categories, "diagnosis": result.diagnosis,
+        **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
         **dict(extra_tables or {}),
     }
     for name, df in tables.items():
@@ -83,11 +86,30 @@ def write_report(
     if extra_notes:
         md += ["**Run**", ""] + [f"- {n}" for n in extra_notes] + [""]
     for name, df in (extra_tables or {}).items():
-        md += [f"**{name}**", "", _markdown_table(df), ""]
+        md += [f"**{name}**", "", markdown_table(df), ""]
     if pngs:
         md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
     path = out / "report.md"
     path.write_text("\n".join(md))
+    written = [path, out / "report.json", *(out / f"{name}.csv" for name in tables), *pngs]
+    _replace_manifest(out, [p.relative_to(out).as_posix() for p in written])
     return path
+
+
+def _replace_manifest(out: Path, written: list[str]) -> None:
+    """Record the files this report wrote and remove those an earlier report in `out` wrote and this one did not."""
+    manifest = out / MANIFEST
+    try:
+        earlier = json.loads(manifest.read_text()).get("files", [])
+    except (OSError, ValueError, AttributeError):
+        earlier = []
+    keep = set(written)
+    for name in earlier:
+        if not isinstance(name, str) or name in keep or Path(name).is_absolute() or ".." in Path(name).parts:
+            continue
+        stale = out / name
+        if stale.is_file() and not stale.is_symlink():
+            stale.unlink()
+    manifest.write_text(json.dumps({"format": "nsys_cc.report_manifest", "files": written}, indent=1))

@@ -1,0 +1,88 @@
+"""The registry of per-forward metrics and of phases: every module that names a metric or a phase reads it here.
+
+A metric is one number per forward range, in ns (its `column` in `CostCoefficientResult.forwards`). Adding a metric
+is one `Metric(...)` line in `METRICS` (its per-forward column must come out of `projection.project`, or `derive`
+computes it from the other columns); the summary, the coefficients, the JSON/CSV/table renderings and the plots pick
+it up from here. Definitions (quoted in the README, "What every number means"):
+- wall: the NVTX range's CPU duration, end − start;
+- gpu_span: nsys's projected duration, first GPU op start → last GPU op end of the work launched inside the range;
+- kernel_sum: the sum of the durations of those kernels (overlapping kernels count twice);
+- gpu_busy: the length of the union of those GPU ops' intervals (kernels, copies, fills, graph launches);
+- launch_api: time spent in the CUDA API calls inside the range that launched GPU work;
+- gpu_idle: gpu_span − gpu_busy, the gaps inside the projected span where none of the range's work ran.
+
+Phases: `all` (every kept forward), `prefill` and `decode` (see `phases`). A draft is judged on its decode forwards —
+c is defined on the per-token step (Leviathan et al. Def. 3.7) — or on `all` when decode was not told apart
+(`decision_phase`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-forward metric.
+
+    - `name`: the metric's name in tables (`summary.metric`, `coefficients.metric`);
+    - `source`: the column of `projection.project` it is read from, or None when `derive` computes it;
+    - `gpu`: needs CUDA data (NaN for CPU-only traces, and left out of their summaries);
+    - `coefficient`: gets a cost coefficient c (and a column in the printed table);
+    - `label`: its name in the printed table's headers; `plot_label`, `color`: in the plots.
+    """
+
+    name: str
+    source: str | None
+    gpu: bool
+    coefficient: bool
+    label: str
+    plot_label: str
+    color: str
+    derive: Callable[[pd.DataFrame], pd.Series] | None = None
+
+    @property
+    def column(self) -> str:
+        """The per-forward column, in ns."""
+        return f"{self.name}_ns"
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("wall", "duration_ns", False, True, "Wall", "wall-clock", "#4c72b0"),
+    Metric("gpu_span", "proj_duration_ns", True, True, "GPU span", "GPU span", "#dd8452"),
+    Metric("kernel_sum", "kernel_sum_ns", True, True, "Kernel sum", "kernel sum", "#55a868"),
+    Metric("gpu_busy", "gpu_busy_ns", True, True, "GPU busy", "GPU busy", "#c44e52"),
+    Metric("launch_api", "launch_api_ns", True, False, "Launch API", "launch API", "#8172b3"),
+    Metric("gpu_idle", None, True, False, "GPU idle", "GPU idle", "#937860",
+           derive=lambda f: f["gpu_span_ns"] - f["gpu_busy_ns"]),
+)
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
+C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
+COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}
+
+ALL, PREFILL, DECODE = "all", "prefill", "decode"
+PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE)
+
+
+def metrics_for(has_cuda: bool) -> tuple[Metric, ...]:
+    """The metrics a trace can give: every one with CUDA data, else the CPU ones (wall)."""
+    return tuple(m for m in METRICS if has_cuda or not m.gpu)
+
+
+def decision_phase(phases: Iterable[str]) -> str | None:
+    """The phase a draft is judged on: decode when it was measured, else all; None when neither is among `phases`."""
+    present = set(phases)
+    for phase in (DECODE, ALL):
+        if phase in present:
+            return phase
+    return None
+
+
+def in_order(phases: Iterable[str]) -> list[str]:
+    """`phases` in the registry's order (all, prefill, decode), without duplicates or unknown names."""
+    present = set(phases)
+    return [p for p in PHASES if p in present]

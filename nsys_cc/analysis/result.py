@@ -1,0 +1,177 @@
+"""The data model of a cost-coefficient measurement: plain values, built once by `coefficient.cost_coefficient`.
+
+Nothing here reads a trace, computes a statistic or writes a file. The result's few methods are conveniences for a
+notebook (`render`, `figures`, `write_report`): they hand the result to `nsys_cc.report`, which owns every rendering.
+
+Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .metrics import COLUMNS, PHASES, decision_phase
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+# Columns of `CostCoefficientResult.forwards`, after `model, role`.
+FORWARD_COLUMNS = ["range_name", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
+                   *COLUMNS.values()]
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
+
+    rule: str
+    detail: str
+    confidence: str = "exact"
+
+
+@dataclass(frozen=True)
+class ModelForwards:
+    """One model's trace and its forward ranges.
+
+    `forwards` holds every range named `range_name` (warm-up included), one row per range: `kept` (False for
+    warm-up and ranges never closed), `phase` (prefill | decode, or all where the phases were not told apart) and
+    the per-forward metrics in ns (`metrics.METRICS`). `op_totals`: the kept forwards' GPU ops per (group = phase,
+    kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
+    """
+
+    name: str
+    role: str
+    path: str
+    range_name: str
+    nsys_version: str | None
+    has_cuda: bool
+    forwards: pd.DataFrame = field(repr=False)
+    warmup_note: str
+    phase_rule: PhaseRule
+    op_totals: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    gpu_note: str = ""
+    # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
+    # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
+    _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    @property
+    def kept(self) -> pd.DataFrame:
+        """The forwards measured: warm-up and ranges never closed left out."""
+        return self.phase_rows("all")
+
+    def phase_rows(self, phase: str) -> pd.DataFrame:
+        """The kept forwards of `phase` (all | prefill | decode)."""
+        if phase not in self._rows:
+            kept = self._rows.get("all")
+            if kept is None:
+                kept = self._rows["all"] = self.forwards[self.forwards["kept"]]
+            self._rows[phase] = kept if phase == "all" else kept[kept["phase"] == phase]
+        return self._rows[phase]
+
+    @property
+    def phases(self) -> list[str]:
+        """The phases with at least one kept forward, in the registry's order."""
+        return [p for p in PHASES if len(self.phase_rows(p))]
+
+
+@dataclass(frozen=True, repr=False)
+class CostCoefficientResult:
+    """The cost coefficient c of each draft against the target; every table is a pandas DataFrame.
+
+    Tables (columns in order):
+    - `summary`: model, role, phase, metric, count (forwards with a value of that metric), median_ms, mean_ms,
+      p10_ms, p90_ms, std_ms.
+    - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap), draft_median_ms, target_median_ms,
+      n_draft, n_target (forwards with a value on each side).
+    - `forwards`: model, role, range_name, range_id, start_ns, end_ns, payload, kept, phase, kernels, gpu_ops,
+      wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns — every matching range.
+    - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
+      mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
+    - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
+    - `diagnosis`: draft, phase, diagnosis (sentences on where the draft's forward time goes).
+    - `verdicts`: draft, metric, alpha, phase, c, c_low, c_high, best_gamma…, speedup…, break_even_alpha, verdict —
+      what c means at each acceptance rate given (empty when none was).
+    - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
+    - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
+    """
+
+    models: tuple[ModelForwards, ...]
+    summary: pd.DataFrame
+    coefficients: pd.DataFrame
+    kernel_summary: pd.DataFrame
+    categories: pd.DataFrame
+    diagnosis: pd.DataFrame
+    verdicts: pd.DataFrame
+    speedup_marks: pd.DataFrame
+    notes: tuple[str, ...]
+    seed: int
+    acceptance: tuple[float, ...] = ()
+
+    @property
+    def target(self) -> ModelForwards:
+        return self.models[0]
+
+    @property
+    def drafts(self) -> list[ModelForwards]:
+        return list(self.models[1:])
+
+    @property
+    def range_name(self) -> str:
+        """The forward range's name; names joined by " / " when the traces were given different ones."""
+        return " / ".join(dict.fromkeys(m.range_name for m in self.models))
+
+    @property
+    def forwards(self) -> pd.DataFrame:
+        """Every matching range of every model (see the class docstring for the columns)."""
+        return pd.concat(
+            [m.forwards.assign(range_name=m.range_name).reindex(columns=FORWARD_COLUMNS)
+             .assign(model=m.name, role=m.role) for m in self.models],
+            ignore_index=True,
+        )[["model", "role", *FORWARD_COLUMNS]]
+
+    def __repr__(self) -> str:
+        coef = self.coefficients
+        wall = coef[coef["metric"] == "wall"]
+        parts = []
+        for d in self.drafts:
+            rows = wall[wall["draft"] == d.name].set_index("phase")
+            phase = decision_phase(rows.index)
+            if phase is not None:
+                parts.append(f"{d.name}: {rows.at[phase, 'c']:.3g} ({phase})")
+        cs = "; ".join(parts) or "no c"
+        return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
+                f"{self.range_name!r}; wall-clock c: {cs}>")
+
+    def _repr_html_(self) -> str:
+        from ..report.formats import render_html
+
+        return render_html(self)
+
+    def render(self, fmt: str = "table") -> str:
+        """The result as text: table | markdown | csv | json (`nsys_cc.report.FORMATS`)."""
+        from ..report.formats import render
+
+        return render(self, fmt)
+
+    def to_dict(self) -> dict:
+        """The JSON document of `nsys-cc analyze --format json`."""
+        from ..report.formats import result_to_dict
+
+        return result_to_dict(self)
+
+    def figures(self) -> dict[str, Figure]:
+        """Every plot that has data, by name (matplotlib Figures; see `nsys_cc.report.figures`)."""
+        from ..report.figures import make_figures
+
+        return make_figures(self)
+
+    def write_report(self, out_dir: str | os.PathLike, **kwargs) -> Path:
+        """Write the report directory (report.md, report.json, CSVs, plots) and return report.md's path."""
+        from ..report.writer import write_report
+
+        return write_report(self, out_dir, **kwargs)

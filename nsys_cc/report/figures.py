@@ -1,0 +1,33 @@
+"""Every figure of a result: the numbers are computed first (`analysis`), then drawn (`plots`, `speedup_plots`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from matplotlib.figure import Figure
+
+from ..analysis.dsi import report_heatmaps
+from ..analysis.result import CostCoefficientResult
+from .plots import DPI, PLOTS, speedup_figures
+
+
+def make_figures(result: CostCoefficientResult) -> dict[str, Figure]:
+    """Every plot that has data, by file stem: `plots.PLOTS`, then the speedup model's (with the DSI simulation at
+    the result's seed)."""
+    figs = {name: fn(result) for name, fn in PLOTS.items()}
+    figs = {name: fig for name, fig in figs.items() if fig is not None}
+    if result.speedup_marks.empty:
+        return figs
+    return {**figs, **speedup_figures(result, report_heatmaps(result.seed))}
+
+
+def make_plots(result: CostCoefficientResult, out_dir: str | Path) -> list[Path]:
+    """Write the report's PNG plots into `out_dir` (created if missing) and return their paths."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, fig in make_figures(result).items():
+        path = out / f"{name}.png"
+        fig.savefig(path, dpi=DPI)
+        paths.append(path)
+    return paths

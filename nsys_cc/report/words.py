@@ -1,0 +1,101 @@
+"""Words: the sentences and number formats a reader sees. Analysis hands over numbers; they are phrased here.
+
+- `sig3`, `fmt_speedup`: numbers as the reports print them.
+- `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
+  Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
+  `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..analysis.speedup import Judgement
+
+
+def sig3(x: float) -> str:
+    """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
+    s = f"{x:#.3g}"
+    return s[:-1] if s.endswith(".") else s
+
+
+def alpha_text(a: float) -> str:
+    return f"{a:.2f}" if abs(a - round(a, 2)) < 1e-12 else f"{a:.3g}"
+
+
+def fmt_speedup(s: float) -> str:
+    """S to 3 significant digits, more only when rounding would turn a gain or a loss into a flat 1."""
+    for digits in range(3, 7):
+        text = f"{s:.{digits}g}"
+        if float(text) != 1.0 or s == 1.0:
+            break
+    return text
+
+
+def _gamma_text(g: int, lo: int, hi: int, max_gamma: int) -> str:
+    text = f"best γ = {g}"
+    if lo and hi and lo != hi:
+        text += f" ({lo}–{hi})"
+    if g == max_gamma:
+        text += " (the search bound: S still grows with γ)"
+    return text
+
+
+def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: int, best_gamma_low: int,
+            best_gamma_high: int, best_speedup: float, best_speedup_low: float, best_speedup_high: float,
+            max_gamma: int, **_ignored) -> str:
+    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8)."""
+    a = alpha_text(alpha)
+    has_ci = not (math.isnan(c_low) or math.isnan(c_high))
+    if math.isnan(c):
+        return f"no measurement of c: no verdict at α = {a}"
+    if alpha > c:
+        text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
+        text += f" gives {fmt_speedup(best_speedup)}×"
+        if has_ci:
+            text += f" ({fmt_speedup(best_speedup_low)}–{fmt_speedup(best_speedup_high)}×)"
+        text += f" at α = {a}"
+        if has_ci and c_high >= alpha:
+            text += (f"; but c's interval reaches {sig3(c_high)} ≥ α, where it would not speed decoding up "
+                     f"(needs α > {sig3(c_high)} to be sure)")
+        return text
+    if c >= 1:
+        text = (f"never speeds decoding up at c = {sig3(c)}: a draft no faster than the target (c ≥ 1) "
+                f"loses at every α and γ")
+    elif alpha == c:
+        text = f"cannot speed decoding up at α = {a}: c = {sig3(c)} = α, the break-even point; needs α > {sig3(c)}"
+    else:
+        text = f"slows decoding down at α = {a}: c = {sig3(c)} > α; needs α > {sig3(c)}"
+    if has_ci and c_low < alpha:
+        text += (f" (c's interval {sig3(c_low)}–{sig3(c_high)} reaches below α: at best "
+                 f"{fmt_speedup(best_speedup_high)}× with γ = {best_gamma_high})")
+    return text
+
+
+def _int(x) -> int:
+    return 0 if x is None or pd.isna(x) else int(x)
+
+
+def verdict_of(j) -> str:
+    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`."""
+    get = (lambda k: getattr(j, k)) if isinstance(j, Judgement) or not isinstance(j, pd.Series) else j.__getitem__
+    outcome = get("outcome")
+    alpha = float(get("alpha"))
+    if outcome == "no-phase":
+        return f"no {get('phase')} or all-phase measurement of c: no verdict"
+    if outcome == "no-measurement":
+        return f"no measurement of c: no verdict at α = {alpha_text(alpha)}"
+    row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
+    best = "speedup" if row else "best_speedup"
+    return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,
+                   best_gamma=_int(get("best_gamma")), best_gamma_low=_int(get("best_gamma_low")),
+                   best_gamma_high=_int(get("best_gamma_high")), best_speedup=float(get(best)),
+                   best_speedup_low=float(get(f"{best}_low")), best_speedup_high=float(get(f"{best}_high")),
+                   max_gamma=_int(get("max_gamma")))
+
+
+def with_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
+    """`speedup.verdicts`'s table with a `verdict` column: the sentence of each row."""
+    return verdicts.assign(verdict=[verdict_of(r) for _, r in verdicts.iterrows()])
