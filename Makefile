@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo test fixtures bench fuzz notebook clean
+.PHONY: setup nsys demo demo-spec test fixtures bench fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
@@ -29,6 +29,12 @@ nsys:
 # with vLLM's CPU build under the real nsys, then print the cost-coefficient table.
 demo: setup
 	$(VENV)/bin/nsys-cc profile --target tiny-llama-target --draft tiny-llama-draft-s --draft tiny-llama-draft-xs -o out/demo
+
+# Speculative decoding measured where it happens: the known-α pair (real weights, built on first use into
+# $$NSYS_CC_MODELS) profiled plain and speculating at γ = 1, 2, 3 (128 prompt + 32 generated tokens).
+demo-spec: setup
+	$(VENV)/bin/nsys-cc profile --target pair-target-a50 --draft pair-draft --speculate 1,2,3 \
+		--num-iters-warmup 2 --num-iters 5 -o out/demo-spec
 
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q

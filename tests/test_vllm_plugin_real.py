@@ -41,7 +41,14 @@ LAYOUT_PROBE = textwrap.dedent("""
         "full": params(cg.ModelCudaGraphManager, "run_fullgraph"),
         "v2.draft.propose": params(mods["vllm.v1.worker.gpu.spec_decode.speculator"].DraftModelSpeculator, "propose"),
         "generate": params(mods["vllm.entrypoints.llm"].LLM, "generate")[:2],
+        "steps": [params(mods["vllm.v1.engine.llm_engine"].LLMEngine, "step"),
+                  params(mods["vllm.v1.engine.core"].EngineCoreProc, "_process_engine_step"),
+                  params(mods["vllm.v1.engine.core_client"].InprocClient, "get_output")],
     }
+    core = mods["vllm.v1.engine.core"].EngineCore
+    # The step range opens when the engine core's scheduler returns: each step function schedules through it.
+    out["schedules"] = [("self.scheduler.schedule(" in inspect.getsource(getattr(core, f))) for f in
+                        ("step", "step_with_batch_queue")]
     print(json.dumps(out))
 """)
 
@@ -58,6 +65,7 @@ def test_installed_vllm_has_the_layout_the_plugin_patches():
     assert p["pw"] == ["self", "model", "model_inputs"] and p["full"] == ["self", "desc"]
     assert "dummy_run" in p["v2.draft.propose"]
     assert p["generate"] == ["self", "prompts"]
+    assert p["steps"] == [["self"]] * 3 and found["schedules"] == [True, True]
 
 
 SPEC_DRIVER = textwrap.dedent("""
@@ -75,7 +83,7 @@ SPEC_DRIVER = textwrap.dedent("""
 """)
 
 
-def test_speculative_run_traces_draft_forwards_under_their_own_name(tmp_path):
+def test_speculative_run_traces_draft_forwards_and_steps_under_their_own_names(tmp_path):
     driver = tmp_path / "spec_driver.py"
     driver.write_text(SPEC_DRIVER)
     nsys = require_nsys()
@@ -102,3 +110,13 @@ def test_speculative_run_traces_draft_forwards_under_their_own_name(tmp_path):
     assert names == ["model_executable()", *["draft_model_executable()"] * 3] * len(target)
     drafts = [r[1] for r in rows if r[0] == "draft_model_executable()"]
     assert all(d == 1 for i, d in enumerate(drafts) if i % 3)
+    # One nsys_cc:step per engine step, on the forwards' thread, around the verify forward and its 3 drafts.
+    with sqlite3.connect(sqlite) as conn:
+        ranges = conn.execute(
+            "SELECT coalesce(e.text, s.value), e.start, e.\"end\", e.int64Value, e.globalTid FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+    steps = [r for r in ranges if r[0] == "nsys_cc:step"]
+    assert [s[3] for s in steps] == target
+    for step in steps:
+        inside = [r[0] for r in ranges if step[1] < r[1] and r[2] < step[2] and r[4] == step[4]]
+        assert inside == ["model_executable()", *["draft_model_executable()"] * 3]

@@ -131,11 +131,12 @@ def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool
 
 
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
-               python: str = sys.executable, speculative_config: str | None = None) -> list[str]:
+               python: str = sys.executable, speculative_config: str | None = None,
+               load_format: str = "dummy") -> list[str]:
     """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`); `speculative_config` is the
-    JSON given to vLLM's `--speculative-config` (None: a plain run)."""
+    JSON given to vLLM's `--speculative-config` (None: a plain run); `load_format` vLLM's `--load-format`."""
     args = [
-        python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", "dummy",
+        python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", load_format,
         "--input-len", str(opts.input_len), "--output-len", str(opts.output_len),
         "--batch-size", str(opts.batch_size), "--num-iters-warmup", str(opts.warmup_iters),
         "--num-iters", str(opts.iters), "--skip-tokenizer-init", "--disable-detokenize",
@@ -170,12 +171,14 @@ def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
 
 def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions, *, gpu: bool,
                    trace: str | None = None, nsys_extra: Sequence[str] = (),
-                   environ: Mapping[str, str] = os.environ, speculative_config: str | None = None) -> ModelCommands:
+                   environ: Mapping[str, str] = os.environ, speculative_config: str | None = None,
+                   load_format: str = "dummy") -> ModelCommands:
     """Both command lines and the environment for profiling `model` into `files` (speculatively when
     `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`)."""
     profile = [
         *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra),
-        *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config),
+        *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config,
+                    load_format=load_format),
     ]
     env = bench_env(opts, gpu=gpu, environ=environ)
     if speculative_config is not None:

@@ -196,6 +196,10 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
     if gammas:
         base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
         for draft in drafts:
+            if draft.load_format != target.load_format:
+                raise InputError(f"speculate: vLLM loads the draft as it loads the target, so {draft.spec} "
+                                 f"({draft.load_format} weights) and {target.spec} ({target.load_format} weights) "
+                                 "cannot be paired")
             for gamma in gammas:
                 label = f"{draft.label}.spec-g{gamma}"
                 spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
@@ -241,7 +245,7 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
 
     def make(m: Model, spec: str | None = None) -> ModelCommands:
         return model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
-                              nsys_extra=nsys_args, speculative_config=spec)
+                              nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format)
 
     plain = [ModelRun("target" if i == 0 else "draft", m, make(m)) for i, m in enumerate(models)]
     return plain + speculative_runs(models[0], models[1:], gammas, config, make)
@@ -479,6 +483,9 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    for model in {r.model.spec: r.model for r in runs if r.model.kind == "pair"}.values():
+        with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
+            model.prepare()
     try:
         for i, run in enumerate(runs, 1):
             where = f"[{i}/{len(runs)}] {_describe(run)}"

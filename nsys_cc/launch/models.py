@@ -5,8 +5,10 @@ An argument is, in this order:
    `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models in
    vLLM issue #6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos (target 4 layers ×
    hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt tokens from);
-2. a local directory holding a `config.json`;
-3. a Hugging Face id (`org/name`): passed to vLLM as is (it fetches the config; needs the network or a cache).
+2. a model of the known-α pair (`pair-draft`, `pair-target`, `pair-target-a50`, `pair-target-a25`; real weights
+   built on demand by `nsys_cc.launch.pair` into `$NSYS_CC_MODELS`, loaded with `--load-format auto`);
+3. a local directory holding a `config.json`;
+4. a Hugging Face id (`org/name`): passed to vLLM as is (it fetches the config; needs the network or a cache).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from . import pair
 
 MODELS_DIR = Path(__file__).resolve().parent / "models"
 SHAPES = {
@@ -37,13 +40,25 @@ class Model:
     spec: str
     path: str
     label: str
-    kind: str  # "shape", "directory" or "hub"
+    kind: str  # "shape", "pair", "directory" or "hub"
+
+    @property
+    def load_format(self) -> str:
+        """vLLM's `--load-format`: "auto" for the known-α pair's real weights, else "dummy" (shapes only)."""
+        return "auto" if self.kind == "pair" else "dummy"
+
+    def prepare(self) -> None:
+        """Make the model's files exist (builds a known-α pair model the first time; nothing for the others)."""
+        if self.kind == "pair":
+            pair.path(self.spec, Path(self.path).parent)
 
 
 def resolve(spec: str) -> Model:
     """The model `spec` names (see the module docstring); InputError when it names none."""
     if spec in SHAPES:
         return Model(spec, str(MODELS_DIR / spec), spec, "shape")
+    if spec in pair.PAIRS:
+        return Model(spec, str(pair.models_dir() / spec), spec, "pair")
     path = Path(spec).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
@@ -52,7 +67,7 @@ def resolve(spec: str) -> Model:
     if _HF_ID.match(spec) and not path.exists():
         return Model(spec, spec, _safe_label(spec.split("/")[-1]), "hub")
     raise InputError(
-        f"unknown model {spec!r}: not a shipped shape ({', '.join(SHAPES)}), "
+        f"unknown model {spec!r}: not a shipped shape ({', '.join([*SHAPES, *pair.PAIRS])}), "
         "a directory with a config.json, or a Hugging Face id (org/name)"
     )
 

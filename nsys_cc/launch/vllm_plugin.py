@@ -48,6 +48,10 @@ engine step for `nsys_cc.live` (the runner's `execute_model` opens a step, `samp
 records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat loggers; with `NSYS_CC_PLUGIN` unset no NVTX
 range is pushed.
 
+One correction, not a range: on vLLM's CPU build the rejection sampler's `expand` kernel leaves float outputs
+unwritten, which breaks speculative decoding with sampling (`nsys_cc.launch.vllm_fixes`; `NSYS_CC_VLLM_FIXES=0`
+turns it off).
+
 A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
 NVTX scopes are switched on instead (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`: analyse with
 `--range "gpu_model_runner: forward"`).
@@ -456,6 +460,12 @@ def _patch_core_client(module: Any) -> bool:
     return cls is not None and _wrap(cls, "get_output", _as_step(lambda client: getattr(client, "engine_core", None)))
 
 
+def _patch_cpu_kernels(module: Any) -> bool:
+    from . import vllm_fixes
+
+    return vllm_fixes.patch_cpu_triton_utils(module)
+
+
 _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.worker.gpu_model_runner": _patch_v1_runner,
     "vllm.v1.worker.gpu.model_runner": _patch_v2_runner,
@@ -466,6 +476,7 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.engine.llm_engine": _patch_llm_engine,
     "vllm.v1.engine.core": _patch_engine_core,
     "vllm.v1.engine.core_client": _patch_core_client,
+    "vllm.utils.cpu_triton_utils": _patch_cpu_kernels,
 }
 
 
