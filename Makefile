@@ -14,7 +14,7 @@ setup: $(STAMPS)/venv nsys
 $(STAMPS)/venv: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[vllm,dev]'
+	$(PY) -m pip install -q -e '.[vllm,dask,dev]'
 	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (REAL_STACK.md).
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@mkdir -p $(STAMPS) && touch $@

@@ -7,6 +7,9 @@
   table streamed from the cursor into NumPy with `np.fromiter` (the fastest plain-stdlib way we know: no
   row list is kept); NULLs read through `coalesce`. Nothing else: no names resolved, no join, no sort.
 - `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads of it.
+- `nvtx_raw`: the floor for NVTX-heavy exports: a stdlib `fetchall` of NVTX_EVENTS' start, end, text, textId,
+  globalTid, eventType (issue 15's yardstick).
+- `ranges`: `nsys-cc ranges EXPORT --name model_executable() --format csv` (output to /dev/null).
 - `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
   kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
   the time is included).
@@ -55,6 +58,37 @@ def raw_scan(path: str) -> dict:
     return {"rows": {k: len(v) for k, v in out.items()}}
 
 
+def nvtx_raw_scan(path: str) -> dict:
+    """The floor for NVTX-heavy exports (issue 15): a stdlib `fetchall` of the NVTX_EVENTS columns a range table
+    needs (start, end, text, textId, globalTid, eventType), as a user would write it. Nothing resolved."""
+    uri = f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    conn = sqlite3.connect(uri, uri=True)
+    rows = conn.execute("SELECT start, end, text, textId, globalTid, eventType FROM NVTX_EVENTS").fetchall()
+    conn.close()
+    return {"rows": len(rows)}
+
+
+def ranges_csv(path: str) -> dict:
+    """`nsys-cc ranges EXPORT --name model_executable() --format csv`, its output to /dev/null."""
+    import os
+
+    from nsys_cc.cli import main as cli_main
+
+    fd = os.dup(1)
+    with open(os.devnull, "wb") as null:
+        os.dup2(null.fileno(), 1)
+        try:
+            cli_main(["ranges", path, "--name", "model_executable()", "--format", "csv"])
+        except SystemExit as exc:
+            if exc.code:
+                raise
+        finally:
+            sys.stdout.flush()
+            os.dup2(fd, 1)
+            os.close(fd)
+    return {}
+
+
 def reader(path: str) -> dict:
     """The reads `analyze` makes of one export (see `nsys_cc.analysis.projection.launches`): NVTX ranges, and the
     API calls' and GPU ops' columns the projection and kernel breakdown need."""
@@ -73,14 +107,23 @@ def analyze(path: str, draft: str) -> dict:
 
     result = cost_coefficient(path, [draft])
     c = result.coefficients
-    row = c[(c["phase"] == "decode") & (c["metric"] == "gpu_span")]
-    return {"forwards": int(result.target.kept.shape[0]), "c_decode_gpu_span": float(row["c"].iloc[0])}
+    metric = "gpu_span" if (c["metric"] == "gpu_span").any() else "wall"  # NVTX-only exports: wall time only
+    row = c[(c["phase"] == "decode") & (c["metric"] == metric)]
+    return {"forwards": int(result.target.kept.shape[0]), f"c_decode_{metric}": float(row["c"].iloc[0])}
 
 
 def main(argv: list[str]) -> None:
     name, path, *rest = argv
     if name == "raw":
         run = lambda: raw_scan(path)  # noqa: E731
+    elif name == "nvtx_raw":
+        run = lambda: nvtx_raw_scan(path)  # noqa: E731
+    elif name == "ranges":
+        import nsys_cc.analysis.projection  # noqa: F401
+        import nsys_cc.cli  # noqa: F401
+        import nsys_cc.report.tables  # noqa: F401
+
+        run = lambda: ranges_csv(path)  # noqa: E731
     elif name == "reader":
         run = lambda: reader(path)  # noqa: E731
     elif name == "analyze":

@@ -545,6 +545,92 @@ def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
     return path
 
 
+# -- the NVTX-heavy shape (issue 15): no CUDA, three ranges per forward ------------------------------------------
+NVTX_HEAVY_VERSION = 1
+
+
+def nvtx_heavy_name(forwards: int, seed: int = 0) -> str:
+    return f"nvtx_{_human(forwards)}fwd_s{seed}_v{NVTX_HEAVY_VERSION}.sqlite"
+
+
+def nvtx_heavy_rows(forwards: int, seed: int = 0, warmup: int = 5) -> dict:
+    """The rows `benchmarks/nvtx_heavy.c` makes nsys write, for `forwards` iterations: per iteration an
+    `nsys_cc:iteration` push/pop range (the first `warmup`: `nsys_cc:warmup`; payload 8) around a
+    `model_executable()` range (registered string, payload 1024 for every 16th forward, a prefill, else 8) and
+    a `sample` range (inline text) beside it, all on one thread. Columns in NVTX_EVENTS row order."""
+    rng = np.random.default_rng(seed)
+    n = forwards
+    prefill = np.arange(n) % 16 == 0
+    lead = rng.integers(300, 900, n)  # iteration start → forward start
+    fwd = np.where(prefill, 4_000, 900) + rng.integers(0, 300, n)
+    gap = rng.integers(150, 400, n)  # forward end → sample start
+    smp = rng.integers(150, 350, n)
+    tail = rng.integers(100, 300, n)  # sample end → iteration end
+    between = rng.integers(100, 300, n)  # iteration end → next iteration start
+    length = lead + fwd + gap + smp + tail
+    it_start = 40_000_000 + np.cumsum(length + between) - (length + between)
+    f_start = it_start + lead
+    f_end = f_start + fwd
+    s_start = f_end + gap
+    s_end = s_start + smp
+    it_end = s_end + tail
+    strings = {"model_executable()": 120, "nsys_cc:iteration": 121, "nsys_cc:warmup": 122}
+    start = np.stack([it_start, f_start, s_start], axis=1).ravel()
+    end = np.stack([it_end, f_end, s_end], axis=1).ravel()
+    it_name = np.where(np.arange(n) < warmup, strings["nsys_cc:warmup"], strings["nsys_cc:iteration"])
+    text_id = np.stack([it_name, np.full(n, strings["model_executable()"]), np.full(n, -1)], axis=1).ravel()
+    payload = np.stack([np.full(n, 8), np.where(prefill, 1024, 8), np.full(n, -1)], axis=1).ravel()
+    return {"start": start, "end": end, "text_id": text_id, "payload": payload, "strings": strings,
+            "end_of_trace": int(it_end[-1]) + 1_000_000}
+
+
+def write_nvtx_heavy(forwards: int, path: Path, seed: int = 0, *, quiet: bool = False) -> Path:
+    """The NVTX-heavy export (`nvtx_heavy_rows`) in the schema of the real export (as `write`)."""
+    t0 = time.perf_counter()
+    d = nvtx_heavy_rows(forwards, seed)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.unlink(missing_ok=True)
+    src = sqlite3.connect(f"file:{SCHEMA_SOURCE}?mode=ro", uri=True)
+    conn = sqlite3.connect(tmp)
+    conn.execute("PRAGMA journal_mode=OFF")
+    conn.execute("PRAGMA synchronous=OFF")
+    for (sql,) in src.execute("SELECT sql FROM sqlite_master WHERE type='table' AND sql IS NOT NULL ORDER BY rowid"):
+        conn.execute(sql)
+    for table in COPIED:
+        rows = src.execute(f'SELECT * FROM "{table}"').fetchall()
+        if rows:
+            conn.executemany(f'INSERT INTO "{table}" VALUES ({",".join("?" * len(rows[0]))})', rows)
+    src.close()
+    conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, 0, ?)", (1 << 48, d["end_of_trace"], d["end_of_trace"]))
+    conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in d["strings"].items()])
+    conn.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (GLOBAL_PID, PID, "nvtx_heavy"))
+    n = len(d["start"])
+    text = np.where(d["text_id"] < 0, "sample", None)
+    _insert(
+        conn,
+        f"INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid, textId, domainId, int64Value) "
+        f"VALUES (?, ?, 59, ?, {MAIN_TID}, ?, 0, ?)",
+        [d["start"], d["end"], text, _nullable(d["text_id"]), _nullable(d["payload"])],
+        n,
+    )
+    conn.commit()
+    conn.close()
+    tmp.replace(path)
+    if not quiet:
+        print(f"wrote {path} ({path.stat().st_size / 2**20:.0f} MiB: {n:,} NVTX ranges, {forwards:,} forwards) in "
+              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr)
+    return path
+
+
+def ensure_nvtx_heavy(forwards: int, seed: int = 0, data_dir: Path = DATA, *, quiet: bool = False) -> Path:
+    """The NVTX-heavy export of `forwards` forwards under `data_dir`, generated once."""
+    path = data_dir / nvtx_heavy_name(forwards, seed)
+    if not path.exists():
+        write_nvtx_heavy(forwards, path, seed, quiet=quiet)
+    return path
+
+
 def ensure(shape: Shape, data_dir: Path = DATA, *, quiet: bool = False) -> Path:
     """The export for `shape` under `data_dir`, generated once (the file name encodes every argument)."""
     path = data_dir / shape.file_name()
@@ -555,7 +641,7 @@ def ensure(shape: Shape, data_dir: Path = DATA, *, quiet: bool = False) -> Path:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--kernels", type=int, required=True, help="number of kernels (rounded up to whole forwards)")
+    p.add_argument("--kernels", type=int, default=0, help="number of kernels (rounded up to whole forwards)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--graphs", action="store_true", help="decode forwards replay CUDA graphs (node-level trace)")
     p.add_argument("--layers", type=int, default=4, help="layers per forward (10 kernels each, plus 10)")
@@ -563,7 +649,16 @@ def main(argv: list[str] | None = None) -> None:
                    help="an NVTX range around each layer's launches (7 ranges per 50 kernels instead of 2)")
     p.add_argument("--duration-scale", type=float, default=1.0, help="scale kernel durations (a smaller model)")
     p.add_argument("-o", "--output", type=Path, help=f"output file (default: {DATA}/<name from the arguments>)")
+    p.add_argument("--nvtx-forwards", type=int,
+                   help="instead: the NVTX-heavy shape of issue 15 (no CUDA, 3 ranges per forward) with this many "
+                        "forwards (16 M ranges: 5333334); --kernels is then ignored")
     a = p.parse_args(argv)
+    if a.nvtx_forwards:
+        if a.output:
+            write_nvtx_heavy(a.nvtx_forwards, a.output, a.seed)
+        else:
+            print(ensure_nvtx_heavy(a.nvtx_forwards, a.seed))
+        return
     shape = Shape(a.kernels, a.seed, a.graphs, a.layers, duration_scale=a.duration_scale, layer_ranges=a.layer_ranges)
     if a.output:
         write(shape, a.output)

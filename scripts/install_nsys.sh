@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install real NVIDIA Nsight Systems 2022.4 (Debian bookworm non-free) into a project-local prefix.
-# No system-wide install: the .debs are unpacked with dpkg -x. Recipe: ../shared/docs/REAL_STACK.md.
+# No system-wide install: the .debs are unpacked with dpkg -x. Recipe: docs/REAL_STACK.md.
 # Usage: scripts/install_nsys.sh [PREFIX]   (default: .nsys)
 set -euo pipefail
 PREFIX=$(realpath -m "${1:-.nsys}")

@@ -113,7 +113,7 @@ def _bad_inputs(tmp_path: Path, fixture: Path) -> list[tuple[list[str], str]]:
         (["info", str(tmp_path / "missing.sqlite")], "no such file"),
         (["info", str(empty)], "empty"),
         (["ranges", str(text)], "neither an Nsight Systems SQLite export"),
-        (["ranges", str(fixture), "--name", "innr"], "closest: 'inner'"),
+        (["ranges", str(fixture), "--name", "innr"], "closest names: 'inner'"),
     ]
 
 

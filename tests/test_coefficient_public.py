@@ -16,6 +16,7 @@ import pytest
 
 from conftest import unchanged
 from nsys_cc import cost_coefficient
+from nsys_cc.report import words
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
 
@@ -68,7 +69,7 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     a, b = (nsys_proj[n] for n in PAIR)
     name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
     res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
-    text = res.diagnosis.iloc[0]["diagnosis"]
+    text = words.diagnosis_text(res, res.diagnosis.iloc[0])
     assert any(word in text for word in ("launch-bound", "GPU-bound"))
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
     # the busy share quoted is the draft's median GPU busy over its median wall time

@@ -4,6 +4,7 @@ against the raw rows or against the result's own tables where the behaviour unde
 
 from __future__ import annotations
 
+import html
 import json
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from conftest import FIXTURES, raw_sql
 from nsys_cc.analysis.metrics import C_METRICS, METRICS
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
+from nsys_cc.report import words
 from nsys_cc.report.writer import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -129,7 +131,7 @@ def test_short_repr_and_html_view(result):
         assert f"{draft}: {c:.3g} (decode)" in text
     page = result._repr_html_()
     assert page.count("<tr") == 1 + sum(len(m.phases) for m in result.models)
-    assert all(row.diagnosis.split(":")[0] in page for row in result.diagnosis.itertuples())
+    assert all(html.escape(words.diagnosis_text(result, row)) in page for row in result.diagnosis.itertuples())
     assert result.render("table") == nsys_cc.render(result, "table")
 
 
@@ -176,6 +178,8 @@ def test_diagnosis_says_work_runs_past_the_range(gpu_pair):
     d = gpu_pair.drafts[0].kept
     busy, wall = np.median(d["gpu_busy_ns"].dropna()), np.median(d["wall_ns"])
     assert busy > wall  # NCCL kernels outlive the short range that launched them
-    text = gpu_pair.diagnosis.iloc[0]["diagnosis"]
+    row = gpu_pair.diagnosis.iloc[0]
+    assert row["outlives_range"] and row["busy_share"] == pytest.approx(busy / wall)
+    text = words.diagnosis_text(gpu_pair, row)
     assert f"GPU busy {busy / 1e6:.3f} ms, longer than the range's {wall / 1e6:.3f} ms wall" in text
     assert "runs past the range" in text and f"({busy / wall:.0%})" not in text

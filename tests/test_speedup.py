@@ -1,4 +1,4 @@
-"""The speedup model against the published numbers in SPECDEC.md and closed-form properties."""
+"""The speedup model against the published numbers in docs/SPECDEC.md and closed-form properties."""
 
 from __future__ import annotations
 

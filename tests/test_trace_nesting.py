@@ -7,9 +7,10 @@ cases real clocks produce — ties, zero-length ranges, touching ranges, identic
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
-from nsys_cc.trace.nesting import NO_PARENT, nest
+from nsys_cc.trace.nesting import NO_PARENT, _nested_parents, nest
 
 
 def brute_force(g, s, e, eligible):
@@ -93,3 +94,55 @@ def test_known_shapes():
     # [6, 7] lies in [0, 10] and in [5, 20]: the shorter one is its parent.
     assert parent.tolist() == [NO_PARENT, 0, 1, NO_PARENT, NO_PARENT, 3]
     assert level.tolist() == [0, 1, 2, 0, 0, 1]
+
+
+def _stacks(rng, n_threads: int, pushes: int, zero_length: bool):
+    """Random push/pop sequences on a few threads (strictly nested per thread, many equal timestamps)."""
+    clock, stacks, rows = 0, {t: [] for t in range(n_threads)}, []
+    while len(rows) < pushes or any(stacks.values()):
+        t = int(rng.integers(n_threads))
+        clock += int(rng.integers(0, 2))
+        if len(rows) < pushes and (not stacks[t] or rng.random() < 0.55):
+            stacks[t].append(len(rows))
+            rows.append([t, clock, None])
+        elif stacks[t]:
+            i = stacks[t].pop()
+            if not zero_length and clock == rows[i][1]:
+                clock += 1
+            rows[i][2] = clock
+    return (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_vectorised_path_alone_on_nested_threads(seed):
+    """Push/pop stacks without zero-length ranges never need the exact sweep, and the vectorised path alone
+    gives the brute-force parents; rows given in any order (an export's order, or shuffled)."""
+    rng = np.random.default_rng(seed)
+    g, s, e = _stacks(rng, 3, 600, zero_length=False)
+    if seed % 2:
+        perm = rng.permutation(len(s))
+        g, s, e = g[perm], s[perm], e[perm]
+    parent, level, bad = _nested_parents(g, s, e)
+    assert not bad.any()
+    expected = brute_force(g, s, e, np.ones(len(s), bool))
+    assert parent.tolist() == expected
+    order = sorted(range(len(s)), key=lambda i: (s[i], -e[i], i))
+    assert level.tolist() == [_levels(expected, order)[i] for i in range(len(s))]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nest_on_big_stacks_with_zero_length_and_cross_thread_ranges(seed):
+    """Bigger inputs with every awkward case at once: zero-length ranges (some where two ranges touch), equal
+    timestamps, ranges that end on another thread (ineligible), partial overlaps added on one thread."""
+    rng = np.random.default_rng(100 + seed)
+    g, s, e = _stacks(rng, 3, 500, zero_length=True)
+    extra = 40
+    g = np.r_[g, np.full(extra, 1)]
+    s2 = rng.integers(0, s.max() + 1, extra)
+    s = np.r_[s, s2]
+    e = np.r_[e, s2 + rng.integers(0, 40, extra)]
+    eligible = rng.random(len(s)) > 0.05
+    parent, level = nest(g, s, e, eligible)
+    assert parent.tolist() == brute_force(g, s, e, eligible)
+    order = sorted(range(len(s)), key=lambda i: (not eligible[i], s[i], -e[i], i))
+    assert level.tolist() == [_levels(parent.tolist(), order)[i] for i in range(len(s))]

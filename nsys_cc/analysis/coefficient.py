@@ -21,7 +21,7 @@ from .acceptance import alphas_with_source
 from .diagnosis import diagnose
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import closest_names, name_counts, select
+from .ranges import not_found, quoted, select
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians
@@ -29,13 +29,15 @@ from .stats import STAT_NAMES, describe, median, ratio_of_medians
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient", "load_model"]
 
 DEFAULT_RANGE = "model_executable()"
-# Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
-NAME_CHARS = 80
+# What a model keeps of its forward ranges once they are measured (the rest of the trace's NVTX and GPU columns is
+# let go, so analysing N traces holds about one trace's worth of memory at a time, not N).
+MODEL_COLUMNS = ["range_id", "qualified_name", "pid", "tid", "start_ns", "end_ns", "payload", "open_at_end", "kept",
+                   "phase", "kernels", "gpu_ops", *COLUMNS.values()]
 PathLike = str | os.PathLike
 
 
 def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
-    out = proj.copy()
+    out = proj.copy(deep=False)  # copy-on-write: the new columns below never reach `proj`
     for m in METRICS:
         if m.derive is not None:
             continue
@@ -49,25 +51,12 @@ def _per_forward(proj: pd.DataFrame, has_cuda: bool) -> pd.DataFrame:
 
 
 def _quoted(name: str) -> str:
-    return repr(name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…")
+    return quoted(name)
 
 
 def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> RangeNotFoundError:
-    """The error for a range name that matches nothing, with what the trace does hold."""
-    wanted = f"{path}: no NVTX range named {_quoted(range_name)}"
-    if not trace.has_table("NVTX_EVENTS"):
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)")
-    if ranges.empty:
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges")
-    if ranges["qualified_name"].isna().all():
-        return RangeNotFoundError(
-            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)"
-        )
-    near = closest_names(ranges, range_name)
-    listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
-    label = "closest names" if near else "names in the trace"
-    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(_quoted, listed))} (choose one with range_name)",
-                              param="range_name")
+    """The error for a range name that matches nothing (`ranges.not_found`), with the parameter that picks one."""
+    return not_found(trace, ranges, range_name, path=path, hint=" (choose one with range_name)", param="range_name")
 
 
 def load_model(
@@ -116,6 +105,8 @@ def load_model(
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
         totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
+        # A deep copy of the kept columns only: nothing else of this trace stays referenced.
+        forwards = forwards[MODEL_COLUMNS].copy()
         return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                              op_totals=totals, gpu_note=gpu_note)
@@ -297,7 +288,7 @@ def cost_coefficient(
         coefficients=coefficients,
         kernel_summary=kernel_summary,
         categories=categories,
-        diagnosis=diagnose(models[0], models[1:], kernel_summary, categories),
+        diagnosis=diagnose(models[0], models[1:]),
         verdicts=verdicts(coefficients, alphas),
         speedup_marks=speedup_marks(coefficients),
         notes=(*_model_notes(models), *([alpha_note] if alpha_note else [])),

@@ -11,7 +11,7 @@ Generating `n_tokens` tokens with lookahead k (γ in Leviathan et al.) and accep
 - DSI: the drafter keeps drafting lookahead windows of k' drafts while target servers verify the earlier ones in
   parallel; a round ends at its first rejection (or when nothing is left to draft). A round costs the drafting of its
   windows plus one target forward at the rejection, and never more than the tokens it gains × 1, because DSI also
-  runs the target without drafts (so a round whose first draft is rejected costs 1, like non-SI). SPECDEC.md words
+  runs the target without drafts (so a round whose first draft is rejected costs 1, like non-SI). docs/SPECDEC.md words
   it as "a window is charged when it had an acceptance or the previous one was not yet verified": every window after
   the first starts while its predecessor is still being verified, and an unaccepted first window is covered by the
   cap, so the costs are the same. This follows Timor et al.'s reference simulation.

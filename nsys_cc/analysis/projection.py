@@ -34,6 +34,7 @@ recomputed exactly. The union length needs the (range, op) pairs, built vectoris
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ import pandas as pd
 
 from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
+from ..trace.source import Trace, handed_out
 
 PROJECTION_COLUMNS = [
     "proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns", "gpu_busy_ns",
@@ -77,20 +79,27 @@ class Launches:
     threads: dict[int, tuple[int, int]]
 
 
-def launches(trace) -> Launches:
-    """The trace's API calls joined to their GPU work (computed once per trace and cached on it)."""
-    return trace.memo("projection.launches", _build_launches)
+# The joined calls and ops of each open trace, kept while the trace object lives (owned here, not by the reader).
+_LAUNCHES: weakref.WeakKeyDictionary[Trace, Launches] = weakref.WeakKeyDictionary()
 
 
-def _columns(trace) -> tuple[dict, dict]:
+def launches(trace: Trace) -> Launches:
+    """The trace's API calls joined to their GPU work (computed once per trace object and kept while it lives)."""
+    found = _LAUNCHES.get(trace)
+    if found is None:
+        found = _LAUNCHES[trace] = _build_launches(trace)
+    return found
+
+
+def _columns(trace: Trace) -> tuple[dict, dict]:
     """API calls and GPU ops as arrays: the frames when an analysis already read them, else only the columns
     needed here (reading is the cost on big exports)."""
-    if trace.is_memoized("cuda_api"):
+    if trace.has_loaded("cuda_api"):
         frame = trace.cuda_api()
         api = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
     else:
         api = api_times(trace)
-    if trace.is_memoized("gpu_ops"):
+    if trace.has_loaded("gpu_ops"):
         frame = trace.gpu_ops()
         ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
         ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
@@ -168,7 +177,7 @@ def _call_of_ops(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarra
     return np.where((keys[i] == op_key) & (op_key >= 0), reps[i], -1)
 
 
-def _build_launches(trace) -> Launches:
+def _build_launches(trace: Trace) -> Launches:
     api, ops = _columns(trace)
     order, tids, call_tid = _thread_order(api["global_tid"], api["start_ns"])
     # Each column is reordered and its original dropped at once: big exports hold millions of calls.
@@ -330,8 +339,9 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
     return out
 
 
-def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
-    """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index.
+def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
+    """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index (`ranges` itself is
+    left as it was).
 
     Columns: those of `ranges` (range_id, name, domain, qualified_name, style, start_ns, end_ns, duration_ns,
     global_tid, pid, tid, end_global_tid, ended_on_other_thread, level, parent_id, payload, category, open_at_end;
@@ -346,11 +356,11 @@ def project(trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     names, and gpu_idle_ns = gpu_span_ns − gpu_busy_ns is added.
     """
     ranges = trace.nvtx_ranges() if ranges is None else ranges
-    out = ranges.copy()
+    out = handed_out(ranges)
     n = len(ranges)
     if n == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
         for col in PROJECTION_COLUMNS:
-            out[col] = pd.array([pd.NA] * n, dtype="Int64")
+            out[col] = pd.arrays.IntegerArray(np.zeros(n, np.int64), mask=np.ones(n, bool))
         return out
     lc = launches(trace)
     lo, hi, ok = _windows(lc, ranges)
@@ -423,7 +433,7 @@ def _op_pairs(lc: Launches, ranges: pd.DataFrame) -> Iterator[tuple[np.ndarray, 
         yield np.full(len(pos), i, dtype=np.int64), pos
 
 
-def range_ops(trace, ranges: pd.DataFrame) -> pd.DataFrame:
+def range_ops(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
     """One row per (range, GPU op) the range launched (by the rule above): `range_id` and the columns of
     `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward; `op_totals` gives the
     totals for any number of ranges without one row each); reads every GPU op once per trace."""
@@ -444,7 +454,7 @@ def range_ops(trace, ranges: pd.DataFrame) -> pd.DataFrame:
 OP_TOTAL_COLUMNS = ["group", "kind", "name", "count", "duration_ns"]
 
 
-def op_totals(trace, ranges: pd.DataFrame, groups) -> pd.DataFrame:
+def op_totals(trace: Trace, ranges: pd.DataFrame, groups) -> pd.DataFrame:
     """Per (group, kind, name): how many GPU ops the ranges launched (rule above; an op inside several of the
     ranges counts once for each) and the sum of their durations — what a kernel breakdown needs, at any number of
     ranges, without a row per (range, op).

@@ -12,6 +12,10 @@ import difflib
 import pandas as pd
 
 from ..errors import RangeNotFoundError
+from ..trace.source import Trace
+
+# Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
+NAME_CHARS = 80
 
 
 def _clean(name: str) -> str:
@@ -44,6 +48,34 @@ def closest_names(ranges: pd.DataFrame, name: str, n: int = 5) -> list[str]:
     return close
 
 
+def quoted(name: str) -> str:
+    """A range name as messages quote it (shortened past NAME_CHARS characters)."""
+    return repr(name if len(name) <= NAME_CHARS else name[: NAME_CHARS - 1] + "…")
+
+
+def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None = None, hint: str = "",
+              param: str | None = None) -> RangeNotFoundError:
+    """The one error for a range name that matches nothing in `ranges` (the trace's NVTX ranges), saying what the
+    trace does hold: no NVTX table, no ranges, no names, else the closest names (or the most frequent ones).
+    `path`: the file as the user named it (default `trace.path`); `hint` is appended to the list of names (e.g.
+    "(choose one with range_name)"), `param` the parameter at fault (the CLI writes its flag)."""
+    wanted = f"{path or trace.path}: no NVTX range named {quoted(name)}"
+    if not trace.has_table("NVTX_EVENTS"):
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
+                                  param=param)
+    if ranges.empty:
+        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges", param=param)
+    if ranges["qualified_name"].isna().all():
+        return RangeNotFoundError(
+            f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)",
+            param=param,
+        )
+    near = closest_names(ranges, name)
+    listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
+    label = "closest names" if near else "names in the trace"
+    return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(quoted, listed))}{hint}", param=param)
+
+
 # Columns of `range_table`, in order: the range, then its projection onto the GPU.
 TABLE_COLUMNS = [
     "range_id", "name", "style", "pid", "tid", "start_ns", "end_ns", "duration_ns", "level",
@@ -51,7 +83,7 @@ TABLE_COLUMNS = [
 ]
 
 
-def range_table(trace, name: str | None = None) -> pd.DataFrame:
+def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     """One row per NVTX range (only those named `name` when given) with its GPU projection, columns
     TABLE_COLUMNS (`name` is the qualified name). GPU columns are <NA> where the range launched nothing
     or the trace has no CUDA data. Raises RangeNotFoundError for an unknown name."""
@@ -61,10 +93,7 @@ def range_table(trace, name: str | None = None) -> pd.DataFrame:
     if name is not None:
         picked = select(ranges, name)
         if picked.empty:
-            near = closest_names(ranges, name)
-            hint = f"; closest: {', '.join(repr(n) for n in near)}" if near else (
-                "; the trace has no NVTX ranges" if ranges.empty else "")
-            raise RangeNotFoundError(f"no NVTX range named {name!r} in {trace.path}{hint}")
+            raise not_found(trace, ranges, name)
         ranges = picked
     table = project(trace, ranges)
     table["name"] = table["qualified_name"]

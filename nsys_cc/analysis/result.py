@@ -40,7 +40,9 @@ class ModelForwards:
 
     `forwards` holds every range named `range_name` (warm-up included), one row per range: `kept` (False for
     warm-up and ranges never closed), `phase` (prefill | decode, or all where the phases were not told apart) and
-    the per-forward metrics in ns (`metrics.METRICS`). `op_totals`: the kept forwards' GPU ops per (group = phase,
+    the per-forward metrics in ns (`metrics.METRICS`), beside range_id, qualified_name, pid, tid, start_ns, end_ns,
+    payload, open_at_end, kernels and gpu_ops (`coefficient.MODEL_COLUMNS`: only these are kept of the trace, so
+    a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     """
 
@@ -93,7 +95,9 @@ class CostCoefficientResult:
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
-    - `diagnosis`: draft, phase, diagnosis (sentences on where the draft's forward time goes).
+    - `diagnosis`: per draft, the numbers on where its forward time goes against the target's
+      (`analysis.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its class);
+      `render()` and the report say it in sentences (`nsys_cc.report.words.diagnosis_text`).
     - `verdicts`: draft, metric, alpha, phase, c, c_low, c_high, best_gamma…, speedup…, break_even_alpha, verdict —
       what c means at each acceptance rate given (empty when none was).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.

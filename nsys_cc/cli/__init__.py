@@ -73,4 +73,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Each verb lives in its own module and registers itself on `cli`.
-from . import analyze, inspect, profile, speedup  # noqa: E402,F401
+from . import analyze, inspect, profile, speedup, sweep  # noqa: E402,F401

@@ -1,17 +1,27 @@
-"""`nsys-cc analyze TARGET DRAFT [DRAFT …]`: the cost coefficient of each draft from existing traces."""
+"""`nsys-cc analyze TARGET DRAFT [DRAFT …]`: the cost coefficient of each draft from existing traces.
+
+`nsys-cc analyze SOURCE` with one argument that is a sweep directory or a manifest (.json/.csv, see
+`nsys_cc.sweep.manifest`): every trace set in it, analysed in parallel (a local process pool, or a Dask cluster
+with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet and the plots).
+"""
 
 from __future__ import annotations
 
 import click
 
 from ..analysis.coefficient import DEFAULT_RANGE
+from ..errors import InputError, NsysCCError
 from . import cli
 from .options import acceptance_option, format_option, metrics_option
+
+# Options of one trace set; a manifest sets range and output length per set.
+_ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
+                 "metrics_dump": "--metrics", "range_name": "--range", "output_len": "--output-len"}
 
 
 @cli.command()
 @click.argument("target", type=click.Path(dir_okay=True))
-@click.argument("drafts", nargs=-1, required=True, type=click.Path(dir_okay=True))
+@click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
               help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes); once for "
                    "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
@@ -26,8 +36,27 @@ from .options import acceptance_option, format_option, metrics_option
 @format_option()
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, seed, fmt, out_dir):
-    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model)."""
+@click.option("--jobs", type=int, default=None,
+              help="Many trace sets: local worker processes (default: one per CPU).")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
+@click.pass_context
+def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, seed, fmt,
+            out_dir, jobs, scheduler):
+    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
+    trace set of a sweep directory or manifest file given alone."""
+    from ..sweep.manifest import is_many
+
+    if not drafts and is_many(target):
+        given = [flag for param, flag in _ONE_SET_ONLY.items()
+                 if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]
+        if given:
+            verb = "applies" if len(given) == 1 else "apply"
+            raise InputError(f"{', '.join(given)} {verb} to one trace set; a manifest sets range and output_len per "
+                             "set")
+        return _analyze_many(target, seed, fmt, out_dir, jobs, scheduler)
+    if jobs is not None or scheduler:
+        raise InputError("--jobs and --scheduler apply to many trace sets (a sweep directory or a manifest)")
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
@@ -39,3 +68,25 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, acceptan
     if out_dir:
         path = write_report(result, out_dir)
         click.echo(f"report: {path}", err=True)
+
+
+def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
+    from ..report.sweep import render_sweep, write_sweep
+    from ..sweep.manifest import trace_sets
+    from ..sweep.run import analyse_many
+
+    try:
+        sets = trace_sets(source)
+    except NsysCCError as exc:  # names manifest keys (output_len), which are not this verb's flags: said as they are
+        click.echo(f"nsys-cc: error: {exc}", err=True)
+        raise SystemExit(exc.exit_code) from None
+    result = analyse_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
+    notes = [f"trace set {name}: FAILED: {reason}" for name, reason in result.failures]
+    click.echo(render_sweep(result.table, fmt, notes), nl=False)
+    if out_dir:
+        files = write_sweep(result.table, out_dir, notes=notes)
+        click.echo(f"table: {files['csv']}", err=True)
+    if result.table.empty:
+        raise InputError("no trace set could be analysed: " + "; ".join(notes))
+    if result.failures:
+        raise SystemExit(1)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 
 import click
 import pandas as pd
@@ -49,16 +51,19 @@ def info(file, fmt):
 def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
+    from ..report.bulk import write_csv, write_json_records
     from ..trace import open_trace
 
     with open_trace(file) as trace:
         table = range_table(trace, name)
-    if fmt == "csv":
-        click.echo(table.to_csv(index=False), nl=False)
-    elif fmt == "json":
-        rows = table.astype(object).to_dict("records")
-        records = [{k: (None if pd.isna(v) else v) for k, v in row.items()} for row in rows]
-        click.echo(json.dumps(records, indent=1, default=int))
+    if fmt in ("csv", "json"):
+        sys.stdout.flush()
+        out = sys.stdout.buffer
+        try:
+            (write_csv if fmt == "csv" else write_json_records)(table, out)
+            out.flush()
+        except BrokenPipeError:  # `| head`: the reader has all it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     elif table.empty:
         click.echo(f"no NVTX ranges in {file}", err=True)
     else:

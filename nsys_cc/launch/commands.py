@@ -15,7 +15,7 @@ Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): 
 --output-len 2 --batch-size 1 --num-iters-warmup 5 --num-iters 5`, eager (`--enforce-eager`) unless
 `cuda_graphs`, dummy weights (`--load-format dummy`: a config.json is enough), token prompts
 (`--skip-tokenizer-init --disable-detokenize`). On CPU hosts the settings that make vLLM's CPU build run
-(docs REAL_STACK.md) are added: `--gpu-memory-utilization 0.3` (the share of RAM reserved),
+(docs/REAL_STACK.md) are added: `--gpu-memory-utilization 0.3` (the share of RAM reserved),
 `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `VLLM_CPU_KVCACHE_SPACE=1`, and one unbound OpenMP thread
 (`VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1`): vLLM's default binds one spinning OpenMP thread to each core,
 and on a small machine with any other load a forward then takes 20–50× longer (measured here on 2 cores: 10 ms per
@@ -37,7 +37,7 @@ from .vllm_plugin import ENV_ENABLE, ENV_WARMUP
 
 GPU_TRACE = "cuda,nvtx,osrt,cublas,cudnn"
 CPU_TRACE = "nvtx,osrt"
-# What vLLM's CPU build needs (REAL_STACK.md); setdefault semantics: the user's environment wins.
+# What vLLM's CPU build needs (docs/REAL_STACK.md); setdefault semantics: the user's environment wins.
 CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
 # vLLM's profiling guide: spawned workers start cleanly under nsys.

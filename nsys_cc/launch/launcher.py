@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
 
 DEFAULT_TIMEOUT_S = 1800
-# nvtx releases whose ranges nsys 2022.4 does not record (docs REAL_STACK.md).
+# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 
@@ -339,6 +339,9 @@ def _run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None)
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
 # (`sem_open` → "SystemException" from its ProcessWaiter, within a second); such a start is retried.
 NSYS_START_FAILURE = "QuadDCommon::SystemException"
+# The same race seen as a RuntimeException from nsys's ClientProxy before the program starts (many nsys sessions at
+# once, e.g. a sweep on a busy machine).
+NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
 START_RETRIES = 2
 R = TypeVar("R")
 
@@ -366,8 +369,8 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
 
     rc, _ = retry_nsys_start(
         attempt,
-        lambda r: r[0] != 0 and NSYS_START_FAILURE in r[1],
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {NSYS_START_FAILURE}); retrying\n"),
+        lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {' / '.join(NSYS_START_FAILURES)}); retrying\n"),
     )
     return rc
 

@@ -17,7 +17,7 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from .tables import markdown_table, text_table
-from .words import with_verdicts
+from .words import with_diagnosis, with_verdicts
 
 FORMATS = ("table", "markdown", "csv", "json")
 
@@ -52,7 +52,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     ]
     out = {
         "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
-        "diagnosis": result.diagnosis.to_dict(orient="records"), "notes": list(result.notes),
+        "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"), "notes": list(result.notes),
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
@@ -118,14 +118,14 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     if fmt == "markdown":
         parts = [markdown_table(table)]
-        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
+        parts += ["", "**Diagnosis**", ""] + [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
              text_table(table), ""]
-    parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in result.diagnosis.itertuples()]
+    parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     parts += [""] + [f"note: {n}" for n in result.notes]
@@ -138,7 +138,7 @@ def render_html(result: CostCoefficientResult) -> str:
              "c = median(draft) / median(target), 95 % bootstrap interval</p>",
              display_table(result).to_html(index=False, escape=True)]
     items = [f"<li>{html.escape(r.draft)} ({r.phase}): {html.escape(r.diagnosis)}</li>"
-             for r in result.diagnosis.itertuples()]
+             for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         items += [f"<li>{html.escape(line)}</li>" for line in _verdict_lines(result)]
     items += [f"<li>note: {html.escape(n)}</li>" for n in result.notes]

@@ -4,6 +4,8 @@
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
   Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
   `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
+- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.diagnosis`'s numbers;
+  `with_diagnosis` adds the `diagnosis` column to the result's diagnosis table.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 
 import pandas as pd
 
+from ..analysis.diagnosis import category_comparison, top_kernels
 from ..analysis.speedup import Judgement
 
 
@@ -99,3 +102,61 @@ def verdict_of(j) -> str:
 def with_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:
     """`speedup.verdicts`'s table with a `verdict` column: the sentence of each row."""
     return verdicts.assign(verdict=[verdict_of(r) for _, r in verdicts.iterrows()])
+
+
+def _category_text(both: pd.DataFrame) -> str | None:
+    if both.empty:
+        return None
+    top, most = both["draft"].idxmax(), both["saved"].idxmax()
+    per_cat = ", ".join(f"{cat} {row.draft:.3f} vs {row.target:.3f}" for cat, row in both.iterrows())
+    return (
+        f"Its largest category is {top} ({both.at[top, 'draft']:.3f} ms per forward vs {both.at[top, 'target']:.3f} ms "
+        f"for the target); the draft saves most in {most} ({both.at[most, 'saved']:.3f} ms per forward); "
+        f"per category, draft vs target ms per forward: {per_cat}."
+    )
+
+
+def _top_kernels_text(top: pd.DataFrame) -> str | None:
+    if top.empty:
+        return None
+    return "Top kernels: " + "; ".join(
+        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
+        f"{r.time_per_forward_ms:.3f} ms per forward)" for r in top.itertuples()
+    ) + "."
+
+
+def diagnosis_text(result, row) -> str:
+    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.diagnosis`) and the
+    result's kernel tables."""
+    if not row.gpu:
+        why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
+               else "no GPU work launched inside the forward ranges on their own threads")
+        return (f"{row.phase}: {why}, wall-clock time only: median forward {row.wall_ms:.3f} ms vs "
+                f"{row.target_wall_ms:.3f} ms for the target (c = {row.c_wall:.3g}).")
+    if row.outlives_range:  # the work outlives the range: it is no share of the range's time
+        busy = (f"GPU busy {row.gpu_busy_ms:.3f} ms, longer than the range's {row.wall_ms:.3f} ms wall: its GPU work "
+                "runs past the range that launched it")
+    else:
+        busy = f"GPU busy {row.gpu_busy_ms:.3f} ms of {row.wall_ms:.3f} ms wall ({row.busy_share:.0%})"
+    parts = [
+        f"{row.phase}: {row.boundness}: {busy}; {row.kernels_per_forward:.0f} kernels per forward vs "
+        f"{row.target_kernels_per_forward:.0f} for the target; launch API calls {row.launch_api_ms:.3f} ms; "
+        f"GPU idle inside its span {row.gpu_idle_ms:.3f} ms."
+    ]
+    if row.launch_dominated:
+        parts.append(
+            f"c is {row.c_wall:.3g} on wall time but {row.c_gpu_busy:.3g} on GPU busy time: the draft's GPU work is "
+            "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
+            "lower c)."
+        )
+    for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),
+                 _top_kernels_text(top_kernels(result.kernel_summary, row.draft, row.phase))):
+        if text:
+            parts.append(text)
+    return " ".join(parts)
+
+
+def with_diagnosis(result) -> pd.DataFrame:
+    """`result.diagnosis` with a `diagnosis` column: the sentences of each draft."""
+    d = result.diagnosis
+    return d.assign(diagnosis=[diagnosis_text(result, r) for r in d.itertuples()])

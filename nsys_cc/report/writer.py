@@ -23,7 +23,7 @@ from ..errors import InputError
 from .figures import make_plots
 from .formats import render, result_to_dict
 from .tables import markdown_table
-from .words import with_verdicts
+from .words import with_diagnosis, with_verdicts
 
 MANIFEST = ".nsys_cc_report.json"
 
@@ -62,7 +62,7 @@ def write_report(
     env = environment()
     tables = {
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
-        "kernel_summary": result.kernel_summary, "categories": result.categories, "diagnosis": result.diagnosis,
+        "kernel_summary": result.kernel_summary, "categories": result.categories, "diagnosis": with_diagnosis(result),
         **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
         **dict(extra_tables or {}),
     }

@@ -1,6 +1,7 @@
 """Reading Nsight Systems exports: `open_trace(path) -> Trace` (read-only), and finding `nsys`."""
 
 from .nsys import find_nsys, nsys_version, require_nsys
-from .reader import Trace, open_trace
+from .reader import ExportTrace, open_trace
+from .source import Trace, TraceSource
 
-__all__ = ["Trace", "find_nsys", "nsys_version", "open_trace", "require_nsys"]
+__all__ = ["ExportTrace", "Trace", "TraceSource", "find_nsys", "nsys_version", "open_trace", "require_nsys"]

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import itertools
 import os
-import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from .. import progress
+from .source import TraceSource, readonly_uri
 
 # Marks SQL NULL in int64 columns read through coalesce(); no timestamp, id or count takes this value.
 NULL_INT = -(2**63)
@@ -86,7 +85,7 @@ def _workers() -> int:
 
 
 def read_columns(
-    trace, table: str, exprs: Sequence[str], *, where: str | None = None, floats: Sequence[int] = (),
+    trace: TraceSource, table: str, exprs: Sequence[str], *, where: str | None = None, floats: Sequence[int] = (),
     texts: Sequence[int] = (), out: Sequence[np.ndarray | None] | None = None
 ) -> list:
     """Evaluate `exprs` over the rows of `table` (those satisfying `where`) in rowid order.
@@ -155,8 +154,8 @@ def _read_stdlib(trace, table, exprs, kinds, where) -> list:
     return out
 
 
-def _uri(trace) -> str:
-    return f"file:{urllib.parse.quote(str(Path(trace.sqlite_path).resolve()))}?mode=ro&immutable=1"
+def _uri(trace: TraceSource) -> str:
+    return readonly_uri(trace.sqlite_path)
 
 
 def _rowids(trace, table: str) -> tuple[int, int]:
@@ -240,14 +239,14 @@ def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int
             j += 2 if k == "text" else 1
             continue
         if k == "text":
-            null = np.concatenate([_arrow_numpy(b.column(j + 1), np.int64) for b in batches])
+            null = _arrow_numpy(pa.chunked_array([b.column(j + 1) for b in batches]), np.int64)
             uniq = pc.unique(col)
             codes = pc.index_in(col, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
             out.append((np.where(null == 1, -1, codes), np.asarray(uniq.to_pylist(), dtype=object)))
             j += 2
         else:
             dtype = np.float64 if k == "float" else np.int64
-            out.append(np.concatenate([_arrow_numpy(b.column(j), dtype) for b in batches]))
+            out.append(_arrow_numpy(col, dtype))  # concatenated by Arrow in one pass
             j += 1
     return out
 
@@ -289,7 +288,7 @@ def nullable(values: np.ndarray) -> pd.array:
     return pd.arrays.IntegerArray(values, mask=values == NULL_INT)
 
 
-def categorical(codes_source: np.ndarray, labels: dict[int, str]) -> pd.Categorical:
+def categorical(codes_source: np.ndarray, labels: Mapping[int, str]) -> pd.Categorical:
     """Map integer ids to a Categorical through `labels`; ids missing from `labels` (or NULL_INT) become NaN.
 
     Only the distinct ids are looked up (found by hashing, not sorting), so a column of millions of rows costs

@@ -15,7 +15,16 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from .bulk import NULL_INT, categorical, categorical_values, decode_pid, decode_tid, nullable, read_columns
+from .bulk import (
+    NULL_INT,
+    categorical,
+    categorical_values,
+    decode_pid,
+    decode_tid,
+    nullable,
+    read_columns,
+)
+from .source import TraceSource
 
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 DRIVER = "CUPTI_ACTIVITY_KIND_DRIVER"
@@ -37,7 +46,7 @@ class Col:
     kind: str = "int"
 
 
-def _read_arrays(trace, table: str, cols: list[Col], out: dict | None = None) -> dict:
+def _read_arrays(trace: TraceSource, table: str, cols: list[Col], out: dict | None = None) -> dict:
     """`cols` of `table` in rowid order (so separate reads of one table line up row by row), as arrays; `out`
     maps some `int` columns to arrays of the table's row count to fill (see `read_columns`)."""
     present = set(trace.columns(table))
@@ -56,8 +65,8 @@ def _read_arrays(trace, table: str, cols: list[Col], out: dict | None = None) ->
     return result
 
 
-def _read(trace, table: str, cols: list[Col]) -> pd.DataFrame:
-    return pd.DataFrame(_read_arrays(trace, table, cols))
+def _read(trace: TraceSource, table: str, cols: list[Col]) -> pd.DataFrame:
+    return pd.DataFrame(_read_arrays(trace, table, cols), copy=False)
 
 
 def _times(frame: pd.DataFrame) -> pd.DataFrame:
@@ -70,7 +79,7 @@ def _with_pid(frame: pd.DataFrame, after: str = "global_pid") -> pd.DataFrame:
     return frame
 
 
-def read_api(trace) -> pd.DataFrame:
+def read_api(trace: TraceSource) -> pd.DataFrame:
     """CUDA runtime and driver API calls: CUPTI_ACTIVITY_KIND_RUNTIME (eventClass 0 runtime, 1 driver),
     plus a CUPTI_ACTIVITY_KIND_DRIVER table should an export have one.
 
@@ -115,7 +124,7 @@ GPU_ACTIVITY = (
 )
 
 
-def read_kernels(trace) -> pd.DataFrame:
+def read_kernels(trace: TraceSource) -> pd.DataFrame:
     """GPU kernels (CUPTI_ACTIVITY_KIND_KERNEL).
 
     Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
@@ -141,14 +150,14 @@ def read_kernels(trace) -> pd.DataFrame:
     return _with_pid(_times(_read(trace, KERNEL, cols)))
 
 
-def _memcpy_labels(trace) -> dict[int, str]:
+def _memcpy_labels(trace: TraceSource) -> dict[int, str]:
     if not trace.has_table("ENUM_CUDA_MEMCPY_OPER"):
         return {}
     with trace.reading() as conn:
         return {int(k): str(v) for k, v in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
 
 
-def read_memops(trace) -> pd.DataFrame:
+def read_memops(trace: TraceSource) -> pd.DataFrame:
     """GPU memory operations: CUPTI_ACTIVITY_KIND_MEMCPY ∪ CUPTI_ACTIVITY_KIND_MEMSET.
 
     Columns: kind ("memcpy" | "memset"), start_ns, end_ns, duration_ns, device_id, context_id, stream_id,
@@ -177,7 +186,7 @@ def read_memops(trace) -> pd.DataFrame:
     return _with_pid(_times(frame))
 
 
-def read_graph_launches(trace) -> pd.DataFrame:
+def read_graph_launches(trace: TraceSource) -> pd.DataFrame:
     """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE; recorded with --cuda-graph-trace=graph).
 
     Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
@@ -196,7 +205,7 @@ OP_KINDS = ["kernel", "memcpy", "memset", "graph"]
 OP_TABLES = (KERNEL, MEMCPY, MEMSET, GRAPH_TRACE)
 
 
-def api_times(trace) -> dict[str, np.ndarray]:
+def api_times(trace: TraceSource) -> dict[str, np.ndarray]:
     """Just what the projection needs of the API calls, row for row as `read_api`, as arrays: start_ns, end_ns,
     correlation_id, global_tid (4 values per row instead of 6, and no frame: reading is the cost on big exports)."""
     cols = [*TIME_COLUMNS, Col("global_tid", "globalTid")]
@@ -206,13 +215,13 @@ def api_times(trace) -> dict[str, np.ndarray]:
     return parts[0] if len(parts) == 1 else {c.out: np.concatenate([p[c.out] for p in parts]) for c in cols}
 
 
-def op_times(trace) -> dict:
+def op_times(trace: TraceSource) -> dict:
     """Just what an analysis needs of the GPU ops, row for row as `gpu_ops`, as arrays: kind (int8 codes into
     OP_KINDS), name (Categorical, as `gpu_ops`), start_ns, end_ns, correlation_id, global_pid."""
     return _op_columns(trace, [*TIME_COLUMNS, Col("global_pid", "globalPid")])
 
 
-def _op_columns(trace, common: list[Col]) -> dict:
+def _op_columns(trace: TraceSource, common: list[Col]) -> dict:
     # The tables' rows go straight into one array per column (no concatenation of per-table copies).
     sizes = [trace.rows(t) for t in OP_TABLES]
     whole = {c.out: np.empty(sum(sizes), np.int64) for c in common}
@@ -249,7 +258,7 @@ GPU_OP_COLUMNS = [
 ]
 
 
-def gpu_ops(trace) -> pd.DataFrame:
+def gpu_ops(trace: TraceSource) -> pd.DataFrame:
     """Every GPU operation: kernels ∪ memcpy ∪ memset ∪ graph launches, in that order (each table in rowid
     order). Reads only these columns, not all of `read_kernels`'s.
 
@@ -269,4 +278,4 @@ def gpu_ops(trace) -> pd.DataFrame:
     cols["kind"] = pd.Categorical.from_codes(cols["kind"], categories=OP_KINDS)
     cols["duration_ns"] = cols["end_ns"] - cols["start_ns"]
     cols["pid"] = decode_pid(cols["global_pid"])
-    return pd.DataFrame({c: cols[c] for c in GPU_OP_COLUMNS})
+    return pd.DataFrame({c: cols[c] for c in GPU_OP_COLUMNS}, copy=False)

@@ -22,10 +22,10 @@ from pathlib import Path
 from .. import progress
 from ..errors import ExportError, InputError, NsysNotFoundError
 from .nsys import find_nsys, nsys_version
+from .source import is_sqlite
 
 # First bytes of every .nsys-rep / .qdrep written by Nsight Systems 2021–2026.
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # nsys's message for a report written by a newer nsys, e.g. "Version number is invalid: 2024@6@2@25-2462…".
 _NEWER_REPORT = re.compile(r"Version number is invalid: (\d{4})@(\d+)@(\d+)")
 
@@ -76,8 +76,7 @@ def _cached(target: Path) -> bool:
         return False
     if not target.is_file():
         raise InputError(f"the export cache entry {target} is not a file: remove it")
-    with open(target, "rb") as fh:
-        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+    return is_sqlite(target)
 
 
 def _explain_failure(report: Path, nsys: str, output: str) -> str:

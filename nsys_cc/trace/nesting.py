@@ -11,18 +11,18 @@ One difference, on purpose: two ranges with identical start, end and thread woul
 parent in nsys (a cycle that its level query never reaches); here the one later in
 (start, -end, range id) order is the child of the earlier one.
 
-Algorithm (no per-range query, no per-range Python in the common case): per thread, ranges sorted by
-(start, -end, id) and their open/close events sorted by time make a parenthesis sequence; when that
-sequence is properly nested (always so for push/pop ranges, which NVTX keeps on a per-thread stack),
-the stack parent is the shortest container and everything is computed with NumPy (cumulative sums and
-`searchsorted`). Threads where it is not (start/end ranges that overlap partially, or a zero-length
-range touching the end of another) fall back to an exact sweep over that thread only.
+Algorithm (no per-range query, no per-range Python in the common case): per thread, in (start, -end, id)
+order, when the ranges are properly nested (always so for push/pop ranges, which NVTX keeps on a per-thread
+stack) the ranges still open at a range's start are its ancestors, so its level is a rank minus a count of
+earlier ends (`searchsorted`) and its parent the last earlier range one level up (`_nested_parents`: sorts and
+searches, O(n log n), no sort when the rows are already in order, as an export's are). Every parent is checked
+to contain its child; threads where a check fails (start/end ranges that overlap partially, a zero-length
+range where two touching ranges meet) fall back to an exact sweep over that thread only.
 """
 
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 
 NO_PARENT = -1
 
@@ -36,6 +36,11 @@ def nest(
     range ids. `eligible` False marks ranges that can have a parent but never be one.
     """
     n = len(start)
+    if n and eligible.all():  # the usual case: no range ended on another thread
+        parent, level, bad = _nested_parents(global_tid, start, end)
+        if bad.any():
+            _redo_exactly(np.unique(global_tid[bad]), np.arange(n), global_tid, start, end, parent, level)
+        return parent, level
     parent = np.full(n, NO_PARENT, dtype=np.int64)
     level = np.zeros(n, dtype=np.int64)
     idx = np.flatnonzero(eligible)
@@ -43,70 +48,121 @@ def nest(
         p, lv, bad = _nested_parents(global_tid[idx], start[idx], end[idx])
         parent[idx] = np.where(p >= 0, idx[np.maximum(p, 0)], NO_PARENT)
         level[idx] = lv
-        for g in np.unique(global_tid[idx][bad]):
-            sel = idx[global_tid[idx] == g]
-            p, lv = _exact_parents(start[sel], end[sel])
-            parent[sel] = np.where(p >= 0, sel[np.maximum(p, 0)], NO_PARENT)
-            level[sel] = lv
+        _redo_exactly(np.unique(global_tid[idx][bad]), idx, global_tid, start, end, parent, level)
     _attach_ineligible(global_tid, start, end, eligible, parent, level)
     return parent, level
 
 
-def _nested_parents(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Stack parents via the event sequence; the third array flags ranges on threads where it is not nested."""
+def _redo_exactly(threads, idx, global_tid, start, end, parent, level) -> None:
+    """The exact sweep for the ranges `idx` on `threads` (where the vectorised path found them not nested)."""
+    for g in threads:
+        sel = idx[global_tid[idx] == g]
+        p, lv = _exact_parents(start[sel], end[sel])
+        parent[sel] = np.where(p >= 0, sel[np.maximum(p, 0)], NO_PARENT)
+        level[sel] = lv
+
+
+def _thread_codes(g: np.ndarray) -> np.ndarray:
+    """Small integer code per thread, in the order of the globalTid values (one thread: all zeros, no sort)."""
+    if len(g) == 0 or (g == g[0]).all():
+        return np.zeros(len(g), dtype=np.int64)
+    return np.unique(g, return_inverse=True)[1].astype(np.int64).ravel()
+
+
+def _order(t: np.ndarray, s: np.ndarray, e: np.ndarray) -> np.ndarray | None:
+    """Positions in (thread, start, -end, position) order; None when the inputs already are in that order (NVTX
+    rows of an export usually are, per thread: the sort is then skipped)."""
     n = len(s)
-    pos_order = np.lexsort((np.arange(n), -e, s, g))
-    pos = np.empty(n, dtype=np.int64)
-    pos[pos_order] = np.arange(n)
+    if n < 2:
+        return None
+    by_thread = None if (t[1:] >= t[:-1]).all() else np.argsort(t, kind="stable")
+    tt, ss, ee = (t, s, e) if by_thread is None else (t[by_thread], s[by_thread], e[by_thread])
+    same = tt[1:] == tt[:-1]
+    later = (ss[1:] > ss[:-1]) | ((ss[1:] == ss[:-1]) & (ee[1:] <= ee[:-1]))
+    if (~same | later).all():
+        return by_thread
+    return np.lexsort((-e, s, t))
+
+
+def _keyed(t: np.ndarray, x: np.ndarray, lo: int, width: int) -> np.ndarray:
+    """One int64 key per (thread, time) that sorts as the pair does."""
+    return t * width + (x - lo)
+
+
+def _nested_parents(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parents and levels for threads whose ranges are properly nested (laminar); the third array flags ranges on
+    threads where they are not (the exact sweep redoes those threads).
+
+    In (thread, start, -end, position) order, the ranges still open when range j starts are, on a nested thread,
+    exactly j's ancestors: j's level is how many earlier ranges of its thread end after j starts (for a zero-length
+    j, at or after: a zero-length range at the end of another lies inside it), i.e. j's rank in its thread minus
+    a count of ends found by `searchsorted`. Its parent is then the last earlier range one level up. Every parent
+    found is checked to contain its child; on a thread that is not nested some check fails (the innermost open
+    range at j's start is the one found, and a partial overlap ends inside j), and the thread is flagged. Cost:
+    a few sorts and searches, O(n log n); no sort at all when the rows already are in order."""
+    n = len(s)
+    t = _thread_codes(g)
+    order = _order(t, s, e)
+    if order is not None:
+        t, s, e = t[order], s[order], e[order]
+    k = np.arange(n, dtype=np.int64)
+    lo = int(min(s.min(), e.min())) if n else 0
+    width = (int(max(s.max(), e.max())) - lo + 2) if n else 1
+    if n and (int(t[-1]) + 1) * width >= 2**62:
+        # Times too far apart to key (thread, time) in one int64: every thread takes the exact sweep.
+        bad = np.ones(n, dtype=bool)
+        return np.full(n, NO_PARENT, np.int64), np.zeros(n, np.int64), _unordered(bad, order)
+    one_thread = n == 0 or t[-1] == t[0]
+    if one_thread:
+        thread_first = np.zeros(n, dtype=np.int64)
+        start_key, end_keys = s, np.sort(e)
+    else:
+        edges = np.flatnonzero(t[1:] != t[:-1]) + 1
+        thread_first = np.repeat(np.r_[0, edges], np.diff(np.r_[0, edges, n]))
+        start_key = _keyed(t, s, lo, width)
+        end_keys = np.sort(_keyed(t, e, lo, width))
     zero = s == e
-    # Events: opens (class 1) in pos order; at the same time, closes of ranges with length > 0 come
-    # first (class 0: touching ranges are not nested) and closes of zero-length ranges last (class 2),
-    # each in reverse pos order so the inner of two equal ends closes first.
-    ev_range = np.concatenate([np.arange(n), np.arange(n)])
-    ev_open = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
-    ev_time = np.concatenate([s, e])
-    ev_class = np.concatenate([np.ones(n, np.int64), np.where(zero, 2, 0)])
-    ev_tie = np.concatenate([pos, -pos])
-    ev_g = np.concatenate([g, g])
-    order = np.lexsort((ev_tie, ev_class, ev_time, ev_g))
-    ev_range, ev_open, ev_g = ev_range[order], ev_open[order], ev_g[order]
-    depth = np.cumsum(np.where(ev_open, 1, -1))
-    first_of_thread = np.r_[True, ev_g[1:] != ev_g[:-1]]
-    before_thread = (depth - np.where(ev_open, 1, -1))[first_of_thread]
-    depth = depth - np.repeat(before_thread, np.diff(np.r_[np.flatnonzero(first_of_thread), len(depth)]))
+    # Ends strictly before / at each range's start, on its thread.
+    ends_at_or_before = np.searchsorted(end_keys, start_key, side="right") - thread_first
+    if zero.any():
+        ends_before = np.searchsorted(end_keys, start_key, side="left") - thread_first
+        # For a range of length > 0, the zero-length ranges at its start come after it in the order: their ends
+        # (= its start) are not among the earlier ranges that ended.
+        zero_keys = start_key[zero]  # sorted, as `start_key` is
+        zeros_at_start = (np.searchsorted(zero_keys, start_key, side="right")
+                          - np.searchsorted(zero_keys, start_key, side="left"))
+        finished = np.where(zero, ends_before, ends_at_or_before - zeros_at_start)
+    else:
+        finished = ends_at_or_before
+    level = (k - thread_first) - finished
 
-    m = len(depth)
-    open_at = np.empty(n, dtype=np.int64)
-    close_at = np.empty(n, dtype=np.int64)
-    open_at[ev_range[ev_open]] = np.flatnonzero(ev_open)
-    close_at[ev_range[~ev_open]] = np.flatnonzero(~ev_open)
-    level = depth[open_at] - 1
-
-    # Open events keyed by (level, event index): "the last open at level L before event x" is one searchsorted.
-    open_ev = np.flatnonzero(ev_open)
-    open_lvl = depth[open_ev] - 1
-    key_order = np.lexsort((open_ev, open_lvl))
-    keys = open_lvl[key_order] * (m + 1) + open_ev[key_order]
-
-    def last_open(lvl: np.ndarray, before: np.ndarray) -> np.ndarray:
-        k = np.searchsorted(keys, lvl * (m + 1) + before, side="left") - 1
-        found = open_ev[key_order[np.maximum(k, 0)]]
-        ok = (k >= 0) & (depth[found] - 1 == lvl) & (ev_g[found] == ev_g[before])
-        return np.where(ok, ev_range[found], -1)
-
-    parent = np.where(level > 0, last_open(level - 1, open_at), NO_PARENT)
-    matched = (depth[close_at] == level) & (last_open(level, close_at) == np.arange(n)) & (level >= 0)
-    bad = ~matched
-    bad |= zero & _touches_an_end(g, s, e, zero)
-    # One bad range makes its whole thread suspect: the exact sweep redoes that thread.
-    bad_threads = np.unique(g[bad])
-    return parent, level, np.isin(g, bad_threads)
+    # The last earlier range of the same thread one level up: one searchsorted over (level, position) keys.
+    small = level.astype(np.int16) if n and int(level.max()) < 2**15 else level  # a radix sort for small levels
+    by_level = np.argsort(small, kind="stable")
+    level_keys = level[by_level] * (n + 1) + by_level
+    q = np.searchsorted(level_keys, (level - 1) * (n + 1) + k, side="left") - 1
+    cand = by_level[np.maximum(q, 0)]
+    has_parent = level > 0
+    found = (q >= 0) & (level[cand] == level - 1) & (t[cand] == t)
+    contains = (s[cand] <= s) & (e[cand] >= e) & (cand != k)
+    ok = ~has_parent | (found & contains)
+    parent = np.where(has_parent & ok, cand, NO_PARENT)
+    bad = np.isin(t, np.unique(t[~ok])) if not ok.all() else np.zeros(n, dtype=bool)
+    if order is None:
+        return parent, level, bad
+    out_parent = np.empty(n, np.int64)
+    out_level = np.empty(n, np.int64)
+    out_parent[order] = np.where(parent >= 0, order[np.maximum(parent, 0)], NO_PARENT)
+    out_level[order] = level
+    return out_parent, out_level, _unordered(bad, order)
 
 
-def _touches_an_end(g: np.ndarray, s: np.ndarray, e: np.ndarray, zero: np.ndarray) -> np.ndarray:
-    """For zero-length ranges: does a longer range on the same thread end exactly where it sits?"""
-    ends = pd.MultiIndex.from_arrays([g[~zero], e[~zero]])
-    return pd.MultiIndex.from_arrays([g, s]).isin(ends)
+def _unordered(values: np.ndarray, order: np.ndarray | None) -> np.ndarray:
+    if order is None:
+        return values
+    out = np.empty_like(values)
+    out[order] = values
+    return out
 
 
 def _exact_parents(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

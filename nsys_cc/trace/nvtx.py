@@ -36,13 +36,13 @@ import pandas as pd
 from .bulk import (
     NULL_INT,
     PID_FIELD_MASK,
-    categorical_values,
     decode_pid,
     decode_tid,
     nullable,
     read_columns,
 )
 from .nesting import NO_PARENT, nest
+from .source import TraceSource
 
 PUSHPOP, STARTEND, NVTXT_PUSHPOP, NVTXT_STARTEND = 59, 60, 70, 71
 DOMAIN_CREATE = 75
@@ -78,7 +78,7 @@ def empty_ranges() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
 
 
-def read_ranges(trace) -> pd.DataFrame:
+def read_ranges(trace: TraceSource) -> pd.DataFrame:
     """Every NVTX range of `trace` (see the module docstring for the columns)."""
     if not trace.has_table("NVTX_EVENTS"):
         return empty_ranges()
@@ -102,8 +102,11 @@ def read_ranges(trace) -> pd.DataFrame:
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
         return empty_ranges()
+    no_end = end == NULL_INT
     with trace.reading() as conn:
-        last_start, last_end = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+        # The last NVTX timestamp (a scan of the whole table) only matters for ranges without an end.
+        last_start, last_end = (conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+                                if no_end.any() else (None, None))
         trace_end = (
             conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
             if "duration" in trace.columns("ANALYSIS_DETAILS")
@@ -111,9 +114,9 @@ def read_ranges(trace) -> pd.DataFrame:
         )
         domains = _domains(conn, trace)
 
-    no_end = end == NULL_INT
-    capture_end = max(v for v in (last_start, last_end) if v is not None)
-    end = np.where(no_end, capture_end, end)
+    if no_end.any():
+        capture_end = max(v for v in (last_start, last_end) if v is not None)
+        end = np.where(no_end, capture_end, end)
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
     other_thread = end_gtid != NULL_INT
 
@@ -144,24 +147,25 @@ def read_ranges(trace) -> pd.DataFrame:
             "payload": np.where(has_payload == 1, values, np.nan),
             "category": nullable(category),
             "open_at_end": open_at_end,
-        }
+        },
+        copy=False,  # the arrays are this frame's alone: no consolidating copy (0.5 GB at 6 M ranges)
     )
     return frame
 
 
-def _names(trace, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
+def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
     """The registered string of `text_id` when StringIds has it, else the inline text; worked out once per
     distinct (id, text) pair, not once per row."""
     text_codes, text_values = text
     strings = trace.strings() if (text_id != NULL_INT).any() else {}
-    ids, id_codes = np.unique(text_id, return_inverse=True)
+    id_codes, ids = pd.factorize(text_id)  # by hashing: no sort of millions of ids
     registered = [strings.get(int(i)) for i in ids]
     # Key per row: the registered string's position among `ids` when found, else len(ids) + the text's code.
     found = np.array([r is not None for r in registered], dtype=bool)
     key = np.where(found[id_codes], id_codes, len(ids) + text_codes)
     key = np.where((key >= len(ids)) & (text_codes < 0), -1, key)
     labels = [*registered, *text_values.tolist()]
-    keys, codes = np.unique(key, return_inverse=True)
+    codes, keys = pd.factorize(key)
     names = [None if k < 0 else labels[k] for k in keys.tolist()]
     return _from_labels(codes, [None if u is None else u[1:] if u.startswith(":") and not u.startswith("::") else u
                                 for u in names])
@@ -174,7 +178,7 @@ def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
     return pd.Categorical.from_codes(label_codes[codes], categories=pd.Index(cats, dtype=object))
 
 
-def _domains(conn, trace) -> pd.DataFrame:
+def _domains(conn, trace: TraceSource) -> pd.DataFrame:
     """eventType 75 rows: (domainId, PID field of globalTid) → domain name, the earliest per key."""
     has_strings = trace.has_table("StringIds")
     name = "coalesce(e.text, s.value)" if has_strings else "e.text"
@@ -190,9 +194,17 @@ def _domains(conn, trace) -> pd.DataFrame:
 
 
 def _domain_names(domains: pd.DataFrame, domain_id: np.ndarray, gtid: np.ndarray) -> pd.Categorical:
-    keys = pd.DataFrame({"domain_id": domain_id, "pid_field": gtid & PID_FIELD_MASK})
-    found = keys.merge(domains, on=["domain_id", "pid_field"], how="left")["domain"]
-    return categorical_values(found.fillna("").to_numpy(dtype=object))
+    """Each row's domain name ("" for the default domain): looked up once per distinct (domainId, process)."""
+    if domains.empty:
+        return pd.Categorical.from_codes(np.zeros(len(domain_id), np.int8), categories=pd.Index([""], dtype=object))
+    d_codes, d_uniq = pd.factorize(domain_id)
+    p_codes, p_uniq = pd.factorize(gtid & PID_FIELD_MASK)
+    pair_codes, pairs = pd.factorize(d_codes.astype(np.int64) * len(p_uniq) + p_codes)
+    keys = pd.DataFrame({"domain_id": np.asarray(d_uniq)[pairs // len(p_uniq)],
+                         "pid_field": np.asarray(p_uniq)[pairs % len(p_uniq)]})
+    found = keys.merge(domains, on=["domain_id", "pid_field"], how="left")["domain"].fillna("")
+    codes, cats = pd.factorize(found.to_numpy(dtype=object))
+    return pd.Categorical.from_codes(codes[pair_codes], categories=pd.Index(cats, dtype=object))
 
 
 def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:

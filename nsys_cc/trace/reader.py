@@ -4,10 +4,11 @@ A `.sqlite` export is opened through SQLAlchemy on a read-only, immutable SQLite
 (`file:…?mode=ro&immutable=1`): nothing is ever written to the user's file, no index is created in it.
 A `.nsys-rep` report is first exported with nsys into a content-addressed cache (see `export.py`).
 
-`Trace` exposes the export's metadata and its tables as DataFrames (`nvtx_ranges()`, `cuda_api()`,
-`kernels()`, `memops()`, `graph_launches()`, `gpu_ops()`); every accessor returns an empty frame with
-the documented columns when the export lacks the tables (nsys creates tables lazily), and caches
-its result on the Trace.
+`ExportTrace` (the `nsys_cc.trace.Trace` protocol, `source.py`) exposes the export's metadata and its tables as
+DataFrames (`nvtx_ranges()`, `cuda_api()`, `kernels()`, `memops()`, `graph_launches()`, `gpu_ops()`); every
+accessor returns an empty frame with the documented columns when the export lacks the tables (nsys creates
+tables lazily). Each table is read once and kept; callers get a frame of their own (`source.handed_out`:
+changing it never changes a later result).
 
 Errors: whatever the file holds — a truncated or corrupt database, missing tables or columns, values of a
 type nsys never writes, ranges that end before they start — `open_trace` and every accessor raise only
@@ -21,10 +22,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-import urllib.parse
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import cast
+from types import MappingProxyType
 
 import pandas as pd
 from sqlalchemy import create_engine
@@ -33,8 +33,8 @@ from sqlalchemy.engine import Engine
 from ..errors import InputError
 from . import cuda, nvtx
 from .export import export_report, is_report
+from .source import handed_out, is_sqlite, readonly_uri
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -49,7 +49,7 @@ def _decode(raw: bytes) -> str:
 
 
 def _connect_ro(path: Path):
-    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro&immutable=1"
+    uri = readonly_uri(path)
 
     def connect():
         conn = sqlite3.connect(uri, uri=True, check_same_thread=False)
@@ -64,8 +64,8 @@ def _quote(exc: BaseException) -> str:
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
 
 
-class Trace:
-    """One Nsight Systems export, opened read-only.
+class ExportTrace:
+    """One Nsight Systems export, opened read-only (implements the `nsys_cc.trace.Trace` protocol).
 
     Attributes:
         path: the file the user gave (a .sqlite or a .nsys-rep).
@@ -82,7 +82,8 @@ class Trace:
         self.path = str(path)
         self.sqlite_path = sqlite_path
         self.engine: Engine = create_engine("sqlite://", creator=_connect_ro(sqlite_path))
-        self._cache: dict[str, object] = {}
+        self._tables: dict[str, pd.DataFrame] = {}
+        self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
         try:
             with self.reading():
@@ -101,7 +102,7 @@ class Trace:
         self.schema_version: str | None = meta.get("EXPORT_SCHEMA_VERSION")
 
     # -- context manager ---------------------------------------------------------------------------------
-    def __enter__(self) -> Trace:
+    def __enter__(self) -> ExportTrace:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -153,13 +154,16 @@ class Trace:
             f"{_quote(exc)}): the file is damaged"
         )
 
-    def _from_file(self, key: str, build):
-        """`memo(key, build)` for a frame read from the export. Values of the wrong type can get past SQL and fail
-        later (text compared with integers, a blob where nsys writes text): the file's fault, so InputError too."""
-        try:
-            return self.memo(key, build)
-        except (ValueError, TypeError, OverflowError) as exc:
-            raise self._damaged(exc) from None
+    def _from_file(self, table: str, build) -> pd.DataFrame:
+        """`build(self)`, read once and kept; the caller gets its own frame (`handed_out`). Values of the wrong type
+        can get past SQL and fail later (text compared with integers, a blob where nsys writes text): the file's
+        fault, so InputError too."""
+        if table not in self._tables:
+            try:
+                self._tables[table] = build(self)
+            except (ValueError, TypeError, OverflowError) as exc:
+                raise self._damaged(exc) from None
+        return handed_out(self._tables[table])
 
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
@@ -217,25 +221,19 @@ class Trace:
             "tables": dict(self.tables),
         }
 
-    # -- DataFrames (computed once, cached) ---------------------------------------------------------------
-    def memo(self, key: str, build):
-        """`build(self)`, computed once per Trace and kept (analyses cache derived tables here too)."""
-        if key not in self._cache:
-            self._cache[key] = build(self)
-        return self._cache[key]
+    # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
+    def has_loaded(self, table: str) -> bool:
+        """True when the accessor named `table` ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches",
+        "gpu_ops") already read its table, so asking for it again costs nothing."""
+        return table in self._tables
 
-    def is_memoized(self, key: str) -> bool:
-        """True when `memo(key, …)` (or the accessor of that name) already ran on this Trace."""
-        return key in self._cache
-
-    def strings(self) -> dict[int, str]:
-        """StringIds as a dict id → value (empty when the table is absent)."""
-        if "strings" not in self._cache:
+    def strings(self) -> Mapping[int, str]:
+        """StringIds as a read-only mapping id → value (empty when the table is absent)."""
+        if self._strings is None:
             with self.reading() as conn:
-                self._cache["strings"] = (
-                    dict(conn.execute("SELECT id, value FROM StringIds")) if self.has_table("StringIds") else {}
-                )
-        return cast("dict[int, str]", self._cache["strings"])
+                rows = dict(conn.execute("SELECT id, value FROM StringIds")) if self.has_table("StringIds") else {}
+            self._strings = MappingProxyType(rows)
+        return self._strings
 
     def nvtx_ranges(self) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
@@ -264,7 +262,7 @@ class Trace:
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 
-def _checked_ranges(trace: Trace) -> pd.DataFrame:
+def _checked_ranges(trace: ExportTrace) -> pd.DataFrame:
     ranges = nvtx.read_ranges(trace)
     backwards = ranges[ranges["duration_ns"] < 0]
     if len(backwards):
@@ -277,9 +275,7 @@ def _checked_ranges(trace: Trace) -> pd.DataFrame:
 
 
 def _kind(path: Path) -> str:
-    with open(path, "rb") as fh:
-        head = fh.read(len(SQLITE_MAGIC))
-    if head == SQLITE_MAGIC:
+    if is_sqlite(path):
         return "sqlite"
     if is_report(path) or path.suffix.lower() in REPORT_SUFFIXES:
         return "report"
@@ -288,7 +284,7 @@ def _kind(path: Path) -> str:
 
 def open_trace(
     path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None
-) -> Trace:
+) -> ExportTrace:
     """Open an Nsight Systems export (.sqlite) or report (.nsys-rep) read-only.
 
     A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
@@ -306,9 +302,9 @@ def open_trace(
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     if kind == "report":
-        return Trace(path, export_report(p, nsys=nsys, cache_dir=cache_dir))
+        return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir))
     if size == 0:
         raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
     if kind != "sqlite":
         raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report")
-    return Trace(path, p)
+    return ExportTrace(path, p)

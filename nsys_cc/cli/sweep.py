@@ -1,0 +1,82 @@
+"""`nsys-cc sweep`: c over a grid of batch sizes × input lengths (× target ranks), one `profile` run per cell.
+
+Exit codes: 0 every cell complete; 1 the table was written but some cell failed (the notes say which, and where
+its files are); 2 bad input or no row at all; 130 Ctrl-C (the table of the cells completed is written first).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import InputError
+from . import cli
+from .options import format_option
+
+
+@cli.command()
+@click.option("--target", required=True, metavar="MODEL", help="Target model (as for `profile`).")
+@click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
+              help="Draft model (repeat for several), as for `profile`.")
+@click.option("--batch-size", "batch_sizes", default="1", show_default=True, metavar="N[,N…]",
+              help="Batch sizes of the grid, comma-separated.")
+@click.option("--input-len", "input_lens", default="128", show_default=True, metavar="N[,N…]",
+              help="Prompt lengths of the grid (context length), comma-separated.")
+@click.option("--speculate", default=None, metavar="G[,G…]",
+              help="γ values handed to each cell's `profile --speculate` (speculative runs per draft and γ).")
+@click.option("--target-tp", "target_tps", default=None, metavar="N[,N…]",
+              help="Target tensor-parallel sizes (`profile --target-tp`); several make another axis of the grid.")
+@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/sweep", show_default=True,
+              help="Sweep directory: one sub-directory per cell (bs4-in1024), the table and plots; a rerun resumes.")
+@click.option("--output-len", type=int, default=2, show_default=True, help="Generated tokens per sequence.")
+@click.option("--num-iters-warmup", type=int, default=5, show_default=True, help="Warm-up iterations (marked).")
+@click.option("--num-iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
+@click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
+              help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
+@click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value instead of the platform default.")
+@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", help="Extra `nsys profile` option (repeatable).")
+@click.option("--timeout", type=float, default=1800, show_default=True,
+              help="Seconds allowed per model of a cell (benchmark, then export); 0 for no limit.")
+@click.option("--force", is_flag=True, help="Profile again cells (and models) that an earlier run completed.")
+@click.option("--scheduler", default=None, metavar="ADDRESS",
+              help="Dask scheduler (tcp://host:8786): each cell runs on a worker with the resource GPU=1; -o must "
+                   "be a path the workers share.")
+@click.option("--dry-run", is_flag=True, help="Print the cells and the exact commands of each, and exit.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
+@format_option(help="Format of the table printed at the end.")
+def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, num_iters_warmup,
+          num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler, dry_run, seed,
+          fmt):
+    """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
+    from ..launch.commands import BenchOptions
+    from ..report.sweep import render_sweep
+    from ..sweep.grid import SweepSpec, cells, positive_ints
+    from ..sweep.run import sweep as run_sweep
+
+    options = BenchOptions(output_len=output_len, warmup_iters=num_iters_warmup, iters=num_iters,
+                           cuda_graphs=cuda_graphs, vllm_args=tuple(vllm_args))
+    grid = cells(batch_sizes, input_lens, target_tps)
+    spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
+                     device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
+                     force=force)
+    if dry_run:
+        from ..launch import launcher
+
+        for c in grid:
+            cs = spec.cell(c)
+            extra = {k: v for k, v in cs.profile_kwargs().items() if k in ("speculate", "target_tp")}
+            note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
+            click.echo(f"## cell {c.name}: {cs.dir}{note}")
+            click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
+                                        nsys_args=nsys_args))
+        return
+    result = run_sweep(spec, grid, scheduler=scheduler)
+    click.echo(render_sweep(result.table, fmt, result.notes), nl=False)
+    click.echo(f"table: {result.files['csv']} (and {result.files['parquet'].name})", err=True)
+    if result.table.empty:
+        raise InputError(f"no cell completed: see {result.files.get('cells')}")
+    if result.failed:
+        click.echo(f"nsys-cc: {len(result.failed)} of {len(result.cells)} cells did not complete: see the notes "
+                   "above (a rerun retries them)", err=True)
+        raise SystemExit(1)

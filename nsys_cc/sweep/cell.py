@@ -1,0 +1,250 @@
+"""One cell of a sweep: a `profile` run in the cell's own sub-directory, its tidy table, and what a rerun keeps.
+
+Files in the cell directory, besides what `profile` writes there (traces, logs, status.json, the report):
+- `cell.json`: the cell's outcome — status, reason, attempts, seconds, the parameters it ran with (its
+  fingerprint) and its trace set (the traces the table came from); written last;
+- `cell.parquet`: the cell's rows of the sweep table;
+- `attempts.json`: every start of the cell (host, process, time), kept across reruns;
+- `.cell.lock`: held (flock) while an attempt runs, so a retry on the same host waits for a lost attempt to stop.
+
+Status: "done" (every model profiled, the table complete), "resumed" (done by an earlier run with the same
+parameters, kept as it was), "partial" (the target and some drafts done: their rows are in the table; a rerun
+retries the rest), "failed" (no table), "interrupted" (Ctrl-C, or the worker running it was lost).
+
+Run as `python -m nsys_cc.sweep.cell SPEC.json --parent PID` (what a Dask worker does), the cell stops when its
+parent dies: the kernel sends SIGTERM (PR_SET_PDEATHSIG), which stops the profiled processes as Ctrl-C does, so a
+cell retried elsewhere after a lost worker does not race with an orphaned nsys writing the same files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import dataclasses
+import fcntl
+import inspect
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import progress
+from ..errors import NsysCCError, ProfileError
+from . import table as table_mod
+from .grid import CellSpec
+from .manifest import TraceSet
+
+STATUS_FILE = "cell.json"
+TABLE_FILE = "cell.parquet"
+ATTEMPTS_FILE = "attempts.json"
+LOCK_FILE = ".cell.lock"
+# Flags of `profile` options that not every nsys_cc has (they arrive with other work); keyword → flag.
+OPTIONAL_PROFILE_ARGS = {"speculate": "--speculate", "target_tp": "--target-tp"}
+COMPLETE = ("done", "resumed")
+
+
+@dataclass
+class CellOutcome:
+    """What one cell did. `table` holds its rows of the sweep table (empty when it failed)."""
+
+    name: str
+    status: str
+    reason: str = ""
+    attempts: int = 0
+    seconds: float = 0.0
+    trace_set: TraceSet | None = None
+    table: pd.DataFrame = field(default_factory=table_mod.empty, repr=False)
+
+    @property
+    def complete(self) -> bool:
+        return self.status in COMPLETE
+
+    def to_dict(self) -> dict:
+        return {"cell": self.name, "status": self.status, "reason": self.reason, "attempts": self.attempts,
+                "seconds": round(self.seconds, 1), "rows": len(self.table)}
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    with open(directory / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _write_json(path: Path, doc: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+def _new_attempt(spec: CellSpec) -> tuple[int, bool]:
+    """Record a start of the cell; (attempts so far, whether this sweep invocation started it before)."""
+    path = spec.dir / ATTEMPTS_FILE
+    try:
+        starts = json.loads(path.read_text())["starts"]
+    except (OSError, ValueError, KeyError):
+        starts = []
+    again = any(s.get("run_id") == spec.sweep.run_id for s in starts) if spec.sweep.run_id else False
+    starts.append({"host": socket.gethostname(), "pid": os.getpid(), "run_id": spec.sweep.run_id,
+                   "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+    _write_json(path, {"starts": starts})
+    return len(starts), again
+
+
+def read_outcome(spec: CellSpec) -> CellOutcome | None:
+    """The outcome an earlier attempt left in the cell directory (None when there is none)."""
+    try:
+        doc = json.loads((spec.dir / STATUS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    rows = table_mod.empty()
+    if (spec.dir / TABLE_FILE).is_file():
+        rows = table_mod.normalise(pd.read_parquet(spec.dir / TABLE_FILE))
+    ts = doc.get("trace_set")
+    return CellOutcome(doc["cell"], doc["status"], doc.get("reason", ""), doc.get("attempts", 0),
+                       doc.get("seconds", 0.0), _trace_set_from(ts) if ts else None, rows)
+
+
+def _trace_set_from(doc: dict) -> TraceSet:
+    return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
+                       "names": tuple(doc["names"]) if doc.get("names") else None})
+
+
+def kept_outcome(spec: CellSpec) -> CellOutcome | None:
+    """The earlier outcome when it is complete and was made with the same parameters (then nothing is rerun)."""
+    try:
+        fingerprint = json.loads((spec.dir / STATUS_FILE).read_text()).get("parameters")
+    except (OSError, ValueError):
+        return None
+    if fingerprint != spec.fingerprint():
+        return None
+    outcome = read_outcome(spec)
+    if outcome is None or not outcome.complete or not (spec.dir / TABLE_FILE).is_file():
+        return None
+    outcome.status = "resumed"
+    return outcome
+
+
+def _write_outcome(spec: CellSpec, outcome: CellOutcome) -> None:
+    outcome.table.to_parquet(spec.dir / TABLE_FILE, index=False)
+    doc = {**outcome.to_dict(), "parameters": spec.fingerprint(),
+           "trace_set": None if outcome.trace_set is None else {
+               **outcome.trace_set.to_dict(), "target": outcome.trace_set.target,
+               "drafts": list(outcome.trace_set.drafts), "speculative": list(outcome.trace_set.speculative)}}
+    _write_json(spec.dir / STATUS_FILE, doc)
+
+
+def _trace_set(spec: CellSpec, run) -> TraceSet | None:
+    """The traces `profile` analysed (target, drafts and speculative runs that completed), as `analyze` would take
+    them."""
+    done = [r for r in run.runs if r.ok and r.role in ("target", "draft")]
+    if run.result is None or not done or done[0].role != "target":
+        return None
+    spec_runs = [r for r in run.runs if r.ok and r.role == "speculative"]
+    c = spec.cell
+    return TraceSet(name=spec.name, target=str(done[0].files.sqlite),
+                    drafts=tuple(str(r.files.sqlite) for r in done[1:]),
+                    names=tuple(r.model.label for r in [*done, *spec_runs]), batch_size=c.batch_size,
+                    input_len=c.input_len, target_tp=c.target_tp, output_len=spec.options.output_len,
+                    range=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
+
+
+def _profile_args(spec: CellSpec, profile: Callable) -> dict:
+    kwargs = spec.profile_kwargs()
+    known = inspect.signature(profile).parameters
+    for key, flag in OPTIONAL_PROFILE_ARGS.items():
+        if key in kwargs and key not in known:
+            raise ProfileError(f"{key} ({flag}) is not supported by this nsys_cc: its `profile` has no {flag} yet")
+    return kwargs
+
+
+def run_cell(spec: CellSpec, profile: Callable | None = None,
+             starting: Callable[[], None] = lambda: None) -> CellOutcome:
+    """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
+    failures (they are its status and reason), re-raises Ctrl-C after recording it.
+
+    `profile` is `nsys_cc.launch.launcher.profile` unless given (the tests give a stand-in); `starting` is called
+    when the cell is about to be profiled (not when it is kept).
+    """
+    if profile is None:
+        from ..launch import launcher
+
+        profile = launcher.profile
+    spec.dir.mkdir(parents=True, exist_ok=True)
+    with _locked(spec.dir):
+        kept = None if spec.sweep.force else kept_outcome(spec)
+        if kept is not None:
+            return kept
+        starting()
+        attempts, again = _new_attempt(spec)
+        if spec.sweep.force and again:
+            spec = CellSpec(dataclasses.replace(spec.sweep, force=False), spec.cell)
+        outcome = CellOutcome(spec.name, "failed", attempts=attempts)
+        t0 = time.perf_counter()
+        try:
+            run = profile(spec.sweep.target, list(spec.sweep.drafts), spec.dir, spec.options,
+                          **_profile_args(spec, profile))
+            outcome.trace_set = _trace_set(spec, run)
+            if run.result is None:
+                outcome.reason = "; ".join(run.notes) or "no report"
+            else:
+                outcome.status = "partial" if run.failed else "done"
+                outcome.reason = "; ".join(f"{r.role} {r.model.label}: {r.reason or r.status}" for r in run.failed)
+                c = spec.cell
+                outcome.table = table_mod.from_result(run.result, cell=spec.name, batch_size=c.batch_size,
+                                                      input_len=c.input_len, target_tp=c.target_tp, attempts=attempts)
+        except NsysCCError as exc:
+            outcome.reason = str(exc)
+        except KeyboardInterrupt:
+            outcome.status, outcome.reason = "interrupted", "interrupted (Ctrl-C, or its worker was lost)"
+            raise
+        finally:
+            outcome.seconds = time.perf_counter() - t0
+            _write_outcome(spec, outcome)
+    return outcome
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _stop_with_parent(parent: int) -> None:
+    """SIGTERM when the parent (the Dask worker) dies, turned into KeyboardInterrupt so the launcher stops nsys."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:  # it died before the request took effect
+        raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nsys_cc.sweep.cell", description="Run one sweep cell.")
+    parser.add_argument("spec", help="JSON file of the cell's CellSpec.to_dict()")
+    parser.add_argument("--parent", type=int, default=None, help="stop when this process (the caller) dies")
+    args = parser.parse_args(argv)
+    try:
+        if args.parent is not None:
+            _stop_with_parent(args.parent)
+        spec = CellSpec.from_dict(json.loads(Path(args.spec).read_text()))
+        outcome = run_cell(spec)
+    except KeyboardInterrupt:
+        return 130
+    progress.say(f"cell {outcome.name}: {outcome.status} (attempt {outcome.attempts}) {outcome.reason}".rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""The cells of a sweep and what each one profiles.
+
+A sweep is the product of batch sizes × input lengths (× target tensor-parallel sizes when given); every cell is
+one `nsys-cc profile` run of the same target and drafts with that cell's benchmark settings, in its own
+sub-directory named after the cell so a person can read it: `bs4-in1024` (and `-tp2` when ranks are swept).
+The γ values of `speculate` are not cells: one `profile` run does every γ (its speculative runs), as `profile
+--speculate` does.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..launch.commands import BenchOptions
+
+
+def positive_ints(values: str | Sequence[int] | None, name: str) -> tuple[int, ...]:
+    """`values` (numbers, or a comma-separated string such as "1,4,16") as a tuple of distinct whole numbers ≥ 1 in
+    the order given; an error naming the parameter `name` otherwise."""
+    items = [p.strip() for p in values.split(",") if p.strip()] if isinstance(values, str) else list(values or ())
+    out: list[int] = []
+    for v in items:
+        try:
+            number = int(v) if isinstance(v, str) else v
+        except ValueError:
+            number = None
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise InputError(f"{name} must be whole numbers ≥ 1, not {v!r}", param=name)
+        if number not in out:
+            out.append(number)
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid. `target_tp` is None when the sweep does not set the target's ranks."""
+
+    batch_size: int
+    input_len: int
+    target_tp: int | None = None
+
+    @property
+    def name(self) -> str:
+        """The sub-directory name: `bs4-in1024`, `bs4-in1024-tp2`."""
+        tp = "" if self.target_tp is None else f"-tp{self.target_tp}"
+        return f"bs{self.batch_size}-in{self.input_len}{tp}"
+
+
+def cells(batch_sizes: str | Sequence[int], input_lens: str | Sequence[int],
+          target_tps: str | Sequence[int] | None = None) -> list[Cell]:
+    """Every cell, batch size varying slowest (then input length, then ranks); each axis a sequence or a
+    comma-separated string."""
+    bs = positive_ints(batch_sizes, "batch_sizes")
+    lens = positive_ints(input_lens, "input_lens")
+    if not bs or not lens:
+        raise InputError("give at least one batch size and one input length (batch_sizes, input_lens)",
+                         param="batch_sizes" if not bs else "input_lens")
+    tps: tuple[int | None, ...] = positive_ints(target_tps, "target_tps") or (None,)
+    return [Cell(b, n, t) for b, n, t in itertools.product(bs, lens, tps)]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """What every cell profiles: the models and the `profile` options common to all cells.
+
+    `options` holds the benchmark options; each cell replaces its batch size and input length. `speculate` is the γ
+    list handed to `profile` (empty: plain runs only). `out_dir` is absolute: on a cluster it must be a path every
+    worker sees (shared storage), since traces stay where the workers write them.
+    """
+
+    target: str
+    drafts: tuple[str, ...]
+    out_dir: str
+    options: BenchOptions = BenchOptions()
+    speculate: tuple[int, ...] = ()
+    device: str = "auto"
+    timeout: float | None = 1800.0
+    trace: str | None = None
+    nsys_args: tuple[str, ...] = ()
+    seed: int = 0
+    force: bool = False
+    # Which sweep invocation this is (set by `run.sweep`): `force` redoes a cell only on that invocation's first
+    # attempt, so a cell retried after a lost worker keeps the models the lost attempt completed.
+    run_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.drafts:
+            raise InputError("give at least one draft (drafts)")
+        object.__setattr__(self, "out_dir", os.path.abspath(self.out_dir))
+        object.__setattr__(self, "speculate", positive_ints(self.speculate, "speculate"))
+
+    def cell(self, cell: Cell) -> CellSpec:
+        return CellSpec(self, cell)
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """One cell of a sweep: where it runs and the exact `profile` arguments (picklable, JSON-able)."""
+
+    sweep: SweepSpec
+    cell: Cell
+
+    @property
+    def name(self) -> str:
+        return self.cell.name
+
+    @property
+    def dir(self) -> Path:
+        return Path(self.sweep.out_dir) / self.cell.name
+
+    @property
+    def options(self) -> BenchOptions:
+        return dataclasses.replace(self.sweep.options, batch_size=self.cell.batch_size,
+                                   input_len=self.cell.input_len)
+
+    def profile_kwargs(self) -> dict:
+        """Keyword arguments of `launcher.profile` besides target, drafts, out_dir and options."""
+        s = self.sweep
+        kwargs: dict = {"device": s.device, "timeout": s.timeout, "force": s.force, "trace": s.trace,
+                        "nsys_args": list(s.nsys_args), "seed": s.seed}
+        if s.speculate:
+            kwargs["speculate"] = list(s.speculate)
+        if self.cell.target_tp is not None:
+            kwargs["target_tp"] = self.cell.target_tp
+        return kwargs
+
+    def fingerprint(self) -> dict:
+        """What decides whether an earlier run of this cell can be kept (everything but `force`)."""
+        kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("force", "seed")}
+        return {"target": self.sweep.target, "drafts": list(self.sweep.drafts),
+                "options": {k: list(v) if isinstance(v, tuple) else v
+                            for k, v in dataclasses.asdict(self.options).items()},
+                **kwargs}
+
+    def to_dict(self) -> dict:
+        s = dataclasses.asdict(self.sweep)
+        s["options"] = dataclasses.asdict(self.sweep.options)
+        return {"sweep": s, "cell": dataclasses.asdict(self.cell)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> CellSpec:
+        s = dict(d["sweep"])
+        opts = dict(s.pop("options"))
+        opts["vllm_args"] = tuple(opts.get("vllm_args", ()))
+        s.update(drafts=tuple(s["drafts"]), speculate=tuple(s["speculate"]), nsys_args=tuple(s["nsys_args"]),
+                 options=BenchOptions(**opts))
+        return cls(SweepSpec(**s), Cell(**d["cell"]))

@@ -1,0 +1,162 @@
+"""Trace sets: many (target, drafts) groups of existing traces to analyse together, with the parameters of each.
+
+A trace set is what one `profile` run leaves: one target trace, one or more draft traces, and the benchmark
+parameters they were made with. Many of them come from:
+
+- a sweep directory: its `manifest.json` (written by `nsys-cc sweep`, one set per completed cell);
+- a manifest file, JSON or CSV, one set per entry/row:
+
+  JSON: a list of objects (or {"trace_sets": [...]}):
+      {"name": "bs4-in1024", "target": "runs/a/target.sqlite", "drafts": ["runs/a/draft.sqlite"],
+       "names": ["target", "draft"], "batch_size": 4, "input_len": 1024, "target_tp": 2,
+       "output_len": 2, "range": "model_executable()",
+       "speculative": ["runs/a/draft.spec-g3.sqlite"]}
+  CSV: the same keys as columns; `drafts`, `names` and `speculative` hold several values separated by ";".
+
+Only `target` and `drafts` are required. `name` defaults to `set-<row number>`; `names` (labels of the target, the
+drafts, then the speculative runs) to the file names; `speculative`: traces of speculative-decoding runs of these
+drafts (`profile --speculate`; each draft's runs named `<draft>.spec-g<γ>`, vLLM's metrics dump beside each as
+`<label>.metrics.json`), analysed in place when this nsys_cc has that analysis; `batch_size`, `input_len`,
+`target_tp` are carried into the table (empty when not given); `output_len` and `range` are passed to the analysis
+(as `analyze --output-len/--range`). Relative paths are relative to the manifest's directory. Unknown keys are an
+error (a typo would otherwise be ignored silently).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+MANIFEST_NAME = "manifest.json"
+DEFAULT_RANGE = "model_executable()"
+_LIST_SEP = ";"
+_INT_KEYS = ("batch_size", "input_len", "target_tp", "output_len")
+
+
+@dataclass(frozen=True)
+class TraceSet:
+    """One target trace and its draft traces, with what they were measured at (None: unknown)."""
+
+    name: str
+    target: str
+    drafts: tuple[str, ...]
+    names: tuple[str, ...] | None = None
+    batch_size: int | None = None
+    input_len: int | None = None
+    target_tp: int | None = None
+    output_len: int | None = None
+    range: str = DEFAULT_RANGE
+    speculative: tuple[str, ...] = ()
+
+    def to_dict(self, relative_to: str | os.PathLike | None = None) -> dict:
+        """The manifest entry; paths under `relative_to` (when given) relative to it, others as they are."""
+        def rel(p: str) -> str:
+            if relative_to is None:
+                return p
+            base, full = os.path.abspath(relative_to), os.path.abspath(p)
+            return os.path.relpath(full, base) if os.path.commonpath([base, full]) == base else p
+
+        d = asdict(self)
+        d["target"], d["drafts"] = rel(self.target), [rel(p) for p in self.drafts]
+        d["names"] = list(self.names) if self.names else None
+        d["speculative"] = [rel(p) for p in self.speculative] or None
+        return {k: v for k, v in d.items() if v is not None}
+
+
+def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
+    fields = set(TraceSet.__dataclass_fields__)
+    unknown = sorted(set(raw) - fields)
+    if unknown:
+        raise InputError(f"{where}: entry {index + 1} has unknown key(s) {', '.join(unknown)} "
+                         f"(known: {', '.join(sorted(fields))})")
+    if not raw.get("target") or not raw.get("drafts"):
+        raise InputError(f"{where}: entry {index + 1} needs a target and at least one draft")
+
+    def listed(v) -> tuple[str, ...]:
+        items = v.split(_LIST_SEP) if isinstance(v, str) else list(v)
+        return tuple(str(x).strip() for x in items if str(x).strip())
+
+    def path(p: str) -> str:
+        return os.path.normpath(p if os.path.isabs(p) else base / p)
+
+    values: dict = {"name": str(raw.get("name") or f"set-{index + 1}"), "target": path(str(raw["target"]).strip()),
+                    "drafts": tuple(path(p) for p in listed(raw["drafts"]))}
+    if raw.get("names") not in (None, "", []):
+        values["names"] = listed(raw["names"])
+    if raw.get("speculative") not in (None, "", []):
+        values["speculative"] = tuple(path(p) for p in listed(raw["speculative"]))
+    for key in _INT_KEYS:
+        v = raw.get(key)
+        if v in (None, ""):
+            continue
+        try:
+            number = int(v)
+        except (TypeError, ValueError):
+            raise InputError(f"{where}: entry {index + 1}: {key} must be a whole number, not {v!r}") from None
+        if number < 1:
+            raise InputError(f"{where}: entry {index + 1}: {key} must be ≥ 1, not {number}")
+        values[key] = number
+    if raw.get("range"):
+        values["range"] = str(raw["range"])
+    return TraceSet(**values)
+
+
+def read_manifest(path: str | os.PathLike) -> list[TraceSet]:
+    """The trace sets of a JSON or CSV manifest (see the module docstring)."""
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise InputError(f"cannot read the manifest {p}: {exc.strerror}") from None
+    if p.suffix.lower() == ".csv":
+        rows: list[dict] = list(csv.DictReader(text.splitlines()))
+    else:
+        try:
+            doc = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"{p} is not a JSON manifest: {exc}") from None
+        listed = doc.get("trace_sets") if isinstance(doc, dict) else doc
+        if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
+            raise InputError(f"{p}: a manifest is a list of objects (or {{\"trace_sets\": [...]}})")
+        rows = listed
+    if not rows:
+        raise InputError(f"{p}: the manifest lists no trace sets")
+    sets = [_entry(r, i, p.parent, str(p)) for i, r in enumerate(rows)]
+    names = [s.name for s in sets]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise InputError(f"{p}: trace set name(s) given twice: {', '.join(twice)}")
+    return sets
+
+
+def write_manifest(sets: Sequence[TraceSet], path: str | os.PathLike) -> Path:
+    """A JSON manifest of `sets`, paths relative to its directory (so the directory can be moved as a whole)."""
+    p = Path(path)
+    doc = {"trace_sets": [s.to_dict(relative_to=p.parent) for s in sets]}
+    p.write_text(json.dumps(doc, indent=2) + "\n")
+    return p
+
+
+def trace_sets(source: str | os.PathLike) -> list[TraceSet]:
+    """The trace sets of a sweep directory (its manifest.json) or of a manifest file."""
+    p = Path(source)
+    if p.is_dir():
+        if not (p / MANIFEST_NAME).is_file():
+            raise InputError(f"{p} is a directory without a {MANIFEST_NAME} (a sweep directory has one once a cell "
+                             "completed; or give a manifest file)")
+        return read_manifest(p / MANIFEST_NAME)
+    if not p.is_file():
+        raise InputError(f"{p} does not exist")
+    return read_manifest(p)
+
+
+def is_many(path: str | os.PathLike) -> bool:
+    """Whether `path` names many trace sets (a directory or a .json/.csv manifest) rather than one trace."""
+    p = Path(path)
+    return p.is_dir() or p.suffix.lower() in (".json", ".csv")

@@ -1,0 +1,191 @@
+"""A whole sweep, and the analysis of many trace sets — on this machine, or on a Dask cluster (`cluster`).
+
+Locally, cells run one after the other (one machine, one accelerator: profiles must not share it), and trace sets
+are analysed in a process pool (`jobs` workers; each hands back only its rows of the table, so memory stays that
+of a few traces, not of all of them). With `scheduler`, both go to a Dask distributed cluster instead.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+
+import pandas as pd
+
+from .. import progress
+from ..errors import InputError, NsysCCError
+from . import table as table_mod
+from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
+from .grid import Cell, CellSpec, SweepSpec
+from .manifest import MANIFEST_NAME, TraceSet, write_manifest
+
+
+@dataclass
+class SweepResult:
+    """What a sweep did: every cell's outcome (grid order), the tidy table, notes, and the files written."""
+
+    out_dir: Path
+    cells: list[CellOutcome]
+    table: pd.DataFrame
+    notes: list[str] = field(default_factory=list)
+    files: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def failed(self) -> list[CellOutcome]:
+        return [c for c in self.cells if not c.complete]
+
+
+@dataclass
+class AnalysisResult:
+    """The tidy table of many trace sets (in the order given) and the sets that could not be analysed."""
+
+    table: pd.DataFrame
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+def announce(index: int, total: int, outcome: CellOutcome) -> None:
+    """One progress line for a finished cell."""
+    where = f"[cell {index}/{total}] {outcome.name}"
+    if outcome.status == "resumed":
+        progress.say(f"{where}: already complete (kept; attempts {outcome.attempts})")
+    elif outcome.complete:
+        progress.say(f"{where}: done in {outcome.seconds:.1f} s (attempt {outcome.attempts})")
+    else:
+        progress.say(f"{where}: {outcome.status.upper()} after {outcome.seconds:.1f} s (attempt {outcome.attempts}): "
+                     f"{outcome.reason}")
+
+
+def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[str, CellOutcome]) -> None:
+    for i, spec in pending:
+        where = f"[cell {i}/{total}] {spec.name}"
+        try:
+            outcomes[spec.name] = run_cell(spec, starting=functools.partial(progress.say, f"{where}: profiling …"))
+        except KeyboardInterrupt:
+            outcomes[spec.name] = read_outcome(spec) or CellOutcome(spec.name, "interrupted")
+            raise
+        announce(i, total, outcomes[spec.name])
+
+
+def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:
+    """Profile every cell (`run_cell`; kept when an earlier run completed it), then write the sweep's table, plots,
+    cells.json and manifest.json into `spec.out_dir` (also after Ctrl-C, for the cells completed).
+
+    Args:
+        spec: the models and `profile` options of every cell. cells: the grid (`grid.cells`).
+        scheduler: address of a Dask scheduler: each cell runs there as a task that asks for the worker resource
+            GPU=1; `spec.out_dir` must then be a path the workers share. None: cells run here, one after another.
+    """
+    out = Path(spec.out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    names = [c.name for c in cells]
+    if len(set(names)) != len(names):
+        raise InputError("cells given twice: " + ", ".join(sorted({n for n in names if names.count(n) > 1})))
+    spec = dataclasses.replace(spec, run_id=uuid.uuid4().hex)
+    specs = [spec.cell(c) for c in cells]
+    outcomes: dict[str, CellOutcome] = {}
+    pending = []
+    for i, s in enumerate(specs, 1):  # kept cells need no worker (`run_cell` checks again, under the cell's lock)
+        kept = None if spec.force else kept_outcome(s)
+        if kept is None:
+            pending.append((i, s))
+        else:
+            outcomes[s.name] = kept
+            announce(i, len(specs), kept)
+    try:
+        if scheduler and pending:
+            from .cluster import profile_cells
+
+            profile_cells(scheduler, [s for _, s in pending], len(specs), outcomes)
+        else:
+            _run_here(pending, len(specs), outcomes)
+    except KeyboardInterrupt:
+        finished = finish(spec, specs, outcomes)
+        progress.say(f"interrupted: table of the {len(finished.table)} rows completed so far: "
+                     f"{finished.files.get('csv')}")
+        raise
+    return finish(spec, specs, outcomes)
+
+
+def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> SweepResult:
+    """Assemble the table from the cells' outcomes (grid order) and write the sweep's files."""
+    from ..report.sweep import sweep_notes, write_sweep
+
+    cells = [outcomes.get(s.name) or CellOutcome(s.name, "not run") for s in specs]
+    tables = [c.table for c in cells if not c.table.empty]
+    table = table_mod.normalise(pd.concat(tables, ignore_index=True)) if tables else table_mod.empty()
+    out = Path(spec.out_dir)
+    notes = sweep_notes(cells, out, speculate=spec.speculate, gamma_rows=bool(table["gamma"].notna().any()),
+                        in_place=table_mod.has_in_place_analysis())
+    files = write_sweep(table, out, cells=[c.to_dict() for c in cells], notes=notes)
+    sets = [c.trace_set for c in cells if c.trace_set is not None]
+    if sets:
+        files["manifest"] = write_manifest(sets, out / MANIFEST_NAME)
+    return SweepResult(out, cells, table, notes, files)
+
+
+def _analyse_or_reason(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
+    """The set's rows, or None and why it could not be analysed (bad input only; a bug still raises)."""
+    try:
+        return table_mod.analyse_set(trace_set, seed), ""
+    except NsysCCError as exc:
+        return None, str(exc)
+
+
+def _collect(sets: Sequence[TraceSet], results: dict[str, tuple[pd.DataFrame | None, str]]) -> AnalysisResult:
+    tables = [results[s.name][0] for s in sets if results[s.name][0] is not None]
+    failures = [(s.name, results[s.name][1]) for s in sets if results[s.name][0] is None]
+    table = table_mod.normalise(pd.concat(tables, ignore_index=True)) if tables else table_mod.empty()
+    return AnalysisResult(table, failures)
+
+
+def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = None,
+                 scheduler: str | None = None) -> AnalysisResult:
+    """The tidy table of many trace sets, analysed in parallel.
+
+    Args:
+        sets: trace sets (`manifest.trace_sets`). seed: seed of the bootstrap intervals (the same for every set).
+        jobs: local worker processes (default: one per CPU, at most one per set; 1 analyses here, in turn).
+        scheduler: address of a Dask scheduler to analyse on instead (the traces must be at the same paths there).
+    """
+    if not sets:
+        raise InputError("no trace sets to analyse")
+    names = [s.name for s in sets]
+    if len(set(names)) != len(names):
+        raise InputError("trace set names must be distinct: " + ", ".join(sorted({n for n in names
+                                                                                   if names.count(n) > 1})))
+    if jobs is not None and jobs < 1:
+        raise InputError(f"jobs must be ≥ 1, not {jobs}", param="jobs")
+    if scheduler:
+        from .cluster import analyse_sets
+
+        return analyse_sets(scheduler, sets, seed)
+    results: dict[str, tuple[pd.DataFrame | None, str]] = {}
+    jobs = min(jobs or os.cpu_count() or 1, len(sets))
+
+    def done(i: int, name: str) -> None:
+        table, reason = results[name]
+        state = f"{len(table)} rows" if table is not None else f"FAILED: {reason}"
+        progress.say(f"[set {i}/{len(sets)}] {name}: {state}")
+
+    if jobs == 1:
+        for i, s in enumerate(sets, 1):
+            results[s.name] = _analyse_or_reason(s, seed)
+            done(i, s.name)
+        return _collect(sets, results)
+    # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+        futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
+        for i, fut in enumerate(as_completed(futures), 1):
+            results[futures[fut]] = fut.result()
+            done(i, futures[fut])
+    return _collect(sets, results)

@@ -1,0 +1,97 @@
+"""What the readers and analyses may ask of a trace: the `TraceSource` and `Trace` protocols, and the two facts
+about an export file that every opener shares (the SQLite magic bytes, the read-only URI).
+
+`nsys_cc.trace.reader.Trace` (what `open_trace` returns) implements both protocols. The table readers
+(`cuda.py`, `nvtx.py`, `bulk.py`) need only a `TraceSource`; analyses (`nsys_cc.analysis.projection`, …) take
+a `Trace`. Analyses keep what they derive from a trace in their own caches keyed by the trace object
+(`weakref.WeakKeyDictionary`), not on the reader.
+
+Frames a `Trace` hands out are the user's to change: changing one (assigning a column, `.loc[...] = …`,
+`inplace=True`) never changes what the trace or any analysis returns later (`handed_out`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import urllib.parse
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import pandas as pd
+
+# The first 16 bytes of every SQLite 3 database file.
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+# pandas ≥ 3 always copies on write: a shallow copy is then a frame whose changes never reach the original.
+_COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
+
+
+def readonly_uri(path: str | os.PathLike) -> str:
+    """SQLite URI that opens `path` read-only and immutable: nothing is ever written to the file (no journal, no
+    index, no lock), and SQLite does not look for changes made by others (an export never changes)."""
+    return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+
+
+def is_sqlite(path: str | os.PathLike) -> bool:
+    """True when the file starts with the SQLite magic bytes."""
+    with open(path, "rb") as fh:
+        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
+
+
+def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` as given to a caller: a new DataFrame object that shares no writable data with `frame`, so changing
+    it leaves the cached original as it was. With pandas ≥ 3 (copy-on-write) a shallow copy does that and costs
+    nothing per row (measured: 20 µs for a 5 M-row frame; a deep copy, 0.9 s and 0.5 GiB); older pandas gets a
+    deep copy."""
+    return frame.copy(deep=not _COPY_ON_WRITE)
+
+
+@runtime_checkable
+class TraceSource(Protocol):
+    """The reading surface of an export: schema facts and raw connections (what the table readers use)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def sqlite_path(self) -> Path: ...
+
+    def has_table(self, name: str) -> bool: ...
+
+    def rows(self, name: str) -> int: ...
+
+    def columns(self, table: str) -> tuple[str, ...]: ...
+
+    def reading(self) -> contextlib.AbstractContextManager[sqlite3.Connection]: ...
+
+    def strings(self) -> Mapping[int, str]: ...
+
+
+@runtime_checkable
+class Trace(TraceSource, Protocol):
+    """An opened export with its tables (what analyses use). Every table accessor returns a frame the caller may
+    change freely (`handed_out`); `has_loaded(table)` says whether that table was already read, so an analysis
+    can reuse it instead of reading fewer columns again."""
+
+    @property
+    def nsys_version(self) -> str | None: ...
+
+    @property
+    def has_cuda(self) -> bool: ...
+
+    def nvtx_ranges(self) -> pd.DataFrame: ...
+
+    def cuda_api(self) -> pd.DataFrame: ...
+
+    def kernels(self) -> pd.DataFrame: ...
+
+    def memops(self) -> pd.DataFrame: ...
+
+    def graph_launches(self) -> pd.DataFrame: ...
+
+    def gpu_ops(self) -> pd.DataFrame: ...
+
+    def has_loaded(self, table: str) -> bool: ...

@@ -1,0 +1,186 @@
+"""Sweeps and many-trace analyses on a real Dask distributed cluster started here (two worker processes, each with
+the resource GPU=1, on 127.0.0.1), against the same work done locally.
+
+- The analysis of the same traces (the project's vLLM fixtures) on the cluster and in the local process pool gives
+  identical tables, and both equal `cost_coefficient` run on each trace set directly.
+- A real CPU sweep of two cells (vLLM + nsys, tiny models, minimal iterations) locally with `nsys-cc sweep` (and its
+  rerun, which profiles nothing), then on the cluster with the worker running one cell killed (SIGKILL) while that
+  cell's vLLM runs: the cluster's table is still complete, has the local table's cells and columns, says the killed
+  cell took two attempts, and no process of the lost attempt is left running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.sweep import table as table_mod
+from nsys_cc.sweep.cell import ATTEMPTS_FILE
+from nsys_cc.sweep.grid import SweepSpec, cells
+from nsys_cc.sweep.manifest import read_manifest
+from nsys_cc.sweep.run import analyse_many, sweep
+
+distributed = pytest.importorskip("distributed", reason="Dask is installed by `make setup` (the dask extra)")
+
+REPO = Path(__file__).resolve().parents[1]
+VLLM_FIXTURES = REPO / "fixtures" / "vllm"
+NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
+TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
+BENCH = BenchOptions(output_len=2, warmup_iters=1, iters=2)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    """Two worker processes with one GPU resource each, loopback only, no dashboard."""
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                                  host="127.0.0.1", dashboard_address=None) as c:
+        yield c
+
+
+@pytest.fixture()
+def manifest(tmp_path) -> Path:
+    """Three trace sets of the vLLM fixtures, one of them with two drafts, relative paths, a CSV manifest."""
+    rel = os.path.relpath(VLLM_FIXTURES, tmp_path)
+    path = tmp_path / "sets.csv"
+    path.write_text(
+        "name,target,drafts,batch_size,input_len\n"
+        f"both,{rel}/{TARGET}.sqlite,{rel}/tiny-llama-draft-s.sqlite;{rel}/{DRAFT}.sqlite,1,128\n"
+        f"xs,{rel}/{TARGET}.sqlite,{rel}/{DRAFT}.sqlite,1,128\n"
+        f"s-as-target,{rel}/tiny-llama-draft-s.sqlite,{rel}/{DRAFT}.sqlite,,\n")
+    return path
+
+
+def test_analysis_on_the_cluster_equals_the_local_pool_and_each_set_alone(cluster, manifest):
+    sets = read_manifest(manifest)
+    local = analyse_many(sets, jobs=2)
+    remote = analyse_many(sets, scheduler=cluster.scheduler_address)
+    assert local.failures == [] and remote.failures == []
+    pd.testing.assert_frame_equal(remote.table, local.table)
+    assert list(local.table["cell"].unique()) == ["both", "xs", "s-as-target"]
+    for s in sets:
+        direct = cost_coefficient(s.target, list(s.drafts)).coefficients
+        rows = local.table[local.table["cell"] == s.name]
+        cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high"]
+        pd.testing.assert_frame_equal(rows[cols].reset_index(drop=True), direct[cols], check_dtype=False,
+                                      check_exact=True)
+    assert local.table.loc[local.table["cell"] == "s-as-target", "batch_size"].isna().all()
+
+
+def test_the_cli_prints_the_same_table_from_the_cluster(cluster, manifest, tmp_path):
+    here = subprocess.run([NSYS_CC, "analyze", str(manifest), "--format", "csv", "--jobs", "1"],
+                          capture_output=True, text=True)
+    there = subprocess.run([NSYS_CC, "analyze", str(manifest), "--format", "csv", "--scheduler",
+                            cluster.scheduler_address, "-o", str(tmp_path / "out")], capture_output=True, text=True)
+    assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+    assert here.stdout == there.stdout
+    assert (tmp_path / "out" / "sweep.csv").read_text() == here.stdout
+    assert "[set 3/3]" in there.stderr
+
+
+def test_a_set_that_cannot_be_read_is_reported_and_the_others_kept(cluster, tmp_path):
+    rel = os.path.relpath(VLLM_FIXTURES, tmp_path)
+    (tmp_path / "m.json").write_text(json.dumps([
+        {"name": "good", "target": f"{rel}/{TARGET}.sqlite", "drafts": [f"{rel}/{DRAFT}.sqlite"]},
+        {"name": "gone", "target": "missing.sqlite", "drafts": [f"{rel}/{DRAFT}.sqlite"]}]))
+    done = subprocess.run([NSYS_CC, "analyze", str(tmp_path / "m.json"), "--scheduler", cluster.scheduler_address],
+                          capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "gone: FAILED" in done.stdout and "missing.sqlite" in done.stdout
+    assert "good" in done.stdout
+
+
+def _processes_under(directory: Path) -> list[str]:
+    """Command lines of live processes whose arguments mention `directory`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in args:
+            found.append(args)
+    return found
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _kill_the_worker_of_a_running_cell(out: Path, stop: threading.Event) -> dict:
+    """Wait until a cell's target benchmark runs under nsys, then SIGKILL the Dask worker process running it."""
+    while not stop.is_set():
+        for cell_dir in sorted(out.glob("bs*")):
+            log = cell_dir / f"{TARGET}.log"
+            attempts = cell_dir / ATTEMPTS_FILE
+            if not (log.is_file() and attempts.is_file() and "$ " in log.read_text(errors="replace")):
+                continue
+            time.sleep(3.0)  # vLLM is starting up inside nsys
+            runner = json.loads(attempts.read_text())["starts"][-1]["pid"]
+            worker = _parent(runner)
+            os.kill(worker, signal.SIGKILL)
+            return {"cell": cell_dir.name, "worker": worker, "runner": runner}
+        time.sleep(0.5)
+    return {}
+
+
+@pytest.mark.vllm
+@pytest.mark.nsys
+def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_sweep(cluster, tmp_path, nsys_bin):
+    grid = cells([1, 2], [16])
+    # The local run through the command line, then its rerun, which keeps both cells without profiling anything.
+    cli = [NSYS_CC, "sweep", "--target", TARGET, "--draft", DRAFT, "--batch-size", "1,2", "--input-len", "16",
+           "--output-len", str(BENCH.output_len), "--num-iters-warmup", str(BENCH.warmup_iters), "--num-iters",
+           str(BENCH.iters), "--device", "cpu", "-o", str(tmp_path / "local"), "--format", "json"]
+    first = subprocess.run(cli, capture_output=True, text=True, timeout=1800)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert "[cell 1/2] bs1-in16: done" in first.stderr and "[cell 2/2] bs2-in16: done" in first.stderr
+    traces = sorted((tmp_path / "local").glob("*/*.sqlite"))
+    mtimes = [t.stat().st_mtime_ns for t in traces]
+    again = subprocess.run(cli, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.count("already complete (kept; attempts 1)") == 2 and "profiling" not in again.stderr
+    assert [t.stat().st_mtime_ns for t in traces] == mtimes and len(traces) == 4
+    assert json.loads(again.stdout)["rows"] == json.loads(first.stdout)["rows"]
+
+    out = tmp_path / "cluster"
+    stop, killed = threading.Event(), {}
+    killer = threading.Thread(target=lambda: killed.update(_kill_the_worker_of_a_running_cell(out, stop)))
+    killer.start()
+    try:
+        remote = sweep(SweepSpec(TARGET, (DRAFT,), str(out), BENCH, device="cpu"), grid,
+                       scheduler=cluster.scheduler_address)
+    finally:
+        stop.set()
+        killer.join()
+    assert killed, "no cell was seen running"
+    assert [c.status for c in remote.cells] == ["done", "done"], remote.notes
+
+    table = table_mod.normalise(pd.read_parquet(out / "sweep.parquet"))
+    ref = table_mod.normalise(pd.read_parquet(tmp_path / "local" / "sweep.parquet"))
+    assert list(table.columns) == list(ref.columns)
+    key = ["cell", "draft", "phase", "metric", "batch_size", "input_len"]
+    assert table[key].equals(ref[key])
+    assert table["c"].notna().all() and (table["ci_low"] <= table["c"]).all() and (table["c"] <= table["ci_high"]).all()
+    attempts = table.groupby("cell")["attempts"].first().to_dict()
+    assert attempts[killed["cell"]] == 2 and set(attempts.values()) <= {1, 2}
+    assert sum(v == 1 for v in attempts.values()) == 1
+    starts = json.loads((out / killed["cell"] / ATTEMPTS_FILE).read_text())["starts"]
+    assert starts[0]["pid"] == killed["runner"] and starts[1]["pid"] != killed["runner"]
+    assert any(killed["cell"] in n and "attempt 2" in n for n in remote.notes)
+    # The lost attempt's runner, nsys and vLLM were stopped with their worker: nothing of them is left running.
+    assert _processes_under(out) == []
+    assert not Path(f"/proc/{killed['runner']}").exists()
+    # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
+    reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
+    assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))

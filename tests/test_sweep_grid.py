@@ -1,0 +1,206 @@
+"""Sweep cells, manifests and the tidy table's shape: the pure parts, no nsys, no vLLM, no Dask."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nsys_cc.errors import InputError
+from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.sweep import table as table_mod
+from nsys_cc.sweep.grid import Cell, CellSpec, SweepSpec, cells
+from nsys_cc.sweep.manifest import (
+    TraceSet,
+    is_many,
+    read_manifest,
+    trace_sets,
+    write_manifest,
+)
+
+NSYS_CC = [str(Path(sys.executable).parent / "nsys-cc")]
+
+
+def test_cells_cover_the_grid_in_order_with_readable_names():
+    grid = cells([1, 4, 16], [128, 1024])
+    assert [c.name for c in grid] == ["bs1-in128", "bs1-in1024", "bs4-in128", "bs4-in1024", "bs16-in128",
+                                      "bs16-in1024"]
+    assert [c.name for c in cells([2], [8], [1, 2])] == ["bs2-in8-tp1", "bs2-in8-tp2"]
+    assert cells([1, 1], [8]) == [Cell(1, 8)]
+
+
+@pytest.mark.parametrize("bs, lens, tps, word", [([0], [8], None, "batch_sizes"), ([1], [-3], None, "input_lens"),
+                                                  ([1], [8], [0], "target_tps"), ([], [8], None, "at least one")])
+def test_bad_grids_are_refused_by_parameter_name(bs, lens, tps, word):
+    with pytest.raises(InputError, match=word):
+        cells(bs, lens, tps)
+
+
+def test_a_cell_spec_sets_its_batch_and_length_and_round_trips_through_json(tmp_path):
+    spec = SweepSpec("t", ("d1", "d2"), str(tmp_path / "rel"), BenchOptions(output_len=7, vllm_args=("--x",)),
+                     speculate=(1, 3), nsys_args=("--sample=none",))
+    cs = spec.cell(Cell(4, 1024, 2))
+    assert cs.dir == tmp_path / "rel" / "bs4-in1024-tp2"
+    assert (cs.options.batch_size, cs.options.input_len, cs.options.output_len) == (4, 1024, 7)
+    kwargs = cs.profile_kwargs()
+    assert kwargs["speculate"] == [1, 3] and kwargs["target_tp"] == 2
+    back = CellSpec.from_dict(json.loads(json.dumps(cs.to_dict())))
+    assert back == cs and back.fingerprint() == cs.fingerprint()
+    plain = SweepSpec("t", ("d",), str(tmp_path)).cell(Cell(1, 8))
+    assert "speculate" not in plain.profile_kwargs() and "target_tp" not in plain.profile_kwargs()
+
+
+def test_the_fingerprint_changes_with_what_the_cell_measures_not_with_force(tmp_path):
+    base = SweepSpec("t", ("d",), str(tmp_path))
+    one = base.cell(Cell(1, 8)).fingerprint()
+    assert SweepSpec("t", ("d",), str(tmp_path), force=True).cell(Cell(1, 8)).fingerprint() == one
+    assert SweepSpec("t", ("d",), str(tmp_path), BenchOptions(iters=9)).cell(Cell(1, 8)).fingerprint() != one
+    assert base.cell(Cell(2, 8)).fingerprint() != one
+
+
+def test_a_json_manifest_resolves_paths_against_its_own_directory(tmp_path):
+    (tmp_path / "runs").mkdir()
+    doc = [{"name": "a", "target": "runs/t.sqlite", "drafts": ["runs/d.sqlite", "/abs/e.sqlite"], "batch_size": 4,
+            "input_len": 64, "output_len": 2, "range": "fwd"},
+           {"target": "t2.sqlite", "drafts": ["d2.sqlite"]}]
+    path = tmp_path / "runs" / "m.json"
+    path.write_text(json.dumps(doc))
+    a, b = read_manifest(path)
+    assert a == TraceSet("a", str(tmp_path / "runs" / "runs/t.sqlite"),
+                         (str(tmp_path / "runs" / "runs/d.sqlite"), "/abs/e.sqlite"), batch_size=4, input_len=64,
+                         output_len=2, range="fwd")
+    assert b.name == "set-2" and b.batch_size is None and b.range == "model_executable()"
+    # Written back relative to the new manifest's directory, it reads back to the same sets.
+    again = write_manifest([a, b], tmp_path / "copy.json")
+    assert read_manifest(again) == [a, b]
+    assert json.loads(again.read_text())["trace_sets"][0]["target"] == "runs/runs/t.sqlite"
+
+
+def test_a_csv_manifest_lists_drafts_with_semicolons(tmp_path):
+    path = tmp_path / "m.csv"
+    path.write_text("name,target,drafts,names,batch_size,input_len\n"
+                    "x,t.sqlite,d1.sqlite;d2.sqlite,T;D1;D2,2,\n")
+    (s,) = read_manifest(path)
+    assert s.drafts == (str(tmp_path / "d1.sqlite"), str(tmp_path / "d2.sqlite"))
+    assert s.names == ("T", "D1", "D2") and s.batch_size == 2 and s.input_len is None
+
+
+@pytest.mark.parametrize("doc, word", [
+    ([{"target": "t", "drafts": ["d"], "batchsize": 2}], "unknown key"),
+    ([{"target": "t"}], "needs a target and at least one draft"),
+    ([{"target": "t", "drafts": ["d"], "batch_size": "four"}], "whole number"),
+    ([{"target": "t", "drafts": ["d"], "input_len": 0}], "≥ 1"),
+    ([{"name": "a", "target": "t", "drafts": ["d"]}, {"name": "a", "target": "u", "drafts": ["e"]}], "twice"),
+    ([], "no trace sets"),
+    ({"sets": []}, "list of objects"),
+])
+def test_bad_manifests_say_what_is_wrong(tmp_path, doc, word):
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match=word):
+        read_manifest(path)
+
+
+def test_a_directory_without_a_manifest_is_refused(tmp_path):
+    assert is_many(tmp_path) and is_many(tmp_path / "x.json") and not is_many(tmp_path / "x.sqlite")
+    with pytest.raises(InputError, match="manifest.json"):
+        trace_sets(tmp_path)
+
+
+def test_the_table_has_the_documented_columns_and_empty_gamma_for_plain_runs():
+    coef = pd.DataFrame({"draft": ["d", "d"], "phase": ["prefill", "decode"], "metric": ["wall", "wall"],
+                         "c": [0.1, 0.2], "ci_low": [0.05, 0.1], "ci_high": [0.2, 0.3], "draft_median_ms": [1, 2]})
+    t = table_mod.from_coefficients(coef, cell="bs2-in8", batch_size=2, input_len=8, target_tp=None, attempts=1)
+    assert list(t.columns)[:9] == ["draft", "phase", "metric", "batch_size", "input_len", "gamma", "c", "ci_low",
+                                   "ci_high"]
+    assert t["gamma"].isna().all() and t["target_tp"].isna().all()
+    assert t["c"].tolist() == [0.1, 0.2] and t["batch_size"].tolist() == [2, 2]
+
+
+def test_cli_names_a_bad_manifest_key_as_the_manifest_spells_it(tmp_path):
+    (tmp_path / "m.json").write_text(json.dumps([{"target": "t", "drafts": ["d"], "output_len": 0}]))
+    done = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json")], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"nsys-cc: error: {tmp_path / 'm.json'}: entry 1: output_len must be ≥ 1, not 0"
+
+
+def test_cli_bad_lists_get_one_error_line():
+    done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--input-len", "128,0"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "nsys-cc: error: --input-len must be whole numbers ≥ 1, not '0'"
+    done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--speculate", "2,x"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == "nsys-cc: error: --speculate must be whole numbers ≥ 1, not 'x'"
+
+    done = subprocess.run([*NSYS_CC, "analyze", "nowhere.json"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("nsys-cc: error: ") and "nowhere.json" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
+    from nsys_cc.sweep.table import analyse_set, has_in_place_analysis
+
+    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"name": "s", "target": str(vllm / "tiny-llama-target.sqlite"),
+                                 "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")],
+                                 "speculative": "runs/d.spec-g1.sqlite; runs/d.spec-g3.sqlite"}]))
+    (s,) = read_manifest(path)
+    assert s.speculative == (str(tmp_path / "runs" / "d.spec-g1.sqlite"), str(tmp_path / "runs" / "d.spec-g3.sqlite"))
+    assert read_manifest(write_manifest([s], tmp_path / "again.json")) == [s]
+    if not has_in_place_analysis():
+        with pytest.raises(InputError, match="speculative .*analysis"):
+            analyse_set(s)
+
+
+def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path):
+    """`distributed` made unimportable: many-set analysis still runs locally; --scheduler says what to install."""
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "distributed.py").write_text("raise ImportError('no Dask here')\n")
+    (blocker / "dask.py").write_text("raise ImportError('no Dask here')\n")
+    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    (tmp_path / "m.json").write_text(json.dumps([{"target": str(vllm / "tiny-llama-target.sqlite"),
+                                                  "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")]}]))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
+    here = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--format", "csv"], capture_output=True,
+                          text=True, env=env)
+    assert here.returncode == 0, here.stderr
+    assert "tiny-llama-draft-xs,decode,wall" in here.stdout
+    there = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--scheduler", "tcp://127.0.0.1:1"],
+                           capture_output=True, text=True, env=env)
+    assert there.returncode == 2
+    assert there.stderr.strip() == ("nsys-cc: error: a Dask scheduler (--scheduler) needs Dask's distributed package: "
+                                    "pip install 'nsys_cc[dask]'")
+
+
+def test_the_plots_draw_every_row_of_the_table_per_phase_with_its_interval():
+    from nsys_cc.report.sweep_plots import plot_c_against
+
+    rows = [{"draft": d, "phase": ph, "metric": "wall", "batch_size": bs, "input_len": n, "gamma": g,
+             "c": c, "ci_low": c - 0.01, "ci_high": c + 0.02, "cell": f"bs{bs}-in{n}", "attempts": 1}
+            for d, base in (("a", 0.1), ("b", 0.2)) for bs in (1, 4) for n in (16, 64)
+            for ph, g in (("prefill", None), ("decode", None), ("decode", 2.0), ("all", None))
+            for c in [base + bs / 100 + n / 1000 + (0.05 if g else 0)]]
+    table = table_mod.normalise(pd.DataFrame(rows))
+    fig = plot_c_against(table, "batch_size")
+    prefill, decode = fig.axes[:2]
+    assert [prefill.get_title(), decode.get_title()] == ["prefill forwards, wall-clock", "decode forwards, wall-clock"]
+    # Lines: per draft and input length (and γ for the in-place rows), x = batch sizes, y = c as in the table.
+    drawn = {line.get_label(): list(line.get_ydata()) for line in decode.get_lines()}
+    assert set(drawn) == {"a, input 16", "a, input 64", "b, input 16", "b, input 64", "a, γ=2, input 16",
+                          "a, γ=2, input 64", "b, γ=2, input 16", "b, γ=2, input 64"}
+    expected = table[(table["phase"] == "decode") & (table["draft"] == "b") & (table["input_len"] == 64)
+                     & table["gamma"].isna()].sort_values("batch_size")["c"].tolist()
+    assert drawn["b, input 64"] == pytest.approx(expected)
+    bars = sorted(v for coll in decode.collections for seg in coll.get_segments() for v in (seg[0][1], seg[1][1]))
+    dec = table[table["phase"] == "decode"]
+    assert bars == pytest.approx(sorted([*dec["ci_low"], *dec["ci_high"]]))
+    assert plot_c_against(table.assign(c=float("nan")), "input_len") is None
