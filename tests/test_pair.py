@@ -109,6 +109,8 @@ LIVE = textwrap.dedent("""
     import json, sys
     if __name__ == "__main__":
         import numpy as np
+        from nsys_cc.launch import vllm_plugin
+        vllm_plugin.register()  # with its correction of vLLM's CPU expand kernel (nsys_cc.launch.vllm_fixes)
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
         from nsys_cc.analysis.acceptance import from_metrics
@@ -131,7 +133,7 @@ def test_vllm_serves_the_pair_and_measures_the_built_alpha(tmp_path):
     (tmp_path / "live.py").write_text(LIVE)
     models = tmp_path / "models"
     target, draft = pair.path("pair-target-a50", models), pair.path("pair-draft", models)
-    env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
+    env = {**os.environ, "NSYS_CC_PLUGIN": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(tmp_path / "live.py"), str(target), str(draft)], capture_output=True,
                           text=True, timeout=900, env=env)

@@ -44,7 +44,8 @@ def test_speculate_adds_one_run_per_draft_and_gamma_after_the_plain_runs(tmp_pat
     assert json.loads(_after(args, "--speculative-config")) == {
         "method": "draft_model", "model": str(MODELS_DIR / "tiny-llama-draft-xs"), "num_speculative_tokens": 3}
     assert _after(args, "-o") == str(tmp_path.resolve() / "tiny-llama-draft-xs.spec-g3")
-    assert spec.commands.env["NSYS_CC_METRICS_OUT"] == str(tmp_path.resolve() / "tiny-llama-draft-xs.spec-g3.metrics.json")
+    metrics = tmp_path.resolve() / "tiny-llama-draft-xs.spec-g3.metrics.json"
+    assert spec.commands.env["NSYS_CC_METRICS_OUT"] == str(metrics)
     # Plain runs are unchanged by speculation: no speculative config, no metrics dump.
     for run in runs[:3]:
         assert "--speculative-config" not in run.commands.profile and "NSYS_CC_METRICS_OUT" not in run.commands.env
@@ -159,8 +160,8 @@ def test_dry_run_lists_the_speculative_runs_with_output_len_32_by_default(tmp_pa
 @pytest.mark.parametrize("args, message", [
     (["--draft", "tiny-llama-draft-xs", "--speculate", "0"], "nsys-cc: error: --speculate: γ must be ≥ 1, not 0"),
     (["--speculative-config", '{"method": "ngram"}'],
-     'nsys-cc: error: --speculative-config needs "num_speculative_tokens" (a whole number ≥ 1) unless --speculate '
-     "gives the γ values"),
+     ('nsys-cc: error: --speculative-config needs "num_speculative_tokens" (a whole number ≥ 1) unless --speculate '
+      "gives the γ values")),
 ])
 def test_cli_errors_name_the_flags(args, message):
     res = _cli(*args)

@@ -3,6 +3,7 @@ ranges, forwards inside steps, payloads, and the files each run leaves. Read wit
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from pathlib import Path
@@ -50,7 +51,7 @@ def test_plain_runs_have_one_step_per_forward(folder, label):
         assert step["target"] == [INPUT_LEN if prefill else 1] and step["drafts"] == []
         assert step["payload"] == step["target"][0]
     assert len({s["tid"] for s in steps}) == 1  # in-process engine: one thread
-    assert all(a["end"] <= b["start"] for a, b in zip(steps, steps[1:]))  # steps never overlap
+    assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(steps))  # steps never overlap
 
 
 @pytest.mark.parametrize("folder, draft, gamma", SPEC_RUNS, ids=lambda v: getattr(v, "name", v))

@@ -30,7 +30,7 @@ def enabled() -> bool:
 def fixed_expand(original: Callable) -> Callable:
     """`_expand_kernel_impl` that also fills outputs that are not int64 (see the module docstring)."""
 
-    def expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):  # noqa: N803
+    def expand(output, input_val, cu_num_tokens, replace_from, replace_to, MAX_NUM_TOKENS=None):
         import torch
 
         if output.dtype == torch.int64:
