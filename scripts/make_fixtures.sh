@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/make_nvtx_fixture.sh
 if [ -x scripts/make_vllm_fixtures.sh ]; then scripts/make_vllm_fixtures.sh; fi
+scripts/make_tp_fixture.sh
 if [ -x scripts/make_spec_fixtures.sh ]; then scripts/make_spec_fixtures.sh; fi

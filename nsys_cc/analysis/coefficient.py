@@ -2,6 +2,7 @@
 
 For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
 phase (see `phases`) and the per-forward metrics of the registry (`metrics.METRICS`, from `projection.project`).
+When the ranges lie in several processes (tensor-parallel ranks) each forward is a step, one range per rank (`ranks`).
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
 This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
@@ -16,7 +17,7 @@ import pandas as pd
 
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
-from . import kernels as kernel_mod, phases as phase_mod, speculative as spec_mod
+from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
@@ -77,12 +78,15 @@ def load_model(
             raise _no_such_range(trace, ranges, path, range_name)
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges)
+        forwards, ranks = rank_mod.group_steps(trace, forwards)
+        unit = "ranges" if ranks is None else "steps"
+        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
         # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
         unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
         forwards["kept"] = ~warm & ~unclosed
         if unclosed.any():
-            warm_note += f"; dropped {int(unclosed.sum())} range(s) never closed (still open when the capture ended)"
+            warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
+                          "ended)")
         if not forwards["kept"].any():
             if (~warm).any():
                 raise RangeNotFoundError(
@@ -104,12 +108,17 @@ def load_model(
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
-        totals = op_totals(trace, kept, kept["phase"].to_numpy(dtype=object)) if has_cuda else pd.DataFrame()
+        totals = pd.DataFrame()
+        if has_cuda:
+            phases = kept["phase"].to_numpy(dtype=object)
+            totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
         # A deep copy of the kept columns only: nothing else of this trace stays referenced.
-        forwards = forwards[MODEL_COLUMNS].copy()
+        forwards = forwards[MODEL_COLUMNS + (rank_mod.STEP_COLUMNS if ranks else [])].copy()
+        if ranks:
+            ranks.compact(MODEL_COLUMNS)
         return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
-                             op_totals=totals, gpu_note=gpu_note)
+                             op_totals=totals, gpu_note=gpu_note, ranks=ranks)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -220,6 +229,8 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
         if not m.has_cuda:
             texts.append(m.gpu_note)
+        if m.ranks is not None:
+            texts += [rank_mod.steps_note(m), *m.ranks.notes]
         for text in texts:
             holders.setdefault(text, []).append(m.name)
     every = len(models) > 1
@@ -319,4 +330,5 @@ def cost_coefficient(
         seed=seed,
         acceptance=tuple(alphas),
         speculative=speculative,
+        ranks=rank_mod.rank_table(models),
     )

@@ -53,21 +53,23 @@ def _markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     return m.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None) -> tuple[np.ndarray, str]:
-    """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why."""
+def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
+                unit: str = "ranges") -> tuple[np.ndarray, str]:
+    """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why;
+    `unit` names the rows in it (a model on several ranks has steps, not ranges)."""
     n = len(forwards)
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
-        return mask, f"dropped the first {min(skip_ranges, n)} of {n} ranges (--skip-ranges {skip_ranges})"
+        return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (--skip-ranges {skip_ranges})"
     warm = _markers(all_ranges, (WARMUP_RANGE,))
     if not warm.empty:
         mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
         return mask, (
-            f"dropped {int(mask.sum())} of {n} ranges that ran inside the trace's {len(warm)} "
+            f"dropped {int(mask.sum())} of {n} {unit} that ran inside the trace's {len(warm)} "
             f"'{WARMUP_RANGE}' iteration(s)"
         )
     return np.zeros(n, dtype=bool), (
-        f"kept all {n} ranges: the trace marks no warm-up and --skip-ranges was not given "
+        f"kept all {n} {unit}: the trace marks no warm-up and --skip-ranges was not given "
         "(the first forwards may include warm-up)"
     )
 

@@ -488,3 +488,21 @@ def op_totals(trace: Trace, ranges: pd.DataFrame, groups) -> pd.DataFrame:
         "count": count[key],
         "duration_ns": total[key],
     })
+
+
+def union_by_group(trace, ranges: pd.DataFrame, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    """Length of the union of the GPU op intervals that the ranges of each group launched (rule above), e.g. a
+    step's ranges in several processes. `groups[i]` in 0…n_groups−1 labels row i of `ranges`; an op launched by
+    several ranges of a group counts once. Holds the group's (range, op) pairs in memory at once."""
+    out = np.zeros(n_groups, dtype=np.int64)
+    if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+        return out
+    lc = launches(trace)
+    pairs = list(_op_pairs(lc, ranges))
+    if not pairs:
+        return out
+    owner = np.asarray(groups, dtype=np.int64)[np.concatenate([o for o, _ in pairs])]
+    pos = np.concatenate([p for _, p in pairs])
+    start, end = lc.op_start[pos], lc.op_end[pos]
+    order = np.lexsort((start, owner))
+    return _union_of_pairs(owner[order], start[order], end[order], n_groups)

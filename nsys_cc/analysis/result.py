@@ -20,6 +20,7 @@ from .metrics import COLUMNS, PHASES, decision_phase
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from .ranks import Ranks
     from .speculative import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
@@ -46,6 +47,8 @@ class ModelForwards:
     payload, open_at_end, kernels and gpu_ops (`coefficient.MODEL_COLUMNS`: only these are kept of the trace, so
     a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
+    `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
+    became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
 
     name: str
@@ -59,6 +62,7 @@ class ModelForwards:
     phase_rule: PhaseRule
     op_totals: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     gpu_note: str = ""
+    ranks: Ranks | None = field(default=None, repr=False)
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -107,6 +111,8 @@ class CostCoefficientResult:
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
       (`analysis.speculative.SpeculativeAnalysis`: per-run table, decomposition, step cost models, forecast);
       None when no speculative run was given.
+    - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
+      communication, how often it finished last and by how much); empty when every model ran in one process.
     """
 
     models: tuple[ModelForwards, ...]
@@ -122,6 +128,7 @@ class CostCoefficientResult:
     acceptance: tuple[float, ...] = ()
     # Speculative runs measured in place, their decomposition and the forecast; None without any.
     speculative: SpeculativeAnalysis | None = None
+    ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:

@@ -23,6 +23,10 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--draft", "drafts", multiple=True, metavar="MODEL",
               help="Draft model (repeat for several), same forms as --target; needed unless --speculative-config "
                    "names a proposer without a draft model (ngram).")
+@click.option("--target-tp", type=int, default=1, show_default=True, metavar="N",
+              help="Run the target tensor-parallel on N ranks (one process each; vLLM's mp executor).")
+@click.option("--draft-tp", type=int, default=1, show_default=True, metavar="N",
+              help="Run every draft tensor-parallel on N ranks.")
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
@@ -55,9 +59,9 @@ SPEC_OUTPUT_LEN = 32
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iters_warmup, num_iters, speculate,
-            speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run,
-            acceptance, seed, fmt):
+def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup,
+            num_iters, speculate, speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout,
+            force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
@@ -68,7 +72,8 @@ def profile(target, drafts, out_dir, input_len, output_len, batch_size, num_iter
     if output_len is None:
         output_len = SPEC_OUTPUT_LEN if speculating else BenchOptions.output_len
     gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
-    spec = {"speculate": gammas, "speculative_config": speculative_config}
+    spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
+            "draft_tp": draft_tp}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,
                            vllm_args=tuple(vllm_args))

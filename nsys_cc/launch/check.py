@@ -3,7 +3,9 @@
 For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order):
 - forward_ms_i = the sum of the durations of the forward ranges (`model_executable()`, or vLLM's own
   `gpu_model_runner: forward` when the plugin fell back to it) that start inside iteration
-  range i (any thread or process: the rule the analysis uses for warm-up);
+  range i (any thread or process: the rule the analysis uses for warm-up); for a model on several tensor-parallel
+  ranks each step counts once, from its first rank's start to its last rank's end (`analysis.ranks`); a forward
+  (step) still open when the capture ended (its end is the trace's) is left out, as the analysis drops it;
 - latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json`
   (perf_counter around one `LLM.generate` call);
 - share_i = forward_ms_i ÷ latency_ms_i: the part of the iteration spent in forwards (the rest is scheduling,
@@ -24,19 +26,23 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..analysis.ranks import step_bounds
 from ..errors import InputError
 from ..trace import open_trace
+from ..trace.bulk import PID_MASK
 from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
 
 def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
-    """NVTX ranges of an export (through the trace reader): start_ns, end_ns, name."""
+    """NVTX ranges of an export (through the trace reader): start_ns, end_ns, name, global_pid (the process),
+    open_at_end."""
     with open_trace(sqlite) as trace:
         ranges = trace.nvtx_ranges()
     return pd.DataFrame({"start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
-                         "name": ranges["name"].astype(str)})
+                         "name": ranges["name"].astype(str), "global_pid": ranges["global_tid"] & PID_MASK,
+                         "open_at_end": ranges["open_at_end"]})
 
 
 def forward_range(sqlite: str | Path) -> tuple[str, int]:
@@ -66,8 +72,9 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     fwd = ranges[ranges["name"] == range_name]
     latencies = np.asarray(bench_latencies(bench_json)) * 1e3
     n = min(len(iters), len(latencies))
-    starts = fwd["start_ns"].to_numpy()
-    durations = (fwd["end_ns"] - fwd["start_ns"]).to_numpy()
+    starts, ends = step_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),
+                               fwd["end_ns"].to_numpy(np.int64), fwd["open_at_end"].to_numpy(bool))
+    durations = ends - starts
     sums, counts = [], []
     for it in iters.head(n).itertuples():
         inside = (starts >= it.start_ns) & (starts <= it.end_ns)

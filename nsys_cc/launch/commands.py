@@ -6,6 +6,10 @@ nsys options by platform:
 - GPU: `-t cuda,nvtx,osrt,cublas,cudnn --trace-fork-before-exec=true` (vLLM's engine and workers are child
   processes), plus `--cuda-graph-trace=node` with `--cuda-graphs`, so each replayed kernel is a row;
 - CPU: `-t nvtx,osrt` (there is nothing else to trace).
+Tensor parallel (`tp` > 1, one model on N ranks): vLLM gets `--tensor-parallel-size N --distributed-executor-backend mp`
+(one worker process per rank) and nsys `--trace-fork-before-exec=true` on the CPU too, so every rank's ranges are
+recorded; on the CPU `VLLM_ENABLE_V1_MULTIPROCESSING=0` is then left out (the mp executor runs with the engine in its
+own process, verified with vLLM 0.32's CPU build).
 Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbation), `-f true`.
 
 A speculative run is the same benchmark of the target with `--speculative-config JSON` (vLLM's own option) and env
@@ -120,19 +124,19 @@ class ModelCommands:
 
 
 def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool,
-                      trace: str | None = None, extra: Sequence[str] = ()) -> list[str]:
+                      trace: str | None = None, extra: Sequence[str] = (), tp: int = 1) -> list[str]:
     """`nsys profile` options for the platform (see the module docstring); `trace` replaces `-t`."""
     args = [nsys, "profile", "-t", trace or (GPU_TRACE if gpu else CPU_TRACE), "-s", "none", "--cpuctxsw=none"]
-    if gpu:
+    if gpu or tp > 1:
         args.append("--trace-fork-before-exec=true")
-        if cuda_graphs:
-            args.append("--cuda-graph-trace=node")
+    if gpu and cuda_graphs:
+        args.append("--cuda-graph-trace=node")
     return [*args, *extra, "-f", "true", "-o", str(out_base)]
 
 
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
                python: str = sys.executable, speculative_config: str | None = None,
-               load_format: str = "dummy") -> list[str]:
+               load_format: str = "dummy", tp: int = 1) -> list[str]:
     """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`); `speculative_config` is the
     JSON given to vLLM's `--speculative-config` (None: a plain run); `load_format` vLLM's `--load-format`."""
     args = [
@@ -148,10 +152,13 @@ def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
         args += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
     if speculative_config is not None:
         args += ["--speculative-config", speculative_config]
+    if tp > 1:
+        args += ["--tensor-parallel-size", str(tp), "--distributed-executor-backend", "mp"]
     return [*args, *opts.vllm_args]
 
 
-def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ,
+              tp: int = 1) -> dict[str, str]:
     """Variables to add to the environment: the plugin's switches and the platform's settings."""
     env = {ENV_ENABLE: "1", ENV_WARMUP: str(opts.warmup_iters)}
     plugins = environ.get("VLLM_PLUGINS")
@@ -159,6 +166,8 @@ def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.
         # An allow-list would keep the plugin out of vLLM's engine and worker processes.
         env["VLLM_PLUGINS"] = ",".join(p for p in (plugins, "nsys_cc") if p)
     for key, value in (GPU_ENV if gpu else CPU_ENV).items():
+        if tp > 1 and key == "VLLM_ENABLE_V1_MULTIPROCESSING":
+            continue  # the mp executor's workers need the engine in its own process
         if key not in environ:
             env[key] = value
     return env
@@ -172,15 +181,17 @@ def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
 def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions, *, gpu: bool,
                    trace: str | None = None, nsys_extra: Sequence[str] = (),
                    environ: Mapping[str, str] = os.environ, speculative_config: str | None = None,
-                   load_format: str = "dummy") -> ModelCommands:
+                   load_format: str = "dummy", tp: int = 1) -> ModelCommands:
     """Both command lines and the environment for profiling `model` into `files` (speculatively when
-    `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`)."""
+    `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`), on `tp`
+    tensor-parallel ranks."""
     profile = [
-        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra),
+        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra,
+                           tp=tp),
         *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config,
-                    load_format=load_format),
+                    load_format=load_format, tp=tp),
     ]
-    env = bench_env(opts, gpu=gpu, environ=environ)
+    env = bench_env(opts, gpu=gpu, environ=environ, tp=tp)
     if speculative_config is not None:
         env[ENV_METRICS_OUT] = str(files.metrics)
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)

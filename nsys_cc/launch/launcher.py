@@ -225,9 +225,12 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
 
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
          nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
-         speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[ModelRun]:
+         speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+         draft_tp: int = 1) -> list[ModelRun]:
     """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
-    resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring)."""
+    resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring).
+    `target_tp` / `draft_tp`: tensor-parallel ranks of the plain target / draft runs (1: one process); a model on
+    N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process."""
     config = parse_speculative_config(speculative_config)
     gammas = parse_gammas(speculate) if speculate else []
     if not drafts and (gammas or config is None):
@@ -240,14 +243,22 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
             raise InputError(f"{name} must be ≥ 1, not {value}")
     if options.warmup_iters < 0:
         raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
+    for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
+        if value < 1:
+            raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
     out = Path(out_dir).resolve()
     models = resolve_all([target, *drafts])
 
-    def make(m: Model, spec: str | None = None) -> ModelCommands:
+    def make(m: Model, spec: str | None = None, tp: int = 1) -> ModelCommands:
         return model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
-                              nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format)
+                              nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format, tp=tp)
 
-    plain = [ModelRun("target" if i == 0 else "draft", m, make(m)) for i, m in enumerate(models)]
+    def on_ranks(m: Model, tp: int) -> Model:
+        return m if tp == 1 else Model(m.spec, m.path, f"{m.label}.tp{tp}", m.kind)
+
+    tps = [target_tp] + [draft_tp] * (len(models) - 1)
+    plain = [ModelRun("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
+             for i, (m, tp) in enumerate(zip(models, tps))]
     return plain + speculative_runs(models[0], models[1:], gammas, config, make)
 
 
@@ -461,7 +472,8 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
-            seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None) -> ProfileRun:
+            seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1) -> ProfileRun:
     """Profile the target and every draft, then analyse and report (see the module docstring).
 
     Args:
@@ -473,13 +485,14 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         nsys_args: extra `nsys profile` options. acceptance, seed: passed to the analysis.
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
+        target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
-                speculate=speculate, speculative_config=speculative_config)
+                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
     for warning in preflight(nsys):
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
@@ -561,12 +574,13 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
-            speculate: Sequence[int] = (), speculative_config: str | None = None) -> str:
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1) -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
-                speculate=speculate, speculative_config=speculative_config)
+                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
     blocks = [f"# {_describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
     return "\n\n".join(blocks) + "\n"
 

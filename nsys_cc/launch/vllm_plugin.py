@@ -25,6 +25,9 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   are warm-up, where N = env `NSYS_CC_WARMUP_ITERS` (default 0). Payload = number of prompts in the call
   (the batch size). The analysis drops forwards that start inside a warm-up range, by time, so this works
   when the engine (and its forwards) run in another process.
+- `nsys_cc:all_reduce` around each all-reduce of vLLM's CPU build (`CpuCommunicator.all_reduce`: gloo or its
+  shared-memory all-reduce, tensor parallel on the CPU) made inside a forward range: on the CPU the communication is
+  no GPU kernel, so this range is what shows it. Payload = bytes reduced.
 
 Forwards run by vLLM itself outside scheduled steps (profile runs, dummy runs, CUDA-graph capture) get no
 range. Nested forwards (a graph runner that calls the model) give one range, the outermost.
@@ -70,6 +73,7 @@ FORWARD_RANGE = "model_executable()"
 DRAFT_FORWARD_RANGE = "draft_model_executable()"
 WARMUP_RANGE = "nsys_cc:warmup"
 ITERATION_RANGE = "nsys_cc:iteration"
+ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 STEP_RANGE = "nsys_cc:step"
 VLLM_SCOPES_RANGE = "gpu_model_runner: forward"
 
@@ -402,6 +406,27 @@ def _patch_v2_drafter(module: Any) -> bool:
     return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
 
 
+def _as_all_reduce(original: Callable) -> Callable:
+    def all_reduce(self, input_, *args, **kwargs):
+        if not _state.pushed:
+            return original(self, input_, *args, **kwargs)
+        _backend.push(ALL_REDUCE_RANGE, int(input_.numel() * input_.element_size()))
+        try:
+            return original(self, input_, *args, **kwargs)
+        finally:
+            _backend.pop()
+
+    return all_reduce
+
+
+def _patch_cpu_communicator(module: Any) -> bool:
+    """Optional: a vLLM laid out otherwise loses only the all-reduce ranges, never the forwards (always True)."""
+    cls = getattr(module, "CpuCommunicator", None)
+    if cls is not None:
+        _wrap(cls, "all_reduce", _as_all_reduce)
+    return True
+
+
 def _patch_llm(module: Any) -> bool:
     cls = getattr(module, "LLM", None)
     return cls is not None and _wrap(cls, "generate", _as_iteration)
@@ -435,6 +460,7 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.spec_decode.llm_base_proposer": _patch_v1_drafter,
     "vllm.v1.worker.gpu.spec_decode.speculator": _patch_v2_drafter,
     "vllm.entrypoints.llm": _patch_llm,
+    "vllm.distributed.device_communicators.cpu_communicator": _patch_cpu_communicator,
     "vllm.v1.engine.llm_engine": _patch_llm_engine,
     "vllm.v1.engine.core": _patch_engine_core,
     "vllm.v1.engine.core_client": _patch_core_client,

@@ -45,6 +45,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
+            "ranks": 1 if m.ranks is None else m.ranks.count,
+            **({} if m.ranks is None else {"per_rank": _records(result.ranks[result.ranks["model"] == m.name])}),
         })
     coefficients = [
         {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
@@ -68,6 +70,30 @@ def _json_range(result: CostCoefficientResult) -> str | list[str]:
     ones."""
     names = [m.range_name for m in result.models]
     return names[0] if len(set(names)) == 1 else names
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return json.loads(df.drop(columns=["model", "role"]).to_json(orient="records"))
+
+
+def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
+    """The per-rank table for people: one row per model on several ranks, phase and rank (`ranks.rank_table`);
+    columns that are empty for every rank are left out."""
+    def ms(x: float) -> str:
+        return "–" if x is None or math.isnan(x) else f"{x:.3f}"
+
+    def pct(x: float) -> str:
+        return "–" if x is None or math.isnan(x) else f"{x:.0%}"
+
+    table = pd.DataFrame([{
+        "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
+        "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
+        "Comm mean (ms)": ms(r.comm_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
+        "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
+        "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
+    } for r in result.ranks.itertuples()])
+    # Columns no rank has a value for (GPU columns on a CPU trace, the CPU all-reduce on a GPU one) are left out.
+    return table.loc[:, [c for c in table.columns if not (table[c] == "–").all()]]
 
 
 def _fmt_c(c: float, lo: float, hi: float) -> str:
@@ -122,8 +148,12 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if fmt == "csv":
         return _long_csv(result)
     table = display_table(result)
+    ranks = rank_display(result)
     if fmt == "markdown":
         parts = [markdown_table(table)]
+        if not ranks.empty:
+            parts += ["", "**Ranks** (each rank's own forward ranges in the kept steps; last = finished last)", "",
+                      markdown_table(ranks)]
         parts += ["", "**Diagnosis**", ""]
         parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
@@ -137,6 +167,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
              text_table(table), ""]
+    if not ranks.empty:
+        parts += ["Ranks: each rank's own forward ranges in the kept steps; Last = steps it finished last; Lag = its "
+                  "end − the step's first end", "", text_table(ranks), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]

@@ -7,6 +7,7 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
+- rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the step's first finisher (`rank_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the
   DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
@@ -28,7 +29,7 @@ from ..analysis.dsi import Heatmaps
 from ..analysis.metrics import BY_NAME, C_METRICS, in_order
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
-from . import speedup_plots
+from . import rank_plots, speedup_plots
 from .words import sig3
 
 if TYPE_CHECKING:
@@ -109,8 +110,8 @@ def _wants_log(medians: list[float]) -> bool:
 def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
     wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
-    shown = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
-    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in shown]
+    panels = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
+    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in panels]
     colors = _model_colors(result)
     groups = [(m, p) for m in result.models for p in _split_phases(m)]
     if not groups:
@@ -318,6 +319,7 @@ PLOTS: dict[str, Callable[[CostCoefficientResult], Figure | None]] = {
     "coefficients": plot_coefficients,
     "time_breakdown": plot_time_breakdown,
     "kernel_categories": plot_kernel_categories,
+    "rank_lag": lambda result: rank_plots.plot_rank_lag(result, dict(STYLE)),
 }
 
 

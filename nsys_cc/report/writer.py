@@ -65,6 +65,7 @@ def write_report(
         "kernel_summary": result.kernel_summary, "categories": result.categories, "diagnosis": with_diagnosis(result),
         **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
+        **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **dict(extra_tables or {}),
     }
     for name, df in tables.items():

@@ -1,0 +1,183 @@
+"""`nsys-cc profile --target-tp N / --draft-tp N`: the commands, and one real CPU run on 2 ranks end to end.
+
+The end-to-end expectations are computed here from the export with raw SQL and from the benchmark's own JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from click.testing import CliRunner
+
+from nsys_cc.cli import cli
+
+NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
+
+
+def _blocks(args: list[str]) -> dict[str, str]:
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                                   "--dry-run", "-o", "/tmp/nsys-cc-tp-dry", *args])
+    assert res.exit_code == 0, res.output
+    blocks = res.output.strip().split("\n\n")
+    return {b.splitlines()[0].split()[2]: b for b in blocks}
+
+
+def test_target_tp_on_cpu_runs_the_mp_executor_under_fork_tracing():
+    blocks = _blocks(["--target-tp", "2", "--device", "cpu"])
+    assert set(blocks) == {"tiny-llama-target.tp2", "tiny-llama-draft-s"}
+    target, draft = blocks["tiny-llama-target.tp2"], blocks["tiny-llama-draft-s"]
+    assert "--tensor-parallel-size 2 --distributed-executor-backend mp" in target
+    assert "--trace-fork-before-exec=true" in target
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in target
+    assert "-o /tmp/nsys-cc-tp-dry/tiny-llama-target.tp2 " in target
+    assert "tiny-llama-target.tp2.sqlite" in target
+    # The draft keeps the one-process settings.
+    assert "--tensor-parallel-size" not in draft and "--trace-fork-before-exec" not in draft
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING=0" in draft
+
+
+def test_draft_tp_on_gpu_uses_the_same_flags():
+    blocks = _blocks(["--draft-tp", "4", "--device", "gpu"])
+    draft = blocks["tiny-llama-draft-s.tp4"]
+    assert "--tensor-parallel-size 4 --distributed-executor-backend mp" in draft
+    assert draft.count("--trace-fork-before-exec=true") == 1
+    assert "--tensor-parallel-size" not in blocks["tiny-llama-target"]
+
+
+@pytest.mark.parametrize("flag", ["--target-tp", "--draft-tp"])
+def test_tp_below_one_is_one_line_error(flag):
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                                   flag, "0", "--dry-run", "--device", "cpu"])
+    assert res.exit_code == 2
+    assert res.output.strip().splitlines()[-1].startswith("nsys-cc: error:") and flag in res.output
+
+
+INPUT_LEN, OUTPUT_LEN, WARMUP, ITERS = 32, 2, 1, 2
+
+
+def _forwards(sqlite: Path) -> dict[int, list[tuple[int, int]]]:
+    """(start, end) of the model_executable() ranges per process id, in time order."""
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT (e.globalTid >> 24) & 16777215, e.start, e.\"end\" FROM NVTX_EVENTS e "
+            "JOIN StringIds s ON s.id = e.textId WHERE s.value = 'model_executable()' ORDER BY e.start").fetchall()
+    out: dict[int, list] = {}
+    for pid, start, end in rows:
+        out.setdefault(pid, []).append((start, end))
+    return out
+
+
+def _windows(sqlite: Path, name: str) -> list[tuple[int, int]]:
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        return conn.execute("SELECT e.start, e.\"end\" FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+                            "WHERE s.value = ? ORDER BY e.start", (name,)).fetchall()
+
+
+@pytest.mark.vllm
+def test_profile_target_on_two_ranks_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    cmd = [NSYS_CC, "profile", "--target", "tiny-llama-target", "--target-tp", "2", "--draft", "tiny-llama-draft-xs",
+           "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--batch-size", "1",
+           "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--nsys-trace", "nvtx", "--device", "cpu",
+           "-o", str(out), "--format", "json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    sqlite = out / "tiny-llama-target.tp2.sqlite"
+    per_pid = _forwards(sqlite)
+    assert len(per_pid) == 2, per_pid.keys()
+    a, b = per_pid.values()
+    assert len(a) == len(b) >= (WARMUP + ITERS) * OUTPUT_LEN
+    steps = [(min(x[0], y[0]), max(x[1], y[1])) for x, y in zip(a, b)]
+    warm = _windows(sqlite, "nsys_cc:warmup")
+    # A step still open when the capture ended (vLLM stopped its workers before nsys wrote their last events) has the
+    # trace's end as its end and is dropped.
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        ((trace_end,),) = conn.execute("SELECT duration FROM ANALYSIS_DETAILS").fetchall()
+    closed = [e != trace_end for (_, e) in steps]
+    kept = [(s, e) for (s, e), c in zip(steps, closed) if c and not any(ws <= s <= we for ws, we in warm)]
+
+    doc = json.loads(done.stdout)
+    target, draft = doc["models"]
+    assert target["name"] == "tiny-llama-target.tp2" and (target["ranks"], draft["ranks"]) == (2, 1)
+    assert target["ranges_matched"] == len(steps) and target["ranges_kept"] == len(kept)
+    assert target["phases"]["all"]["wall_ms"]["median"] == pytest.approx(
+        np.median([(e - s) / 1e6 for s, e in kept]), abs=1e-6)
+    per_rank = [r for r in target["per_rank"] if r["phase"] == "all"]
+    assert sorted(r["pid"] for r in per_rank) == sorted(per_pid)
+    # The CPU all-reduce is visible: the plugin's ranges inside the forwards, time on every rank.
+    assert len(_windows(sqlite, "nsys_cc:all_reduce")) >= 2 * len(steps)
+    assert all(r["allreduce_ms"] > 0 and 0 < r["allreduce_share"] < 1 for r in per_rank)
+
+    # The forward share counts each step once: below 1 on both ranks together.
+    report = json.loads((out / "report.json").read_text())
+    share = next(r for r in report["forward_share"] if r["model"] == "tiny-llama-target.tp2")
+    latencies = json.loads((out / "tiny-llama-target.tp2.bench.json").read_text())["latencies"]
+    iters = _windows(sqlite, "nsys_cc:iteration")
+    closed_steps = [st for st, c in zip(steps, closed) if c]
+    shares = [sum(e - s for s, e in closed_steps if a0 <= s <= a1) / 1e9 / lat
+              for (a0, a1), lat in zip(iters, latencies)]
+    assert share["forward_share"] == pytest.approx(np.median(shares), abs=1e-3)
+    assert 0 < min(shares) and max(shares) < 1
+
+
+# ---- the plugin's CPU all-reduce range, on a fake of vLLM's CpuCommunicator (no vLLM needed) ----
+
+
+@pytest.fixture
+def events(monkeypatch):
+    from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
+
+    log: list = []
+    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
+        "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
+    monkeypatch.setattr(plugin, "_state", plugin._State())
+    return log
+
+
+def _fakes():
+    class CpuCommunicator:
+        def all_reduce(self, input_):
+            return input_ * 2
+
+    class GPUModelRunner:
+        def execute_model(self, scheduler_output):
+            return self._model_forward(positions=torch.zeros(3))
+
+        def _model_forward(self, positions=None):
+            return self.comm.all_reduce(torch.ones(4, dtype=torch.float16))
+
+    return CpuCommunicator, GPUModelRunner
+
+
+def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
+    from types import SimpleNamespace
+
+    from nsys_cc.launch import vllm_plugin as plugin
+
+    comm_cls, runner_cls = _fakes()
+    assert plugin._patch_cpu_communicator(SimpleNamespace(CpuCommunicator=comm_cls))
+    assert plugin._patch_v1_runner(SimpleNamespace(GPUModelRunner=runner_cls))
+    runner = runner_cls()
+    runner.comm = comm_cls()
+    out = runner.execute_model(SimpleNamespace(total_num_scheduled_tokens=3))
+    assert out.tolist() == [2.0] * 4
+    assert events == [(plugin.FORWARD_RANGE, 3), (plugin.ALL_REDUCE_RANGE, 8), "pop", "pop"]
+    # Outside a forward (vLLM's start-up and warm-up collectives) no range is written.
+    events.clear()
+    comm_cls().all_reduce(torch.ones(2))
+    assert events == []
+
+
+def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events):
+    from types import SimpleNamespace
+
+    from nsys_cc.launch import vllm_plugin as plugin
+
+    assert plugin._patch_cpu_communicator(SimpleNamespace())
