@@ -9,7 +9,8 @@ tokens, batch 1):
    (`pair-target`: the same shapes, so the same costs, α ≈ 0.99), γ = 2 (models: `nsys_cc.launch.pair`), as in
    fixtures/spec.
 Then, per pair, it fits the `StepCostModel` on the γ = 1 and γ = 3 runs only and forecasts every run it was not
-fitted on: γ = 2 at that run's measured α, and the knob's γ = 2 run at its own α (same cost, other α). The
+fitted on: γ = 2 at that run's measured α, and the knob's γ = 2 run at its own α (same cost, other α; against its
+own plain target run's decode step, as its measured speedup is). The
 table gives, per run: α, the measured speedup with its 95 % interval, the forecast and its error, Thm 3.8 from the
 standalone c and its error. `--reuse` analyses an earlier `-o DIR` without profiling again.
 
@@ -83,7 +84,8 @@ def rows(entries: list[dict], pair: str, folder: str, model: forecast.StepCostMo
          fitted: set[tuple[str, int]]) -> list[dict]:
     out = []
     for e in entries:
-        pred = float(model.speedup(e["alpha"], e["gamma"]))
+        # each run's speedup is against its own plain target run: the forecast's step over that run's decode step
+        pred = float(model.speedup(e["alpha"], e["gamma"])) * e["decode_step_ms"] / model.decode_step_ms
         lev = e["predicted_speedup"]["leviathan"]
         m = e["measured_speedup"]
         out.append({
