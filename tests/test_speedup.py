@@ -197,3 +197,19 @@ def test_verdicts_reject_missing_columns_and_bad_alpha():
     with pytest.raises(InputError, match="outside"):
         speedup.verdicts(_coefficients([("x", "decode", "wall", 0.1, 0.1, 0.1)]), [1.2])
     assert math.isnan(speedup.judge(0.2, 0.5).c_low)
+
+
+def test_judge_at_c_zero_says_the_best_gamma_is_unbounded():
+    from nsys_cc.analysis.speedup import judge
+    from nsys_cc.report.words import verdict_of
+
+    j = judge(0.0, 0.8, gamma=2)
+    assert j.best_gamma is None and j.best_gamma_unbounded
+    assert j.best_speedup == pytest.approx(5.0)  # 1/(1 − 0.8)
+    assert j.speedup == pytest.approx(1 + 0.8 + 0.64)
+    assert j.outcome == "unbounded" and "unbounded" in verdict_of(j)
+    at_zero = judge(0.0, 0.0)
+    assert not at_zero.best_gamma_unbounded and at_zero.best_gamma == 1 and at_zero.best_speedup == 1.0
+    assert at_zero.outcome == "no-gain" and "S = 1 at every γ" in verdict_of(at_zero)
+    at_one = judge(0.0, 1.0)
+    assert at_one.best_gamma_unbounded and at_one.best_speedup == float("inf")

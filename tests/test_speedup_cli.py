@@ -74,8 +74,8 @@ def test_alpha_from_a_metrics_dump(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--c", "0", "--acceptance", "0.5"], "--c must be a number > 0"),
-    (["--c", "-0.2", "--acceptance", "0.5"], "--c must be a number > 0"),
+    (["--c", "-0.2", "--acceptance", "0.5"], "--c must be a number ≥ 0"),
+    (["--c", "0", "--acceptance", "0.5", "--ci", "0.1,0.2"], "must satisfy 0 < LOW"),
     (["--c", "0.3", "--acceptance", "1.5"], "--acceptance: 1.5 is outside [0, 1]"),
     (["--c", "0.3", "--acceptance", "-0.1"], "outside [0, 1]"),
     (["--c", "0.3"], "give at least one --acceptance"),
@@ -90,3 +90,18 @@ def test_bad_values_give_one_line_and_exit_2(args, message):
     assert r.exit_code == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: ") and message in lines[0]
+
+
+def test_c_zero_is_a_free_draft_whose_best_gamma_is_unbounded():
+    # c = 0: S(α, γ, 0) = (1 − α^(γ+1)) / (1 − α) rises with every γ towards 1/(1 − α); no γ is best.
+    r = run("--c", "0", "--acceptance", "0.5", "--gamma", "3", "--format", "json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["best_gamma"] is None and out["best_gamma_unbounded"] is True
+    assert out["best_speedup"] == pytest.approx(2.0)  # the limit 1/(1 − 0.5)
+    assert out["speedup"] == pytest.approx(1 + 0.5 + 0.25 + 0.125)
+    assert "unbounded" in out["verdict"] and "γ = 6" in out["verdict"]  # 1 − 0.5^7 ≥ 0.99 first at γ = 6
+    table = run("--c", "0", "--acceptance", "0.5,0")
+    assert table.exit_code == 0, table.output
+    assert "unbounded" in table.stdout and "→ 2× (γ → ∞)" in table.stdout
+    assert "S = 1 at every γ" in table.stdout  # α = 0: nothing to gain even from a free draft

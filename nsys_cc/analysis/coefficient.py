@@ -17,10 +17,10 @@ import pandas as pd
 
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
-from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod
+from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
-from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import not_found, quoted, select
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
@@ -256,12 +256,16 @@ def cost_coefficient(
     acceptance: float | str | Sequence[float | str] = (),
     metrics_dump: PathLike | None = None,
     seed: int = 0,
+    spec_metrics: Mapping[str, PathLike] | None = None,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
         target: the target model's trace.
-        drafts: the draft models' traces: one path, or a sequence of paths (at least one).
+        drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
+            may follow (traces holding draft-model forward ranges, recognised by them): they are measured in place
+            (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
+            its label when that is a draft, else to the only draft.
         names: labels for [target, *drafts]; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
@@ -272,6 +276,7 @@ def cost_coefficient(
             numbers, or a string "0.6,0.8"; empty for none.
         metrics_dump: a vLLM spec-decode metrics dump (`acceptance.dump_metrics`); its i.i.d. α is judged too.
         seed: seed of the bootstrap intervals.
+        spec_metrics: vLLM metrics dump per speculative trace path (default: `X.metrics.json` beside `X.sqlite`).
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
@@ -286,13 +291,32 @@ def cost_coefficient(
     labels = model_names(paths, names)
     ranges = _range_names(range_name, paths, labels)
     _check_distinct(paths, ranges)
+    is_spec = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
+    plain = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if not s]
     models = [
         load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
                    skip_ranges=skip_ranges, output_len=output_len)
-        for i, (p, n, r) in enumerate(zip(paths, labels, ranges))
+        for i, (p, n, r) in enumerate(plain)
     ]
     coefficients = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
+    notes = [*_model_notes(models), *([alpha_note] if alpha_note else [])]
+    if spec_mod.is_speculative(paths[0]):
+        notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
+                     "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
+                     "run first, then the drafts and the speculative runs")
+    speculative = None
+    if spec_runs:
+        by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+        draft_labels = [m.name for m in models[1:]]
+        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels), r, by_path.get(os.path.realpath(p)))
+                for p, n, r in spec_runs]
+        walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
+        speculative = spec_mod.analyze_speculative(
+            spec_mod.read_step_table(plain[0][0], plain[0][2]), runs,
+            c_standalone={r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()},
+            output_len=output_len, acceptance=alphas, seed=seed)
     return CostCoefficientResult(
         models=tuple(models),
         summary=_summary(models),
@@ -302,8 +326,9 @@ def cost_coefficient(
         diagnosis=diagnose(models[0], models[1:]),
         verdicts=verdicts(coefficients, alphas),
         speedup_marks=speedup_marks(coefficients),
-        notes=(*_model_notes(models), *([alpha_note] if alpha_note else [])),
+        notes=tuple(notes),
         seed=seed,
         acceptance=tuple(alphas),
+        speculative=speculative,
         ranks=rank_mod.rank_table(models),
     )

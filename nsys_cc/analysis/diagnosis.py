@@ -66,7 +66,7 @@ def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
     c_wall = wall_d / wall_t
     busy, busy_t = _median(d, phase, "gpu_busy_ns"), _median(t, phase, "gpu_busy_ns")
     gpu = d.has_cuda and t.has_cuda and not (np.isnan(busy) or np.isnan(busy_t))
-    row = {"draft": d.name, "phase": phase, "gpu": gpu,
+    row: dict[str, object] = {"draft": d.name, "phase": phase, "gpu": gpu,
            "cpu_only_models": ", ".join(m.name for m in (t, d) if not m.has_cuda and "no CUDA tables" in m.gpu_note),
            "wall_ms": wall_d / 1e6, "target_wall_ms": wall_t / 1e6, "c_wall": c_wall}
     if not gpu:

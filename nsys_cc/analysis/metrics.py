@@ -11,9 +11,9 @@ it up from here. Definitions (quoted in the README, "What every number means"):
 - launch_api: time spent in the CUDA API calls inside the range that launched GPU work;
 - gpu_idle: gpu_span − gpu_busy, the gaps inside the projected span where none of the range's work ran.
 
-Phases: `all` (every kept forward), `prefill` and `decode` (see `phases`). A draft is judged on its decode forwards —
-c is defined on the per-token step (Leviathan et al. Def. 3.7) — or on `all` when decode was not told apart
-(`decision_phase`).
+Phases: `all` (every kept forward), `prefill`, `decode` and, in a speculative run, `verify` (see `phases`). A draft
+is judged on its decode forwards — c is defined on the per-token step (Leviathan et al. Def. 3.7) — or on `all`
+when decode was not told apart (`decision_phase`).
 """
 
 from __future__ import annotations
@@ -64,8 +64,9 @@ METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
 COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}
 
-ALL, PREFILL, DECODE = "all", "prefill", "decode"
-PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE)
+ALL, PREFILL, DECODE, VERIFY = "all", "prefill", "decode", "verify"
+# verify: a speculative run's target forward checking γ draft tokens (phases.py); no plain draft has it.
+PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE, VERIFY)
 
 
 def metrics_for(has_cuda: bool) -> tuple[Metric, ...]:

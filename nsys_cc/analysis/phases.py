@@ -10,7 +10,11 @@ Phase, in order of precedence (the rule used is reported):
 1. payload: the forward range's numeric payload is the number of tokens scheduled in it (nsys_cc's plugin sets
    it). Tokens per sequence = payload / batch, with the batch read from the payload of the enclosing
    `nsys_cc:iteration`/`nsys_cc:warmup` range, or else taken as the smallest payload seen (a decode step schedules
-   one token per sequence). More than one token per sequence is prefill, exactly one is decode.
+   one token per sequence). More than one token per sequence is prefill, exactly one is decode — except in a
+   speculative-decoding trace (it holds `draft_model_executable()` ranges): there a target forward of
+   1 < tokens ≤ γ + 1 per sequence is a **verify** forward (the target checking γ draft tokens plus its own),
+   where γ + 1 is the most common tokens-per-sequence above 1 (a decoding run verifies far more often than it
+   prefills), and only forwards of more tokens are prefill.
 2. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
    trace order (warm-up included) is prefill when k mod N = 0.
 3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
@@ -24,11 +28,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import ALL, DECODE, PREFILL
+from .metrics import ALL, DECODE, PREFILL, VERIFY
 from .result import PhaseRule
 
 WARMUP_RANGE = "nsys_cc:warmup"
 ITERATION_RANGE = "nsys_cc:iteration"
+# Draft forwards of speculative decoding, as nsys_cc's vLLM plugin names them: their presence makes a trace speculative.
+DRAFT_RANGE = "draft_model_executable()"
 
 
 def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
@@ -82,7 +88,12 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
     payload = forwards["payload"].to_numpy(dtype=float)
     batch = _batch_sizes(forwards, all_ranges)
     source = "the enclosing iteration ranges"
-    if np.isnan(batch).any():
+    speculative = bool((all_ranges["name"].astype(object) == DRAFT_RANGE).any())
+    if np.isnan(batch).any() and speculative:
+        # The smallest payload of a speculative run is a verify forward (γ + 1 tokens per sequence), not a batch.
+        batch = np.where(np.isnan(batch), 1.0, batch)
+        source = "an assumed batch of 1 (a speculative run without iteration ranges)"
+    elif np.isnan(batch).any():
         distinct = np.unique(payload)
         fallback = distinct.min() if distinct.size > 1 else 1.0
         batch = np.where(np.isnan(batch), fallback, batch)
@@ -91,8 +102,28 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
             else "an assumed batch of 1 (one payload value only)"
         )
     tokens_per_seq = payload / np.maximum(batch, 1)
-    phase = np.where(tokens_per_seq > 1, PREFILL, DECODE)
-    return phase, PhaseRule("payload", f"token-count payload of each range; batch size from {source}")
+    phase = np.where(tokens_per_seq > 1, PREFILL, DECODE).astype(object)
+    detail = f"token-count payload of each range; batch size from {source}"
+    if speculative:
+        verify = verify_tokens(tokens_per_seq)
+        if verify is not None:
+            is_verify = (tokens_per_seq > 1) & (tokens_per_seq <= verify)
+            phase[is_verify] = VERIFY
+            detail += (f"; a speculative-decoding trace ('{DRAFT_RANGE}' ranges): {int(is_verify.sum())} forwards of "
+                       f"2–{verify:g} tokens per sequence are verify forwards (γ + 1 = {verify:g}, the most common "
+                       "size), not prefill")
+    return phase, PhaseRule("payload", detail)
+
+
+def verify_tokens(tokens_per_seq: np.ndarray) -> float | None:
+    """γ + 1 of a speculative run: the most common tokens-per-sequence above 1 among its target forwards (ties: the
+    smallest); None when no forward has more than one token."""
+    t = np.asarray(tokens_per_seq, dtype=float)
+    t = t[np.isfinite(t) & (t > 1)]
+    if t.size == 0:
+        return None
+    values, counts = np.unique(t, return_counts=True)
+    return float(values[np.argmax(counts)])
 
 
 def _by_output_len(order: np.ndarray, output_len: int) -> tuple[np.ndarray, PhaseRule]:

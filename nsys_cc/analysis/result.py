@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from .ranks import Ranks
+    from .speculative import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
@@ -107,6 +108,9 @@ class CostCoefficientResult:
       what c means at each acceptance rate given (empty when none was).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
     - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
+    - `speculative`: the speculative-decoding runs given after the drafts, measured in place
+      (`analysis.speculative.SpeculativeAnalysis`: per-run table, decomposition, step cost models, forecast);
+      None when no speculative run was given.
     - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
       communication, how often it finished last and by how much); empty when every model ran in one process.
     """
@@ -122,6 +126,8 @@ class CostCoefficientResult:
     notes: tuple[str, ...]
     seed: int
     acceptance: tuple[float, ...] = ()
+    # Speculative runs measured in place, their decomposition and the forecast; None without any.
+    speculative: SpeculativeAnalysis | None = None
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property

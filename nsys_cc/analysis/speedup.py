@@ -128,7 +128,7 @@ class Judgement:
     speedup: float | None
     speedup_low: float | None
     speedup_high: float | None
-    best_gamma: int
+    best_gamma: int | None
     best_gamma_low: int
     best_gamma_high: int
     best_speedup: float
@@ -137,6 +137,9 @@ class Judgement:
     break_even_alpha: float
     max_gamma: int
     outcome: str
+    # c = 0 and α > 0: S grows with every γ, so no γ is best; best_gamma is then None and best_speedup the limit
+    # of S as γ grows, 1/(1 − α) (inf at α = 1).
+    best_gamma_unbounded: bool = False
 
 
 def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.nan, c_high: float = math.nan,
@@ -160,14 +163,22 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
         best_speedup=float(s_best[0]), best_speedup_low=float(s_best[1]), best_speedup_high=float(s_best[2]),
         break_even_alpha=c if c <= 1 else math.nan, max_gamma=int(max_gamma),
     )
+    if c == 0 and alpha > 0:
+        # S = E(α, γ) rises with every γ: the searched maximum is only the search bound.
+        j.update(best_gamma=None, best_speedup=1.0 / (1.0 - alpha) if alpha < 1 else math.inf,
+                 best_gamma_unbounded=True)
     return Judgement(**j, outcome=outcome(c, alpha))
 
 
 def outcome(c: float, alpha: float) -> str:
     """What c means at α, as a category (Cor. 3.9): "speeds-up" (α > c: some γ gives S > 1), "slows-down"
-    (α < c < 1), "break-even" (α = c < 1), "never" (c ≥ 1: no α or γ wins), "no-measurement" (c is NaN)."""
+    (α < c < 1), "break-even" (α = c < 1), "never" (c ≥ 1: no α or γ wins), "no-measurement" (c is NaN), and for
+    a free draft (c = 0, S = E(α, γ)): "unbounded" (α > 0: S grows with every γ, no γ is best) or "no-gain"
+    (α = 0: S = 1 at every γ)."""
     if math.isnan(c):
         return "no-measurement"
+    if c == 0:
+        return "unbounded" if alpha > 0 else "no-gain"
     if alpha > c:
         return "speeds-up"
     if c >= 1:

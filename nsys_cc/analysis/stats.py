@@ -79,3 +79,15 @@ def ratio_of_medians(
     ratios = ratios[np.isfinite(ratios)]
     low, high = np.percentile(ratios, [2.5, 97.5])
     return c, float(low), float(high)
+
+
+def median_ci(values: np.ndarray, *, n_boot: int = N_BOOT, seed: int = 0) -> tuple[float, float, float]:
+    """(median, ci_low, ci_high): the median of `values` (NaNs ignored) and its 95 % percentile-bootstrap interval,
+    drawn as `ratio_of_medians` draws each side. NaN when nothing is left."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return (float("nan"),) * 3
+    boots = _boot_medians(v, n_boot, np.random.default_rng(seed))
+    low, high = np.percentile(boots, [2.5, 97.5])
+    return float(np.median(v)), float(low), float(high)

@@ -7,6 +7,8 @@ with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from ..analysis.coefficient import DEFAULT_RANGE
@@ -16,7 +18,8 @@ from .options import acceptance_option, format_option, metrics_option
 
 # Options of one trace set; a manifest sets range and output length per set.
 _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
-                 "metrics_dump": "--metrics", "range_name": "--range", "output_len": "--output-len"}
+                 "metrics_dump": "--metrics", "range_name": "--range", "output_len": "--output-len",
+                 "spec_metrics": "--spec-metrics"}
 
 
 @cli.command()
@@ -32,6 +35,8 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.option("--name", "names", multiple=True, help="Label per trace, in order (default: file names).")
 @acceptance_option
 @metrics_option
+@click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
+              help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option()
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
@@ -41,10 +46,15 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @click.pass_context
-def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, seed, fmt,
-            out_dir, jobs, scheduler):
+def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, spec_metrics,
+            seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
-    trace set of a sweep directory or manifest file given alone."""
+    trace set of a sweep directory or manifest file given alone.
+
+    Speculative-decoding runs may follow the drafts: traces holding draft-model forward ranges are recognised as such
+    and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
+    belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
+    """
     from ..sweep.manifest import is_many
 
     if not drafts and is_many(target):
@@ -60,9 +70,18 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     from ..analysis.coefficient import cost_coefficient
     from ..report import render, write_report
 
+    pairs = {}
+    for item in spec_metrics:
+        trace, sep, dump = item.partition("=")
+        if not (sep and trace and dump):
+            raise InputError(f"--spec-metrics must be TRACE=DUMP, not {item!r}")
+        pairs[trace] = dump
+    unknown = [t for t in pairs if os.path.realpath(t) not in {os.path.realpath(d) for d in drafts}]
+    if unknown:
+        raise InputError(f"--spec-metrics {unknown[0]}: not one of the traces given")
     result = cost_coefficient(
         target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
+        output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed, spec_metrics=pairs,
     )
     click.echo(render(result, fmt), nl=False)
     if out_dir:

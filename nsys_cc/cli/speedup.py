@@ -19,7 +19,7 @@ from .options import acceptance_option, format_option, metrics_option
 _JSON_KEYS = (
     "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
     "best_gamma_low", "best_gamma_high", "best_speedup", "best_speedup_low", "best_speedup_high",
-    "break_even_alpha", "max_gamma", "verdict",
+    "break_even_alpha", "max_gamma", "best_gamma_unbounded", "verdict",
 )
 
 
@@ -30,13 +30,13 @@ def _interval(text: str | None, c: float) -> tuple[float, float]:
         low, high = (float(part) for part in text.split(","))
     except ValueError:
         raise InputError(f"--ci must be LOW,HIGH (two numbers), not {text!r}") from None
-    if not (0 < low <= c <= high and math.isfinite(high)):
-        raise InputError(f"--ci {text} must satisfy 0 < LOW ≤ c = {c:g} ≤ HIGH")
+    if not (0 <= low <= c <= high and math.isfinite(high) and (low > 0 or c == 0)):
+        raise InputError(f"--ci {text} must satisfy 0 < LOW ≤ c = {c:g} ≤ HIGH (LOW = 0 only with c = 0)")
     return low, high
 
 
 def _json_value(v):
-    return None if isinstance(v, float) and math.isnan(v) else v
+    return None if isinstance(v, float) and not math.isfinite(v) else v
 
 
 def _record(j: speedup_mod.Judgement) -> dict:
@@ -59,15 +59,21 @@ def _table(records: list[dict], gamma: int | None) -> str:
         if gamma is not None:
             row[f"S at γ = {gamma}"] = _times(r["speedup"], r["speedup_low"], r["speedup_high"])
         lo, hi = r["best_gamma_low"], r["best_gamma_high"]
-        row["best γ"] = str(r["best_gamma"]) + ("" if lo is None or lo == hi else f" ({lo}–{hi})")
-        row["best S"] = _times(r["best_speedup"], r["best_speedup_low"], r["best_speedup_high"])
+        if r["best_gamma_unbounded"]:
+            row["best γ"] = "unbounded"
+            limit = r["best_speedup"]
+            row["best S"] = "unbounded" if limit is None else f"→ {fmt_speedup(limit)}× (γ → ∞)"
+        else:
+            row["best γ"] = str(r["best_gamma"]) + ("" if lo is None or lo == hi else f" ({lo}–{hi})")
+            row["best S"] = _times(r["best_speedup"], r["best_speedup_low"], r["best_speedup_high"])
         rows.append(row)
     return text_table(pd.DataFrame(rows), right=set(rows[0]))
 
 
 @cli.command("speedup")
 @click.option("--c", "c", type=float, required=True,
-              help="Cost coefficient c: draft forward time ÷ target forward time (decode step), > 0.")
+              help="Cost coefficient c: draft forward time ÷ target forward time (decode step), ≥ 0 (0: a draft of "
+                   "negligible cost; the best γ is then unbounded).")
 @acceptance_option
 @metrics_option
 @click.option("--gamma", type=int, default=None, help="Speculative tokens γ at which to report S as well (≥ 1).")
@@ -82,8 +88,8 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     S(α, γ, c) = (1 − α^(γ+1)) / ((1 − α)(γc + 1)); the best γ maximises S over 1…max-gamma; some γ gives
     S > 1 exactly when α > c (Cor. 3.9).
     """
-    if not (math.isfinite(c) and c > 0):
-        raise InputError(f"--c must be a number > 0, not {c:g}")
+    if not (math.isfinite(c) and c >= 0):
+        raise InputError(f"--c must be a number ≥ 0, not {c:g}")
     if gamma is not None and gamma < 1:
         raise InputError(f"--gamma must be ≥ 1, not {gamma}")
     if max_gamma < 1:
@@ -97,8 +103,8 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     if fmt == "json":
         click.echo(json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False))
         return
-    head = f"c = {sig3(c)}" + (f" (interval {sig3(c_low)}–{sig3(c_high)})"
-                                           if ci else "") + f"; best γ searched over 1…{max_gamma}"
+    interval = f" (interval {sig3(c_low)}–{sig3(c_high)})" if ci else ""
+    head = f"c = {sig3(c) if c else '0'}{interval}; best γ searched over 1…{max_gamma}"
     click.echo(head)
     if note:
         click.echo(note)

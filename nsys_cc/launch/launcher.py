@@ -557,9 +557,13 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     notes = [] if range_name == FORWARD_RANGE else [
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
     with progress.step("analysing the traces", always=True):
+        # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges.
+        spec = outcome.speculative
         outcome.result = cost_coefficient(
-            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]], names=[r.model.label for r in done],
+            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
+            names=[r.model.label for r in done] + [t.label for t in spec],
             range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
+            spec_metrics={str(t.sqlite): str(t.metrics) for t in spec if t.metrics.exists()},
         )
         share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
     notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes

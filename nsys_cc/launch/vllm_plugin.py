@@ -46,6 +46,11 @@ than it would anyway):
   step calls give one range, the outermost's. The range is pushed by a wrapper of the engine core's
   `scheduler.schedule` (wrapped on the instance, so any scheduler class works) when it returns inside a step.
 
+Live timing (`NSYS_CC_LIVE=1`, independent of `NSYS_CC_PLUGIN`): the same hooks also time each forward and each
+engine step for `nsys_cc.live` (the runner's `execute_model` opens a step, `sample_tokens` hands the finished
+records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat loggers; with `NSYS_CC_PLUGIN` unset no NVTX
+range is pushed.
+
 One correction, not a range: on vLLM's CPU build the rejection sampler's `expand` kernel leaves float outputs
 unwritten, which breaks speculative decoding with sampling (`nsys_cc.launch.vllm_fixes`; `NSYS_CC_VLLM_FIXES=0`
 turns it off).
@@ -65,6 +70,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .. import live as _live
+from ..live import channel as _live_channel
 from . import nvtx_backend
 
 ENV_ENABLE = "NSYS_CC_PLUGIN"
@@ -99,6 +106,7 @@ _backend: nvtx_backend.Backend = nvtx_backend.NONE
 _registered = False
 _warned = False
 _generate_calls = 0
+_live_on = False
 
 
 def enabled() -> bool:
@@ -116,18 +124,27 @@ def warmup_iterations() -> int:
 
 def register() -> None:
     """vLLM's plugin hook: when enabled, patch vLLM's runners now or as soon as vLLM imports them."""
-    global _registered, _backend
-    if _registered or not enabled():
+    global _registered, _backend, _live_on
+    if _registered or not (enabled() or _live.enabled()):
         return
     _registered = True
-    _backend = nvtx_backend.choose()
-    if _backend.name == "none":
-        _warn("no NVTX binding (pip install nvtx==0.2.11): no ranges will be recorded")
+    if enabled():
+        _backend = nvtx_backend.choose()
+        if _backend.name == "none":
+            _warn("no NVTX binding (pip install nvtx==0.2.11): no ranges will be recorded")
+    if _live.enabled():
+        # Live timing (nsys_cc.live) rides on the same hooks; NVTX stays off unless NSYS_CC_PLUGIN asks for it.
+        _live_on = True
+        _PATCHES.update({name: _with_wrap(patch) for name, patch in _live.PATCHES.items()})
     for name in list(_PATCHES):
         if name in sys.modules:
             _apply(name, sys.modules[name])
     if not any(isinstance(f, _PatchOnImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _PatchOnImport())
+
+
+def _with_wrap(patch: Callable[[Any, Callable], bool]) -> Callable[[Any], bool]:
+    return lambda module: patch(module, _wrap)
 
 
 # ---- ranges -------------------------------------------------------------------------------------------
@@ -140,6 +157,8 @@ def _enter(name: str, count: Callable[[dict], int], kwargs: dict) -> None:
     if state.depth == 1 and not state.quiet:
         _backend.push(name, count(kwargs))
         state.pushed = True
+        if _live_on:
+            _live_channel.forward_begin(draft=name == DRAFT_FORWARD_RANGE)
 
 
 def _exit() -> None:
@@ -147,6 +166,8 @@ def _exit() -> None:
     state.depth -= 1
     if state.depth == 0 and state.pushed:
         state.pushed = False
+        if _live_on:
+            _live_channel.forward_end()
         _backend.pop()
 
 
@@ -209,12 +230,25 @@ def _with_scheduled_tokens(original: Callable) -> Callable:
         scheduler_output = args[0] if args else kwargs.get("scheduler_output")
         previous = _state.tokens
         _state.tokens = getattr(scheduler_output, "total_num_scheduled_tokens", None)
+        dummy = bool(kwargs.get("dummy_run"))
+        if _live_on and not dummy:
+            _live_channel.step_begin(scheduler_output)
         try:
-            return _call_quietly(bool(kwargs.get("dummy_run")), original, (self, *args), kwargs)
+            output = _call_quietly(dummy, original, (self, *args), kwargs)
         finally:
             _state.tokens = previous
+        return _live_channel.attach(output) if _live_on else output
 
     return execute_model
+
+
+def _attaching_live_records(original: Callable) -> Callable:
+    """sample_tokens(…): the step's output carries the live step records completed so far."""
+
+    def sample_tokens(self, *args, **kwargs):
+        return _live_channel.attach(original(self, *args, **kwargs))
+
+    return sample_tokens
 
 
 def _silenced(original: Callable) -> Callable:
@@ -367,6 +401,8 @@ def _patch_v1_runner(module: Any) -> bool:
     cls = getattr(module, "GPUModelRunner", None)
     if cls is None or not hasattr(cls, "_model_forward"):
         return False
+    if _live_on:
+        _wrap(cls, "sample_tokens", _attaching_live_records)
     return _wrap(cls, "execute_model", _with_scheduled_tokens) and _wrap(cls, "_model_forward", _as_target_forward)
 
 
@@ -375,6 +411,8 @@ def _patch_v2_runner(module: Any) -> bool:
     if cls is None:
         return False
     ok = _wrap(cls, "execute_model", _with_scheduled_tokens)
+    if _live_on:
+        _wrap(cls, "sample_tokens", _attaching_live_records)
     ok = _wrap(cls, "load_model", _hooking_loaded_model(FORWARD_RANGE, scheduled=True)) and ok
     for attr in ("_dummy_run", "profile_run", "capture_model"):
         _wrap(cls, attr, _silenced)
@@ -469,6 +507,10 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
 
 
 def _apply(name: str, module: Any) -> None:
+    if name in _live.PATCHES:
+        if not _PATCHES[name](module):
+            _warn(f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): no live metrics")
+        return
     if not _PATCHES[name](module):
         _warn(
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "

@@ -8,16 +8,18 @@ from matplotlib.figure import Figure
 
 from ..analysis.dsi import report_heatmaps
 from ..analysis.result import CostCoefficientResult
-from .plots import DPI, PLOTS, speedup_figures
+from . import speculative_plots
+from .plots import DPI, PLOTS, _file_stem, speedup_figures
 
 
 def make_figures(result: CostCoefficientResult) -> dict[str, Figure]:
     """Every plot that has data, by file stem: `plots.PLOTS`, then the speedup model's (with the DSI simulation at
-    the result's seed)."""
+    the result's seed), then the speculative runs' (`speculative_plots`)."""
     figs = {name: fig for name, fn in PLOTS.items() if (fig := fn(result)) is not None}
-    if result.speedup_marks.empty:
-        return figs
-    return {**figs, **speedup_figures(result, report_heatmaps(result.seed))}
+    if not result.speedup_marks.empty:
+        figs.update(speedup_figures(result, report_heatmaps(result.seed)))
+    # the speculative runs measured in place: the waterfall and each draft's forecast heatmap
+    return {**figs, **speculative_plots.figures(result.speculative, _file_stem)}
 
 
 def make_plots(result: CostCoefficientResult, out_dir: str | Path) -> list[Path]:

@@ -16,6 +16,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
+from . import speculative_format
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
 
@@ -60,6 +61,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
+    out.update(speculative_format.to_json(result.speculative))
     return out
 
 
@@ -156,6 +158,11 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
+        if result.speculative is not None:
+            for title, body in speculative_format.sections(result.speculative):
+                if len(body):
+                    parts += ["", f"**{title}**", ""]
+                    parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
@@ -166,6 +173,12 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
+    if result.speculative is not None:
+        parts += ["", speculative_format.HEADER]
+        for title, body in speculative_format.sections(result.speculative):
+            if len(body):
+                parts += ["", f"{title}:"]
+                parts += [text_table(body)] if isinstance(body, pd.DataFrame) else [f"* {x}" for x in body]
     parts += [""] + [f"note: {n}" for n in result.notes]
     return "\n".join(parts) + "\n"
 

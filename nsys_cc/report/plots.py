@@ -110,8 +110,8 @@ def _wants_log(medians: list[float]) -> bool:
 def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
     wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
-    shown = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
-    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in shown]
+    panels = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
+    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in panels]
     colors = _model_colors(result)
     groups = [(m, p) for m in result.models for p in _split_phases(m)]
     if not groups:

@@ -77,6 +77,19 @@ def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: 
     return text
 
 
+def free_draft_verdict(alpha: float) -> str:
+    """c = 0 (a draft of negligible cost, as the paper's bigram example): S(α, γ, 0) = E(α, γ)."""
+    a = alpha_text(alpha)
+    if alpha == 0:
+        return f"a free draft (c = 0) whose tokens are never accepted (α = {a}) gains nothing: S = 1 at every γ"
+    if alpha == 1:
+        return "c = 0 and α = 1: S = γ + 1 grows without bound, so the best γ is unbounded (as large as you can verify)"
+    within = max(1, math.ceil(math.log(0.01) / math.log(alpha)) - 1)
+    return (f"c = 0 (a draft of negligible cost): S = E(α, γ) grows with every γ, so the best γ is unbounded; "
+            f"S approaches 1/(1 − α) = {fmt_speedup(1 / (1 - alpha))}× at α = {a} and is within 1 % of it from "
+            f"γ = {within}")
+
+
 def _int(x) -> int:
     return 0 if x is None or pd.isna(x) else int(x)
 
@@ -90,6 +103,8 @@ def verdict_of(j) -> str:
         return f"no {get('phase')} or all-phase measurement of c: no verdict"
     if outcome == "no-measurement":
         return f"no measurement of c: no verdict at α = {alpha_text(alpha)}"
+    if outcome in ("unbounded", "no-gain"):
+        return free_draft_verdict(alpha)
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
     return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,

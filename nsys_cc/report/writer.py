@@ -64,6 +64,7 @@ def write_report(
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
         "kernel_summary": result.kernel_summary, "categories": result.categories, "diagnosis": with_diagnosis(result),
         **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
+        **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **dict(extra_tables or {}),
     }
@@ -114,3 +115,17 @@ def _replace_manifest(out: Path, written: list[str]) -> None:
         if stale.is_file() and not stale.is_symlink():
             stale.unlink()
     manifest.write_text(json.dumps({"format": "nsys_cc.report_manifest", "files": written}, indent=1))
+
+
+def _speculative_tables(spec) -> dict[str, pd.DataFrame]:
+    """The speculative analysis as CSV tables (intervals and predictions as columns of their own)."""
+    table = spec.table.copy()
+    for col in [c for c in table.columns if c.endswith("_ci95")]:
+        table[col.replace("_ci95", "_ci_low")] = [ci[0] for ci in table[col]]
+        table[col.replace("_ci95", "_ci_high")] = [ci[1] for ci in table[col]]
+        table = table.drop(columns=col)
+    for key in ("leviathan", "cost_model", "cost_model_held_out"):
+        table[f"predicted_{key}"] = [p.get(key) for p in table["predicted_speedup"]]
+    table = table.drop(columns="predicted_speedup")
+    return {"speculative": table, "speculative_decomposition": spec.decomposition,
+            "speculative_forecast": spec.forecast, "speculative_steps": spec.steps}

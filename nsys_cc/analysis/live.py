@@ -1,0 +1,114 @@
+"""The live estimate: c and the best γ from the engine steps a server ran lately (a sliding window).
+
+Input: the `StepRecord`s of the window (`nsys_cc.live.timing`; times in seconds) and α. Numbers (`LiveEstimate`,
+times in ms, medians over the window's steps of the kind named):
+- `draft_forward_ms`: draft forwards of VERIFY steps; `verify_forward_ms`: target forwards of VERIFY steps;
+- `c` = draft_forward_ms ÷ verify_forward_ms: the in-place cost coefficient, what one draft forward costs in units
+  of the verify forward it feeds (the same ratio nsys_cc's in-place c takes from the NVTX ranges of a trace);
+- `outside_ms`: step period − target forward − draft forwards, of VERIFY steps with a known period;
+- verify(n) = `verify_intercept_ms` + `verify_slope_ms` · n, n = tokens verified per sequence: a least-squares
+  line through the median target forward of each n seen in VERIFY and DECODE steps (n rounded to 0.5), when two
+  or more n are seen; else (`verify_fit` = "flat") verify(n) = the median verify forward for every n — Thm 3.8's
+  assumption, right while a forward is memory-bound (a GPU decode), too kind to speculation when it grows with n
+  (a CPU forward does);
+- `decode_step_ms`: the median period of the window's DECODE steps when it has at least `MIN_STEPS` of them
+  (`decode_source` = "observed"); else verify(1) + outside_ms ("estimated": a speculative step's outside time holds
+  the proposer's bookkeeping too, so this overstates a plain step slightly, in speculation's favour);
+- the forecast (`nsys_cc.analysis.forecast.StepCostModel`): draft_forward_ms, the verify line, other(γ) =
+  outside_ms for every γ (one γ is observed, so its growth with γ is not), decode_step_ms; `best_gamma` and
+  `best_speedup` at α over γ = 1…max_gamma; `num_speculative_tokens` = 0 when even the best γ is slower than plain
+  decoding (best_speedup ≤ 1), else best_gamma.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..live.timing import DECODE, VERIFY, StepRecord
+from .forecast import StepCostModel
+
+MIN_STEPS = 3
+
+
+@dataclass(frozen=True)
+class LiveEstimate:
+    """c and the forecast of one window (see the module docstring); times in ms."""
+
+    steps: int
+    draft_forward_ms: float
+    verify_forward_ms: float
+    outside_ms: float
+    c: float
+    tokens_per_seq: float
+    verify_intercept_ms: float
+    verify_slope_ms: float
+    verify_fit: str
+    decode_step_ms: float
+    decode_source: str
+    alpha: float
+    best_gamma: int | None
+    best_speedup: float
+    num_speculative_tokens: int | None
+
+
+def _median(values: Sequence[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return float(np.median(finite)) if finite else math.nan
+
+
+def verify_line(records: Sequence[StepRecord]) -> tuple[float, float, str]:
+    """(intercept_ms, slope_ms, "linear" | "flat") of the target forward against tokens verified per sequence."""
+    groups: dict[float, list[float]] = {}
+    for r in records:
+        if r.kind in (VERIFY, DECODE):
+            groups.setdefault(round(r.tokens_per_seq * 2) / 2, []).append(r.target_s * 1e3)
+    if len(groups) >= 2:
+        n = np.array(sorted(groups))
+        t = np.array([_median(groups[k]) for k in n])
+        slope, intercept = np.polyfit(n, t, 1)
+        if slope >= 0:
+            return float(intercept), float(slope), "linear"
+    verify = _median([r.target_s * 1e3 for r in records if r.kind == VERIFY])
+    return verify, 0.0, "flat"
+
+
+def estimate(records: Sequence[StepRecord], alpha: float, max_gamma: int = 16) -> LiveEstimate | None:
+    """The estimate of a window of steps at acceptance rate α (NaN: no forecast); None without a verify step."""
+    verify = [r for r in records if r.kind == VERIFY]
+    if not verify:
+        return None
+    draft_ms = _median([d * 1e3 for r in verify for d in r.draft_s])
+    verify_ms = _median([r.target_s * 1e3 for r in verify])
+    outside_ms = _median([r.outside_s * 1e3 for r in verify])
+    intercept, slope, fit = verify_line(records)
+    decode_periods = [r.step_s * 1e3 for r in records if r.kind == DECODE and math.isfinite(r.step_s)]
+    if len(decode_periods) >= MIN_STEPS:
+        decode_ms, source = _median(decode_periods), "observed"
+    else:
+        decode_ms, source = intercept + slope + outside_ms, "estimated"
+    best, speedup, advice = None, math.nan, None
+    if math.isfinite(alpha) and math.isfinite(draft_ms) and math.isfinite(decode_ms) and math.isfinite(outside_ms):
+        model = StepCostModel(decode_ms, draft_ms, intercept, slope, outside_ms, 0.0)
+        best, speedup = model.best_gamma(min(max(alpha, 0.0), 1.0), max_gamma)
+        advice = best if speedup > 1.0 else 0
+    return LiveEstimate(
+        steps=len(verify),
+        draft_forward_ms=draft_ms,
+        verify_forward_ms=verify_ms,
+        outside_ms=outside_ms,
+        c=draft_ms / verify_ms if verify_ms > 0 else math.nan,
+        tokens_per_seq=_median([r.tokens_per_seq for r in verify]),
+        verify_intercept_ms=intercept,
+        verify_slope_ms=slope,
+        verify_fit=fit,
+        decode_step_ms=decode_ms,
+        decode_source=source,
+        alpha=alpha,
+        best_gamma=best,
+        best_speedup=speedup,
+        num_speculative_tokens=advice,
+    )

@@ -1,0 +1,133 @@
+"""Words and serialisation of the speculative analysis (`analysis.speculative`): JSON entries, the text section.
+
+JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
+in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,
+held_out_fit_gammas}), `"forecast"`: {draft, gamma, alpha, alpha_source, speedup, best} for γ = 1…8, and
+`"speculative_best"`: per draft and α the best γ in 1…16. NaN becomes null.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from .words import fmt_speedup, sig3
+
+if TYPE_CHECKING:
+    from ..analysis.speculative import SpeculativeAnalysis
+
+
+def _clean(v):
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if isinstance(v, dict):
+        return {k: _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    if hasattr(v, "item"):  # numpy scalars
+        return _clean(v.item())
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict]:
+    return [_clean(dict(zip(df.columns, row))) for row in df.itertuples(index=False)]
+
+
+def to_json(spec: SpeculativeAnalysis | None) -> dict:
+    """The top-level `speculative`, `forecast` and `speculative_best` lists (empty without speculative runs)."""
+    if spec is None:
+        return {"speculative": [], "forecast": [], "speculative_best": []}
+    return {"speculative": _records(spec.table), "forecast": _records(spec.forecast),
+            "speculative_best": _records(spec.best)}
+
+
+def _ci(value: float, ci, digits=sig3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    lo, hi = ci
+    if lo is None or (isinstance(lo, float) and math.isnan(lo)):
+        return digits(value)
+    return f"{digits(value)} [{digits(lo)}–{digits(hi)}]"
+
+
+def _x(v: float) -> str:
+    return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{fmt_speedup(v)}×"
+
+
+def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
+    """One row per run: the in-place figures (medians, ms, with 95 % intervals)."""
+    rows = []
+    for r in spec.table.itertuples(index=False):
+        rows.append({
+            "Run": r.name, "γ": r.gamma, "Steps": r.steps, "Draft fwd (ms)": _ci(r.draft_forward_ms,
+                                                                                  r.draft_forward_ms_ci95),
+            "Verify (ms)": _ci(r.verify_ms, r.verify_ms_ci95), "Decode (ms)": _ci(r.decode_ms, r.decode_ms_ci95),
+            "Verify factor": _ci(r.verify_factor, r.verify_factor_ci95),
+            "c in place": _ci(r.c_in_place, r.c_in_place_ci95), "c standalone": _ci(r.c_standalone,
+                                                                                     r.c_standalone_ci95),
+            "Outside (ms)": _ci(r.other_ms, r.other_ms_ci95), "Tokens/step": sig3(r.tokens_per_step),
+            "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
+        })
+    return pd.DataFrame(rows)
+
+
+def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
+    """One row per run: measured speedup against the predictions, side by side."""
+    rows = []
+    for r in spec.table.itertuples(index=False):
+        p = r.predicted_speedup
+        lo, hi = r.measured_speedup_ci95
+        held = p.get("cost_model_held_out", math.nan)
+        rows.append({
+            "Run": r.name, "γ": r.gamma, "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
+            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(lo)}–{fmt_speedup(hi)}]",
+            "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(p["leviathan"]),
+            "Cost model (fit)": _x(p["cost_model"]),
+            "Forecast (held out)": "–" if math.isnan(held) else
+            f"{_x(held)} (fit γ {','.join(map(str, p['held_out_fit_gammas']))})",
+        })
+    return pd.DataFrame(rows)
+
+
+def forecast_lines(spec: SpeculativeAnalysis) -> list[str]:
+    """Per draft: the fitted model in words, and the best γ at each α."""
+    out = []
+    for draft, m in spec.models.items():
+        out.append(f"{draft}: step(γ) = γ × {m.draft_forward_ms:.3g} ms (draft) + verify {m.verify_intercept_ms:.3g} + "
+                   f"{m.verify_slope_ms:.3g} × (γ+1) ms + outside {m.other_intercept_ms:.3g} + {m.other_slope_ms:.3g} "
+                   f"× γ ms, against a plain decode step of {m.decode_step_ms:.3g} ms")
+        for b in spec.best[spec.best["draft"] == draft].itertuples(index=False):
+            out.append(f"{draft} at α = {b.alpha:.3g} ({b.alpha_source}): best γ = {b.best_gamma} of 1…{b.max_gamma} "
+                       f"gives {_x(b.speedup)}")
+    return out
+
+
+def check_lines(spec: SpeculativeAnalysis) -> list[str]:
+    """Forecast against measurement for each run the held-out model did not see."""
+    out = []
+    for r in spec.table.itertuples(index=False):
+        if r.forecast_error is None or math.isnan(r.forecast_error):
+            continue
+        ok = abs(r.forecast_error) <= r.forecast_tolerance
+        out.append(f"{r.name}: forecast from γ {','.join(map(str, r.predicted_speedup['held_out_fit_gammas']))} "
+                   f"{_x(r.predicted_speedup['cost_model_held_out'])} vs measured {_x(r.measured_speedup)} "
+                   f"({r.forecast_error:+.1%}; {'within' if ok else 'outside'} the runs' own ±"
+                   f"{r.forecast_tolerance:.1%})")
+    return out
+
+
+HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; speedup = plain decode time per "
+          "output token ÷ speculative time per output token, prefill excluded)")
+
+
+def sections(spec: SpeculativeAnalysis) -> list[tuple[str, pd.DataFrame | list[str]]]:
+    """The speculative part of a report as (title, table or lines), in order."""
+    return [
+        ("Speculative runs", measured_table(spec)),
+        ("Speedup: measured vs predicted", speedup_table(spec)),
+        ("Forecast check (runs the model was not fitted on)", check_lines(spec)),
+        ("Forecast (cost model fitted on all runs of each draft)", forecast_lines(spec)),
+        ("Notes on the speculative runs", list(dict.fromkeys(spec.notes))),
+    ]

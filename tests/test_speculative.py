@@ -1,0 +1,485 @@
+"""Speculative runs measured in place (issue 12), on the real CPU fixtures in fixtures/spec (`make fixtures`).
+
+Every number the analysis reports is recomputed here from the raw NVTX rows (sqlite3 on NVTX_EVENTS, the statistics
+module), not through nsys_cc's reader or analysis: the step rule, the verify/draft/outside split, the medians, the
+tokens per step, α from the metrics dump by hand, Thm 3.8, the decomposition, the cost model's fit and its forecast
+of a run it was not fitted on.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import sqlite3
+import statistics
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import nsys_cc
+from nsys_cc.cli import cli
+
+SPEC = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
+TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
+GAMMAS = (1, 2, 3)
+
+
+def trace(label: str) -> str:
+    return str(SPEC / f"{label}.sqlite")
+
+
+def spec_label(gamma: int, draft: str = DRAFT) -> str:
+    return f"{draft}.spec-g{gamma}"
+
+
+# ---- an independent reading of the raw rows -------------------------------------------------------------------
+
+def raw_ranges(path: str) -> list[tuple[str, int, int, float | None]]:
+    """(name, start, end, payload) of every closed NVTX push/pop or start/end range, straight from SQLite."""
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    rows = con.execute(
+        "SELECT COALESCE(e.text, s.value), e.start, e.end, "
+        "COALESCE(e.int64Value, e.uint64Value, e.doubleValue, e.int32Value, e.uint32Value) "
+        "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+        "WHERE e.eventType IN (59, 60) AND e.end IS NOT NULL ORDER BY e.start").fetchall()
+    con.close()
+    return rows
+
+
+def named(rows, name):
+    return [r for r in rows if r[0] == name]
+
+
+def inside(t, windows):
+    return any(s <= t <= e for _, s, e, _ in windows)
+
+
+class Raw:
+    """One trace read by hand: measured steps with their forwards (warm-up dropped)."""
+
+    def __init__(self, path: str, gamma: int | None = None, step_ranges: bool = True):
+        rows = raw_ranges(path)
+        warm = named(rows, "nsys_cc:warmup")
+        self.iterations = named(rows, "nsys_cc:iteration")
+        keep = [r for r in rows if not inside(r[1], warm)]
+        self.target = named(keep, "model_executable()")
+        self.drafts = named(keep, "draft_model_executable()")
+        self.steps = []  # (start, duration_ms, target forwards, draft forwards)
+        if step_ranges and named(keep, "nsys_cc:step"):
+            for _, s, e, _ in named(keep, "nsys_cc:step"):
+                self.steps.append((s, (e - s) / 1e6, [f for f in self.target if s <= f[1] <= e],
+                                   [d for d in self.drafts if s <= d[1] <= e]))
+        else:  # forward to forward, inside one iteration
+            for a, b in zip(self.target, self.target[1:]):
+                same = [w for w in self.iterations if w[1] <= a[1] <= w[2] and w[1] <= b[1] <= w[2]]
+                if same:
+                    self.steps.append((a[1], (b[1] - a[1]) / 1e6, [a],
+                                       [d for d in self.drafts if a[1] <= d[1] < b[1]]))
+        self.gamma = gamma
+
+    def iteration_of(self, t):
+        return next(i for i, w in enumerate(self.iterations) if w[1] <= t <= w[2])
+
+    def kind(self, step):
+        fwd = step[2]
+        if len(fwd) != 1:
+            return None
+        tokens = fwd[0][3]  # batch 1 in every fixture
+        if tokens == 1:
+            return "decode"
+        if self.gamma is not None and tokens <= self.gamma + 1:
+            return "verify"
+        return "prefill"
+
+    def of_kind(self, kind):
+        return [s for s in self.steps if self.kind(s) == kind]
+
+    def forwards_per_iteration(self):
+        counts = [sum(1 for f in self.target if w[1] <= f[1] <= w[2]) for w in self.iterations]
+        return statistics.median([c for c in counts if c])
+
+
+def wall(rng):
+    return (rng[2] - rng[1]) / 1e6
+
+
+def metrics(label: str) -> dict:
+    doc = json.loads((SPEC / f"{label}.metrics.json").read_text())
+    out = {}
+    for m in doc["metrics"]:
+        name = m["name"].removesuffix("_total")
+        out[name] = m.get("values", m.get("value"))
+    return out
+
+
+def alpha_iid_by_hand(label: str) -> tuple[float, int]:
+    m = metrics(label)
+    per_pos = m["vllm:spec_decode_num_accepted_tokens_per_pos"]
+    accepted, drafts = m["vllm:spec_decode_num_accepted_tokens"], m["vllm:spec_decode_num_drafts"]
+    rejected = drafts - per_pos[-1]
+    return (accepted / (accepted + rejected) if accepted + rejected else 1.0), len(per_pos)
+
+
+def expected(alpha, gamma):
+    return gamma + 1 if alpha == 1 else (1 - alpha ** (gamma + 1)) / (1 - alpha)
+
+
+class Measured:
+    """The issue's numbers for one speculative run, by hand."""
+
+    def __init__(self, plain: Raw, draft_plain: Raw, label: str):
+        self.alpha, self.gamma = alpha_iid_by_hand(label)
+        run = Raw(trace(label), self.gamma)
+        verify = run.of_kind("verify")
+        decode = plain.of_kind("decode")
+        self.steps = len(verify)
+        self.verify_ms = statistics.median(wall(s[2][0]) for s in verify)
+        self.draft_forward_ms = statistics.median(wall(d) for s in verify for d in s[3])
+        self.draft_forwards_per_step = statistics.median(len(s[3]) for s in verify)
+        self.draft_step_ms = statistics.median(sum(wall(d) for d in s[3]) for s in verify)
+        self.other_ms = statistics.median(s[1] - wall(s[2][0]) - sum(wall(d) for d in s[3]) for s in verify)
+        self.step_ms = statistics.median(s[1] for s in verify)
+        self.decode_ms = statistics.median(wall(s[2][0]) for s in decode)
+        self.decode_step_ms = statistics.median(s[1] for s in decode)
+        output_len = plain.forwards_per_iteration()
+        per_iter = statistics.median(
+            sum(1 for s in verify if run.iteration_of(s[0]) == i) for i in range(len(run.iterations))
+            if any(run.iteration_of(s[0]) == i for s in verify))
+        self.tokens_per_step = (output_len - 1) / per_iter
+        self.measured = self.tokens_per_step * self.decode_step_ms / self.step_ms
+        draft_decode = statistics.median(wall(f) for f in draft_plain.target if f[3] == 1)
+        self.c_standalone = draft_decode / self.decode_ms
+        self.leviathan = expected(self.alpha, self.gamma) / (self.gamma * self.c_standalone + 1)
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The analysis of the tiny pair: plain target and draft, speculative γ = 1, 2, 3."""
+    paths = [trace(TARGET), trace(DRAFT)] + [trace(spec_label(g)) for g in GAMMAS]
+    return nsys_cc.cost_coefficient(paths[0], paths[1:], acceptance=[0.6])
+
+
+@pytest.fixture(scope="module")
+def by_hand():
+    plain, draft_plain = Raw(trace(TARGET)), Raw(trace(DRAFT))
+    return {g: Measured(plain, draft_plain, spec_label(g)) for g in GAMMAS}
+
+
+def row(result, gamma, draft=DRAFT):
+    t = result.speculative.table
+    return t[(t["draft"] == draft) & (t["gamma"] == gamma)].iloc[0]
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+def test_every_figure_matches_the_raw_rows(tiny, by_hand, gamma):
+    r, h = row(tiny, gamma), by_hand[gamma]
+    assert r["step_rule"] == "step ranges"
+    assert r["steps"] == h.steps and r["gamma"] == h.gamma == gamma
+    for key in ("verify_ms", "draft_forward_ms", "draft_forwards_per_step", "other_ms", "step_ms", "decode_ms",
+                "decode_step_ms", "draft_step_ms", "tokens_per_step", "alpha", "c_standalone"):
+        assert r[key] == pytest.approx(getattr(h, key), rel=1e-9), key
+    assert r["draft_forwards_per_step"] == gamma  # vLLM's draft_model proposer runs γ draft forwards per step
+    assert r["verify_factor"] == pytest.approx(h.verify_ms / h.decode_ms, rel=1e-9)
+    assert r["c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+    assert r["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
+    assert r["predicted_speedup"]["leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
+    assert r["alpha_source"] == "metrics"
+    for key in ("verify_ms", "other_ms", "step_ms", "measured_speedup", "c_in_place", "verify_factor"):
+        lo, hi = r[f"{key}_ci95"]
+        assert lo <= r[key] <= hi, key
+
+
+def test_tokens_per_step_agrees_with_vllms_own_count(tiny):
+    # Two independent counts of the same thing: the trace's steps per iteration and vLLM's 1 + accepted ÷ drafts.
+    for g in GAMMAS:
+        r = row(tiny, g)
+        assert r["tokens_per_step"] == pytest.approx(r["tokens_per_step_metrics"], rel=0.05)
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+def test_decomposition_multiplies_from_the_ideal_to_the_measured_speedup(tiny, by_hand, gamma):
+    h = by_hand[gamma]
+    dec = tiny.speculative.decomposition
+    dec = dec[(dec["draft"] == DRAFT) & (dec["gamma"] == gamma)].set_index("part")
+    d, f, v, r, o, t = h.decode_step_ms, h.decode_ms, h.verify_ms, h.draft_step_ms, h.other_ms, h.step_ms
+    want = {"tokens per step": h.tokens_per_step, "verify ≠ decode": d / (d + v - f),
+            "draft forwards": (d + v - f) / (d + v - f + r), "outside time": (d + v - f + r) / (v + r + o),
+            "medians do not add": (v + r + o) / t}
+    assert list(dec.index) == [*want, "measured"]
+    for part, factor in want.items():
+        assert dec.loc[part, "factor"] == pytest.approx(factor, rel=1e-9), part
+    assert dec.loc["measured", "after"] == pytest.approx(h.measured, rel=1e-9)
+    assert math.prod(want.values()) == pytest.approx(h.measured, rel=1e-9)
+
+
+def iteration_spread(label: str) -> float:
+    """Half the range of a run's per-iteration median verify steps, relative to its median verify step."""
+    run = Raw(trace(label), alpha_iid_by_hand(label)[1])
+    verify = run.of_kind("verify")
+    per_iter = {}
+    for s in verify:
+        per_iter.setdefault(run.iteration_of(s[0]), []).append(s[1])
+    medians = [statistics.median(v) for v in per_iter.values()]
+    return (max(medians) - min(medians)) / 2 / statistics.median(s[1] for s in verify)
+
+
+def fit_by_hand(points, decode_step):
+    """The contract's StepCostModel fitted on two runs (γ, per-step draft, verify, other) by hand."""
+    (g1, r1, v1, o1), (g3, r3, v3, o3) = points
+    draft = (r1 + r3) / (g1 + g3)  # mean cost of one draft forward over the runs' steps
+    vs = (v3 - v1) / ((g3 + 1) - (g1 + 1))
+    os_ = (o3 - o1) / (g3 - g1)
+
+    def step(g):
+        return g * draft + v1 + vs * (g + 1 - (g1 + 1)) + o1 + os_ * (g - g1)
+
+    return lambda alpha, g: expected(alpha, g) * decode_step / step(g)
+
+
+def test_forecast_of_gamma_2_fitted_on_gamma_1_and_3_predicts_the_gamma_2_run(tiny, by_hand):
+    h = by_hand
+    predict = fit_by_hand([(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in (1, 3)],
+                          h[1].decode_step_ms)
+    forecast = predict(h[2].alpha, 2)
+    r = row(tiny, 2)
+    assert r["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
+    assert r["predicted_speedup"]["cost_model_held_out"] == pytest.approx(forecast, rel=1e-9)
+    # The check itself: the forecast of a run the model never saw, against that run's measured speedup, within what
+    # the runs' own uncertainty of their median step allows: at least half the range of their iterations' medians
+    # (recomputed here; the step bootstrap can only widen it). Fixtures made on a loaded machine make it wide (their
+    # iterations disagree), quiet ones narrow; the 10 % goal itself is benchmarks/speculative.py's.
+    error = forecast / h[2].measured - 1
+    assert r["forecast_error"] == pytest.approx(error, rel=1e-9)
+    spread = {g: iteration_spread(spec_label(g)) for g in GAMMAS}
+    assert r["forecast_tolerance"] >= math.hypot(spread[2], max(spread[1], spread[3])) - 1e-12
+    assert abs(error) <= r["forecast_tolerance"], (forecast, h[2].measured, r["forecast_tolerance"])
+
+
+def test_forecast_list_covers_gamma_1_to_8_at_the_measured_alpha_and_each_given_one(tiny, by_hand):
+    f = tiny.speculative.forecast
+    model = tiny.speculative.models[DRAFT]
+    alphas = sorted(set(f["alpha"]))
+    assert 0.6 in alphas and len(alphas) == 2
+    for a in alphas:
+        sub = f[f["alpha"] == a].sort_values("gamma")
+        assert list(sub["gamma"]) == list(range(1, 9))
+        for g, s in zip(sub["gamma"], sub["speedup"]):
+            step = g * model.draft_forward_ms + model.verify_intercept_ms + model.verify_slope_ms * (g + 1) \
+                + model.other_intercept_ms + model.other_slope_ms * g
+            assert s == pytest.approx(expected(a, g) * model.decode_step_ms / step, rel=1e-9)
+        assert sub.loc[sub["best"], "speedup"].iloc[0] == sub["speedup"].max()
+    # the measured α pools the runs' counters
+    acc = [metrics(spec_label(g)) for g in GAMMAS]
+    accepted = sum(m["vllm:spec_decode_num_accepted_tokens"] for m in acc)
+    rejected = sum(m["vllm:spec_decode_num_drafts"] - m["vllm:spec_decode_num_accepted_tokens_per_pos"][-1]
+                   for m in acc)
+    pooled = accepted / (accepted + rejected) if accepted + rejected else 1.0
+    assert pooled == pytest.approx(next(a for a in alphas if a != 0.6))
+
+
+def test_verify_forwards_are_their_own_phase():
+    # The speculative run analysed as if it were a plain target: its verify forwards are not called prefill.
+    res = nsys_cc.cost_coefficient(trace(spec_label(3)), [trace(DRAFT)])
+    fw = res.forwards
+    fw = fw[(fw["model"] == spec_label(3)) & fw["kept"]]
+    raw = Raw(trace(spec_label(3)), gamma=3)
+    want_verify = sum(1 for f in raw.target if 1 < f[3] <= 4)
+    want_prefill = sum(1 for f in raw.target if f[3] > 4)
+    assert (fw["phase"] == "verify").sum() == want_verify > 0
+    assert (fw["phase"] == "prefill").sum() == want_prefill
+    assert any("verify forwards" in n for n in res.notes)
+
+
+def test_a_trace_without_step_ranges_uses_forward_to_forward_steps(tmp_path, tiny):
+    # The same real run with its nsys_cc:step ranges removed (on a copy: inputs are never modified).
+    src = trace(spec_label(3))
+    copy = tmp_path / f"{spec_label(3)}.sqlite"
+    shutil.copy(src, copy)
+    con = sqlite3.connect(copy)
+    con.execute("DELETE FROM NVTX_EVENTS WHERE textId IN (SELECT id FROM StringIds WHERE value = 'nsys_cc:step') "
+                "OR text = 'nsys_cc:step'")
+    con.commit()
+    con.close()
+    shutil.copy(SPEC / f"{spec_label(3)}.metrics.json", tmp_path / f"{spec_label(3)}.metrics.json")
+    res = nsys_cc.cost_coefficient(trace(TARGET), [trace(DRAFT), str(copy)])
+    r = row(res, 3)
+    assert r["step_rule"] == "forward to forward"
+    raw = Raw(str(copy), gamma=3, step_ranges=False)
+    verify = raw.of_kind("verify")
+    assert r["steps"] == len(verify)
+    assert r["step_ms"] == pytest.approx(statistics.median(s[1] for s in verify), rel=1e-9)
+    assert r["other_ms"] == pytest.approx(statistics.median(
+        s[1] - wall(s[2][0]) - sum(wall(d) for d in s[3]) for s in verify), rel=1e-9)
+    # the verify forwards are those that close a step: the last one of each iteration is not counted
+    assert r["verify_ms"] == pytest.approx(statistics.median(wall(s[2][0]) for s in verify), rel=1e-9)
+    assert r["steps"] == row(tiny, 3)["steps"] - len(raw.iterations)
+    assert any("forward to forward" in n for n in res.speculative.notes)
+
+
+def test_json_has_the_speculative_and_forecast_lists(tiny):
+    r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS],
+                                 "--acceptance", "0.6", "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    keys = {"draft", "gamma", "steps", "draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place",
+            "c_standalone", "other_ms", "tokens_per_step", "alpha", "measured_speedup", "predicted_speedup"}
+    assert len(doc["speculative"]) == 3
+    for e in doc["speculative"]:
+        assert keys <= set(e)
+        assert {"leviathan", "cost_model", "cost_model_held_out"} <= set(e["predicted_speedup"])
+        assert e["verify_ms"] == pytest.approx(row(tiny, e["gamma"])["verify_ms"])
+    assert {(f["gamma"], f["alpha"]) for f in doc["forecast"]} >= {(g, 0.6) for g in range(1, 9)}
+    assert set(doc["forecast"][0]) >= {"draft", "gamma", "alpha", "speedup"}
+    assert [m["name"] for m in doc["models"]] == [TARGET, DRAFT]  # speculative runs are not drafts
+    plain = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), "--format", "json"])
+    assert json.loads(plain.stdout)["speculative"] == [] and json.loads(plain.stdout)["forecast"] == []
+
+
+def test_table_shows_measured_and_predicted_side_by_side(tiny):
+    r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS]])
+    assert r.exit_code == 0, r.output
+    for heading in ("Speculative runs:", "Speedup: measured vs predicted:", "Thm 3.8", "Forecast check"):
+        assert heading in r.stdout
+    assert f"{spec_label(2)}: forecast from γ 1,3" in r.stdout
+
+
+def test_report_directory_has_the_waterfall_and_heatmap(tiny, tmp_path):
+    from nsys_cc.report import write_report
+
+    write_report(tiny, tmp_path / "rep")
+    plots = {p.name for p in (tmp_path / "rep" / "plots").iterdir()}
+    assert {"speculative_waterfall.png", f"speculative_forecast_{DRAFT}.png"} <= plots
+    for name in ("speculative_waterfall.png", f"speculative_forecast_{DRAFT}.png"):
+        assert (tmp_path / "rep" / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    doc = json.loads((tmp_path / "rep" / "report.json").read_text())
+    assert len(doc["speculative"]) == 3 and doc["forecast"]
+    assert (tmp_path / "rep" / "speculative.csv").exists()
+    assert "**Speedup: measured vs predicted**" in (tmp_path / "rep" / "report.md").read_text()
+
+
+def test_spec_metrics_flag_must_name_a_given_trace():
+    r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), trace(spec_label(1)),
+                                 "--spec-metrics", "nope.sqlite=x.json"])
+    assert r.exit_code == 2 and "not one of the traces given" in r.stderr
+
+
+def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
+    # Plugin off, VLLM_NVTX_SCOPES_FOR_PROFILING=1: no payloads, no warm-up or iteration marks, no step ranges.
+    label = "vllm_scopes.spec-g3"
+    rows = raw_ranges(trace(label))
+    eng = [r for r in rows if r[0].startswith("llm_engine step: ")]
+    steps, current = [], None
+    for r in eng:  # a step: one get_output and the llm_engine ranges after it
+        if r[0] == "llm_engine step: get_output":
+            current = [r[1], r[2]]
+            steps.append(current)
+        elif current is not None:
+            current[1] = max(current[1], r[2])
+    forwards = named(rows, "gpu_model_runner: forward")
+    drafts = named(rows, "gpu_model_runner: draft")
+    alloc = named(rows, "schedule: allocate_slots")
+    verify = []
+    for s, e in steps:
+        fw = [f for f in forwards if s <= f[1] <= e]
+        if len(fw) == 1 and any(s <= a[1] <= e for a in alloc):  # a step allocating for running requests
+            dr = sum(wall(d) for d in drafts if s <= d[1] <= e)
+            verify.append(((e - s) / 1e6, wall(fw[0]), dr))
+    gamma = alpha_iid_by_hand(label)[1]
+    res = nsys_cc.cost_coefficient(trace(TARGET), [trace(DRAFT), trace(label)])
+    r = row(res, gamma)
+    assert r["name"] == label and r["step_rule"] == "vLLM step scopes"
+    assert r["steps"] == len(verify) > 0
+    assert r["step_ms"] == pytest.approx(statistics.median(v[0] for v in verify), rel=1e-9)
+    assert r["verify_ms"] == pytest.approx(statistics.median(v[1] for v in verify), rel=1e-9)
+    assert r["draft_forward_ms"] == pytest.approx(statistics.median(v[2] / gamma for v in verify), rel=1e-9)
+    assert r["other_ms"] == pytest.approx(statistics.median(v[0] - v[1] - v[2] for v in verify), rel=1e-9)
+    prefills = len(steps) - sum(1 for s, e in steps if any(s <= a[1] <= e for a in alloc))
+    output_len = Raw(trace(TARGET)).forwards_per_iteration()
+    assert r["tokens_per_step"] == pytest.approx((output_len - 1) / (len(forwards) / prefills - 1), rel=1e-9)
+
+
+# ---- the known-α pair (real weights: nsys_cc.launch.pair) -------------------------------------------------------
+
+PAIR_FIT, PAIR_KNOB = "pair-a50", "pair-a99"
+
+
+def pair_analysis(folder: str, target: str):
+    d = SPEC / folder
+    specs = sorted(str(p) for p in d.glob("pair-draft.spec-g*.sqlite"))
+    return nsys_cc.cost_coefficient(str(d / f"{target}.sqlite"), [str(d / "pair-draft.sqlite"), *specs])
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return pair_analysis(PAIR_FIT, "pair-target-a50"), pair_analysis(PAIR_KNOB, "pair-target")
+
+
+def test_known_alpha_pair_figures_match_the_raw_rows(pair):
+    fit, knob = pair
+    plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
+    draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
+    for g in GAMMAS:
+        h = Measured(plain, draft_plain, f"{PAIR_FIT}/pair-draft.spec-g{g}")
+        r = row(fit, g, "pair-draft")
+        for key in ("verify_ms", "draft_forward_ms", "other_ms", "step_ms", "tokens_per_step", "alpha",
+                    "decode_step_ms"):
+            assert r[key] == pytest.approx(getattr(h, key), rel=1e-9), key
+        assert r["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
+        assert r["predicted_speedup"]["leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
+        # accepted drafts: more than one token per step; vLLM's own count beside it (1 + accepted ÷ drafts, over
+        # every iteration, warm-up included, so not the same steps as the trace's count of measured iterations)
+        m = metrics(f"{PAIR_FIT}/pair-draft.spec-g{g}")
+        assert h.alpha > 0 and r["tokens_per_step"] > 1
+        assert r["tokens_per_step_metrics"] == pytest.approx(
+            1 + m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_drafts"], rel=1e-12)
+
+
+def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
+    fit, knob = pair
+    entries = {g: row(fit, g, "pair-draft") for g in GAMMAS}
+    # γ = 2 from γ = 1 and 3: the analysis's own held-out check
+    r2 = entries[2]
+    assert r2["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
+    assert abs(r2["forecast_error"]) <= r2["forecast_tolerance"]
+    # the other knob (same shapes, α ≈ 0.99): the γ = 1, 3 model of the α ≈ 0.5 target, at the knob run's own α
+    plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
+    draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
+    h = {g: Measured(plain, draft_plain, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)}
+    predict = fit_by_hand([(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in (1, 3)],
+                          h[1].decode_step_ms)
+    k = Measured(Raw(trace(f"{PAIR_KNOB}/pair-target")), Raw(trace(f"{PAIR_KNOB}/pair-draft")),
+                 f"{PAIR_KNOB}/pair-draft.spec-g2")
+    forecast = predict(k.alpha, 2)
+    # measured against its own plain target (same shape); the decode steps of the two plain runs differ only by noise
+    error = forecast * k.decode_step_ms / h[1].decode_step_ms / k.measured - 1
+
+    def unc(res, g, label):
+        e = row(res, g, "pair-draft")
+        lo, hi = e["step_ms_ci95"]
+        return max((hi - e["step_ms"]) / e["step_ms"], (e["step_ms"] - lo) / e["step_ms"], iteration_spread(label))
+
+    tolerance = math.hypot(unc(knob, 2, f"{PAIR_KNOB}/pair-draft.spec-g2"),
+                           max(unc(fit, g, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)))
+    assert abs(error) <= tolerance, (forecast, k.measured, tolerance)
+
+
+def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
+    # The fixtures as the output folder of a finished `profile --speculate 1,2,3` (runs marked done by hand).
+    from nsys_cc.launch import launcher
+    from nsys_cc.launch.commands import BenchOptions
+
+    for f in SPEC.glob("tiny-llama-*"):
+        shutil.copy(f, tmp_path / f.name)
+    runs = launcher.plan("tiny-llama-target", [DRAFT], tmp_path, BenchOptions(output_len=32), nsys="/opt/nsys",
+                         gpu=False, speculate=list(GAMMAS))
+    for r in runs:
+        r.status = "done"
+    outcome = launcher.analyse(runs, tmp_path, BenchOptions(output_len=32))
+    spec = outcome.result.speculative
+    assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
+    assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert len(doc["speculative"]) == 3 and len(doc["forecast"]) == 8
+    assert (tmp_path / "plots" / "speculative_waterfall.png").exists()
