@@ -55,3 +55,14 @@ def test_fit_rejects_bad_input():
         forecast.fit(10.0, [], [], [], [])
     with pytest.raises(InputError):
         forecast.fit(10.0, [0], [1.0], [1.0], [1.0])
+
+
+def test_a_falling_line_between_runs_is_fitted_as_a_constant():
+    # Runs made under changing load can show a 4-token verify cheaper than a 2-token one. Time cannot fall with the
+    # tokens verified, so the fit is the least-squares line under slope ≥ 0: the constant through the mean.
+    m = forecast.fit(12.0, [1, 2, 3], [0.8, 0.7, 0.6], verify_ms=[10.0, 5.0, 4.5], other_ms=[9.0, 4.0, 5.0])
+    assert m.verify_slope_ms == 0.0 and m.verify_intercept_ms == pytest.approx((10.0 + 5.0 + 4.5) / 3)
+    assert m.other_slope_ms == 0.0 and m.other_intercept_ms == pytest.approx(6.0)
+    # a rising line is kept as it is: through (2, 5) and (4, 9) → 1 + 2n
+    r = forecast.fit(12.0, [1, 3], [0.8, 0.8], verify_ms=[5.0, 9.0], other_ms=[4.0, 4.0])
+    assert (r.verify_intercept_ms, r.verify_slope_ms) == pytest.approx((1.0, 2.0))

@@ -10,8 +10,9 @@ For one (target, draft) pair, measured in speculative runs of that draft at seve
 where decode_step_ms is one plain decode engine step of the target (its forward and the time around it), so the
 speedup is plain time per output token ÷ speculative time per output token, as measured. Each input is a median
 over the steps of a run; `fit` draws the verify and outside lines through the runs' medians by least squares (two
-runs: the line through both; one run: slope 0). Unlike Thm 3.8 it prices the verify forward of γ + 1 tokens at what
-it costs, the draft forward as measured inside the speculative step, and the time outside forwards.
+runs: the line through both; one run: slope 0; never a falling line, see `_line`). Unlike Thm 3.8 it prices the
+verify forward of γ + 1 tokens at what it costs, the draft forward as measured inside the speculative step, and the
+time outside forwards.
 """
 
 from __future__ import annotations
@@ -85,7 +86,10 @@ class StepCostModel:
 
 
 def _line(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> tuple[float, float]:
-    """(intercept, slope) of the least-squares line through (x, y); slope 0 through one point or one distinct x."""
+    """(intercept, slope) of the least-squares line through (x, y) with slope ≥ 0; slope 0 through one point or one
+    distinct x. Verifying more tokens or drafting more cannot take less time: a falling line can only come from noise
+    between runs (machine load), and extrapolated it forecasts steps that cost nothing at large γ. Under slope ≥ 0 the
+    least-squares solution is then the constant line through the mean."""
     xs, ys = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     keep = np.isfinite(xs) & np.isfinite(ys)
     xs, ys = xs[keep], ys[keep]
@@ -94,6 +98,8 @@ def _line(x: Sequence[float] | np.ndarray, y: Sequence[float] | np.ndarray) -> t
     if np.unique(xs).size < 2:
         return float(ys.mean()), 0.0
     slope, intercept = np.polyfit(xs, ys, 1)
+    if slope < 0:
+        return float(ys.mean()), 0.0
     return float(intercept), float(slope)
 
 
