@@ -403,6 +403,7 @@ def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
 # ---- the known-α pair (real weights: nsys_cc.launch.pair) -------------------------------------------------------
 
 PAIR_FIT, PAIR_KNOB = "pair-a50", "pair-a99"
+FORECAST_GOAL = 0.10  # issue 12: the forecast within 10 % of every run it was not fitted on
 
 
 def pair_analysis(folder: str, target: str):
@@ -442,7 +443,10 @@ def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
     # γ = 2 from γ = 1 and 3: the analysis's own held-out check
     r2 = entries[2]
     assert r2["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
-    assert abs(r2["forecast_error"]) <= r2["forecast_tolerance"]
+    # The bar: issue 12's goal (within 10 % of the measured speedup), or the runs' own precision where that is wider
+    # (fixtures made on a loaded machine). The known-α pair's runs sample tokens, so its steps vary more than the
+    # tiny pair's (which is held to its runs' precision alone, above).
+    assert abs(r2["forecast_error"]) <= max(FORECAST_GOAL, r2["forecast_tolerance"])
     # the other knob (same shapes, α ≈ 0.99): the γ = 1, 3 model of the α ≈ 0.5 target, at the knob run's own α
     plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
     draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
@@ -462,7 +466,7 @@ def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
 
     tolerance = math.hypot(unc(knob, 2, f"{PAIR_KNOB}/pair-draft.spec-g2"),
                            max(unc(fit, g, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)))
-    assert abs(error) <= tolerance, (forecast, k.measured, tolerance)
+    assert abs(error) <= max(FORECAST_GOAL, tolerance), (forecast, k.measured, tolerance)
 
 
 def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
