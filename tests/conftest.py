@@ -83,6 +83,18 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
         con.close()
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Every test leaves os.environ as it found it. Library code may set variables for the processes it starts (the
+    vLLM plugin turns on VLLM_NVTX_SCOPES_FOR_PROFILING when it meets a runner it does not know); a test that makes
+    it do so must not change what a later test's vLLM subprocess records."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
 @pytest.fixture(scope="session")
 def nsys_bin() -> str:
     nsys = find_nsys()

@@ -198,7 +198,9 @@ def test_live_c_on_metrics_agrees_with_the_in_place_c_of_a_trace_of_the_same_ser
     export = [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(server.rep) + ".nsys-rep"]
     subprocess.run(export, capture_output=True, check=True, timeout=600)
     trace_c, trace_verify = in_place_c(nvtx_forwards(sqlite))
-    assert trace_verify - 2 <= verify_count <= trace_verify
+    # The trace counts the one-sequence verify forwards (payload γ + 1) only; a step where the next request's prefill
+    # shares the batch is a verify step to live timing but not of that payload: one such step either way.
+    assert trace_verify - 2 <= verify_count <= trace_verify + 1
     mean_verify = value(metrics, "nsys_cc:verify_forward_seconds_sum") / verify_count
     assert 0.0005 < mean_verify < 1.0  # seconds: a 4-layer × 512 forward on a CPU
     assert live_c == pytest.approx(trace_c, rel=0.10), (live_c, trace_c)
