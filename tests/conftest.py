@@ -73,6 +73,20 @@ def unchanged(*paths: str | Path):
     assert after == before, "input files were modified"
 
 
+def union_length(intervals: list[tuple[int, int]]) -> int:
+    """Length of the union of (start, end) intervals, by a plain sweep: the reference the GPU busy time is checked
+    against (the library computes it vectorised)."""
+    total, reach = 0, None
+    for s, e in sorted(intervals):
+        if reach is None or s > reach:
+            total += e - s
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
+
+
 def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
     """Rows of `sql` on the SQLite file at `path`, opened read-only with the stdlib only."""
     uri = f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PUBLIC, raw_sql, unchanged
+from conftest import PUBLIC, raw_sql, unchanged, union_length
 from nsys_cc.analysis.projection import project, range_ops
 from nsys_cc.analysis.ranges import name_counts
 from nsys_cc.trace import open_trace
@@ -224,18 +224,6 @@ def _raw_ops(con, tables: set[str], gtid: int, start: int, end: int) -> list[tup
     return con.execute(" UNION ALL ".join(parts), {"g": gtid, "s": start, "e": end}).fetchall()
 
 
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for s, e in sorted(intervals):
-        if reach is None or s > reach:
-            total += e - s
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
-
-
 def check_sums_union_and_range_ops(case):
     tables = _tables(case.path)
     launched = case.ranges[case.ranges["gpu_ops"].notna()]
@@ -247,7 +235,7 @@ def check_sums_union_and_range_ops(case):
         raw = _raw_ops(con, tables, int(r["global_tid"]), int(r["start_ns"]), int(r["end_ns"]))
         kern = [e - s for kind, s, e, _ in raw if kind == "kernel"]
         assert r["kernels"] == len(kern) and r["kernel_sum_ns"] == sum(kern)
-        assert r["gpu_busy_ns"] == _union([(s, e) for _, s, e, _ in raw])
+        assert r["gpu_busy_ns"] == union_length([(s, e) for _, s, e, _ in raw])
         assert r["proj_start_ns"] == min(s for _, s, _, _ in raw)
         mine = ops[ops["range_id"] == rid]
         got = zip(mine["kind"].astype(str), mine["start_ns"], mine["end_ns"], mine["correlation_id"])

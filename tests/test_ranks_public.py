@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import PUBLIC, raw_sql, unchanged
+from conftest import PUBLIC, raw_sql, unchanged, union_length
 from nsys_cc import cost_coefficient
 from nsys_cc.analysis.kernels import categorise
 
@@ -39,18 +39,6 @@ SELECT o.start, o.end, o.kind, o.name FROM CUPTI_ACTIVITY_KIND_RUNTIME a JOIN (
 ) o ON o.correlationId = a.correlationId AND o.globalPid = (a.globalTid >> 24) << 24
 WHERE a.globalTid = ? AND a.start >= ? AND a.end <= ?
 """
-
-
-def _union(intervals: list[tuple[int, int]]) -> int:
-    total, reach = 0, None
-    for s, e in sorted(intervals):
-        if reach is None or s > reach:
-            total += e - s
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
 
 
 def _nvtxgpuproj(path, nsys: str, work) -> pd.DataFrame:
@@ -139,7 +127,7 @@ def test_busy_is_the_union_over_ranks_and_kernel_sums_add(case):
     steps = res.target.forwards.set_index("step")
     for step, grp in matched.groupby("step"):
         ops = [op for r in grp.itertuples() for op in raw_sql(path, OPS_SQL, (r.global_tid, r.start_ns, r.end_ns))]
-        assert steps.at[step, "gpu_busy_ns"] == _union([(s, e) for s, e, _, _ in ops])
+        assert steps.at[step, "gpu_busy_ns"] == union_length([(s, e) for s, e, _, _ in ops])
         assert steps.at[step, "kernel_sum_ns"] == sum(e - s for s, e, kind, _ in ops if kind == "kernel")
 
 
