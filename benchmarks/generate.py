@@ -451,10 +451,9 @@ def _nullable(values: np.ndarray) -> list:
     return [None if v < 0 else v for v in values.tolist()]
 
 
-def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
-    """Generate `shape` into `path` (replaced if present); returns `path`."""
-    t0 = time.perf_counter()
-    d = build(shape)
+def _empty_export(path: Path, *, with_enums: bool) -> tuple[sqlite3.Connection, Path]:
+    """A new export at a temporary path beside `path` (renamed onto it by the caller once written): every table of the
+    real 2022.4 fixture export created empty, the COPIED tables (and the ENUM_ tables, `with_enums`) filled from it."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.unlink(missing_ok=True)
@@ -465,12 +464,20 @@ def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
     for (sql,) in src.execute("SELECT sql FROM sqlite_master WHERE type='table' AND sql IS NOT NULL ORDER BY rowid"):
         conn.execute(sql)
     enum_sql = "SELECT name FROM sqlite_master WHERE type='table' AND name LIKE 'ENUM_%'"
-    enum_tables = [r[0] for r in src.execute(enum_sql)]
+    enum_tables = [r[0] for r in src.execute(enum_sql)] if with_enums else []
     for table in (*COPIED, *enum_tables):
         rows = src.execute(f'SELECT * FROM "{table}"').fetchall()
         if rows:
             conn.executemany(f'INSERT INTO "{table}" VALUES ({",".join("?" * len(rows[0]))})', rows)
     src.close()
+    return conn, tmp
+
+
+def write(shape: Shape, path: Path, *, quiet: bool = False) -> Path:
+    """Generate `shape` into `path` (replaced if present); returns `path`."""
+    t0 = time.perf_counter()
+    d = build(shape)
+    conn, tmp = _empty_export(path, with_enums=True)
     conn.executemany("INSERT OR REPLACE INTO ENUM_CUDA_MEMCPY_OPER VALUES (?, ?, ?)", MEMCPY_OPER)
     conn.execute("UPDATE EXPORT_META_DATA SET value = ? WHERE name IN ('EXPORT_OUTUPT_FILE')", (path.name,))
     stop = d["end"] + 1_000_000
@@ -588,20 +595,7 @@ def write_nvtx_heavy(forwards: int, path: Path, seed: int = 0, *, quiet: bool = 
     """The NVTX-heavy export (`nvtx_heavy_rows`) in the schema of the real export (as `write`)."""
     t0 = time.perf_counter()
     d = nvtx_heavy_rows(forwards, seed)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.unlink(missing_ok=True)
-    src = sqlite3.connect(f"file:{SCHEMA_SOURCE}?mode=ro", uri=True)
-    conn = sqlite3.connect(tmp)
-    conn.execute("PRAGMA journal_mode=OFF")
-    conn.execute("PRAGMA synchronous=OFF")
-    for (sql,) in src.execute("SELECT sql FROM sqlite_master WHERE type='table' AND sql IS NOT NULL ORDER BY rowid"):
-        conn.execute(sql)
-    for table in COPIED:
-        rows = src.execute(f'SELECT * FROM "{table}"').fetchall()
-        if rows:
-            conn.executemany(f'INSERT INTO "{table}" VALUES ({",".join("?" * len(rows[0]))})', rows)
-    src.close()
+    conn, tmp = _empty_export(path, with_enums=False)
     conn.execute("INSERT INTO ANALYSIS_DETAILS VALUES (?, ?, 0, ?)", (1 << 48, d["end_of_trace"], d["end_of_trace"]))
     conn.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in d["strings"].items()])
     conn.execute("INSERT INTO PROCESSES VALUES (?, ?, ?)", (GLOBAL_PID, PID, "nvtx_heavy"))
