@@ -73,6 +73,20 @@ def unchanged(*paths: str | Path):
     assert after == before, "input files were modified"
 
 
+def processes_mentioning(marker: str | Path) -> list[str]:
+    """Command lines of live processes whose arguments mention `marker` (e.g. an output directory): what a killed or
+    interrupted run must not leave behind."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(marker) in args:
+            found.append(args)
+    return found
+
+
 def union_length(intervals: list[tuple[int, int]]) -> int:
     """Length of the union of (start, end) intervals, by a plain sweep: the reference the GPU busy time is checked
     against (the library computes it vectorised)."""
@@ -107,6 +121,20 @@ def _environment_restored():
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.fixture
+def events(monkeypatch):
+    """The vLLM plugin's NVTX calls recorded instead of made: pushes as (name, payload), pops as "pop"; fresh
+    per-thread state and iteration count for each test (no vLLM, no nsys)."""
+    from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
+
+    log: list = []
+    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
+        "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
+    monkeypatch.setattr(plugin, "_state", plugin._State())
+    monkeypatch.setattr(plugin, "_generate_calls", 0)
+    return log
 
 
 @pytest.fixture(scope="session")

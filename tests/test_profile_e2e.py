@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
+from conftest import processes_mentioning
 from nsys_cc.launch.models import MODELS_DIR
 
 pytestmark = pytest.mark.vllm
@@ -38,18 +39,6 @@ def _nvtx(sqlite: Path, name: str) -> list[tuple[int, int, int | None, int]]:
             "LEFT JOIN StringIds s ON s.id = e.textId "
             "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
 
-
-def _leftovers(marker: str) -> list[str]:
-    """Command lines of live processes that mention `marker` (an output directory)."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in args:
-            found.append(args)
-    return found
 
 
 def _broken_model(root: Path) -> Path:
@@ -179,7 +168,7 @@ def test_timeout_stops_the_benchmark_and_reports_it(tmp_path):
     assert done.stderr.count("timed out after 2 s") >= 2 and "nsys-cc: error: no report" in done.stderr
     status = json.loads((out / "status.json").read_text())
     assert [s["status"] for s in status] == ["failed", "failed"]
-    assert not _leftovers(str(out))
+    assert not processes_mentioning(str(out))
 
 
 def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
@@ -198,4 +187,4 @@ def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
     status = json.loads((out / "status.json").read_text())
     assert [s["status"] for s in status] == ["interrupted", "not run"]
     assert log.is_file()
-    assert not _leftovers(str(out))
+    assert not processes_mentioning(str(out))

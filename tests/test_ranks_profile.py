@@ -130,17 +130,6 @@ def test_profile_target_on_two_ranks_end_to_end(tmp_path):
 # ---- the plugin's CPU all-reduce range, on a fake of vLLM's CpuCommunicator (no vLLM needed) ----
 
 
-@pytest.fixture
-def events(monkeypatch):
-    from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
-
-    log: list = []
-    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
-        "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
-    monkeypatch.setattr(plugin, "_state", plugin._State())
-    return log
-
-
 def _fakes():
     class CpuCommunicator:
         def all_reduce(self, input_):

@@ -25,6 +25,7 @@ import distributed
 import pandas as pd
 import pytest
 
+from conftest import processes_mentioning
 from nsys_cc.analysis.coefficient import cost_coefficient
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import table as table_mod
@@ -100,18 +101,6 @@ def test_a_set_that_cannot_be_read_is_reported_and_the_others_kept(cluster, tmp_
     assert "good" in done.stdout
 
 
-def _processes_under(directory: Path) -> list[str]:
-    """Command lines of live processes whose arguments mention `directory`."""
-    found = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(directory) in args:
-            found.append(args)
-    return found
-
 
 def _parent(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
@@ -179,7 +168,7 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     assert starts[0]["pid"] == killed["runner"] and starts[1]["pid"] != killed["runner"]
     assert any(killed["cell"] in n and "attempt 2" in n for n in remote.notes)
     # The lost attempt's runner, nsys and vLLM were stopped with their worker: nothing of them is left running.
-    assert _processes_under(out) == []
+    assert processes_mentioning(out) == []
     assert not Path(f"/proc/{killed['runner']}").exists()
     # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
     reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table

@@ -13,20 +13,9 @@ import types
 import pytest
 import torch
 
-from nsys_cc.launch import nvtx_backend, vllm_plugin as plugin
+from nsys_cc.launch import vllm_plugin as plugin
 
 FWD, DRAFT = plugin.FORWARD_RANGE, plugin.DRAFT_FORWARD_RANGE
-
-
-@pytest.fixture
-def events(monkeypatch):
-    """Record pushes as (name, payload) and pops as "pop"; fresh per-thread state for each test."""
-    log: list = []
-    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
-        "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
-    monkeypatch.setattr(plugin, "_state", plugin._State())
-    monkeypatch.setattr(plugin, "_generate_calls", 0)
-    return log
 
 
 class Sched:
