@@ -30,6 +30,7 @@ import numpy as np
 
 from ..live.timing import DECODE, VERIFY, StepRecord
 from .forecast import StepCostModel
+from .stats import median
 
 MIN_STEPS = 3
 
@@ -55,11 +56,6 @@ class LiveEstimate:
     num_speculative_tokens: int | None
 
 
-def _median(values: Sequence[float]) -> float:
-    finite = [v for v in values if math.isfinite(v)]
-    return float(np.median(finite)) if finite else math.nan
-
-
 def verify_line(records: Sequence[StepRecord]) -> tuple[float, float, str]:
     """(intercept_ms, slope_ms, "linear" | "flat") of the target forward against tokens verified per sequence."""
     groups: dict[float, list[float]] = {}
@@ -68,11 +64,11 @@ def verify_line(records: Sequence[StepRecord]) -> tuple[float, float, str]:
             groups.setdefault(round(r.tokens_per_seq * 2) / 2, []).append(r.target_s * 1e3)
     if len(groups) >= 2:
         n = np.array(sorted(groups))
-        t = np.array([_median(groups[k]) for k in n])
+        t = np.array([median(groups[k]) for k in n])
         slope, intercept = np.polyfit(n, t, 1)
         if slope >= 0:
             return float(intercept), float(slope), "linear"
-    verify = _median([r.target_s * 1e3 for r in records if r.kind == VERIFY])
+    verify = median([r.target_s * 1e3 for r in records if r.kind == VERIFY])
     return verify, 0.0, "flat"
 
 
@@ -81,13 +77,13 @@ def estimate(records: Sequence[StepRecord], alpha: float, max_gamma: int = 16) -
     verify = [r for r in records if r.kind == VERIFY]
     if not verify:
         return None
-    draft_ms = _median([d * 1e3 for r in verify for d in r.draft_s])
-    verify_ms = _median([r.target_s * 1e3 for r in verify])
-    outside_ms = _median([r.outside_s * 1e3 for r in verify])
+    draft_ms = median([d * 1e3 for r in verify for d in r.draft_s])
+    verify_ms = median([r.target_s * 1e3 for r in verify])
+    outside_ms = median([r.outside_s * 1e3 for r in verify])
     intercept, slope, fit = verify_line(records)
     decode_periods = [r.step_s * 1e3 for r in records if r.kind == DECODE and math.isfinite(r.step_s)]
     if len(decode_periods) >= MIN_STEPS:
-        decode_ms, source = _median(decode_periods), "observed"
+        decode_ms, source = median(decode_periods), "observed"
     else:
         decode_ms, source = intercept + slope + outside_ms, "estimated"
     best, speedup, advice = None, math.nan, None
@@ -101,7 +97,7 @@ def estimate(records: Sequence[StepRecord], alpha: float, max_gamma: int = 16) -
         verify_forward_ms=verify_ms,
         outside_ms=outside_ms,
         c=draft_ms / verify_ms if verify_ms > 0 else math.nan,
-        tokens_per_seq=_median([r.tokens_per_seq for r in verify]),
+        tokens_per_seq=median([r.tokens_per_seq for r in verify]),
         verify_intercept_ms=intercept,
         verify_slope_ms=slope,
         verify_fit=fit,

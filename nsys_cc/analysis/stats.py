@@ -10,6 +10,8 @@ Definitions (used everywhere in nsys_cc and quoted in the README):
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
@@ -33,7 +35,7 @@ def describe(values: np.ndarray | pd.Series) -> dict[str, float]:
     }
 
 
-def median(values: np.ndarray | pd.Series) -> float:
+def median(values: Sequence[float] | np.ndarray | pd.Series) -> float:
     """Median of the finite values (NaN marks a forward without that metric); NaN, silently, when none is finite."""
     v = np.asarray(values, dtype=float)
     v = v[np.isfinite(v)]
