@@ -30,6 +30,8 @@ rowid order. Columns (times are int64 ns on the session timeline):
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -73,18 +75,25 @@ COLUMNS = {
 _WHERE = f"eventType IN ({', '.join(map(str, RANGE_TYPES))})"
 
 
-def empty_ranges() -> pd.DataFrame:
-    """A frame with no rows and the columns of `read_ranges`."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
+def empty_ranges(nesting: bool = True) -> pd.DataFrame:
+    """A frame with no rows and the columns of `read_ranges` (`level` nullable without `nesting`)."""
+    types = COLUMNS if nesting else {**COLUMNS, "level": "Int64"}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
 
 
-def read_ranges(trace: TraceSource) -> pd.DataFrame:
-    """Every NVTX range of `trace` (see the module docstring for the columns)."""
+def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                nesting: bool = True) -> pd.DataFrame:
+    """Every NVTX range of `trace` (see the module docstring for the columns), or with `names` / `prefixes` only
+    those that `matches` picks (SQLite leaves the others out of the read: on an NVTX-heavy trace the cost is that
+    of the rows asked for, plus one scan). `nesting=False` skips `level` and `parent_id` (both <NA>, nullable):
+    nesting needs every range of a thread, so a partial read would otherwise read all rows' times as well."""
+    partial = names is not None or bool(prefixes)
     if not trace.has_table("NVTX_EVENTS"):
-        return empty_ranges()
+        return empty_ranges(nesting or not partial)
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
+    where = f"{_WHERE} AND {_name_filter(trace, names or (), prefixes)}" if partial else _WHERE
     columns = read_columns(
         trace,
         "NVTX_EVENTS",
@@ -95,18 +104,15 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
             f"coalesce(CAST({any_payload} AS REAL), 0.0)",
             "text",
         ],
-        where=_WHERE,
+        where=where,
         floats=(10,),
         texts=(11,),
     )
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
-        return empty_ranges()
+        return empty_ranges(nesting or not partial)
     no_end = end == NULL_INT
     with trace.reading() as conn:
-        # The last NVTX timestamp (a scan of the whole table) only matters for ranges without an end.
-        last_start, last_end = (conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
-                                if no_end.any() else (None, None))
         trace_end = (
             conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
             if "duration" in trace.columns("ANALYSIS_DETAILS")
@@ -114,14 +120,16 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
         )
         domains = _domains(conn, trace)
 
-    if no_end.any():
-        capture_end = max(v for v in (last_start, last_end) if v is not None)
-        end = np.where(no_end, capture_end, end)
+    end = _closed(trace, end)
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
     other_thread = end_gtid != NULL_INT
 
-    parent_pos, level = nest(gtid, start, end, ~other_thread)
-    parent_id = np.where(parent_pos == NO_PARENT, NULL_INT, rowid[np.maximum(parent_pos, 0)])
+    if not partial:
+        level, parent_id = _nesting(rowid, gtid, start, end, ~other_thread)
+    elif nesting:  # over every range of the trace, then taken for the rows read
+        level, parent_id = _nesting_of(trace, rowid)
+    else:
+        level = parent_id = np.full(len(rowid), NULL_INT)
 
     name = _names(trace, text_id, text)
     domain = _domain_names(domains, domain_id, gtid)
@@ -142,7 +150,7 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
             "tid": decode_tid(gtid),
             "end_global_tid": nullable(end_gtid),
             "ended_on_other_thread": other_thread,
-            "level": level,
+            "level": level if not partial or nesting else nullable(level),
             "parent_id": nullable(parent_id),
             "payload": np.where(has_payload == 1, values, np.nan),
             "category": nullable(category),
@@ -150,7 +158,88 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
         },
         copy=False,  # the arrays are this frame's alone: no consolidating copy (0.5 GB at 6 M ranges)
     )
+    if partial:  # the SQL filter lets a few more through (it cannot resolve names or domains): now exactly
+        frame = frame[matches(frame, names or (), prefixes)].reset_index(drop=True)
     return frame
+
+
+def clean_name(name: str) -> str:
+    """A range name as nsys_cc writes it: one leading ":" dropped (newer nsys writes the default domain as
+    ":name"), not a leading "::"."""
+    return name[1:] if name.startswith(":") and not name.startswith("::") else name
+
+
+def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[str] = ()) -> np.ndarray:
+    """Rows of `ranges` whose `name` or `qualified_name` equals one of `names` (each taken through
+    `clean_name`), or whose `name` starts with one of `prefixes`: a boolean array, worked out per category."""
+    wanted = {clean_name(n) for n in names}
+    hit = np.zeros(len(ranges), dtype=bool)
+    for col in ("name", "qualified_name"):
+        cat = ranges[col].array
+        if not isinstance(cat, pd.Categorical):
+            cat = pd.Categorical(ranges[col])
+        cats = [str(c) for c in cat.categories]
+        ok = np.array([c in wanted or (col == "name" and any(c.startswith(p) for p in prefixes)) for c in cats]
+                      + [False], dtype=bool)
+        hit |= ok[cat.codes]  # code -1 (no name) → the appended False
+    return hit
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _name_filter(trace: TraceSource, names: Collection[str], prefixes: Collection[str]) -> str:
+    """An SQL condition on NVTX_EVENTS rows that keeps at least every range `matches` would pick: the raw text
+    (registered or inline) equal to a wanted name, to it with a leading ":", or to any part of it after a ":"
+    (a name in a domain, asked for as "domain:name"), or starting with a prefix (with or without ":")."""
+    raw: set[str] = set()
+    for n in map(clean_name, names):
+        for part in [n, *(n[i + 1:] for i, ch in enumerate(n) if ch == ":")]:
+            raw |= {part, ":" + part}
+    starts = sorted({q for p in prefixes for q in (p, ":" + p)})
+
+    def on(col: str) -> list[str]:
+        conds = [f"{col} IN ({', '.join(map(_sql_text, sorted(raw)))})"] if raw else []
+        return conds + [f"substr({col}, 1, {len(p)}) = {_sql_text(p)}" for p in starts]
+
+    cols = trace.columns("NVTX_EVENTS")
+    conds = on("text") if "text" in cols else []
+    if "textId" in cols and trace.has_table("StringIds") and on("value"):
+        conds.append(f"textId IN (SELECT id FROM StringIds WHERE {' OR '.join(on('value'))})")
+    return f"({' OR '.join(conds)})" if conds else "0"
+
+
+def _nesting(rowid, gtid, start, end, eligible) -> tuple[np.ndarray, np.ndarray]:
+    """Level and parent range id (NULL_INT when none) of every range."""
+    parent_pos, level = nest(gtid, start, end, eligible)
+    return level, np.where(parent_pos == NO_PARENT, NULL_INT, rowid[np.maximum(parent_pos, 0)])
+
+
+def _closed(trace: TraceSource, end: np.ndarray) -> np.ndarray:
+    """`end` with NULL (a range still open when the capture ended) replaced by the last NVTX timestamp, as nsys's
+    reports do (a scan of the whole table, made only when some range has no end)."""
+    no_end = end == NULL_INT
+    if not no_end.any():
+        return end
+    with trace.reading() as conn:
+        last = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+    return np.where(no_end, max(v for v in last if v is not None), end)
+
+
+def _nesting_of(trace: TraceSource, rowid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Level and parent id of the ranges `rowid` (ascending), nested among every range of the trace: their
+    times, threads and end threads are read for all rows (integers only, no names)."""
+    all_id, all_start, all_end, all_gtid, all_end_gtid = read_columns(
+        trace, "NVTX_EVENTS",
+        ["rowid", "start", f"coalesce(end, {NULL_INT})", "coalesce(globalTid, 0)",
+         f"coalesce(endGlobalTid, {NULL_INT})"],
+        where=_WHERE,
+    )
+    all_end = _closed(trace, all_end)
+    level, parent = _nesting(all_id, all_gtid, all_start, all_end, all_end_gtid == NULL_INT)
+    at = np.searchsorted(all_id, rowid)
+    return level[at], parent[at]
 
 
 def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -235,11 +235,26 @@ class ExportTrace:
             self._strings = MappingProxyType(rows)
         return self._strings
 
-    def nvtx_ranges(self) -> pd.DataFrame:
+    def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
 
+        `names` / `prefixes`: only the ranges whose name or qualified name is one of `names`, or whose name starts
+        with one of `prefixes` (`nsys_cc.trace.nvtx.matches`); SQLite leaves the others out, so on an NVTX-heavy
+        trace this costs the rows asked for (plus one scan), not all of them. `nesting=False`: `level` and
+        `parent_id` are <NA> (nesting needs every range of the thread, i.e. reading all rows' times too).
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
-        return self._from_file("nvtx_ranges", _checked_ranges)
+        if names is None and not prefixes:
+            return self._from_file("nvtx_ranges", _checked_ranges)
+        key = f"nvtx_ranges:{sorted(names or ())!r}:{sorted(prefixes)!r}:{nesting}"
+        if "nvtx_ranges" in self._tables and key not in self._tables:  # the whole table is here: pick from it
+            full = self._tables["nvtx_ranges"]
+            part = full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
+            if not nesting:
+                part = part.assign(level=pd.array([pd.NA] * len(part), dtype="Int64"),
+                                   parent_id=pd.array([pd.NA] * len(part), dtype="Int64"))
+            self._tables[key] = part
+        return self._from_file(key, lambda t: _checked_ranges(t, names, prefixes, nesting))
 
     def cuda_api(self) -> pd.DataFrame:
         """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
@@ -262,8 +277,9 @@ class ExportTrace:
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 
-def _checked_ranges(trace: ExportTrace) -> pd.DataFrame:
-    ranges = nvtx.read_ranges(trace)
+def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame:
+    ranges = nvtx.read_ranges(trace, names, prefixes=prefixes, nesting=nesting)
     backwards = ranges[ranges["duration_ns"] < 0]
     if len(backwards):
         first = backwards.iloc[0]

@@ -16,7 +16,7 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -82,7 +82,8 @@ class Trace(TraceSource, Protocol):
     @property
     def has_cuda(self) -> bool: ...
 
-    def nvtx_ranges(self) -> pd.DataFrame: ...
+    def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame: ...
 
     def cuda_api(self) -> pd.DataFrame: ...
 
