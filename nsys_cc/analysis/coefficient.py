@@ -72,10 +72,10 @@ def load_model(
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        ranges = trace.nvtx_ranges()
+        ranges = spec_mod.marked_ranges(trace, range_name)  # the forwards and the markers, nothing else
         matched = select(ranges, range_name).sort_values("start_ns", kind="stable")
         if matched.empty:
-            raise _no_such_range(trace, ranges, path, range_name)
+            raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)

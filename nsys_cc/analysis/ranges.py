@@ -84,12 +84,12 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     or the trace has no CUDA data. Raises RangeNotFoundError for an unknown name."""
     from .projection import project
 
-    ranges = trace.nvtx_ranges()
-    if name is not None:
-        picked = select(ranges, name)
-        if picked.empty:
-            raise not_found(trace, ranges, name)
-        ranges = picked
+    if name is None:
+        ranges = trace.nvtx_ranges()
+    else:  # SQLite reads only these (their nesting among all ranges is still worked out)
+        ranges = trace.nvtx_ranges(names=[name])
+        if ranges.empty:
+            raise not_found(trace, trace.nvtx_ranges(nesting=False), name)
     table = project(trace, ranges)
     table["name"] = table["qualified_name"]
     return table[TABLE_COLUMNS].reset_index(drop=True)

@@ -87,9 +87,9 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     those that `matches` picks (SQLite leaves the others out of the read: on an NVTX-heavy trace the cost is that
     of the rows asked for, plus one scan). `nesting=False` skips `level` and `parent_id` (both <NA>, nullable):
     nesting needs every range of a thread, so a partial read would otherwise read all rows' times as well."""
-    partial = names is not None or bool(prefixes)
     if not trace.has_table("NVTX_EVENTS"):
-        return empty_ranges(nesting or not partial)
+        return empty_ranges(nesting)
+    partial = names is not None or bool(prefixes)
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
@@ -110,7 +110,7 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     )
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
-        return empty_ranges(nesting or not partial)
+        return empty_ranges(nesting)
     no_end = end == NULL_INT
     with trace.reading() as conn:
         trace_end = (
@@ -124,12 +124,12 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
     other_thread = end_gtid != NULL_INT
 
-    if not partial:
-        level, parent_id = _nesting(rowid, gtid, start, end, ~other_thread)
-    elif nesting:  # over every range of the trace, then taken for the rows read
-        level, parent_id = _nesting_of(trace, rowid)
-    else:
+    if not nesting:
         level = parent_id = np.full(len(rowid), NULL_INT)
+    elif not partial:
+        level, parent_id = _nesting(rowid, gtid, start, end, ~other_thread)
+    else:  # over every range of the trace, then taken for the rows read
+        level, parent_id = _nesting_of(trace, rowid)
 
     name = _names(trace, text_id, text)
     domain = _domain_names(domains, domain_id, gtid)
@@ -150,7 +150,7 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
             "tid": decode_tid(gtid),
             "end_global_tid": nullable(end_gtid),
             "ended_on_other_thread": other_thread,
-            "level": level if not partial or nesting else nullable(level),
+            "level": level if nesting else nullable(level),
             "parent_id": nullable(parent_id),
             "payload": np.where(has_payload == 1, values, np.nan),
             "category": nullable(category),

@@ -242,14 +242,16 @@ class ExportTrace:
         `names` / `prefixes`: only the ranges whose name or qualified name is one of `names`, or whose name starts
         with one of `prefixes` (`nsys_cc.trace.nvtx.matches`); SQLite leaves the others out, so on an NVTX-heavy
         trace this costs the rows asked for (plus one scan), not all of them. `nesting=False`: `level` and
-        `parent_id` are <NA> (nesting needs every range of the thread, i.e. reading all rows' times too).
+        `parent_id` are <NA>, not worked out (nesting needs every range of the thread: with `names`, all rows'
+        times are read for it).
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
-        if names is None and not prefixes:
+        whole = names is None and not prefixes
+        if whole and nesting:
             return self._from_file("nvtx_ranges", _checked_ranges)
-        key = f"nvtx_ranges:{sorted(names or ())!r}:{sorted(prefixes)!r}:{nesting}"
+        key = f"nvtx_ranges:{None if names is None else sorted(names)!r}:{sorted(prefixes)!r}:{nesting}"
         if "nvtx_ranges" in self._tables and key not in self._tables:  # the whole table is here: pick from it
             full = self._tables["nvtx_ranges"]
-            part = full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
+            part = full if whole else full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
             if not nesting:
                 part = part.assign(level=pd.array([pd.NA] * len(part), dtype="Int64"),
                                    parent_id=pd.array([pd.NA] * len(part), dtype="Int64"))
