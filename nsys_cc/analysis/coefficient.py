@@ -17,12 +17,13 @@ import pandas as pd
 
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
+from ..trace.nvtx import matches
 from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import not_found, quoted, select
+from .ranges import not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians
@@ -60,6 +61,19 @@ def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> R
     return not_found(trace, ranges, range_name, path=path, hint=" (choose one with range_name)", param="range_name")
 
 
+def own_columns(frame: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """A copy of `columns` of `frame`, column by column: a selection would keep the blocks it shares with the other
+    columns alive, and `copy()` would first merge the columns into 2-D blocks (a second copy of them all)."""
+    return pd.DataFrame({c: frame[c].array.copy() for c in columns}, index=frame.index.copy(), copy=False)
+
+
+def _by_start(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` in start order (stable); as it is when it already is, as an export's rows of one thread are."""
+    if frame["start_ns"].is_monotonic_increasing:
+        return frame
+    return frame.sort_values("start_ns", kind="stable")
+
+
 def load_model(
     path: PathLike,
     *,
@@ -73,9 +87,10 @@ def load_model(
     path = os.fspath(path)
     with open_trace(path) as trace:
         ranges = spec_mod.marked_ranges(trace, range_name)  # the forwards and the markers, nothing else
-        matched = select(ranges, range_name).sort_values("start_ns", kind="stable")
-        if matched.empty:
+        hit = matches(ranges, (range_name,))
+        if not hit.any():
             raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
+        matched = _by_start(ranges[hit])
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)
@@ -112,8 +127,8 @@ def load_model(
         if has_cuda:
             phases = kept["phase"].to_numpy(dtype=object)
             totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
-        # A deep copy of the kept columns only: nothing else of this trace stays referenced.
-        forwards = forwards[MODEL_COLUMNS + (rank_mod.STEP_COLUMNS if ranks else [])].copy()
+        # A copy of the kept columns only: nothing else of this trace stays referenced.
+        forwards = own_columns(forwards, MODEL_COLUMNS + (rank_mod.STEP_COLUMNS if ranks else []))
         if ranks:
             ranks.compact(MODEL_COLUMNS)
         return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,

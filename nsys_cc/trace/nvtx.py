@@ -159,7 +159,9 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
         copy=False,  # the arrays are this frame's alone: no consolidating copy (0.5 GB at 6 M ranges)
     )
     if partial:  # the SQL filter lets a few more through (it cannot resolve names or domains): now exactly
-        frame = frame[matches(frame, names or (), prefixes)].reset_index(drop=True)
+        hit = matches(frame, names or (), prefixes)
+        if not hit.all():
+            frame = frame[hit].reset_index(drop=True)
     return frame
 
 
@@ -249,15 +251,13 @@ def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.n
     strings = trace.strings() if (text_id != NULL_INT).any() else {}
     id_codes, ids = pd.factorize(text_id)  # by hashing: no sort of millions of ids
     registered = [strings.get(int(i)) for i in ids]
-    # Key per row: the registered string's position among `ids` when found, else len(ids) + the text's code.
+    # Label per row: the registered string's position among `ids` when found, else len(ids) + the text's code,
+    # -1 for neither; only labels some row has become categories (two gathers and a count over the rows).
     found = np.array([r is not None for r in registered], dtype=bool)
-    key = np.where(found[id_codes], id_codes, len(ids) + text_codes)
-    key = np.where((key >= len(ids)) & (text_codes < 0), -1, key)
+    key = np.where(found[id_codes], id_codes, np.where(text_codes >= 0, len(ids) + text_codes, -1))
     labels = [*registered, *text_values.tolist()]
-    codes, keys = pd.factorize(key)
-    names = [None if k < 0 else labels[k] for k in keys.tolist()]
-    return _from_labels(codes, [None if u is None else u[1:] if u.startswith(":") and not u.startswith("::") else u
-                                for u in names])
+    used = np.bincount(key + 1, minlength=len(labels) + 1)[1:] > 0
+    return _from_labels(key, [clean_name(u) if u is not None and ok else None for u, ok in zip(labels, used)])
 
 
 def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
@@ -297,8 +297,10 @@ def _domain_names(domains: pd.DataFrame, domain_id: np.ndarray, gtid: np.ndarray
 
 
 def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:
+    if list(domain.categories) == [""]:  # every range in the default domain: the qualified name is the name
+        return name
     combined = name.codes.astype(np.int64) * (len(domain.categories) + 1) + (domain.codes + 1)
-    uniq, inverse = np.unique(combined, return_inverse=True)
+    inverse, uniq = pd.factorize(combined)  # by hashing: no sort of millions of keys
     labels = []
     for key in uniq.tolist():
         n_code, d_code = divmod(key, len(domain.categories) + 1)
