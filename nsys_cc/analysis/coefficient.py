@@ -128,7 +128,8 @@ def load_model(
             ranks.compact(MODEL_COLUMNS)
         return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
-                             op_totals=totals, gpu_note=gpu_note, ranks=ranks)
+                             op_totals=totals, gpu_note=gpu_note, ranks=ranks,
+                             speculative=spec_mod.draft_range_of(ranges) is not None)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -312,7 +313,7 @@ def cost_coefficient(
     coefficients = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
     notes = [*_model_notes(models), *([alpha_note] if alpha_note else [])]
-    if spec_mod.is_speculative(paths[0]):
+    if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")

@@ -68,6 +68,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..trace import open_trace
+from ..trace.nvtx import matches
 from ..trace.source import Trace
 from . import acceptance as acceptance_mod, forecast as forecast_mod
 from .phases import (
@@ -130,9 +131,8 @@ class StepTable:
 
 def draft_range_of(ranges: pd.DataFrame) -> str | None:
     """The draft-forward range name of a speculative trace (plugin or vLLM scopes), None for a plain trace."""
-    names = set(ranges["name"].dropna().astype(object))
     for name in (DRAFT_RANGE, SCOPES_DRAFT):
-        if name in names:
+        if matches(ranges, (name,)).any():
             return name
     return None
 

@@ -93,7 +93,9 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
-    where = f"{_WHERE} AND {_name_filter(trace, names or (), prefixes)}" if partial else _WHERE
+    ranges_where = f"{_WHERE} AND {_name_filter(trace, names or (), prefixes)}" if partial else _WHERE
+    # The domain rows (eventType 75, a few) come in the same scan; they name the domains and are then set aside.
+    where = f"({ranges_where}) OR (eventType = {DOMAIN_CREATE} AND domainId IS NOT NULL)"
     columns = read_columns(
         trace,
         "NVTX_EVENTS",
@@ -108,6 +110,12 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
         floats=(10,),
         texts=(11,),
     )
+    etype = columns[3]
+    dom = etype == DOMAIN_CREATE
+    domains = _domains(trace, dom, columns)
+    if dom.any():
+        keep = ~dom
+        columns = [(c[0][keep], c[1]) if isinstance(c, tuple) else c[keep] for c in columns]
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
         return empty_ranges(nesting)
@@ -118,7 +126,6 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
             if "duration" in trace.columns("ANALYSIS_DETAILS")
             else None
         )
-        domains = _domains(conn, trace)
 
     end = _closed(trace, end)
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
@@ -267,18 +274,16 @@ def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
     return pd.Categorical.from_codes(label_codes[codes], categories=pd.Index(cats, dtype=object))
 
 
-def _domains(conn, trace: TraceSource) -> pd.DataFrame:
-    """eventType 75 rows: (domainId, PID field of globalTid) → domain name, the earliest per key."""
-    has_strings = trace.has_table("StringIds")
-    name = "coalesce(e.text, s.value)" if has_strings else "e.text"
-    join = "LEFT JOIN StringIds AS s ON s.id = e.textId" if has_strings else ""
-    rows = conn.execute(
-        f"""SELECT e.domainId, coalesce(e.globalTid, 0) & {PID_FIELD_MASK}, {name}
-            FROM NVTX_EVENTS AS e {join}
-            WHERE e.eventType = {DOMAIN_CREATE} AND e.domainId IS NOT NULL
-            ORDER BY e.start, e.rowid"""
-    ).fetchall()
-    frame = pd.DataFrame(rows, columns=["domain_id", "pid_field", "domain"])
+def _domains(trace: TraceSource, dom: np.ndarray, columns: list) -> pd.DataFrame:
+    """The eventType 75 rows (`dom`) of the read `columns`: (domainId, PID field of globalTid) → domain name (the
+    inline text, else the registered string), the earliest (start, rowid) per key."""
+    rowid, start, _, _, gtid, _, text_id, domain_id, *_, (text_codes, text_values) = columns
+    at = np.flatnonzero(dom)
+    at = at[np.lexsort((rowid[at], start[at]))]
+    strings = trace.strings() if len(at) and (text_id[at] != NULL_INT).any() else {}
+    names = [text_values[c] if c >= 0 else strings.get(int(i)) for c, i in zip(text_codes[at], text_id[at])]
+    frame = pd.DataFrame({"domain_id": domain_id[at], "pid_field": gtid[at] & PID_FIELD_MASK,
+                          "domain": pd.Series(names, dtype=object)})
     return frame.drop_duplicates(["domain_id", "pid_field"]).astype({"domain_id": "int64", "pid_field": "int64"})
 
 
