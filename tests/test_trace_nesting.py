@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 from nsys_cc.trace.nesting import NO_PARENT, _nested_parents, nest
 
@@ -64,12 +64,15 @@ def _check(rows):
 
 @settings(max_examples=400, deadline=None)
 @given(intervals)
+@example(rows=[(0, 0, 0, False), (0, 0, 0, False), (0, 1, 0, False), (0, 21, 0, False), (0, 21, 1, False),
+               (0, 0, 0, False), (0, 9, 12, False)])  # a level with no range one level up (found by Hypothesis)
 def test_nest_equals_brute_force_on_any_intervals(rows):
     _check(rows)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 3)), min_size=1, max_size=30))
+@example(ops=[(0, 0), (0, 3), (0, 0), (0, 0), (0, 2), (0, 3)])  # found by Hypothesis
 def test_nest_on_push_pop_stacks(ops):
     """Real push/pop sequences (strictly nested per thread, many equal timestamps): the vectorised path."""
     clock, stacks, rows = 0, {0: [], 1: []}, []

@@ -147,6 +147,8 @@ def _nested_parents(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.nda
         bounds = np.r_[0, np.cumsum(np.bincount(level))]
         for lv in range(1, len(bounds) - 1):
             ups, kids = by_level[bounds[lv - 1]:bounds[lv]], by_level[bounds[lv]:bounds[lv + 1]]
+            if len(ups) == 0:  # no range one level up (only on a thread that is not nested): no parent found
+                continue
             at = np.searchsorted(ups, kids) - 1
             cand[kids] = ups[np.maximum(at, 0)]
             seen[kids] = at >= 0
