@@ -73,7 +73,7 @@ def test_a_timeout_kills_the_whole_process_tree(tmp_path):
     run = _run(tmp_path, hang, COPY_FIXTURE)
     t0 = time.monotonic()
     launcher.run_model(run, timeout=3)
-    assert run.status == "failed" and run.reason == "timed out after 3 s (--timeout)"
+    assert run.status == "failed" and run.reason == "timed out after 3 s (timeout=3)"
     assert time.monotonic() - t0 < 300  # stopped, not left to its 600 s sleep (the bound is for a busy machine)
     grandchild = int(pid_file.read_text())
     deadline = time.monotonic() + 60  # a killed process takes a moment to finish exiting; the loop ends when it has

@@ -386,7 +386,7 @@ def very_long_names_are_shortened(tmp: Path) -> Case:
 def all_ranges_skipped(tmp: Path) -> Case:
     return analyze(TARGET, DRAFT, "--skip-ranges", "100",
                    expect=r"tiny-llama-target\.sqlite: all 20 'model_executable\(\)' ranges were dropped as warm-up "
-                          r"\(dropped the first 20 of 20 ranges \(--skip-ranges 100\)\); lower --skip-ranges$")
+                          r"\(dropped the first 20 of 20 ranges \(--skip-ranges=100\)\); lower --skip-ranges$")
 
 
 @case()

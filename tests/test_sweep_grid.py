@@ -173,8 +173,8 @@ def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is
     assert "tiny-llama-draft-xs,decode,wall" in here.stdout
     there = nsys_cc("analyze", str(tmp_path / "m.json"), "--scheduler", "tcp://127.0.0.1:1")
     assert there.exit_code == 2
-    assert there.stderr.strip() == ("nsys-cc: error: a Dask scheduler (--scheduler) needs Dask's distributed package: "
-                                    "pip install 'nsys_cc[dask]'")
+    assert there.stderr.strip() == ("nsys-cc: error: --scheduler (a Dask cluster's address) needs Dask's distributed "
+                                    "package: pip install 'nsys_cc[dask]'")
 
 
 def test_the_plots_draw_every_row_of_the_table_per_phase_with_its_interval():
