@@ -31,8 +31,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from ..errors import InputError
-from . import cuda, nvtx
+from . import cuda, frames, nvtx
 from .export import export_report, is_report
+from .frames import lists_columns
 from .source import handed_out, is_sqlite, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
@@ -235,30 +236,36 @@ class ExportTrace:
             self._strings = MappingProxyType(rows)
         return self._strings
 
+    @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
+        """NVTX push/pop and start/end ranges; definitions in `nsys_cc.trace.nvtx`.
 
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
         return self._from_file("nvtx_ranges", _checked_ranges)
 
+    @lists_columns(("Columns", frames.CUDA_API))
     def cuda_api(self) -> pd.DataFrame:
-        """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
+        """CUDA runtime and driver API calls (CUPTI_ACTIVITY_KIND_RUNTIME, and _DRIVER when present)."""
         return self._from_file("cuda_api", cuda.read_api)
 
+    @lists_columns(("Columns", frames.KERNELS))
     def kernels(self) -> pd.DataFrame:
-        """GPU kernels; see `nsys_cc.trace.cuda.read_kernels`."""
+        """GPU kernels, one row per kernel execution (raw rows; `CostCoefficientResult.kernel_summary` aggregates)."""
         return self._from_file("kernels", cuda.read_kernels)
 
+    @lists_columns(("Columns", frames.MEMOPS))
     def memops(self) -> pd.DataFrame:
-        """GPU memcpy and memset operations; see `nsys_cc.trace.cuda.read_memops`."""
+        """GPU memcpy and memset operations (CUPTI_ACTIVITY_KIND_MEMCPY, then _MEMSET)."""
         return self._from_file("memops", cuda.read_memops)
 
+    @lists_columns(("Columns", frames.GRAPH_LAUNCHES))
     def graph_launches(self) -> pd.DataFrame:
-        """Whole-graph GPU executions (GRAPH_TRACE); see `nsys_cc.trace.cuda.read_graph_launches`."""
+        """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE)."""
         return self._from_file("graph_launches", cuda.read_graph_launches)
 
+    @lists_columns(("Columns", frames.GPU_OPS))
     def gpu_ops(self) -> pd.DataFrame:
-        """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
+        """Every GPU operation: kernels, then memcpy, memset and graph launches (each table in rowid order)."""
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 

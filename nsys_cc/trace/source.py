@@ -22,6 +22,9 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from . import frames
+from .frames import lists_columns
+
 # The first 16 bytes of every SQLite 3 database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -82,16 +85,34 @@ class Trace(TraceSource, Protocol):
     @property
     def has_cuda(self) -> bool: ...
 
-    def nvtx_ranges(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.NVTX_RANGES))
+    def nvtx_ranges(self) -> pd.DataFrame:
+        """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`)."""
+        ...
 
-    def cuda_api(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.CUDA_API))
+    def cuda_api(self) -> pd.DataFrame:
+        """CUDA runtime and driver API calls."""
+        ...
 
-    def kernels(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.KERNELS))
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernels, one row per kernel execution (raw rows; `CostCoefficientResult.kernel_summary` aggregates)."""
+        ...
 
-    def memops(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.MEMOPS))
+    def memops(self) -> pd.DataFrame:
+        """GPU memcpy and memset operations."""
+        ...
 
-    def graph_launches(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.GRAPH_LAUNCHES))
+    def graph_launches(self) -> pd.DataFrame:
+        """Whole CUDA-graph executions (GRAPH_TRACE, recorded with nsys's graph-level tracing)."""
+        ...
 
-    def gpu_ops(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.GPU_OPS))
+    def gpu_ops(self) -> pd.DataFrame:
+        """Every GPU operation: kernels, then memcpy, memset and graph launches."""
+        ...
 
     def has_loaded(self, table: str) -> bool: ...
