@@ -166,7 +166,7 @@ def exercise(path: Path, pristine: Path, range_name: str, cache_dir: Path) -> No
     """Everything a user can ask of a trace: every reader accessor, the projection, `nsys-cc info`/`ranges`'s
     tables, and c against `pristine` (both ways round)."""
     with open_trace(path, cache_dir=cache_dir) as trace:
-        trace.summary()
+        trace.info()
         ranges = trace.nvtx_ranges()
         trace.cuda_api()
         trace.gpu_ops()

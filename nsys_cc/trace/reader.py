@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import warnings
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -34,7 +35,7 @@ from ..errors import InputError
 from . import cuda, frames, nvtx
 from .export import export_report, is_report
 from .frames import lists_columns
-from .source import handed_out, is_sqlite, readonly_uri
+from .source import TraceInfo, handed_out, is_sqlite, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
@@ -210,17 +211,19 @@ class ExportTrace:
             self.rows(f"CUPTI_ACTIVITY_KIND_{t}") > 0 for t in gpu
         )
 
+    def info(self) -> TraceInfo:
+        """What the export holds (`nsys-cc info` shows it): paths, versions, whether CUDA/NVTX data is present,
+        tables → rows. `.to_dict()` gives plain data."""
+        return TraceInfo(path=self.path, sqlite_path=str(self.sqlite_path), nsys_version=self.nsys_version,
+                         schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
+                         tables=MappingProxyType(dict(self.tables)))
+
     def summary(self) -> dict:
-        """What `nsys-cc info` shows: paths, versions, whether CUDA/NVTX data is present, tables → rows."""
-        return {
-            "path": self.path,
-            "sqlite_path": str(self.sqlite_path),
-            "nsys_version": self.nsys_version,
-            "schema_version": self.schema_version,
-            "has_cuda": self.has_cuda,
-            "has_nvtx": self.has_nvtx,
-            "tables": dict(self.tables),
-        }
+        """Deprecated: `info()` (a `TraceInfo`; `info().to_dict()` is this dict). `summary` is the analysis
+        result's statistics table (`CostCoefficientResult.summary`); a trace's facts are its `info`."""
+        warnings.warn("Trace.summary() is deprecated: use Trace.info() (a TraceInfo; .to_dict() for this dict)",
+                      DeprecationWarning, stacklevel=2)
+        return self.info().to_dict()
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
     def has_loaded(self, table: str) -> bool:

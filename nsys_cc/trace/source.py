@@ -17,6 +17,7 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -52,6 +53,40 @@ def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.copy(deep=not _COPY_ON_WRITE)
 
 
+@dataclass(frozen=True)
+class TraceInfo:
+    """What an export holds (`Trace.info()`, `nsys-cc info`): where it is, which nsys wrote it, whether it has CUDA
+    and NVTX data, and every table with its row count.
+
+    - `path`: the file opened (.sqlite or .nsys-rep); `sqlite_path`: the SQLite export read (the same file, or the
+      cached export of a report).
+    - `nsys_version`, `schema_version`: as the export's metadata says (None when it does not).
+    - `has_cuda`: CUDA API calls and GPU work (kernels, copies, sets or graphs) present; `has_nvtx`: NVTX events.
+    - `tables`: table name → rows, read-only.
+    """
+
+    path: str
+    sqlite_path: str
+    nsys_version: str | None
+    schema_version: str | None
+    has_cuda: bool
+    has_nvtx: bool
+    tables: Mapping[str, int]
+
+    def __repr__(self) -> str:
+        exported = f" (exported to {self.sqlite_path})" if self.sqlite_path != self.path else ""
+        data = ", ".join(kind for kind, has in (("CUDA", self.has_cuda), ("NVTX", self.has_nvtx)) if has) or "none"
+        return (f"TraceInfo({self.path}{exported}: nsys {self.nsys_version or 'unknown'}, schema "
+                f"{self.schema_version or 'unknown'}, data: {data}, {len(self.tables)} tables, "
+                f"{sum(self.tables.values()):,} rows)")
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able data (`nsys-cc info --format json`)."""
+        return {"path": self.path, "sqlite_path": self.sqlite_path, "nsys_version": self.nsys_version,
+                "schema_version": self.schema_version, "has_cuda": self.has_cuda, "has_nvtx": self.has_nvtx,
+                "tables": dict(self.tables)}
+
+
 @runtime_checkable
 class TraceSource(Protocol):
     """The reading surface of an export: schema facts and raw connections (what the table readers use)."""
@@ -84,6 +119,10 @@ class Trace(TraceSource, Protocol):
 
     @property
     def has_cuda(self) -> bool: ...
+
+    def info(self) -> TraceInfo:
+        """What the export holds: paths, versions, CUDA/NVTX presence, tables → rows (`TraceInfo`)."""
+        ...
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self) -> pd.DataFrame:
