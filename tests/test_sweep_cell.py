@@ -172,3 +172,17 @@ def test_a_complete_sweep_rerun_with_a_scheduler_needs_no_cluster(tmp_path, fake
     # Nothing listens on port 1: reaching for the cluster would fail; every cell is kept without it.
     result = sweep(spec, cells([1, 2], [8]), scheduler="tcp://127.0.0.1:1")
     assert [c.status for c in result.cells] == ["resumed", "resumed"] and len(fake.calls) == 2
+
+
+def test_a_profile_without_an_optional_parameter_is_named_by_the_parameter(tmp_path):
+    from nsys_cc.errors import ProfileError
+    from nsys_cc.sweep.cell import _profile_args
+
+    spec = SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(1, 3)).cell(Cell(1, 8))
+
+    def older_profile(target, drafts, out_dir, options, device, timeout, force, trace, nsys_args, seed):
+        raise AssertionError("not called")
+
+    with pytest.raises(ProfileError, match=r"^speculate is not supported by this nsys_cc") as err:
+        _profile_args(spec, older_profile)
+    assert err.value.param == "speculate" and "--" not in str(err.value)
