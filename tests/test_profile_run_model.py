@@ -99,7 +99,8 @@ FLAKY_START = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
                "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
 
 
-def test_nsys_failing_to_start_is_retried(tmp_path):
+def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch):
+    monkeypatch.setattr(launcher, "START_RETRY_PAUSE_S", 0.05)  # the pause is for a real nsys race, not this fake
     run = _run(tmp_path, FLAKY_START, COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")

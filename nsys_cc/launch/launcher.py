@@ -354,6 +354,8 @@ NSYS_START_FAILURE = "QuadDCommon::SystemException"
 # once, e.g. a sweep on a busy machine).
 NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
 START_RETRIES = 2
+# Pause before the n-th retry (n = 1, 2): n × this, so that the other session gets going first.
+START_RETRY_PAUSE_S = 1.0
 R = TypeVar("R")
 
 
@@ -365,7 +367,7 @@ def retry_nsys_start(attempt: Callable[[], R], start_failed: Callable[[R], bool]
         if not start_failed(result):
             return result
         on_retry(result)
-        time.sleep(1.0 + n)
+        time.sleep(START_RETRY_PAUSE_S * (1 + n))
     return attempt()
 
 
