@@ -23,6 +23,19 @@ from nsys_cc.launch import pair
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One torch thread in this test process: the suite runs in one worker per core (`make check`: -n 2 on two
+    cores), and torch's default of a thread per core makes the workers' threads spin against each other (seconds per
+    forward of these tiny models instead of a fraction of one). Timing is not what these tests check."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def models():
     return {name: pair.build(name) for name in pair.PAIRS}
