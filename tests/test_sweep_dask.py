@@ -20,8 +20,6 @@ import threading
 import time
 from pathlib import Path
 
-# Dask is installed by `make setup` (the dask extra): a missing one fails here, it is not skipped.
-import distributed
 import pandas as pd
 import pytest
 from click.testing import CliRunner
@@ -36,6 +34,11 @@ from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import analyse_many, sweep
 
+# A real cluster (worker processes started and stopped here) is an end-to-end check: `make test` runs it, the edit-test
+# loop (`make check`) leaves it out; the Dask-free paths (no import without a scheduler, the one-line error without
+# Dask, a complete rerun needing no cluster) are checked there by test_sweep_grid.py and test_sweep_cell.py.
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 VLLM_FIXTURES = REPO / "fixtures" / "vllm"
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
@@ -46,6 +49,10 @@ BENCH = BenchOptions(output_len=2, warmup_iters=1, iters=2)
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes with one GPU resource each, loopback only, no dashboard."""
+    # Dask is installed by `make setup` (the dask extra): a missing one fails here, it is not skipped. Imported here,
+    # not at collection, where every test worker would pay for it.
+    import distributed
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
                                   host="127.0.0.1", dashboard_address=None) as c:
         yield c
