@@ -10,6 +10,7 @@
 - `nvtx_raw`: the floor for NVTX-heavy exports: a stdlib `fetchall` of NVTX_EVENTS' start, end, text, textId,
   globalTid, eventType (issue 15's yardstick).
 - `ranges`: `nsys-cc ranges EXPORT --name model_executable() --format csv` (output to /dev/null).
+- `analyze_many`: `cost_coefficient(EXPORT, [DRAFT, …])` with several big traces (peak memory: about one trace).
 - `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
   kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
   the time is included).
@@ -112,6 +113,14 @@ def analyze(path: str, draft: str) -> dict:
     return {"forwards": int(result.target.kept.shape[0]), f"c_decode_{metric}": float(row["c"].iloc[0])}
 
 
+def analyze_many(path: str, drafts: list[str]) -> dict:
+    """`cost_coefficient(EXPORT, DRAFTS)` with several big traces: its peak memory should be about one trace's."""
+    from nsys_cc.analysis.coefficient import cost_coefficient
+
+    result = cost_coefficient(path, drafts)
+    return {"traces": 1 + len(drafts), "forwards": [int(m.kept.shape[0]) for m in result.models]}
+
+
 def main(argv: list[str]) -> None:
     name, path, *rest = argv
     if name == "raw":
@@ -126,6 +135,10 @@ def main(argv: list[str]) -> None:
         run = lambda: ranges_csv(path)  # noqa: E731
     elif name == "reader":
         run = lambda: reader(path)  # noqa: E731
+    elif name == "analyze_many":
+        from nsys_cc.analysis import coefficient  # noqa: F401  (imports are not the work timed)
+
+        run = lambda: analyze_many(path, rest)  # noqa: E731
     elif name == "analyze":
         from nsys_cc.analysis import coefficient  # noqa: F401  (imports are not the work timed)
 

@@ -123,6 +123,21 @@ def check_nvtxsum(path: Path, csv_path: str) -> dict:
     return {"names": len(theirs), "equal": ours == theirs, "ranges": int(sum(c for c, _ in ours.values()))}
 
 
+def export_again(nsys: str, path: Path, timeout: float) -> dict:
+    """`nsys export` of the report beside `path` once more, timed now (the export of the first run was made whenever
+    the report was profiled, maybe on a busy machine): the `.nsys-rep` goal compares the analysis with it."""
+    rep = path.with_suffix(".nsys-rep")
+    out = path.with_name(path.stem + ".retimed.sqlite")
+    out.unlink(missing_ok=True)
+    try:
+        e = run_process([nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(out), str(rep)], timeout)
+    finally:
+        out.unlink(missing_ok=True)
+    if e["rc"] != 0:
+        raise SystemExit(f"nsys export failed (rc {e['rc']}): {e['stderr'][-800:]}")
+    return {"export_s": e["wall"], "export_rss_mib": e["rss_mib"]}
+
+
 def measure(label: str, path: Path, draft: Path, args, nsys: str | None, extra: dict) -> dict:
     conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     conn_rows = conn.execute("SELECT count(*) FROM NVTX_EVENTS").fetchone()[0]
@@ -139,12 +154,35 @@ def measure(label: str, path: Path, draft: Path, args, nsys: str | None, extra: 
     for name, rs in runs.items():
         entry[name] = {"seconds": float(np.median([r["seconds"] for r in rs])), "runs": [r["seconds"] for r in rs],
                        "rss_mib": float(np.median([r["rss_mib"] for r in rs])), "info": rs[-1]["info"]}
+    if nsys and "export_s" in extra:
+        print(f"[nvtx-bench] {path.name}: nsys export (timed again) …", file=sys.stderr, flush=True)
+        entry.update(export_again(nsys, path, args.nsys_timeout))
     if nsys and not args.no_nsys:
         print(f"[nvtx-bench] {path.name}: nsys stats -r nvtxsum …", file=sys.stderr, flush=True)
         entry["nsys"] = nvtxsum(nsys, path, args.nsys_timeout)
         if "csv" in entry["nsys"]:
             entry["check"] = check_nvtxsum(path, entry["nsys"]["csv"])
     return entry
+
+
+def several_traces(results: list[dict]) -> dict | None:
+    """`analyze` of the two biggest exports and the small draft at once: its peak RSS against the biggest alone."""
+    big = sorted((r for r in results if r["source"].startswith("C program")), key=lambda r: -r["nvtx_rows"])[:2]
+    if len(big) < 2:
+        return None
+    paths = [generate.DATA / r["file"] for r in big]
+    draft = paths[0].with_name(f"nvtx_program_{generate._human(DRAFT_FORWARDS)}fwd.sqlite")
+    print("[nvtx-bench] analyze of several traces at once …", file=sys.stderr, flush=True)
+    cmd = [sys.executable, str(HERE / "contenders.py"), "analyze_many", str(paths[0]), str(paths[1]), str(draft)]
+    r = run_process(cmd, timeout=3600)
+    if r["rc"] != 0:
+        raise RuntimeError(f"analyze_many failed (rc {r['rc']}):\n{r['stderr']}")
+    got = json.loads(r["stdout"].strip().splitlines()[-1])
+    one = big[0]["analyze"]["rss_mib"]
+    line = (f"- Several traces in one `analyze` ({paths[0].name} as the target, {paths[1].name} and {draft.name} as "
+            f"drafts): peak RSS {got['peak_rss_mib']:.0f} MiB, {got['peak_rss_mib'] / one:.2f}× the {one:.0f} MiB of "
+            f"the biggest alone (goal: about one trace); {got['seconds']:.1f} s.")
+    return {"seconds": got["seconds"], "rss_mib": got["peak_rss_mib"], "one_rss_mib": one, "line": line}
 
 
 def markdown(results: list[dict], info: dict, args) -> str:
@@ -215,10 +253,11 @@ def main(argv: list[str] | None = None) -> int:
         for n in gen:
             path = generate.ensure_nvtx_heavy(n)
             results.append(measure(f"generated, {n:,} forwards", path, draft, args, nsys, {}))
-    text = markdown(results, info, args)
+    many = several_traces(results)
+    text = markdown(results, info, args) + (f"\n{many['line']}" if many else "")
     out = RESULTS / f"nvtx-bench-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.write_text(json.dumps({"machine": info, "args": {k: str(v) for k, v in vars(args).items()},
-                               "results": results}, indent=1))
+                               "results": results, "several_traces": many}, indent=1))
     if args.markdown:
         args.markdown.write_text(text + "\n")
     print(text)

@@ -12,21 +12,16 @@ import difflib
 import pandas as pd
 
 from ..errors import RangeNotFoundError
+from ..trace.nvtx import clean_name, matches
 from ..trace.source import Trace
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
 NAME_CHARS = 80
 
 
-def _clean(name: str) -> str:
-    return name[1:] if name.startswith(":") and not name.startswith("::") else name
-
-
 def select(ranges: pd.DataFrame, name: str) -> pd.DataFrame:
     """The rows of `ranges` whose name or qualified name is `name` (same index, all columns)."""
-    wanted = _clean(name)
-    hit = (ranges["name"].astype(object) == wanted) | (ranges["qualified_name"].astype(object) == wanted)
-    return ranges[hit.to_numpy(dtype=bool, na_value=False)]
+    return ranges[matches(ranges, (name,))]
 
 
 def name_counts(ranges: pd.DataFrame) -> pd.Series:
@@ -41,9 +36,9 @@ def name_counts(ranges: pd.DataFrame) -> pd.Series:
 def closest_names(ranges: pd.DataFrame, name: str, n: int = 5) -> list[str]:
     """Up to `n` distinct range names (qualified) closest to `name` (difflib ratio), for "did you mean" hints."""
     names = [str(x) for x in pd.unique(ranges["qualified_name"].dropna().astype(object))]
-    close = difflib.get_close_matches(_clean(name), names, n=n, cutoff=0.4)
+    close = difflib.get_close_matches(clean_name(name), names, n=n, cutoff=0.4)
     if len(close) < n:
-        lowered = _clean(name).lower()
+        lowered = clean_name(name).lower()
         close += [x for x in names if lowered in x.lower() and x not in close][: n - len(close)]
     return close
 
@@ -89,12 +84,12 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     or the trace has no CUDA data. Raises RangeNotFoundError for an unknown name."""
     from .projection import project
 
-    ranges = trace.nvtx_ranges()
-    if name is not None:
-        picked = select(ranges, name)
-        if picked.empty:
-            raise not_found(trace, ranges, name)
-        ranges = picked
+    if name is None:
+        ranges = trace.nvtx_ranges()
+    else:  # SQLite reads only these (their nesting among all ranges is still worked out)
+        ranges = trace.nvtx_ranges(names=[name])
+        if ranges.empty:
+            raise not_found(trace, trace.nvtx_ranges(nesting=False), name)
     table = project(trace, ranges)
     table["name"] = table["qualified_name"]
     return table[TABLE_COLUMNS].reset_index(drop=True)

@@ -152,8 +152,7 @@ def match(process: np.ndarray, start: np.ndarray, end: np.ndarray) -> Matching:
 def _all_reduce_ns(trace, forwards: pd.DataFrame) -> np.ndarray:
     """Per forward range: the summed duration of the `nsys_cc:all_reduce` ranges directly inside it; NaN for every
     range when the trace has none (a GPU run, or a plugin that did not wrap the CPU all-reduce)."""
-    ranges = trace.nvtx_ranges()
-    inner = ranges[ranges["name"].astype(object) == ALL_REDUCE_RANGE]
+    inner = trace.nvtx_ranges(names=[ALL_REDUCE_RANGE])  # with their nesting: the parent is the forward
     if inner.empty:
         return np.full(len(forwards), np.nan)
     per_parent = inner["duration_ns"].astype(float).groupby(inner["parent_id"]).sum()

@@ -68,6 +68,8 @@ import pandas as pd
 
 from ..errors import InputError
 from ..trace import open_trace
+from ..trace.nvtx import matches
+from ..trace.source import Trace
 from . import acceptance as acceptance_mod, forecast as forecast_mod
 from .phases import (
     DRAFT_RANGE,
@@ -78,6 +80,7 @@ from .phases import (
     verify_tokens,
 )
 from .ranges import select
+from .ranks import ALL_REDUCE_RANGE
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 
@@ -128,17 +131,36 @@ class StepTable:
 
 def draft_range_of(ranges: pd.DataFrame) -> str | None:
     """The draft-forward range name of a speculative trace (plugin or vLLM scopes), None for a plain trace."""
-    names = set(ranges["name"].dropna().astype(object))
     for name in (DRAFT_RANGE, SCOPES_DRAFT):
-        if name in names:
+        if matches(ranges, (name,)).any():
             return name
     return None
+
+
+# Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
+# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
+MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_RANGE, STEP_RANGE, SCOPES_TARGET, SCOPES_DRAFT, SCOPES_ALLOCATE,
+           ALL_REDUCE_RANGE)
+MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
+
+
+# The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost
+# a copy of their values and masks on every selection of millions of rows).
+MARKED_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
+                  "ended_on_other_thread", "payload", "open_at_end"]
+
+
+def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
+    """The ranges named `range_names` (the forwards) and the `MARKERS`, without nesting, in `MARKED_COLUMNS`: what
+    the analysis of a trace reads of it. On an NVTX-heavy trace SQLite leaves every other range out of the read."""
+    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=MARKER_PREFIXES, nesting=False)
+    return ranges[MARKED_COLUMNS]
 
 
 def is_speculative(path: str | os.PathLike) -> bool:
     """Whether the trace at `path` holds draft-model forward ranges (a speculative-decoding run)."""
     with open_trace(str(path)) as trace:
-        return draft_range_of(trace.nvtx_ranges()) is not None
+        return not trace.nvtx_ranges(names=[DRAFT_RANGE, SCOPES_DRAFT], nesting=False).empty
 
 
 def _windows(ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
@@ -318,7 +340,7 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
 def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None) -> StepTable:
     """`step_table` of the trace at `path`."""
     with open_trace(str(path)) as trace:
-        table = step_table(trace.nvtx_ranges(), target_range, gamma=gamma)
+        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma)
     return dataclasses.replace(table, latencies_s=bench_latencies(path))
 
 

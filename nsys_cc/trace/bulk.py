@@ -166,10 +166,75 @@ def _rowids(trace, table: str) -> tuple[int, int]:
 
 
 def _read_arrow(trace, table, exprs, kinds, where, rows, dests) -> list:
+    """Each rowid range on its own thread, its batches converted as they come into preallocated arrays: the data
+    is copied once and the driver's buffers are reused batch after batch instead of piling up. Without `where`,
+    over rowids without gaps (nsys never deletes), row r goes to index r − lo and `dests` are filled directly;
+    otherwise each range fills its own region of arrays sized to the rowid span, closed up at the end."""
     lo, hi = _rowids(trace, table)
-    if where is None and "text" not in kinds and hi - lo + 1 == rows:
-        return _stream_arrow(trace, table, exprs, kinds, lo, rows, dests)
-    return _collect_arrow(trace, table, exprs, kinds, where, _parts(lo, hi + 1))
+    exact = where is None and hi - lo + 1 == rows
+    size = rows if exact else hi - lo + 1
+    out = [d if exact and d is not None else np.empty(size, np.float64 if k == "float" else np.int64)
+           for d, k in zip(dests, kinds)]
+    texts = [i for i, k in enumerate(kinds) if k == "text"]
+    # A text expression is read as coalesce(text, '') plus its NULL flag: the driver types a column from its
+    # first rows, and a column that starts with NULLs would be typed as something else than text.
+    sql_exprs = []
+    for e, k in zip(exprs, kinds):
+        sql_exprs += [f"coalesce({e}, '')", f"({e}) IS NULL"] if k == "text" else [e]
+    uri = _uri(trace)
+    parts = _parts(lo, hi + 1)
+
+    def read(bound: tuple[int, int]) -> tuple[int, list[dict[str, int]]]:
+        first, stop = bound
+        cond = f"rowid >= {first} AND rowid < {stop}" + (f" AND ({where})" if where else "")
+        start = at = first - lo
+        seen: list[dict[str, int]] = [{} for _ in texts]  # per text expression: text → code in this range
+        for batch in _arrow_batches(uri, _sql(table, sql_exprs, cond)):
+            n, j = batch.num_rows, 0
+            for i, dest in enumerate(out):
+                if kinds[i] == "text":
+                    dest[at:at + n] = _text_codes(batch.column(j), batch.column(j + 1), seen[texts.index(i)])
+                    j += 2
+                else:
+                    dest[at:at + n] = _arrow_numpy(batch.column(j), dest.dtype)
+                    j += 1
+            at += n
+        if exact and at != stop - lo:
+            raise ValueError(f"{table}: rowids {first}–{stop - 1} gave {at - start} rows")
+        return at - start, seen
+
+    done = _in_parallel(read, parts)
+    # Texts: one code per distinct text over all ranges (the first range's codes stay as they are).
+    values: list[dict[str, int]] = [{} for _ in texts]
+    for (first, _), (count, seen) in zip(parts, done):
+        region = slice(first - lo, first - lo + count)
+        for t, i in enumerate(texts):
+            remap = np.array([values[t].setdefault(v, len(values[t])) for v in seen[t]] + [-1], np.int64)
+            if not np.array_equal(remap[:-1], np.arange(len(seen[t]))):
+                out[i][region] = remap[out[i][region]]
+    if not exact:  # close up the regions, then give back the unused tail
+        at = 0
+        for (first, _), (count, _) in zip(parts, done):
+            if first - lo != at:
+                for arr in out:
+                    arr[at:at + count] = arr[first - lo:first - lo + count]
+            at += count
+        for arr in out:
+            arr.resize(at, refcheck=False)
+    result: list = list(out)
+    for t, i in enumerate(texts):
+        result[i] = (out[i], np.array(list(values[t]), dtype=object))
+    return result
+
+
+def _text_codes(text, null, seen: dict[str, int]) -> np.ndarray:
+    """Codes of one batch's texts in `seen` (text → code, extended with the batch's new texts); -1 for NULL."""
+    import pyarrow.compute as pc
+
+    enc = pc.dictionary_encode(text)
+    remap = np.array([seen.setdefault(v, len(seen)) for v in enc.dictionary.to_pylist()], np.int64)
+    codes = remap[enc.indices.to_numpy(zero_copy_only=False)] if len(remap) else np.zeros(len(text), np.int64)
+    return np.where(_arrow_numpy(null, np.int64) == 1, -1, codes)
 
 
 def _parts(first: int, stop: int) -> list[tuple[int, int]]:
@@ -185,70 +250,6 @@ def _in_parallel(work, items: list) -> list:
         return [work(items[0])]
     with ThreadPoolExecutor(len(items)) as pool:
         return list(pool.map(work, items))
-
-
-def _stream_arrow(trace, table, exprs, kinds, lo: int, rows: int, dests) -> list:
-    """Every row, rowids lo … lo+rows−1 without gaps (nsys never deletes): row r goes to index r − lo, so each
-    thread copies its rowid range batch by batch straight into the output arrays (no second copy, and the
-    driver's buffers are reused batch after batch instead of piling up)."""
-    out = [d if d is not None else np.empty(rows, np.float64 if k == "float" else np.int64)
-           for d, k in zip(dests, kinds)]
-    uri = _uri(trace)
-
-    def read(bound: tuple[int, int]) -> None:
-        first, stop = bound
-        sql = _sql(table, exprs, f"rowid >= {first} AND rowid < {stop}")
-        at = first - lo
-        for batch in _arrow_batches(uri, sql):
-            n = batch.num_rows
-            for j, dest in enumerate(out):
-                dest[at:at + n] = _arrow_numpy(batch.column(j), dest.dtype)
-            at += n
-        if at != stop - lo:
-            raise ValueError(f"{table}: rowids {first}–{stop - 1} gave {at - (first - lo)} rows")
-
-    _in_parallel(read, _parts(lo, lo + rows))
-    return out
-
-
-def _collect_arrow(trace, table, exprs, kinds, where, parts: list[tuple[int, int]]) -> list:
-    """Rows chosen by `where`, or text columns: the result as Arrow batches (each rowid range on its own thread),
-    then converted column by column (NVTX-sized reads)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    # A text expression is read as coalesce(text, '') plus its NULL flag: the driver types a column from its
-    # first rows, and a column that starts with NULLs would be typed as something else than text.
-    sql_exprs = []
-    for e, k in zip(exprs, kinds):
-        sql_exprs += [f"coalesce({e}, '')", f"({e}) IS NULL"] if k == "text" else [e]
-    uri = _uri(trace)
-
-    def read(bound: tuple[int, int]) -> list:
-        cond = f"rowid >= {bound[0]} AND rowid < {bound[1]}" + (f" AND ({where})" if where else "")
-        return list(_arrow_batches(uri, _sql(table, sql_exprs, cond)))
-
-    batches = [b for part in _in_parallel(read, parts) for b in part]
-    out: list = []
-    j = 0
-    for k in kinds:
-        col = (pa.chunked_array([b.column(j) for b in batches], type=batches[0].schema.field(j).type)
-               if batches else None)
-        if col is None or len(col) == 0:
-            out.append(_empty(k))
-            j += 2 if k == "text" else 1
-            continue
-        if k == "text":
-            null = _arrow_numpy(pa.chunked_array([b.column(j + 1) for b in batches]), np.int64)
-            uniq = pc.unique(col)
-            codes = pc.index_in(col, value_set=uniq).to_numpy(zero_copy_only=False).astype(np.int64)
-            out.append((np.where(null == 1, -1, codes), np.asarray(uniq.to_pylist(), dtype=object)))
-            j += 2
-        else:
-            dtype = np.float64 if k == "float" else np.int64
-            out.append(_arrow_numpy(col, dtype))  # concatenated by Arrow in one pass
-            j += 1
-    return out
 
 
 def _arrow_numpy(col, dtype) -> np.ndarray:

@@ -136,14 +136,22 @@ def _nested_parents(g: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.nda
         finished = ends_at_or_before
     level = (k - thread_first) - finished
 
-    # The last earlier range of the same thread one level up: one searchsorted over (level, position) keys.
-    small = level.astype(np.int16) if n and int(level.max()) < 2**15 else level  # a radix sort for small levels
-    by_level = np.argsort(small, kind="stable")
-    level_keys = level[by_level] * (n + 1) + by_level
-    q = np.searchsorted(level_keys, (level - 1) * (n + 1) + k, side="left") - 1
-    cand = by_level[np.maximum(q, 0)]
+    # The last earlier range of the same thread one level up: the positions of each level, in order (one stable
+    # sort by level), searched for the positions one level down (sorted queries: each search starts where the
+    # last one ended).
+    cand = np.zeros(n, dtype=np.int64)
+    seen = np.zeros(n, dtype=bool)
+    if n and int(level.min()) >= 0:
+        small = level.astype(np.int16) if int(level.max()) < 2**15 else level  # a radix sort for small levels
+        by_level = np.argsort(small, kind="stable")
+        bounds = np.r_[0, np.cumsum(np.bincount(level))]
+        for lv in range(1, len(bounds) - 1):
+            ups, kids = by_level[bounds[lv - 1]:bounds[lv]], by_level[bounds[lv]:bounds[lv + 1]]
+            at = np.searchsorted(ups, kids) - 1
+            cand[kids] = ups[np.maximum(at, 0)]
+            seen[kids] = at >= 0
     has_parent = level > 0
-    found = (q >= 0) & (level[cand] == level - 1) & (t[cand] == t)
+    found = seen & (t[cand] == t)
     contains = (s[cand] <= s) & (e[cand] >= e) & (cand != k)
     ok = ~has_parent | (found & contains)
     parent = np.where(has_parent & ok, cand, NO_PARENT)

@@ -30,6 +30,8 @@ rowid order. Columns (times are int64 ns on the session timeline):
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
 import pandas as pd
 
@@ -73,18 +75,27 @@ COLUMNS = {
 _WHERE = f"eventType IN ({', '.join(map(str, RANGE_TYPES))})"
 
 
-def empty_ranges() -> pd.DataFrame:
-    """A frame with no rows and the columns of `read_ranges`."""
-    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in COLUMNS.items()})
+def empty_ranges(nesting: bool = True) -> pd.DataFrame:
+    """A frame with no rows and the columns of `read_ranges` (`level` nullable without `nesting`)."""
+    types = COLUMNS if nesting else {**COLUMNS, "level": "Int64"}
+    return pd.DataFrame({c: pd.Series(dtype=t) for c, t in types.items()})
 
 
-def read_ranges(trace: TraceSource) -> pd.DataFrame:
-    """Every NVTX range of `trace` (see the module docstring for the columns)."""
+def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                nesting: bool = True) -> pd.DataFrame:
+    """Every NVTX range of `trace` (see the module docstring for the columns), or with `names` / `prefixes` only
+    those that `matches` picks (SQLite leaves the others out of the read: on an NVTX-heavy trace the cost is that
+    of the rows asked for, plus one scan). `nesting=False` skips `level` and `parent_id` (both <NA>, nullable):
+    nesting needs every range of a thread, so a partial read would otherwise read all rows' times as well."""
     if not trace.has_table("NVTX_EVENTS"):
-        return empty_ranges()
+        return empty_ranges(nesting)
+    partial = names is not None or bool(prefixes)
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
+    ranges_where = f"{_WHERE} AND {_name_filter(trace, names or (), prefixes)}" if partial else _WHERE
+    # The domain rows (eventType 75, a few) come in the same scan; they name the domains and are then set aside.
+    where = f"({ranges_where}) OR (eventType = {DOMAIN_CREATE} AND domainId IS NOT NULL)"
     columns = read_columns(
         trace,
         "NVTX_EVENTS",
@@ -95,33 +106,37 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
             f"coalesce(CAST({any_payload} AS REAL), 0.0)",
             "text",
         ],
-        where=_WHERE,
+        where=where,
         floats=(10,),
         texts=(11,),
     )
+    etype = columns[3]
+    dom = etype == DOMAIN_CREATE
+    domains = _domains(trace, dom, columns)
+    if dom.any():
+        keep = ~dom
+        columns = [(c[0][keep], c[1]) if isinstance(c, tuple) else c[keep] for c in columns]
     rowid, start, end, etype, gtid, end_gtid, text_id, domain_id, category, has_payload, values, text = columns
     if len(rowid) == 0:
-        return empty_ranges()
+        return empty_ranges(nesting)
     no_end = end == NULL_INT
     with trace.reading() as conn:
-        # The last NVTX timestamp (a scan of the whole table) only matters for ranges without an end.
-        last_start, last_end = (conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
-                                if no_end.any() else (None, None))
         trace_end = (
             conn.execute("SELECT max(duration) FROM ANALYSIS_DETAILS").fetchone()[0]
             if "duration" in trace.columns("ANALYSIS_DETAILS")
             else None
         )
-        domains = _domains(conn, trace)
 
-    if no_end.any():
-        capture_end = max(v for v in (last_start, last_end) if v is not None)
-        end = np.where(no_end, capture_end, end)
+    end = _closed(trace, end)
     open_at_end = no_end | (end == trace_end) if trace_end is not None else no_end
     other_thread = end_gtid != NULL_INT
 
-    parent_pos, level = nest(gtid, start, end, ~other_thread)
-    parent_id = np.where(parent_pos == NO_PARENT, NULL_INT, rowid[np.maximum(parent_pos, 0)])
+    if not nesting:
+        level = parent_id = np.full(len(rowid), NULL_INT)
+    elif not partial:
+        level, parent_id = _nesting(rowid, gtid, start, end, ~other_thread)
+    else:  # over every range of the trace, then taken for the rows read
+        level, parent_id = _nesting_of(trace, rowid)
 
     name = _names(trace, text_id, text)
     domain = _domain_names(domains, domain_id, gtid)
@@ -142,7 +157,7 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
             "tid": decode_tid(gtid),
             "end_global_tid": nullable(end_gtid),
             "ended_on_other_thread": other_thread,
-            "level": level,
+            "level": level if nesting else nullable(level),
             "parent_id": nullable(parent_id),
             "payload": np.where(has_payload == 1, values, np.nan),
             "category": nullable(category),
@@ -150,7 +165,90 @@ def read_ranges(trace: TraceSource) -> pd.DataFrame:
         },
         copy=False,  # the arrays are this frame's alone: no consolidating copy (0.5 GB at 6 M ranges)
     )
+    if partial:  # the SQL filter lets a few more through (it cannot resolve names or domains): now exactly
+        hit = matches(frame, names or (), prefixes)
+        if not hit.all():
+            frame = frame[hit].reset_index(drop=True)
     return frame
+
+
+def clean_name(name: str) -> str:
+    """A range name as nsys_cc writes it: one leading ":" dropped (newer nsys writes the default domain as
+    ":name"), not a leading "::"."""
+    return name[1:] if name.startswith(":") and not name.startswith("::") else name
+
+
+def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[str] = ()) -> np.ndarray:
+    """Rows of `ranges` whose `name` or `qualified_name` equals one of `names` (each taken through
+    `clean_name`), or whose `name` starts with one of `prefixes`: a boolean array, worked out per category."""
+    wanted = {clean_name(n) for n in names}
+    hit = np.zeros(len(ranges), dtype=bool)
+    for col in ("name", "qualified_name"):
+        cat = ranges[col].array
+        if not isinstance(cat, pd.Categorical):
+            cat = pd.Categorical(ranges[col])
+        cats = [str(c) for c in cat.categories]
+        ok = np.array([c in wanted or (col == "name" and any(c.startswith(p) for p in prefixes)) for c in cats]
+                      + [False], dtype=bool)
+        hit |= ok[cat.codes]  # code -1 (no name) → the appended False
+    return hit
+
+
+def _sql_text(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _name_filter(trace: TraceSource, names: Collection[str], prefixes: Collection[str]) -> str:
+    """An SQL condition on NVTX_EVENTS rows that keeps at least every range `matches` would pick: the raw text
+    (registered or inline) equal to a wanted name, to it with a leading ":", or to any part of it after a ":"
+    (a name in a domain, asked for as "domain:name"), or starting with a prefix (with or without ":")."""
+    raw: set[str] = set()
+    for n in map(clean_name, names):
+        for part in [n, *(n[i + 1:] for i, ch in enumerate(n) if ch == ":")]:
+            raw |= {part, ":" + part}
+    starts = sorted({q for p in prefixes for q in (p, ":" + p)})
+
+    def on(col: str) -> list[str]:
+        conds = [f"{col} IN ({', '.join(map(_sql_text, sorted(raw)))})"] if raw else []
+        return conds + [f"substr({col}, 1, {len(p)}) = {_sql_text(p)}" for p in starts]
+
+    cols = trace.columns("NVTX_EVENTS")
+    conds = on("text") if "text" in cols else []
+    if "textId" in cols and trace.has_table("StringIds") and on("value"):
+        conds.append(f"textId IN (SELECT id FROM StringIds WHERE {' OR '.join(on('value'))})")
+    return f"({' OR '.join(conds)})" if conds else "0"
+
+
+def _nesting(rowid, gtid, start, end, eligible) -> tuple[np.ndarray, np.ndarray]:
+    """Level and parent range id (NULL_INT when none) of every range."""
+    parent_pos, level = nest(gtid, start, end, eligible)
+    return level, np.where(parent_pos == NO_PARENT, NULL_INT, rowid[np.maximum(parent_pos, 0)])
+
+
+def _closed(trace: TraceSource, end: np.ndarray) -> np.ndarray:
+    """`end` with NULL (a range still open when the capture ended) replaced by the last NVTX timestamp, as nsys's
+    reports do (a scan of the whole table, made only when some range has no end)."""
+    no_end = end == NULL_INT
+    if not no_end.any():
+        return end
+    with trace.reading() as conn:
+        last = conn.execute("SELECT max(start), max(end) FROM NVTX_EVENTS").fetchone()
+    return np.where(no_end, max(v for v in last if v is not None), end)
+
+
+def _nesting_of(trace: TraceSource, rowid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Level and parent id of the ranges `rowid` (ascending), nested among every range of the trace: their
+    times, threads and end threads are read for all rows (integers only, no names)."""
+    all_id, all_start, all_end, all_gtid, all_end_gtid = read_columns(
+        trace, "NVTX_EVENTS",
+        ["rowid", "start", f"coalesce(end, {NULL_INT})", "coalesce(globalTid, 0)",
+         f"coalesce(endGlobalTid, {NULL_INT})"],
+        where=_WHERE,
+    )
+    all_end = _closed(trace, all_end)
+    level, parent = _nesting(all_id, all_gtid, all_start, all_end, all_end_gtid == NULL_INT)
+    at = np.searchsorted(all_id, rowid)
+    return level[at], parent[at]
 
 
 def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.ndarray]) -> pd.Categorical:
@@ -160,15 +258,13 @@ def _names(trace: TraceSource, text_id: np.ndarray, text: tuple[np.ndarray, np.n
     strings = trace.strings() if (text_id != NULL_INT).any() else {}
     id_codes, ids = pd.factorize(text_id)  # by hashing: no sort of millions of ids
     registered = [strings.get(int(i)) for i in ids]
-    # Key per row: the registered string's position among `ids` when found, else len(ids) + the text's code.
+    # Label per row: the registered string's position among `ids` when found, else len(ids) + the text's code,
+    # -1 for neither; only labels some row has become categories (two gathers and a count over the rows).
     found = np.array([r is not None for r in registered], dtype=bool)
-    key = np.where(found[id_codes], id_codes, len(ids) + text_codes)
-    key = np.where((key >= len(ids)) & (text_codes < 0), -1, key)
+    key = np.where(found[id_codes], id_codes, np.where(text_codes >= 0, len(ids) + text_codes, -1))
     labels = [*registered, *text_values.tolist()]
-    codes, keys = pd.factorize(key)
-    names = [None if k < 0 else labels[k] for k in keys.tolist()]
-    return _from_labels(codes, [None if u is None else u[1:] if u.startswith(":") and not u.startswith("::") else u
-                                for u in names])
+    used = np.bincount(key + 1, minlength=len(labels) + 1)[1:] > 0
+    return _from_labels(key, [clean_name(u) if u is not None and ok else None for u, ok in zip(labels, used)])
 
 
 def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
@@ -178,18 +274,16 @@ def _from_labels(codes: np.ndarray, labels: list) -> pd.Categorical:
     return pd.Categorical.from_codes(label_codes[codes], categories=pd.Index(cats, dtype=object))
 
 
-def _domains(conn, trace: TraceSource) -> pd.DataFrame:
-    """eventType 75 rows: (domainId, PID field of globalTid) → domain name, the earliest per key."""
-    has_strings = trace.has_table("StringIds")
-    name = "coalesce(e.text, s.value)" if has_strings else "e.text"
-    join = "LEFT JOIN StringIds AS s ON s.id = e.textId" if has_strings else ""
-    rows = conn.execute(
-        f"""SELECT e.domainId, coalesce(e.globalTid, 0) & {PID_FIELD_MASK}, {name}
-            FROM NVTX_EVENTS AS e {join}
-            WHERE e.eventType = {DOMAIN_CREATE} AND e.domainId IS NOT NULL
-            ORDER BY e.start, e.rowid"""
-    ).fetchall()
-    frame = pd.DataFrame(rows, columns=["domain_id", "pid_field", "domain"])
+def _domains(trace: TraceSource, dom: np.ndarray, columns: list) -> pd.DataFrame:
+    """The eventType 75 rows (`dom`) of the read `columns`: (domainId, PID field of globalTid) → domain name (the
+    inline text, else the registered string), the earliest (start, rowid) per key."""
+    rowid, start, _, _, gtid, _, text_id, domain_id, *_, (text_codes, text_values) = columns
+    at = np.flatnonzero(dom)
+    at = at[np.lexsort((rowid[at], start[at]))]
+    strings = trace.strings() if len(at) and (text_id[at] != NULL_INT).any() else {}
+    names = [text_values[c] if c >= 0 else strings.get(int(i)) for c, i in zip(text_codes[at], text_id[at])]
+    frame = pd.DataFrame({"domain_id": domain_id[at], "pid_field": gtid[at] & PID_FIELD_MASK,
+                          "domain": pd.Series(names, dtype=object)})
     return frame.drop_duplicates(["domain_id", "pid_field"]).astype({"domain_id": "int64", "pid_field": "int64"})
 
 
@@ -208,8 +302,10 @@ def _domain_names(domains: pd.DataFrame, domain_id: np.ndarray, gtid: np.ndarray
 
 
 def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:
+    if list(domain.categories) == [""]:  # every range in the default domain: the qualified name is the name
+        return name
     combined = name.codes.astype(np.int64) * (len(domain.categories) + 1) + (domain.codes + 1)
-    uniq, inverse = np.unique(combined, return_inverse=True)
+    inverse, uniq = pd.factorize(combined)  # by hashing: no sort of millions of keys
     labels = []
     for key in uniq.tolist():
         n_code, d_code = divmod(key, len(domain.categories) + 1)

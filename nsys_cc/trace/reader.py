@@ -23,7 +23,7 @@ import contextlib
 import os
 import sqlite3
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
@@ -240,11 +240,28 @@ class ExportTrace:
         return self._strings
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
-    def nvtx_ranges(self) -> pd.DataFrame:
+    def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; definitions in `nsys_cc.trace.nvtx`.
 
+        `names` / `prefixes`: only the ranges whose name or qualified name is one of `names`, or whose name starts
+        with one of `prefixes` (`nsys_cc.trace.nvtx.matches`); SQLite leaves the others out, so on an NVTX-heavy
+        trace this costs the rows asked for (plus one scan), not all of them. `nesting=False`: `level` and
+        `parent_id` are <NA>, not worked out (nesting needs every range of the thread: with `names`, all rows'
+        times are read for it).
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
-        return self._from_file("nvtx_ranges", _checked_ranges)
+        whole = names is None and not prefixes
+        if whole and nesting:
+            return self._from_file("nvtx_ranges", _checked_ranges)
+        key = f"nvtx_ranges:{None if names is None else sorted(names)!r}:{sorted(prefixes)!r}:{nesting}"
+        if "nvtx_ranges" in self._tables and key not in self._tables:  # the whole table is here: pick from it
+            full = self._tables["nvtx_ranges"]
+            part = full if whole else full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
+            if not nesting:
+                part = part.assign(level=pd.array([pd.NA] * len(part), dtype="Int64"),
+                                   parent_id=pd.array([pd.NA] * len(part), dtype="Int64"))
+            self._tables[key] = part
+        return self._from_file(key, lambda t: _checked_ranges(t, names, prefixes, nesting))
 
     @lists_columns(("Columns", frames.CUDA_API))
     def cuda_api(self) -> pd.DataFrame:
@@ -272,8 +289,9 @@ class ExportTrace:
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 
-def _checked_ranges(trace: ExportTrace) -> pd.DataFrame:
-    ranges = nvtx.read_ranges(trace)
+def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame:
+    ranges = nvtx.read_ranges(trace, names, prefixes=prefixes, nesting=nesting)
     backwards = ranges[ranges["duration_ns"] < 0]
     if len(backwards):
         first = backwards.iloc[0]

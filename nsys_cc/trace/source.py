@@ -16,7 +16,7 @@ import contextlib
 import os
 import sqlite3
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -125,8 +125,10 @@ class Trace(TraceSource, Protocol):
         ...
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
-    def nvtx_ranges(self) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`)."""
+    def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
+                    nesting: bool = True) -> pd.DataFrame:
+        """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`); `names` / `prefixes` narrow
+        the read to those ranges, `nesting=False` leaves `level` and `parent_id` <NA> (`ExportTrace.nvtx_ranges`)."""
         ...
 
     @lists_columns(("Columns", frames.CUDA_API))
