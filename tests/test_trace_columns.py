@@ -30,6 +30,9 @@ def _check_columns(path) -> dict[str, int]:
             assert list(frame.columns) == frames.names(columns), accessor
             rows[accessor] = len(frame)
         assert list(project(t).columns) == frames.names(frames.NVTX_RANGES) + frames.names(PROJECTION)
+        # a narrowed read has the same columns (level and parent_id <NA> without nesting)
+        some = t.nvtx_ranges(prefixes=["n", "m"], nesting=False)
+        assert list(some.columns) == frames.names(frames.NVTX_RANGES)
     return rows
 
 
