@@ -49,8 +49,11 @@ def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 
 
 def _markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
-    m = all_ranges[all_ranges["name"].isin(names)]
-    return m.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    """The ranges named `names` (start_ns, end_ns, payload only: a marker is a window with a payload) by start."""
+    m = all_ranges[["start_ns", "end_ns", "payload"]][all_ranges["name"].isin(names).to_numpy(dtype=bool)]
+    if not m["start_ns"].is_monotonic_increasing:
+        m = m.sort_values("start_ns", kind="stable")
+    return m.reset_index(drop=True)
 
 
 def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
@@ -88,7 +91,7 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
     payload = forwards["payload"].to_numpy(dtype=float)
     batch = _batch_sizes(forwards, all_ranges)
     source = "the enclosing iteration ranges"
-    speculative = bool((all_ranges["name"].astype(object) == DRAFT_RANGE).any())
+    speculative = bool(all_ranges["name"].isin((DRAFT_RANGE,)).any())
     if np.isnan(batch).any() and speculative:
         # The smallest payload of a speculative run is a verify forward (γ + 1 tokens per sequence), not a batch.
         batch = np.where(np.isnan(batch), 1.0, batch)

@@ -27,7 +27,9 @@ def select(ranges: pd.DataFrame, name: str) -> pd.DataFrame:
 def name_counts(ranges: pd.DataFrame) -> pd.Series:
     """Number of ranges per qualified name, most frequent first (ties by name). Unnamed ranges (no text, no
     registered string: real, e.g. 1,998 of 21,462 in one public nvFuser trace) are counted under a missing name."""
-    counts = ranges["qualified_name"].astype(object).value_counts(dropna=False)
+    counts = ranges["qualified_name"].value_counts(dropna=False)  # per category: no object per row
+    counts = counts[counts > 0]
+    counts.index = pd.Index(counts.index.astype(object), name=counts.index.name)
     frame = counts.rename_axis("name").reset_index(name="count")
     frame = frame.sort_values(["count", "name"], ascending=[False, True], na_position="last", kind="stable")
     return pd.Series(frame["count"].to_numpy(), index=pd.Index(frame["name"], name="name"), name="count")
@@ -35,7 +37,7 @@ def name_counts(ranges: pd.DataFrame) -> pd.Series:
 
 def closest_names(ranges: pd.DataFrame, name: str, n: int = 5) -> list[str]:
     """Up to `n` distinct range names (qualified) closest to `name` (difflib ratio), for "did you mean" hints."""
-    names = [str(x) for x in pd.unique(ranges["qualified_name"].dropna().astype(object))]
+    names = [str(x) for x in name_counts(ranges).index if isinstance(x, str)]
     close = difflib.get_close_matches(clean_name(name), names, n=n, cutoff=0.4)
     if len(close) < n:
         lowered = clean_name(name).lower()

@@ -178,7 +178,7 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     """Engine steps of a vLLM-scopes trace: each `llm_engine step: get_output` range together with the
     `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats), up to the next
     get_output: start = get_output's start, end = the last of them's end (LLMEngine.step as vLLM scopes it)."""
-    eng = ranges[ranges["name"].astype(object).str.startswith(SCOPES_STEP_PREFIX, na=False)]
+    eng = ranges[matches(ranges, (), (SCOPES_STEP_PREFIX,))]
     eng = _closed(eng)
     if eng.empty or not (eng["name"] == SCOPES_STEP).any():
         return eng.iloc[0:0]
