@@ -43,14 +43,16 @@ lint: $(STAMPS)/venv
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 
-# The edit-test loop: lint, types, and every test that needs neither nsys nor vLLM (the markers are set by
-# tests/conftest.py: a test that asks for the real nsys is an `nsys` test).
+# The edit-test loop (about half a minute): lint, types, and every test that needs neither nsys nor vLLM and is not one
+# of the few long end-to-end `slow` tests (the markers are set by tests/conftest.py: a test that asks for the real nsys
+# is an `nsys` test). `make test` runs them all.
 check: lint
-	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not vllm and not nsys"
+	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not vllm and not nsys and not slow"
 
-# The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it.
+# The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; twice
+# the fuzz cases of `make check`.
 test: setup lint
-	NSYS_CC_REQUIRE_NSYS=1 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+	NSYS_CC_REQUIRE_NSYS=1 NSYS_CC_FUZZ_CASES=60 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
 
 # Regenerate fixtures/ from real programs under the real nsys.
 fixtures: setup

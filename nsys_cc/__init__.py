@@ -4,7 +4,8 @@ What a notebook needs, all here:
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
   `.kernel_summary`, `.categories`, `.diagnosis`, `.verdicts`, `.notes`; `.render(fmt)`, `.figures()`,
   `.write_report(dir)`;
-- `open_trace(path)` → a `Trace` whose tables are pandas DataFrames; `project(trace, ranges)` → NVTX ranges with
+- `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
+  whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
 - `speedup` (the speculative-decoding speedup model, Leviathan et al. 2023 Thm 3.8: `best_gamma`,
   `walltime_factor`, `judge`, …) and `dsi` (the DSI simulation, Timor et al. 2024);
@@ -34,6 +35,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
     "Trace": ("nsys_cc.trace", "Trace"),
+    "TraceInfo": ("nsys_cc.trace", "TraceInfo"),
     "project": ("nsys_cc.analysis.projection", "project"),
     "speedup": ("nsys_cc.analysis.speedup", None),
     "dsi": ("nsys_cc.analysis.dsi", None),
@@ -50,9 +52,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 __all__ = [
-    "CostCoefficientResult", "ModelForwards", "NsysCCError", "Trace", "__version__", "acceptance", "cost_coefficient",
-    "dsi", "make_figures", "metrics", "open_trace", "plots", "project", "render", "speedup", "speedup_plots",
-    "write_report",
+    "CostCoefficientResult", "ModelForwards", "NsysCCError", "Trace", "TraceInfo", "__version__", "acceptance",
+    "cost_coefficient", "dsi", "make_figures", "metrics", "open_trace", "plots", "project", "render", "speedup",
+    "speedup_plots", "write_report",
 ]
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
@@ -75,7 +77,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         speedup_plots as speedup_plots,
         write_report as write_report,
     )
-    from .trace import Trace as Trace, open_trace as open_trace
+    from .trace import Trace as Trace, TraceInfo as TraceInfo, open_trace as open_trace
 
 
 def __getattr__(name: str):

@@ -10,10 +10,14 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 # Work estimated to take longer than this (rows to read, say) announces itself before it starts.
 BIG_ROWS = 1_000_000
+
+# How a line names the library's parameters: the command line sets its flag writer here while a verb runs
+# (`nsys_cc.cli.in_flags`), so a line that says `force=True` in a notebook says `--force` in a terminal.
+wording: Callable[[str], str] = str
 
 
 def _mode() -> str:
@@ -27,7 +31,7 @@ def _mode() -> str:
 def say(message: str) -> None:
     """Print one progress line unless progress is silenced."""
     if _mode() != "quiet":
-        print(f"[nsys-cc] {message}", file=sys.stderr, flush=True)
+        print(f"[nsys-cc] {wording(message)}", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

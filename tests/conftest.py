@@ -7,6 +7,9 @@
   install in `<repo>/.nsys` (the library does not know the checkout: `NSYS_CC_NSYS_PREFIX` is set for it).
 - Tests that run vLLM are marked `vllm` in their module (`pytestmark`) or on the test; tests that only need vLLM's
   classes ask for `vllm_module` (importing vLLM takes seconds), which marks them `vllm` the same way.
+- `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
+  `make test` runs and `make check` (the edit-test loop, about half a minute) leaves out. Test modules import vLLM
+  and torch inside tests or fixtures, not at module level: every test worker collects every module.
 - Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
   and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).

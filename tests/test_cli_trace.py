@@ -58,6 +58,38 @@ def test_info_json(nvtx_fixture):
     assert data["tables"]["NVTX_EVENTS"] == raw_sql(nvtx_fixture, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
 
 
+def test_trace_info_is_a_small_frozen_value(nvtx_fixture):
+    import dataclasses
+
+    from nsys_cc.trace import TraceInfo, open_trace
+
+    with open_trace(nvtx_fixture) as t:
+        info = t.info()
+    meta = dict(raw_sql(nvtx_fixture, "SELECT name, value FROM EXPORT_META_DATA"))
+    assert isinstance(info, TraceInfo)
+    assert (info.nsys_version, info.schema_version) == (meta["EXPORT_PRODUCT_VERSION"], meta["EXPORT_SCHEMA_VERSION"])
+    assert info.has_nvtx and not info.has_cuda and info.sqlite_path == info.path == str(nvtx_fixture)
+    assert info.tables["NVTX_EVENTS"] == raw_sql(nvtx_fixture, "SELECT count(*) FROM NVTX_EVENTS")[0][0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        info.has_cuda = True  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        info.tables["NVTX_EVENTS"] = 0  # type: ignore[index]
+    text = repr(info)
+    assert len(text) < 300 and nvtx_fixture.name in text and meta["EXPORT_PRODUCT_VERSION"] in text
+    assert "NVTX" in text and "CUDA" not in text
+    # `nsys-cc info --format json` is exactly `.to_dict()`
+    assert json.loads(run("info", str(nvtx_fixture), "--format", "json").stdout) == info.to_dict()
+
+
+def test_trace_summary_is_a_deprecated_alias_of_info(nvtx_fixture):
+    from nsys_cc.trace import open_trace
+
+    with open_trace(nvtx_fixture) as t:
+        with pytest.warns(DeprecationWarning, match=r"Trace\.info\(\)"):
+            old = t.summary()
+        assert old == t.info().to_dict()
+
+
 def test_ranges_csv_is_every_range(nvtx_fixture):
     result = run("ranges", str(nvtx_fixture), "--format", "csv")
     table = pd.read_csv(io.StringIO(result.stdout))

@@ -94,7 +94,20 @@ def test_skip_ranges_overrides_markers():
     res = cost_coefficient(str(TARGET), [str(DRAFTS[0])], skip_ranges=3)
     fw = res.target.forwards
     assert fw["kept"].tolist() == [False] * 3 + [True] * (len(fw) - 3)
-    assert any("--skip-ranges 3" in n for n in res.notes)
+    # the library's notes name its parameter (a notebook user writes skip_ranges=3), never a CLI flag
+    assert any("(skip_ranges=3)" in n for n in res.notes)
+    assert not any("--" in n for n in res.notes)
+
+
+def test_cli_notes_name_the_flags():
+    # the same notes printed by `nsys-cc analyze`: the verb's flags, in every format that shows them
+    text = CliRunner().invoke(cli, ["analyze", str(TARGET), str(DRAFTS[0]), "--skip-ranges", "3"])
+    assert text.exit_code == 0, text.output
+    assert "(--skip-ranges=3)" in text.stdout and "skip_ranges" not in text.stdout
+    doc = json.loads(CliRunner().invoke(cli, ["analyze", str(TARGET), str(DRAFTS[0]), "--skip-ranges", "3",
+                                              "--format", "json"]).stdout)
+    assert any("(--skip-ranges=3)" in n for n in doc["notes"])
+    assert all("--skip-ranges=3" in m["warmup"] for m in doc["models"])
 
 
 @pytest.fixture()
@@ -136,6 +149,12 @@ def test_inferred_phases_without_payload_or_output_len(scopes_pair):
     assert (m.phase_rule.rule, m.phase_rule.confidence) == ("inferred", "high")
     kept = m.forwards[m.forwards["kept"]]
     assert kept["phase"].tolist() == np.where(prefill, "prefill", "decode").tolist()
+    assert m.phase_rule.detail.endswith("pass output_len to state it")
+    # the CLI names its flag in the same note
+    out = CliRunner().invoke(cli, ["analyze", *scopes_pair, "--range", "gpu_model_runner: forward", "--skip-ranges",
+                                   "8", "--format", "json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["models"][0]["phase_rule_detail"].endswith("pass --output-len to state it")
 
 
 def test_json_shape():

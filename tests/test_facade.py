@@ -38,8 +38,8 @@ def result():
 
 def test_facade_names_are_listed_and_resolve():
     names = dir(nsys_cc)
-    for name in ("cost_coefficient", "CostCoefficientResult", "open_trace", "project", "speedup", "write_report",
-                 "render", "make_figures", "plots", "speedup_plots", "NsysCCError"):
+    for name in ("cost_coefficient", "CostCoefficientResult", "open_trace", "Trace", "TraceInfo", "project", "speedup",
+                 "write_report", "render", "make_figures", "plots", "speedup_plots", "NsysCCError"):
         assert name in names and name in nsys_cc.__all__
         assert getattr(nsys_cc, name) is not None
     assert nsys_cc.plots.plot_coefficients.__module__ == "nsys_cc.report.plots"

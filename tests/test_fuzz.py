@@ -6,8 +6,8 @@ flipped, tables or columns dropped, rows deleted or duplicated, values replaced 
 huge or negative integers, start/end swapped. Reports (.nsys-rep) get byte-level mutations and go through the
 real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
 
-`NSYS_CC_FUZZ_CASES` (default 60, about 20 s) sets the number of cases; `make fuzz` runs 2000. Case i
-uses `random.Random(i)`, so a failure names the seed and the mutations that reproduce it.
+`NSYS_CC_FUZZ_CASES` sets the number of cases: default 30 (`make check`, the edit-test loop), `make test` runs 60,
+`make fuzz` 2000. Case i uses `random.Random(i)`, so a failure names the seed and the mutations that reproduce it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from nsys_cc.analysis.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 
-CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "60"))
+CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "30"))
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def exercise(path: Path, pristine: Path, range_name: str, cache_dir: Path) -> No
     """Everything a user can ask of a trace: every reader accessor, the projection, `nsys-cc info`/`ranges`'s
     tables, and c against `pristine` (both ways round)."""
     with open_trace(path, cache_dir=cache_dir) as trace:
-        trace.summary()
+        trace.info()
         ranges = trace.nvtx_ranges()
         trace.cuda_api()
         trace.gpu_ops()

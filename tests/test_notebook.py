@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import nbformat
+import pytest
 from jupyter_client.kernelspec import NATIVE_KERNEL_NAME
 from nbclient import NotebookClient
 
@@ -23,6 +24,7 @@ def test_notebook_is_stored_without_outputs():
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
 
+@pytest.mark.slow  # a kernel running every cell: in `make test`, not in the edit-test loop (`make check`)
 def test_notebook_executes_without_errors():
     nb = _read()
     # The native kernel ("python3", ipykernel's own spec, argv "python -m ipykernel_launcher") is started by

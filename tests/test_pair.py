@@ -16,12 +16,24 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 
 from nsys_cc.analysis import acceptance
 from nsys_cc.launch import pair
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One torch thread in this test process: the suite runs in one worker per core (`make check`: -n 2 on two
+    cores), and torch's default of a thread per core makes the workers' threads spin against each other (seconds per
+    forward of these tiny models instead of a fraction of one). Timing is not what these tests check."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +47,8 @@ def _within_binomial_error(measured: float, built: float, n: int) -> bool:
 
 
 def test_the_target_computes_the_drafts_hidden_states(models):
+    import torch  # here, not at collection: every test worker would pay its import
+
     ids = torch.randint(0, pair.VOCAB, (3, 40), generator=torch.Generator().manual_seed(5))
     with torch.no_grad():
         draft = models["pair-draft"](ids, output_hidden_states=True)
@@ -51,6 +65,8 @@ def test_the_target_computes_the_drafts_hidden_states(models):
 
 
 def test_lm_heads_give_each_group_m_live_copies(models):
+    import torch  # here, not at collection: every test worker would pay its import
+
     draft = models["pair-draft"].lm_head.weight
     assert bool((draft[1::pair.GROUP] == 0).all()) and bool((draft[0::pair.GROUP] != 0).any(-1).all())
     for name, m in (("pair-target", 1), ("pair-target-a50", 2), ("pair-target-a25", 4)):
@@ -67,6 +83,8 @@ def test_lm_heads_give_each_group_m_live_copies(models):
 
 
 def test_the_build_is_deterministic(models):
+    import torch  # here, not at collection: every test worker would pay its import
+
     again = pair.build("pair-target-a50")
     for (key, a), (_, b) in zip(again.state_dict().items(), models["pair-target-a50"].state_dict().items()):
         assert torch.equal(a, b), key

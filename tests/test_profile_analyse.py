@@ -29,13 +29,13 @@ def _runs(out: Path, sources: list[str]) -> list[launcher.ModelRun]:
 
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
-    runs[2].status, runs[2].reason = "failed", "timed out after 5 s (--timeout)"
+    runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
     outcome = launcher.analyse(runs, tmp_path, OPTIONS)
     assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
     failed = [n for n in report["notes"] if "tiny-llama-draft-xs" in n]
-    assert failed == [f"draft tiny-llama-draft-xs: FAILED: timed out after 5 s (--timeout); log: {runs[2].files.log}"]
+    assert failed == [f"draft tiny-llama-draft-xs: FAILED: timed out after 5 s (timeout=5); log: {runs[2].files.log}"]
     assert sum("forward ranges cover" in n for n in report["notes"]) == 2
     md = (tmp_path / "report.md").read_text()
     section = md.split("**forward_share**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()

@@ -103,6 +103,33 @@ def test_bad_arguments_are_one_line_errors(args, message):
     assert lines[0].startswith("nsys-cc: error: ") and message in lines[0]
 
 
+@pytest.mark.parametrize("options, kwargs, message", [
+    (BenchOptions(cuda_graphs=True), {}, "cuda_graphs needs a GPU"),
+    (BenchOptions(output_len=0), {}, "output_len must be ≥ 1"),
+    (BenchOptions(iters=0), {}, "iters must be ≥ 1"),
+    (BenchOptions(warmup_iters=-1), {}, "warmup_iters must be ≥ 0"),
+    (BenchOptions(), {"drafts": []}, r"give at least one draft \(drafts\)"),
+])
+def test_the_launcher_names_its_own_parameters(tmp_path, options, kwargs, message):
+    # the CLI's flags (checked above) are its own words; a notebook calling the launcher reads the parameter names
+    with pytest.raises(InputError, match=message) as err:
+        launcher.plan("tiny-llama-target", kwargs.get("drafts", ["tiny-llama-draft-s"]), tmp_path, options,
+                      nsys=NSYS, gpu=False)
+    assert "--" not in str(err.value)
+
+
+def test_a_resumed_run_says_force_as_the_library_or_the_cli_spells_it():
+    from nsys_cc import progress
+    from nsys_cc.cli import in_flags
+
+    profile = cli.commands["profile"]
+    line = "[1/2] target: already complete in out (force=True profiles it again)"
+    assert in_flags(line, profile) == "[1/2] target: already complete in out (--force profiles it again)"
+    assert in_flags("timed out after 3 s (timeout=3)", profile) == "timed out after 3 s (--timeout=3)"
+    assert in_flags("no time out and no forced timeout", profile) == "no time out and no forced timeout"
+    assert progress.wording is str  # outside a verb, progress lines are the library's words
+
+
 # Published config.json values (Hugging Face Hub) of the models in vLLM issue #6468.
 PUBLISHED = {
     "llama-68m-shape": (2, 768, 12, 12, 3072, 32000),
@@ -237,7 +264,7 @@ def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
 def test_failure_notes_name_the_model_and_its_log(tmp_path):
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=NSYS, gpu=False)
     runs[0].status = "done"
-    runs[1].status, runs[1].reason = "failed", "timed out after 5 s (--timeout)"
+    runs[1].status, runs[1].reason = "failed", "timed out after 5 s (timeout=5)"
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
-    note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (--timeout); log: {log}"
+    note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (timeout=5); log: {log}"
     assert launcher.failure_notes(runs) == [note]

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from click.testing import CliRunner
 
 from nsys_cc.cli import cli
@@ -131,6 +130,8 @@ def test_profile_target_on_two_ranks_end_to_end(tmp_path):
 
 
 def _fakes():
+    import torch  # here, not at collection: every test worker would pay its import
+
     class CpuCommunicator:
         def all_reduce(self, input_):
             return input_ * 2
@@ -147,6 +148,8 @@ def _fakes():
 
 def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     from types import SimpleNamespace
+
+    import torch
 
     from nsys_cc.launch import vllm_plugin as plugin
 

@@ -387,7 +387,7 @@ def very_long_names_are_shortened(tmp: Path) -> Case:
 def all_ranges_skipped(tmp: Path) -> Case:
     return analyze(TARGET, DRAFT, "--skip-ranges", "100",
                    expect=r"tiny-llama-target\.sqlite: all 20 'model_executable\(\)' ranges were dropped as warm-up "
-                          r"\(dropped the first 20 of 20 ranges \(--skip-ranges 100\)\); lower --skip-ranges$")
+                          r"\(dropped the first 20 of 20 ranges \(--skip-ranges=100\)\); lower --skip-ranges$")
 
 
 @case()
@@ -500,7 +500,8 @@ def test_bad_report_gives_one_line_and_exit_2(name, verb, tmp_path, monkeypatch,
     check_one_error_line(name, verb, tmp_path, monkeypatch)
 
 
-# A real process for a few cases: what a user sees, with the progress lines that CliRunner's quiet mode hides.
+# A real process for a few cases: what a user sees, with the progress lines that CliRunner's quiet mode hides. Every
+# case also runs in this process above; the first two are in `make check`, the others (`slow`) in `make test` only.
 SUBPROCESS_CASES = [
     ("truncated_export", "analyze"),
     ("random_bytes_named_sqlite", "info"),
@@ -510,10 +511,16 @@ SUBPROCESS_CASES = [
     ("very_long_names_are_shortened", "analyze"),
     ("export_without_string_ids", "analyze"),
 ]
+IN_CHECK = {("truncated_export", "analyze"), ("random_bytes_named_sqlite", "info")}
 
 
-@pytest.mark.parametrize("name,verb", [pytest.param(*c, marks=pytest.mark.nsys) if c[0] in RUNS_NSYS else c
-                                       for c in SUBPROCESS_CASES])
+def _subprocess_param(name: str, verb: str):
+    marks = [pytest.mark.nsys] if name in RUNS_NSYS else []
+    marks += [] if (name, verb) in IN_CHECK else [pytest.mark.slow]
+    return pytest.param(name, verb, marks=marks)
+
+
+@pytest.mark.parametrize("name,verb", [_subprocess_param(*c) for c in SUBPROCESS_CASES])
 def test_real_process_prints_no_traceback(name, verb, tmp_path, request):
     if name in RUNS_NSYS:
         request.getfixturevalue("nsys_bin")  # the real nsys: skip or fail as every nsys test does

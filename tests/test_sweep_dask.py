@@ -20,19 +20,24 @@ import threading
 import time
 from pathlib import Path
 
-# Dask is installed by `make setup` (the dask extra): a missing one fails here, it is not skipped.
-import distributed
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
 from conftest import processes_mentioning
 from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.cli import cli
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import table as table_mod
 from nsys_cc.sweep.cell import ATTEMPTS_FILE
 from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import analyse_many, sweep
+
+# A real cluster (worker processes started and stopped here) is an end-to-end check: `make test` runs it, the edit-test
+# loop (`make check`) leaves it out; the Dask-free paths (no import without a scheduler, the one-line error without
+# Dask, a complete rerun needing no cluster) are checked there by test_sweep_grid.py and test_sweep_cell.py.
+pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 VLLM_FIXTURES = REPO / "fixtures" / "vllm"
@@ -44,6 +49,10 @@ BENCH = BenchOptions(output_len=2, warmup_iters=1, iters=2)
 @pytest.fixture(scope="module")
 def cluster():
     """Two worker processes with one GPU resource each, loopback only, no dashboard."""
+    # Dask is installed by `make setup` (the dask extra): a missing one fails here, it is not skipped. Imported here,
+    # not at collection, where every test worker would pay for it.
+    import distributed
+
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, resources={"GPU": 1},
                                   host="127.0.0.1", dashboard_address=None) as c:
         yield c
@@ -79,11 +88,11 @@ def test_analysis_on_the_cluster_equals_the_local_pool_and_each_set_alone(cluste
 
 
 def test_the_cli_prints_the_same_table_from_the_cluster(cluster, manifest, tmp_path):
-    here = subprocess.run([NSYS_CC, "analyze", str(manifest), "--format", "csv", "--jobs", "1"],
-                          capture_output=True, text=True)
-    there = subprocess.run([NSYS_CC, "analyze", str(manifest), "--format", "csv", "--scheduler",
-                            cluster.scheduler_address, "-o", str(tmp_path / "out")], capture_output=True, text=True)
-    assert here.returncode == 0 and there.returncode == 0, here.stderr + there.stderr
+    # in this process (the console script's own process is tested in test_cli_trace.py); the work runs on the cluster
+    here = CliRunner().invoke(cli, ["analyze", str(manifest), "--format", "csv", "--jobs", "1"])
+    there = CliRunner().invoke(cli, ["analyze", str(manifest), "--format", "csv", "--scheduler",
+                                     cluster.scheduler_address, "-o", str(tmp_path / "out")])
+    assert here.exit_code == 0 and there.exit_code == 0, here.stderr + there.stderr
     assert here.stdout == there.stdout
     assert (tmp_path / "out" / "sweep.csv").read_text() == here.stdout
     assert "[set 3/3]" in there.stderr
@@ -94,9 +103,8 @@ def test_a_set_that_cannot_be_read_is_reported_and_the_others_kept(cluster, tmp_
     (tmp_path / "m.json").write_text(json.dumps([
         {"name": "good", "target": f"{rel}/{TARGET}.sqlite", "drafts": [f"{rel}/{DRAFT}.sqlite"]},
         {"name": "gone", "target": "missing.sqlite", "drafts": [f"{rel}/{DRAFT}.sqlite"]}]))
-    done = subprocess.run([NSYS_CC, "analyze", str(tmp_path / "m.json"), "--scheduler", cluster.scheduler_address],
-                          capture_output=True, text=True)
-    assert done.returncode == 1
+    done = CliRunner().invoke(cli, ["analyze", str(tmp_path / "m.json"), "--scheduler", cluster.scheduler_address])
+    assert done.exit_code == 1
     assert "gone: FAILED" in done.stdout and "missing.sqlite" in done.stdout
     assert "good" in done.stdout
 

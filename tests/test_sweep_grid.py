@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from click.testing import CliRunner
 
+from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import table as table_mod
@@ -23,7 +23,10 @@ from nsys_cc.sweep.manifest import (
     write_manifest,
 )
 
-NSYS_CC = [str(Path(sys.executable).parent / "nsys-cc")]
+
+def nsys_cc(*args: str):
+    """`nsys-cc ARGS` in this process (the console script's own process is tested in test_cli_trace.py)."""
+    return CliRunner().invoke(cli, list(args))
 
 
 def test_cells_cover_the_grid_in_order_with_readable_names():
@@ -124,23 +127,21 @@ def test_the_table_has_the_documented_columns_and_empty_gamma_for_plain_runs():
 
 def test_cli_names_a_bad_manifest_key_as_the_manifest_spells_it(tmp_path):
     (tmp_path / "m.json").write_text(json.dumps([{"target": "t", "drafts": ["d"], "output_len": 0}]))
-    done = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json")], capture_output=True, text=True)
-    assert done.returncode == 2
+    done = nsys_cc("analyze", str(tmp_path / "m.json"))
+    assert done.exit_code == 2
     assert done.stderr.strip() == f"nsys-cc: error: {tmp_path / 'm.json'}: entry 1: output_len must be ≥ 1, not 0"
 
 
 def test_cli_bad_lists_get_one_error_line():
-    done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--input-len", "128,0"],
-                          capture_output=True, text=True)
-    assert done.returncode == 2
+    done = nsys_cc("sweep", "--target", "t", "--draft", "d", "--input-len", "128,0")
+    assert done.exit_code == 2
     assert done.stderr.strip() == "nsys-cc: error: --input-len must be whole numbers ≥ 1, not '0'"
-    done = subprocess.run([*NSYS_CC, "sweep", "--target", "t", "--draft", "d", "--speculate", "2,x"],
-                          capture_output=True, text=True)
-    assert done.returncode == 2
+    done = nsys_cc("sweep", "--target", "t", "--draft", "d", "--speculate", "2,x")
+    assert done.exit_code == 2
     assert done.stderr.strip() == "nsys-cc: error: --speculate must be whole numbers ≥ 1, not 'x'"
 
-    done = subprocess.run([*NSYS_CC, "analyze", "nowhere.json"], capture_output=True, text=True)
-    assert done.returncode == 2 and done.stderr.startswith("nsys-cc: error: ") and "nowhere.json" in done.stderr
+    done = nsys_cc("analyze", "nowhere.json")
+    assert done.exit_code == 2 and done.stderr.startswith("nsys-cc: error: ") and "nowhere.json" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
 
 
@@ -160,25 +161,20 @@ def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
             analyse_set(s)
 
 
-def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path):
+def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path, monkeypatch):
     """`distributed` made unimportable: many-set analysis still runs locally; --scheduler says what to install."""
-    blocker = tmp_path / "block"
-    blocker.mkdir()
-    (blocker / "distributed.py").write_text("raise ImportError('no Dask here')\n")
-    (blocker / "dask.py").write_text("raise ImportError('no Dask here')\n")
+    for name in ("distributed", "dask"):  # None in sys.modules: any import of it raises ImportError
+        monkeypatch.setitem(sys.modules, name, None)
     vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
     (tmp_path / "m.json").write_text(json.dumps([{"target": str(vllm / "tiny-llama-target.sqlite"),
                                                   "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")]}]))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocker), os.environ.get("PYTHONPATH", "")])}
-    here = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--format", "csv"], capture_output=True,
-                          text=True, env=env)
-    assert here.returncode == 0, here.stderr
+    here = nsys_cc("analyze", str(tmp_path / "m.json"), "--format", "csv")
+    assert here.exit_code == 0, here.stderr
     assert "tiny-llama-draft-xs,decode,wall" in here.stdout
-    there = subprocess.run([*NSYS_CC, "analyze", str(tmp_path / "m.json"), "--scheduler", "tcp://127.0.0.1:1"],
-                           capture_output=True, text=True, env=env)
-    assert there.returncode == 2
-    assert there.stderr.strip() == ("nsys-cc: error: a Dask scheduler (--scheduler) needs Dask's distributed package: "
-                                    "pip install 'nsys_cc[dask]'")
+    there = nsys_cc("analyze", str(tmp_path / "m.json"), "--scheduler", "tcp://127.0.0.1:1")
+    assert there.exit_code == 2
+    assert there.stderr.strip() == ("nsys-cc: error: --scheduler (a Dask cluster's address) needs Dask's distributed "
+                                    "package: pip install 'nsys_cc[dask]'")
 
 
 def test_the_plots_draw_every_row_of_the_table_per_phase_with_its_interval():

@@ -4,51 +4,68 @@ Triton kernel does (one value per token, `replace_from` → `replace_to`), for e
 from __future__ import annotations
 
 import pytest
-import torch
 
 from nsys_cc.launch import vllm_fixes
 
-cpu_tl = pytest.importorskip("vllm.utils.cpu_triton_utils")  # vLLM's CPU build only
-pytest.importorskip("vllm._C")  # registers torch.ops._C, the C++ ops the CPU kernels call
-ORIGINAL = getattr(cpu_tl._expand_kernel_impl, "__nsys_cc_original__", cpu_tl._expand_kernel_impl)
+# vLLM (and torch) are imported by the fixtures, not at collection: asking for `vllm_module` marks these tests `vllm`
+# (conftest), and `make check` does not pay seconds of vLLM import in every worker.
+
+
+@pytest.fixture(scope="module")
+def cpu_tl(vllm_module):
+    module = pytest.importorskip("vllm.utils.cpu_triton_utils")  # vLLM's CPU build only
+    pytest.importorskip("vllm._C")  # registers torch.ops._C, the C++ ops the CPU kernels call
+    return module
+
+
+@pytest.fixture(scope="module")
+def original(cpu_tl):
+    """The kernel as vLLM ships it (before any correction this process installed)."""
+    return getattr(cpu_tl._expand_kernel_impl, "__nsys_cc_original__", cpu_tl._expand_kernel_impl)
 
 
 def _expand(impl, values, dtype):
+    import torch
+
+    dtype = getattr(torch, dtype)
     out = torch.full((6,), -7, dtype=dtype)  # what is left unwritten stays -7
     impl(out, torch.tensor(values, dtype=dtype), torch.tensor([2, 5, 6], dtype=torch.int32), 0, 9)
     return out.tolist()
 
 
-def test_vllms_cpu_expand_leaves_float_outputs_unwritten():
-    assert _expand(ORIGINAL, [1.5, 0.0, 2.0], torch.float32) == [-7.0] * 6
-    assert _expand(ORIGINAL, [1, 0, 2], torch.int64) == [1, 1, 9, 9, 9, 2]
+def test_vllms_cpu_expand_leaves_float_outputs_unwritten(original):
+    assert _expand(original, [1.5, 0.0, 2.0], "float32") == [-7.0] * 6
+    assert _expand(original, [1, 0, 2], "int64") == [1, 1, 9, 9, 9, 2]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int32, torch.int64])
-def test_fixed_expand_writes_every_dtype(dtype):
-    fixed = vllm_fixes.fixed_expand(ORIGINAL)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "int64"])
+def test_fixed_expand_writes_every_dtype(dtype, original):
+    fixed = vllm_fixes.fixed_expand(original)
     assert _expand(fixed, [1, 0, 2], dtype) == [1, 1, 9, 9, 9, 2]
 
 
 def test_the_patch_is_installed_once_and_can_be_turned_off(monkeypatch):
+    def original(*args):  # a stand-in kernel: patching is bookkeeping, no vLLM needed
+        raise AssertionError("not called")
+
     class Module:
-        _expand_kernel_impl = staticmethod(ORIGINAL)
+        _expand_kernel_impl = staticmethod(original)
 
     vllm_fixes.patch_cpu_triton_utils(Module)
     first = Module._expand_kernel_impl
-    assert first.__nsys_cc_original__ is ORIGINAL
+    assert first.__nsys_cc_original__ is original
     vllm_fixes.patch_cpu_triton_utils(Module)
     assert Module._expand_kernel_impl is first
 
     class Untouched:
-        _expand_kernel_impl = staticmethod(ORIGINAL)
+        _expand_kernel_impl = staticmethod(original)
 
     monkeypatch.setenv(vllm_fixes.ENV_FIXES, "0")
     vllm_fixes.patch_cpu_triton_utils(Untouched)
-    assert Untouched._expand_kernel_impl is ORIGINAL
+    assert Untouched._expand_kernel_impl is original
 
 
-def test_install_corrects_the_cpu_module_in_this_process(monkeypatch):
-    monkeypatch.setattr(cpu_tl, "_expand_kernel_impl", ORIGINAL)
+def test_install_corrects_the_cpu_module_in_this_process(monkeypatch, cpu_tl, original):
+    monkeypatch.setattr(cpu_tl, "_expand_kernel_impl", original)
     vllm_fixes.install()
-    assert _expand(cpu_tl._expand_kernel_impl, [1.5, 0.0, 2.0], torch.float32) == [1.5, 1.5, 9.0, 9.0, 9.0, 2.0]
+    assert _expand(cpu_tl._expand_kernel_impl, [1.5, 0.0, 2.0], "float32") == [1.5, 1.5, 9.0, 9.0, 9.0, 2.0]

@@ -63,7 +63,7 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     n = len(forwards)
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
-        return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (--skip-ranges {skip_ranges})"
+        return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
     warm = _markers(all_ranges, (WARMUP_RANGE,))
     if not warm.empty:
         mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
@@ -72,7 +72,7 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
             f"'{WARMUP_RANGE}' iteration(s)"
         )
     return np.zeros(n, dtype=bool), (
-        f"kept all {n} {unit}: the trace marks no warm-up and --skip-ranges was not given "
+        f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
         "(the first forwards may include warm-up)"
     )
 
@@ -132,7 +132,7 @@ def verify_tokens(tokens_per_seq: np.ndarray) -> float | None:
 def _by_output_len(order: np.ndarray, output_len: int) -> tuple[np.ndarray, PhaseRule]:
     phase = np.where(order % output_len == 0, PREFILL, DECODE)
     return phase, PhaseRule(
-        "output-len", f"--output-len {output_len}: each iteration is 1 prefill then {output_len - 1} decode forward(s)"
+        "output-len", f"output_len={output_len}: each iteration is 1 prefill then {output_len - 1} decode forward(s)"
     )
 
 
@@ -159,8 +159,8 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
     if ratio < 1.5:
         return np.full(times.size, ALL, dtype=object), PhaseRule(
             "unknown",
-            f"no payload and no --output-len, and the {metric} times do not split into two groups "
-            f"(largest gap {ratio:.2f}× < 1.5×): prefill and decode cannot be told apart; pass --output-len",
+            f"no payload and no output_len, and the {metric} times do not split into two groups "
+            f"(largest gap {ratio:.2f}× < 1.5×): prefill and decode cannot be told apart; pass output_len",
             "none",
         )
     threshold = np.sort(times[kept])[n_low - 1]
@@ -169,7 +169,7 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
     return phase, PhaseRule(
         "inferred",
         f"inferred from {metric} times: {int((phase[kept] == 'prefill').sum())} of {int(kept.sum())} kept forwards "
-        f"(≥ {ratio:.1f}× slower than the rest) taken as prefill; pass --output-len to state it",
+        f"(≥ {ratio:.1f}× slower than the rest) taken as prefill; pass output_len to state it",
         confidence,
     )
 

@@ -43,12 +43,24 @@ import pandas as pd
 
 from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
+from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
 from ..trace.source import Trace, handed_out
 
-PROJECTION_COLUMNS = [
-    "proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns", "gpu_busy_ns",
-    "launch_api_ns", "api_calls",
-]
+# The columns `project` adds (Int64, <NA> when the range launched nothing, was not projected, or the trace has no
+# CUDA API table); definitions in the module docstring.
+PROJECTION = (
+    Column("proj_start_ns", "ns", "start of the first GPU op the range launched"),
+    Column("proj_end_ns", "ns", "end of the last GPU op the range launched"),
+    Column("proj_duration_ns", "ns", "proj_end_ns - proj_start_ns: nsys's projected duration (a span, GPU idle gaps "
+                                     "included); `gpu_span_ns` in a CostCoefficientResult"),
+    Column("gpu_ops", "count", "launching API calls whose GPU work was found (nsys's NumGPUOps)"),
+    Column("kernels", "count", "kernel rows launched"),
+    Column("kernel_sum_ns", "ns", "sum of the kernels' durations (overlapping kernels count twice)"),
+    Column("gpu_busy_ns", "ns", "length of the union of all the range's op intervals"),
+    Column("launch_api_ns", "ns", "sum of the durations of the API calls in the range that launched GPU work"),
+    Column("api_calls", "count", "CUDA API rows inside the range on its thread"),
+)
+PROJECTION_COLUMNS = names(PROJECTION)
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
 # Upper bound on (range, op) pairs held in memory at once (union lengths, op totals).
@@ -339,17 +351,11 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
     return out
 
 
+@lists_columns(("Columns of `ranges` kept as they are (by default those of `Trace.nvtx_ranges()`)", NVTX_RANGES),
+               ("Then the columns added (Int64; <NA> where nothing was projected)", PROJECTION))
 def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index (`ranges` itself is
-    left as it was).
-
-    Columns: those of `ranges` (range_id, name, domain, qualified_name, style, start_ns, end_ns, duration_ns,
-    global_tid, pid, tid, end_global_tid, ended_on_other_thread, level, parent_id, payload, category, open_at_end;
-    see `nsys_cc.trace.nvtx`), plus (Int64, <NA> where the
-    range launched nothing, was not projected, or the trace has no CUDA API table):
-    proj_start_ns, proj_end_ns, proj_duration_ns (first GPU op start → last op end: nsys's projected duration),
-    gpu_ops (launching API calls, nsys's NumGPUOps), kernels, kernel_sum_ns, gpu_busy_ns (union of the ops'
-    intervals), launch_api_ns, api_calls. Definitions in the module docstring.
+    left as it was). Definitions in the module docstring (`nsys_cc.analysis.projection`).
 
     In a `CostCoefficientResult` these are per-forward metrics under the metric names (`analysis.metrics`):
     duration_ns → wall_ns, proj_duration_ns → gpu_span_ns; kernel_sum_ns, gpu_busy_ns, launch_api_ns keep their

@@ -1,7 +1,8 @@
 """`nsys-cc` command line: thin click verbs over the library.
 
 Every error caused by the user's input is an `NsysCCError`: one line on stderr, exit code 2, no traceback. The
-library's messages name its parameters (`skip_ranges`); the handler writes the verb's flags instead (`--skip-ranges`).
+library's messages and notes name its parameters (`skip_ranges`); the CLI writes the verb's flags instead
+(`--skip-ranges`), by one function (`in_flags`) for the error handler and for the notes the verbs print.
 """
 
 from __future__ import annotations
@@ -27,24 +28,49 @@ def _flags(command: click.Command | None) -> dict[str, str]:
     return out
 
 
-def in_flags(exc: NsysCCError, command: click.Command | None) -> str:
-    """The error's message with the library's parameter names written as the verb's flags: the parameter at fault
-    (`exc.param`) and any snake_case parameter name of the verb (never a plain word such as `acceptance` elsewhere)."""
-    text = str(exc)
+def in_flags(text: str, command: click.Command | None = None, param: str | None = None) -> str:
+    """A library sentence (an error's message or a note) with the library's parameter names written as the verb's
+    flags (`command`, default: the verb running now): any snake_case parameter name of the verb, any of its parameters
+    written `name=value` (`timeout=3` → `--timeout=3`; `force=True` → `--force` for an on/off flag), and `param` (the
+    parameter at fault of an error) — never a plain word such as `acceptance` elsewhere in the sentence."""
+    if command is None:
+        ctx = click.get_current_context(silent=True)
+        command = ctx.command if ctx is not None else None
     flags = _flags(command)
-    names = {n for n in flags if "_" in n} | ({exc.param} if exc.param in flags else set())
-    for name in sorted(names, key=len, reverse=True):
-        text = re.sub(rf"(?<![\w-]){re.escape(name)}(?![\w-])", flags[name], text)
+    switches = {p.name for p in command.params if isinstance(p, click.Option) and p.is_flag} if command else set()
+    for name in sorted(flags, key=len, reverse=True):
+        flag = flags[name]
+        if name in switches:
+            text = re.sub(rf"(?<![\w-]){re.escape(name)}=True(?![\w-])", flag, text)
+        bare = "_" in name or name == param
+        pattern = rf"(?<![\w-]){re.escape(name)}(?![\w-])" if bare else rf"(?<![\w-]){re.escape(name)}(?==)"
+        text = re.sub(pattern, flag, text)
     return text
+
+
+def result_in_flags(result):
+    """An analysis result as the CLI shows it: its notes, each model's warm-up note and phase rule, and the speculative
+    runs' notes written with the verb's flags (`in_flags`); every number untouched."""
+    import dataclasses
+
+    models = tuple(dataclasses.replace(m, warmup_note=in_flags(m.warmup_note), phase_rule=dataclasses.replace(
+        m.phase_rule, detail=in_flags(m.phase_rule.detail))) for m in result.models)
+    spec = result.speculative
+    if spec is not None:
+        spec = dataclasses.replace(spec, notes=[in_flags(n) for n in spec.notes])
+    return dataclasses.replace(result, models=models, notes=tuple(in_flags(n) for n in result.notes), speculative=spec)
 
 
 class _Cli(click.Group):
     def invoke(self, ctx: click.Context):
+        from .. import progress
+
+        progress.wording = in_flags  # progress lines name the verb's flags, as its notes and errors do
         try:
             return super().invoke(ctx)
         except NsysCCError as exc:
             command = self.commands.get(ctx.invoked_subcommand or "")
-            click.echo(f"nsys-cc: error: {in_flags(exc, command)}", err=True)
+            click.echo(f"nsys-cc: error: {in_flags(str(exc), command, exc.param)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("nsys-cc: interrupted", err=True)
@@ -60,6 +86,8 @@ class _Cli(click.Group):
                 err=True,
             )
             ctx.exit(1)
+        finally:
+            progress.wording = str
 
 
 @click.group(cls=_Cli, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})

@@ -13,7 +13,7 @@ import click
 
 from ..analysis.coefficient import DEFAULT_RANGE
 from ..errors import InputError, NsysCCError
-from . import cli
+from . import cli, in_flags, result_in_flags
 from .options import acceptance_option, format_option, metrics_option
 
 # Options of one trace set; a manifest sets range and output length per set.
@@ -83,6 +83,7 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
         target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
         output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed, spec_metrics=pairs,
     )
+    result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
     if out_dir:
         path = write_report(result, out_dir)
@@ -100,7 +101,7 @@ def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
         click.echo(f"nsys-cc: error: {exc}", err=True)
         raise SystemExit(exc.exit_code) from None
     result = analyse_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
-    notes = [f"trace set {name}: FAILED: {reason}" for name, reason in result.failures]
+    notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
     if out_dir:
         files = write_sweep(result.table, out_dir, notes=notes)

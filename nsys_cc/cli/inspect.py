@@ -24,22 +24,22 @@ def info(file, fmt):
     from ..trace import open_trace
 
     with open_trace(file) as trace:
-        summary = trace.summary()
+        about = trace.info()
     if fmt == "json":
-        click.echo(json.dumps(summary, indent=2))
+        click.echo(json.dumps(about.to_dict(), indent=2))
         return
     yes = {True: "yes", False: "no"}
     lines = [
-        f"file            {summary['path']}",
-        *([f"exported to     {summary['sqlite_path']}"] if summary["sqlite_path"] != summary["path"] else []),
-        f"nsys version    {summary['nsys_version'] or 'unknown'}",
-        f"schema version  {summary['schema_version'] or 'unknown'}",
-        f"CUDA data       {yes[summary['has_cuda']]}",
-        f"NVTX data       {yes[summary['has_nvtx']]}",
+        f"file            {about.path}",
+        *([f"exported to     {about.sqlite_path}"] if about.sqlite_path != about.path else []),
+        f"nsys version    {about.nsys_version or 'unknown'}",
+        f"schema version  {about.schema_version or 'unknown'}",
+        f"CUDA data       {yes[about.has_cuda]}",
+        f"NVTX data       {yes[about.has_nvtx]}",
         "",
         "",
     ]
-    rows = pd.DataFrame([[name, f"{count:,}"] for name, count in sorted(summary["tables"].items())],
+    rows = pd.DataFrame([[name, f"{count:,}"] for name, count in sorted(about.tables.items())],
                         columns=["table", "rows"])
     click.echo("\n".join(lines) + text_table(rows, right={"rows"}) + "\n", nl=False)
 

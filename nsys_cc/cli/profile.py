@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from . import cli
+from . import cli, in_flags, result_in_flags
 from .options import acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
@@ -34,8 +34,9 @@ SPEC_OUTPUT_LEN = 32
               help="Generated tokens per sequence (1 prefill + N−1 decode forwards per iteration). "
                    "Default 2, or 32 with --speculate/--speculative-config, so that decode steps dominate.")
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Sequences per iteration.")
-@click.option("--num-iters-warmup", type=int, default=5, show_default=True, help="Warm-up iterations (marked).")
-@click.option("--num-iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--num-iters-warmup", "warmup_iters", type=int, default=5, show_default=True,
+              help="Warm-up iterations (marked).")
+@click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
 @click.option("--speculate", default=None, metavar="G1,G2,…",
               help="Also run the target speculatively with each draft (vLLM method draft_model) at each γ "
                    "(num_speculative_tokens), labelled DRAFT.spec-gγ, e.g. --speculate 1,3.")
@@ -59,8 +60,8 @@ SPEC_OUTPUT_LEN = 32
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, num_iters_warmup,
-            num_iters, speculate, speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout,
+def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
+            iters, speculate, speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout,
             force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
@@ -75,7 +76,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
             "draft_tp": draft_tp}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
-                           warmup_iters=num_iters_warmup, iters=num_iters, cuda_graphs=cuda_graphs,
+                           warmup_iters=warmup_iters, iters=iters, cuda_graphs=cuda_graphs,
                            vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
@@ -88,7 +89,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
         for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)
-            click.echo(f"note: {note}", err=True)
+            click.echo(f"note: {in_flags(note)}", err=True)
         if outcome.failed:
             raise SystemExit(1)
         return
@@ -96,9 +97,9 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
         raise ProfileError("no report (the target and at least one draft must complete): " + "; ".join(outcome.notes))
     from ..report import render
 
-    click.echo(render(outcome.result, fmt), nl=False)
+    click.echo(render(result_in_flags(outcome.result), fmt), nl=False)
     for note in outcome.notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {in_flags(note)}", err=True)
     click.echo(f"report: {outcome.report}", err=True)
     if outcome.failed:
         failed = f"{len(outcome.failed)} of {len(outcome.runs)} models failed"

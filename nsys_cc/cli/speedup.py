@@ -13,7 +13,7 @@ from ..analysis.acceptance import alphas_with_source
 from ..errors import InputError
 from ..report.tables import text_table
 from ..report.words import fmt_speedup, sig3, verdict_of
-from . import cli
+from . import cli, in_flags
 from .options import acceptance_option, format_option, metrics_option
 
 _JSON_KEYS = (
@@ -107,7 +107,7 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     head = f"c = {sig3(c) if c else '0'}{interval}; best γ searched over 1…{max_gamma}"
     click.echo(head)
     if note:
-        click.echo(note)
+        click.echo(in_flags(note))
     click.echo(_table(records, gamma))
     for j in judged:
         click.echo(f"α = {j.alpha:.3g}: {verdict_of(j)}")

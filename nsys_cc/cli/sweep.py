@@ -9,7 +9,7 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from . import cli
+from . import cli, in_flags
 from .options import format_option
 
 
@@ -28,8 +28,9 @@ from .options import format_option
 @click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/sweep", show_default=True,
               help="Sweep directory: one sub-directory per cell (bs4-in1024), the table and plots; a rerun resumes.")
 @click.option("--output-len", type=int, default=2, show_default=True, help="Generated tokens per sequence.")
-@click.option("--num-iters-warmup", type=int, default=5, show_default=True, help="Warm-up iterations (marked).")
-@click.option("--num-iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--num-iters-warmup", "warmup_iters", type=int, default=5, show_default=True,
+              help="Warm-up iterations (marked).")
+@click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
 @click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -45,8 +46,8 @@ from .options import format_option
 @click.option("--dry-run", is_flag=True, help="Print the cells and the exact commands of each, and exit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, num_iters_warmup,
-          num_iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler, dry_run, seed,
+def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
+          iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler, dry_run, seed,
           fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
@@ -54,7 +55,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     from ..sweep.grid import SweepSpec, cells, positive_ints
     from ..sweep.run import sweep as run_sweep
 
-    options = BenchOptions(output_len=output_len, warmup_iters=num_iters_warmup, iters=num_iters,
+    options = BenchOptions(output_len=output_len, warmup_iters=warmup_iters, iters=iters,
                            cuda_graphs=cuda_graphs, vllm_args=tuple(vllm_args))
     grid = cells(batch_sizes, input_lens, target_tps)
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
@@ -72,7 +73,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
                                         nsys_args=nsys_args))
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
-    click.echo(render_sweep(result.table, fmt, result.notes), nl=False)
+    click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)
     click.echo(f"table: {result.files['csv']} (and {result.files['parquet'].name})", err=True)
     if result.table.empty:
         raise InputError(f"no cell completed: see {result.files.get('cells')}")

@@ -137,7 +137,7 @@ class ProfileRun:
 def uses_gpu(device: str) -> bool:
     """Whether to use the GPU settings: `device` "gpu", or "auto" on a host where `nvidia-smi -L` lists a GPU."""
     if device not in ("auto", "cpu", "gpu"):
-        raise InputError(f"--device must be auto, cpu or gpu, not {device!r}")
+        raise InputError(f"device must be auto, cpu or gpu, not {device!r}", param="device")
     return detect_gpu() if device == "auto" else device == "gpu"
 
 
@@ -234,15 +234,15 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     config = parse_speculative_config(speculative_config)
     gammas = parse_gammas(speculate) if speculate else []
     if not drafts and (gammas or config is None):
-        raise InputError("give at least one --draft")
+        raise InputError("give at least one draft (drafts)", param="drafts")
     if options.cuda_graphs and not gpu:
-        raise InputError("--cuda-graphs needs a GPU (vLLM's CPU build has no CUDA graphs)")
-    for name, value in (("--input-len", options.input_len), ("--output-len", options.output_len),
-                        ("--batch-size", options.batch_size), ("--num-iters", options.iters)):
+        raise InputError("cuda_graphs needs a GPU (vLLM's CPU build has no CUDA graphs)", param="cuda_graphs")
+    for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
+                        ("batch_size", options.batch_size), ("iters", options.iters)):
         if value < 1:
-            raise InputError(f"{name} must be ≥ 1, not {value}")
+            raise InputError(f"{name} must be ≥ 1, not {value}", param=name)
     if options.warmup_iters < 0:
-        raise InputError(f"--num-iters-warmup must be ≥ 0, not {options.warmup_iters}")
+        raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
     for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
         if value < 1:
             raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
@@ -354,6 +354,8 @@ NSYS_START_FAILURE = "QuadDCommon::SystemException"
 # once, e.g. a sweep on a busy machine).
 NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
 START_RETRIES = 2
+# Pause before the n-th retry (n = 1, 2): n × this, so that the other session gets going first.
+START_RETRY_PAUSE_S = 1.0
 R = TypeVar("R")
 
 
@@ -365,7 +367,7 @@ def retry_nsys_start(attempt: Callable[[], R], start_failed: Callable[[R], bool]
         if not start_failed(result):
             return result
         on_retry(result)
-        time.sleep(1.0 + n)
+        time.sleep(START_RETRY_PAUSE_S * (1 + n))
     return attempt()
 
 
@@ -440,7 +442,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
         f.done.write_text(json.dumps(marker, indent=2) + "\n")
         run.status = "done"
     except subprocess.TimeoutExpired:
-        run.status, run.reason = "failed", f"timed out after {timeout:g} s (--timeout)"
+        run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
     except NsysCCError as exc:  # the export cannot be read
         run.status, run.reason = "failed", str(exc)
     except KeyboardInterrupt:
@@ -508,7 +510,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             where = f"[{i}/{len(runs)}] {_describe(run)}"
             if not force and is_complete(run):
                 run.status = "resumed"
-                progress.say(f"{where}: already complete in {out} (use --force to profile again)")
+                progress.say(f"{where}: already complete in {out} (force=True profiles it again)")
                 continue
             progress.say(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'}) …")
             run_model(run, timeout=timeout)

@@ -514,7 +514,7 @@ def _apply(name: str, module: Any) -> None:
     if not _PATCHES[name](module):
         _warn(
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
-            f"falling back to vLLM's own NVTX scopes (analyse with --range '{VLLM_SCOPES_RANGE}')"
+            f"falling back to vLLM's own NVTX scopes (analyse with range_name='{VLLM_SCOPES_RANGE}')"
         )
         os.environ["VLLM_NVTX_SCOPES_FOR_PROFILING"] = "1"
 

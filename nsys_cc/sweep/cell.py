@@ -46,8 +46,8 @@ STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
 ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
-# Flags of `profile` options that not every nsys_cc has (they arrive with other work); keyword → flag.
-OPTIONAL_PROFILE_ARGS = {"speculate": "--speculate", "target_tp": "--target-tp"}
+# Parameters of `launcher.profile` that not every nsys_cc has (they arrive with other work).
+OPTIONAL_PROFILE_ARGS = ("speculate", "target_tp")
 COMPLETE = ("done", "resumed")
 
 
@@ -163,9 +163,10 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
 def _profile_args(spec: CellSpec, profile: Callable) -> dict:
     kwargs = spec.profile_kwargs()
     known = inspect.signature(profile).parameters
-    for key, flag in OPTIONAL_PROFILE_ARGS.items():
+    for key in OPTIONAL_PROFILE_ARGS:
         if key in kwargs and key not in known:
-            raise ProfileError(f"{key} ({flag}) is not supported by this nsys_cc: its `profile` has no {flag} yet")
+            raise ProfileError(f"{key} is not supported by this nsys_cc: its profile() has no {key} parameter yet",
+                               param=key)
     return kwargs
 
 

@@ -45,8 +45,8 @@ def connect(address: str) -> Client:
     try:
         from distributed import Client
     except ImportError:
-        raise InputError("a Dask scheduler (--scheduler) needs Dask's distributed package: "
-                         "pip install 'nsys_cc[dask]'") from None
+        raise InputError("scheduler (a Dask cluster's address) needs Dask's distributed package: "
+                         "pip install 'nsys_cc[dask]'", param="scheduler") from None
     try:
         return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
     except (OSError, TimeoutError) as exc:

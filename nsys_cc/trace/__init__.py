@@ -2,6 +2,7 @@
 
 from .nsys import find_nsys, nsys_version, require_nsys
 from .reader import ExportTrace, open_trace
-from .source import Trace, TraceSource
+from .source import Trace, TraceInfo, TraceSource
 
-__all__ = ["ExportTrace", "Trace", "TraceSource", "find_nsys", "nsys_version", "open_trace", "require_nsys"]
+__all__ = ["ExportTrace", "Trace", "TraceInfo", "TraceSource", "find_nsys", "nsys_version", "open_trace",
+           "require_nsys"]

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
+from . import frames
 from .bulk import (
     NULL_INT,
     categorical,
@@ -79,13 +80,10 @@ def _with_pid(frame: pd.DataFrame, after: str = "global_pid") -> pd.DataFrame:
     return frame
 
 
+@frames.lists_columns(("Columns", frames.CUDA_API))
 def read_api(trace: TraceSource) -> pd.DataFrame:
     """CUDA runtime and driver API calls: CUPTI_ACTIVITY_KIND_RUNTIME (eventClass 0 runtime, 1 driver),
-    plus a CUPTI_ACTIVITY_KIND_DRIVER table should an export have one.
-
-    Columns: start_ns, end_ns, duration_ns, global_tid, pid, tid, correlation_id, name (API function),
-    api ("runtime" | "driver" | "other").
-    """
+    plus a CUPTI_ACTIVITY_KIND_DRIVER table should an export have one."""
     cols = [
         Col("start_ns", "start"),
         Col("end_ns", "end"),
@@ -124,14 +122,9 @@ GPU_ACTIVITY = (
 )
 
 
+@frames.lists_columns(("Columns", frames.KERNELS))
 def read_kernels(trace: TraceSource) -> pd.DataFrame:
-    """GPU kernels (CUPTI_ACTIVITY_KIND_KERNEL).
-
-    Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
-    pid, name (shortName, the base name), demangled_name, grid_x/y/z, block_x/y/z, graph_node_id
-    (nullable: set when the kernel ran as a CUDA graph node traced per node), registers_per_thread,
-    static_shared_memory, dynamic_shared_memory (bytes per block).
-    """
+    """GPU kernels (CUPTI_ACTIVITY_KIND_KERNEL)."""
     cols = [
         *GPU_ACTIVITY,
         Col("name", "shortName", "sid"),
@@ -157,14 +150,9 @@ def _memcpy_labels(trace: TraceSource) -> dict[int, str]:
         return {int(k): str(v) for k, v in conn.execute("SELECT id, label FROM ENUM_CUDA_MEMCPY_OPER")}
 
 
+@frames.lists_columns(("Columns", frames.MEMOPS))
 def read_memops(trace: TraceSource) -> pd.DataFrame:
-    """GPU memory operations: CUPTI_ACTIVITY_KIND_MEMCPY ∪ CUPTI_ACTIVITY_KIND_MEMSET.
-
-    Columns: kind ("memcpy" | "memset"), start_ns, end_ns, duration_ns, device_id, context_id, stream_id,
-    correlation_id, global_pid, pid, bytes, copy_kind (memcpy direction: the ENUM_CUDA_MEMCPY_OPER label,
-    e.g. "Host-to-Device", when the export has that table, else the CUPTI number as text; missing for
-    memsets), graph_node_id (nullable).
-    """
+    """GPU memory operations: CUPTI_ACTIVITY_KIND_MEMCPY ∪ CUPTI_ACTIVITY_KIND_MEMSET."""
     base = [
         *GPU_ACTIVITY,
         Col("bytes", "bytes"),
@@ -186,12 +174,10 @@ def read_memops(trace: TraceSource) -> pd.DataFrame:
     return _with_pid(_times(frame))
 
 
+@frames.lists_columns(("Columns", frames.GRAPH_LAUNCHES))
 def read_graph_launches(trace: TraceSource) -> pd.DataFrame:
-    """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE; recorded with --cuda-graph-trace=graph).
-
-    Columns: start_ns, end_ns, duration_ns, device_id, context_id, stream_id, correlation_id, global_pid,
-    pid, graph_id, graph_exec_id.
-    """
+    """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE; recorded with nsys's
+    `--cuda-graph-trace=graph`)."""
     cols = [
         *GPU_ACTIVITY,
         Col("graph_id", "graphId"),
@@ -252,20 +238,13 @@ def _op_columns(trace: TraceSource, common: list[Col]) -> dict:
     return out
 
 
-GPU_OP_COLUMNS = [
-    "kind", "name", "start_ns", "end_ns", "duration_ns", "device_id", "stream_id", "correlation_id",
-    "global_pid", "pid",
-]
+GPU_OP_COLUMNS = frames.names(frames.GPU_OPS)
 
 
+@frames.lists_columns(("Columns", frames.GPU_OPS))
 def gpu_ops(trace: TraceSource) -> pd.DataFrame:
     """Every GPU operation: kernels ∪ memcpy ∪ memset ∪ graph launches, in that order (each table in rowid
-    order). Reads only these columns, not all of `read_kernels`'s.
-
-    Columns: kind ("kernel" | "memcpy" | "memset" | "graph"), name (kernel base name; "[CUDA memcpy
-    <direction>]"; "[CUDA memset]"; "[CUDA graph <graph_id>]"), start_ns, end_ns, duration_ns, device_id,
-    stream_id, correlation_id, global_pid, pid.
-    """
+    order). Reads only these columns, not all of `read_kernels`'s."""
     common = [
         Col("start_ns", "start"),
         Col("end_ns", "end"),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import warnings
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -31,9 +32,10 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from ..errors import InputError
-from . import cuda, nvtx
+from . import cuda, frames, nvtx
 from .export import export_report, is_report
-from .source import handed_out, is_sqlite, readonly_uri
+from .frames import lists_columns
+from .source import TraceInfo, handed_out, is_sqlite, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
@@ -209,17 +211,19 @@ class ExportTrace:
             self.rows(f"CUPTI_ACTIVITY_KIND_{t}") > 0 for t in gpu
         )
 
+    def info(self) -> TraceInfo:
+        """What the export holds (`nsys-cc info` shows it): paths, versions, whether CUDA/NVTX data is present,
+        tables → rows. `.to_dict()` gives plain data."""
+        return TraceInfo(path=self.path, sqlite_path=str(self.sqlite_path), nsys_version=self.nsys_version,
+                         schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
+                         tables=MappingProxyType(dict(self.tables)))
+
     def summary(self) -> dict:
-        """What `nsys-cc info` shows: paths, versions, whether CUDA/NVTX data is present, tables → rows."""
-        return {
-            "path": self.path,
-            "sqlite_path": str(self.sqlite_path),
-            "nsys_version": self.nsys_version,
-            "schema_version": self.schema_version,
-            "has_cuda": self.has_cuda,
-            "has_nvtx": self.has_nvtx,
-            "tables": dict(self.tables),
-        }
+        """Deprecated: `info()` (a `TraceInfo`; `info().to_dict()` is this dict). `summary` is the analysis
+        result's statistics table (`CostCoefficientResult.summary`); a trace's facts are its `info`."""
+        warnings.warn("Trace.summary() is deprecated: use Trace.info() (a TraceInfo; .to_dict() for this dict)",
+                      DeprecationWarning, stacklevel=2)
+        return self.info().to_dict()
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
     def has_loaded(self, table: str) -> bool:
@@ -235,9 +239,10 @@ class ExportTrace:
             self._strings = MappingProxyType(rows)
         return self._strings
 
+    @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
                     nesting: bool = True) -> pd.DataFrame:
-        """NVTX push/pop and start/end ranges; columns and definitions in `nsys_cc.trace.nvtx.read_ranges`.
+        """NVTX push/pop and start/end ranges; definitions in `nsys_cc.trace.nvtx`.
 
         `names` / `prefixes`: only the ranges whose name or qualified name is one of `names`, or whose name starts
         with one of `prefixes` (`nsys_cc.trace.nvtx.matches`); SQLite leaves the others out, so on an NVTX-heavy
@@ -258,24 +263,29 @@ class ExportTrace:
             self._tables[key] = part
         return self._from_file(key, lambda t: _checked_ranges(t, names, prefixes, nesting))
 
+    @lists_columns(("Columns", frames.CUDA_API))
     def cuda_api(self) -> pd.DataFrame:
-        """CUDA runtime and driver API calls; see `nsys_cc.trace.cuda.read_api`."""
+        """CUDA runtime and driver API calls (CUPTI_ACTIVITY_KIND_RUNTIME, and _DRIVER when present)."""
         return self._from_file("cuda_api", cuda.read_api)
 
+    @lists_columns(("Columns", frames.KERNELS))
     def kernels(self) -> pd.DataFrame:
-        """GPU kernels; see `nsys_cc.trace.cuda.read_kernels`."""
+        """GPU kernels, one row per kernel execution (raw rows; `CostCoefficientResult.kernel_summary` aggregates)."""
         return self._from_file("kernels", cuda.read_kernels)
 
+    @lists_columns(("Columns", frames.MEMOPS))
     def memops(self) -> pd.DataFrame:
-        """GPU memcpy and memset operations; see `nsys_cc.trace.cuda.read_memops`."""
+        """GPU memcpy and memset operations (CUPTI_ACTIVITY_KIND_MEMCPY, then _MEMSET)."""
         return self._from_file("memops", cuda.read_memops)
 
+    @lists_columns(("Columns", frames.GRAPH_LAUNCHES))
     def graph_launches(self) -> pd.DataFrame:
-        """Whole-graph GPU executions (GRAPH_TRACE); see `nsys_cc.trace.cuda.read_graph_launches`."""
+        """Whole CUDA-graph executions (CUPTI_ACTIVITY_KIND_GRAPH_TRACE)."""
         return self._from_file("graph_launches", cuda.read_graph_launches)
 
+    @lists_columns(("Columns", frames.GPU_OPS))
     def gpu_ops(self) -> pd.DataFrame:
-        """Every GPU operation: kernels ∪ memops ∪ graph launches; see `nsys_cc.trace.cuda.gpu_ops`."""
+        """Every GPU operation: kernels, then memcpy, memset and graph launches (each table in rowid order)."""
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 

@@ -17,10 +17,14 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import pandas as pd
+
+from . import frames
+from .frames import lists_columns
 
 # The first 16 bytes of every SQLite 3 database file.
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -47,6 +51,40 @@ def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
     nothing per row (measured: 20 µs for a 5 M-row frame; a deep copy, 0.9 s and 0.5 GiB); older pandas gets a
     deep copy."""
     return frame.copy(deep=not _COPY_ON_WRITE)
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    """What an export holds (`Trace.info()`, `nsys-cc info`): where it is, which nsys wrote it, whether it has CUDA
+    and NVTX data, and every table with its row count.
+
+    - `path`: the file opened (.sqlite or .nsys-rep); `sqlite_path`: the SQLite export read (the same file, or the
+      cached export of a report).
+    - `nsys_version`, `schema_version`: as the export's metadata says (None when it does not).
+    - `has_cuda`: CUDA API calls and GPU work (kernels, copies, sets or graphs) present; `has_nvtx`: NVTX events.
+    - `tables`: table name → rows, read-only.
+    """
+
+    path: str
+    sqlite_path: str
+    nsys_version: str | None
+    schema_version: str | None
+    has_cuda: bool
+    has_nvtx: bool
+    tables: Mapping[str, int]
+
+    def __repr__(self) -> str:
+        exported = f" (exported to {self.sqlite_path})" if self.sqlite_path != self.path else ""
+        data = ", ".join(kind for kind, has in (("CUDA", self.has_cuda), ("NVTX", self.has_nvtx)) if has) or "none"
+        return (f"TraceInfo({self.path}{exported}: nsys {self.nsys_version or 'unknown'}, schema "
+                f"{self.schema_version or 'unknown'}, data: {data}, {len(self.tables)} tables, "
+                f"{sum(self.tables.values()):,} rows)")
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able data (`nsys-cc info --format json`)."""
+        return {"path": self.path, "sqlite_path": self.sqlite_path, "nsys_version": self.nsys_version,
+                "schema_version": self.schema_version, "has_cuda": self.has_cuda, "has_nvtx": self.has_nvtx,
+                "tables": dict(self.tables)}
 
 
 @runtime_checkable
@@ -82,17 +120,40 @@ class Trace(TraceSource, Protocol):
     @property
     def has_cuda(self) -> bool: ...
 
+    def info(self) -> TraceInfo:
+        """What the export holds: paths, versions, CUDA/NVTX presence, tables → rows (`TraceInfo`)."""
+        ...
+
+    @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
-                    nesting: bool = True) -> pd.DataFrame: ...
+                    nesting: bool = True) -> pd.DataFrame:
+        """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`); `names` / `prefixes` narrow
+        the read to those ranges, `nesting=False` leaves `level` and `parent_id` <NA> (`ExportTrace.nvtx_ranges`)."""
+        ...
 
-    def cuda_api(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.CUDA_API))
+    def cuda_api(self) -> pd.DataFrame:
+        """CUDA runtime and driver API calls."""
+        ...
 
-    def kernels(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.KERNELS))
+    def kernels(self) -> pd.DataFrame:
+        """GPU kernels, one row per kernel execution (raw rows; `CostCoefficientResult.kernel_summary` aggregates)."""
+        ...
 
-    def memops(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.MEMOPS))
+    def memops(self) -> pd.DataFrame:
+        """GPU memcpy and memset operations."""
+        ...
 
-    def graph_launches(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.GRAPH_LAUNCHES))
+    def graph_launches(self) -> pd.DataFrame:
+        """Whole CUDA-graph executions (GRAPH_TRACE, recorded with nsys's graph-level tracing)."""
+        ...
 
-    def gpu_ops(self) -> pd.DataFrame: ...
+    @lists_columns(("Columns", frames.GPU_OPS))
+    def gpu_ops(self) -> pd.DataFrame:
+        """Every GPU operation: kernels, then memcpy, memset and graph launches."""
+        ...
 
     def has_loaded(self, table: str) -> bool: ...
