@@ -18,6 +18,7 @@ import pandas as pd
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
+from ..trace.pages import with_small_pages
 from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
@@ -256,6 +257,7 @@ def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
     return [os.fspath(d) for d in drafts]
 
 
+@with_small_pages
 def cost_coefficient(
     target: PathLike,
     drafts: PathLike | Sequence[PathLike],

@@ -44,6 +44,7 @@ import pandas as pd
 from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
 from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
+from ..trace.pages import with_small_pages
 from ..trace.source import Trace, handed_out
 
 # The columns `project` adds (Int64, <NA> when the range launched nothing, was not projected, or the trace has no
@@ -353,6 +354,7 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
 
 @lists_columns(("Columns of `ranges` kept as they are (by default those of `Trace.nvtx_ranges()`)", NVTX_RANGES),
                ("Then the columns added (Int64; <NA> where nothing was projected)", PROJECTION))
+@with_small_pages
 def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index (`ranges` itself is
     left as it was). Definitions in the module docstring (`nsys_cc.analysis.projection`).

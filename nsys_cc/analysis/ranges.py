@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..errors import RangeNotFoundError
 from ..trace.nvtx import clean_name, matches
+from ..trace.pages import with_small_pages
 from ..trace.source import Trace
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
@@ -80,6 +81,7 @@ TABLE_COLUMNS = [
 ]
 
 
+@with_small_pages
 def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     """One row per NVTX range (only those named `name` when given) with its GPU projection, columns
     TABLE_COLUMNS (`name` is the qualified name). GPU columns are <NA> where the range launched nothing

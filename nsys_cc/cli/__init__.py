@@ -14,6 +14,7 @@ import click
 
 from .. import __version__
 from ..errors import NsysCCError
+from ..trace.pages import small_pages
 
 
 def _flags(command: click.Command | None) -> dict[str, str]:
@@ -67,7 +68,8 @@ class _Cli(click.Group):
 
         progress.wording = in_flags  # progress lines name the verb's flags, as its notes and errors do
         try:
-            return super().invoke(ctx)
+            with small_pages():  # the process is ours: no huge-page faults for any verb (trace/pages.py)
+                return super().invoke(ctx)
         except NsysCCError as exc:
             command = self.commands.get(ctx.invoked_subcommand or "")
             click.echo(f"nsys-cc: error: {in_flags(str(exc), command, exc.param)}", err=True)

@@ -35,6 +35,7 @@ from ..errors import InputError
 from . import cuda, frames, nvtx
 from .export import export_report, is_report
 from .frames import lists_columns
+from .pages import small_pages
 from .source import TraceInfo, handed_out, is_sqlite, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
@@ -162,7 +163,8 @@ class ExportTrace:
         fault, so InputError too."""
         if table not in self._tables:
             try:
-                self._tables[table] = build(self)
+                with small_pages():
+                    self._tables[table] = build(self)
             except (ValueError, TypeError, OverflowError) as exc:
                 raise self._damaged(exc) from None
         return handed_out(self._tables[table])
