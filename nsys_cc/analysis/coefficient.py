@@ -24,7 +24,7 @@ from .acceptance import alphas_with_source
 from .diagnosis import diagnose
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import not_found, quoted
+from .ranges import by_start, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians
@@ -62,13 +62,6 @@ def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> R
     return not_found(trace, ranges, range_name, path=path, hint=" (choose one with range_name)", param="range_name")
 
 
-def _by_start(frame: pd.DataFrame) -> pd.DataFrame:
-    """`frame` in start order (stable); as it is when it already is, as an export's rows of one thread are."""
-    if frame["start_ns"].is_monotonic_increasing:
-        return frame
-    return frame.sort_values("start_ns", kind="stable")
-
-
 def load_model(
     path: PathLike,
     *,
@@ -85,7 +78,7 @@ def load_model(
         hit = matches(ranges, (range_name,))
         if not hit.any():
             raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
-        matched = _by_start(ranges[hit])
+        matched = by_start(ranges[hit])
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import ALL, DECODE, PREFILL, VERIFY
+from .ranges import by_start
 from .result import PhaseRule
 
 WARMUP_RANGE = "nsys_cc:warmup"
@@ -48,12 +49,10 @@ def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
     return np.where(inside, pos, -1)
 
 
-def _markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
+def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     """The ranges named `names` (start_ns, end_ns, payload only: a marker is a window with a payload) by start."""
     m = all_ranges[["start_ns", "end_ns", "payload"]][all_ranges["name"].isin(names).to_numpy(dtype=bool)]
-    if not m["start_ns"].is_monotonic_increasing:
-        m = m.sort_values("start_ns", kind="stable")
-    return m.reset_index(drop=True)
+    return by_start(m).reset_index(drop=True)
 
 
 def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
@@ -64,7 +63,7 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
-    warm = _markers(all_ranges, (WARMUP_RANGE,))
+    warm = markers(all_ranges, (WARMUP_RANGE,))
     if not warm.empty:
         mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
         return mask, (
@@ -78,7 +77,7 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
 
 
 def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray:
-    iters = _markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
+    iters = markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
     pos = _containing(forwards["start_ns"].to_numpy(), iters)
     batch = np.full(len(forwards), np.nan)
     if not iters.empty:

@@ -77,6 +77,7 @@ from .phases import (
     WARMUP_RANGE,
     _containing,
     best_split,
+    markers,
     verify_tokens,
 )
 from .ranges import select
@@ -129,9 +130,13 @@ class StepTable:
         return self.steps[self.steps["kind"] == kind]
 
 
+# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope.
+DRAFT_NAMES = (DRAFT_RANGE, SCOPES_DRAFT)
+
+
 def draft_range_of(ranges: pd.DataFrame) -> str | None:
     """The draft-forward range name of a speculative trace (plugin or vLLM scopes), None for a plain trace."""
-    for name in (DRAFT_RANGE, SCOPES_DRAFT):
+    for name in DRAFT_NAMES:
         if matches(ranges, (name,)).any():
             return name
     return None
@@ -160,12 +165,7 @@ def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
 def is_speculative(path: str | os.PathLike) -> bool:
     """Whether the trace at `path` holds draft-model forward ranges (a speculative-decoding run)."""
     with open_trace(str(path)) as trace:
-        return not trace.nvtx_ranges(names=[DRAFT_RANGE, SCOPES_DRAFT], nesting=False).empty
-
-
-def _windows(ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
-    w = ranges[ranges["name"].isin(names)]
-    return w.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        return draft_range_of(trace.nvtx_ranges(names=DRAFT_NAMES, nesting=False)) is not None
 
 
 def _closed(df: pd.DataFrame) -> pd.DataFrame:
@@ -199,8 +199,8 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     if target.empty:
         raise InputError(f"no {target_range!r} ranges (target forwards) in the trace")
     drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
-    warm = _windows(ranges, (WARMUP_RANGE,))
-    iters = _windows(ranges, (WARMUP_RANGE, ITERATION_RANGE))
+    warm = markers(ranges, (WARMUP_RANGE,))
+    iters = markers(ranges, (WARMUP_RANGE, ITERATION_RANGE))
 
     def measured(df: pd.DataFrame) -> pd.DataFrame:
         if warm.empty or df.empty:

@@ -132,7 +132,7 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     other_thread = end_gtid != NULL_INT
 
     if not nesting:
-        level = parent_id = np.full(len(rowid), NULL_INT)
+        level = parent_id = np.full(len(rowid), NULL_INT)  # <NA> once made nullable below
     elif not partial:
         level, parent_id = _nesting(rowid, gtid, start, end, ~other_thread)
     else:  # over every range of the trace, then taken for the rows read
@@ -170,6 +170,12 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
         if not hit.all():
             frame = frame[hit].reset_index(drop=True)
     return frame
+
+
+def without_nesting(ranges: pd.DataFrame) -> pd.DataFrame:
+    """`ranges` with `level` and `parent_id` <NA> (nullable), as a read with `nesting=False` gives them."""
+    return ranges.assign(level=nullable(np.full(len(ranges), NULL_INT)),
+                         parent_id=nullable(np.full(len(ranges), NULL_INT)))
 
 
 def clean_name(name: str) -> str:

@@ -260,8 +260,7 @@ class ExportTrace:
             full = self._tables["nvtx_ranges"]
             part = full if whole else full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
             if not nesting:
-                part = part.assign(level=pd.array([pd.NA] * len(part), dtype="Int64"),
-                                   parent_id=pd.array([pd.NA] * len(part), dtype="Int64"))
+                part = nvtx.without_nesting(part)
             self._tables[key] = part
         return self._from_file(key, lambda t: _checked_ranges(t, names, prefixes, nesting))
 
