@@ -37,7 +37,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import generate  # noqa: E402
-from run import find_nsys, fmt_s, machine, parse_size, run_process, warm_cache  # noqa: E402
+from run import contender, find_nsys, fmt_s, machine, parse_size, run_process, warm_cache  # noqa: E402
 
 RESULTS = HERE / "results"
 CONTENDERS = ("nvtx_raw", "ranges", "analyze")
@@ -85,15 +85,6 @@ def profiled(nsys: str, forwards: int, timeout: float) -> tuple[Path, dict]:
             "rep_mib": rep.stat().st_size / 2**20}
     times.write_text(json.dumps(info))
     return sqlite, info
-
-
-def contender(name: str, path: Path, draft: Path) -> dict:
-    cmd = [sys.executable, str(HERE / "contenders.py"), name, str(path), str(draft)]
-    r = run_process(cmd, timeout=3600)
-    if r["rc"] != 0:
-        raise RuntimeError(f"{name} on {path.name} failed (rc {r['rc']}):\n{r['stderr']}")
-    info = json.loads(r["stdout"].strip().splitlines()[-1])
-    return {"seconds": info.pop("seconds"), "wall": r["wall"], "rss_mib": info.pop("peak_rss_mib"), "info": info}
 
 
 def nvtxsum(nsys: str, path: Path, timeout: float) -> dict:
@@ -173,16 +164,12 @@ def several_traces(results: list[dict]) -> dict | None:
     paths = [generate.DATA / r["file"] for r in big]
     draft = paths[0].with_name(f"nvtx_program_{generate._human(DRAFT_FORWARDS)}fwd.sqlite")
     print("[nvtx-bench] analyze of several traces at once …", file=sys.stderr, flush=True)
-    cmd = [sys.executable, str(HERE / "contenders.py"), "analyze_many", str(paths[0]), str(paths[1]), str(draft)]
-    r = run_process(cmd, timeout=3600)
-    if r["rc"] != 0:
-        raise RuntimeError(f"analyze_many failed (rc {r['rc']}):\n{r['stderr']}")
-    got = json.loads(r["stdout"].strip().splitlines()[-1])
+    got = contender("analyze_many", paths[0], paths[1], draft)
     one = big[0]["analyze"]["rss_mib"]
     line = (f"- Several traces in one `analyze` ({paths[0].name} as the target, {paths[1].name} and {draft.name} as "
-            f"drafts): peak RSS {got['peak_rss_mib']:.0f} MiB, {got['peak_rss_mib'] / one:.2f}× the {one:.0f} MiB of "
+            f"drafts): peak RSS {got['rss_mib']:.0f} MiB, {got['rss_mib'] / one:.2f}× the {one:.0f} MiB of "
             f"the biggest alone (goal: about one trace); {got['seconds']:.1f} s.")
-    return {"seconds": got["seconds"], "rss_mib": got["peak_rss_mib"], "one_rss_mib": one, "line": line}
+    return {"seconds": got["seconds"], "rss_mib": got["rss_mib"], "one_rss_mib": one, "line": line}
 
 
 def markdown(results: list[dict], info: dict, args) -> str:

@@ -120,8 +120,9 @@ def run_process(cmd: list[str], timeout: float) -> dict:
                 "rc": p.returncode, "timed_out": timed_out}
 
 
-def contender(name: str, path: Path, draft: Path) -> dict:
-    cmd = [sys.executable, str(HERE / "contenders.py"), name, str(path), str(draft)]
+def contender(name: str, path: Path, *drafts: Path) -> dict:
+    """One contender of `contenders.py` on `path` (and the drafts it takes) in a fresh process."""
+    cmd = [sys.executable, str(HERE / "contenders.py"), name, str(path), *map(str, drafts)]
     r = run_process(cmd, timeout=3600)
     if r["rc"] != 0:
         raise RuntimeError(f"{name} on {path.name} failed (rc {r['rc']}):\n{r['stderr']}")
