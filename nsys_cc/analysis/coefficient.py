@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..contract import DEFAULT_RANGE
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
@@ -31,7 +32,6 @@ from .stats import STAT_NAMES, describe, median, ratio_of_medians
 
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient", "load_model"]
 
-DEFAULT_RANGE = "model_executable()"
 # What a model keeps of its forward ranges once they are measured (the rest of the trace's NVTX and GPU columns is
 # let go, so analysing N traces holds about one trace's worth of memory at a time, not N).
 MODEL_COLUMNS = ["range_id", "qualified_name", "pid", "tid", "start_ns", "end_ns", "payload", "open_at_end", "kept",

@@ -28,7 +28,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..live.timing import DECODE, VERIFY, StepRecord
+from ..contract import LIVE_DECODE as DECODE, LIVE_VERIFY as VERIFY
+from ..live.timing import StepRecord
 from .forecast import StepCostModel
 from .stats import median
 

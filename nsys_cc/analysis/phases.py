@@ -28,14 +28,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
+from ..trace.nvtx import matches
 from .metrics import ALL, DECODE, PREFILL, VERIFY
 from .ranges import by_start
 from .result import PhaseRule
-
-WARMUP_RANGE = "nsys_cc:warmup"
-ITERATION_RANGE = "nsys_cc:iteration"
-# Draft forwards of speculative decoding, as nsys_cc's vLLM plugin names them: their presence makes a trace speculative.
-DRAFT_RANGE = "draft_model_executable()"
 
 
 def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
@@ -51,7 +48,7 @@ def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
 
 def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     """The ranges named `names` (start_ns, end_ns, payload only: a marker is a window with a payload) by start."""
-    m = all_ranges[["start_ns", "end_ns", "payload"]][all_ranges["name"].isin(names).to_numpy(dtype=bool)]
+    m = all_ranges[["start_ns", "end_ns", "payload"]][matches(all_ranges, names)]
     return by_start(m).reset_index(drop=True)
 
 
@@ -90,7 +87,7 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
     payload = forwards["payload"].to_numpy(dtype=float)
     batch = _batch_sizes(forwards, all_ranges)
     source = "the enclosing iteration ranges"
-    speculative = bool(all_ranges["name"].isin((DRAFT_RANGE,)).any())
+    speculative = bool(matches(all_ranges, (DRAFT_FORWARD_RANGE,)).any())
     if np.isnan(batch).any() and speculative:
         # The smallest payload of a speculative run is a verify forward (γ + 1 tokens per sequence), not a batch.
         batch = np.where(np.isnan(batch), 1.0, batch)
@@ -111,9 +108,9 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
         if verify is not None:
             is_verify = (tokens_per_seq > 1) & (tokens_per_seq <= verify)
             phase[is_verify] = VERIFY
-            detail += (f"; a speculative-decoding trace ('{DRAFT_RANGE}' ranges): {int(is_verify.sum())} forwards of "
-                       f"2–{verify:g} tokens per sequence are verify forwards (γ + 1 = {verify:g}, the most common "
-                       "size), not prefill")
+            detail += (f"; a speculative-decoding trace ('{DRAFT_FORWARD_RANGE}' ranges): {int(is_verify.sum())} "
+                       f"forwards of 2–{verify:g} tokens per sequence are verify forwards (γ + 1 = {verify:g}, the "
+                       "most common size), not prefill")
     return phase, PhaseRule("payload", detail)
 
 

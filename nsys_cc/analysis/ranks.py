@@ -37,13 +37,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..contract import ALL_REDUCE_RANGE
 from ..trace.bulk import PID_MASK
 from . import kernels as kernel_mod
 from .projection import op_totals, union_by_group
 from .stats import describe
 
 MAX_OFFSET = 64
-ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).
 _SUMMED = ("kernel_sum_ns", "kernels", "gpu_ops", "launch_api_ns")
 

@@ -66,32 +66,30 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from ..contract import (
+    ALL_REDUCE_RANGE,
+    DEFAULT_RANGE,
+    DRAFT_FORWARD_RANGE,
+    DRAFT_RANGES,
+    ITERATION_RANGE,
+    SCOPES_ALLOCATE,
+    SCOPES_DRAFT,
+    SCOPES_FORWARD,
+    SCOPES_STEP,
+    SCOPES_STEP_PREFIX,
+    STEP_RANGE,
+    WARMUP_RANGE,
+)
 from ..errors import InputError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.source import Trace
 from . import acceptance as acceptance_mod, forecast as forecast_mod
-from .phases import (
-    DRAFT_RANGE,
-    ITERATION_RANGE,
-    WARMUP_RANGE,
-    _containing,
-    best_split,
-    markers,
-    verify_tokens,
-)
+from .phases import _containing, best_split, markers, verify_tokens
 from .ranges import select
-from .ranks import ALL_REDUCE_RANGE
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 
-STEP_RANGE = "nsys_cc:step"
-SCOPES_TARGET = "gpu_model_runner: forward"
-SCOPES_DRAFT = "gpu_model_runner: draft"
-SCOPES_STEP_PREFIX = "llm_engine step: "
-SCOPES_STEP = "llm_engine step: get_output"
-# vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
-SCOPES_ALLOCATE = "schedule: allocate_slots"
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
@@ -130,8 +128,7 @@ class StepTable:
         return self.steps[self.steps["kind"] == kind]
 
 
-# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope.
-DRAFT_NAMES = (DRAFT_RANGE, SCOPES_DRAFT)
+DRAFT_NAMES = DRAFT_RANGES
 
 
 def draft_range_of(ranges: pd.DataFrame) -> str | None:
@@ -144,8 +141,8 @@ def draft_range_of(ranges: pd.DataFrame) -> str | None:
 
 # Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
 # drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
-MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_RANGE, STEP_RANGE, SCOPES_TARGET, SCOPES_DRAFT, SCOPES_ALLOCATE,
-           ALL_REDUCE_RANGE)
+MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
+           SCOPES_ALLOCATE, ALL_REDUCE_RANGE)
 MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
 
 
@@ -189,15 +186,15 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None) -> StepTable:
+def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = None) -> StepTable:
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`)."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
-    if draft_name == SCOPES_DRAFT and target_range == "model_executable()":
-        target_range = SCOPES_TARGET
-    target = _closed(select(ranges, target_range))
+    if draft_name == SCOPES_DRAFT and range_name == DEFAULT_RANGE:
+        range_name = SCOPES_FORWARD
+    target = _closed(select(ranges, range_name))
     if target.empty:
-        raise InputError(f"no {target_range!r} ranges (target forwards) in the trace")
+        raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")
     drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
     warm = markers(ranges, (WARMUP_RANGE,))
     iters = markers(ranges, (WARMUP_RANGE, ITERATION_RANGE))
@@ -211,7 +208,7 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     if warm.empty:
         notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
     if target.empty:
-        raise InputError(f"every {target_range!r} range ran inside a warm-up iteration")
+        raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")
     t_start = target["start_ns"].to_numpy()
     t_iter = _containing(t_start, iters)
     batch = np.ones(len(target))
@@ -337,10 +334,10 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
                      float(per_iter), gamma_payload, tuple(notes))
 
 
-def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None) -> StepTable:
+def read_step_table(path: str | os.PathLike, range_name: str, *, gamma: int | None = None) -> StepTable:
     """`step_table` of the trace at `path`."""
     with open_trace(str(path)) as trace:
-        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma)
+        table = step_table(marked_ranges(trace, range_name), range_name, gamma=gamma)
     return dataclasses.replace(table, latencies_s=bench_latencies(path))
 
 
@@ -407,7 +404,7 @@ def draft_of(name: str, drafts: Sequence[str]) -> str:
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
 
 
-def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None) -> SpecRun:
+def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: str | None = None) -> SpecRun:
     """Read one speculative run: its steps, the metrics dump (`metrics_path`, else `X.metrics.json` beside the
     trace when present) and vLLM's latencies (`X.bench.json`)."""
     notes: list[str] = []
@@ -417,7 +414,7 @@ def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: 
     stats = acceptance_mod.load(metrics_path) if metrics_path else None
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
-    table = read_step_table(path, target_range, gamma=gamma)
+    table = read_step_table(path, range_name, gamma=gamma)
     if gamma is None:
         gamma = table.gamma_from_payload
         if gamma is None and gamma_label:

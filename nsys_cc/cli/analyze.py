@@ -11,7 +11,7 @@ import os
 
 import click
 
-from ..analysis.coefficient import DEFAULT_RANGE
+from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
 from ..errors import InputError, NsysCCError
 from . import cli, in_flags, result_in_flags
 from .options import acceptance_option, format_option, metrics_option
@@ -26,7 +26,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
-              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes); once for "
+              help=f"NVTX range around each forward (e.g. '{SCOPES_FORWARD}' for vLLM's own scopes); once for "
                    "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")

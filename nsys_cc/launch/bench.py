@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"
+from ..contract import BENCH_MODULE, ENV_METRICS_OUT
 
 
 def _keep_instances(cls: type) -> list:
@@ -49,14 +49,14 @@ def main(argv: list[str]) -> None:
         from vllm import LLM
 
         engines = _keep_instances(LLM)
-    parser = FlexibleArgumentParser(prog="python -m nsys_cc.launch.bench", description=__doc__)
+    parser = FlexibleArgumentParser(prog=f"python -m {BENCH_MODULE}", description=__doc__)
     add_cli_args(parser)
     run_latency(parser.parse_args(argv))
     if metrics_out:
         from ..analysis.acceptance import dump_metrics
 
         if not engines:
-            sys.exit(f"nsys_cc.launch.bench: no LLM was created, no metrics for {metrics_out}")
+            sys.exit(f"{BENCH_MODULE}: no LLM was created, no metrics for {metrics_out}")
         dump_metrics(engines[-1].get_metrics(), metrics_out)
 
 

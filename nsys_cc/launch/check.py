@@ -27,32 +27,34 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.ranks import step_bounds
+from ..contract import FORWARD_RANGE, FORWARD_RANGES, ITERATION_RANGE
 from ..errors import InputError
 from ..trace import open_trace
 from ..trace.bulk import PID_MASK
-from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
+from ..trace.nvtx import matches
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
 
-def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
-    """NVTX ranges of an export (through the trace reader): start_ns, end_ns, name, global_pid (the process),
-    open_at_end."""
+def push_pop_ranges(sqlite: str | Path, names: Sequence[str]) -> pd.DataFrame:
+    """The NVTX ranges of an export named `names` (through the trace reader): start_ns, end_ns, name,
+    global_pid (the process), open_at_end."""
     with open_trace(sqlite) as trace:
-        ranges = trace.nvtx_ranges()
+        ranges = trace.nvtx_ranges(names=names, nesting=False)
     return pd.DataFrame({"start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
-                         "name": ranges["name"].astype(str), "global_pid": ranges["global_tid"] & PID_MASK,
-                         "open_at_end": ranges["open_at_end"]})
+                         "name": ranges["name"], "qualified_name": ranges["qualified_name"],
+                         "global_pid": ranges["global_tid"] & PID_MASK, "open_at_end": ranges["open_at_end"]})
 
 
 def forward_range(sqlite: str | Path) -> tuple[str, int]:
     """Which forward range the export holds and how many: the plugin's `model_executable()`, else vLLM's own
     `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else
     (`model_executable()`, 0)."""
-    counts = push_pop_ranges(sqlite)["name"].value_counts()
-    for name in (FORWARD_RANGE, VLLM_SCOPES_RANGE):
-        if counts.get(name, 0):
-            return name, int(counts[name])
+    ranges = push_pop_ranges(sqlite, FORWARD_RANGES)
+    for name in FORWARD_RANGES:
+        count = int(matches(ranges, (name,)).sum())
+        if count:
+            return name, count
     return FORWARD_RANGE, 0
 
 
@@ -67,9 +69,9 @@ def bench_latencies(bench_json: str | Path) -> list[float]:
 
 def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE) -> dict:
     """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`."""
-    ranges = push_pop_ranges(sqlite)
-    iters = ranges[ranges["name"] == ITERATION_RANGE].sort_values("start_ns")
-    fwd = ranges[ranges["name"] == range_name]
+    ranges = push_pop_ranges(sqlite, (range_name, ITERATION_RANGE))
+    iters = ranges[matches(ranges, (ITERATION_RANGE,))].sort_values("start_ns")
+    fwd = ranges[matches(ranges, (range_name,))]
     latencies = np.asarray(bench_latencies(bench_json)) * 1e3
     n = min(len(iters), len(latencies))
     starts, ends = step_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),

@@ -38,12 +38,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import progress
+from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import find_nsys, nsys_version, require_nsys
 from . import check
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
 from .models import Model, resolve, resolve_all
-from .vllm_plugin import FORWARD_RANGE
 
 if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult

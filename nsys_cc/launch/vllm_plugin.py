@@ -71,18 +71,20 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import live as _live
+from ..contract import (  # the names this plugin writes and reads, spelled once for the plugin and the analysis
+    ALL_REDUCE_RANGE,
+    DRAFT_FORWARD_RANGE,
+    ENV_PLUGIN as ENV_ENABLE,
+    ENV_WARMUP_ITERS as ENV_WARMUP,
+    FORWARD_RANGE,
+    ITERATION_RANGE,
+    SCOPES_FORWARD as VLLM_SCOPES_RANGE,
+    STEP_RANGE,
+    VLLM_SCOPES_ENV,
+    WARMUP_RANGE,
+)
 from ..live import channel as _live_channel
 from . import nvtx_backend
-
-ENV_ENABLE = "NSYS_CC_PLUGIN"
-ENV_WARMUP = "NSYS_CC_WARMUP_ITERS"
-FORWARD_RANGE = "model_executable()"
-DRAFT_FORWARD_RANGE = "draft_model_executable()"
-WARMUP_RANGE = "nsys_cc:warmup"
-ITERATION_RANGE = "nsys_cc:iteration"
-ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
-STEP_RANGE = "nsys_cc:step"
-VLLM_SCOPES_RANGE = "gpu_model_runner: forward"
 
 _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
@@ -516,7 +518,7 @@ def _apply(name: str, module: Any) -> None:
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
             f"falling back to vLLM's own NVTX scopes (analyse with range_name='{VLLM_SCOPES_RANGE}')"
         )
-        os.environ["VLLM_NVTX_SCOPES_FOR_PROFILING"] = "1"
+        os.environ[VLLM_SCOPES_ENV] = "1"
 
 
 def _warn(message: str) -> None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-ENV_LIVE = "NSYS_CC_LIVE"
+from ..contract import ENV_LIVE
 
 
 def enabled() -> bool:

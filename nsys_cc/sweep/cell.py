@@ -40,7 +40,7 @@ from .. import progress
 from ..errors import NsysCCError, ProfileError
 from . import table as table_mod
 from .grid import CellSpec
-from .manifest import TraceSet
+from .manifest import OLD_KEYS, TraceSet
 
 STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
@@ -117,6 +117,7 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
 
 
 def _trace_set_from(doc: dict) -> TraceSet:
+    doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
                        "names": tuple(doc["names"]) if doc.get("names") else None})
 
@@ -157,7 +158,7 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
                     drafts=tuple(str(r.files.sqlite) for r in done[1:]),
                     names=tuple(r.model.label for r in [*done, *spec_runs]), batch_size=c.batch_size,
                     input_len=c.input_len, target_tp=c.target_tp, output_len=spec.options.output_len,
-                    range=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
+                    range_name=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
 
 
 def _profile_args(spec: CellSpec, profile: Callable) -> dict:

@@ -97,6 +97,6 @@ def analyse_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.Dat
         raise InputError(f"trace set {trace_set.name}: its speculative traces need the speculative (in-place) "
                          "analysis, which this nsys_cc does not have yet")
     result = cost_coefficient(trace_set.target, [*trace_set.drafts, *trace_set.speculative], names=trace_set.names,
-                              range_name=trace_set.range, output_len=trace_set.output_len, seed=seed)
+                              range_name=trace_set.range_name, output_len=trace_set.output_len, seed=seed)
     return from_result(result, cell=trace_set.name, batch_size=trace_set.batch_size,
                        input_len=trace_set.input_len, target_tp=trace_set.target_tp, attempts=attempts)
