@@ -80,14 +80,15 @@ def test_the_contract_imports_nothing():
 
 
 def test_writer_and_readers_share_the_names():
-    from nsys_cc.analysis import phases, ranks, speculative
+    from nsys_cc.analysis import phases, ranges, ranks
     from nsys_cc.launch import commands, vllm_plugin
     from nsys_cc.sweep import manifest
 
     assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.DEFAULT_RANGE
-    assert vllm_plugin.DRAFT_FORWARD_RANGE in speculative.DRAFT_NAMES
+    assert vllm_plugin.DRAFT_FORWARD_RANGE in contract.DRAFT_RANGES
+    # the one read of a trace (`ranges.marked_ranges`) asks for every marker the plugin writes
     assert {vllm_plugin.WARMUP_RANGE, vllm_plugin.ITERATION_RANGE, vllm_plugin.STEP_RANGE,
-            vllm_plugin.ALL_REDUCE_RANGE} <= set(speculative.MARKERS)
+            vllm_plugin.ALL_REDUCE_RANGE, vllm_plugin.DRAFT_FORWARD_RANGE} <= set(ranges.MARKERS)
     assert ranks.ALL_REDUCE_RANGE == vllm_plugin.ALL_REDUCE_RANGE
     assert phases.WARMUP_RANGE == vllm_plugin.WARMUP_RANGE
     env = commands.bench_env(commands.BenchOptions(warmup_iters=3), gpu=False, environ={})

@@ -70,4 +70,4 @@ def test_unreadable_inputs_are_input_errors(tmp_path):
         check.forward_range(bad)
     (tmp_path / "b.json").write_text('{"avg_latency": 1}')
     with pytest.raises(InputError, match="not a vLLM latency --output-json"):
-        check.bench_latencies(tmp_path / "b.json")
+        check.forward_share([("x", FIXTURES / "tiny-llama-target.sqlite", tmp_path / "b.json")])

@@ -2,7 +2,7 @@
 
 For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
 phase (see `phases`) and the per-forward metrics of the registry (`metrics.METRICS`, from `projection.project`).
-When the ranges lie in several processes (tensor-parallel ranks) each forward is a step, one range per rank (`ranks`).
+When the ranges lie in several processes (tensor-parallel ranks) each forward is one range per rank (`ranks`).
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
 This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
@@ -20,12 +20,12 @@ from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
-from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
+from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, not_found, quoted
+from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians
@@ -74,15 +74,15 @@ def load_model(
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        ranges = spec_mod.marked_ranges(trace, range_name)  # the forwards and the markers, nothing else
+        ranges = marked_ranges(trace, range_name)  # the forwards and the markers, nothing else
         hit = matches(ranges, (range_name,))
         if not hit.any():
             raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
         matched = by_start(ranges[hit])
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-        forwards, ranks = rank_mod.group_steps(trace, forwards)
-        unit = "ranges" if ranks is None else "steps"
+        forwards, ranks = rank_mod.group_forwards(trace, forwards)
+        unit = "ranges" if ranks is None else "forwards"
         warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
         # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
         unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
@@ -117,13 +117,13 @@ def load_model(
             totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
         # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
         # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
-        forwards = forwards[MODEL_COLUMNS + (rank_mod.STEP_COLUMNS if ranks else [])]
+        forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])]
         if ranks:
             ranks.compact(MODEL_COLUMNS)
         return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                              op_totals=totals, gpu_note=gpu_note, ranks=ranks,
-                             speculative=spec_mod.draft_range_of(ranges) is not None)
+                             speculative=draft_range_of(ranges) is not None)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -235,7 +235,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
         if not m.has_cuda:
             texts.append(m.gpu_note)
         if m.ranks is not None:
-            texts += [rank_mod.steps_note(m), *m.ranks.notes]
+            texts += [rank_mod.ranks_note(m), *m.ranks.notes]
         for text in texts:
             holders.setdefault(text, []).append(m.name)
     every = len(models) > 1
@@ -297,7 +297,7 @@ def cost_coefficient(
     labels = model_names(paths, names)
     ranges = _range_names(range_name, paths, labels)
     _check_distinct(paths, ranges)
-    is_spec = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    is_spec = [i > 0 and steps_mod.is_speculative(p) for i, p in enumerate(paths)]
     spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
     plain = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if not s]
     models = [
@@ -320,7 +320,7 @@ def cost_coefficient(
                 for p, n, r in spec_runs]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
-            spec_mod.read_step_table(plain[0][0], plain[0][2]), runs,
+            steps_mod.read_step_table(plain[0][0], plain[0][2]), runs,
             c_standalone={r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()},
             output_len=output_len, acceptance=alphas, seed=seed)
     return CostCoefficientResult(

@@ -4,10 +4,10 @@ For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time 
 - forward_ms_i = the sum of the durations of the forward ranges (`model_executable()`, or vLLM's own
   `gpu_model_runner: forward` when the plugin fell back to it) that start inside iteration
   range i (any thread or process: the rule the analysis uses for warm-up); for a model on several tensor-parallel
-  ranks each step counts once, from its first rank's start to its last rank's end (`analysis.ranks`); a forward
-  (step) still open when the capture ended (its end is the trace's) is left out, as the analysis drops it;
+  ranks each forward counts once, from its first rank's start to its last rank's end (`analysis.ranks`); a forward
+  still open when the capture ended (its end is the trace's) is left out, as the analysis drops it;
 - latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json`
-  (perf_counter around one `LLM.generate` call);
+  (perf_counter around one `LLM.generate` call; read by `nsys_cc.analysis.latencies`);
 - share_i = forward_ms_i ÷ latency_ms_i: the part of the iteration spent in forwards (the rest is scheduling,
   sampling, input preparation, Python). A share far below 1 means c from forward ranges says little about
   end-to-end speed; a share above 1 means the trace and vLLM disagree about the iteration.
@@ -19,16 +19,15 @@ when the trace and the JSON hold different numbers of iterations, the first min(
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..analysis.ranks import step_bounds
+from ..analysis.latencies import read_latencies
+from ..analysis.ranks import forward_bounds
 from ..contract import FORWARD_RANGE, FORWARD_RANGES, ITERATION_RANGE
-from ..errors import InputError
 from ..trace import open_trace
 from ..trace.bulk import PID_MASK
 from ..trace.nvtx import matches
@@ -58,23 +57,14 @@ def forward_range(sqlite: str | Path) -> tuple[str, int]:
     return FORWARD_RANGE, 0
 
 
-def bench_latencies(bench_json: str | Path) -> list[float]:
-    """vLLM's per-iteration latencies in seconds, from `--output-json`."""
-    try:
-        doc = json.loads(Path(bench_json).read_text())
-        return [float(x) for x in doc["latencies"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
-
-
 def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE) -> dict:
     """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`."""
     ranges = push_pop_ranges(sqlite, (range_name, ITERATION_RANGE))
     iters = ranges[matches(ranges, (ITERATION_RANGE,))].sort_values("start_ns")
     fwd = ranges[matches(ranges, (range_name,))]
-    latencies = np.asarray(bench_latencies(bench_json)) * 1e3
+    latencies = read_latencies(bench_json) * 1e3
     n = min(len(iters), len(latencies))
-    starts, ends = step_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),
+    starts, ends = forward_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),
                                fwd["end_ns"].to_numpy(np.int64), fwd["open_at_end"].to_numpy(bool))
     durations = ends - starts
     sums, counts = [], []
