@@ -168,8 +168,8 @@ def test_text_table_shows_the_ranks():
     assert "Ranks:" in out.stdout and "Lag (ms)" in out.stdout
 
 
-def test_forward_share_counts_each_step_once(raw):
-    share = check.model_share("t", TARGET, TP / "tiny-llama-target.tp2.bench.json")
+def test_forward_share_counts_each_forward_once(result, raw):
+    share = check.model_share(result.target, TP / "tiny-llama-target.tp2.bench.json")
     iters = sorted((r[0], r[1]) for r in raw_sql(TARGET, RANGES_SQL) if r[3] == "nsys_cc:iteration")
     steps = [(s["start"], s["end"]) for s in raw["steps"] if not s["open"]]
     sums = [sum(e - s for s, e in steps if a <= s <= b) / 1e6 for a, b in iters]

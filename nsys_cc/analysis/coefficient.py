@@ -9,13 +9,14 @@ This module loads and computes; the result it returns is plain data (`result`), 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from ..contract import DEFAULT_RANGE
+from ..contract import DEFAULT_RANGE, ITERATION_RANGE
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
@@ -71,59 +72,77 @@ def load_model(
     skip_ranges: int | None = None,
     output_len: int | None = None,
 ) -> ModelForwards:
-    """Read one trace and return its forward ranges with metrics, warm-up flags and phases."""
+    """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
+    `cost_coefficient` opens each trace once and hands what it read to `model_of`)."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        ranges = marked_ranges(trace, range_name)  # the forwards and the markers, nothing else
-        hit = matches(ranges, (range_name,))
-        if not hit.any():
-            raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
-        matched = by_start(ranges[hit])
-        has_cuda = bool(trace.has_cuda)
-        forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-        forwards, ranks = rank_mod.group_forwards(trace, forwards)
-        unit = "ranges" if ranks is None else "forwards"
-        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
-        # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
-        unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
-        forwards["kept"] = ~warm & ~unclosed
-        if unclosed.any():
-            warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
-                          "ended)")
-        if not forwards["kept"].any():
-            if (~warm).any():
-                raise RangeNotFoundError(
-                    f"{path}: every {_quoted(range_name)} range left after warm-up was never closed (the capture "
-                    "ended inside it): let the profiled program finish its forwards"
-                )
+        return model_of(trace, marked_ranges(trace, range_name), path=path, name=name, role=role,
+                        range_name=range_name, skip_ranges=skip_ranges, output_len=output_len)
+
+
+def model_of(
+    trace,
+    ranges: pd.DataFrame,
+    *,
+    path: str,
+    name: str,
+    role: str,
+    range_name: str = DEFAULT_RANGE,
+    skip_ranges: int | None = None,
+    output_len: int | None = None,
+) -> ModelForwards:
+    """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
+    markers, nothing else): forward ranges with metrics, warm-up flags and phases."""
+    hit = matches(ranges, (range_name,))
+    if not hit.any():
+        raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
+    matched = by_start(ranges[hit])
+    has_cuda = bool(trace.has_cuda)
+    forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
+    forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
+    unit = "ranges" if ranks is None else "forwards"
+    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
+    # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
+    unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
+    forwards["kept"] = ~warm & ~unclosed
+    if unclosed.any():
+        warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
+                      "ended)")
+    if not forwards["kept"].any():
+        if (~warm).any():
             raise RangeNotFoundError(
-                f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
-                "lower skip_ranges", param="skip_ranges"
+                f"{path}: every {_quoted(range_name)} range left after warm-up was never closed (the capture "
+                "ended inside it): let the profiled program finish its forwards"
             )
-        gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
-        if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
-            has_cuda = False
-            gpu_note = (
-                f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
-                "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
-                "only, no GPU metrics"
-            )
-        phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
-        forwards["phase"] = phase
-        kept = forwards[forwards["kept"]]
-        totals = pd.DataFrame()
-        if has_cuda:
-            phases = kept["phase"].to_numpy(dtype=object)
-            totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
-        # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
-        # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
-        forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])]
-        if ranks:
-            ranks.compact(MODEL_COLUMNS)
-        return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
-                             has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
-                             op_totals=totals, gpu_note=gpu_note, ranks=ranks,
-                             speculative=draft_range_of(ranges) is not None)
+        raise RangeNotFoundError(
+            f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
+            "lower skip_ranges", param="skip_ranges"
+        )
+    gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
+    if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
+        has_cuda = False
+        gpu_note = (
+            f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
+            "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
+            "only, no GPU metrics"
+        )
+    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
+    forwards["phase"] = phase
+    kept = forwards[forwards["kept"]]
+    totals = pd.DataFrame()
+    if has_cuda:
+        phases = kept["phase"].to_numpy(dtype=object)
+        totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
+    # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
+    # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
+    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])]
+    if ranks:
+        ranks.compact(MODEL_COLUMNS)
+    return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
+                         has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
+                         op_totals=totals, gpu_note=gpu_note, ranks=ranks,
+                         speculative=draft_range_of(ranges) is not None,
+                         iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -295,16 +314,29 @@ def cost_coefficient(
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     labels = model_names(paths, names)
-    ranges = _range_names(range_name, paths, labels)
-    _check_distinct(paths, ranges)
-    is_spec = [i > 0 and steps_mod.is_speculative(p) for i, p in enumerate(paths)]
-    spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
-    plain = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if not s]
-    models = [
-        load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
-                   skip_ranges=skip_ranges, output_len=output_len)
-        for i, (p, n, r) in enumerate(plain)
-    ]
+    range_names = _range_names(range_name, paths, labels)
+    _check_distinct(paths, range_names)
+    by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+    # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
+    # plain draft's to its model, a speculative run's (it holds draft-forward ranges) to its steps. Of the target, what
+    # its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the
+    # other traces say whether a speculative run needs them.
+    loaded: dict[int, ModelForwards] = {}
+    spec_runs: dict[int, spec_mod.SpecRun] = {}
+    target_markers = None
+    for i, (path, label, name_of_range) in enumerate(zip(paths, labels, range_names)):
+        with open_trace(path) as trace:
+            ranges = marked_ranges(trace, name_of_range)
+            if i > 0 and draft_range_of(ranges) is not None:
+                spec_runs[i] = spec_mod.load_run(path, label, "", name_of_range,
+                                                 by_path.get(os.path.realpath(path)), ranges=ranges)
+            else:
+                loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
+                                     range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len)
+            if i == 0:
+                target_markers = steps_mod.markers_of(ranges, name_of_range)
+            del ranges
+    models = [loaded[i] for i in sorted(loaded)]
     coefficients = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
     notes = [*_model_notes(models), *([alpha_note] if alpha_note else [])]
@@ -314,13 +346,14 @@ def cost_coefficient(
                      "run first, then the drafts and the speculative runs")
     speculative = None
     if spec_runs:
-        by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+        plain_steps = steps_mod.with_latencies(steps_mod.step_table(
+            steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
         draft_labels = [m.name for m in models[1:]]
-        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels), r, by_path.get(os.path.realpath(p)))
-                for p, n, r in spec_runs]
+        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels))
+                for _, run in sorted(spec_runs.items())]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
-            steps_mod.read_step_table(plain[0][0], plain[0][2]), runs,
+            plain_steps, runs,
             c_standalone={r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()},
             output_len=output_len, acceptance=alphas, seed=seed)
     return CostCoefficientResult(

@@ -28,8 +28,8 @@ lag, and the forward's skew = max end − min end (the last rank's lag). `rank_t
 
 Communication: on a GPU, the rank's communication kernels (NCCL, `kernels.CATEGORY_RULES`). On vLLM's CPU build the
 all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
-an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges directly
-inside its forward range (NVTX parent, same thread). That time includes waiting for the other ranks to arrive.
+an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges
+inside its forward range on the same thread. That time includes waiting for the other ranks to arrive.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ import pandas as pd
 
 from ..contract import ALL_REDUCE_RANGE
 from ..trace.bulk import PID_MASK
+from ..trace.nvtx import matches
 from . import kernels as kernel_mod
 from .projection import op_totals, union_by_group
 from .stats import describe
@@ -152,14 +153,29 @@ def match(process: np.ndarray, start: np.ndarray, end: np.ndarray) -> Matching:
     return Matching(rank, forward, offsets, last_start <= first_end, counts)
 
 
-def _all_reduce_ns(trace, forwards: pd.DataFrame) -> np.ndarray:
-    """Per forward range: the summed duration of the `nsys_cc:all_reduce` ranges directly inside it; NaN for every
-    range when the trace has none (a GPU run, or a plugin that did not wrap the CPU all-reduce)."""
-    inner = trace.nvtx_ranges(names=[ALL_REDUCE_RANGE])  # with their nesting: the parent is the forward
+def _all_reduce_ns(ranges: pd.DataFrame, forwards: pd.DataFrame) -> np.ndarray:
+    """Per forward range: the summed duration of the `nsys_cc:all_reduce` ranges inside it on its thread (`ranges`:
+    the trace's ranges as read, `ranges.marked_ranges`, which include them); NaN for every range when the trace has
+    none (a GPU run, or a plugin that did not wrap the CPU all-reduce)."""
+    inner = ranges[matches(ranges, (ALL_REDUCE_RANGE,))]
     if inner.empty:
         return np.full(len(forwards), np.nan)
-    per_parent = inner["duration_ns"].astype(float).groupby(inner["parent_id"]).sum()
-    return per_parent.reindex(forwards["range_id"]).fillna(0.0).to_numpy()
+    out = np.zeros(len(forwards))
+    f_tid = forwards["global_tid"].to_numpy(np.int64)
+    f_start, f_end = forwards["start_ns"].to_numpy(np.int64), forwards["end_ns"].to_numpy(np.int64)
+    i_tid = inner["global_tid"].to_numpy(np.int64)
+    i_start, i_end = inner["start_ns"].to_numpy(np.int64), inner["end_ns"].to_numpy(np.int64)
+    for tid in np.unique(i_tid):
+        mine = np.flatnonzero(f_tid == tid)
+        if not mine.size:
+            continue
+        mine = mine[np.argsort(f_start[mine], kind="stable")]
+        sel = i_tid == tid
+        pos = np.searchsorted(f_start[mine], i_start[sel], side="right") - 1  # the last forward started before it
+        owner = mine[np.clip(pos, 0, None)]
+        ok = (pos >= 0) & (i_end[sel] <= f_end[owner])
+        np.add.at(out, owner[ok], (i_end[sel] - i_start[sel])[ok].astype(float))
+    return out
 
 
 def _devices(trace, global_pids: np.ndarray) -> list[str]:
@@ -194,11 +210,11 @@ def _notes(m: Matching, pids: np.ndarray, payload_mismatch: int) -> list[str]:
     return notes
 
 
-def group_forwards(trace, forwards: pd.DataFrame) -> tuple[pd.DataFrame, Ranks | None]:
+def group_forwards(trace, forwards: pd.DataFrame, ranges: pd.DataFrame) -> tuple[pd.DataFrame, Ranks | None]:
     """One row per tensor-parallel forward for a model whose forward ranges lie in several processes (module
     docstring), with the columns of `forwards` (a per-range table from `coefficient`: projection columns and
     per-forward metrics), plus `forward`, `skew_ns` and `last_rank`; `forwards` itself and None when they lie in one
-    process."""
+    process. `ranges`: the trace's ranges as read (`ranges.marked_ranges`), for the all-reduces."""
     gpid = forwards["global_tid"].to_numpy(np.int64) & PID_MASK
     if len(np.unique(gpid)) < 2:
         return forwards, None
@@ -206,7 +222,7 @@ def group_forwards(trace, forwards: pd.DataFrame) -> tuple[pd.DataFrame, Ranks |
     m = match(gpid, start, end)
     procs = np.unique(gpid)
     pids = (procs >> 24) & 0xFFFFFF
-    ranges = forwards.assign(rank=m.rank, forward=m.forward, allreduce_ns=_all_reduce_ns(trace, forwards))
+    ranges = forwards.assign(rank=m.rank, forward=m.forward, allreduce_ns=_all_reduce_ns(ranges, forwards))
     matched = ranges[ranges["forward"] >= 0]
     by = matched.groupby("forward", sort=True)
     grouped = matched[matched["rank"] == 0].sort_values("forward").reset_index(drop=True)

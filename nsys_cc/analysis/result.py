@@ -48,6 +48,8 @@ class ModelForwards:
     a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
+    `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload; empty without them), which the
+    forward-share check of `profile` pairs with vLLM's latencies.
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
@@ -65,6 +67,8 @@ class ModelForwards:
     gpu_note: str = ""
     ranks: Ranks | None = field(default=None, repr=False)
     speculative: bool = False  # the trace holds draft-model forward ranges (a speculative-decoding run)
+    # The trace's measured benchmark iterations (`nsys_cc:iteration` ranges: start_ns, end_ns, payload), by start.
+    iterations: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)

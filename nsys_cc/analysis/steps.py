@@ -270,3 +270,26 @@ def is_speculative(path: str | os.PathLike) -> bool:
 
     with open_trace(os.fspath(path)) as trace:
         return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False)) is not None
+
+
+# The columns of a trace's ranges that `step_table` reads.
+STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
+
+
+def markers_of(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
+    """Of a trace's ranges as read (`ranges.marked_ranges`), what `step_table` needs besides the forwards named
+    `range_name`: the markers, in STEP_INPUT_COLUMNS. With `with_forwards` it makes the step table of a trace whose
+    forwards were kept by its model, without keeping (or reading again) its forward ranges."""
+    return ranges.loc[~matches(ranges, (range_name,)), STEP_INPUT_COLUMNS]
+
+
+def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:
+    """`markers` (`markers_of`) and the forwards of `model` (a `ModelForwards` of the same trace: one row per forward,
+    across ranks on several) as ranges named its `range_name`: the input of `step_table`."""
+    fwd = model.forwards
+    forwards = pd.DataFrame({"name": model.range_name, "qualified_name": model.range_name,
+                             "start_ns": fwd["start_ns"], "end_ns": fwd["end_ns"],
+                             "duration_ns": fwd["end_ns"] - fwd["start_ns"], "payload": fwd["payload"],
+                             "open_at_end": fwd["open_at_end"]})
+    both = [markers.astype({"name": object, "qualified_name": object}), forwards]
+    return pd.concat([b for b in both if len(b)], ignore_index=True) if len(markers) else forwards

@@ -1,6 +1,7 @@
 """Measurement check: how much of each benchmark iteration the forward ranges cover.
 
-For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order):
+For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order), from the model as `profile`'s
+analysis read it (its forwards and iteration ranges: the trace is not read again):
 - forward_ms_i = the sum of the durations of the forward ranges (`model_executable()`, or vLLM's own
   `gpu_model_runner: forward` when the plugin fell back to it) that start inside iteration
   range i (any thread or process: the rule the analysis uses for warm-up); for a model on several tensor-parallel
@@ -26,30 +27,20 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.latencies import read_latencies
-from ..analysis.ranks import forward_bounds
-from ..contract import FORWARD_RANGE, FORWARD_RANGES, ITERATION_RANGE
+from ..analysis.result import ModelForwards
+from ..contract import FORWARD_RANGE, FORWARD_RANGES
 from ..trace import open_trace
-from ..trace.bulk import PID_MASK
 from ..trace.nvtx import matches
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
 
-def push_pop_ranges(sqlite: str | Path, names: Sequence[str]) -> pd.DataFrame:
-    """The NVTX ranges of an export named `names` (through the trace reader): start_ns, end_ns, name,
-    global_pid (the process), open_at_end."""
-    with open_trace(sqlite) as trace:
-        ranges = trace.nvtx_ranges(names=names, nesting=False)
-    return pd.DataFrame({"start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
-                         "name": ranges["name"], "qualified_name": ranges["qualified_name"],
-                         "global_pid": ranges["global_tid"] & PID_MASK, "open_at_end": ranges["open_at_end"]})
-
-
 def forward_range(sqlite: str | Path) -> tuple[str, int]:
     """Which forward range the export holds and how many: the plugin's `model_executable()`, else vLLM's own
     `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else
-    (`model_executable()`, 0)."""
-    ranges = push_pop_ranges(sqlite, FORWARD_RANGES)
+    (`model_executable()`, 0). `profile` asks right after each export; only ranges of these two names are read."""
+    with open_trace(sqlite) as trace:
+        ranges = trace.nvtx_ranges(names=FORWARD_RANGES, nesting=False)
     for name in FORWARD_RANGES:
         count = int(matches(ranges, (name,)).sum())
         if count:
@@ -57,15 +48,15 @@ def forward_range(sqlite: str | Path) -> tuple[str, int]:
     return FORWARD_RANGE, 0
 
 
-def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE) -> dict:
-    """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`."""
-    ranges = push_pop_ranges(sqlite, (range_name, ITERATION_RANGE))
-    iters = ranges[matches(ranges, (ITERATION_RANGE,))].sort_values("start_ns")
-    fwd = ranges[matches(ranges, (range_name,))]
+def model_share(model: ModelForwards, bench_json: str | Path) -> dict:
+    """One row of the forward-share table (see the module docstring) for a model as the analysis read it: its forwards
+    (`ModelForwards.forwards`, one row per forward, across ranks on several) and its iteration ranges
+    (`ModelForwards.iterations`); nothing of the trace is read again."""
+    iters = model.iterations if len(model.iterations) else pd.DataFrame({"start_ns": [], "end_ns": []})
+    fwd = model.forwards[~model.forwards["open_at_end"].to_numpy(dtype=bool)]
     latencies = read_latencies(bench_json) * 1e3
     n = min(len(iters), len(latencies))
-    starts, ends = forward_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),
-                               fwd["end_ns"].to_numpy(np.int64), fwd["open_at_end"].to_numpy(bool))
+    starts, ends = fwd["start_ns"].to_numpy(np.int64), fwd["end_ns"].to_numpy(np.int64)
     durations = ends - starts
     sums, counts = [], []
     for it in iters.head(n).itertuples():
@@ -76,7 +67,7 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     share = np.asarray(sums) / lat if n else np.array([np.nan])
     nan = float("nan")
     return {
-        "model": label,
+        "model": model.name,
         "iterations": n,
         "forwards_per_iteration": float(np.median(counts)) if n else nan,
         "forward_ms": float(np.median(sums)) if n else nan,
@@ -88,10 +79,10 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     }
 
 
-def forward_share(models: Sequence[tuple[str, str | Path, str | Path]],
-                  range_name: str = FORWARD_RANGE) -> pd.DataFrame:
-    """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals)."""
-    return pd.DataFrame([model_share(*m, range_name) for m in models], columns=COLUMNS).round(3)
+def forward_share(models: Sequence[tuple[ModelForwards, str | Path]]) -> pd.DataFrame:
+    """The forward-share table for (model, bench_json) of each completed model, the models as the analysis read them
+    (`CostCoefficientResult.models`); ms and shares to 3 decimals."""
+    return pd.DataFrame([model_share(m, bench) for m, bench in models], columns=COLUMNS).round(3)
 
 
 def share_note(row: dict | pd.Series) -> str:

@@ -567,7 +567,8 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
             range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
             spec_metrics={str(t.sqlite): str(t.metrics) for t in spec if t.metrics.exists()},
         )
-        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
+        models = {m.name: m for m in outcome.result.models}  # as the analysis read them: no trace is read again
+        share = check.forward_share([(models[r.model.label], r.files.bench_json) for r in done])
     notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
