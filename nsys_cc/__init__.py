@@ -26,7 +26,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.views`; loads nothing heavy)
+from .version import __version__
 
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {

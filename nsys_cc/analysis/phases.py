@@ -25,6 +25,8 @@ Phase, in order of precedence (the rule used is reported):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -32,7 +34,16 @@ from ..contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
 from ..trace.nvtx import matches
 from .metrics import ALL, DECODE, PREFILL, VERIFY
 from .ranges import by_start
-from .result import PhaseRule
+
+
+@dataclass(frozen=True)
+class PhaseRule:
+    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
+
+    rule: str
+    detail: str
+    confidence: str = "exact"
+
 
 # The smallest gap (slowest of the fast group ÷ fastest of the slow group) at which forward times split in two groups.
 SPLIT_GAP = 1.5

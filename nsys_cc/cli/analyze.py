@@ -13,7 +13,7 @@ import click
 
 from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
 from ..errors import InputError, NsysCCError
-from . import cli, in_flags, result_in_flags
+from .flags import in_flags, result_in_flags
 from .options import acceptance_option, format_option, metrics_option
 
 # Options of one trace set; a manifest sets range and output length per set.
@@ -22,7 +22,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
                  "spec_metrics": "--spec-metrics"}
 
 
-@cli.command()
+@click.command()
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,

@@ -10,13 +10,12 @@ import click
 import pandas as pd
 
 from ..report.tables import text_table
-from . import cli
 from .options import format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
 
 
-@cli.command()
+@click.command()
 @FILE
 @format_option(("table", "json"))
 def info(file, fmt):
@@ -44,7 +43,7 @@ def info(file, fmt):
     click.echo("\n".join(lines) + text_table(rows, right={"rows"}) + "\n", nl=False)
 
 
-@cli.command()
+@click.command()
 @FILE
 @click.option("--name", default=None, help="Only ranges of this name (plain or 'domain:name').")
 @format_option(("table", "csv", "json"))

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import click
 
-from . import cli, in_flags, result_in_flags
+from .flags import in_flags, result_in_flags
 from .options import acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
 
 
-@cli.command()
+@click.command()
 @click.option("--target", required=True, metavar="MODEL",
               help="Target model: a shipped shape (e.g. llama-2-7b-shape, tiny-llama-target), a directory with a "
                    "config.json, or a Hugging Face id.")

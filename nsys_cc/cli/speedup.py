@@ -13,7 +13,7 @@ from ..analysis.acceptance import alphas_with_source
 from ..errors import InputError
 from ..report.tables import text_table
 from ..report.words import fmt_speedup, sig3, verdict_of
-from . import cli, in_flags
+from .flags import in_flags
 from .options import acceptance_option, format_option, metrics_option
 
 _JSON_KEYS = (
@@ -70,7 +70,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
     return text_table(pd.DataFrame(rows), right=set(rows[0]))
 
 
-@cli.command("speedup")
+@click.command("speedup")
 @click.option("--c", "c", type=float, required=True,
               help="Cost coefficient c: draft forward time ÷ target forward time (decode step), ≥ 0 (0: a draft of "
                    "negligible cost; the best γ is then unbounded).")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from . import cli, in_flags
+from .flags import in_flags
 from .options import format_option
 
 
-@cli.command()
+@click.command()
 @click.option("--target", required=True, metavar="MODEL", help="Target model (as for `profile`).")
 @click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
               help="Draft model (repeat for several), as for `profile`.")

@@ -116,6 +116,18 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
                        doc.get("seconds", 0.0), _trace_set_from(ts) if ts else None, rows)
 
 
+def announce(index: int, total: int, outcome: CellOutcome) -> None:
+    """One progress line for a finished cell."""
+    where = f"[cell {index}/{total}] {outcome.name}"
+    if outcome.status == "resumed":
+        progress.say(f"{where}: already complete (kept; attempts {outcome.attempts})")
+    elif outcome.complete:
+        progress.say(f"{where}: done in {outcome.seconds:.1f} s (attempt {outcome.attempts})")
+    else:
+        progress.say(f"{where}: {outcome.status.upper()} after {outcome.seconds:.1f} s (attempt {outcome.attempts}): "
+                     f"{outcome.reason}")
+
+
 def _trace_set_from(doc: dict) -> TraceSet:
     doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),

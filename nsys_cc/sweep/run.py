@@ -20,11 +20,12 @@ from pathlib import Path
 import pandas as pd
 
 from .. import progress
-from ..errors import InputError, NsysCCError
+from ..errors import InputError
 from . import table as table_mod
-from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
+from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
 from .manifest import MANIFEST_NAME, TraceSet, write_manifest
+from .table import AnalysisResult, analyse_task
 
 
 @dataclass
@@ -40,26 +41,6 @@ class SweepResult:
     @property
     def failed(self) -> list[CellOutcome]:
         return [c for c in self.cells if not c.complete]
-
-
-@dataclass
-class AnalysisResult:
-    """The tidy table of many trace sets (in the order given) and the sets that could not be analysed."""
-
-    table: pd.DataFrame
-    failures: list[tuple[str, str]] = field(default_factory=list)
-
-
-def announce(index: int, total: int, outcome: CellOutcome) -> None:
-    """One progress line for a finished cell."""
-    where = f"[cell {index}/{total}] {outcome.name}"
-    if outcome.status == "resumed":
-        progress.say(f"{where}: already complete (kept; attempts {outcome.attempts})")
-    elif outcome.complete:
-        progress.say(f"{where}: done in {outcome.seconds:.1f} s (attempt {outcome.attempts})")
-    else:
-        progress.say(f"{where}: {outcome.status.upper()} after {outcome.seconds:.1f} s (attempt {outcome.attempts}): "
-                     f"{outcome.reason}")
 
 
 def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[str, CellOutcome]) -> None:
@@ -116,9 +97,30 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
     return finish(spec, specs, outcomes)
 
 
+def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
+                gamma_rows: bool = False, in_place: bool = True) -> list[str]:
+    """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
+    γ values profiled without rows in the table (`in_place`: whether this nsys_cc has the in-place analysis)."""
+    notes = []
+    for c in cells:
+        if not c.complete:
+            what = "its rows for the models that completed are in the table" if c.status == "partial" else "no rows"
+            notes.append(f"cell {c.name}: {c.status.upper()}: {c.reason or 'not run'} ({what}; files: "
+                         f"{out_dir / c.name}; a rerun retries it)")
+        elif c.attempts > 1:
+            notes.append(f"cell {c.name}: complete on attempt {c.attempts} (an earlier attempt was lost with its "
+                         "worker, failed or was interrupted; what it finished was kept)")
+    if speculate and not gamma_rows:
+        gammas = ", ".join(map(str, speculate))
+        why = ("no speculative run completed (see each cell's status.json)" if in_place else
+               "this nsys_cc has no in-place (speculative) analysis yet, so the table holds the plain runs' c only")
+        notes.append(f"γ = {gammas}: no rows with a gamma: {why}")
+    return notes
+
+
 def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> SweepResult:
     """Assemble the table from the cells' outcomes (grid order) and write the sweep's files."""
-    from ..report.sweep import sweep_notes, write_sweep
+    from ..report.sweep import write_sweep
 
     cells = [outcomes.get(s.name) or CellOutcome(s.name, "not run") for s in specs]
     tables = [c.table for c in cells if not c.table.empty]
@@ -131,14 +133,6 @@ def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutco
     if sets:
         files["manifest"] = write_manifest(sets, out / MANIFEST_NAME)
     return SweepResult(out, cells, table, notes, files)
-
-
-def _analyse_or_reason(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
-    """The set's rows, or None and why it could not be analysed (bad input only; a bug still raises)."""
-    try:
-        return table_mod.analyse_set(trace_set, seed), ""
-    except NsysCCError as exc:
-        return None, str(exc)
 
 
 def _collect(sets: Sequence[TraceSet], results: dict[str, tuple[pd.DataFrame | None, str]]) -> AnalysisResult:
@@ -179,12 +173,12 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
 
     if jobs == 1:
         for i, s in enumerate(sets, 1):
-            results[s.name] = _analyse_or_reason(s, seed)
+            results[s.name] = analyse_task(s, seed)
             done(i, s.name)
         return _collect(sets, results)
     # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
+        futures = {pool.submit(analyse_task, s, seed): s.name for s in sets}
         for i, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             done(i, futures[fut])

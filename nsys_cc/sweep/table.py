@@ -17,11 +17,12 @@ Columns (`COLUMNS`):
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, NsysCCError
 from .manifest import TraceSet
 
 COLUMNS = ["draft", "phase", "metric", "batch_size", "input_len", "gamma", "c", "ci_low", "ci_high", "target_tp",
@@ -86,6 +87,23 @@ def has_in_place_analysis() -> bool:
     from ..analysis.coefficient import cost_coefficient
 
     return "spec_metrics" in inspect.signature(cost_coefficient).parameters
+
+
+def analyse_task(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
+    """One trace set's rows (`analyse_set`), or None and why it could not be analysed (bad input only; a bug still
+    raises): the task of a local worker and of a Dask one alike."""
+    try:
+        return analyse_set(trace_set, seed), ""
+    except NsysCCError as exc:
+        return None, str(exc)
+
+
+@dataclass
+class AnalysisResult:
+    """The tidy table of many trace sets (in the order given) and the sets that could not be analysed."""
+
+    table: pd.DataFrame
+    failures: list[tuple[str, str]] = field(default_factory=list)
 
 
 def analyse_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
