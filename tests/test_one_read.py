@@ -77,7 +77,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
         shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
-    outcome = launcher.analyse(runs, tmp_path, options)
+    outcome = launcher.analyze(runs, tmp_path, options)
     assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.notes)
     opens, reads = counted
     paths = [r.files.sqlite for r in runs]

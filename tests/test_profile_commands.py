@@ -231,7 +231,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "analyse", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "analyze", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)

@@ -480,7 +480,7 @@ def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
                          gpu=False, speculate=list(GAMMAS))
     for r in runs:
         r.status = "done"
-    outcome = launcher.analyse(runs, tmp_path, BenchOptions(output_len=32))
+    outcome = launcher.analyze(runs, tmp_path, BenchOptions(output_len=32))
     spec = outcome.result.speculative
     assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
     assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]

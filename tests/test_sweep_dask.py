@@ -32,7 +32,7 @@ from nsys_cc.sweep import table as table_mod
 from nsys_cc.sweep.cell import ATTEMPTS_FILE
 from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
-from nsys_cc.sweep.run import analyse_many, sweep
+from nsys_cc.sweep.run import analyze_many, sweep
 
 # A real cluster (worker processes started and stopped here) is an end-to-end check: `make test` runs it, the edit-test
 # loop (`make check`) leaves it out; the Dask-free paths (no import without a scheduler, the one-line error without
@@ -73,8 +73,8 @@ def manifest(tmp_path) -> Path:
 
 def test_analysis_on_the_cluster_equals_the_local_pool_and_each_set_alone(cluster, manifest):
     sets = read_manifest(manifest)
-    local = analyse_many(sets, jobs=2)
-    remote = analyse_many(sets, scheduler=cluster.scheduler_address)
+    local = analyze_many(sets, jobs=2)
+    remote = analyze_many(sets, scheduler=cluster.scheduler_address)
     assert local.failures == [] and remote.failures == []
     pd.testing.assert_frame_equal(remote.table, local.table)
     assert list(local.table["cell"].unique()) == ["both", "xs", "s-as-target"]
@@ -179,5 +179,5 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     assert processes_mentioning(out) == []
     assert not Path(f"/proc/{killed['runner']}").exists()
     # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
-    reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
+    reread = analyze_many(read_manifest(out / "manifest.json"), jobs=1).table
     assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))

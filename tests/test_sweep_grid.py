@@ -153,7 +153,7 @@ def test_cli_bad_lists_get_one_error_line():
 
 
 def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
-    from nsys_cc.sweep.table import analyse_set, has_in_place_analysis
+    from nsys_cc.sweep.table import analyze_set, has_in_place_analysis
 
     vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
     path = tmp_path / "m.json"
@@ -165,7 +165,7 @@ def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
     assert read_manifest(write_manifest([s], tmp_path / "again.json")) == [s]
     if not has_in_place_analysis():
         with pytest.raises(InputError, match="speculative .*analysis"):
-            analyse_set(s)
+            analyze_set(s)
 
 
 def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path, monkeypatch):

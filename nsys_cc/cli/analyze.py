@@ -93,14 +93,14 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
 def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
     from ..report.sweep import render_sweep, write_sweep
     from ..sweep.manifest import trace_sets
-    from ..sweep.run import analyse_many
+    from ..sweep.run import analyze_many
 
     try:
         sets = trace_sets(source)
     except NsysCCError as exc:  # names manifest keys (output_len), which are not this verb's flags: said as they are
         click.echo(f"nsys-cc: error: {exc}", err=True)
         raise SystemExit(exc.exit_code) from None
-    result = analyse_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
+    result = analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
     notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
     if out_dir:

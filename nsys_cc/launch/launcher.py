@@ -524,14 +524,14 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             if run.status == "planned":
                 run.status = "not run"
         write_status(out, runs)
-        partial = analyse(runs, out, options, acceptance=acceptance, seed=seed)
+        partial = analyze(runs, out, options, acceptance=acceptance, seed=seed)
         if partial.report is not None:
             progress.say(f"interrupted: report on the models completed so far: {partial.report}")
         raise
-    return analyse(runs, out, options, acceptance=acceptance, seed=seed)
+    return analyze(runs, out, options, acceptance=acceptance, seed=seed)
 
 
-def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
+def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
             seed: int = 0) -> ProfileRun:
     """The analysis of `nsys-cc analyze` on the completed plain traces, the forward-share check, and the report;
     completed speculative traces are listed in the notes and handed on as `ProfileRun.speculative`.
@@ -573,6 +573,14 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
     return outcome
+
+
+def analyse(*args, **kwargs) -> ProfileRun:
+    """Deprecated: `analyze` (nsys_cc spells its names "analyze", as the verb)."""
+    import warnings
+
+    warnings.warn("nsys_cc.launch.launcher.analyse is deprecated: use analyze", DeprecationWarning, stacklevel=2)
+    return analyze(*args, **kwargs)
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),

@@ -31,7 +31,7 @@ from . import table as table_mod
 from .cell import CellOutcome, announce, read_outcome
 from .grid import CellSpec
 from .manifest import TraceSet
-from .table import AnalysisResult, analyse_task
+from .table import AnalysisResult, analyze_task
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -105,13 +105,13 @@ def profile_cells(address: str, specs: Sequence[CellSpec], total: int, outcomes:
             raise
 
 
-def analyse_sets(address: str, sets: Sequence[TraceSet], seed: int):
+def analyze_sets(address: str, sets: Sequence[TraceSet], seed: int):
     """Analyse every set as a task on the cluster; the table in the order of `sets`, attempts from the scheduler."""
     run_id = uuid.uuid4().hex
     with connect(address) as client:
         from distributed import as_completed
 
-        futures = {client.submit(analyse_task, s, seed, key=f"nsys-cc-analyse-{s.name}-{run_id}", pure=False): s
+        futures = {client.submit(analyze_task, s, seed, key=f"nsys-cc-analyze-{s.name}-{run_id}", pure=False): s
                    for s in sets}
         results: dict[str, tuple[pd.DataFrame | None, str]] = {}
         for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import os
 import uuid
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -25,7 +26,7 @@ from . import table as table_mod
 from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
 from .manifest import MANIFEST_NAME, TraceSet, write_manifest
-from .table import AnalysisResult, analyse_task
+from .table import AnalysisResult, analyze_task
 
 
 @dataclass
@@ -142,7 +143,7 @@ def _collect(sets: Sequence[TraceSet], results: dict[str, tuple[pd.DataFrame | N
     return AnalysisResult(table, failures)
 
 
-def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = None,
+def analyze_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = None,
                  scheduler: str | None = None) -> AnalysisResult:
     """The tidy table of many trace sets, analysed in parallel.
 
@@ -160,9 +161,9 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
     if jobs is not None and jobs < 1:
         raise InputError(f"jobs must be ≥ 1, not {jobs}", param="jobs")
     if scheduler:
-        from .cluster import analyse_sets
+        from .cluster import analyze_sets
 
-        return analyse_sets(scheduler, sets, seed)
+        return analyze_sets(scheduler, sets, seed)
     results: dict[str, tuple[pd.DataFrame | None, str]] = {}
     jobs = min(jobs or os.cpu_count() or 1, len(sets))
 
@@ -173,13 +174,19 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
 
     if jobs == 1:
         for i, s in enumerate(sets, 1):
-            results[s.name] = analyse_task(s, seed)
+            results[s.name] = analyze_task(s, seed)
             done(i, s.name)
         return _collect(sets, results)
     # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
     with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
-        futures = {pool.submit(analyse_task, s, seed): s.name for s in sets}
+        futures = {pool.submit(analyze_task, s, seed): s.name for s in sets}
         for i, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             done(i, futures[fut])
     return _collect(sets, results)
+
+
+def analyse_many(*args, **kwargs) -> AnalysisResult:
+    """Deprecated: `analyze_many` (nsys_cc spells its names "analyze", as the verb)."""
+    warnings.warn("nsys_cc.sweep.run.analyse_many is deprecated: use analyze_many", DeprecationWarning, stacklevel=2)
+    return analyze_many(*args, **kwargs)
