@@ -84,7 +84,7 @@ from ..contract import (  # the names this plugin writes and reads, spelled once
     WARMUP_RANGE,
 )
 from ..live import channel as _live_channel
-from . import nvtx_backend
+from ..vllm import nvtx_backend
 
 _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
