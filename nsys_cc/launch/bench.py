@@ -11,7 +11,7 @@ are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.acceptance
 cover the whole benchmark, warm-up iterations included. `get_metrics()` needs stat logging, which the latency
 benchmark leaves on (`--disable-log-stats` would turn it off: the dump then fails with vLLM's message).
 
-The driver also installs `nsys_cc.launch.vllm_fixes` (the correction to vLLM's CPU `expand` kernel that speculative
+The driver also installs `nsys_cc.vllm.fixes` (the correction to vLLM's CPU `expand` kernel that speculative
 decoding with sampling needs), with or without the plugin.
 """
 
@@ -37,7 +37,8 @@ def _keep_instances(cls: type) -> list:
 
 
 def main(argv: list[str]) -> None:
-    from . import vllm_fixes, vllm_plugin
+    from ..vllm import fixes as vllm_fixes
+    from . import vllm_plugin
 
     vllm_plugin.register()
     vllm_fixes.install()  # also with the plugin off (NSYS_CC_PLUGIN=0), e.g. for traces of vLLM's own scopes

@@ -52,7 +52,7 @@ records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat loggers; with 
 range is pushed.
 
 One correction, not a range: on vLLM's CPU build the rejection sampler's `expand` kernel leaves float outputs
-unwritten, which breaks speculative decoding with sampling (`nsys_cc.launch.vllm_fixes`; `NSYS_CC_VLLM_FIXES=0`
+unwritten, which breaks speculative decoding with sampling (`nsys_cc.vllm.fixes`; `NSYS_CC_VLLM_FIXES=0`
 turns it off).
 
 A runner module whose layout is not the one above (another vLLM version) gets a warning, once, and vLLM's own
@@ -488,7 +488,7 @@ def _patch_core_client(module: Any) -> bool:
 
 
 def _patch_cpu_kernels(module: Any) -> bool:
-    from . import vllm_fixes
+    from ..vllm import fixes as vllm_fixes
 
     return vllm_fixes.patch_cpu_triton_utils(module)
 
