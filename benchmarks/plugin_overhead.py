@@ -30,8 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nsys_cc.launch import commands, models, vllm_plugin  # noqa: E402
+from nsys_cc.launch import commands, models  # noqa: E402
 from nsys_cc.trace.nsys import require_nsys  # noqa: E402
+from nsys_cc.vllm import plugin as vllm_plugin  # noqa: E402
 
 
 def bench_once(model: str, plugin: bool, opts: commands.BenchOptions, under_nsys: bool, work: Path) -> float:

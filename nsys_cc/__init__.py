@@ -14,7 +14,7 @@ What a notebook needs, all here:
   (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative`);
 - `NsysCCError`: the base of every error a user can cause.
 
-The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.launch.vllm_plugin`)
+The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.vllm.plugin`)
 imports this package inside every vLLM process, where pandas, SQLAlchemy and matplotlib must not be loaded for
 nothing (measured: `import nsys_cc` peaks at 12 MB; importing the analysis and the report eagerly, at 190 MB and
 seconds of start-up, per process). `dir(nsys_cc)` and tab completion list them,

@@ -37,8 +37,7 @@ def _keep_instances(cls: type) -> list:
 
 
 def main(argv: list[str]) -> None:
-    from ..vllm import fixes as vllm_fixes
-    from . import vllm_plugin
+    from ..vllm import fixes as vllm_fixes, plugin as vllm_plugin
 
     vllm_plugin.register()
     vllm_fixes.install()  # also with the plugin off (NSYS_CC_PLUGIN=0), e.g. for traces of vLLM's own scopes
