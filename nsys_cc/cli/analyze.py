@@ -68,7 +68,7 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     if jobs is not None or scheduler:
         raise InputError("--jobs and --scheduler apply to many trace sets (a sweep directory or a manifest)")
     from ..analysis.coefficient import cost_coefficient
-    from ..report import render, write_report
+    from ..report.formats import render
 
     pairs = {}
     for item in spec_metrics:
@@ -86,6 +86,8 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
     if out_dir:
+        from ..report.writer import write_report  # the figures' matplotlib only when a report is written
+
         path = write_report(result, out_dir)
         click.echo(f"report: {path}", err=True)
 

@@ -7,9 +7,7 @@ import os
 import sys
 
 import click
-import pandas as pd
 
-from ..report.tables import text_table
 from .options import format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
@@ -38,9 +36,10 @@ def info(file, fmt):
         "",
         "",
     ]
-    rows = pd.DataFrame([[name, f"{count:,}"] for name, count in sorted(about.tables.items())],
-                        columns=["table", "rows"])
-    click.echo("\n".join(lines) + text_table(rows, right={"rows"}) + "\n", nl=False)
+    from ..report.tables import text_rows
+
+    rows = [{"table": name, "rows": f"{count:,}"} for name, count in sorted(about.tables.items())]
+    click.echo("\n".join(lines) + text_rows(rows, right={"rows"}, columns=["table", "rows"]) + "\n", nl=False)
 
 
 @click.command()
@@ -51,6 +50,7 @@ def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
     from ..report.bulk import write_csv, write_json_records
+    from ..report.tables import text_table
     from ..trace import open_trace
 
     with open_trace(file) as trace:

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from .. import views
 
 if TYPE_CHECKING:
+    from .choices import FORMATS
     from .figures import make_figures, make_plots
-    from .formats import FORMATS, render, render_html, result_to_dict
+    from .formats import render, render_html, result_to_dict
     from .writer import write_report
 
 _LAZY = {
     "make_figures": ".figures", "make_plots": ".figures",
-    "FORMATS": ".formats", "render": ".formats", "render_html": ".formats", "result_to_dict": ".formats",
+    "FORMATS": ".choices", "render": ".formats", "render_html": ".formats", "result_to_dict": ".formats",
     "write_report": ".writer",
 }
 

@@ -17,10 +17,9 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import speculative_format
+from .choices import FORMATS as FORMATS  # its home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
-
-FORMATS = ("table", "markdown", "csv", "json")
 
 
 def _num(x: float) -> float | None:

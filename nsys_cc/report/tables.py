@@ -31,10 +31,11 @@ def _aligned(cols: list[str], cells: list[list[str]], right: Collection[str]) ->
     return "\n".join([line(cols), "  ".join("-" * w for w in widths), *(line(r) for r in cells)])
 
 
-def text_rows(rows: Sequence[Mapping[str, Any]], right: Collection[str] = ()) -> str:
-    """`rows` (the same keys in each, in order: the columns) as `text_table` prints a DataFrame."""
-    cols = [str(c) for c in rows[0]] if rows else []
-    return _aligned(cols, [[_text(r[c]) for c in rows[0]] for r in rows], right)
+def text_rows(rows: Sequence[Mapping[str, Any]], right: Collection[str] = (), columns: Sequence[str] = ()) -> str:
+    """`rows` (dicts with the same keys, in order: the columns, or `columns` when given, which an empty table
+    needs for its header) as `text_table` prints a DataFrame."""
+    cols = [str(c) for c in (columns or (rows[0] if rows else ()))]
+    return _aligned(cols, [[_text(r[c]) for c in cols] for r in rows], right)
 
 
 def text_table(df: pd.DataFrame, right: Collection[str] = ()) -> str:
