@@ -6,14 +6,17 @@ Timed side by side, in the same run, each a whole fresh process (start-up, impor
 - `python -c "import pandas"` and `nsys-cc analyze` of two small fixture traces (fixtures/vllm, 20 forwards each;
   goal: analyze ≤ 1.6× the bare pandas import);
 - `python -c "pass"`: the interpreter alone, for reference.
-Every command runs `--warmup` times first (page cache, bytecode caches), then `--runs` rounds; in each round every
-command runs once, in a fresh random order (a noisy machine's drift falls on all of them alike). Reported per
+nsys_cc is byte-compiled first (`compileall`), as `pip install` does: an editable install under
+`PYTHONDONTWRITEBYTECODE=1` (this project's machines) would otherwise compile every module in every process, which
+no installed library pays (`--no-compile` to measure that). Every command runs `--warmup` times first (page cache),
+then `--runs` rounds; in each round every command runs once, in a fresh random order (a noisy machine's drift falls
+on all of them alike). Reported per
 command: median, min, and the interquartile range in ms; the goals are ratios of medians measured in the same run.
 The machine's load average before and after is printed beside them: on a shared machine the absolute times move,
 the ratios much less.
 
-Usage: `python benchmarks/cli_startup.py [--runs 21] [--warmup 3] [--markdown FILE] [--check]` (`make bench-cli`;
-also part of `make bench`). `--check`: exit 1 when a goal is missed. Results go to
+Usage: `python benchmarks/cli_startup.py [--runs 21] [--warmup 3] [--no-compile] [--markdown FILE] [--check]`
+(`make bench-cli`; also part of `make bench`). `--check`: exit 1 when a goal is missed. Results go to
 `benchmarks/results/cli-<time>.json` (git-ignored); the Markdown table is the one kept in docs/PERFORMANCE.md.
 """
 
@@ -63,6 +66,14 @@ def run_once(cmd: list[str]) -> float:
     return elapsed
 
 
+def compile_package() -> str:
+    """Byte-compile the nsys_cc that PYTHON imports (as an install does); its directory."""
+    where = subprocess.run([PYTHON, "-c", "import os, nsys_cc; print(os.path.dirname(nsys_cc.__file__))"],
+                           capture_output=True, text=True, check=True, cwd="/").stdout.strip()
+    subprocess.run([PYTHON, "-m", "compileall", "-q", where], check=True)
+    return where
+
+
 def measure(runs: int, warmup: int, seed: int) -> dict[str, list[float]]:
     for cmd in COMMANDS.values():
         for _ in range(warmup):
@@ -102,7 +113,8 @@ def markdown(result: dict) -> str:
     m, stats = result["machine"], result["summary"]
     lines = [f"{result['date']}, {m['cpu']}, {m['cores']} cores, Python {m['python']}; load average "
              f"{result['load_before'][0]:.2f} before, {result['load_after'][0]:.2f} after; {result['runs']} rounds "
-             f"after {result['warmup']} warm-up runs each.", "",
+             f"after {result['warmup']} warm-up runs each; nsys_cc "
+             f"{'byte-compiled first' if result['compiled'] else 'not byte-compiled'}.", "",
              "| command | median (ms) | min (ms) | IQR (ms) |", "|---|---|---|---|"]
     for name, s in stats.items():
         lines.append(f"| `{name}` | {s['median_ms']:.0f} | {s['min_ms']:.0f} | {s['q1_ms']:.0f}–{s['q3_ms']:.0f} |")
@@ -119,11 +131,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=21, help="rounds (every command once per round, median reported)")
     p.add_argument("--warmup", type=int, default=3, help="unmeasured runs of each command first")
     p.add_argument("--seed", type=int, default=0, help="seed of the order within rounds")
+    p.add_argument("--no-compile", action="store_true", help="do not byte-compile nsys_cc first")
     p.add_argument("--markdown", type=Path, help="also write the Markdown summary to this file")
     p.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     args = p.parse_args(argv)
     if not Path(NSYS_CC).exists():
         raise SystemExit(f"{NSYS_CC} not found: run `make setup` (the benchmark times the installed console script)")
+    package = None if args.no_compile else compile_package()
     load_before = os.getloadavg()
     times = measure(args.runs, args.warmup, args.seed)
     stats = summary(times)
@@ -134,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                        "met": None if goal is None else ratio <= goal})
     result = {"date": dt.datetime.now().astimezone().isoformat(timespec="seconds"), "machine": machine(),
               "load_before": load_before, "load_after": os.getloadavg(), "runs": args.runs, "warmup": args.warmup,
+              "compiled": package,
               "commands": {k: v for k, v in COMMANDS.items()}, "summary": stats, "ratios": ratios, "times_s": times}
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"cli-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
