@@ -159,7 +159,7 @@ def test_skew_from_nsys_rows_and_notes(case):
     table = res.ranks[(res.ranks["model"] == "tp") & (res.ranks["phase"] == "all")].set_index("rank")
     last = np.argmax(ends, axis=1)
     for r in (0, 1):
-        assert table.at[r, "last_steps"] == int((last == r).sum())
+        assert table.at[r, "last_forwards"] == int((last == r).sum())
         assert table.at[r, "lag_ms"] == pytest.approx(np.median(ends[:, r] - ends.min(axis=1)) / 1e6, abs=1e-9)
     # Every ncclGroupEnd range per process (nvtxgpuproj lists only those that launched GPU work).
     counts = dict(raw_sql(path, "SELECT (e.globalTid >> 24) & 16777215, count(*) FROM NVTX_EVENTS e JOIN StringIds s "
