@@ -254,6 +254,13 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     ("(pid=1) WARNING 1 [base.py:380] ValueError: Tokenizer not available\nall good\n", "all good"),
     ("RuntimeError: first\nstarting\nKilled\n", "Killed"),
     ("", "empty log"),
+    # vLLM refusing an option (argparse), then nsys writing its report: the refusal, not the report's path (issue 25)
+    ("$ nsys profile …\nusage: python -m nsys_cc.launch.bench [-h]\n       [--disable-log-stats]\n"
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag\n"
+     "Generating '/tmp/nsys-report-2048.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n    /o/m.nsys-rep\n",
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag"),
+    ("$ nsys profile …\nstarting\nGenerating '/tmp/nsys-report-1.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n"
+     "    /o/m.nsys-rep\n", "starting"),
 ])
 def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
     path = tmp_path / "m.log"
