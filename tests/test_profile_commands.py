@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,51 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
     note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (timeout=5); log: {log}"
     assert launcher.failure_notes(runs) == [note]
+
+
+# -- every run's files are its own (issue 25) ----------------------------------------------------------------------
+def _model_dir(root: Path, name: str) -> str:
+    path = root / "models" / name
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return str(path)
+
+
+def _file_names(runs: list[launcher.ModelRun]) -> list[str]:
+    f = [r.files for r in runs]
+    return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
+                                            files.metrics)]
+
+
+def test_a_suffix_never_takes_another_models_label(tmp_path):
+    """`--target x --draft x --draft DIR/x-2`: the second x used to become x-2 as well, and the third run overwrote
+    its trace."""
+    x = "tiny-llama-draft-xs"
+    runs = launcher.plan(x, [x, _model_dir(tmp_path, f"{x}-2")], tmp_path / "out", BenchOptions(), nsys=NSYS,
+                         gpu=False)
+    assert [r.model.label for r in runs] == [x, f"{x}-3", f"{x}-2"]
+    assert len(set(_file_names(runs))) == len(_file_names(runs))
+    # case does not make two labels different (a case-insensitive file system would give them the same files)
+    upper = _model_dir(tmp_path, x.upper())
+    assert [m.label for m in models.resolve_all([x, upper])] == [x, f"{x.upper()}-2"]
+
+
+@pytest.mark.parametrize("drafts, kwargs, clash", [
+    (["tiny-llama-target.tp2"], {"target_tp": 2}, "tiny-llama-target.tp2"),
+    (["x", "x.spec-g1"], {"speculate": [1]}, "x.spec-g1"),
+    (["x", "X.SPEC-G1"], {"speculate": [1]}, "x.spec-g1"),
+])
+def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path, drafts, kwargs, clash):
+    paths = [_model_dir(tmp_path, d) for d in drafts]
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=rf"two runs would both be labelled '{re.escape(clash)}'") as err:
+        launcher.plan("tiny-llama-target", paths, out, BenchOptions(), nsys=NSYS, gpu=False, **kwargs)
+    assert err.value.param == "drafts"
+    flags = [f"--{k.replace('_', '-')}" for k in kwargs]
+    values = ["1" if k == "speculate" else "2" for k in kwargs]
+    drafts = [a for p in paths for a in ("--draft", p)]
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", *drafts,
+                                   *[a for fv in zip(flags, values) for a in fv], "-o", str(out), "--dry-run"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("nsys-cc: error: two runs"), res.output
+    assert not out.exists()

@@ -453,6 +453,20 @@ def metrics_dump_not_json(tmp: Path) -> Case:
                    reads=[tmp / "metrics.json"])
 
 
+# -- issue 25: labels, outputs, hangs, odd arguments ------------------------------------------------------------------
+@case()
+def the_same_label_twice(tmp: Path) -> Case:
+    """It used to be accepted, and the target's rows got the draft's c."""
+    return analyze(TARGET, DRAFT, "--name", "a", "--name", "a",
+                   expect=r"^--name: 'a' given to more than one trace: each trace needs a label of its own$")
+
+
+@case()
+def a_label_with_a_newline(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--name", "t", "--name", "d\nx",
+                   expect=r"^--name: 'd\\nx' is not a label \(one line of printable text\)$")
+
+
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
@@ -693,3 +707,17 @@ def test_wal_mode_export_is_read_without_side_files(tmp_path, reference):
     assert [p.name for p in folder.iterdir()] == ["wal.sqlite"]
     with unchanged(folder, DRAFT):
         assert c_values(wal, DRAFT) == reference
+
+
+# -- issue 25 ----------------------------------------------------------------------------------------------------------
+def test_labels_made_from_file_names_never_meet(tmp_path):
+    """Two traces called x get x#1 and x#2 — unless a third trace is called x#2: then x#1, x#3, x#2 (it used to be
+    x#1, x#2, x#2, and two models' rows were mixed)."""
+    paths = []
+    for sub, name in (("a", "x"), ("b", "x"), ("c", "x#2")):
+        (tmp_path / sub).mkdir()
+        paths.append(shutil.copyfile(TARGET if sub == "a" else DRAFT, tmp_path / sub / f"{name}.sqlite"))
+    with unchanged(*paths):
+        result = invoke(["analyze", *map(str, paths), "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    assert [m["name"] for m in json.loads(result.stdout)["models"]] == ["x#1", "x#3", "x#2"]

@@ -270,7 +270,24 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     tps = [target_tp] + [draft_tp] * (len(models) - 1)
     plain = [ModelRun("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
              for i, (m, tp) in enumerate(zip(models, tps))]
-    return plain + speculative_runs(models[0], models[1:], gammas, config, make)
+    runs = plain + speculative_runs(models[0], models[1:], gammas, config, make)
+    _refuse_shared_labels(runs)
+    return runs
+
+
+def _refuse_shared_labels(runs: Sequence[ModelRun]) -> None:
+    """Two runs with one label would write the same files: refused before anything runs. `resolve_all` keeps the
+    models' own labels apart; this catches the labels made from them (`<label>.tpN`, `<draft>.spec-g<γ>`) meeting
+    another model's (a draft folder named `<target>.tp2`, a draft `x.spec-g1` beside `x` with γ = 1). Compared without
+    case, as a case-insensitive file system would."""
+    first: dict[str, ModelRun] = {}
+    for run in runs:
+        other = first.setdefault(run.model.label.casefold(), run)
+        if other is not run:
+            raise InputError(
+                f"two runs would both be labelled {run.model.label!r} and write the same files in the output "
+                f"directory: {_describe(other)} (from {other.model.spec!r}) and {_describe(run)} (from "
+                f"{run.model.spec!r}); rename one model's folder", param="drafts")
 
 
 def preflight(nsys: str) -> list[str]:
