@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models
@@ -324,3 +325,53 @@ def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("nsys-cc: error: two runs"), res.output
     assert not out.exists()
+
+
+VLLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+
+
+def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
+    """run_model replaced: a model whose outcome is True 'completes' with a fixture trace (as a real run commits
+    its files), one whose outcome is False fails and changes nothing."""
+    fixture = {"tiny-llama-target": "tiny-llama-target", "tiny-llama-draft-s": "tiny-llama-draft-s"}
+
+    def fake_run_model(run, *, timeout):
+        if not outcomes[run.model.label]:
+            run.status, run.reason = "failed", "prog: error: unrecognized arguments: --bad"
+            return
+        for suffix in (".sqlite", ".bench.json"):
+            (run.files.out_dir / f"{run.model.label}{suffix}").write_bytes(
+                (VLLM_FIXTURES / f"{fixture[run.model.label]}{suffix}").read_bytes())
+        run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
+        run.status = "done"
+
+    monkeypatch.setattr(launcher, "run_model", fake_run_model)
+    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(launcher, "require_nsys", lambda: NSYS)
+
+
+def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier_one(tmp_path, monkeypatch):
+    """The earlier report described the target's earlier trace; after a rerun replaced that trace and the draft
+    failed, the report would describe files that are no longer there: it goes, with a note. The draft's files and
+    anything not written by the report stay."""
+    models = ["tiny-llama-target", "tiny-llama-draft-s"]
+    _fake_profiles(monkeypatch, dict.fromkeys(models, True))
+    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu")
+    assert first.report is not None and (tmp_path / "report.json").is_file()
+    (tmp_path / "mine.md").write_text("the user's")
+    draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
+    # every model fails: nothing was replaced, the earlier report stays as it was
+    _fake_profiles(monkeypatch, dict.fromkeys(models, False))
+    with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
+        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+    assert failed.report is None
+    # the target completes again, the draft fails: the earlier report no longer describes the target's trace
+    _fake_profiles(monkeypatch, {models[0]: True, models[1]: False})
+    with unchanged(*draft_files, tmp_path / "mine.md"):
+        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+    assert again.report is None
+    assert any(n.startswith(f"the earlier report in {tmp_path.resolve()} was removed: it described "
+                            "tiny-llama-target.sqlite") for n in again.notes)
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert not {"report.md", "report.json", "summary.csv", ".nsys_cc_report.json"} & left
+    assert not any(name.startswith("plots/") for name in left)

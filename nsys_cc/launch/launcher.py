@@ -576,6 +576,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
+    atomic.check_out_dir(out_dir, "the profile run")
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
@@ -639,7 +640,7 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
                   for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
-        outcome.notes += spec_notes
+        outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
         return outcome
     notes = [] if range_name == FORWARD_RANGE else [
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
@@ -657,6 +658,27 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
     return outcome
+
+
+def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
+    """When no new report could be made but this run replaced a trace the earlier report in `out` was made of, that
+    report no longer describes the files beside it: it is removed (only what the report writer can prove it wrote),
+    and a note says so. An earlier report of traces left as they were stays."""
+    from ..report.writer import MANIFEST
+
+    replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
+    try:
+        described = {str(m.get("path")) for m in json.loads((out / "report.json").read_text())["models"]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    stale = sorted(replaced & described)
+    if not stale:
+        return []
+    removed = atomic.withdraw(out, manifest=MANIFEST)
+    if not removed:
+        return []
+    return [f"the earlier report in {out} was removed: it described {', '.join(Path(p).name for p in stale)}, which "
+            "this run replaced, and no new report could be made"]
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
