@@ -6,6 +6,7 @@ The end-to-end expectations are computed here from the export with raw SQL and f
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -167,9 +168,26 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     assert events == []
 
 
-def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events):
+def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch):
+    """A vLLM whose communicator module has no `CpuCommunicator` loses the all-reduce ranges only: no warning, no
+    fall-back to vLLM's own scopes, and the forwards are still recorded (their all-reduces unmarked)."""
     from types import SimpleNamespace
+
+    import torch
 
     from nsys_cc.launch import vllm_plugin as plugin
 
-    assert plugin._patch_cpu_communicator(SimpleNamespace())
+    monkeypatch.setattr(plugin, "_warned", False)
+    monkeypatch.delenv("VLLM_NVTX_SCOPES_FOR_PROFILING", raising=False)
+    comm_cls, runner_cls = _fakes()
+    plugin._apply("vllm.distributed.device_communicators.cpu_communicator", SimpleNamespace())
+    plugin._apply("vllm.v1.worker.gpu_model_runner", SimpleNamespace(GPUModelRunner=runner_cls))
+    assert not plugin._warned and "VLLM_NVTX_SCOPES_FOR_PROFILING" not in os.environ
+    runner = runner_cls()
+    runner.comm = comm_cls()  # never patched: this vLLM's communicator is laid out otherwise
+    for tokens in (3, 1):
+        out = runner.execute_model(SimpleNamespace(total_num_scheduled_tokens=tokens))
+        assert out.tolist() == [2.0] * 4
+    assert events == [(plugin.FORWARD_RANGE, 3), "pop", (plugin.FORWARD_RANGE, 1), "pop"]
+    comm_cls().all_reduce(torch.ones(2))
+    assert events[-1] == "pop" and len(events) == 4
