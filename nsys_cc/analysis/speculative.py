@@ -462,15 +462,16 @@ class SpeculativeAnalysis:
     notes: list[str]
 
 
-def _pooled_alpha(runs: Sequence[SpecRun]) -> tuple[float, str]:
-    """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them."""
+def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
+    """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them, else the
+    median of the runs' α from their tokens per step (`output_len` as for `_tokens_per_step`)."""
     stats = [r.acceptance for r in runs if r.acceptance is not None and r.acceptance.accepted_per_position]
     if stats and len(stats) == len(runs):
         accepted = sum(s.num_accepted for s in stats)
         rejected = sum(s.num_drafts - s.accepted_per_position[-1] for s in stats)
         return (accepted / (accepted + rejected) if accepted + rejected else 1.0), "metrics"
-    alphas = [alpha_from_tokens(_tokens_per_step(r, math.nan)[0], r.gamma) for r in runs]
-    return float(np.nanmedian(alphas)) if alphas else math.nan, "tokens per step"
+    alphas = [a for r in runs if math.isfinite(a := alpha_from_tokens(_tokens_per_step(r, output_len)[0], r.gamma))]
+    return float(np.median(alphas)) if alphas else math.nan, "tokens per step"
 
 
 def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
@@ -604,7 +605,7 @@ def analyze_speculative(
         decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
                                     step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)
-    forecast, grid, best = _forecasts(models, by_draft, acceptance)
+    forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
     return SpeculativeAnalysis(table, pd.DataFrame(decomposition, columns=DECOMPOSITION_COLUMNS), models, forecast,
                                grid, best, steps, notes)
@@ -664,11 +665,11 @@ def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float
 
 
 def _forecasts(models: Mapping[str, forecast_mod.StepCostModel], by_draft: Mapping[str, list[SpecRun]],
-               acceptance: Sequence[float]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+               acceptance: Sequence[float], output_len: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     rows, grid, best = [], [], []
     gammas = np.arange(1, forecast_mod.FORECAST_GAMMAS + 1)
     for draft, model in models.items():
-        alpha, source = _pooled_alpha(by_draft[draft])
+        alpha, source = _pooled_alpha(by_draft[draft], output_len)
         alphas = ([(alpha, f"measured ({source})")] if math.isfinite(alpha) else []) + \
             [(float(a), "acceptance") for a in acceptance]
         for a, src in alphas:
