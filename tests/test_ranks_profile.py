@@ -191,3 +191,49 @@ def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch)
     assert events == [(plugin.FORWARD_RANGE, 3), "pop", (plugin.FORWARD_RANGE, 1), "pop"]
     comm_cls().all_reduce(torch.ones(2))
     assert events[-1] == "pop" and len(events) == 4
+
+
+# ---- --speculate with --target-tp: refused (the speculative runs are measured against a one-process plain target) ----
+
+
+def test_speculate_with_a_target_on_several_ranks_is_refused_before_anything_runs(tmp_path):
+    """Speculative runs keep the target on one process, and the in-place analysis compares them with the plain target's
+    one-process decode steps: with --target-tp 2 the plain target's steps span two ranks and there is nothing to
+    compare them with. `profile` refuses up front (nothing planned, nothing written) and says what to do instead."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1,3", "--target-tp", "2", "--device", "cpu", "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: --speculate with --target-tp 2: speculative runs are measured against the plain target on one "
+        "process; profile them with --target-tp 1 and the target's ranks in a profile without --speculate")
+    assert not out.exists()
+    dry = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1", "--target-tp", "2", "--device", "cpu", "--dry-run"])
+    assert dry.exit_code == 2 and "--speculate with --target-tp 2" in dry.stderr
+    # --target-tp 1 is one process: allowed
+    one = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1", "--target-tp", "1", "--device", "cpu", "--dry-run"])
+    assert one.exit_code == 0, one.output
+
+
+def test_a_sweep_speculating_over_target_ranks_is_refused_before_any_cell(tmp_path):
+    out = tmp_path / "sw"
+    res = CliRunner().invoke(cli, ["sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "2", "--target-tp", "1,2", "--device", "cpu", "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: --speculate with --target-tp 2: speculative runs are measured against the plain target on "
+        "one process; sweep them with --target-tp 1 and the target's ranks in a sweep without --speculate")
+    assert not any(out.glob("bs*"))  # no cell was started
+
+
+def test_the_analysis_refuses_speculative_runs_against_a_target_on_several_ranks():
+    spec = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
+    target = Path(__file__).resolve().parents[1] / "fixtures" / "tp" / "tiny-llama-target.tp2.sqlite"
+    res = CliRunner().invoke(cli, ["analyze", str(target), str(spec / "tiny-llama-draft-xs.sqlite"),
+                                   str(spec / "tiny-llama-draft-xs.spec-g1.sqlite")])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: tiny-llama-target.tp2 runs on 2 tensor-parallel ranks: speculative runs are measured in place "
+        "against a plain target on one process (give one, or leave the speculative traces out)")

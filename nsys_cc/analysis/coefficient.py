@@ -313,6 +313,10 @@ def cost_coefficient(
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
+    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
+        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
+                         "measured in place against a plain target on one process (give one, or leave the "
+                         "speculative traces out)")
     if spec_runs:
         by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
         draft_labels = [m.name for m in models[1:]]

@@ -82,6 +82,10 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
         scheduler: address of a Dask scheduler: each cell runs there as a task that asks for the worker resource
             GPU=1; `spec.out_dir` must then be a path the workers share. None: cells run here, one after another.
     """
+    from ..launch.launcher import check_speculate_ranks
+
+    for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
+        check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
     out = Path(spec.out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
