@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -237,3 +238,34 @@ def test_the_analysis_refuses_speculative_runs_against_a_target_on_several_ranks
     assert res.stderr.strip() == (
         "nsys-cc: error: tiny-llama-target.tp2 runs on 2 tensor-parallel ranks: speculative runs are measured in place "
         "against a plain target on one process (give one, or leave the speculative traces out)")
+
+
+@pytest.mark.vllm
+def test_a_sweep_hands_target_tp_to_a_real_profile(tmp_path, nsys_bin):
+    """`sweep --target-tp 2`: the cell's real `profile` runs the target on two ranks (its forwards in two processes of
+    the trace), and the sweep table's rows carry target_tp 2 with the c of those steps, recomputed from the exports."""
+    from test_ranks import raw_steps
+
+    out = tmp_path / "sw"
+    cmd = [NSYS_CC, "sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs", "--target-tp", "2",
+           "--batch-size", "1", "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--num-iters-warmup",
+           str(WARMUP), "--num-iters", str(ITERS), "--nsys-trace", "nvtx", "--device", "cpu", "-o", str(out),
+           "--format", "csv"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cell = out / f"bs1-in{INPUT_LEN}-tp2"
+    sqlite = cell / "tiny-llama-target.tp2.sqlite"
+    assert len(_forwards(sqlite)) == 2  # two ranks
+    status = {s["label"]: s["status"] for s in json.loads((cell / "status.json").read_text())}
+    assert status == {"tiny-llama-target.tp2": "done", "tiny-llama-draft-xs": "done"}
+    table = pd.read_csv(out / "sweep.csv")
+    assert (table["target_tp"] == 2).all() and (table["cell"] == cell.name).all()
+    steps = [s["wall_ms"] for s in raw_steps(sqlite)["steps"] if s["kept"] and s["phase"] == "decode"]
+    with sqlite3.connect(f"file:{cell / 'tiny-llama-draft-xs.sqlite'}?mode=ro", uri=True) as conn:
+        draft = [r[0] / 1e6 for r in conn.execute(
+            "SELECT e.\"end\" - e.start FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+            "WHERE s.value = 'model_executable()' AND e.int64Value = 1 AND NOT EXISTS (SELECT 1 FROM NVTX_EVENTS w "
+            "JOIN StringIds ws ON ws.id = w.textId WHERE ws.value = 'nsys_cc:warmup' AND e.start BETWEEN w.start "
+            "AND w.\"end\")")]
+    (c,) = table.loc[(table["phase"] == "decode") & (table["metric"] == "wall"), "c"]
+    assert c == pytest.approx(np.median(draft) / np.median(steps), rel=1e-5)

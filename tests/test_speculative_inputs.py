@@ -112,3 +112,56 @@ def test_gamma_from_the_label_when_the_trace_has_no_payload(tmp_path):
     assert done.exit_code == 2
     assert done.stderr.strip() == (f"nsys-cc: error: {unnamed}: cannot tell γ (no metrics dump, no verify payload, "
                                    "no '.spec-g<γ>' label)")
+
+
+# ---- a proposer without a draft model (vLLM's ngram): fixtures/spec/ngram -------------------------------------------
+
+NGRAM = SPEC / "ngram"
+
+
+def test_an_ngram_run_is_measured_in_place_not_taken_for_a_draft():
+    """`ngram.spec-g3` holds no draft-model forward (nothing but the target runs a model), so its draft-forward ranges
+    cannot tell it is speculative; its metrics dump does. It is measured in place like any speculative run (its
+    proposer's work is in the time outside the forwards, a draft forward costs nothing) and is not a draft of the c
+    table (as a draft its 'c' was the target against itself). Expectations from the raw rows."""
+    import statistics
+
+    done = CliRunner().invoke(cli, ["analyze", str(NGRAM / "pair-target.sqlite"), str(NGRAM / "ngram.spec-g3.sqlite"),
+                                    "--format", "json"])
+    assert done.exit_code == 0, done.output
+    doc = json.loads(done.stdout)
+    assert [m["name"] for m in doc["models"]] == ["pair-target"] and doc["coefficients"] == []
+    (e,) = doc["speculative"]
+    assert (e["name"], e["draft"], e["gamma"]) == ("ngram.spec-g3", "ngram", 3)
+    rows = raw_ranges(str(NGRAM / "ngram.spec-g3.sqlite"))
+    warm = [r for r in rows if r[0] == "nsys_cc:warmup"]
+    iterations = [r for r in rows if r[0] == "nsys_cc:iteration"]
+    steps = [s for s in rows if s[0] == "nsys_cc:step" and not any(w[1] <= s[1] <= w[2] for w in warm)]
+    forwards = [r for r in rows if r[0] == "model_executable()"]
+    assert not any(r[0] == "draft_model_executable()" for r in rows)
+    verify = [s for s in steps if 1 < s[3] <= 4]  # the lookup proposed 1…3 tokens: 2…4 verified (batch 1)
+    assert e["steps"] == len(verify) > 0
+    fwd = [[f for f in forwards if s[1] <= f[1] <= s[2]] for s in verify]
+    assert all(len(f) == 1 for f in fwd)
+    assert e["verify_ms"] == pytest.approx(statistics.median((f[0][2] - f[0][1]) / 1e6 for f in fwd), rel=1e-9)
+    assert e["step_ms"] == pytest.approx(statistics.median((s[2] - s[1]) / 1e6 for s in verify), rel=1e-9)
+    assert e["other_ms"] == pytest.approx(statistics.median((s[2] - s[1] - f[0][2] + f[0][1]) / 1e6
+                                                            for s, f in zip(verify, fwd)), rel=1e-9)
+    assert e["draft_step_ms"] == 0.0 and e["draft_forwards_per_step"] == 0.0 and e["c_in_place"] is None
+    # tokens per step over every step after the prefill: most steps found nothing to propose (1 token each)
+    output_len = Raw(str(NGRAM / "pair-target.sqlite")).forwards_per_iteration()
+    per_iter = [sum(1 for s in steps if it[1] <= s[1] <= it[2] and s[3] <= 4) for it in iterations]
+    assert e["tokens_per_step"] == pytest.approx((output_len - 1) / statistics.median(per_iter), rel=1e-9)
+    stats = metrics("ngram/ngram.spec-g3")
+    assert e["alpha_source"] == "metrics" and stats["vllm:spec_decode_num_drafts"] > 0
+    res = nsys_cc.cost_coefficient(str(NGRAM / "pair-target.sqlite"), [str(NGRAM / "ngram.spec-g3.sqlite")])
+    assert any(n.startswith("ngram.spec-g3: no draft-model forwards") for n in res.speculative.notes)
+    assert res.speculative.models["ngram"].draft_forward_ms == 0.0  # the forecast prices no draft forward
+
+
+def test_a_trace_without_draft_forwards_or_metrics_dump_stays_a_plain_draft(tmp_path):
+    # Without its dump nothing says the ngram run speculated: it is read as a plain model, as before.
+    copy = tmp_path / "ngram.spec-g3.sqlite"
+    shutil.copy(NGRAM / "ngram.spec-g3.sqlite", copy)
+    res = nsys_cc.cost_coefficient(str(NGRAM / "pair-target.sqlite"), [str(copy)])
+    assert res.speculative is None and [m.name for m in res.models] == ["pair-target", "ngram.spec-g3"]

@@ -189,8 +189,11 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None) -> StepTable:
-    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`)."""
+def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None,
+               speculative: bool = False) -> StepTable:
+    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`).
+    `speculative`: the trace is a speculative run even without draft-forward ranges (a proposer without a draft
+    model, such as vLLM's ngram): its target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
     if draft_name == SCOPES_DRAFT and target_range == "model_executable()":
@@ -222,12 +225,15 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
     kind = np.full(len(target), "decode", dtype=object)
     gamma_payload = None
+    speculating = bool(draft_name) or speculative
     if np.isfinite(tokens).all():
-        if draft_name:
+        if speculating:
             v = verify_tokens(tokens)
             if v is not None:
                 gamma_payload = round(v) - 1
-                limit = v if gamma is None else max(v, gamma + 1)
+                # without draft forwards a step verifies 1 + what the proposer found (0…γ): γ + 1 is the limit
+                limit = (v if gamma is None else max(v, gamma + 1)) if draft_name else \
+                    (gamma + 1 if gamma is not None else v)
                 kind[(tokens > 1) & (tokens <= limit)] = "verify"
                 kind[tokens > limit] = "prefill"
         else:
@@ -252,7 +258,7 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
             first = wall > np.sort(wall)[n_low - 1] if ratio >= 1.5 else np.zeros(len(wall), dtype=bool)
             how = f"the slow group of target forwards ({ratio:.1f}× gap)" if ratio >= 1.5 else "none (no gap)"
         kind[first] = "prefill"
-        if draft_name:
+        if speculating:
             kind[~first] = "verify"
             if gamma is not None:
                 tokens[~first] = gamma + 1
@@ -337,10 +343,11 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
                      float(per_iter), gamma_payload, tuple(notes))
 
 
-def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None) -> StepTable:
+def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None,
+                    speculative: bool = False) -> StepTable:
     """`step_table` of the trace at `path`."""
     with open_trace(str(path)) as trace:
-        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma)
+        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma, speculative=speculative)
     return dataclasses.replace(table, latencies_s=bench_latencies(path))
 
 
@@ -394,17 +401,39 @@ class SpecRun:
     notes: list[str] = field(default_factory=list)
 
 
-def draft_of(name: str, drafts: Sequence[str]) -> str:
-    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts`, else the
-    only draft, else that label (a draft without a plain run: no standalone c)."""
+def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
+    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts` (or, for a
+    proposer without a draft model, `model=False`, whatever it is: `ngram`), else the only draft, else that label (a
+    draft without a plain run: no standalone c)."""
     m = LABEL_RE.match(name)
-    if m and m.group("draft") in drafts:
+    if m and (m.group("draft") in drafts or not model):
         return m.group("draft")
     if len(drafts) == 1:
         return drafts[0]
     if m:
         return m.group("draft")
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
+
+
+def beside_metrics(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> str | None:
+    """The metrics dump of a trace: `metrics_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
+    if metrics_path is not None:
+        return os.fspath(metrics_path)
+    beside = trace_stem(path) + ".metrics.json"
+    return beside if os.path.exists(beside) else None
+
+
+def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> bool:
+    """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
+    or `metrics_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
+    ngram) leaves them. A plain run dumps no metrics; a dump that cannot be read says nothing."""
+    dump = beside_metrics(path, metrics_path)
+    if dump is None:
+        return False
+    try:
+        return acceptance_mod.load(dump).num_speculative_tokens > 0
+    except InputError:
+        return False
 
 
 def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None) -> SpecRun:
@@ -417,7 +446,10 @@ def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: 
     stats = acceptance_mod.load(metrics_path) if metrics_path else None
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
-    table = read_step_table(path, target_range, gamma=gamma)
+    table = read_step_table(path, target_range, gamma=gamma, speculative=True)
+    if table.draft_forwards.empty:
+        notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
+                     "forward costs nothing here, the proposer's work is in the time outside the forwards")
     if gamma is None:
         gamma = table.gamma_from_payload
         if gamma is None and gamma_label:
