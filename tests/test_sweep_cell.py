@@ -114,7 +114,7 @@ def test_force_redoes_a_cell_once_per_sweep_not_on_its_retry(tmp_path, fake):
 
 def test_options_this_profile_lacks_fail_the_cell_with_a_clear_reason(tmp_path, fake):
     spec = SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(1, 3))
-    result = sweep(spec, [Cell(1, 8), Cell(2, 8, target_tp=2)])
+    result = sweep(spec, [Cell(1, 8), Cell(2, 8, target_tp=1)])
     assert fake.calls == []
     assert [c.status for c in result.cells] == ["failed", "failed"]
     assert "speculate is not supported" in result.cells[0].reason  # the library's parameter name, not a flag
