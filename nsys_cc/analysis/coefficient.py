@@ -312,8 +312,11 @@ def cost_coefficient(
     labels = model_names(paths, names)
     ranges = _range_names(range_name, paths, labels)
     _check_distinct(paths, ranges)
-    is_spec = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
-    spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
+    by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+    with_model = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    is_spec = [m or (i > 0 and spec_mod.proposes_without_model(p, by_path.get(os.path.realpath(p))))
+               for i, (p, m) in enumerate(zip(paths, with_model))]
+    spec_runs = [(p, n, r, m) for p, n, r, s, m in zip(paths, labels, ranges, is_spec, with_model) if s]
     plain = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if not s]
     models = [
         load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
@@ -328,11 +331,14 @@ def cost_coefficient(
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
+    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
+        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
+                         "measured in place against a plain target on one process (give one, or leave the "
+                         "speculative traces out)")
     if spec_runs:
-        by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
         draft_labels = [m.name for m in models[1:]]
-        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels), r, by_path.get(os.path.realpath(p)))
-                for p, n, r in spec_runs]
+        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels, m), r, by_path.get(os.path.realpath(p)))
+                for p, n, r, m in spec_runs]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
             spec_mod.read_step_table(plain[0][0], plain[0][2]), runs,

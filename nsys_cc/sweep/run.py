@@ -73,6 +73,15 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
         announce(i, total, outcomes[spec.name])
 
 
+def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
+    """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
+    (`launcher.check_speculate_ranks`)."""
+    from ..launch.launcher import check_speculate_ranks
+
+    for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
+        check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
+
+
 def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:
     """Profile every cell (`run_cell`; kept when an earlier run completed it), then write the sweep's table, plots,
     cells.json and manifest.json into `spec.out_dir` (also after Ctrl-C, for the cells completed).
@@ -82,6 +91,7 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
         scheduler: address of a Dask scheduler: each cell runs there as a task that asks for the worker resource
             GPU=1; `spec.out_dir` must then be a path the workers share. None: cells run here, one after another.
     """
+    check_cells(spec, cells)
     out = atomic.check_out_dir(spec.out_dir, "the sweep")
     try:
         out.mkdir(parents=True, exist_ok=True)
