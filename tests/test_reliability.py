@@ -906,3 +906,75 @@ def test_output_naming_a_file_is_one_error_line(tmp_path, verb):
     with unchanged(target, manifest):
         result = invoke([*args, "-o", str(target)], {})
     assert_one_error_line(result, rf"^--output {re.escape(str(target))} is an existing file: .* needs a directory")
+
+
+# -- SQLite side files: committed data in a -wal, a hot -journal ----------------------------------------------------
+def _with_open_writer(src: Path, folder: Path, mode: str, *sql: str) -> Path:
+    """A copy of `src` in `folder`, as a writer that has not finished leaves it: in WAL mode with `sql` committed into
+    the -wal only (`mode` "wal"), or in rollback mode with `sql` half done (`mode` "journal": pages already written
+    into the file, the originals in a hot -journal). The files are copied while the writer still holds them."""
+    work = folder.parent / f"{folder.name}-writer"
+    work.mkdir()
+    db = shutil.copyfile(src, work / src.name)
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        if mode == "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA wal_autocheckpoint=0")
+            con.execute("BEGIN")
+            for statement in sql:
+                con.execute(statement)
+            con.execute("COMMIT")
+        else:
+            con.execute("PRAGMA cache_size=1")  # spill changed pages into the file before the commit
+            con.execute("BEGIN")
+            for statement in sql:
+                con.execute(statement)
+        folder.mkdir()
+        for side in ("", "-wal", "-journal"):
+            if Path(f"{db}{side}").exists():
+                shutil.copyfile(f"{db}{side}", folder / f"{src.name}{side}")
+    finally:
+        con.close()
+    return folder / src.name
+
+
+SLOWER_FORWARDS = f"UPDATE NVTX_EVENTS SET end = start + 3 * (end - start) WHERE textId = {FORWARD_NAME_SQL}"
+
+
+def test_committed_data_in_a_wal_file_is_read(tmp_path, reference):
+    """It used to be read without the -wal (an immutable connection ignores it): c differed without a word. The
+    files are unchanged and no -shm appears beside them."""
+    wal = _with_open_writer(TARGET, tmp_path / "wal", "wal", SLOWER_FORWARDS)
+    assert sorted(p.name for p in wal.parent.iterdir()) == [TARGET.name, f"{TARGET.name}-wal"]
+    assert wal.read_bytes()[18:20] == b"\x02\x02"
+    direct = derive(TARGET, tmp_path / "direct.sqlite", SLOWER_FORWARDS)  # the oracle: the same change, in the file
+    expected = c_values(direct, DRAFT)
+    assert expected != reference
+    with unchanged(wal.parent, DRAFT):
+        assert c_values(wal, DRAFT) == expected
+        info = invoke(["info", str(wal), "--format", "json"], {})
+    assert info.exit_code == 0 and json.loads(info.stdout)["sqlite_path"] == str(wal)
+
+
+def test_a_hot_journal_is_rolled_back_not_read_half_done(tmp_path, reference):
+    """A writer stopped mid-transaction left changed pages in the file and the originals in -journal: the committed
+    data is the original, so c is the reference's."""
+    pad = ("CREATE TABLE pad AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 20000) "
+           "SELECT i, randomblob(200) AS b FROM r")  # enough changed pages to spill into the file
+    half = _with_open_writer(TARGET, tmp_path / "hot", "journal", SLOWER_FORWARDS, pad)
+    assert (half.parent / f"{TARGET.name}-journal").stat().st_size > 0
+    assert half.read_bytes() != TARGET.read_bytes()  # the half-done change is in the file itself
+    with unchanged(half.parent, DRAFT):
+        assert c_values(half, DRAFT) == reference
+
+
+def test_the_private_copy_goes_with_the_trace(tmp_path):
+    from nsys_cc import open_trace
+
+    wal = _with_open_writer(TARGET, tmp_path / "wal", "wal", SLOWER_FORWARDS)
+    trace = open_trace(wal)
+    copy = trace.sqlite_path
+    assert copy.parent != wal.parent and copy.is_file() and (copy.parent.stat().st_mode & 0o777) == 0o700
+    trace.close()
+    assert not copy.parent.exists()
