@@ -20,6 +20,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -466,6 +467,76 @@ def the_same_label_twice(tmp: Path) -> Case:
 def a_label_with_a_newline(tmp: Path) -> Case:
     return analyze(TARGET, DRAFT, "--name", "t", "--name", "d\nx",
                    expect=r"^--name: 'd\\nx' is not a label \(one line of printable text\)$")
+
+
+def _fallback_cache(tmp: Path, make: Callable[[Path], None]) -> Case:
+    """The preferred cache cannot be written (under a file); the shared fallback in the temp dir was made by
+    `make` before this user's first use — holding an 'export' of the report that is really another trace."""
+    (tmp / "file").write_text("not a directory")
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    shared = tmp / "shared-tmp"
+    shared.mkdir()
+    fallback = shared / f"nsys_cc-exports-{os.getuid()}"
+    make(fallback)
+    if fallback.is_dir():
+        shutil.copyfile(DRAFT, fallback / f"{export_mod.content_hash(REPORT)}.sqlite")
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(tempfile, "tempdir", str(shared))
+
+    return on_file(tmp / "r.nsys-rep", rf"^the export cache {re.escape(str(fallback))} is not private: .* — someone "
+                                        r"else may have made it; remove it, or set NSYS_CC_CACHE to a directory of "
+                                        r"your own$",
+                   env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")}, patch=patch)
+
+
+@case(*FILE_VERBS)
+def fallback_cache_made_by_another_user(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        folder.mkdir(mode=0o700)
+        os.chown(folder, 4242, 4242) if os.getuid() == 0 else None
+
+    c = _fallback_cache(tmp, make)
+    if os.getuid() != 0:  # only root can give a folder away: the mode makes it not private instead
+        (tmp / "shared-tmp" / f"nsys_cc-exports-{os.getuid()}").chmod(0o777)
+    return c
+
+
+@case(*FILE_VERBS)
+def fallback_cache_open_to_everyone(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        folder.mkdir()
+        folder.chmod(0o777)
+
+    return _fallback_cache(tmp, make)
+
+
+@case(*FILE_VERBS)
+def fallback_cache_is_a_link(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        (tmp / "attacker").mkdir(mode=0o700)
+        folder.symlink_to(tmp / "attacker")
+
+    return _fallback_cache(tmp, make)
+
+
+def _hanging_nsys(tmp: Path) -> Path:
+    fake = tmp / "nsys"
+    fake.write_text(f"#!/bin/sh\n{sys.executable} -c 'import time; time.sleep(600)' hanging-export-{tmp.name} &\n"
+                    "wait\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@case(*FILE_VERBS)
+def nsys_export_that_hangs(tmp: Path) -> Case:
+    """An export that never ends (a cold cache and a stuck nsys) used to wait forever."""
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    c = on_file(tmp / "r.nsys-rep", r"^nsys export of .*r\.nsys-rep did not finish within 1 s \(--timeout=1\); allow "
+                                    r"more time \(0: no limit\), or export it yourself and pass the \.sqlite$",
+                env={"NSYS": str(_hanging_nsys(tmp))})
+    c.runs = {verb: [*args, "--timeout", "1"] for verb, args in c.runs.items()}
+    return c
 
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
@@ -978,3 +1049,51 @@ def test_the_private_copy_goes_with_the_trace(tmp_path):
     assert copy.parent != wal.parent and copy.is_file() and (copy.parent.stat().st_mode & 0o777) == 0o700
     trace.close()
     assert not copy.parent.exists()
+
+
+# -- the export cache: private, entries checked, exports bounded in time ---------------------------------------------
+def test_a_hanging_export_is_stopped_with_everything_it_started(tmp_path, monkeypatch):
+    from conftest import processes_mentioning
+    from nsys_cc.errors import ExportError
+
+    report = shutil.copyfile(REPORT, tmp_path / "r.nsys-rep")
+    monkeypatch.setenv("NSYS", str(_hanging_nsys(tmp_path)))
+    monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", "1.5")
+    with unchanged(report), pytest.raises(ExportError, match=r"did not finish within 1\.5 s \(timeout=1\.5\)"):
+        export_mod.export_report(report, cache_dir=tmp_path / "cache")
+    deadline = time.monotonic() + 30  # a killed process takes a moment to be gone; the loop ends when it is
+    while processes_mentioning(f"hanging-export-{tmp_path.name}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_mentioning(f"hanging-export-{tmp_path.name}")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # no half export left
+
+
+def test_the_export_timeout_has_a_default_and_refuses_nonsense(monkeypatch):
+    monkeypatch.delenv("NSYS_CC_EXPORT_TIMEOUT", raising=False)
+    assert export_mod.export_timeout() == export_mod.DEFAULT_EXPORT_TIMEOUT_S == 1800
+    monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", "0")
+    assert export_mod.export_timeout() is None
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", bad)
+        with pytest.raises(InputError, match="NSYS_CC_EXPORT_TIMEOUT"):
+            export_mod.export_timeout()
+
+
+def test_an_entry_not_made_from_the_report_is_exported_again(tmp_path, reference, nsys_bin):
+    """Entries are checked against the record beside them: one put there by something else (no record), or changed
+    since it was exported, is not read — the report is exported again."""
+    cache = tmp_path / "cache"
+    report = shutil.copyfile(REPORT, tmp_path / "r.nsys-rep")
+    env = {"NSYS_CC_CACHE": str(cache)}
+    with unchanged(report):
+        assert c_values(report, DRAFT, env=env) == reference
+        entry = cache / f"{export_mod.content_hash(REPORT)}.sqlite"
+        record = json.loads(entry.with_suffix(".json").read_text())
+        assert record["report_sha256"] == export_mod.content_hash(REPORT)
+        assert record["sqlite_size"] == entry.stat().st_size
+        for tamper in ("replace", "no record"):
+            shutil.copyfile(DRAFT, entry)  # another trace under the report's name
+            if tamper == "no record":
+                entry.with_suffix(".json").unlink()
+            assert c_values(report, DRAFT, env=env) == reference
+            assert entry.read_bytes()[:16] == b"SQLite format 3\x00" and entry.stat().st_size != DRAFT.stat().st_size

@@ -370,12 +370,14 @@ def _private_copy(path: Path, side: Path) -> tuple[Path, tempfile.TemporaryDirec
 
 
 def open_trace(
-    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None
+    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
+    timeout: float | None | str = "env",
 ) -> ExportTrace:
     """Open an Nsight Systems export (.sqlite) or report (.nsys-rep) read-only.
 
     A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
-    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards.
+    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards; the export may take
+    `timeout` seconds (None: no limit; default `$NSYS_CC_EXPORT_TIMEOUT` or 1800).
     Raises InputError, NsysNotFoundError or ExportError with a one-line reason.
     """
     p = Path(path).expanduser()
@@ -389,7 +391,7 @@ def open_trace(
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     if kind == "report":
-        return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir))
+        return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir, timeout=timeout))
     if size == 0:
         raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
     if kind != "sqlite":
