@@ -11,11 +11,13 @@ show that no traceback reaches stderr. Every file a case reads is hashed before 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -29,7 +31,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, sha256_tree, unchanged
+from conftest import FIXTURES, raw_sql, sha256_tree, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
@@ -539,6 +541,85 @@ def nsys_export_that_hangs(tmp: Path) -> Case:
     return c
 
 
+@case()
+def metrics_dump_is_a_fifo(tmp: Path) -> Case:
+    """Nobody writes the pipe: reading it used to wait forever."""
+    os.mkfifo(tmp / "metrics.json")
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "metrics.json",
+                   expect=r"^the metrics dump .*metrics\.json is a FIFO \(named pipe\), not a file$")
+
+
+@case()
+def metrics_dump_is_a_directory(tmp: Path) -> Case:
+    (tmp / "metrics.json").mkdir()
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "metrics.json",
+                   expect=r"^the metrics dump .*metrics\.json is a directory, not a file$")
+
+
+def _manifest(tmp: Path, name: str, content: bytes | str, expect: str) -> Case:
+    path = tmp / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return Case({"analyze": [str(path)]}, expect, reads=[path, TARGET, DRAFT])
+
+
+def _sets(**entry) -> str:
+    return json.dumps([{"target": str(TARGET), "drafts": [str(DRAFT)], **entry}])
+
+
+@case()
+def manifest_with_a_number_where_a_list_belongs(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets(drafts=5),
+                     r"m\.json: entry 1: drafts must be a list \(or one string with ';' between values\), not int 5$")
+
+
+@case()
+def manifest_batch_size_beyond_any_number(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets().replace('"drafts"', '"batch_size": 1e999, "drafts"'),
+                     r"m\.json: entry 1: batch_size must be a whole number, not inf$")
+
+
+@case()
+def manifest_that_is_not_utf8(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT}\n".encode() + b"\xff\xfe\xe9\n",
+                     r"m\.csv is not UTF-8 text \(byte \d+\): save the manifest as UTF-8$")
+
+
+@case()
+def manifest_with_a_nul_byte(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT}\0x\n",
+                     r"m\.csv(: entry 1: drafts '.*\\x00x' holds a control character| is not a CSV manifest: .*NUL)")
+
+
+@case()
+def manifest_with_a_nul_byte_in_json(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets(name="a\0b"), r"entry 1: name 'a\\x00b' holds a control character")
+
+
+@case()
+def manifest_row_longer_than_its_header(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT},surplus,more\n",
+                     r"m\.csv: entry 1 has more fields than the header \(4\)$")
+
+
+@case()
+def manifest_with_a_newline_in_a_set_name(tmp: Path) -> Case:
+    """It used to break the printed table."""
+    return _manifest(tmp, "m.json", _sets(name="two\nlines"), r"m\.json: entry 1: name 'two\\nlines' holds a control "
+                                                               r"character \(a path or a name is one line\)$")
+
+
+@case()
+def manifest_nested_beyond_reason(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", "[" * 100_000 + "]" * 100_000, r"m\.json is not a JSON manifest: ")
+
+
+@case()
+def manifest_is_a_fifo(tmp: Path) -> Case:
+    os.mkfifo(tmp / "sets.json")
+    return Case({"analyze": [str(tmp / "sets.json")]},
+                r"^the manifest .*sets\.json is a FIFO \(named pipe\), not a file$")
+
+
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
@@ -571,9 +652,24 @@ def check_one_error_line(name: str, verb: str, tmp_path: Path, monkeypatch: pyte
     if c.patch:
         c.patch(monkeypatch)
     env = {"NSYS_CC_CACHE": str(tmp_path / "cache"), **c.env}
-    with unchanged(*c.reads):
+    with unchanged(*c.reads), bounded(120):
         result = invoke([verb, *c.runs[verb]], env)
     assert_one_error_line(result, c.pattern(verb))
+
+
+@contextlib.contextmanager
+def bounded(seconds: int):
+    """Fail instead of hanging when the code under test waits forever (a FIFO nobody writes, a stuck export)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still waiting after {seconds} s: a wait without a bound")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("name,verb", NSYS_FREE_RUNS)
@@ -1097,3 +1193,22 @@ def test_an_entry_not_made_from_the_report_is_exported_again(tmp_path, reference
                 entry.with_suffix(".json").unlink()
             assert c_values(report, DRAFT, env=env) == reference
             assert entry.read_bytes()[:16] == b"SQLite format 3\x00" and entry.stat().st_size != DRAFT.stat().st_size
+
+
+# -- names from the file reach SQL quoted ----------------------------------------------------------------------------
+ENDLESS = 't" , (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c) AS z --'
+
+
+@pytest.mark.parametrize("name", ['a"b', ENDLESS, "x'y; DROP TABLE NVTX_EVENTS"])
+def test_a_table_name_is_one_name_whatever_it_holds(tmp_path, reference, name):
+    """`SELECT count(*) FROM "{name}"` made a table named a"b a "corrupt" file, and a crafted name an endless query.
+    Each is counted as the table it is, and the analysis is the untouched trace's."""
+    quoted = '"' + name.replace('"', '""') + '"'
+    odd = derive(TARGET, tmp_path / "odd.sqlite", f"CREATE TABLE {quoted} (v INTEGER)",
+                 f"INSERT INTO {quoted} VALUES (1), (2), (3)", "CREATE TABLE t (v INTEGER)")  # what ENDLESS names
+    assert raw_sql(odd, f"SELECT count(*) FROM {quoted}") == [(3,)]
+    with unchanged(odd, DRAFT), bounded(60):
+        info = invoke(["info", str(odd), "--format", "json"], {})
+        assert info.exit_code == 0, info.stderr
+        assert json.loads(info.stdout)["tables"][name] == 3 and json.loads(info.stdout)["tables"]["t"] == 0
+        assert c_values(odd, DRAFT) == reference

@@ -43,7 +43,7 @@ from . import cuda, frames, nvtx
 from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
-from .source import TraceInfo, handed_out, is_sqlite, readonly_uri
+from .source import TraceInfo, handed_out, is_sqlite, quote_identifier, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
@@ -182,14 +182,16 @@ class ExportTrace:
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-            return {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in names}
+            return {name: conn.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchone()[0]
+                    for name in names}
 
     def _metadata(self) -> dict[str, str]:
         meta: dict[str, str] = {}
         with self.reading() as conn:
             for table in ("META_DATA_CAPTURE", *META_TABLES):
                 if self.has_table(table):
-                    meta.update({str(k): str(v) for k, v in conn.execute(f"SELECT name, value FROM {table}")})
+                    rows = conn.execute(f"SELECT name, value FROM {quote_identifier(table)}")
+                    meta.update({str(k): str(v) for k, v in rows})
         return meta
 
     def _cupti_tables(self) -> list[str]:
@@ -209,7 +211,8 @@ class ExportTrace:
             if not self.has_table(table):
                 return ()
             with self.reading() as conn:
-                self._columns[table] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{table}")'))
+                info = conn.execute(f"PRAGMA table_info({quote_identifier(table)})")
+                self._columns[table] = tuple(r[1] for r in info)
         return self._columns[table]
 
     @property

@@ -39,6 +39,15 @@ def readonly_uri(path: str | os.PathLike) -> str:
     return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
+def quote_identifier(name: str) -> str:
+    """`name` as an SQL identifier: in double quotes, each double quote doubled. Every table or column name that
+    reaches SQL goes through this — a name read from the file is the file's text, and a table named `a"b` (or one
+    whose name is SQL meant to run) must stay one name."""
+    if "\x00" in name:
+        raise ValueError(f"an SQL name holds a NUL character: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
+
+
 def is_sqlite(path: str | os.PathLike) -> bool:
     """True when the file starts with the SQLite magic bytes."""
     with open(path, "rb") as fh:
