@@ -620,6 +620,19 @@ def manifest_is_a_fifo(tmp: Path) -> Case:
                 r"^the manifest .*sets\.json is a FIFO \(named pipe\), not a file$")
 
 
+@case()
+def negative_seed(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--seed", "-1", expect=r"^--seed must be a whole number ≥ 0, not -1$")
+
+
+@case()
+def option_value_of_the_wrong_type(tmp: Path) -> Case:
+    """click's own refusals are one line too, not its usage text."""
+    return analyze(TARGET, DRAFT, "--skip-ranges", "many",
+                   expect=r"^Invalid value for '--skip-ranges': 'many' is not a valid integer\. \(nsys-cc analyze -h "
+                          r"lists the options\)$")
+
+
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
@@ -1212,3 +1225,172 @@ def test_a_table_name_is_one_name_whatever_it_holds(tmp_path, reference, name):
         assert info.exit_code == 0, info.stderr
         assert json.loads(info.stdout)["tables"][name] == 3 and json.loads(info.stdout)["tables"]["t"] == 0
         assert c_values(odd, DRAFT) == reference
+
+
+# -- live mode: a bad setting never takes the server down ------------------------------------------------------------
+@pytest.mark.vllm
+@pytest.mark.parametrize("value", ["9" * 40, "1e999", "0", "-5", "many"])
+def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch, caplog):
+    """A huge NSYS_CC_LIVE_WINDOW raised OverflowError inside vLLM's API server start (deque maxlen), and the server
+    did not start. Every logger vLLM builds gets the default window; the log says so once."""
+    import logging
+
+    from nsys_cc.live import metrics
+
+    monkeypatch.setenv(metrics.ENV_WINDOW, value)
+    monkeypatch.setattr(metrics, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="vllm.nsys_cc.live"):
+        loggers = [metrics.LiveStatLogger(None, engine_index=i) for i in range(3)]
+    assert [lg.window.maxlen for lg in loggers] == [metrics.DEFAULT_WINDOW] * 3
+    warnings_ = [r.getMessage() for r in caplog.records if r.name == "vllm.nsys_cc.live"]
+    assert len(warnings_) == 1 and metrics.ENV_WINDOW in warnings_[0] and "using 256" in warnings_[0]
+
+
+# -- no traceback: file names that are not UTF-8, a reader that goes away, Ctrl-C with workers, extremes --------------
+def test_file_names_that_are_not_utf8(tmp_path, reference):
+    """A file name is bytes; one that is not UTF-8 used to end in an internal error (UnicodeEncodeError)."""
+    folder = os.fsencode(tmp_path)
+    target = os.fsdecode(folder + b"/t\xff\xfe.sqlite")
+    shutil.copyfile(TARGET, target)
+    env = {**os.environ, "NSYS_CC_QUIET": "1", "NSYS_CC_CACHE": str(tmp_path / "cache")}
+    env.pop("NSYS_CC_DEBUG", None)
+    with unchanged(tmp_path, DRAFT):
+        ok = subprocess.run([str(NSYS_CC), "analyze", target, str(DRAFT), "--format", "json"], capture_output=True,
+                            env=env, timeout=300)
+        missing = subprocess.run([str(NSYS_CC), "info", os.fsdecode(folder + b"/gone\xff.sqlite")],
+                                 capture_output=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    drafts = [m["name"] for m in doc["models"]][1:]
+    assert {(drafts.index(c["draft"]), c["phase"], c["metric"]): c["c"] for c in doc["coefficients"]} == reference
+    assert doc["models"][0]["name"] == "t??"
+    assert doc["models"][0]["path"] == target  # written as the escape \udcff, read back as the same name
+    assert missing.returncode == 2 and missing.stdout == b""
+    line = missing.stderr.decode("utf-8", "replace").splitlines()
+    assert len(line) == 1 and line[0].startswith("nsys-cc: error: ") and "no such file" in line[0], line
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze", str(TARGET), str(DRAFT), "--format", "json"],
+    ["info", str(TARGET)],
+    ["ranges", str(TARGET)],
+    ["speedup", "--c", "0.2", "--acceptance", "0.1,0.5,0.9"],
+])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args):
+    """`nsys-cc … | head -1`: the reader closes the pipe; the command stops with no message and exit status 141
+    (128 + SIGPIPE), as Unix tools do — it used to print an internal error (BrokenPipeError)."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "NSYS_CC_QUIET": "1"}
+    env.pop("NSYS_CC_DEBUG", None)
+    try:
+        done = subprocess.run([str(NSYS_CC), *args], stdout=write, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=300)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
+    """SIGINT reaches every process of the terminal's group; the workers used to print a traceback each. Now the
+    parent alone answers (one line, exit 130) and no worker is left."""
+    from conftest import processes_mentioning
+
+    marker = f"ctrl-c-{tmp_path.name}"
+    manifest = tmp_path / f"{marker}.json"
+    manifest.write_text(json.dumps([{"name": f"set-{i}", "target": str(TARGET), "drafts": [str(DRAFT)]}
+                                    for i in range(60)]))
+    env = {**os.environ, "NSYS_CC_PROGRESS": "1"}
+    env.pop("NSYS_CC_QUIET", None)
+    env.pop("NSYS_CC_DEBUG", None)
+    proc = subprocess.Popen([str(NSYS_CC), "analyze", str(manifest), "--jobs", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    err = []
+    deadline = time.monotonic() + 240  # only against a hang: the loop ends once the first set is done
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        err.append(line)
+        if "[set 1/60]" in line or not line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # as the terminal does: the whole group
+    out, rest = proc.communicate(timeout=120)
+    stderr = "".join(err) + rest
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.rstrip().splitlines()[-1] == "nsys-cc: interrupted"
+    deadline = time.monotonic() + 30
+    while processes_mentioning(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_mentioning(marker)
+
+
+def test_speedup_over_a_huge_range_of_gamma_needs_no_array(tmp_path):
+    """`speedup --c 0 --max-gamma 1e9` built an array of 1e9 values (MemoryError, or the OOM killer); the search is
+    now block by block. The answer for γ up to 1e18 is the one found over 1…65536 (the maximum lies far below)."""
+    from nsys_cc.analysis import speedup
+
+    for alpha, c in ((0.8, 0.0), (0.6, 0.05), (0.99, 0.01), (1.0, 0.5), (1.0, 2.0), (0.0, 0.1), (0.9, 1e308)):
+        small = speedup.best_gamma(alpha, c, max_gamma=speedup.SCAN_CHUNK)
+        huge = speedup.best_gamma(alpha, c, max_gamma=10**18)
+        if alpha == 1.0 and c < 1:  # S rises with every γ: the largest searched
+            assert huge == (10**18, pytest.approx((10**18 + 1) / (10**18 * c + 1)))
+        else:
+            assert (int(huge[0]), float(huge[1])) == (int(small[0]), float(small[1])), (alpha, c)
+    for args in (["--c", "0", "--max-gamma", "1e9"], ["--c", "0.01", "--max-gamma", "1000000000000"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = invoke(["speedup", *args, "--acceptance", "0.8", "--format", "json"], {})
+        assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["best_gamma"] == speedup.best_gamma(0.8, 0.01)[0]
+
+
+def test_a_cost_coefficient_near_the_float_limit_gives_no_numpy_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = invoke(["speedup", "--c", "1e308", "--acceptance", "0.8", "--gamma", "3", "--ci", "1e307,1e308",
+                         "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["best_gamma"] == 1 and doc["speedup"] == 0.0 and doc["verdict"].startswith("never")
+
+
+# -- numbers that are not what they claim ----------------------------------------------------------------------------
+def _first_forward(column: str, value: str) -> str:
+    return (f"UPDATE NVTX_EVENTS SET int64Value = NULL, {column} = {value} WHERE rowid = (SELECT min(rowid) FROM "
+            f"NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL})")
+
+
+@pytest.mark.parametrize("column, value", [("int64Value", "9223372036854775807"),
+                                           ("int64Value", "-9223372036854775808"),
+                                           ("doubleValue", "9e999"), ("int64Value", "0")])
+def test_a_payload_that_is_no_token_count_is_not_a_prefill(tmp_path, column, value):
+    """int64 max/min or +inf in one forward's payload used to make it a prefill without a word. Now payloads are not
+    used and the phases are those of the same trace without payloads (the oracle), with a note saying why."""
+    odd = derive(TARGET, tmp_path / "odd.sqlite", *unconstrained("NVTX_EVENTS"), _first_forward(column, value))
+    bare = derive(TARGET, tmp_path / "bare.sqlite", "UPDATE NVTX_EVENTS SET int64Value = NULL WHERE textId = "
+                                                     f"{FORWARD_NAME_SQL}")
+    assert raw_sql(odd, f"SELECT count(*) FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL} AND {column} = {value}"
+                   if value != "9e999" else f"SELECT count(*) FROM NVTX_EVENTS WHERE {column} > 1e308") == [(1,)]
+    with unchanged(odd, bare, DRAFT):
+        got = invoke(["analyze", str(odd), str(DRAFT), "--format", "json", "--output-len", "3"], {})
+        want = invoke(["analyze", str(bare), str(DRAFT), "--format", "json", "--output-len", "3"], {})
+    assert got.exit_code == 0 and want.exit_code == 0, got.stderr
+    got_doc, want_doc = json.loads(got.stdout), json.loads(want.stdout)
+    assert got_doc["coefficients"] == want_doc["coefficients"]
+    assert {p: v["count"] for p, v in got_doc["models"][0]["phases"].items()} == \
+        {p: v["count"] for p, v in want_doc["models"][0]["phases"].items()}
+    rule = json.dumps(got_doc["models"][0])
+    assert "1 of 20 forward payloads are not token counts" in rule
+
+
+def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
+    """Every forward row inserted twice: N used to double silently. The c is the untouched trace's; a note says."""
+    doubled = derive(TARGET, tmp_path / "doubled.sqlite", *unconstrained("NVTX_EVENTS"),
+                     f"INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL}")
+    assert raw_sql(doubled, f"SELECT count(*) FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL}") == [(40,)]
+    with unchanged(doubled, DRAFT):
+        assert c_values(doubled, DRAFT) == reference
+        result = invoke(["analyze", str(doubled), str(DRAFT), "--format", "json"], {})
+    doc = json.loads(result.stdout)
+    assert doc["models"][0]["phases"]["all"]["count"] == 12  # 20 forwards − 8 in warm-up, as the untouched trace
+    assert any("dropped 20 duplicated row(s) of 'model_executable()'" in n for n in doc["notes"])

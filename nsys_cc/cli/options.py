@@ -45,3 +45,25 @@ def export_timeout_option(fn):
     return click.option("--timeout", "timeout", type=float, default=None, callback=apply, expose_value=False,
                         is_eager=False, help="Seconds each `nsys export` of a .nsys-rep may take (default 1800; 0: "
                                              "no limit).")(fn)
+
+
+class WholeNumber(click.ParamType):
+    """An integer, also written as a float without a fraction (`1e9`, `100.0`); never inf, nan or 2.5."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            number = float("nan")
+        if not number.is_integer():
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        return int(number)

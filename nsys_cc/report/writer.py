@@ -84,11 +84,12 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
     doc["notes"] = [*doc["notes"], *extra_notes]
     for name, df in (extra_tables or {}).items():
         doc[name] = json.loads(df.to_json(orient="records"))
+    # A file name that is not UTF-8 (surrogate escapes in Python's text) is written as the escape `\udcff`.
     with stage.file("report.json") as path:
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8", errors="backslashreplace")
     for name, df in tables.items():
         with stage.file(f"{name}.csv") as path:
-            df.to_csv(path, index=False)
+            df.to_csv(path, index=False, encoding="utf-8", errors="backslashreplace")
     pngs = []
     if plots:
         for stem, fig in iter_figures(result):
@@ -112,7 +113,7 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
     with stage.file("report.md") as path:
-        path.write_text("\n".join(md))
+        path.write_text("\n".join(md), encoding="utf-8", errors="backslashreplace")
 
 
 def _speculative_tables(spec) -> dict[str, pd.DataFrame]:

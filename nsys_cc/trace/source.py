@@ -36,7 +36,8 @@ _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 def readonly_uri(path: str | os.PathLike) -> str:
     """SQLite URI that opens `path` read-only and immutable: nothing is ever written to the file (no journal, no
     index, no lock), and SQLite does not look for changes made by others (an export never changes)."""
-    return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    # The file name's own bytes, %-encoded: a name that is not UTF-8 (Python holds it with surrogate escapes) too.
+    return f"file:{urllib.parse.quote(os.fsencode(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
 def quote_identifier(name: str) -> str:
