@@ -1394,3 +1394,37 @@ def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
     doc = json.loads(result.stdout)
     assert doc["models"][0]["phases"]["all"]["count"] == 12  # 20 forwards − 8 in warm-up, as the untouched trace
     assert any("dropped 20 duplicated row(s) of 'model_executable()'" in n for n in doc["notes"])
+
+
+def test_many_drafts_give_few_readable_plots(tmp_path):
+    """300 drafts used to give 305 PNGs, some 100 000 px wide. Beyond 8 drafts the plots show the target and the 8
+    drafts of lowest c; report.md says so and every table keeps all of them."""
+    import struct
+
+    from nsys_cc import cost_coefficient
+    from nsys_cc.report import write_report
+    from nsys_cc.report.figures import MAX_PLOTTED_DRAFTS
+
+    drafts = [shutil.copyfile(DRAFT if i % 3 else VLLM / "tiny-llama-draft-xs.sqlite", tmp_path / f"d{i}.sqlite")
+              for i in range(12)]
+    result = cost_coefficient(TARGET, drafts, acceptance=[0.7])
+    # the oracle: the drafts' decode wall-clock c from the coefficients table, lowest first (ties: given order)
+    coef = result.coefficients.query("metric == 'wall' and phase == 'decode'")
+    by_c = sorted(range(12), key=lambda i: (float(coef.set_index("draft").at[f"d{i}", "c"]), i))
+    expected = {f"d{i}" for i in by_c[:MAX_PLOTTED_DRAFTS]}
+    out = tmp_path / "out"
+    write_report(result, out)
+    pngs = sorted(p.name for p in (out / "plots").iterdir())
+    assert {p[len("speedup_"):-4] for p in pngs if p.startswith("speedup_")} == expected
+    assert len(pngs) == MAX_PLOTTED_DRAFTS + 5  # forward times, coefficients, time breakdown, break-even, DSI
+    for png in pngs:
+        width, height = struct.unpack(">II", (out / "plots" / png).read_bytes()[16:24])
+        assert width <= 5000 and height <= 2000, (png, width, height)
+    assert "Note: the plots show 8 of the 12 drafts, those of lowest c" in (out / "report.md").read_text()
+    assert len(set(pd_read(out / "coefficients.csv")["draft"])) == 12
+
+
+def pd_read(path: Path):
+    import pandas as pd
+
+    return pd.read_csv(path)

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .. import atomic
 from ..analysis.result import CostCoefficientResult
-from .figures import iter_figures
+from .figures import iter_figures, plotted
 from .formats import render, result_to_dict
 from .plots import DPI
 from .tables import markdown_table
@@ -109,7 +109,9 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
     for name, df in (extra_tables or {}).items():
         md += [f"**{name}**", "", markdown_table(df), ""]
     if pngs:
-        md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
+        _, left_out = plotted(result)
+        md += ["## Plots", ""] + ([f"Note: {left_out}.", ""] if left_out else [])
+        md += [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
     with stage.file("report.md") as path:
