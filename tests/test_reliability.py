@@ -1428,3 +1428,20 @@ def pd_read(path: Path):
     import pandas as pd
 
     return pd.read_csv(path)
+
+
+def test_gpu_ops_whose_names_the_export_lacks(tmp_path, public_dir):
+    """Found by the fuzzing: without StringIds every kernel name is missing, which ended in a ValueError (a negative
+    code counted by np.bincount). The ops count under one label; the c are the untouched trace's."""
+    src = public_dir / GPU_TRACE
+    intact = shutil.copyfile(src, tmp_path / "intact.sqlite")
+    nameless = derive(src, tmp_path / "nameless.sqlite", "DROP TABLE StringIds")
+    args = ["--range", "attention_simulation"]
+    with unchanged(intact, nameless):
+        assert c_values(nameless, intact, *args) == c_values(intact, shutil.copyfile(src, tmp_path / "b.sqlite"),
+                                                             *args)
+        from nsys_cc import cost_coefficient
+
+        kernels = cost_coefficient(nameless, intact, range_name="attention_simulation").kernel_summary
+    names = set(kernels.loc[kernels["model"] == "nameless", "name"].astype(str))
+    assert "(name not in the export)" in names
