@@ -79,6 +79,11 @@ def load_model(
         if not hit.any():
             raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
         matched = by_start(ranges[hit])
+        # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
+        # double the count. Kept once, and said.
+        twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+        if twice.any():
+            matched = matched[~twice]
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)
@@ -90,6 +95,9 @@ def load_model(
         if unclosed.any():
             warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
                           "ended)")
+        if twice.any():
+            warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
+                          "start and end as another row: each range counted once)")
         if not forwards["kept"].any():
             if (~warm).any():
                 raise RangeNotFoundError(
@@ -124,6 +132,13 @@ def load_model(
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                              op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                              speculative=spec_mod.draft_range_of(ranges) is not None)
+
+
+def check_seed(seed) -> int:
+    """`seed` when it can seed the bootstrap (a whole number ≥ 0, as NumPy takes it); else InputError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a whole number ≥ 0, not {seed!r}", param="seed")
+    return int(seed)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -308,6 +323,7 @@ def cost_coefficient(
         raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
     if output_len is not None and output_len < 1:
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     labels = model_names(paths, names)
     ranges = _range_names(range_name, paths, labels)

@@ -58,12 +58,29 @@ KIND_NAMES = {VERIFY: "verify", DECODE: "decode", MIXED: "mixed"}
 log = logging.getLogger("vllm.nsys_cc.live")
 
 
+# The largest window taken: beyond it the window would hold the server's memory, not a recent c.
+MAX_WINDOW = 100_000
+_warned: set[str] = set()
+
+
 def window_size() -> int:
-    """Steps in the sliding window, from `NSYS_CC_LIVE_WINDOW` (default 256; invalid values give the default)."""
-    try:
-        return max(1, int(os.environ.get(ENV_WINDOW, DEFAULT_WINDOW)))
-    except ValueError:
+    """Steps in the sliding window, from `NSYS_CC_LIVE_WINDOW` (default 256). A value that is not a whole number in
+    1…MAX_WINDOW gives the default and one warning in vLLM's log: live mode never takes the server down."""
+    text = os.environ.get(ENV_WINDOW)
+    if text is None or not text.strip():
         return DEFAULT_WINDOW
+    try:
+        size = int(text.strip())
+    except ValueError:
+        size = 0
+    if 1 <= size <= MAX_WINDOW:
+        return size
+    if text not in _warned:
+        _warned.add(text)
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        log.warning("nsys_cc live: %s=%r is not a whole number of steps in 1…%d; using %d", ENV_WINDOW, shown,
+                    MAX_WINDOW, DEFAULT_WINDOW)
+    return DEFAULT_WINDOW
 
 
 class _Metrics:
