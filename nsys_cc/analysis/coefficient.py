@@ -100,14 +100,7 @@ def load_model(
                 f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
                 "lower skip_ranges", param="skip_ranges"
             )
-        gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
-        if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
-            has_cuda = False
-            gpu_note = (
-                f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
-                "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
-                "only, no GPU metrics"
-            )
+        has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
         kept = forwards[forwards["kept"]]
@@ -124,6 +117,39 @@ def load_model(
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                              op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                              speculative=spec_mod.draft_range_of(ranges) is not None)
+
+
+def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, str]:
+    """Whether the kept forwards have GPU metrics, and a note on what is missing (empty when nothing is): no CUDA
+    data at all (a CPU run), CUDA API calls without any GPU activity (CUPTI lost it), GPU work of which nothing was
+    projected onto the forward ranges, or graphs recorded whole (no kernel metrics for the forwards that ran them)."""
+    kept = forwards["kept"].to_numpy(dtype=bool)
+    n = int(kept.sum())
+    if not trace.has_cuda:
+        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+        if not calls:
+            return False, "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
+        return False, (
+            f"the trace holds {calls} CUDA API calls but no GPU activity (no kernel, copy, fill or graph rows): CUPTI "
+            "recorded none of the GPU work — likely causes: an nsys whose CUPTI does not support this CUDA driver "
+            "(use the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI "
+            f"flushed its buffers; its {n} {_quoted(range_name)} ranges get wall-clock time only, no GPU metrics")
+    span = forwards.loc[kept, "gpu_span_ns"]
+    if span.isna().all():
+        return False, (
+            f"none of its {n} {_quoted(range_name)} ranges launched GPU work from their own thread, although the "
+            "trace holds GPU activity: nothing was projected onto them (as in nsys, only CUDA calls made inside a "
+            "range on its own thread count); likely causes: kernels launched from another thread or process (a "
+            "worker thread, or vLLM's engine/worker process traced without --trace-fork-before-exec=true), or "
+            "forwards recorded outside CUDA tracing: wall-clock time only, no GPU metrics")
+    whole = span.notna() & forwards.loc[kept, "kernel_sum_ns"].isna()
+    if whole.any():
+        return True, (
+            f"{int(whole.sum())} of its {n} {_quoted(range_name)} ranges launched CUDA graphs recorded whole (nsys "
+            "--cuda-graph-trace=graph: one row per graph launch, no kernel rows): kernel metrics (kernel_sum, kernel "
+            "counts) are not available for them and are left out, not counted as 0 — profile with "
+            "--cuda-graph-trace=node for kernel metrics; GPU span and busy time include the graphs")
+    return True, ""
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -232,7 +258,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
     for m in models:
         confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
-        if not m.has_cuda:
+        if m.gpu_note:
             texts.append(m.gpu_note)
         if m.ranks is not None:
             texts += [rank_mod.steps_note(m), *m.ranks.notes]
