@@ -224,3 +224,24 @@ def test_a_range_with_a_whole_graph_among_kernels_has_unknown_kernel_metrics(tmp
     got = _projected(shaped.path, (FORWARD,))
     assert got["kernel_sum_ns"].isna().all() and got["kernels"].isna().all()
     assert got["gpu_busy_ns"].to_numpy(dtype=float).tolist() == _known(shaped.work, "busy_ns").tolist()
+
+
+def test_a_trace_labelled_speculative_without_draft_ranges_is_an_error_not_a_plain_report(tmp_path):
+    """A speculative run whose drafts the plugin did not record (a full-graph speculator left unwrapped) would
+    otherwise be measured as a plain draft with a wrong c."""
+    import shutil
+
+    spec = shutil.copyfile(DRAFT_PLAIN, tmp_path / "tiny-llama-draft-xs.spec-g3.sqlite")
+    with unchanged(spec):
+        res = invoke_cli(["analyze", str(TARGET), str(DRAFT_PLAIN), str(spec)])
+    lines = res.stderr.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and res.stdout == ""
+    assert lines[0].startswith("nsys-cc: error: ") and "labelled as a speculative run" in lines[0]
+    assert "no draft-model forward ranges" in lines[0] and "'draft_model_executable()'" in lines[0]
+    # A plain draft with a spec-decode metrics dump beside it (a speculative run's): the same error.
+    other = shutil.copyfile(DRAFT_PLAIN, tmp_path / "run.sqlite")
+    shutil.copyfile(FIXTURES / "spec" / "tiny-llama-draft-xs.spec-g3.metrics.json", tmp_path / "run.metrics.json")
+    with pytest.raises(Exception, match="metrics dump beside it"):
+        cost_coefficient(TARGET, [other])
+    # The real speculative fixture, with its draft ranges, is measured in place as before.
+    assert cost_coefficient(TARGET, [DRAFT_PLAIN, SPEC]).speculative is not None

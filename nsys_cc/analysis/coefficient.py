@@ -269,6 +269,32 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
             for text, names in holders.items()]
 
 
+def _check_speculative_labels(paths: list[str], labels: list[str], is_spec: list[bool],
+                              spec_metrics: Mapping[str, PathLike] | None) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
+    or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
+    draft and give a wrong c."""
+    given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
+    for i, (path, label, spec) in enumerate(zip(paths, labels, is_spec)):
+        if i == 0 or spec:
+            continue
+        if spec_mod.LABEL_RE.match(label):
+            why = f"is labelled as a speculative run ({label!r})"
+        elif os.path.realpath(path) in given:
+            why = "was given a spec-decode metrics dump (spec_metrics)"
+        elif os.path.exists(spec_mod.trace_stem(path) + ".metrics.json"):
+            beside = os.path.basename(spec_mod.trace_stem(path)) + ".metrics.json"
+            why = f"has a spec-decode metrics dump beside it ({beside})"
+        else:
+            continue
+        raise InputError(
+            f"{path} {why} but holds no draft-model forward ranges ('{phase_mod.DRAFT_RANGE}', or vLLM's "
+            f"'{spec_mod.SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
+            "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
+            "suffix); measured as a plain draft its c would be wrong, and without draft ranges it cannot be measured "
+            "in place: leave it out (or rename it if it is a plain draft run)", param="drafts")
+
+
 def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
     """One path or several, as a user writes them (a lone string is one path, not its characters)."""
     if isinstance(drafts, (str, os.PathLike)):
@@ -324,6 +350,7 @@ def cost_coefficient(
     ranges = _range_names(range_name, paths, labels)
     _check_distinct(paths, ranges)
     is_spec = [i > 0 and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    _check_speculative_labels(paths, labels, is_spec, spec_metrics)
     spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
     plain = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if not s]
     models = [
