@@ -51,9 +51,14 @@ def model_config(name: str) -> Path:
 def build(name: str, device: torch.device) -> LlamaForCausalLM:
     cfg = LlamaConfig(**json.loads(model_config(name).read_text()))
     dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-    with torch.device(device):
-        model = LlamaForCausalLM(cfg).to(dtype)
-    return model.eval()
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)  # built in its dtype: a 7B model never exists in float32 (28 GB) first
+    try:
+        with torch.device(device):
+            model = LlamaForCausalLM(cfg)
+    finally:
+        torch.set_default_dtype(default)
+    return model.to(dtype).eval()
 
 
 def _sync(device: torch.device) -> None:
