@@ -80,7 +80,8 @@ class Launch:
     `kernels` (durations, ns, run back to back on the stream) — a plain kernel launch when there is one kernel and
     `graph` is None. `graph`: "node" (a cudaGraphLaunch whose kernels are recorded one by one) or "whole" (one
     GRAPH_TRACE row as long as the kernels together, no kernel rows). `lag`: ns between the call's return and the
-    earliest GPU start. `thread`: launch from this globalTid instead of the range's own."""
+    earliest GPU start. `thread`: launch from this globalTid instead of the range's own. `names`: the kernels'
+    names (default `kernel_0`, `kernel_1`, `kernel_2`, … in turn)."""
 
     offset: int
     api_ns: int
@@ -88,6 +89,7 @@ class Launch:
     graph: str | None = None
     lag: int = 2_000
     thread: int | None = None
+    names: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -95,31 +97,32 @@ class Work:
     """The GPU work written for one range, and what a projection must find for it (ns; None where nothing)."""
 
     range: Range
-    ops: list[tuple[int, int, str]] = field(default_factory=list)  # (start, end, kind): kind "kernel" | "graph"
+    # (start, end, kind, name): kind "kernel" | "graph"; name the kernel's (a graph's is "[CUDA graph 1]")
+    ops: list[tuple[int, int, str, str]] = field(default_factory=list)
     launches: int = 0  # launch calls inside the range on its thread whose work was written
     api_ns: int = 0  # their summed duration
 
     @property
     def span_ns(self) -> int | None:
-        return max(e for _, e, _ in self.ops) - min(s for s, _, _ in self.ops) if self.ops else None
+        return max(o[1] for o in self.ops) - min(o[0] for o in self.ops) if self.ops else None
 
     @property
     def kernel_sum_ns(self) -> int | None:
         """Sum of kernel durations; None when any of the work is a graph recorded whole (its kernels are unknown)."""
-        if not self.ops or any(k == "graph" for _, _, k in self.ops):
+        if not self.ops or any(o[2] == "graph" for o in self.ops):
             return None
-        return sum(e - s for s, e, _ in self.ops)
+        return sum(o[1] - o[0] for o in self.ops)
 
     @property
     def kernels(self) -> int:
-        return sum(k == "kernel" for _, _, k in self.ops)
+        return sum(o[2] == "kernel" for o in self.ops)
 
     @property
     def busy_ns(self) -> int | None:
         if not self.ops:
             return None
         total, reach = 0, None
-        for s, e, _ in sorted(self.ops):
+        for s, e, *_ in sorted(self.ops):
             if reach is None or s > reach:
                 total, reach = total + e - s, e
             elif e > reach:
@@ -128,7 +131,7 @@ class Work:
 
     @property
     def gpu_end(self) -> int | None:
-        return max(e for _, e, _ in self.ops) if self.ops else None
+        return max(o[1] for o in self.ops) if self.ops else None
 
 
 @dataclass
@@ -226,18 +229,19 @@ def add_gpu_work(src: str | Path, dst: str | Path, plan: Callable[[Range], list[
                     end = t + sum(launch.kernels)
                     con.execute("INSERT INTO CUPTI_ACTIVITY_KIND_GRAPH_TRACE VALUES (?, ?, ?, ?, NULL, ?, ?, ?, 1, 1)",
                                 (t, end, DEVICE, CONTEXT, STREAM, corr[pid], pid))
-                    ops.append((t, end, "graph"))
+                    ops.append((t, end, "graph", "[CUDA graph 1]"))
                     t = end
                 else:
                     for node, dur in enumerate(launch.kernels):
                         grid += 1
-                        kname = sid(f"kernel_{len(ops) % 3}")
+                        label = launch.names[node] if launch.names else f"kernel_{node % 3}"
+                        kname = sid(label)
                         node_id = node + 1 if launch.graph == "node" else None
                         con.execute(
                             "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, 0, 0, 32, "
                             "1, 1, 1, 128, 1, 1, 0, 0, 0, 0, ?, NULL, ?, 0)",
                             (t, t + dur, DEVICE, CONTEXT, STREAM, corr[pid], pid, kname, kname, grid, node_id))
-                        ops.append((t, t + dur, "kernel"))
+                        ops.append((t, t + dur, "kernel", label))
                         t += dur
                 stream_free[pid] = t
                 if launch.thread is None or launch.thread == rng.global_tid:

@@ -245,3 +245,23 @@ def test_a_trace_labelled_speculative_without_draft_ranges_is_an_error_not_a_pla
         cost_coefficient(TARGET, [other])
     # The real speculative fixture, with its draft ranges, is measured in place as before.
     assert cost_coefficient(TARGET, [DRAFT_PLAIN, SPEC]).speculative is not None
+
+
+def test_the_kernel_breakdown_counts_the_named_kernels_each_forward_launched(tmp_path):
+    """Kernel names given by the plan reach the per-phase breakdown: calls and time per forward of each name, from the
+    kept decode forwards' known work."""
+    def plan(rng):
+        return [Launch(0, 1_000, (40_000, 10_000), graph="node", names=("gemm", "attention")),
+                Launch(rng.duration // 3, 1_000, (5_000,), names=("sampler",))]
+
+    target = add_gpu_work(TARGET, tmp_path / "t.sqlite", plan, names=(FORWARD,))
+    draft = add_gpu_work(DRAFT_PLAIN, tmp_path / "d.sqlite", plan, names=(FORWARD,))
+    result = cost_coefficient(target.path, [draft.path], names=["t", "d"])
+    rows = result.kernel_summary[(result.kernel_summary["model"] == "t")
+                                 & (result.kernel_summary["phase"] == "decode")].set_index("name")
+    kept = _iteration_starts(target.path)
+    decode = [w for w in target.work if w.range.start in kept and w.range.payload == 1]
+    for name in ("gemm", "attention", "sampler"):
+        durations = [o[1] - o[0] for w in decode for o in w.ops if o[3] == name]
+        assert rows.loc[name, "calls_per_forward"] == pytest.approx(len(durations) / len(decode))
+        assert rows.loc[name, "time_per_forward_ms"] == pytest.approx(sum(durations) / len(decode) / 1e6)
