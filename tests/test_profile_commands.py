@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from conftest import unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models
@@ -22,13 +24,13 @@ def _after(args: list[str], flag: str) -> str:
 
 def test_nsys_options_fit_the_platform():
     base = Path("/o/m")
-    cpu = commands.nsys_profile_args(NSYS, base, gpu=False, cuda_graphs=False)
-    gpu = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False)
-    graphs = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=True)
+    cpu = commands.nsys_profile_args(NSYS, base, gpu=False)
+    gpu = commands.nsys_profile_args(NSYS, base, gpu=True)
     assert _after(cpu, "-t") == "nvtx,osrt" and "--trace-fork-before-exec=true" not in cpu
     assert _after(gpu, "-t") == "cuda,nvtx,osrt,cublas,cudnn" and "--trace-fork-before-exec=true" in gpu
-    assert "--cuda-graph-trace=node" in graphs and "--cuda-graph-trace=node" not in gpu
-    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False, trace="nvtx"), "-t") == "nvtx"
+    # CUDA graphs are traced node by node on a GPU (kernel metrics exist); a CPU run has no graphs to trace.
+    assert "--cuda-graph-trace=node" in gpu and not any(a.startswith("--cuda-graph-trace") for a in cpu)
+    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, trace="nvtx"), "-t") == "nvtx"
     assert _after(cpu, "-o") == "/o/m" and cpu[:2] == [NSYS, "profile"]
 
 
@@ -38,12 +40,14 @@ def test_benchmark_defaults_are_the_seeds():
     expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
                 "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
     assert {k: _after(args, k) for k in expected} == expected
-    assert "--enforce-eager" in args and "--gpu-memory-utilization" not in args
+    # On a GPU vLLM keeps its CUDA graphs, as users serve it.
+    assert "--enforce-eager" not in args and "--gpu-memory-utilization" not in args
 
 
-def test_cuda_graphs_cpu_settings_and_extra_vllm_options():
-    graphs = commands.bench_args("/m", Path("j"), BenchOptions(cuda_graphs=True), gpu=True)
-    assert "--enforce-eager" not in graphs
+def test_eager_on_request_cpu_settings_and_extra_vllm_options():
+    eager = commands.bench_args("/m", Path("j"), BenchOptions(enforce_eager=True), gpu=True)
+    assert "--enforce-eager" in eager
+    assert "--enforce-eager" in commands.bench_args("/m", Path("j"), BenchOptions(), gpu=False)  # no graphs on CPU
     cpu = commands.bench_args("/m", Path("j"), BenchOptions(vllm_args=("--dtype", "float32")), gpu=False)
     assert _after(cpu, "--gpu-memory-utilization") == "0.3" and cpu[-2:] == ["--dtype", "float32"]
 
@@ -82,16 +86,29 @@ def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
         assert export.endswith(f"-o {out}/{label}.sqlite {out}/{label}.nsys-rep")
 
 
-def test_dry_run_on_a_gpu_with_cuda_graphs():
-    res = CliRunner().invoke(cli, ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape",
-                                   "--device", "gpu", "--cuda-graphs", "--dry-run"])
+def test_dry_run_on_a_gpu_uses_cuda_graphs_by_default_and_traces_them_node_by_node():
+    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
+    res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
-    assert "--cuda-graph-trace=node" in res.output and "--enforce-eager" not in res.output
+    profiles = [ln for ln in res.output.splitlines() if " profile " in ln]
+    assert len(profiles) == 2
+    assert all("--cuda-graph-trace=node" in ln and "--enforce-eager" not in ln for ln in profiles)
     assert "VLLM_WORKER_MULTIPROC_METHOD=spawn" in res.output
+    eager = CliRunner().invoke(cli, [*args, "--enforce-eager"])
+    eager_profiles = [ln for ln in eager.output.splitlines() if " profile " in ln]
+    assert eager.exit_code == 0 and all("--enforce-eager" in ln for ln in eager_profiles)
+
+
+def test_the_deprecated_cuda_graphs_flag_changes_nothing_and_says_so():
+    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
+    plain, old = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--cuda-graphs"])
+    assert old.exit_code == 0 and old.stdout == plain.stdout
+    assert "--cuda-graphs is deprecated" in old.stderr and "--enforce-eager" in old.stderr
+    assert "--cuda-graphs" not in CliRunner().invoke(cli, ["profile", "--help"]).output
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--device", "cpu", "--cuda-graphs"], "--cuda-graphs needs a GPU"),
+    (["--cuda-graphs", "--enforce-eager"], "--cuda-graphs and --enforce-eager contradict each other"),
     (["--output-len", "0"], "--output-len must be ≥ 1"),
     (["--num-iters-warmup", "-1"], "--num-iters-warmup must be ≥ 0"),
 ])
@@ -104,7 +121,6 @@ def test_bad_arguments_are_one_line_errors(args, message):
 
 
 @pytest.mark.parametrize("options, kwargs, message", [
-    (BenchOptions(cuda_graphs=True), {}, "cuda_graphs needs a GPU"),
     (BenchOptions(output_len=0), {}, "output_len must be ≥ 1"),
     (BenchOptions(iters=0), {}, "iters must be ≥ 1"),
     (BenchOptions(warmup_iters=-1), {}, "warmup_iters must be ≥ 0"),
@@ -254,6 +270,13 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     ("(pid=1) WARNING 1 [base.py:380] ValueError: Tokenizer not available\nall good\n", "all good"),
     ("RuntimeError: first\nstarting\nKilled\n", "Killed"),
     ("", "empty log"),
+    # vLLM refusing an option (argparse), then nsys writing its report: the refusal, not the report's path (issue 25)
+    ("$ nsys profile …\nusage: python -m nsys_cc.launch.bench [-h]\n       [--disable-log-stats]\n"
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag\n"
+     "Generating '/tmp/nsys-report-2048.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n    /o/m.nsys-rep\n",
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag"),
+    ("$ nsys profile …\nstarting\nGenerating '/tmp/nsys-report-1.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n"
+     "    /o/m.nsys-rep\n", "starting"),
 ])
 def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
     path = tmp_path / "m.log"
@@ -268,3 +291,101 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
     note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (timeout=5); log: {log}"
     assert launcher.failure_notes(runs) == [note]
+
+
+# -- every run's files are its own (issue 25) ----------------------------------------------------------------------
+def _model_dir(root: Path, name: str) -> str:
+    path = root / "models" / name
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return str(path)
+
+
+def _file_names(runs: list[launcher.ModelRun]) -> list[str]:
+    f = [r.files for r in runs]
+    return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
+                                            files.metrics)]
+
+
+def test_a_suffix_never_takes_another_models_label(tmp_path):
+    """`--target x --draft x --draft DIR/x-2`: the second x used to become x-2 as well, and the third run overwrote
+    its trace."""
+    x = "tiny-llama-draft-xs"
+    runs = launcher.plan(x, [x, _model_dir(tmp_path, f"{x}-2")], tmp_path / "out", BenchOptions(), nsys=NSYS,
+                         gpu=False)
+    assert [r.model.label for r in runs] == [x, f"{x}-3", f"{x}-2"]
+    assert len(set(_file_names(runs))) == len(_file_names(runs))
+    # case does not make two labels different (a case-insensitive file system would give them the same files)
+    upper = _model_dir(tmp_path, x.upper())
+    assert [m.label for m in models.resolve_all([x, upper])] == [x, f"{x.upper()}-2"]
+
+
+@pytest.mark.parametrize("drafts, kwargs, clash", [
+    (["tiny-llama-target.tp2"], {"target_tp": 2}, "tiny-llama-target.tp2"),
+    (["x", "x.spec-g1"], {"speculate": [1]}, "x.spec-g1"),
+    (["x", "X.SPEC-G1"], {"speculate": [1]}, "x.spec-g1"),
+])
+def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path, drafts, kwargs, clash):
+    paths = [_model_dir(tmp_path, d) for d in drafts]
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=rf"two runs would both be labelled '{re.escape(clash)}'") as err:
+        launcher.plan("tiny-llama-target", paths, out, BenchOptions(), nsys=NSYS, gpu=False, **kwargs)
+    assert err.value.param == "drafts"
+    flags = [f"--{k.replace('_', '-')}" for k in kwargs]
+    values = ["1" if k == "speculate" else "2" for k in kwargs]
+    drafts = [a for p in paths for a in ("--draft", p)]
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", *drafts,
+                                   *[a for fv in zip(flags, values) for a in fv], "-o", str(out), "--dry-run"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("nsys-cc: error: two runs"), res.output
+    assert not out.exists()
+
+
+VLLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+
+
+def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
+    """run_model replaced: a model whose outcome is True 'completes' with a fixture trace (as a real run commits
+    its files), one whose outcome is False fails and changes nothing."""
+    fixture = {"tiny-llama-target": "tiny-llama-target", "tiny-llama-draft-s": "tiny-llama-draft-s"}
+
+    def fake_run_model(run, *, timeout):
+        if not outcomes[run.model.label]:
+            run.status, run.reason = "failed", "prog: error: unrecognized arguments: --bad"
+            return
+        for suffix in (".sqlite", ".bench.json"):
+            (run.files.out_dir / f"{run.model.label}{suffix}").write_bytes(
+                (VLLM_FIXTURES / f"{fixture[run.model.label]}{suffix}").read_bytes())
+        run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
+        run.status = "done"
+
+    monkeypatch.setattr(launcher, "run_model", fake_run_model)
+    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(launcher, "require_nsys", lambda: NSYS)
+
+
+def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier_one(tmp_path, monkeypatch):
+    """The earlier report described the target's earlier trace; after a rerun replaced that trace and the draft
+    failed, the report would describe files that are no longer there: it goes, with a note. The draft's files and
+    anything not written by the report stay."""
+    models = ["tiny-llama-target", "tiny-llama-draft-s"]
+    _fake_profiles(monkeypatch, dict.fromkeys(models, True))
+    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu")
+    assert first.report is not None and (tmp_path / "report.json").is_file()
+    (tmp_path / "mine.md").write_text("the user's")
+    draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
+    # every model fails: nothing was replaced, the earlier report stays as it was
+    _fake_profiles(monkeypatch, dict.fromkeys(models, False))
+    with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
+        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+    assert failed.report is None
+    # the target completes again, the draft fails: the earlier report no longer describes the target's trace
+    _fake_profiles(monkeypatch, {models[0]: True, models[1]: False})
+    with unchanged(*draft_files, tmp_path / "mine.md"):
+        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+    assert again.report is None
+    assert any(n.startswith(f"the earlier report in {tmp_path.resolve()} was removed: it described "
+                            "tiny-llama-target.sqlite") for n in again.notes)
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert not {"report.md", "report.json", "summary.csv", ".nsys_cc_report.json"} & left
+    assert not any(name.startswith("plots/") for name in left)

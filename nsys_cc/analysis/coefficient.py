@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..contract import DEFAULT_RANGE, ITERATION_RANGE
+from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
@@ -24,6 +24,7 @@ from ..trace.pages import with_small_pages
 from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
 from .acceptance import alphas_with_source
 from .diagnosis import diagnose
+from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
@@ -97,6 +98,11 @@ def model_of(
     if not hit.any():
         raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
     matched = by_start(ranges[hit])
+    # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
+    # double the count. Kept once, and said.
+    twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+    if twice.any():
+        matched = matched[~twice]
     has_cuda = bool(trace.has_cuda)
     forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
     forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
@@ -108,6 +114,9 @@ def model_of(
     if unclosed.any():
         warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
                       "ended)")
+    if twice.any():
+        warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
+                      "start and end as another row: each range counted once)")
     if not forwards["kept"].any():
         if (~warm).any():
             raise RangeNotFoundError(
@@ -118,14 +127,7 @@ def model_of(
             f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
             "lower skip_ranges", param="skip_ranges"
         )
-    gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
-    if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
-        has_cuda = False
-        gpu_note = (
-            f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
-            "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
-            "only, no GPU metrics"
-        )
+    has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
     forwards["phase"] = phase
     kept = forwards[forwards["kept"]]
@@ -145,17 +147,72 @@ def model_of(
                          iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
 
 
+def check_seed(seed) -> int:
+    """`seed` when it can seed the bootstrap (a whole number ≥ 0, as NumPy takes it); else InputError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a whole number ≥ 0, not {seed!r}", param="seed")
+    return int(seed)
+
+
+def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, str]:
+    """Whether the kept forwards have GPU metrics, and a note on what is missing (empty when nothing is): no CUDA
+    data at all (a CPU run), CUDA API calls without any GPU activity (CUPTI lost it), GPU work of which nothing was
+    projected onto the forward ranges, or graphs recorded whole (no kernel metrics for the forwards that ran them)."""
+    kept = forwards["kept"].to_numpy(dtype=bool)
+    n = int(kept.sum())
+    if not trace.has_cuda:
+        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+        if not calls:
+            return False, "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
+        return False, (
+            f"the trace holds {calls} CUDA API calls but no GPU activity (no kernel, copy, fill or graph rows): CUPTI "
+            "recorded none of the GPU work — likely causes: an nsys whose CUPTI does not support this CUDA driver "
+            "(use the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI "
+            f"flushed its buffers; its {n} {_quoted(range_name)} ranges get wall-clock time only, no GPU metrics")
+    span = forwards.loc[kept, "gpu_span_ns"]
+    if span.isna().all():
+        return False, (
+            f"none of its {n} {_quoted(range_name)} ranges launched GPU work from their own thread, although the "
+            "trace holds GPU activity: nothing was projected onto them (as in nsys, only CUDA calls made inside a "
+            "range on its own thread count); likely causes: kernels launched from another thread or process (a "
+            "worker thread, or vLLM's engine/worker process traced without --trace-fork-before-exec=true), or "
+            "forwards recorded outside CUDA tracing: wall-clock time only, no GPU metrics")
+    whole = span.notna() & forwards.loc[kept, "kernel_sum_ns"].isna()
+    if whole.any():
+        return True, (
+            f"{int(whole.sum())} of its {n} {_quoted(range_name)} ranges launched CUDA graphs recorded whole (nsys "
+            "--cuda-graph-trace=graph: one row per graph launch, no kernel rows): kernel metrics (kernel_sum, kernel "
+            "counts) are not available for them and are left out, not counted as 0 — profile with "
+            "--cuda-graph-trace=node for kernel metrics; GPU span and busy time include the graphs")
+    return True, ""
+
+
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
-    """Labels for the models: `names` when given, else file names without the extension (made unique)."""
+    """Labels for the models: `names` when given (each once, one line), else file names without the extension, each
+    of a name met more than once getting the first free `#1`, `#2`, … (never another file's own name)."""
     if names:
         if len(names) != len(paths):
             raise InputError(f"names has {len(names)} label(s) for {len(paths)} traces: give one per trace or none",
                              param="names")
-        return list(names)
+        labels = [str(n) for n in names]
+        for label in labels:
+            if not label.strip() or any(not ch.isprintable() for ch in label):
+                raise InputError(f"names: {label!r} is not a label (one line of printable text)", param="names")
+        twice = sorted({n for n in labels if labels.count(n) > 1})
+        if twice:
+            raise InputError(f"names: {', '.join(map(repr, twice))} given to more than one trace: each trace needs a "
+                             "label of its own", param="names")
+        return labels
     stems = [os.path.basename(p).removesuffix(".sqlite").removesuffix(".nsys-rep") for p in paths]
-    out = []
-    for i, s in enumerate(stems):
-        out.append(s if stems.count(s) == 1 else f"{s}#{stems[:i + 1].count(s)}")
+    stems = [s if s.isprintable() else "".join(ch if ch.isprintable() else "?" for ch in s) for s in stems]
+    taken, used, out = set(stems), set(), []
+    for s in stems:
+        label, n = s, 0
+        while stems.count(s) > 1 and (n == 0 or label in used or label in taken):
+            n += 1
+            label = f"{s}#{n}"
+        used.add(label)
+        out.append(label)
     return out
 
 
@@ -251,7 +308,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
     for m in models:
         confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
-        if not m.has_cuda:
+        if m.gpu_note:
             texts.append(m.gpu_note)
         if m.ranks is not None:
             texts += [rank_mod.ranks_note(m), *m.ranks.notes]
@@ -260,6 +317,28 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
     every = len(models) > 1
     return [f"{'every model' if every and len(names) == len(models) else ', '.join(names)}: {text}"
             for text, names in holders.items()]
+
+
+def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLike] | None) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
+    or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
+    draft and give a wrong c."""
+    given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
+    if spec_mod.LABEL_RE.match(label):
+        why = f"is labelled as a speculative run ({label!r})"
+    elif os.path.realpath(path) in given:
+        why = "was given a spec-decode metrics dump (spec_metrics)"
+    elif os.path.exists(trace_stem(path) + ".metrics.json"):
+        beside = os.path.basename(trace_stem(path)) + ".metrics.json"
+        why = f"has a spec-decode metrics dump beside it ({beside})"
+    else:
+        return
+    raise InputError(
+        f"{path} {why} but holds no draft-model forward ranges ('{DRAFT_FORWARD_RANGE}', or vLLM's "
+        f"'{SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
+        "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
+        "suffix: label it '<method>.spec-g<γ>', e.g. 'ngram.spec-g3', to measure it in place); measured as a plain "
+        "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
 
 
 def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
@@ -312,25 +391,33 @@ def cost_coefficient(
         raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
     if output_len is not None and output_len < 1:
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     labels = model_names(paths, names)
     range_names = _range_names(range_name, paths, labels)
     _check_distinct(paths, range_names)
     by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
     # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
-    # plain draft's to its model, a speculative run's (it holds draft-forward ranges) to its steps. Of the target, what
-    # its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the
-    # other traces say whether a speculative run needs them.
+    # plain draft's to its model, a speculative run's to its steps. A run is speculative when it holds draft-forward
+    # ranges, or (a proposer that runs no model, ngram) when its label says so and its metrics dump holds the
+    # counters; a draft labelled or dumped as speculative without them is an error (`_refuse_mislabelled`). Of the
+    # target, what its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept
+    # until the other traces say whether a speculative run needs them.
     loaded: dict[int, ModelForwards] = {}
-    spec_runs: dict[int, spec_mod.SpecRun] = {}
+    spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
     for i, (path, label, name_of_range) in enumerate(zip(paths, labels, range_names)):
         with open_trace(path) as trace:
             ranges = marked_ranges(trace, name_of_range)
-            if i > 0 and draft_range_of(ranges) is not None:
-                spec_runs[i] = spec_mod.load_run(path, label, "", name_of_range,
-                                                 by_path.get(os.path.realpath(path)), ranges=ranges)
+            metrics_path = by_path.get(os.path.realpath(path))
+            with_model = i > 0 and draft_range_of(ranges) is not None
+            if with_model or (i > 0 and spec_mod.model_free_label(label)
+                              and spec_mod.proposes_without_model(path, metrics_path)):
+                run = spec_mod.load_run(path, label, "", name_of_range, metrics_path, ranges=ranges)
+                spec_runs[i] = run, with_model
             else:
+                if i > 0:
+                    _refuse_mislabelled(path, label, spec_metrics)
                 loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
                                      range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len)
             if i == 0:
@@ -345,12 +432,16 @@ def cost_coefficient(
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
+    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
+        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
+                         "measured in place against a plain target on one process (give one, or leave the "
+                         "speculative traces out)")
     if spec_runs:
         plain_steps = steps_mod.with_latencies(steps_mod.step_table(
             steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
         draft_labels = [m.name for m in models[1:]]
-        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels))
-                for _, run in sorted(spec_runs.items())]
+        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
+                for _, (run, with_model) in sorted(spec_runs.items())]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
             plain_steps, runs,

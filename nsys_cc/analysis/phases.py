@@ -3,7 +3,11 @@
 Warm-up, in order of precedence:
 1. `skip_ranges=N` drops the first N matching ranges (by start time) of the model.
 2. Otherwise, when the trace marks warm-up itself — ranges named `nsys_cc:warmup`, which nsys_cc's vLLM plugin opens
-   around each warm-up iteration — every forward that starts inside one of them (any thread or process) is dropped.
+   around each warm-up iteration — every forward that starts inside one of them (any thread or process) is dropped;
+   and when it marks measured iterations (`nsys_cc:iteration`), every forward that starts outside all of the
+   iteration and warm-up ranges is dropped too: those are vLLM's own forwards before the benchmark (with compilation
+   on, Model Runner V2's `compile_or_warm_up_model` runs real prefill and decode steps; CUDA-graph capture and
+   profile runs on a GPU). The note says how many of each.
 3. Otherwise nothing is dropped, and the notes say so.
 
 Phase, in order of precedence (the rule used is reported):
@@ -14,7 +18,9 @@ Phase, in order of precedence (the rule used is reported):
    speculative-decoding trace (it holds `draft_model_executable()` ranges): there a target forward of
    1 < tokens ≤ γ + 1 per sequence is a **verify** forward (the target checking γ draft tokens plus its own),
    where γ + 1 is the most common tokens-per-sequence above 1 (a decoding run verifies far more often than it
-   prefills), and only forwards of more tokens are prefill.
+   prefills), and only forwards of more tokens are prefill. Used only when every forward's payload is a token count
+   (a whole number in 1…2³¹ − 1): payloads such as int64 extremes, inf or 0 are not read as huge prefills — the next
+   rule decides, and the rule's detail says why. An iteration payload that is no count is no batch size.
 2. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
    trace order (warm-up included) is prefill when k mod N = 0.
 3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
@@ -77,17 +83,30 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
+    starts = forwards["start_ns"].to_numpy()
     warm = markers(all_ranges, (WARMUP_RANGE,))
-    if not warm.empty:
-        mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
-        return mask, (
-            f"dropped {int(mask.sum())} of {n} {unit} that ran inside the trace's {len(warm)} "
-            f"'{WARMUP_RANGE}' iteration(s)"
+    iters = markers(all_ranges, (ITERATION_RANGE,))
+    if warm.empty and iters.empty:
+        return np.zeros(n, dtype=bool), (
+            f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
+            "(the first forwards may include warm-up)"
         )
-    return np.zeros(n, dtype=bool), (
-        f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
-        "(the first forwards may include warm-up)"
-    )
+    in_warmup = _containing(starts, warm) >= 0
+    said = []
+    if not warm.empty:
+        said.append(f"{int(in_warmup.sum())} that ran inside the trace's {len(warm)} '{WARMUP_RANGE}' iteration(s)")
+    outside = np.zeros(n, dtype=bool)
+    if not iters.empty:
+        # vLLM's own forwards before the benchmark (compile and kernel warm-up, CUDA-graph capture, profile runs)
+        # run outside every benchmark iteration: they are not the benchmark's forwards.
+        outside = ~in_warmup & (_containing(starts, markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))) < 0)
+        if outside.any():
+            said.append(f"{int(outside.sum())} that ran outside every '{ITERATION_RANGE}' range (vLLM's own "
+                        "compile/warm-up or capture forwards, not the benchmark's)")
+    mask = in_warmup | outside
+    if not said:
+        return mask, f"kept all {n} {unit}: every one ran inside the trace's {len(iters)} '{ITERATION_RANGE}' range(s)"
+    return mask, f"dropped {int(mask.sum())} of {n} {unit}: " + "; ".join(said)
 
 
 def iteration_windows(all_ranges: pd.DataFrame) -> pd.DataFrame:
@@ -101,6 +120,7 @@ def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray
     batch = np.full(len(forwards), np.nan)
     if not iters.empty:
         payload = iters["payload"].to_numpy(dtype=float)
+        payload = np.where(is_token_count(payload), payload, np.nan)  # a batch that is no count: as if none
         batch = np.where(pos >= 0, payload[np.clip(pos, 0, None)], np.nan)
     return batch
 
@@ -127,17 +147,18 @@ def tokens_per_sequence(forwards: pd.DataFrame, all_ranges: pd.DataFrame,
     return payload / np.maximum(batch, 1), source
 
 
-def payload_phases(tokens_per_seq: np.ndarray, speculative: bool,
-                   gamma: int | None = None) -> tuple[np.ndarray, float | None]:
+def payload_phases(tokens_per_seq: np.ndarray, speculative: bool, gamma: int | None = None, *,
+                   draft_model: bool = True) -> tuple[np.ndarray, float | None]:
     """Phase of each forward from its tokens per sequence (module docstring): more than one is prefill, one is decode;
     in a speculative run 2…γ + 1 is verify, where γ + 1 is `verify_tokens` (or `gamma` + 1 when that is larger: a
-    run's last steps may verify fewer draft tokens than the most common size). Also that largest verify size (None
-    when no forward is verify)."""
+    run's last steps may verify fewer draft tokens than the most common size). A proposer without a draft model
+    (`draft_model=False`, vLLM's ngram) proposes 0…γ tokens a step, so its most common size above 1 may be a prefill:
+    there `gamma` + 1, when known, is the limit. Also that largest verify size (None when no forward is verify)."""
     phase = np.where(tokens_per_seq > 1, PREFILL, DECODE).astype(object)
     verify = verify_tokens(tokens_per_seq) if speculative else None
     if verify is not None:
         if gamma is not None:
-            verify = max(verify, gamma + 1.0)
+            verify = max(verify, gamma + 1.0) if draft_model else gamma + 1.0
         phase[(tokens_per_seq > 1) & (tokens_per_seq <= verify)] = VERIFY
     return phase, verify
 
@@ -228,8 +249,33 @@ def assign_phases(
     """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching
     ranges in trace order, warm-up included, so that positions count from the first iteration); the inferred rule
     learns from the `kept` rows only."""
-    if len(forwards) and forwards["payload"].notna().all():
-        return _by_payload(forwards, all_ranges)
+    payload = forwards["payload"].to_numpy(dtype=float)
+    if len(forwards) and not np.isnan(payload).any():
+        counts = is_token_count(payload)
+        if counts.all():
+            return _by_payload(forwards, all_ranges)
+        # Not token counts (int64 extremes, inf, 0, fractions): never read as huge prefills. Phases by the next rule.
+        odd = payload[~counts]
+        phase, rule = _without_payload(forwards, output_len, kept)
+        note = (f"{odd.size} of {payload.size} forward payloads are not token counts (whole numbers 1…{MAX_TOKENS:,}; "
+                f"e.g. {odd[0]:g}), so payloads were not used")
+        return phase, PhaseRule(rule.rule, f"{note}; {rule.detail}", rule.confidence)
+    return _without_payload(forwards, output_len, kept)
+
+
+# The most tokens one forward can schedule and still be a token count (vLLM's limits are far below).
+MAX_TOKENS = 2**31 - 1
+
+
+def is_token_count(values: np.ndarray) -> np.ndarray:
+    """Which values can be a number of tokens: finite whole numbers in 1…MAX_TOKENS."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(v) & (v >= 1) & (v <= MAX_TOKENS) & (np.floor(v) == v)
+
+
+def _without_payload(forwards: pd.DataFrame, output_len: int | None, kept: np.ndarray
+                     ) -> tuple[np.ndarray, PhaseRule]:
     if output_len is not None:
         return _by_output_len(np.arange(len(forwards)), output_len)
     gpu = forwards.get("gpu_span_ns")

@@ -111,9 +111,12 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None) -> StepTable:
+def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+               speculative: bool = False) -> StepTable:
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`ranges.marked_ranges`, or all of
-    `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump)."""
+    `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump). `speculative`: the trace is a
+    speculative run even without draft-forward ranges (a proposer without a draft model, such as vLLM's ngram): its
+    target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
     if draft_name == SCOPES_DRAFT and range_name == DEFAULT_RANGE:
@@ -133,15 +136,16 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
     if target.empty:
         raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")
+    speculating = draft_name is not None or speculative
     t_start = target["start_ns"].to_numpy()
     iters = iteration_windows(ranges)
     t_iter = containing(t_start, iters)
     wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
     gamma_payload = None
     if target["payload"].notna().all():
-        tokens, _ = tokens_per_sequence(target, ranges, draft_name is not None)
-        kind, _ = payload_phases(tokens, draft_name is not None, gamma)
-        common = verify_tokens(tokens) if draft_name else None
+        tokens, _ = tokens_per_sequence(target, ranges, speculating)
+        kind, _ = payload_phases(tokens, speculating, gamma, draft_model=draft_name is not None)
+        common = verify_tokens(tokens) if speculating else None
         gamma_payload = None if common is None else round(common) - 1
     else:
         tokens = np.full(len(target), np.nan)
@@ -164,7 +168,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
             first = slow if slow is not None else np.zeros(len(wall), dtype=bool)
             how = f"the slow group of target forwards ({ratio:.1f}× gap)" if slow is not None else "none (no gap)"
         kind[first] = PREFILL
-        if draft_name:
+        if speculating:
             kind[~first] = VERIFY
             if gamma is not None:
                 tokens[~first] = gamma + 1
@@ -253,13 +257,14 @@ def with_latencies(table: StepTable, path: str | os.PathLike) -> StepTable:
     return dataclasses.replace(table, latencies_s=latencies, notes=table.notes + ((note,) if note else ()))
 
 
-def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None) -> StepTable:
+def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+                    speculative: bool = False) -> StepTable:
     """`step_table` of the trace at `path`, with vLLM's latencies beside it (`with_latencies`); opens the trace.
     (`cost_coefficient` reads each trace once and builds its step table from what it read.)"""
     from ..trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
-        table = step_table(marked_ranges(trace, range_name), range_name, gamma=gamma)
+        table = step_table(marked_ranges(trace, range_name), range_name, gamma=gamma, speculative=speculative)
     return with_latencies(table, path)
 
 

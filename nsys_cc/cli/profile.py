@@ -11,7 +11,7 @@ from __future__ import annotations
 import click
 
 from .flags import in_flags, result_in_flags
-from .options import acceptance_option, format_option
+from .options import acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -27,7 +27,7 @@ SPEC_OUTPUT_LEN = 32
               help="Run the target tensor-parallel on N ranks (one process each; vLLM's mp executor).")
 @click.option("--draft-tp", type=int, default=1, show_default=True, metavar="N",
               help="Run every draft tensor-parallel on N ranks.")
-@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/profile",
+@click.option("-o", "--output", "out_dir", type=click.Path(), default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
 @click.option("--output-len", type=int, default=None,
@@ -44,7 +44,11 @@ SPEC_OUTPUT_LEN = 32
               help="vLLM's --speculative-config: the base of the --speculate runs (model and γ filled in), or alone "
                    "one more speculative run as given, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
                    "\"prompt_lookup_max\": 4}'.")
-@click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
+@click.option("--enforce-eager", is_flag=True,
+              help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
+                   "run is always eager).")
+@click.option("--cuda-graphs", is_flag=True, hidden=True,
+              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -61,8 +65,8 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
-            iters, speculate, speculative_config, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout,
-            force, dry_run, acceptance, seed, fmt):
+            iters, speculate, speculative_config, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args,
+            timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
@@ -76,8 +80,8 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
             "draft_tp": draft_tp}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
-                           warmup_iters=warmup_iters, iters=iters, cuda_graphs=cuda_graphs,
-                           vllm_args=tuple(vllm_args))
+                           warmup_iters=warmup_iters, iters=iters,
+                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,

@@ -8,7 +8,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import acceptance_option, format_option, metrics_option
+from .options import WholeNumber, acceptance_option, format_option, metrics_option
 
 DEFAULT_MAX_GAMMA = 99  # analysis.speedup.DEFAULT_MAX_GAMMA, which a test keeps equal (the verb's help loads no numpy)
 
@@ -32,7 +32,7 @@ def _interval(text: str | None, c: float) -> tuple[float, float]:
 @acceptance_option
 @metrics_option
 @click.option("--gamma", type=int, default=None, help="Speculative tokens γ at which to report S as well (≥ 1).")
-@click.option("--max-gamma", type=int, default=DEFAULT_MAX_GAMMA, show_default=True,
+@click.option("--max-gamma", type=WholeNumber(), default=DEFAULT_MAX_GAMMA, show_default=True,
               help="Largest γ searched for the best γ.")
 @click.option("--ci", "ci", default=None, metavar="LOW,HIGH",
               help="An interval on c; it is carried to the speedup and the best γ.")

@@ -10,7 +10,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import format_option
+from .options import check_eager, format_option
 
 
 @click.command()
@@ -25,13 +25,17 @@ from .options import format_option
               help="γ values handed to each cell's `profile --speculate` (speculative runs per draft and γ).")
 @click.option("--target-tp", "target_tps", default=None, metavar="N[,N…]",
               help="Target tensor-parallel sizes (`profile --target-tp`); several make another axis of the grid.")
-@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default="out/sweep", show_default=True,
+@click.option("-o", "--output", "out_dir", type=click.Path(), default="out/sweep", show_default=True,
               help="Sweep directory: one sub-directory per cell (bs4-in1024), the table and plots; a rerun resumes.")
 @click.option("--output-len", type=int, default=2, show_default=True, help="Generated tokens per sequence.")
 @click.option("--num-iters-warmup", "warmup_iters", type=int, default=5, show_default=True,
               help="Warm-up iterations (marked).")
 @click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
-@click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
+@click.option("--enforce-eager", is_flag=True,
+              help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
+                   "run is always eager).")
+@click.option("--cuda-graphs", is_flag=True, hidden=True,
+              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
@@ -47,20 +51,21 @@ from .options import format_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler, dry_run, seed,
-          fmt):
+          iters, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler,
+          dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
     from ..report.sweep import render_sweep
     from ..sweep.grid import SweepSpec, cells, positive_ints
-    from ..sweep.run import sweep as run_sweep
+    from ..sweep.run import check_cells, sweep as run_sweep
 
     options = BenchOptions(output_len=output_len, warmup_iters=warmup_iters, iters=iters,
-                           cuda_graphs=cuda_graphs, vllm_args=tuple(vllm_args))
+                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     grid = cells(batch_sizes, input_lens, target_tps)
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
                      device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
                      force=force)
+    check_cells(spec, grid)
     if dry_run:
         from ..launch import launcher
 
@@ -70,7 +75,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
             click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                        nsys_args=nsys_args))
+                                        nsys_args=nsys_args, **extra))
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)
