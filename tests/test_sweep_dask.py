@@ -299,7 +299,7 @@ def test_a_worker_lost_during_analyze_scheduler_reruns_its_set(cluster, tmp_path
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 for worker, keys in client.processing().items():
-                    if any("nsys-cc-analyse-slow-xs" in str(k) for k in keys):
+                    if any("nsys-cc-analyze-slow-xs" in str(k) for k in keys):
                         time.sleep(1.0)  # inside its 6 s
                         os.kill(pids[worker], signal.SIGKILL)
                         killed.update(worker=worker, pid=pids[worker])
