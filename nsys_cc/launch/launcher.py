@@ -648,6 +648,7 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     as failed.
     """
     from ..analysis.coefficient import cost_coefficient
+    from ..analysis.speculative import proposes_without_model
     from ..report import write_report
 
     range_name = runs[0].range_name
@@ -658,10 +659,15 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     write_status(out, runs)
     done = [r for r in runs if r.ok and not r.speculative]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
-    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none.
+    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none, when
+    # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: only listed).
     model_free = {r.model.label for r in runs if r.speculative and r.method in check.MODEL_FREE_METHODS}
+    idle = {t.label for t in outcome.speculative
+            if t.label in model_free and not proposes_without_model(t.sqlite, t.metrics)}
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
-                  + (" (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
+                  + (" (no draft model, and vLLM's spec-decode counters show no token proposed: nothing to measure "
+                     "in place)" if t.label in idle else
+                     " (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
                   for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
@@ -671,7 +677,7 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     with progress.step("analysing the traces", always=True):
         # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
         # for a proposer without a draft model, by their label and metrics dump).
-        spec = outcome.speculative
+        spec = [t for t in outcome.speculative if t.label not in idle]
         outcome.result = cost_coefficient(
             str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
             names=[r.model.label for r in done] + [t.label for t in spec],
