@@ -238,3 +238,12 @@ def test_the_plots_draw_every_row_of_the_table_per_phase_with_its_interval():
     dec = table[table["phase"] == "decode"]
     assert bars == pytest.approx(sorted([*dec["ci_low"], *dec["ci_high"]]))
     assert plot_c_against(table.assign(c=float("nan")), "input_len") is None
+
+
+def test_a_control_character_at_the_end_of_a_long_path_stays_in_the_error(tmp_path):
+    # CI checks out under a longer directory than a laptop: the message used to cut the path before its NUL
+    deep = tmp_path / ("d" * 120) / "draft.sqlite"
+    path = tmp_path / "m.csv"
+    path.write_text(f"target,drafts\nt.sqlite,{deep}\0x\n")
+    with pytest.raises(InputError, match=r"drafts …'.*\\x00x'… holds a control character|drafts …'.*\\x00x' holds"):
+        read_manifest(path)

@@ -102,7 +102,8 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
             raise InputError(f"{at}: {key} must be text, not {type(v).__name__} {_short(v)}")
         out = str(v).strip()
         if not out.isprintable():  # a NUL, a newline, another control character: not a path, nor a name to print
-            raise InputError(f"{at}: {key} {_short(out)} holds a control character (a path or a name is one line)")
+            raise InputError(f"{at}: {key} {_around_control(out)} holds a control character (a path or a name is one "
+                                 "line)")
         return out
 
     def listed(key: str, v) -> tuple[str, ...]:
@@ -146,6 +147,16 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
 def _short(v) -> str:
     r = repr(v)
     return r if len(r) <= 60 else r[:59] + "…"
+
+
+def _around_control(v: str) -> str:
+    """`v` shortened so that its first control character stays in view (a long path cut at its start would hide it)."""
+    if len(repr(v)) <= 60:
+        return repr(v)
+    i = next(n for n, ch in enumerate(v) if not ch.isprintable())
+    start = max(0, i - 30)
+    part = repr(v[start:i + 10])
+    return ("…" if start else "") + part + ("…" if i + 10 < len(v) else "")
 
 
 def _whole(v) -> int:
