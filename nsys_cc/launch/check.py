@@ -65,9 +65,13 @@ def bench_latencies(bench_json: str | Path) -> list[float]:
         raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 
-def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE) -> dict:
-    """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`."""
-    ranges = push_pop_ranges(sqlite)
+def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE,
+                scope: str | None = None) -> dict:
+    """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`;
+    `scope`: the model's engine label in a trace that holds several (`analysis.scope`)."""
+    from ..analysis.scope import in_scope
+
+    ranges = in_scope(push_pop_ranges(sqlite), scope, path=str(sqlite))
     iters = ranges[ranges["name"] == ITERATION_RANGE].sort_values("start_ns")
     fwd = ranges[ranges["name"] == range_name]
     latencies = np.asarray(bench_latencies(bench_json)) * 1e3
@@ -97,9 +101,11 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
 
 
 def forward_share(models: Sequence[tuple[str, str | Path, str | Path]],
-                  range_name: str = FORWARD_RANGE) -> pd.DataFrame:
-    """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals)."""
-    return pd.DataFrame([model_share(*m, range_name) for m in models], columns=COLUMNS).round(3)
+                  range_name: str = FORWARD_RANGE, scopes: Sequence[str | None] | None = None) -> pd.DataFrame:
+    """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals);
+    `scopes`: each model's engine label when the traces hold several models."""
+    sc = list(scopes) if scopes is not None else [None] * len(models)
+    return pd.DataFrame([model_share(*m, range_name, s) for m, s in zip(models, sc)], columns=COLUMNS).round(3)
 
 
 def share_note(row: dict | pd.Series) -> str:

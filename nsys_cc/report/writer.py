@@ -66,6 +66,7 @@ def write_report(
         **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
+        **({"runs": result.runs} if not result.runs.empty else {}),
         **dict(extra_tables or {}),
     }
     for name, df in tables.items():
