@@ -81,7 +81,7 @@ def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     with pytest.raises(KeyboardInterrupt):
         launcher.profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
-                         tmp_path, OPTIONS, device="cpu")
+                         tmp_path, OPTIONS, device="cpu", separate=True)
     status = json.loads((tmp_path / "status.json").read_text())
     assert [s["status"] for s in status] == ["done", "done", "interrupted", "not run"]
     report = json.loads((tmp_path / "report.json").read_text())

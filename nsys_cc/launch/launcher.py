@@ -115,13 +115,19 @@ class SpeculativeTrace:
 
 @dataclass
 class ProfileRun:
-    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse."""
+    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse.
+
+    With interleaved runs (`repeat`; every model in one process per run) `runs` has one entry per model (status
+    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`repeat.Run`);
+    `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted")."""
 
     out_dir: Path
     runs: list[ModelRun]
     result: CostCoefficientResult | None = None
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
+    interleaved: list = field(default_factory=list)
+    stopped_by: str | None = None
 
     @property
     def failed(self) -> list[ModelRun]:
@@ -471,12 +477,34 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
             for r in runs if not r.ok]
 
 
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
+def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+                draft_tp: int = 1, separate: bool = False) -> bool:
+    """Whether `profile` makes interleaved runs (every model in one process, `repeat`): yes unless asked for one
+    process per model (`separate`), or a model runs on several tensor-parallel ranks, or speculative runs are asked
+    for (those still run one process per model)."""
+    return not (separate or speculate or speculative_config is not None or target_tp != 1 or draft_tp != 1)
+
+
+def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
+                   separate: bool, speculate: Sequence[int], speculative_config: str | None) -> None:
+    """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
+    if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
+        why = ("separate" if separate else "speculate" if speculate or speculative_config is not None
+               else "target_tp")
+        raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
+                         "make yet (one process per model)", param="repeat")
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None,
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
             seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1) -> ProfileRun:
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, separate: bool = False, replicas: int | None = None) -> ProfileRun:
     """Profile the target and every draft, then analyse and report (see the module docstring).
+
+    By default every model runs in one process per run, their iterations interleaved, `repeat` runs (default
+    `repeat.DEFAULT_REPEAT`), c pooled over the runs with an interval across them (`nsys_cc.launch.repeat`).
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -488,9 +516,25 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
+        repeat: interleaved runs to make (≥ 1); precision: keep adding runs until every draft's decode c interval
+            lies within ±precision·c (e.g. 0.05), at most `max_repeat` runs (default `repeat.DEFAULT_MAX_REPEAT`).
+        separate: one process per model, one after another (the layout before interleaved runs: `<label>.sqlite`
+            per model; repeat 1 only).
+        replicas: engines of each model in each interleaved run (default `repeat.DEFAULT_REPLICAS`).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
+    from . import repeat as repeat_mod
+
+    if options is None:
+        options = repeat_mod.DEFAULT_OPTIONS
+    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate):
+        return repeat_mod.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
+                                  trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                                  repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
+                                  max_repeat=max_repeat,
+                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas)
+    _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
@@ -574,13 +618,25 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     return outcome
 
 
-def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None,
             *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1) -> str:
-    """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, separate: bool = False, replicas: int | None = None) -> str:
+    """The exact commands a real run would execute, one block per model (or per interleaved run; runs nothing,
+    creates nothing)."""
+    from . import repeat as repeat_mod
+
+    if options is None:
+        options = repeat_mod.DEFAULT_OPTIONS
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
+    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate):
+        return repeat_mod.dry_run(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace,
+                                  nsys_args=nsys_args, repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat,
+                                  precision=precision, max_repeat=max_repeat,
+                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas)
+    _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
     blocks = [f"# {_describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
