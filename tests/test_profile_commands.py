@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from conftest import unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models
@@ -256,6 +258,13 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     ("(pid=1) WARNING 1 [base.py:380] ValueError: Tokenizer not available\nall good\n", "all good"),
     ("RuntimeError: first\nstarting\nKilled\n", "Killed"),
     ("", "empty log"),
+    # vLLM refusing an option (argparse), then nsys writing its report: the refusal, not the report's path (issue 25)
+    ("$ nsys profile …\nusage: python -m nsys_cc.launch.bench [-h]\n       [--disable-log-stats]\n"
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag\n"
+     "Generating '/tmp/nsys-report-2048.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n    /o/m.nsys-rep\n",
+     "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag"),
+    ("$ nsys profile …\nstarting\nGenerating '/tmp/nsys-report-1.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n"
+     "    /o/m.nsys-rep\n", "starting"),
 ])
 def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
     path = tmp_path / "m.log"
@@ -270,3 +279,101 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
     note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (timeout=5); log: {log}"
     assert launcher.failure_notes(runs) == [note]
+
+
+# -- every run's files are its own (issue 25) ----------------------------------------------------------------------
+def _model_dir(root: Path, name: str) -> str:
+    path = root / "models" / name
+    path.mkdir(parents=True)
+    (path / "config.json").write_text("{}")
+    return str(path)
+
+
+def _file_names(runs: list[launcher.ModelRun]) -> list[str]:
+    f = [r.files for r in runs]
+    return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
+                                            files.metrics)]
+
+
+def test_a_suffix_never_takes_another_models_label(tmp_path):
+    """`--target x --draft x --draft DIR/x-2`: the second x used to become x-2 as well, and the third run overwrote
+    its trace."""
+    x = "tiny-llama-draft-xs"
+    runs = launcher.plan(x, [x, _model_dir(tmp_path, f"{x}-2")], tmp_path / "out", BenchOptions(), nsys=NSYS,
+                         gpu=False)
+    assert [r.model.label for r in runs] == [x, f"{x}-3", f"{x}-2"]
+    assert len(set(_file_names(runs))) == len(_file_names(runs))
+    # case does not make two labels different (a case-insensitive file system would give them the same files)
+    upper = _model_dir(tmp_path, x.upper())
+    assert [m.label for m in models.resolve_all([x, upper])] == [x, f"{x.upper()}-2"]
+
+
+@pytest.mark.parametrize("drafts, kwargs, clash", [
+    (["tiny-llama-target.tp2"], {"target_tp": 2}, "tiny-llama-target.tp2"),
+    (["x", "x.spec-g1"], {"speculate": [1]}, "x.spec-g1"),
+    (["x", "X.SPEC-G1"], {"speculate": [1]}, "x.spec-g1"),
+])
+def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path, drafts, kwargs, clash):
+    paths = [_model_dir(tmp_path, d) for d in drafts]
+    out = tmp_path / "out"
+    with pytest.raises(InputError, match=rf"two runs would both be labelled '{re.escape(clash)}'") as err:
+        launcher.plan("tiny-llama-target", paths, out, BenchOptions(), nsys=NSYS, gpu=False, **kwargs)
+    assert err.value.param == "drafts"
+    flags = [f"--{k.replace('_', '-')}" for k in kwargs]
+    values = ["1" if k == "speculate" else "2" for k in kwargs]
+    drafts = [a for p in paths for a in ("--draft", p)]
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", *drafts,
+                                   *[a for fv in zip(flags, values) for a in fv], "-o", str(out), "--dry-run"])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2 and len(lines) == 1 and lines[0].startswith("nsys-cc: error: two runs"), res.output
+    assert not out.exists()
+
+
+VLLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+
+
+def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
+    """run_model replaced: a model whose outcome is True 'completes' with a fixture trace (as a real run commits
+    its files), one whose outcome is False fails and changes nothing."""
+    fixture = {"tiny-llama-target": "tiny-llama-target", "tiny-llama-draft-s": "tiny-llama-draft-s"}
+
+    def fake_run_model(run, *, timeout):
+        if not outcomes[run.model.label]:
+            run.status, run.reason = "failed", "prog: error: unrecognized arguments: --bad"
+            return
+        for suffix in (".sqlite", ".bench.json"):
+            (run.files.out_dir / f"{run.model.label}{suffix}").write_bytes(
+                (VLLM_FIXTURES / f"{fixture[run.model.label]}{suffix}").read_bytes())
+        run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
+        run.status = "done"
+
+    monkeypatch.setattr(launcher, "run_model", fake_run_model)
+    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(launcher, "require_nsys", lambda: NSYS)
+
+
+def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier_one(tmp_path, monkeypatch):
+    """The earlier report described the target's earlier trace; after a rerun replaced that trace and the draft
+    failed, the report would describe files that are no longer there: it goes, with a note. The draft's files and
+    anything not written by the report stay."""
+    models = ["tiny-llama-target", "tiny-llama-draft-s"]
+    _fake_profiles(monkeypatch, dict.fromkeys(models, True))
+    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu", separate=True)
+    assert first.report is not None and (tmp_path / "report.json").is_file()
+    (tmp_path / "mine.md").write_text("the user's")
+    draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
+    # every model fails: nothing was replaced, the earlier report stays as it was
+    _fake_profiles(monkeypatch, dict.fromkeys(models, False))
+    with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
+        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True, separate=True)
+    assert failed.report is None
+    # the target completes again, the draft fails: the earlier report no longer describes the target's trace
+    _fake_profiles(monkeypatch, {models[0]: True, models[1]: False})
+    with unchanged(*draft_files, tmp_path / "mine.md"):
+        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True, separate=True)
+    assert again.report is None
+    assert any(n.startswith(f"the earlier report in {tmp_path.resolve()} was removed: it described "
+                            "tiny-llama-target.sqlite") for n in again.notes)
+    left = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
+    assert not {"report.md", "report.json", "summary.csv", ".nsys_cc_report.json"} & left
+    assert not any(name.startswith("plots/") for name in left)

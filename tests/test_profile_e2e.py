@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from filelock import FileLock
 
-from conftest import processes_mentioning
+from conftest import processes_mentioning, sha256_tree
 from nsys_cc.launch.models import MODELS_DIR
 
 pytestmark = pytest.mark.vllm
@@ -67,6 +67,15 @@ def _profile(root: Path) -> dict:
                            capture_output=True, text=True, timeout=300)
     found["rerun"] = {"returncode": again.returncode, "stderr": again.stderr,
                       "mtimes": [(out / f"{m}.sqlite").stat().st_mtime_ns for m in GOOD]}
+    # The same command with an option vLLM refuses: every model fails, and nothing the first runs made may change.
+    kept = [p for p in out.rglob("*") if p.is_file() and not p.name.endswith((".log", "status.json"))]
+    before = sha256_tree(out)
+    bad = subprocess.run([NSYS_CC, "profile", "--target", GOOD[0], "--draft", GOOD[1], *BENCH, "-o", str(out),
+                          "--vllm-arg=--no-such-flag"], capture_output=True, text=True, timeout=300)
+    after = sha256_tree(out)
+    found["failing_rerun"] = {"returncode": bad.returncode, "stderr": bad.stderr,
+                              "kept": sorted(str(p.relative_to(out)) for p in kept),
+                              "changed": sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))}
     return found
 
 
@@ -158,6 +167,20 @@ def test_a_rerun_resumes_completed_models(run):
     assert rerun["returncode"] == 0, rerun["stderr"]
     assert rerun["stderr"].count("already complete") == 2
     assert rerun["mtimes"] == run["mtimes"]
+
+
+def test_a_failing_rerun_changes_nothing_and_says_why(run):
+    """Issue 25: a rerun with an option vLLM refuses used to delete every trace before the new attempt started, and
+    printed a path as the reason. Now the traces, bench files, markers and report stay byte for byte, and the reason
+    is vLLM's own line."""
+    bad = run["failing_rerun"]
+    assert bad["returncode"] == 2, bad["stderr"]
+    assert {f"{m}{s}" for m in GOOD for s in (".sqlite", ".nsys-rep", ".bench.json", ".done.json")} <= set(bad["kept"])
+    assert "report.json" in bad["kept"]
+    assert set(bad["changed"]) <= {f"{m}.log" for m in GOOD} | {"status.json"}, bad["changed"]
+    assert bad["stderr"].count("error: unrecognized arguments: --no-such-flag") >= 2, bad["stderr"]
+    assert ".nsys-cc-attempts" not in bad["stderr"]
+    assert not (Path(run["out"]) / ".nsys-cc-attempts").exists()
 
 
 def test_timeout_stops_the_benchmark_and_reports_it(tmp_path):

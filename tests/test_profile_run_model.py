@@ -9,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from conftest import unchanged
 from nsys_cc.launch import launcher
-from nsys_cc.launch.commands import ModelCommands, ModelFiles
+from nsys_cc.launch.commands import BenchOptions, ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
@@ -19,7 +22,8 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llam
 def _run(tmp_path: Path, profile_code: str, export_code: str) -> launcher.ModelRun:
     files = ModelFiles(tmp_path, "m")
     py = [sys.executable, "-c"]
-    cmds = ModelCommands({"NSYS_CC_TEST_FILES": str(tmp_path / "m")}, [*py, profile_code], [*py, export_code], files)
+    env = {"NSYS_CC_TEST_FILES": str(tmp_path / "m"), "NSYS_CC_TEST_TRIED": str(tmp_path / "m.tried")}
+    cmds = ModelCommands(env, [*py, profile_code], [*py, export_code], files)
     return launcher.ModelRun("target", resolve("tiny-llama-target"), cmds)
 
 
@@ -93,7 +97,7 @@ def _alive(pid: int) -> bool:
 
 # The first attempt prints what nsys 2022.4 prints when its start races another nsys session, then fails.
 FLAKY_START = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
-               "first = not os.path.exists(b + '.tried'); open(b + '.tried', 'a').write('x'); "
+               "t = os.environ['NSYS_CC_TEST_TRIED']; first = not os.path.exists(t); open(t, 'a').write('x'); "
                "print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>') if first else None; "
                "sys.exit(1) if first else None; "
                "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
@@ -109,8 +113,91 @@ def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch):
 
 
 def test_other_failures_are_not_retried(tmp_path):
-    once = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; open(b + '.tried', 'a').write('x'); "
+    once = ("import os, sys; open(os.environ['NSYS_CC_TEST_TRIED'], 'a').write('x'); "
             "sys.exit('RuntimeError: engine core died')")
     run = _run(tmp_path, once, COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert run.status == "failed" and (tmp_path / "m.tried").read_text() == "x"
+
+
+# -- a rerun never loses finished work (issue 25) -------------------------------------------------------------------
+def _trace_set(run: launcher.ModelRun) -> list[Path]:
+    f = run.files
+    return [f.report, f.sqlite, f.bench_json, f.done]
+
+
+def _complete(tmp_path: Path) -> launcher.ModelRun:
+    run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert run.status == "done"
+    return run
+
+
+FAIL_AFTER_WRITING = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; open(b + '.bench.json', 'w').write('[]'); "
+                      "open(b + '.nsys-rep', 'w').write('new'); print('prog: error: unrecognized arguments: --bad'); "
+                      "sys.exit(2)")
+
+
+@pytest.mark.parametrize("profile_code, export_code, reason", [
+    (FAIL_AFTER_WRITING, COPY_FIXTURE,
+     "benchmark under nsys failed (exit 2): prog: error: unrecognized arguments: --bad"),
+    (WRITE_OUTPUTS, "import sys; sys.exit('RuntimeError: export broke')",
+     "nsys export failed (exit 1): RuntimeError: export broke"),
+    (WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')", "m.sqlite"),
+    (WRITE_OUTPUTS, "import time; time.sleep(600)", "timed out after 2 s (timeout=2)"),
+])
+def test_a_failing_rerun_keeps_the_earlier_trace_set(tmp_path, profile_code, export_code, reason):
+    """The earlier attempt's files (report, export, bench JSON, marker) are byte for byte what they were, and the
+    model still counts as complete for the commands that made it."""
+    first = _complete(tmp_path)
+    again = _run(tmp_path, profile_code, export_code)
+    with unchanged(*_trace_set(first)):
+        launcher.run_model(again, timeout=2 if "sleep" in export_code else 60)
+    assert again.status == "failed" and reason in again.reason
+    assert ".nsys-cc-attempts" not in again.reason  # the files named are those a user sees
+    assert launcher.is_complete(first)
+    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+
+
+def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch):
+    first = _complete(tmp_path)
+    again = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
+
+    def interrupted(path):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(launcher.check, "forward_range", interrupted)
+    with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
+        launcher.run_model(again, timeout=60)
+    assert again.status == "interrupted"
+    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+
+
+def test_a_completed_rerun_replaces_the_trace_set(tmp_path):
+    first = _complete(tmp_path)
+    rewrite = WRITE_OUTPUTS.replace("write('rep')", "write('second')")
+    again = _run(tmp_path, rewrite, COPY_FIXTURE)
+    launcher.run_model(again, timeout=60)
+    assert again.status == "done"
+    assert first.files.report.read_text() == "second"
+    assert launcher.is_complete(again)
+    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+
+
+def test_an_attempt_writes_only_under_the_attempts_directory():
+    """Every path of the trace set in the commands (nsys -o, the bench JSON, the export, the metrics dump) is moved;
+    nothing else changes."""
+    nsys = "/opt/nsys"
+    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], "/tmp/out", BenchOptions(), nsys=nsys,
+                         gpu=False, speculate=[2])
+    for run in runs:
+        cmds = launcher.staged(run)
+        final = run.files
+        words = [*cmds.profile, *cmds.export, *cmds.env.values()]
+        for key in ("base", *launcher.TRACE_SET):
+            assert str(getattr(final, key)) not in words
+        moved = [w for w in words if launcher.ATTEMPTS_DIR in w]
+        expected = {"base", "bench_json", "sqlite", "report"} | ({"metrics"} if run.speculative else set())
+        assert sorted(moved) == sorted(str(getattr(cmds.files, k)) for k in expected)
+        same = [a for a in run.commands.profile if a not in {str(getattr(final, k)) for k in expected}]
+        assert same == [a for a in cmds.profile if launcher.ATTEMPTS_DIR not in a]

@@ -28,8 +28,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, unchanged
+from conftest import FIXTURES, sha256_tree, unchanged
 from nsys_cc.cli import cli
+from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
 
 VLLM = FIXTURES / "vllm"
@@ -453,6 +454,20 @@ def metrics_dump_not_json(tmp: Path) -> Case:
                    reads=[tmp / "metrics.json"])
 
 
+# -- issue 25: labels, outputs, hangs, odd arguments ------------------------------------------------------------------
+@case()
+def the_same_label_twice(tmp: Path) -> Case:
+    """It used to be accepted, and the target's rows got the draft's c."""
+    return analyze(TARGET, DRAFT, "--name", "a", "--name", "a",
+                   expect=r"^--name: 'a' given to more than one trace: each trace needs a label of its own$")
+
+
+@case()
+def a_label_with_a_newline(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--name", "t", "--name", "d\nx",
+                   expect=r"^--name: 'd\\nx' is not a label \(one line of printable text\)$")
+
+
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
@@ -693,3 +708,201 @@ def test_wal_mode_export_is_read_without_side_files(tmp_path, reference):
     assert [p.name for p in folder.iterdir()] == ["wal.sqlite"]
     with unchanged(folder, DRAFT):
         assert c_values(wal, DRAFT) == reference
+
+
+# -- issue 25 ----------------------------------------------------------------------------------------------------------
+def test_labels_made_from_file_names_never_meet(tmp_path):
+    """Two traces called x get x#1 and x#2 — unless a third trace is called x#2: then x#1, x#3, x#2 (it used to be
+    x#1, x#2, x#2, and two models' rows were mixed)."""
+    paths = []
+    for sub, name in (("a", "x"), ("b", "x"), ("c", "x#2")):
+        (tmp_path / sub).mkdir()
+        paths.append(shutil.copyfile(TARGET if sub == "a" else DRAFT, tmp_path / sub / f"{name}.sqlite"))
+    with unchanged(*paths):
+        result = invoke(["analyze", *map(str, paths), "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    assert [m["name"] for m in json.loads(result.stdout)["models"]] == ["x#1", "x#3", "x#2"]
+
+
+# -- the report directory: inputs never written, the report replaced as a whole ---------------------------------------
+@pytest.fixture(scope="module")
+def small_result():
+    from nsys_cc import cost_coefficient
+
+    return cost_coefficient(TARGET, [DRAFT])
+
+
+def _report_files(out: Path) -> dict[str, str]:
+    return {k: v for k, v in sha256_tree(out).items() if not k.startswith(("inputs", "mine"))}
+
+
+def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path, small_result):
+    """`DIR/summary.csv` linked to the input trace: the report used to be written through the link, over the trace."""
+    from nsys_cc.report import write_report
+
+    trace = shutil.copyfile(TARGET, tmp_path / "target.sqlite")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in ("summary.csv", "report.md", ".nsys_cc_report.json"):
+        (out / name).symlink_to(trace)
+    (out / "plots").mkdir()
+    (out / "plots" / "coefficients.png").symlink_to(trace)
+    with unchanged(trace):
+        write_report(small_result, out)
+    assert not any(p.is_symlink() for p in out.rglob("*"))
+    assert (out / "summary.csv").read_text().startswith("model,")
+
+
+def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
+    """`-o` = the folder of the inputs, holding an earlier report's manifest that lists `draft.sqlite` (by name, as
+    the first manifests did, or even with the file's real hash): the input stays."""
+    from nsys_cc.report import write_report
+    from nsys_cc.report.writer import MANIFEST
+
+    for i, files in enumerate((["draft.sqlite", "notes.csv"], {"draft.sqlite": export_mod.content_hash(DRAFT),
+                                                                 "notes.csv": "0" * 64})):
+        out = tmp_path / f"inputs{i}"
+        out.mkdir()
+        draft = shutil.copyfile(DRAFT, out / "draft.sqlite")
+        target = shutil.copyfile(TARGET, out / "target.sqlite")
+        (out / "notes.csv").write_text("the user's own table\n")
+        (out / MANIFEST).write_text(json.dumps({"format": "nsys_cc.report_manifest", "version": 1 + i, "files": files}))
+        with unchanged(draft, target, out / "notes.csv"):
+            write_report(small_result, out)
+        assert (out / "report.md").is_file()
+
+
+def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_result):
+    from nsys_cc import cost_coefficient
+    from nsys_cc.report import write_report
+    from nsys_cc.report.writer import MANIFEST
+
+    out = tmp_path / "out"
+    write_report(cost_coefficient(TARGET, [DRAFT], acceptance=[0.7]), out)
+    assert (out / "speedup.csv").is_file()
+    # a file of the earlier report changed by hand: never removed, even when the new report does not write it again
+    (out / "speedup.csv").write_text("edited\n")
+    write_report(small_result, out)
+    assert (out / "speedup.csv").read_text() == "edited\n"
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["version"] == 2 and "speedup.csv" not in manifest["files"]
+    assert all(export_mod.content_hash(out / name) == digest for name, digest in manifest["files"].items())
+    # a file in the way that it did not write: refused, and nothing changes
+    before = _report_files(out)
+    (out / "summary.csv").write_text("the user's summary\n")
+    before["summary.csv"] = export_mod.content_hash(out / "summary.csv")
+    with pytest.raises(InputError, match=r"summary\.csv is in the way: nsys-cc did not write it, or it changed since "
+                                         r"\(move it away or choose another out_dir\); nothing was changed$"):
+        write_report(small_result, out)
+    assert _report_files(out) == before
+
+
+def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_result):
+    from nsys_cc.report import write_report
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "plots").symlink_to(elsewhere)
+    with pytest.raises(InputError, match=r"a folder on its way is a link or a file"):
+        write_report(small_result, out)
+    assert list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == ["plots"]
+
+
+def test_ctrl_c_while_writing_leaves_the_earlier_report(tmp_path, small_result, monkeypatch):
+    """It used to leave `plots/` alone (the report's other files gone or half written)."""
+    from matplotlib.figure import Figure
+
+    from nsys_cc import cost_coefficient
+    from nsys_cc.report import write_report
+
+    out = tmp_path / "out"
+    write_report(cost_coefficient(TARGET, [DRAFT], acceptance=[0.7]), out)
+    before = sha256_tree(out)
+    saved = []
+
+    def interrupted(self, path, **kw):
+        saved.append(path)
+        if len(saved) == 2:
+            raise KeyboardInterrupt
+        Path(path).write_bytes(b"png")
+
+    monkeypatch.setattr(Figure, "savefig", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(small_result, out)
+    assert sha256_tree(out) == before
+    assert [p.name for p in out.iterdir() if p.name.startswith(".nsys_cc_report.json.tmp")] == []
+
+
+def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, small_result, monkeypatch):
+    """SIGINT in the middle of the renames: they all happen first, then KeyboardInterrupt — the new report whole."""
+    import signal
+
+    from nsys_cc import atomic, cost_coefficient
+    from nsys_cc.report import write_report
+
+    out = tmp_path / "out"
+    write_report(cost_coefficient(TARGET, [DRAFT], acceptance=[0.7]), out)
+    real_replace, calls = os.replace, []
+
+    def replace(src, dst):
+        calls.append(dst)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        real_replace(src, dst)
+
+    monkeypatch.setattr(atomic.os, "replace", replace)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(small_result, out)
+    monkeypatch.undo()
+    fresh = tmp_path / "fresh"
+    write_report(small_result, fresh)
+    ignore = ("report.md", "report.json", ".nsys_cc_report.json")  # they hold the time they were written
+    assert {k: v for k, v in sha256_tree(out).items() if k not in ignore} == \
+        {k: v for k, v in sha256_tree(fresh).items() if k not in ignore}
+    assert not (out / "speedup.csv").exists()
+
+
+def test_a_file_too_large_is_named_and_nothing_else_changes(tmp_path):
+    """A real `nsys-cc analyze -o` under a file-size limit (as a full disk would fail it): one line naming the file
+    that could not be written; the earlier report stays byte for byte, no staging folder is left."""
+    import resource
+    import signal
+
+    out = tmp_path / "out"
+    first = invoke(["analyze", str(TARGET), str(DRAFT), "--acceptance", "0.7", "-o", str(out)], {})
+    assert first.exit_code == 0, first.stderr
+    before = sha256_tree(out)
+
+    def limited():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # EFBIG instead of being killed
+        resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+
+    env = {**os.environ, "NSYS_CC_QUIET": "1"}
+    with unchanged(TARGET, DRAFT):
+        done = subprocess.run([str(NSYS_CC), "analyze", str(TARGET), str(DRAFT), "-o", str(out), "--format", "csv"],
+                              capture_output=True, text=True, env=env, preexec_fn=limited, timeout=300)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    assert re.fullmatch(rf"nsys-cc: error: cannot write {re.escape(str(out))}/\S+: File too large; nothing in "
+                        rf"{re.escape(str(out))} was changed", lines[0]), lines[0]
+    assert sha256_tree(out) == before
+    assert not [p for p in out.iterdir() if ".tmp-" in p.name]
+
+
+@pytest.mark.parametrize("verb", ["analyze", "analyze-many", "profile", "sweep"])
+def test_output_naming_a_file_is_one_error_line(tmp_path, verb):
+    """`-o` naming an existing file (here the target trace itself) got click's usage text; nothing is run."""
+    target = shutil.copyfile(TARGET, tmp_path / "target.sqlite")
+    manifest = tmp_path / "sets.json"
+    manifest.write_text(json.dumps([{"target": str(target), "drafts": [str(DRAFT)]}]))
+    args = {"analyze": ["analyze", str(target), str(DRAFT)], "analyze-many": ["analyze", str(manifest)],
+            "profile": ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s", "--device", "cpu"],
+            "sweep": ["sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s", "--device", "cpu",
+                      "--batch-size", "1"]}[verb]
+    with unchanged(target, manifest):
+        result = invoke([*args, "-o", str(target)], {})
+    assert_one_error_line(result, rf"^--output {re.escape(str(target))} is an existing file: .* needs a directory")

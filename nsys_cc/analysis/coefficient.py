@@ -148,16 +148,31 @@ def load_model(
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
-    """Labels for the models: `names` when given, else file names without the extension (made unique)."""
+    """Labels for the models: `names` when given (each once, one line), else file names without the extension, each
+    of a name met more than once getting the first free `#1`, `#2`, … (never another file's own name)."""
     if names:
         if len(names) != len(paths):
             raise InputError(f"names has {len(names)} label(s) for {len(paths)} traces: give one per trace or none",
                              param="names")
-        return list(names)
+        labels = [str(n) for n in names]
+        for label in labels:
+            if not label.strip() or any(not ch.isprintable() for ch in label):
+                raise InputError(f"names: {label!r} is not a label (one line of printable text)", param="names")
+        twice = sorted({n for n in labels if labels.count(n) > 1})
+        if twice:
+            raise InputError(f"names: {', '.join(map(repr, twice))} given to more than one trace: each trace needs a "
+                             "label of its own", param="names")
+        return labels
     stems = [os.path.basename(p).removesuffix(".sqlite").removesuffix(".nsys-rep") for p in paths]
-    out = []
-    for i, s in enumerate(stems):
-        out.append(s if stems.count(s) == 1 else f"{s}#{stems[:i + 1].count(s)}")
+    stems = [s if s.isprintable() else "".join(ch if ch.isprintable() else "?" for ch in s) for s in stems]
+    taken, used, out = set(stems), set(), []
+    for s in stems:
+        label, n = s, 0
+        while stems.count(s) > 1 and (n == 0 or label in used or label in taken):
+            n += 1
+            label = f"{s}#{n}"
+        used.add(label)
+        out.append(label)
     return out
 
 

@@ -39,7 +39,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
               help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option()
-@click.option("-o", "--output", "out_dir", type=click.Path(file_okay=False), default=None,
+@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
 @click.option("--jobs", type=int, default=None,
               help="Many trace sets: local worker processes (default: one per CPU).")
@@ -55,8 +55,11 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
     belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
     """
+    from .. import atomic
     from ..sweep.manifest import is_many
 
+    if out_dir:
+        atomic.check_out_dir(out_dir)  # before the analysis, not after
     if not drafts and is_many(target):
         given = [flag for param, flag in _ONE_SET_ONLY.items()
                  if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]

@@ -14,7 +14,7 @@ acceptance_option = click.option(
 )
 
 metrics_option = click.option(
-    "--metrics", "metrics_dump", type=click.Path(dir_okay=False), default=None,
+    "--metrics", "metrics_dump", type=click.Path(), default=None,
     help="vLLM spec-decode metrics dump (nsys_cc.analysis.acceptance.dump_metrics) to read α from.",
 )
 

@@ -9,6 +9,10 @@ Reliability: a model that fails (bad config, crash, `timeout` seconds exceeded, 
 with its reason and log, and the next model still runs; Ctrl-C stops the current model's processes, writes
 `status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun
 with the same output directory skips every model whose marker records the same commands (`force` redoes them).
+A new attempt never touches the results of an earlier one until it completed: it writes its trace set under
+`<out>/.nsys-cc-attempts/` (the commands `--dry-run` prints, with that directory in place of the output directory)
+and renames it over the earlier files only when the model completed; a failed or interrupted attempt leaves the
+earlier trace set, its marker and the report made of them as they were (`<label>.log` is the latest attempt's).
 The report is written when the target and at least one draft completed; its notes list the models that did not.
 
 Speculative runs (`speculate`, a list of γ, and/or `speculative_config`, vLLM's JSON): after the plain runs, for
@@ -22,6 +26,7 @@ compares the plain runs; the speculative traces are handed on as `ProfileRun.spe
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -37,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from .. import progress
+from .. import atomic, progress
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import find_nsys, nsys_version, require_nsys
 from . import check
@@ -52,6 +57,12 @@ DEFAULT_TIMEOUT_S = 1800
 # nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
+# A command line's refusal, as argparse (vLLM's options) and most tools print it: "prog: error: message".
+_USAGE_ERROR = re.compile(r"^\S.*?: error: \S.*")
+# What nsys prints after the program ended, while it writes the report: never the reason the program failed.
+_NSYS_EPILOGUE = re.compile(r"^(Generating '.*'|Generated:|\[\d+/\d+\] .*|/\S+\.(nsys-rep|qdstrm|qdrep|sqlite)"
+                            r"|Collecting data\.\.\.|Processing events\.\.\.|Saving temporary .*|Creating final "
+                            r"output files\.\.\.|Processing \[.*)$")
 
 
 ROLES = ("target", "draft", "speculative")
@@ -265,7 +276,24 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     tps = [target_tp] + [draft_tp] * (len(models) - 1)
     plain = [ModelRun("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
              for i, (m, tp) in enumerate(zip(models, tps))]
-    return plain + speculative_runs(models[0], models[1:], gammas, config, make)
+    runs = plain + speculative_runs(models[0], models[1:], gammas, config, make)
+    _refuse_shared_labels(runs)
+    return runs
+
+
+def _refuse_shared_labels(runs: Sequence[ModelRun]) -> None:
+    """Two runs with one label would write the same files: refused before anything runs. `resolve_all` keeps the
+    models' own labels apart; this catches the labels made from them (`<label>.tpN`, `<draft>.spec-g<γ>`) meeting
+    another model's (a draft folder named `<target>.tp2`, a draft `x.spec-g1` beside `x` with γ = 1). Compared without
+    case, as a case-insensitive file system would."""
+    first: dict[str, ModelRun] = {}
+    for run in runs:
+        other = first.setdefault(run.model.label.casefold(), run)
+        if other is not run:
+            raise InputError(
+                f"two runs would both be labelled {run.model.label!r} and write the same files in the output "
+                f"directory: {_describe(other)} (from {other.model.spec!r}) and {_describe(run)} (from "
+                f"{run.model.spec!r}); rename one model's folder", param="drafts")
 
 
 def preflight(nsys: str) -> list[str]:
@@ -396,73 +424,130 @@ def _profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path
 
 
 def failure_reason(log: Path) -> str:
-    """The last error line of a log (a Python exception with the detail line under it, `Killed`), else its
-    last line. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
+    """The last error line of a log: a Python exception (with the detail line under it), a command line's refusal
+    (`prog: error: …`, e.g. vLLM's for an unknown option), `Killed`; else its last line that is not nsys writing its
+    report. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
     try:
         lines = log.read_text(errors="replace").splitlines()
     except OSError:
         return "no log"
     for i in range(len(lines) - 1, -1, -1):
         line = lines[i].strip()
+        if line.startswith(("$ ", "#")) or " WARNING " in line:
+            continue
+        usage = _USAGE_ERROR.match(line)
+        if usage is not None:
+            return usage.group(0)[:300]
         m = _ERROR_LINE.search(line)
-        if m is None or line.startswith(("$ ", "#")) or " WARNING " in line:
+        if m is None:
             continue
         text = m.group(0)
         detail = lines[i + 1] if i + 1 < len(lines) else ""
         if detail[:1].isspace() and detail.strip() and not detail.strip().startswith(("File ", "For further")):
             text += " — " + detail.strip()
         return text[:300]
-    tail = [ln.strip() for ln in lines if ln.strip()]
+    tail = [ln.strip() for ln in lines if ln.strip() and not _NSYS_EPILOGUE.match(ln.strip())]
     return tail[-1][:300] if tail else "empty log"
 
 
+# A new attempt writes its trace set here (under the same names) and moves it into the output directory only once
+# the model completed, so a failing rerun never removes or changes the results of an earlier one.
+ATTEMPTS_DIR = ".nsys-cc-attempts"
+# The files of a model's trace set, replaced together when an attempt completes (the log is the latest attempt's).
+TRACE_SET = ("report", "sqlite", "bench_json", "metrics")
+
+
+def staged(run: ModelRun) -> ModelCommands:
+    """The run's commands with every file of its trace set under `<out_dir>/ATTEMPTS_DIR` (same names): what an
+    attempt executes. Each argument and environment value that is one of those paths is replaced, nothing else."""
+    final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
+    moved = {str(getattr(final, k)): str(getattr(attempt, k)) for k in ("base", *TRACE_SET)}
+    cmds = run.commands
+    return ModelCommands({k: moved.get(v, v) for k, v in cmds.env.items()}, [moved.get(a, a) for a in cmds.profile],
+                         [moved.get(a, a) for a in cmds.export], attempt)
+
+
+def _discard(files: ModelFiles, *, rmdir: bool = True) -> None:
+    """Remove an attempt's files, and its directory when nothing else is left in it."""
+    for key in TRACE_SET:
+        getattr(files, key).unlink(missing_ok=True)
+    if rmdir:
+        with contextlib.suppress(OSError):
+            files.out_dir.rmdir()
+
+
+def _commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
+    """Move a completed attempt's trace set over the earlier one, then write the marker. The earlier marker goes
+    first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
+    complete; Ctrl-C waits for the renames (`atomic.signals_deferred`)."""
+    final = run.files
+    with atomic.signals_deferred():
+        final.done.unlink(missing_ok=True)
+        for key in TRACE_SET:
+            src = getattr(attempt, key)
+            if src.is_file():
+                os.replace(src, getattr(final, key))
+        atomic.write_text(final.done, json.dumps(marker, indent=2) + "\n")
+
+
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
-    """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures)."""
-    f, cmds = run.files, run.commands
-    for path in (f.done, f.report, f.sqlite, f.bench_json, f.metrics):
-        path.unlink(missing_ok=True)
-    env = {**os.environ, **cmds.env}
+    """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
+
+    The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it
+    completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
+    The log `<label>.log` is the latest attempt's."""
+    f = run.files
+    cmds = staged(run)
+    a = cmds.files
     t0 = time.perf_counter()
     try:
+        try:
+            a.out_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
+            return
+        _discard(a, rmdir=False)  # a killed attempt's leftovers
+        env = {**os.environ, **cmds.env}
         with open(f.log, "w") as log:
             log.write("# nsys-cc profile: " + cmds.shell().replace("\n", "\n# ") + "\n")
             rc = _profile_with_retry(cmds.profile, env, log, f.log, timeout)
-            if rc != 0 or not f.bench_json.is_file() or not f.report.is_file():
+            if rc != 0 or not a.bench_json.is_file() or not a.report.is_file():
                 run.status, run.reason = "failed", f"benchmark under nsys failed (exit {rc}): {failure_reason(f.log)}"
                 return
-            if run.speculative and not f.metrics.is_file():
+            if run.speculative and not a.metrics.is_file():
                 run.status, run.reason = "failed", f"the benchmark wrote no metrics dump {f.metrics.name}"
                 return
             progress.say(f"{run.model.label}: exporting {f.report.name} to SQLite")
             rc = _run_logged(cmds.export, env, log, timeout)
-            if rc != 0 or not f.sqlite.is_file():
+            if rc != 0 or not a.sqlite.is_file():
                 run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
                 return
-        run.range_name, forwards = check.forward_range(f.sqlite)
+        run.range_name, forwards = check.forward_range(a.sqlite)
         if forwards == 0:
             run.status = "failed"
             run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
                           "see warnings in the log)")
             return
-        marker = {"commands": cmds.shell(), "range": run.range_name, "forward_ranges": forwards}
-        f.done.write_text(json.dumps(marker, indent=2) + "\n")
+        _commit(run, a, {"commands": run.commands.shell(), "range": run.range_name, "forward_ranges": forwards})
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
     except NsysCCError as exc:  # the export cannot be read
         run.status, run.reason = "failed", str(exc)
+    except OSError as exc:  # the output directory (a full disk, …)
+        run.status, run.reason = "failed", f"cannot write the results in {f.out_dir}: {exc.strerror or exc}"
     except KeyboardInterrupt:
         run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
         raise
     finally:
         run.seconds = time.perf_counter() - t0
+        run.reason = run.reason.replace(str(a.out_dir) + os.sep, str(f.out_dir) + os.sep)  # the names users see
+        _discard(a)
 
 
 def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
     """`status.json`: every model's state, reason and files (rewritten after each model)."""
-    path = out_dir / "status.json"
-    path.write_text(json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
-    return path
+    return atomic.write_text(out_dir / "status.json", json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
 
 
 def _describe(run: ModelRun) -> str:
@@ -526,6 +611,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     """
     from . import repeat as repeat_mod
 
+    atomic.check_out_dir(out_dir, "the profile run")
     if options is None:
         options = repeat_mod.DEFAULT_OPTIONS
     if interleaves(speculate, speculative_config, target_tp, draft_tp, separate):
@@ -598,7 +684,7 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
                   for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
-        outcome.notes += spec_notes
+        outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
         return outcome
     notes = [] if range_name == FORWARD_RANGE else [
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
@@ -616,6 +702,27 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
     return outcome
+
+
+def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
+    """When no new report could be made but this run replaced a trace the earlier report in `out` was made of, that
+    report no longer describes the files beside it: it is removed (only what the report writer can prove it wrote),
+    and a note says so. An earlier report of traces left as they were stays."""
+    from ..report.writer import MANIFEST
+
+    replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
+    try:
+        described = {str(m.get("path")) for m in json.loads((out / "report.json").read_text())["models"]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    stale = sorted(replaced & described)
+    if not stale:
+        return []
+    removed = atomic.withdraw(out, manifest=MANIFEST)
+    if not removed:
+        return []
+    return [f"the earlier report in {out} was removed: it described {', '.join(Path(p).name for p in stale)}, which "
+            "this run replaced, and no new report could be made"]
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None,

@@ -77,11 +77,20 @@ def _safe_label(name: str) -> str:
 
 
 def resolve_all(specs: list[str]) -> list[Model]:
-    """Resolve each spec; labels made unique by suffixes `-2`, `-3`, … in order."""
+    """Resolve each spec; a label met again gets the first free suffix `-2`, `-3`, … in order, never one that another
+    model's own label already is (`--target x --draft x --draft DIR/x-2` gives x, x-3, x-2). Labels are compared
+    without case, as a case-insensitive file system would."""
+    resolved = [resolve(spec) for spec in specs]
+    taken = {m.label.casefold() for m in resolved}
+    used: set[str] = set()
     models: list[Model] = []
-    seen: dict[str, int] = {}
-    for spec in specs:
-        m = resolve(spec)
-        n = seen[m.label] = seen.get(m.label, 0) + 1
-        models.append(m if n == 1 else Model(m.spec, m.path, f"{m.label}-{n}", m.kind))
+    for m in resolved:
+        label, n = m.label, 1
+        while label.casefold() in used:
+            n += 1
+            label = f"{m.label}-{n}"
+            if label.casefold() in taken:
+                label = m.label  # another model's own label: try the next suffix
+        used.add(label.casefold())
+        models.append(m if label == m.label else Model(m.spec, m.path, label, m.kind))
     return models

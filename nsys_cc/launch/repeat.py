@@ -37,7 +37,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import progress
+from .. import atomic, progress
 from ..errors import InputError, NsysCCError
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
 from .interleave import ENGINE_RANGE_PREFIX
@@ -287,9 +287,10 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
             return
         marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
                   "forward_ranges": counts, "notes": run.notes}
-        (tmp / "done.json").write_text(json.dumps(marker, indent=2) + "\n")
-        shutil.rmtree(run.dir, ignore_errors=True)
-        os.replace(tmp, run.dir)
+        atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
+        with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
+            shutil.rmtree(run.dir, ignore_errors=True)
+            os.replace(tmp, run.dir)
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
@@ -410,9 +411,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1]}
                       for e in outcome.engines]}
-    path = out / "status.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    return path
+    return atomic.write_text(out / "status.json", json.dumps(doc, indent=2) + "\n")
 
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
@@ -552,7 +551,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     engines = _engines(target, drafts, options, gpu, replicas)
     for warning in launcher.preflight(nsys):
         progress.say(f"warning: {warning}")
-    out = Path(out_dir).resolve()
+    out = atomic.check_out_dir(out_dir, "the profile run").resolve()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

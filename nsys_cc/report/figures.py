@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from matplotlib.figure import Figure
@@ -22,12 +23,25 @@ def make_figures(result: CostCoefficientResult) -> dict[str, Figure]:
     return {**figs, **speculative_plots.figures(result.speculative, _file_stem)}
 
 
+def iter_figures(result: CostCoefficientResult) -> Iterator[tuple[str, Figure]]:
+    """`make_figures` one at a time (file stem, figure), so a caller that saves each can let it go before the next is
+    drawn; a stem met again (two drafts whose names differ only in characters a file name cannot hold) gets `-2`, …"""
+    seen: set[str] = set()
+    for name, fig in make_figures(result).items():
+        stem, n = name, 1
+        while stem in seen:
+            n += 1
+            stem = f"{name}-{n}"
+        seen.add(stem)
+        yield stem, fig
+
+
 def make_plots(result: CostCoefficientResult, out_dir: str | Path) -> list[Path]:
     """Write the report's PNG plots into `out_dir` (created if missing) and return their paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for name, fig in make_figures(result).items():
+    for name, fig in iter_figures(result):
         path = out / f"{name}.png"
         fig.savefig(path, dpi=DPI)
         paths.append(path)

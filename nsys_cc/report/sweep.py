@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..errors import InputError
-from .sweep_plots import make_sweep_plots
+from .. import atomic
+from .sweep_plots import DPI, sweep_figures
 from .tables import markdown_table, text_table
 
 if TYPE_CHECKING:
@@ -46,25 +46,35 @@ def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Seque
     return notes
 
 
+SWEEP_MANIFEST = ".nsys_cc_sweep.json"
+
+
 def write_sweep(table: pd.DataFrame, out_dir: str | os.PathLike, *, cells: Sequence[dict] = (),
                 notes: Sequence[str] = (), plots: bool = True) -> dict[str, Path]:
-    """Write sweep.csv, sweep.parquet, cells.json (when `cells`) and the plots; return their paths by kind."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot write the sweep table to {out}: {exc.strerror}") from None
-    files = {"csv": out / "sweep.csv", "parquet": out / "sweep.parquet"}
-    table.to_csv(files["csv"], index=False)
-    table.to_parquet(files["parquet"], index=False)
-    if cells:
-        files["cells"] = out / "cells.json"
-        files["cells"].write_text(json.dumps({"cells": list(cells), "notes": list(notes)}, indent=2,
-                                             ensure_ascii=False) + "\n")
-    if plots:
-        for path in make_sweep_plots(table, out / "plots"):
-            files[path.stem] = path
-    return files
+    """Write sweep.csv, sweep.parquet, cells.json (when `cells`) and the plots; return their paths by kind. They
+    replace the earlier ones as a whole, or nothing changes (`nsys_cc.atomic.publish`, its manifest
+    `.nsys_cc_sweep.json`)."""
+    kinds: dict[str, str] = {}
+
+    def build(stage: atomic.Stage) -> None:
+        with stage.file("sweep.csv") as path:
+            table.to_csv(path, index=False)
+        with stage.file("sweep.parquet") as path:
+            table.to_parquet(path, index=False)
+        kinds.update(csv="sweep.csv", parquet="sweep.parquet")
+        if cells:
+            with stage.file("cells.json") as path:
+                path.write_text(json.dumps({"cells": list(cells), "notes": list(notes)}, indent=2,
+                                           ensure_ascii=False) + "\n")
+            kinds["cells"] = "cells.json"
+        if plots:
+            for stem, fig in sweep_figures(table):
+                with stage.file(f"plots/{stem}.png") as path:
+                    fig.savefig(path, dpi=DPI)
+                kinds[stem] = f"plots/{stem}.png"
+
+    written = atomic.publish(out_dir, build, manifest=SWEEP_MANIFEST, what="the sweep table")
+    return {kind: written[name] for kind, name in kinds.items()}
 
 
 def _c_text(c: float, lo: float, hi: float) -> str:

@@ -8,6 +8,7 @@ is: nothing is computed here.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -91,15 +92,20 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
     return fig
 
 
+def sweep_figures(table: pd.DataFrame) -> Iterator[tuple[str, Figure]]:
+    """(file stem, figure) of c_vs_batch_size and c_vs_input_len, those that have data."""
+    for x in AXES:
+        fig = plot_c_against(table, x)
+        if fig is not None:
+            yield f"c_vs_{x}", fig
+
+
 def make_sweep_plots(table: pd.DataFrame, out_dir: Path) -> list[Path]:
     """Write c_vs_batch_size.png and c_vs_input_len.png into `out_dir`; return the paths written."""
     paths = []
-    for x in AXES:
-        fig = plot_c_against(table, x)
-        if fig is None:
-            continue
+    for stem, fig in sweep_figures(table):
         out_dir.mkdir(parents=True, exist_ok=True)
-        path = out_dir / f"c_vs_{x}.png"
+        path = out_dir / f"{stem}.png"
         fig.savefig(path, dpi=DPI)
         paths.append(path)
     return paths

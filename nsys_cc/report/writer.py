@@ -2,8 +2,13 @@
 
 DIR/report.md (table, diagnosis, speedup verdicts, notes, versions, machine), DIR/report.json (the `--format json`
 document plus the environment), DIR/*.csv (every table), DIR/plots/*.png. DIR/.nsys_cc_report.json lists the files
-written: a later report into the same DIR removes those of the earlier one it does not write again (a plot of a
-draft no longer measured), and nothing else.
+written with their sha256: a later report into the same DIR removes those of the earlier one it does not write again
+(a plot of a draft no longer measured), and nothing else.
+
+The report replaces the earlier one as a whole (`nsys_cc.atomic.publish`): every file is written into a hidden
+staging folder in DIR first and renamed into place only when all are written, so Ctrl-C, a full disk or a failure
+leaves the earlier report (or none), never half of one. Nothing outside DIR is written (a link in DIR is replaced by
+the file, its target untouched); a file in the way that nsys-cc did not write is refused, never overwritten.
 """
 
 from __future__ import annotations
@@ -18,10 +23,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from .. import atomic
 from ..analysis.result import CostCoefficientResult
-from ..errors import InputError
-from .figures import make_plots
+from .figures import iter_figures
 from .formats import render, result_to_dict
+from .plots import DPI
 from .tables import markdown_table
 from .words import with_diagnosis, with_verdicts
 
@@ -53,12 +59,17 @@ def write_report(
     extra_tables: Mapping[str, pd.DataFrame] | None = None,
     plots: bool = True,
 ) -> Path:
-    """Write the report directory and return the path of report.md."""
-    out = Path(out_dir)
-    try:
-        (out / "plots").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot write the report to {out}: {exc.strerror}") from None
+    """Write the report directory and return the path of report.md (see the module docstring: the whole report
+    replaces the earlier one at once, or nothing changes)."""
+
+    def build(stage: atomic.Stage) -> None:
+        _write(stage, result, extra_notes, extra_tables, plots)
+
+    return atomic.publish(out_dir, build, manifest=MANIFEST)["report.md"]
+
+
+def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequence[str],
+           extra_tables: Mapping[str, pd.DataFrame] | None, plots: bool) -> None:
     env = environment()
     tables = {
         "summary": result.summary, "coefficients": result.coefficients, "forwards": result.forwards,
@@ -69,15 +80,22 @@ def write_report(
         **({"runs": result.runs} if not result.runs.empty else {}),
         **dict(extra_tables or {}),
     }
-    for name, df in tables.items():
-        df.to_csv(out / f"{name}.csv", index=False)
     doc = result_to_dict(result)
     doc["environment"] = env
     doc["notes"] = [*doc["notes"], *extra_notes]
     for name, df in (extra_tables or {}).items():
         doc[name] = json.loads(df.to_json(orient="records"))
-    (out / "report.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False))
-    pngs = make_plots(result, out / "plots") if plots else []
+    with stage.file("report.json") as path:
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+    for name, df in tables.items():
+        with stage.file(f"{name}.csv") as path:
+            df.to_csv(path, index=False)
+    pngs = []
+    if plots:
+        for stem, fig in iter_figures(result):
+            with stage.file(f"plots/{stem}.png") as path:
+                fig.savefig(path, dpi=DPI)
+            pngs.append(path)
 
     versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
     md = [
@@ -94,28 +112,8 @@ def write_report(
         md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
-    path = out / "report.md"
-    path.write_text("\n".join(md))
-    written = [path, out / "report.json", *(out / f"{name}.csv" for name in tables), *pngs]
-    _replace_manifest(out, [p.relative_to(out).as_posix() for p in written])
-    return path
-
-
-def _replace_manifest(out: Path, written: list[str]) -> None:
-    """Record the files this report wrote and remove those an earlier report in `out` wrote and this one did not."""
-    manifest = out / MANIFEST
-    try:
-        earlier = json.loads(manifest.read_text()).get("files", [])
-    except (OSError, ValueError, AttributeError):
-        earlier = []
-    keep = set(written)
-    for name in earlier:
-        if not isinstance(name, str) or name in keep or Path(name).is_absolute() or ".." in Path(name).parts:
-            continue
-        stale = out / name
-        if stale.is_file() and not stale.is_symlink():
-            stale.unlink()
-    manifest.write_text(json.dumps({"format": "nsys_cc.report_manifest", "files": written}, indent=1))
+    with stage.file("report.md") as path:
+        path.write_text("\n".join(md))
 
 
 def _speculative_tables(spec) -> dict[str, pd.DataFrame]:

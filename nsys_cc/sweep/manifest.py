@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import atomic
 from ..errors import InputError
 
 MANIFEST_NAME = "manifest.json"
@@ -139,8 +140,7 @@ def write_manifest(sets: Sequence[TraceSet], path: str | os.PathLike) -> Path:
     """A JSON manifest of `sets`, paths relative to its directory (so the directory can be moved as a whole)."""
     p = Path(path)
     doc = {"trace_sets": [s.to_dict(relative_to=p.parent) for s in sets]}
-    p.write_text(json.dumps(doc, indent=2) + "\n")
-    return p
+    return atomic.write_text(p, json.dumps(doc, indent=2) + "\n")
 
 
 def trace_sets(source: str | os.PathLike) -> list[TraceSet]:

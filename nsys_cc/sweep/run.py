@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import progress
+from .. import atomic, progress
 from ..errors import InputError, NsysCCError
 from . import table as table_mod
 from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
@@ -82,7 +82,7 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
         scheduler: address of a Dask scheduler: each cell runs there as a task that asks for the worker resource
             GPU=1; `spec.out_dir` must then be a path the workers share. None: cells run here, one after another.
     """
-    out = Path(spec.out_dir)
+    out = atomic.check_out_dir(spec.out_dir, "the sweep")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

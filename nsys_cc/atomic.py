@@ -1,0 +1,339 @@
+"""Files written so that nobody ever sees half of one, and signals that wait until a change is complete.
+
+- `write_text(path, text)` / `write_bytes`: into a temporary file in the same directory, flushed, then renamed over
+  `path` (`os.replace`, atomic on POSIX): a reader sees the old content or the new, never a mix; a failure (a full
+  disk, a file too large, Ctrl-C) leaves the old file as it was. A symbolic link at `path` is replaced by the file,
+  its target is never written.
+- `signals_deferred()`: SIGINT, SIGTERM and SIGHUP received inside it take effect when it ends (as
+  KeyboardInterrupt, or the signal's own handler), so a few renames that belong together are not split by Ctrl-C.
+- `publish(out_dir, build, manifest=…)`: a directory's files (a report) replaced as a whole, touching only files it
+  wrote and can prove it wrote (their sha256 in a manifest); see its docstring.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import InputError
+
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def temporary_beside(path: str | os.PathLike, *, suffix: str = ".tmp") -> Path:
+    """A new empty file, hidden, in the directory of `path` (so that a rename onto `path` is atomic)."""
+    p = Path(path)
+    fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name[:80]}.", suffix=suffix)
+    os.close(fd)
+    return Path(name)
+
+
+def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> Path:
+    """Write `data` to `path` atomically (module docstring); returns `path`. Raises OSError (the old file intact)."""
+    p = Path(path)
+    tmp = temporary_beside(p)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, mode & ~_umask())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return p
+
+
+def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644) -> Path:
+    """`write_bytes` of `text` in UTF-8."""
+    return write_bytes(path, text.encode("utf-8"), mode=mode)
+
+
+_UMASK: int | None = None
+
+
+def _umask() -> int:
+    global _UMASK
+    if _UMASK is None:
+        current = os.umask(0o022)
+        os.umask(current)
+        _UMASK = current
+    return _UMASK
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP until the block ends, then act on the first one received (module docstring).
+    Outside the main thread (where Python delivers signals) it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received: list[signal.Signals] = []
+    previous: dict[signal.Signals, object] = {}
+    for sig in DEFERRED_SIGNALS:
+        try:
+            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signal.Signals(signum)))
+        except (ValueError, OSError):  # not settable here (e.g. an embedded interpreter)
+            pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]
+        if received:
+            first = received[0]
+            handler = previous.get(first)
+            if callable(handler):
+                handler(first, None)
+            elif handler == signal.SIG_DFL:
+                if first == signal.SIGINT:
+                    raise KeyboardInterrupt
+                os.kill(os.getpid(), first)
+
+
+# -- a directory of files replaced as a whole (the report of `-o DIR`, the sweep table) ------------------------------
+MANIFEST_FORMAT = "nsys_cc.report_manifest"
+MANIFEST_VERSION = 2
+# Only files of these kinds are ever removed as stale, whatever a manifest lists (never a trace, never a .sqlite).
+REMOVABLE_SUFFIXES = (".md", ".json", ".csv", ".png", ".parquet")
+# A staging directory older than this was left by a killed writer (a live one finishes well within it).
+STALE_STAGING_SECONDS = 24 * 3600
+
+
+def sha256(path: str | os.PathLike) -> str:
+    """sha256 (hex) of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _why(exc: OSError) -> str:
+    return exc.strerror or str(exc)
+
+
+class Stage:
+    """Where a `publish` writes its files before they are put in place: `with stage.file("plots/a.png") as path:`
+    gives the path to write; a failure (a full disk, a file too large) becomes an InputError naming the file."""
+
+    def __init__(self, root: Path, out: Path):
+        self.root, self.out = root, out
+        self.names: list[str] = []
+
+    @contextlib.contextmanager
+    def file(self, name: str) -> Iterator[Path]:
+        path = self.root / name
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            yield path
+        except OSError as exc:
+            raise InputError(f"cannot write {self.out / name}: {_why(exc)}; nothing in {self.out} was changed",
+                             param="out_dir") from None
+        if name not in self.names:
+            self.names.append(name)
+
+
+@dataclass
+class _Earlier:
+    """What the manifest of the earlier files says: name → the contents it wrote (sha256); `by_name`: names an older
+    manifest (without hashes) lists, which may be written over but are never removed."""
+
+    hashes: dict[str, set[str]] = field(default_factory=dict)
+    by_name: set[str] = field(default_factory=set)
+    text: bytes | None = None
+
+    def wrote(self, name: str, digest: str) -> bool:
+        return digest in self.hashes.get(name, ())
+
+
+def _read_manifest(path: Path) -> _Earlier:
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):  # a link (to anywhere) or a special file says nothing
+            return _Earlier()
+        text = path.read_bytes()
+        doc = json.loads(text)
+    except (OSError, ValueError):
+        return _Earlier()
+    earlier = _Earlier(text=text)
+    files = doc.get("files") if isinstance(doc, dict) else None
+    if isinstance(files, list):  # version 1: names only
+        earlier.by_name = {n for n in files if isinstance(n, str)}
+    elif isinstance(files, dict):
+        for source in (files, doc.get("replacing") or {}):
+            if not isinstance(source, dict):
+                continue
+            for name, digests in source.items():
+                digests = [digests] if isinstance(digests, str) else digests
+                if isinstance(name, str) and isinstance(digests, list):
+                    earlier.hashes.setdefault(name, set()).update(d for d in digests if isinstance(d, str))
+    return earlier
+
+
+def _inside(out: Path, name: str) -> bool:
+    """Whether `name` is a plain relative path whose folders inside `out` are real folders (no link leads out)."""
+    parts = Path(name).parts
+    if not parts or Path(name).is_absolute() or any(p in ("", ".", "..") for p in parts):
+        return False
+    folder = out
+    for part in parts[:-1]:
+        folder = folder / part
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            return False
+    return True
+
+
+def _remove_stale_staging(out: Path, prefix: str) -> None:
+    limit = time.time() - STALE_STAGING_SECONDS
+    for old in out.glob(f"{prefix}*"):
+        with contextlib.suppress(OSError):
+            if old.is_dir() and not old.is_symlink() and old.stat().st_mtime < limit:
+                shutil.rmtree(old)
+
+
+def check_out_dir(out_dir: str | os.PathLike, what: str = "the report") -> Path:
+    """`out_dir` as a Path; InputError (naming `out_dir`) when it names something that is not a directory."""
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise InputError(f"out_dir {out} is an existing file: {what} needs a directory (give a new or existing "
+                         "directory)", param="out_dir")
+    return out
+
+
+def publish(out_dir: str | os.PathLike, build: Callable[[Stage], None], *, manifest: str,
+            what: str = "the report") -> dict[str, Path]:
+    """Replace the files an earlier `publish` with the same `manifest` wrote in `out_dir` by those `build` writes,
+    as a whole: `build(stage)` writes every file into a staging folder inside `out_dir` (`Stage.file`); only when
+    all are written are they renamed into place, with Ctrl-C held until the last rename (`signals_deferred`), and
+    a rename that fails puts the earlier files back. So an interrupted or failed write leaves the earlier files, or
+    none, never a mix; a full disk is an InputError naming the file, with nothing changed.
+
+    Only files are touched that this writer puts in place or can prove it wrote: `manifest` (in `out_dir`) records
+    each file's sha256. A file in the way that it did not write (or that changed since) is refused; a link in the
+    way is replaced (its target is never written); an earlier file not written again is removed only when it is a
+    regular file inside `out_dir` (no link on the way), of a kind this writer makes (`REMOVABLE_SUFFIXES`), with the
+    content recorded. Returns name → path in `out_dir`, in the order written."""
+    out = check_out_dir(out_dir, what)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(out, f"{manifest}.tmp-")
+        staging = Path(tempfile.mkdtemp(dir=out, prefix=f"{manifest}.tmp-"))
+    except OSError as exc:
+        raise InputError(f"cannot write {what} to {out}: {_why(exc)}", param="out_dir") from None
+    try:
+        stage = Stage(staging, out)
+        build(stage)
+        earlier = _read_manifest(out / manifest)
+        with signals_deferred():
+            _commit(out, staging, stage.names, earlier, manifest)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {name: out / name for name in stage.names}
+
+
+def _manifest_text(files: dict[str, str], replacing: dict[str, set[str]] | None = None) -> str:
+    doc: dict = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "files": files}
+    if replacing:
+        doc["replacing"] = {k: sorted(v) for k, v in sorted(replacing.items())}
+    return json.dumps(doc, indent=1) + "\n"
+
+
+def _commit(out: Path, staging: Path, names: list[str], earlier: _Earlier, manifest: str) -> None:
+    new = {name: sha256(staging / name) for name in names}
+    for name in names:  # everything in the way is checked before anything changes
+        dest = out / name
+        if not _inside(out, name):
+            raise InputError(f"cannot write {dest}: a folder on its way is a link or a file (nsys-cc writes only "
+                             f"inside {out}); nothing was changed", param="out_dir")
+        try:
+            mode = os.lstat(dest).st_mode
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(mode):
+            continue
+        if stat.S_ISREG(mode):
+            digest = sha256(dest)
+            if digest == new[name] or earlier.wrote(name, digest) or name in earlier.by_name:
+                continue
+        raise InputError(f"{dest} is in the way: nsys-cc did not write it, or it changed since (move it away or "
+                         "choose another out_dir); nothing was changed", param="out_dir")
+    manifest_path = out / manifest
+    try:
+        # Until the last rename, both the earlier and the new contents count as written by this writer.
+        write_text(manifest_path, _manifest_text(new, earlier.hashes))
+    except OSError as exc:
+        raise InputError(f"cannot write {manifest_path}: {_why(exc)}; nothing in {out} was changed",
+                         param="out_dir") from None
+    backup = staging / ".earlier"
+    moved: list[tuple[Path, Path | None]] = []
+    try:
+        for name in names:
+            dest = out / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            kept = None
+            if dest.is_file() and not dest.is_symlink():
+                kept = backup / name
+                kept.parent.mkdir(parents=True, exist_ok=True)
+                try:
+                    os.link(dest, kept)
+                except OSError:
+                    kept = None  # no hard links here: this file cannot be put back
+            os.replace(staging / name, dest)
+            moved.append((dest, kept))
+    except OSError as exc:
+        for dest, kept in reversed(moved):
+            with contextlib.suppress(OSError):
+                if kept is not None:
+                    os.replace(kept, dest)
+                else:
+                    dest.unlink()
+        with contextlib.suppress(OSError):
+            if earlier.text is not None:
+                write_bytes(manifest_path, earlier.text)
+            else:
+                manifest_path.unlink()
+        raise InputError(f"cannot put {dest} in place: {_why(exc)}; the earlier files in {out} were left as they "
+                         "were", param="out_dir") from None
+    with contextlib.suppress(OSError):  # the transitional manifest above is a correct record too
+        write_text(manifest_path, _manifest_text(new))
+    _remove_proven(out, {n: d for n, d in earlier.hashes.items() if n not in new})
+
+
+def _remove_proven(out: Path, hashes: dict[str, set[str]]) -> list[str]:
+    """Remove each file named that is a regular file inside `out` (no link on the way), of a kind `publish` writes,
+    with one of the contents recorded; return the names removed."""
+    removed = []
+    for name, digests in hashes.items():
+        if not name.endswith(REMOVABLE_SUFFIXES) or not _inside(out, name):
+            continue
+        stale = out / name
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(stale).st_mode) and sha256(stale) in digests:
+                stale.unlink()
+                removed.append(name)
+    return removed
+
+
+def withdraw(out_dir: str | os.PathLike, *, manifest: str) -> list[str]:
+    """Remove what an earlier `publish` with `manifest` put in `out_dir` and can prove it wrote (as `publish` removes
+    stale files), then the manifest; return the names removed. For a report that no longer describes its inputs."""
+    out = Path(out_dir)
+    earlier = _read_manifest(out / manifest)
+    with signals_deferred():
+        removed = _remove_proven(out, earlier.hashes)
+        if earlier.text is not None:
+            with contextlib.suppress(OSError):
+                (out / manifest).unlink()
+    return removed
