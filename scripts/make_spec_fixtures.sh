@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Regenerate fixtures/spec/ with the real nsys and vLLM's CPU build: speculative decoding traces (issue 12).
 # Called by scripts/make_fixtures.sh; run it alone with `scripts/make_spec_fixtures.sh [OUT_DIR] [PART…]`,
-# PART one of tiny, pair, scopes (default: all three). What each file is: fixtures/spec/README.md.
+# PART one of tiny, pair, scopes, batch, ngram (default: all five). What each file is: fixtures/spec/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fixtures/spec}
 shift || true
-parts=${*:-tiny pair scopes}
+parts=${*:-tiny pair scopes batch ngram}
 py=${PY:-.venv/bin/python}
 nsys_cc=(env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -c 'import sys; from nsys_cc.cli import main; main(sys.argv[1:])')
 nsys=$("$py" -c 'from nsys_cc.trace.nsys import require_nsys; print(require_nsys())')
@@ -64,7 +64,28 @@ for part in $parts; do
     "$nsys" export --type sqlite -f true -o "$out/vllm_scopes.spec-g3.sqlite" "$work/vllm_scopes.nsys-rep" \
       > "$work/export.log" 2>&1 || { cat "$work/export.log"; exit 1; }
     ;;
-  *) echo "unknown part $part (tiny, pair, scopes)" >&2; exit 2 ;;
+  batch)
+    # 4. Batch 4 and two drafts (dummy weights: every sequence of the batch advances in lockstep): the target, two
+    # drafts, and each draft speculating at γ = 1 and 3; short prompts and outputs keep the files small.
+    "${nsys_cc[@]}" profile --target tiny-llama-target --draft tiny-llama-draft-xs --draft tiny-llama-draft-s \
+      --speculate 1,3 --input-len 32 --output-len 8 --batch-size 4 --num-iters-warmup 1 --num-iters 2 \
+      --nsys-trace nvtx --device cpu -o "$work/batch4" || true
+    mkdir -p "$out/batch4"
+    out=$out/batch4 keep "$work/batch4" tiny-llama-target tiny-llama-draft-xs tiny-llama-draft-s \
+      tiny-llama-draft-xs.spec-g{1,3} tiny-llama-draft-s.spec-g{1,3}
+    ;;
+  ngram)
+    # 5. A proposer without a draft model: vLLM's ngram (prompt lookup) speculating for `pair-target`, whose almost
+    # deterministic output falls into a loop after a few tens of tokens, where the lookup finds its drafts; the plain
+    # target beside it.
+    "${nsys_cc[@]}" profile --target pair-target \
+      --speculative-config '{"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}' \
+      --input-len 32 --output-len 64 --batch-size 1 --num-iters-warmup 1 --num-iters 2 --nsys-trace nvtx --device cpu \
+      -o "$work/ngram" || true
+    mkdir -p "$out/ngram"
+    out=$out/ngram keep "$work/ngram" pair-target ngram.spec-g3
+    ;;
+  *) echo "unknown part $part (tiny, pair, scopes, batch, ngram)" >&2; exit 2 ;;
   esac
 done
 ls -l "$out"

@@ -3,7 +3,9 @@
 Every case copies a real export (the project's fixtures made by the real nsys 2022.4, plus two public GPU traces
 when ../shared/traces/public is present) into tmp_path and mutates the COPY: truncated at a random offset, bytes
 flipped, tables or columns dropped, rows deleted or duplicated, values replaced by NULLs, text, blobs, reals,
-huge or negative integers, start/end swapped. Reports (.nsys-rep) get byte-level mutations and go through the
+huge or negative integers, start/end swapped; and the shapes of issue 25: tables named with quotes, SQL or a newline,
+forward payloads that are no token count (int64 extremes, ±inf), text with a newline, a mutation left committed in a
+-wal file beside the copy. Reports (.nsys-rep) get byte-level mutations and go through the
 real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
 
 `NSYS_CC_FUZZ_CASES` sets the number of cases: default 30 (`make check`, the edit-test loop), `make test` runs 60,
@@ -12,9 +14,11 @@ real `nsys export`. The library may then succeed or raise an `NsysCCError`; any 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import shutil
+import signal
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,8 +63,15 @@ READ_TABLES = (
 )
 ODD_VALUES = (
     None, "abc", "", "12", "-7", 0, -1, 1, 59, 60, 75, 2**63 - 1, -(2**63), 2**31, 1.5, -0.0, float("inf"), 1e300,
-    b"\x00\xff", "\u0000", "前向 🚀", "x" * 5000,
+    b"\x00\xff", "\u0000", "前向 🚀", "x" * 5000, "two\nlines", float("-inf"),
 )
+# Table names a file may hold (issue 25): each must be read as one name, never as SQL.
+ODD_TABLE_NAMES = (
+    'a"b', "x'y", "sp ace", "前向", "t\nu", '" OR 1=1 --',
+    't" , (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c) AS z --',
+)
+# Payload columns of NVTX_EVENTS and values that are no token count (issue 25).
+PAYLOAD_VALUES = (2**63 - 1, -(2**63), float("inf"), float("-inf"), 0, -1, 0.5, 1e300)
 
 
 def _bases() -> list[Base]:
@@ -146,8 +157,56 @@ def _byte_mutation(rng: random.Random, path: Path) -> str:
     return f"flip {flips} bytes"
 
 
+def _odd_table(rng: random.Random, con: sqlite3.Connection) -> str:
+    """A table whose name is quotes, SQL or a newline (and, for the recursive one, the table it names)."""
+    name = rng.choice(ODD_TABLE_NAMES)
+    quoted = '"' + name.replace('"', '""') + '"'
+    con.execute(f"CREATE TABLE {quoted} (v)")
+    con.execute(f"INSERT INTO {quoted} VALUES (1), (2)")
+    if "t" not in _tables(con):
+        con.execute("CREATE TABLE t (v)")
+    return f"table named {name!r:.50}"
+
+
+def _odd_payload(rng: random.Random, con: sqlite3.Connection) -> str:
+    """Forward-range payloads that are no token count: int64 extremes, ±inf, 0, fractions."""
+    if "NVTX_EVENTS" not in _tables(con):
+        return "no NVTX_EVENTS"
+    cols = [c for c in ("int64Value", "doubleValue", "uint64Value") if c in _columns(con, "NVTX_EVENTS")]
+    if not cols:
+        return "no payload column"
+    _relax(con, "NVTX_EVENTS")
+    col, value = rng.choice(cols), rng.choice(PAYLOAD_VALUES)
+    if col == "uint64Value" and isinstance(value, int) and value < 0:
+        value = 2**63 - 1
+    con.execute(f'UPDATE NVTX_EVENTS SET "{col}" = ? WHERE abs(random()) % 4 = 0 AND eventType = 59', (value,))
+    return f"payload {col} = {value!r} in ~1/4 of push/pop ranges"
+
+
+def _pending_in_wal(rng: random.Random, path: Path) -> str:
+    """Leave `path` as a writer that has not checkpointed leaves it (issue 25): WAL mode, one more mutation
+    committed into `path`-wal only. The writer works on a copy elsewhere; both files are copied while it is open."""
+    work = path.parent / "writer"
+    work.mkdir()
+    db = shutil.copyfile(path, work / path.name)
+    con = sqlite3.connect(db)
+    try:
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        done = _sql_mutation(rng, con)
+        con.commit()
+        shutil.copyfile(db, path)
+        if Path(f"{db}-wal").exists():
+            shutil.copyfile(f"{db}-wal", f"{path}-wal")
+    finally:
+        con.close()
+        shutil.rmtree(work)
+    return f"in the -wal only: {done}"
+
+
 def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
-    """Copy `src` to `dst` and apply 1–3 SQL mutations, then (one time in three) a byte-level one."""
+    """Copy `src` to `dst` and apply 1–3 SQL mutations (now and then an odd table name or odd payloads), sometimes
+    one more that stays in a -wal file, then (one time in three) a byte-level one."""
     shutil.copyfile(src, dst)
     done = []
     con = sqlite3.connect(dst)
@@ -155,8 +214,16 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
         for _ in range(rng.randint(1, 3)):
             done.append(_sql_mutation(rng, con))
             con.commit()
+        if rng.random() < 0.2:
+            done.append(_odd_table(rng, con))
+            con.commit()
+        if rng.random() < 0.2:
+            done.append(_odd_payload(rng, con))
+            con.commit()
     finally:
         con.close()
+    if rng.random() < 0.15:
+        done.append(_pending_in_wal(rng, dst))
     if rng.random() < 1 / 3:
         done.append(_byte_mutation(rng, dst))
     return done
@@ -194,8 +261,25 @@ def test_mutated_export_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir):
     shutil.copyfile(base.path, pristine)
     mutated = tmp_path / f"mutated{base.path.suffix}"
     mutations = mutate_sqlite(rng, base.path, mutated)
-    with unchanged(mutated, pristine, base.path):
+    wal = [w for w in [Path(f"{mutated}-wal")] if w.exists()]
+    with unchanged(mutated, *wal, pristine, base.path), bounded(300):
         _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
+    assert not Path(f"{mutated}-shm").exists()  # reading creates nothing beside the file
+
+
+@contextlib.contextmanager
+def bounded(seconds: int):
+    """A case that waits forever (an injected endless query) fails instead of hanging the suite."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 # Reports go through a real nsys export per case; a tenth as many cases as the SQLite fuzzing.

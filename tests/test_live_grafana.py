@@ -18,7 +18,7 @@ def test_dashboard_queries_only_metrics_the_live_logger_exports():
     from nsys_cc.live.metrics import _collectors
 
     m = _collectors()
-    exported = {c._name for c in (m.draft, m.verify, m.outside, m.steps, m.c, m.best_gamma)}
+    exported = {c._name for c in (m.draft, m.verify, m.outside, m.steps, m.c, m.best_gamma, m.window_steps)}
     dash = json.loads(DASHBOARD.read_text())
     panels = [p for p in dash["panels"] if p["type"] != "row"]
     exprs = [t["expr"] for p in panels for t in p["targets"]]

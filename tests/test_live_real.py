@@ -10,11 +10,14 @@ the two differ only by the NVTX calls at the range edges (µs against forwards o
 10 % is a wide margin for that, and a wrong classification of steps (a prefill forward taken for a verify, the
 first draft forward of a prompt counted) or a unit slip would fall far outside it.
 
-A second server without `NSYS_CC_LIVE` shows that nothing of nsys_cc reaches `/metrics` then.
+A second server without `NSYS_CC_LIVE` shows that nothing of nsys_cc reaches `/metrics` then. A third runs as in
+production, `NSYS_CC_LIVE=1` alone (no NVTX plugin, no nsys), on the known-acceptance pair (α ≈ 0.99): no gauge is a
+placeholder 0 at any time, the best γ is nonzero, and c and the step count agree with the histograms.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import socket
@@ -30,6 +33,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from nsys_cc.launch import pair
 from nsys_cc.launch.launcher import NSYS_START_FAILURE
 from nsys_cc.launch.models import MODELS_DIR
 from nsys_cc.trace.nsys import require_nsys
@@ -51,10 +55,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def server_command(port: int) -> list[str]:
-    spec = f'{{"method": "draft_model", "model": "{DRAFT}", "num_speculative_tokens": {GAMMA}}}'
+def server_command(port: int, target: str = TARGET, draft: str = DRAFT, load_format: str = "dummy") -> list[str]:
+    spec = f'{{"method": "draft_model", "model": "{draft}", "num_speculative_tokens": {GAMMA}}}'
     return [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", TARGET, "--load-format", "dummy",
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", target, "--load-format", load_format,
         "--served-model-name", SERVED, "--skip-tokenizer-init", "--enforce-eager", "--gpu-memory-utilization", "0.3",
         "--max-model-len", "512",
         "--host", "127.0.0.1", "--port", str(port), "--speculative-config", spec,
@@ -64,11 +68,11 @@ def server_command(port: int) -> list[str]:
 class Server:
     """The API server (optionally under nsys) in the background; its log in a file."""
 
-    def __init__(self, tmp: Path, env: dict[str, str], nsys: str | None = None):
+    def __init__(self, tmp: Path, env: dict[str, str], nsys: str | None = None, **models: str):
         self.port = free_port()
         self.log_path = tmp / f"server-{self.port}.log"
         self.rep = tmp / "live"
-        cmd = server_command(self.port)
+        cmd = server_command(self.port, **models)
         if nsys:
             cmd = [nsys, "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "--trace-fork-before-exec=true",
                    "-f", "true", "-o", str(self.rep), *cmd]
@@ -96,8 +100,8 @@ class Server:
             time.sleep(2.0)
         raise AssertionError(f"server not ready after {timeout} s:\n{self.log_text()[-4000:]}")
 
-    def complete(self, prompt: list[int]) -> dict:
-        body = {"model": SERVED, "prompt": prompt, "max_tokens": MAX_TOKENS, "ignore_eos": True, "temperature": 0}
+    def complete(self, prompt: list[int], max_tokens: int = MAX_TOKENS) -> dict:
+        body = {"model": SERVED, "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "temperature": 0}
         answer = requests.post(f"{self.url}/v1/completions", json=body, timeout=300)
         assert answer.status_code == 200, answer.text
         return answer.json()
@@ -220,3 +224,72 @@ def test_without_nsys_cc_live_nothing_of_nsys_cc_is_on_metrics(tmp_path):
     assert "vllm:spec_decode_num_drafts" in response
     assert "nsys_cc" not in response
     assert "nsys_cc live" not in server.log_text()
+
+
+# ---- production mode: NSYS_CC_LIVE=1 alone (no NVTX plugin, no nsys), the known-acceptance pair --------------------
+
+LIVE_GAUGES = ("nsys_cc:cost_coefficient", "nsys_cc:best_num_speculative_tokens", "nsys_cc:window_verify_steps")
+
+
+def gauges(metrics: dict[str, list]) -> dict[str, float]:
+    """The nsys_cc gauges /metrics shows (a gauge without an estimate is not there)."""
+    return {name: value(metrics, name) for name in LIVE_GAUGES if name in metrics}
+
+
+def median_bounds(metrics: dict[str, list], name: str) -> tuple[float, float]:
+    """The bucket bounds (seconds) between which the median of a histogram's observations lies, from its buckets."""
+    buckets = sorted((float(s.labels["le"]), s.value) for s in metrics[f"{name}_bucket"])
+    n = value(metrics, f"{name}_count")
+    ranks = (math.ceil(n / 2), math.floor(n / 2) + 1)  # the one or two middle observations
+
+    def bucket(rank: float) -> int:
+        return next(i for i, (_, cumulative) in enumerate(buckets) if cumulative >= rank)
+
+    lo, hi = bucket(min(ranks)), bucket(max(ranks))
+    return (buckets[lo - 1][0] if lo else 0.0), buckets[hi][0]
+
+
+def test_production_mode_on_the_known_acceptance_pair_shows_no_placeholder_and_a_nonzero_best_gamma(tmp_path):
+    """The bug users saw: after the first short request `/metrics` said c = 0 ("the draft is free") and best γ = 0 ("no
+    γ pays") before anything was estimated. Here the pair accepts almost every draft token (α ≈ 0.99): speculation
+    pays, so a 0 best γ would be wrong, and a gauge may only be absent (nothing estimated yet) or hold a measured value.
+    """
+    models = tmp_path / "models"
+    target, draft = pair.path("pair-target", models), pair.path("pair-draft", models)
+    server = Server(tmp_path, {"NSYS_CC_LIVE": "1"}, target=str(target), draft=str(draft), load_format="auto")
+    try:
+        server.wait_ready()
+        assert gauges(server.metrics()) == {}  # nothing estimated before the first request
+        server.complete(list(range(100, 116)), max_tokens=8)
+        first = gauges(server.metrics())  # at once: absent, or what the first steps measured
+        assert all(v > 0 and math.isfinite(v) for v in first.values()), first
+        time.sleep(2 * STATS_INTERVAL_S)
+        after_first = gauges(server.metrics())
+        assert set(after_first) == set(LIVE_GAUGES), after_first  # the stats log refreshed them: all estimated
+        assert all(v > 0 and math.isfinite(v) for v in after_first.values()), after_first
+        for i in range(REQUESTS):
+            server.complete([(17 * i + 7 * k) % 9000 + 10 for k in range(16)])
+        time.sleep(3 * STATS_INTERVAL_S)  # vLLM's next stats log refreshes the gauges with the last records
+        metrics = server.metrics()
+    finally:
+        server.stop()
+    log = server.log_text()
+    assert "[nsys-cc]" not in log  # production mode: the plugin's NVTX side never spoke
+
+    # vLLM's own counters: the pair accepts almost everything.
+    accepted = value(metrics, "vllm:spec_decode_num_accepted_tokens_total")
+    assert accepted / value(metrics, "vllm:spec_decode_num_draft_tokens_total") > 0.8
+    verify_count = value(metrics, "nsys_cc:verify_forward_seconds_count")
+    vllm_drafts = value(metrics, "vllm:spec_decode_num_drafts_total")
+    assert vllm_drafts - 2 * (REQUESTS + 1) <= verify_count <= vllm_drafts
+    assert value(metrics, "nsys_cc:draft_forward_seconds_count") == GAMMA * verify_count
+    live = gauges(metrics)
+    # The count gauge: every verify step timed is in the window (fewer than its 256).
+    assert live["nsys_cc:window_verify_steps"] == verify_count < 256
+    # c between what the histograms' buckets allow for the two medians (the same steps: all of them are in the window).
+    d_lo, d_hi = median_bounds(metrics, "nsys_cc:draft_forward_seconds")
+    v_lo, v_hi = median_bounds(metrics, "nsys_cc:verify_forward_seconds")
+    assert d_lo / v_hi <= live["nsys_cc:cost_coefficient"] <= d_hi / v_lo, (live, (d_lo, d_hi), (v_lo, v_hi))
+    best = live["nsys_cc:best_num_speculative_tokens"]
+    assert best >= 1 and best == int(best)
+    assert f"best num_speculative_tokens = {int(best)} " in log

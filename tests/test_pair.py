@@ -111,16 +111,42 @@ def test_path_builds_once_into_the_models_folder(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir()] == ["pair-draft"]  # no temporaries left
 
 
-FIXTURE_RUNS = [("pair-a50", "pair-target-a50", g) for g in (1, 2, 3)] + [("pair-a99", "pair-target", 2)]
+# vLLM's CPU rejection sampler without nsys_cc's correction (`nsys_cc.launch.vllm_fixes`) measured α between 0.07 and
+# 0.31 on the α = 0.5 pair: a check of the built α must be tight enough to tell that from 0.5.
+BROKEN_SAMPLER_MAX_ALPHA = 0.31
 
 
-@pytest.mark.parametrize("folder, target, gamma", FIXTURE_RUNS)
-def test_fixture_runs_measure_the_built_alpha(folder, target, gamma):
-    stats = acceptance.load(FIXTURES / folder / f"pair-draft.spec-g{gamma}.metrics.json")
-    assert stats.num_speculative_tokens == gamma
-    judged = stats.num_accepted + stats.num_drafts - stats.accepted_per_position[-1]
-    assert judged > 50
-    assert _within_binomial_error(stats.alpha_iid, pair.BUILT_ALPHA[target], judged), (stats.alpha_iid, judged)
+def _bound(built: float, n: int) -> float:
+    """How far from the built α a measurement over n judged tokens may lie (`_within_binomial_error`)."""
+    return 4 * math.sqrt(max(built * (1 - built), 1e-4) / n) + 0.01
+
+
+def _judged(stats) -> tuple[int, int]:
+    """(accepted, judged): judged = accepted + drafts that met a rejection (vLLM's counts)."""
+    return stats.num_accepted, stats.num_accepted + stats.num_drafts - stats.accepted_per_position[-1]
+
+
+def test_fixture_runs_of_the_half_target_measure_the_built_alpha_together():
+    """The three α ≈ 0.5 runs (γ = 1, 2, 3) pooled: one run alone judges 89–118 tokens, too few to tell 0.5 from the
+    broken sampler's ≤ 0.31 (its bound would be about ±0.2); all three judge over 300."""
+    built = pair.BUILT_ALPHA["pair-target-a50"]
+    counts = []
+    for g in (1, 2, 3):
+        stats = acceptance.load(FIXTURES / "pair-a50" / f"pair-draft.spec-g{g}.metrics.json")
+        assert stats.num_speculative_tokens == g
+        counts.append(_judged(stats))
+    accepted, judged = map(sum, zip(*counts))
+    assert judged > 300 and _bound(built, judged) < built - BROKEN_SAMPLER_MAX_ALPHA
+    assert _within_binomial_error(accepted / judged, built, judged), (accepted / judged, judged)
+
+
+def test_fixture_run_of_the_full_target_measures_the_built_alpha():
+    stats = acceptance.load(FIXTURES / "pair-a99" / "pair-draft.spec-g2.metrics.json")
+    assert stats.num_speculative_tokens == 2
+    accepted, judged = _judged(stats)
+    built = pair.BUILT_ALPHA["pair-target"]
+    assert judged > 80 and _bound(built, judged) < built - BROKEN_SAMPLER_MAX_ALPHA
+    assert _within_binomial_error(stats.alpha_iid, built, judged), (stats.alpha_iid, judged)
 
 
 LIVE = textwrap.dedent("""
@@ -145,12 +171,13 @@ LIVE = textwrap.dedent("""
 
 
 @pytest.mark.vllm
-def test_vllm_serves_the_pair_and_measures_the_built_alpha(tmp_path):
+@pytest.mark.parametrize("name", ["pair-target-a50", "pair-target-a25"])
+def test_vllm_serves_the_pair_and_measures_the_built_alpha(tmp_path, name):
     """vLLM's CPU build loads the safetensors and, sampling at temperature 1 as its latency benchmark does,
-    accepts the draft's tokens at the rate they are built for."""
+    accepts the draft's tokens at the rate they are built for (α ≈ 0.5 and α ≈ 0.25)."""
     (tmp_path / "live.py").write_text(LIVE)
     models = tmp_path / "models"
-    target, draft = pair.path("pair-target-a50", models), pair.path("pair-draft", models)
+    target, draft = pair.path(name, models), pair.path("pair-draft", models)
     env = {**os.environ, "NSYS_CC_PLUGIN": "1", "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
            "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, str(tmp_path / "live.py"), str(target), str(draft)], capture_output=True,
@@ -158,5 +185,6 @@ def test_vllm_serves_the_pair_and_measures_the_built_alpha(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     found = json.loads(done.stdout.strip().splitlines()[-1])
     judged = found["accepted"] + found["drafts"] - found["full"]
-    assert judged > 100
-    assert _within_binomial_error(found["alpha_iid"], pair.BUILT_ALPHA["pair-target-a50"], judged), found
+    built = pair.BUILT_ALPHA[name]
+    assert judged > 300 and _bound(built, judged) < 0.12  # tight enough to tell 0.25 from 0.5, and 0.5 from 0.31
+    assert _within_binomial_error(found["alpha_iid"], built, judged), found

@@ -60,7 +60,7 @@ def raw_steps(path) -> dict:
             "phase": "prefill" if ranks[0][2] / batch > 1 else "decode",
             "last": int(np.argmax(ends)), "lag_ms": [(e - min(ends)) / 1e6 for e in ends],
             "own_ms": [(r[1] - r[0]) / 1e6 for r in ranks], "payloads": {r[2] for r in ranks},
-            "all_reduce_ms": [all_reduce_ms(r) for r in ranks],
+            "all_reduce_ms": [all_reduce_ms(r) for r in ranks], "ranges": [(r[0], r[1]) for r in ranks],
         })
     for st in steps:
         st["kept"] = not st["warm"] and not st["open"]
@@ -80,8 +80,15 @@ def result():
 
 def test_fixture_is_two_ranks_with_one_range_per_step(raw):
     assert len(raw["pids"]) == 2 and raw["counts"][0] == raw["counts"][1] > 10
-    # A rank's k-th forward and the other's run at the same time (each waits for the other's all-reduce).
-    assert all(len(s["payloads"]) == 1 for s in raw["steps"])
+    # A rank's k-th forward and the other's run at the same time (each waits for the other's all-reduce): the k-th
+    # ranges of the two ranks overlap, and neither overlaps the other rank's (k+1)-th.
+    for k, s in enumerate(raw["steps"]):
+        (a0, a1), (b0, b1) = s["ranges"]
+        assert max(a0, b0) < min(a1, b1), k
+        if k + 1 < len(raw["steps"]):
+            nxt = raw["steps"][k + 1]["ranges"]
+            assert a1 <= nxt[1][0] and b1 <= nxt[0][0], k
+    assert all(len(s["payloads"]) == 1 for s in raw["steps"])  # and they process the same tokens
 
 
 def test_steps_counts_and_phases_from_raw_rows(result, raw):
@@ -160,12 +167,36 @@ def test_json_has_ranks_on_each_model():
     assert "per_rank" not in draft
     assert {(r["phase"], r["rank"]) for r in target["per_rank"]} == {
         (p, r) for p in ("all", "prefill", "decode") for r in (0, 1)}
+    for row in target["per_rank"]:  # each rank's figures against the raw rows
+        kept = [s for s in raw_steps(TARGET)["steps"] if s["kept"] and row["phase"] in ("all", s["phase"])]
+        r = row["rank"]
+        assert row["steps"] == len(kept) and row["last_steps"] == sum(s["last"] == r for s in kept)
+        assert row["wall_ms"] == pytest.approx(np.median([s["own_ms"][r] for s in kept]), abs=1e-6)
+        assert row["lag_ms"] == pytest.approx(np.median([s["lag_ms"][r] for s in kept]), abs=1e-6)
+        assert row["allreduce_ms"] == pytest.approx(np.median([s["all_reduce_ms"][r] for s in kept]), abs=1e-6)
 
 
-def test_text_table_shows_the_ranks():
+def test_text_table_shows_the_ranks(raw):
     out = CliRunner().invoke(cli, ["analyze", str(TARGET), str(DRAFT)])
     assert out.exit_code == 0, out.output
     assert "Ranks:" in out.stdout and "Lag (ms)" in out.stdout
+    for phase in ("all", "prefill", "decode"):
+        kept = [s for s in raw["steps"] if s["kept"] and phase in ("all", s["phase"])]
+        for r in (0, 1):
+            last = sum(s["last"] == r for s in kept)
+            cells = [TARGET.stem, phase, str(r), str(raw["pids"][r]), str(len(kept)),
+                     f"{np.median([s['own_ms'][r] for s in kept]):.3f}",
+                     f"{np.median([s['all_reduce_ms'][r] for s in kept]):.3f}",
+                     f"{last} ({last / len(kept):.0%})", f"{np.median([s['lag_ms'][r] for s in kept]):.3f}"]
+            rows = [line.split() for line in out.stdout.splitlines() if line.startswith(f"{TARGET.stem} ")]
+            want = [c for cell in cells for c in cell.split()]
+            assert any(_in_order(want, row) for row in rows), (want, rows)
+
+
+def _in_order(want: list[str], row: list[str]) -> bool:
+    """Whether the cells `want` appear in `row` in that order (other columns may lie between them)."""
+    it = iter(row)
+    return all(any(cell == got for got in it) for cell in want)
 
 
 def test_forward_share_counts_each_step_once(raw):

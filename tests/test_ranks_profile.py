@@ -6,12 +6,14 @@ The end-to-end expectations are computed here from the export with raw SQL and f
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 
@@ -167,9 +169,103 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     assert events == []
 
 
-def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events):
+def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch):
+    """A vLLM whose communicator module has no `CpuCommunicator` loses the all-reduce ranges only: no warning, no
+    fall-back to vLLM's own scopes, and the forwards are still recorded (their all-reduces unmarked)."""
     from types import SimpleNamespace
+
+    import torch
 
     from nsys_cc.launch import vllm_plugin as plugin
 
-    assert plugin._patch_cpu_communicator(SimpleNamespace())
+    monkeypatch.setattr(plugin, "_warned", False)
+    monkeypatch.delenv("VLLM_NVTX_SCOPES_FOR_PROFILING", raising=False)
+    comm_cls, runner_cls = _fakes()
+    plugin._apply("vllm.distributed.device_communicators.cpu_communicator", SimpleNamespace())
+    plugin._apply("vllm.v1.worker.gpu_model_runner", SimpleNamespace(GPUModelRunner=runner_cls))
+    assert not plugin._warned and "VLLM_NVTX_SCOPES_FOR_PROFILING" not in os.environ
+    runner = runner_cls()
+    runner.comm = comm_cls()  # never patched: this vLLM's communicator is laid out otherwise
+    for tokens in (3, 1):
+        out = runner.execute_model(SimpleNamespace(total_num_scheduled_tokens=tokens))
+        assert out.tolist() == [2.0] * 4
+    assert events == [(plugin.FORWARD_RANGE, 3), "pop", (plugin.FORWARD_RANGE, 1), "pop"]
+    comm_cls().all_reduce(torch.ones(2))
+    assert events[-1] == "pop" and len(events) == 4
+
+
+# ---- --speculate with --target-tp: refused (the speculative runs are measured against a one-process plain target) ----
+
+
+def test_speculate_with_a_target_on_several_ranks_is_refused_before_anything_runs(tmp_path):
+    """Speculative runs keep the target on one process, and the in-place analysis compares them with the plain target's
+    one-process decode steps: with --target-tp 2 the plain target's steps span two ranks and there is nothing to
+    compare them with. `profile` refuses up front (nothing planned, nothing written) and says what to do instead."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1,3", "--target-tp", "2", "--device", "cpu", "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: --speculate with --target-tp 2: speculative runs are measured against the plain target on one "
+        "process; profile them with --target-tp 1 and the target's ranks in a profile without --speculate")
+    assert not out.exists()
+    dry = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1", "--target-tp", "2", "--device", "cpu", "--dry-run"])
+    assert dry.exit_code == 2 and "--speculate with --target-tp 2" in dry.stderr
+    # --target-tp 1 is one process: allowed
+    one = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "1", "--target-tp", "1", "--device", "cpu", "--dry-run"])
+    assert one.exit_code == 0, one.output
+
+
+def test_a_sweep_speculating_over_target_ranks_is_refused_before_any_cell(tmp_path):
+    out = tmp_path / "sw"
+    res = CliRunner().invoke(cli, ["sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                   "--speculate", "2", "--target-tp", "1,2", "--device", "cpu", "-o", str(out)])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: --speculate with --target-tp 2: speculative runs are measured against the plain target on "
+        "one process; sweep them with --target-tp 1 and the target's ranks in a sweep without --speculate")
+    assert not any(out.glob("bs*"))  # no cell was started
+
+
+def test_the_analysis_refuses_speculative_runs_against_a_target_on_several_ranks():
+    spec = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
+    target = Path(__file__).resolve().parents[1] / "fixtures" / "tp" / "tiny-llama-target.tp2.sqlite"
+    res = CliRunner().invoke(cli, ["analyze", str(target), str(spec / "tiny-llama-draft-xs.sqlite"),
+                                   str(spec / "tiny-llama-draft-xs.spec-g1.sqlite")])
+    assert res.exit_code == 2
+    assert res.stderr.strip() == (
+        "nsys-cc: error: tiny-llama-target.tp2 runs on 2 tensor-parallel ranks: speculative runs are measured in place "
+        "against a plain target on one process (give one, or leave the speculative traces out)")
+
+
+@pytest.mark.vllm
+def test_a_sweep_hands_target_tp_to_a_real_profile(tmp_path, nsys_bin):
+    """`sweep --target-tp 2`: the cell's real `profile` runs the target on two ranks (its forwards in two processes of
+    the trace), and the sweep table's rows carry target_tp 2 with the c of those steps, recomputed from the exports."""
+    from test_ranks import raw_steps
+
+    out = tmp_path / "sw"
+    cmd = [NSYS_CC, "sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs", "--target-tp", "2",
+           "--batch-size", "1", "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--num-iters-warmup",
+           str(WARMUP), "--num-iters", str(ITERS), "--nsys-trace", "nvtx", "--device", "cpu", "-o", str(out),
+           "--format", "csv"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    cell = out / f"bs1-in{INPUT_LEN}-tp2"
+    sqlite = cell / "tiny-llama-target.tp2.sqlite"
+    assert len(_forwards(sqlite)) == 2  # two ranks
+    status = {s["label"]: s["status"] for s in json.loads((cell / "status.json").read_text())}
+    assert status == {"tiny-llama-target.tp2": "done", "tiny-llama-draft-xs": "done"}
+    table = pd.read_csv(out / "sweep.csv")
+    assert (table["target_tp"] == 2).all() and (table["cell"] == cell.name).all()
+    steps = [s["wall_ms"] for s in raw_steps(sqlite)["steps"] if s["kept"] and s["phase"] == "decode"]
+    with sqlite3.connect(f"file:{cell / 'tiny-llama-draft-xs.sqlite'}?mode=ro", uri=True) as conn:
+        draft = [r[0] / 1e6 for r in conn.execute(
+            "SELECT e.\"end\" - e.start FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
+            "WHERE s.value = 'model_executable()' AND e.int64Value = 1 AND NOT EXISTS (SELECT 1 FROM NVTX_EVENTS w "
+            "JOIN StringIds ws ON ws.id = w.textId WHERE ws.value = 'nsys_cc:warmup' AND e.start BETWEEN w.start "
+            "AND w.\"end\")")]
+    (c,) = table.loc[(table["phase"] == "decode") & (table["metric"] == "wall"), "c"]
+    assert c == pytest.approx(np.median(draft) / np.median(steps), rel=1e-5)

@@ -11,15 +11,18 @@ show that no traceback reaches stderr. Every file a case reads is hashed before 
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,7 +31,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, sha256_tree, unchanged
+from conftest import FIXTURES, raw_sql, sha256_tree, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
@@ -468,6 +471,168 @@ def a_label_with_a_newline(tmp: Path) -> Case:
                    expect=r"^--name: 'd\\nx' is not a label \(one line of printable text\)$")
 
 
+def _fallback_cache(tmp: Path, make: Callable[[Path], None]) -> Case:
+    """The preferred cache cannot be written (under a file); the shared fallback in the temp dir was made by
+    `make` before this user's first use — holding an 'export' of the report that is really another trace."""
+    (tmp / "file").write_text("not a directory")
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    shared = tmp / "shared-tmp"
+    shared.mkdir()
+    fallback = shared / f"nsys_cc-exports-{os.getuid()}"
+    make(fallback)
+    if fallback.is_dir():
+        shutil.copyfile(DRAFT, fallback / f"{export_mod.content_hash(REPORT)}.sqlite")
+
+    def patch(mp: pytest.MonkeyPatch) -> None:
+        mp.setattr(tempfile, "tempdir", str(shared))
+
+    return on_file(tmp / "r.nsys-rep", rf"^the export cache {re.escape(str(fallback))} is not private: .* — someone "
+                                        r"else may have made it; remove it, or set NSYS_CC_CACHE to a directory of "
+                                        r"your own$",
+                   env={"NSYS_CC_CACHE": str(tmp / "file" / "cache")}, patch=patch)
+
+
+@case(*FILE_VERBS)
+def fallback_cache_made_by_another_user(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        folder.mkdir(mode=0o700)
+        os.chown(folder, 4242, 4242) if os.getuid() == 0 else None
+
+    c = _fallback_cache(tmp, make)
+    if os.getuid() != 0:  # only root can give a folder away: the mode makes it not private instead
+        (tmp / "shared-tmp" / f"nsys_cc-exports-{os.getuid()}").chmod(0o777)
+    return c
+
+
+@case(*FILE_VERBS)
+def fallback_cache_open_to_everyone(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        folder.mkdir()
+        folder.chmod(0o777)
+
+    return _fallback_cache(tmp, make)
+
+
+@case(*FILE_VERBS)
+def fallback_cache_is_a_link(tmp: Path) -> Case:
+    def make(folder: Path) -> None:
+        (tmp / "attacker").mkdir(mode=0o700)
+        folder.symlink_to(tmp / "attacker")
+
+    return _fallback_cache(tmp, make)
+
+
+def _hanging_nsys(tmp: Path) -> Path:
+    fake = tmp / "nsys"
+    fake.write_text(f"#!/bin/sh\n{sys.executable} -c 'import time; time.sleep(600)' hanging-export-{tmp.name} &\n"
+                    "wait\n")
+    fake.chmod(0o755)
+    return fake
+
+
+@case(*FILE_VERBS)
+def nsys_export_that_hangs(tmp: Path) -> Case:
+    """An export that never ends (a cold cache and a stuck nsys) used to wait forever."""
+    shutil.copyfile(REPORT, tmp / "r.nsys-rep")
+    c = on_file(tmp / "r.nsys-rep", r"^nsys export of .*r\.nsys-rep did not finish within 1 s \(--timeout=1\); allow "
+                                    r"more time \(0: no limit\), or export it yourself and pass the \.sqlite$",
+                env={"NSYS": str(_hanging_nsys(tmp))})
+    c.runs = {verb: [*args, "--timeout", "1"] for verb, args in c.runs.items()}
+    return c
+
+
+@case()
+def metrics_dump_is_a_fifo(tmp: Path) -> Case:
+    """Nobody writes the pipe: reading it used to wait forever."""
+    os.mkfifo(tmp / "metrics.json")
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "metrics.json",
+                   expect=r"^the metrics dump .*metrics\.json is a FIFO \(named pipe\), not a file$")
+
+
+@case()
+def metrics_dump_is_a_directory(tmp: Path) -> Case:
+    (tmp / "metrics.json").mkdir()
+    return analyze(TARGET, DRAFT, "--metrics", tmp / "metrics.json",
+                   expect=r"^the metrics dump .*metrics\.json is a directory, not a file$")
+
+
+def _manifest(tmp: Path, name: str, content: bytes | str, expect: str) -> Case:
+    path = tmp / name
+    path.write_bytes(content.encode() if isinstance(content, str) else content)
+    return Case({"analyze": [str(path)]}, expect, reads=[path, TARGET, DRAFT])
+
+
+def _sets(**entry) -> str:
+    return json.dumps([{"target": str(TARGET), "drafts": [str(DRAFT)], **entry}])
+
+
+@case()
+def manifest_with_a_number_where_a_list_belongs(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets(drafts=5),
+                     r"m\.json: entry 1: drafts must be a list \(or one string with ';' between values\), not int 5$")
+
+
+@case()
+def manifest_batch_size_beyond_any_number(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets().replace('"drafts"', '"batch_size": 1e999, "drafts"'),
+                     r"m\.json: entry 1: batch_size must be a whole number, not inf$")
+
+
+@case()
+def manifest_that_is_not_utf8(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT}\n".encode() + b"\xff\xfe\xe9\n",
+                     r"m\.csv is not UTF-8 text \(byte \d+\): save the manifest as UTF-8$")
+
+
+@case()
+def manifest_with_a_nul_byte(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT}\0x\n",
+                     r"m\.csv(: entry 1: drafts '.*\\x00x' holds a control character| is not a CSV manifest: .*NUL)")
+
+
+@case()
+def manifest_with_a_nul_byte_in_json(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", _sets(name="a\0b"), r"entry 1: name 'a\\x00b' holds a control character")
+
+
+@case()
+def manifest_row_longer_than_its_header(tmp: Path) -> Case:
+    return _manifest(tmp, "m.csv", f"target,drafts\n{TARGET},{DRAFT},surplus,more\n",
+                     r"m\.csv: entry 1 has more fields than the header \(4\)$")
+
+
+@case()
+def manifest_with_a_newline_in_a_set_name(tmp: Path) -> Case:
+    """It used to break the printed table."""
+    return _manifest(tmp, "m.json", _sets(name="two\nlines"), r"m\.json: entry 1: name 'two\\nlines' holds a control "
+                                                               r"character \(a path or a name is one line\)$")
+
+
+@case()
+def manifest_nested_beyond_reason(tmp: Path) -> Case:
+    return _manifest(tmp, "m.json", "[" * 100_000 + "]" * 100_000, r"m\.json is not a JSON manifest: ")
+
+
+@case()
+def manifest_is_a_fifo(tmp: Path) -> Case:
+    os.mkfifo(tmp / "sets.json")
+    return Case({"analyze": [str(tmp / "sets.json")]},
+                r"^the manifest .*sets\.json is a FIFO \(named pipe\), not a file$")
+
+
+@case()
+def negative_seed(tmp: Path) -> Case:
+    return analyze(TARGET, DRAFT, "--seed", "-1", expect=r"^--seed must be a whole number ≥ 0, not -1$")
+
+
+@case()
+def option_value_of_the_wrong_type(tmp: Path) -> Case:
+    """click's own refusals are one line too, not its usage text."""
+    return analyze(TARGET, DRAFT, "--skip-ranges", "many",
+                   expect=r"^Invalid value for '--skip-ranges': 'many' is not a valid integer\. \(nsys-cc analyze -h "
+                          r"lists the options\)$")
+
+
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
@@ -500,9 +665,24 @@ def check_one_error_line(name: str, verb: str, tmp_path: Path, monkeypatch: pyte
     if c.patch:
         c.patch(monkeypatch)
     env = {"NSYS_CC_CACHE": str(tmp_path / "cache"), **c.env}
-    with unchanged(*c.reads):
+    with unchanged(*c.reads), bounded(120):
         result = invoke([verb, *c.runs[verb]], env)
     assert_one_error_line(result, c.pattern(verb))
+
+
+@contextlib.contextmanager
+def bounded(seconds: int):
+    """Fail instead of hanging when the code under test waits forever (a FIFO nobody writes, a stuck export)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still waiting after {seconds} s: a wait without a bound")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("name,verb", NSYS_FREE_RUNS)
@@ -906,3 +1086,362 @@ def test_output_naming_a_file_is_one_error_line(tmp_path, verb):
     with unchanged(target, manifest):
         result = invoke([*args, "-o", str(target)], {})
     assert_one_error_line(result, rf"^--output {re.escape(str(target))} is an existing file: .* needs a directory")
+
+
+# -- SQLite side files: committed data in a -wal, a hot -journal ----------------------------------------------------
+def _with_open_writer(src: Path, folder: Path, mode: str, *sql: str) -> Path:
+    """A copy of `src` in `folder`, as a writer that has not finished leaves it: in WAL mode with `sql` committed into
+    the -wal only (`mode` "wal"), or in rollback mode with `sql` half done (`mode` "journal": pages already written
+    into the file, the originals in a hot -journal). The files are copied while the writer still holds them."""
+    work = folder.parent / f"{folder.name}-writer"
+    work.mkdir()
+    db = shutil.copyfile(src, work / src.name)
+    con = sqlite3.connect(db, isolation_level=None)
+    try:
+        if mode == "wal":
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA wal_autocheckpoint=0")
+            con.execute("BEGIN")
+            for statement in sql:
+                con.execute(statement)
+            con.execute("COMMIT")
+        else:
+            con.execute("PRAGMA cache_size=1")  # spill changed pages into the file before the commit
+            con.execute("BEGIN")
+            for statement in sql:
+                con.execute(statement)
+        folder.mkdir()
+        for side in ("", "-wal", "-journal"):
+            if Path(f"{db}{side}").exists():
+                shutil.copyfile(f"{db}{side}", folder / f"{src.name}{side}")
+    finally:
+        con.close()
+    return folder / src.name
+
+
+SLOWER_FORWARDS = f"UPDATE NVTX_EVENTS SET end = start + 3 * (end - start) WHERE textId = {FORWARD_NAME_SQL}"
+
+
+def test_committed_data_in_a_wal_file_is_read(tmp_path, reference):
+    """It used to be read without the -wal (an immutable connection ignores it): c differed without a word. The
+    files are unchanged and no -shm appears beside them."""
+    wal = _with_open_writer(TARGET, tmp_path / "wal", "wal", SLOWER_FORWARDS)
+    assert sorted(p.name for p in wal.parent.iterdir()) == [TARGET.name, f"{TARGET.name}-wal"]
+    assert wal.read_bytes()[18:20] == b"\x02\x02"
+    direct = derive(TARGET, tmp_path / "direct.sqlite", SLOWER_FORWARDS)  # the oracle: the same change, in the file
+    expected = c_values(direct, DRAFT)
+    assert expected != reference
+    with unchanged(wal.parent, DRAFT):
+        assert c_values(wal, DRAFT) == expected
+        info = invoke(["info", str(wal), "--format", "json"], {})
+    assert info.exit_code == 0 and json.loads(info.stdout)["sqlite_path"] == str(wal)
+
+
+def test_a_hot_journal_is_rolled_back_not_read_half_done(tmp_path, reference):
+    """A writer stopped mid-transaction left changed pages in the file and the originals in -journal: the committed
+    data is the original, so c is the reference's."""
+    pad = ("CREATE TABLE pad AS WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 20000) "
+           "SELECT i, randomblob(200) AS b FROM r")  # enough changed pages to spill into the file
+    half = _with_open_writer(TARGET, tmp_path / "hot", "journal", SLOWER_FORWARDS, pad)
+    assert (half.parent / f"{TARGET.name}-journal").stat().st_size > 0
+    assert half.read_bytes() != TARGET.read_bytes()  # the half-done change is in the file itself
+    with unchanged(half.parent, DRAFT):
+        assert c_values(half, DRAFT) == reference
+
+
+def test_the_private_copy_goes_with_the_trace(tmp_path):
+    from nsys_cc import open_trace
+
+    wal = _with_open_writer(TARGET, tmp_path / "wal", "wal", SLOWER_FORWARDS)
+    trace = open_trace(wal)
+    copy = trace.sqlite_path
+    assert copy.parent != wal.parent and copy.is_file() and (copy.parent.stat().st_mode & 0o777) == 0o700
+    trace.close()
+    assert not copy.parent.exists()
+
+
+# -- the export cache: private, entries checked, exports bounded in time ---------------------------------------------
+def test_a_hanging_export_is_stopped_with_everything_it_started(tmp_path, monkeypatch):
+    from conftest import processes_mentioning
+    from nsys_cc.errors import ExportError
+
+    report = shutil.copyfile(REPORT, tmp_path / "r.nsys-rep")
+    monkeypatch.setenv("NSYS", str(_hanging_nsys(tmp_path)))
+    monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", "1.5")
+    with unchanged(report), pytest.raises(ExportError, match=r"did not finish within 1\.5 s \(timeout=1\.5\)"):
+        export_mod.export_report(report, cache_dir=tmp_path / "cache")
+    deadline = time.monotonic() + 30  # a killed process takes a moment to be gone; the loop ends when it is
+    while processes_mentioning(f"hanging-export-{tmp_path.name}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_mentioning(f"hanging-export-{tmp_path.name}")
+    assert [p.name for p in (tmp_path / "cache").iterdir()] == []  # no half export left
+
+
+def test_the_export_timeout_has_a_default_and_refuses_nonsense(monkeypatch):
+    monkeypatch.delenv("NSYS_CC_EXPORT_TIMEOUT", raising=False)
+    assert export_mod.export_timeout() == export_mod.DEFAULT_EXPORT_TIMEOUT_S == 1800
+    monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", "0")
+    assert export_mod.export_timeout() is None
+    for bad in ("soon", "-1", "nan"):
+        monkeypatch.setenv("NSYS_CC_EXPORT_TIMEOUT", bad)
+        with pytest.raises(InputError, match="NSYS_CC_EXPORT_TIMEOUT"):
+            export_mod.export_timeout()
+
+
+def test_an_entry_not_made_from_the_report_is_exported_again(tmp_path, reference, nsys_bin):
+    """Entries are checked against the record beside them: one put there by something else (no record), or changed
+    since it was exported, is not read — the report is exported again."""
+    cache = tmp_path / "cache"
+    report = shutil.copyfile(REPORT, tmp_path / "r.nsys-rep")
+    env = {"NSYS_CC_CACHE": str(cache)}
+    with unchanged(report):
+        assert c_values(report, DRAFT, env=env) == reference
+        entry = cache / f"{export_mod.content_hash(REPORT)}.sqlite"
+        record = json.loads(entry.with_suffix(".json").read_text())
+        assert record["report_sha256"] == export_mod.content_hash(REPORT)
+        assert record["sqlite_size"] == entry.stat().st_size
+        for tamper in ("replace", "no record"):
+            shutil.copyfile(DRAFT, entry)  # another trace under the report's name
+            if tamper == "no record":
+                entry.with_suffix(".json").unlink()
+            assert c_values(report, DRAFT, env=env) == reference
+            assert entry.read_bytes()[:16] == b"SQLite format 3\x00" and entry.stat().st_size != DRAFT.stat().st_size
+
+
+# -- names from the file reach SQL quoted ----------------------------------------------------------------------------
+ENDLESS = 't" , (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c) AS z --'
+
+
+@pytest.mark.parametrize("name", ['a"b', ENDLESS, "x'y; DROP TABLE NVTX_EVENTS"])
+def test_a_table_name_is_one_name_whatever_it_holds(tmp_path, reference, name):
+    """`SELECT count(*) FROM "{name}"` made a table named a"b a "corrupt" file, and a crafted name an endless query.
+    Each is counted as the table it is, and the analysis is the untouched trace's."""
+    quoted = '"' + name.replace('"', '""') + '"'
+    odd = derive(TARGET, tmp_path / "odd.sqlite", f"CREATE TABLE {quoted} (v INTEGER)",
+                 f"INSERT INTO {quoted} VALUES (1), (2), (3)", "CREATE TABLE t (v INTEGER)")  # what ENDLESS names
+    assert raw_sql(odd, f"SELECT count(*) FROM {quoted}") == [(3,)]
+    with unchanged(odd, DRAFT), bounded(60):
+        info = invoke(["info", str(odd), "--format", "json"], {})
+        assert info.exit_code == 0, info.stderr
+        assert json.loads(info.stdout)["tables"][name] == 3 and json.loads(info.stdout)["tables"]["t"] == 0
+        assert c_values(odd, DRAFT) == reference
+
+
+# -- live mode: a bad setting never takes the server down ------------------------------------------------------------
+@pytest.mark.vllm
+@pytest.mark.parametrize("value", ["9" * 40, "1e999", "0", "-5", "many"])
+def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch, caplog):
+    """A huge NSYS_CC_LIVE_WINDOW raised OverflowError inside vLLM's API server start (deque maxlen), and the server
+    did not start. Every logger vLLM builds gets the default window; the log says so once."""
+    import logging
+
+    from nsys_cc.live import metrics
+
+    monkeypatch.setenv(metrics.ENV_WINDOW, value)
+    monkeypatch.setattr(metrics, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger="vllm.nsys_cc.live"):
+        loggers = [metrics.LiveStatLogger(None, engine_index=i) for i in range(3)]
+    assert [lg.window.maxlen for lg in loggers] == [metrics.DEFAULT_WINDOW] * 3
+    warnings_ = [r.getMessage() for r in caplog.records if r.name == "vllm.nsys_cc.live"]
+    assert len(warnings_) == 1 and metrics.ENV_WINDOW in warnings_[0] and "using 256" in warnings_[0]
+
+
+# -- no traceback: file names that are not UTF-8, a reader that goes away, Ctrl-C with workers, extremes --------------
+def test_file_names_that_are_not_utf8(tmp_path, reference):
+    """A file name is bytes; one that is not UTF-8 used to end in an internal error (UnicodeEncodeError)."""
+    folder = os.fsencode(tmp_path)
+    target = os.fsdecode(folder + b"/t\xff\xfe.sqlite")
+    shutil.copyfile(TARGET, target)
+    env = {**os.environ, "NSYS_CC_QUIET": "1", "NSYS_CC_CACHE": str(tmp_path / "cache")}
+    env.pop("NSYS_CC_DEBUG", None)
+    with unchanged(tmp_path, DRAFT):
+        ok = subprocess.run([str(NSYS_CC), "analyze", target, str(DRAFT), "--format", "json"], capture_output=True,
+                            env=env, timeout=300)
+        missing = subprocess.run([str(NSYS_CC), "info", os.fsdecode(folder + b"/gone\xff.sqlite")],
+                                 capture_output=True, env=env, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    drafts = [m["name"] for m in doc["models"]][1:]
+    assert {(drafts.index(c["draft"]), c["phase"], c["metric"]): c["c"] for c in doc["coefficients"]} == reference
+    assert doc["models"][0]["name"] == "t??"
+    assert doc["models"][0]["path"] == target  # written as the escape \udcff, read back as the same name
+    assert missing.returncode == 2 and missing.stdout == b""
+    line = missing.stderr.decode("utf-8", "replace").splitlines()
+    assert len(line) == 1 and line[0].startswith("nsys-cc: error: ") and "no such file" in line[0], line
+
+
+@pytest.mark.parametrize("args", [
+    ["analyze", str(TARGET), str(DRAFT), "--format", "json"],
+    ["info", str(TARGET)],
+    ["ranges", str(TARGET)],
+    ["speedup", "--c", "0.2", "--acceptance", "0.1,0.5,0.9"],
+])
+def test_a_reader_that_goes_away_ends_the_command_quietly(args):
+    """`nsys-cc … | head -1`: the reader closes the pipe; the command stops with no message and exit status 141
+    (128 + SIGPIPE), as Unix tools do — it used to print an internal error (BrokenPipeError)."""
+    read, write = os.pipe()
+    os.close(read)
+    env = {**os.environ, "NSYS_CC_QUIET": "1"}
+    env.pop("NSYS_CC_DEBUG", None)
+    try:
+        done = subprocess.run([str(NSYS_CC), *args], stdout=write, stderr=subprocess.PIPE, text=True, env=env,
+                              timeout=300)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, "")
+
+
+def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
+    """SIGINT reaches every process of the terminal's group; the workers used to print a traceback each. Now the
+    parent alone answers (one line, exit 130) and no worker is left."""
+    from conftest import processes_mentioning
+
+    marker = f"ctrl-c-{tmp_path.name}"
+    manifest = tmp_path / f"{marker}.json"
+    manifest.write_text(json.dumps([{"name": f"set-{i}", "target": str(TARGET), "drafts": [str(DRAFT)]}
+                                    for i in range(60)]))
+    env = {**os.environ, "NSYS_CC_PROGRESS": "1"}
+    env.pop("NSYS_CC_QUIET", None)
+    env.pop("NSYS_CC_DEBUG", None)
+    proc = subprocess.Popen([str(NSYS_CC), "analyze", str(manifest), "--jobs", "2"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    err = []
+    deadline = time.monotonic() + 240  # only against a hang: the loop ends once the first set is done
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        err.append(line)
+        if "[set 1/60]" in line or not line:
+            break
+    os.killpg(proc.pid, signal.SIGINT)  # as the terminal does: the whole group
+    out, rest = proc.communicate(timeout=120)
+    stderr = "".join(err) + rest
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.rstrip().splitlines()[-1] == "nsys-cc: interrupted"
+    deadline = time.monotonic() + 30
+    while processes_mentioning(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not processes_mentioning(marker)
+
+
+def test_speedup_over_a_huge_range_of_gamma_needs_no_array(tmp_path):
+    """`speedup --c 0 --max-gamma 1e9` built an array of 1e9 values (MemoryError, or the OOM killer); the search is
+    now block by block. The answer for γ up to 1e18 is the one found over 1…65536 (the maximum lies far below)."""
+    from nsys_cc.analysis import speedup
+
+    for alpha, c in ((0.8, 0.0), (0.6, 0.05), (0.99, 0.01), (1.0, 0.5), (1.0, 2.0), (0.0, 0.1), (0.9, 1e308)):
+        small = speedup.best_gamma(alpha, c, max_gamma=speedup.SCAN_CHUNK)
+        huge = speedup.best_gamma(alpha, c, max_gamma=10**18)
+        if alpha == 1.0 and c < 1:  # S rises with every γ: the largest searched
+            assert huge == (10**18, pytest.approx((10**18 + 1) / (10**18 * c + 1)))
+        else:
+            assert (int(huge[0]), float(huge[1])) == (int(small[0]), float(small[1])), (alpha, c)
+    for args in (["--c", "0", "--max-gamma", "1e9"], ["--c", "0.01", "--max-gamma", "1000000000000"]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = invoke(["speedup", *args, "--acceptance", "0.8", "--format", "json"], {})
+        assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["best_gamma"] == speedup.best_gamma(0.8, 0.01)[0]
+
+
+def test_a_cost_coefficient_near_the_float_limit_gives_no_numpy_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = invoke(["speedup", "--c", "1e308", "--acceptance", "0.8", "--gamma", "3", "--ci", "1e307,1e308",
+                         "--format", "json"], {})
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["best_gamma"] == 1 and doc["speedup"] == 0.0 and doc["verdict"].startswith("never")
+
+
+# -- numbers that are not what they claim ----------------------------------------------------------------------------
+def _first_forward(column: str, value: str) -> str:
+    return (f"UPDATE NVTX_EVENTS SET int64Value = NULL, {column} = {value} WHERE rowid = (SELECT min(rowid) FROM "
+            f"NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL})")
+
+
+@pytest.mark.parametrize("column, value", [("int64Value", "9223372036854775807"),
+                                           ("int64Value", "-9223372036854775808"),
+                                           ("doubleValue", "9e999"), ("int64Value", "0")])
+def test_a_payload_that_is_no_token_count_is_not_a_prefill(tmp_path, column, value):
+    """int64 max/min or +inf in one forward's payload used to make it a prefill without a word. Now payloads are not
+    used and the phases are those of the same trace without payloads (the oracle), with a note saying why."""
+    odd = derive(TARGET, tmp_path / "odd.sqlite", *unconstrained("NVTX_EVENTS"), _first_forward(column, value))
+    bare = derive(TARGET, tmp_path / "bare.sqlite", "UPDATE NVTX_EVENTS SET int64Value = NULL WHERE textId = "
+                                                     f"{FORWARD_NAME_SQL}")
+    assert raw_sql(odd, f"SELECT count(*) FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL} AND {column} = {value}"
+                   if value != "9e999" else f"SELECT count(*) FROM NVTX_EVENTS WHERE {column} > 1e308") == [(1,)]
+    with unchanged(odd, bare, DRAFT):
+        got = invoke(["analyze", str(odd), str(DRAFT), "--format", "json", "--output-len", "3"], {})
+        want = invoke(["analyze", str(bare), str(DRAFT), "--format", "json", "--output-len", "3"], {})
+    assert got.exit_code == 0 and want.exit_code == 0, got.stderr
+    got_doc, want_doc = json.loads(got.stdout), json.loads(want.stdout)
+    assert got_doc["coefficients"] == want_doc["coefficients"]
+    assert {p: v["count"] for p, v in got_doc["models"][0]["phases"].items()} == \
+        {p: v["count"] for p, v in want_doc["models"][0]["phases"].items()}
+    rule = json.dumps(got_doc["models"][0])
+    assert "1 of 20 forward payloads are not token counts" in rule
+
+
+def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
+    """Every forward row inserted twice: N used to double silently. The c is the untouched trace's; a note says."""
+    doubled = derive(TARGET, tmp_path / "doubled.sqlite", *unconstrained("NVTX_EVENTS"),
+                     f"INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL}")
+    assert raw_sql(doubled, f"SELECT count(*) FROM NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL}") == [(40,)]
+    with unchanged(doubled, DRAFT):
+        assert c_values(doubled, DRAFT) == reference
+        result = invoke(["analyze", str(doubled), str(DRAFT), "--format", "json"], {})
+    doc = json.loads(result.stdout)
+    assert doc["models"][0]["phases"]["all"]["count"] == 12  # 20 forwards − 8 in warm-up, as the untouched trace
+    assert any("dropped 20 duplicated row(s) of 'model_executable()'" in n for n in doc["notes"])
+
+
+def test_many_drafts_give_few_readable_plots(tmp_path):
+    """300 drafts used to give 305 PNGs, some 100 000 px wide. Beyond 8 drafts the plots show the target and the 8
+    drafts of lowest c; report.md says so and every table keeps all of them."""
+    import struct
+
+    from nsys_cc import cost_coefficient
+    from nsys_cc.report import write_report
+    from nsys_cc.report.figures import MAX_PLOTTED_DRAFTS
+
+    drafts = [shutil.copyfile(DRAFT if i % 3 else VLLM / "tiny-llama-draft-xs.sqlite", tmp_path / f"d{i}.sqlite")
+              for i in range(12)]
+    result = cost_coefficient(TARGET, drafts, acceptance=[0.7])
+    # the oracle: the drafts' decode wall-clock c from the coefficients table, lowest first (ties: given order)
+    coef = result.coefficients.query("metric == 'wall' and phase == 'decode'")
+    by_c = sorted(range(12), key=lambda i: (float(coef.set_index("draft").at[f"d{i}", "c"]), i))
+    expected = {f"d{i}" for i in by_c[:MAX_PLOTTED_DRAFTS]}
+    out = tmp_path / "out"
+    write_report(result, out)
+    pngs = sorted(p.name for p in (out / "plots").iterdir())
+    assert {p[len("speedup_"):-4] for p in pngs if p.startswith("speedup_")} == expected
+    assert len(pngs) == MAX_PLOTTED_DRAFTS + 5  # forward times, coefficients, time breakdown, break-even, DSI
+    for png in pngs:
+        width, height = struct.unpack(">II", (out / "plots" / png).read_bytes()[16:24])
+        assert width <= 5000 and height <= 2000, (png, width, height)
+    assert "Note: the plots show 8 of the 12 drafts, those of lowest c" in (out / "report.md").read_text()
+    assert len(set(pd_read(out / "coefficients.csv")["draft"])) == 12
+
+
+def pd_read(path: Path):
+    import pandas as pd
+
+    return pd.read_csv(path)
+
+
+def test_gpu_ops_whose_names_the_export_lacks(tmp_path, public_dir):
+    """Found by the fuzzing: without StringIds every kernel name is missing, which ended in a ValueError (a negative
+    code counted by np.bincount). The ops count under one label; the c are the untouched trace's."""
+    src = public_dir / GPU_TRACE
+    intact = shutil.copyfile(src, tmp_path / "intact.sqlite")
+    nameless = derive(src, tmp_path / "nameless.sqlite", "DROP TABLE StringIds")
+    args = ["--range", "attention_simulation"]
+    with unchanged(intact, nameless):
+        assert c_values(nameless, intact, *args) == c_values(intact, shutil.copyfile(src, tmp_path / "b.sqlite"),
+                                                             *args)
+        from nsys_cc import cost_coefficient
+
+        kernels = cost_coefficient(nameless, intact, range_name="attention_simulation").kernel_summary
+    names = set(kernels.loc[kernels["model"] == "nameless", "name"].astype(str))
+    assert "(name not in the export)" in names

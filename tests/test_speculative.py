@@ -8,6 +8,7 @@ of a run it was not fitted on.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import shutil
@@ -191,11 +192,35 @@ def test_every_figure_matches_the_raw_rows(tiny, by_hand, gamma):
         assert lo <= r[key] <= hi, key
 
 
-def test_tokens_per_step_agrees_with_vllms_own_count(tiny):
-    # Two independent counts of the same thing: the trace's steps per iteration and vLLM's 1 + accepted ÷ drafts.
-    for g in GAMMAS:
-        r = row(tiny, g)
-        assert r["tokens_per_step"] == pytest.approx(r["tokens_per_step_metrics"], rel=0.05)
+KNOWN_ALPHA_RUNS = [("pair-a50", "pair-target-a50", g) for g in GAMMAS] + [("pair-a99", "pair-target", 2)]
+
+
+@pytest.mark.parametrize("folder, target, gamma", KNOWN_ALPHA_RUNS)
+def test_tokens_per_step_agrees_with_vllms_own_count(folder, target, gamma):
+    """On the known-α pair, where accepted drafts make the counts differ from 1: vLLM's 1 + accepted ÷ drafts counts
+    every iteration (warm-up included), the trace's figure the measured iterations only. Over the same steps (every
+    iteration of the trace) the two counts agree exactly up to what vLLM counts and the output drops: tokens accepted
+    past the last one an iteration needs (at most γ per iteration)."""
+    label = f"{folder}/pair-draft.spec-g{gamma}"
+    d = SPEC / folder
+    result = nsys_cc.cost_coefficient(str(d / f"{target}.sqlite"), [str(d / "pair-draft.sqlite"), trace(label)])
+    r = row(result, gamma, "pair-draft")
+    m = metrics(label)
+    drafts, accepted = m["vllm:spec_decode_num_drafts"], m["vllm:spec_decode_num_accepted_tokens"]
+    assert r["tokens_per_step_metrics"] == pytest.approx(1 + accepted / drafts, rel=1e-12)
+    rows = raw_ranges(trace(label))
+    iterations = named(rows, "nsys_cc:warmup") + named(rows, "nsys_cc:iteration")
+    verify = [s for s in named(rows, "nsys_cc:step") if s[3] == gamma + 1]  # batch 1: γ + 1 tokens verified
+    output_len = Raw(trace(f"{folder}/{target}")).forwards_per_iteration()
+    tokens = len(iterations) * (output_len - 1)  # every token after each iteration's prefill
+    assert drafts == len(verify)  # vLLM counts one draft per verify step, the same steps as the trace's
+    assert 0 <= accepted - (tokens - len(verify)) <= gamma * len(iterations)
+    # the trace's figure: the same count over the measured iterations only (medians of their verify steps)
+    run = Raw(trace(label), gamma)
+    per_iter = [sum(1 for s in run.of_kind("verify") if run.iteration_of(s[0]) == i)
+                for i in range(len(run.iterations))]
+    assert r["tokens_per_step"] == pytest.approx((output_len - 1) / statistics.median(per_iter), rel=1e-12)
+    assert r["tokens_per_step"] > 1.3  # accepted drafts: more than a token per step
 
 
 @pytest.mark.parametrize("gamma", GAMMAS)
@@ -225,36 +250,86 @@ def iteration_spread(label: str) -> float:
     return (max(medians) - min(medians)) / 2 / statistics.median(s[1] for s in verify)
 
 
+def line_by_hand(xs, ys):
+    """(intercept, slope) of the least-squares line (statistics.linear_regression); a falling line is the constant
+    through the mean (the documented rule: verifying or drafting more cannot take less time); one x: the mean."""
+    if len(set(xs)) < 2:
+        return statistics.fmean(ys), 0.0
+    slope, intercept = statistics.linear_regression(xs, ys)
+    return (statistics.fmean(ys), 0.0) if slope < 0 else (intercept, slope)
+
+
 def fit_by_hand(points, decode_step):
-    """The contract's StepCostModel fitted on two runs (γ, per-step draft, verify, other) by hand."""
-    (g1, r1, v1, o1), (g3, r3, v3, o3) = points
-    draft = (r1 + r3) / (g1 + g3)  # mean cost of one draft forward over the runs' steps
-    vs = (v3 - v1) / ((g3 + 1) - (g1 + 1))
-    os_ = (o3 - o1) / (g3 - g1)
+    """The README's StepCostModel fitted by hand on runs (γ, per-step draft, verify, other): the draft forward is the
+    runs' draft time per step ÷ γ pooled (Σ draft ÷ Σ γ), verify a line in γ + 1, outside a line in γ. Returns the
+    model's numbers and speedup(α, γ) = E(α, γ) × decode step ÷ step(γ)."""
+    gammas = [p[0] for p in points]
+    draft = sum(p[1] for p in points) / sum(gammas)
+    v0, v1 = line_by_hand([g + 1 for g in gammas], [p[2] for p in points])
+    o0, o1 = line_by_hand(gammas, [p[3] for p in points])
 
     def step(g):
-        return g * draft + v1 + vs * (g + 1 - (g1 + 1)) + o1 + os_ * (g - g1)
+        return g * draft + v0 + v1 * (g + 1) + o0 + o1 * g
 
-    return lambda alpha, g: expected(alpha, g) * decode_step / step(g)
+    model = {"draft_forward_ms": draft, "verify_intercept_ms": v0, "verify_slope_ms": v1, "other_intercept_ms": o0,
+             "other_slope_ms": o1, "decode_step_ms": decode_step}
+    return model, (lambda alpha, g: expected(alpha, g) * decode_step / step(g))
 
 
-def test_forecast_of_gamma_2_fitted_on_gamma_1_and_3_predicts_the_gamma_2_run(tiny, by_hand):
-    h = by_hand
-    predict = fit_by_hand([(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in (1, 3)],
-                          h[1].decode_step_ms)
-    forecast = predict(h[2].alpha, 2)
-    r = row(tiny, 2)
-    assert r["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
+def points(h, gammas):
+    return [(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in gammas]
+
+
+def uncertainty_by_hand(row, label):
+    """A run's relative uncertainty of its median verify step, as the README defines it: the larger of its 95 %
+    interval's half-width (the interval the analysis reports, `step_ms_ci95`) and half the range of its iterations'
+    own medians (recomputed from the raw rows)."""
+    lo, hi = row["step_ms_ci95"]
+    return max((hi - row["step_ms"]) / row["step_ms"], (row["step_ms"] - lo) / row["step_ms"], iteration_spread(label))
+
+
+def held_out_by_hand(result, h, gamma, label_of, draft):
+    """The held-out forecast of run γ (the model fitted on the other γ by hand), its error against the measured
+    speedup, and the tolerance (root sum of squares of the run's and the largest fitted run's uncertainty)."""
+    others = [g for g in sorted(h) if g != gamma]
+    _, predict = fit_by_hand(points(h, others), h[gamma].decode_step_ms)
+    forecast = predict(h[gamma].alpha, gamma)
+    error = forecast / h[gamma].measured - 1
+    tolerance = math.hypot(uncertainty_by_hand(row(result, gamma, draft), label_of(gamma)),
+                           max(uncertainty_by_hand(row(result, g, draft), label_of(g)) for g in others))
+    return others, forecast, error, tolerance
+
+
+# The README's claim ("Forecast", "The check"): each held-out forecast of the tiny pair's fixtures misses by −3.4 %,
+# +2.6 % and −2.9 % (γ = 1, 2, 3, each from the other two), within the runs' own ±7.7 %.
+TINY_README_ERRORS = {1: -0.034, 2: 0.026, 3: -0.029}
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+def test_each_held_out_forecast_of_the_tiny_pair_is_recomputed_and_within_the_runs_precision(tiny, by_hand, gamma):
+    r = row(tiny, gamma)
+    others, forecast, error, tolerance = held_out_by_hand(tiny, by_hand, gamma, spec_label, DRAFT)
+    assert r["predicted_speedup"]["held_out_fit_gammas"] == others
     assert r["predicted_speedup"]["cost_model_held_out"] == pytest.approx(forecast, rel=1e-9)
-    # The check itself: the forecast of a run the model never saw, against that run's measured speedup, within what
-    # the runs' own uncertainty of their median step allows: at least half the range of their iterations' medians
-    # (recomputed here; the step bootstrap can only widen it). Fixtures made on a loaded machine make it wide (their
-    # iterations disagree), quiet ones narrow; the 10 % goal itself is benchmarks/speculative.py's.
-    error = forecast / h[2].measured - 1
     assert r["forecast_error"] == pytest.approx(error, rel=1e-9)
-    spread = {g: iteration_spread(spec_label(g)) for g in GAMMAS}
-    assert r["forecast_tolerance"] >= math.hypot(spread[2], max(spread[1], spread[3])) - 1e-12
-    assert abs(error) <= r["forecast_tolerance"], (forecast, h[2].measured, r["forecast_tolerance"])
+    # The tolerance is recomputed, not only bounded from below: a wider one cannot quietly retire the check.
+    assert r["forecast_tolerance"] == pytest.approx(tolerance, rel=1e-9)
+    assert abs(error) <= tolerance, (forecast, by_hand[gamma].measured, tolerance)
+    assert error == pytest.approx(TINY_README_ERRORS[gamma], abs=5e-4)  # the README's figure, to its 0.1 %
+    assert tolerance <= 0.0775  # the README's ±7.7 %
+
+
+@pytest.mark.parametrize("which", ["tiny", "known-α pair"])
+def test_the_cost_model_is_the_least_squares_fit_of_all_runs_and_gives_the_in_sample_speedups(
+        tiny, by_hand, pair, pair_hand, which):
+    result, h, draft = (tiny, by_hand, DRAFT) if which == "tiny" else (pair[0], pair_hand, "pair-draft")
+    model, predict = fit_by_hand(points(h, GAMMAS), h[1].decode_step_ms)
+    fitted = result.speculative.models[draft]
+    for key, want in model.items():
+        assert getattr(fitted, key) == pytest.approx(want, rel=1e-9, abs=1e-12), key
+    for g in GAMMAS:
+        assert row(result, g, draft)["predicted_speedup"]["cost_model"] == pytest.approx(
+            predict(h[g].alpha, g), rel=1e-9)
 
 
 def test_forecast_list_covers_gamma_1_to_8_at_the_measured_alpha_and_each_given_one(tiny, by_hand):
@@ -318,7 +393,18 @@ def test_a_trace_without_step_ranges_uses_forward_to_forward_steps(tmp_path, tin
     assert any("forward to forward" in n for n in res.speculative.notes)
 
 
-def test_json_has_the_speculative_and_forecast_lists(tiny):
+def hand_forecast(by_hand):
+    """speedup(α, γ) of the model fitted by hand on all three runs, and the best γ in 1…16 at α."""
+    _, predict = fit_by_hand(points(by_hand, GAMMAS), by_hand[1].decode_step_ms)
+
+    def best(alpha):
+        values = [predict(alpha, g) for g in range(1, 17)]
+        return 1 + values.index(max(values)), max(values)
+
+    return predict, best
+
+
+def test_json_has_the_speculative_and_forecast_lists(tiny, by_hand):
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS],
                                  "--acceptance", "0.6", "--format", "json"])
     assert r.exit_code == 0, r.output
@@ -329,23 +415,55 @@ def test_json_has_the_speculative_and_forecast_lists(tiny):
     for e in doc["speculative"]:
         assert keys <= set(e)
         assert {"leviathan", "cost_model", "cost_model_held_out"} <= set(e["predicted_speedup"])
-        assert e["verify_ms"] == pytest.approx(row(tiny, e["gamma"])["verify_ms"])
-    assert {(f["gamma"], f["alpha"]) for f in doc["forecast"]} >= {(g, 0.6) for g in range(1, 9)}
-    assert set(doc["forecast"][0]) >= {"draft", "gamma", "alpha", "speedup"}
+        h = by_hand[e["gamma"]]  # every number of the entry against the raw rows
+        assert e["steps"] == h.steps
+        for key in ("verify_ms", "draft_forward_ms", "other_ms", "step_ms", "decode_step_ms", "tokens_per_step"):
+            assert e[key] == pytest.approx(getattr(h, key), rel=1e-9), key
+        assert e["c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+        assert e["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
+        assert e["predicted_speedup"]["leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
+    predict, best = hand_forecast(by_hand)
+    at = {(f["gamma"], f["alpha"]): f for f in doc["forecast"]}
+    assert set(at) >= {(g, 0.6) for g in range(1, 9)}
+    for g in range(1, 9):
+        assert at[(g, 0.6)]["speedup"] == pytest.approx(predict(0.6, g), rel=1e-9)
+    listed = [predict(0.6, g) for g in range(1, 9)]  # the list flags the best of the γ it lists
+    assert [g for g in range(1, 9) if at[(g, 0.6)]["best"]] == [1 + listed.index(max(listed))]
+    (b,) = [b for b in doc["speculative_best"] if b["alpha"] == 0.6]
+    assert (b["best_gamma"], b["speedup"]) == (best(0.6)[0], pytest.approx(best(0.6)[1], rel=1e-9))
     assert [m["name"] for m in doc["models"]] == [TARGET, DRAFT]  # speculative runs are not drafts
     plain = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), "--format", "json"])
     assert json.loads(plain.stdout)["speculative"] == [] and json.loads(plain.stdout)["forecast"] == []
 
 
-def test_table_shows_measured_and_predicted_side_by_side(tiny):
+def check_line(h, gamma, error, tolerance):
+    others = ",".join(str(g) for g in GAMMAS if g != gamma)
+    forecast = (1 + error) * h.measured
+    return (f"{spec_label(gamma)}: forecast from γ {others} {forecast:.3g}× vs measured {h.measured:.3g}× "
+            f"({error:+.1%}; {'within' if abs(error) <= tolerance else 'outside'} the runs' own ±{tolerance:.1%})")
+
+
+def test_table_shows_measured_and_predicted_side_by_side(tiny, by_hand):
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS]])
     assert r.exit_code == 0, r.output
     for heading in ("Speculative runs:", "Speedup: measured vs predicted:", "Thm 3.8", "Forecast check"):
         assert heading in r.stdout
-    assert f"{spec_label(2)}: forecast from γ 1,3" in r.stdout
+    lines = r.stdout.splitlines()
+    for g in GAMMAS:
+        h = by_hand[g]
+        _, _, error, tolerance = held_out_by_hand(tiny, by_hand, g, spec_label, DRAFT)
+        assert any(line.endswith(check_line(h, g, error, tolerance)) for line in lines), check_line(h, g, error,
+                                                                                                    tolerance)
+        # the speedup table's row: measured, Thm 3.8 and the in-sample fit, each to 3 significant digits
+        (speedup_row,) = [line for line in lines if line.startswith(f"{spec_label(g)} ") and "×" in line]
+        _, predict = fit_by_hand(points(by_hand, GAMMAS), h.decode_step_ms)
+        for v in (h.measured, h.leviathan, predict(h.alpha, g)):
+            assert f"{v:.3g}×" in speedup_row, (v, speedup_row)
 
 
-def test_report_directory_has_the_waterfall_and_heatmap(tiny, tmp_path):
+def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path):
+    import pandas as pd
+
     from nsys_cc.report import write_report
 
     write_report(tiny, tmp_path / "rep")
@@ -355,8 +473,19 @@ def test_report_directory_has_the_waterfall_and_heatmap(tiny, tmp_path):
         assert (tmp_path / "rep" / "plots" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     doc = json.loads((tmp_path / "rep" / "report.json").read_text())
     assert len(doc["speculative"]) == 3 and doc["forecast"]
-    assert (tmp_path / "rep" / "speculative.csv").exists()
-    assert "**Speedup: measured vs predicted**" in (tmp_path / "rep" / "report.md").read_text()
+    for e in doc["speculative"]:
+        assert e["measured_speedup"] == pytest.approx(by_hand[e["gamma"]].measured, rel=1e-9)
+    table = pd.read_csv(tmp_path / "rep" / "speculative.csv").set_index("gamma")
+    for g in GAMMAS:
+        h = by_hand[g]
+        assert table.at[g, "c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+        assert table.at[g, "step_ms"] == pytest.approx(h.step_ms, rel=1e-9)
+    dec = pd.read_csv(tmp_path / "rep" / "speculative_decomposition.csv")
+    measured = dec[dec["part"] == "measured"].set_index("gamma")["after"]
+    assert {g: measured[g] for g in GAMMAS} == {g: pytest.approx(by_hand[g].measured, rel=1e-9) for g in GAMMAS}
+    md = (tmp_path / "rep" / "report.md").read_text()
+    assert "**Speedup: measured vs predicted**" in md
+    assert f"| {spec_label(2)} | 2 | 0 | {by_hand[2].measured:.3g}× [" in md
 
 
 def test_spec_metrics_flag_must_name_a_given_trace():
@@ -437,36 +566,55 @@ def test_known_alpha_pair_figures_match_the_raw_rows(pair):
             1 + m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_drafts"], rel=1e-12)
 
 
-def test_known_alpha_pair_forecasts_gamma_2_and_the_other_knob(pair):
-    fit, knob = pair
-    entries = {g: row(fit, g, "pair-draft") for g in GAMMAS}
-    # γ = 2 from γ = 1 and 3: the analysis's own held-out check
-    r2 = entries[2]
-    assert r2["predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
-    # The bar: issue 12's goal (within 10 % of the measured speedup), or the runs' own precision where that is wider
-    # (fixtures made on a loaded machine). The known-α pair's runs sample tokens, so its steps vary more than the
-    # tiny pair's (which is held to its runs' precision alone, above).
-    assert abs(r2["forecast_error"]) <= max(FORECAST_GOAL, r2["forecast_tolerance"])
-    # the other knob (same shapes, α ≈ 0.99): the γ = 1, 3 model of the α ≈ 0.5 target, at the knob run's own α
+def pair_label(gamma: int) -> str:
+    return f"{PAIR_FIT}/pair-draft.spec-g{gamma}"
+
+
+@pytest.fixture(scope="module")
+def pair_hand() -> dict:
+    """The α ≈ 0.5 target's runs by hand (`Measured`), by γ."""
     plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
     draft_plain = Raw(trace(f"{PAIR_FIT}/pair-draft"))
-    h = {g: Measured(plain, draft_plain, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)}
-    predict = fit_by_hand([(g, h[g].draft_step_ms, h[g].verify_ms, h[g].other_ms) for g in (1, 3)],
-                          h[1].decode_step_ms)
-    k = Measured(Raw(trace(f"{PAIR_KNOB}/pair-target")), Raw(trace(f"{PAIR_KNOB}/pair-draft")),
-                 f"{PAIR_KNOB}/pair-draft.spec-g2")
-    forecast = predict(k.alpha, 2)
-    # measured against its own plain target (same shape); the decode steps of the two plain runs differ only by noise
-    error = forecast * k.decode_step_ms / h[1].decode_step_ms / k.measured - 1
+    return {g: Measured(plain, draft_plain, pair_label(g)) for g in GAMMAS}
 
-    def unc(res, g, label):
-        e = row(res, g, "pair-draft")
-        lo, hi = e["step_ms_ci95"]
-        return max((hi - e["step_ms"]) / e["step_ms"], (e["step_ms"] - lo) / e["step_ms"], iteration_spread(label))
 
-    tolerance = math.hypot(unc(knob, 2, f"{PAIR_KNOB}/pair-draft.spec-g2"),
-                           max(unc(fit, g, f"{PAIR_FIT}/pair-draft.spec-g{g}") for g in (1, 3)))
-    assert abs(error) <= max(FORECAST_GOAL, tolerance), (forecast, k.measured, tolerance)
+# The README's claim: the known-α pair's held-out forecasts miss by −6.9 %, +6.5 % and −3.7 % (γ = 1, 2, 3), against
+# the runs' own ±5.7 %; the tests hold them to issue 12's goal of 10 %.
+PAIR_README_ERRORS = {1: -0.069, 2: 0.065, 3: -0.037}
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+def test_known_alpha_pair_held_out_forecasts_are_within_10_percent(pair, pair_hand, gamma):
+    fit, _ = pair
+    r = row(fit, gamma, "pair-draft")
+    others, forecast, error, tolerance = held_out_by_hand(fit, pair_hand, gamma, pair_label, "pair-draft")
+    assert r["predicted_speedup"]["held_out_fit_gammas"] == others
+    assert r["predicted_speedup"]["cost_model_held_out"] == pytest.approx(forecast, rel=1e-9)
+    assert r["forecast_error"] == pytest.approx(error, rel=1e-9)
+    assert r["forecast_tolerance"] == pytest.approx(tolerance, rel=1e-9)
+    # The goal itself, whatever the runs' precision says (the known-α pair's runs sample tokens, so their steps vary
+    # more than the tiny pair's: the README reports two of the three outside that precision, all within 10 %).
+    assert abs(error) <= FORECAST_GOAL, (forecast, r["measured_speedup"])
+    assert error == pytest.approx(PAIR_README_ERRORS[gamma], abs=5e-4)
+    assert tolerance == pytest.approx(0.057, abs=1e-3)  # the README's ±5.7 % (5.6 % at γ = 3)
+
+
+def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):
+    """The model the library fitted on the α ≈ 0.5 target's runs (γ = 1, 2, 3) forecasts the other knob (same shapes,
+    α ≈ 0.99) at γ = 2, at that run's own α and against its own plain decode step: within 10 % of what it measured."""
+    fit, knob = pair
+    model = fit.speculative.models["pair-draft"]
+    k = row(knob, 2, "pair-draft")
+    assert k["alpha"] > 0.95
+    forecast = float(dataclasses.replace(model, decode_step_ms=k["decode_step_ms"]).speedup(k["alpha"], 2))
+    # the same by hand, from the α ≈ 0.5 runs' raw rows and the knob's own plain run
+    h = pair_hand
+    kh = Measured(Raw(trace(f"{PAIR_KNOB}/pair-target")), Raw(trace(f"{PAIR_KNOB}/pair-draft")),
+                  f"{PAIR_KNOB}/pair-draft.spec-g2")
+    _, predict = fit_by_hand(points(h, GAMMAS), kh.decode_step_ms)
+    assert forecast == pytest.approx(predict(kh.alpha, 2), rel=1e-9)
+    assert k["measured_speedup"] == pytest.approx(kh.measured, rel=1e-9)
+    assert abs(forecast / kh.measured - 1) <= FORECAST_GOAL, (forecast, kh.measured)
 
 
 def test_profile_analyses_its_speculative_runs_in_place(tmp_path):

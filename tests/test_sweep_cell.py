@@ -114,7 +114,7 @@ def test_force_redoes_a_cell_once_per_sweep_not_on_its_retry(tmp_path, fake):
 
 def test_options_this_profile_lacks_fail_the_cell_with_a_clear_reason(tmp_path, fake):
     spec = SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(1, 3))
-    result = sweep(spec, [Cell(1, 8), Cell(2, 8, target_tp=2)])
+    result = sweep(spec, [Cell(1, 8), Cell(2, 8, target_tp=1)])
     assert fake.calls == []
     assert [c.status for c in result.cells] == ["failed", "failed"]
     assert "speculate is not supported" in result.cells[0].reason  # the library's parameter name, not a flag
@@ -173,3 +173,53 @@ def test_a_complete_sweep_rerun_with_a_scheduler_needs_no_cluster(tmp_path, fake
     # Nothing listens on port 1: reaching for the cluster would fail; every cell is kept without it.
     result = sweep(spec, cells([1, 2], [8]), scheduler="tcp://127.0.0.1:1")
     assert [c.status for c in result.cells] == ["resumed", "resumed"] and len(fake.calls) == 2
+
+
+def test_the_sweep_cli_exits_130_on_ctrl_c_after_writing_the_completed_cells(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from nsys_cc.cli import cli
+
+    fake = FakeProfile()
+
+    def interrupted_on_the_second(*args, **kwargs):
+        if len(fake.calls) == 1:
+            fake.calls.append({})
+            raise KeyboardInterrupt
+        return fake(*args, **kwargs)
+
+    monkeypatch.setattr(launcher, "profile", interrupted_on_the_second)
+    out = tmp_path / "sw"
+    done = CliRunner().invoke(cli, ["sweep", "--target", "T", "--draft", "D", "--batch-size", "1,2,4", "--input-len",
+                                    "8", "-o", str(out)])
+    assert done.exit_code == 130
+    assert done.stderr.strip().splitlines()[-1] == "nsys-cc: interrupted"
+    assert set(pd.read_csv(out / "sweep.csv")["cell"]) == {"bs1-in8"}
+    status = {c["cell"]: c["status"] for c in json.loads((out / "cells.json").read_text())["cells"]}
+    assert status == {"bs1-in8": "done", "bs2-in8": "interrupted", "bs4-in8": "not run"}
+
+
+def test_the_sweep_dry_run_shows_each_cells_ranks_and_speculative_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from nsys_cc.cli import cli
+
+    def blocks(*args):
+        done = CliRunner().invoke(cli, ["sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs",
+                                        "--device", "cpu", "--dry-run", "-o", str(tmp_path / "sw"), *args])
+        assert done.exit_code == 0, done.output
+        cells_out = {}
+        for part in done.stdout.split("## cell ")[1:]:
+            cells_out[part.split(":")[0]] = part
+        return cells_out
+
+    ranks = blocks("--target-tp", "1,2")
+    assert set(ranks) == {"bs1-in128-tp1", "bs1-in128-tp2"}
+    assert "--tensor-parallel-size" not in ranks["bs1-in128-tp1"]
+    assert "# target tiny-llama-target.tp2 (CPU)" in ranks["bs1-in128-tp2"]
+    assert "--tensor-parallel-size 2 --distributed-executor-backend mp" in ranks["bs1-in128-tp2"]
+    (spec,) = blocks("--speculate", "1,3").values()
+    for g in (1, 3):
+        assert f"# speculative tiny-llama-draft-xs.spec-g{g}" in spec
+        assert f'"num_speculative_tokens":{g}' in spec
+    assert not (tmp_path / "sw").exists()  # a dry run creates nothing

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import threading
 import time
+from io import StringIO
 from pathlib import Path
 
 import pandas as pd
@@ -181,3 +182,142 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
     reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
     assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))
+
+
+# ---- the GPU=1 resource, the sweep CLI's --scheduler, and a worker lost while analysing ---------------------------
+
+
+@pytest.fixture()
+def threads_cluster():
+    """Two in-process workers with two threads and one GPU resource each: a stand-in cell task (monkeypatched here)
+    runs on them; what the test checks is where and when the scheduler runs the cells."""
+    import distributed
+
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=False, resources={"GPU": 1},
+                                  dashboard_address=None) as c:
+        yield c
+
+
+def _recording_cell_task(log: Path, hold_s: float):
+    """A cell task that runs the cell here with the test_sweep_cell stand-in for `profile`, after holding its slot
+    for `hold_s`; appends (cell, worker, start, end) to the JSON-lines file `log` (the task is pickled to the worker,
+    so it reports through a file)."""
+    def task(spec_doc: dict):
+        from distributed import get_worker
+        from test_sweep_cell import FakeProfile
+
+        from nsys_cc.sweep.cell import run_cell
+        from nsys_cc.sweep.grid import CellSpec
+
+        spec = CellSpec.from_dict(spec_doc)
+        start = time.monotonic()
+        time.sleep(hold_s)
+        outcome = run_cell(spec, profile=FakeProfile())
+        with open(log, "a") as fh:
+            fh.write(json.dumps([spec.name, get_worker().address, start, time.monotonic()]) + "\n")
+        return outcome
+
+    return task
+
+
+def _seen(log: Path) -> list:
+    return [tuple(json.loads(line)) for line in log.read_text().splitlines()] if log.is_file() else []
+
+
+def test_the_gpu_resource_keeps_two_profiles_off_one_gpu(threads_cluster, tmp_path, monkeypatch):
+    """Each worker has two threads but one GPU: it never runs two cells at once; the workers share the cells."""
+    from nsys_cc.sweep import cluster as cluster_mod
+
+    log = tmp_path / "cells.jsonl"
+    monkeypatch.setattr(cluster_mod, "profile_cell_task", _recording_cell_task(log, 1.0))
+    result = sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), cells([1, 2, 4, 8], [8]),
+                   scheduler=threads_cluster.scheduler_address)
+    seen = _seen(log)
+    assert [c.status for c in result.cells] == ["done"] * 4
+    assert sorted(name for name, *_ in seen) == ["bs1-in8", "bs2-in8", "bs4-in8", "bs8-in8"]
+    for worker in {w for _, w, *_ in seen}:
+        spans = sorted((s, e) for _, w, s, e in seen if w == worker)
+        assert all(e <= s2 for (_, e), (s2, _) in zip(spans, spans[1:])), (worker, spans)  # one cell at a time
+    assert len({w for _, w, *_ in seen}) == 2  # and both GPUs were used
+
+
+def test_the_sweep_cli_runs_its_cells_on_the_scheduler(threads_cluster, tmp_path, monkeypatch):
+    from nsys_cc.sweep import cluster as cluster_mod
+
+    log = tmp_path / "cells.jsonl"
+    monkeypatch.setattr(cluster_mod, "profile_cell_task", _recording_cell_task(log, 0.0))
+    out = tmp_path / "sw"
+    done = CliRunner().invoke(cli, ["sweep", "--target", "T", "--draft", "D", "--batch-size", "1,4", "--input-len",
+                                    "8", "-o", str(out), "--scheduler", threads_cluster.scheduler_address,
+                                    "--format", "csv"])
+    assert done.exit_code == 0, done.output
+    assert "2 cells sent to the Dask scheduler" in done.stderr
+    workers = set(threads_cluster.scheduler_info["workers"])
+    seen = _seen(log)
+    assert sorted(name for name, *_ in seen) == ["bs1-in8", "bs4-in8"] and {w for _, w, *_ in seen} <= workers
+    table = pd.read_csv(out / "sweep.csv")
+    # the stand-in's c: batch size / 100 in prefill, input length / 10000 in decode
+    assert sorted(table.loc[table["phase"] == "prefill", "c"]) == pytest.approx([0.01, 0.04])
+    assert (table.loc[table["phase"] == "decode", "c"] == 0.0008).all()
+    assert (out / "bs4-in8" / "cell.json").is_file()
+
+
+def _slow_down_sets_named_slow():
+    """Run on each worker: the analysis of a set whose name starts with "slow" first sleeps 6 s (time to lose its
+    worker mid-task); any other set is analysed as usual."""
+    import time as _time
+
+    from nsys_cc.sweep import table as _table
+
+    if getattr(_table, "_slowed_for_test", False):
+        return
+    original = _table.analyse_set
+
+    def analyse_set(trace_set, *args, **kwargs):
+        if trace_set.name.startswith("slow"):
+            _time.sleep(6.0)
+        return original(trace_set, *args, **kwargs)
+
+    _table.analyse_set = analyse_set
+    _table._slowed_for_test = True
+
+
+def test_a_worker_lost_during_analyze_scheduler_reruns_its_set(cluster, tmp_path):
+    import distributed
+
+    rel = os.path.relpath(VLLM_FIXTURES, tmp_path)
+    path = tmp_path / "sets.csv"
+    path.write_text("name,target,drafts\n"
+                    f"slow-xs,{rel}/{TARGET}.sqlite,{rel}/{DRAFT}.sqlite\n"
+                    f"s,{rel}/{TARGET}.sqlite,{rel}/tiny-llama-draft-s.sqlite\n")
+    killed: dict = {}
+    with distributed.Client(cluster.scheduler_address) as client:
+        client.run(_slow_down_sets_named_slow)
+        pids = client.run(os.getpid)
+
+        def kill_the_worker_analysing_the_slow_set():
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                for worker, keys in client.processing().items():
+                    if any("nsys-cc-analyse-slow-xs" in str(k) for k in keys):
+                        time.sleep(1.0)  # inside its 6 s
+                        os.kill(pids[worker], signal.SIGKILL)
+                        killed.update(worker=worker, pid=pids[worker])
+                        return
+                time.sleep(0.1)
+
+        killer = threading.Thread(target=kill_the_worker_analysing_the_slow_set)
+        killer.start()
+        try:
+            done = CliRunner().invoke(cli, ["analyze", str(path), "--format", "csv", "--scheduler",
+                                            cluster.scheduler_address])
+        finally:
+            killer.join()
+    assert killed, "the slow set was never seen running"
+    assert done.exit_code == 0, done.output
+    table = pd.read_csv(StringIO(done.stdout))
+    attempts = table.groupby("cell")["attempts"].first().to_dict()
+    assert attempts == {"slow-xs": 2, "s": 1}  # the lost attempt is counted, the other set's is not
+    local = analyse_many(read_manifest(path), jobs=1).table
+    cols = ["cell", "draft", "phase", "metric", "c", "ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(table[cols], local[cols], check_dtype=False, rtol=1e-6)

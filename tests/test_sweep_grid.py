@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
+from io import StringIO
 from pathlib import Path
 
 import pandas as pd
@@ -145,20 +147,49 @@ def test_cli_bad_lists_get_one_error_line():
     assert len(done.stderr.strip().splitlines()) == 1
 
 
-def test_speculative_traces_in_a_manifest_need_the_in_place_analysis(tmp_path):
-    from nsys_cc.sweep.table import analyse_set, has_in_place_analysis
+def in_place_c_by_hand(path: Path, gamma: int) -> float:
+    """Median draft forward inside the verify steps ÷ median verify forward, outside warm-up, from the raw rows: a
+    verify step is an `nsys_cc:step` range of payload γ + 1 (batch 1), its forwards the ranges that start in it."""
+    import sqlite3
+    import statistics
 
-    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        rows = db.execute("SELECT coalesce(e.text, s.value), e.start, e.end, e.int64Value FROM NVTX_EVENTS e "
+                          "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59").fetchall()
+    warm = [(a, b) for n, a, b, _ in rows if n == "nsys_cc:warmup"]
+    steps = [(a, b) for n, a, b, p in rows if n == "nsys_cc:step" and p == gamma + 1
+             and not any(w0 <= a <= w1 for w0, w1 in warm)]
+
+    def inside(name):
+        return [(b - a) / 1e6 for n, a, b, _ in rows if n == name and any(s0 <= a <= s1 for s0, s1 in steps)]
+
+    return statistics.median(inside("draft_model_executable()")) / statistics.median(inside("model_executable()"))
+
+
+def test_speculative_traces_in_a_manifest_are_analysed_in_place(tmp_path):
+    spec = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
+    rel = Path(os.path.relpath(spec, tmp_path))
     path = tmp_path / "m.json"
-    path.write_text(json.dumps([{"name": "s", "target": str(vllm / "tiny-llama-target.sqlite"),
-                                 "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")],
-                                 "speculative": "runs/d.spec-g1.sqlite; runs/d.spec-g3.sqlite"}]))
+    path.write_text(json.dumps([{"name": "s", "target": str(rel / "tiny-llama-target.sqlite"),
+                                 "drafts": [str(rel / "tiny-llama-draft-xs.sqlite")],
+                                 "speculative": f"{rel}/tiny-llama-draft-xs.spec-g1.sqlite; "
+                                                f"{rel}/tiny-llama-draft-xs.spec-g3.sqlite"}]))
     (s,) = read_manifest(path)
-    assert s.speculative == (str(tmp_path / "runs" / "d.spec-g1.sqlite"), str(tmp_path / "runs" / "d.spec-g3.sqlite"))
+    assert s.speculative == tuple(str(spec / f"tiny-llama-draft-xs.spec-g{g}.sqlite") for g in (1, 3))
     assert read_manifest(write_manifest([s], tmp_path / "again.json")) == [s]
-    if not has_in_place_analysis():
-        with pytest.raises(InputError, match="speculative .*analysis"):
-            analyse_set(s)
+    done = nsys_cc("analyze", str(path), "--format", "csv")
+    assert done.exit_code == 0, done.stderr
+    table = pd.read_csv(StringIO(done.stdout))
+    assert (table["cell"] == "s").all()
+    rows = table[table["gamma"].notna()].set_index("gamma")
+    assert sorted(rows.index) == [1, 3]  # one row per speculative run of the manifest
+    for g in (1, 3):
+        r = rows.loc[g]
+        assert (r["draft"], r["phase"], r["metric"]) == ("tiny-llama-draft-xs", "decode", "wall")
+        want = in_place_c_by_hand(spec / f"tiny-llama-draft-xs.spec-g{g}.sqlite", g)
+        assert r["c"] == pytest.approx(want, rel=1e-6)  # the CSV writes six significant digits or more
+        assert r["ci_low"] <= r["c"] <= r["ci_high"]
+    assert not table[table["gamma"].isna()].empty  # the plain rows beside them
 
 
 def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is_one_line(tmp_path, monkeypatch):

@@ -18,15 +18,15 @@ SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
 DRAFT = "tiny-llama-draft-xs"
 
 
-def _median_ms(path: Path, name: str, max_payload: int) -> float:
-    """Median duration (ms) of the `name` ranges with a payload of at most `max_payload` tokens, outside warm-up,
-    straight from the export."""
+def _median_ms(path: Path, name: str, max_payload: int, min_payload: int = 0) -> float:
+    """Median duration (ms) of the `name` ranges with a payload of `min_payload`…`max_payload` tokens, outside
+    warm-up, straight from the export."""
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         rows = db.execute(
             "SELECT e.start, e.end FROM NVTX_EVENTS e JOIN StringIds s ON s.id = e.textId "
-            "WHERE s.value = ? AND e.int64Value <= ? AND NOT EXISTS (SELECT 1 FROM NVTX_EVENTS w JOIN StringIds ws "
-            "ON ws.id = w.textId WHERE ws.value = 'nsys_cc:warmup' AND e.start >= w.start AND e.start < w.end)",
-            (name, max_payload)).fetchall()
+            "WHERE s.value = ? AND e.int64Value BETWEEN ? AND ? AND NOT EXISTS (SELECT 1 FROM NVTX_EVENTS w "
+            "JOIN StringIds ws ON ws.id = w.textId WHERE ws.value = 'nsys_cc:warmup' AND e.start >= w.start "
+            "AND e.start < w.end)", (name, min_payload, max_payload)).fetchall()
     return statistics.median((end - start) / 1e6 for start, end in rows)
 
 
@@ -55,3 +55,11 @@ def test_plain_rows_keep_an_empty_gamma(table):
     plain = table[table["gamma"].isna()]
     assert not plain.empty and set(plain["phase"]) >= {"prefill", "decode"}
     assert (plain["cell"] == "bs1-in128").all() and (plain["batch_size"] == 1).all()
+    # The plain c of the two separate runs (Def. 3.7): median draft forward ÷ median target forward of the phase
+    # (batch 1: 128 prompt tokens in the prefill forward, 1 in a decode forward), straight from the exports.
+    assert set(plain["draft"]) == {DRAFT} and set(plain["metric"]) == {"wall"}
+    for phase, tokens in (("prefill", 128), ("decode", 1)):
+        (c,) = plain.loc[plain["phase"] == phase, "c"]
+        want = (_median_ms(SPEC / f"{DRAFT}.sqlite", "model_executable()", tokens, tokens)
+                / _median_ms(SPEC / "tiny-llama-target.sqlite", "model_executable()", tokens, tokens))
+        assert c == pytest.approx(want, rel=1e-9), phase

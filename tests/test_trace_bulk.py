@@ -76,8 +76,8 @@ def test_engines_agree_when_tables_are_split_across_threads(graphs_export, monke
     batches = bulk._arrow_batches
     monkeypatch.setattr(bulk, "_arrow_batches", lambda uri, sql: queries.append(sql) or batches(uri, sql))
     _assert_same(graphs_export, monkeypatch)
-    kernel_parts = [q for q in queries if "FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid >=" in q]
-    nvtx_parts = [q for q in queries if "FROM NVTX_EVENTS WHERE rowid >=" in q]
+    kernel_parts = [q for q in queries if 'FROM "CUPTI_ACTIVITY_KIND_KERNEL" WHERE rowid >=' in q]  # names quoted
+    nvtx_parts = [q for q in queries if 'FROM "NVTX_EVENTS" WHERE rowid >=' in q]
     assert len(kernel_parts) >= 3 and len(kernel_parts) % 3 == 0
     assert len(nvtx_parts) >= 3 and len(nvtx_parts) % 3 == 0  # ranges with names and a WHERE, split too
 

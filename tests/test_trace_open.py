@@ -106,10 +106,12 @@ def test_report_is_exported_once_and_reused(report, nvtx_fixture, cache_dir, mon
             raise AssertionError("nsys ran again although the export is cached")
 
         monkeypatch.setattr(export_mod.subprocess, "run", no_nsys)
+        monkeypatch.setattr(export_mod.subprocess, "Popen", no_nsys)
         with open_trace(report) as t:
             assert t.sqlite_path == first and len(t.nvtx_ranges()) == len(ranges)
         assert first.stat().st_mtime_ns == mtime
-        assert [p.name for p in cache_dir.iterdir()] == [first.name]
+        # the export and the record beside it of what it was made from
+        assert sorted(p.name for p in cache_dir.iterdir()) == [first.with_suffix(".json").name, first.name]
 
 
 def test_concurrent_exports_of_one_report(report, cache_dir, nsys_bin):
@@ -127,7 +129,7 @@ def test_concurrent_exports_of_one_report(report, cache_dir, nsys_bin):
     for t in threads:
         t.join()
     assert not errors and len(set(results)) == 1
-    assert [p.name for p in cache_dir.iterdir()] == [results[0].name]
+    assert sorted(p.name for p in cache_dir.iterdir()) == [results[0].with_suffix(".json").name, results[0].name]
     assert raw_sql(results[0], "SELECT count(*) FROM NVTX_EVENTS")[0][0] > 0
 
 
@@ -142,7 +144,7 @@ def test_temporaries_left_by_killed_exports_are_cleaned_up(report, cache_dir, ns
     day = 24 * 3600
     os.utime(stale, (stale.stat().st_atime - day - 60, stale.stat().st_mtime - day - 60))
     out = export_mod.export_report(report, cache_dir=cache_dir)
-    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([out.name, fresh.name])
+    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([out.name, out.with_suffix(".json").name, fresh.name])
 
 
 def test_old_public_report_exports(public_dir, cache_dir, nsys_bin):

@@ -35,6 +35,7 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .. import inputs
 from ..errors import InputError
 
 DUMP_FORMAT = "nsys_cc.vllm_metrics"
@@ -196,15 +197,11 @@ def dump_metrics(metrics, path: str | os.PathLike) -> None:
 
 def load(path: str | os.PathLike, model: str | None = None) -> AcceptanceStats:
     """Acceptance statistics from a dump written by `dump_metrics`."""
+    data = inputs.read_bytes(path, "metrics dump")  # a regular file only: a FIFO would wait forever
     try:
-        with open(path, encoding="utf-8") as fh:
-            doc = json.load(fh)
-    except FileNotFoundError:
-        raise InputError(f"metrics dump not found: {os.fspath(path)}") from None
-    except OSError as exc:
-        raise InputError(f"cannot read the metrics dump {os.fspath(path)}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InputError(f"{os.fspath(path)} is not a JSON metrics dump ({exc})") from None
+        doc = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, nested beyond reason
+        raise InputError(f"{os.fspath(path)} is not a JSON metrics dump ({str(exc)[:200]})") from None
     if not isinstance(doc, dict):
         raise InputError(f"{os.fspath(path)} is not an nsys_cc metrics dump (expected a JSON object)")
     if doc.get("version") != DUMP_VERSION and doc.get("format") == DUMP_FORMAT:

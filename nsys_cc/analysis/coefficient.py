@@ -99,6 +99,11 @@ def load_model(
                                          param="range_name")
             raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
         matched = by_start(ranges[hit])
+        # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
+        # double the count. Kept once, and said.
+        twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+        if twice.any():
+            matched = matched[~twice]
         has_cuda = bool(trace.has_cuda)
         forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
         forwards, ranks = rank_mod.group_steps(trace, forwards)
@@ -110,6 +115,9 @@ def load_model(
         if unclosed.any():
             warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
                           "ended)")
+        if twice.any():
+            warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
+                          "start and end as another row: each range counted once)")
         if not forwards["kept"].any():
             if (~warm).any():
                 raise RangeNotFoundError(
@@ -145,6 +153,13 @@ def load_model(
                              has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                              op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                              speculative=spec_mod.draft_range_of(ranges) is not None)
+
+
+def check_seed(seed) -> int:
+    """`seed` when it can seed the bootstrap (a whole number ≥ 0, as NumPy takes it); else InputError naming it."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise InputError(f"seed must be a whole number ≥ 0, not {seed!r}", param="seed")
+    return int(seed)
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -390,14 +405,18 @@ def cost_coefficient(
         raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
     if output_len is not None and output_len < 1:
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     labels = model_names(paths, names)
     ranges = _range_names(range_name, paths, labels)
     sc = _scopes(scopes, len(paths))
     _check_distinct(paths, ranges, sc)
-    is_spec = [i > 0 and sc[i] is None and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
-    spec_runs = [(p, n, r) for p, n, r, s in zip(paths, labels, ranges, is_spec) if s]
+    by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+    with_model = [i > 0 and sc[i] is None and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
+    is_spec = [m or (i > 0 and sc[i] is None and spec_mod.proposes_without_model(p, by_path.get(os.path.realpath(p))))
+               for i, (p, m) in enumerate(zip(paths, with_model))]
+    spec_runs = [(p, n, r, m) for p, n, r, s, m in zip(paths, labels, ranges, is_spec, with_model) if s]
     plain = [(p, n, r, c) for p, n, r, c, s in zip(paths, labels, ranges, sc, is_spec) if not s]
     models = [
         load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
@@ -420,7 +439,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain: list[tuple]
               spec_metrics: Mapping[str, PathLike] | None,
               alpha_cis: list[tuple[float, float] | None] | None = None) -> CostCoefficientResult:
     """The result from the loaded models (`plain`: (path, label, range, scope) of each; `spec_runs`: (path, label,
-    range) of the speculative traces)."""
+    range, whether it has draft-model forwards) of the speculative traces)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
     notes = [*_model_notes(models), *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
@@ -429,11 +448,15 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain: list[tuple]
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
+    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
+        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
+                         "measured in place against a plain target on one process (give one, or leave the "
+                         "speculative traces out)")
     if spec_runs:
         by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
         draft_labels = [m.name for m in models[1:]]
-        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels), r, by_path.get(os.path.realpath(p)))
-                for p, n, r in spec_runs]
+        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels, m), r, by_path.get(os.path.realpath(p)))
+                for p, n, r, m in spec_runs]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
             spec_mod.read_step_table(plain[0][0], plain[0][2]), runs,
@@ -516,6 +539,7 @@ def cost_coefficient_runs(
         raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
     if output_len is not None and output_len < 1:
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if scopes is None else scopes[i], n) for i in range(len(runs))]

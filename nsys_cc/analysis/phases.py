@@ -14,7 +14,9 @@ Phase, in order of precedence (the rule used is reported):
    speculative-decoding trace (it holds `draft_model_executable()` ranges): there a target forward of
    1 < tokens ≤ γ + 1 per sequence is a **verify** forward (the target checking γ draft tokens plus its own),
    where γ + 1 is the most common tokens-per-sequence above 1 (a decoding run verifies far more often than it
-   prefills), and only forwards of more tokens are prefill.
+   prefills), and only forwards of more tokens are prefill. Used only when every forward's payload is a token count
+   (a whole number in 1…2³¹ − 1): payloads such as int64 extremes, inf or 0 are not read as huge prefills — the next
+   rule decides, and the rule's detail says why. An iteration payload that is no count is no batch size.
 2. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
    trace order (warm-up included) is prefill when k mod N = 0.
 3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
@@ -82,6 +84,7 @@ def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray
     batch = np.full(len(forwards), np.nan)
     if not iters.empty:
         payload = iters["payload"].to_numpy(dtype=float)
+        payload = np.where(is_token_count(payload), payload, np.nan)  # a batch that is no count: as if none
         batch = np.where(pos >= 0, payload[np.clip(pos, 0, None)], np.nan)
     return batch
 
@@ -179,8 +182,33 @@ def assign_phases(
     """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching
     ranges in trace order, warm-up included, so that positions count from the first iteration); the inferred rule
     learns from the `kept` rows only."""
-    if len(forwards) and forwards["payload"].notna().all():
-        return _by_payload(forwards, all_ranges)
+    payload = forwards["payload"].to_numpy(dtype=float)
+    if len(forwards) and not np.isnan(payload).any():
+        counts = is_token_count(payload)
+        if counts.all():
+            return _by_payload(forwards, all_ranges)
+        # Not token counts (int64 extremes, inf, 0, fractions): never read as huge prefills. Phases by the next rule.
+        odd = payload[~counts]
+        phase, rule = _without_payload(forwards, output_len, kept)
+        note = (f"{odd.size} of {payload.size} forward payloads are not token counts (whole numbers 1…{MAX_TOKENS:,}; "
+                f"e.g. {odd[0]:g}), so payloads were not used")
+        return phase, PhaseRule(rule.rule, f"{note}; {rule.detail}", rule.confidence)
+    return _without_payload(forwards, output_len, kept)
+
+
+# The most tokens one forward can schedule and still be a token count (vLLM's limits are far below).
+MAX_TOKENS = 2**31 - 1
+
+
+def is_token_count(values: np.ndarray) -> np.ndarray:
+    """Which values can be a number of tokens: finite whole numbers in 1…MAX_TOKENS."""
+    v = np.asarray(values, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.isfinite(v) & (v >= 1) & (v <= MAX_TOKENS) & (np.floor(v) == v)
+
+
+def _without_payload(forwards: pd.DataFrame, output_len: int | None, kept: np.ndarray
+                     ) -> tuple[np.ndarray, PhaseRule]:
     if output_len is not None:
         return _by_output_len(np.arange(len(forwards)), output_len)
     gpu = forwards.get("gpu_span_ns")

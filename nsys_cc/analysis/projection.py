@@ -96,6 +96,10 @@ class Launches:
 _LAUNCHES: weakref.WeakKeyDictionary[Trace, Launches] = weakref.WeakKeyDictionary()
 
 
+# The name of a GPU op whose name the export does not hold (its StringIds row is missing).
+UNNAMED_OP = "(name not in the export)"
+
+
 def launches(trace: Trace) -> Launches:
     """The trace's API calls joined to their GPU work (computed once per trace object and kept while it lives)."""
     found = _LAUNCHES.get(trace)
@@ -214,6 +218,8 @@ def _build_launches(trace: Trace) -> Launches:
     op_end = ops.pop("end_ns")[rows]
     op_kind = ops.pop("kind")[rows]
     names = pd.Categorical(ops.pop("name"))
+    if (names.codes < 0).any():  # an op whose name the export lacks (no StringIds row): a label, never code −1
+        names = names.add_categories([UNNAMED_OP]).fillna(UNNAMED_OP)
     op_name = names.codes[rows]
     del ops
 

@@ -189,8 +189,11 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None) -> StepTable:
-    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`)."""
+def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None,
+               speculative: bool = False) -> StepTable:
+    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`).
+    `speculative`: the trace is a speculative run even without draft-forward ranges (a proposer without a draft
+    model, such as vLLM's ngram): its target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
     if draft_name == SCOPES_DRAFT and target_range == "model_executable()":
@@ -222,12 +225,15 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
     wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
     kind = np.full(len(target), "decode", dtype=object)
     gamma_payload = None
+    speculating = bool(draft_name) or speculative
     if np.isfinite(tokens).all():
-        if draft_name:
+        if speculating:
             v = verify_tokens(tokens)
             if v is not None:
                 gamma_payload = round(v) - 1
-                limit = v if gamma is None else max(v, gamma + 1)
+                # without draft forwards a step verifies 1 + what the proposer found (0…γ): γ + 1 is the limit
+                limit = (v if gamma is None else max(v, gamma + 1)) if draft_name else \
+                    (gamma + 1 if gamma is not None else v)
                 kind[(tokens > 1) & (tokens <= limit)] = "verify"
                 kind[tokens > limit] = "prefill"
         else:
@@ -252,7 +258,7 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
             first = wall > np.sort(wall)[n_low - 1] if ratio >= 1.5 else np.zeros(len(wall), dtype=bool)
             how = f"the slow group of target forwards ({ratio:.1f}× gap)" if ratio >= 1.5 else "none (no gap)"
         kind[first] = "prefill"
-        if draft_name:
+        if speculating:
             kind[~first] = "verify"
             if gamma is not None:
                 tokens[~first] = gamma + 1
@@ -337,10 +343,11 @@ def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = N
                      float(per_iter), gamma_payload, tuple(notes))
 
 
-def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None) -> StepTable:
+def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None,
+                    speculative: bool = False) -> StepTable:
     """`step_table` of the trace at `path`."""
     with open_trace(str(path)) as trace:
-        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma)
+        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma, speculative=speculative)
     return dataclasses.replace(table, latencies_s=bench_latencies(path))
 
 
@@ -394,17 +401,39 @@ class SpecRun:
     notes: list[str] = field(default_factory=list)
 
 
-def draft_of(name: str, drafts: Sequence[str]) -> str:
-    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts`, else the
-    only draft, else that label (a draft without a plain run: no standalone c)."""
+def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
+    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts` (or, for a
+    proposer without a draft model, `model=False`, whatever it is: `ngram`), else the only draft, else that label (a
+    draft without a plain run: no standalone c)."""
     m = LABEL_RE.match(name)
-    if m and m.group("draft") in drafts:
+    if m and (m.group("draft") in drafts or not model):
         return m.group("draft")
     if len(drafts) == 1:
         return drafts[0]
     if m:
         return m.group("draft")
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
+
+
+def beside_metrics(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> str | None:
+    """The metrics dump of a trace: `metrics_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
+    if metrics_path is not None:
+        return os.fspath(metrics_path)
+    beside = trace_stem(path) + ".metrics.json"
+    return beside if os.path.exists(beside) else None
+
+
+def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> bool:
+    """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
+    or `metrics_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
+    ngram) leaves them. A plain run dumps no metrics; a dump that cannot be read says nothing."""
+    dump = beside_metrics(path, metrics_path)
+    if dump is None:
+        return False
+    try:
+        return acceptance_mod.load(dump).num_speculative_tokens > 0
+    except InputError:
+        return False
 
 
 def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None) -> SpecRun:
@@ -417,7 +446,10 @@ def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: 
     stats = acceptance_mod.load(metrics_path) if metrics_path else None
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
-    table = read_step_table(path, target_range, gamma=gamma)
+    table = read_step_table(path, target_range, gamma=gamma, speculative=True)
+    if table.draft_forwards.empty:
+        notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
+                     "forward costs nothing here, the proposer's work is in the time outside the forwards")
     if gamma is None:
         gamma = table.gamma_from_payload
         if gamma is None and gamma_label:
@@ -462,15 +494,16 @@ class SpeculativeAnalysis:
     notes: list[str]
 
 
-def _pooled_alpha(runs: Sequence[SpecRun]) -> tuple[float, str]:
-    """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them."""
+def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
+    """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them, else the
+    median of the runs' α from their tokens per step (`output_len` as for `_tokens_per_step`)."""
     stats = [r.acceptance for r in runs if r.acceptance is not None and r.acceptance.accepted_per_position]
     if stats and len(stats) == len(runs):
         accepted = sum(s.num_accepted for s in stats)
         rejected = sum(s.num_drafts - s.accepted_per_position[-1] for s in stats)
         return (accepted / (accepted + rejected) if accepted + rejected else 1.0), "metrics"
-    alphas = [alpha_from_tokens(_tokens_per_step(r, math.nan)[0], r.gamma) for r in runs]
-    return float(np.nanmedian(alphas)) if alphas else math.nan, "tokens per step"
+    alphas = [a for r in runs if math.isfinite(a := alpha_from_tokens(_tokens_per_step(r, output_len)[0], r.gamma))]
+    return float(np.median(alphas)) if alphas else math.nan, "tokens per step"
 
 
 def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
@@ -604,7 +637,7 @@ def analyze_speculative(
         decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
                                     step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)
-    forecast, grid, best = _forecasts(models, by_draft, acceptance)
+    forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
     return SpeculativeAnalysis(table, pd.DataFrame(decomposition, columns=DECOMPOSITION_COLUMNS), models, forecast,
                                grid, best, steps, notes)
@@ -664,11 +697,11 @@ def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float
 
 
 def _forecasts(models: Mapping[str, forecast_mod.StepCostModel], by_draft: Mapping[str, list[SpecRun]],
-               acceptance: Sequence[float]) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+               acceptance: Sequence[float], output_len: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     rows, grid, best = [], [], []
     gammas = np.arange(1, forecast_mod.FORECAST_GAMMAS + 1)
     for draft, model in models.items():
-        alpha, source = _pooled_alpha(by_draft[draft])
+        alpha, source = _pooled_alpha(by_draft[draft], output_len)
         alphas = ([(alpha, f"measured ({source})")] if math.isfinite(alpha) else []) + \
             [(float(a), "acceptance") for a in acceptance]
         for a, src in alphas:

@@ -88,14 +88,16 @@ def walltime_factor(alpha, gamma, c):
     """S(α, γ, c) = E(α, γ) / (γc + 1): expected walltime improvement over plain decoding (Thm 3.8)."""
     g = _array(gamma, "γ")
     cc = _array(c, "c")
-    return _scalar_or_array(np.asarray(expected_tokens(alpha, g)) / (g * cc + 1.0))
+    with np.errstate(over="ignore"):  # γc beyond float range: S is 0 to the last digit, no warning
+        return _scalar_or_array(np.asarray(expected_tokens(alpha, g)) / (g * cc + 1.0))
 
 
 def operations_factor(alpha, gamma, c_hat):
     """(γĉ + γ + 1) / E(α, γ): expected factor of arithmetic operations (Thm 3.11), ĉ the operations ratio."""
     g = _array(gamma, "γ")
     ch = _array(c_hat, "ĉ")
-    return _scalar_or_array((g * ch + g + 1.0) / np.asarray(expected_tokens(alpha, g)))
+    with np.errstate(over="ignore"):
+        return _scalar_or_array((g * ch + g + 1.0) / np.asarray(expected_tokens(alpha, g)))
 
 
 def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
@@ -104,9 +106,19 @@ def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
     Returns `(gamma, S)`, broadcast over α and c: `gamma` is an int array (0 where α or c is NaN: no γ was
     chosen) and `S` a float array (NaN there). Scalars in, numpy scalars out.
     """
-    if int(max_gamma) != max_gamma or max_gamma < 1:
+    try:
+        whole = int(max_gamma) == max_gamma and max_gamma >= 1
+    except (TypeError, ValueError, OverflowError):
+        whole = False
+    if not whole:
         raise InputError(f"max_gamma must be a whole number ≥ 1, not {max_gamma!r}")
     a, cc = np.broadcast_arrays(_array(alpha, "α", 0.0, 1.0), _array(c, "c"))
+    if int(max_gamma) > SCAN_CHUNK:  # never an array of max_gamma values: a search bounded in memory and time
+        g, best_s = np.zeros(a.shape, int), np.full(a.shape, np.nan)
+        for i in np.ndindex(a.shape):
+            if not (np.isnan(a[i]) or np.isnan(cc[i])):
+                g[i], best_s[i] = _scan_best_gamma(float(a[i]), float(cc[i]), int(max_gamma))
+        return _scalar_or_array(g), _scalar_or_array(best_s)
     gammas = np.arange(1, int(max_gamma) + 1, dtype=float)
     s = np.asarray(walltime_factor(a[..., None], gammas, cc[..., None]))
     missing = np.isnan(a) | np.isnan(cc)
@@ -114,6 +126,41 @@ def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
     best_s = np.take_along_axis(s, idx[..., None], axis=-1)[..., 0]
     g = np.where(missing, 0, idx + 1).astype(int)
     return _scalar_or_array(g), _scalar_or_array(np.where(missing, np.nan, best_s))
+
+
+# Above this max_gamma, `best_gamma` scans γ in blocks of this many instead of one array of all of them.
+SCAN_CHUNK = 1 << 16
+# −expm1(x) is 1.0 in float64 once x < −SATURATED: beyond γ + 1 = SATURATED / −ln α, E(α, γ) no longer changes.
+SATURATED = 50.0
+
+
+def _scan_best_gamma(alpha: float, c: float, max_gamma: int) -> tuple[int, float]:
+    """`best_gamma` for one α and c over 1…max_gamma without an array of max_gamma values: the first maximum of S,
+    scanned block by block while a later γ can still do better. S is log-concave in γ, and bounded above by
+    E(α, ∞)/(γc + 1) = 1/((1 − α)(γc + 1)); past γ + 1 = SATURATED / −ln α, E is the same float for every γ, so S
+    can only fall. At α = 1, S = (γ + 1)/(γc + 1) rises with γ when c < 1 and never does otherwise."""
+    if alpha == 1.0:
+        if c < 1.0:
+            return max_gamma, (max_gamma + 1.0) / (max_gamma * c + 1.0)
+        return 1, 2.0 / (c + 1.0)
+    limit = max_gamma
+    if alpha > 0.0:
+        limit = min(limit, int(SATURATED / -math.log(alpha)) + 2)
+    else:
+        limit = 1  # S = 1/(γc + 1): never above γ = 1
+    best_g, best_s, start = 0, -math.inf, 1
+    while start <= limit:
+        gammas = np.arange(start, min(start + SCAN_CHUNK, limit + 1), dtype=float)
+        s = np.asarray(walltime_factor(alpha, gammas, c), dtype=float)
+        i = int(np.argmax(s))
+        if s[i] > best_s:
+            best_g, best_s = start + i, float(s[i])
+        start += len(gammas)
+        with np.errstate(over="ignore", divide="ignore"):
+            ceiling = 1.0 / ((1.0 - alpha) * (start * c + 1.0))
+        if ceiling * (1.0 + 1e-12) < best_s:  # no later γ can reach the best: stop
+            break
+    return best_g, best_s
 
 
 @dataclass(frozen=True)

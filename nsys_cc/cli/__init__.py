@@ -67,6 +67,7 @@ class _Cli(click.Group):
         from .. import progress
 
         progress.wording = in_flags  # progress lines name the verb's flags, as its notes and errors do
+        _tolerant_stdout()
         try:
             with small_pages():  # the process is ours: no huge-page faults for any verb (trace/pages.py)
                 return super().invoke(ctx)
@@ -77,6 +78,12 @@ class _Cli(click.Group):
         except KeyboardInterrupt:
             click.echo("nsys-cc: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # `| head -1`: the reader has what it wanted
+            _quiet_broken_pipe()
+        except click.UsageError as exc:  # a bad option value or name: one line, as for every other bad input
+            verb = f" {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else ""
+            click.echo(f"nsys-cc: error: {exc.format_message()} (nsys-cc{verb} -h lists the options)", err=True)
+            ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort):
             raise
         except Exception as exc:  # a bug in nsys_cc: still one line unless asked for the traceback
@@ -98,8 +105,37 @@ def cli() -> None:
     """Measure the cost coefficient c of speculative decoding from Nsight Systems traces."""
 
 
+def _tolerant_stdout() -> None:
+    """A file name that is not UTF-8 reaches Python as text with surrogate escapes; written out, it becomes the
+    escape `\\udcff` (as stderr already does), which JSON reads back as the same name, instead of an error."""
+    import io
+    import sys
+
+    if isinstance(sys.stdout, io.TextIOWrapper) and sys.stdout.errors in ("strict", "surrogateescape"):
+        try:
+            sys.stdout.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
+
+
+def _quiet_broken_pipe() -> None:
+    """Leave as Unix tools do when the reader of the output went away (`nsys-cc … | head -1`): no message, exit
+    status 141 (128 + SIGPIPE); stdout now points at /dev/null so that flushing it at exit fails no more."""
+    import sys
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(141)
+
+
 def main(argv: list[str] | None = None) -> None:
-    cli.main(args=argv, prog_name="nsys-cc")
+    try:
+        cli.main(args=argv, prog_name="nsys-cc")
+    except BrokenPipeError:  # outside a verb (`--help | head -1`)
+        _quiet_broken_pipe()
 
 
 # Each verb lives in its own module and registers itself on `cli`.

@@ -14,7 +14,7 @@ import click
 from ..analysis.coefficient import DEFAULT_RANGE
 from ..errors import InputError, NsysCCError
 from . import cli, in_flags, result_in_flags
-from .options import acceptance_option, format_option, metrics_option
+from .options import acceptance_option, export_timeout_option, format_option, metrics_option
 
 # Options of one trace set; a manifest sets range and output length per set.
 _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
@@ -45,6 +45,7 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
               help="Many trace sets: local worker processes (default: one per CPU).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
+@export_timeout_option
 @click.pass_context
 def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, spec_metrics,
             seed, fmt, out_dir, jobs, scheduler):

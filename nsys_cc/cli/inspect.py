@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..report.tables import text_table
 from . import cli
-from .options import format_option
+from .options import export_timeout_option, format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
 
@@ -19,6 +19,7 @@ FILE = click.argument("file", type=click.Path(dir_okay=True))
 @cli.command()
 @FILE
 @format_option(("table", "json"))
+@export_timeout_option
 def info(file, fmt):
     """What FILE (.sqlite export or .nsys-rep report) holds: versions, CUDA/NVTX presence, tables with row counts."""
     from ..trace import open_trace
@@ -48,6 +49,7 @@ def info(file, fmt):
 @FILE
 @click.option("--name", default=None, help="Only ranges of this name (plain or 'domain:name').")
 @format_option(("table", "csv", "json"))
+@export_timeout_option
 def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table

@@ -23,3 +23,47 @@ def format_option(choices: tuple[str, ...] = FORMATS, help: str | None = None):
     """`--format`, its choices from `nsys_cc.report.FORMATS` (or the subset a verb renders)."""
     return click.option("--format", "fmt", type=click.Choice(list(choices)), default=choices[0], show_default=True,
                         help=help)
+
+
+def export_timeout_option(fn):
+    """`--timeout S`: seconds each `nsys export` of a .nsys-rep may take (0: no limit); it is stopped after that.
+    Passed on as NSYS_CC_EXPORT_TIMEOUT, so the worker processes of many trace sets use it too."""
+
+    def apply(ctx, param, value):
+        if value is not None:
+            import math
+            import os
+
+            from ..errors import InputError
+            from ..trace.export import ENV_EXPORT_TIMEOUT
+
+            if not (value >= 0 and not math.isnan(value)):
+                raise InputError(f"--timeout must be ≥ 0 seconds (0: no limit), not {value:g}")
+            os.environ[ENV_EXPORT_TIMEOUT] = repr(value)
+        return value
+
+    return click.option("--timeout", "timeout", type=float, default=None, callback=apply, expose_value=False,
+                        is_eager=False, help="Seconds each `nsys export` of a .nsys-rep may take (default 1800; 0: "
+                                             "no limit).")(fn)
+
+
+class WholeNumber(click.ParamType):
+    """An integer, also written as a float without a fraction (`1e9`, `100.0`); never inf, nan or 2.5."""
+
+    name = "integer"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int):
+            return value
+        text = str(value).strip()
+        try:
+            return int(text)
+        except ValueError:
+            pass
+        try:
+            number = float(text)
+        except ValueError:
+            number = float("nan")
+        if not number.is_integer():
+            self.fail(f"{value!r} is not a whole number", param, ctx)
+        return int(number)

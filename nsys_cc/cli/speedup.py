@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..report.tables import text_table
 from ..report.words import fmt_speedup, sig3, verdict_of
 from . import cli, in_flags
-from .options import acceptance_option, format_option, metrics_option
+from .options import WholeNumber, acceptance_option, format_option, metrics_option
 
 _JSON_KEYS = (
     "c", "c_low", "c_high", "acceptance", "gamma", "speedup", "speedup_low", "speedup_high", "best_gamma",
@@ -77,7 +77,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
 @acceptance_option
 @metrics_option
 @click.option("--gamma", type=int, default=None, help="Speculative tokens γ at which to report S as well (≥ 1).")
-@click.option("--max-gamma", type=int, default=speedup_mod.DEFAULT_MAX_GAMMA, show_default=True,
+@click.option("--max-gamma", type=WholeNumber(), default=speedup_mod.DEFAULT_MAX_GAMMA, show_default=True,
               help="Largest γ searched for the best γ.")
 @click.option("--ci", "ci", default=None, metavar="LOW,HIGH",
               help="An interval on c; it is carried to the speedup and the best γ.")

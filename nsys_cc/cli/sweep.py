@@ -53,7 +53,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     from ..launch.commands import BenchOptions
     from ..report.sweep import render_sweep
     from ..sweep.grid import SweepSpec, cells, positive_ints
-    from ..sweep.run import sweep as run_sweep
+    from ..sweep.run import check_cells, sweep as run_sweep
 
     options = BenchOptions(output_len=output_len, warmup_iters=warmup_iters, iters=iters,
                            cuda_graphs=cuda_graphs, vllm_args=tuple(vllm_args))
@@ -61,6 +61,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
                      device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
                      force=force)
+    check_cells(spec, grid)
     if dry_run:
         from ..launch import launcher
 
@@ -70,7 +71,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
             click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                        nsys_args=nsys_args))
+                                        nsys_args=nsys_args, **extra))
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)

@@ -190,6 +190,16 @@ def parse_gammas(text: str | Sequence[int]) -> list[int]:
     return sorted(gammas)
 
 
+def check_speculate_ranks(speculating: bool, target_tp: int, tp_param: str = "target_tp",
+                          verb: str = "profile") -> None:
+    """Speculative runs keep the target on one process and are measured in place against the plain target's
+    one-process decode steps: refused (InputError) with a target on several ranks, before anything runs."""
+    if speculating and target_tp > 1:
+        raise InputError(f"speculate with {tp_param} {target_tp}: speculative runs are measured against the plain "
+                         f"target on one process; {verb} them with {tp_param} 1 and the target's ranks in a {verb} "
+                         "without speculate", param="speculate")
+
+
 def parse_speculative_config(text: str | None) -> dict | None:
     """vLLM's speculative config from its JSON text (None stays None); InputError unless it is a JSON object."""
     if text is None:
@@ -250,6 +260,7 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process."""
     config = parse_speculative_config(speculative_config)
     gammas = parse_gammas(speculate) if speculate else []
+    check_speculate_ranks(bool(gammas) or config is not None, target_tp)
     if not drafts and (gammas or config is None):
         raise InputError("give at least one draft (drafts)", param="drafts")
     if options.cuda_graphs and not gpu:
@@ -609,8 +620,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
+    from ..analysis.coefficient import check_seed
     from . import repeat as repeat_mod
 
+    check_seed(seed)  # before minutes of profiling, not after
     atomic.check_out_dir(out_dir, "the profile run")
     if options is None:
         options = repeat_mod.DEFAULT_OPTIONS

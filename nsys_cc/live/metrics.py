@@ -12,13 +12,22 @@ Metrics (labels `model_name` = the served model name and `engine` = the engine i
 - `nsys_cc:verify_forward_seconds` (histogram): each verify forward (the target forward of a verify step);
 - `nsys_cc:step_outside_forward_seconds` (histogram): each verify step's period minus its forwards;
 - `nsys_cc:engine_steps_total` (counter, label `kind` = verify | decode | mixed): steps timed;
-- `nsys_cc:cost_coefficient` (gauge): c of the sliding window (`nsys_cc.analysis.live`);
-- `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α, 0 when no γ beats plain
-  decoding; set once the engine has counted drafts.
-Verify steps and the window are defined in `nsys_cc.live.timing` and `nsys_cc.analysis.live`. α is the i.i.d.
-acceptance rate (`nsys_cc.analysis.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts over the same window.
-The window is the last `NSYS_CC_LIVE_WINDOW` verify steps (default 256); gauges are refreshed at most once a second
-and at each of vLLM's stats logs (every `VLLM_LOG_STATS_INTERVAL` seconds), when the log line is written too.
+- `nsys_cc:cost_coefficient` (gauge): c of the window (`nsys_cc.analysis.live`);
+- `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α; 0 when no γ beats plain
+  decoding at that α (a real answer, never a placeholder);
+- `nsys_cc:window_verify_steps` (gauge): how many verify steps the two gauges above rest on.
+A gauge without an estimate is absent from `/metrics` (never 0): the three appear with the first estimate (the first
+verify step; the best γ once vLLM has also counted drafts), and a value that stops being defined reads NaN.
+Verify steps are defined in `nsys_cc.live.timing`, the estimate in `nsys_cc.analysis.live`.
+
+The window (`NSYS_CC_LIVE_WINDOW` = N, default 256): the last N verify steps, from which c, the draft, verify and
+outside medians and the forecast's step costs come; beside it the last N plain decode steps (their periods are the
+forecast's plain decode step when there are enough, `analysis.live.MIN_STEPS`); and α, the i.i.d. acceptance rate
+(`nsys_cc.analysis.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts in the statistics that carried the window's
+verify steps (vLLM hands both over in the same `SchedulerStats`, the records one step late: the window's α may count
+a step more or less than its steps). Steps with a prompt in them (`mixed`) are counted, never in the window.
+The gauges are refreshed when records arrive (at most once a second once an estimate exists) and at each of vLLM's
+stats logs (every `VLLM_LOG_STATS_INTERVAL` seconds), when the log line is written too.
 """
 
 from __future__ import annotations
@@ -49,12 +58,29 @@ KIND_NAMES = {VERIFY: "verify", DECODE: "decode", MIXED: "mixed"}
 log = logging.getLogger("vllm.nsys_cc.live")
 
 
+# The largest window taken: beyond it the window would hold the server's memory, not a recent c.
+MAX_WINDOW = 100_000
+_warned: set[str] = set()
+
+
 def window_size() -> int:
-    """Steps in the sliding window, from `NSYS_CC_LIVE_WINDOW` (default 256; invalid values give the default)."""
-    try:
-        return max(1, int(os.environ.get(ENV_WINDOW, DEFAULT_WINDOW)))
-    except ValueError:
+    """Steps in the sliding window, from `NSYS_CC_LIVE_WINDOW` (default 256). A value that is not a whole number in
+    1…MAX_WINDOW gives the default and one warning in vLLM's log: live mode never takes the server down."""
+    text = os.environ.get(ENV_WINDOW)
+    if text is None or not text.strip():
         return DEFAULT_WINDOW
+    try:
+        size = int(text.strip())
+    except ValueError:
+        size = 0
+    if 1 <= size <= MAX_WINDOW:
+        return size
+    if text not in _warned:
+        _warned.add(text)
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        log.warning("nsys_cc live: %s=%r is not a whole number of steps in 1…%d; using %d", ENV_WINDOW, shown,
+                    MAX_WINDOW, DEFAULT_WINDOW)
+    return DEFAULT_WINDOW
 
 
 class _Metrics:
@@ -84,7 +110,12 @@ class _Metrics:
         self.best_gamma = Gauge(
             "nsys_cc:best_num_speculative_tokens",
             "num_speculative_tokens the nsys_cc step model forecasts fastest at the observed acceptance "
-            "(0: none beats plain decoding).", labels, multiprocess_mode="mostrecent",
+            "(0: none beats plain decoding; absent: no estimate yet).", labels, multiprocess_mode="mostrecent",
+        )
+        self.window_steps = Gauge(
+            "nsys_cc:window_verify_steps",
+            "Verify steps in the sliding window the nsys_cc gauges rest on (absent: no estimate yet).", labels,
+            multiprocess_mode="mostrecent",
         )
 
 
@@ -96,6 +127,23 @@ def _collectors() -> _Metrics:
     if _metrics is None:
         _metrics = _Metrics()
     return _metrics
+
+
+class _LazyGauge:
+    """One labelled child of a gauge, created at its first value: a gauge nobody set is absent from `/metrics`
+    (prometheus_client shows a child at 0 from its creation). After the first, a value that is not finite is NaN."""
+
+    def __init__(self, gauge: Any, labels: tuple[str, ...]):
+        self._gauge, self._labels = gauge, labels
+        self._child: Any = None
+
+    def set(self, value: float | None) -> None:
+        finite = value is not None and math.isfinite(value)
+        if self._child is None:
+            if not finite:
+                return
+            self._child = self._gauge.labels(*self._labels)
+        self._child.set(value if finite else math.nan)
 
 
 class LiveStatLogger(StatLoggerBase):
@@ -110,11 +158,15 @@ class LiveStatLogger(StatLoggerBase):
         self._verify = m.verify.labels(*labels)
         self._outside = m.outside.labels(*labels)
         self._steps = {kind: m.steps.labels(*labels, name) for kind, name in KIND_NAMES.items()}
-        self._c = m.c.labels(*labels)
-        self._best = m.best_gamma.labels(*labels)
+        self._c = _LazyGauge(m.c, labels)
+        self._best = _LazyGauge(m.best_gamma, labels)
+        self._window_steps = _LazyGauge(m.window_steps, labels)
         size = window_size()
-        self.window: deque = deque(maxlen=size)
-        self.acceptance: deque = deque(maxlen=size)
+        self.window: deque = deque(maxlen=size)  # the last `size` verify steps
+        self.decode: deque = deque(maxlen=size)  # the last `size` plain decode steps
+        # vLLM's counts per SchedulerStats, with the verify steps that came in it: (SpecDecodingStats | None, steps)
+        self.acceptance: deque = deque()
+        self._acceptance_steps = 0
         self.last: LiveEstimate | None = None
         self._refreshed = 0.0
         self._fresh = False
@@ -122,39 +174,52 @@ class LiveStatLogger(StatLoggerBase):
     def record(self, scheduler_stats, iteration_stats, mm_cache_stats=None, engine_idx: int = 0):
         if scheduler_stats is None:
             return
-        spec = getattr(scheduler_stats, "spec_decoding_stats", None)
-        if spec is not None and spec.num_drafts:
-            self.acceptance.append(spec)
         records = channel.decode(channel.payload_of(scheduler_stats))
+        verify = 0
         for r in records:
             self._steps[r.kind].inc()
+            if r.kind == DECODE:
+                self.decode.append(r)
             if r.kind != VERIFY:
-                if r.kind == DECODE:
-                    self.window.append(r)
                 continue
+            verify += 1
             self.window.append(r)
             self._verify.observe(r.target_s)
             for d in r.draft_s:
                 self._draft.observe(d)
             if math.isfinite(r.step_s):
                 self._outside.observe(max(r.outside_s, 0.0))
+        spec = getattr(scheduler_stats, "spec_decoding_stats", None)
+        counted = spec if spec is not None and spec.num_drafts else None
+        if counted is not None or verify:
+            self._count(counted, verify)
         if records:
             self._fresh = True
-            if time.monotonic() - self._refreshed >= REFRESH_S:
+            if self.last is None or time.monotonic() - self._refreshed >= REFRESH_S:
                 self.refresh()
+
+    def _count(self, spec: Any, verify: int) -> None:
+        """Keep vLLM's counts of the statistics that carried the window's verify steps (module docstring): the
+        oldest are dropped while the newer ones still cover a full window."""
+        self.acceptance.append((spec, verify))
+        self._acceptance_steps += verify
+        full = self.window.maxlen or 0
+        while len(self.acceptance) > 1 and self._acceptance_steps - self.acceptance[0][1] >= full:
+            self._acceptance_steps -= self.acceptance.popleft()[1]
 
     def alpha(self) -> float:
         """α of vLLM's counts over the window (the i.i.d. estimate; accepted ÷ drafted without per-position counts)."""
-        if not self.acceptance:
+        counts = [s for s, _ in self.acceptance if s is not None]
+        if not counts:
             return math.nan
-        k = max(s.num_spec_tokens for s in self.acceptance)
+        k = max(s.num_spec_tokens for s in counts)
         per_pos = [0] * k
-        for s in self.acceptance:
+        for s in counts:
             for i, v in enumerate(s.num_accepted_tokens_per_pos[:k]):
                 per_pos[i] += v
-        drafts = sum(s.num_drafts for s in self.acceptance)
-        drafted = sum(s.num_draft_tokens for s in self.acceptance)
-        accepted = sum(s.num_accepted_tokens for s in self.acceptance)
+        drafts = sum(s.num_drafts for s in counts)
+        drafted = sum(s.num_draft_tokens for s in counts)
+        accepted = sum(s.num_accepted_tokens for s in counts)
         stats = AcceptanceStats(
             alpha=accepted / drafted if drafted else math.nan,
             per_position=tuple(v / drafts for v in per_pos),
@@ -162,21 +227,20 @@ class LiveStatLogger(StatLoggerBase):
             num_draft_tokens=drafted,
             num_accepted=accepted,
             accepted_per_position=tuple(per_pos) if all(len(s.num_accepted_tokens_per_pos) == k
-                                                         for s in self.acceptance) else (),
+                                                         for s in counts) else (),
         )
         iid = stats.alpha_iid
         return iid if math.isfinite(iid) else stats.alpha
 
     def refresh(self) -> LiveEstimate | None:
-        """Recompute the window's estimate and set the gauges."""
+        """Recompute the window's estimate and set the gauges (one without a value stays absent: `_LazyGauge`)."""
         self._refreshed = time.monotonic()
         self._fresh = False
-        est = estimate(list(self.window), self.alpha())
+        est = estimate([*self.window, *self.decode], self.alpha())
         if est is not None:
-            if math.isfinite(est.c):
-                self._c.set(est.c)
-            if est.num_speculative_tokens is not None:
-                self._best.set(est.num_speculative_tokens)
+            self._c.set(est.c)
+            self._best.set(est.num_speculative_tokens)
+            self._window_steps.set(est.steps)
             self.last = est
         return est
 

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .. import atomic
 from ..analysis.result import CostCoefficientResult
-from .figures import iter_figures
+from .figures import iter_figures, plotted
 from .formats import render, result_to_dict
 from .plots import DPI
 from .tables import markdown_table
@@ -85,11 +85,12 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
     doc["notes"] = [*doc["notes"], *extra_notes]
     for name, df in (extra_tables or {}).items():
         doc[name] = json.loads(df.to_json(orient="records"))
+    # A file name that is not UTF-8 (surrogate escapes in Python's text) is written as the escape `\udcff`.
     with stage.file("report.json") as path:
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False))
+        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False), encoding="utf-8", errors="backslashreplace")
     for name, df in tables.items():
         with stage.file(f"{name}.csv") as path:
-            df.to_csv(path, index=False)
+            df.to_csv(path, index=False, encoding="utf-8", errors="backslashreplace")
     pngs = []
     if plots:
         for stem, fig in iter_figures(result):
@@ -109,11 +110,13 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
     for name, df in (extra_tables or {}).items():
         md += [f"**{name}**", "", markdown_table(df), ""]
     if pngs:
-        md += ["## Plots", ""] + [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
+        _, left_out = plotted(result)
+        md += ["## Plots", ""] + ([f"Note: {left_out}.", ""] if left_out else [])
+        md += [f"![{p.stem}](plots/{p.name})" for p in pngs] + [""]
     md += ["## Environment", "", f"- traces: {versions}"] + [f"- {k}: {v}" for k, v in env.items() if v] + [""]
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
     with stage.file("report.md") as path:
-        path.write_text("\n".join(md))
+        path.write_text("\n".join(md), encoding="utf-8", errors="backslashreplace")
 
 
 def _speculative_tables(spec) -> dict[str, pd.DataFrame]:

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, inputs
 from ..errors import InputError
 
 MANIFEST_NAME = "manifest.json"
@@ -71,57 +71,101 @@ class TraceSet:
 
 
 def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
+    at = f"{where}: entry {index + 1}"
     fields = set(TraceSet.__dataclass_fields__)
-    unknown = sorted(set(raw) - fields)
+    if None in raw:  # csv.DictReader puts the fields of a row longer than the header under None
+        raise InputError(f"{at} has more fields than the header ({len(raw) - 1 + len(raw[None])})")
+    unknown = sorted(str(k) for k in set(raw) - fields)
     if unknown:
-        raise InputError(f"{where}: entry {index + 1} has unknown key(s) {', '.join(unknown)} "
-                         f"(known: {', '.join(sorted(fields))})")
+        raise InputError(f"{at} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})")
     if not raw.get("target") or not raw.get("drafts"):
-        raise InputError(f"{where}: entry {index + 1} needs a target and at least one draft")
+        raise InputError(f"{at} needs a target and at least one draft")
 
-    def listed(v) -> tuple[str, ...]:
-        items = v.split(_LIST_SEP) if isinstance(v, str) else list(v)
-        return tuple(str(x).strip() for x in items if str(x).strip())
+    def text(key: str, v) -> str:
+        if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise InputError(f"{at}: {key} must be text, not {type(v).__name__} {_short(v)}")
+        out = str(v).strip()
+        if not out.isprintable():  # a NUL, a newline, another control character: not a path, nor a name to print
+            raise InputError(f"{at}: {key} {_short(out)} holds a control character (a path or a name is one line)")
+        return out
+
+    def listed(key: str, v) -> tuple[str, ...]:
+        if isinstance(v, str):
+            items = v.split(_LIST_SEP)
+        elif isinstance(v, list):
+            items = v
+        else:
+            raise InputError(f"{at}: {key} must be a list (or one string with ';' between values), not "
+                             f"{type(v).__name__} {_short(v)}")
+        return tuple(t for t in (text(key, x) for x in items) if t)
 
     def path(p: str) -> str:
         return os.path.normpath(p if os.path.isabs(p) else base / p)
 
-    values: dict = {"name": str(raw.get("name") or f"set-{index + 1}"), "target": path(str(raw["target"]).strip()),
-                    "drafts": tuple(path(p) for p in listed(raw["drafts"]))}
+    values: dict = {"name": text("name", raw.get("name") or f"set-{index + 1}"),
+                    "target": path(text("target", raw["target"])),
+                    "drafts": tuple(path(p) for p in listed("drafts", raw["drafts"]))}
+    if not values["drafts"]:
+        raise InputError(f"{at} needs a target and at least one draft")
     if raw.get("names") not in (None, "", []):
-        values["names"] = listed(raw["names"])
+        values["names"] = listed("names", raw["names"])
     if raw.get("speculative") not in (None, "", []):
-        values["speculative"] = tuple(path(p) for p in listed(raw["speculative"]))
+        values["speculative"] = tuple(path(p) for p in listed("speculative", raw["speculative"]))
     for key in _INT_KEYS:
         v = raw.get(key)
         if v in (None, ""):
             continue
         try:
-            number = int(v)
-        except (TypeError, ValueError):
-            raise InputError(f"{where}: entry {index + 1}: {key} must be a whole number, not {v!r}") from None
+            number = _whole(v)
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(f"{at}: {key} must be a whole number, not {_short(v)}") from None
         if number < 1:
-            raise InputError(f"{where}: entry {index + 1}: {key} must be ≥ 1, not {number}")
+            raise InputError(f"{at}: {key} must be ≥ 1, not {number}")
         values[key] = number
     if raw.get("range"):
-        values["range"] = str(raw["range"])
+        values["range"] = text("range", raw["range"])
     return TraceSet(**values)
+
+
+def _short(v) -> str:
+    r = repr(v)
+    return r if len(r) <= 60 else r[:59] + "…"
+
+
+def _whole(v) -> int:
+    """A whole number from JSON (an int, or a float without a fraction) or CSV text; never a bool, an inf or 2.5."""
+    if isinstance(v, bool):
+        raise TypeError(v)
+    if isinstance(v, str):
+        v = v.strip()
+        return int(v) if v.lstrip("+-").isdigit() else _whole(float(v))
+    if isinstance(v, float):
+        if not v.is_integer():  # also inf and nan
+            raise ValueError(v)
+        return int(v)
+    if isinstance(v, int):
+        return v
+    raise TypeError(v)
 
 
 def read_manifest(path: str | os.PathLike) -> list[TraceSet]:
     """The trace sets of a JSON or CSV manifest (see the module docstring)."""
     p = Path(path)
+    data = inputs.read_bytes(p, "manifest")  # a regular file only: a FIFO would wait forever
     try:
-        text = p.read_text()
-    except OSError as exc:
-        raise InputError(f"cannot read the manifest {p}: {exc.strerror}") from None
+        text = data.decode("utf-8-sig")  # a spreadsheet's CSV starts with a byte-order mark
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{p} is not UTF-8 text (byte {exc.start}): save the manifest as UTF-8") from None
     if p.suffix.lower() == ".csv":
-        rows: list[dict] = list(csv.DictReader(text.splitlines()))
+        try:
+            rows: list[dict] = list(csv.DictReader(text.splitlines()))
+        except csv.Error as exc:
+            raise InputError(f"{p} is not a CSV manifest: {exc}") from None
     else:
         try:
             doc = json.loads(text)
-        except ValueError as exc:
-            raise InputError(f"{p} is not a JSON manifest: {exc}") from None
+        except (ValueError, RecursionError) as exc:
+            raise InputError(f"{p} is not a JSON manifest: {str(exc)[:200]}") from None
         listed = doc.get("trace_sets") if isinstance(doc, dict) else doc
         if not isinstance(listed, list) or not all(isinstance(r, dict) for r in listed):
             raise InputError(f"{p}: a manifest is a list of objects (or {{\"trace_sets\": [...]}})")
@@ -151,7 +195,7 @@ def trace_sets(source: str | os.PathLike) -> list[TraceSet]:
             raise InputError(f"{p} is a directory without a {MANIFEST_NAME} (a sweep directory has one once a cell "
                              "completed; or give a manifest file)")
         return read_manifest(p / MANIFEST_NAME)
-    if not p.is_file():
+    if not p.exists():
         raise InputError(f"{p} does not exist")
     return read_manifest(p)
 

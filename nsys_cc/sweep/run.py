@@ -7,9 +7,11 @@ of a few traces, not of all of them). With `scheduler`, both go to a Dask distri
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import os
+import signal
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -20,6 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, progress
+from ..analysis.coefficient import check_seed
 from ..errors import InputError, NsysCCError
 from . import table as table_mod
 from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
@@ -73,6 +76,15 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
         announce(i, total, outcomes[spec.name])
 
 
+def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
+    """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
+    (`launcher.check_speculate_ranks`)."""
+    from ..launch.launcher import check_speculate_ranks
+
+    for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
+        check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
+
+
 def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:
     """Profile every cell (`run_cell`; kept when an earlier run completed it), then write the sweep's table, plots,
     cells.json and manifest.json into `spec.out_dir` (also after Ctrl-C, for the cells completed).
@@ -82,6 +94,8 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
         scheduler: address of a Dask scheduler: each cell runs there as a task that asks for the worker resource
             GPU=1; `spec.out_dir` must then be a path the workers share. None: cells run here, one after another.
     """
+    check_cells(spec, cells)
+    check_seed(spec.seed)
     out = atomic.check_out_dir(spec.out_dir, "the sweep")
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -165,6 +179,7 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
                                                                                    if names.count(n) > 1})))
     if jobs is not None and jobs < 1:
         raise InputError(f"jobs must be ≥ 1, not {jobs}", param="jobs")
+    check_seed(seed)
     if scheduler:
         from .cluster import analyse_sets
 
@@ -183,9 +198,23 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
             done(i, s.name)
         return _collect(sets, results)
     # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_leave_ctrl_c_to_parent)
+    try:
         futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
         for i, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             done(i, futures[fut])
+    except BaseException:  # Ctrl-C (or a bug): the workers stop now, without a word each
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            with contextlib.suppress(OSError):
+                proc.terminate()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
     return _collect(sets, results)
+
+
+def _leave_ctrl_c_to_parent() -> None:
+    """A worker ignores SIGINT: Ctrl-C in a terminal reaches every process of the group, and the parent alone
+    answers it (one line, then it stops the workers) instead of each worker printing a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from .. import progress
-from .source import TraceSource, readonly_uri
+from .source import TraceSource, quote_identifier, readonly_uri
 
 # Marks SQL NULL in int64 columns read through coalesce(); no timestamp, id or count takes this value.
 NULL_INT = -(2**63)
@@ -125,7 +125,7 @@ def _empty(kind: str):
 
 def _sql(table: str, exprs: Sequence[str], where: str | None) -> str:
     cond = f" WHERE {where}" if where else ""
-    return f"SELECT {', '.join(exprs)} FROM {table}{cond} ORDER BY rowid"
+    return f"SELECT {', '.join(exprs)} FROM {quote_identifier(table)}{cond} ORDER BY rowid"
 
 
 def _read_stdlib(trace, table, exprs, kinds, where) -> list:
@@ -161,7 +161,8 @@ def _uri(trace: TraceSource) -> str:
 def _rowids(trace, table: str) -> tuple[int, int]:
     with trace.reading() as conn:
         # Two subqueries: each is one b-tree descent, while `min(rowid), max(rowid)` together scan the table.
-        lo, hi = conn.execute(f"SELECT (SELECT min(rowid) FROM {table}), (SELECT max(rowid) FROM {table})").fetchone()
+        name = quote_identifier(table)
+        lo, hi = conn.execute(f"SELECT (SELECT min(rowid) FROM {name}), (SELECT max(rowid) FROM {name})").fetchone()
     return int(lo), int(hi)
 
 

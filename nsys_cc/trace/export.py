@@ -3,27 +3,40 @@
 The cache file is `<cache dir>/<sha256 of the report's bytes>.sqlite`, so a report is exported once
 whatever its name or location, and a changed report gets a new export. The cache dir is the
 `cache_dir` argument, else `$NSYS_CC_CACHE`, else `~/.cache/nsys_cc/exports`; when it cannot be
-written, a per-user directory under the system temp dir is used instead. nsys writes to a temporary
-name in the cache dir that is renamed (`os.replace`, atomic) into place only after a successful
-export, so two analyses of the same report at once never see a half-written file. A cache entry that is not
-a SQLite file (say, emptied by a full disk) is exported again.
+written, a per-user directory under the system temp dir is used instead, which must be private (a real directory,
+owned by the user, mode 0700: checked on every use, refused otherwise — another user could make it first). nsys
+writes to a temporary name in the cache dir that is renamed (`os.replace`, atomic) into place only after a
+successful export, so two analyses of the same report at once never see a half-written file. Beside each entry
+`<hash>.json` records what it was exported from (the report's sha256 and size) and the entry's own size and time;
+an entry without it, or that changed since, or that is not a SQLite file (say, emptied by a full disk) is exported
+again. An export that takes longer than its timeout (`$NSYS_CC_EXPORT_TIMEOUT`, default 1800 s; the verbs'
+`--timeout`) is stopped with an ExportError.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
+import math
 import os
 import re
+import signal
+import stat
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from .. import progress
+from .. import atomic, progress
 from ..errors import ExportError, InputError, NsysNotFoundError
 from .nsys import find_nsys, nsys_version
 from .source import is_sqlite
 
+# Seconds an `nsys export` may take unless NSYS_CC_EXPORT_TIMEOUT (or `--timeout`) says otherwise.
+DEFAULT_EXPORT_TIMEOUT_S = 1800.0
+ENV_EXPORT_TIMEOUT = "NSYS_CC_EXPORT_TIMEOUT"
+RECORD_FORMAT = "nsys_cc.export_record"
 # First bytes of every .nsys-rep / .qdrep written by Nsight Systems 2021–2026.
 REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 # nsys's message for a report written by a newer nsys, e.g. "Version number is invalid: 2024@6@2@25-2462…".
@@ -51,6 +64,34 @@ def default_cache_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "nsys_cc" / "exports"
 
 
+def fallback_cache_dir() -> Path:
+    """The per-user export cache in the system's temporary directory, used when the preferred one cannot be
+    written: `<tmp>/nsys_cc-exports-<uid>`, private (see `_private`)."""
+    return Path(tempfile.gettempdir()) / f"nsys_cc-exports-{os.getuid()}"
+
+
+def _private(folder: Path) -> Path:
+    """`folder` once it is checked to be private: a real directory (not a link), owned by this user, with no access
+    for anyone else (mode 0700). The temporary directory is shared: another user could make the folder first and
+    fill it with exports of their own, which an analysis would then read. Checked on every use; InputError if not."""
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise InputError(f"cannot use the export cache {folder}: {exc.strerror}") from None
+    problems = []
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        problems.append("it is not a directory of its own (a link or a file)")
+    else:
+        if st.st_uid != os.getuid():
+            problems.append(f"it belongs to user id {st.st_uid}, not to you ({os.getuid()})")
+        if st.st_mode & 0o077:
+            problems.append(f"others may use it (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)")
+    if problems:
+        raise InputError(f"the export cache {folder} is not private: {'; '.join(problems)} — someone else may have "
+                         "made it; remove it, or set NSYS_CC_CACHE to a directory of your own")
+    return folder
+
+
 def _writable_dir(preferred: Path) -> Path:
     try:
         preferred.mkdir(parents=True, exist_ok=True)
@@ -58,25 +99,52 @@ def _writable_dir(preferred: Path) -> Path:
         probe.close()
         return preferred
     except OSError:
-        fallback = Path(tempfile.gettempdir()) / f"nsys_cc-exports-{os.getuid()}"
+        fallback = fallback_cache_dir()
         try:
-            fallback.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fallback.mkdir(mode=0o700, exist_ok=True)
         except OSError as exc:
             raise InputError(
                 f"cannot write the export cache {preferred} nor {fallback}: {exc.strerror}; "
                 "set NSYS_CC_CACHE to a writable directory"
             ) from None
+        _private(fallback)
         progress.say(f"export cache {preferred} is not writable; using {fallback}")
         return fallback
 
 
-def _cached(target: Path) -> bool:
-    """True when the cache holds an export at `target`; a leftover that is not a SQLite file does not count."""
-    if not target.exists():
+def _record_path(entry: Path) -> Path:
+    """The record beside a cache entry: what it was exported from, and the entry's own size and time."""
+    return entry.with_suffix(".json")
+
+
+def _record(report: Path, digest: str, entry: Path) -> dict:
+    st, rep = entry.stat(), report.stat()
+    return {"format": RECORD_FORMAT, "report_sha256": digest, "report_size": rep.st_size,
+            "sqlite_size": st.st_size, "sqlite_mtime_ns": st.st_mtime_ns}
+
+
+def _valid(entry: Path, report: Path, digest: str) -> bool:
+    """Whether `entry` is the export this cache made of `report` (content `digest`): its record says so, and the
+    entry is still the size and age it was when recorded. Anything else (no record: an older cache or a file put
+    there by something else; an entry changed since) is exported again."""
+    try:
+        record = json.loads(_record_path(entry).read_text())
+        st = entry.stat()
+    except (OSError, ValueError):
         return False
-    if not target.is_file():
+    return (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
+            and record.get("report_sha256") == digest and record.get("report_size") == report.stat().st_size
+            and record.get("sqlite_size") == st.st_size and record.get("sqlite_mtime_ns") == st.st_mtime_ns)
+
+
+def _cached(target: Path, report: Path, digest: str) -> bool:
+    """True when the cache holds the export of `report` at `target` (`_valid`); a leftover that is not a SQLite file
+    does not count."""
+    if not target.exists() and not target.is_symlink():
+        return False
+    if target.is_symlink() or not target.is_file():
         raise InputError(f"the export cache entry {target} is not a file: remove it")
-    return is_sqlite(target)
+    return is_sqlite(target) and _valid(target, report, digest)
 
 
 def _explain_failure(report: Path, nsys: str, output: str) -> str:
@@ -108,16 +176,60 @@ def _remove_stale_temporaries(cache: Path) -> None:
             pass
 
 
-def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
+def export_timeout() -> float | None:
+    """Seconds an export may take: `$NSYS_CC_EXPORT_TIMEOUT` (0: no limit), else DEFAULT_EXPORT_TIMEOUT_S."""
+    text = os.environ.get(ENV_EXPORT_TIMEOUT, "")
+    try:
+        value = float(text) if text.strip() else DEFAULT_EXPORT_TIMEOUT_S
+    except ValueError:
+        raise InputError(f"{ENV_EXPORT_TIMEOUT}={text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise InputError(f"{ENV_EXPORT_TIMEOUT}={text!r} must be ≥ 0 (0: no limit)")
+    return None if value == 0 or value == math.inf else value
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Kill nsys and whatever it started (it runs in a session of its own)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def _run_export(cmd: list[str], timeout: float | None, report: Path) -> tuple[int, str]:
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                text=True, errors="replace", start_new_session=True)
+    except OSError as exc:
+        raise NsysNotFoundError(f"cannot run nsys at {cmd[0]}: {exc.strerror or exc}") from None
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(proc)
+        raise ExportError(f"nsys export of {report} did not finish within {timeout:g} s (timeout={timeout:g}); "
+                          "allow more time (0: no limit), or export it yourself and pass the .sqlite",
+                          param="timeout") from None
+    except BaseException:
+        _stop(proc)
+        raise
+    return proc.returncode, output
+
+
+def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
+                  timeout: float | None | str = "env") -> Path:
     """Path of the SQLite export of `report`, exporting it with nsys unless the cache already holds it.
 
-    Raises InputError (empty report), NsysNotFoundError (no nsys), ExportError (nsys refused the report).
+    `timeout`: seconds the export may take (None: no limit; "env", the default: `export_timeout()`); nsys is then
+    stopped.
+    Raises InputError (empty report, an unusable cache), NsysNotFoundError (no nsys), ExportError (nsys refused the
+    report, or ran out of time).
     """
+    limit = timeout if timeout is None or isinstance(timeout, (int, float)) else export_timeout()
     if report.stat().st_size == 0:
         raise InputError(f"{report} is empty (0 bytes): not an Nsight Systems report")
     cache = _writable_dir(Path(cache_dir) if cache_dir is not None else default_cache_dir())
-    target = cache / f"{content_hash(report)}.sqlite"
-    if _cached(target):
+    digest = content_hash(report)
+    target = cache / f"{digest}.sqlite"
+    if _cached(target, report, digest):
         return target
     nsys = nsys or find_nsys()
     if nsys is None:
@@ -131,19 +243,14 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
     tmp = Path(tmp_name)
     try:
         with progress.step(f"exporting {report.name} to SQLite with nsys", always=True):
-            try:
-                done = subprocess.run(
-                    [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
-                    capture_output=True,
-                    text=True,
-                    errors="replace",
-                )
-            except OSError as exc:
-                raise NsysNotFoundError(f"cannot run nsys at {nsys}: {exc.strerror or exc}") from None
-        if done.returncode != 0 or tmp.stat().st_size == 0:
-            raise ExportError(_explain_failure(report, nsys, done.stdout + "\n" + done.stderr))
+            rc, output = _run_export([nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
+                                     limit, report)
+        if rc != 0 or tmp.stat().st_size == 0:
+            raise ExportError(_explain_failure(report, nsys, output))
         try:
             os.replace(tmp, target)
+            atomic.write_text(_record_path(target), json.dumps(_record(report, digest, target)) + "\n",
+                              mode=0o600)
         except OSError as exc:
             raise InputError(f"cannot store the export of {report} as {target}: {exc.strerror}") from None
     finally:

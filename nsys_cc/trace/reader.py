@@ -1,7 +1,11 @@
 """Opening an Nsight Systems export read-only: `open_trace(path) -> Trace`.
 
 A `.sqlite` export is opened through SQLAlchemy on a read-only, immutable SQLite connection
-(`file:…?mode=ro&immutable=1`): nothing is ever written to the user's file, no index is created in it.
+(`file:…?mode=ro&immutable=1`): nothing is ever written to the user's file, no index is created in it, no side file
+is created next to it. An immutable connection does not see a `-wal` file (nor a hot `-journal`), so a file whose
+committed data is partly there (a copy switched to WAL mode and written by another tool; nsys never writes one) is
+read through a private copy instead: the file and its side file copied into a 0700 temporary folder, folded together
+there by SQLite, removed when the trace is closed.
 A `.nsys-rep` report is first exported with nsys into a content-addressed cache (see `export.py`).
 
 `ExportTrace` (the `nsys_cc.trace.Trace` protocol, `source.py`) exposes the export's metadata and its tables as
@@ -21,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sqlite3
+import tempfile
 import warnings
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
@@ -31,12 +37,13 @@ import pandas as pd
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
+from .. import progress
 from ..errors import InputError
 from . import cuda, frames, nvtx
 from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
-from .source import TraceInfo, handed_out, is_sqlite, readonly_uri
+from .source import TraceInfo, handed_out, is_sqlite, quote_identifier, readonly_uri
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
@@ -84,6 +91,7 @@ class ExportTrace:
     def __init__(self, path: str | os.PathLike, sqlite_path: Path):
         self.path = str(path)
         self.sqlite_path = sqlite_path
+        self._private: tempfile.TemporaryDirectory | None = None  # a private copy of a WAL-mode file (open_trace)
         self.engine: Engine = create_engine("sqlite://", creator=_connect_ro(sqlite_path))
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
@@ -112,8 +120,10 @@ class ExportTrace:
         self.close()
 
     def close(self) -> None:
-        """Close every connection to the export."""
+        """Close every connection to the export (and remove the private copy of a WAL-mode file)."""
         self.engine.dispose()
+        if self._private is not None:
+            self._private.cleanup()
 
     def __repr__(self) -> str:
         return f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables)"
@@ -122,7 +132,7 @@ class ExportTrace:
     @property
     def _source(self) -> str:
         """The file named in error messages: the user's path, and for a report the export actually read."""
-        if Path(self.path).expanduser() == self.sqlite_path:
+        if Path(self.path).expanduser() == self.sqlite_path or self._private is not None:
             return self.path
         return f"{self.path} (exported to {self.sqlite_path})"
 
@@ -172,14 +182,16 @@ class ExportTrace:
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
-            return {name: conn.execute(f'SELECT count(*) FROM "{name}"').fetchone()[0] for name in names}
+            return {name: conn.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchone()[0]
+                    for name in names}
 
     def _metadata(self) -> dict[str, str]:
         meta: dict[str, str] = {}
         with self.reading() as conn:
             for table in ("META_DATA_CAPTURE", *META_TABLES):
                 if self.has_table(table):
-                    meta.update({str(k): str(v) for k, v in conn.execute(f"SELECT name, value FROM {table}")})
+                    rows = conn.execute(f"SELECT name, value FROM {quote_identifier(table)}")
+                    meta.update({str(k): str(v) for k, v in rows})
         return meta
 
     def _cupti_tables(self) -> list[str]:
@@ -199,7 +211,8 @@ class ExportTrace:
             if not self.has_table(table):
                 return ()
             with self.reading() as conn:
-                self._columns[table] = tuple(r[1] for r in conn.execute(f'PRAGMA table_info("{table}")'))
+                info = conn.execute(f"PRAGMA table_info({quote_identifier(table)})")
+                self._columns[table] = tuple(r[1] for r in info)
         return self._columns[table]
 
     @property
@@ -216,7 +229,8 @@ class ExportTrace:
     def info(self) -> TraceInfo:
         """What the export holds (`nsys-cc info` shows it): paths, versions, whether CUDA/NVTX data is present,
         tables → rows. `.to_dict()` gives plain data."""
-        return TraceInfo(path=self.path, sqlite_path=str(self.sqlite_path), nsys_version=self.nsys_version,
+        read = self.path if self._private is not None else str(self.sqlite_path)  # a WAL file: its own data
+        return TraceInfo(path=self.path, sqlite_path=read, nsys_version=self.nsys_version,
                          schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
                          tables=MappingProxyType(dict(self.tables)))
 
@@ -311,13 +325,62 @@ def _kind(path: Path) -> str:
     return "other"
 
 
+# Bytes 18 and 19 of a SQLite header: the file format's write and read versions, 2 in WAL mode.
+_WAL_HEADER = b"\x02\x02"
+# A WAL file holding at least one frame is longer than its 32-byte header.
+_WAL_HEADER_SIZE = 32
+
+
+def _pending(path: Path) -> Path | None:
+    """The side file holding data of `path` that is not in the file itself: a `-wal` of a WAL-mode database with
+    frames in it (committed transactions not yet checkpointed), or a rollback `-journal` left by a writer that
+    stopped mid-transaction (its changes in the file must be undone). None when there is none (as for every export
+    nsys writes). Names as SQLite derives them: from the file's real path."""
+    real = path.resolve()
+    with open(real, "rb") as fh:
+        header = fh.read(20)
+    wal, journal = Path(f"{real}-wal"), Path(f"{real}-journal")
+    with contextlib.suppress(OSError):
+        if header[18:20] == _WAL_HEADER and wal.is_file() and wal.stat().st_size > _WAL_HEADER_SIZE:
+            return wal
+        if header[18:20] != _WAL_HEADER and journal.is_file() and journal.stat().st_size > 0:
+            return journal
+    return None
+
+
+def _private_copy(path: Path, side: Path) -> tuple[Path, tempfile.TemporaryDirectory]:
+    """A copy of `path` and its `side` file in a private temporary folder (mode 0700), opened once read-write there
+    so that SQLite folds the WAL in (or rolls the journal back): the copy then holds exactly the committed data and
+    reads like any export. The user's files are only read; SQLite's -shm goes into the private folder."""
+    folder = tempfile.TemporaryDirectory(prefix="nsys_cc-wal-")
+    copy = Path(folder.name) / "trace.sqlite"
+    try:
+        with progress.step(f"{path}: committed data is in {side.name}; reading it through a private copy",
+                           always=True):
+            shutil.copyfile(path.resolve(), copy)
+            shutil.copyfile(side, Path(f"{copy}{side.name[len(path.resolve().name):]}"))
+            conn = sqlite3.connect(copy)
+            try:
+                conn.execute("PRAGMA journal_mode=DELETE").fetchall()  # checkpoints a WAL, rolls a journal back
+            finally:
+                conn.close()
+    except (OSError, sqlite3.Error) as exc:
+        folder.cleanup()
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else _quote(exc)
+        raise InputError(f"{path}: part of its data is in {side} and cannot be read ({detail}); open it once with "
+                         "sqlite3 to fold it in, or export the report again") from None
+    return copy, folder
+
+
 def open_trace(
-    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None
+    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
+    timeout: float | None | str = "env",
 ) -> ExportTrace:
     """Open an Nsight Systems export (.sqlite) or report (.nsys-rep) read-only.
 
     A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
-    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards.
+    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards; the export may take
+    `timeout` seconds (None: no limit; default `$NSYS_CC_EXPORT_TIMEOUT` or 1800).
     Raises InputError, NsysNotFoundError or ExportError with a one-line reason.
     """
     p = Path(path).expanduser()
@@ -331,9 +394,22 @@ def open_trace(
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     if kind == "report":
-        return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir))
+        return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir, timeout=timeout))
     if size == 0:
         raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
     if kind != "sqlite":
         raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report")
-    return ExportTrace(path, p)
+    try:
+        side = _pending(p)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read: {exc.strerror}") from None
+    if side is None:
+        return ExportTrace(path, p)
+    copy, folder = _private_copy(p, side)
+    try:
+        trace = ExportTrace(path, copy)
+    except BaseException:
+        folder.cleanup()
+        raise
+    trace._private = folder  # removed with the trace (close, or when it is collected)
+    return trace

@@ -36,7 +36,17 @@ _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
 def readonly_uri(path: str | os.PathLike) -> str:
     """SQLite URI that opens `path` read-only and immutable: nothing is ever written to the file (no journal, no
     index, no lock), and SQLite does not look for changes made by others (an export never changes)."""
-    return f"file:{urllib.parse.quote(str(Path(path).resolve()))}?mode=ro&immutable=1"
+    # The file name's own bytes, %-encoded: a name that is not UTF-8 (Python holds it with surrogate escapes) too.
+    return f"file:{urllib.parse.quote(os.fsencode(Path(path).resolve()))}?mode=ro&immutable=1"
+
+
+def quote_identifier(name: str) -> str:
+    """`name` as an SQL identifier: in double quotes, each double quote doubled. Every table or column name that
+    reaches SQL goes through this — a name read from the file is the file's text, and a table named `a"b` (or one
+    whose name is SQL meant to run) must stay one name."""
+    if "\x00" in name:
+        raise ValueError(f"an SQL name holds a NUL character: {name!r}")
+    return '"' + name.replace('"', '""') + '"'
 
 
 def is_sqlite(path: str | os.PathLike) -> bool:
