@@ -190,3 +190,28 @@ def test_the_cli_reports_the_runs_and_the_stop(tmp_path, fake_runs):
     assert res.exit_code == 0, res.output
     assert "c per run" in res.output
     assert "stopped by --max-repeat (2) before the precision" in res.output
+
+
+def test_analyze_reads_a_profile_directory_as_profile_reported_it(tmp_path, fake_runs):
+    outcome = _profile(tmp_path, repeat=3, acceptance=[0.6])
+    res = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--format", "json", "--acceptance", "0.6"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output[res.output.index("{"):])
+    again = {(c["draft"], c["phase"]): c["c"] for c in doc["coefficients"] if c["metric"] == "wall"}
+    first = outcome.result.coefficients[outcome.result.coefficients["metric"] == "wall"]
+    assert again == {(r.draft, r.phase): pytest.approx(r.c) for r in first.itertuples()}
+    assert {r["run"] for r in doc["runs"]} == {1, 2, 3}
+    bad = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--name", "x"])
+    assert bad.exit_code == 2 and "a profile directory names its models itself" in bad.output
+
+
+def test_analyze_reads_one_model_of_an_interleaved_trace_by_its_scope():
+    run = str(FIXTURES / "interleaved" / "run-1" / "trace.sqlite")
+    res = CliRunner().invoke(cli, ["analyze", run, run, "--scope", TARGET, "--scope", DRAFTS[1], "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    assert [m["name"] for m in doc["models"]] == [TARGET, DRAFTS[1]]
+    assert [m["phases"]["decode"]["count"] for m in doc["models"]] == [12, 12]
+    wrong = CliRunner().invoke(cli, ["analyze", run, run, "--scope", "nope", "--scope", DRAFTS[1]])
+    lines = wrong.output.strip().splitlines()
+    assert wrong.exit_code == 2 and len(lines) == 1 and "no 'nsys_cc:engine nope' ranges" in lines[0]

@@ -408,9 +408,11 @@ def cost_coefficient(
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
-    labels = model_names(paths, names)
-    ranges = _range_names(range_name, paths, labels)
     sc = _scopes(scopes, len(paths))
+    labels = model_names(paths, names)
+    if not names and any(sc):  # a model read by its engine's windows is called by its engine's label
+        labels = [scope or label for scope, label in zip(sc, labels)]
+    ranges = _range_names(range_name, paths, labels)
     _check_distinct(paths, ranges, sc)
     by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
     with_model = [i > 0 and sc[i] is None and spec_mod.is_speculative(p) for i, p in enumerate(paths)]

@@ -566,12 +566,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     except KeyboardInterrupt as exc:
         partial = getattr(exc, "outcome", None)
         if partial is not None and partial.completed:
-            done = analyse(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
+            done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
                            max_repeat=max_repeat)
             if done.report is not None:
                 progress.say(f"interrupted: report on the runs completed so far: {done.report}")
         raise
-    return analyse(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
+    return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
                    max_repeat=max_repeat)
 
 
@@ -590,7 +590,7 @@ def _model_runs(outcome: Outcome):
     return out
 
 
-def analyse(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
+def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
             precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
     """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
     from ..analysis.coefficient import cost_coefficient_runs
@@ -631,3 +631,32 @@ def _share_note(share: pd.DataFrame, label: str) -> str:
     return (f"{label}: forward ranges cover {med.median():.0%} of each measured iteration (median over {len(rows)} "
             f"run(s); per run {med.min():.0%}–{med.max():.0%}; {rows['forward_ms'].median():.2f} ms of forwards in "
             f"vLLM's {rows['latency_ms'].median():.2f} ms iteration)")
+
+
+def is_profile_dir(path: str | os.PathLike) -> bool:
+    """Whether `path` is the output directory of an interleaved `profile` (its status.json lists runs)."""
+    p = Path(path)
+    try:
+        doc = json.loads((p / "status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return p.is_dir() and isinstance(doc, dict) and isinstance(doc.get("runs"), list)
+
+
+def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), metrics_dump: str | None = None,
+                seed: int = 0, range_name: str = FORWARD_RANGE, skip_ranges: int | None = None,
+                output_len: int | None = None):
+    """The pooled analysis of an interleaved profile's completed runs, read from its directory (status.json says
+    which runs completed and which models have forwards in all of them). InputError when none completed."""
+    from ..analysis.coefficient import cost_coefficient_runs
+
+    p = Path(path)
+    doc = json.loads((p / "status.json").read_text())
+    done = [r for r in doc["runs"] if r.get("status") in ("done", "resumed")]
+    labels = [m["label"] for m in doc.get("models", []) if m.get("status") == "done"]
+    if not done or len(labels) < 2:
+        raise InputError(f"{p}: no completed interleaved run with the target and a draft (see its status.json)")
+    sqlites = [p / f"{RUN_PREFIX}{r['run']}" / "trace.sqlite" for r in done]
+    return cost_coefficient_runs([[s] * len(labels) for s in sqlites], names=labels, scopes=[labels] * len(done),
+                                 range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                                 acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
