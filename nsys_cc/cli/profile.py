@@ -43,7 +43,7 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
 @click.option("--repeat", type=int, default=None, metavar="R",
               help="Interleaved runs: every model in one process per run, iterations alternating; c pools the runs "
-                   "and its interval covers the variation between them. [default: 3]")
+                   "and its interval covers the variation between them. [default: 6]")
 @click.option("--precision", type=float, default=None, metavar="P",
               help="Add runs until every draft's decode c interval lies within ±P·c (e.g. 0.05), at most "
                    "--max-repeat runs; the output says which stopped it.")

@@ -44,13 +44,13 @@ from .interleave import ENGINE_RANGE_PREFIX
 from .models import Model, resolve_all
 from .vllm_plugin import ENV_WARMUP, FORWARD_RANGE
 
-DEFAULT_REPEAT = 4
+DEFAULT_REPEAT = 6
 DEFAULT_MAX_REPEAT = 12
 # Engines of each model in one run: instances of one model differ in speed (their weights' addresses), and an engine
 # more costs about 2 s where a run more costs the vLLM import, nsys and the export (docs/REPEATABILITY.md).
 DEFAULT_REPLICAS = 2
 # What a default profile runs per engine and run: 5 warm-up and 5 measured iterations of one 128-token prefill and 31
-# one-token decode steps: 155 decode forwards per engine and run, 1240 per model in a default profile.
+# one-token decode steps: 155 decode forwards per engine and run, 1860 per model in a default profile.
 DEFAULT_OPTIONS = BenchOptions(output_len=32)
 # KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
 # holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
