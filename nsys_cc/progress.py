@@ -31,7 +31,10 @@ def _mode() -> str:
 def say(message: str) -> None:
     """Print one progress line unless progress is silenced."""
     if _mode() != "quiet":
-        print(f"[nsys-cc] {wording(message)}", file=sys.stderr, flush=True)
+        # One write of the whole line: print() writes the text and its newline separately, and a Ctrl-C between the
+        # two left a worker's half line for the exit to flush, glued to the parent's "nsys-cc: interrupted".
+        sys.stderr.write(f"[nsys-cc] {wording(message)}\n")
+        sys.stderr.flush()
 
 
 @contextlib.contextmanager

@@ -24,13 +24,13 @@ def _after(args: list[str], flag: str) -> str:
 
 def test_nsys_options_fit_the_platform():
     base = Path("/o/m")
-    cpu = commands.nsys_profile_args(NSYS, base, gpu=False, cuda_graphs=False)
-    gpu = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False)
-    graphs = commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=True)
+    cpu = commands.nsys_profile_args(NSYS, base, gpu=False)
+    gpu = commands.nsys_profile_args(NSYS, base, gpu=True)
     assert _after(cpu, "-t") == "nvtx,osrt" and "--trace-fork-before-exec=true" not in cpu
     assert _after(gpu, "-t") == "cuda,nvtx,osrt,cublas,cudnn" and "--trace-fork-before-exec=true" in gpu
-    assert "--cuda-graph-trace=node" in graphs and "--cuda-graph-trace=node" not in gpu
-    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, cuda_graphs=False, trace="nvtx"), "-t") == "nvtx"
+    # CUDA graphs are traced node by node on a GPU (kernel metrics exist); a CPU run has no graphs to trace.
+    assert "--cuda-graph-trace=node" in gpu and not any(a.startswith("--cuda-graph-trace") for a in cpu)
+    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, trace="nvtx"), "-t") == "nvtx"
     assert _after(cpu, "-o") == "/o/m" and cpu[:2] == [NSYS, "profile"]
 
 
@@ -40,12 +40,14 @@ def test_benchmark_defaults_are_the_seeds():
     expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
                 "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
     assert {k: _after(args, k) for k in expected} == expected
-    assert "--enforce-eager" in args and "--gpu-memory-utilization" not in args
+    # On a GPU vLLM keeps its CUDA graphs, as users serve it.
+    assert "--enforce-eager" not in args and "--gpu-memory-utilization" not in args
 
 
-def test_cuda_graphs_cpu_settings_and_extra_vllm_options():
-    graphs = commands.bench_args("/m", Path("j"), BenchOptions(cuda_graphs=True), gpu=True)
-    assert "--enforce-eager" not in graphs
+def test_eager_on_request_cpu_settings_and_extra_vllm_options():
+    eager = commands.bench_args("/m", Path("j"), BenchOptions(enforce_eager=True), gpu=True)
+    assert "--enforce-eager" in eager
+    assert "--enforce-eager" in commands.bench_args("/m", Path("j"), BenchOptions(), gpu=False)  # no graphs on CPU
     cpu = commands.bench_args("/m", Path("j"), BenchOptions(vllm_args=("--dtype", "float32")), gpu=False)
     assert _after(cpu, "--gpu-memory-utilization") == "0.3" and cpu[-2:] == ["--dtype", "float32"]
 
@@ -84,16 +86,30 @@ def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
         assert export.endswith(f"-o {out}/{label}.sqlite {out}/{label}.nsys-rep")
 
 
-def test_dry_run_on_a_gpu_with_cuda_graphs():
-    res = CliRunner().invoke(cli, ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape",
-                                   "--device", "gpu", "--cuda-graphs", "--dry-run"])
+def test_dry_run_on_a_gpu_uses_cuda_graphs_by_default_and_traces_them_node_by_node():
+    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run",
+            "--separate-processes"]
+    res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
-    assert "--cuda-graph-trace=node" in res.output and "--enforce-eager" not in res.output
+    profiles = [ln for ln in res.output.splitlines() if " profile " in ln]
+    assert len(profiles) == 2
+    assert all("--cuda-graph-trace=node" in ln and "--enforce-eager" not in ln for ln in profiles)
     assert "VLLM_WORKER_MULTIPROC_METHOD=spawn" in res.output
+    eager = CliRunner().invoke(cli, [*args, "--enforce-eager"])
+    eager_profiles = [ln for ln in eager.output.splitlines() if " profile " in ln]
+    assert eager.exit_code == 0 and all("--enforce-eager" in ln for ln in eager_profiles)
+
+
+def test_the_deprecated_cuda_graphs_flag_changes_nothing_and_says_so():
+    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
+    plain, old = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--cuda-graphs"])
+    assert old.exit_code == 0 and old.stdout == plain.stdout
+    assert "--cuda-graphs is deprecated" in old.stderr and "--enforce-eager" in old.stderr
+    assert "--cuda-graphs" not in CliRunner().invoke(cli, ["profile", "--help"]).output
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--device", "cpu", "--cuda-graphs"], "--cuda-graphs needs a GPU"),
+    (["--cuda-graphs", "--enforce-eager"], "--cuda-graphs and --enforce-eager contradict each other"),
     (["--output-len", "0"], "--output-len must be ≥ 1"),
     (["--num-iters-warmup", "-1"], "--num-iters-warmup must be ≥ 0"),
 ])
@@ -106,7 +122,6 @@ def test_bad_arguments_are_one_line_errors(args, message):
 
 
 @pytest.mark.parametrize("options, kwargs, message", [
-    (BenchOptions(cuda_graphs=True), {}, "cuda_graphs needs a GPU"),
     (BenchOptions(output_len=0), {}, "output_len must be ≥ 1"),
     (BenchOptions(iters=0), {}, "iters must be ≥ 1"),
     (BenchOptions(warmup_iters=-1), {}, "warmup_iters must be ≥ 0"),

@@ -215,3 +215,16 @@ def test_analyze_reads_one_model_of_an_interleaved_trace_by_its_scope():
     wrong = CliRunner().invoke(cli, ["analyze", run, run, "--scope", "nope", "--scope", DRAFTS[1]])
     lines = wrong.output.strip().splitlines()
     assert wrong.exit_code == 2 and len(lines) == 1 and "no 'nsys_cc:engine nope' ranges" in lines[0]
+
+
+def test_an_interleaved_gpu_run_shares_the_gpu_between_its_engines():
+    res = CliRunner().invoke(cli, ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device",
+                                   "gpu", "--dry-run"])
+    assert res.exit_code == 0, res.output
+    profile = next(ln for ln in res.output.splitlines() if " profile " in ln)
+    engines = profile.split(" --engine ")[1:]
+    assert len(engines) == 2 * repeat.DEFAULT_REPLICAS
+    # 0.9 of the GPU split between 4 engines; graphs traced node by node; vLLM's engines in their own processes
+    assert all("--gpu-memory-utilization 0.23" in e and "--enforce-eager" not in e for e in engines)
+    assert "--cuda-graph-trace=node" in profile and "--trace-fork-before-exec=true" in profile
+    assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in profile and "--kv-cache-memory-bytes" not in profile

@@ -159,9 +159,10 @@ def test_an_ngram_run_is_measured_in_place_not_taken_for_a_draft():
     assert res.speculative.models["ngram"].draft_forward_ms == 0.0  # the forecast prices no draft forward
 
 
-def test_a_trace_without_draft_forwards_or_metrics_dump_stays_a_plain_draft(tmp_path):
-    # Without its dump nothing says the ngram run speculated: it is read as a plain model, as before.
+def test_a_trace_labelled_speculative_without_draft_forwards_or_metrics_dump_is_an_error(tmp_path):
+    # Without its dump nothing shows the ngram run speculated, yet its label says it did: measured as a plain draft it
+    # would give a c of the target against itself, so it is refused with what to do (issue 21's rule).
     copy = tmp_path / "ngram.spec-g3.sqlite"
     shutil.copy(NGRAM / "ngram.spec-g3.sqlite", copy)
-    res = nsys_cc.cost_coefficient(str(NGRAM / "pair-target.sqlite"), [str(copy)])
-    assert res.speculative is None and [m.name for m in res.models] == ["pair-target", "ngram.spec-g3"]
+    with pytest.raises(nsys_cc.NsysCCError, match=r"labelled as a speculative run \('ngram.spec-g3'\)"):
+        nsys_cc.cost_coefficient(str(NGRAM / "pair-target.sqlite"), [str(copy)])

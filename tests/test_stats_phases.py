@@ -144,3 +144,21 @@ def test_breakdown_averages_per_forward():
     assert gemm["share"] == pytest.approx(3000 / 4000)
     cats = kernels.by_category(table).set_index("category")
     assert cats.loc["normalisation", "time_per_forward_ms"] == pytest.approx(500 / 1e6)
+
+
+def test_forwards_outside_every_iteration_are_dropped_when_iterations_are_marked():
+    # vLLM's own warm-up forwards (compile_or_warm_up_model) at 1 and 2, before the benchmark's first generate call;
+    # one more between two iterations (300), and the benchmark's forwards inside warm-up and iterations.
+    fw = _forwards([1, 2, 10, 20, 110, 120, 300, 410])
+    marks = _marks([("nsys_cc:warmup", 0 + 5, 50, 1), ("nsys_cc:iteration", 100, 150, 1),
+                    ("nsys_cc:iteration", 400, 450, 1)])
+    mask, note = phases.warmup_mask(fw, marks, None)
+    assert mask.tolist() == [True, True, True, True, False, False, True, False]
+    assert "dropped 5 of 8" in note and "2 that ran inside" in note and "3 that ran outside every" in note
+    # Without warm-up ranges, iteration ranges alone decide.
+    mask, note = phases.warmup_mask(fw, _marks([("nsys_cc:iteration", 100, 150, 1)]), None)
+    assert mask.tolist() == [True, True, True, True, False, False, True, True]
+    assert "dropped 6 of 8" in note and "inside the trace's" not in note
+    # Every forward inside an iteration: nothing dropped, and the note says why.
+    mask, note = phases.warmup_mask(_forwards([110, 120]), _marks([("nsys_cc:iteration", 100, 150, 1)]), None)
+    assert not mask.any() and "kept all 2" in note

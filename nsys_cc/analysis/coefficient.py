@@ -128,14 +128,7 @@ def load_model(
                 f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
                 "lower skip_ranges", param="skip_ranges"
             )
-        gpu_note = "" if has_cuda else "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
-        if has_cuda and forwards.loc[forwards["kept"], "gpu_span_ns"].isna().all():
-            has_cuda = False
-            gpu_note = (
-                f"none of its {int(forwards['kept'].sum())} {_quoted(range_name)} ranges launched GPU work from their "
-                "own thread (as in nsys, only CUDA calls made inside a range on its thread count): wall-clock time "
-                "only, no GPU metrics"
-            )
+        has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
         phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
         forwards["phase"] = phase
         forwards["run"] = run
@@ -160,6 +153,39 @@ def check_seed(seed) -> int:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise InputError(f"seed must be a whole number ≥ 0, not {seed!r}", param="seed")
     return int(seed)
+
+
+def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, str]:
+    """Whether the kept forwards have GPU metrics, and a note on what is missing (empty when nothing is): no CUDA
+    data at all (a CPU run), CUDA API calls without any GPU activity (CUPTI lost it), GPU work of which nothing was
+    projected onto the forward ranges, or graphs recorded whole (no kernel metrics for the forwards that ran them)."""
+    kept = forwards["kept"].to_numpy(dtype=bool)
+    n = int(kept.sum())
+    if not trace.has_cuda:
+        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+        if not calls:
+            return False, "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
+        return False, (
+            f"the trace holds {calls} CUDA API calls but no GPU activity (no kernel, copy, fill or graph rows): CUPTI "
+            "recorded none of the GPU work — likely causes: an nsys whose CUPTI does not support this CUDA driver "
+            "(use the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI "
+            f"flushed its buffers; its {n} {_quoted(range_name)} ranges get wall-clock time only, no GPU metrics")
+    span = forwards.loc[kept, "gpu_span_ns"]
+    if span.isna().all():
+        return False, (
+            f"none of its {n} {_quoted(range_name)} ranges launched GPU work from their own thread, although the "
+            "trace holds GPU activity: nothing was projected onto them (as in nsys, only CUDA calls made inside a "
+            "range on its own thread count); likely causes: kernels launched from another thread or process (a "
+            "worker thread, or vLLM's engine/worker process traced without --trace-fork-before-exec=true), or "
+            "forwards recorded outside CUDA tracing: wall-clock time only, no GPU metrics")
+    whole = span.notna() & forwards.loc[kept, "kernel_sum_ns"].isna()
+    if whole.any():
+        return True, (
+            f"{int(whole.sum())} of its {n} {_quoted(range_name)} ranges launched CUDA graphs recorded whole (nsys "
+            "--cuda-graph-trace=graph: one row per graph launch, no kernel rows): kernel metrics (kernel_sum, kernel "
+            "counts) are not available for them and are left out, not counted as 0 — profile with "
+            "--cuda-graph-trace=node for kernel metrics; GPU span and busy time include the graphs")
+    return True, ""
 
 
 def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
@@ -340,7 +366,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
     for m in models:
         confidence = "" if m.phase_rule.confidence == "exact" else f" (confidence: {m.phase_rule.confidence})"
         texts = [m.warmup_note, f"phases by {m.phase_rule.rule}: {m.phase_rule.detail}{confidence}"]
-        if not m.has_cuda:
+        if m.gpu_note:
             texts.append(m.gpu_note)
         if m.ranks is not None:
             texts += [rank_mod.steps_note(m), *m.ranks.notes]
@@ -349,6 +375,32 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
     every = len(models) > 1
     return [f"{'every model' if every and len(names) == len(models) else ', '.join(names)}: {text}"
             for text, names in holders.items()]
+
+
+def _check_speculative_labels(paths: list[str], labels: list[str], is_spec: list[bool],
+                              spec_metrics: Mapping[str, PathLike] | None) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
+    or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
+    draft and give a wrong c."""
+    given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
+    for i, (path, label, spec) in enumerate(zip(paths, labels, is_spec)):
+        if i == 0 or spec:
+            continue
+        if spec_mod.LABEL_RE.match(label):
+            why = f"is labelled as a speculative run ({label!r})"
+        elif os.path.realpath(path) in given:
+            why = "was given a spec-decode metrics dump (spec_metrics)"
+        elif os.path.exists(spec_mod.trace_stem(path) + ".metrics.json"):
+            beside = os.path.basename(spec_mod.trace_stem(path)) + ".metrics.json"
+            why = f"has a spec-decode metrics dump beside it ({beside})"
+        else:
+            continue
+        raise InputError(
+            f"{path} {why} but holds no draft-model forward ranges ('{phase_mod.DRAFT_RANGE}', or vLLM's "
+            f"'{spec_mod.SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
+            "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
+            "suffix: label it '<method>.spec-g<γ>', e.g. 'ngram.spec-g3', to measure it in place); measured as a plain "
+            "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
 
 
 def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
@@ -416,8 +468,12 @@ def cost_coefficient(
     _check_distinct(paths, ranges, sc)
     by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
     with_model = [i > 0 and sc[i] is None and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
-    is_spec = [m or (i > 0 and sc[i] is None and spec_mod.proposes_without_model(p, by_path.get(os.path.realpath(p))))
-               for i, (p, m) in enumerate(zip(paths, with_model))]
+    # Without draft ranges a run is speculative only as a proposer that runs no model (ngram): its label says so and
+    # its metrics dump holds the counters. A draft model's run whose ranges the plugin missed is an error below.
+    is_spec = [m or (i > 0 and sc[i] is None and spec_mod.model_free_label(n)
+                     and spec_mod.proposes_without_model(p, by_path.get(os.path.realpath(p))))
+               for i, (p, n, m) in enumerate(zip(paths, labels, with_model))]
+    _check_speculative_labels(paths, labels, is_spec, spec_metrics)
     spec_runs = [(p, n, r, m) for p, n, r, s, m in zip(paths, labels, ranges, is_spec, with_model) if s]
     plain = [(p, n, r, c) for p, n, r, c, s in zip(paths, labels, ranges, sc, is_spec) if not s]
     models = [

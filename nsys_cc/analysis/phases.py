@@ -3,7 +3,11 @@
 Warm-up, in order of precedence:
 1. `skip_ranges=N` drops the first N matching ranges (by start time) of the model.
 2. Otherwise, when the trace marks warm-up itself — ranges named `nsys_cc:warmup`, which nsys_cc's vLLM plugin opens
-   around each warm-up iteration — every forward that starts inside one of them (any thread or process) is dropped.
+   around each warm-up iteration — every forward that starts inside one of them (any thread or process) is dropped;
+   and when it marks measured iterations (`nsys_cc:iteration`), every forward that starts outside all of the
+   iteration and warm-up ranges is dropped too: those are vLLM's own forwards before the benchmark (with compilation
+   on, Model Runner V2's `compile_or_warm_up_model` runs real prefill and decode steps; CUDA-graph capture and
+   profile runs on a GPU). The note says how many of each.
 3. Otherwise nothing is dropped, and the notes say so.
 
 Phase, in order of precedence (the rule used is reported):
@@ -65,17 +69,30 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
+    starts = forwards["start_ns"].to_numpy()
     warm = markers(all_ranges, (WARMUP_RANGE,))
-    if not warm.empty:
-        mask = _containing(forwards["start_ns"].to_numpy(), warm) >= 0
-        return mask, (
-            f"dropped {int(mask.sum())} of {n} {unit} that ran inside the trace's {len(warm)} "
-            f"'{WARMUP_RANGE}' iteration(s)"
+    iters = markers(all_ranges, (ITERATION_RANGE,))
+    if warm.empty and iters.empty:
+        return np.zeros(n, dtype=bool), (
+            f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
+            "(the first forwards may include warm-up)"
         )
-    return np.zeros(n, dtype=bool), (
-        f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
-        "(the first forwards may include warm-up)"
-    )
+    in_warmup = _containing(starts, warm) >= 0
+    said = []
+    if not warm.empty:
+        said.append(f"{int(in_warmup.sum())} that ran inside the trace's {len(warm)} '{WARMUP_RANGE}' iteration(s)")
+    outside = np.zeros(n, dtype=bool)
+    if not iters.empty:
+        # vLLM's own forwards before the benchmark (compile and kernel warm-up, CUDA-graph capture, profile runs)
+        # run outside every benchmark iteration: they are not the benchmark's forwards.
+        outside = ~in_warmup & (_containing(starts, markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))) < 0)
+        if outside.any():
+            said.append(f"{int(outside.sum())} that ran outside every '{ITERATION_RANGE}' range (vLLM's own "
+                        "compile/warm-up or capture forwards, not the benchmark's)")
+    mask = in_warmup | outside
+    if not said:
+        return mask, f"kept all {n} {unit}: every one ran inside the trace's {len(iters)} '{ITERATION_RANGE}' range(s)"
+    return mask, f"dropped {int(mask.sum())} of {n} {unit}: " + "; ".join(said)
 
 
 def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray:

@@ -15,7 +15,11 @@ has no CUDA API table):
   nsys's projected duration, a span that includes GPU idle gaps and counts overlap once.
 - `gpu_ops`: number of distinct launching API calls whose GPU work was found (nsys's NumGPUOps,
   count(DISTINCT correlationId)); a graph launch counts once however many kernels it ran.
-- `kernels`: kernel rows; `kernel_sum_ns`: the sum of their durations (overlapping kernels count twice).
+- `kernels`: kernel rows; `kernel_sum_ns`: the sum of their durations (overlapping kernels count twice). Both are
+  <NA> for a range that launched a CUDA graph recorded whole (a GRAPH_TRACE row with no kernel rows for its launch,
+  nsys's `--cuda-graph-trace=graph`): the graph's kernels are not in the trace, so the figures are unknown, not 0.
+  A graph traced node by node (`--cuda-graph-trace=node`) has one kernel row per node, with the launch's
+  correlationId, and counts like any kernel.
 - `gpu_busy_ns`: length of the union of all the range's op intervals (kernels, memcpy, memset, graphs).
 - `launch_api_ns`: sum of the durations of the API calls inside the range that launched GPU work.
 - `api_calls`: number of CUDA API rows inside the range on its thread (0 when none; <NA> only when
@@ -62,6 +66,9 @@ PROJECTION = (
     Column("api_calls", "count", "CUDA API rows inside the range on its thread"),
 )
 PROJECTION_COLUMNS = names(PROJECTION)
+# Unknown (<NA>) also for a range that launched a CUDA graph recorded whole (GRAPH_TRACE rows, no kernel rows).
+KERNEL_COLUMNS = ("kernels", "kernel_sum_ns")
+GRAPH_KIND = OP_KINDS.index("graph")
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
 # Upper bound on (range, op) pairs held in memory at once (union lengths, op totals).
@@ -413,6 +420,15 @@ def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
         busy[i] = _union_of_pairs(np.zeros(len(ops), np.int64), lc.op_start[ops], lc.op_end[ops], 1)[0]
 
     launched_any = ok & (gpu_ops > 0)
+    # A graph recorded whole (a GRAPH_TRACE row and no kernel rows for its launch: nsys's --cuda-graph-trace=graph)
+    # ran kernels that the trace does not list, so the range's kernel figures are unknown, not 0.
+    call_graphs = window_sum(lc.op_kind == GRAPH_KIND, lc.op_ptr[:-1], lc.op_ptr[1:])
+    call_kernels = window_sum(kern, lc.op_ptr[:-1], lc.op_ptr[1:])
+    whole = (call_graphs > 0) & (call_kernels == 0)
+    whole_graphs = window_sum(whole, lo, hi)
+    for i, calls in exact.items():
+        whole_graphs[i] = whole[calls].sum()
+    kernels_unknown = ~launched_any | (whole_graphs > 0)
     columns = {
         "proj_start_ns": first,
         "proj_end_ns": last,
@@ -424,7 +440,8 @@ def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
         "launch_api_ns": launch_ns,
     }
     for col, values in columns.items():
-        out[col] = pd.arrays.IntegerArray(values.astype(np.int64), mask=~launched_any)
+        unknown = kernels_unknown if col in KERNEL_COLUMNS else ~launched_any
+        out[col] = pd.arrays.IntegerArray(values.astype(np.int64), mask=unknown)
     out["api_calls"] = pd.arrays.IntegerArray(api_calls.astype(np.int64), mask=~ok)
     return out
 

@@ -423,6 +423,16 @@ def beside_metrics(path: str | os.PathLike, metrics_path: str | os.PathLike | No
     return beside if os.path.exists(beside) else None
 
 
+# vLLM's proposers that run no draft model: their runs hold no draft-forward ranges (nothing to range).
+MODEL_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
+
+
+def model_free_label(label: str) -> bool:
+    """Whether a run's label names a proposer without a draft model (`ngram.spec-g3`, as `profile` labels it)."""
+    m = LABEL_RE.match(label)
+    return m is not None and m.group("draft") in MODEL_FREE_METHODS
+
+
 def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> bool:
     """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
     or `metrics_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's

@@ -5,7 +5,7 @@ draft failed (the report and status.json say which, and where its log is); 2 whe
 (bad arguments, nsys or vLLM missing, the target or every draft failed); 130 on Ctrl-C. With `--speculate` (or
 `--speculative-config`) the speculative runs count like drafts: 1 when one failed.
 
-By default every model runs in one process per run, their iterations interleaved, `--repeat` runs (3), and c pools
+By default every model runs in one process per run, their iterations interleaved, `--repeat` runs (6), and c pools
 the runs with an interval across them (`nsys_cc.launch.repeat`); `--precision P` adds runs until every draft's decode
 c is known to ±P·c (or `--max-repeat` runs were made), and says which stopped it.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import click
 
 from . import cli, in_flags, result_in_flags
-from .options import acceptance_option, format_option
+from .options import acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -61,7 +61,11 @@ SPEC_OUTPUT_LEN = 32
               help="vLLM's --speculative-config: the base of the --speculate runs (model and γ filled in), or alone "
                    "one more speculative run as given, e.g. '{\"method\": \"ngram\", \"num_speculative_tokens\": 3, "
                    "\"prompt_lookup_max\": 4}'.")
-@click.option("--cuda-graphs", is_flag=True, help="Let vLLM use CUDA graphs (GPU only; default: eager).")
+@click.option("--enforce-eager", is_flag=True,
+              help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
+                   "run is always eager).")
+@click.option("--cuda-graphs", is_flag=True, hidden=True,
+              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -78,9 +82,8 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
-            iters, repeat, precision, max_repeat, replicas, separate,
-            speculate, speculative_config, cuda_graphs, vllm_args,
-            device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+            iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config, enforce_eager,
+            cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
@@ -92,8 +95,8 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
             "draft_tp": draft_tp, "repeat": repeat, "precision": precision, "max_repeat": max_repeat,
             "separate": separate, "replicas": replicas}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
-                           warmup_iters=warmup_iters, iters=iters, cuda_graphs=cuda_graphs,
-                           vllm_args=tuple(vllm_args))
+                           warmup_iters=warmup_iters, iters=iters,
+                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
         click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,

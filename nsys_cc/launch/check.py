@@ -27,10 +27,11 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.ranks import step_bounds
+from ..analysis.speculative import MODEL_FREE_METHODS
 from ..errors import InputError
 from ..trace import open_trace
 from ..trace.bulk import PID_MASK
-from .vllm_plugin import FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
+from .vllm_plugin import DRAFT_FORWARD_RANGE, FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
@@ -54,6 +55,59 @@ def forward_range(sqlite: str | Path) -> tuple[str, int]:
         if counts.get(name, 0):
             return name, int(counts[name])
     return FORWARD_RANGE, 0
+
+
+# A user's own proposer class: whether it runs a model is unknown, so its runs are not required to hold draft ranges.
+UNKNOWN_METHODS = ("custom_class",)
+DRAFT_RANGES = (DRAFT_FORWARD_RANGE, "gpu_model_runner: draft")
+
+
+def draft_problem(sqlite: str | Path, method: str | None) -> str | None:
+    """Why a speculative run's trace cannot be measured in place (None when it can, or when its proposer `method`
+    runs no draft model): it holds no draft-forward range."""
+    if method in MODEL_FREE_METHODS or method in UNKNOWN_METHODS:
+        return None
+    names = push_pop_ranges(sqlite)["name"]
+    if names.isin(DRAFT_RANGES).any():
+        return None
+    return (f"the speculative run (method {method or 'draft_model'}) recorded no {DRAFT_FORWARD_RANGE} ranges: the "
+            "plugin did not wrap this vLLM's proposer (see the nsys-cc warnings in the log) or vLLM ran no draft "
+            "forward; without draft ranges the run cannot be measured in place, and measured as a plain draft its c "
+            "would be wrong")
+
+
+def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -> str | None:
+    """Why a GPU run's forward ranges (`range_name`) have no GPU work projected onto them, naming the likely causes
+    (None when at least one has): `trace_option` is the run's nsys `-t` value."""
+    from ..analysis.projection import project
+    from ..trace.nvtx import matches
+
+    traced = (trace_option or "").split(",")
+    forwards = 0
+    with open_trace(sqlite) as trace:
+        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+        gpu_activity = bool(trace.has_cuda)
+        if calls and gpu_activity:
+            ranges = trace.nvtx_ranges()
+            matched = ranges[matches(ranges, (range_name,))]
+            forwards = len(matched)
+            if (project(trace, matched)["gpu_ops"].fillna(0) > 0).any():
+                return None
+    if "cuda" not in traced:
+        return (f"no GPU work was recorded: the nsys trace option -t {trace_option} leaves out cuda (CUDA tracing); "
+                "profile with the default, or add cuda to it")
+    if not calls:
+        return ("no CUDA API call was recorded, so no forward has GPU work: likely causes: nsys's CUPTI could not "
+                "attach to this CUDA driver (an nsys older than the driver: use the nsys of the installed CUDA toolkit "
+                "or a newer one; see nsys's warnings in the log), or the model ran on the CPU")
+    if not gpu_activity:
+        return (f"CUDA API calls were recorded ({calls}) but no GPU activity (no kernel, copy or graph rows): CUPTI "
+                "recorded none of the GPU work — likely a CUPTI/driver mismatch (an nsys older than the driver: use "
+                "the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI flushed")
+    return (f"none of the {forwards} {range_name} ranges has GPU work projected onto it although the trace holds "
+            "GPU activity: as in nsys, only CUDA calls made inside a range on its own thread count; likely causes: "
+            "kernels launched from another thread or process (vLLM's engine/worker processes traced without "
+            "--trace-fork-before-exec=true, a worker thread), or forward ranges recorded where CUDA was not traced")
 
 
 def bench_latencies(bench_json: str | Path) -> list[float]:

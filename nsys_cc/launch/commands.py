@@ -4,7 +4,8 @@ Nothing here runs anything, so `--dry-run` prints what a real run would execute,
 
 nsys options by platform:
 - GPU: `-t cuda,nvtx,osrt,cublas,cudnn --trace-fork-before-exec=true` (vLLM's engine and workers are child
-  processes), plus `--cuda-graph-trace=node` with `--cuda-graphs`, so each replayed kernel is a row;
+  processes) and `--cuda-graph-trace=node`, so each kernel a CUDA graph replays is a row of its own (recent nsys
+  record a graph whole by default: one row per launch and no kernel metrics);
 - CPU: `-t nvtx,osrt` (there is nothing else to trace).
 Tensor parallel (`tp` > 1, one model on N ranks): vLLM gets `--tensor-parallel-size N --distributed-executor-backend mp`
 (one worker process per rank) and nsys `--trace-fork-before-exec=true` on the CPU too, so every rank's ranges are
@@ -15,12 +16,13 @@ Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbat
 A speculative run is the same benchmark of the target with `--speculative-config JSON` (vLLM's own option) and env
 `NSYS_CC_METRICS_OUT=<label>.metrics.json`, where the benchmark driver dumps vLLM's spec-decode counters.
 
-Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): `--input-len 128
---output-len 2 --batch-size 1 --num-iters-warmup 5 --num-iters 5`, eager (`--enforce-eager`) unless
-`cuda_graphs`, dummy weights (`--load-format dummy`: a config.json is enough), token prompts
-(`--skip-tokenizer-init --disable-detokenize`). On CPU hosts the settings that make vLLM's CPU build run
-(docs/REAL_STACK.md) are added: `--gpu-memory-utilization 0.3` (the share of RAM reserved),
-`VLLM_ENABLE_V1_MULTIPROCESSING=0`, `VLLM_CPU_KVCACHE_SPACE=1`, and one unbound OpenMP thread
+Benchmark defaults are those of the vLLM issue that measured c by hand (#6468): `--input-len 128 --output-len 2
+--batch-size 1 --num-iters-warmup 5 --num-iters 5`, dummy weights (`--load-format dummy`: a config.json is enough),
+token prompts (`--skip-tokenizer-init --disable-detokenize`). On a GPU vLLM runs as users serve it, with its CUDA
+graphs (its default), unless `enforce_eager` (`--enforce-eager`): the graphs change what a forward costs (launch-bound
+eager forwards give another c). On CPU hosts `--enforce-eager` always (vLLM's CPU build has no CUDA graphs) and the
+settings that make vLLM's CPU build run (docs/REAL_STACK.md) are added: `--gpu-memory-utilization 0.3` (the share of
+RAM reserved), `VLLM_ENABLE_V1_MULTIPROCESSING=0`, `VLLM_CPU_KVCACHE_SPACE=1`, and one unbound OpenMP thread
 (`VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1`): vLLM's default binds one spinning OpenMP thread to each core,
 and on a small machine with any other load a forward then takes 20–50× longer (measured here on 2 cores: 10 ms per
 iteration when idle, 520 ms with one core busy, 14 ms with one unbound thread either way). Values the user set in the
@@ -55,7 +57,8 @@ class BenchOptions:
 
     input_len / output_len: prompt and generated tokens per sequence; batch_size: sequences per iteration;
     warmup_iters / iters: unmeasured and measured iterations (one `LLM.generate` call each);
-    cuda_graphs: let vLLM use CUDA graphs (GPU only; default eager); vllm_args: extra benchmark options.
+    enforce_eager: on a GPU, run vLLM eagerly instead of with its CUDA graphs (the default; a CPU run is always
+    eager); vllm_args: extra benchmark options.
     """
 
     input_len: int = 128
@@ -63,7 +66,7 @@ class BenchOptions:
     batch_size: int = 1
     warmup_iters: int = 5
     iters: int = 5
-    cuda_graphs: bool = False
+    enforce_eager: bool = False
     vllm_args: tuple[str, ...] = ()
 
 
@@ -116,6 +119,12 @@ class ModelCommands:
     profile: list[str]
     export: list[str]
     files: ModelFiles = field(compare=False)
+    gpu: bool = field(default=False, compare=False)  # made with the GPU settings
+
+    @property
+    def trace_option(self) -> str | None:
+        """The `nsys profile -t` value (what nsys traces)."""
+        return self.profile[self.profile.index("-t") + 1] if "-t" in self.profile else None
 
     def shell(self) -> str:
         """The commands as a shell would run them (for `--dry-run` and the log)."""
@@ -123,13 +132,13 @@ class ModelCommands:
         return f"{env} {shlex.join(self.profile)}\n{shlex.join(self.export)}"
 
 
-def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, cuda_graphs: bool,
-                      trace: str | None = None, extra: Sequence[str] = (), tp: int = 1) -> list[str]:
+def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, trace: str | None = None,
+                      extra: Sequence[str] = (), tp: int = 1) -> list[str]:
     """`nsys profile` options for the platform (see the module docstring); `trace` replaces `-t`."""
     args = [nsys, "profile", "-t", trace or (GPU_TRACE if gpu else CPU_TRACE), "-s", "none", "--cpuctxsw=none"]
     if gpu or tp > 1:
         args.append("--trace-fork-before-exec=true")
-    if gpu and cuda_graphs:
+    if gpu:
         args.append("--cuda-graph-trace=node")
     return [*args, *extra, "-f", "true", "-o", str(out_base)]
 
@@ -146,7 +155,7 @@ def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
         "--num-iters", str(opts.iters), "--skip-tokenizer-init", "--disable-detokenize",
         "--output-json", str(bench_json),
     ]
-    if not opts.cuda_graphs:
+    if not gpu or opts.enforce_eager:
         args.append("--enforce-eager")
     if not gpu:
         args += ["--gpu-memory-utilization", CPU_MEMORY_UTILIZATION]
@@ -186,12 +195,11 @@ def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions,
     `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`), on `tp`
     tensor-parallel ranks."""
     profile = [
-        *nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace, extra=nsys_extra,
-                           tp=tp),
+        *nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra, tp=tp),
         *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config,
                     load_format=load_format, tp=tp),
     ]
     env = bench_env(opts, gpu=gpu, environ=environ, tp=tp)
     if speculative_config is not None:
         env[ENV_METRICS_OUT] = str(files.metrics)
-    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
+    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files, gpu=gpu)

@@ -27,6 +27,7 @@ compares the plain runs; the speculative traces are handed on as `ProfileRun.spe
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import importlib.util
 import json
@@ -89,6 +90,7 @@ class ModelRun:
     range_name: str = FORWARD_RANGE
     draft: str | None = None
     gamma: int | None = None
+    method: str | None = None  # a speculative run's proposer (vLLM's speculative_config method)
 
     @property
     def files(self) -> ModelFiles:
@@ -233,7 +235,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
                 spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
                 spec_model = Model(target.spec, target.path, label, target.kind)
                 runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
-                                     gamma=gamma))
+                                     gamma=gamma, method=base["method"]))
     elif config is not None:
         k = config.get("num_speculative_tokens")
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -246,7 +248,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
             proposer = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
         spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
         runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
-                             gamma=k))
+                             gamma=k, method=config.get("method")))
     return runs
 
 
@@ -263,8 +265,6 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     check_speculate_ranks(bool(gammas) or config is not None, target_tp)
     if not drafts and (gammas or config is None):
         raise InputError("give at least one draft (drafts)", param="drafts")
-    if options.cuda_graphs and not gpu:
-        raise InputError("cuda_graphs needs a GPU (vLLM's CPU build has no CUDA graphs)", param="cuda_graphs")
     for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
                         ("batch_size", options.batch_size), ("iters", options.iters)):
         if value < 1:
@@ -474,8 +474,9 @@ def staged(run: ModelRun) -> ModelCommands:
     final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
     moved = {str(getattr(final, k)): str(getattr(attempt, k)) for k in ("base", *TRACE_SET)}
     cmds = run.commands
-    return ModelCommands({k: moved.get(v, v) for k, v in cmds.env.items()}, [moved.get(a, a) for a in cmds.profile],
-                         [moved.get(a, a) for a in cmds.export], attempt)
+    return dataclasses.replace(cmds, env={k: moved.get(v, v) for k, v in cmds.env.items()},
+                               profile=[moved.get(a, a) for a in cmds.profile],
+                               export=[moved.get(a, a) for a in cmds.export], files=attempt)
 
 
 def _discard(files: ModelFiles, *, rmdir: bool = True) -> None:
@@ -538,6 +539,11 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             run.status = "failed"
             run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
                           "see warnings in the log)")
+            return
+        problem = check.gpu_problem(a.sqlite, run.range_name, cmds.trace_option) if cmds.gpu else None
+        problem = problem or (check.draft_problem(a.sqlite, run.method) if run.speculative else None)
+        if problem:
+            run.status, run.reason = "failed", problem
             return
         _commit(run, a, {"commands": run.commands.shell(), "range": run.range_name, "forward_ranges": forwards})
         run.status = "done"
@@ -694,7 +700,10 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     write_status(out, runs)
     done = [r for r in runs if r.ok and not r.speculative]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
+    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none.
+    model_free = {r.model.label for r in runs if r.speculative and r.method in check.MODEL_FREE_METHODS}
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
+                  + (" (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
                   for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
@@ -702,7 +711,8 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     notes = [] if range_name == FORWARD_RANGE else [
         f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
     with progress.step("analysing the traces", always=True):
-        # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges.
+        # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
+        # for a proposer without a draft model, by their label and metrics dump).
         spec = outcome.speculative
         outcome.result = cost_coefficient(
             str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],

@@ -145,8 +145,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
 
     d = where or run_dir(out, index)
     files = ModelFiles(d, "trace")
-    profile = nsys_profile_args(nsys, files.base, gpu=gpu, cuda_graphs=opts.cuda_graphs, trace=trace,
-                                extra=nsys_extra)
+    profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
     profile += [python or sys.executable, "-m", "nsys_cc.launch.interleave", "--output-json",
                 str(d / "interleaved.json")]
     for _ in range(replicas):
@@ -511,8 +510,6 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
     if len(set(labels)) != len(labels):
         raise InputError(f"two models have the same label ({', '.join(labels)}): give each model once",
                          param="drafts")
-    if options.cuda_graphs and not gpu:
-        raise InputError("cuda_graphs needs a GPU (vLLM's CPU build has no CUDA graphs)", param="cuda_graphs")
     for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
                         ("batch_size", options.batch_size), ("iters", options.iters)):
         if value < 1:

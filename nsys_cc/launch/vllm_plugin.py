@@ -12,7 +12,9 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   runner gives no scheduler output). With `--input-len L --batch-size B`: L×B for prefill, B for decode.
 - `draft_model_executable()` around each forward of a draft model when a speculative config is used
   (a different name, so target and draft forwards of one run are never mixed). Payload = tokens in that
-  forward's input (it can include CUDA-graph padding).
+  forward's input (it can include CUDA-graph padding). A draft CUDA graph replayed whole is one range however many
+  forwards it holds (a fused multi-step draft graph holds γ − 1, a multi-module MTP graph γ): its payload is then
+  the tokens of all of them (the graph's padded batch × the forwards counted when it was captured).
 - `nsys_cc:step` around each engine step, on the thread that runs it: from the moment the scheduler has
   scheduled the step to the end of the step (target forward, sampling, rejection, proposing with its draft
   forwards, the engine's output processing when the engine runs in-process). Payload = tokens scheduled for the
@@ -30,16 +32,30 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   no GPU kernel, so this range is what shows it. Payload = bytes reduced.
 
 Forwards run by vLLM itself outside scheduled steps (profile runs, dummy runs, CUDA-graph capture) get no
-range. Nested forwards (a graph runner that calls the model) give one range, the outermost.
+range; V2's kernel warm-up (`compile_or_warm_up_model` → `warmup_kernels`, real steps through `execute_model`) does,
+before the benchmark's first iteration, and the analysis drops it (outside every `nsys_cc:iteration`). Nested forwards
+(a graph runner that calls the model) give one range, the outermost.
 
 Where the ranges go, by runner (patched when vLLM imports the module, so no process imports more of vLLM
 than it would anyway):
 
-- V1 runner (`vllm.v1.worker.gpu_model_runner.GPUModelRunner`, also the CPU runner): `_model_forward`.
-- V2 runner (`vllm.v1.worker.gpu.model_runner`): eager `self.model(...)` through forward hooks on the loaded
-  model, piecewise graphs `CudaGraphManager.run_pw_graph`, full graphs `ModelCudaGraphManager.run_fullgraph`.
-- Drafts: forward hooks on the model loaded by V1 `SpecDecodeBaseProposer` or V2 `DraftModelSpeculator`.
-  V1 drafts replayed as CUDA graphs do not call the module, so they are not seen one by one.
+- V1 runner (`vllm.v1.worker.gpu_model_runner.GPUModelRunner`, also the CPU runner): `_model_forward` (eager,
+  piecewise and full graphs alike: the runner calls it for every step); `_dummy_run`, `profile_run` and
+  `capture_model` are silenced.
+- V2 runner (`vllm.v1.worker.gpu.model_runner`, vLLM's GPU default when Triton is present): eager `self.model(...)`
+  through forward hooks on the loaded model, piecewise graphs `CudaGraphManager.run_pw_graph` (compiled or
+  breakable), full graphs `ModelCudaGraphManager.run_fullgraph`; `_dummy_run`, `profile_run`, `capture_model` silenced.
+- Drafts, V1: forward hooks on the model loaded by `SpecDecodeBaseProposer` (EAGLE, draft model, DFlash, …; its
+  piecewise graphs call the module) or `MedusaProposer`; a draft replayed through vLLM's
+  `BreakableCUDAGraphWrapper` opens its range in the wrapper. Their `dummy_run`s are silenced, also where a
+  subclass overrides it.
+- Drafts, V2: forward hooks on the model loaded by `DraftModelSpeculator` (every speculator with a model:
+  standalone draft model, EAGLE/EAGLE3, MTP, multi-module MTP, Gemma4, DFlash, DSpark, …) for eager forwards,
+  `run_pw_graph` for piecewise ones (named for the model it runs), and the base `CudaGraphManager.run_fullgraph` for
+  their full-graph replays (named by the manager: the runner's `ModelCudaGraphManager` is the target, any other a
+  speculator's). `CudaGraphManager.capture` is wrapped to count the forwards each graph runs.
+- Not covered: V2's dual-batch overlap (`UBatchRunner`, microbatches run in threads of their own) gives one range
+  per microbatch thread.
 - Steps (`vllm.v1.engine`): `LLMEngine.step` when its engine core is in-process (`InprocClient`, i.e.
   `VLLM_ENABLE_V1_MULTIPROCESSING=0`; the step then includes output processing), `InprocClient.get_output`,
   and `EngineCoreProc._process_engine_step` (the engine-core process's busy loop, `step_fn` + `post_step`). Nested
@@ -86,12 +102,14 @@ VLLM_SCOPES_RANGE = "gpu_model_runner: forward"
 
 _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
+_GRAPH_FORWARDS = "_nsys_cc_graph_forwards"  # on a CUDA-graph manager: batch descriptor → forwards its graph runs
 
 
 class _State(threading.local):
     """Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
     vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed (None outside);
-    `steps` nested engine-step calls, `step_pushed` whether the outermost step's range is open."""
+    `steps` nested engine-step calls, `step_pushed` whether the outermost step's range is open; `counted` the forwards
+    a CUDA graph being captured runs (`_counting_capture`)."""
 
     depth = 0
     pushed = False
@@ -99,6 +117,7 @@ class _State(threading.local):
     tokens: int | None = None
     steps = 0
     step_pushed = False
+    counted: int | None = None  # outermost forwards seen while a CUDA graph is captured (None: not counting)
 
 
 _state = _State()
@@ -154,7 +173,11 @@ def _with_wrap(patch: Callable[[Any, Callable], bool]) -> Callable[[Any], bool]:
 def _enter(name: str, count: Callable[[dict], int], kwargs: dict) -> None:
     state = _state
     state.depth += 1
-    if state.depth == 1 and not state.quiet:
+    if state.depth != 1:
+        return
+    if state.counted is not None:
+        state.counted += 1
+    if not state.quiet:
         _backend.push(name, count(kwargs))
         state.pushed = True
         if _live_on:
@@ -278,7 +301,7 @@ def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
     count = _scheduled_tokens if scheduled else _input_tokens
 
     def before(mod, args, kwargs):
-        _enter(name, count, kwargs)
+        _enter(name, count, kwargs if kwargs or not args else {"input_ids": args[0]})
 
     def after(mod, args, kwargs, output):
         _exit()
@@ -289,11 +312,18 @@ def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
     return True
 
 
-def _hooking_loaded_model(name: str, *, scheduled: bool) -> Callable[[Callable], Callable]:
+def _hooking_loaded_model(name: str, *, scheduled: bool, quiet: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
+    """load_model: hook the loaded `self.model`; then silence the methods `quiet` (dummy runs) where the instance's
+    own class defines them (a subclass overriding the base's method would escape a wrapper put on the base)."""
+
     def make(original: Callable) -> Callable:
         def load_model(self, *args, **kwargs):
             result = original(self, *args, **kwargs)
             hook_module(getattr(self, "model", None), name, scheduled=scheduled)
+            for attr in quiet:
+                owner = next((c for c in type(self).__mro__ if attr in vars(c)), None)
+                if owner is not None:
+                    _wrap(owner, attr, _silenced)
             return result
 
         return load_model
@@ -313,16 +343,73 @@ def _as_pw_graph(original: Callable) -> Callable:
     return run_pw_graph
 
 
-def _as_fullgraph(original: Callable) -> Callable:
-    def run_fullgraph(self, desc, *args, **kwargs):
-        # The graph replays its captured inputs: the batch descriptor knows the (padded) size, the step the real one.
-        _enter(FORWARD_RANGE, lambda _: _state.tokens or getattr(desc, "num_tokens", 0) or 0, {})
+def _as_fullgraph(target_manager: type) -> Callable[[Callable], Callable]:
+    """run_fullgraph(desc): a FULL CUDA-graph replay, which calls no module. Named for the model whose graph it is:
+    a `target_manager` (V2's ModelCudaGraphManager) replays the target, any other manager (a speculator's) a draft.
+    Payload: the target's scheduled tokens (the batch descriptor's padded size without a step); for a draft, the
+    descriptor's tokens × the forwards the graph ran when captured (`_counting_capture`: a fused multi-step draft
+    graph replays γ − 1 forwards in one range)."""
+
+    def make(original: Callable) -> Callable:
+        def run_fullgraph(self, desc, *args, **kwargs):
+            tokens = getattr(desc, "num_tokens", 0) or 0
+            if isinstance(self, target_manager):
+                _enter(FORWARD_RANGE, lambda _: _state.tokens or tokens, {})
+            else:
+                forwards = getattr(self, _GRAPH_FORWARDS, {}).get(desc, 1) or 1
+                _enter(DRAFT_FORWARD_RANGE, lambda _: tokens * forwards, {})
+            try:
+                return original(self, desc, *args, **kwargs)
+            finally:
+                _exit()
+
+        return run_fullgraph
+
+    return make
+
+
+def _counting_capture(original: Callable) -> Callable:
+    """CudaGraphManager.capture(create_forward_fn, …): remember, per batch descriptor, how many outermost forwards
+    the captured function ran (kept on the manager), so that a replay's range can say how many forwards it holds."""
+
+    def capture(self, create_forward_fn, *args, **kwargs):
+        counts = self.__dict__.setdefault(_GRAPH_FORWARDS, {})
+
+        def counting_create(desc, *c_args, **c_kwargs):
+            forward_fn = create_forward_fn(desc, *c_args, **c_kwargs)
+
+            def counted(*f_args, **f_kwargs):
+                state = _state
+                outer, state.counted = state.counted, 0
+                try:
+                    return forward_fn(*f_args, **f_kwargs)
+                finally:
+                    counts[desc] = state.counted
+                    state.counted = outer
+
+            return counted
+
+        return original(self, counting_create, *args, **kwargs)
+
+    return capture
+
+
+def _as_graph_wrapper_call(original: Callable) -> Callable:
+    """A CUDA-graph wrapper's `__call__` (vLLM's BreakableCUDAGraphWrapper around a V1 draft model): a replay calls
+    no module, so the wrapper opens the range of the model it wraps (when that model is hooked; inside an open forward
+    it is nested and adds nothing)."""
+
+    def call(self, *args, **kwargs):
+        name = getattr(getattr(self, "runnable", None), _MODULE_TAG, None)
+        if not name:
+            return original(self, *args, **kwargs)
+        _enter(name, _scheduled_tokens if name == FORWARD_RANGE else _input_tokens, kwargs)
         try:
-            return original(self, desc, *args, **kwargs)
+            return original(self, *args, **kwargs)
         finally:
             _exit()
 
-    return run_fullgraph
+    return call
 
 
 def _as_iteration(original: Callable) -> Callable:
@@ -403,6 +490,9 @@ def _patch_v1_runner(module: Any) -> bool:
         return False
     if _live_on:
         _wrap(cls, "sample_tokens", _attaching_live_records)
+    # vLLM's own forwards outside the scheduled steps (memory profiling, CUDA-graph capture, DP padding runs).
+    for attr in ("_dummy_run", "profile_run", "capture_model"):
+        _wrap(cls, attr, _silenced)
     return _wrap(cls, "execute_model", _with_scheduled_tokens) and _wrap(cls, "_model_forward", _as_target_forward)
 
 
@@ -424,7 +514,11 @@ def _patch_v2_cudagraphs(module: Any) -> bool:
     model = getattr(module, "ModelCudaGraphManager", None)
     if base is None or model is None:
         return False
-    return _wrap(base, "run_pw_graph", _as_pw_graph) and _wrap(model, "run_fullgraph", _as_fullgraph)
+    _wrap(base, "capture", _counting_capture)
+    # The base's run_fullgraph replays the speculators' graphs (EAGLE, MTP, DFlash, fused multi-step drafts); the
+    # target's manager overrides it (and calls it: nested, one range).
+    return (_wrap(base, "run_pw_graph", _as_pw_graph) and _wrap(base, "run_fullgraph", _as_fullgraph(model))
+            and _wrap(model, "run_fullgraph", _as_fullgraph(model)))
 
 
 def _patch_v1_drafter(module: Any) -> bool:
@@ -432,7 +526,24 @@ def _patch_v1_drafter(module: Any) -> bool:
     if cls is None:
         return False
     _wrap(cls, "dummy_run", _silenced)
-    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",)))
+
+
+def _patch_v1_medusa(module: Any) -> bool:
+    """Optional: V1's Medusa proposer is no SpecDecodeBaseProposer (always True: a vLLM without it loses nothing)."""
+    cls = getattr(module, "MedusaProposer", None)
+    if cls is not None:
+        _wrap(cls, "dummy_run", _silenced)
+        _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+    return True
+
+
+def _patch_graph_wrapper(module: Any) -> bool:
+    """Optional: a V1 draft replayed through vLLM's breakable CUDA graphs (always True)."""
+    cls = getattr(module, "BreakableCUDAGraphWrapper", None)
+    if cls is not None:
+        _wrap(cls, "__call__", _as_graph_wrapper_call)
+    return True
 
 
 def _patch_v2_drafter(module: Any) -> bool:
@@ -441,7 +552,9 @@ def _patch_v2_drafter(module: Any) -> bool:
         return False
     _wrap(cls, "capture", _silenced)
     _wrap(cls, "propose", _silenced_if_dummy)
-    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+    # Speculators override capture and propose: the loaded instance's own ones are silenced too (dummy proposals).
+    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False,
+                                                          quiet=("capture",)))
 
 
 def _as_all_reduce(original: Callable) -> Callable:
@@ -496,6 +609,8 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.worker.gpu.model_runner": _patch_v2_runner,
     "vllm.v1.worker.gpu.cudagraph_utils": _patch_v2_cudagraphs,
     "vllm.v1.spec_decode.llm_base_proposer": _patch_v1_drafter,
+    "vllm.v1.spec_decode.medusa": _patch_v1_medusa,
+    "vllm.compilation.breakable_cudagraph": _patch_graph_wrapper,
     "vllm.v1.worker.gpu.spec_decode.speculator": _patch_v2_drafter,
     "vllm.entrypoints.llm": _patch_llm,
     "vllm.distributed.device_communicators.cpu_communicator": _patch_cpu_communicator,

@@ -120,7 +120,9 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
             for metric in metrics:
                 s = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)
                                    & (result.summary["metric"] == metric)]
-                row[f"{BY_NAME[metric].label} (ms)"] = "–" if s.empty else f"{s.iloc[0]['median_ms']:.3f}"
+                # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
+                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s.empty else "n/a" if not s.iloc[0]["count"]
+                                                        else f"{s.iloc[0]['median_ms']:.3f}")
                 if m.role == "target":
                     row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
