@@ -228,3 +228,36 @@ def test_an_interleaved_gpu_run_shares_the_gpu_between_its_engines():
     assert all("--gpu-memory-utilization 0.23" in e and "--enforce-eager" not in e for e in engines)
     assert "--cuda-graph-trace=node" in profile and "--trace-fork-before-exec=true" in profile
     assert "VLLM_ENABLE_V1_MULTIPROCESSING" not in profile and "--kv-cache-memory-bytes" not in profile
+
+
+def test_the_driver_counts_each_speculative_engines_own_steps():
+    from types import SimpleNamespace
+
+    from nsys_cc.analysis.acceptance import from_metrics
+    from nsys_cc.launch import interleave
+
+    seen = []
+
+    class Manager:
+        def record(self, scheduler_stats=None, iteration_stats=None, mm_cache_stats=None):
+            seen.append(scheduler_stats)
+
+    def llm():
+        return SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=Manager()))
+
+    def step(drafts, tokens, accepted, per_pos):
+        spec = SimpleNamespace(num_drafts=drafts, num_draft_tokens=tokens, num_accepted_tokens=accepted,
+                               num_accepted_tokens_per_pos=per_pos)
+        return SimpleNamespace(spec_decoding_stats=spec)
+
+    g1, g2, totals1, totals2 = llm(), llm(), {}, {}
+    assert interleave.count_spec_decoding(g1, totals1) and interleave.count_spec_decoding(g2, totals2)
+    g1.llm_engine.logger_manager.record(scheduler_stats=step(1, 1, 1, [1]), iteration_stats=None)
+    g2.llm_engine.logger_manager.record(scheduler_stats=step(1, 2, 1, [1, 0]))
+    g2.llm_engine.logger_manager.record(scheduler_stats=step(1, 2, 2, [1, 1]))
+    g1.llm_engine.logger_manager.record(scheduler_stats=SimpleNamespace(spec_decoding_stats=None))
+    assert len(seen) == 4  # vLLM's own loggers still get every step
+    s1, s2 = from_metrics(interleave.as_metric_records(totals1)), from_metrics(interleave.as_metric_records(totals2))
+    assert (s1.num_drafts, s1.num_draft_tokens, s1.num_accepted, s1.accepted_per_position) == (1, 1, 1, (1,))
+    assert (s2.num_drafts, s2.num_draft_tokens, s2.num_accepted, s2.accepted_per_position) == (2, 4, 3, (2, 1))
+    assert not interleave.count_spec_decoding(SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=None)), {})

@@ -20,9 +20,12 @@ model's forwards, steps and markers apart (`scope`). What the driver writes: `--
 latencies, and the error when it could not be built) and, per label, `<dir of --output-json>/<LABEL>.bench.json` in
 the latency benchmark's format (avg_latency, latencies, percentiles; the latencies of every instance of that label in
 the order they ran, as its iteration ranges are), so the measurement check reads it as it reads a single model's.
-With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters, counted around its own generate calls
-(vLLM's metrics registry is the process's, shared by every engine), are dumped to `DIR/<LABEL>.metrics.json`
-(`analysis.acceptance.dump_metrics`).
+With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters are dumped to `DIR/<LABEL>.metrics.json`
+(`analysis.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole benchmark
+(warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step statistics
+(`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's Prometheus
+registry, which is the process's, and in a process with several engines it holds the last engine's counters only
+(verified with two speculative engines, docs/REPEATABILITY.md).
 
 An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
 under `__main__` (vLLM may start processes that re-import the main module).
@@ -69,32 +72,41 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str
     return head, groups
 
 
-def _counter_totals(metrics) -> dict[tuple[str, int], float]:
-    """Spec-decode counters of `LLM.get_metrics()` summed over labels: {(name, position): value} (position −1 for
-    plain counters)."""
-    out: dict[tuple[str, int], float] = {}
-    for m in metrics:
-        name = getattr(m, "name", "").removesuffix("_total")
-        if name not in SPEC_COUNTERS:
-            continue
-        values = getattr(m, "values", None)
-        if values is not None:
-            for i, v in enumerate(values):
-                out[(name, i)] = out.get((name, i), 0) + v
-        else:
-            out[(name, -1)] = out.get((name, -1), 0) + getattr(m, "value", 0)
-    return out
+def count_spec_decoding(llm, totals: dict) -> bool:
+    """Add every step's spec-decode statistics of `llm`'s engine to `totals` (num_drafts, num_draft_tokens,
+    num_accepted_tokens, per_pos) by wrapping its stat-logger manager's `record`; False when the engine logs no
+    statistics (`disable_log_stats`)."""
+    engine = getattr(llm, "llm_engine", None)
+    manager = getattr(engine, "logger_manager", None)
+    if manager is None:
+        return False
+    record = manager.record
+
+    def counting(*args, **kwargs):
+        stats = kwargs.get("scheduler_stats", args[0] if args else None)
+        spec = getattr(stats, "spec_decoding_stats", None)
+        if spec is not None:
+            totals["num_drafts"] = totals.get("num_drafts", 0) + spec.num_drafts
+            totals["num_draft_tokens"] = totals.get("num_draft_tokens", 0) + spec.num_draft_tokens
+            totals["num_accepted_tokens"] = totals.get("num_accepted_tokens", 0) + spec.num_accepted_tokens
+            per_pos = totals.setdefault("per_pos", [])
+            for i, n in enumerate(spec.num_accepted_tokens_per_pos):
+                if i < len(per_pos):
+                    per_pos[i] += n
+                else:
+                    per_pos.append(n)
+        return record(*args, **kwargs)
+
+    manager.record = counting
+    return True
 
 
-def _as_records(totals: dict[tuple[str, int], float]) -> list[dict]:
-    records: list[dict] = []
-    per_pos = sorted((i, v) for (n, i), v in totals.items() if i >= 0)
-    for (name, pos), value in sorted(totals.items()):
-        if pos < 0:
-            records.append({"name": name, "labels": {}, "value": int(round(value))})
-    if per_pos:
-        records.append({"name": SPEC_COUNTERS[-1], "labels": {}, "values": [int(round(v)) for _, v in per_pos]})
-    return records
+def as_metric_records(totals: dict) -> list[dict]:
+    """`count_spec_decoding`'s totals as the metric records `analysis.acceptance` reads (vLLM's counter names)."""
+    return [{"name": SPEC_COUNTERS[0], "labels": {}, "value": int(totals.get("num_drafts", 0))},
+            {"name": SPEC_COUNTERS[1], "labels": {}, "value": int(totals.get("num_draft_tokens", 0))},
+            {"name": SPEC_COUNTERS[2], "labels": {}, "value": int(totals.get("num_accepted_tokens", 0))},
+            {"name": SPEC_COUNTERS[3], "labels": {}, "values": [int(n) for n in totals.get("per_pos", [])]}]
 
 
 def _bench_json(latencies: list[float]) -> dict:
@@ -134,10 +146,12 @@ def main(argv: list[str]) -> None:
         parser = FlexibleArgumentParser(prog=f"--engine {label}")
         add_cli_args(parser)
         args = parser.parse_args(options)
-        entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "order": [],
+        entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "counters": {},
                        "speculative": bool(getattr(args, "speculative_config", None)), "error": None}
         try:
             entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
+            if entry["speculative"] and metrics_dir:
+                entry["counted"] = count_spec_decoding(entry["llm"], entry["counters"])
         except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
             entry["error"] = f"{type(exc).__name__}: {exc}"
             print(f"nsys_cc.launch.interleave: engine {label} could not be built: {entry['error']}", file=sys.stderr)
@@ -146,7 +160,6 @@ def main(argv: list[str]) -> None:
                                          max_tokens=args.output_len, detokenize=not args.disable_detokenize)
         ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
         entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
-        entry["counters"] = {}
         engines.append(entry)
     live = [e for e in engines if "llm" in e]
     if not live:
@@ -157,7 +170,6 @@ def main(argv: list[str]) -> None:
     for i in range(warmup + iters):
         k = len(live)
         for e in (live[(i + j) % k] for j in range(k)):
-            before = _counter_totals(e["llm"].get_metrics()) if e["speculative"] and metrics_dir else None
             backend.push(engine_range(e["label"]), e["index"])
             t0 = time.perf_counter()
             try:
@@ -168,10 +180,6 @@ def main(argv: list[str]) -> None:
             (e["warmup_latencies"] if i < warmup else e["latencies"]).append(elapsed)
             if i >= warmup:
                 by_label.setdefault(e["label"], []).append(elapsed)
-            if before is not None:
-                after = _counter_totals(e["llm"].get_metrics())
-                for key, value in after.items():
-                    e["counters"][key] = e["counters"].get(key, 0) + value - before.get(key, 0)
     doc = {"format": FORMAT, "version": 1, "warmup_iterations": warmup, "iterations": iters, "engines": []}
     for e in engines:
         doc["engines"].append({"label": e["label"], "index": e["index"], "error": e["error"],
@@ -181,14 +189,20 @@ def main(argv: list[str]) -> None:
         (out.parent / f"{label}.bench.json").write_text(json.dumps(_bench_json(latencies), indent=1))
     counters: dict[str, dict] = {}
     for e in live:
-        if e["speculative"] and metrics_dir:
+        if e.get("counted"):
             total = counters.setdefault(e["label"], {})
             for key, value in e["counters"].items():
-                total[key] = total.get(key, 0) + value
+                if key == "per_pos":
+                    pos = total.setdefault("per_pos", [])
+                    pos.extend([0] * (len(value) - len(pos)))
+                    for i, n in enumerate(value):
+                        pos[i] += n
+                else:
+                    total[key] = total.get(key, 0) + value
     for label, total in counters.items():
         from ..analysis.acceptance import dump_metrics
 
-        dump_metrics(_as_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
+        dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
     out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
