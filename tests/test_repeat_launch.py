@@ -261,3 +261,13 @@ def test_the_driver_counts_each_speculative_engines_own_steps():
     assert (s1.num_drafts, s1.num_draft_tokens, s1.num_accepted, s1.accepted_per_position) == (1, 1, 1, (1,))
     assert (s2.num_drafts, s2.num_draft_tokens, s2.num_accepted, s2.accepted_per_position) == (2, 4, 3, (2, 1))
     assert not interleave.count_spec_decoding(SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=None)), {})
+
+
+def test_a_sweep_cell_keeps_one_trace_per_model(tmp_path, monkeypatch):
+    from nsys_cc.sweep import cell as cell_mod
+    from nsys_cc.sweep.grid import Cell, SweepSpec
+
+    spec = SweepSpec(TARGET, (DRAFTS[0],), str(tmp_path)).cell(Cell(1, 8))
+    assert cell_mod._profile_args(spec, launcher.profile)["separate"] is True
+    # the fingerprint (what decides whether an earlier cell is kept) does not change with it
+    assert "separate" not in spec.fingerprint()

@@ -167,6 +167,10 @@ def _profile_args(spec: CellSpec, profile: Callable) -> dict:
         if key in kwargs and key not in known:
             raise ProfileError(f"{key} is not supported by this nsys_cc: its profile() has no {key} parameter yet",
                                param=key)
+    if "separate" in known:
+        # A cell keeps one trace per model (its trace set, the manifest's entry, names them): one process per model,
+        # not `profile`'s interleaved runs (one trace holding every model, several runs).
+        kwargs["separate"] = True
     return kwargs
 
 
