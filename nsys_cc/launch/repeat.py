@@ -45,7 +45,7 @@ from .models import Model, resolve_all
 from .vllm_plugin import ENV_WARMUP, FORWARD_RANGE
 
 DEFAULT_REPEAT = 6
-DEFAULT_MAX_REPEAT = 12
+DEFAULT_MAX_REPEAT = 20
 # Engines of each model in one run: instances of one model differ in speed (their weights' addresses), and an engine
 # more costs about 2 s where a run more costs the vLLM import, nsys and the export (docs/REPEATABILITY.md).
 DEFAULT_REPLICAS = 2
