@@ -134,7 +134,12 @@ def test_a_run_on_a_busy_machine_gets_a_note(tmp_path, fake_runs):
     fake_runs.plan.update({2: "busy"})
     outcome = _profile(tmp_path, repeat=2)
     busy = [n for n in outcome.notes if "busy machine" in n]
-    assert len(busy) == 1 and busy[0].startswith("run 2 ran on a busy machine: load average 7.5 → 7.5 on 2 CPUs")
+    assert len(busy) == 1 and busy[0].startswith("run 2 of 2 ran on a busy machine: load average 7.5 on 2 CPUs")
+    fake_runs.plan.update({1: "busy", 2: "busy", 3: ""})
+    both = _profile(tmp_path / "b", repeat=3)
+    assert [n for n in both.notes if "busy machine" in n] == [
+        "runs 1, 2 of 3 ran on a busy machine: load average 7.5 on 2 CPUs (other work competed for the CPUs; the "
+        "interval across runs includes its effect)"]
 
 
 @pytest.mark.parametrize("kwargs, message", [

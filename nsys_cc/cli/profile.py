@@ -48,7 +48,7 @@ SPEC_OUTPUT_LEN = 32
               help="Add runs until every draft's decode c interval lies within ±P·c (e.g. 0.05), at most "
                    "--max-repeat runs; the output says which stopped it.")
 @click.option("--max-repeat", type=int, default=None, metavar="N",
-              help="The most runs --precision may make. [default: 20]")
+              help="The most runs --precision may make. [default: 30]")
 @click.option("--replicas", type=int, default=None, metavar="N",
               help="Engines of each model in every run (instances of one model differ in speed by where their "
                    "weights land in memory). [default: 2]")

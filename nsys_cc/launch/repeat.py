@@ -40,12 +40,12 @@ import pandas as pd
 from .. import atomic, progress
 from ..errors import InputError, NsysCCError
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
-from .interleave import ENGINE_RANGE_PREFIX
+from .interleave import ENGINE_RANGE_PREFIX, ENV_METRICS_DIR
 from .models import Model, resolve_all
 from .vllm_plugin import ENV_WARMUP, FORWARD_RANGE
 
 DEFAULT_REPEAT = 6
-DEFAULT_MAX_REPEAT = 20
+DEFAULT_MAX_REPEAT = 30
 # Engines of each model in one run: instances of one model differ in speed (their weights' addresses), and an engine
 # more costs about 2 s where a run more costs the vLLM import, nsys and the export (docs/REPEATABILITY.md).
 DEFAULT_REPLICAS = 2
@@ -62,11 +62,19 @@ MACHINE_COLUMNS = ["run", "when", "load_1m", "load_5m", "load_15m", "cpus", "gpu
 
 @dataclass(frozen=True)
 class Engine:
-    """One model of an interleaved run: role (target | draft), the resolved model, and vLLM's options for it."""
+    """One model of an interleaved run: role (target | draft | speculative), the resolved model (for a speculative
+    engine the target, labelled `<draft>.spec-g<γ>`), vLLM's options for it, and for a speculative engine its draft's
+    label (or proposer) and γ."""
 
     role: str
     model: Model
     options: tuple[str, ...]
+    draft: str | None = None
+    gamma: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.role == "speculative"
 
     @property
     def label(self) -> str:
@@ -105,6 +113,10 @@ class Run:
 
     def bench_json(self, label: str) -> Path:
         return self.dir / f"{label}.bench.json"
+
+    def metrics(self, label: str) -> Path:
+        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
+        return self.dir / f"{label}.metrics.json"
 
     def to_dict(self) -> dict:
         return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
@@ -153,6 +165,8 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
             profile += ["--engine", e.label, *e.options]
     env = bench_env(opts, gpu=gpu)
     env[ENV_WARMUP] = str(opts.warmup_iters * len(engines) * replicas)
+    if any(e.speculative for e in engines):
+        env[ENV_METRICS_DIR] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
     if not gpu and KV_SPACE_ENV not in os.environ:
         env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
@@ -226,6 +240,8 @@ def is_complete(run: Run) -> bool:
         return False
     if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
         return False
+    if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
+        return False
     run.machine = marker.get("machine", {})
     run.engines = marker.get("engines", {})
     run.notes = list(marker.get("notes", []))
@@ -285,7 +301,9 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
             run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
             return
         marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
-                  "forward_ranges": counts, "notes": run.notes}
+                  "forward_ranges": counts, "notes": run.notes,
+                  "speculative": [e.label for e in engines if e.speculative
+                                  and (tmp / f"{e.label}.metrics.json").is_file()]}
         atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
         with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
             shutil.rmtree(run.dir, ignore_errors=True)
@@ -333,15 +351,20 @@ def machine_table(runs: Sequence[Run]) -> pd.DataFrame:
 
 
 def machine_notes(runs: Sequence[Run]) -> list[str]:
-    """A note per run made on a busy machine (load above the CPU count before or after it)."""
-    notes = []
+    """One note for the runs made on a busy machine (load above the CPU count before or after), with their loads."""
+    busy_runs, loads, cpus = [], [], 0
     for r in runs:
         states = [s for s in (r.machine.get("before"), r.machine.get("after")) if s]
         if any(busy(s) for s in states):
-            loads = " → ".join(f"{s['load_1m']:.1f}" for s in states)
-            notes.append(f"run {r.index} ran on a busy machine: load average {loads} on {states[0]['cpus']} CPUs "
-                         "(other work competed for the CPUs; the interval across runs includes its effect)")
-    return notes
+            busy_runs.append(r.index)
+            loads += [s["load_1m"] for s in states]
+            cpus = states[0]["cpus"]
+    if not busy_runs:
+        return []
+    which = f"run {busy_runs[0]}" if len(busy_runs) == 1 else f"runs {', '.join(map(str, busy_runs))}"
+    span = f"{min(loads):.1f}" if min(loads) == max(loads) else f"{min(loads):.1f}–{max(loads):.1f}"
+    return [f"{which} of {len(runs)} ran on a busy machine: load average {span} on {cpus} CPUs (other work "
+            "competed for the CPUs; the interval across runs includes its effect)"]
 
 
 def validate(repeat: int, precision: float | None, max_repeat: int | None, replicas: int = 1) -> tuple[int, int]:
@@ -502,7 +525,12 @@ def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str
     return f"{made} (repeat)"
 
 
-def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: bool, replicas: int = 1) -> list[Engine]:
+def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: bool, replicas: int = 1,
+             speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[Engine]:
+    """The engines of every run: the target, the drafts, then a speculative engine per draft and γ (the labels and
+    configs of `launcher.speculative_runs`)."""
+    from . import launcher
+
     models = engines_for(target, drafts)
     if not drafts:
         raise InputError("give at least one draft (drafts)", param="drafts")
@@ -516,8 +544,18 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
             raise InputError(f"{name} must be ≥ 1, not {value}", param=name)
     if options.warmup_iters < 0:
         raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
-    return [Engine("target" if i == 0 else "draft", m,
-                   engine_options(m, options, gpu=gpu, engines=len(models) * replicas)) for i, m in enumerate(models)]
+    gammas = launcher.parse_gammas(speculate) if speculate else []
+    config = launcher.parse_speculative_config(speculative_config)
+    # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
+    spec = launcher.speculative_runs(models[0], models[1:], gammas, config,
+                                     lambda m, js: ModelCommands({}, [js], [], ModelFiles(Path("."), m.label)))
+    n = (len(models) + len(spec)) * replicas
+    out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
+           for i, m in enumerate(models)]
+    out += [Engine("speculative", r.model, (*engine_options(models[0], options, gpu=gpu, engines=n),
+                                            "--speculative-config", r.commands.profile[0]), r.draft, r.gamma)
+            for r in spec]
+    return out
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *, nsys: str,

@@ -81,6 +81,5 @@ def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
             ax.grid(axis="y", alpha=0.3)
             ax.legend(loc="best", fontsize=7)
         axes[0].set_ylabel("c = median draft ÷ median target forward")
-        fig.suptitle(f"c per interleaved run against {result.target.name}: runs, pooled c and its interval across "
-                     "runs")
+        fig.suptitle(f"c of each run against {result.target.name}, and pooled")
     return fig
