@@ -68,7 +68,10 @@ def test_simultaneous_analyses_share_one_export(parties, tmp_path, nsys_bin):
     for _, err in outs:
         assert "exporting tiny-llama-target.nsys-rep to SQLite with nsys" in err
     entry = cache / f"{content_hash(REPORT)}.sqlite"
-    assert sorted(p.name for p in cache.iterdir()) == [entry.name]  # no temporary or partial file left
+    # no temporary or partial file left: the export and the record of what it was made from
+    assert sorted(p.name for p in cache.iterdir()) == [entry.with_suffix(".json").name, entry.name]
+    record = json.loads(entry.with_suffix(".json").read_text())  # whichever process came last wrote both
+    assert (record["sqlite_size"], record["sqlite_mtime_ns"]) == (entry.stat().st_size, entry.stat().st_mtime_ns)
     summaries = [json.loads(out) for out, _ in outs]
     assert {s["sqlite_path"] for s in summaries} == {str(entry)}
     assert all(s["tables"] == summaries[0]["tables"] for s in summaries)

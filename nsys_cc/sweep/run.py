@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import os
 import signal
+import threading
 import uuid
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -200,7 +201,8 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
     # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_leave_ctrl_c_to_parent)
     try:
-        futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
+        with _workers_start_deaf_to_ctrl_c():
+            futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
         for i, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             done(i, futures[fut])
@@ -212,6 +214,21 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
         raise
     pool.shutdown()
     return _collect(sets, results)
+
+
+@contextlib.contextmanager
+def _workers_start_deaf_to_ctrl_c():
+    """SIGINT ignored while the pool starts its workers (they start on `submit`): a process started so keeps ignoring
+    it from its first instruction (Python installs its KeyboardInterrupt handler only over the default), so a Ctrl-C
+    while a worker is still importing prints nothing there either. The parent's handler is back right after."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _leave_ctrl_c_to_parent() -> None:

@@ -16,6 +16,7 @@ again. An export that takes longer than its timeout (`$NSYS_CC_EXPORT_TIMEOUT`, 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import math
@@ -123,13 +124,31 @@ def _record(report: Path, digest: str, entry: Path) -> dict:
             "sqlite_size": st.st_size, "sqlite_mtime_ns": st.st_mtime_ns}
 
 
+@contextlib.contextmanager
+def _cache_lock(cache: Path, exclusive: bool):
+    """An advisory lock on the cache folder itself (no lock file): an entry and its record change together under
+    the exclusive lock, and are read together under the shared one — two processes that export the same report at
+    once never leave one's record beside the other's entry."""
+    try:
+        fd = os.open(cache, os.O_RDONLY)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _valid(entry: Path, report: Path, digest: str) -> bool:
     """Whether `entry` is the export this cache made of `report` (content `digest`): its record says so, and the
     entry is still the size and age it was when recorded. Anything else (no record: an older cache or a file put
     there by something else; an entry changed since) is exported again."""
     try:
-        record = json.loads(_record_path(entry).read_text())
-        st = entry.stat()
+        with _cache_lock(entry.parent, exclusive=False):
+            record = json.loads(_record_path(entry).read_text())
+            st = entry.stat()
     except (OSError, ValueError):
         return False
     return (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
@@ -248,9 +267,10 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
         if rc != 0 or tmp.stat().st_size == 0:
             raise ExportError(_explain_failure(report, nsys, output))
         try:
-            os.replace(tmp, target)
-            atomic.write_text(_record_path(target), json.dumps(_record(report, digest, target)) + "\n",
-                              mode=0o600)
+            with _cache_lock(cache, exclusive=True):
+                os.replace(tmp, target)
+                atomic.write_text(_record_path(target), json.dumps(_record(report, digest, target)) + "\n",
+                                  mode=0o600)
         except OSError as exc:
             raise InputError(f"cannot store the export of {report} as {target}: {exc.strerror}") from None
     finally:
