@@ -276,3 +276,38 @@ def test_a_sweep_cell_keeps_one_trace_per_model(tmp_path, monkeypatch):
     assert cell_mod._profile_args(spec, launcher.profile)["separate"] is True
     # the fingerprint (what decides whether an earlier cell is kept) does not change with it
     assert "separate" not in spec.fingerprint()
+
+
+def test_speculative_engines_join_the_interleaved_runs(tmp_path):
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["profile", "--target", TARGET, "--draft", DRAFTS[1], "--speculate", "1,3", "-o",
+                                   str(out), "--device", "cpu", "--dry-run", "--replicas", "1"])
+    assert res.exit_code == 0, res.output
+    profile = next(ln for ln in res.output.splitlines() if " profile " in ln)
+    engines = profile.split(" --engine ")[1:]
+    labels = [e.split()[0] for e in engines]
+    assert labels == [TARGET, DRAFTS[1], f"{DRAFTS[1]}.spec-g1", f"{DRAFTS[1]}.spec-g3"]
+    for g, engine in zip((1, 3), engines[2:]):
+        config = json.loads(engine.split("--speculative-config ")[1].split("'")[1])
+        assert config["num_speculative_tokens"] == g and config["model"].endswith(DRAFTS[1])
+        assert str(models_dir() / TARGET) in engine  # a speculative engine is the target with its draft
+    # the driver dumps each speculative engine's counters into the run's directory
+    assert f"NSYS_CC_METRICS_OUT={out / 'run-1'} " in profile
+    assert "NSYS_CC_WARMUP_ITERS=20 " in profile  # 5 warm-up iterations × 4 engines
+
+
+def models_dir():
+    from nsys_cc.launch.models import MODELS_DIR
+
+    return MODELS_DIR
+
+
+def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
+    folder = tmp_path / "x.spec-g1"
+    folder.mkdir()
+    (folder / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
+    x = tmp_path / "x"
+    x.mkdir()
+    (x / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
+    with pytest.raises(InputError, match="two runs would both be labelled 'x.spec-g1'"):
+        launcher.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])

@@ -36,6 +36,8 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
   = tokens_per_step × median(plain decode step) ÷ median(verify step); prefill steps excluded. Cross-checked with
   vLLM's latencies (`X.bench.json`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the median iteration latency, P the
   median prefill step of that trace (decode time only; both runs produce the same tokens).
+- measurement_problem: why the measured speedup cannot be (above 1 at α = 0, above the tokens per step:
+  `plausibility`), also in the notes; empty when it can.
 - predicted_speedup: `leviathan` = Thm 3.8, E(α, γ) ÷ (γ c_standalone + 1); `cost_model` = the `StepCostModel`
   fitted on every speculative run of this draft (in-sample); `cost_model_held_out` = the same fitted on the other
   runs of this draft only (needs two or more other γ), a real forecast of this run.
@@ -70,7 +72,7 @@ from ..errors import InputError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.source import Trace
-from . import acceptance as acceptance_mod, forecast as forecast_mod
+from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .phases import (
     DRAFT_RANGE,
     ITERATION_RANGE,
@@ -105,7 +107,7 @@ SPEC_COLUMNS = [
     "other_ms_ci95", "decode_other_ms", "step_ms", "step_ms_ci95", "decode_step_ms", "decode_step_ms_ci95",
     "draft_step_ms", "tokens_per_step", "tokens_per_step_metrics", "alpha", "alpha_source", "alpha_vllm",
     "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
-    "forecast_error", "forecast_tolerance",
+    "forecast_error", "forecast_tolerance", "measurement_problem",
 ]
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
@@ -446,9 +448,11 @@ def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathL
         return False
 
 
-def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None) -> SpecRun:
+def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None, *,
+             ranges: pd.DataFrame | None = None) -> SpecRun:
     """Read one speculative run: its steps, the metrics dump (`metrics_path`, else `X.metrics.json` beside the
-    trace when present) and vLLM's latencies (`X.bench.json`)."""
+    trace when present) and vLLM's latencies (`X.bench.json`). `ranges`: the trace's ranges as already read
+    (`marked_ranges`, e.g. one engine's part of an interleaved trace); without them the trace at `path` is read."""
     notes: list[str] = []
     beside = trace_stem(path) + ".metrics.json"
     if metrics_path is None and os.path.exists(beside):
@@ -456,7 +460,11 @@ def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: 
     stats = acceptance_mod.load(metrics_path) if metrics_path else None
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
-    table = read_step_table(path, target_range, gamma=gamma, speculative=True)
+    if ranges is None:
+        table = read_step_table(path, target_range, gamma=gamma, speculative=True)
+    else:
+        table = dataclasses.replace(step_table(ranges, target_range, gamma=gamma, speculative=True),
+                                    latencies_s=bench_latencies(path))
     if table.draft_forwards.empty:
         notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
                      "forward costs nothing here, the proposer's work is in the time outside the forwards")
@@ -626,6 +634,8 @@ def analyze_speculative(
             error = predicted["cost_model_held_out"] / measured[0] - 1
             tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
         draft_step = float(np.median(v["draft_ms"]))
+        impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
+                                           interval=(measured[1], measured[2]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
             "steps": len(v), "iterations": r.steps.iterations,
@@ -643,7 +653,9 @@ def analyze_speculative(
             "measured_speedup_ci95": _ci(measured[1], measured[2]), "bench_speedup": bench,
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
+            "measurement_problem": "; ".join(impossible),
         })
+        notes += impossible
         decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
                                     step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)

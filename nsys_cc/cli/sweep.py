@@ -75,7 +75,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
             click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                        nsys_args=nsys_args, **extra))
+                                        nsys_args=nsys_args, separate=True, **extra))  # a cell: a process per model
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)

@@ -580,19 +580,20 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
 
 
 def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-                draft_tp: int = 1, separate: bool = False) -> bool:
+                draft_tp: int = 1, separate: bool = False, drafts: Sequence[str] = ("draft",)) -> bool:
     """Whether `profile` makes interleaved runs (every model in one process, `repeat`): yes unless asked for one
-    process per model (`separate`), or a model runs on several tensor-parallel ranks, or speculative runs are asked
-    for (those still run one process per model)."""
-    return not (separate or speculate or speculative_config is not None or target_tp != 1 or draft_tp != 1)
+    process per model (`separate`), or a model runs on several tensor-parallel ranks, or a speculative config runs
+    without a plain draft to compare (ngram alone: one process per model)."""
+    del speculate, speculative_config  # speculative engines join the interleaved runs
+    return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
 
 
 def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
                    separate: bool, speculate: Sequence[int], speculative_config: str | None) -> None:
     """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
     if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
-        why = ("separate" if separate else "speculate" if speculate or speculative_config is not None
-               else "target_tp")
+        why = ("separate" if separate else "speculative_config without drafts"
+               if speculative_config is not None and not speculate else "target_tp")
         raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
                          "make yet (one process per model)", param="repeat")
 
@@ -633,12 +634,13 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     atomic.check_out_dir(out_dir, "the profile run")
     if options is None:
         options = repeat_mod.DEFAULT_OPTIONS
-    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate):
+    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         return repeat_mod.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
                                   trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
                                   repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                   max_repeat=max_repeat,
-                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas)
+                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas,
+                                  speculate=speculate, speculative_config=speculative_config)
     _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     gpu = uses_gpu(device)
     nsys = require_nsys()
@@ -761,11 +763,12 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         options = repeat_mod.DEFAULT_OPTIONS
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
-    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate):
+    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         return repeat_mod.dry_run(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace,
                                   nsys_args=nsys_args, repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat,
                                   precision=precision, max_repeat=max_repeat,
-                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas)
+                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas,
+                                  speculate=speculate, speculative_config=speculative_config)
     _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)

@@ -25,6 +25,7 @@ rerun never destroys a completed run. `status.json` lists every run.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -547,8 +548,13 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
     gammas = launcher.parse_gammas(speculate) if speculate else []
     config = launcher.parse_speculative_config(speculative_config)
     # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
-    spec = launcher.speculative_runs(models[0], models[1:], gammas, config,
-                                     lambda m, js: ModelCommands({}, [js], [], ModelFiles(Path("."), m.label)))
+    def carrier(m: Model, js: str = "") -> ModelCommands:
+        return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
+
+    spec = launcher.speculative_runs(models[0], models[1:], gammas, config, carrier)
+    # one label, one engine's windows: two engines labelled alike would mix their ranges (compared without case)
+    launcher._refuse_shared_labels([launcher.ModelRun("target" if i == 0 else "draft", m, carrier(m))
+                                    for i, m in enumerate(models)] + spec)
     n = (len(models) + len(spec)) * replicas
     out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
            for i, m in enumerate(models)]
@@ -560,10 +566,11 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *, nsys: str,
             gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
-            max_repeat: int | None, replicas: int = DEFAULT_REPLICAS) -> str:
+            max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
+            speculative_config: str | None = None) -> str:
     """The commands of the first interleaved run, and how many runs would be made."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    engines = _engines(target, drafts, options, gpu, replicas)
+    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     out = Path(out_dir).resolve()
     cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
                         replicas=replicas)
@@ -575,7 +582,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *, device: str,
             timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
             acceptance: Sequence[float], seed: int, repeat: int, precision: float | None, max_repeat: int | None,
-            replicas: int = DEFAULT_REPLICAS):
+            replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (), speculative_config: str | None = None):
     """`launcher.profile` with interleaved runs (module docstring); returns a `launcher.ProfileRun`."""
     from ..trace.nsys import require_nsys
     from . import launcher
@@ -583,7 +590,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
     gpu = launcher.uses_gpu(device)
     nsys = require_nsys()
-    engines = _engines(target, drafts, options, gpu, replicas)
+    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     for warning in launcher.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()
@@ -618,7 +625,7 @@ def _model_runs(outcome: Outcome):
     out = []
     for e in outcome.engines:
         commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
-        mr = launcher.ModelRun(e.role, e.model, commands)
+        mr = launcher.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
         mr.status, mr.reason = outcome.model_status(e.label)
         mr.seconds = sum(r.seconds for r in outcome.runs)
         out.append(mr)
@@ -637,7 +644,9 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
     notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
     result = launcher.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
-    labels = _pooled_labels(outcome)
+    pooled = _pooled_labels(outcome)
+    spec = [e for e in outcome.engines if e.speculative and e.label in pooled]
+    labels = [label for label in pooled if label not in {e.label for e in spec}]
     done = outcome.completed
     if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:
         return result
@@ -645,16 +654,34 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
         result.result = cost_coefficient_runs([[r.sqlite] * len(labels) for r in done], names=labels,
                                               scopes=[labels] * len(done), output_len=options.output_len,
                                               acceptance=acceptance, seed=seed)
-        share = pd.concat([check.forward_share([(label, r.sqlite, r.bench_json(label)) for label in labels],
-                                               scopes=labels).assign(run=r.index) for r in done], ignore_index=True)
+        if spec:
+            result.result = dataclasses.replace(result.result, speculative=_speculative(
+                result.result, done, labels[0], spec, options, acceptance, seed))
+        every = [*labels, *(e.label for e in spec)]
+        share = pd.concat([check.forward_share([(label, r.sqlite, r.bench_json(label)) for label in every],
+                                               scopes=every).assign(run=r.index) for r in done], ignore_index=True)
     share = share[["run", *[c for c in share.columns if c != "run"]]]
     notes += [n for r in done for n in r.notes]
-    notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in labels]
+    notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in every]
     machine = machine_table(outcome.runs)
     result.report = write_report(result.result, out, extra_notes=notes,
                                  extra_tables={"forward_share": share, "machine": machine})
     result.notes = notes
     return result
+
+
+def _speculative(result, done: Sequence[Run], target: str, spec: Sequence[Engine], options: BenchOptions,
+                 acceptance: Sequence[float], seed: int):
+    """The speculative engines measured in place against the plain target of the same runs, pooled over the runs
+    (`analysis.spec_runs`), c standalone from the pooled plain runs."""
+    from ..analysis.spec_runs import SpecEngine, analyze_runs
+
+    coef = result.coefficients
+    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
+    return analyze_runs([(r.sqlite, r.dir) for r in done], target,
+                        [SpecEngine(e.label, e.draft or "", e.gamma or 0) for e in spec],
+                        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()},
+                        output_len=options.output_len, acceptance=acceptance, seed=seed)
 
 
 def _share_note(share: pd.DataFrame, label: str) -> str:
