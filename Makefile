@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo demo-spec lint check test fixtures bench fuzz notebook clean
+.PHONY: setup nsys demo demo-spec lint check test fixtures bench bench-cli fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
@@ -58,8 +58,13 @@ test: setup lint
 fixtures: setup
 	scripts/make_fixtures.sh
 
-bench: setup
+bench: setup bench-cli
 	$(PY) benchmarks/run.py
+
+# The CLI's start-up against the bare imports it stands on (`nsys-cc --help` vs `import click`, `analyze` of two small
+# fixture traces vs `import pandas`), side by side in one run; docs/PERFORMANCE.md keeps the latest table.
+bench-cli: $(STAMPS)/venv
+	$(PY) benchmarks/cli_startup.py
 
 fuzz: setup
 	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py

@@ -75,8 +75,8 @@ def per_step_worker(batch: int, gamma: int) -> dict:
     """µs per step: plain fake runner vs the same with the plugin's wrappers and live hooks."""
     os.environ["NSYS_CC_LIVE"] = "1"
     os.environ.pop("NSYS_CC_PLUGIN", None)
-    from nsys_cc.launch import vllm_plugin
     from nsys_cc.live import channel
+    from nsys_cc.vllm import plugin as vllm_plugin
 
     so = scheduler_output(batch, gamma)
     plain_cls = fake_runner_classes(gamma)
@@ -123,7 +123,7 @@ def per_step_front_end(gamma: int, window: int = 256) -> dict:
 DRIVER = """
 import json, os, sys, time
 if __name__ == "__main__":
-    from nsys_cc.launch import vllm_plugin
+    from nsys_cc.vllm import plugin as vllm_plugin
     vllm_plugin.register()
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt

@@ -3,7 +3,7 @@
 Usage: `.venv/bin/python benchmarks/plugin_overhead.py [--runs 3] [--model tiny-llama-target] [--no-nsys]`
 
 Two measurements:
-1. End to end: `python -m nsys_cc.launch.bench` (vLLM's latency benchmark) on one model, `--runs` times with
+1. End to end: `python -m nsys_cc.vllm.bench` (vLLM's latency benchmark) on one model, `--runs` times with
    `NSYS_CC_PLUGIN=0` and `--runs` times with `NSYS_CC_PLUGIN=1`, alternating which goes first in each round so
    that drift on a shared machine hits both alike; by default under `nsys profile -t nvtx` as `nsys-cc profile`
    runs it (`--no-nsys`: plain). Reported per setting: the median over runs of vLLM's `avg_latency` (ms per
@@ -30,8 +30,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nsys_cc.launch import commands, models, vllm_plugin  # noqa: E402
+from nsys_cc.launch import commands, models  # noqa: E402
 from nsys_cc.trace.nsys import require_nsys  # noqa: E402
+from nsys_cc.vllm import plugin as vllm_plugin  # noqa: E402
 
 
 def bench_once(model: str, plugin: bool, opts: commands.BenchOptions, under_nsys: bool, work: Path) -> float:

@@ -57,7 +57,7 @@ def profile(out: Path, target: str, draft: str, gammas: str, iters: int) -> None
         raise SystemExit(f"profile {target} {draft} failed:\n{r.stderr[-2000:]}")
 
 
-def analyse(out: Path) -> dict:
+def analyze(out: Path) -> dict:
     """`nsys-cc analyze` of every trace in `out`: the plain target first, then drafts, then speculative runs."""
     status = json.loads((out / "status.json").read_text())
     runs = status["runs"] if isinstance(status, dict) and "runs" in status else status
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
         if not args.reuse:
             print(f"[bench] {pair}: profiling {target} + {draft}, γ = {gammas} …", file=sys.stderr, flush=True)
             profile(out, target, draft, gammas, args.iters)
-        docs.setdefault(pair, []).append((draft, folder, analyse(out)["speculative"]))
+        docs.setdefault(pair, []).append((draft, folder, analyze(out)["speculative"]))
     all_rows = []
     for pair, profiles in docs.items():
         draft, first_folder, first = profiles[0]

@@ -16,7 +16,7 @@ What a notebook needs, all here:
   (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative`);
 - `NsysCCError`: the base of every error a user can cause.
 
-The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.launch.vllm_plugin`)
+The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.vllm.plugin`)
 imports this package inside every vLLM process, where pandas, SQLAlchemy and matplotlib must not be loaded for
 nothing (measured: `import nsys_cc` peaks at 12 MB; importing the analysis and the report eagerly, at 190 MB and
 seconds of start-up, per process). `dir(nsys_cc)` and tab completion list them,
@@ -28,13 +28,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.views`; loads nothing heavy)
+from .version import __version__
 
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
-    "profile": ("nsys_cc.launch.launcher", "profile"),
+    "profile": ("nsys_cc.launch.repeat", "profile"),
     "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
     "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
@@ -77,7 +78,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError
-    from .launch.launcher import profile as profile
+    from .launch.repeat import profile as profile
     from .report import (
         make_figures as make_figures,
         plots as plots,

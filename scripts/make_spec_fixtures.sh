@@ -56,7 +56,7 @@ for part in $parts; do
       VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 \
       PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" \
       "$nsys" profile -t nvtx -s none --cpuctxsw=none -f true -o "$work/vllm_scopes" \
-      "$py" -m nsys_cc.launch.bench --model $m/tiny-llama-target --load-format dummy --input-len 128 --output-len 32 \
+      "$py" -m nsys_cc.vllm.bench --model $m/tiny-llama-target --load-format dummy --input-len 128 --output-len 32 \
       --batch-size 1 --num-iters-warmup 1 --num-iters 2 --skip-tokenizer-init --disable-detokenize --enforce-eager \
       --gpu-memory-utilization 0.3 --output-json "$out/vllm_scopes.spec-g3.bench.json" \
       --speculative-config "{\"method\":\"draft_model\",\"model\":\"$m/tiny-llama-draft-xs\",\"num_speculative_tokens\":3}" \

@@ -43,7 +43,7 @@ PY
 env NSYS_CC_PLUGIN=0 VLLM_NVTX_SCOPES_FOR_PROFILING=1 VLLM_ENABLE_V1_MULTIPROCESSING=0 VLLM_CPU_KVCACHE_SPACE=1 \
   VLLM_CPU_OMP_THREADS_BIND=nobind OMP_NUM_THREADS=1 \
   "$nsys" profile -t nvtx -s none --cpuctxsw=none -f true -o "$work/vllm_scopes" \
-  "$py" -m nsys_cc.launch.bench --model nsys_cc/launch/models/tiny-llama-target --load-format dummy \
+  "$py" -m nsys_cc.vllm.bench --model nsys_cc/launch/models/tiny-llama-target --load-format dummy \
   "${bench[@]}" --skip-tokenizer-init --disable-detokenize --enforce-eager --gpu-memory-utilization 0.3 \
   --output-json "$out/vllm_scopes.bench.json" > "$work/vllm_scopes.log" 2>&1 \
   || { tail -20 "$work/vllm_scopes.log"; exit 1; }

@@ -170,9 +170,10 @@ def test_summary_counts_forwards_that_have_each_metric(gpu_pair):
             row = gpu_pair.summary.query("model == @m.name and phase == 'all' and metric == @metric.name")
             assert int(row["count"].iloc[0]) == int(kept[metric.column].notna().sum())
     before = gpu_pair.summary.query("model == 'before' and phase == 'all'").set_index("metric")["count"]
-    # ncclGroupEnd ranges lie in 2 processes (ranks): a step is one per rank. The 2 ranges that launched nothing (the
-    # 1-second window cut their round) have no partner in the other rank and are left out, so every step has GPU work.
-    left_out = gpu_pair.target.ranks.ranges.query("step < 0")
+    # ncclGroupEnd ranges lie in 2 processes (ranks): a forward is one range per rank. The 2 ranges that launched
+    # nothing (the 1-second window cut their round) have no partner in the other rank and are left out, so every
+    # forward has GPU work.
+    left_out = gpu_pair.target.ranks.ranges.query("forward < 0")
     assert len(left_out) == 2 and left_out["gpu_busy_ns"].isna().all()
     assert before["wall"] == before["gpu_busy"] == 32
     assert set(gpu_pair.coefficients["metric"]) == set(C_METRICS)
@@ -181,7 +182,7 @@ def test_summary_counts_forwards_that_have_each_metric(gpu_pair):
 @pytest.fixture(scope="module")
 def outliving_pair():
     """A draft whose forwards' GPU work outlives them: the `tensor_creation` ranges (one process) of a public
-    inference trace. (The ncclGroupEnd pair no longer serves: its ranges lie in 2 processes, and a step's wall runs
+    inference trace. (The ncclGroupEnd pair no longer serves: its ranges lie in 2 processes, and a forward's wall runs
     from the first rank's start to the last rank's end, longer than its GPU work.)"""
     demo = PUBLIC / "Sh1mwww__llama3-inference__demo.sqlite"
     if not (GPU_PAIR[0].exists() and demo.exists()):

@@ -134,8 +134,8 @@ def test_the_forward_share_reads_each_models_part_of_the_trace():
     from nsys_cc.launch import check
 
     run = RUNS[0]
-    share = check.forward_share([(label, run / "trace.sqlite", run / f"{label}.bench.json") for label in LABELS],
-                                scopes=LABELS)
+    models = [coefficient.load_model(run / "trace.sqlite", name=label, role="model", scope=label) for label in LABELS]
+    share = check.forward_share([(m, run / f"{m.name}.bench.json") for m in models])
     latencies = {label: json.loads((run / f"{label}.bench.json").read_text())["latencies"] for label in LABELS}
     assert list(share["iterations"]) == [len(latencies[label]) for label in LABELS] == [4, 4, 4]
     assert list(share["forwards_per_iteration"]) == [4.0, 4.0, 4.0]

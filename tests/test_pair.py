@@ -154,7 +154,7 @@ LIVE = textwrap.dedent("""
     if __name__ == "__main__":
         import numpy as np
         from nsys_cc.launch import vllm_plugin
-        vllm_plugin.register()  # with its correction of vLLM's CPU expand kernel (nsys_cc.launch.vllm_fixes)
+        vllm_plugin.register()  # with its correction of vLLM's CPU expand kernel (nsys_cc.vllm.fixes)
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
         from nsys_cc.analysis.acceptance import from_metrics

@@ -30,7 +30,7 @@ def _runs(out: Path, sources: list[str]) -> list[launcher.ModelRun]:
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
     runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
-    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
     assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
@@ -51,14 +51,14 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
 
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
-    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
     assert outcome.result.range_name == "gpu_model_runner: forward"
     assert any("vLLM's own 'gpu_model_runner: forward'" in n for n in outcome.notes)
 
 
 def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "tiny-llama-draft-s"])
-    outcome = launcher.analyse(runs, tmp_path, OPTIONS)
+    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
     assert outcome.result is None and outcome.report is None
     assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
     status = json.loads((tmp_path / "status.json").read_text())
@@ -81,7 +81,7 @@ def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     with pytest.raises(KeyboardInterrupt):
         launcher.profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
-                         tmp_path, OPTIONS, device="cpu", separate=True)
+                         tmp_path, OPTIONS, device="cpu")
     status = json.loads((tmp_path / "status.json").read_text())
     assert [s["status"] for s in status] == ["done", "done", "interrupted", "not run"]
     report = json.loads((tmp_path / "report.json").read_text())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.errors import InputError
 from nsys_cc.launch import check
 
@@ -34,7 +35,7 @@ def test_forward_share_matches_sql_sums_and_the_bench_latencies(model):
     latencies = json.loads(bench.read_text())["latencies"]
     assert len(rows) == len(latencies) == 3
     shares = [fwd / 1e9 / lat for (_, _, fwd), lat in zip(rows, latencies)]
-    got = check.forward_share([(model, sqlite, bench)]).iloc[0]
+    got = check.forward_share([(load_model(sqlite, name=model, role="target"), bench)]).iloc[0]
     assert got["model"] == model and got["iterations"] == 3
     assert got["forwards_per_iteration"] == statistics.median(r[1] for r in rows) == 4
     assert got["forward_ms"] == pytest.approx(statistics.median(r[2] for r in rows) / 1e6, abs=1e-3)
@@ -57,8 +58,9 @@ def test_forward_range_is_the_plugins_else_vllms_own_scope(tmp_path):
 
 
 def test_a_trace_without_iteration_ranges_has_no_share():
-    scopes = ("scopes", FIXTURES / "vllm_scopes.sqlite", FIXTURES / "vllm_scopes.bench.json")
-    row = check.forward_share([scopes]).iloc[0]
+    scopes = load_model(FIXTURES / "vllm_scopes.sqlite", name="scopes", role="target",
+                        range_name="gpu_model_runner: forward", output_len=2)
+    row = check.forward_share([(scopes, FIXTURES / "vllm_scopes.bench.json")]).iloc[0]
     assert row["iterations"] == 0
     assert "no measured iteration ranges" in check.share_note(row)
 
@@ -70,4 +72,5 @@ def test_unreadable_inputs_are_input_errors(tmp_path):
         check.forward_range(bad)
     (tmp_path / "b.json").write_text('{"avg_latency": 1}')
     with pytest.raises(InputError, match="not a vLLM latency --output-json"):
-        check.bench_latencies(tmp_path / "b.json")
+        check.forward_share([(load_model(FIXTURES / "tiny-llama-target.sqlite", name="x", role="target"),
+                              tmp_path / "b.json")])

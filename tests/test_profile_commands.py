@@ -36,7 +36,7 @@ def test_nsys_options_fit_the_platform():
 
 def test_benchmark_defaults_are_the_seeds():
     args = commands.bench_args("/m", Path("/o/m.bench.json"), BenchOptions(), gpu=True, python="py")
-    assert args[:3] == ["py", "-m", "nsys_cc.launch.bench"]
+    assert args[:3] == ["py", "-m", "nsys_cc.vllm.bench"]
     expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
                 "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
     assert {k: _after(args, k) for k in expected} == expected
@@ -248,7 +248,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "analyse", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "analyze", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
@@ -256,11 +256,9 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.files.sqlite.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
-    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu",
-                               separate=True)
+    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu")
     assert ran == [] and [r.status for r in outcome.runs] == ["resumed", "resumed"]
-    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True,
-                     separate=True)
+    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True)
     assert ran == ["tiny-llama-target", "tiny-llama-draft-s"]
     assert [s["status"] for s in json.loads((tmp_path / "status.json").read_text())] == ["done", "done"]
 
@@ -373,19 +371,19 @@ def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier
     anything not written by the report stay."""
     models = ["tiny-llama-target", "tiny-llama-draft-s"]
     _fake_profiles(monkeypatch, dict.fromkeys(models, True))
-    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu", separate=True)
+    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu")
     assert first.report is not None and (tmp_path / "report.json").is_file()
     (tmp_path / "mine.md").write_text("the user's")
     draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
     # every model fails: nothing was replaced, the earlier report stays as it was
     _fake_profiles(monkeypatch, dict.fromkeys(models, False))
     with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
-        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True, separate=True)
+        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
     assert failed.report is None
     # the target completes again, the draft fails: the earlier report no longer describes the target's trace
     _fake_profiles(monkeypatch, {models[0]: True, models[1]: False})
     with unchanged(*draft_files, tmp_path / "mine.md"):
-        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True, separate=True)
+        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
     assert again.report is None
     assert any(n.startswith(f"the earlier report in {tmp_path.resolve()} was removed: it described "
                             "tiny-llama-target.sqlite") for n in again.notes)

@@ -200,7 +200,7 @@ def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     log = out / f"{GOOD[0]}.log"
     deadline = time.monotonic() + 600  # only against a hang: the loop ends as soon as the benchmark has started
-    while not (log.is_file() and "nsys_cc.launch.bench" in log.read_text()) and time.monotonic() < deadline:
+    while not (log.is_file() and "nsys_cc.vllm.bench" in log.read_text()) and time.monotonic() < deadline:
         time.sleep(0.2)
     time.sleep(2)
     proc.send_signal(signal.SIGINT)

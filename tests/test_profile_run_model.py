@@ -163,10 +163,10 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     first = _complete(tmp_path)
     again = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
 
-    def interrupted(path):
+    def interrupted(path, **checks):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(launcher.check, "forward_range", interrupted)
+    monkeypatch.setattr(launcher.check, "after_export", interrupted)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
         launcher.run_model(again, timeout=60)
     assert again.status == "interrupted"

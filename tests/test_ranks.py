@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, raw_sql, unchanged
 from nsys_cc import cost_coefficient
-from nsys_cc.analysis.ranks import match, step_bounds
+from nsys_cc.analysis.ranks import forward_bounds, match
 from nsys_cc.cli import cli
 from nsys_cc.launch import check
 
@@ -129,11 +129,11 @@ def test_rank_table_last_rank_lag_and_own_time(result, raw, phase):
     table = result.ranks[result.ranks["phase"] == phase].set_index("rank")
     assert list(table.index) == [0, 1] and list(table["pid"]) == raw["pids"]
     for r in (0, 1):
-        assert table.at[r, "steps"] == len(kept)
-        assert table.at[r, "last_steps"] == sum(s["last"] == r for s in kept)
+        assert table.at[r, "forwards"] == len(kept)
+        assert table.at[r, "last_forwards"] == sum(s["last"] == r for s in kept)
         assert table.at[r, "lag_ms"] == pytest.approx(np.median([s["lag_ms"][r] for s in kept]), abs=1e-6)
         assert table.at[r, "wall_ms"] == pytest.approx(np.median([s["own_ms"][r] for s in kept]), abs=1e-6)
-    assert table["last_steps"].sum() == len(kept)
+    assert table["last_forwards"].sum() == len(kept)
     # A CPU trace: no GPU time, no communication kernels; the all-reduce is CPU time inside the forward.
     assert table["comm_ms"].isna().all() and table["gpu_busy_ms"].isna().all()
     for r in (0, 1):
@@ -153,7 +153,7 @@ def test_skew_note_names_the_last_rank(result, raw):
     last = np.bincount([s["last"] for s in kept], minlength=2)
     skew = [max(s["lag_ms"]) for s in kept]
     (note,) = [n for n in result.notes if "tensor-parallel ranks" in n]
-    assert f"rank {int(np.argmax(last))} finishes last in {last.max()} of {len(kept)} kept steps" in note
+    assert f"rank {int(np.argmax(last))} finishes last in {last.max()} of {len(kept)} kept forwards" in note
     assert f"median {np.median(skew):.3f} ms" in note
     assert not [n for n in result.notes if "disagree" in n or "do not overlap" in n]
 
@@ -170,7 +170,7 @@ def test_json_has_ranks_on_each_model():
     for row in target["per_rank"]:  # each rank's figures against the raw rows
         kept = [s for s in raw_steps(TARGET)["steps"] if s["kept"] and row["phase"] in ("all", s["phase"])]
         r = row["rank"]
-        assert row["steps"] == len(kept) and row["last_steps"] == sum(s["last"] == r for s in kept)
+        assert row["forwards"] == len(kept) and row["last_forwards"] == sum(s["last"] == r for s in kept)
         assert row["wall_ms"] == pytest.approx(np.median([s["own_ms"][r] for s in kept]), abs=1e-6)
         assert row["lag_ms"] == pytest.approx(np.median([s["lag_ms"][r] for s in kept]), abs=1e-6)
         assert row["allreduce_ms"] == pytest.approx(np.median([s["all_reduce_ms"][r] for s in kept]), abs=1e-6)
@@ -199,8 +199,8 @@ def _in_order(want: list[str], row: list[str]) -> bool:
     return all(any(cell == got for got in it) for cell in want)
 
 
-def test_forward_share_counts_each_step_once(raw):
-    share = check.model_share("t", TARGET, TP / "tiny-llama-target.tp2.bench.json")
+def test_forward_share_counts_each_forward_once(result, raw):
+    share = check.model_share(result.target, TP / "tiny-llama-target.tp2.bench.json")
     iters = sorted((r[0], r[1]) for r in raw_sql(TARGET, RANGES_SQL) if r[3] == "nsys_cc:iteration")
     steps = [(s["start"], s["end"]) for s in raw["steps"] if not s["open"]]
     sums = [sum(e - s for s, e in steps if a <= s <= b) / 1e6 for a, b in iters]
@@ -237,7 +237,7 @@ def test_match_pairs_neighbours_when_counts_differ():
     start = np.r_[s0, s1]
     m = match(process, start, start + 5)
     assert m.counts == [len(s1), len(s0)] and m.offsets == [0, -2]
-    steps = m.step.reshape(-1)
+    steps = m.forward.reshape(-1)
     rank0 = steps[len(s0):]  # process 3 = rank 0 (s1)
     assert list(rank0) == [-1, -1, *range(9)]
     assert list(steps[:len(s0)]) == [*range(9), -1]
@@ -248,14 +248,14 @@ def test_match_flags_steps_that_do_not_overlap():
     start = np.array([0, 100, 30, 130])
     end = np.array([10, 110, 40, 140])
     m = match(np.array([1, 1, 2, 2]), start, end)
-    assert list(m.step) == [0, 1, 0, 1] and not m.overlapping.any()
+    assert list(m.forward) == [0, 1, 0, 1] and not m.overlapping.any()
 
 
-def test_step_bounds_in_one_process_are_the_ranges():
+def test_forward_bounds_in_one_process_are_the_ranges():
     start, end = np.array([5, 1]), np.array([6, 3])
-    s, e = step_bounds(np.array([9, 9]), start, end)
+    s, e = forward_bounds(np.array([9, 9]), start, end)
     assert list(s) == [5, 1] and list(e) == [6, 3]
-    s, e = step_bounds(np.array([1, 2, 1, 2]), np.array([0, 2, 10, 11]), np.array([5, 4, 15, 19]))
+    s, e = forward_bounds(np.array([1, 2, 1, 2]), np.array([0, 2, 10, 11]), np.array([5, 4, 15, 19]))
     assert list(s) == [0, 10] and list(e) == [5, 19]
 
 
@@ -291,6 +291,6 @@ def test_ranks_with_different_payloads_are_noted(tmp_path, raw):
             "AND (e.globalTid >> 24) & 16777215 = ? ORDER BY e.start DESC LIMIT 1)", (raw["pids"][1],))
     res = cost_coefficient(str(copy), [str(DRAFT)])
     (note,) = [n for n in res.notes if "payloads" in n]
-    assert f"1 of {len(raw['steps'])} steps have ranks with different token-count payloads" in note
+    assert f"1 of {len(raw['steps'])} forwards have ranks with different token-count payloads" in note
     kept = [s for s in raw["steps"] if s["kept"]]
     assert len(res.target.phase_rows("decode")) == sum(s["phase"] == "decode" for s in kept)

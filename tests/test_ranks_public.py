@@ -100,14 +100,14 @@ def test_per_process_projection_equals_nvtxgpuproj(case):
         assert (mine["gpu_ops"].to_numpy() == grp["NumGPUOps"].to_numpy()).all()
 
 
-def test_steps_pair_the_ranges_whose_gpu_work_overlaps(case):
+def test_forwards_pair_the_ranges_whose_gpu_work_overlaps(case):
     _, _, rows, res = case
     steps = res.target.forwards.sort_values("start_ns")
     pairs = _pairs(rows)
     assert len(steps) == len(pairs)
     ranges = res.target.ranks.ranges.set_index("range_id")
     for (a, b), step in zip(pairs, steps.itertuples()):
-        assert set(ranges.loc[[a["RangeId"], b["RangeId"]], "step"]) == {step.step}
+        assert set(ranges.loc[[a["RangeId"], b["RangeId"]], "forward"]) == {step.forward}
         start = min(a["Orig Start (ns)"], b["Orig Start (ns)"])
         end = max(a["Orig Start (ns)"] + a["Orig Duration (ns)"], b["Orig Start (ns)"] + b["Orig Duration (ns)"])
         assert step.wall_ns == end - start
@@ -115,7 +115,7 @@ def test_steps_pair_the_ranges_whose_gpu_work_overlaps(case):
         last = max(x["Projected Start (ns)"] + x["Projected Duration (ns)"] for x in (a, b))
         assert step.gpu_span_ns == last - first
     # The ranges left out (the window cut them) are those without GPU work of their own: no round to pair.
-    left = ranges[ranges["step"] < 0]
+    left = ranges[ranges["forward"] < 0]
     assert left["gpu_ops"].isna().all()
     assert len(left) == len(ranges) - 2 * len(steps)
 
@@ -123,21 +123,21 @@ def test_steps_pair_the_ranges_whose_gpu_work_overlaps(case):
 def test_busy_is_the_union_over_ranks_and_kernel_sums_add(case):
     _, path, _, res = case
     ranges = res.target.ranks.ranges
-    matched = ranges[ranges["step"] >= 0]
-    steps = res.target.forwards.set_index("step")
-    for step, grp in matched.groupby("step"):
+    matched = ranges[ranges["forward"] >= 0]
+    steps = res.target.forwards.set_index("forward")
+    for step, grp in matched.groupby("forward"):
         ops = [op for r in grp.itertuples() for op in raw_sql(path, OPS_SQL, (r.global_tid, r.start_ns, r.end_ns))]
         assert steps.at[step, "gpu_busy_ns"] == union_length([(s, e) for s, e, _, _ in ops])
         assert steps.at[step, "kernel_sum_ns"] == sum(e - s for s, e, kind, _ in ops if kind == "kernel")
 
 
-def test_nccl_is_the_communication_category_per_rank_and_step(case):
+def test_nccl_is_the_communication_category_per_rank_and_forward(case):
     _, path, _, res = case
     ranges = res.target.ranks.ranges
-    kept_steps = set(res.target.phase_rows("all")["step"])
+    kept_steps = set(res.target.phase_rows("all")["forward"])
     table = res.ranks[(res.ranks["model"] == "tp") & (res.ranks["phase"] == "all")].set_index("rank")
     comm_total = all_total = 0
-    for rank, grp in ranges[ranges["step"].isin(kept_steps)].groupby("rank"):
+    for rank, grp in ranges[ranges["forward"].isin(kept_steps)].groupby("rank"):
         ops = [op for r in grp.itertuples() for op in raw_sql(path, OPS_SQL, (r.global_tid, r.start_ns, r.end_ns))]
         names = {n for _, _, kind, n in ops if kind == "kernel"}
         assert names and all(n.startswith("nccl") and categorise(n) == "communication" for n in names)
@@ -159,7 +159,7 @@ def test_skew_from_nsys_rows_and_notes(case):
     table = res.ranks[(res.ranks["model"] == "tp") & (res.ranks["phase"] == "all")].set_index("rank")
     last = np.argmax(ends, axis=1)
     for r in (0, 1):
-        assert table.at[r, "last_steps"] == int((last == r).sum())
+        assert table.at[r, "last_forwards"] == int((last == r).sum())
         assert table.at[r, "lag_ms"] == pytest.approx(np.median(ends[:, r] - ends.min(axis=1)) / 1e6, abs=1e-9)
     # Every ncclGroupEnd range per process (nvtxgpuproj lists only those that launched GPU work).
     counts = dict(raw_sql(path, "SELECT (e.globalTid >> 24) & 16777215, count(*) FROM NVTX_EVENTS e JOIN StringIds s "

@@ -59,7 +59,7 @@ def fake_runs(monkeypatch):
 
 
 def _profile(out, **kwargs):
-    return launcher.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
+    return repeat.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
 
 
 def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_path, fake_runs):
@@ -152,7 +152,7 @@ def test_a_run_on_a_busy_machine_gets_a_note(tmp_path, fake_runs):
 ])
 def test_bad_repeat_arguments_name_the_parameter(tmp_path, kwargs, message):
     with pytest.raises(InputError, match=message) as err:
-        launcher.dry_run(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs)
+        repeat.dry_run(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs)
     assert "--" not in str(err.value)
 
 
@@ -181,7 +181,7 @@ def test_dry_run_prints_one_process_for_every_model(tmp_path):
     profile = next(ln for ln in lines if " profile " in ln)
     engines = profile.split(" --engine ")[1:]
     assert [e.split()[0] for e in engines] == [TARGET, *DRAFTS] * 3
-    assert "-m nsys_cc.launch.interleave --output-json " + str(out / "run-1" / "interleaved.json") in profile
+    assert "-m nsys_cc.vllm.interleave --output-json " + str(out / "run-1" / "interleaved.json") in profile
     assert "NSYS_CC_WARMUP_ITERS=18 " in profile  # 2 warm-up iterations × 9 engines
     assert all("--output-len 32" in e and "--kv-cache-memory-bytes" in e for e in engines)
     assert any(ln.endswith(f"-o {out}/run-1/trace.sqlite {out}/run-1/trace.nsys-rep") for ln in lines)
@@ -239,7 +239,7 @@ def test_the_driver_counts_each_speculative_engines_own_steps():
     from types import SimpleNamespace
 
     from nsys_cc.analysis.acceptance import from_metrics
-    from nsys_cc.launch import interleave
+    from nsys_cc.vllm import interleave
 
     seen = []
 
@@ -266,16 +266,6 @@ def test_the_driver_counts_each_speculative_engines_own_steps():
     assert (s1.num_drafts, s1.num_draft_tokens, s1.num_accepted, s1.accepted_per_position) == (1, 1, 1, (1,))
     assert (s2.num_drafts, s2.num_draft_tokens, s2.num_accepted, s2.accepted_per_position) == (2, 4, 3, (2, 1))
     assert not interleave.count_spec_decoding(SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=None)), {})
-
-
-def test_a_sweep_cell_keeps_one_trace_per_model(tmp_path, monkeypatch):
-    from nsys_cc.sweep import cell as cell_mod
-    from nsys_cc.sweep.grid import Cell, SweepSpec
-
-    spec = SweepSpec(TARGET, (DRAFTS[0],), str(tmp_path)).cell(Cell(1, 8))
-    assert cell_mod._profile_args(spec, launcher.profile)["separate"] is True
-    # the fingerprint (what decides whether an earlier cell is kept) does not change with it
-    assert "separate" not in spec.fingerprint()
 
 
 def test_speculative_engines_join_the_interleaved_runs(tmp_path):
@@ -310,4 +300,4 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
     x.mkdir()
     (x / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
     with pytest.raises(InputError, match="two runs would both be labelled 'x.spec-g1'"):
-        launcher.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
+        repeat.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])

@@ -7,19 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import spec_runs, speculative
+from nsys_cc.analysis import spec_runs, steps
 from nsys_cc.analysis.acceptance import AcceptanceStats
 
 
 def _table(step_ms, iteration, drafts_in, latencies, kind="verify"):
     n = len(step_ms)
-    steps = pd.DataFrame({"step": np.arange(n), "iteration": iteration, "kind": [kind] * n, "start_ns": np.arange(n),
+    frame = pd.DataFrame({"step": np.arange(n), "iteration": iteration, "kind": [kind] * n, "start_ns": np.arange(n),
                           "step_ms": step_ms, "target_ms": np.full(n, 2.0), "tokens": np.full(n, 2.0),
                           "draft_ms": np.full(n, 0.5), "draft_forwards": np.ones(n),
-                          "other_ms": np.asarray(step_ms) - 2.5})[speculative.STEP_COLUMNS]
+                          "other_ms": np.asarray(step_ms) - 2.5})[steps.STEP_COLUMNS]
     drafts = pd.DataFrame({"step": drafts_in, "wall_ms": np.full(len(drafts_in), 0.5),
                            "payload": np.ones(len(drafts_in))})
-    return speculative.StepTable(steps, drafts, "step ranges", "", int(np.max(iteration)) + 1, 3.0, 1, ("a note",),
+    return steps.StepTable(frame, drafts, "step ranges", "", int(np.max(iteration)) + 1, 3.0, 1, ("a note",),
                                  np.asarray(latencies))
 
 

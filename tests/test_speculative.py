@@ -628,10 +628,32 @@ def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
                          gpu=False, speculate=list(GAMMAS))
     for r in runs:
         r.status = "done"
-    outcome = launcher.analyse(runs, tmp_path, BenchOptions(output_len=32))
+    outcome = launcher.analyze(runs, tmp_path, BenchOptions(output_len=32))
     spec = outcome.result.speculative
     assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
     assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]
     doc = json.loads((tmp_path / "report.json").read_text())
     assert len(doc["speculative"]) == 3 and len(doc["forecast"]) == 8
     assert (tmp_path / "plots" / "speculative_waterfall.png").exists()
+
+
+def test_bench_speedup_is_vllms_latencies_less_prefill(tiny, tmp_path):
+    # (L_plain − P_plain) ÷ (L_spec − P_spec): L the median iteration latency of X.bench.json, P the median prefill step
+    def latency_ms(label):
+        return statistics.median(json.loads((SPEC / f"{label}.bench.json").read_text())["latencies"]) * 1e3
+
+    plain = Raw(trace(TARGET))
+    p_plain = statistics.median(s[1] for s in plain.of_kind("prefill"))
+    for gamma in GAMMAS:
+        spec = Raw(trace(spec_label(gamma)), gamma)
+        p_spec = statistics.median(s[1] for s in spec.of_kind("prefill"))
+        want = (latency_ms(TARGET) - p_plain) / (latency_ms(spec_label(gamma)) - p_spec)
+        assert row(tiny, gamma)["bench_speedup"] == pytest.approx(want, rel=1e-9)
+    # a bench file that is not vLLM's output beside a run: no cross-check for it, and a note that says why
+    for suffix in (".sqlite", ".metrics.json"):
+        shutil.copy(SPEC / f"{spec_label(2)}{suffix}", tmp_path / f"{spec_label(2)}{suffix}")
+    (tmp_path / f"{spec_label(2)}.bench.json").write_text('{"avg_latency": 1.0}')
+    res = nsys_cc.cost_coefficient(trace(TARGET), [trace(DRAFT), str(tmp_path / f"{spec_label(2)}.sqlite")])
+    assert math.isnan(row(res, 2)["bench_speedup"])
+    assert any(f"{spec_label(2)}.bench.json is not a vLLM latency --output-json" in n and "left out" in n
+               for n in res.speculative.notes)

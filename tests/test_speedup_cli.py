@@ -105,3 +105,21 @@ def test_c_zero_is_a_free_draft_whose_best_gamma_is_unbounded():
     assert table.exit_code == 0, table.output
     assert "unbounded" in table.stdout and "→ 2× (γ → ∞)" in table.stdout
     assert "S = 1 at every γ" in table.stdout  # α = 0: nothing to gain even from a free draft
+
+
+def test_the_verb_is_the_librarys_judgements_in_the_reports_words():
+    # one library call (analysis.speedup.judge_all) and one rendering (report.speedup_format): the verb adds nothing
+    from nsys_cc.analysis.speedup import DEFAULT_MAX_GAMMA, judge_all
+    from nsys_cc.cli import speedup as verb
+    from nsys_cc.report.speedup_format import render_judgements
+
+    assert verb.DEFAULT_MAX_GAMMA == DEFAULT_MAX_GAMMA  # the verb's --help shows it without importing numpy
+    judged = judge_all(0.0662, [0.5, 0.8], 3, 0.05, 0.08)
+    for fmt in ("table", "json"):
+        out = run("--c", "0.0662", "--acceptance", "0.5,0.8", "--gamma", "3", "--ci", "0.05,0.08", "--format", fmt)
+        assert out.exit_code == 0 and out.output == render_judgements(judged, fmt)
+    table = render_judgements(judged)
+    assert table.splitlines()[0] == "c = 0.0662 (interval 0.0500–0.0800); best γ searched over 1…99"
+    assert [line.split()[0] for line in table.splitlines()[3:5]] == ["0.5", "0.8"]
+    g, s = best(0.8, 0.0662)
+    assert table.splitlines()[-1].startswith(f"α = 0.8: best γ = {g} (6–8) gives {s:.3g}×")

@@ -33,7 +33,7 @@ from nsys_cc.sweep import table as table_mod
 from nsys_cc.sweep.cell import ATTEMPTS_FILE
 from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
-from nsys_cc.sweep.run import analyse_many, sweep
+from nsys_cc.sweep.run import analyze_many, sweep
 
 # A real cluster (worker processes started and stopped here) is an end-to-end check: `make test` runs it, the edit-test
 # loop (`make check`) leaves it out; the Dask-free paths (no import without a scheduler, the one-line error without
@@ -74,8 +74,8 @@ def manifest(tmp_path) -> Path:
 
 def test_analysis_on_the_cluster_equals_the_local_pool_and_each_set_alone(cluster, manifest):
     sets = read_manifest(manifest)
-    local = analyse_many(sets, jobs=2)
-    remote = analyse_many(sets, scheduler=cluster.scheduler_address)
+    local = analyze_many(sets, jobs=2)
+    remote = analyze_many(sets, scheduler=cluster.scheduler_address)
     assert local.failures == [] and remote.failures == []
     pd.testing.assert_frame_equal(remote.table, local.table)
     assert list(local.table["cell"].unique()) == ["both", "xs", "s-as-target"]
@@ -180,7 +180,7 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     assert processes_mentioning(out) == []
     assert not Path(f"/proc/{killed['runner']}").exists()
     # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
-    reread = analyse_many(read_manifest(out / "manifest.json"), jobs=1).table
+    reread = analyze_many(read_manifest(out / "manifest.json"), jobs=1).table
     assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))
 
 
@@ -271,14 +271,14 @@ def _slow_down_sets_named_slow():
 
     if getattr(_table, "_slowed_for_test", False):
         return
-    original = _table.analyse_set
+    original = _table.analyze_set
 
-    def analyse_set(trace_set, *args, **kwargs):
+    def analyze_set(trace_set, *args, **kwargs):
         if trace_set.name.startswith("slow"):
             _time.sleep(6.0)
         return original(trace_set, *args, **kwargs)
 
-    _table.analyse_set = analyse_set
+    _table.analyze_set = analyze_set
     _table._slowed_for_test = True
 
 
@@ -299,7 +299,7 @@ def test_a_worker_lost_during_analyze_scheduler_reruns_its_set(cluster, tmp_path
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:
                 for worker, keys in client.processing().items():
-                    if any("nsys-cc-analyse-slow-xs" in str(k) for k in keys):
+                    if any("nsys-cc-analyze-slow-xs" in str(k) for k in keys):
                         time.sleep(1.0)  # inside its 6 s
                         os.kill(pids[worker], signal.SIGKILL)
                         killed.update(worker=worker, pid=pids[worker])
@@ -318,6 +318,6 @@ def test_a_worker_lost_during_analyze_scheduler_reruns_its_set(cluster, tmp_path
     table = pd.read_csv(StringIO(done.stdout))
     attempts = table.groupby("cell")["attempts"].first().to_dict()
     assert attempts == {"slow-xs": 2, "s": 1}  # the lost attempt is counted, the other set's is not
-    local = analyse_many(read_manifest(path), jobs=1).table
+    local = analyze_many(read_manifest(path), jobs=1).table
     cols = ["cell", "draft", "phase", "metric", "c", "ci_low", "ci_high"]
     pd.testing.assert_frame_equal(table[cols], local[cols], check_dtype=False, rtol=1e-6)

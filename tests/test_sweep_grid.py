@@ -78,11 +78,18 @@ def test_a_json_manifest_resolves_paths_against_its_own_directory(tmp_path):
     a, b = read_manifest(path)
     assert a == TraceSet("a", str(tmp_path / "runs" / "runs/t.sqlite"),
                          (str(tmp_path / "runs" / "runs/d.sqlite"), "/abs/e.sqlite"), batch_size=4, input_len=64,
-                         output_len=2, range="fwd")
-    assert b.name == "set-2" and b.batch_size is None and b.range == "model_executable()"
+                         output_len=2, range_name="fwd")  # "range": the key's name in older manifests
+    assert b.name == "set-2" and b.batch_size is None and b.range_name == "model_executable()"
+    with pytest.warns(DeprecationWarning, match="range_name"):
+        assert a.range == "fwd"
     # Written back relative to the new manifest's directory, it reads back to the same sets.
     again = write_manifest([a, b], tmp_path / "copy.json")
     assert read_manifest(again) == [a, b]
+    assert json.loads(again.read_text())["trace_sets"][0]["range_name"] == "fwd"
+    doc[0]["range_name"] = "other"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(InputError, match="gives both range and range_name"):
+        read_manifest(path)
     assert json.loads(again.read_text())["trace_sets"][0]["target"] == "runs/runs/t.sqlite"
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from nsys_cc.launch import vllm_fixes
+from nsys_cc.vllm import fixes as vllm_fixes
 
 # vLLM (and torch) are imported by the fixtures, not at collection: asking for `vllm_module` marks these tests `vllm`
 # (conftest), and `make check` does not pay seconds of vLLM import in every worker.

@@ -24,7 +24,8 @@ pytestmark = pytest.mark.vllm
 SCENARIOS = textwrap.dedent('''
     import contextlib, importlib, inspect, json, types
     import torch
-    from nsys_cc.launch import nvtx_backend, vllm_plugin as p
+    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import nvtx_backend
 
     log = []
     p._backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))

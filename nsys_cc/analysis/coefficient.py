@@ -2,9 +2,9 @@
 
 For every model (one trace each) the forward ranges are selected by name, warm-up is dropped and each forward gets a
 phase (see `phases`) and the per-forward metrics of the registry (`metrics.METRICS`, from `projection.project`).
-When the ranges lie in several processes (tensor-parallel ranks) each forward is a step, one range per rank (`ranks`).
+When the ranges lie in several processes (tensor-parallel ranks) each forward is one range per rank (`ranks`).
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
-A trace that holds several models (one interleaved process of `profile`, `nsys_cc.launch.interleave`) is read once per
+A trace that holds several models (one interleaved process of `profile`, `nsys_cc.vllm.interleave`) is read once per
 model with `scope` = the model's engine label (`scope`). Several runs of every model (`cost_coefficient_runs`, what
 `profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then the ratio of the pooled
 medians and its interval the two-level bootstrap across runs (`stats.runs_ratio_of_medians`), and `runs` holds c per
@@ -21,16 +21,18 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
-from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod
+from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
+from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, not_found, quoted
+from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
@@ -39,7 +41,6 @@ from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
            "cost_coefficient_runs", "load_model"]
 
-DEFAULT_RANGE = "model_executable()"
 # What a model keeps of its forward ranges once they are measured (the rest of the trace's NVTX and GPU columns is
 # let go, so analysing N traces holds about one trace's worth of memory at a time, not N).
 MODEL_COLUMNS = ["range_id", "qualified_name", "pid", "tid", "start_ns", "end_ns", "payload", "open_at_end", "kept",
@@ -83,69 +84,94 @@ def load_model(
     scope: str | None = None,
     run: int = 0,
 ) -> ModelForwards:
-    """Read one trace and return its forward ranges with metrics, warm-up flags and phases.
-
-    scope: the engine label of the model in a trace that holds several (only ranges inside its `nsys_cc:engine`
-    windows are read, `scope`); run: the run number its forwards carry (`cost_coefficient_runs`)."""
+    """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
+    `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
+    model in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `scope`); run: the
+    run number its forwards carry (`cost_coefficient_runs`)."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        # the forwards and the markers, nothing else (and the model's engine windows in an interleaved trace)
-        ranges = spec_mod.marked_ranges(trace, range_name, *([engine_range(scope)] if scope else []))
-        ranges = in_scope(ranges, scope, path=path, trace=trace)
-        hit = matches(ranges, (range_name,))
-        if not hit.any():
-            if scope is not None:
-                raise RangeNotFoundError(f"{path}: no {_quoted(range_name)} ranges inside engine {scope!r}'s windows",
-                                         param="range_name")
-            raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
-        matched = by_start(ranges[hit])
-        # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
-        # double the count. Kept once, and said.
-        twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
-        if twice.any():
-            matched = matched[~twice]
-        has_cuda = bool(trace.has_cuda)
-        forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-        forwards, ranks = rank_mod.group_steps(trace, forwards)
-        unit = "ranges" if ranks is None else "steps"
-        warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
-        # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
-        unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
-        forwards["kept"] = ~warm & ~unclosed
-        if unclosed.any():
-            warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
-                          "ended)")
-        if twice.any():
-            warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
-                          "start and end as another row: each range counted once)")
-        if not forwards["kept"].any():
-            if (~warm).any():
-                raise RangeNotFoundError(
-                    f"{path}: every {_quoted(range_name)} range left after warm-up was never closed (the capture "
-                    "ended inside it): let the profiled program finish its forwards"
-                )
+        return model_of(trace, scoped_ranges(trace, range_name, scope, path), path=path, name=name, role=role,
+                        range_name=range_name, skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
+
+
+def scoped_ranges(trace, range_name: str, scope: str | None, path: str) -> pd.DataFrame:
+    """`ranges.marked_ranges` of the open trace; of one engine's windows only when `scope` names it (`scope`)."""
+    if scope is None:
+        return marked_ranges(trace, range_name)
+    return in_scope(marked_ranges(trace, range_name, engine_range(scope)), scope, path=path, trace=trace)
+
+
+def model_of(
+    trace,
+    ranges: pd.DataFrame,
+    *,
+    path: str,
+    name: str,
+    role: str,
+    range_name: str = DEFAULT_RANGE,
+    skip_ranges: int | None = None,
+    output_len: int | None = None,
+    scope: str | None = None,
+    run: int = 0,
+) -> ModelForwards:
+    """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
+    markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
+    phases, each forward carrying `run`."""
+    hit = matches(ranges, (range_name,))
+    if not hit.any():
+        if scope is not None:
+            raise RangeNotFoundError(f"{path}: no {_quoted(range_name)} ranges inside engine {scope!r}'s windows",
+                                     param="range_name")
+        raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
+    matched = by_start(ranges[hit])
+    # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
+    # double the count. Kept once, and said.
+    twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+    if twice.any():
+        matched = matched[~twice]
+    has_cuda = bool(trace.has_cuda)
+    forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
+    forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
+    unit = "ranges" if ranks is None else "forwards"
+    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
+    # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
+    unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
+    forwards["kept"] = ~warm & ~unclosed
+    if unclosed.any():
+        warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
+                      "ended)")
+    if twice.any():
+        warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
+                      "start and end as another row: each range counted once)")
+    if not forwards["kept"].any():
+        if (~warm).any():
             raise RangeNotFoundError(
-                f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
-                "lower skip_ranges", param="skip_ranges"
+                f"{path}: every {_quoted(range_name)} range left after warm-up was never closed (the capture "
+                "ended inside it): let the profiled program finish its forwards"
             )
-        has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
-        phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
-        forwards["phase"] = phase
-        forwards["run"] = run
-        kept = forwards[forwards["kept"]]
-        totals = pd.DataFrame()
-        if has_cuda:
-            phases = kept["phase"].to_numpy(dtype=object)
-            totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
-        # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
-        # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
-        forwards = forwards[MODEL_COLUMNS + (rank_mod.STEP_COLUMNS if ranks else [])]
-        if ranks:
-            ranks.compact(MODEL_COLUMNS)
-        return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
-                             has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
-                             op_totals=totals, gpu_note=gpu_note, ranks=ranks,
-                             speculative=spec_mod.draft_range_of(ranges) is not None)
+        raise RangeNotFoundError(
+            f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
+            "lower skip_ranges", param="skip_ranges"
+        )
+    has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
+    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
+    forwards["phase"] = phase
+    forwards["run"] = run
+    kept = forwards[forwards["kept"]]
+    totals = pd.DataFrame()
+    if has_cuda:
+        phases = kept["phase"].to_numpy(dtype=object)
+        totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
+    # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
+    # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
+    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])]
+    if ranks:
+        ranks.compact(MODEL_COLUMNS)
+    return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
+                         has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
+                         op_totals=totals, gpu_note=gpu_note, ranks=ranks,
+                         speculative=draft_range_of(ranges) is not None,
+                         iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
 
 
 def check_seed(seed) -> int:
@@ -369,7 +395,7 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
         if m.gpu_note:
             texts.append(m.gpu_note)
         if m.ranks is not None:
-            texts += [rank_mod.steps_note(m), *m.ranks.notes]
+            texts += [rank_mod.ranks_note(m), *m.ranks.notes]
         for text in texts:
             holders.setdefault(text, []).append(m.name)
     every = len(models) > 1
@@ -377,30 +403,26 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
             for text, names in holders.items()]
 
 
-def _check_speculative_labels(paths: list[str], labels: list[str], is_spec: list[bool],
-                              spec_metrics: Mapping[str, PathLike] | None) -> None:
+def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLike] | None) -> None:
     """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
     or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
     draft and give a wrong c."""
     given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
-    for i, (path, label, spec) in enumerate(zip(paths, labels, is_spec)):
-        if i == 0 or spec:
-            continue
-        if spec_mod.LABEL_RE.match(label):
-            why = f"is labelled as a speculative run ({label!r})"
-        elif os.path.realpath(path) in given:
-            why = "was given a spec-decode metrics dump (spec_metrics)"
-        elif os.path.exists(spec_mod.trace_stem(path) + ".metrics.json"):
-            beside = os.path.basename(spec_mod.trace_stem(path)) + ".metrics.json"
-            why = f"has a spec-decode metrics dump beside it ({beside})"
-        else:
-            continue
-        raise InputError(
-            f"{path} {why} but holds no draft-model forward ranges ('{phase_mod.DRAFT_RANGE}', or vLLM's "
-            f"'{spec_mod.SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
-            "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
-            "suffix: label it '<method>.spec-g<γ>', e.g. 'ngram.spec-g3', to measure it in place); measured as a plain "
-            "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
+    if spec_mod.LABEL_RE.match(label):
+        why = f"is labelled as a speculative run ({label!r})"
+    elif os.path.realpath(path) in given:
+        why = "was given a spec-decode metrics dump (spec_metrics)"
+    elif os.path.exists(trace_stem(path) + ".metrics.json"):
+        beside = os.path.basename(trace_stem(path)) + ".metrics.json"
+        why = f"has a spec-decode metrics dump beside it ({beside})"
+    else:
+        return
+    raise InputError(
+        f"{path} {why} but holds no draft-model forward ranges ('{DRAFT_FORWARD_RANGE}', or vLLM's "
+        f"'{SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
+        "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
+        "suffix: label it '<method>.spec-g<γ>', e.g. 'ngram.spec-g3', to measure it in place); measured as a plain "
+        "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
 
 
 def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
@@ -464,24 +486,39 @@ def cost_coefficient(
     labels = model_names(paths, names)
     if not names and any(sc):  # a model read by its engine's windows is called by its engine's label
         labels = [scope or label for scope, label in zip(sc, labels)]
-    ranges = _range_names(range_name, paths, labels)
-    _check_distinct(paths, ranges, sc)
+    range_names = _range_names(range_name, paths, labels)
+    _check_distinct(paths, range_names, sc)
     by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
-    with_model = [i > 0 and sc[i] is None and spec_mod.is_speculative(p) for i, p in enumerate(paths)]
-    # Without draft ranges a run is speculative only as a proposer that runs no model (ngram): its label says so and
-    # its metrics dump holds the counters. A draft model's run whose ranges the plugin missed is an error below.
-    is_spec = [m or (i > 0 and sc[i] is None and spec_mod.model_free_label(n)
-                     and spec_mod.proposes_without_model(p, by_path.get(os.path.realpath(p))))
-               for i, (p, n, m) in enumerate(zip(paths, labels, with_model))]
-    _check_speculative_labels(paths, labels, is_spec, spec_metrics)
-    spec_runs = [(p, n, r, m) for p, n, r, s, m in zip(paths, labels, ranges, is_spec, with_model) if s]
-    plain = [(p, n, r, c) for p, n, r, c, s in zip(paths, labels, ranges, sc, is_spec) if not s]
-    models = [
-        load_model(p, name=n, role="target" if i == 0 else "draft", range_name=r,
-                   skip_ranges=skip_ranges, output_len=output_len, scope=c)
-        for i, (p, n, r, c) in enumerate(plain)
-    ]
-    return _assemble(models, labels, plain, spec_runs, alphas, alpha_note, seed, output_len, spec_metrics, alpha_cis)
+    # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
+    # plain draft's to its model, a speculative run's to its steps. A run is speculative when it holds draft-forward
+    # ranges, or (a proposer that runs no model, ngram) when its label says so and its metrics dump holds the
+    # counters; a draft labelled or dumped as speculative without them is an error (`_refuse_mislabelled`). Of the
+    # target, what its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept
+    # until the other traces say whether a speculative run needs them.
+    loaded: dict[int, ModelForwards] = {}
+    spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
+    target_markers = None
+    for i, (path, label, name_of_range, scope) in enumerate(zip(paths, labels, range_names, sc)):
+        with open_trace(path) as trace:
+            ranges = scoped_ranges(trace, name_of_range, scope, path)
+            metrics_path = by_path.get(os.path.realpath(path))
+            with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
+            if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
+                              and spec_mod.proposes_without_model(path, metrics_path)):
+                run = spec_mod.load_run(path, label, "", name_of_range, metrics_path, ranges=ranges)
+                spec_runs[i] = run, with_model
+            else:
+                if i > 0:
+                    _refuse_mislabelled(path, label, spec_metrics)
+                loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
+                                     range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
+                                     scope=scope)
+            if i == 0:
+                target_markers = steps_mod.markers_of(ranges, name_of_range)
+            del ranges
+    models = [loaded[i] for i in sorted(loaded)]
+    return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
+                     alpha_note, alpha_cis, seed, output_len)
 
 
 def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list[tuple[float, float] | None]:
@@ -492,12 +529,11 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
     return out
 
 
-def _assemble(models: list[ModelForwards], labels: list[str], plain: list[tuple], spec_runs: list[tuple],
-              alphas: list[float], alpha_note: str | None, seed: int, output_len: int | None,
-              spec_metrics: Mapping[str, PathLike] | None,
-              alpha_cis: list[tuple[float, float] | None] | None = None) -> CostCoefficientResult:
-    """The result from the loaded models (`plain`: (path, label, range, scope) of each; `spec_runs`: (path, label,
-    range, whether it has draft-model forwards) of the speculative traces)."""
+def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tuple[spec_mod.SpecRun, bool]],
+              target_markers: pd.DataFrame | None, alphas: list[float], alpha_note: str | None,
+              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None) -> CostCoefficientResult:
+    """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
+    markers for its own steps)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
     notes = [*_model_notes(models), *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
@@ -511,13 +547,14 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain: list[tuple]
                          "measured in place against a plain target on one process (give one, or leave the "
                          "speculative traces out)")
     if spec_runs:
-        by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
+        plain_steps = steps_mod.with_latencies(steps_mod.step_table(
+            steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
         draft_labels = [m.name for m in models[1:]]
-        runs = [spec_mod.load_run(p, n, spec_mod.draft_of(n, draft_labels, m), r, by_path.get(os.path.realpath(p)))
-                for p, n, r, m in spec_runs]
+        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
+                for run, with_model in spec_runs]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
-            spec_mod.read_step_table(plain[0][0], plain[0][2]), runs,
+            plain_steps, runs,
             c_standalone={r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()},
             output_len=output_len, acceptance=alphas, seed=seed)
     return CostCoefficientResult(
@@ -610,5 +647,4 @@ def cost_coefficient_runs(
                                            range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                            scope=scope, run=i))
     models = [_merge_runs(ms) for ms in per_model]
-    plain = [(os.fspath(runs[0][j]), names[j], range_name, all_scopes[0][j]) for j in range(n)]
-    return _assemble(models, list(names), plain, [], alphas, alpha_note, seed, output_len, None, alpha_cis)
+    return _assemble(models, list(names), [], None, alphas, alpha_note, alpha_cis, seed, output_len)

@@ -1,7 +1,7 @@
 """The live estimate: c and the best γ from the engine steps a server ran lately (a sliding window).
 
-Input: the `StepRecord`s of the window (`nsys_cc.live.timing`; times in seconds) and α. Numbers (`LiveEstimate`,
-times in ms, medians over the window's steps of the kind named):
+Input: the step records of the window (`StepTimes`: what `nsys_cc.live.timing.StepRecord` holds; times in seconds)
+and α. Numbers (`LiveEstimate`, times in ms, medians over the window's steps of the kind named):
 - `draft_forward_ms`: draft forwards of VERIFY steps; `verify_forward_ms`: target forwards of VERIFY steps;
 - `c` = draft_forward_ms ÷ verify_forward_ms: the in-place cost coefficient, what one draft forward costs in units
   of the verify forward it feeds (the same ratio nsys_cc's in-place c takes from the NVTX ranges of a trace);
@@ -25,14 +25,29 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
-from ..live.timing import DECODE, VERIFY, StepRecord
+from ..contract import LIVE_DECODE as DECODE, LIVE_VERIFY as VERIFY
 from .forecast import StepCostModel
 from .stats import median
 
 MIN_STEPS = 3
+
+
+class StepTimes(Protocol):
+    """One engine step as the live timing records it (`nsys_cc.live.timing.StepRecord`, which runs inside vLLM and
+    is not imported here): its kind (`contract.LIVE_*`), tokens verified per sequence, and times in seconds."""
+
+    kind: int
+    tokens_per_seq: float
+    step_s: float
+    target_s: float
+    draft_s: list[float]
+
+    @property
+    def outside_s(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -56,7 +71,7 @@ class LiveEstimate:
     num_speculative_tokens: int | None
 
 
-def verify_line(records: Sequence[StepRecord]) -> tuple[float, float, str]:
+def verify_line(records: Sequence[StepTimes]) -> tuple[float, float, str]:
     """(intercept_ms, slope_ms, "linear" | "flat") of the target forward against tokens verified per sequence."""
     groups: dict[float, list[float]] = {}
     for r in records:
@@ -72,7 +87,7 @@ def verify_line(records: Sequence[StepRecord]) -> tuple[float, float, str]:
     return verify, 0.0, "flat"
 
 
-def estimate(records: Sequence[StepRecord], alpha: float, max_gamma: int = 16) -> LiveEstimate | None:
+def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) -> LiveEstimate | None:
     """The estimate of a window of steps at acceptance rate α (NaN: no forecast); None without a verify step."""
     verify = [r for r in records if r.kind == VERIFY]
     if not verify:

@@ -31,20 +31,31 @@ Phase, in order of precedence (the rule used is reported):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
+from ..contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
+from ..trace.nvtx import matches
 from .metrics import ALL, DECODE, PREFILL, VERIFY
 from .ranges import by_start
-from .result import PhaseRule
-
-WARMUP_RANGE = "nsys_cc:warmup"
-ITERATION_RANGE = "nsys_cc:iteration"
-# Draft forwards of speculative decoding, as nsys_cc's vLLM plugin names them: their presence makes a trace speculative.
-DRAFT_RANGE = "draft_model_executable()"
 
 
-def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
+@dataclass(frozen=True)
+class PhaseRule:
+    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
+
+    rule: str
+    detail: str
+    confidence: str = "exact"
+
+
+# The smallest gap (slowest of the fast group ÷ fastest of the slow group) at which forward times split in two groups.
+SPLIT_GAP = 1.5
+
+
+def containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
     """Index into `windows` (sorted by start_ns) of the window containing each start, or -1."""
     if windows.empty:
         return np.full(starts.shape, -1)
@@ -55,9 +66,12 @@ def _containing(starts: np.ndarray, windows: pd.DataFrame) -> np.ndarray:
     return np.where(inside, pos, -1)
 
 
+_containing = containing
+
+
 def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     """The ranges named `names` (start_ns, end_ns, payload only: a marker is a window with a payload) by start."""
-    m = all_ranges[["start_ns", "end_ns", "payload"]][all_ranges["name"].isin(names).to_numpy(dtype=bool)]
+    m = all_ranges[["start_ns", "end_ns", "payload"]][matches(all_ranges, names)]
     return by_start(m).reset_index(drop=True)
 
 
@@ -95,8 +109,13 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     return mask, f"dropped {int(mask.sum())} of {n} {unit}: " + "; ".join(said)
 
 
+def iteration_windows(all_ranges: pd.DataFrame) -> pd.DataFrame:
+    """The benchmark's iterations, warm-up and measured (`markers`): each forward's batch is its iteration's payload."""
+    return markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
+
+
 def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray:
-    iters = markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
+    iters = iteration_windows(all_ranges)
     pos = _containing(forwards["start_ns"].to_numpy(), iters)
     batch = np.full(len(forwards), np.nan)
     if not iters.empty:
@@ -106,11 +125,13 @@ def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray
     return batch
 
 
-def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule]:
+def tokens_per_sequence(forwards: pd.DataFrame, all_ranges: pd.DataFrame,
+                        speculative: bool) -> tuple[np.ndarray, str]:
+    """Tokens per sequence of each forward (its payload ÷ its batch) and where the batch came from: the enclosing
+    iteration range's payload, else (a speculative run) 1, else the smallest payload (module docstring)."""
     payload = forwards["payload"].to_numpy(dtype=float)
     batch = _batch_sizes(forwards, all_ranges)
     source = "the enclosing iteration ranges"
-    speculative = bool(all_ranges["name"].isin((DRAFT_RANGE,)).any())
     if np.isnan(batch).any() and speculative:
         # The smallest payload of a speculative run is a verify forward (γ + 1 tokens per sequence), not a batch.
         batch = np.where(np.isnan(batch), 1.0, batch)
@@ -123,17 +144,36 @@ def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.nd
             f"the smallest payload ({fallback:g})" if distinct.size > 1
             else "an assumed batch of 1 (one payload value only)"
         )
-    tokens_per_seq = payload / np.maximum(batch, 1)
+    return payload / np.maximum(batch, 1), source
+
+
+def payload_phases(tokens_per_seq: np.ndarray, speculative: bool, gamma: int | None = None, *,
+                   draft_model: bool = True) -> tuple[np.ndarray, float | None]:
+    """Phase of each forward from its tokens per sequence (module docstring): more than one is prefill, one is decode;
+    in a speculative run 2…γ + 1 is verify, where γ + 1 is `verify_tokens` (or `gamma` + 1 when that is larger: a
+    run's last steps may verify fewer draft tokens than the most common size). A proposer without a draft model
+    (`draft_model=False`, vLLM's ngram) proposes 0…γ tokens a step, so its most common size above 1 may be a prefill:
+    there `gamma` + 1, when known, is the limit. Also that largest verify size (None when no forward is verify)."""
     phase = np.where(tokens_per_seq > 1, PREFILL, DECODE).astype(object)
+    verify = verify_tokens(tokens_per_seq) if speculative else None
+    if verify is not None:
+        if gamma is not None:
+            verify = max(verify, gamma + 1.0) if draft_model else gamma + 1.0
+        phase[(tokens_per_seq > 1) & (tokens_per_seq <= verify)] = VERIFY
+    return phase, verify
+
+
+def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule]:
+    speculative = bool(matches(all_ranges, (DRAFT_FORWARD_RANGE,)).any())
+    tokens_per_seq, source = tokens_per_sequence(forwards, all_ranges, speculative)
+    phase, verify = payload_phases(tokens_per_seq, speculative)
     detail = f"token-count payload of each range; batch size from {source}"
     if speculative:
-        verify = verify_tokens(tokens_per_seq)
         if verify is not None:
-            is_verify = (tokens_per_seq > 1) & (tokens_per_seq <= verify)
-            phase[is_verify] = VERIFY
-            detail += (f"; a speculative-decoding trace ('{DRAFT_RANGE}' ranges): {int(is_verify.sum())} forwards of "
-                       f"2–{verify:g} tokens per sequence are verify forwards (γ + 1 = {verify:g}, the most common "
-                       "size), not prefill")
+            is_verify = phase == VERIFY
+            detail += (f"; a speculative-decoding trace ('{DRAFT_FORWARD_RANGE}' ranges): {int(is_verify.sum())} "
+                       f"forwards of 2–{verify:g} tokens per sequence are verify forwards (γ + 1 = {verify:g}, the "
+                       "most common size), not prefill")
     return phase, PhaseRule("payload", detail)
 
 
@@ -173,17 +213,27 @@ def best_split(values: np.ndarray) -> tuple[float, int]:
     return float(v[best] / v[best - 1]), best
 
 
+def slow_group(times: np.ndarray, kept: np.ndarray | None = None) -> tuple[np.ndarray | None, float]:
+    """The forwards of the slow group of a two-group split of `times` (`best_split`, learnt on the `kept` ones), when
+    that group's fastest is at least SPLIT_GAP× the fast group's slowest; else None. Also the gap ratio."""
+    times = np.asarray(times, dtype=float)
+    learn = times if kept is None else times[kept]
+    ratio, n_low = best_split(learn)
+    if ratio < SPLIT_GAP:
+        return None, ratio
+    return times > np.sort(learn)[n_low - 1], ratio
+
+
 def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndarray, PhaseRule]:
-    ratio, n_low = best_split(times[kept])
-    if ratio < 1.5:
+    slow, ratio = slow_group(times, kept)
+    if slow is None:
         return np.full(times.size, ALL, dtype=object), PhaseRule(
             "unknown",
             f"no payload and no output_len, and the {metric} times do not split into two groups "
-            f"(largest gap {ratio:.2f}× < 1.5×): prefill and decode cannot be told apart; pass output_len",
+            f"(largest gap {ratio:.2f}× < {SPLIT_GAP:g}×): prefill and decode cannot be told apart; pass output_len",
             "none",
         )
-    threshold = np.sort(times[kept])[n_low - 1]
-    phase = np.where(times > threshold, PREFILL, DECODE)
+    phase = np.where(slow, PREFILL, DECODE)
     confidence = "high" if ratio >= 3 else "medium"
     return phase, PhaseRule(
         "inferred",

@@ -1,4 +1,4 @@
-"""Picking NVTX ranges by name from `Trace.nvtx_ranges()`.
+"""Picking NVTX ranges by name from `Trace.nvtx_ranges()`, and the one read of a trace's ranges the analysis makes.
 
 A name matches a range when it equals the range's plain `name` or its `qualified_name` ("domain:name"),
 exactly, after dropping one leading ":" from the query (newer nsys prints default-domain ranges as
@@ -11,6 +11,18 @@ import difflib
 
 import pandas as pd
 
+from ..contract import (
+    ALL_REDUCE_RANGE,
+    DRAFT_FORWARD_RANGE,
+    DRAFT_RANGES,
+    ITERATION_RANGE,
+    SCOPES_ALLOCATE,
+    SCOPES_DRAFT,
+    SCOPES_FORWARD,
+    SCOPES_STEP_PREFIX,
+    STEP_RANGE,
+    WARMUP_RANGE,
+)
 from ..errors import RangeNotFoundError
 from ..trace.nvtx import clean_name, matches
 from ..trace.pages import with_small_pages
@@ -104,3 +116,31 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     table = project(trace, ranges)
     table["name"] = table["qualified_name"]
     return table[TABLE_COLUMNS].reset_index(drop=True)
+
+
+# Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
+# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
+MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
+           SCOPES_ALLOCATE, ALL_REDUCE_RANGE)
+MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
+
+# The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost
+# a copy of their values and masks on every selection of millions of rows).
+MARKED_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
+                  "ended_on_other_thread", "payload", "open_at_end"]
+
+
+def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
+    """The ranges named `range_names` (the forwards) and the `MARKERS`, without nesting, in `MARKED_COLUMNS`: what
+    the analysis of a trace reads of it, in one read. On an NVTX-heavy trace SQLite leaves every other range out."""
+    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=MARKER_PREFIXES, nesting=False)
+    return ranges[MARKED_COLUMNS]
+
+
+def draft_range_of(ranges: pd.DataFrame) -> str | None:
+    """The draft-forward range name of a speculative trace (the plugin's, else vLLM's own scope) among `ranges`,
+    None for a plain trace."""
+    for name in DRAFT_RANGES:
+        if matches(ranges, (name,)).any():
+            return name
+    return None

@@ -1,7 +1,8 @@
 """The data model of a cost-coefficient measurement: plain values, built once by `coefficient.cost_coefficient`.
 
 Nothing here reads a trace, computes a statistic or writes a file. The result's few methods are conveniences for a
-notebook (`render`, `figures`, `write_report`): they hand the result to `nsys_cc.report`, which owns every rendering.
+notebook (`render`, `figures`, `write_report`): they hand the result to the views `nsys_cc.report` binds from above
+(`nsys_cc.views`); the report owns every rendering, and nothing here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
 """
@@ -15,7 +16,9 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..views import view
 from .metrics import COLUMNS, PHASES, decision_phase
+from .phases import PhaseRule
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -29,15 +32,6 @@ FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "paylo
 
 
 @dataclass(frozen=True)
-class PhaseRule:
-    """How the phases were decided: `rule` is payload | output-len | inferred | unknown."""
-
-    rule: str
-    detail: str
-    confidence: str = "exact"
-
-
-@dataclass(frozen=True)
 class ModelForwards:
     """One model's trace and its forward ranges.
 
@@ -48,6 +42,8 @@ class ModelForwards:
     a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
+    `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload; empty without them), which the
+    forward-share check of `profile` pairs with vLLM's latencies.
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
@@ -65,6 +61,8 @@ class ModelForwards:
     gpu_note: str = ""
     ranks: Ranks | None = field(default=None, repr=False)
     speculative: bool = False  # the trace holds draft-model forward ranges (a speculative-decoding run)
+    # The trace's measured benchmark iterations (`nsys_cc:iteration` ranges: start_ns, end_ns, payload), by start.
+    iterations: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -173,31 +171,22 @@ class CostCoefficientResult:
         return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
                 f"{self.range_name!r}; wall-clock c: {cs}>")
 
+    # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.views`): the result stays data.
     def _repr_html_(self) -> str:
-        from ..report.formats import render_html
-
-        return render_html(self)
+        return view("render_html")(self)
 
     def render(self, fmt: str = "table") -> str:
         """The result as text: table | markdown | csv | json (`nsys_cc.report.FORMATS`)."""
-        from ..report.formats import render
-
-        return render(self, fmt)
+        return view("render")(self, fmt)
 
     def to_dict(self) -> dict:
         """The JSON document of `nsys-cc analyze --format json`."""
-        from ..report.formats import result_to_dict
-
-        return result_to_dict(self)
+        return view("to_dict")(self)
 
     def figures(self) -> dict[str, Figure]:
         """Every plot that has data, by name (matplotlib Figures; see `nsys_cc.report.figures`)."""
-        from ..report.figures import make_figures
-
-        return make_figures(self)
+        return view("figures")(self)
 
     def write_report(self, out_dir: str | os.PathLike, **kwargs) -> Path:
         """Write the report directory (report.md, report.json, CSVs, plots) and return report.md's path."""
-        from ..report.writer import write_report
-
-        return write_report(self, out_dir, **kwargs)
+        return view("write_report")(self, out_dir, **kwargs)

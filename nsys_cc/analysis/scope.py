@@ -1,6 +1,6 @@
 """One model's part of a trace that holds several: the ranges that ran inside its engine's windows.
 
-`nsys-cc profile` times the models of an interleaved run in ONE process (`nsys_cc.launch.interleave`): every
+`nsys-cc profile` times the models of an interleaved run in ONE process (`nsys_cc.vllm.interleave`): every
 `LLM.generate` call of the engine labelled L is wrapped in an NVTX range `nsys_cc:engine L`. The forwards, steps and
 warm-up/iteration markers of model L are the ranges that start inside one of those windows (any thread: the engine
 runs in-process, so its ranges are on the driver's thread). `scope=L` in the analysis keeps exactly those.
@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..contract import ENGINE_RANGE_PREFIX
 from ..errors import RangeNotFoundError
-from ..launch.interleave import ENGINE_RANGE_PREFIX, engine_range
 from .phases import _containing
 from .ranges import by_start
 
 __all__ = ["ENGINE_RANGE_PREFIX", "engine_range", "engines", "in_scope", "windows"]
+
+
+def engine_range(label: str) -> str:
+    """The NVTX range around each generate call of the engine labelled `label` in an interleaved trace."""
+    return ENGINE_RANGE_PREFIX + label
 
 
 def windows(ranges: pd.DataFrame, scope: str) -> pd.DataFrame:

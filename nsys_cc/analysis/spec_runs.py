@@ -29,10 +29,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..contract import DEFAULT_RANGE
 from . import acceptance as acceptance_mod, speculative as spec_mod
-from .coefficient import DEFAULT_RANGE
+from .ranges import marked_ranges
 from .scope import engine_range, in_scope
 from .stats import runs_median_ci, runs_ratio_of_medians
+from .steps import StepTable, step_table, with_latencies
 
 __all__ = ["SpecEngine", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
@@ -47,7 +49,7 @@ class SpecEngine:
 
 
 def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, engines: Sequence[SpecEngine],
-             range_name: str) -> tuple[spec_mod.StepTable, list[spec_mod.SpecRun]]:
+             range_name: str) -> tuple[StepTable, list[spec_mod.SpecRun]]:
     """One interleaved run's plain target steps (engine `plain`) and speculative runs (`engines`), each read by its
     engine's windows; latencies from `<run_dir>/<label>.bench.json`, counters from `<label>.metrics.json`."""
     from ..trace import open_trace
@@ -55,9 +57,9 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     run_dir = Path(run_dir)
     labels = [plain, *(e.label for e in engines)]
     with open_trace(os.fspath(sqlite)) as trace:
-        ranges = spec_mod.marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
-    table = spec_mod.step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name)
-    table = dataclasses.replace(table, latencies_s=spec_mod.bench_latencies(run_dir / f"{plain}.sqlite"))
+        ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
+    table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
+                           run_dir / f"{plain}.sqlite")
     runs = []
     for e in engines:
         metrics = run_dir / f"{e.label}.metrics.json"
@@ -68,7 +70,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     return table, runs
 
 
-def pool_tables(tables: Sequence[spec_mod.StepTable]) -> spec_mod.StepTable:
+def pool_tables(tables: Sequence[StepTable]) -> StepTable:
     """One step table from the same engine's tables of several runs: steps and their draft forwards with step and
     iteration numbers kept apart per run, a `run` column (0 …), iterations summed, latencies joined."""
     if len(tables) == 1:
@@ -163,7 +165,7 @@ def _draft_forwards(run: spec_mod.SpecRun, verify: pd.DataFrame) -> np.ndarray:
     return fw.loc[fw["step"].isin(verify["step"].to_numpy()), "wall_ms"].to_numpy(dtype=float)
 
 
-def _across_runs(table: pd.DataFrame, plain: Sequence[spec_mod.StepTable],
+def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
                  per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> pd.DataFrame:
     """The table's intervals recomputed across runs (module docstring)."""
     table = table.copy()

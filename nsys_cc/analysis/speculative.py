@@ -1,23 +1,11 @@
-"""Speculative decoding measured where it happens: per engine step of a spec-decode run, and the speedup it gave.
+"""Speculative decoding measured where it happens: the speculative runs against the plain target run, the speedup
+they gave, where it went, and a forecast at other γ and α.
 
 A trace is speculative when it holds draft-model forward ranges: `draft_model_executable()` (nsys_cc's vLLM plugin)
 or `gpu_model_runner: draft` (vLLM's own scopes, `VLLM_NVTX_SCOPES_FOR_PROFILING=1`, one range around all of a
-step's draft forwards). Its target forwards (`model_executable()` or `gpu_model_runner: forward`) are prefill,
-verify (1 < tokens ≤ γ + 1 per sequence, `phases.verify_tokens`) or plain decode (one token).
-
-Steps, in order of precedence (`StepTable.rule` says which was used):
-1. "step ranges": the `nsys_cc:step` ranges the plugin writes around each engine step; a forward belongs to the
-   step its start lies in.
-2. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
-   end of the `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats): LLMEngine.step.
-3. "forward to forward": without either, a step runs from the start of one target forward to the start of the
-   next one of the same iteration (`nsys_cc:iteration` ranges; without them, up to the next forward unless it is a
-   prefill); the draft forwards in between are its drafts. The last forward of each iteration closes no step, so
-   its step is not counted.
-Target forwards without a token payload (vLLM's scopes): prefill is the first forward of each iteration, else a
-forward whose engine step has no `schedule: allocate_slots` scope (vLLM scopes slot allocation for running requests
-only), else the slow group of a two-group split of the forward times (`phases.best_split`, gap ≥ 1.5×).
-Warm-up forwards and steps (inside `nsys_cc:warmup`) are dropped. A step's kind is the kind of its target forward.
+step's draft forwards). Each run's engine steps, and the plain target run's, come from `steps` (step rules, warm-up
+and phases there); its target forwards are prefill, verify (1 < tokens ≤ γ + 1 per sequence) or decode (one token),
+and the steps take the kind of their target forward.
 
 Per verify step: verify = the target forward's wall time; draft = the sum of its draft forwards; other = step −
 verify − draft (scheduling, sampling, rejection, bookkeeping: everything outside a forward). In the plain target
@@ -34,8 +22,8 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
   dump, the α whose E(α, γ) equals the measured tokens per step (`alpha_source` says which).
 - measured_speedup = plain decode time per output token ÷ speculative time per output token
   = tokens_per_step × median(plain decode step) ÷ median(verify step); prefill steps excluded. Cross-checked with
-  vLLM's latencies (`X.bench.json`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the median iteration latency, P the
-  median prefill step of that trace (decode time only; both runs produce the same tokens).
+  vLLM's latencies (`X.bench.json`, `latencies`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the median iteration
+  latency, P the median prefill step of that trace (decode time only; both runs produce the same tokens).
 - measurement_problem: why the measured speedup cannot be (above 1 at α = 0, above the tokens per step:
   `plausibility`), also in the notes; empty when it can.
 - predicted_speedup: `leviathan` = Thm 3.8, E(α, γ) ÷ (γ c_standalone + 1); `cost_model` = the `StepCostModel`
@@ -57,8 +45,6 @@ speedup exactly.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import os
 import re
@@ -69,37 +55,17 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..trace import open_trace
-from ..trace.nvtx import matches
-from ..trace.source import Trace
 from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
-from .phases import (
-    DRAFT_RANGE,
-    ITERATION_RANGE,
-    WARMUP_RANGE,
-    _containing,
-    best_split,
-    markers,
-    verify_tokens,
-)
-from .ranges import select
-from .ranks import ALL_REDUCE_RANGE
+from .latencies import trace_stem
+from .metrics import DECODE, PREFILL, VERIFY
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
+from .steps import StepTable, read_step_table, step_table, with_latencies
 
-STEP_RANGE = "nsys_cc:step"
-SCOPES_TARGET = "gpu_model_runner: forward"
-SCOPES_DRAFT = "gpu_model_runner: draft"
-SCOPES_STEP_PREFIX = "llm_engine step: "
-SCOPES_STEP = "llm_engine step: get_output"
-# vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
-SCOPES_ALLOCATE = "schedule: allocate_slots"
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 
-STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
-                "other_ms"]
 SPEC_COLUMNS = [
     "name", "draft", "gamma", "path", "step_rule", "steps", "iterations", "draft_forward_ms", "draft_forward_ms_ci95",
     "draft_forwards_per_step", "verify_ms", "verify_ms_ci95", "decode_ms", "decode_ms_ci95", "verify_factor",
@@ -111,263 +77,6 @@ SPEC_COLUMNS = [
 ]
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
-
-
-@dataclass(frozen=True, eq=False)
-class StepTable:
-    """The engine steps of one trace (`steps`: STEP_COLUMNS, kept steps only), the draft forwards inside them
-    (`draft_forwards`: step, wall_ms, payload) and how the steps were found."""
-
-    steps: pd.DataFrame
-    draft_forwards: pd.DataFrame
-    rule: str
-    rule_detail: str
-    iterations: int
-    forwards_per_iteration: float
-    gamma_from_payload: int | None
-    notes: tuple[str, ...] = ()
-    latencies_s: np.ndarray | None = None  # vLLM's per-iteration latencies (X.bench.json), when known
-
-    def of_kind(self, kind: str) -> pd.DataFrame:
-        return self.steps[self.steps["kind"] == kind]
-
-
-# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope.
-DRAFT_NAMES = (DRAFT_RANGE, SCOPES_DRAFT)
-
-
-def draft_range_of(ranges: pd.DataFrame) -> str | None:
-    """The draft-forward range name of a speculative trace (plugin or vLLM scopes), None for a plain trace."""
-    for name in DRAFT_NAMES:
-        if matches(ranges, (name,)).any():
-            return name
-    return None
-
-
-# Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
-# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
-MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_RANGE, STEP_RANGE, SCOPES_TARGET, SCOPES_DRAFT, SCOPES_ALLOCATE,
-           ALL_REDUCE_RANGE)
-MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
-
-
-# The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost
-# a copy of their values and masks on every selection of millions of rows).
-MARKED_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
-                  "ended_on_other_thread", "payload", "open_at_end"]
-
-
-def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
-    """The ranges named `range_names` (the forwards) and the `MARKERS`, without nesting, in `MARKED_COLUMNS`: what
-    the analysis of a trace reads of it. On an NVTX-heavy trace SQLite leaves every other range out of the read."""
-    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=MARKER_PREFIXES, nesting=False)
-    return ranges[MARKED_COLUMNS]
-
-
-def is_speculative(path: str | os.PathLike) -> bool:
-    """Whether the trace at `path` holds draft-model forward ranges (a speculative-decoding run)."""
-    with open_trace(str(path)) as trace:
-        return draft_range_of(trace.nvtx_ranges(names=DRAFT_NAMES, nesting=False)) is not None
-
-
-def _closed(df: pd.DataFrame) -> pd.DataFrame:
-    if "open_at_end" in df:
-        df = df[~df["open_at_end"].to_numpy(dtype=bool)]
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
-
-
-def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
-    """Engine steps of a vLLM-scopes trace: each `llm_engine step: get_output` range together with the
-    `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats), up to the next
-    get_output: start = get_output's start, end = the last of them's end (LLMEngine.step as vLLM scopes it)."""
-    eng = ranges[matches(ranges, (), (SCOPES_STEP_PREFIX,))]
-    eng = _closed(eng)
-    if eng.empty or not (eng["name"] == SCOPES_STEP).any():
-        return eng.iloc[0:0]
-    group = (eng["name"] == SCOPES_STEP).cumsum().to_numpy()
-    eng = eng[group > 0].assign(group=group[group > 0])
-    out = eng.groupby("group").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index(drop=True)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
-    return out
-
-
-def step_table(ranges: pd.DataFrame, target_range: str, *, gamma: int | None = None,
-               speculative: bool = False) -> StepTable:
-    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`Trace.nvtx_ranges()`).
-    `speculative`: the trace is a speculative run even without draft-forward ranges (a proposer without a draft
-    model, such as vLLM's ngram): its target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
-    notes: list[str] = []
-    draft_name = draft_range_of(ranges)
-    if draft_name == SCOPES_DRAFT and target_range == "model_executable()":
-        target_range = SCOPES_TARGET
-    target = _closed(select(ranges, target_range))
-    if target.empty:
-        raise InputError(f"no {target_range!r} ranges (target forwards) in the trace")
-    drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
-    warm = markers(ranges, (WARMUP_RANGE,))
-    iters = markers(ranges, (WARMUP_RANGE, ITERATION_RANGE))
-
-    def measured(df: pd.DataFrame) -> pd.DataFrame:
-        if warm.empty or df.empty:
-            return df
-        return df[_containing(df["start_ns"].to_numpy(), warm) < 0].reset_index(drop=True)
-
-    target, drafts = measured(target), measured(drafts)
-    if warm.empty:
-        notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
-    if target.empty:
-        raise InputError(f"every {target_range!r} range ran inside a warm-up iteration")
-    t_start = target["start_ns"].to_numpy()
-    t_iter = _containing(t_start, iters)
-    batch = np.ones(len(target))
-    if not iters.empty:
-        payload = iters["payload"].to_numpy(dtype=float)
-        batch = np.where(t_iter >= 0, np.nan_to_num(payload[np.clip(t_iter, 0, None)], nan=1.0), 1.0)
-    tokens = target["payload"].to_numpy(dtype=float) / np.maximum(batch, 1)
-    wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
-    kind = np.full(len(target), "decode", dtype=object)
-    gamma_payload = None
-    speculating = bool(draft_name) or speculative
-    if np.isfinite(tokens).all():
-        if speculating:
-            v = verify_tokens(tokens)
-            if v is not None:
-                gamma_payload = round(v) - 1
-                # without draft forwards a step verifies 1 + what the proposer found (0…γ): γ + 1 is the limit
-                limit = (v if gamma is None else max(v, gamma + 1)) if draft_name else \
-                    (gamma + 1 if gamma is not None else v)
-                kind[(tokens > 1) & (tokens <= limit)] = "verify"
-                kind[tokens > limit] = "prefill"
-        else:
-            kind[tokens > 1] = "prefill"
-    else:
-        tokens = np.full(len(target), np.nan)
-        scope_steps = measured(_scope_steps(ranges))
-        allocate = select(ranges, SCOPES_ALLOCATE)
-        if (t_iter >= 0).all():
-            first = np.r_[True, t_iter[1:] != t_iter[:-1]]
-            how = "the first target forward of each iteration"
-        elif len(scope_steps) and len(allocate):
-            step_of = _containing(t_start, scope_steps)
-            has_alloc = np.zeros(len(scope_steps), dtype=bool)
-            a_step = _containing(allocate["start_ns"].to_numpy(), scope_steps)
-            has_alloc[a_step[a_step >= 0]] = True
-            first = (step_of >= 0) & ~has_alloc[np.clip(step_of, 0, None)]
-            how = (f"a forward whose engine step has no '{SCOPES_ALLOCATE}' scope (vLLM scopes that for running "
-                   "requests only, so such a step schedules a new request)")
-        else:
-            ratio, n_low = best_split(wall)
-            first = wall > np.sort(wall)[n_low - 1] if ratio >= 1.5 else np.zeros(len(wall), dtype=bool)
-            how = f"the slow group of target forwards ({ratio:.1f}× gap)" if ratio >= 1.5 else "none (no gap)"
-        kind[first] = "prefill"
-        if speculating:
-            kind[~first] = "verify"
-            if gamma is not None:
-                tokens[~first] = gamma + 1
-        else:
-            tokens[~first] = 1
-        notes.append(f"the target forwards carry no token payload: prefill taken as {how}")
-
-    d_start = drafts["start_ns"].to_numpy() if len(drafts) else np.array([], dtype=np.int64)
-    d_wall = drafts["duration_ns"].to_numpy(dtype=float) / 1e6 if len(drafts) else np.array([])
-    d_payload = drafts["payload"].to_numpy(dtype=float) if len(drafts) else np.array([])
-    steps_r = measured(_closed(select(ranges, STEP_RANGE)))
-    rule, detail = "step ranges", f"the trace's '{STEP_RANGE}' ranges around each engine step"
-    if steps_r.empty:
-        steps_r = measured(_scope_steps(ranges))
-        rule = "vLLM step scopes"
-        detail = (f"vLLM's own scopes: from each '{SCOPES_STEP}' to the end of the '{SCOPES_STEP_PREFIX}…' ranges "
-                  "after it (LLMEngine.step)")
-    if len(steps_r):
-        s_start = steps_r["start_ns"].to_numpy()
-        s_end = steps_r["end_ns"].to_numpy()
-        s_ms = steps_r["duration_ns"].to_numpy(dtype=float) / 1e6
-        t_step = _containing(t_start, steps_r)
-        d_step = _containing(d_start, steps_r) if len(d_start) else np.array([], dtype=int)
-        s_iter = _containing(s_start, iters)
-        del s_end
-    else:
-        rule = "forward to forward"
-        detail = (f"no '{STEP_RANGE}' ranges: a step runs from one target forward's start to the next one's "
-                  "in the same iteration; the last forward of each iteration closes no step and is not counted")
-        nxt_same = np.r_[t_iter[1:] == t_iter[:-1], False]
-        if (t_iter < 0).all():
-            nxt_same = np.r_[kind[1:] != "prefill", False]
-        keep = np.flatnonzero(nxt_same)
-        s_start = t_start[keep]
-        s_ms = (t_start[keep + 1] - t_start[keep]) / 1e6
-        s_iter = t_iter[keep]
-        t_step = np.full(len(target), -1)
-        t_step[keep] = np.arange(keep.size)
-        pos = np.searchsorted(t_start, d_start, side="right") - 1
-        d_step = np.where(pos >= 0, t_step[np.clip(pos, 0, None)], -1) if len(d_start) else np.array([], dtype=int)
-        dropped = int(len(target) - keep.size)
-        if dropped:
-            notes.append(f"{dropped} target forward(s) close no step (last of their iteration): not counted")
-    n_steps = len(s_start)
-    count_t = np.bincount(t_step[t_step >= 0], minlength=n_steps)
-    sum_t = np.bincount(t_step[t_step >= 0], weights=wall[t_step >= 0], minlength=n_steps)
-    tok = np.full(n_steps, np.nan)
-    knd = np.full(n_steps, "empty", dtype=object)
-    inside = t_step >= 0
-    tok[t_step[inside]] = tokens[inside]
-    knd[t_step[inside]] = kind[inside]
-    knd[count_t > 1] = "mixed"
-    dmask = d_step >= 0 if len(d_start) else np.array([], dtype=bool)
-    count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
-    sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
-    steps = pd.DataFrame({
-        "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
-        "target_ms": sum_t, "tokens": tok,
-        "draft_ms": sum_d, "draft_forwards": count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
-        "other_ms": s_ms - sum_t - sum_d,
-    })[STEP_COLUMNS]
-    odd = {k: int((knd == k).sum()) for k in ("empty", "mixed") if (knd == k).any()}
-    if odd:
-        notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == "empty" else
-                                                                     "several target forwards") + ")"
-                                                      for k, n in odd.items()))
-        steps = steps[~steps["kind"].isin(("empty", "mixed"))]
-    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
-    measured_iters = np.unique(t_iter[t_iter >= 0])
-    n_prefill = int((kind == "prefill").sum())
-    if measured_iters.size:
-        per_iter = float(pd.Series(t_iter[t_iter >= 0]).value_counts().median())
-    elif n_prefill:  # no iteration ranges: each iteration starts with its prefill
-        per_iter = len(target) / n_prefill
-        notes.append(f"no iteration ranges: {n_prefill} iterations counted by their prefill forwards")
-    else:
-        per_iter = math.nan
-    if draft_name == SCOPES_DRAFT:
-        notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
-                     "its own overhead); one draft forward is taken as that ÷ γ")
-    return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
-                     float(per_iter), gamma_payload, tuple(notes))
-
-
-def read_step_table(path: str | os.PathLike, target_range: str, *, gamma: int | None = None,
-                    speculative: bool = False) -> StepTable:
-    """`step_table` of the trace at `path`."""
-    with open_trace(str(path)) as trace:
-        table = step_table(marked_ranges(trace, target_range), target_range, gamma=gamma, speculative=speculative)
-    return dataclasses.replace(table, latencies_s=bench_latencies(path))
-
-
-def trace_stem(path: str | os.PathLike) -> str:
-    """The path without `.sqlite` / `.nsys-rep`: where `X.metrics.json` and `X.bench.json` sit beside `X.sqlite`."""
-    return os.fspath(path).removesuffix(".sqlite").removesuffix(".nsys-rep")
-
-
-def bench_latencies(path: str | os.PathLike) -> np.ndarray | None:
-    """vLLM's per-iteration latencies (s) from `X.bench.json` beside the trace, None when there is none."""
-    bench = trace_stem(path) + ".bench.json"
-    try:
-        with open(bench, encoding="utf-8") as fh:
-            lat = json.load(fh).get("latencies")
-    except (OSError, ValueError, AttributeError):
-        return None
-    arr = np.asarray(lat if isinstance(lat, list) else [], dtype=float)
-    return arr if arr.size else None
 
 
 def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
@@ -448,11 +157,11 @@ def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathL
         return False
 
 
-def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: str | None = None, *,
+def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: str | None = None, *,
              ranges: pd.DataFrame | None = None) -> SpecRun:
     """Read one speculative run: its steps, the metrics dump (`metrics_path`, else `X.metrics.json` beside the
     trace when present) and vLLM's latencies (`X.bench.json`). `ranges`: the trace's ranges as already read
-    (`marked_ranges`, e.g. one engine's part of an interleaved trace); without them the trace at `path` is read."""
+    (`ranges.marked_ranges`); without them the trace at `path` is opened and read here."""
     notes: list[str] = []
     beside = trace_stem(path) + ".metrics.json"
     if metrics_path is None and os.path.exists(beside):
@@ -461,10 +170,9 @@ def load_run(path: str, name: str, draft: str, target_range: str, metrics_path: 
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
     if ranges is None:
-        table = read_step_table(path, target_range, gamma=gamma, speculative=True)
+        table = read_step_table(path, range_name, gamma=gamma, speculative=True)
     else:
-        table = dataclasses.replace(step_table(ranges, target_range, gamma=gamma, speculative=True),
-                                    latencies_s=bench_latencies(path))
+        table = with_latencies(step_table(ranges, range_name, gamma=gamma, speculative=True), path)
     if table.draft_forwards.empty:
         notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
                      "forward costs nothing here, the proposer's work is in the time outside the forwards")
@@ -527,7 +235,7 @@ def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, st
 def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     """(tokens per verify step from the trace, the metrics' 1 + accepted ÷ drafts)."""
     metrics = run.acceptance.mean_acceptance_length if run.acceptance is not None else math.nan
-    after_prefill = run.steps.steps[run.steps.steps["kind"].isin(("verify", "decode"))]
+    after_prefill = run.steps.steps[run.steps.steps["kind"].isin((VERIFY, DECODE))]
     counted = after_prefill[after_prefill["iteration"] >= 0]
     if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
         per_iter = counted.groupby("iteration").size().median()
@@ -541,7 +249,7 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
 def _fit(decode_step: float, runs: Sequence[SpecRun]) -> forecast_mod.StepCostModel | None:
     parts = []
     for r in runs:
-        v = r.steps.of_kind("verify")
+        v = r.steps.of_kind(VERIFY)
         if v.empty:
             continue
         parts.append((r.gamma, float(np.median(v["draft_ms"])) / r.gamma, float(np.median(v["target_ms"])),
@@ -573,7 +281,7 @@ def analyze_speculative(
     """
     notes: list[str] = []
     c_standalone = dict(c_standalone or {})
-    decode = plain.of_kind("decode")
+    decode = plain.of_kind(DECODE)
     if decode.empty:
         raise InputError("the plain target run has no decode step: profile it with an output length ≥ 2")
     out_len = float(output_len) if output_len else plain.forwards_per_iteration
@@ -594,7 +302,7 @@ def analyze_speculative(
                          "constant in γ (profile two or more γ for a forecast at other γ)")
     rows, decomposition, step_frames = [], [], [plain.steps.assign(run="(plain target)")]
     for r in runs:
-        v = r.steps.of_kind("verify")
+        v = r.steps.of_kind(VERIFY)
         step_frames.append(r.steps.steps.assign(run=r.name))
         notes.append(f"{r.name}: steps from {r.steps.rule}")
         if v.empty:
@@ -670,7 +378,7 @@ def _uncertainty(run: SpecRun, seed: int) -> float:
     bootstrap interval (steps resampled) and half the range of its iterations' own medians (steps of one iteration
     share that moment's machine load, so they are not independent draws: on a loaded machine the iterations
     disagree by more than the step bootstrap says)."""
-    v = run.steps.of_kind("verify")
+    v = run.steps.of_kind(VERIFY)
     med, lo, hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
     if not med > 0:
         return math.nan
@@ -694,8 +402,8 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
     plain_lat = plain.latencies_s
     if plain_lat is None or run.latencies_s is None:
         return math.nan
-    pp = plain.of_kind("prefill")["step_ms"]
-    ps = run.steps.of_kind("prefill")["step_ms"]
+    pp = plain.of_kind(PREFILL)["step_ms"]
+    ps = run.steps.of_kind(PREFILL)["step_ms"]
     if pp.empty or ps.empty:
         return math.nan
     num = float(np.median(plain_lat)) * 1e3 - float(np.median(pp))

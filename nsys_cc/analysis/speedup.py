@@ -28,16 +28,19 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from ..errors import InputError
 from .metrics import DECODE, decision_phase
 
+if TYPE_CHECKING:  # the model itself needs no pandas (`nsys-cc speedup` runs without it); the tables below do
+    import pandas as pd
+
 __all__ = [
-    "DEFAULT_MAX_GAMMA", "VERDICT_COLUMNS", "Judgement", "best_gamma", "expected_tokens", "judge", "operations_factor",
+    "DEFAULT_MAX_GAMMA", "VERDICT_COLUMNS", "Judgement", "best_gamma", "expected_tokens", "judge", "judge_all",
+    "operations_factor",
     "outcome", "speedup_marks", "verdicts", "walltime_factor",
 ]
 
@@ -228,6 +231,12 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
     return Judgement(**j, outcome=outcome(c, alpha))
 
 
+def judge_all(c: float, alphas: Sequence[float], gamma: int | None = None, c_low: float = math.nan,
+              c_high: float = math.nan, max_gamma: int = DEFAULT_MAX_GAMMA) -> list[Judgement]:
+    """`judge` at each acceptance rate of `alphas`, in order: what `nsys-cc speedup` reports."""
+    return [judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
+
+
 def outcome(c: float, alpha: float) -> str:
     """What c means at α, as a category (Cor. 3.9): "speeds-up" (α > c: some γ gives S > 1), "slows-down"
     (α < c < 1), "break-even" (α = c < 1), "never" (c ≥ 1: no α or γ wins), "no-measurement" (c is NaN), and for
@@ -255,6 +264,8 @@ def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFr
     """One row per draft with a finite c of `metric` in its decision phase (decode, else all): draft, phase, c,
     ci_low, ci_high. Wall-clock by default: the speedup model compares whole forwards as the decoding loop waits for
     them."""
+    import pandas as pd
+
     coef = coefficients[(coefficients["metric"] == metric) & np.isfinite(coefficients["c"].to_numpy(dtype=float))]
     rows = []
     for draft, sub in coef.groupby("draft", sort=False):
@@ -284,6 +295,8 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
         `break_even_alpha` (= c, Cor. 3.9), `max_gamma` and `outcome` (`outcome()`, or "no-phase" when the draft has
         neither a decode nor an all row). Empty (these columns) when no α is given.
     """
+    import pandas as pd
+
     missing = [col for col in ("draft", "phase", "metric", "c", "ci_low", "ci_high") if col not in coefficients]
     if missing:
         raise InputError(f"coefficients lack the column(s) {', '.join(missing)}")

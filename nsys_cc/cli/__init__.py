@@ -8,58 +8,13 @@ library's messages and notes name its parameters (`skip_ranges`); the CLI writes
 from __future__ import annotations
 
 import os
-import re
 
 import click
 
-from .. import __version__
 from ..errors import NsysCCError
 from ..trace.pages import small_pages
-
-
-def _flags(command: click.Command | None) -> dict[str, str]:
-    """Library parameter name → the verb's flag, from the options' destinations (which are the library's names)."""
-    if command is None:
-        return {}
-    out = {}
-    for p in command.params:
-        longs = [o for o in p.opts if o.startswith("--")]
-        if isinstance(p, click.Option) and p.name and longs:
-            out[p.name] = longs[0]
-    return out
-
-
-def in_flags(text: str, command: click.Command | None = None, param: str | None = None) -> str:
-    """A library sentence (an error's message or a note) with the library's parameter names written as the verb's
-    flags (`command`, default: the verb running now): any snake_case parameter name of the verb, any of its parameters
-    written `name=value` (`timeout=3` → `--timeout=3`; `force=True` → `--force` for an on/off flag), and `param` (the
-    parameter at fault of an error) — never a plain word such as `acceptance` elsewhere in the sentence."""
-    if command is None:
-        ctx = click.get_current_context(silent=True)
-        command = ctx.command if ctx is not None else None
-    flags = _flags(command)
-    switches = {p.name for p in command.params if isinstance(p, click.Option) and p.is_flag} if command else set()
-    for name in sorted(flags, key=len, reverse=True):
-        flag = flags[name]
-        if name in switches:
-            text = re.sub(rf"(?<![\w-]){re.escape(name)}=True(?![\w-])", flag, text)
-        bare = "_" in name or name == param
-        pattern = rf"(?<![\w-]){re.escape(name)}(?![\w-])" if bare else rf"(?<![\w-]){re.escape(name)}(?==)"
-        text = re.sub(pattern, flag, text)
-    return text
-
-
-def result_in_flags(result):
-    """An analysis result as the CLI shows it: its notes, each model's warm-up note and phase rule, and the speculative
-    runs' notes written with the verb's flags (`in_flags`); every number untouched."""
-    import dataclasses
-
-    models = tuple(dataclasses.replace(m, warmup_note=in_flags(m.warmup_note), phase_rule=dataclasses.replace(
-        m.phase_rule, detail=in_flags(m.phase_rule.detail))) for m in result.models)
-    spec = result.speculative
-    if spec is not None:
-        spec = dataclasses.replace(spec, notes=[in_flags(n) for n in spec.notes])
-    return dataclasses.replace(result, models=models, notes=tuple(in_flags(n) for n in result.notes), speculative=spec)
+from ..version import __version__
+from .flags import in_flags, result_in_flags  # noqa: F401  (the verbs' wording of library sentences)
 
 
 class _Cli(click.Group):
@@ -138,5 +93,8 @@ def main(argv: list[str] | None = None) -> None:
         _quiet_broken_pipe()
 
 
-# Each verb lives in its own module and registers itself on `cli`.
-from . import analyze, inspect, profile, speedup, sweep  # noqa: E402,F401
+# Each verb lives in its own module, a click command that knows nothing of the group.
+from . import analyze, inspect, profile, speedup, sweep  # noqa: E402
+
+for _command in (analyze.analyze, inspect.info, inspect.ranges, profile.profile, speedup.speedup, sweep.sweep):
+    cli.add_command(_command)

@@ -15,9 +15,9 @@ import os
 
 import click
 
-from ..analysis.coefficient import DEFAULT_RANGE
+from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
 from ..errors import InputError, NsysCCError
-from . import cli, in_flags, result_in_flags
+from .flags import in_flags, result_in_flags
 from .options import acceptance_option, export_timeout_option, format_option, metrics_option
 
 # Options of one trace set; a manifest sets range and output length per set.
@@ -26,11 +26,11 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
                  "spec_metrics": "--spec-metrics"}
 
 
-@cli.command()
+@click.command()
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
-              help="NVTX range around each forward (e.g. 'gpu_model_runner: forward' for vLLM's own scopes); once for "
+              help=f"NVTX range around each forward (e.g. '{SCOPES_FORWARD}' for vLLM's own scopes); once for "
                    "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")
@@ -65,7 +65,7 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, sco
     """
     from .. import atomic
     from ..launch.repeat import analyze_dir, is_profile_dir
-    from ..report import render, write_report
+    from ..report.formats import render
     from ..sweep.manifest import is_many
 
     if out_dir:
@@ -79,6 +79,8 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, sco
                                              output_len=output_len))
         click.echo(render(result, fmt), nl=False)
         if out_dir:
+            from ..report.writer import write_report  # matplotlib only when a report is written
+
             click.echo(f"report: {write_report(result, out_dir)}", err=True)
         return
     if not drafts and is_many(target):
@@ -110,6 +112,8 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, sco
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
     if out_dir:
+        from ..report.writer import write_report  # the figures' matplotlib only when a report is written
+
         path = write_report(result, out_dir)
         click.echo(f"report: {path}", err=True)
 
@@ -117,14 +121,14 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, sco
 def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
     from ..report.sweep import render_sweep, write_sweep
     from ..sweep.manifest import trace_sets
-    from ..sweep.run import analyse_many
+    from ..sweep.run import analyze_many
 
     try:
         sets = trace_sets(source)
     except NsysCCError as exc:  # names manifest keys (output_len), which are not this verb's flags: said as they are
         click.echo(f"nsys-cc: error: {exc}", err=True)
         raise SystemExit(exc.exit_code) from None
-    result = analyse_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
+    result = analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
     notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
     if out_dir:

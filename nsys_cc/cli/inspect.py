@@ -7,16 +7,13 @@ import os
 import sys
 
 import click
-import pandas as pd
 
-from ..report.tables import text_table
-from . import cli
 from .options import export_timeout_option, format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
 
 
-@cli.command()
+@click.command()
 @FILE
 @format_option(("table", "json"))
 @export_timeout_option
@@ -40,12 +37,13 @@ def info(file, fmt):
         "",
         "",
     ]
-    rows = pd.DataFrame([[name, f"{count:,}"] for name, count in sorted(about.tables.items())],
-                        columns=["table", "rows"])
-    click.echo("\n".join(lines) + text_table(rows, right={"rows"}) + "\n", nl=False)
+    from ..report.tables import text_rows
+
+    rows = [{"table": name, "rows": f"{count:,}"} for name, count in sorted(about.tables.items())]
+    click.echo("\n".join(lines) + text_rows(rows, right={"rows"}, columns=["table", "rows"]) + "\n", nl=False)
 
 
-@cli.command()
+@click.command()
 @FILE
 @click.option("--name", default=None, help="Only ranges of this name (plain or 'domain:name').")
 @format_option(("table", "csv", "json"))
@@ -54,6 +52,7 @@ def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
     from ..report.bulk import write_csv, write_json_records
+    from ..report.tables import text_table
     from ..trace import open_trace
 
     with open_trace(file) as trace:

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import click
 
-from . import cli, in_flags, result_in_flags
+from .flags import in_flags, result_in_flags
 from .options import acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
 
-@cli.command()
+@click.command()
 @click.option("--target", required=True, metavar="MODEL",
               help="Target model: a shipped shape (e.g. llama-2-7b-shape, tiny-llama-target), a directory with a "
                    "config.json, or a Hugging Face id.")
@@ -87,7 +87,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
-    from ..launch import launcher
+    from ..launch import launcher, repeat as repeat_mod
     from ..launch.commands import BenchOptions
 
     gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
@@ -99,11 +99,11 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
                            enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
-        click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                    nsys_args=nsys_args, **spec), nl=False)
+        click.echo(repeat_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
+                                      nsys_args=nsys_args, **spec), nl=False)
         return
-    outcome = launcher.profile(
-        target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
+    outcome = repeat_mod.profile(
+        target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
         trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import click
 
 from ..errors import InputError
-from . import cli, in_flags
+from .flags import in_flags
 from .options import check_eager, format_option
 
 
-@cli.command()
+@click.command()
 @click.option("--target", required=True, metavar="MODEL", help="Target model (as for `profile`).")
 @click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
               help="Draft model (repeat for several), as for `profile`.")
@@ -75,7 +75,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
             click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                        nsys_args=nsys_args, separate=True, **extra))  # a cell: a process per model
+                                        nsys_args=nsys_args, **extra))
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)

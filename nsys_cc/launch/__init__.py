@@ -1,11 +1,11 @@
-"""Making traces: vLLM's latency benchmark under `nsys profile`, with NVTX ranges around every forward.
+"""Making traces, the host side: vLLM's latency benchmark under `nsys profile`, per model, then the analysis.
 
-- `vllm_plugin`: the vLLM general plugin (`NSYS_CC_PLUGIN=1`) that writes `model_executable()`,
-  `draft_model_executable()`, `nsys_cc:warmup` and `nsys_cc:iteration` ranges; `nvtx_backend` picks the binding.
-- `bench`: the program run under nsys (`python -m nsys_cc.launch.bench`, vLLM's latency benchmark).
-- `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve.
+- `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α
+  pair's weights.
 - `commands`: the exact nsys and benchmark command lines; `launcher`: runs them per model, resumes, reports.
 - `check`: the forward-share measurement check added to every report.
+- `vllm_plugin`: the plugin's old import path (the plugin is `nsys_cc.vllm.plugin`).
 
-Nothing is imported here: vLLM imports `vllm_plugin` in each of its processes, which must stay cheap.
+What runs inside vLLM's processes (the plugin, its vLLM fix, the NVTX binding, the benchmark driver run under nsys)
+is `nsys_cc.vllm`. Nothing is imported here.
 """

@@ -1,13 +1,14 @@
 """Measurement check: how much of each benchmark iteration the forward ranges cover.
 
-For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order):
+For measured iteration i of a model (the i-th `nsys_cc:iteration` range in time order), from the model as `profile`'s
+analysis read it (its forwards and iteration ranges: the trace is not read again):
 - forward_ms_i = the sum of the durations of the forward ranges (`model_executable()`, or vLLM's own
   `gpu_model_runner: forward` when the plugin fell back to it) that start inside iteration
   range i (any thread or process: the rule the analysis uses for warm-up); for a model on several tensor-parallel
-  ranks each step counts once, from its first rank's start to its last rank's end (`analysis.ranks`); a forward
-  (step) still open when the capture ended (its end is the trace's) is left out, as the analysis drops it;
+  ranks each forward counts once, from its first rank's start to its last rank's end (`analysis.ranks`); a forward
+  still open when the capture ended (its end is the trace's) is left out, as the analysis drops it;
 - latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json`
-  (perf_counter around one `LLM.generate` call);
+  (perf_counter around one `LLM.generate` call; read by `nsys_cc.analysis.latencies`);
 - share_i = forward_ms_i ÷ latency_ms_i: the part of the iteration spent in forwards (the rest is scheduling,
   sampling, input preparation, Python). A share far below 1 means c from forward ranges says little about
   end-to-end speed; a share above 1 means the trace and vLLM disagree about the iteration.
@@ -19,56 +20,81 @@ when the trace and the JSON hold different numbers of iterations, the first min(
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..analysis.ranks import step_bounds
+from ..analysis.latencies import read_latencies
+from ..analysis.result import ModelForwards
 from ..analysis.speculative import MODEL_FREE_METHODS
-from ..errors import InputError
+from ..contract import DRAFT_FORWARD_RANGE, DRAFT_RANGES, FORWARD_RANGE, FORWARD_RANGES
 from ..trace import open_trace
-from ..trace.bulk import PID_MASK
-from .vllm_plugin import DRAFT_FORWARD_RANGE, FORWARD_RANGE, ITERATION_RANGE, VLLM_SCOPES_RANGE
+from ..trace.nvtx import matches
 
 COLUMNS = ["model", "iterations", "forwards_per_iteration", "forward_ms", "latency_ms", "nvtx_iteration_ms",
            "forward_share", "share_min", "share_max"]
 
-def push_pop_ranges(sqlite: str | Path) -> pd.DataFrame:
-    """NVTX ranges of an export (through the trace reader): start_ns, end_ns, name, global_pid (the process),
-    open_at_end."""
+@dataclass(frozen=True)
+class RunCheck:
+    """What `profile` checks of a trace right after its export: its forward range and how many there are (0: none;
+    the run failed), and why the run cannot be measured (None when it can)."""
+
+    range_name: str
+    forwards: int
+    problem: str | None = None
+
+
+def after_export(sqlite: str | Path, *, gpu: bool = False, trace_option: str | None = None, speculative: bool = False,
+                 method: str | None = None) -> RunCheck:
+    """`profile`'s check of a fresh export, with one open and one read of the ranges it needs (the forward and draft
+    forward names only): which forward range it holds (`forward_range`), and for a GPU run whose forwards have no GPU
+    work, or a speculative run (`method`: its proposer) without draft ranges, the problem (`gpu_problem`,
+    `draft_problem`)."""
     with open_trace(sqlite) as trace:
-        ranges = trace.nvtx_ranges()
-    return pd.DataFrame({"start_ns": ranges["start_ns"], "end_ns": ranges["end_ns"],
-                         "name": ranges["name"].astype(str), "global_pid": ranges["global_tid"] & PID_MASK,
-                         "open_at_end": ranges["open_at_end"]})
+        ranges = trace.nvtx_ranges(names=[*FORWARD_RANGES, *DRAFT_RANGES], nesting=False)
+        name, count = _forward_range_of(ranges)
+        problem = None
+        if count and gpu:
+            problem = _gpu_problem(trace, ranges, name, trace_option)
+        if count and speculative and not problem:
+            problem = _draft_problem(ranges, method)
+    return RunCheck(name, count, problem)
+
+
+def _forward_range_of(ranges: pd.DataFrame) -> tuple[str, int]:
+    for name in FORWARD_RANGES:
+        count = int(matches(ranges, (name,)).sum())
+        if count:
+            return name, count
+    return FORWARD_RANGE, 0
 
 
 def forward_range(sqlite: str | Path) -> tuple[str, int]:
     """Which forward range the export holds and how many: the plugin's `model_executable()`, else vLLM's own
     `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else
-    (`model_executable()`, 0)."""
-    counts = push_pop_ranges(sqlite)["name"].value_counts()
-    for name in (FORWARD_RANGE, VLLM_SCOPES_RANGE):
-        if counts.get(name, 0):
-            return name, int(counts[name])
-    return FORWARD_RANGE, 0
+    (`model_executable()`, 0). Only ranges of these two names are read (`after_export` does it all at once)."""
+    with open_trace(sqlite) as trace:
+        return _forward_range_of(trace.nvtx_ranges(names=FORWARD_RANGES, nesting=False))
 
 
 # A user's own proposer class: whether it runs a model is unknown, so its runs are not required to hold draft ranges.
 UNKNOWN_METHODS = ("custom_class",)
-DRAFT_RANGES = (DRAFT_FORWARD_RANGE, "gpu_model_runner: draft")
 
 
 def draft_problem(sqlite: str | Path, method: str | None) -> str | None:
     """Why a speculative run's trace cannot be measured in place (None when it can, or when its proposer `method`
     runs no draft model): it holds no draft-forward range."""
+    with open_trace(sqlite) as trace:
+        return _draft_problem(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False), method)
+
+
+def _draft_problem(ranges: pd.DataFrame, method: str | None) -> str | None:
     if method in MODEL_FREE_METHODS or method in UNKNOWN_METHODS:
         return None
-    names = push_pop_ranges(sqlite)["name"]
-    if names.isin(DRAFT_RANGES).any():
+    if matches(ranges, DRAFT_RANGES).any():
         return None
     return (f"the speculative run (method {method or 'draft_model'}) recorded no {DRAFT_FORWARD_RANGE} ranges: the "
             "plugin did not wrap this vLLM's proposer (see the nsys-cc warnings in the log) or vLLM ran no draft "
@@ -79,20 +105,22 @@ def draft_problem(sqlite: str | Path, method: str | None) -> str | None:
 def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -> str | None:
     """Why a GPU run's forward ranges (`range_name`) have no GPU work projected onto them, naming the likely causes
     (None when at least one has): `trace_option` is the run's nsys `-t` value."""
+    with open_trace(sqlite) as trace:
+        return _gpu_problem(trace, trace.nvtx_ranges(names=[range_name], nesting=False), range_name, trace_option)
+
+
+def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str | None) -> str | None:
     from ..analysis.projection import project
-    from ..trace.nvtx import matches
 
     traced = (trace_option or "").split(",")
     forwards = 0
-    with open_trace(sqlite) as trace:
-        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
-        gpu_activity = bool(trace.has_cuda)
-        if calls and gpu_activity:
-            ranges = trace.nvtx_ranges()
-            matched = ranges[matches(ranges, (range_name,))]
-            forwards = len(matched)
-            if (project(trace, matched)["gpu_ops"].fillna(0) > 0).any():
-                return None
+    calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+    gpu_activity = bool(trace.has_cuda)
+    if calls and gpu_activity:
+        matched = ranges[matches(ranges, (range_name,))]
+        forwards = len(matched)
+        if (project(trace, matched)["gpu_ops"].fillna(0) > 0).any():
+            return None
     if "cuda" not in traced:
         return (f"no GPU work was recorded: the nsys trace option -t {trace_option} leaves out cuda (CUDA tracing); "
                 "profile with the default, or add cuda to it")
@@ -110,28 +138,17 @@ def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -
             "--trace-fork-before-exec=true, a worker thread), or forward ranges recorded where CUDA was not traced")
 
 
-def bench_latencies(bench_json: str | Path) -> list[float]:
-    """vLLM's per-iteration latencies in seconds, from `--output-json`."""
-    try:
-        doc = json.loads(Path(bench_json).read_text())
-        return [float(x) for x in doc["latencies"]]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 
-def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_name: str = FORWARD_RANGE,
-                scope: str | None = None) -> dict:
-    """One row of the forward-share table (see the module docstring), forwards being the ranges `range_name`;
-    `scope`: the model's engine label in a trace that holds several (`analysis.scope`)."""
-    from ..analysis.scope import in_scope
-
-    ranges = in_scope(push_pop_ranges(sqlite), scope, path=str(sqlite))
-    iters = ranges[ranges["name"] == ITERATION_RANGE].sort_values("start_ns")
-    fwd = ranges[ranges["name"] == range_name]
-    latencies = np.asarray(bench_latencies(bench_json)) * 1e3
+def model_share(model: ModelForwards, bench_json: str | Path) -> dict:
+    """One row of the forward-share table (see the module docstring) for a model as the analysis read it: its forwards
+    (`ModelForwards.forwards`, one row per forward, across ranks on several) and its iteration ranges
+    (`ModelForwards.iterations`); nothing of the trace is read again."""
+    iters = model.iterations if len(model.iterations) else pd.DataFrame({"start_ns": [], "end_ns": []})
+    fwd = model.forwards[~model.forwards["open_at_end"].to_numpy(dtype=bool)]
+    latencies = read_latencies(bench_json) * 1e3
     n = min(len(iters), len(latencies))
-    starts, ends = step_bounds(fwd["global_pid"].to_numpy(np.int64), fwd["start_ns"].to_numpy(np.int64),
-                               fwd["end_ns"].to_numpy(np.int64), fwd["open_at_end"].to_numpy(bool))
+    starts, ends = fwd["start_ns"].to_numpy(np.int64), fwd["end_ns"].to_numpy(np.int64)
     durations = ends - starts
     sums, counts = [], []
     for it in iters.head(n).itertuples():
@@ -142,7 +159,7 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     share = np.asarray(sums) / lat if n else np.array([np.nan])
     nan = float("nan")
     return {
-        "model": label,
+        "model": model.name,
         "iterations": n,
         "forwards_per_iteration": float(np.median(counts)) if n else nan,
         "forward_ms": float(np.median(sums)) if n else nan,
@@ -154,12 +171,10 @@ def model_share(label: str, sqlite: str | Path, bench_json: str | Path, range_na
     }
 
 
-def forward_share(models: Sequence[tuple[str, str | Path, str | Path]],
-                  range_name: str = FORWARD_RANGE, scopes: Sequence[str | None] | None = None) -> pd.DataFrame:
-    """The forward-share table for (label, sqlite, bench_json) of each completed model (ms and shares to 3 decimals);
-    `scopes`: each model's engine label when the traces hold several models."""
-    sc = list(scopes) if scopes is not None else [None] * len(models)
-    return pd.DataFrame([model_share(*m, range_name, s) for m, s in zip(models, sc)], columns=COLUMNS).round(3)
+def forward_share(models: Sequence[tuple[ModelForwards, str | Path]]) -> pd.DataFrame:
+    """The forward-share table for (model, bench_json) of each completed model, the models as the analysis read them
+    (`CostCoefficientResult.models`); ms and shares to 3 decimals."""
+    return pd.DataFrame([model_share(m, bench) for m, bench in models], columns=COLUMNS).round(3)
 
 
 def share_note(row: dict | pd.Series) -> str:

@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .bench import ENV_METRICS_OUT
-from .vllm_plugin import ENV_ENABLE, ENV_WARMUP
+from ..contract import BENCH_MODULE, ENV_METRICS_OUT, ENV_PLUGIN, ENV_WARMUP_ITERS
 
 GPU_TRACE = "cuda,nvtx,osrt,cublas,cudnn"
 CPU_TRACE = "nvtx,osrt"
@@ -146,10 +145,10 @@ def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, trace: str | None
 def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
                python: str = sys.executable, speculative_config: str | None = None,
                load_format: str = "dummy", tp: int = 1) -> list[str]:
-    """The benchmark driver's command line (`python -m nsys_cc.launch.bench …`); `speculative_config` is the
+    """The benchmark driver's command line (`python -m nsys_cc.vllm.bench …`); `speculative_config` is the
     JSON given to vLLM's `--speculative-config` (None: a plain run); `load_format` vLLM's `--load-format`."""
     args = [
-        python, "-m", "nsys_cc.launch.bench", "--model", model, "--load-format", load_format,
+        python, "-m", BENCH_MODULE, "--model", model, "--load-format", load_format,
         "--input-len", str(opts.input_len), "--output-len", str(opts.output_len),
         "--batch-size", str(opts.batch_size), "--num-iters-warmup", str(opts.warmup_iters),
         "--num-iters", str(opts.iters), "--skip-tokenizer-init", "--disable-detokenize",
@@ -169,7 +168,7 @@ def bench_args(model: str, bench_json: Path, opts: BenchOptions, *, gpu: bool,
 def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.environ,
               tp: int = 1) -> dict[str, str]:
     """Variables to add to the environment: the plugin's switches and the platform's settings."""
-    env = {ENV_ENABLE: "1", ENV_WARMUP: str(opts.warmup_iters)}
+    env = {ENV_PLUGIN: "1", ENV_WARMUP_ITERS: str(opts.warmup_iters)}
     plugins = environ.get("VLLM_PLUGINS")
     if plugins is not None and "nsys_cc" not in plugins.split(","):
         # An allow-list would keep the plugin out of vLLM's engine and worker processes.

@@ -1,6 +1,6 @@
 """`nsys-cc profile`: profile each model under nsys with vLLM's latency benchmark, then analyse like `analyze`.
 
-For every model in turn (target first): `nsys profile … python -m nsys_cc.launch.bench …` with the NVTX plugin
+For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
 Everything lands in the output directory as `<label>.{nsys-rep,sqlite,bench.json,log,done.json}`, plus
 `status.json` (each model's state, rewritten after every model) and the report of `nsys_cc.report`.
@@ -44,12 +44,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from .. import atomic, progress
+from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import find_nsys, nsys_version, require_nsys
 from . import check
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
 from .models import Model, resolve, resolve_all
-from .vllm_plugin import FORWARD_RANGE
 
 if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
@@ -534,14 +534,15 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
             if rc != 0 or not a.sqlite.is_file():
                 run.status, run.reason = "failed", f"nsys export failed (exit {rc}): {failure_reason(f.log)}"
                 return
-        run.range_name, forwards = check.forward_range(a.sqlite)
+        # one open and one read of the ranges the checks need (the forward and draft-forward names)
+        verdict = check.after_export(a.sqlite, gpu=cmds.gpu, trace_option=cmds.trace_option,
+                                     speculative=run.speculative, method=run.method)
+        run.range_name, forwards, problem = verdict.range_name, verdict.forwards, verdict.problem
         if forwards == 0:
             run.status = "failed"
             run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
                           "see warnings in the log)")
             return
-        problem = check.gpu_problem(a.sqlite, run.range_name, cmds.trace_option) if cmds.gpu else None
-        problem = problem or (check.draft_problem(a.sqlite, run.method) if run.speculative else None)
         if problem:
             run.status, run.reason = "failed", problem
             return
@@ -579,35 +580,14 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
             for r in runs if not r.ok]
 
 
-def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-                draft_tp: int = 1, separate: bool = False, drafts: Sequence[str] = ("draft",)) -> bool:
-    """Whether `profile` makes interleaved runs (every model in one process, `repeat`): yes unless asked for one
-    process per model (`separate`), or a model runs on several tensor-parallel ranks, or a speculative config runs
-    without a plain draft to compare (ngram alone: one process per model)."""
-    del speculate, speculative_config  # speculative engines join the interleaved runs
-    return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
-
-
-def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
-                   separate: bool, speculate: Sequence[int], speculative_config: str | None) -> None:
-    """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
-    if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
-        why = ("separate" if separate else "speculative_config without drafts"
-               if speculative_config is not None and not speculate else "target_tp")
-        raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
-                         "make yet (one process per model)", param="repeat")
-
-
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None,
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
             seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, separate: bool = False, replicas: int | None = None) -> ProfileRun:
-    """Profile the target and every draft, then analyse and report (see the module docstring).
-
-    By default every model runs in one process per run, their iterations interleaved, `repeat` runs (default
-    `repeat.DEFAULT_REPEAT`), c pooled over the runs with an interval across them (`nsys_cc.launch.repeat`).
+            draft_tp: int = 1) -> ProfileRun:
+    """Profile the target and every draft, one process per model, then analyse and report (see the module
+    docstring). `nsys_cc.profile` (`repeat.profile`, what `nsys-cc profile` runs) times every model in one process
+    per run, over several runs, and comes here for what it cannot interleave and for `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -619,29 +599,13 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
-        repeat: interleaved runs to make (≥ 1); precision: keep adding runs until every draft's decode c interval
-            lies within ±precision·c (e.g. 0.05), at most `max_repeat` runs (default `repeat.DEFAULT_MAX_REPEAT`).
-        separate: one process per model, one after another (the layout before interleaved runs: `<label>.sqlite`
-            per model; repeat 1 only).
-        replicas: engines of each model in each interleaved run (default `repeat.DEFAULT_REPLICAS`).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
     """
     from ..analysis.coefficient import check_seed
-    from . import repeat as repeat_mod
 
     check_seed(seed)  # before minutes of profiling, not after
     atomic.check_out_dir(out_dir, "the profile run")
-    if options is None:
-        options = repeat_mod.DEFAULT_OPTIONS
-    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        return repeat_mod.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
-                                  trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
-                                  repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
-                                  max_repeat=max_repeat,
-                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas,
-                                  speculate=speculate, speculative_config=speculative_config)
-    _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
@@ -675,14 +639,14 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             if run.status == "planned":
                 run.status = "not run"
         write_status(out, runs)
-        partial = analyse(runs, out, options, acceptance=acceptance, seed=seed)
+        partial = analyze(runs, out, options, acceptance=acceptance, seed=seed)
         if partial.report is not None:
             progress.say(f"interrupted: report on the models completed so far: {partial.report}")
         raise
-    return analyse(runs, out, options, acceptance=acceptance, seed=seed)
+    return analyze(runs, out, options, acceptance=acceptance, seed=seed)
 
 
-def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
+def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
             seed: int = 0) -> ProfileRun:
     """The analysis of `nsys-cc analyze` on the completed plain traces, the forward-share check, and the report;
     completed speculative traces are listed in the notes and handed on as `ProfileRun.speculative`.
@@ -692,6 +656,7 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     as failed.
     """
     from ..analysis.coefficient import cost_coefficient
+    from ..analysis.speculative import proposes_without_model
     from ..report import write_report
 
     range_name = runs[0].range_name
@@ -702,10 +667,15 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     write_status(out, runs)
     done = [r for r in runs if r.ok and not r.speculative]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
-    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none.
+    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none, when
+    # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: only listed).
     model_free = {r.model.label for r in runs if r.speculative and r.method in check.MODEL_FREE_METHODS}
+    idle = {t.label for t in outcome.speculative
+            if t.label in model_free and not proposes_without_model(t.sqlite, t.metrics)}
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
-                  + (" (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
+                  + (" (no draft model, and vLLM's spec-decode counters show no token proposed: nothing to measure "
+                     "in place)" if t.label in idle else
+                     " (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
                   for t in outcome.speculative]
     if not runs[0].ok or len(done) < 2:
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
@@ -715,14 +685,15 @@ def analyse(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     with progress.step("analysing the traces", always=True):
         # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
         # for a proposer without a draft model, by their label and metrics dump).
-        spec = outcome.speculative
+        spec = [t for t in outcome.speculative if t.label not in idle]
         outcome.result = cost_coefficient(
             str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
             names=[r.model.label for r in done] + [t.label for t in spec],
             range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
             spec_metrics={str(t.sqlite): str(t.metrics) for t in spec if t.metrics.exists()},
         )
-        share = check.forward_share([(r.model.label, r.files.sqlite, r.files.bench_json) for r in done], range_name)
+        models = {m.name: m for m in outcome.result.models}  # as the analysis read them: no trace is read again
+        share = check.forward_share([(models[r.model.label], r.files.bench_json) for r in done])
     notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes
     outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
     outcome.notes = notes
@@ -750,26 +721,21 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
             "this run replaced, and no new report could be made"]
 
 
-def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None,
+def analyse(*args, **kwargs) -> ProfileRun:
+    """Deprecated: `analyze` (nsys_cc spells its names "analyze", as the verb)."""
+    import warnings
+
+    warnings.warn("nsys_cc.launch.launcher.analyse is deprecated: use analyze", DeprecationWarning, stacklevel=2)
+    return analyze(*args, **kwargs)
+
+
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, separate: bool = False, replicas: int | None = None) -> str:
-    """The exact commands a real run would execute, one block per model (or per interleaved run; runs nothing,
-    creates nothing)."""
-    from . import repeat as repeat_mod
-
-    if options is None:
-        options = repeat_mod.DEFAULT_OPTIONS
+            draft_tp: int = 1) -> str:
+    """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
     nsys = find_nsys() or "nsys"
-    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        return repeat_mod.dry_run(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace,
-                                  nsys_args=nsys_args, repeat=repeat_mod.DEFAULT_REPEAT if repeat is None else repeat,
-                                  precision=precision, max_repeat=max_repeat,
-                                  replicas=repeat_mod.DEFAULT_REPLICAS if replicas is None else replicas,
-                                  speculate=speculate, speculative_config=speculative_config)
-    _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculate, speculative_config)
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
     blocks = [f"# {_describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]

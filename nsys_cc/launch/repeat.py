@@ -4,7 +4,7 @@ Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM 
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
 gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing about that. Here:
 
-- a **run** is one process under `nsys profile` (`nsys_cc.launch.interleave`) that holds an engine per model
+- a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds an engine per model
   (target first, then the drafts) and alternates their benchmark iterations, so load bursts and the process's own
   state hit every model alike; its trace `run-<k>/trace.sqlite` holds every model, told apart by the
   `nsys_cc:engine <label>` ranges (`analysis.scope`);
@@ -39,11 +39,16 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, progress
+from ..contract import (
+    ENGINE_RANGE_PREFIX,
+    ENV_METRICS_OUT as ENV_METRICS_DIR,
+    ENV_WARMUP_ITERS as ENV_WARMUP,
+    FORWARD_RANGE,
+    INTERLEAVE_MODULE,
+)
 from ..errors import InputError, NsysCCError
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
-from .interleave import ENGINE_RANGE_PREFIX, ENV_METRICS_DIR
 from .models import Model, resolve_all
-from .vllm_plugin import ENV_WARMUP, FORWARD_RANGE
 
 DEFAULT_REPEAT = 6
 DEFAULT_MAX_REPEAT = 30
@@ -159,7 +164,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
     d = where or run_dir(out, index)
     files = ModelFiles(d, "trace")
     profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
-    profile += [python or sys.executable, "-m", "nsys_cc.launch.interleave", "--output-json",
+    profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
                 str(d / "interleaved.json")]
     for _ in range(replicas):
         for e in engines:
@@ -564,7 +569,8 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
     return out
 
 
-def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *, nsys: str,
+def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+                        nsys: str,
             gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
             max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
             speculative_config: str | None = None) -> str:
@@ -579,11 +585,12 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             f"({'GPU' if gpu else 'CPU'}); run k writes {out}/{RUN_PREFIX}k/\n{cmds.shell()}\n")
 
 
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *, device: str,
-            timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
-            acceptance: Sequence[float], seed: int, repeat: int, precision: float | None, max_repeat: int | None,
-            replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (), speculative_config: str | None = None):
-    """`launcher.profile` with interleaved runs (module docstring); returns a `launcher.ProfileRun`."""
+def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+                        device: str, timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
+                        acceptance: Sequence[float], seed: int, repeat: int, precision: float | None,
+                        max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
+                        speculative_config: str | None = None):
+    """`profile` with interleaved runs (module docstring); returns a `launcher.ProfileRun`."""
     from ..trace.nsys import require_nsys
     from . import launcher
 
@@ -635,7 +642,7 @@ def _model_runs(outcome: Outcome):
 def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
             precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
     """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
-    from ..analysis.coefficient import cost_coefficient_runs
+    from ..analysis.coefficient import cost_coefficient_runs, load_model
     from ..report import write_report
     from . import check, launcher
 
@@ -658,8 +665,9 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
             result.result = dataclasses.replace(result.result, speculative=_speculative(
                 result.result, done, labels[0], spec, options, acceptance, seed))
         every = [*labels, *(e.label for e in spec)]
-        share = pd.concat([check.forward_share([(label, r.sqlite, r.bench_json(label)) for label in every],
-                                               scopes=every).assign(run=r.index) for r in done], ignore_index=True)
+        share = pd.concat([check.forward_share([(load_model(r.sqlite, name=label, role="model", scope=label),
+                                                 r.bench_json(label)) for label in every]).assign(run=r.index)
+                           for r in done], ignore_index=True)
     share = share[["run", *[c for c in share.columns if c != "run"]]]
     notes += [n for r in done for n in r.notes]
     notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in every]
@@ -722,3 +730,90 @@ def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), me
     return cost_coefficient_runs([[s] * len(labels) for s in sqlites], names=labels, scopes=[labels] * len(done),
                                  range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                  acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+
+
+def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+                draft_tp: int = 1, separate: bool = False, drafts: Sequence[str] = ("draft",)) -> bool:
+    """Whether `profile` makes interleaved runs (every model in one process): yes unless asked for one process per
+    model (`separate`), or a model runs on several tensor-parallel ranks, or a speculative config runs without a plain
+    draft to compare (ngram alone). Speculative engines join the interleaved runs."""
+    del speculate, speculative_config
+    return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
+
+
+def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
+                   separate: bool, speculative_config: str | None, speculate: Sequence[int]) -> None:
+    """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
+    if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
+        why = ("separate" if separate else "speculative_config without drafts"
+               if speculative_config is not None and not speculate else "target_tp")
+        raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
+                         "make yet (one process per model)", param="repeat")
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
+            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False):
+    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does
+    (`nsys_cc.profile`).
+
+    By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
+    `repeat` runs one after another (default `DEFAULT_REPEAT`), c pooled over the runs with an interval across them;
+    speculative runs (`speculate`, `speculative_config` with drafts) join the same processes. One process per model
+    (`launcher.profile`) when `separate`, for tensor-parallel models and for a speculative config without drafts.
+
+    Args:
+        target, drafts, device, force, trace, nsys_args, acceptance, seed, speculate, speculative_config, target_tp,
+            draft_tp: as for `launcher.profile`; timeout: seconds per run (per model with one process each; default
+            `launcher.DEFAULT_TIMEOUT_S`).
+        options: the benchmark's options (default `DEFAULT_OPTIONS`: 32 output tokens).
+        repeat: interleaved runs (≥ 1); precision: keep adding runs until every draft's decode c interval lies within
+            ±precision·c (e.g. 0.05), at most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`); replicas: engines of
+            each model in a run (default `DEFAULT_REPLICAS`); separate: one process per model (repeat 1 only).
+    Returns:
+        A `launcher.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
+    """
+    from ..analysis.coefficient import check_seed
+    from . import launcher
+
+    check_seed(seed)  # before minutes of profiling, not after
+    options = DEFAULT_OPTIONS if options is None else options
+    timeout = launcher.DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
+        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
+                                trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                draft_tp=draft_tp)
+    atomic.check_out_dir(out_dir, "the profile run")
+    return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
+                               trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
+                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
+                               speculate=speculate, speculative_config=speculative_config)
+
+
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> str:
+    """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
+    per model (`launcher.dry_run`)."""
+    from ..trace.nsys import find_nsys
+    from . import launcher
+
+    options = DEFAULT_OPTIONS if options is None else options
+    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
+        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        return launcher.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
+                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                draft_tp=draft_tp)
+    return dry_run_interleaved(target, drafts, out_dir, options, nsys=find_nsys() or "nsys",
+                               gpu=launcher.uses_gpu(device), trace=trace, nsys_args=nsys_args,
+                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
+                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
+                               speculate=speculate, speculative_config=speculative_config)

@@ -1,7 +1,7 @@
 """Live c while serving: vLLM's engine steps timed in place and exported with vLLM's own metrics.
 
 Switched on by `NSYS_CC_LIVE=1` (independent of `NSYS_CC_PLUGIN`, the NVTX switch); the vLLM plugin
-(`nsys_cc.launch.vllm_plugin`) applies `PATCHES` in every vLLM process. The parts, in the order the numbers travel:
+(`nsys_cc.vllm.plugin`) applies `PATCHES` in every vLLM process. The parts, in the order the numbers travel:
 `timing` (worker: forwards and steps timed), `channel` (worker → engine core → API server, inside vLLM's
 `SchedulerStats`), `metrics` (API server: Prometheus metrics on `/metrics` and a log line), with the estimate in
 `nsys_cc.analysis.live` and its words in `nsys_cc.report.live`.
@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-ENV_LIVE = "NSYS_CC_LIVE"
+from ..contract import ENV_LIVE
 
 
 def enabled() -> bool:

@@ -43,11 +43,12 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 
 from ..analysis.acceptance import AcceptanceStats
 from ..analysis.live import LiveEstimate, estimate
+from ..contract import ENV_LIVE_WINDOW
 from ..report.live import live_line
 from . import channel
 from .timing import DECODE, MIXED, VERIFY
 
-ENV_WINDOW = "NSYS_CC_LIVE_WINDOW"
+ENV_WINDOW = ENV_LIVE_WINDOW
 DEFAULT_WINDOW = 256
 REFRESH_S = 1.0
 BUCKETS = (

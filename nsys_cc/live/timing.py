@@ -30,7 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-MIXED, DECODE, VERIFY = 0, 1, 2
+from ..contract import LIVE_DECODE, LIVE_MIXED, LIVE_VERIFY
+
+MIXED, DECODE, VERIFY = LIVE_MIXED, LIVE_DECODE, LIVE_VERIFY
 TARGET, DRAFT = "target", "draft"
 
 

@@ -2,6 +2,8 @@
 
 The names below load on first use, so that importing one small module of this package (`report.live`, which the
 live stat logger imports inside vLLM's API server) does not import matplotlib and every figure at server start-up.
+Importing the package binds a result's views (`res.render()`, `res.figures()`, …; `nsys_cc.views`) to the functions
+here, each loaded when first called: the analysis returns data and imports nothing of this package.
 """
 
 from __future__ import annotations
@@ -9,18 +11,44 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
+from .. import views
+
 if TYPE_CHECKING:
+    from .choices import FORMATS
     from .figures import make_figures, make_plots
-    from .formats import FORMATS, render, render_html, result_to_dict
+    from .formats import render, render_html, result_to_dict
     from .writer import write_report
 
 _LAZY = {
     "make_figures": ".figures", "make_plots": ".figures",
-    "FORMATS": ".formats", "render": ".formats", "render_html": ".formats", "result_to_dict": ".formats",
+    "FORMATS": ".choices", "render": ".formats", "render_html": ".formats", "result_to_dict": ".formats",
     "write_report": ".writer",
 }
 
 __all__ = ["FORMATS", "make_figures", "make_plots", "render", "render_html", "result_to_dict", "write_report"]
+
+
+# A result's views (`nsys_cc.views`) → the module and function here that render it.
+VIEWS = {"render": (".formats", "render"), "render_html": (".formats", "render_html"),
+         "to_dict": (".formats", "result_to_dict"), "figures": (".figures", "make_figures"),
+         "write_report": (".writer", "write_report")}
+
+
+def _loading(module: str, name: str):
+    """`module.name`, imported when first called."""
+    def call(*args, **kwargs):
+        return getattr(importlib.import_module(module, __name__), name)(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+def _bind_views() -> None:
+    for view, (module, name) in VIEWS.items():
+        views.bind(view, _loading(module, name))
+
+
+_bind_views()
 
 
 def __getattr__(name: str):

@@ -17,10 +17,10 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import run_plots, speculative_format
+from .choices import FORMATS as FORMATS  # its home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
 
-FORMATS = ("table", "markdown", "csv", "json")
 RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
 
 
@@ -93,9 +93,9 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
 
     table = pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
-        "Steps": r.steps, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
+        "Forwards": r.forwards, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
         "Comm mean (ms)": ms(r.comm_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
-        "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_steps} ({pct(r.last_share)})",
+        "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_forwards} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
     } for r in result.ranks.itertuples()])
     # Columns no rank has a value for (GPU columns on a CPU trace, the CPU all-reduce on a GPU one) are left out.
@@ -162,7 +162,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if fmt == "markdown":
         parts = [markdown_table(table)]
         if not ranks.empty:
-            parts += ["", "**Ranks** (each rank's own forward ranges in the kept steps; last = finished last)", "",
+            parts += ["", "**Ranks** (each rank's own forward ranges in the kept forwards; last = finished last)", "",
                       markdown_table(ranks)]
         parts += ["", "**Diagnosis**", ""]
         parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
@@ -180,8 +180,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
              text_table(table), ""]
     if not ranks.empty:
-        parts += ["Ranks: each rank's own forward ranges in the kept steps; Last = steps it finished last; Lag = its "
-                  "end − the step's first end", "", text_table(ranks), ""]
+        parts += ["Ranks: each rank's own forward ranges in the kept forwards; Last = forwards it finished last; Lag = "
+                  "its end − the forward's first end", "", text_table(ranks), ""]
     if not result.runs.empty:
         parts += [f"{RUNS_TITLE}:", "", text_table(run_plots.run_table(result)), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]

@@ -7,7 +7,8 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
-- rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the step's first finisher (`rank_plots`).
+- rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the forward's first finisher
+  (`rank_plots`).
 - runs: c of each run beside the pooled c and its interval across runs, when the result pools several (`run_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the

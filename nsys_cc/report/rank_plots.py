@@ -1,7 +1,7 @@
-"""Plot of tensor-parallel ranks: how far behind the step's first finisher each rank ended, step by step.
+"""Plot of tensor-parallel ranks: how far behind the forward's first finisher each rank ended, forward by forward.
 
-One panel per model that ran on several ranks (`analysis.ranks`), over its kept steps in time order: each rank's lag
-(its forward range's end − the step's earliest end, ms) as a line, so a rank that is always last, or a step where
+One panel per model that ran on several ranks (`analysis.ranks`), over its kept forwards in time order: each rank's lag
+(its forward range's end − the forward's earliest end, ms) as a line, so a rank that is always last, or a forward where
 one rank stalled, is seen at once. None when no model has ranks.
 """
 
@@ -27,20 +27,20 @@ def plot_rank_lag(result: "CostCoefficientResult", style: dict) -> Figure | None
         axes = fig.subplots(1, len(models), squeeze=False)[0]
         for ax, (m, ranks) in zip(axes, models):
             kept = m.phase_rows("all").sort_values("start_ns")
-            position = {s: i for i, s in enumerate(kept["step"])}
+            position = {s: i for i, s in enumerate(kept["forward"])}
             ranges = ranks.ranges
             for proc in ranks.processes.itertuples():
-                mine = ranges[(ranges["rank"] == proc.rank) & ranges["step"].isin(position)]
-                x = np.array([position[s] for s in mine["step"]])
+                mine = ranges[(ranges["rank"] == proc.rank) & ranges["forward"].isin(position)]
+                x = np.array([position[s] for s in mine["forward"]])
                 order = np.argsort(x)
                 lag = mine["lag_ns"].to_numpy(dtype=float)[order] / 1e6
                 device = f", GPU {proc.device}" if proc.device else ""
                 ax.plot(x[order], lag, marker="o", ms=3, lw=1, color=palette[proc.rank % len(palette)],
                         label=f"rank {proc.rank} (pid {proc.pid}{device})")
-            ax.set_xlabel("kept step (time order)")
+            ax.set_xlabel("kept forward (time order)")
             ax.set_ylabel("lag behind the first rank to finish (ms)")
             ax.set_title(m.name)
             ax.grid(alpha=0.3)
             ax.legend(frameon=False)
-        fig.suptitle("Tensor-parallel skew: each rank's end − the step's earliest end")
+        fig.suptitle("Tensor-parallel skew: each rank's end − the forward's earliest end")
     return fig

@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import matplotlib
 import numpy as np
 import pandas as pd
-from matplotlib.figure import Figure
 
 from ..analysis.metrics import decision_phase
 
 if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
     from ..analysis.result import CostCoefficientResult
 
 
@@ -49,6 +49,9 @@ def run_table(result: CostCoefficientResult) -> pd.DataFrame:
 
 
 def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
+    import matplotlib  # here, not at import: the runs' table is text, and `analyze` loads no matplotlib for text
+    from matplotlib.figure import Figure
+
     if result.runs.empty:
         return None
     runs = decision_rows(result.runs)

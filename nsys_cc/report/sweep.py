@@ -13,38 +13,12 @@ import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from .. import atomic
 from .sweep_plots import DPI, sweep_figures
 from .tables import markdown_table, text_table
-
-if TYPE_CHECKING:
-    from ..sweep.cell import CellOutcome
-
-
-def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
-                gamma_rows: bool = False, in_place: bool = True) -> list[str]:
-    """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
-    γ values profiled without rows in the table (`in_place`: whether this nsys_cc has the in-place analysis)."""
-    notes = []
-    for c in cells:
-        if not c.complete:
-            what = "its rows for the models that completed are in the table" if c.status == "partial" else "no rows"
-            notes.append(f"cell {c.name}: {c.status.upper()}: {c.reason or 'not run'} ({what}; files: "
-                         f"{out_dir / c.name}; a rerun retries it)")
-        elif c.attempts > 1:
-            notes.append(f"cell {c.name}: complete on attempt {c.attempts} (an earlier attempt was lost with its "
-                         "worker, failed or was interrupted; what it finished was kept)")
-    if speculate and not gamma_rows:
-        gammas = ", ".join(map(str, speculate))
-        why = ("no speculative run completed (see each cell's status.json)" if in_place else
-               "this nsys_cc has no in-place (speculative) analysis yet, so the table holds the plain runs' c only")
-        notes.append(f"γ = {gammas}: no rows with a gamma: {why}")
-    return notes
-
 
 SWEEP_MANIFEST = ".nsys_cc_sweep.json"
 

@@ -11,11 +11,12 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from ..analysis.diagnosis import category_comparison, top_kernels
 from ..analysis.speedup import Judgement
+
+if TYPE_CHECKING:  # pandas is not loaded for words alone (`nsys-cc speedup` prints its verdicts without it)
+    import pandas as pd
 
 
 def sig3(x: float) -> str:
@@ -96,12 +97,16 @@ def free_draft_verdict(alpha: float) -> str:
 
 
 def _int(x) -> int:
-    return 0 if x is None or pd.isna(x) else int(x)
+    try:
+        return 0 if x is None or x != x else int(x)  # NaN: not equal to itself
+    except TypeError:  # pandas' NA, whose comparisons are NA too
+        return 0
 
 
 def verdict_of(j) -> str:
     """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`."""
-    get = (lambda k: getattr(j, k)) if isinstance(j, Judgement) or not isinstance(j, pd.Series) else j.__getitem__
+    by_name = isinstance(j, Judgement) or hasattr(j, "_fields")  # a namedtuple row; a Series is read by key
+    get = (lambda k: getattr(j, k)) if by_name else j.__getitem__
     outcome = get("outcome")
     alpha = float(get("alpha"))
     if outcome == "no-phase":
@@ -171,6 +176,8 @@ def diagnosis_text(result, row) -> str:
             "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
             "lower c)."
         )
+    from ..analysis.diagnosis import category_comparison, top_kernels
+
     for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),
                  _top_kernels_text(top_kernels(result.kernel_summary, row.draft, row.phase))):
         if text:

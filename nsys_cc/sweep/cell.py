@@ -40,7 +40,7 @@ from .. import progress
 from ..errors import NsysCCError, ProfileError
 from . import table as table_mod
 from .grid import CellSpec
-from .manifest import TraceSet
+from .manifest import OLD_KEYS, TraceSet
 
 STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
@@ -116,7 +116,20 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
                        doc.get("seconds", 0.0), _trace_set_from(ts) if ts else None, rows)
 
 
+def announce(index: int, total: int, outcome: CellOutcome) -> None:
+    """One progress line for a finished cell."""
+    where = f"[cell {index}/{total}] {outcome.name}"
+    if outcome.status == "resumed":
+        progress.say(f"{where}: already complete (kept; attempts {outcome.attempts})")
+    elif outcome.complete:
+        progress.say(f"{where}: done in {outcome.seconds:.1f} s (attempt {outcome.attempts})")
+    else:
+        progress.say(f"{where}: {outcome.status.upper()} after {outcome.seconds:.1f} s (attempt {outcome.attempts}): "
+                     f"{outcome.reason}")
+
+
 def _trace_set_from(doc: dict) -> TraceSet:
+    doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
                        "names": tuple(doc["names"]) if doc.get("names") else None})
 
@@ -157,7 +170,7 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
                     drafts=tuple(str(r.files.sqlite) for r in done[1:]),
                     names=tuple(r.model.label for r in [*done, *spec_runs]), batch_size=c.batch_size,
                     input_len=c.input_len, target_tp=c.target_tp, output_len=spec.options.output_len,
-                    range=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
+                    range_name=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
 
 
 def _profile_args(spec: CellSpec, profile: Callable) -> dict:
@@ -167,10 +180,6 @@ def _profile_args(spec: CellSpec, profile: Callable) -> dict:
         if key in kwargs and key not in known:
             raise ProfileError(f"{key} is not supported by this nsys_cc: its profile() has no {key} parameter yet",
                                param=key)
-    if "separate" in known:
-        # A cell keeps one trace per model (its trace set, the manifest's entry, names them): one process per model,
-        # not `profile`'s interleaved runs (one trace holding every model, several runs).
-        kwargs["separate"] = True
     return kwargs
 
 

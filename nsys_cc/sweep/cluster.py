@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from .. import progress
-from ..errors import InputError, NsysCCError
+from ..errors import InputError
 from . import table as table_mod
-from .cell import CellOutcome, read_outcome
+from .cell import CellOutcome, announce, read_outcome
 from .grid import CellSpec
 from .manifest import TraceSet
+from .table import AnalysisResult, analyze_task
 
 if TYPE_CHECKING:
     from distributed import Client
@@ -81,8 +82,6 @@ def _lost_attempts(client: Client, keys: list[str]) -> dict[str, int]:
 def profile_cells(address: str, specs: Sequence[CellSpec], total: int, outcomes: dict[str, CellOutcome]) -> None:
     """Run every cell as a task on the cluster; fills `outcomes` as cells finish (so Ctrl-C keeps what finished).
     `total`: the cells of the whole sweep, for the progress lines (those kept before are already counted)."""
-    from .run import announce
-
     with connect(address) as client:
         from distributed import as_completed
 
@@ -106,23 +105,13 @@ def profile_cells(address: str, specs: Sequence[CellSpec], total: int, outcomes:
             raise
 
 
-def analyse_task(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
-    """The task of one trace set (runs on a worker): its rows, or None and why not."""
-    try:
-        return table_mod.analyse_set(trace_set, seed), ""
-    except NsysCCError as exc:
-        return None, str(exc)
-
-
-def analyse_sets(address: str, sets: Sequence[TraceSet], seed: int):
+def analyze_sets(address: str, sets: Sequence[TraceSet], seed: int):
     """Analyse every set as a task on the cluster; the table in the order of `sets`, attempts from the scheduler."""
-    from .run import AnalysisResult
-
     run_id = uuid.uuid4().hex
     with connect(address) as client:
         from distributed import as_completed
 
-        futures = {client.submit(analyse_task, s, seed, key=f"nsys-cc-analyse-{s.name}-{run_id}", pure=False): s
+        futures = {client.submit(analyze_task, s, seed, key=f"nsys-cc-analyze-{s.name}-{run_id}", pure=False): s
                    for s in sets}
         results: dict[str, tuple[pd.DataFrame | None, str]] = {}
         for i, fut in enumerate(as_completed(list(futures), loop=client.loop), 1):

@@ -9,7 +9,7 @@ parameters they were made with. Many of them come from:
   JSON: a list of objects (or {"trace_sets": [...]}):
       {"name": "bs4-in1024", "target": "runs/a/target.sqlite", "drafts": ["runs/a/draft.sqlite"],
        "names": ["target", "draft"], "batch_size": 4, "input_len": 1024, "target_tp": 2,
-       "output_len": 2, "range": "model_executable()",
+       "output_len": 2, "range_name": "model_executable()",
        "speculative": ["runs/a/draft.spec-g3.sqlite"]}
   CSV: the same keys as columns; `drafts`, `names` and `speculative` hold several values separated by ";".
 
@@ -17,9 +17,10 @@ Only `target` and `drafts` are required. `name` defaults to `set-<row number>`; 
 drafts, then the speculative runs) to the file names; `speculative`: traces of speculative-decoding runs of these
 drafts (`profile --speculate`; each draft's runs named `<draft>.spec-g<γ>`, vLLM's metrics dump beside each as
 `<label>.metrics.json`), analysed in place when this nsys_cc has that analysis; `batch_size`, `input_len`,
-`target_tp` are carried into the table (empty when not given); `output_len` and `range` are passed to the analysis
-(as `analyze --output-len/--range`). Relative paths are relative to the manifest's directory. Unknown keys are an
-error (a typo would otherwise be ignored silently).
+`target_tp` are carried into the table (empty when not given); `output_len` and `range_name` are passed to the
+analysis (as `analyze --output-len/--range`; manifests written before 0.2 say `range`, which is still read). Relative
+paths are relative to the manifest's directory. Unknown keys are an error (a typo would otherwise be ignored
+silently).
 """
 
 from __future__ import annotations
@@ -27,17 +28,20 @@ from __future__ import annotations
 import csv
 import json
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import atomic, inputs
+from ..contract import DEFAULT_RANGE
 from ..errors import InputError
 
 MANIFEST_NAME = "manifest.json"
-DEFAULT_RANGE = "model_executable()"
 _LIST_SEP = ";"
 _INT_KEYS = ("batch_size", "input_len", "target_tp", "output_len")
+# Keys of older manifests → the field they fill now.
+OLD_KEYS = {"range": "range_name"}
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,14 @@ class TraceSet:
     input_len: int | None = None
     target_tp: int | None = None
     output_len: int | None = None
-    range: str = DEFAULT_RANGE
+    range_name: str = DEFAULT_RANGE
     speculative: tuple[str, ...] = ()
+
+    @property
+    def range(self) -> str:
+        """Deprecated: `range_name` (the library's one name for the forward range)."""
+        warnings.warn("TraceSet.range is deprecated: use TraceSet.range_name", DeprecationWarning, stacklevel=2)
+        return self.range_name
 
     def to_dict(self, relative_to: str | os.PathLike | None = None) -> dict:
         """The manifest entry; paths under `relative_to` (when given) relative to it, others as they are."""
@@ -75,6 +85,12 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
     fields = set(TraceSet.__dataclass_fields__)
     if None in raw:  # csv.DictReader puts the fields of a row longer than the header under None
         raise InputError(f"{at} has more fields than the header ({len(raw) - 1 + len(raw[None])})")
+    for old, new in OLD_KEYS.items():
+        if old in raw:
+            if raw.get(new) not in (None, "") and raw[new] != raw[old]:
+                raise InputError(f"{where}: entry {index + 1} gives both {old} and {new} ({old} is the older "
+                                 f"name of {new}): give {new} only")
+            raw = {**{k: v for k, v in raw.items() if k != old}, new: raw[new] if raw.get(new) else raw[old]}
     unknown = sorted(str(k) for k in set(raw) - fields)
     if unknown:
         raise InputError(f"{at} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})")
@@ -122,8 +138,8 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
         if number < 1:
             raise InputError(f"{at}: {key} must be ≥ 1, not {number}")
         values[key] = number
-    if raw.get("range"):
-        values["range"] = text("range", raw["range"])
+    if raw.get("range_name"):
+        values["range_name"] = text("range_name", raw["range_name"])
     return TraceSet(**values)
 
 

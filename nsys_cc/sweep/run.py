@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import uuid
+import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -24,11 +25,12 @@ import pandas as pd
 
 from .. import atomic, progress
 from ..analysis.coefficient import check_seed
-from ..errors import InputError, NsysCCError
+from ..errors import InputError
 from . import table as table_mod
-from .cell import CellOutcome, kept_outcome, read_outcome, run_cell
+from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
 from .manifest import MANIFEST_NAME, TraceSet, write_manifest
+from .table import AnalysisResult, analyze_task
 
 
 @dataclass
@@ -44,26 +46,6 @@ class SweepResult:
     @property
     def failed(self) -> list[CellOutcome]:
         return [c for c in self.cells if not c.complete]
-
-
-@dataclass
-class AnalysisResult:
-    """The tidy table of many trace sets (in the order given) and the sets that could not be analysed."""
-
-    table: pd.DataFrame
-    failures: list[tuple[str, str]] = field(default_factory=list)
-
-
-def announce(index: int, total: int, outcome: CellOutcome) -> None:
-    """One progress line for a finished cell."""
-    where = f"[cell {index}/{total}] {outcome.name}"
-    if outcome.status == "resumed":
-        progress.say(f"{where}: already complete (kept; attempts {outcome.attempts})")
-    elif outcome.complete:
-        progress.say(f"{where}: done in {outcome.seconds:.1f} s (attempt {outcome.attempts})")
-    else:
-        progress.say(f"{where}: {outcome.status.upper()} after {outcome.seconds:.1f} s (attempt {outcome.attempts}): "
-                     f"{outcome.reason}")
 
 
 def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[str, CellOutcome]) -> None:
@@ -131,9 +113,30 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
     return finish(spec, specs, outcomes)
 
 
+def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
+                gamma_rows: bool = False, in_place: bool = True) -> list[str]:
+    """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
+    γ values profiled without rows in the table (`in_place`: whether this nsys_cc has the in-place analysis)."""
+    notes = []
+    for c in cells:
+        if not c.complete:
+            what = "its rows for the models that completed are in the table" if c.status == "partial" else "no rows"
+            notes.append(f"cell {c.name}: {c.status.upper()}: {c.reason or 'not run'} ({what}; files: "
+                         f"{out_dir / c.name}; a rerun retries it)")
+        elif c.attempts > 1:
+            notes.append(f"cell {c.name}: complete on attempt {c.attempts} (an earlier attempt was lost with its "
+                         "worker, failed or was interrupted; what it finished was kept)")
+    if speculate and not gamma_rows:
+        gammas = ", ".join(map(str, speculate))
+        why = ("no speculative run completed (see each cell's status.json)" if in_place else
+               "this nsys_cc has no in-place (speculative) analysis yet, so the table holds the plain runs' c only")
+        notes.append(f"γ = {gammas}: no rows with a gamma: {why}")
+    return notes
+
+
 def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> SweepResult:
     """Assemble the table from the cells' outcomes (grid order) and write the sweep's files."""
-    from ..report.sweep import sweep_notes, write_sweep
+    from ..report.sweep import write_sweep
 
     cells = [outcomes.get(s.name) or CellOutcome(s.name, "not run") for s in specs]
     tables = [c.table for c in cells if not c.table.empty]
@@ -148,14 +151,6 @@ def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutco
     return SweepResult(out, cells, table, notes, files)
 
 
-def _analyse_or_reason(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
-    """The set's rows, or None and why it could not be analysed (bad input only; a bug still raises)."""
-    try:
-        return table_mod.analyse_set(trace_set, seed), ""
-    except NsysCCError as exc:
-        return None, str(exc)
-
-
 def _collect(sets: Sequence[TraceSet], results: dict[str, tuple[pd.DataFrame | None, str]]) -> AnalysisResult:
     tables = [results[s.name][0] for s in sets if results[s.name][0] is not None]
     failures = [(s.name, results[s.name][1]) for s in sets if results[s.name][0] is None]
@@ -163,7 +158,7 @@ def _collect(sets: Sequence[TraceSet], results: dict[str, tuple[pd.DataFrame | N
     return AnalysisResult(table, failures)
 
 
-def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = None,
+def analyze_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = None,
                  scheduler: str | None = None) -> AnalysisResult:
     """The tidy table of many trace sets, analysed in parallel.
 
@@ -182,9 +177,9 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
         raise InputError(f"jobs must be ≥ 1, not {jobs}", param="jobs")
     check_seed(seed)
     if scheduler:
-        from .cluster import analyse_sets
+        from .cluster import analyze_sets
 
-        return analyse_sets(scheduler, sets, seed)
+        return analyze_sets(scheduler, sets, seed)
     results: dict[str, tuple[pd.DataFrame | None, str]] = {}
     jobs = min(jobs or os.cpu_count() or 1, len(sets))
 
@@ -195,14 +190,14 @@ def analyse_many(sets: Sequence[TraceSet], *, seed: int = 0, jobs: int | None = 
 
     if jobs == 1:
         for i, s in enumerate(sets, 1):
-            results[s.name] = _analyse_or_reason(s, seed)
+            results[s.name] = analyze_task(s, seed)
             done(i, s.name)
         return _collect(sets, results)
     # spawn: the readers use threads, which fork does not copy safely; a fresh process per worker, reused.
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=get_context("spawn"), initializer=_leave_ctrl_c_to_parent)
     try:
         with _workers_start_deaf_to_ctrl_c():
-            futures = {pool.submit(_analyse_or_reason, s, seed): s.name for s in sets}
+            futures = {pool.submit(analyze_task, s, seed): s.name for s in sets}
         for i, fut in enumerate(as_completed(futures), 1):
             results[futures[fut]] = fut.result()
             done(i, futures[fut])
@@ -235,3 +230,9 @@ def _leave_ctrl_c_to_parent() -> None:
     """A worker ignores SIGINT: Ctrl-C in a terminal reaches every process of the group, and the parent alone
     answers it (one line, then it stops the workers) instead of each worker printing a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def analyse_many(*args, **kwargs) -> AnalysisResult:
+    """Deprecated: `analyze_many` (nsys_cc spells its names "analyze", as the verb)."""
+    warnings.warn("nsys_cc.sweep.run.analyse_many is deprecated: use analyze_many", DeprecationWarning, stacklevel=2)
+    return analyze_many(*args, **kwargs)

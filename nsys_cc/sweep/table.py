@@ -17,11 +17,13 @@ Columns (`COLUMNS`):
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import InputError, NsysCCError
 from .manifest import TraceSet
 
 COLUMNS = ["draft", "phase", "metric", "batch_size", "input_len", "gamma", "c", "ci_low", "ci_high", "target_tp",
@@ -88,7 +90,24 @@ def has_in_place_analysis() -> bool:
     return "spec_metrics" in inspect.signature(cost_coefficient).parameters
 
 
-def analyse_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
+def analyze_task(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
+    """One trace set's rows (`analyze_set`), or None and why it could not be analysed (bad input only; a bug still
+    raises): the task of a local worker and of a Dask one alike."""
+    try:
+        return analyze_set(trace_set, seed), ""
+    except NsysCCError as exc:
+        return None, str(exc)
+
+
+@dataclass
+class AnalysisResult:
+    """The tidy table of many trace sets (in the order given) and the sets that could not be analysed."""
+
+    table: pd.DataFrame
+    failures: list[tuple[str, str]] = field(default_factory=list)
+
+
+def analyze_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
     """The tidy rows of one trace set: `cost_coefficient` as `analyze` runs it; only the table leaves (the traces
     and per-forward frames are dropped here, so a worker of a pool hands back kilobytes)."""
     from ..analysis.coefficient import cost_coefficient
@@ -97,6 +116,12 @@ def analyse_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.Dat
         raise InputError(f"trace set {trace_set.name}: its speculative traces need the speculative (in-place) "
                          "analysis, which this nsys_cc does not have yet")
     result = cost_coefficient(trace_set.target, [*trace_set.drafts, *trace_set.speculative], names=trace_set.names,
-                              range_name=trace_set.range, output_len=trace_set.output_len, seed=seed)
+                              range_name=trace_set.range_name, output_len=trace_set.output_len, seed=seed)
     return from_result(result, cell=trace_set.name, batch_size=trace_set.batch_size,
                        input_len=trace_set.input_len, target_tp=trace_set.target_tp, attempts=attempts)
+
+
+def analyse_set(*args, **kwargs) -> pd.DataFrame:
+    """Deprecated: `analyze_set` (nsys_cc spells its names "analyze", as the verb)."""
+    warnings.warn("nsys_cc.sweep.table.analyse_set is deprecated: use analyze_set", DeprecationWarning, stacklevel=2)
+    return analyze_set(*args, **kwargs)

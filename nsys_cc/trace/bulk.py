@@ -8,12 +8,13 @@ Two engines, same results (tests compare them on every fixture):
   Arrow buffers, so no Python object is made per row or per value; big tables are split into rowid ranges
   read on parallel threads (the driver releases the GIL), one read-only connection each. Measured (docs/
   PERFORMANCE.md) at 3–4× the speed of the stdlib cursor on one core, more with two.
-- stdlib: the raw DBAPI cursor of the Trace's SQLAlchemy engine, flattened with `np.fromiter` (no row list is
-  kept). Used when the Arrow engine is not installed, when `NSYS_CC_READER=stdlib`, and for any read the
-  Arrow engine refuses (it types a column from its first rows and stops at a value of another type, which
-  odd exports can hold; the stdlib cursor reads it as the old code did).
+- stdlib: the Trace's sqlite3 cursor, flattened with `np.fromiter` (no row list is kept). Used for tables of at
+  most SMALL_ROWS rows (importing the Arrow engine costs about 0.1 s, more than it saves on them), when the Arrow
+  engine is not installed, when `NSYS_CC_READER=stdlib`, and for any read the Arrow engine refuses (it types a
+  column from its first rows and stops at a value of another type, which odd exports can hold; the stdlib cursor
+  reads it as the old code did). `NSYS_CC_READER=arrow` uses the Arrow engine at every size.
 Integer expressions must never be NULL: wrap nullable columns in `coalesce(col, NULL_INT)` (`NULL_INT`
-marks SQL NULL). SQLAlchemy remains the way in for everything else (engine, schema, metadata, small reads).
+marks SQL NULL). The stdlib cursor remains the way in for everything else (schema, metadata, small reads).
 
 globalTid / globalPid (Nsight Systems' serialized GlobalId):
 - PID = (globalTid >> 24) & 0xFFFFFF, TID = globalTid & 0xFFFFFF;
@@ -58,6 +59,9 @@ ENGINE_ENV = "NSYS_CC_READER"
 PART_ROWS = 400_000
 # Rows per Arrow batch from the driver (its default, 1024, costs more per row).
 BATCH_ROWS = 16_384
+# Tables of at most this many rows are read with the stdlib cursor unless NSYS_CC_READER=arrow: the Arrow engine's
+# import (adbc, pyarrow's dataset module) costs more than it saves there (`nsys-cc analyze` of two small traces).
+SMALL_ROWS = 50_000
 
 
 def arrow_available() -> bool:
@@ -73,6 +77,15 @@ def arrow_available() -> bool:
 def engine() -> str:
     """The engine bulk reads use now: "arrow" or "stdlib" (`NSYS_CC_READER=stdlib` forces the latter)."""
     if os.environ.get(ENGINE_ENV, "").lower() == "stdlib":
+        return "stdlib"
+    return "arrow" if arrow_available() else "stdlib"
+
+
+def engine_for(rows: int) -> str:
+    """The engine a read of a table of `rows` rows uses: `engine()`, but the stdlib cursor for a small table unless
+    `NSYS_CC_READER=arrow` asks for Arrow at every size (the Arrow engine is not even imported then)."""
+    choice = os.environ.get(ENGINE_ENV, "").lower()
+    if choice == "stdlib" or (choice != "arrow" and rows <= SMALL_ROWS):
         return "stdlib"
     return "arrow" if arrow_available() else "stdlib"
 
@@ -103,7 +116,7 @@ def read_columns(
         return [d if d is not None else _empty(k) for d, k in zip(dests, kinds)]
     with progress.step(f"reading {table}", rows=rows):
         result = None
-        if engine() == "arrow":
+        if engine_for(rows) == "arrow":
             try:
                 result = _read_arrow(trace, table, exprs, kinds, where, rows, dests)
             except Exception:  # noqa: BLE001 — any refusal: the stdlib cursor reads it (and reports real errors)

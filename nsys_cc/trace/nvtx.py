@@ -186,10 +186,13 @@ def clean_name(name: str) -> str:
 
 def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[str] = ()) -> np.ndarray:
     """Rows of `ranges` whose `name` or `qualified_name` equals one of `names` (each taken through
-    `clean_name`), or whose `name` starts with one of `prefixes`: a boolean array, worked out per category."""
+    `clean_name`), or whose `name` starts with one of `prefixes`: a boolean array, worked out per category. The one
+    rule by which the package picks ranges by name (a frame without `qualified_name` is matched on `name`)."""
     wanted = {clean_name(n) for n in names}
     hit = np.zeros(len(ranges), dtype=bool)
     for col in ("name", "qualified_name"):
+        if col not in ranges:
+            continue
         cat = ranges[col].array
         if not isinstance(cat, pd.Categorical):
             cat = pd.Categorical(ranges[col])

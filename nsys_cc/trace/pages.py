@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import sys
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -35,8 +36,11 @@ def _setter() -> Callable[[bool], bool] | None:
 
 @contextlib.contextmanager
 def small_pages() -> Iterator[None]:
-    """NumPy's huge-page request off inside the block (unless `NUMPY_MADVISE_HUGEPAGE` is set), as it was after."""
-    setter = None if "NUMPY_MADVISE_HUGEPAGE" in os.environ else _setter()
+    """NumPy's huge-page request off inside the block (unless `NUMPY_MADVISE_HUGEPAGE` is set), as it was after.
+    Before NumPy is imported there is no array to page, and NumPy is not imported for this (a CLI verb's `--help`
+    loads no NumPy): the reads and analyses that import it run inside `small_pages` of their own."""
+    skip = "NUMPY_MADVISE_HUGEPAGE" in os.environ or "numpy" not in sys.modules
+    setter = None if skip else _setter()
     if setter is None:
         yield
         return

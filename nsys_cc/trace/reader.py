@@ -28,14 +28,14 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import threading
 import warnings
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 import pandas as pd
-from sqlalchemy import create_engine
-from sqlalchemy.engine import Engine
 
 from .. import progress
 from ..errors import InputError
@@ -44,6 +44,9 @@ from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
 from .source import TraceInfo, handed_out, is_sqlite, quote_identifier, readonly_uri
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Engine
 
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
@@ -85,14 +88,21 @@ class ExportTrace:
         tables: every table of the export → its row count.
         has_cuda: CUPTI_ACTIVITY_KIND_RUNTIME has rows and so does one of KERNEL/MEMCPY/MEMSET/GRAPH_TRACE.
         has_nvtx: NVTX_EVENTS has rows.
-        engine: the SQLAlchemy engine (read-only connections).
+        engine: a SQLAlchemy engine on the export (read-only connections), made on first use: nsys_cc reads
+            through the standard library's sqlite3 (one read-only connection per thread), so that opening a trace
+            does not import SQLAlchemy.
     """
 
     def __init__(self, path: str | os.PathLike, sqlite_path: Path):
         self.path = str(path)
         self.sqlite_path = sqlite_path
+        self._connect = _connect_ro(sqlite_path)
+        self._local = threading.local()  # this thread's connection, and the `_opened` count it belongs to
+        self._connections: list[sqlite3.Connection] = []
+        self._opened = 0  # times the connections were closed (a connection of an earlier count is closed)
+        self._lock = threading.Lock()
+        self._engine: Engine | None = None
         self._private: tempfile.TemporaryDirectory | None = None  # a private copy of a WAL-mode file (open_trace)
-        self.engine: Engine = create_engine("sqlite://", creator=_connect_ro(sqlite_path))
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
@@ -101,10 +111,10 @@ class ExportTrace:
                 self.tables = self._count_tables()
                 meta = self._metadata()
         except BaseException:
-            self.engine.dispose()
+            self.close()
             raise
         if not (set(META_TABLES) & set(self.tables) or "NVTX_EVENTS" in self.tables or self._cupti_tables()):
-            self.engine.dispose()
+            self.close()
             raise InputError(
                 f"{self.path} is not an Nsight Systems SQLite export: "
                 "no EXPORT_META_DATA/META_DATA_EXPORT and no NVTX or CUDA tables"
@@ -121,9 +131,36 @@ class ExportTrace:
 
     def close(self) -> None:
         """Close every connection to the export (and remove the private copy of a WAL-mode file)."""
-        self.engine.dispose()
+        with self._lock:
+            connections, self._connections = self._connections, []
+            engine, self._engine = self._engine, None
+            self._opened += 1
+        for conn in connections:
+            conn.close()
+        if engine is not None:
+            engine.dispose()
         if self._private is not None:
             self._private.cleanup()
+
+    @property
+    def engine(self) -> Engine:
+        """A SQLAlchemy engine on the export (read-only connections), made on first use."""
+        with self._lock:
+            if self._engine is None:
+                from sqlalchemy import create_engine
+
+                self._engine = create_engine("sqlite://", creator=self._connect)
+            return self._engine
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's read-only connection to the export (opened on first use, kept until `close`)."""
+        conn, opened = getattr(self._local, "conn", (None, -1))
+        if conn is None or opened != self._opened:
+            conn = self._connect()
+            with self._lock:
+                self._connections.append(conn)
+                self._local.conn = conn, self._opened
+        return conn
 
     def __repr__(self) -> str:
         return f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables)"
@@ -142,7 +179,7 @@ class ExportTrace:
         SQLite errors (a missing table or column, a corrupt or truncated file) and values that do not convert
         (text or blobs where nsys writes integers, NULL where it never does, integers beyond 64 bits)."""
         try:
-            conn = self.engine.raw_connection()
+            conn = self._connection()
         except sqlite3.Error as exc:
             raise InputError(f"{self._source}: cannot open as SQLite: {_quote(exc)}") from None
         try:
@@ -158,8 +195,6 @@ class ExportTrace:
             raise InputError(f"{self._source} is a corrupt or truncated SQLite file: {_quote(exc)}") from None
         except (ValueError, TypeError, OverflowError) as exc:
             raise self._damaged(exc) from None
-        finally:
-            conn.close()
 
     def _damaged(self, exc: Exception) -> InputError:
         return InputError(

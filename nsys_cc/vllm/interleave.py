@@ -1,8 +1,9 @@
-"""The program one interleaved run of `nsys-cc profile` runs under nsys: several vLLM engines in ONE process, their
-benchmark iterations alternating, so that the machine's drift and the process's own state hit every model alike.
+"""The program one interleaved run of `nsys-cc profile` runs under nsys (`python -m nsys_cc.vllm.interleave`): several
+vLLM engines in ONE process, their benchmark iterations alternating, so that the machine's drift and the process's own
+state hit every model alike.
 
-Usage: `python -m nsys_cc.launch.interleave --output-json RUN.json --engine LABEL [vllm bench latency options] …`,
-one `--engine` group per engine, each with the options `nsys_cc.launch.bench` takes (`vllm bench latency`'s,
+Usage: `python -m nsys_cc.vllm.interleave --output-json RUN.json --engine LABEL [vllm bench latency options] …`,
+one `--engine` group per engine, each with the options `nsys_cc.vllm.bench` takes (`vllm bench latency`'s,
 `--output-json` excepted). Every engine is an in-process `LLM` (the launcher sets `VLLM_ENABLE_V1_MULTIPROCESSING=0`
 on the CPU); vLLM 0.32's CPU build holds several in one process (verified, docs/REPEATABILITY.md). A label given
 several times is several instances of one model (its weights at other addresses: on the CPU two instances of one
@@ -40,16 +41,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, INTERLEAVE_MODULE
+
 ENGINE_FLAG = "--engine"
-ENGINE_RANGE_PREFIX = "nsys_cc:engine "
 FORMAT = "nsys_cc.interleaved"
-ENV_METRICS_DIR = "NSYS_CC_METRICS_OUT"
+# vLLM's spec-decode counter names (`analysis.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
+__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "count_spec_decoding", "engine_range", "main", "split_argv"]
 
 
 def engine_range(label: str) -> str:
-    """The NVTX range around each generate call of the engine labelled `label`."""
+    """The NVTX range around each generate call of the engine labelled `label` (`analysis.scope.engine_range`)."""
     return ENGINE_RANGE_PREFIX + label
 
 
@@ -122,12 +125,12 @@ def _bench_json(latencies: list[float]) -> dict:
 def main(argv: list[str]) -> None:
     import argparse
 
-    from . import vllm_fixes, vllm_plugin
+    from . import fixes as vllm_fixes, plugin as vllm_plugin
     from .nvtx_backend import choose
 
     vllm_plugin.register()
     vllm_fixes.install()
-    head_parser = argparse.ArgumentParser(prog="python -m nsys_cc.launch.interleave")
+    head_parser = argparse.ArgumentParser(prog=f"python -m {INTERLEAVE_MODULE}")
     head_parser.add_argument("--output-json", required=True)
     head, groups = split_argv(argv)
     out = Path(head_parser.parse_args(head).output_json)
@@ -154,7 +157,7 @@ def main(argv: list[str]) -> None:
                 entry["counted"] = count_spec_decoding(entry["llm"], entry["counters"])
         except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
             entry["error"] = f"{type(exc).__name__}: {exc}"
-            print(f"nsys_cc.launch.interleave: engine {label} could not be built: {entry['error']}", file=sys.stderr)
+            print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
         entry["args"] = args
         entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
                                          max_tokens=args.output_len, detokenize=not args.disable_detokenize)
@@ -163,7 +166,7 @@ def main(argv: list[str]) -> None:
         engines.append(entry)
     live = [e for e in engines if "llm" in e]
     if not live:
-        raise SystemExit("nsys_cc.launch.interleave: no engine could be built")
+        raise SystemExit(f"{INTERLEAVE_MODULE}: no engine could be built")
     by_label: dict[str, list[float]] = {}  # measured latencies per label, every instance, in the order they ran
     warmup = max(e["args"].num_iters_warmup for e in live)
     iters = max(e["args"].num_iters for e in live)

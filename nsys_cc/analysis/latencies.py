@@ -1,0 +1,53 @@
+"""vLLM's own per-iteration latencies: the `--output-json` of its latency benchmark (`X.bench.json`), the one reader.
+
+`nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
+`latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
+forward-share check (`nsys_cc.launch.check`) pairs them with the trace's iteration ranges; the speculative analysis
+cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+
+def trace_stem(path: str | os.PathLike) -> str:
+    """The path without `.sqlite` / `.nsys-rep`: where `X.metrics.json` and `X.bench.json` sit beside `X.sqlite`."""
+    return os.fspath(path).removesuffix(".sqlite").removesuffix(".nsys-rep")
+
+
+def bench_json_of(trace: str | os.PathLike) -> Path:
+    """`X.bench.json` beside the trace `X.sqlite` (or `X.nsys-rep`)."""
+    return Path(trace_stem(trace) + ".bench.json")
+
+
+def read_latencies(bench_json: str | os.PathLike) -> np.ndarray:
+    """vLLM's per-iteration latencies in seconds (float array, possibly empty) from its latency `--output-json`.
+    Raises InputError when the file cannot be read or is not such a file."""
+    try:
+        doc = json.loads(Path(bench_json).read_text())
+        values = doc["latencies"]
+        if not isinstance(values, list):
+            raise TypeError(f"latencies is a {type(values).__name__}, not a list")
+        return np.asarray([float(x) for x in values], dtype=float)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
+
+
+def latencies_beside(trace: str | os.PathLike) -> tuple[np.ndarray | None, str | None]:
+    """The latencies of `X.bench.json` beside the trace, None when there is none or it holds none; and a note when
+    there is one that cannot be read (what it says instead of the numbers)."""
+    path = bench_json_of(trace)
+    if not path.exists():
+        return None, None
+    try:
+        values = read_latencies(path)
+    except InputError as exc:
+        return None, f"{exc}: vLLM's latencies left out"
+    return (values if values.size else None), None

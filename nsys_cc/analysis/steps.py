@@ -1,0 +1,300 @@
+"""Engine steps of a vLLM run, from its NVTX ranges: which forwards ran in which step, and how long each step took.
+
+A step is one engine step (vLLM's `EngineCore.step`: schedule, run the target model, sample, and in a speculative run
+reject and propose the next drafts); nothing else in nsys_cc is called a step (a tensor-parallel forward, one range
+per rank, is a forward: `ranks`). Steps, in order of precedence (`StepTable.rule` says which was used):
+1. "step ranges": the `nsys_cc:step` ranges the plugin writes around each engine step; a forward belongs to the
+   step its start lies in.
+2. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
+   end of the `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats): LLMEngine.step.
+3. "forward to forward": without either, a step runs from the start of one target forward to the start of the
+   next one of the same iteration (`nsys_cc:iteration` ranges; without them, up to the next forward unless it is a
+   prefill); the draft forwards in between are its drafts. The last forward of each iteration closes no step, so
+   its step is not counted.
+
+Target forwards are the ranges named `range_name` (in a trace of vLLM's own scopes, `gpu_model_runner: forward` when
+the default range was asked for); draft forwards are `draft_model_executable()` or vLLM's `gpu_model_runner: draft`.
+Warm-up and phases follow the rules of the plain analysis (`phases`): forwards and steps that start inside warm-up
+are dropped (`phases.warmup_mask`); a target forward's kind is its phase from its token payload (tokens per sequence,
+`phases.tokens_per_sequence`; prefill, decode, or in a speculative run verify: `phases.payload_phases`, with γ + 1 at
+least the run's γ + 1 when the metrics dump says it). Target forwards without a token payload (vLLM's scopes):
+prefill is the first forward of each iteration, else a forward whose engine step has no `schedule: allocate_slots`
+scope (vLLM scopes slot allocation for running requests only), else the slow group of the forward times
+(`phases.slow_group`); the others are verify forwards in a speculative run, decode forwards otherwise. A step's kind is
+the phase of its target forward; a step without one is "empty", with several "mixed" (both left out, with a note).
+
+Per step: step_ms; target_ms (its target forward); draft_ms (its draft forwards, summed) and draft_forwards (how many;
+NaN with vLLM's draft scope, one range around all of a step's drafts); other_ms = step − target − drafts (scheduling,
+sampling, rejection, bookkeeping: everything outside a forward).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..contract import (
+    DEFAULT_RANGE,
+    SCOPES_ALLOCATE,
+    SCOPES_DRAFT,
+    SCOPES_FORWARD,
+    SCOPES_STEP,
+    SCOPES_STEP_PREFIX,
+    STEP_RANGE,
+    WARMUP_RANGE,
+)
+from ..errors import InputError
+from ..trace.nvtx import matches
+from .latencies import latencies_beside
+from .metrics import DECODE, PREFILL, VERIFY
+from .phases import (
+    containing,
+    iteration_windows,
+    markers,
+    payload_phases,
+    slow_group,
+    tokens_per_sequence,
+    verify_tokens,
+    warmup_mask,
+)
+from .ranges import draft_range_of, marked_ranges, select
+
+# Kinds of a step beyond the phases of its target forward (both left out of every figure).
+EMPTY, MIXED = "empty", "mixed"
+
+STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
+                "other_ms"]
+
+
+@dataclass(frozen=True, eq=False)
+class StepTable:
+    """The engine steps of one trace (`steps`: STEP_COLUMNS, kept steps only), the draft forwards inside them
+    (`draft_forwards`: step, wall_ms, payload) and how the steps were found."""
+
+    steps: pd.DataFrame
+    draft_forwards: pd.DataFrame
+    rule: str
+    rule_detail: str
+    iterations: int
+    forwards_per_iteration: float
+    gamma_from_payload: int | None
+    notes: tuple[str, ...] = ()
+    latencies_s: np.ndarray | None = None  # vLLM's per-iteration latencies (X.bench.json), when known
+
+    def of_kind(self, kind: str) -> pd.DataFrame:
+        return self.steps[self.steps["kind"] == kind]
+
+
+def _closed(df: pd.DataFrame) -> pd.DataFrame:
+    if "open_at_end" in df:
+        df = df[~df["open_at_end"].to_numpy(dtype=bool)]
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
+    """Engine steps of a vLLM-scopes trace: each `llm_engine step: get_output` range together with the
+    `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats), up to the next
+    get_output: start = get_output's start, end = the last of them's end (LLMEngine.step as vLLM scopes it)."""
+    eng = _closed(ranges[matches(ranges, (), (SCOPES_STEP_PREFIX,))])
+    opens = matches(eng, (SCOPES_STEP,))
+    if eng.empty or not opens.any():
+        return eng.iloc[0:0]
+    group = np.cumsum(opens)
+    eng = eng[group > 0].assign(group=group[group > 0])
+    out = eng.groupby("group").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index(drop=True)
+    out["duration_ns"] = out["end_ns"] - out["start_ns"]
+    return out
+
+
+def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+               speculative: bool = False) -> StepTable:
+    """The engine steps of a trace (plain or speculative) from its NVTX ranges (`ranges.marked_ranges`, or all of
+    `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump). `speculative`: the trace is a
+    speculative run even without draft-forward ranges (a proposer without a draft model, such as vLLM's ngram): its
+    target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
+    notes: list[str] = []
+    draft_name = draft_range_of(ranges)
+    if draft_name == SCOPES_DRAFT and range_name == DEFAULT_RANGE:
+        range_name = SCOPES_FORWARD
+    target = _closed(select(ranges, range_name))
+    if target.empty:
+        raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")
+    drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
+
+    def measured(df: pd.DataFrame) -> pd.DataFrame:
+        if df.empty:
+            return df
+        return df[~warmup_mask(df, ranges, None)[0]].reset_index(drop=True)
+
+    target, drafts = measured(target), measured(drafts)
+    if markers(ranges, (WARMUP_RANGE,)).empty:
+        notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
+    if target.empty:
+        raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")
+    speculating = draft_name is not None or speculative
+    t_start = target["start_ns"].to_numpy()
+    iters = iteration_windows(ranges)
+    t_iter = containing(t_start, iters)
+    wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
+    gamma_payload = None
+    if target["payload"].notna().all():
+        tokens, _ = tokens_per_sequence(target, ranges, speculating)
+        kind, _ = payload_phases(tokens, speculating, gamma, draft_model=draft_name is not None)
+        common = verify_tokens(tokens) if speculating else None
+        gamma_payload = None if common is None else round(common) - 1
+    else:
+        tokens = np.full(len(target), np.nan)
+        kind = np.full(len(target), DECODE, dtype=object)
+        scope_steps = measured(_scope_steps(ranges))
+        allocate = select(ranges, SCOPES_ALLOCATE)
+        if (t_iter >= 0).all():
+            first = np.r_[True, t_iter[1:] != t_iter[:-1]]
+            how = "the first target forward of each iteration"
+        elif len(scope_steps) and len(allocate):
+            step_of = containing(t_start, scope_steps)
+            has_alloc = np.zeros(len(scope_steps), dtype=bool)
+            a_step = containing(allocate["start_ns"].to_numpy(), scope_steps)
+            has_alloc[a_step[a_step >= 0]] = True
+            first = (step_of >= 0) & ~has_alloc[np.clip(step_of, 0, None)]
+            how = (f"a forward whose engine step has no '{SCOPES_ALLOCATE}' scope (vLLM scopes that for running "
+                   "requests only, so such a step schedules a new request)")
+        else:
+            slow, ratio = slow_group(wall)
+            first = slow if slow is not None else np.zeros(len(wall), dtype=bool)
+            how = f"the slow group of target forwards ({ratio:.1f}× gap)" if slow is not None else "none (no gap)"
+        kind[first] = PREFILL
+        if speculating:
+            kind[~first] = VERIFY
+            if gamma is not None:
+                tokens[~first] = gamma + 1
+        else:
+            tokens[~first] = 1
+        notes.append(f"the target forwards carry no token payload: prefill taken as {how}")
+
+    d_start = drafts["start_ns"].to_numpy() if len(drafts) else np.array([], dtype=np.int64)
+    d_wall = drafts["duration_ns"].to_numpy(dtype=float) / 1e6 if len(drafts) else np.array([])
+    d_payload = drafts["payload"].to_numpy(dtype=float) if len(drafts) else np.array([])
+    steps_r = measured(_closed(select(ranges, STEP_RANGE)))
+    rule, detail = "step ranges", f"the trace's '{STEP_RANGE}' ranges around each engine step"
+    if steps_r.empty:
+        steps_r = measured(_scope_steps(ranges))
+        rule = "vLLM step scopes"
+        detail = (f"vLLM's own scopes: from each '{SCOPES_STEP}' to the end of the '{SCOPES_STEP_PREFIX}…' ranges "
+                  "after it (LLMEngine.step)")
+    if len(steps_r):
+        s_start = steps_r["start_ns"].to_numpy()
+        s_ms = steps_r["duration_ns"].to_numpy(dtype=float) / 1e6
+        t_step = containing(t_start, steps_r)
+        d_step = containing(d_start, steps_r) if len(d_start) else np.array([], dtype=int)
+        s_iter = containing(s_start, iters)
+    else:
+        rule = "forward to forward"
+        detail = (f"no '{STEP_RANGE}' ranges: a step runs from one target forward's start to the next one's "
+                  "in the same iteration; the last forward of each iteration closes no step and is not counted")
+        nxt_same = np.r_[t_iter[1:] == t_iter[:-1], False]
+        if (t_iter < 0).all():
+            nxt_same = np.r_[kind[1:] != PREFILL, False]
+        keep = np.flatnonzero(nxt_same)
+        s_start = t_start[keep]
+        s_ms = (t_start[keep + 1] - t_start[keep]) / 1e6
+        s_iter = t_iter[keep]
+        t_step = np.full(len(target), -1)
+        t_step[keep] = np.arange(keep.size)
+        pos = np.searchsorted(t_start, d_start, side="right") - 1
+        d_step = np.where(pos >= 0, t_step[np.clip(pos, 0, None)], -1) if len(d_start) else np.array([], dtype=int)
+        dropped = int(len(target) - keep.size)
+        if dropped:
+            notes.append(f"{dropped} target forward(s) close no step (last of their iteration): not counted")
+    n_steps = len(s_start)
+    count_t = np.bincount(t_step[t_step >= 0], minlength=n_steps)
+    sum_t = np.bincount(t_step[t_step >= 0], weights=wall[t_step >= 0], minlength=n_steps)
+    tok = np.full(n_steps, np.nan)
+    knd = np.full(n_steps, EMPTY, dtype=object)
+    inside = t_step >= 0
+    tok[t_step[inside]] = tokens[inside]
+    knd[t_step[inside]] = kind[inside]
+    knd[count_t > 1] = MIXED
+    dmask = d_step >= 0 if len(d_start) else np.array([], dtype=bool)
+    count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
+    sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
+    steps = pd.DataFrame({
+        "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
+        "target_ms": sum_t, "tokens": tok,
+        "draft_ms": sum_d, "draft_forwards": count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
+        "other_ms": s_ms - sum_t - sum_d,
+    })[STEP_COLUMNS]
+    odd = {k: int((knd == k).sum()) for k in (EMPTY, MIXED) if (knd == k).any()}
+    if odd:
+        notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
+                                                                     "several target forwards") + ")"
+                                                      for k, n in odd.items()))
+        steps = steps[~steps["kind"].isin((EMPTY, MIXED))]
+    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
+    measured_iters = np.unique(t_iter[t_iter >= 0])
+    n_prefill = int((kind == PREFILL).sum())
+    if measured_iters.size:
+        per_iter = float(pd.Series(t_iter[t_iter >= 0]).value_counts().median())
+    elif n_prefill:  # no iteration ranges: each iteration starts with its prefill
+        per_iter = len(target) / n_prefill
+        notes.append(f"no iteration ranges: {n_prefill} iterations counted by their prefill forwards")
+    else:
+        per_iter = math.nan
+    if draft_name == SCOPES_DRAFT:
+        notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
+                     "its own overhead); one draft forward is taken as that ÷ γ")
+    return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
+                     float(per_iter), gamma_payload, tuple(notes))
+
+
+def with_latencies(table: StepTable, path: str | os.PathLike) -> StepTable:
+    """`table` with vLLM's latencies from `X.bench.json` beside the trace `path` (a note when that file is broken)."""
+    latencies, note = latencies_beside(path)
+    return dataclasses.replace(table, latencies_s=latencies, notes=table.notes + ((note,) if note else ()))
+
+
+def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+                    speculative: bool = False) -> StepTable:
+    """`step_table` of the trace at `path`, with vLLM's latencies beside it (`with_latencies`); opens the trace.
+    (`cost_coefficient` reads each trace once and builds its step table from what it read.)"""
+    from ..trace import open_trace
+
+    with open_trace(os.fspath(path)) as trace:
+        table = step_table(marked_ranges(trace, range_name), range_name, gamma=gamma, speculative=speculative)
+    return with_latencies(table, path)
+
+
+def is_speculative(path: str | os.PathLike) -> bool:
+    """Whether the trace at `path` holds draft-model forward ranges (a speculative-decoding run); opens the trace."""
+    from ..contract import DRAFT_RANGES
+    from ..trace import open_trace
+
+    with open_trace(os.fspath(path)) as trace:
+        return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False)) is not None
+
+
+# The columns of a trace's ranges that `step_table` reads.
+STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
+
+
+def markers_of(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
+    """Of a trace's ranges as read (`ranges.marked_ranges`), what `step_table` needs besides the forwards named
+    `range_name`: the markers, in STEP_INPUT_COLUMNS. With `with_forwards` it makes the step table of a trace whose
+    forwards were kept by its model, without keeping (or reading again) its forward ranges."""
+    return ranges.loc[~matches(ranges, (range_name,)), STEP_INPUT_COLUMNS]
+
+
+def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:
+    """`markers` (`markers_of`) and the forwards of `model` (a `ModelForwards` of the same trace: one row per forward,
+    across ranks on several) as ranges named its `range_name`: the input of `step_table`."""
+    fwd = model.forwards
+    forwards = pd.DataFrame({"name": model.range_name, "qualified_name": model.range_name,
+                             "start_ns": fwd["start_ns"], "end_ns": fwd["end_ns"],
+                             "duration_ns": fwd["end_ns"] - fwd["start_ns"], "payload": fwd["payload"],
+                             "open_at_end": fwd["open_at_end"]})
+    both = [markers.astype({"name": object, "qualified_name": object}), forwards]
+    return pd.concat([b for b in both if len(b)], ignore_index=True) if len(markers) else forwards

@@ -1,0 +1,65 @@
+"""The contract between what runs inside vLLM and what reads its traces: every name spelled once.
+
+The vLLM plugin (`nsys_cc.vllm.plugin`) writes these NVTX ranges, the analysis (`nsys_cc.analysis`) and the
+measurement check (`nsys_cc.launch.check`) read them, and the launcher (`nsys_cc.launch`) sets the environment
+variables that the code inside vLLM reads. Every other module imports the names from here; a test
+(`tests/test_contract.py`) fails when one of them is spelled anywhere else in the package's code.
+
+This module imports nothing: the plugin imports it in every vLLM process.
+
+Ranges, as the analysis matches them (`nsys_cc.trace.nvtx.matches`, the one rule): a name matches a range whose
+name or qualified name ("domain:name") equals it, after dropping one leading ":" from the query.
+"""
+
+# ---- NVTX ranges nsys_cc's plugin writes (push/pop, default domain; payloads in the plugin's docstring) ----------
+# Each forward of the target model; payload: tokens scheduled in it.
+FORWARD_RANGE = "model_executable()"
+# Each forward of a draft model in a speculative run; its presence makes a trace speculative.
+DRAFT_FORWARD_RANGE = "draft_model_executable()"
+# Each engine step (scheduling done → step end); payload: tokens scheduled for the target.
+STEP_RANGE = "nsys_cc:step"
+# Each measured benchmark iteration (one `LLM.generate` call); payload: the batch size.
+ITERATION_RANGE = "nsys_cc:iteration"
+# Each warm-up iteration; payload: the batch size. Forwards that start inside one are dropped.
+WARMUP_RANGE = "nsys_cc:warmup"
+# Each all-reduce of vLLM's CPU build inside a forward (tensor parallel on the CPU); payload: bytes reduced.
+ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
+
+# The user's range (`range_name`, the CLI's `--range`) when none is given.
+DEFAULT_RANGE = FORWARD_RANGE
+
+# ---- vLLM's own NVTX scopes (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`), read when a trace has no plugin ranges ----------
+VLLM_SCOPES_ENV = "VLLM_NVTX_SCOPES_FOR_PROFILING"
+SCOPES_FORWARD = "gpu_model_runner: forward"
+# One range around all of a step's draft forwards (the proposer).
+SCOPES_DRAFT = "gpu_model_runner: draft"
+# LLMEngine.step's scopes: get_output, then process_outputs, abort_requests, record_stats.
+SCOPES_STEP_PREFIX = "llm_engine step: "
+SCOPES_STEP = SCOPES_STEP_PREFIX + "get_output"
+# vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
+SCOPES_ALLOCATE = "schedule: allocate_slots"
+
+# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope.
+DRAFT_RANGES = (DRAFT_FORWARD_RANGE, SCOPES_DRAFT)
+# The target-forward range of each kind of trace: the plugin's, else vLLM's own scope.
+FORWARD_RANGES = (FORWARD_RANGE, SCOPES_FORWARD)
+
+# ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.live`) --------
+# Step kinds: a prompt (chunk) in the step; every request decoding one token; every request verifying drafts.
+LIVE_MIXED, LIVE_DECODE, LIVE_VERIFY = 0, 1, 2
+
+# ---- Environment variables the launcher (or the user) sets and the code inside vLLM reads ----------------------
+ENV_PLUGIN = "NSYS_CC_PLUGIN"  # "1": the plugin writes its NVTX ranges
+ENV_WARMUP_ITERS = "NSYS_CC_WARMUP_ITERS"  # the first N `LLM.generate` calls are warm-up
+ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"  # where the benchmark driver dumps vLLM's metrics
+ENV_VLLM_FIXES = "NSYS_CC_VLLM_FIXES"  # "0": vLLM's CPU build runs without nsys_cc's correction
+ENV_LIVE = "NSYS_CC_LIVE"  # "1": live timing and metrics
+ENV_LIVE_WINDOW = "NSYS_CC_LIVE_WINDOW"  # verify steps in the live estimate's window
+
+# The module vLLM's latency benchmark runs as under nsys (`python -m …`).
+BENCH_MODULE = "nsys_cc.vllm.bench"
+# The module an interleaved run of `profile` runs as under nsys: several engines in one process (`python -m …`).
+INTERLEAVE_MODULE = "nsys_cc.vllm.interleave"
+# Around every generate call of the engine labelled L in an interleaved run: `ENGINE_RANGE_PREFIX + L` (payload: the
+# engine's index). A model's part of such a trace is the ranges that start inside its engine's ranges.
+ENGINE_RANGE_PREFIX = "nsys_cc:engine "

@@ -1,0 +1,68 @@
+"""A CLI that answers at once: a verb imports what it uses when it runs. `--help` (of the tool and of each verb) loads
+neither pandas, SQLAlchemy, matplotlib nor NumPy; `speedup` neither pandas nor SQLAlchemy; `analyze` of small traces
+neither SQLAlchemy, matplotlib nor the Arrow engine. Each runs in a fresh process, which then lists what it loaded.
+(How fast that is, is measured by benchmarks/cli_startup.py, not here.)"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VLLM = ROOT / "fixtures" / "vllm"
+HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_manager", "scipy")
+
+PROBE = """
+import json, sys
+from nsys_cc.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+sys.stderr.write("\\n" + json.dumps({"code": code, "loaded": sorted(
+    m for m in %r if m in sys.modules)}) + "\\n")
+""" % (HEAVY,)
+
+
+def loaded(*args: str) -> list[str]:
+    """The heavy libraries a fresh `nsys-cc ARGS` loaded (it must exit 0)."""
+    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=ROOT)
+    doc = json.loads(out.stderr.strip().splitlines()[-1])
+    assert doc["code"] in (0, None), out.stderr
+    return doc["loaded"]
+
+
+def test_help_loads_nothing_heavy():
+    assert loaded("--help") == []
+
+
+@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep", "speedup", "info", "ranges"])
+def test_each_verbs_help_loads_nothing_heavy(verb):
+    assert loaded(verb, "--help") == []
+
+
+def test_speedup_needs_no_pandas_nor_sqlalchemy():
+    assert loaded("speedup", "--c", "0.0662", "--acceptance", "0.8") == ["numpy"]
+
+
+def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
+    got = loaded("analyze", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
+    assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)
+    assert "pandas" in got  # the analysis itself is pandas
+
+
+def test_the_small_read_rule(monkeypatch):
+    from nsys_cc.trace import bulk
+
+    monkeypatch.delenv(bulk.ENGINE_ENV, raising=False)
+    assert bulk.engine_for(bulk.SMALL_ROWS) == "stdlib" and bulk.engine_for(bulk.SMALL_ROWS + 1) == "arrow"
+    monkeypatch.setenv(bulk.ENGINE_ENV, "arrow")
+    assert bulk.engine_for(10) == "arrow"
+    monkeypatch.setenv(bulk.ENGINE_ENV, "stdlib")
+    assert bulk.engine_for(10**9) == "stdlib"

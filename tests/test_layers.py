@@ -1,0 +1,174 @@
+"""The package's layers: no import runs from a lower layer to a higher one, and no import circle exists.
+
+Every import of the package's own modules counts, wherever it is written (module level, inside a function, under
+`TYPE_CHECKING`): each one is an arrow a reader has to follow. The layers, lowest first:
+
+- base: `contract` (the NVTX and environment names), `errors`, `progress`, `version`, `views` (a result's views, bound
+  from above), `atomic` (files written whole), `inputs` (files read without waiting) — import nothing above them;
+- `trace`: reading Nsight Systems exports;
+- `analysis`: the measurements, as data (a result binds its views from above: `report` registers them);
+- `report`: every rendering of a result (text, files, figures);
+- `live`: live c inside a vLLM server (its timing in the worker, its stat logger in the API server), on top of the
+  analysis (the estimate) and the report (its log line);
+- `vllm`: what runs inside vLLM's processes (the plugin, which carries the live timing; vLLM fixes; the NVTX binding;
+  the benchmark driver) — nothing below imports it, and it imports nothing of the host side above;
+- `launch`: the host side of `profile` (plans, commands, processes, the forward-share check);
+- `sweep`: many profiles and many analyses, locally or on Dask, on top of `launch`;
+- `cli`: the click verbs;
+- the facade (`nsys_cc/__init__.py`), which names everything.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+LAYERS = [
+    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs"}),
+    ("trace", {"trace"}),
+    ("analysis", {"analysis"}),
+    ("report", {"report"}),
+    ("live", {"live"}),
+    ("vllm", {"vllm"}),
+    ("launch", {"launch"}),
+    ("sweep", {"sweep"}),
+    ("cli", {"cli"}),
+]
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(root: Path) -> dict[str, Path]:
+    return {module_name(root, p): p for p in sorted(root.rglob("*.py"))}
+
+
+def imports(root: Path) -> dict[str, set[str]]:
+    """Each module of the package → the package's modules it imports anywhere in its code. `from P import x` is an
+    arrow to `P.x` when that is a module, else to `P` (a name of P's `__init__`)."""
+    mods = modules(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        out: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                out |= {a.name for a in node.names if a.name.split(".")[0] == root.name}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target.split(".")[0] != root.name:
+                    continue
+                for alias in node.names:
+                    out.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in mods else target)
+        graph[name] = out - {name}
+    return graph
+
+
+def layer(root: Path, module: str) -> int:
+    """Position of `module` in LAYERS; the facade (the package itself) is above them all."""
+    parts = module.split(".")
+    if len(parts) == 1:
+        return len(LAYERS)
+    for i, (_, members) in enumerate(LAYERS):
+        if parts[1] in members:
+            return i
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS in {Path(__file__).name}")
+
+
+def upward(root: Path) -> list[str]:
+    return sorted(f"{a} → {b} ({LAYERS[layer(root, a)][0]} → "
+                  f"{LAYERS[layer(root, b)][0] if layer(root, b) < len(LAYERS) else 'facade'})"
+                  for a, targets in imports(root).items() for b in targets if layer(root, b) > layer(root, a))
+
+
+def circles(root: Path) -> list[list[str]]:
+    """The import circles: strongly connected groups of more than one module (Tarjan)."""
+    graph = imports(root)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_runs_upward():
+    assert upward(PACKAGE) == []
+
+
+def test_no_import_circle():
+    assert circles(PACKAGE) == []
+
+
+def test_every_module_has_a_layer():
+    for name in modules(PACKAGE):
+        layer(PACKAGE, name)
+
+
+def test_the_checks_find_an_upward_arrow_and_a_circle(tmp_path):
+    # the checks themselves, on a small package: a lazy import inside a function is an arrow too
+    pkg = tmp_path / "nsys_cc"
+    for sub in ("analysis", "report"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "result.py").write_text("def render():\n    from ..report.formats import render\n")
+    (pkg / "report" / "formats.py").write_text("from ..analysis.result import render\n")
+    (pkg / "report" / "a.py").write_text("from . import b\n")
+    (pkg / "report" / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    assert upward(pkg) == ["nsys_cc.analysis.result → nsys_cc.report.formats (analysis → report)"]
+    assert circles(pkg) == [["nsys_cc.analysis.result", "nsys_cc.report.formats"],
+                            ["nsys_cc.report.a", "nsys_cc.report.b"]]
+
+
+def test_a_results_views_are_bound_from_above():
+    # the analysis computes without the report loaded; a notebook user's res.render(), res._repr_html_(),
+    # res.to_dict() and res.figures() still work, through the views nsys_cc.report binds when nsys_cc is imported
+    code = """
+import sys
+from nsys_cc.analysis.coefficient import cost_coefficient
+fixtures = sys.argv[1]
+res = cost_coefficient(f"{fixtures}/tiny-llama-target.sqlite", f"{fixtures}/tiny-llama-draft-s.sqlite")
+print(sorted(m for m in sys.modules if m.startswith("nsys_cc.report.")))
+print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html_(),
+      res.to_dict()["coefficients"][0]["draft"], "coefficients" in res.figures())
+"""
+    fixtures = PACKAGE.parent / "fixtures" / "vllm"
+    out = subprocess.run([sys.executable, "-c", code, str(fixtures)], capture_output=True, text=True, check=True)
+    loaded, views = out.stdout.splitlines()
+    assert loaded == "[]"
+    assert views == "True True tiny-llama-draft-s True"

@@ -1,0 +1,85 @@
+"""Each trace is opened once per analysis, and its NVTX ranges are read once (the ranges the analysis needs, handed on
+to everything that looks at them): plain runs, speculative runs with their plain target, a tensor-parallel target,
+and `profile`'s analysis with its forward-share check. Opens are counted at the reader's constructor, reads at the one
+function that runs the NVTX query (`nsys_cc.trace.nvtx.read_ranges`)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import nsys_cc
+from nsys_cc.launch import check, launcher
+from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.trace import nvtx
+from nsys_cc.trace.reader import ExportTrace
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+VLLM, SPEC, TP = FIXTURES / "vllm", FIXTURES / "spec", FIXTURES / "tp"
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """(opens, reads): per real path, how many times a trace was opened and its NVTX ranges were read."""
+    opens: Counter = Counter()
+    reads: Counter = Counter()
+    init, read = ExportTrace.__init__, nvtx.read_ranges
+
+    def counting_init(self, path, sqlite_path):
+        opens[os.path.realpath(path)] += 1
+        init(self, path, sqlite_path)
+
+    def counting_read(trace, *args, **kwargs):
+        reads[os.path.realpath(trace.path)] += 1
+        return read(trace, *args, **kwargs)
+
+    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
+    monkeypatch.setattr(nvtx, "read_ranges", counting_read)
+    return opens, reads
+
+
+def once_each(counter: Counter, paths) -> bool:
+    return dict(counter) == {os.path.realpath(p): 1 for p in paths}
+
+
+def test_plain_runs(counted):
+    paths = [VLLM / "tiny-llama-target.sqlite", VLLM / "tiny-llama-draft-s.sqlite", VLLM / "tiny-llama-draft-xs.sqlite"]
+    nsys_cc.cost_coefficient(paths[0], paths[1:])
+    opens, reads = counted
+    assert once_each(opens, paths) and once_each(reads, paths)
+
+
+def test_speculative_runs_and_their_plain_target(counted):
+    paths = [SPEC / f"{label}.sqlite" for label in ("tiny-llama-target", "tiny-llama-draft-xs",
+                                                     "tiny-llama-draft-xs.spec-g1", "tiny-llama-draft-xs.spec-g3")]
+    res = nsys_cc.cost_coefficient(paths[0], paths[1:])
+    assert sorted(res.speculative.table["gamma"]) == [1, 3]
+    opens, reads = counted
+    assert once_each(opens, paths) and once_each(reads, paths)
+
+
+def test_a_tensor_parallel_target_with_its_all_reduces(counted):
+    paths = [TP / "tiny-llama-target.tp2.sqlite", VLLM / "tiny-llama-draft-s.sqlite"]
+    res = nsys_cc.cost_coefficient(paths[0], paths[1:])
+    assert res.ranks["allreduce_ms"].notna().all()  # the all-reduce ranges came with the one read
+    opens, reads = counted
+    assert once_each(opens, paths) and once_each(reads, paths)
+
+
+def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
+    options = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
+    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, options, nsys="nsys", gpu=False)
+    for run, source in zip(runs, ["tiny-llama-target", "tiny-llama-draft-s"]):
+        shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
+        run.range_name, run.status = "model_executable()", "done"
+    outcome = launcher.analyze(runs, tmp_path, options)
+    assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.notes)
+    opens, reads = counted
+    paths = [r.files.sqlite for r in runs]
+    assert once_each(opens, paths) and once_each(reads, paths)
+    assert check  # the forward-share check reads nothing of its own (it measures the models analysed above)
