@@ -22,3 +22,18 @@ for k in 1 2 3; do
   cp "$work/profile/run-$k"/{trace.sqlite,interleaved.json,done.json} "$work/profile/run-$k"/*.bench.json "$out/run-$k/"
 done
 ls -lR "$out"
+
+# Speculative engines interleaved with the plain target (γ = 1, 2, 3), two runs, one engine each: fixtures/interleaved/spec.
+spec=${out}/spec
+"$nsys_cc" profile --target tiny-llama-target --draft tiny-llama-draft-xs --speculate 1,2,3 \
+  --input-len 64 --output-len 6 --batch-size 1 --num-iters-warmup 1 --num-iters 2 --repeat 2 --replicas 1 \
+  --nsys-trace nvtx --device cpu -o "$work/spec" > "$work/spec.log" 2>&1 || { tail -20 "$work/spec.log"; exit 1; }
+rm -rf "$spec"
+for k in 1 2; do
+  [ -f "$work/spec/run-$k/done.json" ] || { cat "$work/spec/status.json"; exit 1; }
+  mkdir -p "$spec/run-$k"
+  cp "$work/spec/run-$k"/{trace.sqlite,interleaved.json,done.json} "$work/spec/run-$k"/*.bench.json \
+     "$work/spec/run-$k"/*.metrics.json "$spec/run-$k/"
+done
+cp "$work/spec/status.json" "$spec/"
+ls -lR "$spec"

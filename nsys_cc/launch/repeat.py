@@ -437,7 +437,8 @@ def write_status(out: Path, outcome: Outcome) -> Path:
     """`status.json`: every interleaved run's state, and each model's."""
     doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
-                       "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1]}
+                       "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
+                       **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
                       for e in outcome.engines]}
     return atomic.write_text(out / "status.json", json.dumps(doc, indent=2) + "\n")
 
@@ -703,6 +704,18 @@ def _share_note(share: pd.DataFrame, label: str) -> str:
             f"vLLM's {rows['latency_ms'].median():.2f} ms iteration)")
 
 
+def _spec_engine(entry: dict):
+    """A speculative engine from its status.json entry (draft and γ from its `<draft>.spec-g<γ>` label when the entry
+    does not say)."""
+    from ..analysis.spec_runs import SpecEngine
+    from ..analysis.speculative import LABEL_RE
+
+    m = LABEL_RE.match(entry["label"])
+    draft = entry.get("draft") or (m.group("draft") if m else "")
+    gamma = entry.get("gamma") or (int(m.group("gamma")) if m else 0)
+    return SpecEngine(entry["label"], draft, int(gamma))
+
+
 def is_profile_dir(path: str | os.PathLike) -> bool:
     """Whether `path` is the output directory of an interleaved `profile` (its status.json lists runs)."""
     p = Path(path)
@@ -719,17 +732,28 @@ def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), me
     """The pooled analysis of an interleaved profile's completed runs, read from its directory (status.json says
     which runs completed and which models have forwards in all of them). InputError when none completed."""
     from ..analysis.coefficient import cost_coefficient_runs
+    from ..analysis.spec_runs import analyze_runs
 
     p = Path(path)
     doc = json.loads((p / "status.json").read_text())
     done = [r for r in doc["runs"] if r.get("status") in ("done", "resumed")]
-    labels = [m["label"] for m in doc.get("models", []) if m.get("status") == "done"]
+    models = [m for m in doc.get("models", []) if m.get("status") == "done"]
+    labels = [m["label"] for m in models if m.get("role") != "speculative"]
+    spec = [_spec_engine(m) for m in models if m.get("role") == "speculative"]
     if not done or len(labels) < 2:
         raise InputError(f"{p}: no completed interleaved run with the target and a draft (see its status.json)")
-    sqlites = [p / f"{RUN_PREFIX}{r['run']}" / "trace.sqlite" for r in done]
-    return cost_coefficient_runs([[s] * len(labels) for s in sqlites], names=labels, scopes=[labels] * len(done),
-                                 range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
-                                 acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+    dirs = [p / f"{RUN_PREFIX}{r['run']}" for r in done]
+    result = cost_coefficient_runs([[d / "trace.sqlite"] * len(labels) for d in dirs], names=labels,
+                                   scopes=[labels] * len(done), range_name=range_name, skip_ranges=skip_ranges,
+                                   output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+    if not spec:
+        return result
+    coef = result.coefficients
+    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
+    return dataclasses.replace(result, speculative=analyze_runs(
+        [(d / "trace.sqlite", d) for d in dirs], labels[0], spec, range_name=range_name,
+        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()}, output_len=output_len,
+        acceptance=result.acceptance, seed=seed))
 
 
 def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
