@@ -4,18 +4,23 @@ Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM 
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
 gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing about that. Here:
 
-- a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds an engine per model
-  (target first, then the drafts) and alternates their benchmark iterations, so load bursts and the process's own
-  state hit every model alike; its trace `run-<k>/trace.sqlite` holds every model, told apart by the
-  `nsys_cc:engine <label>` ranges (`analysis.scope`);
+- a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds `replicas` engines of every
+  model (the target, the drafts, and with `speculate` one speculative engine per draft and γ) and alternates their
+  benchmark iterations, so load bursts and the process's own state hit every model alike; its trace
+  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
   (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`); the report lists c per run beside
   the machine's state during that run and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval of every draft
   (wall-clock) lies within ±P·c; the outcome says whether the precision or `max_repeat` stopped it;
 - the machine's state before and after each run (load average, CPU count, and the GPU clocks when `nvidia-smi`
-  answers) is recorded in `run-<k>/done.json` and `machines.csv`; a run made with a load above the CPU count gets a
-  note.
+  answers) is recorded in `run-<k>/done.json` and the report's `machine.csv`; runs made with a load above the CPU
+  count get a note.
+- speculative engines are measured in place against the plain target of the same runs, pooled over the runs
+  (`analysis.spec_runs`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
+
+`profile` (the facade's `nsys_cc.profile` and the CLI's) chooses: interleaved runs, or one process per model
+(`launcher.profile`) with `separate`, for tensor-parallel models, and for a speculative config without a draft.
 
 Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
 per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`
