@@ -3,7 +3,9 @@
 What a notebook needs, all here:
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
   `.kernel_summary`, `.categories`, `.diagnosis`, `.verdicts`, `.notes`; `.render(fmt)`, `.figures()`,
-  `.write_report(dir)`;
+  `.write_report(dir)`; `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
+- `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
+  above (what `nsys-cc profile` does; `nsys_cc.launch.launcher`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
   whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
@@ -32,6 +34,8 @@ from .version import __version__
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
+    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
+    "profile": ("nsys_cc.launch.repeat", "profile"),
     "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
     "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
@@ -54,8 +58,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [
     "CostCoefficientResult", "ModelForwards", "NsysCCError", "Trace", "TraceInfo", "__version__", "acceptance",
-    "cost_coefficient", "dsi", "make_figures", "metrics", "open_trace", "plots", "project", "render", "speedup",
-    "speedup_plots", "write_report",
+    "cost_coefficient", "cost_coefficient_runs", "dsi", "make_figures", "metrics", "open_trace", "plots", "profile",
+    "project", "render", "speedup", "speedup_plots", "write_report",
 ]
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
@@ -66,11 +70,15 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         metrics as metrics,
         speedup as speedup,
     )
-    from .analysis.coefficient import cost_coefficient as cost_coefficient
+    from .analysis.coefficient import (
+        cost_coefficient as cost_coefficient,
+        cost_coefficient_runs as cost_coefficient_runs,
+    )
     from .analysis.forecast import StepCostModel as StepCostModel
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError
+    from .launch.repeat import profile as profile
     from .report import (
         make_figures as make_figures,
         plots as plots,

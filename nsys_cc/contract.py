@@ -58,3 +58,8 @@ ENV_LIVE_WINDOW = "NSYS_CC_LIVE_WINDOW"  # verify steps in the live estimate's w
 
 # The module vLLM's latency benchmark runs as under nsys (`python -m …`).
 BENCH_MODULE = "nsys_cc.vllm.bench"
+# The module an interleaved run of `profile` runs as under nsys: several engines in one process (`python -m …`).
+INTERLEAVE_MODULE = "nsys_cc.vllm.interleave"
+# Around every generate call of the engine labelled L in an interleaved run: `ENGINE_RANGE_PREFIX + L` (payload: the
+# engine's index). A model's part of such a trace is the ranges that start inside its engine's ranges.
+ENGINE_RANGE_PREFIX = "nsys_cc:engine "

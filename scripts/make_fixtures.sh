@@ -6,3 +6,4 @@ scripts/make_nvtx_fixture.sh
 if [ -x scripts/make_vllm_fixtures.sh ]; then scripts/make_vllm_fixtures.sh; fi
 scripts/make_tp_fixture.sh
 if [ -x scripts/make_spec_fixtures.sh ]; then scripts/make_spec_fixtures.sh; fi
+scripts/make_interleaved_fixtures.sh

@@ -71,7 +71,7 @@ def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(cli, ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
                                    "--draft", "tiny-llama-draft-xs", "-o", str(out), "--device", "cpu", "--dry-run",
-                                   "--output-len", "4"])
+                                   "--output-len", "4", "--separate-processes"])
     assert res.exit_code == 0, res.output
     assert not out.exists()
     lines = res.output.splitlines()
@@ -87,7 +87,8 @@ def test_dry_run_prints_every_command_and_creates_nothing(tmp_path):
 
 
 def test_dry_run_on_a_gpu_uses_cuda_graphs_by_default_and_traces_them_node_by_node():
-    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
+    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run",
+            "--separate-processes"]
     res = CliRunner().invoke(cli, args)
     assert res.exit_code == 0, res.output
     profiles = [ln for ln in res.output.splitlines() if " profile " in ln]
@@ -255,9 +256,9 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.files.sqlite.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
-    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, device="cpu")
+    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu")
     assert ran == [] and [r.status for r in outcome.runs] == ["resumed", "resumed"]
-    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, device="cpu", force=True)
+    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True)
     assert ran == ["tiny-llama-target", "tiny-llama-draft-s"]
     assert [s["status"] for s in json.loads((tmp_path / "status.json").read_text())] == ["done", "done"]
 

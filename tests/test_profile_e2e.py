@@ -27,7 +27,7 @@ pytestmark = pytest.mark.vllm
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 INPUT_LEN, OUTPUT_LEN, BATCH, WARMUP, ITERS = 32, 3, 2, 2, 2
 BENCH = ["--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--batch-size", str(BATCH),
-         "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu"]
+         "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu", "--separate-processes"]
 GOOD = ["tiny-llama-target", "tiny-llama-draft-xs"]
 
 

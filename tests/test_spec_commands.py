@@ -139,9 +139,9 @@ def _cli(*args: str):
                                     *args])
 
 
-def test_dry_run_lists_the_speculative_runs_with_output_len_32_by_default(tmp_path):
+def test_dry_run_lists_the_speculative_runs_with_output_len_32_as_every_profile(tmp_path):
     out = tmp_path / "out"
-    res = _cli("--draft", "tiny-llama-draft-xs", "--speculate", "1,3", "-o", str(out))
+    res = _cli("--draft", "tiny-llama-draft-xs", "--speculate", "1,3", "-o", str(out), "--separate-processes")
     assert res.exit_code == 0, res.output
     assert not out.exists()
     headers = [ln for ln in res.output.splitlines() if ln.startswith("# ")]
@@ -151,9 +151,10 @@ def test_dry_run_lists_the_speculative_runs_with_output_len_32_by_default(tmp_pa
     profiles = [shlex.split(ln) for ln in res.output.splitlines() if " profile " in ln]
     assert [_after(p, "--output-len") for p in profiles] == ["32"] * 4
     assert "NSYS_CC_METRICS_OUT=" + str(out / "tiny-llama-draft-xs.spec-g3.metrics.json") in profiles[-1]
-    plain = _cli("--draft", "tiny-llama-draft-xs", "-o", str(out))
-    assert {_after(shlex.split(ln), "--output-len") for ln in plain.output.splitlines() if " profile " in ln} == {"2"}
-    given = _cli("--draft", "tiny-llama-draft-xs", "--speculate", "2", "--output-len", "8", "-o", str(out))
+    plain = _cli("--draft", "tiny-llama-draft-xs", "-o", str(out), "--separate-processes")
+    assert {_after(shlex.split(ln), "--output-len") for ln in plain.output.splitlines() if " profile " in ln} == {"32"}
+    given = _cli("--draft", "tiny-llama-draft-xs", "--speculate", "2", "--output-len", "8", "-o", str(out),
+                 "--separate-processes")
     assert {_after(shlex.split(ln), "--output-len") for ln in given.output.splitlines() if " profile " in ln} == {"8"}
 
 

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.vllm
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 INPUT_LEN, OUTPUT_LEN, WARMUP, ITERS, GAMMA = 32, 8, 1, 2, 2
 BENCH = ["--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN), "--num-iters-warmup", str(WARMUP),
-         "--num-iters", str(ITERS), "--nsys-trace", "nvtx", "--device", "cpu"]
+         "--num-iters", str(ITERS), "--nsys-trace", "nvtx", "--device", "cpu", "--separate-processes"]
 NGRAM = {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
 
 

@@ -18,6 +18,9 @@ Numbers defined here (`AcceptanceStats`):
   `alpha` is lower for k > 1 (E[accepted] / k = (α + … + α^k) / k < α), because drafts after the first rejection
   count as not accepted although they were never judged; prefer `alpha_iid` for `speedup`. Both assume every draft
   had k tokens (true unless requests end mid-draft).
+- `alpha_iid_ci95`: the 95 % Wilson interval of `alpha_iid` (`stats.wilson`): under the i.i.d. model every judged
+  draft token is one Bernoulli(α) trial (accepted + drafts that met a rejection trials, accepted successes), so the
+  likelihood is the binomial one. From 45 judged tokens none accepted it is [0, 0.079], not a certain 0.
 
 The dump written by `dump_metrics` and read by `load` is JSON: `{"format": "nsys_cc.vllm_metrics", "version": 1,
 "metrics": [...]}`, one object per metric with `name`, `labels` and `value` (counters, gauges), `values` (vector
@@ -64,6 +67,21 @@ class AcceptanceStats:
     def mean_acceptance_length(self) -> float:
         """Tokens per verification step, the bonus token included: 1 + accepted ÷ drafts (vLLM's definition)."""
         return 1.0 + self.num_accepted / self.num_drafts
+
+    @property
+    def judged_tokens(self) -> int:
+        """Draft tokens the target judged: the accepted ones and one rejection per draft that met one (the i.i.d.
+        model's trials); 0 without the per-position vector."""
+        if not self.accepted_per_position:
+            return 0
+        return self.num_accepted + self.num_drafts - self.accepted_per_position[-1]
+
+    @property
+    def alpha_iid_ci95(self) -> tuple[float, float]:
+        """The 95 % Wilson interval of `alpha_iid` (NaN without the per-position vector)."""
+        from .stats import wilson
+
+        return wilson(self.num_accepted, self.judged_tokens) if self.judged_tokens else (math.nan, math.nan)
 
     @property
     def alpha_iid(self) -> float:
@@ -219,10 +237,18 @@ def alphas_with_source(acceptance, metrics_dump: str | os.PathLike | None = None
     alphas = parse_alphas(acceptance)
     if metrics_dump is None:
         return alphas, None
+    stats = measured_alpha(metrics_dump)
+    alphas.append(stats.alpha_iid)
+    lo, hi = stats.alpha_iid_ci95
+    return alphas, (f"α from {os.fspath(metrics_dump)}: {stats.alpha_iid:.3g} [{lo:.3g}–{hi:.3g}] (i.i.d. maximum "
+                    f"likelihood over {stats.num_drafts} drafts, 95 % Wilson interval over {stats.judged_tokens} "
+                    f"judged tokens; vLLM's accepted ÷ draft tokens = {stats.alpha:.3g})")
+
+
+def measured_alpha(metrics_dump: str | os.PathLike) -> AcceptanceStats:
+    """The counters of a metrics dump whose i.i.d. α is known (InputError naming `acceptance` otherwise)."""
     stats = load(metrics_dump)
     if math.isnan(stats.alpha_iid):
         raise InputError(f"{os.fspath(metrics_dump)} has no per-position counts of accepted tokens; give acceptance "
                          "instead", param="acceptance")
-    alphas.append(stats.alpha_iid)
-    return alphas, (f"α from {os.fspath(metrics_dump)}: {stats.alpha_iid:.3g} (i.i.d. maximum likelihood over "
-                    f"{stats.num_drafts} drafts; vLLM's accepted ÷ draft tokens = {stats.alpha:.3g})")
+    return stats

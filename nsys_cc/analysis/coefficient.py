@@ -4,6 +4,11 @@ For every model (one trace each) the forward ranges are selected by name, warm-u
 phase (see `phases`) and the per-forward metrics of the registry (`metrics.METRICS`, from `projection.project`).
 When the ranges lie in several processes (tensor-parallel ranks) each forward is one range per rank (`ranks`).
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
+A trace that holds several models (one interleaved process of `profile`, `nsys_cc.vllm.interleave`) is read once per
+model with `scope` = the model's engine label (`scope`). Several runs of every model (`cost_coefficient_runs`, what
+`profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then the ratio of the pooled
+medians and its interval the two-level bootstrap across runs (`stats.runs_ratio_of_medians`), and `runs` holds c per
+run.
 This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
 
@@ -22,22 +27,26 @@ from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
 from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
-from .acceptance import alphas_with_source
+from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
+from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
-from .stats import STAT_NAMES, describe, median, ratio_of_medians
+from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 
-__all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient", "load_model"]
+__all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
+           "cost_coefficient_runs", "load_model"]
 
 # What a model keeps of its forward ranges once they are measured (the rest of the trace's NVTX and GPU columns is
 # let go, so analysing N traces holds about one trace's worth of memory at a time, not N).
 MODEL_COLUMNS = ["range_id", "qualified_name", "pid", "tid", "start_ns", "end_ns", "payload", "open_at_end", "kept",
-                   "phase", "kernels", "gpu_ops", *COLUMNS.values()]
+                   "phase", "kernels", "gpu_ops", "run", *COLUMNS.values()]
+RUN_COLUMNS = ["draft", "phase", "metric", "run", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
+               "n_draft", "n_target"]
 PathLike = str | os.PathLike
 
 
@@ -72,13 +81,24 @@ def load_model(
     range_name: str = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
+    scope: str | None = None,
+    run: int = 0,
 ) -> ModelForwards:
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
-    `cost_coefficient` opens each trace once and hands what it read to `model_of`)."""
+    `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
+    model in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `scope`); run: the
+    run number its forwards carry (`cost_coefficient_runs`)."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        return model_of(trace, marked_ranges(trace, range_name), path=path, name=name, role=role,
-                        range_name=range_name, skip_ranges=skip_ranges, output_len=output_len)
+        return model_of(trace, scoped_ranges(trace, range_name, scope, path), path=path, name=name, role=role,
+                        range_name=range_name, skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
+
+
+def scoped_ranges(trace, range_name: str, scope: str | None, path: str) -> pd.DataFrame:
+    """`ranges.marked_ranges` of the open trace; of one engine's windows only when `scope` names it (`scope`)."""
+    if scope is None:
+        return marked_ranges(trace, range_name)
+    return in_scope(marked_ranges(trace, range_name, engine_range(scope)), scope, path=path, trace=trace)
 
 
 def model_of(
@@ -91,11 +111,17 @@ def model_of(
     range_name: str = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
+    scope: str | None = None,
+    run: int = 0,
 ) -> ModelForwards:
     """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
-    markers, nothing else): forward ranges with metrics, warm-up flags and phases."""
+    markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
+    phases, each forward carrying `run`."""
     hit = matches(ranges, (range_name,))
     if not hit.any():
+        if scope is not None:
+            raise RangeNotFoundError(f"{path}: no {_quoted(range_name)} ranges inside engine {scope!r}'s windows",
+                                     param="range_name")
         raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
     matched = by_start(ranges[hit])
     # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
@@ -130,6 +156,7 @@ def model_of(
     has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
     forwards["phase"] = phase
+    forwards["run"] = run
     kept = forwards[forwards["kept"]]
     totals = pd.DataFrame()
     if has_cuda:
@@ -237,14 +264,27 @@ def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: lis
     return names
 
 
-def _check_distinct(paths: Sequence[str], range_names: Sequence[str]) -> None:
-    """A trace may appear twice only with a different range: the same forwards cannot be compared with themselves."""
-    seen: dict[tuple[str, str], str] = {}
-    for p, r in zip(paths, range_names):
-        key = (os.path.realpath(p), r)
+def _check_distinct(paths: Sequence[str], range_names: Sequence[str],
+                    scopes: Sequence[str | None] | None = None) -> None:
+    """A trace may appear twice only with a different range or scope: the same forwards cannot be compared with
+    themselves."""
+    seen: dict[tuple[str, str, str | None], str] = {}
+    for p, r, sc in zip(paths, range_names, scopes or [None] * len(paths)):
+        key = (os.path.realpath(p), r, sc)
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
         seen[key] = p
+
+
+def _scopes(scopes: Sequence[str | None] | None, n: int) -> list[str | None]:
+    """One scope per trace ([target, *drafts]); None for all when not given."""
+    if scopes is None:
+        return [None] * n
+    out = [None if s is None else str(s) for s in scopes]
+    if len(out) != n:
+        raise InputError(f"scopes has {len(out)} entries for {n} traces: give one per trace (None: the whole trace)",
+                         param="scopes")
+    return out
 
 
 def _summary(models: list[ModelForwards]) -> pd.DataFrame:
@@ -261,26 +301,70 @@ def _summary(models: list[ModelForwards]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "role", "phase", "metric", "count", *[f"{k}_ms" for k in STAT_NAMES]])
 
 
-def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> pd.DataFrame:
-    rows = []
+def _by_run(rows: pd.DataFrame, col: str) -> list[np.ndarray]:
+    """The values of `col` per run (run order)."""
+    runs = rows["run"].to_numpy()
+    values = rows[col].to_numpy(dtype=float)
+    return [values[runs == r] for r in np.unique(runs)]
+
+
+def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(coefficients, c per run): with one run, c and its interval from the forwards (`ratio_of_medians`); with
+    several, from the pooled forwards and the two-level bootstrap across runs (`runs_ratio_of_medians`), and a row
+    per run in the second table (empty with one run)."""
+    rows, per_run = [], []
     for d in drafts:
         for phase in d.phases:
             if phase not in target.phases:
                 continue
             t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
             gpu_ok = d.has_cuda and target.has_cuda
+            runs = sorted(set(np.unique(d_rows["run"])) & set(np.unique(t_rows["run"])))
             for metric in C_METRICS:
                 if not gpu_ok and metric not in {m.name for m in metrics_for(False)}:
                     continue
                 col = COLUMNS[metric]
                 dv, tv = d_rows[col].to_numpy(dtype=float), t_rows[col].to_numpy(dtype=float)
-                c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
+                if len(runs) > 1:
+                    d_in = d_rows[d_rows["run"].isin(runs)]
+                    t_in = t_rows[t_rows["run"].isin(runs)]
+                    c, lo, hi = runs_ratio_of_medians(_by_run(d_in, col), _by_run(t_in, col), seed=seed)
+                    for r in runs:
+                        rd = d_rows.loc[d_rows["run"] == r, col].to_numpy(dtype=float)
+                        rt = t_rows.loc[t_rows["run"] == r, col].to_numpy(dtype=float)
+                        rc, rlo, rhi = ratio_of_medians(rd, rt, seed=seed)
+                        per_run.append({"draft": d.name, "phase": phase, "metric": metric, "run": int(r), "c": rc,
+                                        "ci_low": rlo, "ci_high": rhi, "draft_median_ms": median(rd) / 1e6,
+                                        "target_median_ms": median(rt) / 1e6, "n_draft": int(np.isfinite(rd).sum()),
+                                        "n_target": int(np.isfinite(rt).sum())})
+                else:
+                    c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
                              "draft_median_ms": median(dv) / 1e6, "target_median_ms": median(tv) / 1e6,
-                             "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum())})
+                             "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum()),
+                             "runs": len(runs)})
     cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
-            "n_draft", "n_target"]
-    return pd.DataFrame(rows, columns=cols)
+            "n_draft", "n_target", "runs"]
+    return pd.DataFrame(rows, columns=cols), pd.DataFrame(per_run, columns=RUN_COLUMNS)
+
+
+def _interval_notes(coefficients: pd.DataFrame) -> list[str]:
+    """What the intervals rest on: across runs, or one run's forwards only; NaN where a side had one value."""
+    notes = []
+    if len(coefficients):
+        runs = int(coefficients["runs"].max())
+        if runs > 1:
+            notes.append(f"intervals cover the variation between {runs} runs (two-level bootstrap: runs, then forwards "
+                         f"within a run; Student's t on {runs - 1} degrees of freedom)")
+        else:
+            notes.append("intervals rest on the forwards of one run (one process): they do not cover the drift "
+                         "between runs, which on a shared machine is larger (profile with repeat ≥ 3 for an interval "
+                         "that does)")
+    few = coefficients[(coefficients["n_draft"] < 2) | (coefficients["n_target"] < 2)]
+    for r in few.itertuples():
+        notes.append(f"{r.draft} ({r.phase}, {r.metric}): no interval: fewer than two forwards on one side "
+                     f"({r.n_draft} draft, {r.n_target} target)")
+    return notes
 
 
 def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -361,6 +445,7 @@ def cost_coefficient(
     metrics_dump: PathLike | None = None,
     seed: int = 0,
     spec_metrics: Mapping[str, PathLike] | None = None,
+    scopes: Sequence[str | None] | None = None,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
@@ -381,6 +466,9 @@ def cost_coefficient(
         metrics_dump: a vLLM spec-decode metrics dump (`acceptance.dump_metrics`); its i.i.d. α is judged too.
         seed: seed of the bootstrap intervals.
         spec_metrics: vLLM metrics dump per speculative trace path (default: `X.metrics.json` beside `X.sqlite`).
+        scopes: for traces that hold several models (an interleaved run of `profile`), the engine label of each
+            trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
+            `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
@@ -393,9 +481,13 @@ def cost_coefficient(
         raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
+    alpha_cis = _alpha_intervals(alphas, metrics_dump)
+    sc = _scopes(scopes, len(paths))
     labels = model_names(paths, names)
+    if not names and any(sc):  # a model read by its engine's windows is called by its engine's label
+        labels = [scope or label for scope, label in zip(sc, labels)]
     range_names = _range_names(range_name, paths, labels)
-    _check_distinct(paths, range_names)
+    _check_distinct(paths, range_names, sc)
     by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
     # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
     # plain draft's to its model, a speculative run's to its steps. A run is speculative when it holds draft-forward
@@ -406,12 +498,12 @@ def cost_coefficient(
     loaded: dict[int, ModelForwards] = {}
     spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
-    for i, (path, label, name_of_range) in enumerate(zip(paths, labels, range_names)):
+    for i, (path, label, name_of_range, scope) in enumerate(zip(paths, labels, range_names, sc)):
         with open_trace(path) as trace:
-            ranges = marked_ranges(trace, name_of_range)
+            ranges = scoped_ranges(trace, name_of_range, scope, path)
             metrics_path = by_path.get(os.path.realpath(path))
-            with_model = i > 0 and draft_range_of(ranges) is not None
-            if with_model or (i > 0 and spec_mod.model_free_label(label)
+            with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
+            if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
                               and spec_mod.proposes_without_model(path, metrics_path)):
                 run = spec_mod.load_run(path, label, "", name_of_range, metrics_path, ranges=ranges)
                 spec_runs[i] = run, with_model
@@ -419,14 +511,32 @@ def cost_coefficient(
                 if i > 0:
                     _refuse_mislabelled(path, label, spec_metrics)
                 loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
-                                     range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len)
+                                     range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
+                                     scope=scope)
             if i == 0:
                 target_markers = steps_mod.markers_of(ranges, name_of_range)
             del ranges
     models = [loaded[i] for i in sorted(loaded)]
-    coefficients = _coefficients(models[0], models[1:], seed)
+    return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
+                     alpha_note, alpha_cis, seed, output_len)
+
+
+def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list[tuple[float, float] | None]:
+    """Per α, its interval: the Wilson interval of a metrics dump's α (the last one), None for the α given."""
+    out: list[tuple[float, float] | None] = [None] * len(alphas)
+    if metrics_dump is not None and alphas:
+        out[-1] = measured_alpha(metrics_dump).alpha_iid_ci95
+    return out
+
+
+def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tuple[spec_mod.SpecRun, bool]],
+              target_markers: pd.DataFrame | None, alphas: list[float], alpha_note: str | None,
+              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None) -> CostCoefficientResult:
+    """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
+    markers for its own steps)."""
+    coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*_model_notes(models), *([alpha_note] if alpha_note else [])]
+    notes = [*_model_notes(models), *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
@@ -441,7 +551,7 @@ def cost_coefficient(
             steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
         draft_labels = [m.name for m in models[1:]]
         runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
-                for _, (run, with_model) in sorted(spec_runs.items())]
+                for run, with_model in spec_runs]
         walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
             plain_steps, runs,
@@ -454,11 +564,87 @@ def cost_coefficient(
         kernel_summary=kernel_summary,
         categories=categories,
         diagnosis=diagnose(models[0], models[1:]),
-        verdicts=verdicts(coefficients, alphas),
+        verdicts=verdicts(coefficients, alphas, alpha_intervals=alpha_cis),
         speedup_marks=speedup_marks(coefficients),
         notes=tuple(notes),
         seed=seed,
         acceptance=tuple(alphas),
         speculative=speculative,
         ranks=rank_mod.rank_table(models),
+        runs=per_run,
     )
+
+
+def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
+    """One model from its runs: the forwards of every run (each carrying its `run`), GPU op totals summed, the
+    warm-up notes joined when they differ."""
+    first = per_run[0]
+    if len(per_run) == 1:
+        return first
+    if any(m.ranks is not None for m in per_run):
+        raise InputError(f"{first.name}: runs of a model on several tensor-parallel ranks cannot be pooled yet; "
+                         "analyse each run on its own", param="runs")
+    forwards = pd.concat([m.forwards for m in per_run], ignore_index=True)
+    totals = [m.op_totals for m in per_run if not m.op_totals.empty]
+    op_totals = (pd.concat(totals, ignore_index=True).groupby(["group", "kind", "name"], as_index=False, sort=False)
+                 .sum(numeric_only=True) if totals else first.op_totals)
+    warm = list(dict.fromkeys(m.warmup_note for m in per_run))
+    note = warm[0] if len(warm) == 1 else "; ".join(f"run {i + 1}: {m.warmup_note}" for i, m in enumerate(per_run))
+    paths = list(dict.fromkeys(m.path for m in per_run))
+    return dataclasses.replace(first, forwards=forwards, op_totals=op_totals, warmup_note=f"each of {len(per_run)} "
+                               f"runs: {note}" if len(warm) == 1 else note, path="; ".join(paths),
+                               has_cuda=all(m.has_cuda for m in per_run))
+
+
+@with_small_pages
+def cost_coefficient_runs(
+    runs: Sequence[Sequence[PathLike]],
+    *,
+    names: Sequence[str],
+    scopes: Sequence[Sequence[str | None]] | None = None,
+    range_name: str = DEFAULT_RANGE,
+    skip_ranges: int | None = None,
+    output_len: int | None = None,
+    acceptance: float | str | Sequence[float | str] = (),
+    metrics_dump: PathLike | None = None,
+    seed: int = 0,
+) -> CostCoefficientResult:
+    """c of each draft against the target over several runs of every model (`profile --repeat R`).
+
+    Args:
+        runs: per run, the traces of [target, *drafts] (the same trace several times when one process held every
+            model: then `scopes` says which engine is which). Every run has the same models, in the same order.
+        names: the labels of [target, *drafts].
+        scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
+        range_name, skip_ranges, output_len, acceptance, metrics_dump, seed: as for `cost_coefficient`.
+    Returns:
+        A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
+        R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
+    """
+    if not runs:
+        raise InputError("give at least one run", param="runs")
+    n = len(runs[0])
+    if n < 2:
+        raise InputError("each run needs the target and at least one draft", param="runs")
+    if any(len(r) != n for r in runs):
+        raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
+    if len(names) != n:
+        raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
+    if skip_ranges is not None and skip_ranges < 0:
+        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
+    if output_len is not None and output_len < 1:
+        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_seed(seed)
+    alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
+    alpha_cis = _alpha_intervals(alphas, metrics_dump)
+    all_scopes = [_scopes(None if scopes is None else scopes[i], n) for i in range(len(runs))]
+    per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
+    for i, (paths, sc) in enumerate(zip(runs, all_scopes)):
+        ps = [os.fspath(p) for p in paths]
+        _check_distinct(ps, [range_name] * n, sc)
+        for j, (p, scope) in enumerate(zip(ps, sc)):
+            per_model[j].append(load_model(p, name=names[j], role="target" if j == 0 else "draft",
+                                           range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                                           scope=scope, run=i))
+    models = [_merge_runs(ms) for ms in per_model]
+    return _assemble(models, list(names), [], None, alphas, alpha_note, alpha_cis, seed, output_len)

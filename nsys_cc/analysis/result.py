@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from .speculative import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
-FORWARD_COLUMNS = ["range_name", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels", "gpu_ops",
-                   *COLUMNS.values()]
+FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels",
+                   "gpu_ops", *COLUMNS.values()]
 
 
 @dataclass(frozen=True)
@@ -94,8 +94,9 @@ class CostCoefficientResult:
     Tables (columns in order):
     - `summary`: model, role, phase, metric, count (forwards with a value of that metric), median_ms, mean_ms,
       p10_ms, p90_ms, std_ms.
-    - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap), draft_median_ms, target_median_ms,
-      n_draft, n_target (forwards with a value on each side).
+    - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap; NaN from fewer than two values on a
+      side), draft_median_ms, target_median_ms, n_draft, n_target (forwards with a value on each side), runs (how
+      many runs the forwards come from).
     - `forwards`: model, role, range_name, range_id, start_ns, end_ns, payload, kept, phase, kernels, gpu_ops,
       wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns — every matching range.
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
@@ -113,6 +114,10 @@ class CostCoefficientResult:
       None when no speculative run was given.
     - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
       communication, how often it finished last and by how much); empty when every model ran in one process.
+    - `runs`: c per run when every model was profiled in several runs (`cost_coefficient_runs`): draft, phase,
+      metric, run, c, ci_low, ci_high (that run's forwards only), draft_median_ms, target_median_ms, n_draft,
+      n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many) and its
+      interval covers the variation between them.
     """
 
     models: tuple[ModelForwards, ...]
@@ -129,6 +134,7 @@ class CostCoefficientResult:
     # Speculative runs measured in place, their decomposition and the forecast; None without any.
     speculative: SpeculativeAnalysis | None = None
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
+    runs: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:

@@ -24,6 +24,8 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
   = tokens_per_step × median(plain decode step) ÷ median(verify step); prefill steps excluded. Cross-checked with
   vLLM's latencies (`X.bench.json`, `latencies`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the median iteration
   latency, P the median prefill step of that trace (decode time only; both runs produce the same tokens).
+- measurement_problem: why the measured speedup cannot be (above 1 at α = 0, above the tokens per step:
+  `plausibility`), also in the notes; empty when it can.
 - predicted_speedup: `leviathan` = Thm 3.8, E(α, γ) ÷ (γ c_standalone + 1); `cost_model` = the `StepCostModel`
   fitted on every speculative run of this draft (in-sample); `cost_model_held_out` = the same fitted on the other
   runs of this draft only (needs two or more other γ), a real forecast of this run.
@@ -53,7 +55,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from . import acceptance as acceptance_mod, forecast as forecast_mod
+from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .latencies import trace_stem
 from .metrics import DECODE, PREFILL, VERIFY
 from .speedup import expected_tokens, walltime_factor
@@ -71,7 +73,7 @@ SPEC_COLUMNS = [
     "other_ms_ci95", "decode_other_ms", "step_ms", "step_ms_ci95", "decode_step_ms", "decode_step_ms_ci95",
     "draft_step_ms", "tokens_per_step", "tokens_per_step_metrics", "alpha", "alpha_source", "alpha_vllm",
     "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
-    "forecast_error", "forecast_tolerance",
+    "forecast_error", "forecast_tolerance", "measurement_problem",
 ]
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
@@ -340,6 +342,8 @@ def analyze_speculative(
             error = predicted["cost_model_held_out"] / measured[0] - 1
             tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
         draft_step = float(np.median(v["draft_ms"]))
+        impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
+                                           interval=(measured[1], measured[2]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
             "steps": len(v), "iterations": r.steps.iterations,
@@ -357,7 +361,9 @@ def analyze_speculative(
             "measured_speedup_ci95": _ci(measured[1], measured[2]), "bench_speedup": bench,
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
+            "measurement_problem": "; ".join(impossible),
         })
+        notes += impossible
         decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
                                     step_ms)
     table = pd.DataFrame(rows, columns=SPEC_COLUMNS)

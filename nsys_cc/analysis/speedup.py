@@ -16,6 +16,9 @@ Numbers defined here:
 - an interval [c_low, c_high] on c becomes one on the speedup and on the best γ: S falls as c grows, for every γ,
   so the best S at c_high and at c_low bound it; −log(1 + γc) has decreasing differences in (γ, c), so the best γ
   never grows with c (Topkis) and the best γ at c_high and at c_low bound it.
+- an interval [α_low, α_high] on α (measured: the Wilson interval of vLLM's counts) joins it: S rises with α for every
+  γ, and log E(α, γ) has increasing differences in (γ, α) (each added term α^k weighs more as α grows), so the best γ
+  never falls as α grows; the low ends are taken at (α_low, c_high), the high ends at (α_high, c_low).
 
 Every function broadcasts over numpy arrays of α, γ and c; NaN propagates (a draft without a measurement).
 """
@@ -50,8 +53,9 @@ def __dir__() -> list[str]:  # tab completion lists the model, not the imports
 DEFAULT_MAX_GAMMA = 99
 
 VERDICT_COLUMNS = [
-    "draft", "metric", "alpha", "phase", "c", "c_low", "c_high", "best_gamma", "best_gamma_low", "best_gamma_high",
-    "speedup", "speedup_low", "speedup_high", "break_even_alpha", "max_gamma", "outcome",
+    "draft", "metric", "alpha", "alpha_low", "alpha_high", "phase", "c", "c_low", "c_high", "best_gamma",
+    "best_gamma_low", "best_gamma_high", "speedup", "speedup_low", "speedup_high", "break_even_alpha", "max_gamma",
+    "outcome",
 ]
 
 
@@ -193,19 +197,26 @@ class Judgement:
 
 
 def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.nan, c_high: float = math.nan,
-          max_gamma: int = DEFAULT_MAX_GAMMA) -> Judgement:
-    """Judge one draft of cost coefficient c (interval [c_low, c_high], NaN for none) at acceptance rate α."""
+          max_gamma: int = DEFAULT_MAX_GAMMA, alpha_low: float | None = None,
+          alpha_high: float | None = None) -> Judgement:
+    """Judge one draft of cost coefficient c (interval [c_low, c_high], NaN for none) at acceptance rate α (interval
+    [alpha_low, alpha_high] when α was measured; None: α is exact)."""
     c, alpha = float(_array(c, "c")), float(_array(alpha, "α", 0.0, 1.0))
     c_low, c_high = float(_array(c_low, "c_low")), float(_array(c_high, "c_high"))
+    a_low = alpha if alpha_low is None else float(_array(alpha_low, "alpha_low", 0.0, 1.0))
+    a_high = alpha if alpha_high is None else float(_array(alpha_high, "alpha_high", 0.0, 1.0))
     if math.isnan(alpha):
         raise InputError("α must be a number in [0, 1], not NaN")
     if not (math.isnan(c_low) or math.isnan(c_high) or math.isnan(c)) and not c_low <= c <= c_high:
         raise InputError(f"the interval on c ({c_low:g}, {c_high:g}) must contain c = {c:g}")
+    if not a_low <= alpha <= a_high:
+        raise InputError(f"the interval on α ({a_low:g}, {a_high:g}) must contain α = {alpha:g}")
     if gamma is not None and (int(gamma) != gamma or gamma < 1):
         raise InputError(f"γ must be a whole number ≥ 1, not {gamma!r}")
     cs = np.array([c, c_high, c_low])  # S falls as c grows: c_high gives the low ends
-    g_best, s_best = best_gamma(alpha, cs, max_gamma)
-    s_at = [None, None, None] if gamma is None else [float(v) for v in walltime_factor(alpha, gamma, cs)]
+    alphas = np.array([alpha, a_low, a_high])  # S rises with α: α_low gives the low ends
+    g_best, s_best = best_gamma(alphas, cs, max_gamma)
+    s_at = [None, None, None] if gamma is None else [float(v) for v in walltime_factor(alphas, gamma, cs)]
     j: dict[str, Any] = dict(
         c=c, c_low=c_low, c_high=c_high, alpha=alpha, gamma=None if gamma is None else int(gamma),
         speedup=s_at[0], speedup_low=s_at[1], speedup_high=s_at[2],
@@ -265,9 +276,11 @@ def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFr
     return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
 
 
-def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA) -> pd.DataFrame:
+def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA,
+             alpha_intervals: Sequence[tuple[float, float] | None] | None = None) -> pd.DataFrame:
     """Per draft, metric and α: best γ, the speedup there, the break-even α and the outcome (`outcome`); the
-    sentence that says it is `nsys_cc.report.words.verdict_of`.
+    sentence that says it is `nsys_cc.report.words.verdict_of`. `alpha_intervals`: per α, its interval when it was
+    measured (None: exact, as an α the user gives); the speedup and best-γ intervals then carry it.
 
     Args:
         coefficients: columns `draft, phase, metric, c, ci_low, ci_high` (the cost-coefficient analysis). The
@@ -290,20 +303,27 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
     alphas = [float(a) for a in np.atleast_1d(_array(list(alphas), "α", 0.0, 1.0))]
     if any(math.isnan(a) for a in alphas):
         raise InputError("α must be a number in [0, 1], not NaN")
+    intervals = list(alpha_intervals) if alpha_intervals is not None else [None] * len(alphas)
+    if len(intervals) != len(alphas):
+        raise InputError("alpha_intervals needs one entry (or None) per α")
     out = []
     for (draft, metric), rows in coefficients.groupby(["draft", "metric"], sort=False):
         phase, row = _decision_row(rows)
         c, lo, hi = (math.nan,) * 3 if row is None else (float(row["c"]), float(row["ci_low"]), float(row["ci_high"]))
-        for a in alphas:
+        for a, a_ci in zip(alphas, intervals):
+            a_lo, a_hi = a_ci if a_ci is not None else (math.nan, math.nan)
             if math.isnan(c):
-                out.append({"draft": draft, "metric": metric, "alpha": a, "phase": phase, "c": c, "c_low": lo,
-                            "c_high": hi, "max_gamma": int(max_gamma),
+                out.append({"draft": draft, "metric": metric, "alpha": a, "alpha_low": a_lo, "alpha_high": a_hi,
+                            "phase": phase, "c": c, "c_low": lo, "c_high": hi, "max_gamma": int(max_gamma),
                             "outcome": "no-phase" if row is None else "no-measurement"})
                 continue
-            j = judge(c, a, c_low=lo, c_high=hi, max_gamma=max_gamma)
-            has_ci = not (math.isnan(lo) or math.isnan(hi))
+            exact_c = math.isnan(lo) or math.isnan(hi)
+            j = judge(c, a, c_low=c if exact_c else lo, c_high=c if exact_c else hi, max_gamma=max_gamma,
+                      alpha_low=None if a_ci is None else a_lo, alpha_high=None if a_ci is None else a_hi)
+            has_ci = not exact_c or a_ci is not None
             out.append({
-                "draft": draft, "metric": metric, "alpha": a, "phase": phase, "c": c, "c_low": lo, "c_high": hi,
+                "draft": draft, "metric": metric, "alpha": a, "alpha_low": a_lo, "alpha_high": a_hi, "phase": phase,
+                "c": c, "c_low": lo, "c_high": hi,
                 "best_gamma": j.best_gamma,
                 "best_gamma_low": j.best_gamma_low if has_ci else None,
                 "best_gamma_high": j.best_gamma_high if has_ci else None,
@@ -315,6 +335,7 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
     frame = pd.DataFrame(out, columns=VERDICT_COLUMNS)
     for col in ("best_gamma", "best_gamma_low", "best_gamma_high", "max_gamma"):
         frame[col] = frame[col].astype("Int64")
-    for col in ("alpha", "c", "c_low", "c_high", "speedup", "speedup_low", "speedup_high", "break_even_alpha"):
+    for col in ("alpha", "alpha_low", "alpha_high", "c", "c_low", "c_high", "speedup", "speedup_low", "speedup_high",
+                "break_even_alpha"):
         frame[col] = frame[col].astype(float)
     return frame

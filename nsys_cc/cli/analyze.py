@@ -3,6 +3,10 @@
 `nsys-cc analyze SOURCE` with one argument that is a sweep directory or a manifest (.json/.csv, see
 `nsys_cc.sweep.manifest`): every trace set in it, analysed in parallel (a local process pool, or a Dask cluster
 with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet and the plots).
+
+`nsys-cc analyze PROFILE_DIR` with one argument that is the output directory of an interleaved `profile`: its
+completed runs pooled, as `profile` reported them (`nsys_cc.launch.repeat.analyze_dir`). `--scope LABEL` (once per
+trace) reads one model's part of a trace that holds several (one interleaved run: `run-<k>/trace.sqlite`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,9 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.option("--output-len", type=int, default=None,
               help="Benchmark output length: each iteration = 1 prefill + N−1 decodes (when ranges carry no payload).")
 @click.option("--name", "names", multiple=True, help="Label per trace, in order (default: file names).")
+@click.option("--scope", "scopes", multiple=True, metavar="LABEL",
+              help="For a trace that holds several models (an interleaved run of profile): the engine label of each "
+                   "trace's model, once per trace in order; that model's ranges only are read.")
 @acceptance_option
 @metrics_option
 @click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
@@ -47,8 +54,8 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
 @click.pass_context
-def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acceptance, metrics_dump, spec_metrics,
-            seed, fmt, out_dir, jobs, scheduler):
+def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, scopes, acceptance, metrics_dump,
+            spec_metrics, seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
     trace set of a sweep directory or manifest file given alone.
 
@@ -57,10 +64,25 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
     """
     from .. import atomic
+    from ..launch.repeat import analyze_dir, is_profile_dir
+    from ..report.formats import render
     from ..sweep.manifest import is_many
 
     if out_dir:
         atomic.check_out_dir(out_dir)  # before the analysis, not after
+    if not drafts and is_profile_dir(target):
+        if names or scopes or spec_metrics or len(range_name) > 1:
+            raise InputError("--name, --scope, --spec-metrics and several --range apply to traces given one by one; "
+                             "a profile directory names its models itself")
+        result = result_in_flags(analyze_dir(target, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
+                                             range_name=range_name[0], skip_ranges=skip_ranges,
+                                             output_len=output_len))
+        click.echo(render(result, fmt), nl=False)
+        if out_dir:
+            from ..report.writer import write_report  # matplotlib only when a report is written
+
+            click.echo(f"report: {write_report(result, out_dir)}", err=True)
+        return
     if not drafts and is_many(target):
         given = [flag for param, flag in _ONE_SET_ONLY.items()
                  if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]
@@ -72,7 +94,6 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     if jobs is not None or scheduler:
         raise InputError("--jobs and --scheduler apply to many trace sets (a sweep directory or a manifest)")
     from ..analysis.coefficient import cost_coefficient
-    from ..report.formats import render
 
     pairs = {}
     for item in spec_metrics:
@@ -86,6 +107,7 @@ def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, acc
     result = cost_coefficient(
         target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
         output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed, spec_metrics=pairs,
+        scopes=list(scopes) or None,
     )
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)

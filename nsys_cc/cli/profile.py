@@ -4,6 +4,10 @@ Exit status: 0 when every model was profiled and the report written; 1 when the 
 draft failed (the report and status.json say which, and where its log is); 2 when no report could be made
 (bad arguments, nsys or vLLM missing, the target or every draft failed); 130 on Ctrl-C. With `--speculate` (or
 `--speculative-config`) the speculative runs count like drafts: 1 when one failed.
+
+By default every model runs in one process per run, their iterations interleaved, `--repeat` runs (6), and c pools
+the runs with an interval across them (`nsys_cc.launch.repeat`); `--precision P` adds runs until every draft's decode
+c is known to ±P·c (or `--max-repeat` runs were made), and says which stopped it.
 """
 
 from __future__ import annotations
@@ -30,13 +34,26 @@ SPEC_OUTPUT_LEN = 32
 @click.option("-o", "--output", "out_dir", type=click.Path(), default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
-@click.option("--output-len", type=int, default=None,
-              help="Generated tokens per sequence (1 prefill + N−1 decode forwards per iteration). "
-                   "Default 2, or 32 with --speculate/--speculative-config, so that decode steps dominate.")
+@click.option("--output-len", type=int, default=32, show_default=True,
+              help="Generated tokens per sequence (1 prefill + N−1 decode forwards per iteration): 155 decode "
+                   "forwards per model and run at the defaults.")
 @click.option("--batch-size", type=int, default=1, show_default=True, help="Sequences per iteration.")
 @click.option("--num-iters-warmup", "warmup_iters", type=int, default=5, show_default=True,
               help="Warm-up iterations (marked).")
 @click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--repeat", type=int, default=None, metavar="R",
+              help="Interleaved runs: every model in one process per run, iterations alternating; c pools the runs "
+                   "and its interval covers the variation between them. [default: 6]")
+@click.option("--precision", type=float, default=None, metavar="P",
+              help="Add runs until every draft's decode c interval lies within ±P·c (e.g. 0.05), at most "
+                   "--max-repeat runs; the output says which stopped it.")
+@click.option("--max-repeat", type=int, default=None, metavar="N",
+              help="The most runs --precision may make. [default: 30]")
+@click.option("--replicas", type=int, default=None, metavar="N",
+              help="Engines of each model in every run (instances of one model differ in speed by where their "
+                   "weights land in memory). [default: 2]")
+@click.option("--separate-processes", "separate", is_flag=True,
+              help="One process per model, one after another (one trace per model, <label>.sqlite; no --repeat).")
 @click.option("--speculate", default=None, metavar="G1,G2,…",
               help="Also run the target speculatively with each draft (vLLM method draft_model) at each γ "
                    "(num_speculative_tokens), labelled DRAFT.spec-gγ, e.g. --speculate 1,3.")
@@ -65,30 +82,28 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
-            iters, speculate, speculative_config, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args,
-            timeout, force, dry_run, acceptance, seed, fmt):
+            iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config, enforce_eager,
+            cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
-    from ..launch import launcher
+    from ..launch import launcher, repeat as repeat_mod
     from ..launch.commands import BenchOptions
 
-    speculating = speculate is not None or speculative_config is not None
-    if output_len is None:
-        output_len = SPEC_OUTPUT_LEN if speculating else BenchOptions.output_len
     gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
-            "draft_tp": draft_tp}
+            "draft_tp": draft_tp, "repeat": repeat, "precision": precision, "max_repeat": max_repeat,
+            "separate": separate, "replicas": replicas}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=warmup_iters, iters=iters,
                            enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
-        click.echo(launcher.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                    nsys_args=nsys_args, **spec), nl=False)
+        click.echo(repeat_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
+                                      nsys_args=nsys_args, **spec), nl=False)
         return
-    outcome = launcher.profile(
-        target, list(drafts), out_dir, options, device=device, timeout=timeout or None, force=force,
+    outcome = repeat_mod.profile(
+        target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
         trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:

@@ -128,13 +128,19 @@ class SpeculativeTrace:
 
 @dataclass
 class ProfileRun:
-    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse."""
+    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse.
+
+    With interleaved runs (`repeat`; every model in one process per run) `runs` has one entry per model (status
+    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`repeat.Run`);
+    `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted")."""
 
     out_dir: Path
     runs: list[ModelRun]
     result: CostCoefficientResult | None = None
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
+    interleaved: list = field(default_factory=list)
+    stopped_by: str | None = None
 
     @property
     def failed(self) -> list[ModelRun]:
@@ -579,7 +585,9 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
             seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1) -> ProfileRun:
-    """Profile the target and every draft, then analyse and report (see the module docstring).
+    """Profile the target and every draft, one process per model, then analyse and report (see the module
+    docstring). `nsys_cc.profile` (`repeat.profile`, what `nsys-cc profile` runs) times every model in one process
+    per run, over several runs, and comes here for what it cannot interleave and for `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).

@@ -16,10 +16,12 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import speculative_format
+from . import run_plots, speculative_format
 from .choices import FORMATS as FORMATS  # its home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
+
+RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
 
 
 def _num(x: float) -> float | None:
@@ -61,6 +63,11 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
     out.update(speculative_format.to_json(result.speculative))
+    if not result.runs.empty:
+        out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run) + 1, "c": _num(r.c),
+                        "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
+                        "target_median_ms": _num(r.target_median_ms), "n_draft": int(r.n_draft),
+                        "n_target": int(r.n_target)} for r in result.runs.itertuples()]
     return out
 
 
@@ -98,6 +105,8 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
 def _fmt_c(c: float, lo: float, hi: float) -> str:
     if c is None or math.isnan(c):
         return "–"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return f"{c:.3f} [no interval]"
     return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
 
 
@@ -159,6 +168,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
+        if not result.runs.empty:
+            parts += ["", f"**{RUNS_TITLE}**", "", markdown_table(run_plots.run_table(result))]
         if result.speculative is not None:
             for title, body in speculative_format.sections(result.speculative):
                 if len(body):
@@ -171,6 +182,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if not ranks.empty:
         parts += ["Ranks: each rank's own forward ranges in the kept forwards; Last = forwards it finished last; Lag = "
                   "its end − the forward's first end", "", text_table(ranks), ""]
+    if not result.runs.empty:
+        parts += [f"{RUNS_TITLE}:", "", text_table(run_plots.run_table(result)), ""]
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]

@@ -9,6 +9,7 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
 - rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the forward's first finisher
   (`rank_plots`).
+- runs: c of each run beside the pooled c and its interval across runs, when the result pools several (`run_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the
   DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
@@ -30,7 +31,7 @@ from ..analysis.dsi import Heatmaps
 from ..analysis.metrics import BY_NAME, C_METRICS, in_order
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
-from . import rank_plots, speedup_plots
+from . import rank_plots, run_plots, speedup_plots
 from .words import sig3
 
 if TYPE_CHECKING:
@@ -321,6 +322,7 @@ PLOTS: dict[str, Callable[[CostCoefficientResult], Figure | None]] = {
     "time_breakdown": plot_time_breakdown,
     "kernel_categories": plot_kernel_categories,
     "rank_lag": lambda result: rank_plots.plot_rank_lag(result, dict(STYLE)),
+    "runs": lambda result: run_plots.plot_runs(result, dict(STYLE)),
 }
 
 

@@ -82,7 +82,8 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
         held = p.get("cost_model_held_out", math.nan)
         rows.append({
             "Run": r.name, "γ": r.gamma, "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
-            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(lo)}–{fmt_speedup(hi)}]",
+            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(lo)}–{fmt_speedup(hi)}]"
+            + (" (impossible: a measurement problem, see the notes)" if r.measurement_problem else ""),
             "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(p["leviathan"]),
             "Cost model (fit)": _x(p["cost_model"]),
             "Forecast (held out)": "–" if math.isnan(held) else

@@ -49,16 +49,21 @@ def _gamma_text(g: int, lo: int, hi: int, max_gamma: int) -> str:
 
 def verdict(*, c: float, c_low: float, c_high: float, alpha: float, best_gamma: int, best_gamma_low: int,
             best_gamma_high: int, best_speedup: float, best_speedup_low: float, best_speedup_high: float,
-            max_gamma: int, **_ignored) -> str:
-    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8)."""
+            max_gamma: int, alpha_low: float = math.nan, alpha_high: float = math.nan, **_ignored) -> str:
+    """One plain sentence: does this draft speed decoding up at α, with which γ, by how much (Cor. 3.9, Thm 3.8).
+    A measured α (`alpha_low`, `alpha_high`: its interval) is written with its interval, and the speedup's interval
+    carries it."""
     a = alpha_text(alpha)
+    if not (math.isnan(alpha_low) or math.isnan(alpha_high)):
+        a += f" [{alpha_text(alpha_low)}–{alpha_text(alpha_high)}]"
     has_ci = not (math.isnan(c_low) or math.isnan(c_high))
+    has_speedup_ci = not (math.isnan(best_speedup_low) or math.isnan(best_speedup_high))
     if math.isnan(c):
         return f"no measurement of c: no verdict at α = {a}"
     if alpha > c:
         text = _gamma_text(best_gamma, best_gamma_low, best_gamma_high, max_gamma)
         text += f" gives {fmt_speedup(best_speedup)}×"
-        if has_ci:
+        if has_speedup_ci:
             text += f" ({fmt_speedup(best_speedup_low)}–{fmt_speedup(best_speedup_high)}×)"
         text += f" at α = {a}"
         if has_ci and c_high >= alpha:
@@ -112,11 +117,13 @@ def verdict_of(j) -> str:
         return free_draft_verdict(alpha)
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
+    a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in getattr(j, "index", getattr(j, "_fields", ())) \
+        else (float(get("alpha_low")), float(get("alpha_high")))
     return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,
                    best_gamma=_int(get("best_gamma")), best_gamma_low=_int(get("best_gamma_low")),
                    best_gamma_high=_int(get("best_gamma_high")), best_speedup=float(get(best)),
                    best_speedup_low=float(get(f"{best}_low")), best_speedup_high=float(get(f"{best}_high")),
-                   max_gamma=_int(get("max_gamma")))
+                   max_gamma=_int(get("max_gamma")), alpha_low=a_lo, alpha_high=a_hi)
 
 
 def with_verdicts(verdicts: pd.DataFrame) -> pd.DataFrame:

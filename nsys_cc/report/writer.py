@@ -77,6 +77,7 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
         **({"speedup": with_verdicts(result.verdicts)} if result.acceptance else {}),
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
+        **({"runs": result.runs} if not result.runs.empty else {}),
         **dict(extra_tables or {}),
     }
     doc = result_to_dict(result)

@@ -5,6 +5,8 @@
   (`nsys_cc.live`); `nvtx_backend` picks the NVTX binding.
 - `fixes`: the correction of vLLM's CPU `expand` kernel that speculative decoding with sampling needs.
 - `bench`: the program `nsys-cc profile` runs under nsys (`python -m nsys_cc.vllm.bench`, vLLM's latency benchmark).
+- `interleave`: the program of `profile`'s interleaved runs (`python -m nsys_cc.vllm.interleave`): several engines in
+  one process, their iterations alternating.
 
 Nothing is imported here: vLLM imports the plugin in each of its processes, which must stay cheap.
 """

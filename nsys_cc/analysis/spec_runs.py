@@ -1,0 +1,196 @@
+"""Speculative decoding measured in interleaved runs: the plain target and every speculative engine timed in the same
+process, run after run, pooled, with intervals that cover the variation between runs.
+
+An interleaved profile with speculation (`nsys_cc.launch.repeat`) holds, in each run (one process, one trace), the
+plain target, the drafts and one engine per (draft, γ) — `<draft>.spec-g<γ>` — their iterations alternating, so a
+speculative engine's verify steps and the plain target's decode steps are timed in the same seconds. Per run, each
+engine's part of the trace is read by its engine's windows (`scope`) into the step tables of `speculative`; across
+runs, each engine's steps are pooled (step and iteration numbers kept apart per run, a `run` column added), its
+spec-decode counters summed, and `speculative.analyze_speculative` measures the pooled runs as it measures single ones.
+
+Then the intervals are made to cover the runs, as c's are (`stats.runs_ratio_of_medians`: two-level bootstrap, Student's
+t on R − 1 degrees of freedom), with two or more runs:
+- measured_speedup_ci95: tokens per step × the interval of median(plain decode step) ÷ median(verify step) across
+  runs;
+- verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms: `stats.runs_median_ci` of their values
+  per run;
+- forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted run's relative half-width of
+  the measured speedup across runs (how far the forecast may miss from the runs' own spread alone).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..contract import DEFAULT_RANGE
+from . import acceptance as acceptance_mod, speculative as spec_mod
+from .ranges import marked_ranges
+from .scope import engine_range, in_scope
+from .stats import runs_median_ci, runs_ratio_of_medians
+from .steps import StepTable, step_table, with_latencies
+
+__all__ = ["SpecEngine", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecEngine:
+    """A speculative engine of an interleaved profile: its label (`<draft>.spec-g<γ>`), draft label and γ."""
+
+    label: str
+    draft: str
+    gamma: int
+
+
+def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, engines: Sequence[SpecEngine],
+             range_name: str) -> tuple[StepTable, list[spec_mod.SpecRun]]:
+    """One interleaved run's plain target steps (engine `plain`) and speculative runs (`engines`), each read by its
+    engine's windows; latencies from `<run_dir>/<label>.bench.json`, counters from `<label>.metrics.json`."""
+    from ..trace import open_trace
+
+    run_dir = Path(run_dir)
+    labels = [plain, *(e.label for e in engines)]
+    with open_trace(os.fspath(sqlite)) as trace:
+        ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
+    table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
+                           run_dir / f"{plain}.sqlite")
+    runs = []
+    for e in engines:
+        metrics = run_dir / f"{e.label}.metrics.json"
+        run = spec_mod.load_run(str(run_dir / f"{e.label}.sqlite"), e.label, e.draft, range_name,
+                                str(metrics) if metrics.is_file() else None,
+                                ranges=in_scope(ranges, e.label, path=os.fspath(sqlite)))
+        runs.append(dataclasses.replace(run, path=os.fspath(sqlite)))
+    return table, runs
+
+
+def pool_tables(tables: Sequence[StepTable]) -> StepTable:
+    """One step table from the same engine's tables of several runs: steps and their draft forwards with step and
+    iteration numbers kept apart per run, a `run` column (0 …), iterations summed, latencies joined."""
+    if len(tables) == 1:
+        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=0))
+    steps, drafts, lat = [], [], []
+    step_offset = iter_offset = 0
+    for i, t in enumerate(tables):
+        s = t.steps.copy()
+        s["iteration"] = np.where(s["iteration"] >= 0, s["iteration"] + iter_offset, s["iteration"])
+        s["step"] = s["step"] + step_offset
+        d = t.draft_forwards.copy()
+        d["step"] = np.where(d["step"] >= 0, d["step"] + step_offset, d["step"])
+        steps.append(s.assign(run=i))
+        drafts.append(d)
+        ids = [*t.steps["step"].to_numpy().tolist(), *t.draft_forwards["step"].to_numpy().tolist()]
+        step_offset += max(ids, default=-1) + 1
+        iters = t.steps["iteration"]
+        iter_offset += int(iters.max()) + 1 if len(iters) and iters.max() >= 0 else 0
+        if t.latencies_s is not None:
+            lat.append(t.latencies_s)
+    first = tables[0]
+    gammas = [t.gamma_from_payload for t in tables if t.gamma_from_payload is not None]
+    return dataclasses.replace(
+        first, steps=pd.concat(steps, ignore_index=True), draft_forwards=pd.concat(drafts, ignore_index=True),
+        iterations=sum(t.iterations for t in tables),
+        forwards_per_iteration=float(np.nanmedian([t.forwards_per_iteration for t in tables])),
+        gamma_from_payload=gammas[0] if gammas else None,
+        notes=tuple(dict.fromkeys(n for t in tables for n in t.notes)),
+        latencies_s=np.concatenate(lat) if lat else None)
+
+
+def pool_stats(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> acceptance_mod.AcceptanceStats | None:
+    """The spec-decode counters of several runs summed (None when a run has none: α then comes from the steps)."""
+    if not stats or any(s is None for s in stats):
+        return None
+    known = [s for s in stats if s is not None]
+    per_pos: list[int] = []
+    for s in known:
+        per_pos += [0] * (len(s.accepted_per_position) - len(per_pos))
+        for i, n in enumerate(s.accepted_per_position):
+            per_pos[i] += n
+    drafts = sum(s.num_drafts for s in known)
+    tokens = sum(s.num_draft_tokens for s in known)
+    accepted = sum(s.num_accepted for s in known)
+    return acceptance_mod.AcceptanceStats(
+        alpha=accepted / tokens if tokens else math.nan,
+        per_position=tuple(p / drafts for p in per_pos) if drafts else (), num_drafts=drafts,
+        num_draft_tokens=tokens, num_accepted=accepted, accepted_per_position=tuple(per_pos))
+
+
+def _pool_runs(per_run: Sequence[spec_mod.SpecRun]) -> spec_mod.SpecRun:
+    first = per_run[0]
+    table = pool_tables([r.steps for r in per_run])
+    return dataclasses.replace(first, path="; ".join(dict.fromkeys(r.path for r in per_run)), steps=table,
+                               acceptance=pool_stats([r.acceptance for r in per_run]),
+                               latencies_s=table.latencies_s,
+                               notes=list(dict.fromkeys(n for r in per_run for n in r.notes)))
+
+
+def _rel_half(value: float, lo: float, hi: float) -> float:
+    if not (value > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan
+    return max(value - lo, hi - value) / value
+
+
+def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], plain: str,
+                 engines: Sequence[SpecEngine], *, range_name: str = DEFAULT_RANGE,
+                 c_standalone: Mapping[str, tuple[float, float, float]] | None = None,
+                 output_len: int | None = None, acceptance: Sequence[float] = (),
+                 seed: int = 0) -> spec_mod.SpeculativeAnalysis:
+    """The speculative engines of interleaved runs ((trace, run directory) each) against the plain target engine
+    `plain` of the same runs, pooled (module docstring)."""
+    read = [read_run(sqlite, run_dir, plain, engines, range_name) for sqlite, run_dir in runs]
+    plain_tables = [t for t, _ in read]
+    per_label = {e.label: [rs[i] for _, rs in read] for i, e in enumerate(engines)}
+    analysis = spec_mod.analyze_speculative(pool_tables(plain_tables), [_pool_runs(rs) for rs in per_label.values()],
+                                            c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
+                                            seed=seed)
+    if len(read) < 2:
+        return analysis
+    return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed),
+                               notes=[*analysis.notes, f"intervals of the speculative figures cover the variation "
+                                      f"between {len(read)} runs (two-level bootstrap, Student's t on {len(read) - 1} "
+                                      "degrees of freedom)"])
+
+
+def _draft_forwards(run: spec_mod.SpecRun, verify: pd.DataFrame) -> np.ndarray:
+    """One run's draft forwards inside its verify steps (ms), as `analyze_speculative` takes them."""
+    if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
+        return verify["draft_ms"].to_numpy(dtype=float) / run.gamma
+    fw = run.steps.draft_forwards
+    return fw.loc[fw["step"].isin(verify["step"].to_numpy()), "wall_ms"].to_numpy(dtype=float)
+
+
+def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
+                 per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> pd.DataFrame:
+    """The table's intervals recomputed across runs (module docstring)."""
+    table = table.copy()
+    decode = [t.of_kind("decode") for t in plain]
+    dec_step = [d["step_ms"].to_numpy(dtype=float) for d in decode]
+    dec_fwd = [d["target_ms"].to_numpy(dtype=float) for d in decode]
+    halves: dict[str, float] = {}
+    for i, row in table.iterrows():
+        verify = [r.steps.of_kind("verify") for r in per_label[row["name"]]]
+        v_step = [v["step_ms"].to_numpy(dtype=float) for v in verify]
+        ratio, lo, hi = runs_ratio_of_medians(dec_step, v_step, seed=seed)
+        tps = row["tokens_per_step"]
+        table.at[i, "measured_speedup_ci95"] = [tps * lo, tps * hi]
+        halves[row["name"]] = _rel_half(tps * ratio, tps * lo, tps * hi)
+        drafts = [_draft_forwards(r, v) for r, v in zip(per_label[row["name"]], verify)]
+        for col, values in (("step_ms", v_step), ("verify_ms", [v["target_ms"].to_numpy(dtype=float) for v in verify]),
+                            ("other_ms", [v["other_ms"].to_numpy(dtype=float) for v in verify]),
+                            ("draft_forward_ms", drafts), ("decode_step_ms", dec_step), ("decode_ms", dec_fwd)):
+            _, c_lo, c_hi = runs_median_ci(values, seed=seed)
+            table.at[i, f"{col}_ci95"] = [c_lo, c_hi]
+    for i, row in table.iterrows():
+        fitted = row["predicted_speedup"].get("held_out_fit_gammas") or []
+        if not fitted or not math.isfinite(row["forecast_error"]):
+            continue
+        others = [halves[r["name"]] for _, r in table.iterrows()
+                  if r["draft"] == row["draft"] and r["gamma"] in fitted]
+        table.at[i, "forecast_tolerance"] = float(math.hypot(halves[row["name"]], max(others, default=0.0)))
+    return table

@@ -1,0 +1,848 @@
+"""`profile`'s runs: every model in ONE process, iterations interleaved, repeated R times, c across the runs.
+
+Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM process settles at its own speed
+and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
+gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing about that. Here:
+
+- a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds `replicas` engines of every
+  model (the target, the drafts, and with `speculate` one speculative engine per draft and γ) and alternates their
+  benchmark iterations, so load bursts and the process's own state hit every model alike; its trace
+  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
+- `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
+  (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`); the report lists c per run beside
+  the machine's state during that run and plots them;
+- `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval of every draft
+  (wall-clock) lies within ±P·c; the outcome says whether the precision or `max_repeat` stopped it;
+- the machine's state before and after each run (load average, CPU count, and the GPU clocks when `nvidia-smi`
+  answers) is recorded in `run-<k>/done.json` and the report's `machine.csv`; runs made with a load above the CPU
+  count get a note.
+- speculative engines are measured in place against the plain target of the same runs, pooled over the runs
+  (`analysis.spec_runs`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
+
+`profile` (the facade's `nsys_cc.profile` and the CLI's) chooses: interleaved runs, or one process per model
+(`launcher.profile`) with `separate`, for tensor-parallel models, and for a speculative config without a draft.
+
+Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
+per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`
+redoes it). A run is made in `run-<k>.attempt/` and renamed over `run-<k>/` only when it completed, so a failing
+rerun never destroys a completed run. `status.json` lists every run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from .. import atomic, progress
+from ..contract import (
+    ENGINE_RANGE_PREFIX,
+    ENV_METRICS_OUT as ENV_METRICS_DIR,
+    ENV_WARMUP_ITERS as ENV_WARMUP,
+    FORWARD_RANGE,
+    INTERLEAVE_MODULE,
+)
+from ..errors import InputError, NsysCCError
+from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
+from .models import Model, resolve_all
+
+DEFAULT_REPEAT = 6
+DEFAULT_MAX_REPEAT = 30
+# Engines of each model in one run: instances of one model differ in speed (their weights' addresses), and an engine
+# more costs about 2 s where a run more costs the vLLM import, nsys and the export (docs/REPEATABILITY.md).
+DEFAULT_REPLICAS = 2
+# What a default profile runs per engine and run: 5 warm-up and 5 measured iterations of one 128-token prefill and 31
+# one-token decode steps: 155 decode forwards per engine and run, 1860 per model in a default profile.
+DEFAULT_OPTIONS = BenchOptions(output_len=32)
+# KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
+# holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
+CPU_KV_CACHE_BYTES = 256 * 1024 * 1024
+RUN_PREFIX = "run-"
+KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+MACHINE_COLUMNS = ["run", "when", "load_1m", "load_5m", "load_15m", "cpus", "gpu_clocks"]
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One model of an interleaved run: role (target | draft | speculative), the resolved model (for a speculative
+    engine the target, labelled `<draft>.spec-g<γ>`), vLLM's options for it, and for a speculative engine its draft's
+    label (or proposer) and γ."""
+
+    role: str
+    model: Model
+    options: tuple[str, ...]
+    draft: str | None = None
+    gamma: int | None = None
+
+    @property
+    def speculative(self) -> bool:
+        return self.role == "speculative"
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+
+@dataclass
+class Run:
+    """One interleaved run (one process): its commands, what happened, and the machine around it.
+
+    status: "planned", "done", "resumed" (complete from an earlier call), "failed", "interrupted", "not run".
+    engines: per label, "done" or the reason it has no forwards in this run.
+    """
+
+    index: int
+    dir: Path
+    commands: ModelCommands
+    status: str = "planned"
+    reason: str = ""
+    seconds: float = 0.0
+    machine: dict = field(default_factory=dict)
+    engines: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("done", "resumed")
+
+    @property
+    def sqlite(self) -> Path:
+        return self.dir / "trace.sqlite"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "log"
+
+    def bench_json(self, label: str) -> Path:
+        return self.dir / f"{label}.bench.json"
+
+    def metrics(self, label: str) -> Path:
+        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
+        return self.dir / f"{label}.metrics.json"
+
+    def to_dict(self) -> dict:
+        return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
+                "seconds": round(self.seconds, 1), "machine": self.machine, "engines": self.engines,
+                "notes": self.notes}
+
+
+def run_dir(out: Path, index: int) -> Path:
+    return out / f"{RUN_PREFIX}{index}"
+
+
+def engines_for(target: str, drafts: Sequence[str]) -> list[Model]:
+    """The resolved models of a profile, target first (names resolved as `launcher.plan` resolves them)."""
+    return resolve_all([target, *drafts])
+
+
+def engine_options(model: Model, opts: BenchOptions, *, gpu: bool, engines: int) -> tuple[str, ...]:
+    """vLLM's latency-benchmark options for one engine of an interleaved run: those of `nsys_cc.launch.bench` for
+    the model (`commands.bench_args`) without the program and `--output-json`; on a GPU the memory share is split
+    between the engines (each takes 0.9 ÷ engines of the GPU unless `vllm_args` says otherwise)."""
+    args = bench_args(model.path, Path("unused.json"), opts, gpu=gpu, python="python", load_format=model.load_format)
+    args = args[3:]  # python -m nsys_cc.launch.bench
+    i = args.index("--output-json")
+    del args[i:i + 2]
+    if gpu and engines > 1 and not any(a.startswith("--gpu-memory-utilization") for a in opts.vllm_args):
+        args += ["--gpu-memory-utilization", f"{0.9 / engines:.2f}"]
+    if not gpu and not any(a.startswith("--kv-cache-memory-bytes") for a in opts.vllm_args):
+        args += ["--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES)]
+    return tuple(args)
+
+
+def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
+                 trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
+                 where: Path | None = None, replicas: int = 1) -> ModelCommands:
+    """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
+    every model, in the order target, drafts, target, drafts, …"""
+    import sys
+
+    d = where or run_dir(out, index)
+    files = ModelFiles(d, "trace")
+    profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
+    profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
+                str(d / "interleaved.json")]
+    for _ in range(replicas):
+        for e in engines:
+            profile += ["--engine", e.label, *e.options]
+    env = bench_env(opts, gpu=gpu)
+    env[ENV_WARMUP] = str(opts.warmup_iters * len(engines) * replicas)
+    if any(e.speculative for e in engines):
+        env[ENV_METRICS_DIR] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
+    if not gpu and KV_SPACE_ENV not in os.environ:
+        env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
+    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
+
+
+def machine_state(gpu: bool) -> dict:
+    """Load average, CPU count and (on a GPU host) the GPU clocks now."""
+    load = os.getloadavg()
+    state: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_1m": round(load[0], 2),
+                   "load_5m": round(load[1], 2), "load_15m": round(load[2], 2), "cpus": os.cpu_count() or 0}
+    try:
+        state["cpus_usable"] = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        pass
+    if gpu:
+        state["gpu_clocks"] = gpu_clocks()
+    return state
+
+
+def gpu_clocks() -> str | None:
+    """Each GPU's SM and memory clocks (MHz), their maximum, temperature and utilisation, from `nvidia-smi`; None
+    when it does not answer."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    query = "index,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,utilization.gpu"
+    try:
+        out = subprocess.run([smi, f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True,
+                             text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    parts = []
+    for line in out.stdout.strip().splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) == 6:
+            parts.append(f"GPU {f[0]}: SM {f[1]}/{f[2]} MHz, memory {f[3]} MHz, {f[4]} °C, {f[5]} % busy")
+    return "; ".join(parts) or None
+
+
+def busy(state: dict) -> bool:
+    """Whether the machine was busier than it has CPUs (1-minute load above the CPU count)."""
+    cpus = state.get("cpus") or 0
+    return bool(cpus) and state.get("load_1m", 0) > cpus
+
+
+def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
+    """Forward ranges inside each engine's windows of an interleaved trace."""
+    from ..analysis.scope import in_scope
+    from ..trace import open_trace
+
+    with open_trace(str(sqlite)) as trace:
+        ranges = trace.nvtx_ranges(names=[FORWARD_RANGE], prefixes=[ENGINE_RANGE_PREFIX], nesting=False)
+    out = {}
+    for label in labels:
+        try:
+            scoped = in_scope(ranges, label)
+        except NsysCCError:
+            out[label] = 0
+            continue
+        out[label] = int((scoped["name"].astype(str) == FORWARD_RANGE).sum())
+    return out
+
+
+def is_complete(run: Run) -> bool:
+    """Whether an earlier call left this run complete, made with the same commands."""
+    try:
+        marker = json.loads((run.dir / "done.json").read_text())
+    except (OSError, ValueError):
+        return False
+    if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
+        return False
+    if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
+        return False
+    run.machine = marker.get("machine", {})
+    run.engines = marker.get("engines", {})
+    run.notes = list(marker.get("notes", []))
+    return True
+
+
+def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
+    """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
+    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures)."""
+    from . import launcher
+
+    tmp = attempt.files.out_dir
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    env = {**os.environ, **attempt.env}
+    before = machine_state(gpu)
+    t0 = time.perf_counter()
+    log_path = tmp / "log"
+    try:
+        with open(log_path, "w") as log:
+            log.write("# nsys-cc profile: " + run.commands.shell().replace("\n", "\n# ") + "\n")
+            rc = launcher._profile_with_retry(attempt.profile, env, log, log_path, timeout)
+            report = attempt.files.report
+            driver = tmp / "interleaved.json"
+            if rc != 0 or not report.is_file() or not driver.is_file():
+                run.status = "failed"
+                run.reason = f"benchmark under nsys failed (exit {rc}): {launcher.failure_reason(log_path)}"
+                return
+            progress.say(f"run {run.index}: exporting {report.name} to SQLite")
+            rc = launcher._run_logged(attempt.export, env, log, timeout)
+            if rc != 0 or not attempt.files.sqlite.is_file():
+                run.status = "failed"
+                run.reason = f"nsys export failed (exit {rc}): {launcher.failure_reason(log_path)}"
+                return
+        doc = json.loads(driver.read_text())
+        errors: dict[str, str] = {}
+        built: dict[str, list[bool]] = {}
+        for entry in doc.get("engines", []):
+            built.setdefault(entry["label"], []).append(not entry.get("error"))
+            if entry.get("error"):
+                errors.setdefault(entry["label"], entry["error"])
+        counts = engine_forwards(attempt.files.sqlite, [e.label for e in engines])
+        for label, ok in built.items():
+            if counts.get(label, 0) and not all(ok):
+                run.notes.append(f"run {run.index}: {ok.count(False)} of {len(ok)} engines of {label} could not be "
+                                 f"built ({errors[label]}); the others were measured")
+        for e in engines:
+            if counts.get(e.label, 0) == 0 and e.label in errors:
+                run.engines[e.label] = f"its engine could not be built: {errors[e.label]}"
+            elif counts.get(e.label, 0) == 0:
+                run.engines[e.label] = (f"no {FORWARD_RANGE} ranges inside its engine's windows (plugin not loaded "
+                                        "or nvtx not recorded: see the log)")
+            else:
+                run.engines[e.label] = "done"
+        run.machine = {"before": before, "after": machine_state(gpu)}
+        if run.engines.get(engines[0].label) != "done":
+            run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
+            return
+        marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
+                  "forward_ranges": counts, "notes": run.notes,
+                  "speculative": [e.label for e in engines if e.speculative
+                                  and (tmp / f"{e.label}.metrics.json").is_file()]}
+        atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
+        with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
+            shutil.rmtree(run.dir, ignore_errors=True)
+            os.replace(tmp, run.dir)
+        run.status = "done"
+    except subprocess.TimeoutExpired:
+        run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
+    except (NsysCCError, ValueError, OSError) as exc:
+        run.status, run.reason = "failed", str(exc)
+    except KeyboardInterrupt:
+        run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+        if not run.machine:
+            run.machine = {"before": before, "after": machine_state(gpu)}
+
+
+def decode_precision(result, drafts: Sequence[str]) -> dict[str, float]:
+    """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
+    where there is no interval yet."""
+    coef = result.coefficients
+    out = {}
+    for d in drafts:
+        rows = coef[(coef["draft"] == d) & (coef["metric"] == "wall")]
+        rows = rows[rows["phase"] == "decode"] if (rows["phase"] == "decode").any() else rows[rows["phase"] == "all"]
+        if rows.empty:
+            out[d] = math.inf
+            continue
+        r = rows.iloc[0]
+        half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
+        out[d] = half if math.isfinite(half) else math.inf
+    return out
+
+
+def machine_table(runs: Sequence[Run]) -> pd.DataFrame:
+    """One row per run and moment (before, after): the load averages, CPU count and GPU clocks."""
+    rows = []
+    for r in runs:
+        for when in ("before", "after"):
+            st = r.machine.get(when) or {}
+            if st:
+                rows.append({"run": r.index, "when": when, **{k: st.get(k) for k in MACHINE_COLUMNS[2:]}})
+    return pd.DataFrame(rows, columns=MACHINE_COLUMNS)
+
+
+def machine_notes(runs: Sequence[Run]) -> list[str]:
+    """One note for the runs made on a busy machine (load above the CPU count before or after), with their loads."""
+    busy_runs, loads, cpus = [], [], 0
+    for r in runs:
+        states = [s for s in (r.machine.get("before"), r.machine.get("after")) if s]
+        if any(busy(s) for s in states):
+            busy_runs.append(r.index)
+            loads += [s["load_1m"] for s in states]
+            cpus = states[0]["cpus"]
+    if not busy_runs:
+        return []
+    which = f"run {busy_runs[0]}" if len(busy_runs) == 1 else f"runs {', '.join(map(str, busy_runs))}"
+    span = f"{min(loads):.1f}" if min(loads) == max(loads) else f"{min(loads):.1f}–{max(loads):.1f}"
+    return [f"{which} of {len(runs)} ran on a busy machine: load average {span} on {cpus} CPUs (other work "
+            "competed for the CPUs; the interval across runs includes its effect)"]
+
+
+def validate(repeat: int, precision: float | None, max_repeat: int | None, replicas: int = 1) -> tuple[int, int]:
+    """(repeat, max_repeat) checked: repeat ≥ 1; replicas ≥ 1; precision in (0, 1); max_repeat ≥ repeat (default
+    max(DEFAULT_MAX_REPEAT, repeat) with a precision, else repeat)."""
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise InputError(f"repeat must be a whole number ≥ 1, not {repeat!r}", param="repeat")
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1:
+        raise InputError(f"replicas must be a whole number ≥ 1, not {replicas!r}", param="replicas")
+    if precision is not None and not (0 < precision < 1):
+        raise InputError(f"precision must lie between 0 and 1 (e.g. 0.05 for ±5 %), not {precision!r}",
+                         param="precision")
+    if max_repeat is None:
+        return repeat, max(DEFAULT_MAX_REPEAT, repeat) if precision is not None else repeat
+    if precision is None:
+        raise InputError("max_repeat only bounds the runs of a precision (e.g. precision=0.05); without one exactly "
+                         "repeat runs are made", param="max_repeat")
+    if isinstance(max_repeat, bool) or not isinstance(max_repeat, int) or max_repeat < repeat:
+        raise InputError(f"max_repeat must be a whole number ≥ repeat ({repeat}), not {max_repeat!r}",
+                         param="max_repeat")
+    return repeat, max_repeat
+
+
+@dataclass
+class Outcome:
+    """What the interleaved runs did: the runs, the models that took part, and why they stopped."""
+
+    runs: list[Run]
+    engines: list[Engine]
+    stopped_by: str  # "repeat" | "precision" | "max_repeat" | "failures" | "interrupted"
+    precision: dict[str, float] = field(default_factory=dict)  # per draft: relative half-width reached
+
+    @property
+    def completed(self) -> list[Run]:
+        return [r for r in self.runs if r.ok]
+
+    def model_status(self, label: str) -> tuple[str, str]:
+        """("done", "") when the model has forwards in every completed run, else ("failed", why)."""
+        done = self.completed
+        if not done:
+            reasons = {r.reason for r in self.runs if r.reason}
+            return "failed", "; ".join(sorted(reasons)) or "no run completed"
+        missing = [(r.index, r.engines.get(label, "left out after an earlier run")) for r in done
+                   if r.engines.get(label) != "done"]
+        if not missing:
+            return "done", ""
+        return "failed", "; ".join(f"run {i}: {why}" for i, why in missing)
+
+
+def _say_run(run: Run, total: str) -> None:
+    where = f"[run {run.index}/{total}]"
+    load = run.machine.get("before", {}).get("load_1m")
+    cpus = run.machine.get("before", {}).get("cpus")
+    state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
+    if run.status == "resumed":
+        progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
+    elif run.ok:
+        progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
+    else:
+        progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})")
+
+
+def write_status(out: Path, outcome: Outcome) -> Path:
+    """`status.json`: every interleaved run's state, and each model's."""
+    doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
+           "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
+                       "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
+                       **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
+                      for e in outcome.engines]}
+    return atomic.write_text(out / "status.json", json.dumps(doc, indent=2) + "\n")
+
+
+def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
+            precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
+            nsys_args: Sequence[str], seed: int, replicas: int = 1) -> Outcome:
+    """Make the interleaved runs (see the module docstring) and return what happened. Ctrl-C: the status is written,
+    then KeyboardInterrupt propagates with `Outcome` attached as its `outcome` attribute."""
+    outcome = Outcome([], engines, "repeat")
+    active = list(engines)
+    failures_in_a_row = 0
+    total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
+    try:
+        for k in range(1, max_repeat + 1):
+            run = Run(k, run_dir(out, k), run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace,
+                                                       nsys_extra=nsys_args, replicas=replicas))
+            outcome.runs.append(run)
+            if not force and is_complete(run):
+                run.status = "resumed"
+            else:
+                progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
+                             f"under nsys ({'GPU' if gpu else 'CPU'}) …")
+                attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
+                                       where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas)
+                execute(run, active, attempt, gpu=gpu, timeout=timeout)
+            _say_run(run, total)
+            write_status(out, outcome)
+            failures_in_a_row = 0 if run.ok else failures_in_a_row + 1
+            if failures_in_a_row >= 2:
+                outcome.stopped_by = "failures"
+                break
+            if run.ok:  # a draft whose engine could not be built is left out of the later runs
+                active = [e for e in active if e is active[0] or not run.engines.get(e.label, "").startswith(
+                    "its engine could not be built")]
+            if k < repeat:
+                continue
+            if precision is None:
+                break
+            if len(outcome.completed) >= 2:
+                from ..analysis.coefficient import cost_coefficient_runs
+
+                labels = _pooled_labels(outcome)
+                result = cost_coefficient_runs([[r.sqlite] * len(labels) for r in outcome.completed], names=labels,
+                                               scopes=[labels] * len(outcome.completed),
+                                               output_len=options.output_len, seed=seed)
+                outcome.precision = decode_precision(result, labels[1:])
+                worst = max(outcome.precision.values(), default=math.inf)
+                progress.say(f"after {len(outcome.completed)} runs: decode c known to ±{worst:.1%} "
+                             f"(asked: ±{precision:.1%})")
+                if worst <= precision:
+                    outcome.stopped_by = "precision"
+                    break
+        else:
+            if precision is not None:
+                outcome.stopped_by = "max_repeat"
+    except KeyboardInterrupt as exc:
+        outcome.stopped_by = "interrupted"
+        for r in outcome.runs:
+            if r.status == "planned":
+                r.status = "not run"
+        write_status(out, outcome)
+        exc.outcome = outcome  # type: ignore[attr-defined]
+        raise
+    write_status(out, outcome)
+    return outcome
+
+
+def _pooled_labels(outcome: Outcome) -> list[str]:
+    """The target and the drafts with forwards in every completed run (the models the pooled analysis holds)."""
+    return [e.label for e in outcome.engines if outcome.model_status(e.label)[0] == "done"]
+
+
+def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str:
+    """One sentence on how many runs were made and what stopped them."""
+    n = len(outcome.completed)
+    made = f"{n} interleaved run(s) completed of {len(outcome.runs)} made"
+    if outcome.stopped_by == "precision":
+        worst = max(outcome.precision.values(), default=math.nan)
+        return (f"{made}; stopped by the precision: every draft's decode c is known to ±{worst:.1%} "
+                f"(asked ±{precision:.1%})")
+    if outcome.stopped_by == "max_repeat":
+        worst = max(outcome.precision.values(), default=math.inf)
+        reached = f"±{worst:.1%}" if math.isfinite(worst) else "no interval yet"
+        return (f"{made}; stopped by max_repeat ({max_repeat}) before the precision: decode c known to {reached}, "
+                f"asked ±{precision:.1%}")
+    if outcome.stopped_by == "failures":
+        return f"{made}; stopped after two runs in a row failed"
+    if outcome.stopped_by == "interrupted":
+        return f"{made}; interrupted (Ctrl-C)"
+    return f"{made} (repeat)"
+
+
+def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: bool, replicas: int = 1,
+             speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[Engine]:
+    """The engines of every run: the target, the drafts, then a speculative engine per draft and γ (the labels and
+    configs of `launcher.speculative_runs`)."""
+    from . import launcher
+
+    models = engines_for(target, drafts)
+    if not drafts:
+        raise InputError("give at least one draft (drafts)", param="drafts")
+    labels = [m.label for m in models]
+    if len(set(labels)) != len(labels):
+        raise InputError(f"two models have the same label ({', '.join(labels)}): give each model once",
+                         param="drafts")
+    for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
+                        ("batch_size", options.batch_size), ("iters", options.iters)):
+        if value < 1:
+            raise InputError(f"{name} must be ≥ 1, not {value}", param=name)
+    if options.warmup_iters < 0:
+        raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
+    gammas = launcher.parse_gammas(speculate) if speculate else []
+    config = launcher.parse_speculative_config(speculative_config)
+    # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
+    def carrier(m: Model, js: str = "") -> ModelCommands:
+        return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
+
+    spec = launcher.speculative_runs(models[0], models[1:], gammas, config, carrier)
+    # one label, one engine's windows: two engines labelled alike would mix their ranges (compared without case)
+    launcher._refuse_shared_labels([launcher.ModelRun("target" if i == 0 else "draft", m, carrier(m))
+                                    for i, m in enumerate(models)] + spec)
+    n = (len(models) + len(spec)) * replicas
+    out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
+           for i, m in enumerate(models)]
+    out += [Engine("speculative", r.model, (*engine_options(models[0], options, gpu=gpu, engines=n),
+                                            "--speculative-config", r.commands.profile[0]), r.draft, r.gamma)
+            for r in spec]
+    return out
+
+
+def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+                        nsys: str,
+            gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
+            max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
+            speculative_config: str | None = None) -> str:
+    """The commands of the first interleaved run, and how many runs would be made."""
+    repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
+    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
+    out = Path(out_dir).resolve()
+    cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
+                        replicas=replicas)
+    runs = f"{repeat}" if precision is None else f"{repeat} to {max_repeat} (until ±{precision:.1%})"
+    return (f"# interleaved run 1 of {runs}: {' + '.join(e.label for e in engines)} in one process "
+            f"({'GPU' if gpu else 'CPU'}); run k writes {out}/{RUN_PREFIX}k/\n{cmds.shell()}\n")
+
+
+def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+                        device: str, timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
+                        acceptance: Sequence[float], seed: int, repeat: int, precision: float | None,
+                        max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
+                        speculative_config: str | None = None):
+    """`profile` with interleaved runs (module docstring); returns a `launcher.ProfileRun`."""
+    from ..trace.nsys import require_nsys
+    from . import launcher
+
+    repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
+    gpu = launcher.uses_gpu(device)
+    nsys = require_nsys()
+    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
+    for warning in launcher.preflight(nsys):
+        progress.say(f"warning: {warning}")
+    out = atomic.check_out_dir(out_dir, "the profile run").resolve()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    for model in {e.model.spec: e.model for e in engines if e.model.kind == "pair"}.values():
+        with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
+            model.prepare()
+    try:
+        outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
+                          max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
+                          seed=seed, replicas=replicas)
+    except KeyboardInterrupt as exc:
+        partial = getattr(exc, "outcome", None)
+        if partial is not None and partial.completed:
+            done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                           max_repeat=max_repeat)
+            if done.report is not None:
+                progress.say(f"interrupted: report on the runs completed so far: {done.report}")
+        raise
+    return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                   max_repeat=max_repeat)
+
+
+def _model_runs(outcome: Outcome):
+    """One `launcher.ModelRun` per model, its status over the runs (for the CLI's exit status and notes)."""
+    from . import launcher
+
+    first = outcome.runs[0] if outcome.runs else None
+    out = []
+    for e in outcome.engines:
+        commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
+        mr = launcher.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
+        mr.status, mr.reason = outcome.model_status(e.label)
+        mr.seconds = sum(r.seconds for r in outcome.runs)
+        out.append(mr)
+    return out
+
+
+def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
+            precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
+    """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
+    from ..analysis.coefficient import cost_coefficient_runs, load_model
+    from ..report import write_report
+    from . import check, launcher
+
+    runs = _model_runs(outcome)
+    notes = [stop_note(outcome, precision, max_repeat)]
+    notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
+    notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
+    result = launcher.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
+    pooled = _pooled_labels(outcome)
+    spec = [e for e in outcome.engines if e.speculative and e.label in pooled]
+    labels = [label for label in pooled if label not in {e.label for e in spec}]
+    done = outcome.completed
+    if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:
+        return result
+    with progress.step(f"analysing {len(done)} interleaved run(s)", always=True):
+        result.result = cost_coefficient_runs([[r.sqlite] * len(labels) for r in done], names=labels,
+                                              scopes=[labels] * len(done), output_len=options.output_len,
+                                              acceptance=acceptance, seed=seed)
+        if spec:
+            result.result = dataclasses.replace(result.result, speculative=_speculative(
+                result.result, done, labels[0], spec, options, acceptance, seed))
+        every = [*labels, *(e.label for e in spec)]
+        share = pd.concat([check.forward_share([(load_model(r.sqlite, name=label, role="model", scope=label),
+                                                 r.bench_json(label)) for label in every]).assign(run=r.index)
+                           for r in done], ignore_index=True)
+    share = share[["run", *[c for c in share.columns if c != "run"]]]
+    notes += [n for r in done for n in r.notes]
+    notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in every]
+    machine = machine_table(outcome.runs)
+    result.report = write_report(result.result, out, extra_notes=notes,
+                                 extra_tables={"forward_share": share, "machine": machine})
+    result.notes = notes
+    return result
+
+
+def _speculative(result, done: Sequence[Run], target: str, spec: Sequence[Engine], options: BenchOptions,
+                 acceptance: Sequence[float], seed: int):
+    """The speculative engines measured in place against the plain target of the same runs, pooled over the runs
+    (`analysis.spec_runs`), c standalone from the pooled plain runs."""
+    from ..analysis.spec_runs import SpecEngine, analyze_runs
+
+    coef = result.coefficients
+    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
+    return analyze_runs([(r.sqlite, r.dir) for r in done], target,
+                        [SpecEngine(e.label, e.draft or "", e.gamma or 0) for e in spec],
+                        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()},
+                        output_len=options.output_len, acceptance=acceptance, seed=seed)
+
+
+def _share_note(share: pd.DataFrame, label: str) -> str:
+    """One line per model: the forward share over its runs (median and range of the per-run medians)."""
+    rows = share[share["model"] == label]
+    if rows.empty or not rows["iterations"].any():
+        return f"{label}: no measured iteration ranges in the traces, so no forward share"
+    med = rows["forward_share"]
+    return (f"{label}: forward ranges cover {med.median():.0%} of each measured iteration (median over {len(rows)} "
+            f"run(s); per run {med.min():.0%}–{med.max():.0%}; {rows['forward_ms'].median():.2f} ms of forwards in "
+            f"vLLM's {rows['latency_ms'].median():.2f} ms iteration)")
+
+
+def _spec_engine(entry: dict):
+    """A speculative engine from its status.json entry (draft and γ from its `<draft>.spec-g<γ>` label when the entry
+    does not say)."""
+    from ..analysis.spec_runs import SpecEngine
+    from ..analysis.speculative import LABEL_RE
+
+    m = LABEL_RE.match(entry["label"])
+    draft = entry.get("draft") or (m.group("draft") if m else "")
+    gamma = entry.get("gamma") or (int(m.group("gamma")) if m else 0)
+    return SpecEngine(entry["label"], draft, int(gamma))
+
+
+def is_profile_dir(path: str | os.PathLike) -> bool:
+    """Whether `path` is the output directory of an interleaved `profile` (its status.json lists runs)."""
+    p = Path(path)
+    try:
+        doc = json.loads((p / "status.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return p.is_dir() and isinstance(doc, dict) and isinstance(doc.get("runs"), list)
+
+
+def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), metrics_dump: str | None = None,
+                seed: int = 0, range_name: str = FORWARD_RANGE, skip_ranges: int | None = None,
+                output_len: int | None = None):
+    """The pooled analysis of an interleaved profile's completed runs, read from its directory (status.json says
+    which runs completed and which models have forwards in all of them). InputError when none completed."""
+    from ..analysis.coefficient import cost_coefficient_runs
+    from ..analysis.spec_runs import analyze_runs
+
+    p = Path(path)
+    doc = json.loads((p / "status.json").read_text())
+    done = [r for r in doc["runs"] if r.get("status") in ("done", "resumed")]
+    models = [m for m in doc.get("models", []) if m.get("status") == "done"]
+    labels = [m["label"] for m in models if m.get("role") != "speculative"]
+    spec = [_spec_engine(m) for m in models if m.get("role") == "speculative"]
+    if not done or len(labels) < 2:
+        raise InputError(f"{p}: no completed interleaved run with the target and a draft (see its status.json)")
+    dirs = [p / f"{RUN_PREFIX}{r['run']}" for r in done]
+    result = cost_coefficient_runs([[d / "trace.sqlite"] * len(labels) for d in dirs], names=labels,
+                                   scopes=[labels] * len(done), range_name=range_name, skip_ranges=skip_ranges,
+                                   output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+    if not spec:
+        return result
+    coef = result.coefficients
+    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
+    return dataclasses.replace(result, speculative=analyze_runs(
+        [(d / "trace.sqlite", d) for d in dirs], labels[0], spec, range_name=range_name,
+        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()}, output_len=output_len,
+        acceptance=result.acceptance, seed=seed))
+
+
+def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+                draft_tp: int = 1, separate: bool = False, drafts: Sequence[str] = ("draft",)) -> bool:
+    """Whether `profile` makes interleaved runs (every model in one process): yes unless asked for one process per
+    model (`separate`), or a model runs on several tensor-parallel ranks, or a speculative config runs without a plain
+    draft to compare (ngram alone). Speculative engines join the interleaved runs."""
+    del speculate, speculative_config
+    return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
+
+
+def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
+                   separate: bool, speculative_config: str | None, speculate: Sequence[int]) -> None:
+    """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
+    if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
+        why = ("separate" if separate else "speculative_config without drafts"
+               if speculative_config is not None and not speculate else "target_tp")
+        raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
+                         "make yet (one process per model)", param="repeat")
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
+            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False):
+    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does
+    (`nsys_cc.profile`).
+
+    By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
+    `repeat` runs one after another (default `DEFAULT_REPEAT`), c pooled over the runs with an interval across them;
+    speculative runs (`speculate`, `speculative_config` with drafts) join the same processes. One process per model
+    (`launcher.profile`) when `separate`, for tensor-parallel models and for a speculative config without drafts.
+
+    Args:
+        target, drafts, device, force, trace, nsys_args, acceptance, seed, speculate, speculative_config, target_tp,
+            draft_tp: as for `launcher.profile`; timeout: seconds per run (per model with one process each; default
+            `launcher.DEFAULT_TIMEOUT_S`).
+        options: the benchmark's options (default `DEFAULT_OPTIONS`: 32 output tokens).
+        repeat: interleaved runs (≥ 1); precision: keep adding runs until every draft's decode c interval lies within
+            ±precision·c (e.g. 0.05), at most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`); replicas: engines of
+            each model in a run (default `DEFAULT_REPLICAS`); separate: one process per model (repeat 1 only).
+    Returns:
+        A `launcher.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
+    """
+    from ..analysis.coefficient import check_seed
+    from . import launcher
+
+    check_seed(seed)  # before minutes of profiling, not after
+    options = DEFAULT_OPTIONS if options is None else options
+    timeout = launcher.DEFAULT_TIMEOUT_S if timeout is None else timeout
+    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
+        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
+                                trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                draft_tp=draft_tp)
+    atomic.check_out_dir(out_dir, "the profile run")
+    return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
+                               trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
+                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
+                               speculate=speculate, speculative_config=speculative_config)
+
+
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> str:
+    """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
+    per model (`launcher.dry_run`)."""
+    from ..trace.nsys import find_nsys
+    from . import launcher
+
+    options = DEFAULT_OPTIONS if options is None else options
+    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
+        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        return launcher.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
+                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                draft_tp=draft_tp)
+    return dry_run_interleaved(target, drafts, out_dir, options, nsys=find_nsys() or "nsys",
+                               gpu=launcher.uses_gpu(device), trace=trace, nsys_args=nsys_args,
+                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
+                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
+                               speculate=speculate, speculative_config=speculative_config)

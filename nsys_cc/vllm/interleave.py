@@ -1,0 +1,213 @@
+"""The program one interleaved run of `nsys-cc profile` runs under nsys (`python -m nsys_cc.vllm.interleave`): several
+vLLM engines in ONE process, their benchmark iterations alternating, so that the machine's drift and the process's own
+state hit every model alike.
+
+Usage: `python -m nsys_cc.vllm.interleave --output-json RUN.json --engine LABEL [vllm bench latency options] …`,
+one `--engine` group per engine, each with the options `nsys_cc.vllm.bench` takes (`vllm bench latency`'s,
+`--output-json` excepted). Every engine is an in-process `LLM` (the launcher sets `VLLM_ENABLE_V1_MULTIPROCESSING=0`
+on the CPU); vLLM 0.32's CPU build holds several in one process (verified, docs/REPEATABILITY.md). A label given
+several times is several instances of one model (its weights at other addresses: on the CPU two instances of one
+model in one process differ in speed by up to 10 %, docs/REPEATABILITY.md); they share the model's ranges.
+
+Order: each engine is built in turn; then `--num-iters-warmup` + `--num-iters` rounds, each one `LLM.generate` of
+every engine, the first engine of round i being engine i mod K (target, draft, then draft, target, …: ABBA order,
+so neither model always runs just after the other). The plugin marks the first `NSYS_CC_WARMUP_ITERS` generate calls
+of the process as warm-up (the launcher sets it to warm-up rounds × engines).
+
+What the trace holds besides the plugin's ranges: around every generate call of an engine labelled `LABEL`, an NVTX
+range `nsys_cc:engine LABEL` (payload: the engine's index, 0-based in the order given), so the analysis keeps each
+model's forwards, steps and markers apart (`scope`). What the driver writes: `--output-json` (format
+"nsys_cc.interleaved": per engine its label, index, latencies of the measured iterations in seconds, warm-up
+latencies, and the error when it could not be built) and, per label, `<dir of --output-json>/<LABEL>.bench.json` in
+the latency benchmark's format (avg_latency, latencies, percentiles; the latencies of every instance of that label in
+the order they ran, as its iteration ranges are), so the measurement check reads it as it reads a single model's.
+With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters are dumped to `DIR/<LABEL>.metrics.json`
+(`analysis.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole benchmark
+(warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step statistics
+(`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's Prometheus
+registry, which is the process's, and in a process with several engines it holds the last engine's counters only
+(verified with two speculative engines, docs/REPEATABILITY.md).
+
+An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
+under `__main__` (vLLM may start processes that re-import the main module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, INTERLEAVE_MODULE
+
+ENGINE_FLAG = "--engine"
+FORMAT = "nsys_cc.interleaved"
+# vLLM's spec-decode counter names (`analysis.acceptance` reads them).
+SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                 "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
+__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "count_spec_decoding", "engine_range", "main", "split_argv"]
+
+
+def engine_range(label: str) -> str:
+    """The NVTX range around each generate call of the engine labelled `label` (`analysis.scope.engine_range`)."""
+    return ENGINE_RANGE_PREFIX + label
+
+
+def split_argv(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """(options before the first `--engine`, [(label, that engine's options), …])."""
+    head: list[str] = []
+    groups: list[tuple[str, list[str]]] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] == ENGINE_FLAG:
+            if i + 1 >= len(argv):
+                raise SystemExit(f"{ENGINE_FLAG} needs a label")
+            groups.append((argv[i + 1], []))
+            i += 2
+            continue
+        (groups[-1][1] if groups else head).append(argv[i])
+        i += 1
+    if not groups:
+        raise SystemExit(f"give at least one {ENGINE_FLAG} LABEL [options]")
+    return head, groups
+
+
+def count_spec_decoding(llm, totals: dict) -> bool:
+    """Add every step's spec-decode statistics of `llm`'s engine to `totals` (num_drafts, num_draft_tokens,
+    num_accepted_tokens, per_pos) by wrapping its stat-logger manager's `record`; False when the engine logs no
+    statistics (`disable_log_stats`)."""
+    engine = getattr(llm, "llm_engine", None)
+    manager = getattr(engine, "logger_manager", None)
+    if manager is None:
+        return False
+    record = manager.record
+
+    def counting(*args, **kwargs):
+        stats = kwargs.get("scheduler_stats", args[0] if args else None)
+        spec = getattr(stats, "spec_decoding_stats", None)
+        if spec is not None:
+            totals["num_drafts"] = totals.get("num_drafts", 0) + spec.num_drafts
+            totals["num_draft_tokens"] = totals.get("num_draft_tokens", 0) + spec.num_draft_tokens
+            totals["num_accepted_tokens"] = totals.get("num_accepted_tokens", 0) + spec.num_accepted_tokens
+            per_pos = totals.setdefault("per_pos", [])
+            for i, n in enumerate(spec.num_accepted_tokens_per_pos):
+                if i < len(per_pos):
+                    per_pos[i] += n
+                else:
+                    per_pos.append(n)
+        return record(*args, **kwargs)
+
+    manager.record = counting
+    return True
+
+
+def as_metric_records(totals: dict) -> list[dict]:
+    """`count_spec_decoding`'s totals as the metric records `analysis.acceptance` reads (vLLM's counter names)."""
+    return [{"name": SPEC_COUNTERS[0], "labels": {}, "value": int(totals.get("num_drafts", 0))},
+            {"name": SPEC_COUNTERS[1], "labels": {}, "value": int(totals.get("num_draft_tokens", 0))},
+            {"name": SPEC_COUNTERS[2], "labels": {}, "value": int(totals.get("num_accepted_tokens", 0))},
+            {"name": SPEC_COUNTERS[3], "labels": {}, "values": [int(n) for n in totals.get("per_pos", [])]}]
+
+
+def _bench_json(latencies: list[float]) -> dict:
+    import numpy as np
+
+    lat = np.asarray(latencies, dtype=float)
+    percentiles = [10, 25, 50, 75, 90, 99]
+    return {"avg_latency": float(lat.mean()) if lat.size else None, "latencies": lat.tolist(),
+            "percentiles": {str(p): float(v) for p, v in zip(percentiles, np.percentile(lat, percentiles))}
+            if lat.size else {}}
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+
+    from . import fixes as vllm_fixes, plugin as vllm_plugin
+    from .nvtx_backend import choose
+
+    vllm_plugin.register()
+    vllm_fixes.install()
+    head_parser = argparse.ArgumentParser(prog=f"python -m {INTERLEAVE_MODULE}")
+    head_parser.add_argument("--output-json", required=True)
+    head, groups = split_argv(argv)
+    out = Path(head_parser.parse_args(head).output_json)
+
+    import numpy as np
+    from vllm import LLM, SamplingParams
+    from vllm.benchmarks.latency import add_cli_args
+    from vllm.engine.arg_utils import EngineArgs
+    from vllm.inputs import TokensPrompt
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    metrics_dir = os.environ.get(ENV_METRICS_DIR)
+    backend = choose()
+    engines: list[dict] = []
+    for index, (label, options) in enumerate(groups):
+        parser = FlexibleArgumentParser(prog=f"--engine {label}")
+        add_cli_args(parser)
+        args = parser.parse_args(options)
+        entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "counters": {},
+                       "speculative": bool(getattr(args, "speculative_config", None)), "error": None}
+        try:
+            entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
+            if entry["speculative"] and metrics_dir:
+                entry["counted"] = count_spec_decoding(entry["llm"], entry["counters"])
+        except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
+        entry["args"] = args
+        entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
+                                         max_tokens=args.output_len, detokenize=not args.disable_detokenize)
+        ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
+        entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
+        engines.append(entry)
+    live = [e for e in engines if "llm" in e]
+    if not live:
+        raise SystemExit(f"{INTERLEAVE_MODULE}: no engine could be built")
+    by_label: dict[str, list[float]] = {}  # measured latencies per label, every instance, in the order they ran
+    warmup = max(e["args"].num_iters_warmup for e in live)
+    iters = max(e["args"].num_iters for e in live)
+    for i in range(warmup + iters):
+        k = len(live)
+        for e in (live[(i + j) % k] for j in range(k)):
+            backend.push(engine_range(e["label"]), e["index"])
+            t0 = time.perf_counter()
+            try:
+                e["llm"].generate(e["prompts"], sampling_params=e["params"], use_tqdm=False)
+            finally:
+                elapsed = time.perf_counter() - t0
+                backend.pop()
+            (e["warmup_latencies"] if i < warmup else e["latencies"]).append(elapsed)
+            if i >= warmup:
+                by_label.setdefault(e["label"], []).append(elapsed)
+    doc = {"format": FORMAT, "version": 1, "warmup_iterations": warmup, "iterations": iters, "engines": []}
+    for e in engines:
+        doc["engines"].append({"label": e["label"], "index": e["index"], "error": e["error"],
+                               "speculative": e["speculative"], "latencies": e["latencies"],
+                               "warmup_latencies": e["warmup_latencies"]})
+    for label, latencies in by_label.items():
+        (out.parent / f"{label}.bench.json").write_text(json.dumps(_bench_json(latencies), indent=1))
+    counters: dict[str, dict] = {}
+    for e in live:
+        if e.get("counted"):
+            total = counters.setdefault(e["label"], {})
+            for key, value in e["counters"].items():
+                if key == "per_pos":
+                    pos = total.setdefault("per_pos", [])
+                    pos.extend([0] * (len(value) - len(pos)))
+                    for i, n in enumerate(value):
+                        pos[i] += n
+                else:
+                    total[key] = total.get(key, 0) + value
+    for label, total in counters.items():
+        from ..analysis.acceptance import dump_metrics
+
+        dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

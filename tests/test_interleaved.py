@@ -1,0 +1,142 @@
+"""Interleaved runs (issue 22): one process holding every model, several runs, c pooled with an interval across runs.
+
+The fixtures are three real interleaved runs (fixtures/interleaved/README.md); every expectation is computed here with
+raw SQL on the exports and the driver's own JSON, never read back from nsys_cc.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from nsys_cc.analysis import coefficient
+from nsys_cc.errors import RangeNotFoundError
+
+RUNS = [FIXTURES / "interleaved" / f"run-{k}" for k in (1, 2, 3)]
+LABELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+BATCH = 2
+
+
+def _ranges(sqlite, name: str) -> list[tuple[int, int, int]]:
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        return conn.execute(
+            "SELECT e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
+
+
+def _decode_ms(run, label: str) -> np.ndarray:
+    """Durations (ms) of the decode forwards (payload = the batch) that start inside the model's engine ranges and
+    outside every warm-up range: raw SQL, independent of the analysis."""
+    sqlite = run / "trace.sqlite"
+    windows = _ranges(sqlite, f"nsys_cc:engine {label}")
+    warm = _ranges(sqlite, "nsys_cc:warmup")
+    out = []
+    for start, end, payload in _ranges(sqlite, "model_executable()"):
+        if payload != BATCH:
+            continue
+        if any(s <= start <= e for s, e, _ in windows) and not any(s <= start <= e for s, e, _ in warm):
+            out.append((end - start) / 1e6)
+    return np.array(out)
+
+
+def test_the_fixture_holds_two_engines_of_each_model_per_run():
+    for run in RUNS:
+        doc = json.loads((run / "interleaved.json").read_text())
+        assert [e["label"] for e in doc["engines"]] == LABELS * 2
+        assert all(e["error"] is None and len(e["latencies"]) == 2 for e in doc["engines"])
+        for label in LABELS:
+            assert len(_ranges(run / "trace.sqlite", f"nsys_cc:engine {label}")) == 6
+            assert len(_decode_ms(run, label)) == 2 * 2 * 3  # engines × measured iterations × decodes
+
+
+def test_one_run_read_per_model_by_scope_matches_raw_sql():
+    run = RUNS[0]
+    sqlite = str(run / "trace.sqlite")
+    result = coefficient.cost_coefficient(sqlite, [sqlite, sqlite], names=LABELS, scopes=LABELS)
+    coef = result.coefficients.set_index(["draft", "phase", "metric"])
+    t = _decode_ms(run, LABELS[0])
+    for label in LABELS[1:]:
+        d = _decode_ms(run, label)
+        row = coef.loc[(label, "decode", "wall")]
+        assert row["c"] == pytest.approx(np.median(d) / np.median(t))
+        assert (row["n_draft"], row["n_target"], row["runs"]) == (len(d), len(t), 1)
+    assert any("rest on the forwards of one run" in n for n in result.notes)
+    assert result.runs.empty
+
+
+def test_without_a_scope_the_models_of_one_process_would_mix():
+    sqlite = str(RUNS[0] / "trace.sqlite")
+    mixed = coefficient.load_model(sqlite, name="all", role="target")
+    alone = coefficient.load_model(sqlite, name="t", role="target", scope=LABELS[0])
+    assert len(mixed.phase_rows("decode")) == 3 * len(alone.phase_rows("decode"))
+
+
+def test_an_unknown_scope_names_the_engines_the_trace_has():
+    sqlite = str(RUNS[0] / "trace.sqlite")
+    with pytest.raises(RangeNotFoundError, match="no 'nsys_cc:engine nope' ranges.*tiny-llama-target") as err:
+        coefficient.load_model(sqlite, name="x", role="target", scope="nope")
+    assert err.value.param == "scopes"
+
+
+def test_runs_pool_into_one_c_with_c_per_run_beside_it():
+    result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
+                                               scopes=[LABELS] * 3)
+    t = [_decode_ms(r, LABELS[0]) for r in RUNS]
+    for label in LABELS[1:]:
+        d = [_decode_ms(r, label) for r in RUNS]
+        row = result.coefficients.set_index(["draft", "phase", "metric"]).loc[(label, "decode", "wall")]
+        assert row["c"] == pytest.approx(np.median(np.concatenate(d)) / np.median(np.concatenate(t)))
+        assert row["runs"] == 3 and row["n_draft"] == sum(map(len, d))
+        assert row["ci_low"] < row["c"] < row["ci_high"]
+        per_run = result.runs[(result.runs["draft"] == label) & (result.runs["phase"] == "decode")
+                              & (result.runs["metric"] == "wall")].sort_values("run")
+        assert list(per_run["run"]) == [0, 1, 2]
+        assert per_run["c"].to_numpy() == pytest.approx([np.median(di) / np.median(ti) for di, ti in zip(d, t)])
+        assert per_run["target_median_ms"].to_numpy() == pytest.approx([np.median(ti) for ti in t])
+    forwards = result.forwards
+    assert sorted(forwards["run"].unique()) == [0, 1, 2]
+    assert any("variation between 3 runs" in n for n in result.notes)
+
+
+def test_the_runs_are_reported_in_every_format(tmp_path):
+    result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
+                                               scopes=[LABELS] * 3)
+    text = result.render("table")
+    assert "c per run" in text and text.count("tiny-llama-draft-xs  decode") == 3  # one row per run
+    doc = json.loads(result.render("json"))
+    assert {(r["draft"], r["run"]) for r in doc["runs"] if r["phase"] == "decode"} == {
+        (label, k) for label in LABELS[1:] for k in (1, 2, 3)}
+    report = result.write_report(tmp_path)
+    assert (tmp_path / "plots" / "runs.png").is_file() and (tmp_path / "runs.csv").is_file()
+    assert "c per run" in report.read_text()
+
+
+def test_one_run_through_the_runs_function_keeps_the_one_run_interval():
+    one = coefficient.cost_coefficient_runs([[RUNS[1] / "trace.sqlite"] * 3], names=LABELS, scopes=[LABELS])
+    row = one.coefficients.set_index(["draft", "phase", "metric"]).loc[(LABELS[2], "decode", "wall")]
+    assert math.isfinite(row["ci_low"]) and row["runs"] == 1 and one.runs.empty
+
+
+def test_runs_must_hold_the_same_models():
+    from nsys_cc.errors import InputError
+
+    with pytest.raises(InputError, match="same models"):
+        coefficient.cost_coefficient_runs([[RUNS[0] / "trace.sqlite"] * 3, [RUNS[1] / "trace.sqlite"] * 2],
+                                          names=LABELS)
+
+
+def test_the_forward_share_reads_each_models_part_of_the_trace():
+    from nsys_cc.launch import check
+
+    run = RUNS[0]
+    models = [coefficient.load_model(run / "trace.sqlite", name=label, role="model", scope=label) for label in LABELS]
+    share = check.forward_share([(m, run / f"{m.name}.bench.json") for m in models])
+    latencies = {label: json.loads((run / f"{label}.bench.json").read_text())["latencies"] for label in LABELS}
+    assert list(share["iterations"]) == [len(latencies[label]) for label in LABELS] == [4, 4, 4]
+    assert list(share["forwards_per_iteration"]) == [4.0, 4.0, 4.0]
+    assert list(share["latency_ms"]) == pytest.approx([round(np.median(latencies[x]) * 1e3, 3) for x in LABELS])

@@ -1,0 +1,223 @@
+"""Intervals that mean what they say (issue 22): the NaN rule, c over several runs with its interval across them,
+Student's t, and the Wilson interval of α — each checked against values worked out independently here."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from nsys_cc.analysis import stats
+
+# ---- the NaN rule: no interval from fewer than two values ------------------------------------------------------
+
+@pytest.mark.parametrize("draft, target", [([0.5], [2.0, 2.2, 2.1]), ([0.5, 0.6], [2.0]), ([0.5], [2.0])])
+def test_one_value_on_a_side_gives_c_but_no_interval(draft, target):
+    c, lo, hi = stats.ratio_of_medians(draft, target)
+    assert c == pytest.approx(np.median(draft) / np.median(target))
+    assert math.isnan(lo) and math.isnan(hi)  # never the zero-width [c–c] of a single forward
+
+
+def test_two_values_on_each_side_give_an_interval():
+    c, lo, hi = stats.ratio_of_medians([0.5, 0.7], [2.0, 2.4])
+    assert lo < c < hi
+
+
+def test_median_ci_of_one_value_has_no_interval():
+    m, lo, hi = stats.median_ci(np.array([3.0, np.nan]))
+    assert m == 3.0 and math.isnan(lo) and math.isnan(hi)
+
+
+def test_constant_samples_still_have_their_zero_width_interval():
+    # two or more values that agree exactly: the bootstrap says so (this is data, not a lone value)
+    assert stats.ratio_of_medians([1.0] * 5, [4.0] * 7) == (0.25, 0.25, 0.25)
+
+
+# ---- Student's t -------------------------------------------------------------------------------------------------
+
+def _t975_by_integration(df: int) -> float:
+    """The 97.5 % point of Student's t, from its density integrated numerically (an oracle independent of the
+    table in stats)."""
+    logc = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+
+    def cdf(x: float) -> float:
+        grid = np.linspace(0.0, x, 20001)
+        pdf = np.exp(logc - (df + 1) / 2 * np.log1p(grid ** 2 / df))
+        return 0.5 + float(np.sum((pdf[1:] + pdf[:-1]) / 2 * np.diff(grid)))
+
+    lo, hi = 0.0, 20.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < 0.975 else (lo, mid)
+    return (lo + hi) / 2
+
+
+@pytest.mark.parametrize("df", [1, 2, 3, 5, 10, 30])
+def test_t_quantiles_match_the_distribution(df):
+    assert stats.t975(df) == pytest.approx(_t975_by_integration(df), abs=2e-3)
+
+
+def test_t_beyond_the_table_is_the_normal_and_zero_df_is_refused():
+    assert stats.t975(500) == pytest.approx(1.96, abs=1e-3)
+    with pytest.raises(ValueError):
+        stats.t975(0)
+
+
+# ---- c over several runs -------------------------------------------------------------------------------------------
+
+def test_c_over_runs_is_the_ratio_of_the_pooled_medians():
+    rng = np.random.default_rng(0)
+    drafts = [rng.normal(0.5, 0.02, n) for n in (150, 120, 90)]
+    targets = [rng.normal(f, 0.1, n) for f, n in ((3.0, 150), (3.3, 110), (2.8, 130))]
+    c, lo, hi = stats.runs_ratio_of_medians(drafts, targets)
+    assert c == pytest.approx(np.median(np.concatenate(drafts)) / np.median(np.concatenate(targets)))
+    assert lo < c < hi
+
+
+def test_fewer_than_two_runs_with_values_have_no_interval():
+    one = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55]], [[3.0, 3.1, 2.9]])
+    assert one[0] == pytest.approx(0.55 / 3.0) and math.isnan(one[1]) and math.isnan(one[2])
+    # a run without draft values is left out: one run left
+    left = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55], []], [[3.0, 3.1, 2.9], [2.0, 2.0]])
+    assert math.isnan(left[1])
+
+
+def test_the_interval_of_constant_runs_is_the_t_interval_of_their_bootstrap():
+    # Runs whose forwards are all equal: a replicate's pooled median is the median of the picked runs' values, so
+    # its distribution is known exactly by enumerating the 27 equally likely picks of 3 runs.
+    cs = [0.10, 0.12, 0.15]
+    drafts = [[c] * 40 for c in cs]
+    targets = [[1.0] * 40 for _ in cs]
+    logs = np.log([np.median(pick) for pick in itertools.product(cs, repeat=3)])
+    se = math.sqrt(np.mean((logs - logs.mean()) ** 2))  # the replicates' spread (population form: all 27 picks)
+    half = 4.303 * se * math.sqrt(3 / 2)
+    c, lo, hi = stats.runs_ratio_of_medians(drafts, targets, n_boot=40_000, seed=1)
+    assert c == pytest.approx(0.12)
+    assert math.log(hi / c) == pytest.approx(half, rel=0.03)
+    assert math.log(c / lo) == pytest.approx(half, rel=0.03)
+
+
+def _simulated_runs(rng, c_true: float, spread: float, runs: int, n: int = 100):
+    """Runs of a known spread: each run's draft and target forwards scatter 3 % around medians whose ratio is
+    c_true × exp(N(0, spread)) — every process settles at its own speed."""
+    drafts, targets = [], []
+    for _ in range(runs):
+        t = 3.0 * math.exp(rng.normal(0, 0.1))
+        c_run = c_true * math.exp(rng.normal(0, spread))
+        targets.append(t * np.exp(rng.normal(0, 0.03, n)))
+        drafts.append(c_run * t * np.exp(rng.normal(0, 0.03, n)))
+    return drafts, targets
+
+
+@pytest.mark.parametrize("runs", [3, 5])
+def test_the_interval_across_runs_covers_c_as_often_as_it_says(runs):
+    rng = np.random.default_rng(runs)
+    trials, covered, one_run_covered = 150, 0, 0
+    for seed in range(trials):
+        drafts, targets = _simulated_runs(rng, 0.13, 0.08, runs)
+        _, lo, hi = stats.runs_ratio_of_medians(drafts, targets, n_boot=400, seed=seed)
+        covered += lo <= 0.13 <= hi
+        _, lo1, hi1 = stats.ratio_of_medians(drafts[0], targets[0], n_boot=400, seed=seed)
+        one_run_covered += lo1 <= 0.13 <= hi1
+    # nominal 95 %; the two-level bootstrap counts the within-run spread twice, so it errs on the safe side
+    assert covered / trials >= 0.90
+    # one run's interval, over its forwards only, misses the run-to-run spread most of the time
+    assert one_run_covered / trials < 0.5
+
+
+def test_the_interval_across_runs_widens_with_their_spread():
+    rng = np.random.default_rng(7)
+    tight = stats.runs_ratio_of_medians(*_simulated_runs(rng, 0.13, 0.01, 4))
+    wide = stats.runs_ratio_of_medians(*_simulated_runs(rng, 0.13, 0.15, 4))
+    assert (wide[2] / wide[1]) > 2 * (tight[2] / tight[1]) - 1
+
+
+def test_runs_median_ci_pools_the_runs():
+    m, lo, hi = stats.runs_median_ci([[1.0, 1.2, 1.1], [1.4, 1.3], [1.0]])
+    assert m == pytest.approx(np.median([1.0, 1.2, 1.1, 1.4, 1.3, 1.0]))
+    assert lo < m < hi
+
+
+# ---- Wilson -----------------------------------------------------------------------------------------------------
+
+def test_wilson_matches_hand_computed_values():
+    # 10 of 20: centre 0.5, half-width z·sqrt(0.25/20 + z²/1600)/(1 + z²/20)
+    z = 1.959964
+    half = z * math.sqrt(0.25 / 20 + z * z / 1600) / (1 + z * z / 20)
+    assert stats.wilson(10, 20) == pytest.approx((0.5 - half, 0.5 + half))
+    # none of 45 accepted (dummy weights): [0, z²/(n + z²)], never [0, 0]
+    lo, hi = stats.wilson(0, 45)
+    assert lo == 0.0 and hi == pytest.approx(z * z / (45 + z * z))
+    assert stats.wilson(45, 45)[1] == pytest.approx(1.0)
+
+
+def test_wilson_without_trials_is_nan_and_impossible_counts_are_refused():
+    assert all(math.isnan(x) for x in stats.wilson(0, 0))
+    with pytest.raises(ValueError):
+        stats.wilson(5, 4)
+
+
+# ---- α's interval carried into the speedup ------------------------------------------------------------------------
+
+def test_alpha_from_the_counters_has_a_wilson_interval():
+    from nsys_cc.analysis.acceptance import AcceptanceStats
+
+    # 40 drafts of 3 tokens, 30 tokens accepted, 10 drafts accepted in full: 30 drafts met a rejection
+    s = AcceptanceStats(alpha=30 / 120, per_position=(), num_drafts=40, num_draft_tokens=120, num_accepted=30,
+                        accepted_per_position=(15, 5, 10))
+    assert s.judged_tokens == 30 + 30
+    assert s.alpha_iid_ci95 == pytest.approx(stats.wilson(30, 60))
+    assert s.alpha_iid_ci95[0] < s.alpha_iid < s.alpha_iid_ci95[1]
+
+
+def test_the_speedup_interval_carries_alphas():
+    import pandas as pd
+
+    from nsys_cc.analysis import speedup
+
+    coef = pd.DataFrame([{"draft": "d", "phase": "decode", "metric": "wall", "c": 0.13, "ci_low": 0.12,
+                          "ci_high": 0.14}])
+    exact = speedup.verdicts(coef, [0.6]).iloc[0]
+    measured = speedup.verdicts(coef, [0.6], alpha_intervals=[(0.5, 0.7)]).iloc[0]
+    assert measured["speedup"] == exact["speedup"]
+    # by hand: the best S over γ at the interval's corners
+    gammas = np.arange(1, 100)
+
+    def best(a, c):
+        return max((1 - a ** (g + 1)) / (1 - a) / (g * c + 1) for g in gammas)
+
+    assert measured["speedup_low"] == pytest.approx(best(0.5, 0.14))
+    assert measured["speedup_high"] == pytest.approx(best(0.7, 0.12))
+    assert measured["speedup_low"] < exact["speedup_low"] and measured["speedup_high"] > exact["speedup_high"]
+    assert (measured["alpha_low"], measured["alpha_high"]) == (0.5, 0.7)
+    assert math.isnan(exact["alpha_low"])
+
+
+def test_the_best_gamma_never_falls_as_alpha_grows():
+    from nsys_cc.analysis import speedup
+
+    alphas = np.linspace(0.0, 0.99, 100)
+    for c in (0.01, 0.05, 0.13, 0.3, 0.6):
+        g, _ = speedup.best_gamma(alphas, c)
+        assert (np.diff(np.asarray(g)) >= 0).all()
+
+
+# ---- impossible speedups ------------------------------------------------------------------------------------------
+
+def test_a_speedup_above_one_at_alpha_zero_is_a_measurement_problem():
+    from nsys_cc.analysis.plausibility import problems
+
+    (note,) = problems(name="d.spec-g1", measured=1.084, alpha=0.0, tokens_per_step=1.0, interval=(1.05, 1.12))
+    assert note.startswith("d.spec-g1: MEASUREMENT PROBLEM: a measured speedup of 1.08× [1.05–1.12] at α = 0")
+    assert problems(name="d", measured=0.95, alpha=0.0, tokens_per_step=1.0) == []
+    assert problems(name="d", measured=float("nan"), alpha=0.0, tokens_per_step=1.0) == []
+
+
+def test_a_speedup_above_the_tokens_per_step_is_a_measurement_problem():
+    from nsys_cc.analysis.plausibility import problems
+
+    (note,) = problems(name="d", measured=1.9, alpha=0.5, tokens_per_step=1.75)
+    assert "above the 1.75 tokens per step" in note
+    assert problems(name="d", measured=1.6, alpha=0.5, tokens_per_step=1.75) == []

@@ -1,0 +1,137 @@
+"""Speculative runs pooled over interleaved runs (issue 22 item 6): step tables and counters of several runs made into
+one, checked against values worked out by hand here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from nsys_cc.analysis import spec_runs, steps
+from nsys_cc.analysis.acceptance import AcceptanceStats
+
+
+def _table(step_ms, iteration, drafts_in, latencies, kind="verify"):
+    n = len(step_ms)
+    frame = pd.DataFrame({"step": np.arange(n), "iteration": iteration, "kind": [kind] * n, "start_ns": np.arange(n),
+                          "step_ms": step_ms, "target_ms": np.full(n, 2.0), "tokens": np.full(n, 2.0),
+                          "draft_ms": np.full(n, 0.5), "draft_forwards": np.ones(n),
+                          "other_ms": np.asarray(step_ms) - 2.5})[steps.STEP_COLUMNS]
+    drafts = pd.DataFrame({"step": drafts_in, "wall_ms": np.full(len(drafts_in), 0.5),
+                           "payload": np.ones(len(drafts_in))})
+    return steps.StepTable(frame, drafts, "step ranges", "", int(np.max(iteration)) + 1, 3.0, 1, ("a note",),
+                                 np.asarray(latencies))
+
+
+def test_pooled_step_tables_keep_each_runs_steps_and_iterations_apart():
+    a = _table([10.0, 11.0, 12.0], [0, 0, 1], [0, 1, 2, 3], [0.1, 0.2])  # a draft forward in a step left out (3)
+    b = _table([20.0, 21.0], [0, 1], [0, 1], [0.3])
+    pooled = spec_runs.pool_tables([a, b])
+    assert list(pooled.steps["step"]) == [0, 1, 2, 4, 5]  # b's steps start after a's highest step id (3)
+    assert list(pooled.steps["iteration"]) == [0, 0, 1, 2, 3]
+    assert list(pooled.steps["run"]) == [0, 0, 0, 1, 1]
+    assert list(pooled.draft_forwards["step"]) == [0, 1, 2, 3, 4, 5]
+    assert pooled.iterations == 4 and list(pooled.latencies_s) == [0.1, 0.2, 0.3]
+    assert pooled.notes == ("a note",)
+    assert list(pooled.of_kind("verify")["step_ms"]) == [10.0, 11.0, 12.0, 20.0, 21.0]
+
+
+def test_counters_of_several_runs_add_up():
+    one = AcceptanceStats(alpha=0.25, per_position=(), num_drafts=10, num_draft_tokens=20, num_accepted=5,
+                          accepted_per_position=(4, 1))
+    two = AcceptanceStats(alpha=0.5, per_position=(), num_drafts=10, num_draft_tokens=20, num_accepted=10,
+                          accepted_per_position=(7, 3))
+    both = spec_runs.pool_stats([one, two])
+    assert (both.num_drafts, both.num_draft_tokens, both.num_accepted) == (20, 40, 15)
+    assert both.accepted_per_position == (11, 4) and both.alpha == pytest.approx(15 / 40)
+    assert both.alpha_iid == pytest.approx(15 / (15 + 20 - 4))
+    assert spec_runs.pool_stats([one, None]) is None  # a run without counters: α from the steps instead
+
+
+# ---- real interleaved runs with speculative engines (fixtures/interleaved/spec) ------------------------------------
+
+import json  # noqa: E402
+import math  # noqa: E402
+import sqlite3  # noqa: E402
+import statistics  # noqa: E402
+
+from conftest import FIXTURES  # noqa: E402
+
+SPEC = FIXTURES / "interleaved" / "spec"
+TARGET, DRAFT, OUTPUT_LEN = "tiny-llama-target", "tiny-llama-draft-xs", 6
+ENGINES = [spec_runs.SpecEngine(f"{DRAFT}.spec-g{g}", DRAFT, g) for g in (1, 2, 3)]
+
+
+def _raw(sqlite):
+    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
+        return conn.execute(
+            "SELECT coalesce(e.text, s.value), e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+
+
+def _steps(sqlite, label: str) -> list[tuple[str, float, int]]:
+    """(kind, step ms, iteration start) of the measured steps of engine `label`, from the raw rows: a step is an
+    `nsys_cc:step` range inside the engine's ranges and inside a measured iteration; its kind is its target forward's
+    (one token: decode, more: verify)."""
+    rows = _raw(sqlite)
+    windows = [(s, e) for n, s, e, _ in rows if n == f"nsys_cc:engine {label}"]
+    iters = [(s, e) for n, s, e, _ in rows if n == "nsys_cc:iteration" and any(a <= s <= b for a, b in windows)]
+    fwd = [(s, p) for n, s, e, p in rows if n == "model_executable()"]
+    out = []
+    for n, s, e, _ in rows:
+        it = next((a for a, b in iters if a <= s <= b), None)
+        if n != "nsys_cc:step" or it is None:
+            continue
+        tokens = [p for fs, p in fwd if s <= fs <= e]
+        if len(tokens) == 1 and tokens[0] <= 4:
+            out.append(("decode" if tokens[0] == 1 else "verify", (e - s) / 1e6, it))
+    return out
+
+
+def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_runs_plain_target():
+    runs = [(SPEC / f"run-{k}" / "trace.sqlite", SPEC / f"run-{k}") for k in (1, 2)]
+    analysis = spec_runs.analyze_runs(runs, TARGET, ENGINES, output_len=OUTPUT_LEN)
+    table = analysis.table.set_index("name")
+    plain = [ms for sqlite, _ in runs for kind, ms, _ in _steps(sqlite, TARGET) if kind == "decode"]
+    for e in ENGINES:
+        steps = [(ms, it) for sqlite, _ in runs for kind, ms, it in _steps(sqlite, e.label) if kind == "verify"]
+        per_iter = statistics.median([sum(1 for _, it in steps if it == i) for i in {it for _, it in steps}])
+        tps = (OUTPUT_LEN - 1) / per_iter
+        row = table.loc[e.label]
+        assert row["tokens_per_step"] == pytest.approx(tps)
+        assert row["measured_speedup"] == pytest.approx(tps * statistics.median(plain)
+                                                         / statistics.median([ms for ms, _ in steps]))
+        lo, hi = row["measured_speedup_ci95"]
+        assert lo < row["measured_speedup"] < hi  # across the two runs
+        # the counters: each engine's own, both runs summed
+        dumps = [json.loads((SPEC / f"run-{k}" / f"{e.label}.metrics.json").read_text()) for k in (1, 2)]
+        drafts = sum(next(m["value"] for m in d["metrics"] if m["name"] == "vllm:spec_decode_num_drafts")
+                     for d in dumps)
+        tokens = sum(next(m["value"] for m in d["metrics"] if m["name"] == "vllm:spec_decode_num_draft_tokens")
+                     for d in dumps)
+        assert tokens == e.gamma * drafts  # this engine proposed γ tokens a step: the counters are its own
+        accepted = sum(next(m["value"] for m in d["metrics"] if m["name"] == "vllm:spec_decode_num_accepted_tokens")
+                       for d in dumps)
+        full = sum(next(m["values"] for m in d["metrics"]
+                        if m["name"] == "vllm:spec_decode_num_accepted_tokens_per_pos")[-1] for d in dumps)
+        assert row["alpha"] == pytest.approx(accepted / (accepted + drafts - full))  # i.i.d. α of the summed counts
+        possible = row["measured_speedup"] <= tps and not (row["alpha"] == 0 and row["measured_speedup"] > 1)
+        assert (row["measurement_problem"] == "") == possible
+    assert any("variation between 2 runs" in n for n in analysis.notes)
+    assert table.loc[f"{DRAFT}.spec-g2", "predicted_speedup"]["held_out_fit_gammas"] == [1, 3]
+    assert math.isfinite(table.loc[f"{DRAFT}.spec-g2", "forecast_tolerance"])
+
+
+def test_analyze_reads_a_speculative_profile_directory():
+    from click.testing import CliRunner
+
+    from nsys_cc.cli import cli
+
+    res = CliRunner().invoke(cli, ["analyze", str(SPEC), "--format", "json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.output)
+    runs = [(SPEC / f"run-{k}" / "trace.sqlite", SPEC / f"run-{k}") for k in (1, 2)]
+    direct = spec_runs.analyze_runs(runs, TARGET, ENGINES, output_len=None)
+    assert [r["name"] for r in doc["speculative"]] == [e.label for e in ENGINES]
+    assert [r["measured_speedup"] for r in doc["speculative"]] == pytest.approx(
+        list(direct.table["measured_speedup"]))
