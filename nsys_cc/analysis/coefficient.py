@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..arguments import many, one_path, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
@@ -27,7 +28,7 @@ from .diagnosis import diagnose
 from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
+from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians
@@ -147,6 +148,14 @@ def model_of(
                          iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
 
 
+def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
+    """InputError naming the parameter when `skip_ranges` < 0 or `output_len` < 1 (None: not given)."""
+    if skip_ranges is not None and skip_ranges < 0:
+        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
+    if output_len is not None and output_len < 1:
+        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+
+
 def check_seed(seed) -> int:
     """`seed` when it can seed the bootstrap (a whole number ≥ 0, as NumPy takes it); else InputError naming it."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -228,7 +237,7 @@ def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: lis
             raise InputError(f"range_name names {', '.join(map(repr, unknown))}, which is not a model's label "
                              f"({', '.join(map(repr, labels))})", param="range_name")
         return [str(range_name.get(label, DEFAULT_RANGE)) for label in labels]
-    names = [str(r) for r in range_name]
+    names = [str(r) for r in many(range_name, "range_name")]
     if len(names) == 1:
         return names * len(paths)
     if len(names) != len(paths):
@@ -341,13 +350,6 @@ def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLi
         "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
 
 
-def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
-    """One path or several, as a user writes them (a lone string is one path, not its characters)."""
-    if isinstance(drafts, (str, os.PathLike)):
-        return [os.fspath(drafts)]
-    return [os.fspath(d) for d in drafts]
-
-
 @with_small_pages
 def cost_coefficient(
     target: PathLike,
@@ -365,12 +367,12 @@ def cost_coefficient(
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
-        target: the target model's trace.
+        target: the target model's trace (one path; a list holding one is that path).
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
             may follow (traces holding draft-model forward ranges, recognised by them): they are measured in place
             (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
             its label when that is a draft, else to the only draft.
-        names: labels for [target, *drafts]; default: the file names.
+        names: labels for [target, *drafts], each once; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
             label to its name (others get the default). A trace may be given twice with two different ranges.
@@ -384,13 +386,11 @@ def cost_coefficient(
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    paths = [os.fspath(target), *_paths(drafts)]
+    paths = [one_path(target, "target", plural="drafts"), *arg_paths(drafts, "drafts")]
+    names = None if names is None else [str(n) for n in many(names, "names")]
     if len(paths) < 2:
         raise InputError("give at least one draft trace after the target", param="drafts")
-    if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
-    if output_len is not None and output_len < 1:
-        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     labels = model_names(paths, names)
@@ -406,9 +406,12 @@ def cost_coefficient(
     loaded: dict[int, ModelForwards] = {}
     spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
+    range_notes: list[str] = []
     for i, (path, label, name_of_range) in enumerate(zip(paths, labels, range_names)):
         with open_trace(path) as trace:
             ranges = marked_ranges(trace, name_of_range)
+            name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
+            range_notes += [range_note] if range_note else []
             metrics_path = by_path.get(os.path.realpath(path))
             with_model = i > 0 and draft_range_of(ranges) is not None
             if with_model or (i > 0 and spec_mod.model_free_label(label)
@@ -426,7 +429,7 @@ def cost_coefficient(
     models = [loaded[i] for i in sorted(loaded)]
     coefficients = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*_model_notes(models), *([alpha_note] if alpha_note else [])]
+    notes = [*range_notes, *_model_notes(models), *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
