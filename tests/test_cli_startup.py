@@ -57,6 +57,11 @@ def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine(
     assert "pandas" in got  # the analysis itself is pandas
 
 
+def test_kernels_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
+    got = loaded("kernels", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
+    assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)
+
+
 def test_the_small_read_rule(monkeypatch):
     from nsys_cc.trace import bulk
 

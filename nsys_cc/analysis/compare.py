@@ -87,8 +87,8 @@ def _phase(phase: str | None, sides: Sequence[_Side]) -> str:
         raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
     for s in sides:
         if phase not in s.model.phases:
-            raise InputError(f"{s.model.path}: no kept {s.model.range_name!r} range of phase {phase!r} (its phases: "
-                             f"{', '.join(s.model.phases)}); choose another phase", param="phase")
+            raise InputError(f"{s.model.path}: none of the kept {s.model.range_name!r} ranges is a {phase!r} forward "
+                             f"(its phases: {', '.join(s.model.phases)}); choose one of them with phase", param="phase")
     return phase
 
 
