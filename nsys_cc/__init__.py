@@ -2,8 +2,8 @@
 
 What a notebook needs, all here:
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
-  `.kernel_summary`, `.categories`, `.diagnosis`, `.verdicts`, `.notes`; `.render(fmt)`, `.figures()`,
-  `.write_report(dir)`;
+  `.kernel_summary`, `.kernel_diff`, `.categories`, `.diagnosis`, `.verdicts`, `.speculative`, `.notes`;
+  `.render(fmt)`, `.figures()`, `.write_report(dir)` (its tables are yours to change; results compare by value);
 - `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
   the draft saves time (`nsys_cc.analysis.compare`);

@@ -267,7 +267,7 @@ class SpeculativeAnalysis(Value):
     grid: pd.DataFrame
     best: pd.DataFrame
     steps: pd.DataFrame
-    notes: list[str]
+    notes: tuple[str, ...]
 
     def __repr__(self) -> str:
         table = object.__getattribute__(self, "table")
@@ -422,7 +422,8 @@ def analyze_speculative(
     table = flat_table(rows)
     forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
-    return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps, notes)
+    return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
+                               tuple(notes))
 
 
 def decomposition_table(rows: Sequence[Mapping]) -> pd.DataFrame:
