@@ -2,10 +2,14 @@
 
 What a notebook needs, all here:
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
-  `.kernel_summary`, `.categories`, `.diagnosis`, `.verdicts`, `.notes`; `.render(fmt)`, `.figures()`,
-  `.write_report(dir)`; `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
+  `.kernel_summary`, `.kernel_diff`, `.categories`, `.diagnosis`, `.verdicts`, `.speculative`, `.notes`;
+  `.render(fmt)`, `.figures()`, `.write_report(dir)` (its tables are yours to change; results compare by value);
+  `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
+- `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
+  `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
+  the draft saves time (`nsys_cc.analysis.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
-  above (what `nsys-cc profile` does; `nsys_cc.launch.launcher`);
+  above (what `nsys-cc profile` does; `nsys_cc.launch.repeat`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
   whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
@@ -19,8 +23,10 @@ What a notebook needs, all here:
 The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.vllm.plugin`)
 imports this package inside every vLLM process, where pandas, SQLAlchemy and matplotlib must not be loaded for
 nothing (measured: `import nsys_cc` peaks at 12 MB; importing the analysis and the report eagerly, at 190 MB and
-seconds of start-up, per process). `dir(nsys_cc)` and tab completion list them,
-and editors and type checkers see them through the `TYPE_CHECKING` imports below.
+seconds of start-up, per process). `dir(nsys_cc)` and tab completion list them and nothing else (`__all__`: the
+functions, classes and modules above; the package's layers — `nsys_cc.trace`, `.analysis`, `.report`, … — stay
+importable by name, but are not the facade), and editors and type checkers see them through the `TYPE_CHECKING`
+imports below.
 """
 
 from __future__ import annotations
@@ -29,13 +35,15 @@ import importlib
 from typing import TYPE_CHECKING
 
 from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.views`; loads nothing heavy)
-from .version import __version__
+from .version import __version__ as __version__  # (in __all__)
 
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
     "profile": ("nsys_cc.launch.repeat", "profile"),
+    "kernels": ("nsys_cc.analysis.compare", "kernels"),
+    "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
     "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
     "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
@@ -56,11 +64,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
 }
 
-__all__ = [
-    "CostCoefficientResult", "ModelForwards", "NsysCCError", "Trace", "TraceInfo", "__version__", "acceptance",
-    "cost_coefficient", "cost_coefficient_runs", "dsi", "make_figures", "metrics", "open_trace", "plots", "profile",
-    "project", "render", "speedup", "speedup_plots", "write_report",
-]
+# The public API: every lazy name, and the version.
+__all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
     from .analysis import (
@@ -74,6 +79,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
     )
+    from .analysis.compare import kernel_diff as kernel_diff, kernels as kernels
     from .analysis.forecast import StepCostModel as StepCostModel
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
@@ -100,4 +106,4 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return list(__all__)

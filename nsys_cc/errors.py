@@ -29,6 +29,10 @@ class NsysNotFoundError(NsysCCError):
     """An operation needs the `nsys` binary and none was found."""
 
 
+class TraceClosedError(NsysCCError):
+    """A closed trace was asked for its tables (after its `with` block, or `close()`)."""
+
+
 class ExportError(NsysCCError):
     """`nsys export` could not turn a .nsys-rep into SQLite (for example, a report newer than nsys)."""
 

@@ -42,7 +42,7 @@ def test_help_loads_nothing_heavy():
     assert loaded("--help") == []
 
 
-@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep", "speedup", "info", "ranges"])
+@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep", "speedup", "info", "ranges", "kernels"])
 def test_each_verbs_help_loads_nothing_heavy(verb):
     assert loaded(verb, "--help") == []
 
@@ -55,6 +55,11 @@ def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine(
     got = loaded("analyze", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
     assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)
     assert "pandas" in got  # the analysis itself is pandas
+
+
+def test_kernels_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
+    got = loaded("kernels", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
+    assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)
 
 
 def test_the_small_read_rule(monkeypatch):

@@ -135,7 +135,7 @@ def test_rank_table_last_rank_lag_and_own_time(result, raw, phase):
         assert table.at[r, "wall_ms"] == pytest.approx(np.median([s["own_ms"][r] for s in kept]), abs=1e-6)
     assert table["last_forwards"].sum() == len(kept)
     # A CPU trace: no GPU time, no communication kernels; the all-reduce is CPU time inside the forward.
-    assert table["comm_ms"].isna().all() and table["gpu_busy_ms"].isna().all()
+    assert table["comm_mean_ms"].isna().all() and table["gpu_busy_ms"].isna().all()
     for r in (0, 1):
         reduce_ms = [s["all_reduce_ms"][r] for s in kept]
         assert table.at[r, "allreduce_ms"] == pytest.approx(np.median(reduce_ms), abs=1e-6)

@@ -143,7 +143,7 @@ def test_nccl_is_the_communication_category_per_rank_and_forward(case):
         assert names and all(n.startswith("nccl") and categorise(n) == "communication" for n in names)
         comm = sum(e - s for s, e, kind, n in ops if kind == "kernel" and n.startswith("nccl"))
         total = sum(e - s for s, e, _, _ in ops)
-        assert table.at[rank, "comm_ms"] == pytest.approx(comm / len(grp) / 1e6, rel=1e-12)
+        assert table.at[rank, "comm_mean_ms"] == pytest.approx(comm / len(grp) / 1e6, rel=1e-12)
         assert table.at[rank, "comm_share"] == pytest.approx(comm / total, rel=1e-12)
         comm_total, all_total = comm_total + comm, all_total + total
     cats = res.categories[(res.categories["model"] == "tp") & (res.categories["phase"] == "all")]

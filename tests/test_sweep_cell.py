@@ -124,13 +124,13 @@ def test_options_this_profile_lacks_fail_the_cell_with_a_clear_reason(tmp_path, 
 
 class FakeSpeculativeProfile(FakeProfile):
     """`profile` with `speculate`: besides the plain c, an in-place c per γ (0.3 + γ / 100) as the speculative
-    analysis gives it (`result.speculative.table`: draft, gamma, c_in_place, c_in_place_ci95)."""
+    analysis gives it (`result.speculative.table`: draft, gamma, c_in_place, c_in_place_ci_low, c_in_place_ci_high)."""
 
     def __call__(self, target, drafts, out_dir, options, *, speculate=(), **kwargs):
         run = super().__call__(target, drafts, out_dir, options, **kwargs)
         self.calls[-1]["speculate"] = list(speculate)
-        spec = pd.DataFrame([{"draft": d, "gamma": g, "c_in_place": 0.3 + g / 100,
-                              "c_in_place_ci95": [0.2, 0.5], "verify_ms": 9.0} for d in drafts for g in speculate])
+        spec = pd.DataFrame([{"draft": d, "gamma": g, "c_in_place": 0.3 + g / 100, "c_in_place_ci_low": 0.2,
+                              "c_in_place_ci_high": 0.5, "verify_ms": 9.0} for d in drafts for g in speculate])
         run.result.speculative = SimpleNamespace(table=spec)
         return run
 

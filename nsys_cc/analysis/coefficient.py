@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from ..arguments import is_one, many, one_path, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
@@ -32,7 +33,7 @@ from .diagnosis import diagnose
 from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, draft_range_of, marked_ranges, not_found, quoted
+from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
@@ -174,6 +175,14 @@ def model_of(
                          iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
 
 
+def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
+    """InputError naming the parameter when `skip_ranges` < 0 or `output_len` < 1 (None: not given)."""
+    if skip_ranges is not None and skip_ranges < 0:
+        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
+    if output_len is not None and output_len < 1:
+        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+
+
 def check_seed(seed) -> int:
     """`seed` when it can seed the bootstrap (a whole number ≥ 0, as NumPy takes it); else InputError naming it."""
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
@@ -255,7 +264,7 @@ def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: lis
             raise InputError(f"range_name names {', '.join(map(repr, unknown))}, which is not a model's label "
                              f"({', '.join(map(repr, labels))})", param="range_name")
         return [str(range_name.get(label, DEFAULT_RANGE)) for label in labels]
-    names = [str(r) for r in range_name]
+    names = [str(r) for r in many(range_name, "range_name")]
     if len(names) == 1:
         return names * len(paths)
     if len(names) != len(paths):
@@ -280,7 +289,7 @@ def _scopes(scopes: Sequence[str | None] | None, n: int) -> list[str | None]:
     """One scope per trace ([target, *drafts]); None for all when not given."""
     if scopes is None:
         return [None] * n
-    out = [None if s is None else str(s) for s in scopes]
+    out = [None if s is None else str(s) for s in many(scopes, "scopes")]
     if len(out) != n:
         raise InputError(f"scopes has {len(out)} entries for {n} traces: give one per trace (None: the whole trace)",
                          param="scopes")
@@ -425,13 +434,6 @@ def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLi
         "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
 
 
-def _paths(drafts: PathLike | Sequence[PathLike]) -> list[str]:
-    """One path or several, as a user writes them (a lone string is one path, not its characters)."""
-    if isinstance(drafts, (str, os.PathLike)):
-        return [os.fspath(drafts)]
-    return [os.fspath(d) for d in drafts]
-
-
 @with_small_pages
 def cost_coefficient(
     target: PathLike,
@@ -450,12 +452,12 @@ def cost_coefficient(
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
-        target: the target model's trace.
+        target: the target model's trace (one path; a list holding one is that path).
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
             may follow (traces holding draft-model forward ranges, recognised by them): they are measured in place
             (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
             its label when that is a draft, else to the only draft.
-        names: labels for [target, *drafts]; default: the file names.
+        names: labels for [target, *drafts], each once; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
             label to its name (others get the default). A trace may be given twice with two different ranges.
@@ -472,13 +474,11 @@ def cost_coefficient(
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    paths = [os.fspath(target), *_paths(drafts)]
+    paths = [one_path(target, "target", plural="drafts"), *arg_paths(drafts, "drafts")]
+    names = None if names is None else [str(n) for n in many(names, "names")]
     if len(paths) < 2:
         raise InputError("give at least one draft trace after the target", param="drafts")
-    if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
-    if output_len is not None and output_len < 1:
-        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
@@ -498,9 +498,12 @@ def cost_coefficient(
     loaded: dict[int, ModelForwards] = {}
     spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
+    range_notes: list[str] = []
     for i, (path, label, name_of_range, scope) in enumerate(zip(paths, labels, range_names, sc)):
         with open_trace(path) as trace:
             ranges = scoped_ranges(trace, name_of_range, scope, path)
+            name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
+            range_notes += [range_note] if range_note else []
             metrics_path = by_path.get(os.path.realpath(path))
             with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
             if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
@@ -518,7 +521,7 @@ def cost_coefficient(
             del ranges
     models = [loaded[i] for i in sorted(loaded)]
     return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
-                     alpha_note, alpha_cis, seed, output_len)
+                     alpha_note, alpha_cis, seed, output_len, range_notes)
 
 
 def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list[tuple[float, float] | None]:
@@ -531,12 +534,14 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
 
 def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tuple[spec_mod.SpecRun, bool]],
               target_markers: pd.DataFrame | None, alphas: list[float], alpha_note: str | None,
-              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None) -> CostCoefficientResult:
+              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None,
+              range_notes: Sequence[str] = ()) -> CostCoefficientResult:
     """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
     markers for its own steps)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*_model_notes(models), *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
+    notes = [*range_notes, *_model_notes(models), *_interval_notes(coefficients),
+             *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
@@ -621,6 +626,20 @@ def cost_coefficient_runs(
         A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
         R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
     """
+    listed = many(runs, "runs")
+    if listed and all(is_one(r) for r in listed):  # [target, *drafts] alone: one run
+        listed = [listed]
+    runs = [arg_paths(r, "runs") for r in listed]
+    names = [str(n) for n in many(names, "names")]
+    run_scopes: list[list | None] | None = None
+    if scopes is not None:
+        per_run = many(scopes, "scopes")
+        if len(runs) == 1 and len(per_run) > 1 and all(s is None or is_one(s) for s in per_run):
+            per_run = [per_run]  # the one run's scopes, not wrapped in a list of runs
+        run_scopes = [None if s is None else many(s, "scopes") for s in per_run]
+        if len(run_scopes) != len(runs):
+            raise InputError(f"scopes has {len(run_scopes)} entries for {len(runs)} runs: give one list per run",
+                             param="scopes")
     if not runs:
         raise InputError("give at least one run", param="runs")
     n = len(runs[0])
@@ -637,7 +656,7 @@ def cost_coefficient_runs(
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
-    all_scopes = [_scopes(None if scopes is None else scopes[i], n) for i in range(len(runs))]
+    all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(runs))]
     per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
     for i, (paths, sc) in enumerate(zip(runs, all_scopes)):
         ps = [os.fspath(p) for p in paths]

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arguments import many
 from ..errors import InputError
 
 # Timor et al.'s defaults: 7 target servers; heatmaps clip c ≥ 0.01 and α to [0.01, 0.99].
@@ -234,10 +235,11 @@ def heatmaps(c_grid: Sequence[float] | np.ndarray, alpha_grid: Sequence[float] |
     """Simulate every (α, c, k) of the grid and keep, per cell, the best k for SI and for DSI.
 
     c is clipped to ≥ 0.01 and α to [0.01, 0.99], as in Timor et al.'s heatmaps; the clipped grids are returned.
+    One number alone is a grid of one (`nsys_cc.arguments.many`).
     """
-    c = np.clip(np.asarray(c_grid, dtype=float), C_MIN, None)
-    a = np.clip(np.asarray(alpha_grid, dtype=float), ALPHA_MIN, ALPHA_MAX)
-    kk = np.asarray(list(ks), dtype=float)
+    c = np.clip(np.asarray(many(c_grid, "c_grid"), dtype=float), C_MIN, None)
+    a = np.clip(np.asarray(many(alpha_grid, "alpha_grid"), dtype=float), ALPHA_MIN, ALPHA_MAX)
+    kk = np.asarray(many(ks, "ks"), dtype=float)
     if c.ndim != 1 or a.ndim != 1 or kk.ndim != 1 or not (c.size and a.size and kk.size):
         raise InputError("the c grid, the α grid and the lookaheads must be non-empty 1-D sequences")
     sim = simulate(c[None, :, None], a[:, None, None], kk[None, None, :], n_tokens, repeats, servers, seed)

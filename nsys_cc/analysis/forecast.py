@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arguments import many
 from ..errors import InputError
 from .speedup import expected_tokens as _expected_tokens
 
@@ -113,7 +114,11 @@ def fit(decode_step_ms: float, gammas: Sequence[int], draft_forward_ms: Sequence
         gammas: γ of each run; draft_forward_ms, verify_ms, other_ms: that run's medians (one per run).
         draft_weights: weight of each run's draft median in the pooled draft cost (e.g. its number of draft
             forwards); default equal weights.
+    One run may be given as numbers alone (a list of one each).
     """
+    gammas, draft_forward_ms = many(gammas, "gammas"), many(draft_forward_ms, "draft_forward_ms")
+    verify_ms, other_ms = many(verify_ms, "verify_ms"), many(other_ms, "other_ms")
+    draft_weights = None if draft_weights is None else many(draft_weights, "draft_weights")
     n = len(gammas)
     if n == 0:
         raise InputError("gammas must list at least one speculative run")

@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..arguments import many
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -77,8 +79,9 @@ def metrics_for(has_cuda: bool) -> tuple[Metric, ...]:
 
 
 def decision_phase(phases: Iterable[str]) -> str | None:
-    """The phase a draft is judged on: decode when it was measured, else all; None when neither is among `phases`."""
-    present = set(phases)
+    """The phase a draft is judged on: decode when it was measured, else all; None when neither is among `phases`
+    (one phase alone is a list of one)."""
+    present = set(many(phases, "phases"))
     for phase in (DECODE, ALL):
         if phase in present:
             return phase
@@ -86,6 +89,6 @@ def decision_phase(phases: Iterable[str]) -> str | None:
 
 
 def in_order(phases: Iterable[str]) -> list[str]:
-    """`phases` in the registry's order (all, prefill, decode), without duplicates or unknown names."""
-    present = set(phases)
+    """`phases` in the registry's order (all, prefill, decode, verify), without duplicates or unknown names."""
+    present = set(many(phases, "phases"))
     return [p for p in PHASES if p in present]

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..contract import (
     ALL_REDUCE_RANGE,
+    DEFAULT_RANGE,
     DRAFT_FORWARD_RANGE,
     DRAFT_RANGES,
     ITERATION_RANGE,
@@ -21,6 +22,7 @@ from ..contract import (
     SCOPES_FORWARD,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
+    VLLM_SCOPES_ENV,
     WARMUP_RANGE,
 )
 from ..errors import RangeNotFoundError
@@ -135,6 +137,19 @@ def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
     the analysis of a trace reads of it, in one read. On an NVTX-heavy trace SQLite leaves every other range out."""
     ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=MARKER_PREFIXES, nesting=False)
     return ranges[MARKED_COLUMNS]
+
+
+def forward_range(ranges: pd.DataFrame, name: str, *, label: str) -> tuple[str, str | None]:
+    """The forward range to measure in a trace whose ranges are `ranges` (`marked_ranges`, which reads vLLM's own
+    scopes too): `name`; or, when `name` is the default range (`model_executable()`, the plugin's) and the trace has
+    none of it but holds vLLM's own forward scope (`gpu_model_runner: forward`: a trace made the built-in way,
+    VLLM_NVTX_SCOPES_FOR_PROFILING=1), that scope — with the note that says so (None when `name` is kept). `label`:
+    the model's label, which the note names."""
+    if name != DEFAULT_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
+        return name, None
+    return SCOPES_FORWARD, (f"{label}: no {quoted(DEFAULT_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "
+                            f"own forward scope {quoted(SCOPES_FORWARD)} ({VLLM_SCOPES_ENV}=1) instead; "
+                            "choose another range with range_name")
 
 
 def draft_range_of(ranges: pd.DataFrame) -> str | None:

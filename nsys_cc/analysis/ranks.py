@@ -45,6 +45,7 @@ from ..trace.nvtx import matches
 from . import kernels as kernel_mod
 from .projection import op_totals, union_by_group
 from .stats import describe
+from .values import Value
 
 MAX_OFFSET = 64
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).
@@ -57,13 +58,14 @@ RANGE_COLUMNS = ["global_tid", "proj_start_ns", "proj_duration_ns", "rank", "for
                  "start_offset_ns"]
 
 RANK_COLUMNS = ["model", "role", "phase", "rank", "pid", "device", "forwards", "wall_ms", "gpu_busy_ms",
-                "kernel_sum_ms", "comm_ms", "comm_share", "allreduce_ms", "allreduce_share", "last_forwards",
+                "kernel_sum_ms", "comm_mean_ms", "comm_share", "allreduce_ms", "allreduce_share", "last_forwards",
                 "last_share", "lag_ms", "lag_p90_ms", "start_offset_ms"]
 
 
-@dataclass
-class Ranks:
-    """How one model's forward ranges in several processes became its forwards.
+@dataclass(eq=False)
+class Ranks(Value):
+    """How one model's forward ranges in several processes became its forwards (its tables are handed out as the
+    caller's own, `values.Value`).
 
     - `count`: number of ranks; `processes`: rank, pid, global_pid, device (CUDA device ids, "" on CPU).
     - `ranges`: every matching range (the per-process forwards, their own metrics) with `rank` and `forward`
@@ -271,13 +273,13 @@ def _rank_rows(model, phase: str) -> list[dict]:
     for proc in ranks.processes.itertuples():
         mine = rows[rows["rank"] == proc.rank]
         n = len(mine)
-        comm_ms = share = np.nan
+        comm_mean_ms = share = np.nan
         if model.has_cuda and not totals.empty and n:
             t = totals[totals["rank"] == proc.rank]
             cats = np.array([kernel_mod.categorise(str(nm), str(k)) for nm, k in zip(t["name"], t["kind"])])
             comm = float(t["duration_ns"].to_numpy()[cats == "communication"].sum())
             total = float(t["duration_ns"].sum())
-            comm_ms = comm / n / 1e6
+            comm_mean_ms = comm / n / 1e6
             share = comm / total if total > 0 else np.nan
         last = int((kept["last_rank"] == proc.rank).sum())
         med = {col: _median_ms(mine[col])
@@ -288,7 +290,7 @@ def _rank_rows(model, phase: str) -> list[dict]:
         out.append({
             "model": model.name, "role": model.role, "phase": phase, "rank": proc.rank, "pid": int(proc.pid),
             "device": proc.device, "forwards": n, "wall_ms": med["wall_ns"], "gpu_busy_ms": med["gpu_busy_ns"],
-            "kernel_sum_ms": med["kernel_sum_ns"], "comm_ms": comm_ms, "comm_share": share,
+            "kernel_sum_ms": med["kernel_sum_ns"], "comm_mean_ms": comm_mean_ms, "comm_share": share,
             "allreduce_ms": med["allreduce_ns"], "allreduce_share": allreduce / own if own > 0 else np.nan,
             "last_forwards": last,
             "last_share": last / len(kept) if len(kept) else np.nan,
@@ -301,7 +303,8 @@ def _rank_rows(model, phase: str) -> list[dict]:
 
 def rank_table(models) -> pd.DataFrame:
     """Per model with several ranks, phase and rank: the rank's own forward ranges in the kept forwards (median
-    wall, GPU busy and kernel sum in ms), its communication kernels (ms per forward and share of its GPU-op time), how
+    wall, GPU busy and kernel sum in ms), its communication kernels (`comm_mean_ms`: their time per forward, a mean
+    — the op totals hold no per-forward split — and `comm_share`, their share of its GPU-op time), how
     often it was the last rank to finish (`last_forwards`, `last_share`), by how much (median and p90 lag behind the
     forward's first finisher, ms) and its median start offset after the forward's first rank; on the CPU build its
     all-reduce time (median ms per forward, and share of its own forward time; NaN without `nsys_cc:all_reduce`

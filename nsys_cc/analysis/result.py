@@ -5,6 +5,7 @@ notebook (`render`, `figures`, `write_report`): they hand the result to the view
 (`nsys_cc.views`); the report owns every rendering, and nothing here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
+Every table a result hands out is the caller's own, and results compare by value (`values.Value`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..trace.source import handed_out
 from ..views import view
+from . import kernels as kernel_mod
 from .metrics import COLUMNS, PHASES, decision_phase
 from .phases import PhaseRule
+from .values import Value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -31,8 +35,8 @@ FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "paylo
                    "gpu_ops", *COLUMNS.values()]
 
 
-@dataclass(frozen=True)
-class ModelForwards:
+@dataclass(frozen=True, eq=False)
+class ModelForwards(Value):
     """One model's trace and its forward ranges.
 
     `forwards` holds every range named `range_name` (warm-up included), one row per range: `kept` (False for
@@ -73,13 +77,14 @@ class ModelForwards:
         return self.phase_rows("all")
 
     def phase_rows(self, phase: str) -> pd.DataFrame:
-        """The kept forwards of `phase` (all | prefill | decode)."""
+        """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's."""
         if phase not in self._rows:
             kept = self._rows.get("all")
             if kept is None:
-                kept = self._rows["all"] = self.forwards[self.forwards["kept"]]
+                forwards = self.forwards
+                kept = self._rows["all"] = forwards[forwards["kept"]]
             self._rows[phase] = kept if phase == "all" else kept[kept["phase"] == phase]
-        return self._rows[phase]
+        return handed_out(self._rows[phase])
 
     @property
     def phases(self) -> list[str]:
@@ -87,8 +92,8 @@ class ModelForwards:
         return [p for p in PHASES if len(self.phase_rows(p))]
 
 
-@dataclass(frozen=True, repr=False)
-class CostCoefficientResult:
+@dataclass(frozen=True, repr=False, eq=False)
+class CostCoefficientResult(Value):
     """The cost coefficient c of each draft against the target; every table is a pandas DataFrame.
 
     Tables (columns in order):
@@ -118,6 +123,9 @@ class CostCoefficientResult:
       metric, run, c, ci_low, ci_high (that run's forwards only), draft_median_ms, target_median_ms, n_draft,
       n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many) and its
       interval covers the variation between them.
+    - `kernel_diff`: each draft's GPU ops against the target's, per forward of the phase c is judged on: draft, phase,
+      then `nsys_cc.kernel_diff(target, draft)`'s columns (`kernels.DIFF_COLUMNS`; a = the target, b = the draft:
+      delta < 0 where the draft saves time), the largest difference first; empty without GPU work.
     """
 
     models: tuple[ModelForwards, ...]
@@ -157,6 +165,22 @@ class CostCoefficientResult:
              .assign(model=m.name, role=m.role) for m in self.models],
             ignore_index=True,
         )[["model", "role", *FORWARD_COLUMNS]]
+
+    @property
+    def kernel_diff(self) -> pd.DataFrame:
+        """Each draft's GPU ops against the target's (see the class docstring), built from the models on access."""
+        frames = []
+        target = self.target
+        for d in self.drafts:
+            phase = decision_phase(p for p in d.phases if p in target.phases)
+            if phase is None or target.op_totals.empty or d.op_totals.empty:
+                continue
+            table = kernel_mod.diff(kernel_mod.of_model(target, phase), kernel_mod.of_model(d, phase))
+            frames.append(table.assign(draft=d.name, phase=phase))
+        columns = ["draft", "phase", *kernel_mod.DIFF_COLUMNS]
+        if not frames:
+            return kernel_mod.empty_table(columns)
+        return pd.concat(frames, ignore_index=True)[columns]
 
     def __repr__(self) -> str:
         coef = self.coefficients

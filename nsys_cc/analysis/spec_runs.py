@@ -10,10 +10,10 @@ spec-decode counters summed, and `speculative.analyze_speculative` measures the 
 
 Then the intervals are made to cover the runs, as c's are (`stats.runs_ratio_of_medians`: two-level bootstrap, Student's
 t on R − 1 degrees of freedom), with two or more runs:
-- measured_speedup_ci95: tokens per step × the interval of median(plain decode step) ÷ median(verify step) across
-  runs;
-- verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms: `stats.runs_median_ci` of their values
-  per run;
+- measured_speedup_ci_low/_ci_high: tokens per step × the interval of median(plain decode step) ÷ median(verify
+  step) across runs;
+- verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms (their `_ci_low`/`_ci_high`):
+  `stats.runs_median_ci` of their values per run;
 - forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted run's relative half-width of
   the measured speedup across runs (how far the forecast may miss from the runs' own spread alone).
 """
@@ -152,9 +152,9 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
     if len(read) < 2:
         return analysis
     return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed),
-                               notes=[*analysis.notes, f"intervals of the speculative figures cover the variation "
+                               notes=(*analysis.notes, f"intervals of the speculative figures cover the variation "
                                       f"between {len(read)} runs (two-level bootstrap, Student's t on {len(read) - 1} "
-                                      "degrees of freedom)"])
+                                      "degrees of freedom)"))
 
 
 def _draft_forwards(run: spec_mod.SpecRun, verify: pd.DataFrame) -> np.ndarray:
@@ -178,16 +178,16 @@ def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
         v_step = [v["step_ms"].to_numpy(dtype=float) for v in verify]
         ratio, lo, hi = runs_ratio_of_medians(dec_step, v_step, seed=seed)
         tps = row["tokens_per_step"]
-        table.at[i, "measured_speedup_ci95"] = [tps * lo, tps * hi]
+        table.at[i, "measured_speedup_ci_low"], table.at[i, "measured_speedup_ci_high"] = tps * lo, tps * hi
         halves[row["name"]] = _rel_half(tps * ratio, tps * lo, tps * hi)
         drafts = [_draft_forwards(r, v) for r, v in zip(per_label[row["name"]], verify)]
         for col, values in (("step_ms", v_step), ("verify_ms", [v["target_ms"].to_numpy(dtype=float) for v in verify]),
                             ("other_ms", [v["other_ms"].to_numpy(dtype=float) for v in verify]),
                             ("draft_forward_ms", drafts), ("decode_step_ms", dec_step), ("decode_ms", dec_fwd)):
             _, c_lo, c_hi = runs_median_ci(values, seed=seed)
-            table.at[i, f"{col}_ci95"] = [c_lo, c_hi]
+            table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
     for i, row in table.iterrows():
-        fitted = row["predicted_speedup"].get("held_out_fit_gammas") or []
+        fitted = [int(g) for g in str(row["held_out_fit_gammas"] or "").split(",") if g]
         if not fitted or not math.isfinite(row["forecast_error"]):
             continue
         others = [halves[r["name"]] for _, r in table.iterrows()

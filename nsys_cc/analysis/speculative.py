@@ -61,11 +61,14 @@ from .metrics import DECODE, PREFILL, VERIFY
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 from .steps import StepTable, read_step_table, step_table, with_latencies
+from .values import Value
 
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 
+# The keys of a run's row as `analyze_speculative` builds it, and of its JSON entry (`*_ci95` [low, high],
+# `predicted_speedup` a dict); the table flattens them (`TABLE_COLUMNS`).
 SPEC_COLUMNS = [
     "name", "draft", "gamma", "path", "step_rule", "steps", "iterations", "draft_forward_ms", "draft_forward_ms_ci95",
     "draft_forwards_per_step", "verify_ms", "verify_ms_ci95", "decode_ms", "decode_ms_ci95", "verify_factor",
@@ -75,7 +78,53 @@ SPEC_COLUMNS = [
     "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
     "forecast_error", "forecast_tolerance", "measurement_problem",
 ]
+# The predictions of a run (`predicted_speedup` of a row as built), each a column `predicted_<key>` of the table.
+PREDICTIONS = ("leviathan", "cost_model", "cost_model_held_out")
+
+
+def _flat_columns(columns: Sequence[str]) -> list[str]:
+    """The table's columns from a row's keys (`SPEC_COLUMNS`): each `X_ci95` [low, high] becomes `X_ci_low`,
+    `X_ci_high` (as `coefficients` has ci_low, ci_high), `predicted_speedup` one column per prediction and
+    `held_out_fit_gammas` (the γ the held-out model was fitted on, comma-separated; "" when none)."""
+    out: list[str] = []
+    for col in columns:
+        if col.endswith("_ci95"):
+            out += [f"{col[:-5]}_ci_low", f"{col[:-5]}_ci_high"]
+        elif col == "predicted_speedup":
+            out += [f"predicted_{k}" for k in PREDICTIONS] + ["held_out_fit_gammas"]
+        else:
+            out.append(col)
+    return out
+
+
+# Columns of `SpeculativeAnalysis.table`, in order: one value per cell (numbers, text).
+TABLE_COLUMNS = _flat_columns(SPEC_COLUMNS)
+
+
+def flat_table(rows: Sequence[Mapping]) -> pd.DataFrame:
+    """The per-run table (`TABLE_COLUMNS`) from rows keyed by `SPEC_COLUMNS` (intervals as [low, high], predictions as
+    a dict), every cell a single value."""
+    flat = []
+    for row in rows:
+        out: dict = {}
+        for col, value in row.items():
+            if col.endswith("_ci95"):
+                lo, hi = value if value is not None and len(value) == 2 else (math.nan, math.nan)
+                out[f"{col[:-5]}_ci_low"], out[f"{col[:-5]}_ci_high"] = lo, hi
+            elif col == "predicted_speedup":
+                out.update({f"predicted_{k}": value.get(k, math.nan) for k in PREDICTIONS})
+                out["held_out_fit_gammas"] = ",".join(str(g) for g in value.get("held_out_fit_gammas", []))
+            else:
+                out[col] = value
+        flat.append(out)
+    return pd.DataFrame(flat, columns=TABLE_COLUMNS)
+
+
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
+# The decomposition's parts in their order (`_decompose`): `part` is an ordered categorical of these, so sorting,
+# grouping and pivoting keep the waterfall's order.
+DECOMPOSITION_PARTS = ("tokens per step", "verify ≠ decode", "draft forwards", "outside time", "medians do not add",
+                       "measured")
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
 
 
@@ -195,12 +244,15 @@ def _ci(lo: float, hi: float) -> list[float]:
     return [lo, hi]
 
 
-@dataclass
-class SpeculativeAnalysis:
-    """Everything measured and predicted about the speculative runs (each table is a DataFrame).
+@dataclass(frozen=True, eq=False)
+class SpeculativeAnalysis(Value):
+    """Everything measured and predicted about the speculative runs (each table is a DataFrame of one value per cell,
+    handed out as the caller's own, `values.Value`).
 
-    - `table`: one row per run (SPEC_COLUMNS; `*_ci95` are [low, high]; `predicted_speedup` a dict).
-    - `decomposition`: the waterfall factors per run (DECOMPOSITION_COLUMNS; see the module docstring).
+    - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
+      `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`).
+    - `decomposition`: the waterfall factors per run, in order (DECOMPOSITION_COLUMNS; `part` an ordered categorical
+      of DECOMPOSITION_PARTS; see the module docstring).
     - `models`: the `StepCostModel` of each draft, fitted on all its runs.
     - `forecast`: speedup at γ = 1…8 at each draft's measured α and each given α (FORECAST_COLUMNS).
     - `grid`: the forecast over γ = 1…8 × α in ALPHA_GRID for the heatmap (draft, gamma, alpha, speedup, best:
@@ -217,7 +269,14 @@ class SpeculativeAnalysis:
     grid: pd.DataFrame
     best: pd.DataFrame
     steps: pd.DataFrame
-    notes: list[str]
+    notes: tuple[str, ...]
+
+    def __repr__(self) -> str:
+        table = object.__getattribute__(self, "table")
+        runs = ", ".join(f"{r.name} (γ {r.gamma}): {r.measured_speedup:.3g}×" for r in table.itertuples())
+        return (f"<SpeculativeAnalysis of {len(table)} run(s) of {len(set(table['draft']))} draft(s), measured speedup "
+                f"{runs or 'none'}; tables: table, decomposition, forecast, grid, best, steps; models: "
+                f"{', '.join(self.models) or 'none'}; {len(self.notes)} note(s)>")
 
 
 def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
@@ -366,11 +425,18 @@ def analyze_speculative(
         notes += impossible
         decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
                                     step_ms)
-    table = pd.DataFrame(rows, columns=SPEC_COLUMNS)
+    table = flat_table(rows)
     forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
-    return SpeculativeAnalysis(table, pd.DataFrame(decomposition, columns=DECOMPOSITION_COLUMNS), models, forecast,
-                               grid, best, steps, notes)
+    return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
+                               tuple(notes))
+
+
+def decomposition_table(rows: Sequence[Mapping]) -> pd.DataFrame:
+    """The decomposition (DECOMPOSITION_COLUMNS) from `_decompose`'s rows, `part` ordered as the waterfall."""
+    frame = pd.DataFrame(list(rows), columns=DECOMPOSITION_COLUMNS)
+    frame["part"] = pd.Categorical(frame["part"], categories=DECOMPOSITION_PARTS, ordered=True)
+    return frame
 
 
 def _uncertainty(run: SpecRun, seed: int) -> float:
@@ -414,7 +480,7 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
 def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float, v: float, r: float, o: float,
                t: float) -> list[dict]:
     """The waterfall factors of one run (see the module docstring), in order, then the measured end."""
-    factors = [("tokens per step", tps), ("verify ≠ decode", d / (d + v - f)),
+    factors = [("tokens per step", tps), ("verify ≠ decode", d / (d + v - f)),  # DECOMPOSITION_PARTS' order
                ("draft forwards", (d + v - f) / (d + v - f + r)), ("outside time", (d + v - f + r) / (v + r + o)),
                ("medians do not add", (v + r + o) / t), ("measured", math.nan)]
     out, level = [], 1.0

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..arguments import many
 from ..errors import InputError
 from .metrics import DECODE, decision_phase
 
@@ -170,7 +171,8 @@ def _scan_best_gamma(alpha: float, c: float, max_gamma: int) -> tuple[int, float
 class Judgement:
     """One draft at one α: the speedup at a given γ, the best γ and its speedup, each with the interval from c's.
 
-    `*_low`/`*_high` come from c_high/c_low (NaN/0 when no interval was given); `gamma`/`speedup*` are None
+    `*_low`/`*_high` come from c_high/c_low: without an interval the speedup bounds are NaN and the best-γ bounds
+    None (no γ is chosen where there is no speedup; `best_gamma` too when c is NaN); `gamma`/`speedup*` are None
     without a given γ. `break_even_alpha` is c (Cor. 3.9), NaN when c > 1 (no α in [0, 1] breaks even).
     """
 
@@ -183,8 +185,8 @@ class Judgement:
     speedup_low: float | None
     speedup_high: float | None
     best_gamma: int | None
-    best_gamma_low: int
-    best_gamma_high: int
+    best_gamma_low: int | None
+    best_gamma_high: int | None
     best_speedup: float
     best_speedup_low: float
     best_speedup_high: float
@@ -216,11 +218,13 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
     cs = np.array([c, c_high, c_low])  # S falls as c grows: c_high gives the low ends
     alphas = np.array([alpha, a_low, a_high])  # S rises with α: α_low gives the low ends
     g_best, s_best = best_gamma(alphas, cs, max_gamma)
+    # No γ where there is no S (no interval given, or no c): None, as the verdicts table's <NA>, never 0.
+    g_or_none = [int(g) if math.isfinite(s) else None for g, s in zip(g_best, s_best)]
     s_at = [None, None, None] if gamma is None else [float(v) for v in walltime_factor(alphas, gamma, cs)]
     j: dict[str, Any] = dict(
         c=c, c_low=c_low, c_high=c_high, alpha=alpha, gamma=None if gamma is None else int(gamma),
         speedup=s_at[0], speedup_low=s_at[1], speedup_high=s_at[2],
-        best_gamma=int(g_best[0]), best_gamma_low=int(g_best[1]), best_gamma_high=int(g_best[2]),
+        best_gamma=g_or_none[0], best_gamma_low=g_or_none[1], best_gamma_high=g_or_none[2],
         best_speedup=float(s_best[0]), best_speedup_low=float(s_best[1]), best_speedup_high=float(s_best[2]),
         break_even_alpha=c if c <= 1 else math.nan, max_gamma=int(max_gamma),
     )
@@ -234,7 +238,7 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
 def judge_all(c: float, alphas: Sequence[float], gamma: int | None = None, c_low: float = math.nan,
               c_high: float = math.nan, max_gamma: int = DEFAULT_MAX_GAMMA) -> list[Judgement]:
     """`judge` at each acceptance rate of `alphas`, in order: what `nsys-cc speedup` reports."""
-    return [judge(c, a, gamma, c_low, c_high, max_gamma) for a in alphas]
+    return [judge(c, a, gamma, c_low, c_high, max_gamma) for a in many(alphas, "alphas")]
 
 
 def outcome(c: float, alpha: float) -> str:
@@ -276,6 +280,20 @@ def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFr
     return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
 
 
+def _intervals(alpha_intervals, n: int) -> list[tuple[float, float] | None]:
+    """Per α, its interval: `alpha_intervals` as a list (`many`'s rule, with one (low, high) pair alone being one
+    interval, not two entries), one entry (or None) per α."""
+    if alpha_intervals is None:
+        return [None] * n
+    pair = (isinstance(alpha_intervals, (tuple, list)) and len(alpha_intervals) == 2
+            and all(isinstance(v, (int, float, np.floating)) for v in alpha_intervals))
+    out = [tuple(alpha_intervals)] if pair else many(alpha_intervals, "alpha_intervals")
+    if len(out) != n:
+        raise InputError(f"alpha_intervals has {len(out)} entries for {n} α: give one (low, high) or None per α",
+                         param="alpha_intervals")
+    return [None if v is None else (float(v[0]), float(v[1])) for v in out]
+
+
 def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA,
              alpha_intervals: Sequence[tuple[float, float] | None] | None = None) -> pd.DataFrame:
     """Per draft, metric and α: best γ, the speedup there, the break-even α and the outcome (`outcome`); the
@@ -300,12 +318,10 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
     missing = [col for col in ("draft", "phase", "metric", "c", "ci_low", "ci_high") if col not in coefficients]
     if missing:
         raise InputError(f"coefficients lack the column(s) {', '.join(missing)}")
-    alphas = [float(a) for a in np.atleast_1d(_array(list(alphas), "α", 0.0, 1.0))]
+    alphas = [float(a) for a in np.atleast_1d(_array(many(alphas, "alphas"), "α", 0.0, 1.0))]
     if any(math.isnan(a) for a in alphas):
         raise InputError("α must be a number in [0, 1], not NaN")
-    intervals = list(alpha_intervals) if alpha_intervals is not None else [None] * len(alphas)
-    if len(intervals) != len(alphas):
-        raise InputError("alpha_intervals needs one entry (or None) per α")
+    intervals = _intervals(alpha_intervals, len(alphas))
     out = []
     for (draft, metric), rows in coefficients.groupby(["draft", "metric"], sort=False):
         phase, row = _decision_row(rows)

@@ -42,7 +42,6 @@ from ..contract import (
     DEFAULT_RANGE,
     SCOPES_ALLOCATE,
     SCOPES_DRAFT,
-    SCOPES_FORWARD,
     SCOPES_STEP,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
@@ -62,7 +61,7 @@ from .phases import (
     verify_tokens,
     warmup_mask,
 )
-from .ranges import draft_range_of, marked_ranges, select
+from .ranges import draft_range_of, forward_range, marked_ranges, select
 
 # Kinds of a step beyond the phases of its target forward (both left out of every figure).
 EMPTY, MIXED = "empty", "mixed"
@@ -119,8 +118,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
-    if draft_name == SCOPES_DRAFT and range_name == DEFAULT_RANGE:
-        range_name = SCOPES_FORWARD
+    range_name, _ = forward_range(ranges, range_name, label="")  # vLLM's own forward scope in a scopes trace
     target = _closed(select(ranges, range_name))
     if target.empty:
         raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")

@@ -94,7 +94,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Each verb lives in its own module, a click command that knows nothing of the group.
-from . import analyze, inspect, profile, speedup, sweep  # noqa: E402
+from . import analyze, inspect, kernels, profile, speedup, sweep  # noqa: E402
 
-for _command in (analyze.analyze, inspect.info, inspect.ranges, profile.profile, speedup.speedup, sweep.sweep):
+for _command in (analyze.analyze, inspect.info, inspect.ranges, kernels.kernels, profile.profile, speedup.speedup,
+                 sweep.sweep):
     cli.add_command(_command)

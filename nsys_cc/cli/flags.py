@@ -52,5 +52,5 @@ def result_in_flags(result):
         m.phase_rule, detail=in_flags(m.phase_rule.detail))) for m in result.models)
     spec = result.speculative
     if spec is not None:
-        spec = dataclasses.replace(spec, notes=[in_flags(n) for n in spec.notes])
+        spec = dataclasses.replace(spec, notes=tuple(in_flags(n) for n in spec.notes))
     return dataclasses.replace(result, models=models, notes=tuple(in_flags(n) for n in result.notes), speculative=spec)

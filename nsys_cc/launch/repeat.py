@@ -44,6 +44,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, progress
+from ..arguments import many
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT as ENV_METRICS_DIR,
@@ -809,6 +810,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     from . import launcher
 
     check_seed(seed)  # before minutes of profiling, not after
+    drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
+    nsys_args, acceptance = [str(a) for a in many(nsys_args, "nsys_args")], many(acceptance, "acceptance")
     options = DEFAULT_OPTIONS if options is None else options
     timeout = launcher.DEFAULT_TIMEOUT_S if timeout is None else timeout
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):

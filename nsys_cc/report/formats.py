@@ -16,7 +16,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import run_plots, speculative_format
+from . import kernel_format, run_plots, speculative_format
 from .choices import FORMATS as FORMATS  # its home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
@@ -68,6 +68,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
                         "target_median_ms": _num(r.target_median_ms), "n_draft": int(r.n_draft),
                         "n_target": int(r.n_target)} for r in result.runs.itertuples()]
+    out["kernel_diff"] = kernel_format.records(result.kernel_diff)
     return out
 
 
@@ -94,7 +95,7 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
     table = pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
         "Forwards": r.forwards, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
-        "Comm mean (ms)": ms(r.comm_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
+        "Comm mean (ms)": ms(r.comm_mean_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
         "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_forwards} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
     } for r in result.ranks.itertuples()])
@@ -170,6 +171,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         if not result.runs.empty:
             parts += ["", f"**{RUNS_TITLE}**", "", markdown_table(run_plots.run_table(result))]
+        for title, body in kernel_format.report_sections(result.kernel_diff):
+            parts += ["", f"**{title}**", "", markdown_table(body)]
         if result.speculative is not None:
             for title, body in speculative_format.sections(result.speculative):
                 if len(body):
@@ -197,15 +200,33 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     return "\n".join(parts) + "\n"
 
 
+def _html_list(lines: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(line)}</li>" for line in lines) + "</ul>"
+
+
 def render_html(result: CostCoefficientResult) -> str:
-    """A notebook's view of the result: the table, the diagnosis, the verdicts and the notes, as HTML."""
+    """A notebook's view of the result, as HTML: what `render("table")` prints — the table, the per-rank table, the
+    diagnosis, the verdicts, the speculative runs measured in place (runs, measured vs predicted speedup, the forecast
+    and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
              "c = median(draft) / median(target), 95 % bootstrap interval</p>",
              display_table(result).to_html(index=False, escape=True)]
-    items = [f"<li>{html.escape(r.draft)} ({r.phase}): {html.escape(r.diagnosis)}</li>"
-             for r in with_diagnosis(result).itertuples()]
+    ranks = rank_display(result)
+    if not ranks.empty:
+        parts += ["<p><b>Ranks</b> (each rank's own forward ranges in the kept forwards; last = finished last)</p>",
+                  ranks.to_html(index=False, escape=True)]
+    lines = [f"{r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
-        items += [f"<li>{html.escape(line)}</li>" for line in _verdict_lines(result)]
-    items += [f"<li>note: {html.escape(n)}</li>" for n in result.notes]
-    parts.append("<ul>" + "".join(items) + "</ul>")
+        lines += _verdict_lines(result)
+    parts.append(_html_list(lines))
+    for title, body in kernel_format.report_sections(result.kernel_diff):
+        parts += [f"<p><b>{html.escape(title)}</b></p>", body.to_html(index=False, escape=True)]
+    if result.speculative is not None:
+        parts.append(f"<p><b>{html.escape(speculative_format.HEADER)}</b></p>")
+        for title, body in speculative_format.sections(result.speculative):
+            if len(body):
+                parts.append(f"<p><i>{html.escape(title)}</i></p>")
+                parts.append(body.to_html(index=False, escape=True) if isinstance(body, pd.DataFrame)
+                             else _html_list(list(body)))
+    parts += ["<p><b>Notes</b></p>", _html_list(list(result.notes))]
     return "\n".join(parts)

@@ -7,6 +7,8 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
+- kernel_diff: where each draft saves GPU time against the target (draft − target per forward) by category and for
+  the kernels that differ most (`result.kernel_diff`).
 - rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the forward's first finisher
   (`rank_plots`).
 - runs: c of each run beside the pooled c and its interval across runs, when the result pools several (`run_plots`).
@@ -27,6 +29,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..analysis import kernels as kernel_mod
 from ..analysis.dsi import Heatmaps
 from ..analysis.metrics import BY_NAME, C_METRICS, in_order
 from ..analysis.result import CostCoefficientResult, ModelForwards
@@ -316,11 +319,62 @@ def plot_kernel_categories(result: CostCoefficientResult) -> Figure | None:
     return fig
 
 
+# Kernels shown per draft in the kernel_diff plot: those of largest |difference| (the table has them all).
+DIFF_KERNELS = 12
+SAVES, COSTS = "#55a868", "#c44e52"
+
+
+def _diff_bars(ax, labels: list[str], target: np.ndarray, draft: np.ndarray, title: str) -> None:
+    delta = draft - target
+    y = np.arange(len(labels))
+    ax.barh(y, delta, color=[SAVES if d < 0 else COSTS for d in delta], height=0.7)
+    ax.set_yticks(y, labels)
+    ax.invert_yaxis()
+    ax.axvline(0.0, color="0.2", lw=0.8)
+    reach = float(np.max(np.abs(delta))) if len(delta) else 0.0
+    reach = reach if reach > 0 else 1.0
+    ax.set_xlim(-1.15 * reach, 1.15 * reach)
+    for yi, d, t, dr in zip(y, delta, target, draft):  # target → draft, on the other side of 0 than the bar
+        ax.text(0.0, yi, f" {t:.3g} → {dr:.3g} ms ", va="center", ha="right" if d >= 0 else "left", fontsize=7,
+                color="0.25")
+    ax.set_xlabel("draft − target, GPU ms per forward (< 0: the draft saves time)")
+    ax.set_title(title)
+    ax.grid(axis="x", alpha=0.3)
+
+
+def plot_kernel_diff(result: CostCoefficientResult) -> Figure | None:
+    """Where each draft saves GPU time against the target, per forward of the phase c is judged on: the difference
+    (draft − target) by kernel category, and for the kernels of largest difference (`result.kernel_diff`); each bar
+    labelled target → draft ms. None without GPU work in the traces."""
+    table = result.kernel_diff
+    if table.empty:
+        return None
+    drafts = list(dict.fromkeys(table["draft"]))
+    n_kernels = min(DIFF_KERNELS, int(table.groupby("draft").size().max()))
+    with matplotlib.rc_context(STYLE):
+        fig = Figure(figsize=(13.0, max(2.6, 0.3 * n_kernels + 1.4) * len(drafts) + 0.6), layout="constrained")
+        axes = fig.subplots(len(drafts), 2, squeeze=False, width_ratios=[1, 1.6])
+        for row, draft in zip(axes, drafts):
+            rows = table[table["draft"] == draft]
+            phase = rows["phase"].iloc[0]
+            cats = kernel_mod.category_diff(rows)
+            _diff_bars(row[0], list(cats["category"]), cats["a_ms_per_range"].to_numpy(dtype=float),
+                       cats["b_ms_per_range"].to_numpy(dtype=float), f"{draft}: by category ({phase})")
+            top = rows.head(DIFF_KERNELS)
+            names = [k if len(k) <= 48 else k[:47] + "…" for k in top["kernel"]]
+            _diff_bars(row[1], names, top["a_ms_per_range"].to_numpy(dtype=float),
+                       top["b_ms_per_range"].to_numpy(dtype=float), f"{draft}: kernels, the largest difference first")
+        _suptitle(fig, f"Where the draft saves GPU time against {result.target.name} (green) and where it does not "
+                       "(red), per forward")
+    return fig
+
+
 PLOTS: dict[str, Callable[[CostCoefficientResult], Figure | None]] = {
     "forward_times": plot_forward_times,
     "coefficients": plot_coefficients,
     "time_breakdown": plot_time_breakdown,
     "kernel_categories": plot_kernel_categories,
+    "kernel_diff": plot_kernel_diff,
     "rank_lag": lambda result: rank_plots.plot_rank_lag(result, dict(STYLE)),
     "runs": lambda result: run_plots.plot_runs(result, dict(STYLE)),
 }

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..analysis.speculative import PREDICTIONS, SPEC_COLUMNS
 from .words import fmt_speedup, sig3
 
 if TYPE_CHECKING:
@@ -35,18 +36,39 @@ def _records(df: pd.DataFrame) -> list[dict]:
     return [_clean(dict(zip(df.columns, row))) for row in df.itertuples(index=False)]
 
 
+def _gammas(text: str) -> list[int]:
+    return [int(g) for g in str(text).split(",") if g.strip()]
+
+
+def run_entries(table: pd.DataFrame) -> list[dict]:
+    """The JSON entries of the runs (`SPEC_COLUMNS`: intervals as `*_ci95` [low, high], the predictions as one
+    `predicted_speedup` object) from the flat table (`TABLE_COLUMNS`)."""
+    out = []
+    for row in _records(table):
+        entry: dict = {}
+        for col in SPEC_COLUMNS:
+            if col.endswith("_ci95"):
+                entry[col] = [row.get(f"{col[:-5]}_ci_low"), row.get(f"{col[:-5]}_ci_high")]
+            elif col == "predicted_speedup":
+                entry[col] = {**{k: row.get(f"predicted_{k}") for k in PREDICTIONS},
+                              "held_out_fit_gammas": _gammas(row.get("held_out_fit_gammas") or "")}
+            else:
+                entry[col] = row.get(col)
+        out.append(entry)
+    return out
+
+
 def to_json(spec: SpeculativeAnalysis | None) -> dict:
     """The top-level `speculative`, `forecast` and `speculative_best` lists (empty without speculative runs)."""
     if spec is None:
         return {"speculative": [], "forecast": [], "speculative_best": []}
-    return {"speculative": _records(spec.table), "forecast": _records(spec.forecast),
+    return {"speculative": run_entries(spec.table), "forecast": _records(spec.forecast),
             "speculative_best": _records(spec.best)}
 
 
-def _ci(value: float, ci, digits=sig3) -> str:
+def _ci(value: float, lo: float, hi: float, digits=sig3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    lo, hi = ci
     if lo is None or (isinstance(lo, float) and math.isnan(lo)):
         return digits(value)
     return f"{digits(value)} [{digits(lo)}–{digits(hi)}]"
@@ -59,16 +81,16 @@ def _x(v: float) -> str:
 def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: the in-place figures (medians, ms, with 95 % intervals)."""
     rows = []
-    for r in spec.table.itertuples(index=False):
+    for r in spec.table.to_dict(orient="records"):
+        def ci(col: str, r: dict = r) -> str:
+            return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+
         rows.append({
-            "Run": r.name, "γ": r.gamma, "Steps": r.steps, "Draft fwd (ms)": _ci(r.draft_forward_ms,
-                                                                                  r.draft_forward_ms_ci95),
-            "Verify (ms)": _ci(r.verify_ms, r.verify_ms_ci95), "Decode (ms)": _ci(r.decode_ms, r.decode_ms_ci95),
-            "Verify factor": _ci(r.verify_factor, r.verify_factor_ci95),
-            "c in place": _ci(r.c_in_place, r.c_in_place_ci95), "c standalone": _ci(r.c_standalone,
-                                                                                     r.c_standalone_ci95),
-            "Outside (ms)": _ci(r.other_ms, r.other_ms_ci95), "Tokens/step": sig3(r.tokens_per_step),
-            "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
+            "Run": r["name"], "γ": r["gamma"], "Steps": r["steps"], "Draft fwd (ms)": ci("draft_forward_ms"),
+            "Verify (ms)": ci("verify_ms"), "Decode (ms)": ci("decode_ms"), "Verify factor": ci("verify_factor"),
+            "c in place": ci("c_in_place"), "c standalone": ci("c_standalone"), "Outside (ms)": ci("other_ms"),
+            "Tokens/step": sig3(r["tokens_per_step"]),
+            "α": "–" if math.isnan(r["alpha"]) else f"{r['alpha']:.3g}",
         })
     return pd.DataFrame(rows)
 
@@ -77,17 +99,15 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: measured speedup against the predictions, side by side."""
     rows = []
     for r in spec.table.itertuples(index=False):
-        p = r.predicted_speedup
-        lo, hi = r.measured_speedup_ci95
-        held = p.get("cost_model_held_out", math.nan)
+        held = r.predicted_cost_model_held_out
         rows.append({
             "Run": r.name, "γ": r.gamma, "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
-            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(lo)}–{fmt_speedup(hi)}]"
-            + (" (impossible: a measurement problem, see the notes)" if r.measurement_problem else ""),
-            "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(p["leviathan"]),
-            "Cost model (fit)": _x(p["cost_model"]),
-            "Forecast (held out)": "–" if math.isnan(held) else
-            f"{_x(held)} (fit γ {','.join(map(str, p['held_out_fit_gammas']))})",
+            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(r.measured_speedup_ci_low)}–"
+                        f"{fmt_speedup(r.measured_speedup_ci_high)}]"
+                        + (" (impossible: a measurement problem, see the notes)" if r.measurement_problem else ""),
+            "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(r.predicted_leviathan),
+            "Cost model (fit)": _x(r.predicted_cost_model),
+            "Forecast (held out)": "–" if math.isnan(held) else f"{_x(held)} (fit γ {r.held_out_fit_gammas})",
         })
     return pd.DataFrame(rows)
 
@@ -112,8 +132,8 @@ def check_lines(spec: SpeculativeAnalysis) -> list[str]:
         if r.forecast_error is None or math.isnan(r.forecast_error):
             continue
         ok = abs(r.forecast_error) <= r.forecast_tolerance
-        out.append(f"{r.name}: forecast from γ {','.join(map(str, r.predicted_speedup['held_out_fit_gammas']))} "
-                   f"{_x(r.predicted_speedup['cost_model_held_out'])} vs measured {_x(r.measured_speedup)} "
+        out.append(f"{r.name}: forecast from γ {r.held_out_fit_gammas} "
+                   f"{_x(r.predicted_cost_model_held_out)} vs measured {_x(r.measured_speedup)} "
                    f"({r.forecast_error:+.1%}; {'within' if ok else 'outside'} the runs' own ±"
                    f"{r.forecast_tolerance:.1%})")
     return out

@@ -53,8 +53,7 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
     lows = dec[["before", "after"]].to_numpy(dtype=float)
     marks = []
     for name, _ in runs:
-        p = table.loc[name, "predicted_speedup"]
-        marks += [p.get("leviathan", math.nan), p.get("cost_model_held_out", math.nan)]
+        marks += [table.loc[name, "predicted_leviathan"], table.loc[name, "predicted_cost_model_held_out"]]
     values = np.r_[lows.ravel(), marks, 1.0]
     values = values[np.isfinite(values) & (values > 0)]
     ylim = (values.min() / 1.25, values.max() * 1.25)
@@ -76,14 +75,14 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
             if i + 1 < len(rows):
                 ax.plot([i + 0.3, i + 0.7], [r.after, r.after], color="0.4", lw=0.8)
             labels.append(_TICKS.get(r.part, r.part))
-        p = table.loc[name, "predicted_speedup"]
+        leviathan = float(table.loc[name, "predicted_leviathan"])
         end = len(rows) - 0.5
-        if math.isfinite(p.get("leviathan", math.nan)):
-            ax.axhline(p["leviathan"], color="#8172b2", ls=":", lw=1.2,
-                       label=f"Thm 3.8 (standalone c): {fmt_speedup(p['leviathan'])}×")
-        held = p.get("cost_model_held_out", math.nan)
+        if math.isfinite(leviathan):
+            ax.axhline(leviathan, color="#8172b2", ls=":", lw=1.2,
+                       label=f"Thm 3.8 (standalone c): {fmt_speedup(leviathan)}×")
+        held = float(table.loc[name, "predicted_cost_model_held_out"])
         if math.isfinite(held):
-            fit = ",".join(map(str, p.get("held_out_fit_gammas", [])))
+            fit = table.loc[name, "held_out_fit_gammas"]
             ax.plot([end], [held], marker="D", color="#dd8452", ls="none",
                     label=f"forecast (fit γ {fit}): {fmt_speedup(held)}×")
         ax.axhline(1.0, color="0.2", lw=0.8, ls="--", label="no speedup (1×)")

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from ..analysis import speedup
 from ..analysis.dsi import Heatmaps
+from ..arguments import many
 from ..errors import InputError
 from .words import sig3
 
@@ -79,8 +80,11 @@ def draft_points(frame: pd.DataFrame) -> pd.DataFrame:
 def speedup_heatmap(c: float, alphas: Sequence[float] | None = None, gammas: Sequence[int] = range(1, 21),
                     path: str | os.PathLike | None = None, title: str | None = None) -> Figure:
     """S(α, γ, c) of Thm 3.8 over α (x) and γ (y) at one c, with S = 1, the best γ per α and break-even α = c."""
-    a = np.linspace(0.0, 0.99, 100) if alphas is None else np.asarray(alphas, dtype=float)
-    g = np.asarray(list(gammas), dtype=int)
+    a = np.linspace(0.0, 0.99, 100) if alphas is None else np.asarray(many(alphas, "alphas"), dtype=float)
+    g = np.asarray(many(gammas, "gammas"), dtype=int)
+    for param, values in (("alphas", a), ("gammas", g)):
+        if values.ndim != 1 or len(values) < 2:
+            raise InputError(f"{param}: a heatmap needs at least two values, not {values.tolist()!r}", param=param)
     s = np.asarray(speedup.walltime_factor(a[None, :], g[:, None], c))
     best_g, _ = speedup.best_gamma(a, c, max_gamma=int(g.max()))
     with matplotlib.rc_context(STYLE):
@@ -115,7 +119,7 @@ def break_even_chart(drafts: pd.DataFrame, alphas: Sequence[float] = (), path: s
         ax.plot(x, x, color="black", linewidth=1.5, label="break-even α = c")
         ax.text(0.02 * c_max, 0.97, "speculation can win (α > c)", fontsize=12, color="#2e6b26", va="top")
         ax.text(0.97 * c_max, 0.05, "always loses (α ≤ c)", fontsize=12, color="#9c2f22", ha="right")
-        for a in alphas:
+        for a in many(alphas, "alphas"):
             ax.axhline(a, color="dimgray", linestyle=":", linewidth=1.2)
             ax.text(c_max * 0.99, a + 0.01, f"α = {a:g}", ha="right", va="bottom", fontsize=9, color="dimgray")
         for i, p in enumerate(points.itertuples()):

@@ -25,6 +25,7 @@ import pandas as pd
 
 from .. import atomic
 from ..analysis.result import CostCoefficientResult
+from ..arguments import many
 from .figures import iter_figures, plotted
 from .formats import render, result_to_dict
 from .plots import DPI
@@ -62,8 +63,10 @@ def write_report(
     """Write the report directory and return the path of report.md (see the module docstring: the whole report
     replaces the earlier one at once, or nothing changes)."""
 
+    notes = [str(n) for n in many(extra_notes, "extra_notes")]
+
     def build(stage: atomic.Stage) -> None:
-        _write(stage, result, extra_notes, extra_tables, plots)
+        _write(stage, result, notes, extra_tables, plots)
 
     return atomic.publish(out_dir, build, manifest=MANIFEST)["report.md"]
 
@@ -78,6 +81,7 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **({"runs": result.runs} if not result.runs.empty else {}),
+        **({"kernel_diff": kernel_diff} if not (kernel_diff := result.kernel_diff).empty else {}),
         **dict(extra_tables or {}),
     }
     doc = result_to_dict(result)
@@ -120,14 +124,6 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
 
 
 def _speculative_tables(spec) -> dict[str, pd.DataFrame]:
-    """The speculative analysis as CSV tables (intervals and predictions as columns of their own)."""
-    table = spec.table.copy()
-    for col in [c for c in table.columns if c.endswith("_ci95")]:
-        table[col.replace("_ci95", "_ci_low")] = [ci[0] for ci in table[col]]
-        table[col.replace("_ci95", "_ci_high")] = [ci[1] for ci in table[col]]
-        table = table.drop(columns=col)
-    for key in ("leviathan", "cost_model", "cost_model_held_out"):
-        table[f"predicted_{key}"] = [p.get(key) for p in table["predicted_speedup"]]
-    table = table.drop(columns="predicted_speedup")
-    return {"speculative": table, "speculative_decomposition": spec.decomposition,
+    """The speculative analysis as CSV tables (its tables hold one value per cell already)."""
+    return {"speculative": spec.table, "speculative_decomposition": spec.decomposition,
             "speculative_forecast": spec.forecast, "speculative_steps": spec.steps}

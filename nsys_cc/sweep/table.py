@@ -63,10 +63,9 @@ def from_speculative(speculative, *, cell: str, batch_size: int | None, input_le
     spec = getattr(speculative, "table", None)
     if spec is None or spec.empty:
         return empty()
-    ci = spec["c_in_place_ci95"].map(lambda v: v if isinstance(v, (list, tuple)) and len(v) == 2
-                                     else (float("nan"), float("nan")))
     rows = pd.DataFrame({"draft": spec["draft"], "phase": "decode", "metric": "wall", "gamma": spec["gamma"],
-                         "c": spec["c_in_place"], "ci_low": [lo for lo, _ in ci], "ci_high": [hi for _, hi in ci]})
+                         "c": spec["c_in_place"], "ci_low": spec["c_in_place_ci_low"],
+                         "ci_high": spec["c_in_place_ci_high"]})
     return normalise(rows.assign(batch_size=batch_size, input_len=input_len, target_tp=target_tp, cell=cell,
                                  attempts=attempts))
 

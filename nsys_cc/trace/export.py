@@ -261,11 +261,12 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        # A refused export raises inside the step: its line then never says "done" before the error.
         with progress.step(f"exporting {report.name} to SQLite with nsys", always=True):
             rc, output = _run_export([nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
                                      limit, report)
-        if rc != 0 or tmp.stat().st_size == 0:
-            raise ExportError(_explain_failure(report, nsys, output))
+            if rc != 0 or tmp.stat().st_size == 0:
+                raise ExportError(_explain_failure(report, nsys, output))
         try:
             with _cache_lock(cache, exclusive=True):
                 os.replace(tmp, target)

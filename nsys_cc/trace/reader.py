@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from .. import progress
-from ..errors import InputError
+from ..arguments import many
+from ..errors import InputError, TraceClosedError
 from . import cuda, frames, nvtx
 from .export import export_report, is_report
 from .frames import lists_columns
@@ -103,6 +104,7 @@ class ExportTrace:
         self._lock = threading.Lock()
         self._engine: Engine | None = None
         self._private: tempfile.TemporaryDirectory | None = None  # a private copy of a WAL-mode file (open_trace)
+        self._closed = False  # `close()` was called: every read raises TraceClosedError
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
@@ -130,8 +132,10 @@ class ExportTrace:
         self.close()
 
     def close(self) -> None:
-        """Close every connection to the export (and remove the private copy of a WAL-mode file)."""
+        """Close every connection to the export (and remove the private copy of a WAL-mode file). A closed trace
+        answers no more queries (TraceClosedError); its `info()` and `path` stay."""
         with self._lock:
+            self._closed = True
             connections, self._connections = self._connections, []
             engine, self._engine = self._engine, None
             self._opened += 1
@@ -145,6 +149,7 @@ class ExportTrace:
     @property
     def engine(self) -> Engine:
         """A SQLAlchemy engine on the export (read-only connections), made on first use."""
+        self._check_open()
         with self._lock:
             if self._engine is None:
                 from sqlalchemy import create_engine
@@ -152,8 +157,19 @@ class ExportTrace:
                 self._engine = create_engine("sqlite://", creator=self._connect)
             return self._engine
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called (the end of a `with open_trace(…)` block calls it)."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TraceClosedError(f"{self.path}: the trace is closed (its `with` block ended, or close() was called): "
+                                   "open it again with nsys_cc.open_trace(path), or query it inside the block")
+
     def _connection(self) -> sqlite3.Connection:
         """This thread's read-only connection to the export (opened on first use, kept until `close`)."""
+        self._check_open()
         conn, opened = getattr(self._local, "conn", (None, -1))
         if conn is None or opened != self._opened:
             conn = self._connect()
@@ -163,7 +179,8 @@ class ExportTrace:
         return conn
 
     def __repr__(self) -> str:
-        return f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables)"
+        return (f"Trace({self.path!r}, nsys {self.nsys_version}, {len(self.tables)} tables"
+                f"{', closed' if self._closed else ''})")
 
     # -- schema ------------------------------------------------------------------------------------------
     @property
@@ -206,6 +223,7 @@ class ExportTrace:
         """`build(self)`, read once and kept; the caller gets its own frame (`handed_out`). Values of the wrong type
         can get past SQL and fail later (text compared with integers, a blob where nsys writes text): the file's
         fault, so InputError too."""
+        self._check_open()
         if table not in self._tables:
             try:
                 with small_pages():
@@ -242,6 +260,7 @@ class ExportTrace:
 
     def columns(self, table: str) -> tuple[str, ...]:
         """Column names of `table` (empty when absent); columns differ between nsys versions."""
+        self._check_open()
         if table not in self._columns:
             if not self.has_table(table):
                 return ()
@@ -284,6 +303,7 @@ class ExportTrace:
 
     def strings(self) -> Mapping[int, str]:
         """StringIds as a read-only mapping id → value (empty when the table is absent)."""
+        self._check_open()
         if self._strings is None:
             with self.reading() as conn:
                 rows = dict(conn.execute("SELECT id, value FROM StringIds")) if self.has_table("StringIds") else {}
@@ -300,7 +320,10 @@ class ExportTrace:
         trace this costs the rows asked for (plus one scan), not all of them. `nesting=False`: `level` and
         `parent_id` are <NA>, not worked out (nesting needs every range of the thread: with `names`, all rows'
         times are read for it).
+        A bare string is one name (or prefix), as a one-item list (`nsys_cc.arguments.many`).
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
+        names = None if names is None else [str(n) for n in many(names, "names")]
+        prefixes = [str(p) for p in many(prefixes, "prefixes")]
         whole = names is None and not prefixes
         if whole and nesting:
             return self._from_file("nvtx_ranges", _checked_ranges)

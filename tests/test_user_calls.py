@@ -1,0 +1,427 @@
+"""Calls a notebook user makes that used to mislead (issue 23): each now works as the user means it, or raises an
+NsysCCError that says what to pass. Real fixtures; numbers checked against the raw rows (stdlib SQL) or against the
+call written the long way (a list of one item), never against what the call under test just computed alone."""
+
+from __future__ import annotations
+
+import dataclasses
+import html
+import inspect
+import json
+import math
+import re
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import nsys_cc
+from conftest import FIXTURES, REPO, raw_sql
+from nsys_cc.analysis import speculative as spec_mod
+from nsys_cc.analysis.values import same
+from nsys_cc.cli import cli
+from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
+from nsys_cc.report import speculative_format
+from nsys_cc.trace.reader import ExportTrace
+
+VLLM = FIXTURES / "vllm"
+SPEC = FIXTURES / "spec"
+TARGET = VLLM / "tiny-llama-target.sqlite"
+DRAFT_S, DRAFT_XS = VLLM / "tiny-llama-draft-s.sqlite", VLLM / "tiny-llama-draft-xs.sqlite"
+SCOPES = VLLM / "vllm_scopes.sqlite"
+NAMED = ("SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+         "WHERE e.eventType IN (59, 60) AND coalesce(e.text, s.value) = ?")
+
+
+@pytest.fixture(scope="module")
+def result():
+    return nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8])
+
+
+@pytest.fixture(scope="module")
+def spec_result():
+    runs = [SPEC / f"tiny-llama-draft-xs.spec-g{g}.sqlite" for g in (1, 2, 3)]
+    return nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", [SPEC / "tiny-llama-draft-xs.sqlite", *runs])
+
+
+# ---- a bare string where a list is expected is a list of one -------------------------------------------------------
+def test_a_bare_name_or_prefix_is_one_name_not_its_characters():
+    with nsys_cc.open_trace(TARGET) as t:
+        one = t.nvtx_ranges(names="model_executable()")
+        assert len(one) == raw_sql(TARGET, NAMED, ("model_executable()",))[0][0] == 20
+        pd.testing.assert_frame_equal(one, t.nvtx_ranges(names=["model_executable()"]))
+        # "mX" is one prefix that no name starts with, not the prefixes "m" and "X"
+        assert t.nvtx_ranges(prefixes="mX").empty
+        starts = raw_sql(TARGET, "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+                                 "WHERE e.eventType IN (59, 60) AND coalesce(e.text, s.value) LIKE 'nsys_cc:%'")[0][0]
+        assert len(t.nvtx_ranges(prefixes="nsys_cc:")) == starts > 0
+
+
+def test_one_label_is_one_label_and_says_it_is_one_short():
+    with pytest.raises(InputError, match=r"^names has 1 label\(s\) for 2 traces") as err:
+        nsys_cc.cost_coefficient(TARGET, DRAFT_S, names="tgt")
+    assert err.value.param == "names"
+    labelled = nsys_cc.cost_coefficient(TARGET, DRAFT_S, names=("t", "d"))
+    assert [m.name for m in labelled.models] == ["t", "d"]
+
+
+def test_a_label_given_twice_is_refused():
+    with pytest.raises(InputError, match="'a' given to more than one trace") as err:
+        nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], names=["t", "a", "a"])
+    assert err.value.param == "names"
+
+
+def test_the_target_as_a_list_of_one_is_that_trace():
+    assert nsys_cc.cost_coefficient([TARGET], [DRAFT_S]) == nsys_cc.cost_coefficient(TARGET, DRAFT_S)
+    with pytest.raises(InputError, match=r"^target is one trace, not 2: pass one path; several go in drafts$") as err:
+        nsys_cc.cost_coefficient([TARGET, DRAFT_S], DRAFT_XS)
+    assert err.value.param == "target"
+    with pytest.raises(InputError, match=r"^target: expected a trace path \(str or os.PathLike\), not int 5$"):
+        nsys_cc.cost_coefficient(5, DRAFT_S)
+    with pytest.raises(InputError, match=r"^drafts: give a list \(or one item\), not a mapping"):
+        nsys_cc.cost_coefficient(TARGET, {str(DRAFT_S): "x"})
+
+
+def _public_callables():
+    """(qualified name, function) of every public function and method the facade hands out."""
+    out = []
+    for name in nsys_cc.__all__:
+        obj = getattr(nsys_cc, name)
+        if inspect.ismodule(obj):
+            for attr in dir(obj):
+                f = getattr(obj, attr)
+                if attr.startswith("_") or getattr(f, "__module__", None) != obj.__name__:
+                    continue
+                if inspect.isfunction(f):
+                    out.append((f"{name}.{attr}", f))
+                elif inspect.isclass(f):
+                    out += [(f"{name}.{attr}.{m}", g) for m, g in inspect.getmembers(f, inspect.isfunction)
+                            if not m.startswith("_")]
+        elif inspect.isclass(obj):
+            cls = ExportTrace if name == "Trace" else obj
+            out += [(f"{name}.{m}", g) for m, g in inspect.getmembers(cls, inspect.isfunction) if not m.startswith("_")]
+        elif callable(obj):
+            out.append((name, obj))
+    return out
+
+
+LIST_LIKE = re.compile(r"\b(Sequence|Collection|Iterable|list|tuple)\[")
+
+
+def _refused(a, b) -> bool:
+    """Both calls refused with the same NsysCCError (a heatmap of one α: it says it needs two)."""
+    return isinstance(a, NsysCCError) and type(a) is type(b) and str(a) == str(b) and "at least two" in str(a)
+
+
+def _fit(param: str):
+    runs = {"gammas": [1, 3], "draft_forward_ms": [0.7, 0.8], "verify_ms": [5.6, 6.0], "other_ms": [4.2, 4.9],
+            "draft_weights": [1, 3]}
+    return lambda v: nsys_cc.forecast.fit(6.4, **{**{k: r[:1] for k, r in runs.items()}, param: v})
+
+
+# Per public (function, list-like parameter): a call with one item alone and the same with a list of one, which must
+# agree (compared by `check`). Every list-like parameter of the public API must be here: `test_every_list_like_…`.
+FIT = {"gammas": 1, "draft_forward_ms": 0.7, "verify_ms": 5.6, "other_ms": 4.2, "draft_weights": 1}
+
+
+ONE_ITEM = {
+    ("Trace.nvtx_ranges", "names"): None,  # test_a_bare_name_or_prefix_is_one_name_not_its_characters
+    ("Trace.nvtx_ranges", "prefixes"): None,  # the same test
+    ("cost_coefficient", "drafts"): None,  # test_the_target_as_a_list_of_one_is_that_trace (and test_facade)
+    ("cost_coefficient", "names"): None,  # test_one_label_is_one_label_and_says_it_is_one_short
+    ("cost_coefficient", "range_name"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, range_name=v),
+                                         "model_executable()", lambda a, b: a == b),
+    ("cost_coefficient", "acceptance"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, acceptance=v).acceptance,
+                                         "0.8", lambda a, b: a == b == (0.8,)),
+    ("dsi.heatmaps", "c_grid"): (lambda v: nsys_cc.dsi.heatmaps(v, [0.5], [1, 2], n_tokens=50, repeats=1).si,
+                                 0.3, lambda a, b: np.array_equal(a, b) and a.shape == (1, 1)),
+    ("dsi.heatmaps", "alpha_grid"): (lambda v: nsys_cc.dsi.heatmaps([0.3], v, [1, 2], n_tokens=50, repeats=1).si,
+                                     0.5, lambda a, b: np.array_equal(a, b) and a.shape == (1, 1)),
+    ("dsi.heatmaps", "ks"): (lambda v: nsys_cc.dsi.heatmaps([0.3], [0.5], v, n_tokens=50, repeats=1).si_k,
+                             2, lambda a, b: np.array_equal(a, b) and a.tolist() == [[2]]),
+    ("metrics.decision_phase", "phases"): (nsys_cc.metrics.decision_phase, "decode", lambda a, b: a == b == "decode"),
+    ("metrics.in_order", "phases"): (nsys_cc.metrics.in_order, "prefill", lambda a, b: a == b == ["prefill"]),
+    ("speedup.judge_all", "alphas"): (lambda v: nsys_cc.speedup.judge_all(0.1, v), 0.8,
+                                      lambda a, b: same(a, b) and len(a) == 1 and a[0].alpha == 0.8),
+    ("speedup.verdicts", "alphas"): (
+        lambda v: nsys_cc.speedup.verdicts(pd.DataFrame([{"draft": "d", "phase": "decode", "metric": "wall",
+                                                          "c": 0.1, "ci_low": 0.08, "ci_high": 0.12}]), v),
+        0.8, lambda a, b: a.equals(b) and list(a["alpha"]) == [0.8]),
+    ("speedup_plots.speedup_heatmap", "alphas"): (lambda v: nsys_cc.speedup_plots.speedup_heatmap(0.1, alphas=v),
+                                                  0.5, _refused),
+    ("speedup_plots.speedup_heatmap", "gammas"): (lambda v: nsys_cc.speedup_plots.speedup_heatmap(0.1, gammas=v),
+                                                  3, _refused),
+    **{("forecast.fit", p): (_fit(p), v, same) for p, v in FIT.items()},
+    ("speedup_plots.break_even_chart", "alphas"): (
+        lambda v: nsys_cc.speedup_plots.break_even_chart(pd.DataFrame(columns=["draft", "c", "ci_low", "ci_high"]),
+                                                         alphas=v),
+        0.7, lambda a, b: len(a.axes[0].lines) == len(b.axes[0].lines) == 2),
+    ("write_report", "extra_notes"): None,  # test_write_report_takes_one_note
+    ("cost_coefficient", "scopes"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, scopes=v), "tgt",
+                                     lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient_runs", "runs"): (lambda v: nsys_cc.cost_coefficient_runs(v, names=["t", "d"]),
+                                        [TARGET, DRAFT_S], lambda a, b: a == b and len(a.coefficients) > 0),
+    ("cost_coefficient_runs", "names"): (lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=v), "tgt",
+                                         lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 models")),
+    ("cost_coefficient_runs", "scopes"): (
+        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], scopes=v), "tgt",
+        lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient_runs", "acceptance"): (
+        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], acceptance=v).acceptance,
+        "0.8", lambda a, b: a == b == (0.8,)),
+    ("speedup.verdicts", "alpha_intervals"): (
+        lambda v: nsys_cc.speedup.verdicts(pd.DataFrame([{"draft": "d", "phase": "decode", "metric": "wall",
+                                                          "c": 0.1, "ci_low": 0.08, "ci_high": 0.12}]), 0.8,
+                                           alpha_intervals=v),
+        (0.7, 0.9), lambda a, b: a.equals(b) and list(a["alpha_low"]) == [0.7] and list(a["alpha_high"]) == [0.9]),
+    ("profile", "drafts"): None,  # test_profile_takes_one_item_alone
+    ("profile", "speculate"): None,  # the same test
+    ("profile", "nsys_args"): None,  # the same test
+    ("profile", "acceptance"): None,  # the same test
+}
+
+
+def _same_refusal(a, b, says: str) -> bool:
+    """Both calls refused with the same NsysCCError, which says `says` (a bare name taken as one item, not letters)."""
+    return isinstance(a, NsysCCError) and type(a) is type(b) and str(a) == str(b) and says in str(a)
+
+
+def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
+    # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
+    from nsys_cc.launch import launcher, repeat
+
+    seen = []
+    monkeypatch.setattr(repeat, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
+    monkeypatch.setattr(launcher, "profile", lambda *a, **k: seen.append(("separate", a, k)))
+    nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
+                    acceptance=0.8)
+    nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "b", speculate=2, separate=True)
+    (_, a, k), (_, b, kb) = seen
+    assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
+    assert list(k["acceptance"]) == [0.8]
+    assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
+
+
+def test_every_list_like_parameter_of_the_public_api_is_checked():
+    found = {(q, p.name) for q, f in _public_callables() for p in inspect.signature(f).parameters.values()
+             if LIST_LIKE.search(str(p.annotation))}
+    assert found == set(ONE_ITEM), "list the new list-like parameter in ONE_ITEM with a check"
+
+
+@pytest.mark.parametrize("key", [k for k, v in ONE_ITEM.items() if v is not None], ids=lambda k: f"{k[0]}:{k[1]}")
+def test_one_item_alone_is_a_list_of_one(key):
+    call, item, check = ONE_ITEM[key]
+
+    def outcome(value):
+        try:
+            return call(value)
+        except NsysCCError as exc:
+            return exc
+
+    assert check(outcome(item), outcome([item]))
+
+
+def test_write_report_takes_one_note(tmp_path, result):
+    nsys_cc.write_report(result, tmp_path, extra_notes="profiled on a quiet machine", plots=False)
+    md = (tmp_path / "report.md").read_text()
+    assert "- profiled on a quiet machine" in md and "\n- p\n" not in md
+
+
+# ---- a result's tables are the caller's own; results compare by value --------------------------------------------
+def _tables(obj, path="res"):
+    """(path, frame) of every DataFrame reachable from a result by attribute, models and speculative included."""
+    out = []
+    if dataclasses.is_dataclass(obj):
+        names = [f.name for f in dataclasses.fields(obj) if not f.name.startswith("_")]
+        names += [n for n, v in inspect.getmembers(type(obj)) if isinstance(v, property)]
+        for n in dict.fromkeys(names):
+            value = getattr(obj, n)
+            if isinstance(value, pd.DataFrame):
+                out.append((f"{path}.{n}", lambda o=obj, n=n: getattr(o, n)))
+            elif isinstance(value, (tuple, list)) and n in ("models",):
+                out += [t for i, m in enumerate(value) for t in _tables(m, f"{path}.{n}[{i}]")]
+            elif dataclasses.is_dataclass(value):
+                out += _tables(value, f"{path}.{n}")
+    return out
+
+
+@pytest.mark.parametrize("which", ["plain", "speculative"])
+def test_changing_a_table_handed_out_changes_nothing_the_result_says(request, which):
+    res = request.getfixturevalue("result" if which == "plain" else "spec_result")
+    before_repr, before_render, before_json = repr(res), res.render("table"), res.render("json")
+    tables = _tables(res)
+    assert {"res.coefficients", "res.summary", "res.forwards", "res.models[0].forwards"} <= {p for p, _ in tables}
+    if which == "speculative":
+        assert {"res.speculative.table", "res.speculative.decomposition"} <= {p for p, _ in tables}
+    for path, get in tables:
+        snapshot = get().copy(deep=True)
+        frame = get()
+        if len(frame.columns):
+            frame[frame.columns[0]] = 99  # the issue's `res.coefficients["c"] = 99`, on every table
+            if len(frame):
+                frame.iloc[0, 0] = 98
+        frame["added"] = 1
+        pd.testing.assert_frame_equal(get(), snapshot, obj=path)
+    assert (repr(res), res.render("table"), res.render("json")) == (before_repr, before_render, before_json)
+
+
+def test_the_issues_own_case(result):
+    c = result.coefficients["c"].copy()
+    with warnings.catch_warnings():  # pandas ≥ 3 warns that this writes into a copy: which is the point
+        warnings.simplefilter("ignore")
+        result.coefficients["c"] = 99
+    assert result.coefficients["c"].equals(c) and "99" not in repr(result)
+
+
+def test_results_compare_by_value(result):
+    again = nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8])
+    assert again == result and not (again != result)
+    assert nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8], seed=1) != result
+    assert nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6]) != result
+    assert result != "a result" and result.models[0] == again.models[0]
+    with pytest.raises(TypeError):
+        hash(result)
+
+
+# ---- the speculative section: in the notebook view, a short repr, flat frames --------------------------------------
+def test_the_notebook_view_has_the_speculative_section(spec_result):
+    page = spec_result._repr_html_()
+    spec = spec_result.speculative
+    assert html.escape(speculative_format.HEADER) in page
+    for title, body in speculative_format.sections(spec):
+        if len(body):
+            assert html.escape(title) in page
+    for r in spec.table.itertuples():  # the measured speedup of each run, as the text table prints it
+        assert html.escape(r.name) in page and f"{r.measured_speedup:.3g}" in page
+    assert page.index("Speculative runs") < page.index("<b>Notes</b>")
+
+
+def test_the_speculative_repr_is_short(spec_result):
+    text = repr(spec_result.speculative)
+    assert len(text) < 400, text
+    assert "3 run(s) of 1 draft(s)" in text and "tiny-llama-draft-xs.spec-g2 (γ 2)" in text
+
+
+def test_the_speculative_frames_hold_one_value_per_cell(spec_result):
+    spec = spec_result.speculative
+    for name in ("table", "decomposition", "forecast", "grid", "best", "steps"):
+        frame = getattr(spec, name)
+        for col in frame.columns:
+            assert not frame[col].map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray))).any(), (name, col)
+    t = spec.table
+    assert list(t.columns) == spec_mod.TABLE_COLUMNS
+    # each interval right after its value, as `coefficients` has c, ci_low, ci_high
+    i = list(t.columns).index("measured_speedup")
+    assert list(t.columns)[i:i + 3] == ["measured_speedup", "measured_speedup_ci_low", "measured_speedup_ci_high"]
+    assert {"predicted_leviathan", "predicted_cost_model", "predicted_cost_model_held_out",
+            "held_out_fit_gammas"} <= set(t.columns)
+    assert sorted(t["held_out_fit_gammas"]) == ["1,2", "1,3", "2,3"]
+    # the JSON keeps its documented shape: intervals as [low, high], the predictions as one object
+    entries = {e["name"]: e for e in json.loads(spec_result.render("json"))["speculative"]}
+    for r in t.itertuples():
+        e = entries[r.name]
+        assert e["measured_speedup_ci95"] == [r.measured_speedup_ci_low, r.measured_speedup_ci_high]
+        assert e["predicted_speedup"]["leviathan"] == r.predicted_leviathan
+        assert e["predicted_speedup"]["held_out_fit_gammas"] == [int(g) for g in r.held_out_fit_gammas.split(",")]
+
+
+def test_the_decomposition_comes_in_the_waterfalls_order(spec_result):
+    dec = spec_result.speculative.decomposition
+    assert dec["part"].cat.ordered and list(dec["part"].cat.categories) == list(spec_mod.DECOMPOSITION_PARTS)
+    wide = dec.pivot(index="part", columns="name", values="factor")  # sorts its index: the waterfall's order
+    assert list(wide.index) == list(spec_mod.DECOMPOSITION_PARTS)
+    # the product of the factors is the measured speedup of each run
+    for name, rows in dec.groupby("name"):
+        product = math.prod(rows.sort_values("part")["factor"].dropna())
+        measured = spec_result.speculative.table.set_index("name").at[name, "measured_speedup"]
+        assert product == pytest.approx(measured, rel=1e-12)
+
+
+# ---- the facade lists its API; a closed trace answers nothing ---------------------------------------------------
+def test_dir_lists_the_public_api_only():
+    listed = dir(nsys_cc)
+    assert listed == sorted(nsys_cc.__all__)
+    assert not {"annotations", "importlib", "TYPE_CHECKING", "report", "version", "views", "_report", "_LAZY",
+                "trace", "analysis"} & set(listed)
+    assert {"kernels", "kernel_diff", "cost_coefficient", "StepCostModel", "forecast", "__version__"} <= set(listed)
+    for name in listed:
+        assert getattr(nsys_cc, name) is not None
+    # in a fresh process too (nothing imported yet)
+    code = "import nsys_cc; print(dir(nsys_cc) == sorted(nsys_cc.__all__))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                          cwd=REPO).stdout.strip() == "True"
+
+
+def test_a_closed_trace_answers_no_query():
+    with nsys_cc.open_trace(TARGET) as t:
+        read = len(t.nvtx_ranges())
+    assert read == raw_sql(TARGET, "SELECT count(*) FROM NVTX_EVENTS WHERE eventType IN (59, 60)")[0][0]
+    assert t.closed and "closed" in repr(t)
+    for query in (t.nvtx_ranges, t.kernels, t.cuda_api, t.gpu_ops, t.strings, lambda: t.columns("NVTX_EVENTS"),
+                  lambda: nsys_cc.project(t, None)):
+        with pytest.raises(TraceClosedError, match="the trace is closed .*open it again with nsys_cc.open_trace"):
+            query()
+    assert t.info().path == str(TARGET)  # what it held is still known
+
+
+# ---- speedup.judge, the ranks table -------------------------------------------------------------------------------
+def test_best_gamma_bounds_are_missing_where_the_speedup_bounds_are():
+    j = nsys_cc.speedup.judge(c=0.1, alpha=0.8)
+    assert math.isnan(j.best_speedup_low) and math.isnan(j.best_speedup_high)
+    assert j.best_gamma_low is None and j.best_gamma_high is None and j.best_gamma == 6
+    bounded = nsys_cc.speedup.judge(c=0.1, alpha=0.8, c_low=0.08, c_high=0.12)
+    g, _ = nsys_cc.speedup.best_gamma(0.8, np.array([0.12, 0.08]))
+    assert (bounded.best_gamma_low, bounded.best_gamma_high) == tuple(int(x) for x in g)
+    none = nsys_cc.speedup.judge(c=float("nan"), alpha=0.8)
+    assert none.best_gamma is None and none.outcome == "no-measurement"
+
+
+def test_the_ranks_table_names_its_mean():
+    res = nsys_cc.cost_coefficient(FIXTURES / "tp" / "tiny-llama-target.tp2.sqlite", DRAFT_S)
+    assert "comm_mean_ms" in res.ranks.columns and "comm_ms" not in res.ranks.columns
+
+
+# ---- vLLM's own scopes, used when the default range is absent ---------------------------------------------------
+def test_a_vllm_scopes_trace_is_measured_on_its_forward_scope_with_a_note():
+    res = nsys_cc.cost_coefficient(SCOPES, DRAFT_XS)
+    explicit = nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, range_name=["gpu_model_runner: forward",
+                                                                      "model_executable()"])
+    pd.testing.assert_frame_equal(res.coefficients, explicit.coefficients)
+    assert res.target.range_name == "gpu_model_runner: forward"
+    assert len(res.target.forwards) == raw_sql(SCOPES, NAMED, ("gpu_model_runner: forward",))[0][0] == 20
+    (note,) = [n for n in res.notes if "nsys_cc's plugin was off" in n]
+    assert note.startswith("vllm_scopes: no 'model_executable()' ranges") and "range_name" in note
+    # another name that is absent is still an error, not a silent switch
+    with pytest.raises(NsysCCError, match="no NVTX range named 'forward'"):
+        nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, range_name="forward")
+
+
+def test_the_cli_uses_vllms_scopes_too():
+    r = CliRunner().invoke(cli, ["analyze", str(SCOPES), str(DRAFT_XS), "--format", "json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["range"] == ["gpu_model_runner: forward", "model_executable()"]
+    assert any("choose another range with --range" in n for n in doc["notes"])
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_a_newer_report_says_no_export_done_before_its_error(tmp_path, monkeypatch, nsys_bin, quiet):
+    from test_reliability import newer_report
+
+    monkeypatch.setenv("NSYS_CC_CACHE", str(tmp_path / "cache"))
+    if quiet:
+        monkeypatch.setenv("NSYS_CC_QUIET", "1")
+    else:
+        monkeypatch.delenv("NSYS_CC_QUIET", raising=False)
+    bad = newer_report(tmp_path / "newer.nsys-rep")
+    r = CliRunner().invoke(cli, ["info", str(bad)])
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    assert not [ln for ln in lines if "done" in ln], lines
+    assert lines[-1].startswith("nsys-cc: error: ") and "was written by nsys 2024.6.2" in lines[-1]
+    assert len(lines) == (1 if quiet else 2)
+
