@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import signal
 import sqlite3
 import subprocess
 import urllib.parse
@@ -102,6 +103,21 @@ def union_length(intervals: list[tuple[int, int]]) -> int:
             total += e - reach
             reach = e
     return total
+
+
+@contextlib.contextmanager
+def bounded(seconds: int):
+    """Fail instead of hanging when the code under test waits forever (a FIFO nobody writes, a stuck export)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still waiting after {seconds} s: a wait without a bound")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:

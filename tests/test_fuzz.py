@@ -14,18 +14,16 @@ real `nsys export`. The library may then succeed or raise an `NsysCCError`; any 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import random
 import shutil
-import signal
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, PUBLIC, unchanged
+from conftest import FIXTURES, PUBLIC, bounded, unchanged
 from nsys_cc.analysis.coefficient import cost_coefficient
 from nsys_cc.analysis.projection import project
 from nsys_cc.analysis.ranges import range_table
@@ -265,21 +263,6 @@ def test_mutated_export_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir):
     with unchanged(mutated, *wal, pristine, base.path), bounded(300):
         _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
     assert not Path(f"{mutated}-shm").exists()  # reading creates nothing beside the file
-
-
-@contextlib.contextmanager
-def bounded(seconds: int):
-    """A case that waits forever (an injected endless query) fails instead of hanging the suite."""
-    def hung(signum, frame):
-        raise TimeoutError(f"still running after {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # Reports go through a real nsys export per case; a tenth as many cases as the SQLite fuzzing.

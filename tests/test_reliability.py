@@ -11,7 +11,6 @@ show that no traceback reaches stderr. Every file a case reads is hashed before 
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import os
@@ -31,7 +30,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, raw_sql, sha256_tree, unchanged
+from conftest import FIXTURES, bounded, raw_sql, sha256_tree, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
@@ -668,21 +667,6 @@ def check_one_error_line(name: str, verb: str, tmp_path: Path, monkeypatch: pyte
     with unchanged(*c.reads), bounded(120):
         result = invoke([verb, *c.runs[verb]], env)
     assert_one_error_line(result, c.pattern(verb))
-
-
-@contextlib.contextmanager
-def bounded(seconds: int):
-    """Fail instead of hanging when the code under test waits forever (a FIFO nobody writes, a stuck export)."""
-    def hung(signum, frame):
-        raise TimeoutError(f"still waiting after {seconds} s: a wait without a bound")
-
-    previous = signal.signal(signal.SIGALRM, hung)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 @pytest.mark.parametrize("name,verb", NSYS_FREE_RUNS)
