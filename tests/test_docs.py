@@ -26,10 +26,14 @@ MAX_README_LINES = 300  # the newcomer's path is about 250 lines; the reference 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
+def unfenced(markdown: str) -> str:
+    """A Markdown file's text without its fenced code blocks (a `#` line in one is no heading)."""
+    return re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown, flags=re.S | re.M)
+
+
 def prose(markdown: str) -> str:
     """The text of a Markdown file without fenced code blocks and code spans (links inside code are not links)."""
-    markdown = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown, flags=re.S | re.M)
-    return re.sub(r"`[^`\n]*`", "", markdown)
+    return re.sub(r"`[^`\n]*`", "", unfenced(markdown))
 
 
 def slug(heading: str) -> str:
@@ -42,7 +46,8 @@ def slug(heading: str) -> str:
 
 
 def anchors(page: Path) -> set[str]:
-    return {slug(m.group(1).strip()) for m in re.finditer(r"^#{1,6}\s+(.*?)\s*#*\s*$", prose(page.read_text()), re.M)}
+    headings = re.finditer(r"^#{1,6}\s+(.*?)\s*#*\s*$", unfenced(page.read_text()), re.M)
+    return {slug(m.group(1).strip()) for m in headings}
 
 
 def relative_links(page: Path) -> list[str]:
@@ -103,7 +108,7 @@ def test_readme_points_at_the_site_pages():
 
 
 def test_the_link_check_finds_a_broken_link_and_anchor(tmp_path):
-    (tmp_path / "a.md").write_text("# A\n\n## Second part\n\n[ok](a.md#second-part) [ok too](#a)\n")
+    (tmp_path / "a.md").write_text("# A\n\n## Second `-o` part\n\n[ok](a.md#second-o-part) [ok too](#a)\n")
     page = tmp_path / "b.md"
     page.write_text("[x](a.md#nope) [y](missing.md) `[z](in-code.md)` [w](https://example.com/x.md) [v](a.md)\n")
     assert broken_links(tmp_path / "a.md") == []
