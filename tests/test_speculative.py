@@ -260,9 +260,9 @@ def line_by_hand(xs, ys):
 
 
 def fit_by_hand(points, decode_step):
-    """The StepCostModel of docs/speculative.md fitted by hand on runs (γ, per-step draft, verify, other): the draft forward is the
-    runs' draft time per step ÷ γ pooled (Σ draft ÷ Σ γ), verify a line in γ + 1, outside a line in γ. Returns the
-    model's numbers and speedup(α, γ) = E(α, γ) × decode step ÷ step(γ)."""
+    """The StepCostModel of docs/speculative.md fitted by hand on runs (γ, per-step draft, verify, other): the draft
+    forward is the runs' draft time per step ÷ γ pooled (Σ draft ÷ Σ γ), verify a line in γ + 1, outside a line in γ.
+    Returns the model's numbers and speedup(α, γ) = E(α, γ) × decode step ÷ step(γ)."""
     gammas = [p[0] for p in points]
     draft = sum(p[1] for p in points) / sum(gammas)
     v0, v1 = line_by_hand([g + 1 for g in gammas], [p[2] for p in points])
@@ -300,8 +300,8 @@ def held_out_by_hand(result, h, gamma, label_of, draft):
     return others, forecast, error, tolerance
 
 
-# The claim of docs/speculative.md ("Forecast", "The check"): each held-out forecast of the tiny pair's fixtures misses by −3.4 %,
-# +2.6 % and −2.9 % (γ = 1, 2, 3, each from the other two), within the runs' own ±7.7 %.
+# The claim of docs/speculative.md ("Forecast", "The check"): each held-out forecast of the tiny pair's fixtures
+# misses by −3.4 %, +2.6 % and −2.9 % (γ = 1, 2, 3, each from the other two), within the runs' own ±7.7 %.
 TINY_README_ERRORS = {1: -0.034, 2: 0.026, 3: -0.029}
 
 
@@ -578,8 +578,8 @@ def pair_hand() -> dict:
     return {g: Measured(plain, draft_plain, pair_label(g)) for g in GAMMAS}
 
 
-# The claim of docs/speculative.md (and the README's example): the known-α pair's held-out forecasts miss by −6.9 %, +6.5 % and −3.7 % (γ = 1, 2, 3), against
-# the runs' own ±5.7 %; the tests hold them to issue 12's goal of 10 %.
+# The claim of docs/speculative.md (and the README's example): the known-α pair's held-out forecasts miss by −6.9 %,
+# +6.5 % and −3.7 % (γ = 1, 2, 3), against the runs' own ±5.7 %; the tests hold them to issue 12's goal of 10 %.
 PAIR_README_ERRORS = {1: -0.069, 2: 0.065, 3: -0.037}
 
 
