@@ -113,6 +113,21 @@ def test_readme_points_at_the_site_pages():
         assert page in linked, f"README.md does not link docs/{page}"
 
 
+def test_pages_named_in_the_code_exist():
+    # docstrings, comments and scripts point readers at docs/<page>.md: when a page moves, the pointers move with it
+    outside = {"NSYS_REFERENCE.md"}  # the project's shared notes (../shared/docs), not a page of this repository
+    named: dict[str, set[str]] = {}
+    for folder in ("nsys_cc", "benchmarks", "scripts", "tests", "notebooks"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".sh", ".ipynb") and path.is_file():
+                for page in re.findall(r"\bdocs/([A-Za-z0-9_.-]+\.md)", path.read_text(errors="replace")):
+                    named.setdefault(page, set()).add(str(path.relative_to(ROOT)))
+    assert "REPEATABILITY.md" in named
+    missing = {page: sorted(where) for page, where in named.items() if page not in outside
+               and not (DOCS / page).exists()}
+    assert missing == {}
+
+
 def test_the_link_check_finds_a_broken_link_and_anchor(tmp_path):
     (tmp_path / "a.md").write_text("# A\n\n## Second `-o` part\n\n[ok](a.md#second-o-part) [ok too](#a)\n")
     page = tmp_path / "b.md"
