@@ -7,14 +7,14 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo demo-spec lint check test fixtures bench bench-cli fuzz notebook clean
+.PHONY: setup nsys demo demo-spec lint check test docs fixtures bench bench-cli fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
 $(STAMPS)/venv: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[vllm,dask,dev]'
+	$(PY) -m pip install -q -e '.[vllm,dask,dev,docs]'
 	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (docs/REAL_STACK.md).
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@mkdir -p $(STAMPS) && touch $@
@@ -50,9 +50,15 @@ check: lint
 	$(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not vllm and not nsys and not slow"
 
 # The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; twice
-# the fuzz cases of `make check`.
-test: setup lint
+# the fuzz cases of `make check`; and the documentation site, built strictly (a broken link fails the suite).
+test: setup lint docs
 	NSYS_CC_REQUIRE_NSYS=1 NSYS_CC_FUZZ_CASES=60 $(PY) -m pytest -n $(PYTEST_WORKERS) -q
+
+# The documentation site (mkdocs.yml, pages in docs/) into site/, strict: a broken link or anchor, a page missing from
+# the navigation, or a CLI/library reference that does not resolve fails the build. NO_MKDOCS_2_WARNING quiets the
+# Material theme's banner about its successor, which is not about this site.
+docs: $(STAMPS)/venv
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # Regenerate fixtures/ from real programs under the real nsys.
 fixtures: setup
@@ -70,4 +76,4 @@ fuzz: setup
 	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py
 
 clean:
-	rm -rf $(STAMPS) out build *.egg-info
+	rm -rf $(STAMPS) out build site *.egg-info

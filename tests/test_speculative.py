@@ -260,9 +260,9 @@ def line_by_hand(xs, ys):
 
 
 def fit_by_hand(points, decode_step):
-    """The README's StepCostModel fitted by hand on runs (γ, per-step draft, verify, other): the draft forward is the
-    runs' draft time per step ÷ γ pooled (Σ draft ÷ Σ γ), verify a line in γ + 1, outside a line in γ. Returns the
-    model's numbers and speedup(α, γ) = E(α, γ) × decode step ÷ step(γ)."""
+    """The StepCostModel of docs/speculative.md fitted by hand on runs (γ, per-step draft, verify, other): the draft
+    forward is the runs' draft time per step ÷ γ pooled (Σ draft ÷ Σ γ), verify a line in γ + 1, outside a line in γ.
+    Returns the model's numbers and speedup(α, γ) = E(α, γ) × decode step ÷ step(γ)."""
     gammas = [p[0] for p in points]
     draft = sum(p[1] for p in points) / sum(gammas)
     v0, v1 = line_by_hand([g + 1 for g in gammas], [p[2] for p in points])
@@ -281,7 +281,7 @@ def points(h, gammas):
 
 
 def uncertainty_by_hand(row, label):
-    """A run's relative uncertainty of its median verify step, as the README defines it: the larger of its 95 %
+    """A run's relative uncertainty of its median verify step, as docs/speculative.md defines it: the larger of its 95 %
     interval's half-width (the interval the analysis reports, `step_ms_ci_low`/`_ci_high`) and half the range of its
     iterations' own medians (recomputed from the raw rows)."""
     lo, hi = row["step_ms_ci_low"], row["step_ms_ci_high"]
@@ -300,8 +300,8 @@ def held_out_by_hand(result, h, gamma, label_of, draft):
     return others, forecast, error, tolerance
 
 
-# The README's claim ("Forecast", "The check"): each held-out forecast of the tiny pair's fixtures misses by −3.4 %,
-# +2.6 % and −2.9 % (γ = 1, 2, 3, each from the other two), within the runs' own ±7.7 %.
+# The claim of docs/speculative.md ("Forecast", "The check"): each held-out forecast of the tiny pair's fixtures
+# misses by −3.4 %, +2.6 % and −2.9 % (γ = 1, 2, 3, each from the other two), within the runs' own ±7.7 %.
 TINY_README_ERRORS = {1: -0.034, 2: 0.026, 3: -0.029}
 
 
@@ -315,8 +315,8 @@ def test_each_held_out_forecast_of_the_tiny_pair_is_recomputed_and_within_the_ru
     # The tolerance is recomputed, not only bounded from below: a wider one cannot quietly retire the check.
     assert r["forecast_tolerance"] == pytest.approx(tolerance, rel=1e-9)
     assert abs(error) <= tolerance, (forecast, by_hand[gamma].measured, tolerance)
-    assert error == pytest.approx(TINY_README_ERRORS[gamma], abs=5e-4)  # the README's figure, to its 0.1 %
-    assert tolerance <= 0.0775  # the README's ±7.7 %
+    assert error == pytest.approx(TINY_README_ERRORS[gamma], abs=5e-4)  # the documented figure, to its 0.1 %
+    assert tolerance <= 0.0775  # the documented ±7.7 %
 
 
 @pytest.mark.parametrize("which", ["tiny", "known-α pair"])
@@ -578,8 +578,8 @@ def pair_hand() -> dict:
     return {g: Measured(plain, draft_plain, pair_label(g)) for g in GAMMAS}
 
 
-# The README's claim: the known-α pair's held-out forecasts miss by −6.9 %, +6.5 % and −3.7 % (γ = 1, 2, 3), against
-# the runs' own ±5.7 %; the tests hold them to issue 12's goal of 10 %.
+# The claim of docs/speculative.md (and the README's example): the known-α pair's held-out forecasts miss by −6.9 %,
+# +6.5 % and −3.7 % (γ = 1, 2, 3), against the runs' own ±5.7 %; the tests hold them to issue 12's goal of 10 %.
 PAIR_README_ERRORS = {1: -0.069, 2: 0.065, 3: -0.037}
 
 
@@ -593,10 +593,10 @@ def test_known_alpha_pair_held_out_forecasts_are_within_10_percent(pair, pair_ha
     assert r["forecast_error"] == pytest.approx(error, rel=1e-9)
     assert r["forecast_tolerance"] == pytest.approx(tolerance, rel=1e-9)
     # The goal itself, whatever the runs' precision says (the known-α pair's runs sample tokens, so their steps vary
-    # more than the tiny pair's: the README reports two of the three outside that precision, all within 10 %).
+    # more than the tiny pair's: docs/speculative.md reports two of the three outside that precision, all within 10 %).
     assert abs(error) <= FORECAST_GOAL, (forecast, r["measured_speedup"])
     assert error == pytest.approx(PAIR_README_ERRORS[gamma], abs=5e-4)
-    assert tolerance == pytest.approx(0.057, abs=1e-3)  # the README's ±5.7 % (5.6 % at γ = 3)
+    assert tolerance == pytest.approx(0.057, abs=1e-3)  # the documented ±5.7 % (5.6 % at γ = 3)
 
 
 def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):

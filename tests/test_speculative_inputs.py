@@ -1,5 +1,5 @@
-"""Where a speculative run's α and γ come from (README, "Which traces" and "Numbers"), on copies of the real fixtures in
-fixtures/spec with what a run left beside its trace removed or moved:
+"""Where a speculative run's α and γ come from (docs/speculative.md, "Which traces" and "Numbers"), on copies of the
+real fixtures in fixtures/spec with what a run left beside its trace removed or moved:
 
 - α: the metrics dump beside the trace (`X.metrics.json`), else `--spec-metrics X.sqlite=DUMP`, else the α whose
   E(α, γ) equals the tokens per step measured in the trace (closed forms at γ = 1 and 2 here);

@@ -1,6 +1,7 @@
 """The acceptance rate α from vLLM's speculative-decoding counters.
 
 vLLM counts, over a run (`LLM.get_metrics()`, `vllm/v1/spec_decode/metrics.py`):
+
 - `vllm:spec_decode_num_drafts`: verification steps that had draft tokens;
 - `vllm:spec_decode_num_draft_tokens`: draft tokens proposed (k per draft unless a request was ending);
 - `vllm:spec_decode_num_accepted_tokens`: draft tokens accepted;

@@ -621,7 +621,8 @@ def cost_coefficient_runs(
             model: then `scopes` says which engine is which). Every run has the same models, in the same order.
         names: the labels of [target, *drafts].
         scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
-        range_name, skip_ranges, output_len, acceptance, metrics_dump, seed: as for `cost_coefficient`.
+        range_name: as for `cost_coefficient`, as are `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and
+            `seed`.
     Returns:
         A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
         R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.

@@ -101,7 +101,8 @@ def kernels(trace: TraceLike, *, range_name: str = DEFAULT_RANGE, phase: str | N
         range_name: the NVTX range around each forward (as `cost_coefficient`'s; vLLM's own forward scope is used,
             with a note, when the trace has only that).
         phase: all | prefill | decode | verify; default: the phase c is judged on (decode when told apart, else all).
-        skip_ranges, output_len: as for `cost_coefficient` (warm-up; telling prefill from decode).
+        skip_ranges: as for `cost_coefficient` (warm-up).
+        output_len: as for `cost_coefficient` (telling prefill from decode).
     Returns:
         A DataFrame with `kernels.KERNEL_COLUMNS` — kernel, kind (kernel | memcpy | memset | graph), category,
         count, count_per_range, ms_per_range, mean_ms, share — most time per range first; `.attrs`: trace,
@@ -126,11 +127,14 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str = D
     trace (`b` left out, or the same trace, with `range_name_b`).
 
     Args:
-        a, b: `.sqlite` / `.nsys-rep` paths or open `Trace`s; b defaults to a (then give `range_name_b`).
-        range_name: the forward range of a; range_name_b: that of b (default: range_name).
+        a: a `.sqlite` / `.nsys-rep` path or an open `Trace`.
+        b: the same for the other side; defaults to a (then give `range_name_b`).
+        range_name: the forward range of a.
+        range_name_b: that of b (default: range_name).
         phase: the phase compared on both sides; default: the phase c is judged on among those both have (decode,
             else all).
-        skip_ranges, output_len: as for `cost_coefficient`, on both sides.
+        skip_ranges: as for `cost_coefficient`, on both sides.
+        output_len: as for `cost_coefficient`, on both sides.
     Returns:
         A DataFrame with `kernels.DIFF_COLUMNS`: kernel, kind, category, then per side (a_, b_) count,
         count_per_range, ms_per_range, share (0 where that side never ran the kernel), and delta_count_per_range,

@@ -64,7 +64,7 @@ class StepCostModel:
         return out[()] if out.ndim == 0 else out
 
     def speedup(self, alpha, gamma):
-        """E[tokens/step](α, γ) × decode_step_ms / step_ms(γ): plain ÷ speculative time per output token (NaN where
+        """E[tokens/step] at (α, γ) × decode_step_ms / step_ms(γ): plain ÷ speculative time per output token (NaN where
         the fitted step time is not positive)."""
         g = np.asarray(gamma, dtype=float)
         step = np.asarray(self.step_ms(g), dtype=float)

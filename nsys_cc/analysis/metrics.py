@@ -3,7 +3,8 @@
 A metric is one number per forward range, in ns (its `column` in `CostCoefficientResult.forwards`). Adding a metric
 is one `Metric(...)` line in `METRICS` (its per-forward column must come out of `projection.project`, or `derive`
 computes it from the other columns); the summary, the coefficients, the JSON/CSV/table renderings and the plots pick
-it up from here. Definitions (quoted in the README, "What every number means"):
+it up from here. Definitions (quoted in docs/definitions.md, "What every number means"):
+
 - wall: the NVTX range's CPU duration, end − start;
 - gpu_span: nsys's projected duration, first GPU op start → last GPU op end of the work launched inside the range;
 - kernel_sum: the sum of the durations of those kernels (overlapping kernels count twice);

@@ -11,6 +11,7 @@ whole its projection finds nothing while ours does.
 
 Columns added by `project` (Int64, <NA> when the range launched nothing, was not projected, or the trace
 has no CUDA API table):
+
 - `proj_start_ns`, `proj_end_ns`: first op start, last op end; `proj_duration_ns` = their difference —
   nsys's projected duration, a span that includes GPU idle gaps and counts overlap once.
 - `gpu_ops`: number of distinct launching API calls whose GPU work was found (nsys's NumGPUOps,

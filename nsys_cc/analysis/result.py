@@ -97,6 +97,7 @@ class CostCoefficientResult(Value):
     """The cost coefficient c of each draft against the target; every table is a pandas DataFrame.
 
     Tables (columns in order):
+
     - `summary`: model, role, phase, metric, count (forwards with a value of that metric), median_ms, mean_ms,
       p10_ms, p90_ms, std_ms.
     - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap; NaN from fewer than two values on a

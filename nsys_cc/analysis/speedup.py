@@ -1,6 +1,7 @@
 """What a measured cost coefficient c means for speculative decoding (Leviathan, Kalman, Matias, ICML 2023).
 
 Symbols (docs/SPECDEC.md in the repository):
+
 - α ∈ [0, 1], the acceptance rate: the expected probability that one draft token is accepted (i.i.d. model).
 - γ ≥ 0, the number of draft tokens proposed per iteration (vLLM's `num_speculative_tokens`).
 - c ≥ 0, the cost coefficient (Def. 3.7): one draft forward's time ÷ one target forward's time, decode step.

@@ -1,6 +1,6 @@
 """Summary statistics and the bootstrap interval used for every cost coefficient.
 
-Definitions (used everywhere in nsys_cc and quoted in the README):
+Definitions (used everywhere in nsys_cc and quoted in docs/definitions.md):
 - median, mean, std (sample standard deviation, ddof=1; 0 for a single value), p10 and p90 (linear interpolation
   between order statistics, numpy's default) of per-forward times.
 - c = median(draft) / median(target): a ratio of medians, robust to the odd slow forward.

@@ -796,13 +796,15 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     (`launcher.profile`) when `separate`, for tensor-parallel models and for a speculative config without drafts.
 
     Args:
-        target, drafts, device, force, trace, nsys_args, acceptance, seed, speculate, speculative_config, target_tp,
-            draft_tp: as for `launcher.profile`; timeout: seconds per run (per model with one process each; default
-            `launcher.DEFAULT_TIMEOUT_S`).
+        target: the target model, as for `launcher.profile` (so are `drafts`, `device`, `force`, `trace`,
+            `nsys_args`, `acceptance`, `seed`, `speculate`, `speculative_config`, `target_tp` and `draft_tp`).
+        timeout: seconds per run (per model with one process each; default `launcher.DEFAULT_TIMEOUT_S`).
         options: the benchmark's options (default `DEFAULT_OPTIONS`: 32 output tokens).
-        repeat: interleaved runs (≥ 1); precision: keep adding runs until every draft's decode c interval lies within
-            ±precision·c (e.g. 0.05), at most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`); replicas: engines of
-            each model in a run (default `DEFAULT_REPLICAS`); separate: one process per model (repeat 1 only).
+        repeat: interleaved runs (≥ 1).
+        precision: keep adding runs until every draft's decode c interval lies within ±precision·c (e.g. 0.05), at
+            most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`).
+        replicas: engines of each model in a run (default `DEFAULT_REPLICAS`).
+        separate: one process per model (repeat 1 only).
     Returns:
         A `launcher.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
     """

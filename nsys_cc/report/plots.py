@@ -2,6 +2,7 @@
 
 Each `plot_*` function takes a `CostCoefficientResult` and returns a matplotlib `Figure`, or None when the result
 has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_figures` collects them all.
+
 - forward_times: the distribution of per-forward times per model and phase (wall-clock; GPU span with CUDA).
 - coefficients: c per draft and metric with its 95 % interval, one panel per phase.
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
