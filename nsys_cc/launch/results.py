@@ -1,0 +1,145 @@
+"""The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, the
+analysis of the completed traces and the report (`analyze`), and what `profile` returns (`ProfileRun`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .. import atomic, progress
+from ..contract import FORWARD_RANGE
+from . import check
+from .commands import BenchOptions
+from .plan import ModelRun, describe
+
+if TYPE_CHECKING:
+    from ..analysis.coefficient import CostCoefficientResult
+
+
+@dataclass(frozen=True)
+class SpeculativeTrace:
+    """A completed speculative run, as the analysis takes it: its trace, vLLM's latency JSON and metrics dump."""
+
+    label: str
+    draft: str
+    gamma: int
+    sqlite: Path
+    bench_json: Path
+    metrics: Path
+
+
+@dataclass
+class ProfileRun:
+    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse.
+
+    With interleaved runs (`repeat`; every model in one process per run) `runs` has one entry per model (status
+    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`repeat.Run`);
+    `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted")."""
+
+    out_dir: Path
+    runs: list[ModelRun]
+    result: CostCoefficientResult | None = None
+    report: Path | None = None
+    notes: list[str] = field(default_factory=list)
+    interleaved: list = field(default_factory=list)
+    stopped_by: str | None = None
+
+    @property
+    def failed(self) -> list[ModelRun]:
+        return [r for r in self.runs if not r.ok]
+
+    @property
+    def speculative(self) -> list[SpeculativeTrace]:
+        """The speculative runs that completed, in run order (draft by draft, γ ascending)."""
+        return [SpeculativeTrace(r.model.label, r.draft or "", r.gamma or 0, r.files.sqlite, r.files.bench_json,
+                                 r.files.metrics) for r in self.runs if r.speculative and r.ok]
+
+
+def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
+    """`status.json`: every model's state, reason and files (rewritten after each model)."""
+    return atomic.write_text(out_dir / "status.json", json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
+
+
+def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
+    """One line per model that did not complete: role, label, what happened, where its log is."""
+    return [f"{describe(r)}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
+            for r in runs if not r.ok]
+
+
+def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
+            seed: int = 0) -> ProfileRun:
+    """The analysis of `nsys-cc analyze` on the completed plain traces, the forward-share check, and the report;
+    completed speculative traces are listed in the notes and handed on as `ProfileRun.speculative`.
+
+    Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
+    fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
+    as failed.
+    """
+    from ..analysis.coefficient import cost_coefficient
+    from ..analysis.speculative import proposes_without_model
+    from ..report import write_report
+
+    range_name = runs[0].range_name
+    for run in runs[1:]:
+        if run.ok and run.range_name != range_name:
+            run.status = "failed"
+            run.reason = f"its forwards are {run.range_name!r} ranges, the target's {range_name!r}"
+    write_status(out, runs)
+    done = [r for r in runs if r.ok and not r.speculative]
+    outcome = ProfileRun(out, runs, notes=failure_notes(runs))
+    # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none, when
+    # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: only listed).
+    model_free = {r.model.label for r in runs if r.speculative and r.method in check.MODEL_FREE_METHODS}
+    idle = {t.label for t in outcome.speculative
+            if t.label in model_free and not proposes_without_model(t.sqlite, t.metrics)}
+    spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
+                  + (" (no draft model, and vLLM's spec-decode counters show no token proposed: nothing to measure "
+                     "in place)" if t.label in idle else
+                     " (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
+                  for t in outcome.speculative]
+    if not runs[0].ok or len(done) < 2:
+        outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
+        return outcome
+    notes = [] if range_name == FORWARD_RANGE else [
+        f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
+    with progress.step("analysing the traces", always=True):
+        # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
+        # for a proposer without a draft model, by their label and metrics dump).
+        spec = [t for t in outcome.speculative if t.label not in idle]
+        outcome.result = cost_coefficient(
+            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
+            names=[r.model.label for r in done] + [t.label for t in spec],
+            range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
+            spec_metrics={str(t.sqlite): str(t.metrics) for t in spec if t.metrics.exists()},
+        )
+        models = {m.name: m for m in outcome.result.models}  # as the analysis read them: no trace is read again
+        share = check.forward_share([(models[r.model.label], r.files.bench_json) for r in done])
+    notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes
+    outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
+    outcome.notes = notes
+    return outcome
+
+
+def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
+    """When no new report could be made but this run replaced a trace the earlier report in `out` was made of, that
+    report no longer describes the files beside it: it is removed (only what the report writer can prove it wrote),
+    and a note says so. An earlier report of traces left as they were stays."""
+    from ..report.writer import MANIFEST
+
+    replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
+    try:
+        described = {str(m.get("path")) for m in json.loads((out / "report.json").read_text())["models"]}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return []
+    stale = sorted(replaced & described)
+    if not stale:
+        return []
+    removed = atomic.withdraw(out, manifest=MANIFEST)
+    if not removed:
+        return []
+    return [f"the earlier report in {out} was removed: it described {', '.join(Path(p).name for p in stale)}, which "
+            "this run replaced, and no new report could be made"]

@@ -1,0 +1,73 @@
+"""What a rerun keeps: a model's `<label>.done.json` marker says its trace set is complete and with which commands
+(`is_complete`); a new attempt writes its trace set under `ATTEMPTS_DIR` (`staged`) and publishes it over the earlier
+one only once it completed (`commit`), so a failed or interrupted attempt leaves the earlier results as they were.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+
+from .. import atomic
+from ..contract import FORWARD_RANGE
+from .commands import ModelCommands, ModelFiles
+from .plan import ModelRun
+
+
+def is_complete(run: ModelRun) -> bool:
+    """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
+    is the forward range it recorded)."""
+    f = run.files
+    try:
+        marker = json.loads(f.done.read_text())
+    except (OSError, ValueError):
+        return False
+    if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
+        return False
+    if run.speculative and not f.metrics.is_file():
+        return False
+    run.range_name = marker.get("range", FORWARD_RANGE)
+    return True
+
+
+# A new attempt writes its trace set here (under the same names) and moves it into the output directory only once
+# the model completed, so a failing rerun never removes or changes the results of an earlier one.
+ATTEMPTS_DIR = ".nsys-cc-attempts"
+# The files of a model's trace set, replaced together when an attempt completes (the log is the latest attempt's).
+TRACE_SET = ("report", "sqlite", "bench_json", "metrics")
+
+
+def staged(run: ModelRun) -> ModelCommands:
+    """The run's commands with every file of its trace set under `<out_dir>/ATTEMPTS_DIR` (same names): what an
+    attempt executes. Each argument and environment value that is one of those paths is replaced, nothing else."""
+    final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
+    moved = {str(getattr(final, k)): str(getattr(attempt, k)) for k in ("base", *TRACE_SET)}
+    cmds = run.commands
+    return dataclasses.replace(cmds, env={k: moved.get(v, v) for k, v in cmds.env.items()},
+                               profile=[moved.get(a, a) for a in cmds.profile],
+                               export=[moved.get(a, a) for a in cmds.export], files=attempt)
+
+
+def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
+    """Remove an attempt's files, and its directory when nothing else is left in it."""
+    for key in TRACE_SET:
+        getattr(files, key).unlink(missing_ok=True)
+    if rmdir:
+        with contextlib.suppress(OSError):
+            files.out_dir.rmdir()
+
+
+def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
+    """Move a completed attempt's trace set over the earlier one, then write the marker. The earlier marker goes
+    first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
+    complete; Ctrl-C waits for the renames (`atomic.signals_deferred`)."""
+    final = run.files
+    with atomic.signals_deferred():
+        final.done.unlink(missing_ok=True)
+        for key in TRACE_SET:
+            src = getattr(attempt, key)
+            if src.is_file():
+                os.replace(src, getattr(final, key))
+        atomic.write_text(final.done, json.dumps(marker, indent=2) + "\n")
