@@ -174,6 +174,7 @@ def test_the_printed_table_heads_with_gpu_busy_and_shows_wall_beside(shaped):
 def test_cpu_traces_have_wall_only_and_say_so():
     res = nsys_cc.cost_coefficient(trace(TARGET), [trace(PLAIN_DRAFT), *[trace(spec_label(g)) for g in GAMMAS]])
     spec = res.speculative
+    assert spec is not None
     assert spec.metric == "wall" and set(spec.by_metric["metric"]) == {"wall"}
     wall = spec.by_metric.set_index("name")
     table = spec.table.set_index("name")
