@@ -252,3 +252,44 @@ def test_pooled_interleaved_runs_carry_every_metric_with_intervals_across_runs(i
         for fig in FIGURES[:-1]:
             for col in (fig, f"{fig}_ci_low", f"{fig}_ci_high"):
                 assert wall[col].to_dict() == table[col].to_dict(), col
+
+
+def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result):
+    """On a GPU trace Thm 3.8 takes the standalone c on gpu_busy (the known GPU work), not the launch-time c."""
+    table = result.speculative.table.set_index("name")
+    for g in GAMMAS:
+        row = table.loc[spec_label(g)]
+        a, c = row["alpha"], by_hand(shaped, g, "gpu_busy")["c_standalone"]
+        tokens = g + 1 if a == 1 else (1 - a ** (g + 1)) / (1 - a)
+        assert row["predicted_leviathan"] == pytest.approx(tokens / (g * c + 1), rel=1e-9)
+
+
+def test_without_a_gpu_c_of_the_plain_draft_thm_3_8_falls_back_to_wall_and_says_so(shaped):
+    """The plain draft profiled without CUDA data (its real CPU trace): no standalone c on gpu_busy to price with."""
+    res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path])
+    spec = res.speculative
+    assert spec is not None and spec.metric == "gpu_busy"
+    row = spec.table.iloc[0]
+    a, c = row["alpha"], row["c_standalone"]
+    assert row["predicted_leviathan"] == pytest.approx((1 - a ** 4) / (1 - a) / (3 * c + 1), rel=1e-9)
+    assert any("no c on gpu_busy" in n and "priced with its wall c" in n for n in spec.notes)
+    busy = spec.by_metric.set_index("metric").loc["gpu_busy"]
+    assert np.isnan(busy["c_standalone"]) and np.isfinite(busy["c_in_place"])
+
+
+def test_the_waterfall_and_the_heatmap_name_their_metric(result):
+    from nsys_cc.report import speculative_plots
+
+    spec = result.speculative
+    fig = speculative_plots.waterfall(spec)
+    assert "forwards on gpu_busy (their GPU time), steps on wall" in fig._suptitle.get_text()
+    panels = [ax for ax in fig.axes if ax.get_visible()]
+    assert len(panels) == len(GAMMAS)  # one panel per run, drawn on the headline metric only
+    # each panel's bars end at the run's gpu_busy decomposition, not wall's
+    dec = spec.decomposition
+    for ax, g in zip(panels, GAMMAS):
+        rows = dec[(dec["name"] == spec_label(g)) & (dec["metric"] == "gpu_busy")].sort_values("order")
+        labels = [t.get_text() for t in ax.texts]
+        assert f"×{rows['factor'].iloc[1]:.3g}" in labels
+    heat = speculative_plots.forecast_heatmap(spec, PLAIN_DRAFT)
+    assert "fitted on wall step times split on gpu_busy" in heat.axes[0].get_title()

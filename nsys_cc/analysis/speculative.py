@@ -469,7 +469,12 @@ def analyze_speculative(
         vf = ratio_of_medians(v["target_ms"].to_numpy(), decode["target_ms"].to_numpy(), seed=seed)
         cin = ratio_of_medians(draft_fw, v["target_ms"].to_numpy(), seed=seed)
         cst = standalone.get((r.draft, "wall"), (math.nan,) * 3)
-        priced = standalone.get((r.draft, headline), cst)
+        priced = standalone.get((r.draft, headline), (math.nan,) * 3)
+        if headline != "wall" and not math.isfinite(priced[0]):
+            priced = cst
+            if math.isfinite(cst[0]):
+                notes.append(f"{r.name}: the plain runs give no c on {headline} for {r.draft}: Thm 3.8 is priced with "
+                             "its wall c")
         tps, tps_metrics = _tokens_per_step(r, out_len)
         if r.acceptance is not None and math.isfinite(r.acceptance.alpha_iid):
             alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
