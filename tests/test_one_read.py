@@ -83,3 +83,19 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
     paths = [r.files.sqlite for r in runs]
     assert once_each(opens, paths) and once_each(reads, paths)
     assert check  # the forward-share check reads nothing of its own (it measures the models analysed above)
+
+
+def test_gpu_shaped_speculative_runs_projected_without_a_second_read(tmp_path, counted):
+    """The GPU metrics of a speculative run's forwards (issue 21 item 1) come from projecting the ranges already read:
+    the trace's NVTX ranges are still read once (GPU-shaped copies of the real fixtures, `gpu_shaped`)."""
+    from gpu_shaped import add_gpu_work, steady
+
+    labels = ("tiny-llama-target", "tiny-llama-draft-xs", "tiny-llama-draft-xs.spec-g3")
+    paths = [add_gpu_work(SPEC / f"{label}.sqlite", tmp_path / f"{label}.sqlite", steady(0.8)).path
+             for label in labels]
+    opens, reads = counted
+    opens.clear()
+    reads.clear()
+    res = nsys_cc.cost_coefficient(paths[0], paths[1:])
+    assert res.speculative is not None and "gpu_busy" in set(res.speculative.by_metric["metric"])
+    assert once_each(opens, paths) and once_each(reads, paths)

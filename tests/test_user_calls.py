@@ -308,7 +308,7 @@ def test_the_speculative_repr_is_short(spec_result):
 
 def test_the_speculative_frames_hold_one_value_per_cell(spec_result):
     spec = spec_result.speculative
-    for name in ("table", "decomposition", "forecast", "grid", "best", "steps"):
+    for name in ("table", "by_metric", "decomposition", "forecast", "grid", "best", "steps"):
         frame = getattr(spec, name)
         for col in frame.columns:
             assert not frame[col].map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray))).any(), (name, col)

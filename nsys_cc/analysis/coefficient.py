@@ -31,7 +31,7 @@ from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, spe
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .latencies import trace_stem
-from .metrics import ALL, C_METRICS, COLUMNS, DECODE, METRICS, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
@@ -508,7 +508,8 @@ def cost_coefficient(
             with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
             if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
                               and spec_mod.proposes_without_model(path, metrics_path)):
-                run = spec_mod.load_run(path, label, "", name_of_range, metrics_path, ranges=ranges)
+                run = spec_mod.load_run(path, label, "", name_of_range, metrics_path,
+                                        ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
                 spec_runs[i] = run, with_model
             else:
                 if i > 0:
@@ -557,10 +558,8 @@ def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tu
         draft_labels = [m.name for m in models[1:]]
         runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
                 for run, with_model in spec_runs]
-        walls = coefficients[(coefficients["phase"] == DECODE) & (coefficients["metric"] == "wall")]
         speculative = spec_mod.analyze_speculative(
-            plain_steps, runs,
-            c_standalone={r.draft: (r.c, r.ci_low, r.ci_high) for r in walls.itertuples()},
+            plain_steps, runs, c_standalone=spec_mod.standalone_c(coefficients),
             output_len=output_len, acceptance=alphas, seed=seed)
     return CostCoefficientResult(
         models=tuple(models),

@@ -116,7 +116,8 @@ class CostCoefficientResult(Value):
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
     - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
-      (`analysis.speculative.SpeculativeAnalysis`: per-run table, decomposition, step cost models, forecast);
+      (`analysis.speculative.SpeculativeAnalysis`: per-run table, its figures on every metric (`by_metric`; headline
+      `metric`: gpu_busy on GPU traces), decomposition, step cost models, forecast);
       None when no speculative run was given.
     - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
       communication, how often it finished last and by how much); empty when every model ran in one process.

@@ -13,7 +13,9 @@ t on R − 1 degrees of freedom), with two or more runs:
 - measured_speedup_ci_low/_ci_high: tokens per step × the interval of median(plain decode step) ÷ median(verify
   step) across runs;
 - verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms (their `_ci_low`/`_ci_high`):
-  `stats.runs_median_ci` of their values per run;
+  `stats.runs_median_ci` of their values per run; verify_factor and c_in_place: `stats.runs_ratio_of_medians`;
+- the same figures on every metric (`by_metric`: draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
+  other_ms on wall and on each GPU metric the traces have), so that its wall rows stay the table's figures;
 - forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted run's relative half-width of
   the measured speedup across runs (how far the forecast may miss from the runs' own spread alone).
 """
@@ -34,7 +36,7 @@ from . import acceptance as acceptance_mod, speculative as spec_mod
 from .ranges import marked_ranges
 from .scope import engine_range, in_scope
 from .stats import runs_median_ci, runs_ratio_of_medians
-from .steps import StepTable, step_table, with_latencies
+from .steps import StepTable, metric_columns, step_table, with_gpu_metrics, with_latencies
 
 __all__ = ["SpecEngine", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
@@ -58,6 +60,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     labels = [plain, *(e.label for e in engines)]
     with open_trace(os.fspath(sqlite)) as trace:
         ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
+        ranges = with_gpu_metrics(trace, ranges, range_name)
     table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
                            run_dir / f"{plain}.sqlite")
     runs = []
@@ -138,7 +141,7 @@ def _rel_half(value: float, lo: float, hi: float) -> float:
 
 def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], plain: str,
                  engines: Sequence[SpecEngine], *, range_name: str = DEFAULT_RANGE,
-                 c_standalone: Mapping[str, tuple[float, float, float]] | None = None,
+                 c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
                  output_len: int | None = None, acceptance: Sequence[float] = (),
                  seed: int = 0) -> spec_mod.SpeculativeAnalysis:
     """The speculative engines of interleaved runs ((trace, run directory) each) against the plain target engine
@@ -152,17 +155,40 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
     if len(read) < 2:
         return analysis
     return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed),
+                               by_metric=_by_metric_across_runs(analysis.by_metric, plain_tables, per_label, seed),
                                notes=(*analysis.notes, f"intervals of the speculative figures cover the variation "
                                       f"between {len(read)} runs (two-level bootstrap, Student's t on {len(read) - 1} "
                                       "degrees of freedom)"))
 
 
-def _draft_forwards(run: spec_mod.SpecRun, verify: pd.DataFrame) -> np.ndarray:
-    """One run's draft forwards inside its verify steps (ms), as `analyze_speculative` takes them."""
-    if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
-        return verify["draft_ms"].to_numpy(dtype=float) / run.gamma
-    fw = run.steps.draft_forwards
-    return fw.loc[fw["step"].isin(verify["step"].to_numpy()), "wall_ms"].to_numpy(dtype=float)
+def _column(frame: pd.DataFrame, column: str) -> np.ndarray:
+    """`frame[column]` as floats; NaN throughout when a run's steps lack it (a run without that metric)."""
+    return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
+
+
+def _metric_intervals(metric: str, plain: Sequence[StepTable], runs: Sequence[spec_mod.SpecRun],
+                      seed: int) -> dict[str, tuple[float, float, float]]:
+    """The by-metric figures of one engine's runs with their intervals across runs (`spec_mod.BY_METRIC_FIGURES`)."""
+    target, _, other, _ = metric_columns(metric)
+    decode = [_column(t.of_kind("decode"), target) for t in plain]
+    verify = [r.steps.of_kind("verify") for r in runs]
+    v_target = [_column(v, target) for v in verify]
+    drafts = [spec_mod.draft_forwards_of(r, v, metric) for r, v in zip(runs, verify)]
+    return {"draft_forward_ms": runs_median_ci(drafts, seed=seed), "verify_ms": runs_median_ci(v_target, seed=seed),
+            "decode_ms": runs_median_ci(decode, seed=seed),
+            "verify_factor": runs_ratio_of_medians(v_target, decode, seed=seed),
+            "c_in_place": runs_ratio_of_medians(drafts, v_target, seed=seed),
+            "other_ms": runs_median_ci([_column(v, other) for v in verify], seed=seed)}
+
+
+def _by_metric_across_runs(by_metric: pd.DataFrame, plain: Sequence[StepTable],
+                           per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> pd.DataFrame:
+    """`by_metric`'s intervals recomputed across runs (module docstring)."""
+    by_metric = by_metric.copy()
+    for i, row in by_metric.iterrows():
+        for fig, (_, lo, hi) in _metric_intervals(row["metric"], plain, per_label[row["name"]], seed).items():
+            by_metric.at[i, f"{fig}_ci_low"], by_metric.at[i, f"{fig}_ci_high"] = lo, hi
+    return by_metric
 
 
 def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
@@ -171,7 +197,6 @@ def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
     table = table.copy()
     decode = [t.of_kind("decode") for t in plain]
     dec_step = [d["step_ms"].to_numpy(dtype=float) for d in decode]
-    dec_fwd = [d["target_ms"].to_numpy(dtype=float) for d in decode]
     halves: dict[str, float] = {}
     for i, row in table.iterrows():
         verify = [r.steps.of_kind("verify") for r in per_label[row["name"]]]
@@ -180,11 +205,10 @@ def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
         tps = row["tokens_per_step"]
         table.at[i, "measured_speedup_ci_low"], table.at[i, "measured_speedup_ci_high"] = tps * lo, tps * hi
         halves[row["name"]] = _rel_half(tps * ratio, tps * lo, tps * hi)
-        drafts = [_draft_forwards(r, v) for r, v in zip(per_label[row["name"]], verify)]
-        for col, values in (("step_ms", v_step), ("verify_ms", [v["target_ms"].to_numpy(dtype=float) for v in verify]),
-                            ("other_ms", [v["other_ms"].to_numpy(dtype=float) for v in verify]),
-                            ("draft_forward_ms", drafts), ("decode_step_ms", dec_step), ("decode_ms", dec_fwd)):
+        for col, values in (("step_ms", v_step), ("decode_step_ms", dec_step)):
             _, c_lo, c_hi = runs_median_ci(values, seed=seed)
+            table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
+        for col, (_, c_lo, c_hi) in _metric_intervals("wall", plain, per_label[row["name"]], seed).items():
             table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
     for i, row in table.iterrows():
         fitted = [int(g) for g in str(row["held_out_fit_gammas"] or "").split(",") if g]

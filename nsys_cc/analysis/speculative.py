@@ -30,6 +30,20 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
   fitted on every speculative run of this draft (in-sample); `cost_model_held_out` = the same fitted on the other
   runs of this draft only (needs two or more other γ), a real forecast of this run.
 
+On every metric (`by_metric`): the same figures for each metric the traces have (`metrics`: wall always; gpu_span,
+kernel_sum and gpu_busy with CUDA data, `steps.STEP_METRICS`). A forward's time on metric M is its value of M (as in
+the standalone table, `coefficient`); per verify step, verify = the target forward's M, draft = the sum of its draft
+forwards' M, other = step − verify − draft with the step's wall time (the step is a CPU range; on gpu_busy, other is
+the time of the step the forwards' GPU work leaves idle: the CPU overhead the GPU does not hide). Then, as above:
+draft_forward_ms (one draft forward's M inside the verify steps), verify_ms, decode_ms (the plain run's 1-token
+forward's M), verify_factor = verify ÷ decode, c_in_place = draft forward ÷ verify forward, other_ms; each a median
+with its 95 % interval. On wall these are the figures above, other_ms included. On a GPU a forward range times the CPU
+work of queuing its launches, so its wall figures say little of the GPU's: the GPU metrics say what the forwards cost
+there. The headline metric (`SpeculativeAnalysis.metric`) is gpu_busy when every run has it (the GPU time the
+forwards' work took, overlap counted once: what a step's GPU time is made of), else wall; the decomposition, the step
+cost model and its forecast split each step on it, while the steps themselves (verify step, plain decode step, the
+measured speedup) are wall times on every metric.
+
 Decomposition (`decomposition`), multiplicative, from the ideal to the measured speedup. With D the plain decode
 step, F its forward, V the verify forward, R the step's draft time, O the step's outside time (medians), τ tokens
 per step and T the median verify step:
@@ -40,7 +54,7 @@ per step and T the median verify step:
   × medians do not add      (V + R + O) ÷ T                 (medians of the parts against the median of the whole)
   = measured                τ × D ÷ T
 Each factor is evaluated after the ones above it (the order is the one listed); their product is the measured
-speedup exactly.
+speedup exactly. It is given on every metric (`metric` column: F, V, R and O on that metric, D and T wall steps).
 """
 
 from __future__ import annotations
@@ -60,7 +74,7 @@ from .latencies import trace_stem
 from .metrics import DECODE, PREFILL, VERIFY
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
-from .steps import StepTable, read_step_table, step_table, with_latencies
+from .steps import StepTable, metric_columns, read_step_table, step_table, with_latencies
 from .values import Value
 
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
@@ -120,7 +134,15 @@ def flat_table(rows: Sequence[Mapping]) -> pd.DataFrame:
     return pd.DataFrame(flat, columns=TABLE_COLUMNS)
 
 
-DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "order", "part", "factor", "before", "after"]
+# The figures of a run on each metric (`SpeculativeAnalysis.by_metric`, JSON `by_metric`), each with its interval.
+BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms")
+# Beside them, c_standalone: the plain runs' c on that metric (decode phase), the in-place c's counterpart.
+BY_METRIC_COLUMNS = ["name", "draft", "gamma", "metric",
+                     *[c for f in (*BY_METRIC_FIGURES, "c_standalone") for c in (f, f"{f}_ci_low", f"{f}_ci_high")]]
+# The metric whose figures head the speculative output when every run has it (the module docstring says why).
+GPU_HEADLINE = "gpu_busy"
+
+DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "metric", "order", "part", "factor", "before", "after"]
 # The decomposition's parts in their order (`_decompose`): `part` is an ordered categorical of these, so sorting,
 # grouping and pivoting keep the waterfall's order.
 DECOMPOSITION_PARTS = ("tokens per step", "verify ≠ decode", "draft forwards", "outside time", "medians do not add",
@@ -251,15 +273,19 @@ class SpeculativeAnalysis(Value):
 
     - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
       `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`).
-    - `decomposition`: the waterfall factors per run, in order (DECOMPOSITION_COLUMNS; `part` an ordered categorical
-      of DECOMPOSITION_PARTS; see the module docstring).
-    - `models`: the `StepCostModel` of each draft, fitted on all its runs.
+    - `decomposition`: the waterfall factors per run and metric, in order (DECOMPOSITION_COLUMNS; `part` an ordered
+      categorical of DECOMPOSITION_PARTS; see the module docstring); the waterfall draws `metric`'s.
+    - `models`: the `StepCostModel` of each draft, fitted on all its runs (each step split on `metric`).
     - `forecast`: speedup at γ = 1…8 at each draft's measured α and each given α (FORECAST_COLUMNS).
     - `grid`: the forecast over γ = 1…8 × α in ALPHA_GRID for the heatmap (draft, gamma, alpha, speedup, best:
       whether that γ is the best of 1…8 at that α).
     - `best`: per draft and α, the best γ in 1…16 and its forecast speedup.
     - `steps`: every kept step of every run, plain target included (`run` column).
     - `notes`: how steps were found, what was left out, where α came from.
+    - `by_metric`: one row per run and metric the traces have (BY_METRIC_COLUMNS: wall always, then gpu_span,
+      kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
+      other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
+    - `metric`: the headline metric (gpu_busy when every run has it, else wall; module docstring).
     """
 
     table: pd.DataFrame
@@ -270,13 +296,15 @@ class SpeculativeAnalysis(Value):
     best: pd.DataFrame
     steps: pd.DataFrame
     notes: tuple[str, ...]
+    by_metric: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BY_METRIC_COLUMNS))
+    metric: str = "wall"
 
     def __repr__(self) -> str:
         table = object.__getattribute__(self, "table")
         runs = ", ".join(f"{r.name} (γ {r.gamma}): {r.measured_speedup:.3g}×" for r in table.itertuples())
         return (f"<SpeculativeAnalysis of {len(table)} run(s) of {len(set(table['draft']))} draft(s), measured speedup "
-                f"{runs or 'none'}; tables: table, decomposition, forecast, grid, best, steps; models: "
-                f"{', '.join(self.models) or 'none'}; {len(self.notes)} note(s)>")
+                f"{runs or 'none'}; headline metric {self.metric}; tables: table, by_metric, decomposition, forecast, "
+                f"grid, best, steps; models: {', '.join(self.models) or 'none'}; {len(self.notes)} note(s)>")
 
 
 def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
@@ -305,14 +333,52 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     return metrics, metrics
 
 
-def _fit(decode_step: float, runs: Sequence[SpecRun]) -> forecast_mod.StepCostModel | None:
+def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = "wall") -> np.ndarray:
+    """One draft forward's `metric` (ms) for each draft forward inside `verify` (the run's verify steps); with vLLM's
+    scopes (one draft range per step) a step's drafts ÷ γ."""
+    _, drafts, _, one = metric_columns(metric)
+    if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
+        return verify[drafts].to_numpy(dtype=float) / run.gamma
+    fw = run.steps.draft_forwards
+    if one not in fw:
+        return np.full(int(fw["step"].isin(verify["step"].to_numpy()).sum()), np.nan)
+    return fw.loc[fw["step"].isin(verify["step"].to_numpy()), one].to_numpy(dtype=float)
+
+
+def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, metric: str,
+                   seed: int) -> dict[str, tuple[float, float, float]]:
+    """The BY_METRIC_FIGURES of one run on `metric`, each (median, low, high): `verify` its verify steps, `decode`
+    the plain run's decode steps (module docstring). Steps whose value of the metric is unknown are left out."""
+    target, drafts, other, _ = metric_columns(metric)
+    v_target = verify[target].to_numpy(dtype=float)
+    d_target = decode[target].to_numpy(dtype=float)
+    draft_fw = draft_forwards_of(run, verify, metric)
+    return {"draft_forward_ms": median_ci(draft_fw, seed=seed), "verify_ms": median_ci(v_target, seed=seed),
+            "decode_ms": median_ci(d_target, seed=seed),
+            "verify_factor": ratio_of_medians(v_target, d_target, seed=seed),
+            "c_in_place": ratio_of_medians(draft_fw, v_target, seed=seed),
+            "other_ms": median_ci(verify[other].to_numpy(dtype=float), seed=seed)}
+
+
+def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:
+    """The metrics a run is measured on: wall, then each GPU metric both its steps and the plain run's have."""
+    return [m for m in run.steps.metrics if m in plain.metrics]
+
+
+def _median(values) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if v.size else math.nan
+
+
+def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = "wall") -> forecast_mod.StepCostModel | None:
+    target, drafts, other, _ = metric_columns(metric)
     parts = []
     for r in runs:
         v = r.steps.of_kind(VERIFY)
-        if v.empty:
+        if v.empty or metric not in r.steps.metrics:
             continue
-        parts.append((r.gamma, float(np.median(v["draft_ms"])) / r.gamma, float(np.median(v["target_ms"])),
-                      float(np.median(v["other_ms"]))))
+        parts.append((r.gamma, _median(v[drafts]) / r.gamma, _median(v[target]), _median(v[other])))
     if not parts:
         return None
     g, d, vv, o = zip(*parts)
@@ -323,7 +389,7 @@ def analyze_speculative(
     plain: StepTable,
     runs: Sequence[SpecRun],
     *,
-    c_standalone: Mapping[str, tuple[float, float, float]] | None = None,
+    c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
     output_len: int | None = None,
     acceptance: Sequence[float] = (),
     seed: int = 0,
@@ -333,13 +399,16 @@ def analyze_speculative(
     Args:
         plain: the plain target run's steps (`step_table`): its decode steps are the baseline.
         runs: the speculative runs (`load_run`).
-        c_standalone: per draft label, (c, low, high) of the plain runs (decode, wall); NaN when absent.
+        c_standalone: (c, low, high) of the plain runs (decode phase) per draft label (wall) or per (draft label,
+            metric) (`standalone_c` of a coefficients table); NaN when absent. Thm 3.8 is priced with the headline
+            metric's c (wall's when the plain runs lack it).
         output_len: output tokens per sequence per iteration (default: the plain run's forwards per iteration).
         acceptance: extra α values for the forecast.
         seed: bootstrap seed.
     """
     notes: list[str] = []
-    c_standalone = dict(c_standalone or {})
+    standalone = {(k, "wall") if isinstance(k, str) else (str(k[0]), str(k[1])): v
+                  for k, v in (c_standalone or {}).items()}
     decode = plain.of_kind(DECODE)
     if decode.empty:
         raise InputError("the plain target run has no decode step: profile it with an output length ≥ 2")
@@ -354,12 +423,32 @@ def analyze_speculative(
     for r in runs:
         by_draft.setdefault(r.draft, []).append(r)
         notes += r.notes
-    models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs)) is not None}
+    figures: dict[str, dict[str, dict[str, tuple[float, float, float]]]] = {}  # run → metric → figure
+    for r in runs:
+        v = r.steps.of_kind(VERIFY)
+        if v.empty:
+            continue
+        figures[r.name] = {}
+        for metric in run_metrics(plain, r):
+            f = metric_figures(r, v, decode, metric, seed)
+            if metric == "wall" or (math.isfinite(f["verify_ms"][0]) and math.isfinite(f["decode_ms"][0])):
+                figures[r.name][metric] = f
+    headline = GPU_HEADLINE if figures and all(GPU_HEADLINE in f for f in figures.values()) else "wall"
+    partly = [n for n, f in figures.items() if GPU_HEADLINE in f]
+    if headline == "wall" and partly:
+        notes.append(f"only {', '.join(partly)} of the speculative runs (and the plain target) have GPU metrics: the "
+                     "headline, the decomposition and the forecast stay on wall time (each run's GPU figures are in "
+                     "by_metric)")
+    elif headline != "wall":
+        notes.append(f"the speculative figures are headlined on {headline} (the forwards' GPU time), wall beside; the "
+                     f"decomposition and the step cost model split each step on {headline}, the steps themselves (and "
+                     "the measured speedup) are wall times")
+    models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs, headline)) is not None}
     for dr, rs in by_draft.items():
         if dr in models and len({r.gamma for r in rs}) < 2:
             notes.append(f"{dr}: the cost model is fitted on one γ only: verify and outside time are taken as "
                          "constant in γ (profile two or more γ for a forecast at other γ)")
-    rows, decomposition, step_frames = [], [], [plain.steps.assign(run="(plain target)")]
+    rows, decomposition, by_metric, step_frames = [], [], [], [plain.steps.assign(run="(plain target)")]
     for r in runs:
         v = r.steps.of_kind(VERIFY)
         step_frames.append(r.steps.steps.assign(run=r.name))
@@ -379,7 +468,13 @@ def analyze_speculative(
         step_ms, s_lo, s_hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
         vf = ratio_of_medians(v["target_ms"].to_numpy(), decode["target_ms"].to_numpy(), seed=seed)
         cin = ratio_of_medians(draft_fw, v["target_ms"].to_numpy(), seed=seed)
-        cst = c_standalone.get(r.draft, (math.nan,) * 3)
+        cst = standalone.get((r.draft, "wall"), (math.nan,) * 3)
+        priced = standalone.get((r.draft, headline), (math.nan,) * 3)
+        if headline != "wall" and not math.isfinite(priced[0]):
+            priced = cst
+            if math.isfinite(cst[0]):
+                notes.append(f"{r.name}: the plain runs give no c on {headline} for {r.draft}: Thm 3.8 is priced with "
+                             "its wall c")
         tps, tps_metrics = _tokens_per_step(r, out_len)
         if r.acceptance is not None and math.isfinite(r.acceptance.alpha_iid):
             alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
@@ -388,12 +483,12 @@ def analyze_speculative(
         sp = ratio_of_medians(decode["step_ms"].to_numpy(), v["step_ms"].to_numpy(), seed=seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
         bench = _bench_speedup(plain, r, out_len)
-        leviathan = float(walltime_factor(alpha, r.gamma, cst[0])) if math.isfinite(cst[0]) else math.nan
+        leviathan = float(walltime_factor(alpha, r.gamma, priced[0])) if math.isfinite(priced[0]) else math.nan
         model = models.get(r.draft)
         predicted: dict = {"leviathan": leviathan,
                      "cost_model": float(model.speedup(alpha, r.gamma)) if model else math.nan}
         others = [o for o in by_draft[r.draft] if o is not r and o.gamma != r.gamma]
-        held = _fit(d_step, others) if len({o.gamma for o in others}) >= 2 else None
+        held = _fit(d_step, others, headline) if len({o.gamma for o in others}) >= 2 else None
         predicted["cost_model_held_out"] = float(held.speedup(alpha, r.gamma)) if held else math.nan
         predicted["held_out_fit_gammas"] = sorted({o.gamma for o in others}) if held else []
         error = tolerance = math.nan
@@ -423,13 +518,28 @@ def analyze_speculative(
             "measurement_problem": "; ".join(impossible),
         })
         notes += impossible
-        decomposition += _decompose(r.name, r.draft, r.gamma, tps, d_step, d_fwd, verify_ms, draft_step, other_ms,
-                                    step_ms)
+        for metric, f in figures[r.name].items():
+            by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
+                              **{c: x for fig in BY_METRIC_FIGURES
+                                 for c, x in zip((fig, f"{fig}_ci_low", f"{fig}_ci_high"), f[fig])},
+                              **dict(zip(("c_standalone", "c_standalone_ci_low", "c_standalone_ci_high"),
+                                         standalone.get((r.draft, metric), (math.nan,) * 3)))})
+            decomposition += _decompose(r.name, r.draft, r.gamma, metric, tps, d_step, f["decode_ms"][0],
+                                        f["verify_ms"][0], _median(v[metric_columns(metric)[1]]), f["other_ms"][0],
+                                        step_ms)
     table = flat_table(rows)
     forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
     return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
-                               tuple(notes))
+                               tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline)
+
+
+def standalone_c(coefficients: pd.DataFrame) -> dict[str | tuple[str, str], tuple[float, float, float]]:
+    """(c, low, high) per (draft, metric) of a coefficients table's decode phase: `analyze_speculative`'s
+    c_standalone."""
+    decode = coefficients[coefficients["phase"] == DECODE]
+    return {(str(r.draft), str(r.metric)): (float(r.c), float(r.ci_low), float(r.ci_high))
+            for r in decode.itertuples()}
 
 
 def decomposition_table(rows: Sequence[Mapping]) -> pd.DataFrame:
@@ -477,16 +587,17 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
     return num / den if den > 0 else math.nan
 
 
-def _decompose(name: str, draft: str, gamma: int, tps: float, d: float, f: float, v: float, r: float, o: float,
-               t: float) -> list[dict]:
-    """The waterfall factors of one run (see the module docstring), in order, then the measured end."""
+def _decompose(name: str, draft: str, gamma: int, metric: str, tps: float, d: float, f: float, v: float, r: float,
+               o: float, t: float) -> list[dict]:
+    """The waterfall factors of one run on `metric` (see the module docstring), in order, then the measured end."""
     factors = [("tokens per step", tps), ("verify ≠ decode", d / (d + v - f)),  # DECOMPOSITION_PARTS' order
                ("draft forwards", (d + v - f) / (d + v - f + r)), ("outside time", (d + v - f + r) / (v + r + o)),
                ("medians do not add", (v + r + o) / t), ("measured", math.nan)]
     out, level = [], 1.0
     for i, (part, factor) in enumerate(factors):
         after = level if math.isnan(factor) else level * factor
-        out.append({"name": name, "draft": draft, "gamma": gamma, "order": i, "part": part, "factor": factor,
+        out.append({"name": name, "draft": draft, "gamma": gamma, "metric": metric, "order": i, "part": part,
+                    "factor": factor,
                     "before": level, "after": after})
         level = after
     return out

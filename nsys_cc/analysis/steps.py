@@ -26,6 +26,16 @@ the phase of its target forward; a step without one is "empty", with several "mi
 Per step: step_ms; target_ms (its target forward); draft_ms (its draft forwards, summed) and draft_forwards (how many;
 NaN with vLLM's draft scope, one range around all of a step's drafts); other_ms = step − target − drafts (scheduling,
 sampling, rejection, bookkeeping: everything outside a forward).
+
+The same on the GPU metrics (`STEP_METRICS`: gpu_span, kernel_sum, gpu_busy) when the forward ranges carry them (their
+`<metric>_ns` columns: `with_gpu_metrics` projects a trace's forward and draft ranges onto the GPU, `with_forwards`
+hands on a model's): target_<metric>_ms, draft_<metric>_ms (the step's forwards' values of that metric, summed) and
+other_<metric>_ms = step − target − drafts on that metric (on gpu_busy: the time in the step the forwards' GPU work
+does not cover, the GPU's idle time), and per draft forward `<metric>_ms`. A forward whose value is unknown (it
+launched nothing the trace recorded, or a CUDA graph recorded whole for kernel_sum) makes its step's values of that
+metric NaN: unknown, not 0. `metric_columns` names the columns of a metric, wall included. The step itself (step_ms)
+is a CPU range on every metric: an engine step waits for its GPU work (vLLM samples on the host), so its wall time
+holds the GPU time it did not overlap with the next step's.
 """
 
 from __future__ import annotations
@@ -50,7 +60,7 @@ from ..contract import (
 from ..errors import InputError
 from ..trace.nvtx import matches
 from .latencies import latencies_beside
-from .metrics import DECODE, PREFILL, VERIFY
+from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY
 from .phases import (
     containing,
     iteration_windows,
@@ -68,6 +78,18 @@ EMPTY, MIXED = "empty", "mixed"
 
 STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
                 "other_ms"]
+# The metrics a step is measured on besides wall (`metrics.METRICS`: the GPU ones that get a c).
+STEP_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.gpu and m.coefficient)
+
+
+def metric_columns(metric: str) -> tuple[str, str, str, str]:
+    """The columns of `metric` (wall or one of STEP_METRICS): (target, drafts, other) in `StepTable.steps`, and one
+    draft forward's in `StepTable.draft_forwards`."""
+    if metric == "wall":
+        return "target_ms", "draft_ms", "other_ms", "wall_ms"
+    if metric not in STEP_METRICS:
+        raise ValueError(f"steps are not measured on {metric!r} (wall, {', '.join(STEP_METRICS)})")
+    return f"target_{metric}_ms", f"draft_{metric}_ms", f"other_{metric}_ms", f"{metric}_ms"
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,6 +109,40 @@ class StepTable:
 
     def of_kind(self, kind: str) -> pd.DataFrame:
         return self.steps[self.steps["kind"] == kind]
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics the steps are measured on: wall, then each of STEP_METRICS whose columns the steps have."""
+        return ("wall", *(m for m in STEP_METRICS if metric_columns(m)[0] in self.steps))
+
+
+def _gpu_metrics_of(forwards: pd.DataFrame) -> list[str]:
+    """The STEP_METRICS the target forwards carry a value of (their `<metric>_ns` column, not all unknown)."""
+    return [m for m in STEP_METRICS if BY_NAME[m].column in forwards and forwards[BY_NAME[m].column].notna().any()]
+
+
+def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE) -> pd.DataFrame:
+    """`ranges` (a trace's ranges as read, `ranges.marked_ranges`, of the open `trace`) with the GPU metrics of its
+    target and draft forward ranges (`projection.project`, columns `<metric>_ns` of STEP_METRICS; NaN where unknown
+    and on every other range), for `step_table`; `ranges` as they are when the trace has no CUDA data. Reads the
+    trace's CUDA tables, not its NVTX ranges again."""
+    if not trace.has_cuda:
+        return ranges
+    from .projection import project
+
+    range_name, _ = forward_range(ranges, range_name, label="")
+    draft = draft_range_of(ranges)
+    hit = matches(ranges, (range_name, *([draft] if draft else [])))
+    if not hit.any():
+        return ranges
+    projected = project(trace, ranges[hit])
+    out = ranges.copy(deep=False)
+    for metric in STEP_METRICS:
+        m = BY_NAME[metric]
+        values = np.full(len(ranges), np.nan)
+        values[hit] = pd.to_numeric(projected[m.source], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        out[m.column] = values
+    return out
 
 
 def _closed(df: pd.DataFrame) -> pd.DataFrame:
@@ -226,13 +282,23 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         "draft_ms": sum_d, "draft_forwards": count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
         "other_ms": s_ms - sum_t - sum_d,
     })[STEP_COLUMNS]
+    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
+    for metric in _gpu_metrics_of(target):
+        t_col, d_col, o_col, f_col = metric_columns(metric)
+        t_val = target[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6
+        d_val = (drafts[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6 if BY_NAME[metric].column in drafts
+                 else np.full(len(drafts), np.nan))
+        m_t = np.bincount(t_step[inside], weights=t_val[inside], minlength=n_steps)  # NaN stays NaN: unknown
+        m_d = (np.bincount(d_step[dmask], weights=d_val[dmask], minlength=n_steps) if len(d_start)
+               else np.zeros(n_steps))
+        steps[t_col], steps[d_col], steps[o_col] = m_t, m_d, s_ms - m_t - m_d
+        draft_fw[f_col] = d_val
     odd = {k: int((knd == k).sum()) for k in (EMPTY, MIXED) if (knd == k).any()}
     if odd:
         notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
                                                                      "several target forwards") + ")"
                                                       for k, n in odd.items()))
         steps = steps[~steps["kind"].isin((EMPTY, MIXED))]
-    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
     measured_iters = np.unique(t_iter[t_iter >= 0])
     n_prefill = int((kind == PREFILL).sum())
     if measured_iters.size:
@@ -262,7 +328,8 @@ def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *,
     from ..trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
-        table = step_table(marked_ranges(trace, range_name), range_name, gamma=gamma, speculative=speculative)
+        ranges = with_gpu_metrics(trace, marked_ranges(trace, range_name), range_name)
+        table = step_table(ranges, range_name, gamma=gamma, speculative=speculative)
     return with_latencies(table, path)
 
 
@@ -288,11 +355,17 @@ def markers_of(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
 
 def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:
     """`markers` (`markers_of`) and the forwards of `model` (a `ModelForwards` of the same trace: one row per forward,
-    across ranks on several) as ranges named its `range_name`: the input of `step_table`."""
+    across ranks on several) as ranges named its `range_name`, with their GPU metrics when the model has them: the
+    input of `step_table`."""
     fwd = model.forwards
     forwards = pd.DataFrame({"name": model.range_name, "qualified_name": model.range_name,
                              "start_ns": fwd["start_ns"], "end_ns": fwd["end_ns"],
                              "duration_ns": fwd["end_ns"] - fwd["start_ns"], "payload": fwd["payload"],
                              "open_at_end": fwd["open_at_end"]})
+    if model.has_cuda:
+        for metric in STEP_METRICS:
+            column = BY_NAME[metric].column
+            if column in fwd:
+                forwards[column] = pd.to_numeric(fwd[column], errors="coerce").astype(float)
     both = [markers.astype({"name": object, "qualified_name": object}), forwards]
     return pd.concat([b for b in both if len(b)], ignore_index=True) if len(markers) else forwards

@@ -664,12 +664,11 @@ def _speculative(result, done: Sequence[Run], target: str, spec: Sequence[Engine
     """The speculative engines measured in place against the plain target of the same runs, pooled over the runs
     (`analysis.spec_runs`), c standalone from the pooled plain runs."""
     from ..analysis.spec_runs import SpecEngine, analyze_runs
+    from ..analysis.speculative import standalone_c
 
-    coef = result.coefficients
-    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
     return analyze_runs([(r.sqlite, r.dir) for r in done], target,
                         [SpecEngine(e.label, e.draft or "", e.gamma or 0) for e in spec],
-                        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()},
+                        c_standalone=standalone_c(result.coefficients),
                         output_len=options.output_len, acceptance=acceptance, seed=seed)
 
 
@@ -728,11 +727,11 @@ def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), me
                                    output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
     if not spec:
         return result
-    coef = result.coefficients
-    walls = coef[(coef["phase"] == "decode") & (coef["metric"] == "wall")]
+    from ..analysis.speculative import standalone_c
+
     return dataclasses.replace(result, speculative=analyze_runs(
         [(d / "trace.sqlite", d) for d in dirs], labels[0], spec, range_name=range_name,
-        c_standalone={w.draft: (w.c, w.ci_low, w.ci_high) for w in walls.itertuples()}, output_len=output_len,
+        c_standalone=standalone_c(result.coefficients), output_len=output_len,
         acceptance=result.acceptance, seed=seed))
 
 

@@ -2,8 +2,13 @@
 
 JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
 in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,
-held_out_fit_gammas}), `"forecast"`: {draft, gamma, alpha, alpha_source, speedup, best} for γ = 1…8, and
-`"speculative_best"`: per draft and α the best γ in 1…16. NaN becomes null.
+held_out_fit_gammas}) and `by_metric`: {METRIC: {draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
+other_ms, c_standalone, each with its `_ci95`}} for every metric the traces have (wall always, equal to the entry's
+own figures; gpu_span, kernel_sum, gpu_busy with CUDA data); `"speculative_metric"`: the headline metric (gpu_busy on
+GPU traces, else wall; null without speculative runs); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup,
+best} for γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16. NaN becomes null.
+
+The printed sections say the metric they use: the runs table shows each run on the headline metric, then on wall.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ..analysis.speculative import PREDICTIONS, SPEC_COLUMNS
+from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
 from .words import fmt_speedup, sig3
 
 if TYPE_CHECKING:
@@ -40,9 +45,20 @@ def _gammas(text: str) -> list[int]:
     return [int(g) for g in str(text).split(",") if g.strip()]
 
 
-def run_entries(table: pd.DataFrame) -> list[dict]:
+def metric_entries(by_metric: pd.DataFrame, name: str) -> dict[str, dict]:
+    """A run's `by_metric` JSON object: per metric, its figures with intervals as `*_ci95` [low, high]."""
+    figures = [c for c in BY_METRIC_COLUMNS[4:] if not c.endswith(("_ci_low", "_ci_high"))]
+    out: dict[str, dict] = {}
+    for row in _records(by_metric[by_metric["name"] == name]):
+        out[row["metric"]] = {k: v for f in figures
+                              for k, v in ((f, row[f]), (f"{f}_ci95", [row[f"{f}_ci_low"], row[f"{f}_ci_high"]]))}
+    return out
+
+
+def run_entries(table: pd.DataFrame, by_metric: pd.DataFrame | None = None) -> list[dict]:
     """The JSON entries of the runs (`SPEC_COLUMNS`: intervals as `*_ci95` [low, high], the predictions as one
-    `predicted_speedup` object) from the flat table (`TABLE_COLUMNS`)."""
+    `predicted_speedup` object) from the flat table (`TABLE_COLUMNS`), each with its `by_metric` object when
+    `by_metric` (`SpeculativeAnalysis.by_metric`) is given."""
     out = []
     for row in _records(table):
         entry: dict = {}
@@ -54,6 +70,8 @@ def run_entries(table: pd.DataFrame) -> list[dict]:
                               "held_out_fit_gammas": _gammas(row.get("held_out_fit_gammas") or "")}
             else:
                 entry[col] = row.get(col)
+        if by_metric is not None:
+            entry["by_metric"] = metric_entries(by_metric, row["name"])
         out.append(entry)
     return out
 
@@ -61,9 +79,9 @@ def run_entries(table: pd.DataFrame) -> list[dict]:
 def to_json(spec: SpeculativeAnalysis | None) -> dict:
     """The top-level `speculative`, `forecast` and `speculative_best` lists (empty without speculative runs)."""
     if spec is None:
-        return {"speculative": [], "forecast": [], "speculative_best": []}
-    return {"speculative": run_entries(spec.table), "forecast": _records(spec.forecast),
-            "speculative_best": _records(spec.best)}
+        return {"speculative": [], "speculative_metric": None, "forecast": [], "speculative_best": []}
+    return {"speculative": run_entries(spec.table, spec.by_metric), "speculative_metric": spec.metric,
+            "forecast": _records(spec.forecast), "speculative_best": _records(spec.best)}
 
 
 def _ci(value: float, lo: float, hi: float, digits=sig3) -> str:
@@ -78,20 +96,33 @@ def _x(v: float) -> str:
     return "–" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{fmt_speedup(v)}×"
 
 
-def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
-    """One row per run: the in-place figures (medians, ms, with 95 % intervals)."""
-    rows = []
-    for r in spec.table.to_dict(orient="records"):
-        def ci(col: str, r: dict = r) -> str:
-            return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+def shown_metrics(spec: SpeculativeAnalysis) -> list[str]:
+    """The metrics the printed runs table shows: the headline metric, then wall beside it (wall alone on CPU)."""
+    return [spec.metric] + (["wall"] if spec.metric != "wall" else [])
 
-        rows.append({
-            "Run": r["name"], "γ": r["gamma"], "Steps": r["steps"], "Draft fwd (ms)": ci("draft_forward_ms"),
-            "Verify (ms)": ci("verify_ms"), "Decode (ms)": ci("decode_ms"), "Verify factor": ci("verify_factor"),
-            "c in place": ci("c_in_place"), "c standalone": ci("c_standalone"), "Outside (ms)": ci("other_ms"),
-            "Tokens/step": sig3(r["tokens_per_step"]),
-            "α": "–" if math.isnan(r["alpha"]) else f"{r['alpha']:.3g}",
-        })
+
+def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
+    """One row per run and shown metric (`shown_metrics`: the headline first): the in-place figures on that metric
+    (medians, ms, with 95 % intervals; Outside = the step's time not covered by the forwards on that metric)."""
+    by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
+    rows = []
+    for t in spec.table.to_dict(orient="records"):
+        for metric in shown_metrics(spec):
+            r = by_metric.get((t["name"], metric))
+            if r is None:
+                continue
+
+            def ci(col: str, r: dict = r) -> str:
+                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+
+            rows.append({
+                "Run": t["name"], "γ": t["gamma"], "Metric": metric, "Steps": t["steps"],
+                "Draft fwd (ms)": ci("draft_forward_ms"), "Verify (ms)": ci("verify_ms"),
+                "Decode (ms)": ci("decode_ms"), "Verify factor": ci("verify_factor"), "c in place": ci("c_in_place"),
+                "c standalone": ci("c_standalone"), "Outside (ms)": ci("other_ms"),
+                "Tokens/step": sig3(t["tokens_per_step"]),
+                "α": "–" if math.isnan(t["alpha"]) else f"{t['alpha']:.3g}",
+            })
     return pd.DataFrame(rows)
 
 
@@ -113,12 +144,14 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
 
 
 def forecast_lines(spec: SpeculativeAnalysis) -> list[str]:
-    """Per draft: the fitted model in words, and the best γ at each α."""
+    """Per draft: the fitted model in words (on which metric), and the best γ at each α."""
     out = []
+    on = "" if spec.metric == "wall" else f" on {spec.metric}"
     for draft, m in spec.models.items():
-        out.append(f"{draft}: step(γ) = γ × {m.draft_forward_ms:.3g} ms (draft) + verify {m.verify_intercept_ms:.3g} + "
-                   f"{m.verify_slope_ms:.3g} × (γ+1) ms + outside {m.other_intercept_ms:.3g} + {m.other_slope_ms:.3g} "
-                   f"× γ ms, against a plain decode step of {m.decode_step_ms:.3g} ms")
+        out.append(f"{draft}: step(γ) = γ × {m.draft_forward_ms:.3g} ms (draft{on}) + verify{on} "
+                   f"{m.verify_intercept_ms:.3g} + {m.verify_slope_ms:.3g} × (γ+1) ms + outside "
+                   f"{m.other_intercept_ms:.3g} + {m.other_slope_ms:.3g} × γ ms (step wall − forwards{on}), against "
+                   f"a plain decode step of {m.decode_step_ms:.3g} ms (wall)")
         for b in spec.best[spec.best["draft"] == draft].itertuples(index=False):
             out.append(f"{draft} at α = {b.alpha:.3g} ({b.alpha_source}): best γ = {b.best_gamma} of 1…{b.max_gamma} "
                        f"gives {_x(b.speedup)}")
@@ -143,12 +176,30 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; 
           "output token ÷ speculative time per output token, prefill excluded)")
 
 
+def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
+    """The sections' titles, each saying the metric it uses (`sections`)."""
+    if spec.metric == "wall":
+        runs = "Speculative runs (on wall: the forward ranges' time)"
+        split = "wall step times, split on wall"
+    else:
+        others = sorted(set(spec.by_metric["metric"]) - {spec.metric, "wall"})
+        runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then wall: the forward "
+                "ranges' CPU time" + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
+        split = f"wall step times, split on {spec.metric}"
+    return {"runs": runs,
+            "speedup": f"Speedup: measured vs predicted (measured on wall step times; Thm 3.8 with c standalone on "
+                       f"{spec.metric})",
+            "check": f"Forecast check (runs the model was not fitted on; {split})",
+            "forecast": f"Forecast (cost model fitted on all runs of each draft: {split})"}
+
+
 def sections(spec: SpeculativeAnalysis) -> list[tuple[str, pd.DataFrame | list[str]]]:
-    """The speculative part of a report as (title, table or lines), in order."""
+    """The speculative part of a report as (title, table or lines), in order; each title says its metric."""
+    title = titles(spec)
     return [
-        ("Speculative runs", measured_table(spec)),
-        ("Speedup: measured vs predicted", speedup_table(spec)),
-        ("Forecast check (runs the model was not fitted on)", check_lines(spec)),
-        ("Forecast (cost model fitted on all runs of each draft)", forecast_lines(spec)),
+        (title["runs"], measured_table(spec)),
+        (title["speedup"], speedup_table(spec)),
+        (title["check"], check_lines(spec)),
+        (title["forecast"], forecast_lines(spec)),
         ("Notes on the speculative runs", list(dict.fromkeys(spec.notes))),
     ]

@@ -2,7 +2,9 @@
 
 - waterfall: per speculative run, the measured speedup built up from the ideal one (tokens per step) by one factor
   per broken assumption (verify ≠ decode, draft forwards, outside time, medians do not add), on a log axis so that
-  each factor is a bar of its own length; Thm 3.8's prediction and the held-out forecast are marked beside.
+  each factor is a bar of its own length; Thm 3.8's prediction and the held-out forecast are marked beside. Drawn on
+  the analysis's headline metric (`SpeculativeAnalysis.metric`: the forwards' gpu_busy on GPU traces, wall on CPU),
+  which the title names; the steps themselves are wall times.
 - forecast_heatmap: per draft, the cost model's forecast speedup over γ = 1…8 × α, the S = 1 contour, the best γ
   at each α and the measured runs.
 """
@@ -43,8 +45,10 @@ def _figure(width: float, height: float, n: int = 1, ncols: int | None = None) -
 
 
 def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
-    """One panel per speculative run: the multiplicative waterfall from the ideal to the measured speedup."""
+    """One panel per speculative run: the multiplicative waterfall from the ideal to the measured speedup, the
+    forwards measured on the headline metric."""
     dec = spec.decomposition
+    dec = dec[dec["metric"] == spec.metric]
     if dec.empty:
         return None
     runs = list(dec.groupby("name", sort=False))
@@ -79,7 +83,7 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
         end = len(rows) - 0.5
         if math.isfinite(leviathan):
             ax.axhline(leviathan, color="#8172b2", ls=":", lw=1.2,
-                       label=f"Thm 3.8 (standalone c): {fmt_speedup(leviathan)}×")
+                       label=f"Thm 3.8 (standalone c, {spec.metric}): {fmt_speedup(leviathan)}×")
         held = float(table.loc[name, "predicted_cost_model_held_out"])
         if math.isfinite(held):
             fit = table.loc[name, "held_out_fit_gammas"]
@@ -95,8 +99,11 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
         ax.legend(fontsize=8, loc="lower left", frameon=False)
     for ax in axes[::MAX_COLUMNS]:
         ax.set_ylabel("speedup over plain decoding (log scale)")
+    on = ("forwards on wall (the forward ranges' time)" if spec.metric == "wall" else
+          f"forwards on {spec.metric} (their GPU time), steps on wall")
     fig.suptitle("Measured speedup, from the ideal (a step costing one plain decode step) to the measured one;\n"
-                 "each bar multiplies by one factor, applied left to right (green: gain, red: loss)", fontsize=11)
+                 f"each bar multiplies by one factor, applied left to right (green: gain, red: loss);\n{on}",
+                 fontsize=11)
     return fig
 
 
@@ -136,7 +143,8 @@ def forecast_heatmap(spec: SpeculativeAnalysis, draft: str) -> Figure | None:
     ax.legend(fontsize=8, loc="upper left", frameon=True)
     m = spec.models[draft]
     ax.set_title(f"{draft}: forecast speedup from the step cost model (plain decode step {m.decode_step_ms:.3g} ms);\n"
-                 "black line: S = 1; stars: the measured runs", fontsize=10)
+                 f"fitted on wall step times split on {spec.metric}; black line: S = 1; stars: the measured runs",
+                 fontsize=10)
     return fig
 
 
