@@ -61,6 +61,16 @@ def test_environment_turns_the_plugin_on_and_respects_the_users_settings():
     assert gpu["VLLM_WORKER_MULTIPROC_METHOD"] == "spawn" and "VLLM_ENABLE_V1_MULTIPROCESSING" not in gpu
 
 
+def test_vllm_processes_get_time_to_hand_nsys_their_last_records():
+    # vLLM kills workers that take more than 5 s to exit, and nsys then loses their last ranges (a loaded machine lost
+    # both ranks' last iteration): several processes get 120 s; one CPU process needs nothing; the user's value wins
+    key = "VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS"
+    assert commands.bench_env(BenchOptions(), gpu=False, environ={}, tp=2)[key] == "120"
+    assert commands.bench_env(BenchOptions(), gpu=True, environ={})[key] == "120"
+    assert key not in commands.bench_env(BenchOptions(), gpu=False, environ={})
+    assert key not in commands.bench_env(BenchOptions(), gpu=False, environ={key: "9"}, tp=2)
+
+
 @pytest.mark.parametrize("allow, expected", [("other", "other,nsys_cc"), ("", "nsys_cc"), ("a,nsys_cc", None)])
 def test_a_vllm_plugins_allow_list_keeps_the_plugin(allow, expected):
     env = commands.bench_env(BenchOptions(), gpu=False, environ={"VLLM_PLUGINS": allow})

@@ -10,7 +10,8 @@ nsys options by platform:
 Tensor parallel (`tp` > 1, one model on N ranks): vLLM gets `--tensor-parallel-size N --distributed-executor-backend mp`
 (one worker process per rank) and nsys `--trace-fork-before-exec=true` on the CPU too, so every rank's ranges are
 recorded; on the CPU `VLLM_ENABLE_V1_MULTIPROCESSING=0` is then left out (the mp executor runs with the engine in its
-own process, verified with vLLM 0.32's CPU build).
+own process, verified with vLLM 0.32's CPU build). With several processes (tensor parallel, or any GPU run) vLLM's
+workers get 120 s instead of 5 to exit at the end (`SHUTDOWN_ENV`): a worker killed at exit loses its last NVTX records.
 Both: `-s none --cpuctxsw=none` (no CPU sampling: smaller traces, less perturbation), `-f true`.
 
 A speculative run is the same benchmark of the target with `--speculative-config JSON` (vLLM's own option) and env
@@ -48,6 +49,12 @@ CPU_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
 # vLLM's profiling guide: spawned workers start cleanly under nsys.
 GPU_ENV = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
 CPU_MEMORY_UTILIZATION = "0.3"
+# vLLM gives its engine-core and worker processes VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS (default 5) to exit at the end,
+# then kills them, and nsys loses what a killed process had not yet handed over. Measured with vLLM 0.32's CPU build:
+# tensor-parallel workers need about 3 s to exit when the machine is idle; with a second vLLM run beside them every
+# worker was killed at 5 s, and on a loaded machine (load 8 on 2 cores) both ranks' traces lost their last iteration's
+# forwards. Only the slow exits wait longer: a worker that is done exits at once.
+SHUTDOWN_ENV = {"VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "120"}
 
 
 @dataclass(frozen=True)
@@ -178,6 +185,8 @@ def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.
             continue  # the mp executor's workers need the engine in its own process
         if key not in environ:
             env[key] = value
+    if tp > 1 or gpu:  # vLLM runs in several processes (on the CPU with one rank it runs in this one)
+        env.update({k: v for k, v in SHUTDOWN_ENV.items() if k not in environ})
     return env
 
 
