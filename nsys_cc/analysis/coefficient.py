@@ -629,41 +629,37 @@ def cost_coefficient_runs(
     listed = many(runs, "runs")
     if listed and all(is_one(r) for r in listed):  # [target, *drafts] alone: one run
         listed = [listed]
-    runs = [arg_paths(r, "runs") for r in listed]
+    run_paths = [arg_paths(r, "runs") for r in listed]
     names = [str(n) for n in many(names, "names")]
     run_scopes: list[list | None] | None = None
     if scopes is not None:
         per_run = many(scopes, "scopes")
-        if len(runs) == 1 and len(per_run) > 1 and all(s is None or is_one(s) for s in per_run):
+        if len(run_paths) == 1 and len(per_run) > 1 and all(s is None or is_one(s) for s in per_run):
             per_run = [per_run]  # the one run's scopes, not wrapped in a list of runs
         run_scopes = [None if s is None else many(s, "scopes") for s in per_run]
-        if len(run_scopes) != len(runs):
-            raise InputError(f"scopes has {len(run_scopes)} entries for {len(runs)} runs: give one list per run",
+        if len(run_scopes) != len(run_paths):
+            raise InputError(f"scopes has {len(run_scopes)} entries for {len(run_paths)} runs: give one list per run",
                              param="scopes")
-    if not runs:
+    if not run_paths:
         raise InputError("give at least one run", param="runs")
-    n = len(runs[0])
+    n = len(run_paths[0])
     if n < 2:
         raise InputError("each run needs the target and at least one draft", param="runs")
-    if any(len(r) != n for r in runs):
+    if any(len(r) != n for r in run_paths):
         raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
     if len(names) != n:
         raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
-    if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
-    if output_len is not None and output_len < 1:
-        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
-    all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(runs))]
+    all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
     per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
-    for i, (paths, sc) in enumerate(zip(runs, all_scopes)):
-        ps = [os.fspath(p) for p in paths]
-        _check_distinct(ps, [range_name] * n, sc)
-        for j, (p, scope) in enumerate(zip(ps, sc)):
+    for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
+        _check_distinct(paths, [range_name] * n, sc)
+        for j, (p, scope) in enumerate(zip(paths, sc)):
             per_model[j].append(load_model(p, name=names[j], role="target" if j == 0 else "draft",
                                            range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                            scope=scope, run=i))
     models = [_merge_runs(ms) for ms in per_model]
-    return _assemble(models, list(names), [], None, alphas, alpha_note, alpha_cis, seed, output_len)
+    return _assemble(models, names, [], None, alphas, alpha_note, alpha_cis, seed, output_len)
