@@ -185,6 +185,14 @@ ONE_ITEM = {
 }
 
 
+def test_runs_refuse_one_label_for_two_models():
+    # as cost_coefficient does (issue 25: duplicate labels are an error in the library too): the target's and the
+    # draft's rows would carry the same name
+    with pytest.raises(InputError, match=r"^names: 'a' given to more than one trace") as err:
+        nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["a", "a"])
+    assert err.value.param == "names"
+
+
 def _same_refusal(a, b, says: str) -> bool:
     """Both calls refused with the same NsysCCError, which says `says` (a bare name taken as one item, not letters)."""
     return isinstance(a, NsysCCError) and type(a) is type(b) and str(a) == str(b) and says in str(a)

@@ -649,6 +649,7 @@ def cost_coefficient_runs(
         raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
     if len(names) != n:
         raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
+    names = model_names(run_paths[0], names)  # each label once, one line of printable text
     check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
