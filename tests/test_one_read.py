@@ -99,3 +99,13 @@ def test_gpu_shaped_speculative_runs_projected_without_a_second_read(tmp_path, c
     res = nsys_cc.cost_coefficient(paths[0], paths[1:])
     assert res.speculative is not None and "gpu_busy" in set(res.speculative.by_metric["metric"])
     assert once_each(opens, paths) and once_each(reads, paths)
+
+
+def test_interleaved_runs_read_each_trace_once_for_all_its_engines(counted):
+    # every model of an interleaved run lives in the run's one trace (told apart by its engine's windows)
+    runs = [FIXTURES / "interleaved" / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
+    labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+    res = nsys_cc.cost_coefficient_runs([[r] * 3 for r in runs], names=labels, scopes=[labels] * 3)
+    assert len(res.runs) > 0
+    opens, reads = counted
+    assert once_each(opens, runs) and once_each(reads, runs)

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..arguments import is_one, many, one_path, paths as arg_paths
-from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT
+from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
@@ -97,9 +97,18 @@ def load_model(
 
 def scoped_ranges(trace, range_name: str, scope: str | None, path: str) -> pd.DataFrame:
     """`ranges.marked_ranges` of the open trace; of one engine's windows only when `scope` names it (`scope`)."""
-    if scope is None:
-        return marked_ranges(trace, range_name)
-    return in_scope(marked_ranges(trace, range_name, engine_range(scope)), scope, path=path, trace=trace)
+    (ranges,) = scoped_reads(trace, range_name, [scope], path)
+    return ranges
+
+
+def scoped_reads(trace, range_name: str, scopes: Sequence[str | None], path: str) -> list[pd.DataFrame]:
+    """`scoped_ranges` for several models of one open trace from one read of its ranges: per scope, the ranges inside
+    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows)."""
+    named = list(dict.fromkeys(engine_range(s) for s in scopes if s is not None))
+    ranges = marked_ranges(trace, range_name, *named)
+    whole = ranges if not named else ranges[~ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX)
+                                            .to_numpy(dtype=bool)]
+    return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in scopes]
 
 
 def model_of(
@@ -658,9 +667,12 @@ def cost_coefficient_runs(
     per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
     for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
         _check_distinct(paths, [range_name] * n, sc)
-        for j, (p, scope) in enumerate(zip(paths, sc)):
-            per_model[j].append(load_model(p, name=names[j], role="target" if j == 0 else "draft",
-                                           range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
-                                           scope=scope, run=i))
+        for path in dict.fromkeys(paths):  # a trace of several engines is opened and read once for all its models
+            js = [j for j, p in enumerate(paths) if p == path]
+            with open_trace(path) as trace:
+                for j, ranges in zip(js, scoped_reads(trace, range_name, [sc[j] for j in js], path)):
+                    per_model[j].append(model_of(trace, ranges, path=path, name=names[j],
+                                                 role="target" if j == 0 else "draft", range_name=range_name,
+                                                 skip_ranges=skip_ranges, output_len=output_len, scope=sc[j], run=i))
     models = [_merge_runs(ms) for ms in per_model]
     return _assemble(models, names, [], None, alphas, alpha_note, alpha_cis, seed, output_len)
