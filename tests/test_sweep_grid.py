@@ -245,5 +245,5 @@ def test_a_control_character_at_the_end_of_a_long_path_stays_in_the_error(tmp_pa
     deep = tmp_path / ("d" * 120) / "draft.sqlite"
     path = tmp_path / "m.csv"
     path.write_text(f"target,drafts\nt.sqlite,{deep}\0x\n")
-    with pytest.raises(InputError, match=r"drafts …'.*\\x00x'… holds a control character|drafts …'.*\\x00x' holds"):
+    with pytest.raises(InputError, match=r"drafts '….*/draft\.sqlite\\x00x' holds a control character"):
         read_manifest(path)

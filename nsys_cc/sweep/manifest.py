@@ -156,7 +156,8 @@ def _around_control(v: str) -> str:
     i = next(n for n, ch in enumerate(v) if not ch.isprintable())
     start = max(0, i - 30)
     part = repr(v[start:i + 10])
-    return ("…" if start else "") + part + ("…" if i + 10 < len(v) else "")
+    quote, inside = part[0], part[1:-1]  # the marks go inside the quotes: the text is still one quoted value
+    return quote + ("…" if start else "") + inside + ("…" if i + 10 < len(v) else "") + quote
 
 
 def _whole(v) -> int:
