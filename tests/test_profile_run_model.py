@@ -112,6 +112,35 @@ def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch):
     assert "# nsys failed to start (exit 1, QuadDCommon::SystemException); retrying" in run.files.log.read_text()
 
 
+# What CI saw once: nsys 2022.4 wrote only "End of file" to stderr and exited 1 before the program ran.
+EOF_START = FLAKY_START.replace(
+    "print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>') if first else None",
+    "print('End of file', file=sys.stderr) if first else None")
+
+
+def test_nsys_saying_only_end_of_file_is_a_failed_start_and_is_retried(tmp_path, monkeypatch):
+    monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)
+    run = _run(tmp_path, EOF_START, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert (run.status, run.reason) == ("done", "")
+    assert (tmp_path / "m.tried").read_text() == "xx"
+    assert "# nsys failed to start (exit 1, End of file); retrying" in run.files.log.read_text()
+
+
+@pytest.mark.parametrize(("rc", "output", "sign"), [
+    (1, "$ nsys profile …\nEnd of file\n", "End of file"),
+    (1, "\nEnd of file\n\n", "End of file"),
+    (1, "Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>\n", "QuadDCommon::SystemException"),
+    (1, "RuntimeException: Local Endpoint is not available\n", "Local Endpoint is not available"),
+    (0, "End of file\n", None),  # it succeeded
+    (1, "INFO vLLM starting\nEnd of file\n", None),  # the program ran and printed it: its own failure
+    (1, "RuntimeError: engine core died\n", None),
+    (1, "", None),
+])
+def test_the_signs_of_nsys_failing_to_start(rc, output, sign):
+    assert process.nsys_start_failure(rc, output) == sign
+
+
 def test_other_failures_are_not_retried(tmp_path):
     once = ("import os, sys; open(os.environ['NSYS_CC_TEST_TRIED'], 'a').write('x'); "
             "sys.exit('RuntimeError: engine core died')")

@@ -116,10 +116,25 @@ NSYS_START_FAILURE = "QuadDCommon::SystemException"
 # The same race seen as a RuntimeException from nsys's ClientProxy before the program starts (many nsys sessions at
 # once, e.g. a sweep on a busy machine).
 NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
+# And, rarely, as nsys writing nothing but "End of file" and exiting 1 before the program wrote a line (CI, two
+# sessions starting in the same second). Only that whole output counts: a program may print the words itself.
+NSYS_START_EOF = "End of file"
 START_RETRIES = 2
 # Pause before the n-th retry (n = 1, 2): n × this, so that the other session gets going first.
 START_RETRY_PAUSE_S = 1.0
 R = TypeVar("R")
+
+
+def nsys_start_failure(rc: int, output: str) -> str | None:
+    """What shows that `nsys profile` failed before it started the program (exit `rc`, everything it and the program
+    wrote: `output`; lines starting `$ ` are our own log's command lines), or None when it started or succeeded."""
+    if rc == 0:
+        return None
+    for marker in NSYS_START_FAILURES:
+        if marker in output:
+            return marker
+    said = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith("$ ")]
+    return NSYS_START_EOF if said == [NSYS_START_EOF] else None
 
 
 def retry_nsys_start(attempt: Callable[[], R], start_failed: Callable[[R], bool],
@@ -145,9 +160,8 @@ def profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path,
 
     rc, _ = retry_nsys_start(
         attempt,
-        lambda r: r[0] != 0 and any(f in r[1] for f in NSYS_START_FAILURES),
-        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, "
-                            f"{next(f for f in NSYS_START_FAILURES if f in r[1])}); retrying\n"),
+        lambda r: nsys_start_failure(*r) is not None,
+        lambda r: log.write(f"# nsys failed to start (exit {r[0]}, {nsys_start_failure(*r)}); retrying\n"),
     )
     return rc
 

@@ -87,8 +87,9 @@ profile() {
     rc=$?
     tr '\r' '\n' < "$work/$name.log" | grep -v '^\[\|^Processing\|^Importing\|^ *$'  # progress bars out
     # nsys 2022.4 sometimes fails to start when another nsys session starts at the same moment: start it again.
-    if ((rc != 0)) && [ ! -f "$work/$name.qdstrm" ] && grep -q "SystemException\|Local Endpoint is not available" \
-        "$work/$name.log"; then
+    # Its signs: nsys_cc.launch.process.nsys_start_failure (an exception of nsys's, or nothing but "End of file").
+    if ((rc != 0)) && [ ! -f "$work/$name.qdstrm" ] && { grep -q "SystemException\|Local Endpoint is not available" \
+        "$work/$name.log" || [ "$(grep -v '^ *$' "$work/$name.log")" = "End of file" ]; }; then
       echo "nsys failed to start (attempt $attempt); again"; sleep "$attempt"; continue
     fi
     break
