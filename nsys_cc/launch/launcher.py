@@ -59,8 +59,8 @@ from .resume import ATTEMPTS_DIR, TRACE_SET, is_complete, staged
 __all__ = [
     "ATTEMPTS_DIR", "DEFAULT_TIMEOUT_S", "NSYS_START_FAILURE", "TRACE_SET", "ModelRun", "ProfileRun",
     "SpeculativeTrace", "analyse", "analyze", "check_speculate_ranks", "dry_run", "failure_notes", "failure_reason",
-    "is_complete", "nsys_start_failure", "parse_gammas", "parse_speculative_config", "plan", "preflight", "profile", "require_nsys",
-    "retry_nsys_start", "run_model", "speculative_runs", "staged", "uses_gpu", "write_status",
+    "is_complete", "nsys_start_failure", "parse_gammas", "parse_speculative_config", "plan", "preflight", "profile",
+    "require_nsys", "retry_nsys_start", "run_model", "speculative_runs", "staged", "uses_gpu", "write_status",
 ]
 
 DEFAULT_TIMEOUT_S = 1800
