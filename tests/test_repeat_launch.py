@@ -301,3 +301,42 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
     (x / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
     with pytest.raises(InputError, match="two runs would both be labelled 'x.spec-g1'"):
         repeat.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
+
+
+def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_again(tmp_path, fake_runs,
+                                                                                      monkeypatch):
+    """The pooled analysis reads each run's trace once; the forward-share check then measures each run's models as
+    that run saw them (its forwards, its iterations, its bench JSON), not run 1's iterations for every run."""
+    import os
+    from collections import Counter
+
+    from nsys_cc.analysis.coefficient import load_model
+    from nsys_cc.launch import check
+    from nsys_cc.trace.reader import ExportTrace
+
+    opens: Counter = Counter()
+    init = ExportTrace.__init__
+
+    def counting_init(self, path, sqlite_path):
+        opens[os.path.realpath(path)] += 1
+        init(self, path, sqlite_path)
+
+    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
+    outcome = _profile(tmp_path)
+    ks = range(1, repeat.DEFAULT_REPEAT + 1)
+    traces = [tmp_path / f"run-{k}" / "trace.sqlite" for k in ks]
+    assert dict(opens) == {os.path.realpath(t): 1 for t in traces}
+    monkeypatch.setattr(ExportTrace, "__init__", init)
+    share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
+    assert sorted((row["run"], row["model"]) for row in share) == sorted(
+        (k, label) for k in ks for label in (TARGET, *DRAFTS))
+    # each row against the same model read from its run's trace alone (the fixture runs differ run to run)
+    for row in share:
+        run_dir = tmp_path / f"run-{row['run']}"
+        alone = check.model_share(load_model(run_dir / "trace.sqlite", name=row["model"], role="model",
+                                             scope=row["model"]), run_dir / f"{row['model']}.bench.json")
+        for key in ("iterations", "forward_ms", "latency_ms", "nvtx_iteration_ms", "forward_share"):
+            assert row[key] == pytest.approx(round(alone[key], 3)), (row, key)
+    per_run = {row["run"]: row["nvtx_iteration_ms"] for row in share if row["model"] == TARGET}
+    assert len(set(per_run.values())) > 1  # the three fixture runs' iterations really differ
+    assert outcome.result is not None

@@ -95,6 +95,19 @@ def load_model(
                         range_name=range_name, skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
 
 
+def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], scopes: Sequence[str | None],
+                    range_name: str = DEFAULT_RANGE, skip_ranges: int | None = None, output_len: int | None = None,
+                    run: int = 0) -> list[ModelForwards]:
+    """`load_model` for several engines of one trace (`names`, `roles`, `scopes` side by side): the trace opened once
+    and its ranges read once for all of them (`scoped_reads`)."""
+    path = os.fspath(path)
+    with open_trace(path) as trace:
+        return [model_of(trace, ranges, path=path, name=name, role=role, range_name=range_name,
+                         skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
+                for name, role, scope, ranges in zip(names, roles, scopes,
+                                                     scoped_reads(trace, range_name, scopes, path))]
+
+
 def scoped_ranges(trace, range_name: str, scope: str | None, path: str) -> pd.DataFrame:
     """`ranges.marked_ranges` of the open trace; of one engine's windows only when `scope` names it (`scope`)."""
     (ranges,) = scoped_reads(trace, range_name, [scope], path)
@@ -181,7 +194,7 @@ def model_of(
                          has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                          speculative=draft_range_of(ranges) is not None,
-                         iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)))
+                         iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)).assign(run=run))
 
 
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
@@ -604,9 +617,10 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
     warm = list(dict.fromkeys(m.warmup_note for m in per_run))
     note = warm[0] if len(warm) == 1 else "; ".join(f"run {i + 1}: {m.warmup_note}" for i, m in enumerate(per_run))
     paths = list(dict.fromkeys(m.path for m in per_run))
-    return dataclasses.replace(first, forwards=forwards, op_totals=op_totals, warmup_note=f"each of {len(per_run)} "
-                               f"runs: {note}" if len(warm) == 1 else note, path="; ".join(paths),
-                               has_cuda=all(m.has_cuda for m in per_run))
+    iterations = pd.concat([m.iterations for m in per_run], ignore_index=True)  # each row with its run, as forwards
+    note = f"each of {len(per_run)} runs: {note}" if len(warm) == 1 else note
+    return dataclasses.replace(first, forwards=forwards, op_totals=op_totals, iterations=iterations,
+                               warmup_note=note, path="; ".join(paths), has_cuda=all(m.has_cuda for m in per_run))
 
 
 @with_small_pages
@@ -669,10 +683,10 @@ def cost_coefficient_runs(
         _check_distinct(paths, [range_name] * n, sc)
         for path in dict.fromkeys(paths):  # a trace of several engines is opened and read once for all its models
             js = [j for j, p in enumerate(paths) if p == path]
-            with open_trace(path) as trace:
-                for j, ranges in zip(js, scoped_reads(trace, range_name, [sc[j] for j in js], path)):
-                    per_model[j].append(model_of(trace, ranges, path=path, name=names[j],
-                                                 role="target" if j == 0 else "draft", range_name=range_name,
-                                                 skip_ranges=skip_ranges, output_len=output_len, scope=sc[j], run=i))
+            read = models_of_trace(path, names=[names[j] for j in js], scopes=[sc[j] for j in js],
+                                   roles=["target" if j == 0 else "draft" for j in js], range_name=range_name,
+                                   skip_ranges=skip_ranges, output_len=output_len, run=i)
+            for j, model in zip(js, read):
+                per_model[j].append(model)
     models = [_merge_runs(ms) for ms in per_model]
     return _assemble(models, names, [], None, alphas, alpha_note, alpha_cis, seed, output_len)

@@ -46,8 +46,8 @@ class ModelForwards(Value):
     a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
-    `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload; empty without them), which the
-    forward-share check of `profile` pairs with vLLM's latencies.
+    `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload, run; empty without them),
+    which the forward-share check of `profile` pairs with vLLM's latencies (`of_run` for one run of a pooled model).
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
@@ -65,7 +65,7 @@ class ModelForwards(Value):
     gpu_note: str = ""
     ranks: Ranks | None = field(default=None, repr=False)
     speculative: bool = False  # the trace holds draft-model forward ranges (a speculative-decoding run)
-    # The trace's measured benchmark iterations (`nsys_cc:iteration` ranges: start_ns, end_ns, payload), by start.
+    # The trace's measured benchmark iterations (`nsys_cc:iteration` ranges: start_ns, end_ns, payload, run), by start.
     iterations: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
@@ -90,6 +90,16 @@ class ModelForwards(Value):
     def phases(self) -> list[str]:
         """The phases with at least one kept forward, in the registry's order."""
         return [p for p in PHASES if len(self.phase_rows(p))]
+
+    def of_run(self, run: int) -> ModelForwards:
+        """This model as run `run` alone saw it (a model pooled over runs by `cost_coefficient_runs` holds every
+        run's forwards and iterations, each row with its `run`): the forward-share check is per run."""
+        from dataclasses import replace
+
+        def part(frame: pd.DataFrame) -> pd.DataFrame:
+            return frame[frame["run"] == run] if "run" in frame.columns else frame
+
+        return replace(self, forwards=part(self.forwards), iterations=part(self.iterations))
 
 
 @dataclass(frozen=True, repr=False, eq=False)

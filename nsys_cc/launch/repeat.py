@@ -623,7 +623,7 @@ def _model_runs(outcome: Outcome):
 def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
             precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
     """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
-    from ..analysis.coefficient import cost_coefficient_runs, load_model
+    from ..analysis.coefficient import cost_coefficient_runs, models_of_trace
     from ..report import write_report
     from . import check
 
@@ -645,10 +645,19 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
         if spec:
             result.result = dataclasses.replace(result.result, speculative=_speculative(
                 result.result, done, labels[0], spec, options, acceptance, seed))
-        every = [*labels, *(e.label for e in spec)]
-        share = pd.concat([check.forward_share([(load_model(r.sqlite, name=label, role="model", scope=label),
-                                                 r.bench_json(label)) for label in every]).assign(run=r.index)
-                           for r in done], ignore_index=True)
+        # The forward share per run and model, from what the analysis read: the pooled models hold every run's
+        # forwards and iterations (`ModelForwards.of_run`); the speculative engines, measured by their steps, are
+        # read as models once more, all of them from one open of each run's trace.
+        pooled_models = {m.name: m for m in result.result.models}
+        spec_labels = [e.label for e in spec]
+        every = [*labels, *spec_labels]
+        tables = []
+        for i, r in enumerate(done):
+            models = [pooled_models[label].of_run(i) for label in labels]
+            if spec_labels:
+                models += models_of_trace(r.sqlite, names=spec_labels, roles=["model"] * len(spec), scopes=spec_labels)
+            tables.append(check.forward_share([(m, r.bench_json(m.name)) for m in models]).assign(run=r.index))
+        share = pd.concat(tables, ignore_index=True)
     share = share[["run", *[c for c in share.columns if c != "run"]]]
     notes += [n for r in done for n in r.notes]
     notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in every]
