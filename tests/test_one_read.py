@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import nsys_cc
+from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.trace import nvtx
@@ -109,3 +110,27 @@ def test_interleaved_runs_read_each_trace_once_for_all_its_engines(counted):
     assert len(res.runs) > 0
     opens, reads = counted
     assert once_each(opens, runs) and once_each(reads, runs)
+
+
+def test_one_trace_given_once_per_model_with_scopes_is_opened_and_read_once(counted):
+    # `analyze run run run --scope …`: the three models of one interleaved run, each by its engine's windows
+    run = FIXTURES / "interleaved" / "run-1" / "trace.sqlite"
+    labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+    res = nsys_cc.cost_coefficient(run, [run, run], scopes=labels)
+    assert [m.name for m in res.models] == labels
+    opens, reads = counted
+    assert once_each(opens, [run]) and once_each(reads, [run])
+    # each model is still its own engine's: the same forwards as a model read alone by its scope
+    for model in res.models:
+        alone = load_model(run, name=model.name, role=model.role, scope=model.name)
+        assert list(model.forwards["start_ns"]) == list(alone.forwards["start_ns"])
+
+
+def test_one_trace_read_for_two_range_names_is_opened_once(counted):
+    # a trace against itself, forwards against the iterations that hold them: one open, one read per range name
+    trace = VLLM / "tiny-llama-target.sqlite"
+    res = nsys_cc.cost_coefficient(trace, trace, names=["iteration", "forward"],
+                                   range_name=["nsys_cc:iteration", "model_executable()"])
+    assert [m.range_name for m in res.models] == ["nsys_cc:iteration", "model_executable()"]
+    opens, reads = counted
+    assert once_each(opens, [trace]) and dict(reads) == {os.path.realpath(trace): 2}

@@ -521,30 +521,51 @@ def cost_coefficient(
     spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
     range_notes: list[str] = []
-    for i, (path, label, name_of_range, scope) in enumerate(zip(paths, labels, range_names, sc)):
+    for path, group in _same_trace(paths).items():  # a trace given once per model (scopes) is opened once for all
         with open_trace(path) as trace:
-            ranges = scoped_ranges(trace, name_of_range, scope, path)
-            name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
-            range_notes += [range_note] if range_note else []
-            metrics_path = by_path.get(os.path.realpath(path))
-            with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
-            if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
-                              and spec_mod.proposes_without_model(path, metrics_path)):
-                run = spec_mod.load_run(path, label, "", name_of_range, metrics_path,
-                                        ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
-                spec_runs[i] = run, with_model
-            else:
-                if i > 0:
-                    _refuse_mislabelled(path, label, spec_metrics)
-                loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
-                                     range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
-                                     scope=scope)
-            if i == 0:
-                target_markers = steps_mod.markers_of(ranges, name_of_range)
-            del ranges
+            reads = _group_reads(trace, path, group, range_names, sc)
+            for i in group:
+                ranges, label, name_of_range, scope = reads.pop(i), labels[i], range_names[i], sc[i]
+                name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
+                range_notes += [range_note] if range_note else []
+                metrics_path = by_path.get(os.path.realpath(path))
+                with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
+                if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
+                                  and spec_mod.proposes_without_model(path, metrics_path)):
+                    run = spec_mod.load_run(path, label, "", name_of_range, metrics_path,
+                                            ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
+                    spec_runs[i] = run, with_model
+                else:
+                    if i > 0:
+                        _refuse_mislabelled(path, label, spec_metrics)
+                    loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
+                                         range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
+                                         scope=scope)
+                if i == 0:
+                    target_markers = steps_mod.markers_of(ranges, name_of_range)
+                del ranges
     models = [loaded[i] for i in sorted(loaded)]
     return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
                      alpha_note, alpha_cis, seed, output_len, range_notes)
+
+
+def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
+    """The models' indexes per trace path, in the order the paths first come."""
+    groups: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        groups.setdefault(os.fspath(path), []).append(i)
+    return groups
+
+
+def _group_reads(trace, path: str, group: Sequence[int], range_names: Sequence[str],
+                 scopes: Sequence[str | None]) -> dict[int, pd.DataFrame]:
+    """The ranges of each model in `group` (indexes of the models of one open trace): one read for all the models
+    that look for the same range name (`scoped_reads`), each its engine's part."""
+    out: dict[int, pd.DataFrame] = {}
+    for name in dict.fromkeys(range_names[i] for i in group):
+        js = [i for i in group if range_names[i] == name]
+        out.update(zip(js, scoped_reads(trace, name, [scopes[i] for i in js], path)))
+    return out
 
 
 def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list[tuple[float, float] | None]:
