@@ -340,3 +340,54 @@ def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_a
     per_run = {row["run"]: row["nvtx_iteration_ms"] for row in share if row["model"] == TARGET}
     assert len(set(per_run.values())) > 1  # the three fixture runs' iterations really differ
     assert outcome.result is not None
+
+
+def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, monkeypatch):
+    """The speculative branch of the interleaved analysis (fixtures/interleaved/spec: two real runs with γ 1–3
+    engines): every engine, speculative ones too, gets each run's own forward-share row, as it reads alone."""
+    import os
+    from collections import Counter
+
+    from nsys_cc.analysis.coefficient import load_model
+    from nsys_cc.launch import check
+    from nsys_cc.trace.reader import ExportTrace
+
+    spec = FIXTURES / "interleaved" / "spec"
+    labels = [TARGET, DRAFTS[1], *(f"{DRAFTS[1]}.spec-g{g}" for g in (1, 2, 3))]
+
+    def fake_execute(run, engines, attempt, *, gpu, timeout):
+        assert [e.label for e in engines] == labels
+        shutil.rmtree(run.dir, ignore_errors=True)
+        shutil.copytree(spec / f"run-{run.index}", run.dir)
+        run.engines = {e.label: "done" for e in engines}
+        run.machine = {"before": QUIET, "after": QUIET}
+        (run.dir / "done.json").write_text(json.dumps({"commands": run.commands.shell(), "machine": run.machine,
+                                                       "engines": run.engines}))
+        run.status = "done"
+
+    monkeypatch.setattr(repeat, "execute", fake_execute)
+    monkeypatch.setattr(process, "preflight", lambda nsys: [])
+    monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
+    opens: Counter = Counter()
+    init = ExportTrace.__init__
+
+    def counting_init(self, path, sqlite_path):
+        opens[os.path.realpath(path)] += 1
+        init(self, path, sqlite_path)
+
+    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
+    options = BenchOptions(input_len=64, output_len=6, batch_size=1, warmup_iters=1, iters=2)
+    outcome = repeat.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
+                             replicas=1)
+    assert outcome.result is not None and outcome.result.speculative is not None
+    # the pooled analysis, the speculative steps and the speculative engines' share models: three opens per run
+    assert dict(opens) == {os.path.realpath(tmp_path / f"run-{k}" / "trace.sqlite"): 3 for k in (1, 2)}
+    monkeypatch.setattr(ExportTrace, "__init__", init)
+    share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
+    assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in (1, 2) for lb in labels)
+    for row in share:
+        run_dir = tmp_path / f"run-{row['run']}"
+        alone = check.model_share(load_model(run_dir / "trace.sqlite", name=row["model"], role="model",
+                                             scope=row["model"]), run_dir / f"{row['model']}.bench.json")
+        for key in ("iterations", "forward_ms", "latency_ms", "forward_share"):
+            assert row[key] == pytest.approx(round(alone[key], 3)), (row, key)
