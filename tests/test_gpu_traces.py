@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, raw_sql
+from conftest import REPO, raw_sql, run_nsys_profile
 from nsys_cc.analysis.coefficient import cost_coefficient
 
 SCRIPTS = REPO / "scripts" / "gpu_traces"
@@ -45,9 +45,8 @@ def test_nvtx_ctypes_records_ranges_with_payloads_under_nsys(tmp_path, nsys_bin)
             NVTX.push("no payload"); NVTX.pop()
         print(NVTX.status)
     """))
-    done = subprocess.run([nsys_bin, "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true", "-o",
-                           str(tmp_path / "r"), sys.executable, str(program)], capture_output=True, text=True,
-                          timeout=300)
+    done = run_nsys_profile([nsys_bin, "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true", "-o",
+                             str(tmp_path / "r"), sys.executable, str(program)], timeout=300)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "attached to " in done.stdout
     rows = raw_sql(_export(nsys_bin, tmp_path / "r.nsys-rep"), NAMES)
