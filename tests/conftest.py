@@ -211,3 +211,29 @@ def run_nsys_profile(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[st
         lambda: subprocess.run(cmd, capture_output=True, text=True, **kwargs),
         lambda done: nsys_start_failure(done.returncode, done.stdout + done.stderr) is not None,
     )
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """(opens, reads): per real path, how many times a trace was opened (at the reader's constructor) and its NVTX
+    ranges were read (at `nsys_cc.trace.nvtx.read_ranges`, the one function that runs the NVTX query)."""
+    from collections import Counter
+
+    from nsys_cc.trace import nvtx
+    from nsys_cc.trace.reader import ExportTrace
+
+    opens: Counter = Counter()
+    reads: Counter = Counter()
+    init, read = ExportTrace.__init__, nvtx.read_ranges
+
+    def counting_init(self, path, sqlite_path):
+        opens[os.path.realpath(path)] += 1
+        init(self, path, sqlite_path)
+
+    def counting_read(trace, *args, **kwargs):
+        reads[os.path.realpath(trace.path)] += 1
+        return read(trace, *args, **kwargs)
+
+    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
+    monkeypatch.setattr(nvtx, "read_ranges", counting_read)
+    return opens, reads

@@ -10,37 +10,13 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import pytest
-
 import nsys_cc
 from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
-from nsys_cc.trace import nvtx
-from nsys_cc.trace.reader import ExportTrace
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VLLM, SPEC, TP = FIXTURES / "vllm", FIXTURES / "spec", FIXTURES / "tp"
-
-
-@pytest.fixture
-def counted(monkeypatch):
-    """(opens, reads): per real path, how many times a trace was opened and its NVTX ranges were read."""
-    opens: Counter = Counter()
-    reads: Counter = Counter()
-    init, read = ExportTrace.__init__, nvtx.read_ranges
-
-    def counting_init(self, path, sqlite_path):
-        opens[os.path.realpath(path)] += 1
-        init(self, path, sqlite_path)
-
-    def counting_read(trace, *args, **kwargs):
-        reads[os.path.realpath(trace.path)] += 1
-        return read(trace, *args, **kwargs)
-
-    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
-    monkeypatch.setattr(nvtx, "read_ranges", counting_read)
-    return opens, reads
 
 
 def once_each(counter: Counter, paths) -> bool:

@@ -5,6 +5,7 @@ real interleaved run (fixtures/interleaved)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 
 import pytest
@@ -303,55 +304,43 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
         repeat.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
 
 
-def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_again(tmp_path, fake_runs,
-                                                                                      monkeypatch):
-    """The pooled analysis reads each run's trace once; the forward-share check then measures each run's models as
-    that run saw them (its forwards, its iterations, its bench JSON), not run 1's iterations for every run."""
-    import os
-    from collections import Counter
-
+def _shares_as_read_alone(out, labels, runs) -> None:
+    """The report's forward-share rows: one per run and model, each equal to the same model read from that run's
+    trace alone (`load_model` by its engine's windows) against that run's bench JSON."""
     from nsys_cc.analysis.coefficient import load_model
     from nsys_cc.launch import check
-    from nsys_cc.trace.reader import ExportTrace
 
-    opens: Counter = Counter()
-    init = ExportTrace.__init__
-
-    def counting_init(self, path, sqlite_path):
-        opens[os.path.realpath(path)] += 1
-        init(self, path, sqlite_path)
-
-    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
-    outcome = _profile(tmp_path)
-    ks = range(1, repeat.DEFAULT_REPEAT + 1)
-    traces = [tmp_path / f"run-{k}" / "trace.sqlite" for k in ks]
-    assert dict(opens) == {os.path.realpath(t): 1 for t in traces}
-    monkeypatch.setattr(ExportTrace, "__init__", init)
-    share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
-    assert sorted((row["run"], row["model"]) for row in share) == sorted(
-        (k, label) for k in ks for label in (TARGET, *DRAFTS))
-    # each row against the same model read from its run's trace alone (the fixture runs differ run to run)
+    share = json.loads((out / "report.json").read_text())["forward_share"]
+    assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in runs for lb in labels)
     for row in share:
-        run_dir = tmp_path / f"run-{row['run']}"
+        run_dir = out / f"run-{row['run']}"
         alone = check.model_share(load_model(run_dir / "trace.sqlite", name=row["model"], role="model",
                                              scope=row["model"]), run_dir / f"{row['model']}.bench.json")
         for key in ("iterations", "forward_ms", "latency_ms", "nvtx_iteration_ms", "forward_share"):
             assert row[key] == pytest.approx(round(alone[key], 3)), (row, key)
-    per_run = {row["run"]: row["nvtx_iteration_ms"] for row in share if row["model"] == TARGET}
-    assert len(set(per_run.values())) > 1  # the three fixture runs' iterations really differ
+
+
+def _per_trace(out, runs, n: int) -> dict[str, int]:
+    return {os.path.realpath(out / f"run-{k}" / "trace.sqlite"): n for k in runs}
+
+
+def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_again(tmp_path, fake_runs, counted):
+    """The pooled analysis reads each run's trace once; the forward-share check then measures each run's models as
+    that run saw them (its forwards, its iterations, its bench JSON), not run 1's iterations for every run."""
+    outcome = _profile(tmp_path)
     assert outcome.result is not None
+    runs = range(1, repeat.DEFAULT_REPEAT + 1)
+    assert dict(counted[0]) == _per_trace(tmp_path, runs, 1)
+    _shares_as_read_alone(tmp_path, [TARGET, *DRAFTS], runs)
+    share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
+    per_run = {row["run"]: row["nvtx_iteration_ms"] for row in share if row["model"] == TARGET}
+    assert len(set(per_run.values())) > 1  # the fixture runs' iterations really differ
 
 
-def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, monkeypatch):
+def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, monkeypatch,
+                                                                                            counted):
     """The speculative branch of the interleaved analysis (fixtures/interleaved/spec: two real runs with γ 1–3
     engines): every engine, speculative ones too, gets each run's own forward-share row, as it reads alone."""
-    import os
-    from collections import Counter
-
-    from nsys_cc.analysis.coefficient import load_model
-    from nsys_cc.launch import check
-    from nsys_cc.trace.reader import ExportTrace
-
     spec = FIXTURES / "interleaved" / "spec"
     labels = [TARGET, DRAFTS[1], *(f"{DRAFTS[1]}.spec-g{g}" for g in (1, 2, 3))]
 
@@ -368,26 +357,10 @@ def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_on
     monkeypatch.setattr(repeat, "execute", fake_execute)
     monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
-    opens: Counter = Counter()
-    init = ExportTrace.__init__
-
-    def counting_init(self, path, sqlite_path):
-        opens[os.path.realpath(path)] += 1
-        init(self, path, sqlite_path)
-
-    monkeypatch.setattr(ExportTrace, "__init__", counting_init)
     options = BenchOptions(input_len=64, output_len=6, batch_size=1, warmup_iters=1, iters=2)
     outcome = repeat.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
                              replicas=1)
     assert outcome.result is not None and outcome.result.speculative is not None
     # the pooled analysis, the speculative steps and the speculative engines' share models: three opens per run
-    assert dict(opens) == {os.path.realpath(tmp_path / f"run-{k}" / "trace.sqlite"): 3 for k in (1, 2)}
-    monkeypatch.setattr(ExportTrace, "__init__", init)
-    share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
-    assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in (1, 2) for lb in labels)
-    for row in share:
-        run_dir = tmp_path / f"run-{row['run']}"
-        alone = check.model_share(load_model(run_dir / "trace.sqlite", name=row["model"], role="model",
-                                             scope=row["model"]), run_dir / f"{row['model']}.bench.json")
-        for key in ("iterations", "forward_ms", "latency_ms", "forward_share"):
-            assert row[key] == pytest.approx(round(alone[key], 3)), (row, key)
+    assert dict(counted[0]) == _per_trace(tmp_path, (1, 2), 3)
+    _shares_as_read_alone(tmp_path, labels, (1, 2))
