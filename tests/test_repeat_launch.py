@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -26,9 +28,11 @@ BUSY = {**QUIET, "load_1m": 7.5}
 @pytest.fixture
 def fake_runs(monkeypatch):
     """Each run copies fixture run ((k − 1) mod 3) + 1; `plan` (a list) can make run k fail ("fail"), stop with Ctrl-C
-    ("ctrl-c") or run on a busy machine ("busy"). Returns the list of run numbers executed."""
+    ("ctrl-c") or run on a busy machine ("busy"); `source` (run number → folder) picks other fixture runs. Returns
+    the list of run numbers executed."""
     class Executed(list):
         plan: dict[int, str]
+        source: Callable[[int], Path]
 
     executed = Executed()
     plan: dict[int, str] = {}
@@ -42,9 +46,8 @@ def fake_runs(monkeypatch):
         if what == "fail":
             run.status, run.reason = "failed", "benchmark under nsys failed (exit 1): MemoryError"
             return
-        source = FIXTURES / "interleaved" / f"run-{(run.index - 1) % 3 + 1}"
         shutil.rmtree(run.dir, ignore_errors=True)
-        shutil.copytree(source, run.dir)
+        shutil.copytree(executed.source(run.index), run.dir)
         run.engines = {e.label: "done" for e in engines}
         state = BUSY if what == "busy" else QUIET
         run.machine = {"before": state, "after": state}
@@ -56,6 +59,7 @@ def fake_runs(monkeypatch):
     monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan
+    executed.source = lambda index: FIXTURES / "interleaved" / f"run-{(index - 1) % 3 + 1}"
     return executed
 
 
@@ -337,30 +341,17 @@ def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_a
     assert len(set(per_run.values())) > 1  # the fixture runs' iterations really differ
 
 
-def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, monkeypatch,
+def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, fake_runs,
                                                                                             counted):
     """The speculative branch of the interleaved analysis (fixtures/interleaved/spec: two real runs with γ 1–3
     engines): every engine, speculative ones too, gets each run's own forward-share row, as it reads alone."""
-    spec = FIXTURES / "interleaved" / "spec"
+    fake_runs.source = lambda index: FIXTURES / "interleaved" / "spec" / f"run-{index}"
     labels = [TARGET, DRAFTS[1], *(f"{DRAFTS[1]}.spec-g{g}" for g in (1, 2, 3))]
-
-    def fake_execute(run, engines, attempt, *, gpu, timeout):
-        assert [e.label for e in engines] == labels
-        shutil.rmtree(run.dir, ignore_errors=True)
-        shutil.copytree(spec / f"run-{run.index}", run.dir)
-        run.engines = {e.label: "done" for e in engines}
-        run.machine = {"before": QUIET, "after": QUIET}
-        (run.dir / "done.json").write_text(json.dumps({"commands": run.commands.shell(), "machine": run.machine,
-                                                       "engines": run.engines}))
-        run.status = "done"
-
-    monkeypatch.setattr(repeat, "execute", fake_execute)
-    monkeypatch.setattr(process, "preflight", lambda nsys: [])
-    monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     options = BenchOptions(input_len=64, output_len=6, batch_size=1, warmup_iters=1, iters=2)
     outcome = repeat.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
                              replicas=1)
     assert outcome.result is not None and outcome.result.speculative is not None
+    assert set(outcome.result.speculative.table["name"]) == set(labels[2:])
     # the pooled analysis, the speculative steps and the speculative engines' share models: three opens per run
     assert dict(counted[0]) == _per_trace(tmp_path, (1, 2), 3)
     _shares_as_read_alone(tmp_path, labels, (1, 2))
