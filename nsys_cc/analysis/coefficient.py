@@ -89,10 +89,9 @@ def load_model(
     `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
     model in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `scope`); run: the
     run number its forwards carry (`cost_coefficient_runs`)."""
-    path = os.fspath(path)
-    with open_trace(path) as trace:
-        return model_of(trace, scoped_ranges(trace, range_name, scope, path), path=path, name=name, role=role,
-                        range_name=range_name, skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
+    (model,) = models_of_trace(path, names=[name], roles=[role], scopes=[scope], range_name=range_name,
+                               skip_ranges=skip_ranges, output_len=output_len, run=run)
+    return model
 
 
 def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], scopes: Sequence[str | None],
@@ -108,14 +107,8 @@ def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str
                                                      scoped_reads(trace, range_name, scopes, path))]
 
 
-def scoped_ranges(trace, range_name: str, scope: str | None, path: str) -> pd.DataFrame:
-    """`ranges.marked_ranges` of the open trace; of one engine's windows only when `scope` names it (`scope`)."""
-    (ranges,) = scoped_reads(trace, range_name, [scope], path)
-    return ranges
-
-
 def scoped_reads(trace, range_name: str, scopes: Sequence[str | None], path: str) -> list[pd.DataFrame]:
-    """`scoped_ranges` for several models of one open trace from one read of its ranges: per scope, the ranges inside
+    """`ranges.marked_ranges` for several models of one open trace from one read: per scope, the ranges inside
     that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows)."""
     named = list(dict.fromkeys(engine_range(s) for s in scopes if s is not None))
     ranges = marked_ranges(trace, range_name, *named)
@@ -702,8 +695,7 @@ def cost_coefficient_runs(
     per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
     for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
         _check_distinct(paths, [range_name] * n, sc)
-        for path in dict.fromkeys(paths):  # a trace of several engines is opened and read once for all its models
-            js = [j for j, p in enumerate(paths) if p == path]
+        for path, js in _same_trace(paths).items():  # a trace of several engines is opened and read once for all
             read = models_of_trace(path, names=[names[j] for j in js], scopes=[sc[j] for j in js],
                                    roles=["target" if j == 0 else "draft" for j in js], range_name=range_name,
                                    skip_ranges=skip_ranges, output_len=output_len, run=i)

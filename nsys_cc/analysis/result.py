@@ -11,7 +11,7 @@ Every table a result hands out is the caller's own, and results compare by value
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -94,8 +94,6 @@ class ModelForwards(Value):
     def of_run(self, run: int) -> ModelForwards:
         """This model as run `run` alone saw it (a model pooled over runs by `cost_coefficient_runs` holds every
         run's forwards and iterations, each row with its `run`): the forward-share check is per run."""
-        from dataclasses import replace
-
         def part(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame["run"] == run] if "run" in frame.columns else frame
 
