@@ -25,6 +25,20 @@ WARMUP_RANGE = "nsys_cc:warmup"
 # Each all-reduce of vLLM's CPU build inside a forward (tensor parallel on the CPU); payload: bytes reduced.
 ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 
+# The rest of a token's work after a forward (issue 29: c is the cost of a token, not of a forward). Each range is
+# written on the thread that ran the forward, after it; the analysis ties it to the forward before it on that thread.
+# The target's logits (`compute_logits`, with any logits processing); payload: rows (positions) computed.
+LOGITS_RANGE = "nsys_cc:logits"
+# The target's sampling, or its rejection sampling in a speculative step; payload: tokens sampled (rows).
+SAMPLE_RANGE = "nsys_cc:sample"
+# A draft model's or head's logits (a proposer's `compute_logits`); payload: rows computed.
+DRAFT_LOGITS_RANGE = "nsys_cc:draft_logits"
+# A draft's sampling: the proposer's argmax or sampler over those logits; payload: tokens drafted (rows).
+DRAFT_SAMPLE_RANGE = "nsys_cc:draft_sample"
+# A model-free proposer's proposing in a step (n-gram, suffix decoding): CPU work outside any forward; payload:
+# draft tokens proposed in the step.
+PROPOSE_RANGE = "nsys_cc:propose"
+
 # The user's range (`range_name`, the CLI's `--range`) when none is given.
 DEFAULT_RANGE = FORWARD_RANGE
 
@@ -33,6 +47,9 @@ VLLM_SCOPES_ENV = "VLLM_NVTX_SCOPES_FOR_PROFILING"
 SCOPES_FORWARD = "gpu_model_runner: forward"
 # One range around all of a step's draft forwards (the proposer).
 SCOPES_DRAFT = "gpu_model_runner: draft"
+# After the forward: the logits (`compute_logits` over the sampled positions), then the sampling.
+SCOPES_POSTPROCESS = "gpu_model_runner: postprocess"
+SCOPES_SAMPLE = "gpu_model_runner: sample"
 # LLMEngine.step's scopes: get_output, then process_outputs, abort_requests, record_stats.
 SCOPES_STEP_PREFIX = "llm_engine step: "
 SCOPES_STEP = SCOPES_STEP_PREFIX + "get_output"
