@@ -35,8 +35,9 @@ SAMPLE_RANGE = "nsys_cc:sample"
 DRAFT_LOGITS_RANGE = "nsys_cc:draft_logits"
 # A draft's sampling: the proposer's argmax or sampler over those logits; payload: tokens drafted (rows).
 DRAFT_SAMPLE_RANGE = "nsys_cc:draft_sample"
-# A model-free proposer's proposing in a step (n-gram, suffix decoding): CPU work outside any forward; payload:
-# draft tokens proposed in the step.
+# A model-free proposer's proposing in a step (n-gram, suffix decoding): CPU work outside any forward; payload: the
+# requests it proposes for (an NVTX payload is fixed when the range opens, before the proposer has proposed; the
+# tokens it proposed are the next verify forward's beyond one per request).
 PROPOSE_RANGE = "nsys_cc:propose"
 
 # The user's range (`range_name`, the CLI's `--range`) when none is given.

@@ -27,6 +27,16 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   are warm-up, where N = env `NSYS_CC_WARMUP_ITERS` (default 0). Payload = number of prompts in the call
   (the batch size). The analysis drops forwards that start inside a warm-up range, by time, so this works
   when the engine (and its forwards) run in another process.
+- `nsys_cc:draft_logits` / `nsys_cc:draft_sample` after each draft forward: the proposer's logits (V1: the loaded
+  draft model's `compute_logits`, or `get_top_tokens` with local argmax reduction, called by `_sample_draft_tokens` /
+  `_greedy_sample`; V2: `compute_draft_logits` / `get_draft_top_tokens` inside `sample_draft`), then its argmax or
+  sampling, from the end of the logits to the end of the sampling call (the two never nest). Payload = rows of the
+  hidden states: requests × the positions drafted at once (1 for a proposer drafting one position per forward, γ for
+  parallel drafting), so the analysis can attribute them per token. Logits computed inside a forward range (a CUDA
+  graph replayed whole holds them) get no range of their own: they are in that range.
+- `nsys_cc:propose` around a model-free proposer's `propose` (V1 `NgramProposer`, `NgramProposerGPU`,
+  `SuffixDecodingProposer`; V2 `NgramGPUSpeculator`): its CPU work outside any forward. Payload = requests it proposes
+  for (the draft tokens it proposed are known only when it returns; the next verify forward's tokens say how many).
 - `nsys_cc:all_reduce` around each all-reduce of vLLM's CPU build (`CpuCommunicator.all_reduce`: gloo or its
   shared-memory all-reduce, tensor parallel on the CPU) made inside a forward range: on the CPU the communication is
   no GPU kernel, so this range is what shows it. Payload = bytes reduced.
@@ -90,10 +100,13 @@ from .. import live as _live
 from ..contract import (  # the names this plugin writes and reads, spelled once for the plugin and the analysis
     ALL_REDUCE_RANGE,
     DRAFT_FORWARD_RANGE,
+    DRAFT_LOGITS_RANGE,
+    DRAFT_SAMPLE_RANGE,
     ENV_PLUGIN as ENV_ENABLE,
     ENV_WARMUP_ITERS as ENV_WARMUP,
     FORWARD_RANGE,
     ITERATION_RANGE,
+    PROPOSE_RANGE,
     SCOPES_FORWARD as VLLM_SCOPES_RANGE,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
@@ -120,6 +133,8 @@ class _State(threading.local):
     steps = 0
     step_pushed = False
     counted: int | None = None  # outermost forwards seen while a CUDA graph is captured (None: not counting)
+    sampling = 0  # nested draft-sampling calls (`_draft_sampling`)
+    sample_open = False  # whether the outermost one's DRAFT_SAMPLE_RANGE is open
 
 
 _state = _State()
@@ -314,18 +329,24 @@ def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
     return True
 
 
-def _hooking_loaded_model(name: str, *, scheduled: bool, quiet: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
-    """load_model: hook the loaded `self.model`; then silence the methods `quiet` (dummy runs) where the instance's
-    own class defines them (a subclass overriding the base's method would escape a wrapper put on the base)."""
+def _hooking_loaded_model(name: str, *, scheduled: bool, quiet: tuple[str, ...] = (),
+                          also: tuple[tuple[str, Callable[[Callable], Callable]], ...] = (),
+                          model_logits: bool = False) -> Callable[[Callable], Callable]:
+    """load_model: hook the loaded `self.model`; then silence the methods `quiet` (dummy runs) and wrap each method
+    of `also` with its maker where the instance's own class defines them (a subclass overriding the base's method
+    would escape a wrapper put on the base). `model_logits`: the loaded model's own logits methods give draft-logits
+    ranges (`_hook_draft_logits`)."""
 
     def make(original: Callable) -> Callable:
         def load_model(self, *args, **kwargs):
             result = original(self, *args, **kwargs)
             hook_module(getattr(self, "model", None), name, scheduled=scheduled)
-            for attr in quiet:
+            for attr, maker in (*((a, _silenced) for a in quiet), *also):
                 owner = next((c for c in type(self).__mro__ if attr in vars(c)), None)
                 if owner is not None:
-                    _wrap(owner, attr, _silenced)
+                    _wrap(owner, attr, maker)
+            if model_logits:
+                _hook_draft_logits(getattr(self, "model", None))
             return result
 
         return load_model
@@ -412,6 +433,126 @@ def _as_graph_wrapper_call(original: Callable) -> Callable:
             _exit()
 
     return call
+
+
+# ---- the rest of a draft's token: its logits and sampling; a model-free proposer's proposing ----------------------
+#
+# A proposer computes a draft token's logits after the draft forward (V1: `self.model.compute_logits(h)` inside its
+# `_sample_draft_tokens` / `_greedy_sample`; V2: `compute_draft_logits` inside `sample_draft`) and then takes their
+# argmax (or samples). DRAFT_LOGITS_RANGE is the logits call; DRAFT_SAMPLE_RANGE runs from the end of the logits to the
+# end of the sampling call, so the two never nest and together are the whole of the proposer's sampling call. Both
+# carry the rows (positions) of the hidden states: one per request per drafted position (γ × requests when a proposer
+# computes the logits of γ positions at once). Inside a forward range (a CUDA graph being replayed holds its logits)
+# or a silenced dummy/capture call, nothing is written.
+
+
+def _rows(value: Any) -> int:
+    shape = getattr(value, "shape", None)
+    return int(shape[0]) if shape else 0
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> Any:
+    return next((a for a in (*args, *kwargs.values()) if getattr(a, "shape", None) is not None), None)
+
+
+def _draft_logits(original: Callable) -> Callable:
+    """A draft's logits (a bound `compute_logits`/`get_top_tokens` of the loaded draft model, or a speculator's
+    `compute_draft_logits`/`get_draft_top_tokens`): DRAFT_LOGITS_RANGE around it; inside a sampling call, the
+    sampling range opens when it returns."""
+
+    def logits(*args, **kwargs):
+        state = _state
+        if state.quiet or state.depth:
+            return original(*args, **kwargs)
+        rows = _rows(_first_tensor(args, kwargs))
+        if state.sample_open:  # a second logits call in one sampling call: the sampling range closes first
+            state.sample_open = False
+            _backend.pop()
+        _backend.push(DRAFT_LOGITS_RANGE, rows)
+        try:
+            out = original(*args, **kwargs)
+        finally:
+            _backend.pop()
+        if state.sampling:
+            _backend.push(DRAFT_SAMPLE_RANGE, _rows(out) or rows)
+            state.sample_open = True
+        return out
+
+    return logits
+
+
+def _draft_sampling(original: Callable) -> Callable:
+    """A proposer's sampling call (V1 `_sample_draft_tokens`, `_greedy_sample`; V2 `sample_draft`): the
+    DRAFT_SAMPLE_RANGE its logits opened closes when the outermost call returns."""
+
+    def sample(self, *args, **kwargs):
+        state = _state
+        if state.quiet or state.depth:
+            return original(self, *args, **kwargs)
+        state.sampling += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            state.sampling -= 1
+            if state.sampling == 0 and state.sample_open:
+                state.sample_open = False
+                _backend.pop()
+
+    return sample
+
+
+# The loaded draft model's own logits methods (V1 proposers call `self.model.compute_logits`; with local argmax
+# reduction `get_top_tokens`, which fuses the argmax into the logits).
+_MODEL_LOGITS = ("compute_logits", "get_top_tokens")
+
+
+def _hook_draft_logits(model: Any) -> None:
+    """Wrap the loaded draft model's logits methods on the instance (its class may be the target's, whose logits are
+    no draft's), once."""
+    if model is None:
+        return
+    for attr in _MODEL_LOGITS:
+        bound = getattr(model, attr, None)
+        if bound is None or getattr(bound, _ORIGINAL, None) is not None:
+            continue
+        wrapper = functools.wraps(bound)(_draft_logits(bound))
+        setattr(wrapper, _ORIGINAL, bound)
+        try:
+            object.__setattr__(model, attr, wrapper)
+        except (AttributeError, TypeError):  # a model with __slots__: no draft-logits ranges rather than a failed run
+            pass
+
+
+def _proposed_rows(args: tuple, kwargs: dict) -> int:
+    """Requests a model-free proposer proposes for: its sampled tokens' list (n-gram, suffix), else the input batch's
+    requests, else the first tensor's rows."""
+    sampled = kwargs.get("sampled_token_ids")
+    if sampled is None:
+        sampled = next((a for a in args if isinstance(a, list)), None)
+    if isinstance(sampled, list):
+        return len(sampled)
+    reqs = getattr(kwargs.get("input_batch", args[0] if args else None), "num_reqs", None)
+    if isinstance(reqs, int):
+        return reqs
+    return _rows(_first_tensor(args, kwargs))
+
+
+def _as_proposing(original: Callable) -> Callable:
+    """A model-free proposer's `propose` (n-gram, suffix decoding): PROPOSE_RANGE around it, payload the requests it
+    proposes for (how many tokens it proposed is known only when it returns; the next verify forward's tokens say
+    it). Dummy proposals (`dummy_run=True`) get no range."""
+
+    def propose(self, *args, **kwargs):
+        state = _state
+        if state.quiet or state.depth or kwargs.get("dummy_run"):
+            return original(self, *args, **kwargs)
+        _backend.push(PROPOSE_RANGE, _proposed_rows(args, kwargs))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _backend.pop()
+
+    return propose
 
 
 def _as_iteration(original: Callable) -> Callable:
@@ -523,12 +664,20 @@ def _patch_v2_cudagraphs(module: Any) -> bool:
             and _wrap(model, "run_fullgraph", _as_fullgraph(model)))
 
 
+# V1 proposers' sampling calls (their logits are the loaded model's, `_hook_draft_logits`).
+_V1_SAMPLING = ("_sample_draft_tokens", "_greedy_sample")
+
+
 def _patch_v1_drafter(module: Any) -> bool:
     cls = getattr(module, "SpecDecodeBaseProposer", None)
     if cls is None:
         return False
     _wrap(cls, "dummy_run", _silenced)
-    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",)))
+    for attr in _V1_SAMPLING:
+        _wrap(cls, attr, _draft_sampling)
+    return _wrap(cls, "load_model", _hooking_loaded_model(
+        DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",),
+        also=tuple((a, _draft_sampling) for a in _V1_SAMPLING), model_logits=True))
 
 
 def _patch_v1_medusa(module: Any) -> bool:
@@ -536,7 +685,7 @@ def _patch_v1_medusa(module: Any) -> bool:
     cls = getattr(module, "MedusaProposer", None)
     if cls is not None:
         _wrap(cls, "dummy_run", _silenced)
-        _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+        _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False, model_logits=True))
     return True
 
 
@@ -554,9 +703,30 @@ def _patch_v2_drafter(module: Any) -> bool:
         return False
     _wrap(cls, "capture", _silenced)
     _wrap(cls, "propose", _silenced_if_dummy)
-    # Speculators override capture and propose: the loaded instance's own ones are silenced too (dummy proposals).
+    for attr, maker in _V2_TOKEN:
+        _wrap(cls, attr, maker)
+    # Speculators override capture and propose: the loaded instance's own ones are silenced too (dummy proposals);
+    # their own logits and sampling methods (multi-module MTP's per-module logits) are wrapped as the base's.
     return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False,
-                                                          quiet=("capture",)))
+                                                          quiet=("capture",), also=_V2_TOKEN))
+
+
+# V2 speculators' logits and sampling methods (`DraftModelSpeculator.sample_draft` calls the logits).
+_V2_TOKEN = (("compute_draft_logits", _draft_logits), ("get_draft_top_tokens", _draft_logits),
+             ("sample_draft", _draft_sampling))
+
+
+def _patching_proposer(module_class: str) -> Callable[[Any], bool]:
+    """Optional: a model-free proposer's `propose` gets PROPOSE_RANGE (always True: a vLLM without the class loses
+    only these ranges)."""
+
+    def patch(module: Any) -> bool:
+        cls = getattr(module, module_class, None)
+        if cls is not None:
+            _wrap(cls, "propose", _as_proposing)
+        return True
+
+    return patch
 
 
 def _as_all_reduce(original: Callable) -> Callable:
@@ -614,6 +784,10 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.spec_decode.medusa": _patch_v1_medusa,
     "vllm.compilation.breakable_cudagraph": _patch_graph_wrapper,
     "vllm.v1.worker.gpu.spec_decode.speculator": _patch_v2_drafter,
+    "vllm.v1.spec_decode.ngram_proposer": _patching_proposer("NgramProposer"),
+    "vllm.v1.spec_decode.ngram_proposer_gpu": _patching_proposer("NgramProposerGPU"),
+    "vllm.v1.spec_decode.suffix_decoding": _patching_proposer("SuffixDecodingProposer"),
+    "vllm.v1.worker.gpu.spec_decode.ngram.speculator": _patching_proposer("NgramGPUSpeculator"),
     "vllm.entrypoints.llm": _patch_llm,
     "vllm.distributed.device_communicators.cpu_communicator": _patch_cpu_communicator,
     "vllm.v1.engine.llm_engine": _patch_llm_engine,
