@@ -74,7 +74,7 @@ def test_v1_each_draft_forward_is_followed_by_its_logits_then_its_sampling(event
     drafter.propose(3, batch=2)
     token = [(LOGITS, 2), "pop", (SAMPLE, 2), "pop"]
     assert events == [(DRAFT, 8), "pop", *token, (DRAFT, 2), "pop", *token, (DRAFT, 2), "pop", *token]
-    assert plugin._state.sampling == 0 and not plugin._state.sample_open
+    assert plugin._state.draft_sampling == 0 and not plugin._state.draft_sample_open
 
 
 def test_only_the_draft_models_logits_are_wrapped_not_its_class(events):
@@ -114,7 +114,7 @@ def test_sampling_closes_when_it_raises(events):
     with pytest.raises(RuntimeError):
         plugin._draft_sampling(lambda self, h: broken(self.model.compute_logits(h)))(drafter, torch.zeros(2, 4))
     assert events == [(LOGITS, 2), "pop", (SAMPLE, 2), "pop"]
-    assert plugin._state.sampling == 0 and not plugin._state.sample_open
+    assert plugin._state.draft_sampling == 0 and not plugin._state.draft_sample_open
 
 
 def test_logits_inside_a_forward_range_add_nothing(events):
