@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Regenerate fixtures/spec/ with the real nsys and vLLM's CPU build: speculative decoding traces (issue 12).
 # Called by scripts/make_fixtures.sh; run it alone with `scripts/make_spec_fixtures.sh [OUT_DIR] [PART…]`,
-# PART one of tiny, pair, scopes, batch, ngram (default: all five). What each file is: fixtures/spec/README.md.
+# PART one of tiny, pair, scopes, batch, ngram, heads (default: all six). What each file is: fixtures/spec/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fixtures/spec}
 shift || true
-parts=${*:-tiny pair scopes batch ngram}
+parts=${*:-tiny pair scopes batch ngram heads}
 py=${PY:-.venv/bin/python}
 nsys_cc=(env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -c 'import sys; from nsys_cc.cli import main; main(sys.argv[1:])')
 nsys=$("$py" -c 'from nsys_cc.trace.nsys import require_nsys; print(require_nsys())')
@@ -85,7 +85,24 @@ for part in $parts; do
     mkdir -p "$out/ngram"
     out=$out/ngram keep "$work/ngram" pair-target ngram.spec-g3
     ;;
-  *) echo "unknown part $part (tiny, pair, scopes, batch, ngram)" >&2; exit 2 ;;
+  heads)
+    # 6. The methods servers run (issue 29): drafters on the target's hidden states, with no standalone run. The
+    # shipped EAGLE head on tiny-llama-target at γ = 1 and 3 (its plain target beside it), the EAGLE-3 head at γ = 3,
+    # and MTP at γ = 3 with tiny-mimo-target (a target with one MTP layer of its own; its plain run beside it).
+    # Short runs (dummy weights: α = 0), in one folder each profile left.
+    hbench=(--input-len 32 --output-len 16 --batch-size 1 --num-iters-warmup 1 --num-iters 2 --nsys-trace nvtx --device cpu)
+    "${nsys_cc[@]}" profile --target tiny-llama-target --speculative-config '{"method": "eagle"}' --speculate 1,3 \
+      "${hbench[@]}" -o "$work/eagle" || true
+    "${nsys_cc[@]}" profile --target tiny-llama-target --speculative-config '{"method": "eagle3"}' --speculate 3 \
+      "${hbench[@]}" -o "$work/eagle3" || true
+    "${nsys_cc[@]}" profile --target tiny-mimo-target --speculative-config '{"method": "mtp"}' --speculate 3 \
+      "${hbench[@]}" -o "$work/mtp" || true
+    mkdir -p "$out/heads" "$out/heads/mtp"
+    out=$out/heads keep "$work/eagle" tiny-llama-target tiny-llama-eagle.spec-g{1,3}
+    out=$out/heads keep "$work/eagle3" tiny-llama-eagle3.spec-g3
+    out=$out/heads/mtp keep "$work/mtp" tiny-mimo-target mtp.spec-g3
+    ;;
+  *) echo "unknown part $part (tiny, pair, scopes, batch, ngram, heads)" >&2; exit 2 ;;
   esac
 done
 ls -l "$out"

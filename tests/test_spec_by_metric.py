@@ -24,6 +24,7 @@ from test_speculative import SPEC, Raw, trace
 import nsys_cc
 from conftest import FIXTURES
 from nsys_cc.analysis import spec_runs
+from nsys_cc.analysis.speculative import BY_METRIC_FIGURES
 from nsys_cc.analysis.stats import runs_median_ci, runs_ratio_of_medians
 from nsys_cc.cli import cli
 
@@ -140,7 +141,8 @@ def test_the_wall_rows_are_the_tables_figures_and_gpu_busy_heads(result):
 def test_json_carries_every_metric_of_every_run(shaped, result):
     doc = json.loads(result.render("json"))
     assert doc["speculative_metric"] == "gpu_busy"
-    keys = {k for f in FIGURES for k in (f, f"{f}_ci95")}
+    keys = {k for f in (*BY_METRIC_FIGURES, "c_standalone") for k in (f, f"{f}_ci95")}  # the token figures too
+    assert set(FIGURES) < keys
     for e in doc["speculative"]:
         assert list(e["by_metric"]) == ["wall", "gpu_span", "kernel_sum", "gpu_busy"]
         for metric, figures in e["by_metric"].items():
