@@ -16,7 +16,9 @@ mkdir -p "$out"
 
 # Every speculative fixture runs the same benchmark: 128 prompt + 32 generated tokens (decode steps dominate),
 # batch 1, few iterations and only NVTX traced so that the files stay small.
-bench=(--input-len 128 --output-len 32 --batch-size 1 --num-iters-warmup 1 --num-iters 3 --nsys-trace nvtx --device cpu)
+# One process per model (--separate-processes): each run leaves its own <label>.sqlite, as these fixtures are.
+bench=(--input-len 128 --output-len 32 --batch-size 1 --num-iters-warmup 1 --num-iters 3 --nsys-trace nvtx --device cpu
+       --separate-processes)
 
 # Copy the files of completed runs: LABEL… from DIR (the .metrics.json of speculative runs too).
 keep() {
@@ -69,7 +71,7 @@ for part in $parts; do
     # drafts, and each draft speculating at γ = 1 and 3; short prompts and outputs keep the files small.
     "${nsys_cc[@]}" profile --target tiny-llama-target --draft tiny-llama-draft-xs --draft tiny-llama-draft-s \
       --speculate 1,3 --input-len 32 --output-len 8 --batch-size 4 --num-iters-warmup 1 --num-iters 2 \
-      --nsys-trace nvtx --device cpu -o "$work/batch4" || true
+      --nsys-trace nvtx --device cpu --separate-processes -o "$work/batch4" || true
     mkdir -p "$out/batch4"
     out=$out/batch4 keep "$work/batch4" tiny-llama-target tiny-llama-draft-xs tiny-llama-draft-s \
       tiny-llama-draft-xs.spec-g{1,3} tiny-llama-draft-s.spec-g{1,3}
