@@ -44,6 +44,32 @@ forwards' work took, overlap counted once: what a step's GPU time is made of), e
 cost model and its forecast split each step on it, while the steps themselves (verify step, plain decode step, the
 measured speedup) are wall times on every metric.
 
+Tokens in place (issue 29): c prices what a model does to produce a token — its forward, its logits, its sampling
+(`steps.STEP_PARTS`: the plugin's `nsys_cc:logits`/`nsys_cc:sample` and `nsys_cc:draft_logits`/`nsys_cc:draft_sample`,
+vLLM's postprocess/sample scopes for the target in a scopes trace). Per verify step, on each metric:
+- draft token = (the step's draft forwards + their logits + their sampling) ÷ γ: what one drafted token costs, the
+  catch-up forward included; verify token = the verify forward + its logits (over its γ + 1 positions) + the
+  rejection sampling; a plain decode token = the plain run's decode forward + its logits + its sampling;
+- c_in_place = median(draft token) ÷ median(verify token), c_in_place_forward the forwards' ratio as before (per draft
+  forward ÷ verify forward); c_in_place_decode = median(draft token) ÷ median(plain decode token): the c of a head
+  (EAGLE, EAGLE-3, MTP: a drafter with no standalone run, measured against the target's decode token), and the c of
+  any draft as it costs inside the speculative steps;
+- draft_catchup_ms: the step's first draft forward, over the tokens just verified (payload `draft_catchup_tokens`),
+  where the later forwards have ranges of their own; draft_later_ms: one of the γ − 1 later forwards; a range that
+  holds several forwards (a fused multi-step graph: γ − 1; one range for the whole step: γ) is divided by the forwards
+  it holds (`steps.forwards_held`); draft_logits_ms, draft_sample_ms per drafted token; verify_/decode_logits_ms and
+  _sample_ms per step;
+- propose_ms: a model-free proposer's proposing per step (`nsys_cc:propose`: CPU time outside any forward);
+  c_propose = propose_ms ÷ the plain decode token;
+- `basis` "token" when the plain and the speculative run both have the target's logits or sampling ranges, else
+  "forward" (an older trace, a range of the user's own): every token figure is then the forwards' alone, and a note
+  says so.
+Which c prices what: `leviathan` is Thm 3.8 with c standalone (the draft's own run: on a GPU, CUDA graphs);
+`leviathan_in_place` = E(α, γ) ÷ (γ c_in_place_decode + 1 + c_propose), Thm 3.8 with what the draft (or proposer) costs
+inside the speculative steps (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly: a note says when its
+in-place cost exceeds the standalone c by IN_PLACE_GAP). A proposer without a model has c = 0, priced with its
+proposing. The cost model and the decomposition split steps into forwards and outside time as before.
+
 Decomposition (`decomposition`), multiplicative, from the ideal to the measured speedup. With D the plain decode
 step, F its forward, V the verify forward, R the step's draft time, O the step's outside time (medians), τ tokens
 per step and T the median verify step:

@@ -75,12 +75,16 @@ than it would anyway):
 - Drafts, V1: forward hooks on the model loaded by `SpecDecodeBaseProposer` (EAGLE, draft model, DFlash, …; its
   piecewise graphs call the module) or `MedusaProposer`; a draft replayed through vLLM's
   `BreakableCUDAGraphWrapper` opens its range in the wrapper. Their `dummy_run`s are silenced, also where a
-  subclass overrides it.
+  subclass overrides it. Draft logits: the loaded draft model's `compute_logits` (and `get_top_tokens`), on that
+  instance; draft sampling: `_sample_draft_tokens` and `_greedy_sample` (also where a subclass overrides them).
 - Drafts, V2: forward hooks on the model loaded by `DraftModelSpeculator` (every speculator with a model:
   standalone draft model, EAGLE/EAGLE3, MTP, multi-module MTP, Gemma4, DFlash, DSpark, …) for eager forwards,
   `run_pw_graph` for piecewise ones (named for the model it runs), and the base `CudaGraphManager.run_fullgraph` for
   their full-graph replays (named by the manager: the runner's `ModelCudaGraphManager` is the target, any other a
-  speculator's). `CudaGraphManager.capture` is wrapped to count the forwards each graph runs.
+  speculator's). `CudaGraphManager.capture` is wrapped to count the forwards each graph runs. Draft logits:
+  `compute_draft_logits` / `get_draft_top_tokens`, sampling `sample_draft` (the instance's own overrides too).
+- Model-free proposers: `propose` of V1's `NgramProposer`, `NgramProposerGPU`, `SuffixDecodingProposer` and V2's
+  `NgramGPUSpeculator` (optional: a vLLM without them loses only these ranges).
 - Not covered: V2's dual-batch overlap (`UBatchRunner`, microbatches run in threads of their own) gives one range
   per microbatch thread.
 - Steps (`vllm.v1.engine`): `LLMEngine.step` when its engine core is in-process (`InprocClient`, i.e.
