@@ -17,6 +17,8 @@ PAIRS = [(SPEC, "tiny-llama-target", "tiny-llama-draft-xs", (1, 2, 3)),
          (SPEC / "pair-a50", "pair-target-a50", "pair-draft", (1, 2, 3)),
          (SPEC / "pair-a99", "pair-target", "pair-draft", (2,))]
 SPEC_RUNS = [(folder, draft, g) for folder, _, draft, gammas in PAIRS for g in gammas]
+# The rest of a token's work (issue 29): the target's logits and sampling, the draft's.
+PARTS = ("nsys_cc:logits", "nsys_cc:sample", "nsys_cc:draft_logits", "nsys_cc:draft_sample")
 PLAIN_RUNS = [(folder, label) for folder, target, draft, _ in PAIRS for label in (target, draft)]
 
 
@@ -35,9 +37,11 @@ def _steps(sqlite: Path) -> list[dict]:
     out = []
     for _, start, end, payload, tid in steps:
         inside = [r for r in rows if start <= r[1] <= end and r[0].endswith("model_executable()")]
+        parts = [r for r in rows if start <= r[1] <= end and r[0] in PARTS]
         out.append({"payload": payload, "tid": tid, "start": start, "end": end,
                     "target": [r[3] for r in inside if r[0] == "model_executable()"],
-                    "drafts": [r[3] for r in inside if r[0] == "draft_model_executable()"]})
+                    "drafts": [r[3] for r in inside if r[0] == "draft_model_executable()"],
+                    "parts": [(r[0], r[3]) for r in parts]})
     return out
 
 
@@ -58,8 +62,7 @@ def test_plain_runs_have_one_step_per_forward(folder, label):
 def test_speculative_steps_hold_one_verify_and_gamma_draft_forwards(folder, draft, gamma):
     label = f"{draft}.spec-g{gamma}"
     steps = _steps(folder / f"{label}.sqlite")
-    iterations = [r for r in _ranges(folder / f"{label}.sqlite") if r[0].startswith("nsys_cc:")
-                  and r[0] != "nsys_cc:step"]
+    iterations = [r for r in _ranges(folder / f"{label}.sqlite") if r[0] in ("nsys_cc:warmup", "nsys_cc:iteration")]
     assert [r[0] for r in iterations] == ["nsys_cc:warmup"] * WARMUP + ["nsys_cc:iteration"] * ITERS
     per_iteration = [[s for s in steps if it[1] <= s["start"] <= it[2]] for it in iterations]
     assert sum(map(len, per_iteration)) == len(steps)  # every step lies in an iteration
@@ -70,6 +73,11 @@ def test_speculative_steps_hold_one_verify_and_gamma_draft_forwards(folder, draf
         for step in rest:
             assert step["target"] == [gamma + 1] and step["payload"] == gamma + 1  # verify γ drafts + the bonus
             assert step["drafts"] == [gamma + 2] + [1] * (gamma - 1) or step is rest[-1]
+            # the verify's logits over its γ + 1 positions and its rejection sampling, then each draft forward's
+            # logits and argmax (one position each)
+            assert step["parts"] == ([("nsys_cc:logits", gamma + 1), ("nsys_cc:sample", gamma + 1)]
+                                     + [("nsys_cc:draft_logits", 1), ("nsys_cc:draft_sample", 1)] * gamma
+                                     ) or step is rest[-1]
         # 1 + accepted tokens per step: the steps yield exactly the output length (the last may yield more).
         assert 1 + len(rest) <= OUTPUT_LEN
     assert len({s["tid"] for s in steps}) == 1
