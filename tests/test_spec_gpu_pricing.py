@@ -11,15 +11,18 @@ traces: copies of the real CPU spec-decode fixtures with known GPU work added by
 
 from __future__ import annotations
 
+import math
 import shutil
 import sqlite3
 import statistics
 
+import pandas as pd
 import pytest
 from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, steady
-from test_spec_tokens import D_LOGITS, D_SAMPLE, HEADS, SPEC, STEP, Steps, ms
+from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, SPEC, STEP, Steps, by_hand, ms
 
 import nsys_cc
+from nsys_cc.analysis import speculative as spec_mod
 from nsys_cc.analysis.speedup import expected_tokens
 
 GAMMA = 3
@@ -232,6 +235,42 @@ def test_the_printed_speedup_table_shows_both_prices(eager):
     line = next(ln for ln in text.splitlines() if ln.startswith(label + " ") and "×" in ln)
     row = res.speculative.table.set_index("name").loc[label]
     assert f"{row['predicted_leviathan_in_place']:.3g}×" in line
+
+
+@pytest.mark.parametrize("basis", ["forward", "token"])
+def test_the_in_place_note_sets_like_against_like(monkeypatch, basis):
+    """The note of (a) sets a c standalone of the forwards alone against the draft's forwards in place (÷ the plain
+    decode forward), a token's c standalone against its token in place: never a token against forwards, which on the
+    CPU fixtures alone would pass for a gap (a tiny draft's logits weigh more in its token than the target's in its).
+    A c standalone between the two ratios is given, on each basis: the note comes on the token basis only."""
+    folder, label = SPEC / "pair-a50", f"pair-draft.spec-g{GAMMA}"
+    plain = folder / "pair-target-a50.sqlite"
+    tok = by_hand(plain, folder / f"{label}.sqlite", GAMMA)["c_in_place_decode"]
+    verify = Steps(folder / f"{label}.sqlite", GAMMA).of_kind("verify")
+    fwd = (statistics.median(ms(d) for s in verify for d in s[DRAFT])
+           / statistics.median(ms(s[FWD][0]) for s in Steps(plain).of_kind("decode")))
+    assert tok > 1.05 * fwd  # the premise: the draft's token and its forwards in place differ as c's
+    c = math.sqrt(fwd * tok) / spec_mod.IN_PLACE_GAP
+    real = spec_mod.standalone_c
+    monkeypatch.setattr(spec_mod, "standalone_c",
+                        lambda coefficients: {k: spec_mod.StandaloneC((c, c, c), basis) for k in real(coefficients)})
+    res = nsys_cc.cost_coefficient(plain, [folder / "pair-draft.sqlite", folder / f"{label}.sqlite"])
+    noted = [n for n in res.speculative.notes if n.startswith(f"{label}: its draft costs")]
+    if basis == "forward":
+        assert noted == []
+    else:
+        assert len(noted) == 1 and f"{tok / c:.2g}× its standalone c" in noted[0] and "token)" in noted[0]
+
+
+def test_standalone_c_carries_the_basis_of_its_row():
+    """`standalone_c` of a coefficients table: a row's `basis` where the table has one, else the forwards'."""
+    rows = [{"draft": "d", "metric": "wall", "phase": "decode", "c": 0.2, "ci_low": 0.1, "ci_high": 0.3},
+            {"draft": "d", "metric": "wall", "phase": "prefill", "c": 0.5, "ci_low": 0.4, "ci_high": 0.6}]
+    old = spec_mod.standalone_c(pd.DataFrame(rows))
+    assert old == {("d", "wall"): (0.2, 0.1, 0.3)} and old[("d", "wall")].basis == "forward"
+    new = spec_mod.standalone_c(pd.DataFrame([{**r, "basis": "token"} for r in rows]))
+    assert new[("d", "wall")] == (0.2, 0.1, 0.3) and new[("d", "wall")].basis == "token"
+    assert spec_mod.standalone_c(pd.DataFrame([{**rows[0], "basis": "forward"}]))[("d", "wall")].basis == "forward"
 
 
 def test_the_catch_up_and_later_forwards_on_cpu_fixtures_differ_in_payload_only():

@@ -67,8 +67,9 @@ vLLM's postprocess/sample scopes for the target in a scopes trace). Per verify s
 Which c prices what: `leviathan` is Thm 3.8 with c standalone (the draft's own run: on a GPU, CUDA graphs);
 `leviathan_in_place` = E(α, γ) ÷ (γ c_in_place_decode + 1 + c_propose), Thm 3.8 with what the draft (or proposer) costs
 inside the speculative steps (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly: a note says when its
-in-place cost exceeds the standalone c by IN_PLACE_GAP). A proposer without a model has c = 0, priced with its
-proposing. The cost model and the decomposition split steps into forwards and outside time as before.
+in-place cost exceeds the standalone c by IN_PLACE_GAP, on the standalone c's basis: `StandaloneC`). A proposer without
+a model has c = 0, priced with its proposing. The cost model and the decomposition split steps into forwards and outside
+time as before.
 
 Decomposition (`decomposition`), multiplicative, from the ideal to the measured speedup. With D the plain decode
 step, F its forward, V the verify forward, R the step's draft time, O the step's outside time (medians), τ tokens
@@ -681,24 +682,46 @@ def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tu
     if math.isnan(figures["draft_catchup_ms"][0]) and not run.steps.draft_forwards.empty:
         out.append(f"{run.name}: one draft range per step holds all its forwards: the catch-up forward (over the "
                    "tokens just verified) cannot be told from the later ones")
-    c_decode = figures["c_in_place_decode"][0]
+    # Like with like: the draft's token in place against a token's c standalone; its forwards in place (÷ the plain
+    # decode forward) against a c standalone of the forwards alone (a coefficients table without token figures).
+    if basis == "token" and getattr(standalone, "basis", "forward") == "token":
+        c_decode, what = figures["c_in_place_decode"][0], "token"
+    else:
+        d_fwd, decode_fwd = figures["draft_forward_ms"][0], figures["decode_ms"][0]
+        c_decode = d_fwd / decode_fwd if decode_fwd > 0 else math.nan
+        what = "forwards"
     if math.isfinite(standalone[0]) and math.isfinite(c_decode) and c_decode > IN_PLACE_GAP * standalone[0]:
         out.append(f"{run.name}: its draft costs {c_decode / standalone[0]:.2g}× its standalone c in place "
-                   f"({c_decode:.3g} against {standalone[0]:.3g} on {metric}): Thm 3.8 priced with c standalone "
-                   "(leviathan) is optimistic for these steps; leviathan_in_place prices them with what they cost "
-                   "here (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly while its standalone run "
-                   "uses CUDA graphs)")
+                   f"({c_decode:.3g} against {standalone[0]:.3g} on {metric}, {what}): Thm 3.8 priced with c "
+                   "standalone (leviathan) is optimistic for these steps; leviathan_in_place prices them with what "
+                   "they cost here (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly while its "
+                   "standalone run uses CUDA graphs)")
     if math.isnan(c_propose):
         out.append(f"{run.name}: a proposer without a draft model and no proposing ranges (an older trace): its "
                    "proposing cost is unknown, leviathan_in_place left out")
     return out
 
 
+class StandaloneC(tuple):
+    """(c, low, high) of a plain draft run's decode phase, and `basis`: "token" when that c prices a token (its
+    coefficients row says so), "forward" when it is the forwards' alone. A plain tuple reads as "forward"."""
+
+    basis: str
+
+    def __new__(cls, values: tuple[float, float, float], basis: str = "forward") -> StandaloneC:
+        self = super().__new__(cls, values)
+        self.basis = basis
+        return self
+
+
 def standalone_c(coefficients: pd.DataFrame) -> dict[str | tuple[str, str], tuple[float, float, float]]:
-    """(c, low, high) per (draft, metric) of a coefficients table's decode phase: `analyze_speculative`'s
-    c_standalone."""
+    """(c, low, high) per (draft, metric) of a coefficients table's decode phase (`StandaloneC`, with the row's
+    `basis` where the table has one): `analyze_speculative`'s c_standalone."""
     decode = coefficients[coefficients["phase"] == DECODE]
-    return {(str(r.draft), str(r.metric)): (float(r.c), float(r.ci_low), float(r.ci_high))
+    has_basis = "basis" in decode
+    return {(str(r.draft), str(r.metric)): StandaloneC(
+                (float(r.c), float(r.ci_low), float(r.ci_high)),
+                "token" if has_basis and r.basis == "token" else "forward")
             for r in decode.itertuples()}
 
 
