@@ -19,7 +19,7 @@ import statistics
 import pandas as pd
 import pytest
 from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, steady
-from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, SPEC, STEP, Steps, by_hand, ms
+from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, PROPOSE, SPEC, STEP, Steps, by_hand, ms, total
 
 import nsys_cc
 from nsys_cc.analysis import speculative as spec_mod
@@ -279,3 +279,36 @@ def test_the_catch_up_and_later_forwards_on_cpu_fixtures_differ_in_payload_only(
         payloads = [d[3] for d in step[DRAFT]]
         assert payloads[0] > 1 and payloads[1:] == [1] * (GAMMA - 1)
         assert all(ms(d) > 0 for d in step[DRAFT])
+
+
+# ---- suffix decoding: refused by vLLM's CPU build, so on a GPU-shaped trace only ------------------------------------
+
+def test_suffix_decodings_proposing_is_priced_on_a_gpu_shaped_trace(tmp_path):
+    """vLLM's CPU build refuses suffix decoding (it needs Arctic Inference; `profile` says so, test_spec_heads), so
+    its analysis is tested here only: the real n-gram run as a suffix run would be recorded (`suffix.spec-g3`: a
+    model-free proposer, its proposing in `nsys_cc:propose`), with GPU work for every target forward. The proposing
+    launches nothing (a suffix tree lives on the CPU): on gpu_busy it adds 0 and Thm 3.8 in place is E(α, γ) ÷ 1; on
+    wall it is the proposer's CPU time per step, priced against the wall decode token."""
+    folder, label = SPEC / "ngram", "suffix.spec-g3"
+    plan = steady(0.8, launches=4, names=(FORWARD,))
+    plain = add_gpu_work(folder / "pair-target.sqlite", tmp_path / "pair-target.sqlite", plan, names=(FORWARD,))
+    run = add_gpu_work(folder / "ngram.spec-g3.sqlite", tmp_path / f"{label}.sqlite", plan, names=(FORWARD,))
+    shutil.copy(folder / "ngram.spec-g3.metrics.json", tmp_path / f"{label}.metrics.json")
+    res = nsys_cc.cost_coefficient(plain.path, [run.path])
+    spec = res.speculative
+    assert spec.metric == "gpu_busy"
+    row = spec.table.set_index("name").loc[label]
+    assert row["draft"] == "suffix"
+    verify = Steps(run.path, GAMMA).of_kind("verify")
+    proposing = statistics.median(total(s, PROPOSE) for s in verify)
+    assert proposing > 0 and row["propose_ms"] == pytest.approx(proposing, rel=1e-9)
+    rows = spec.by_metric.set_index(["name", "metric"])
+    busy, wall = rows.loc[(label, "gpu_busy")], rows.loc[(label, "wall")]
+    assert busy["propose_ms"] == 0.0 and busy["c_in_place_decode"] == 0.0 and busy["draft_token_ms"] == 0.0
+    decode_busy = _busy(plain, FORWARD)
+    decode = [decode_busy[(s[FWD][0][1], s[FWD][0][2])] for s in Steps(plain.path).of_kind("decode")]
+    assert busy["decode_token_ms"] == pytest.approx(statistics.median(decode), rel=1e-9)  # logits, sampling: 0
+    assert row["c_propose"] == 0.0
+    assert row["predicted_leviathan_in_place"] == pytest.approx(float(expected_tokens(row["alpha"], GAMMA)), rel=1e-12)
+    assert wall["propose_ms"] == pytest.approx(proposing, rel=1e-9)
+
