@@ -19,7 +19,7 @@ import statistics
 import pandas as pd
 import pytest
 from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, steady
-from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, PROPOSE, SPEC, STEP, Steps, by_hand, ms, total
+from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, LOGITS, PROPOSE, SAMPLE, SPEC, STEP, Steps, ms, total
 
 import nsys_cc
 from nsys_cc.analysis import speculative as spec_mod
@@ -237,24 +237,35 @@ def test_the_printed_speedup_table_shows_both_prices(eager):
     assert f"{row['predicted_leviathan_in_place']:.3g}×" in line
 
 
+def _steps_of(path):
+    """The measured steps of a trace by hand, any batch: per step its ranges of each name, in start order."""
+    return [by for _, by in Steps(path).steps]
+
+
 @pytest.mark.parametrize("basis", ["forward", "token"])
 def test_the_in_place_note_sets_like_against_like(monkeypatch, basis):
     """The note of (a) sets a c standalone of the forwards alone against the draft's forwards in place (÷ the plain
     decode forward), a token's c standalone against its token in place: never a token against forwards, which on the
-    CPU fixtures alone would pass for a gap (a tiny draft's logits weigh more in its token than the target's in its).
+    CPU fixtures alone would pass for a gap (a tiny draft's logits weigh more in its token than the target's in its;
+    batch4: the tiny pair with the token ranges).
     A c standalone between the two ratios is given, on each basis: the note comes on the token basis only."""
-    folder, label = SPEC / "pair-a50", f"pair-draft.spec-g{GAMMA}"
-    plain = folder / "pair-target-a50.sqlite"
-    tok = by_hand(plain, folder / f"{label}.sqlite", GAMMA)["c_in_place_decode"]
-    verify = Steps(folder / f"{label}.sqlite", GAMMA).of_kind("verify")
+    folder, label, batch = SPEC / "batch4", f"tiny-llama-draft-xs.spec-g{GAMMA}", 4
+    plain = folder / "tiny-llama-target.sqlite"
+    decode = [s for s in _steps_of(plain) if [r[3] for r in s.get(FWD, [])] == [batch]]
+    verify = [s for s in _steps_of(folder / f"{label}.sqlite")
+              if [r[3] for r in s.get(FWD, [])] == [batch * (GAMMA + 1)]]
+    assert len(decode) > 5 and len(verify) > 5
+    draft_token = [(total(s, DRAFT) + total(s, D_LOGITS) + total(s, D_SAMPLE)) / GAMMA for s in verify]
+    decode_token = [total(s, FWD) + total(s, LOGITS) + total(s, SAMPLE) for s in decode]
+    tok = statistics.median(draft_token) / statistics.median(decode_token)
     fwd = (statistics.median(ms(d) for s in verify for d in s[DRAFT])
-           / statistics.median(ms(s[FWD][0]) for s in Steps(plain).of_kind("decode")))
+           / statistics.median(ms(s[FWD][0]) for s in decode))
     assert tok > 1.05 * fwd  # the premise: the draft's token and its forwards in place differ as c's
     c = math.sqrt(fwd * tok) / spec_mod.IN_PLACE_GAP
     real = spec_mod.standalone_c
     monkeypatch.setattr(spec_mod, "standalone_c",
                         lambda coefficients: {k: spec_mod.StandaloneC((c, c, c), basis) for k in real(coefficients)})
-    res = nsys_cc.cost_coefficient(plain, [folder / "pair-draft.sqlite", folder / f"{label}.sqlite"])
+    res = nsys_cc.cost_coefficient(plain, [folder / "tiny-llama-draft-xs.sqlite", folder / f"{label}.sqlite"])
     noted = [n for n in res.speculative.notes if n.startswith(f"{label}: its draft costs")]
     if basis == "forward":
         assert noted == []

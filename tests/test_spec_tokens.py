@@ -100,7 +100,8 @@ def by_hand(plain: Path, run: Path, gamma: int) -> dict:
         "draft_sample_ms": statistics.median(total(s, D_SAMPLE) / gamma for s in verify),
         "verify_logits_ms": statistics.median(total(s, LOGITS) for s in verify),
         "verify_sample_ms": statistics.median(total(s, SAMPLE) for s in verify),
-        "verify_logit_rows": statistics.median(r[3] for s in verify for r in s.get(LOGITS, [])),
+        "verify_logit_rows": (statistics.median(r[3] for s in verify for r in s[LOGITS])
+                              if all(LOGITS in s for s in verify) else None),
         "steps": len(verify),
     }
 

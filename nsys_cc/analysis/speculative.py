@@ -670,8 +670,9 @@ def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tu
     """What a reader of a run's in-place token figures must know (issue 29 items 2–5)."""
     out = []
     if basis != "token":
-        out.append(f"{run.name}: the trace (or the plain target's) has no logits or sampling ranges of the target: c "
-                   "in place is the forwards' alone (profile with this nsys_cc's plugin for a token's cost)")
+        out.append(f"{run.name}: no logits or sampling ranges of the target in its trace or the plain target's (an "
+                   "older trace, or a range of the user's own): c in place is the forwards' alone (profile with this "
+                   "nsys_cc's plugin for a token's cost)")
     elif not {"draft_logits", "draft_sample"} & set(run.steps.parts) and not run.steps.draft_forwards.empty:
         out.append(f"{run.name}: no draft logits or sampling ranges: the draft's token is its forward ranges (a CUDA "
                    "graph replayed whole holds its logits and argmax; an older plugin wrote none)")

@@ -429,9 +429,6 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     if draft_name == SCOPES_DRAFT:
         notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
                      "its own overhead); one draft forward is taken as that ÷ γ")
-    if parts["target_logits"] is None and parts["target_sample"] is None:
-        notes.append("no logits or sampling ranges of the target (an older trace, or a range of the user's own): the "
-                     "in-place figures are the forwards' alone")
     source = next((f.attrs["source"] for f in parts.values() if f is not None and "source" in f.attrs), None)
     return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
                      float(per_iter), gamma_payload, tuple(notes),
