@@ -26,17 +26,22 @@ WARMUP_RANGE = "nsys_cc:warmup"
 ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 
 # The rest of a token's work after a forward (issue 29: c is the cost of a token, not of a forward). Each range is
-# written on the thread that ran the forward, after it; the analysis ties it to the forward before it on that thread.
-# The target's logits (`compute_logits`, with any logits processing); payload: rows (positions) computed.
+# written on the thread that ran the forward, after it and before the next forward; the analysis ties it to the
+# forward that ended last before it on that thread (`analysis.token`). Payload: rows, one per position whose logits
+# are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the
+# forward's own payload, which ties them —, a prefill's one per request.
+# The target's logits: `compute_logits` (the LM head and vLLM's LogitsProcessor); payload: rows computed.
 LOGITS_RANGE = "nsys_cc:logits"
-# The target's sampling, or its rejection sampling in a speculative step; payload: tokens sampled (rows).
+# The target's sampling (the sampler with its logits processors, penalties, top-k/p, the draw), or the rejection
+# sampler in a speculative step; payload: rows sampled.
 SAMPLE_RANGE = "nsys_cc:sample"
 # A draft model's or head's logits (a proposer's `compute_logits`); payload: rows computed.
 DRAFT_LOGITS_RANGE = "nsys_cc:draft_logits"
 # A draft's sampling: the proposer's argmax or sampler over those logits; payload: tokens drafted (rows).
 DRAFT_SAMPLE_RANGE = "nsys_cc:draft_sample"
-# A model-free proposer's proposing in a step (n-gram, suffix decoding): CPU work outside any forward; payload:
-# draft tokens proposed in the step.
+# A model-free proposer's proposing in a step (n-gram, suffix decoding): CPU work outside any forward; payload: the
+# requests it proposes for (an NVTX payload is fixed when the range opens, before the proposer has proposed; the
+# tokens it proposed are the next verify forward's beyond one per request).
 PROPOSE_RANGE = "nsys_cc:propose"
 
 # The user's range (`range_name`, the CLI's `--range`) when none is given.

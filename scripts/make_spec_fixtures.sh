@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Regenerate fixtures/spec/ with the real nsys and vLLM's CPU build: speculative decoding traces (issue 12).
 # Called by scripts/make_fixtures.sh; run it alone with `scripts/make_spec_fixtures.sh [OUT_DIR] [PART…]`,
-# PART one of tiny, pair, scopes, batch, ngram (default: all five). What each file is: fixtures/spec/README.md.
+# PART one of tiny, pair, scopes, batch, ngram, heads (default: all six). What each file is: fixtures/spec/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-fixtures/spec}
 shift || true
-parts=${*:-tiny pair scopes batch ngram}
+parts=${*:-tiny pair scopes batch ngram heads}
 py=${PY:-.venv/bin/python}
 nsys_cc=(env PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "$py" -c 'import sys; from nsys_cc.cli import main; main(sys.argv[1:])')
 nsys=$("$py" -c 'from nsys_cc.trace.nsys import require_nsys; print(require_nsys())')
@@ -16,7 +16,9 @@ mkdir -p "$out"
 
 # Every speculative fixture runs the same benchmark: 128 prompt + 32 generated tokens (decode steps dominate),
 # batch 1, few iterations and only NVTX traced so that the files stay small.
-bench=(--input-len 128 --output-len 32 --batch-size 1 --num-iters-warmup 1 --num-iters 3 --nsys-trace nvtx --device cpu)
+# One process per model (--separate-processes): each run leaves its own <label>.sqlite, as these fixtures are.
+bench=(--input-len 128 --output-len 32 --batch-size 1 --num-iters-warmup 1 --num-iters 3 --nsys-trace nvtx --device cpu
+       --separate-processes)
 
 # Copy the files of completed runs: LABEL… from DIR (the .metrics.json of speculative runs too).
 keep() {
@@ -69,7 +71,7 @@ for part in $parts; do
     # drafts, and each draft speculating at γ = 1 and 3; short prompts and outputs keep the files small.
     "${nsys_cc[@]}" profile --target tiny-llama-target --draft tiny-llama-draft-xs --draft tiny-llama-draft-s \
       --speculate 1,3 --input-len 32 --output-len 8 --batch-size 4 --num-iters-warmup 1 --num-iters 2 \
-      --nsys-trace nvtx --device cpu -o "$work/batch4" || true
+      --nsys-trace nvtx --device cpu --separate-processes -o "$work/batch4" || true
     mkdir -p "$out/batch4"
     out=$out/batch4 keep "$work/batch4" tiny-llama-target tiny-llama-draft-xs tiny-llama-draft-s \
       tiny-llama-draft-xs.spec-g{1,3} tiny-llama-draft-s.spec-g{1,3}
@@ -85,7 +87,24 @@ for part in $parts; do
     mkdir -p "$out/ngram"
     out=$out/ngram keep "$work/ngram" pair-target ngram.spec-g3
     ;;
-  *) echo "unknown part $part (tiny, pair, scopes, batch, ngram)" >&2; exit 2 ;;
+  heads)
+    # 6. The methods servers run (issue 29): drafters on the target's hidden states, with no standalone run. The
+    # shipped EAGLE head on tiny-llama-target at γ = 1 and 3 (its plain target beside it), the EAGLE-3 head at γ = 3,
+    # and MTP at γ = 3 with tiny-mimo-target (a target with one MTP layer of its own; its plain run beside it).
+    # Short runs (dummy weights: α = 0), in one folder each profile left.
+    hbench=(--input-len 32 --output-len 16 --batch-size 1 --num-iters-warmup 1 --num-iters 2 --nsys-trace nvtx --device cpu)
+    "${nsys_cc[@]}" profile --target tiny-llama-target --speculative-config '{"method": "eagle"}' --speculate 1,3 \
+      "${hbench[@]}" -o "$work/eagle" || true
+    "${nsys_cc[@]}" profile --target tiny-llama-target --speculative-config '{"method": "eagle3"}' --speculate 3 \
+      "${hbench[@]}" -o "$work/eagle3" || true
+    "${nsys_cc[@]}" profile --target tiny-mimo-target --speculative-config '{"method": "mtp"}' --speculate 3 \
+      "${hbench[@]}" -o "$work/mtp" || true
+    mkdir -p "$out/heads" "$out/heads/mtp"
+    out=$out/heads keep "$work/eagle" tiny-llama-target tiny-llama-eagle.spec-g{1,3}
+    out=$out/heads keep "$work/eagle3" tiny-llama-eagle3.spec-g3
+    out=$out/heads/mtp keep "$work/mtp" tiny-mimo-target mtp.spec-g3
+    ;;
+  *) echo "unknown part $part (tiny, pair, scopes, batch, ngram, heads)" >&2; exit 2 ;;
   esac
 done
 ls -l "$out"

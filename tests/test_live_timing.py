@@ -195,3 +195,36 @@ def test_stats_field_survives_msgpack_and_is_ignored_by_a_receiver_without_it():
     assert msgspec.msgpack.decode(wire, type=OldStats) == OldStats(3)
     assert getattr(msgspec.msgpack.decode(msgspec.msgpack.encode(OldStats(1)), type=Stats), channel.FIELD) is None
     assert getattr(dataclasses.replace(s, num_running_reqs=4), channel.FIELD) is None
+
+
+def test_logits_and_sampling_join_the_forward_before_them_and_leave_the_outside_time():
+    """Issue 29: a token is its forward, its logits and its sampling; the target's parts add to the target, a draft's
+    to the draft forward before it, and the step's outside time is what no token's work holds."""
+    ticks = Ticks()
+    timer = StepTimer(CpuClock(ticks))
+
+    def timed(begin, end, role, seconds):
+        begin(role)
+        ticks.t += seconds
+        end()
+        ticks.t += 0.0001
+
+    for _ in range(2):
+        timer.step_begin(verify_step())
+        timed(timer.forward_begin, timer.forward_end, TARGET, 0.010)
+        timed(timer.part_begin, timer.part_end, TARGET, 0.002)  # the target's logits
+        timed(timer.part_begin, timer.part_end, TARGET, 0.001)  # its rejection sampling
+        for _ in range(3):
+            timed(timer.forward_begin, timer.forward_end, DRAFT, 0.003)
+            timed(timer.part_begin, timer.part_end, DRAFT, 0.0005)
+    (r,) = timer.drain()
+    assert r.target_s == pytest.approx(0.010) and r.target_parts_s == pytest.approx(0.003)
+    assert r.target_token_s == pytest.approx(0.013)
+    assert r.draft_s == pytest.approx([0.003] * 3) and r.draft_token_s == pytest.approx([0.0035] * 3)
+    assert r.outside_s == pytest.approx(9 * 0.0001)  # the gaps after each of its 9 ranges
+    # The channel carries the parts; a payload from a worker without them reads as parts of 0.
+    (back,) = channel.decode(channel.encode([r]))
+    assert back == r
+    old = {k: v for k, v in channel.encode([r]).items() if "parts" not in k}
+    (plain,) = channel.decode(old)
+    assert plain.target_token_s == pytest.approx(0.010) and plain.draft_token_s == pytest.approx([0.003] * 3)

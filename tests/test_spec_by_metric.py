@@ -19,11 +19,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from gpu_shaped import DRAFT, FORWARD, add_gpu_work, steady
+from test_spec_tokens import raw_rows
 from test_speculative import SPEC, Raw, trace
 
 import nsys_cc
 from conftest import FIXTURES
 from nsys_cc.analysis import spec_runs
+from nsys_cc.analysis.speculative import BY_METRIC_FIGURES
 from nsys_cc.analysis.stats import runs_median_ci, runs_ratio_of_medians
 from nsys_cc.cli import cli
 
@@ -31,6 +33,7 @@ TARGET, PLAIN_DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
 GAMMAS = (1, 3)
 TARGET_GPU, DRAFT_GPU = 0.8, 0.3  # GPU work ÷ wall time of each target / draft forward
 FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms", "c_standalone")
+BY_HAND = (*FIGURES, "c_in_place_forward")
 ATTR = {"gpu_span": "span_ns", "kernel_sum": "kernel_sum_ns", "gpu_busy": "busy_ns"}
 
 
@@ -83,10 +86,39 @@ def by_hand(shaped, gamma, metric):
     other = [s[1] - _value(work, s[2][0], metric) - sum(_value(work, d, metric) for d in s[3]) for s in verify]
     d_plain = Raw(str(shaped[PLAIN_DRAFT].path)).of_kind("decode")
     c_alone = statistics.median(_value(work, s[2][0], metric) for s in d_plain) / statistics.median(dec)
+    # a token's parts (issue 29): their wall time; no GPU work was written for them, so 0 on the GPU metrics
+    parts = _parts(shaped[spec_label(gamma)].path, verify, metric)
+    draft_token = [(sum(_value(work, d, metric) for d in s[3]) + parts[i][1]) / gamma for i, s in enumerate(verify)]
+    v_token = [_value(work, s[2][0], metric) + parts[i][0] for i, s in enumerate(verify)]
     return {"draft_forward_ms": statistics.median(drafts), "verify_ms": statistics.median(v),
             "decode_ms": statistics.median(dec), "verify_factor": statistics.median(v) / statistics.median(dec),
-            "c_in_place": statistics.median(drafts) / statistics.median(v), "other_ms": statistics.median(other),
-            "c_standalone": c_alone}
+            # the token's c where both runs have the target's token ranges, else the forwards' (basis "forward": the
+            # tiny pair's fixtures were made before the plugin wrote them)
+            "c_in_place": (statistics.median(draft_token) / statistics.median(v_token)
+                           if _has_parts(shaped[spec_label(gamma)].path) and _has_parts(shaped[TARGET].path)
+                           else statistics.median(drafts) / statistics.median(v)),
+            "c_in_place_forward": statistics.median(drafts) / statistics.median(v),
+            "other_ms": statistics.median(other), "c_standalone": c_alone}
+
+
+TARGET_PARTS, DRAFT_PARTS = ("nsys_cc:logits", "nsys_cc:sample"), ("nsys_cc:draft_logits", "nsys_cc:draft_sample")
+
+
+def _has_parts(path):
+    return any(r[0] in TARGET_PARTS for r in raw_rows(path))
+
+
+def _parts(path, steps, metric):
+    """Per step (start, duration ms, …): (the target's logits + sampling, the draft's) in ms on `metric`, raw rows."""
+    rows = raw_rows(path)
+    out = []
+    for s in steps:
+        end = s[0] + s[1] * 1e6
+        inside = [r for r in rows if s[0] <= r[1] <= end]
+        tot = [sum((r[2] - r[1]) / 1e6 for r in inside if r[0] in names) if metric == "wall" else 0.0
+               for names in (TARGET_PARTS, DRAFT_PARTS)]
+        out.append(tuple(tot))
+    return out
 
 
 @pytest.mark.parametrize("metric", ["wall", "gpu_span", "kernel_sum", "gpu_busy"])
@@ -95,7 +127,7 @@ def test_each_speculative_figure_on_each_metric_is_the_known_work(shaped, result
     rows = result.speculative.by_metric.set_index(["name", "metric"])
     got = rows.loc[(spec_label(gamma), metric)]
     want = by_hand(shaped, gamma, metric)
-    for fig in FIGURES:
+    for fig in BY_HAND:
         assert got[fig] == pytest.approx(want[fig], rel=1e-9), fig
         assert got[f"{fig}_ci_low"] <= got[fig] <= got[f"{fig}_ci_high"], fig
 
@@ -105,7 +137,9 @@ def test_the_gpu_c_is_not_the_wall_c(shaped, result):
     rows = result.speculative.by_metric.set_index(["name", "metric"])
     for g in GAMMAS:
         wall, busy = rows.loc[(spec_label(g), "wall")], rows.loc[(spec_label(g), "gpu_busy")]
-        assert busy["c_in_place"] == pytest.approx(wall["c_in_place"] * DRAFT_GPU / TARGET_GPU, rel=0.02)
+        # the forwards' ratio scales by the factors written; the token's also holds the parts' wall time on wall
+        assert busy["c_in_place_forward"] == pytest.approx(wall["c_in_place_forward"] * DRAFT_GPU / TARGET_GPU,
+                                                           rel=0.02)
         assert abs(busy["c_in_place"] / wall["c_in_place"] - 1) > 0.5
         assert busy["other_ms"] > wall["other_ms"]  # the GPU idles for longer than the CPU spends outside forwards
 
@@ -140,7 +174,8 @@ def test_the_wall_rows_are_the_tables_figures_and_gpu_busy_heads(result):
 def test_json_carries_every_metric_of_every_run(shaped, result):
     doc = json.loads(result.render("json"))
     assert doc["speculative_metric"] == "gpu_busy"
-    keys = {k for f in FIGURES for k in (f, f"{f}_ci95")}
+    keys = {k for f in (*BY_METRIC_FIGURES, "c_standalone") for k in (f, f"{f}_ci95")}  # the token figures too
+    assert set(FIGURES) < keys
     for e in doc["speculative"]:
         assert list(e["by_metric"]) == ["wall", "gpu_span", "kernel_sum", "gpu_busy"]
         for metric, figures in e["by_metric"].items():
@@ -207,9 +242,12 @@ def _engine_steps(sqlite, work, label, metric):
             continue
         fwd = [r for r in rows if r[0] == FORWARD and s <= r[1] <= e]
         drafts = [r for r in rows if r[0] == DRAFT and s <= r[1] <= e]
+        # a token's parts: their wall time; no GPU work was written for them (0 on the GPU metrics)
+        parts = [sum((r[2] - r[1]) / 1e6 for r in rows if r[0] in names and s <= r[1] <= e) if metric == "wall"
+                 else 0.0 for names in (TARGET_PARTS, DRAFT_PARTS)]
         if len(fwd) == 1 and fwd[0][3] <= 4:
             out.append(("decode" if fwd[0][3] == 1 else "verify", _value(work, fwd[0], metric),
-                        [_value(work, d, metric) for d in drafts], (e - s) / 1e6))
+                        [_value(work, d, metric) for d in drafts], (e - s) / 1e6, *parts))
     return out
 
 
@@ -231,17 +269,21 @@ def test_pooled_interleaved_runs_carry_every_metric_with_intervals_across_runs(i
     runs, work, analysis = interleaved
     assert analysis.metric == "gpu_busy"
     rows = analysis.by_metric.set_index(["name", "metric"])
-    decode = [[v for kind, v, _, _ in _engine_steps(p, work[p], TARGET, metric) if kind == "decode"] for p, _ in runs]
+    decode = [[x[1] for x in _engine_steps(p, work[p], TARGET, metric) if x[0] == "decode"] for p, _ in runs]
     for e in ENGINES:
         steps = [[x for x in _engine_steps(p, work[p], e.label, metric) if x[0] == "verify"] for p, _ in runs]
-        verify = [[v for _, v, _, _ in s] for s in steps]
-        drafts = [[d for _, _, ds, _ in s for d in ds] for s in steps]
-        other = [[ms - v - sum(ds) for _, v, ds, ms in s] for s in steps]
+        verify = [[x[1] for x in s] for s in steps]
+        drafts = [[d for x in s for d in x[2]] for s in steps]
+        other = [[x[3] - x[1] - sum(x[2]) for x in s] for s in steps]
+        v_token = [[x[1] + x[4] for x in s] for s in steps]
+        d_token = [[(sum(x[2]) + x[5]) / e.gamma for x in s] for s in steps]
         row = rows.loc[(e.label, metric)]
         for fig, want in (("verify_ms", runs_median_ci(verify)), ("draft_forward_ms", runs_median_ci(drafts)),
                           ("decode_ms", runs_median_ci(decode)), ("other_ms", runs_median_ci(other)),
                           ("verify_factor", runs_ratio_of_medians(verify, decode)),
-                          ("c_in_place", runs_ratio_of_medians(drafts, verify))):
+                          ("c_in_place_forward", runs_ratio_of_medians(drafts, verify)),
+                          ("c_in_place", runs_ratio_of_medians(d_token, v_token)),
+                          ("draft_token_ms", runs_median_ci(d_token)), ("verify_token_ms", runs_median_ci(v_token))):
             assert row[fig] == pytest.approx(want[0], rel=1e-9), fig
             # the interval covers the two runs (two-level bootstrap), not the steps of one pooled run
             assert [row[f"{fig}_ci_low"], row[f"{fig}_ci_high"]] == pytest.approx(list(want[1:]), rel=1e-9), fig

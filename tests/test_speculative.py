@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from test_spec_tokens import by_hand as token_by_hand
 
 import nsys_cc
 from nsys_cc.cli import cli
@@ -183,7 +184,18 @@ def test_every_figure_matches_the_raw_rows(tiny, by_hand, gamma):
         assert r[key] == pytest.approx(getattr(h, key), rel=1e-9), key
     assert r["draft_forwards_per_step"] == gamma  # vLLM's draft_model proposer runs γ draft forwards per step
     assert r["verify_factor"] == pytest.approx(h.verify_ms / h.decode_ms, rel=1e-9)
-    assert r["c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+    assert r["c_in_place_forward"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+    # These runs were made before the plugin wrote the token ranges (fixtures/spec/README.md): c in place stays the
+    # forwards' (basis "forward", issue 29), the token figures are the forwards alone, and a note says so.
+    tokens = token_by_hand(SPEC / f"{TARGET}.sqlite", SPEC / f"{spec_label(gamma)}.sqlite", gamma)
+    assert r["basis"] == "forward"
+    assert r["c_in_place"] == r["c_in_place_forward"]
+    for key in ("c_in_place_decode", "draft_token_ms", "verify_token_ms", "decode_token_ms", "draft_catchup_ms",
+                "draft_catchup_tokens"):
+        assert r[key] == pytest.approx(tokens[key], rel=1e-9), key
+    assert r["verify_token_ms"] == r["verify_ms"] and math.isnan(r["draft_logits_ms"])
+    assert sum(n.startswith(f"{spec_label(gamma)}: no logits or sampling ranges of the target")
+               for n in tiny.speculative.notes) == 1
     assert r["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
     assert r["predicted_leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
     assert r["alpha_source"] == "metrics"
@@ -419,7 +431,8 @@ def test_json_has_the_speculative_and_forecast_lists(tiny, by_hand):
         assert e["steps"] == h.steps
         for key in ("verify_ms", "draft_forward_ms", "other_ms", "step_ms", "decode_step_ms", "tokens_per_step"):
             assert e[key] == pytest.approx(getattr(h, key), rel=1e-9), key
-        assert e["c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+        assert e["c_in_place_forward"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+        assert e["basis"] == "forward" and e["c_in_place"] == e["c_in_place_forward"]  # made before the token ranges
         assert e["measured_speedup"] == pytest.approx(h.measured, rel=1e-9)
         assert e["predicted_speedup"]["leviathan"] == pytest.approx(h.leviathan, rel=1e-9)
     predict, best = hand_forecast(by_hand)
@@ -448,7 +461,7 @@ def test_table_shows_measured_and_predicted_side_by_side(tiny, by_hand):
     assert r.exit_code == 0, r.output
     # each title names the metric it uses: on these CPU traces, wall
     for heading in ("Speculative runs (on wall", "Speedup: measured vs predicted (measured on wall step times; Thm 3.8 "
-                    "with c standalone on wall):", "Thm 3.8", "Forecast check"):
+                    "with c standalone on wall, Thm 3.8 in place", "Tokens in place", "Thm 3.8", "Forecast check"):
         assert heading in r.stdout
     lines = r.stdout.splitlines()
     for g in GAMMAS:
@@ -480,13 +493,14 @@ def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path)
     table = pd.read_csv(tmp_path / "rep" / "speculative.csv").set_index("gamma")
     for g in GAMMAS:
         h = by_hand[g]
-        assert table.at[g, "c_in_place"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
+        assert table.at[g, "c_in_place_forward"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
         assert table.at[g, "step_ms"] == pytest.approx(h.step_ms, rel=1e-9)
     dec = pd.read_csv(tmp_path / "rep" / "speculative_decomposition.csv")
     measured = dec[dec["part"] == "measured"].set_index("gamma")["after"]
     assert {g: measured[g] for g in GAMMAS} == {g: pytest.approx(by_hand[g].measured, rel=1e-9) for g in GAMMAS}
     md = (tmp_path / "rep" / "report.md").read_text()
-    assert "**Speedup: measured vs predicted (measured on wall step times; Thm 3.8 with c standalone on wall)**" in md
+    assert ("**Speedup: measured vs predicted (measured on wall step times; Thm 3.8 with c standalone on wall, Thm 3.8 "
+            "in place with c vs decode token and the proposing in place)**") in md
     assert f"| {spec_label(2)} | 2 | 0 | {by_hand[2].measured:.3g}× [" in md
 
 

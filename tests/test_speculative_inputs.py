@@ -147,7 +147,8 @@ def test_an_ngram_run_is_measured_in_place_not_taken_for_a_draft():
     assert e["step_ms"] == pytest.approx(statistics.median((s[2] - s[1]) / 1e6 for s in verify), rel=1e-9)
     assert e["other_ms"] == pytest.approx(statistics.median((s[2] - s[1] - f[0][2] + f[0][1]) / 1e6
                                                             for s, f in zip(verify, fwd)), rel=1e-9)
-    assert e["draft_step_ms"] == 0.0 and e["draft_forwards_per_step"] == 0.0 and e["c_in_place"] is None
+    assert e["draft_step_ms"] == 0.0 and e["draft_forwards_per_step"] == 0.0 and e["c_in_place_forward"] is None
+    assert e["c_in_place"] == 0.0 and e["draft_token_ms"] == 0.0  # no model: a drafted token costs no forward
     # tokens per step over every step after the prefill: most steps found nothing to propose (1 token each)
     output_len = Raw(str(NGRAM / "pair-target.sqlite")).forwards_per_iteration()
     per_iter = [sum(1 for s in steps if it[1] <= s[1] <= it[2] and s[3] <= 4) for it in iterations]

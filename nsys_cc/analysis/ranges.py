@@ -15,11 +15,18 @@ from ..contract import (
     ALL_REDUCE_RANGE,
     DEFAULT_RANGE,
     DRAFT_FORWARD_RANGE,
+    DRAFT_LOGITS_RANGE,
     DRAFT_RANGES,
+    DRAFT_SAMPLE_RANGE,
     ITERATION_RANGE,
+    LOGITS_RANGE,
+    PROPOSE_RANGE,
+    SAMPLE_RANGE,
     SCOPES_ALLOCATE,
     SCOPES_DRAFT,
     SCOPES_FORWARD,
+    SCOPES_POSTPROCESS,
+    SCOPES_SAMPLE,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
@@ -121,9 +128,11 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
 
 
 # Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
-# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
+# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling (plugin and vLLM
+# scopes), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`). `marked_ranges` reads only these.
 MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
-           SCOPES_ALLOCATE, ALL_REDUCE_RANGE)
+           SCOPES_ALLOCATE, ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE,
+           DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
 MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
 
 # The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost

@@ -15,7 +15,9 @@ t on R − 1 degrees of freedom), with two or more runs:
 - verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms (their `_ci_low`/`_ci_high`):
   `stats.runs_median_ci` of their values per run; verify_factor and c_in_place: `stats.runs_ratio_of_medians`;
 - the same figures on every metric (`by_metric`: draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
-  other_ms on wall and on each GPU metric the traces have), so that its wall rows stay the table's figures;
+  other_ms, and the token figures c_in_place_forward, c_in_place_decode, draft_catchup_ms, draft_later_ms,
+  draft_token_ms, verify_token_ms, decode_token_ms, propose_ms on wall and on each GPU metric the traces have), so
+  that its wall rows stay the table's figures;
 - forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted run's relative half-width of
   the measured speedup across runs (how far the forecast may miss from the runs' own spread alone).
 """
@@ -174,11 +176,27 @@ def _metric_intervals(metric: str, plain: Sequence[StepTable], runs: Sequence[sp
     verify = [r.steps.of_kind("verify") for r in runs]
     v_target = [_column(v, target) for v in verify]
     drafts = [spec_mod.draft_forwards_of(r, v, metric) for r, v in zip(runs, verify)]
+    # issue 29: the token figures, on the basis the pooled analysis used (`speculative.token_basis`)
+    basis = spec_mod.token_basis(plain[0], runs[0]) if plain and runs else "forward"
+    tok = [spec_mod.token_arrays(r, v, metric, basis) for r, v in zip(runs, verify)]
+    d_token = [spec_mod.token_of_target(t.of_kind("decode"), metric, basis) for t in plain]
+
+    def each(key: str) -> list[np.ndarray]:
+        return [t[key] for t in tok]
+
+    forward_c = runs_ratio_of_medians(drafts, v_target, seed=seed)
     return {"draft_forward_ms": runs_median_ci(drafts, seed=seed), "verify_ms": runs_median_ci(v_target, seed=seed),
             "decode_ms": runs_median_ci(decode, seed=seed),
             "verify_factor": runs_ratio_of_medians(v_target, decode, seed=seed),
-            "c_in_place": runs_ratio_of_medians(drafts, v_target, seed=seed),
-            "other_ms": runs_median_ci([_column(v, other) for v in verify], seed=seed)}
+            "c_in_place": (runs_ratio_of_medians(each("draft_token"), each("verify_token"), seed=seed)
+                           if basis == "token" else forward_c),
+            "other_ms": runs_median_ci([_column(v, other) for v in verify], seed=seed),
+            "c_in_place_forward": forward_c,
+            "c_in_place_decode": runs_ratio_of_medians(each("draft_token"), d_token, seed=seed),
+            **{f"{key}_ms": runs_median_ci(each(key), seed=seed)
+               for key in ("draft_catchup", "draft_later", "draft_token", "verify_token")},
+            "decode_token_ms": runs_median_ci(d_token, seed=seed),
+            "propose_ms": runs_median_ci([x[np.isfinite(x)] for x in each("propose")], seed=seed)}
 
 
 def _by_metric_across_runs(by_metric: pd.DataFrame, plain: Sequence[StepTable],

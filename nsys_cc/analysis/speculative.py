@@ -44,6 +44,33 @@ forwards' work took, overlap counted once: what a step's GPU time is made of), e
 cost model and its forecast split each step on it, while the steps themselves (verify step, plain decode step, the
 measured speedup) are wall times on every metric.
 
+Tokens in place (issue 29): c prices what a model does to produce a token — its forward, its logits, its sampling
+(`steps.STEP_PARTS`: the plugin's `nsys_cc:logits`/`nsys_cc:sample` and `nsys_cc:draft_logits`/`nsys_cc:draft_sample`,
+vLLM's postprocess/sample scopes for the target in a scopes trace). Per verify step, on each metric:
+- draft token = (the step's draft forwards + their logits + their sampling) ÷ γ: what one drafted token costs, the
+  catch-up forward included; verify token = the verify forward + its logits (over its γ + 1 positions) + the
+  rejection sampling; a plain decode token = the plain run's decode forward + its logits + its sampling;
+- c_in_place = median(draft token) ÷ median(verify token), c_in_place_forward the forwards' ratio as before (per draft
+  forward ÷ verify forward); c_in_place_decode = median(draft token) ÷ median(plain decode token): the c of a head
+  (EAGLE, EAGLE-3, MTP: a drafter with no standalone run, measured against the target's decode token), and the c of
+  any draft as it costs inside the speculative steps;
+- draft_catchup_ms: the step's first draft forward, over the tokens just verified (payload `draft_catchup_tokens`),
+  where the later forwards have ranges of their own; draft_later_ms: one of the γ − 1 later forwards; a range that
+  holds several forwards (a fused multi-step graph: γ − 1; one range for the whole step: γ) is divided by the forwards
+  it holds (`steps.forwards_held`); draft_logits_ms, draft_sample_ms per drafted token; verify_/decode_logits_ms and
+  _sample_ms per step;
+- propose_ms: a model-free proposer's proposing per step (`nsys_cc:propose`: CPU time outside any forward);
+  c_propose = propose_ms ÷ the plain decode token;
+- `basis` "token" when the plain and the speculative run both have the target's logits or sampling ranges, else
+  "forward" (an older trace, a range of the user's own): every token figure is then the forwards' alone, and a note
+  says so.
+Which c prices what: `leviathan` is Thm 3.8 with c standalone (the draft's own run: on a GPU, CUDA graphs);
+`leviathan_in_place` = E(α, γ) ÷ (γ c_in_place_decode + 1 + c_propose), Thm 3.8 with what the draft (or proposer) costs
+inside the speculative steps (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly: a note says when its
+in-place cost exceeds the standalone c by IN_PLACE_GAP, on the standalone c's basis: `StandaloneC`). A proposer without
+a model has c = 0, priced with its proposing. The cost model and the decomposition split steps into forwards and outside
+time as before.
+
 Decomposition (`decomposition`), multiplicative, from the ideal to the measured speedup. With D the plain decode
 step, F its forward, V the verify forward, R the step's draft time, O the step's outside time (medians), τ tokens
 per step and T the median verify step:
@@ -74,7 +101,7 @@ from .latencies import trace_stem
 from .metrics import DECODE, PREFILL, VERIFY
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
-from .steps import StepTable, metric_columns, read_step_table, step_table, with_latencies
+from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .values import Value
 
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
@@ -91,9 +118,15 @@ SPEC_COLUMNS = [
     "draft_step_ms", "tokens_per_step", "tokens_per_step_metrics", "alpha", "alpha_source", "alpha_vllm",
     "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
     "forecast_error", "forecast_tolerance", "measurement_problem",
+    # issue 29: a token's cost in place (module docstring, "Tokens in place")
+    "basis", "c_in_place_forward", "c_in_place_forward_ci95", "c_in_place_decode", "c_in_place_decode_ci95",
+    "draft_catchup_ms", "draft_catchup_ms_ci95", "draft_catchup_tokens", "draft_later_ms", "draft_later_ms_ci95",
+    "draft_logits_ms", "draft_sample_ms", "draft_token_ms", "draft_token_ms_ci95", "verify_logits_ms",
+    "verify_sample_ms", "verify_token_ms", "verify_token_ms_ci95", "decode_logits_ms", "decode_sample_ms",
+    "decode_token_ms", "decode_token_ms_ci95", "propose_ms", "propose_ms_ci95", "c_propose",
 ]
 # The predictions of a run (`predicted_speedup` of a row as built), each a column `predicted_<key>` of the table.
-PREDICTIONS = ("leviathan", "cost_model", "cost_model_held_out")
+PREDICTIONS = ("leviathan", "cost_model", "cost_model_held_out", "leviathan_in_place")
 
 
 def _flat_columns(columns: Sequence[str]) -> list[str]:
@@ -135,7 +168,10 @@ def flat_table(rows: Sequence[Mapping]) -> pd.DataFrame:
 
 
 # The figures of a run on each metric (`SpeculativeAnalysis.by_metric`, JSON `by_metric`), each with its interval.
-BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms")
+BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms",
+                     # issue 29: the token's cost in place on that metric (`token_arrays`)
+                     "c_in_place_forward", "c_in_place_decode", "draft_catchup_ms", "draft_later_ms",
+                     "draft_token_ms", "verify_token_ms", "decode_token_ms", "propose_ms")
 # Beside them, c_standalone: the plain runs' c on that metric (decode phase), the in-place c's counterpart.
 BY_METRIC_COLUMNS = ["name", "draft", "gamma", "metric",
                      *[c for f in (*BY_METRIC_FIGURES, "c_standalone") for c in (f, f"{f}_ci_low", f"{f}_ci_high")]]
@@ -333,31 +369,97 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     return metrics, metrics
 
 
-def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = "wall") -> np.ndarray:
-    """One draft forward's `metric` (ms) for each draft forward inside `verify` (the run's verify steps); with vLLM's
-    scopes (one draft range per step) a step's drafts ÷ γ."""
+def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = "wall", *, later: bool = False) -> np.ndarray:
+    """One draft forward's `metric` (ms) for each draft range inside `verify` (the run's verify steps): the range's
+    value ÷ the forwards it holds (a fused multi-step graph holds γ − 1, `steps.forwards_held`); with vLLM's scopes
+    (one draft range per step) a step's drafts ÷ γ. `later`: only the ranges after each step's first (the catch-up)."""
     _, drafts, _, one = metric_columns(metric)
     if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
-        return verify[drafts].to_numpy(dtype=float) / run.gamma
+        return np.array([]) if later else verify[drafts].to_numpy(dtype=float) / run.gamma
     fw = run.steps.draft_forwards
+    inside = fw["step"].isin(verify["step"].to_numpy()).to_numpy()
+    if later and "position" in fw:
+        inside = inside & (fw["position"].to_numpy() > 0)
     if one not in fw:
-        return np.full(int(fw["step"].isin(verify["step"].to_numpy()).sum()), np.nan)
-    return fw.loc[fw["step"].isin(verify["step"].to_numpy()), one].to_numpy(dtype=float)
+        return np.full(int(inside.sum()), np.nan)
+    held = fw["forwards"].to_numpy(dtype=float) if "forwards" in fw else np.ones(len(fw))
+    return fw[one].to_numpy(dtype=float)[inside] / held[inside]
+
+
+def token_basis(plain: StepTable, run: SpecRun) -> str:
+    """"token" when both the plain target run and the speculative run have the target's logits or sampling ranges
+    (the in-place figures then price tokens: forward + logits + sampling), else "forward" (the forwards alone)."""
+    target_parts = {"target_logits", "target_sample"}
+    return "token" if target_parts & set(plain.parts) and target_parts & set(run.steps.parts) else "forward"
+
+
+def _nan0(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return np.nan_to_num(frame[column].to_numpy(dtype=float), nan=0.0) if column in frame else np.zeros(len(frame))
+
+
+def token_of_target(steps: pd.DataFrame, metric: str, basis: str) -> np.ndarray:
+    """Per step, the target's token on `metric`: its forward, plus its logits and sampling on the token basis."""
+    target = steps[metric_columns(metric)[0]].to_numpy(dtype=float)
+    if basis != "token":
+        return target
+    cols = part_columns(metric)
+    return target + _nan0(steps, cols["target_logits"]) + _nan0(steps, cols["target_sample"])
+
+
+def token_arrays(run: SpecRun, verify: pd.DataFrame, metric: str, basis: str) -> dict[str, np.ndarray]:
+    """The per-step (per-forward for `draft_later`) arrays the token figures of a run are medians of, on `metric`:
+    `draft_token` (the step's draft work ÷ γ: its draft forwards, plus their logits and sampling on the token basis),
+    `verify_token` (`token_of_target`), `draft_catchup` (the step's first draft forward, where it has one of its own),
+    `draft_later` (each later draft forward, a fused range divided by the forwards it holds), `draft_logits`,
+    `draft_sample` (the step's ÷ γ), `verify_logits`, `verify_sample` and `propose` (the proposer's CPU time in the
+    step; NaN when the trace has no proposing ranges)."""
+    _, drafts, _, _ = metric_columns(metric)
+    cols = part_columns(metric)
+    work = verify[drafts].to_numpy(dtype=float)
+    if basis == "token":
+        work = work + _nan0(verify, cols["draft_logits"]) + _nan0(verify, cols["draft_sample"])
+    catchup = verify[cols["draft_catchup"]].to_numpy(dtype=float) if cols["draft_catchup"] in verify else np.array([])
+    out = {"draft_token": work / run.gamma, "verify_token": token_of_target(verify, metric, basis),
+           "draft_catchup": catchup[np.isfinite(catchup)],
+           "draft_later": draft_forwards_of(run, verify, metric, later=True)}
+    for part, col in (("draft_logits", "draft_logits"), ("draft_sample", "draft_sample")):
+        values = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
+        out[part] = values / run.gamma
+    for part, col in (("verify_logits", "target_logits"), ("verify_sample", "target_sample"), ("propose", "propose")):
+        out[part] = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
+    return out
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
 
 
 def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, metric: str,
-                   seed: int) -> dict[str, tuple[float, float, float]]:
+                   seed: int, basis: str = "forward") -> dict[str, tuple[float, float, float]]:
     """The BY_METRIC_FIGURES of one run on `metric`, each (median, low, high): `verify` its verify steps, `decode`
-    the plain run's decode steps (module docstring). Steps whose value of the metric is unknown are left out."""
+    the plain run's decode steps, `basis` "token" or "forward" (`token_basis`; module docstring). Steps whose value of
+    the metric is unknown are left out."""
     target, drafts, other, _ = metric_columns(metric)
     v_target = verify[target].to_numpy(dtype=float)
     d_target = decode[target].to_numpy(dtype=float)
     draft_fw = draft_forwards_of(run, verify, metric)
+    tok = token_arrays(run, verify, metric, basis)
+    d_token = token_of_target(decode, metric, basis)
+    forward_c = ratio_of_medians(draft_fw, v_target, seed=seed)
     return {"draft_forward_ms": median_ci(draft_fw, seed=seed), "verify_ms": median_ci(v_target, seed=seed),
             "decode_ms": median_ci(d_target, seed=seed),
             "verify_factor": ratio_of_medians(v_target, d_target, seed=seed),
-            "c_in_place": ratio_of_medians(draft_fw, v_target, seed=seed),
-            "other_ms": median_ci(verify[other].to_numpy(dtype=float), seed=seed)}
+            "c_in_place": (ratio_of_medians(tok["draft_token"], tok["verify_token"], seed=seed) if basis == "token"
+                           else forward_c),
+            "other_ms": median_ci(verify[other].to_numpy(dtype=float), seed=seed),
+            "c_in_place_forward": forward_c,
+            "c_in_place_decode": ratio_of_medians(tok["draft_token"], d_token, seed=seed),
+            "draft_catchup_ms": median_ci(tok["draft_catchup"], seed=seed),
+            "draft_later_ms": median_ci(tok["draft_later"], seed=seed),
+            "draft_token_ms": median_ci(tok["draft_token"], seed=seed),
+            "verify_token_ms": median_ci(tok["verify_token"], seed=seed),
+            "decode_token_ms": median_ci(d_token, seed=seed),
+            "propose_ms": median_ci(_finite(tok["propose"]), seed=seed)}
 
 
 def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:
@@ -430,7 +532,7 @@ def analyze_speculative(
             continue
         figures[r.name] = {}
         for metric in run_metrics(plain, r):
-            f = metric_figures(r, v, decode, metric, seed)
+            f = metric_figures(r, v, decode, metric, seed, token_basis(plain, r))
             if metric == "wall" or (math.isfinite(f["verify_ms"][0]) and math.isfinite(f["decode_ms"][0])):
                 figures[r.name][metric] = f
     headline = GPU_HEADLINE if figures and all(GPU_HEADLINE in f for f in figures.values()) else "wall"
@@ -456,18 +558,16 @@ def analyze_speculative(
         if v.empty:
             notes.append(f"{r.name}: no verify step was measured: left out")
             continue
-        in_verify = r.steps.draft_forwards
-        in_verify = in_verify[in_verify["step"].isin(v["step"].to_numpy())]
-        if r.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
-            draft_fw = v["draft_ms"].to_numpy() / r.gamma
-        else:
-            draft_fw = in_verify["wall_ms"].to_numpy()
-        draft_ms, dr_lo, dr_hi = median_ci(draft_fw, seed=seed)
+        wall = figures[r.name]["wall"]
+        draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
         verify_ms, v_lo, v_hi = median_ci(v["target_ms"].to_numpy(), seed=seed)
         other_ms, o_lo, o_hi = median_ci(v["other_ms"].to_numpy(), seed=seed)
         step_ms, s_lo, s_hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
         vf = ratio_of_medians(v["target_ms"].to_numpy(), decode["target_ms"].to_numpy(), seed=seed)
-        cin = ratio_of_medians(draft_fw, v["target_ms"].to_numpy(), seed=seed)
+        cin = wall["c_in_place"]
+        basis = token_basis(plain, r)
+        tok = token_arrays(r, v, "wall", basis)
+        on_headline = figures[r.name].get(headline, wall)
         cst = standalone.get((r.draft, "wall"), (math.nan,) * 3)
         priced = standalone.get((r.draft, headline), (math.nan,) * 3)
         if headline != "wall" and not math.isfinite(priced[0]):
@@ -484,6 +584,14 @@ def analyze_speculative(
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
         bench = _bench_speedup(plain, r, out_len)
         leviathan = float(walltime_factor(alpha, r.gamma, priced[0])) if math.isfinite(priced[0]) else math.nan
+        d_token = on_headline["decode_token_ms"][0]
+        propose = on_headline["propose_ms"][0]
+        # a proposer with a draft model proposes through its forwards; one without and with no proposing ranges: unknown
+        c_propose = propose / d_token if math.isfinite(propose) and d_token > 0 else (
+            0.0 if not r.steps.draft_forwards.empty else math.nan)
+        c_decode = on_headline["c_in_place_decode"][0]
+        in_place = (float(expected_tokens(alpha, r.gamma)) / (r.gamma * c_decode + 1 + c_propose)
+                    if math.isfinite(c_decode) and math.isfinite(c_propose) and math.isfinite(alpha) else math.nan)
         model = models.get(r.draft)
         predicted: dict = {"leviathan": leviathan,
                      "cost_model": float(model.speedup(alpha, r.gamma)) if model else math.nan}
@@ -491,6 +599,7 @@ def analyze_speculative(
         held = _fit(d_step, others, headline) if len({o.gamma for o in others}) >= 2 else None
         predicted["cost_model_held_out"] = float(held.speedup(alpha, r.gamma)) if held else math.nan
         predicted["held_out_fit_gammas"] = sorted({o.gamma for o in others}) if held else []
+        predicted["leviathan_in_place"] = in_place
         error = tolerance = math.nan
         if held:
             error = predicted["cost_model_held_out"] / measured[0] - 1
@@ -516,8 +625,26 @@ def analyze_speculative(
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
             "measurement_problem": "; ".join(impossible),
+            "basis": basis, "c_in_place_forward": wall["c_in_place_forward"][0],
+            "c_in_place_forward_ci95": _ci(*wall["c_in_place_forward"][1:]),
+            "c_in_place_decode": wall["c_in_place_decode"][0],
+            "c_in_place_decode_ci95": _ci(*wall["c_in_place_decode"][1:]),
+            "draft_catchup_ms": wall["draft_catchup_ms"][0],
+            "draft_catchup_ms_ci95": _ci(*wall["draft_catchup_ms"][1:]),
+            "draft_catchup_tokens": _median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
+            "draft_later_ms": wall["draft_later_ms"][0], "draft_later_ms_ci95": _ci(*wall["draft_later_ms"][1:]),
+            "draft_logits_ms": _median(tok["draft_logits"]), "draft_sample_ms": _median(tok["draft_sample"]),
+            "draft_token_ms": wall["draft_token_ms"][0], "draft_token_ms_ci95": _ci(*wall["draft_token_ms"][1:]),
+            "verify_logits_ms": _median(tok["verify_logits"]), "verify_sample_ms": _median(tok["verify_sample"]),
+            "verify_token_ms": wall["verify_token_ms"][0], "verify_token_ms_ci95": _ci(*wall["verify_token_ms"][1:]),
+            "decode_logits_ms": _median(decode["target_logits_ms"]) if "target_logits_ms" in decode else math.nan,
+            "decode_sample_ms": _median(decode["target_sample_ms"]) if "target_sample_ms" in decode else math.nan,
+            "decode_token_ms": wall["decode_token_ms"][0], "decode_token_ms_ci95": _ci(*wall["decode_token_ms"][1:]),
+            "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": _ci(*wall["propose_ms"][1:]),
+            "c_propose": c_propose,
         })
         notes += impossible
+        notes += _token_notes(r, basis, headline, on_headline, cst if headline == "wall" else priced, c_propose)
         for metric, f in figures[r.name].items():
             by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
                               **{c: x for fig in BY_METRIC_FIGURES
@@ -534,11 +661,68 @@ def analyze_speculative(
                                tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline)
 
 
+# A draft's in-place cost this many times its standalone c is worth a note: Thm 3.8 priced alone is then optimistic.
+IN_PLACE_GAP = 1.2
+
+
+def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tuple[float, float, float]],
+                 standalone: tuple[float, float, float], c_propose: float) -> list[str]:
+    """What a reader of a run's in-place token figures must know (issue 29 items 2–5)."""
+    out = []
+    if basis != "token":
+        out.append(f"{run.name}: no logits or sampling ranges of the target in its trace or the plain target's (an "
+                   "older trace, or a range of the user's own): c in place is the forwards' alone (profile with this "
+                   "nsys_cc's plugin for a token's cost)")
+    elif not {"draft_logits", "draft_sample"} & set(run.steps.parts) and not run.steps.draft_forwards.empty:
+        out.append(f"{run.name}: no draft logits or sampling ranges: the draft's token is its forward ranges (a CUDA "
+                   "graph replayed whole holds its logits and argmax; an older plugin wrote none)")
+    held = run.steps.draft_forwards.get("forwards")
+    if held is not None and len(held) and (held.to_numpy() != 1).any():
+        out.append(f"{run.name}: some draft ranges hold several forwards (a fused multi-step draft graph replays γ − 1 "
+                   "in one range, a multi-module MTP graph γ): each is divided by the forwards it holds")
+    if math.isnan(figures["draft_catchup_ms"][0]) and not run.steps.draft_forwards.empty:
+        out.append(f"{run.name}: one draft range per step holds all its forwards: the catch-up forward (over the "
+                   "tokens just verified) cannot be told from the later ones")
+    # Like with like: the draft's token in place against a token's c standalone; its forwards in place (÷ the plain
+    # decode forward) against a c standalone of the forwards alone (a coefficients table without token figures).
+    if basis == "token" and getattr(standalone, "basis", "forward") == "token":
+        c_decode, what = figures["c_in_place_decode"][0], "token"
+    else:
+        d_fwd, decode_fwd = figures["draft_forward_ms"][0], figures["decode_ms"][0]
+        c_decode = d_fwd / decode_fwd if decode_fwd > 0 else math.nan
+        what = "forwards"
+    if math.isfinite(standalone[0]) and math.isfinite(c_decode) and c_decode > IN_PLACE_GAP * standalone[0]:
+        out.append(f"{run.name}: its draft costs {c_decode / standalone[0]:.2g}× its standalone c in place "
+                   f"({c_decode:.3g} against {standalone[0]:.3g} on {metric}, {what}): Thm 3.8 priced with c "
+                   "standalone (leviathan) is optimistic for these steps; leviathan_in_place prices them with what "
+                   "they cost here (on a GPU, vLLM's V2 runs a standalone draft's speculator eagerly while its "
+                   "standalone run uses CUDA graphs)")
+    if math.isnan(c_propose):
+        out.append(f"{run.name}: a proposer without a draft model and no proposing ranges (an older trace): its "
+                   "proposing cost is unknown, leviathan_in_place left out")
+    return out
+
+
+class StandaloneC(tuple):
+    """(c, low, high) of a plain draft run's decode phase, and `basis`: "token" when that c prices a token (its
+    coefficients row says so), "forward" when it is the forwards' alone. A plain tuple reads as "forward"."""
+
+    basis: str
+
+    def __new__(cls, values: tuple[float, float, float], basis: str = "forward") -> StandaloneC:
+        self = super().__new__(cls, values)
+        self.basis = basis
+        return self
+
+
 def standalone_c(coefficients: pd.DataFrame) -> dict[str | tuple[str, str], tuple[float, float, float]]:
-    """(c, low, high) per (draft, metric) of a coefficients table's decode phase: `analyze_speculative`'s
-    c_standalone."""
+    """(c, low, high) per (draft, metric) of a coefficients table's decode phase (`StandaloneC`, with the row's
+    `basis` where the table has one): `analyze_speculative`'s c_standalone."""
     decode = coefficients[coefficients["phase"] == DECODE]
-    return {(str(r.draft), str(r.metric)): (float(r.c), float(r.ci_low), float(r.ci_high))
+    has_basis = "basis" in decode
+    return {(str(r.draft), str(r.metric)): StandaloneC(
+                (float(r.c), float(r.ci_low), float(r.ci_high)),
+                "token" if has_basis and r.basis == "token" else "forward")
             for r in decode.itertuples()}
 
 

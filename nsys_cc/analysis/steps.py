@@ -43,6 +43,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -50,8 +51,15 @@ import pandas as pd
 
 from ..contract import (
     DEFAULT_RANGE,
+    DRAFT_LOGITS_RANGE,
+    DRAFT_SAMPLE_RANGE,
+    LOGITS_RANGE,
+    PROPOSE_RANGE,
+    SAMPLE_RANGE,
     SCOPES_ALLOCATE,
     SCOPES_DRAFT,
+    SCOPES_POSTPROCESS,
+    SCOPES_SAMPLE,
     SCOPES_STEP,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
@@ -82,6 +90,61 @@ STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms",
 STEP_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.gpu and m.coefficient)
 
 
+# The rest of a token's work in a step (issue 29), each part's ranges summed per step: the target's logits and
+# sampling (the plugin's ranges, else vLLM's postprocess and sample scopes), the draft's logits and sampling, and a
+# model-free proposer's proposing. A part's range belongs to the step its start lies in (as a draft forward does).
+TARGET_PARTS: dict[str, tuple[str, str]] = {  # part → (the plugin's range, vLLM's own scope)
+    "target_logits": (LOGITS_RANGE, SCOPES_POSTPROCESS), "target_sample": (SAMPLE_RANGE, SCOPES_SAMPLE)}
+DRAFT_PARTS: dict[str, str] = {"draft_logits": DRAFT_LOGITS_RANGE, "draft_sample": DRAFT_SAMPLE_RANGE,
+                               "propose": PROPOSE_RANGE}
+STEP_PARTS: tuple[str, ...] = (*TARGET_PARTS, *DRAFT_PARTS)
+# Every range name a part can have (what `with_gpu_metrics` projects beside the forwards).
+PART_RANGES: tuple[str, ...] = (*(n for pair in TARGET_PARTS.values() for n in pair), *DRAFT_PARTS.values())
+# Per step beside STEP_COLUMNS: the parts' times (NaN when the trace has no range of that part at all: unknown), the
+# step's first draft range (the catch-up forward over the tokens just verified) and its payload, the later draft
+# ranges summed, the draft ranges counted, and the time outside every forward and part (`other_token_ms`).
+PART_STEP_COLUMNS = [*(f"{p}_ms" for p in STEP_PARTS), "draft_catchup_ms", "draft_catchup_tokens", "draft_later_ms",
+                     "draft_ranges", "other_token_ms"]
+
+
+def part_columns(metric: str) -> dict[str, str]:
+    """The step columns of `metric` (wall or one of STEP_METRICS) for each of STEP_PARTS, the catch-up and later draft
+    forwards ("draft_catchup", "draft_later") and the time outside forwards and parts ("other_token")."""
+    suffix = "_ms" if metric == "wall" else f"_{metric}_ms"
+    if metric != "wall" and metric not in STEP_METRICS:
+        raise ValueError(f"steps are not measured on {metric!r} (wall, {', '.join(STEP_METRICS)})")
+    return {p: p + suffix for p in (*STEP_PARTS, "draft_catchup", "draft_later", "other_token")}
+
+
+def forwards_held(kind: np.ndarray, d_step: np.ndarray, payload: np.ndarray, gamma: int | None) -> np.ndarray:
+    """How many draft forwards each draft range holds (issue 29 item 5(b)). A verify step drafts γ tokens with γ
+    forwards: the first over the tokens just verified (the catch-up), then γ − 1 of one token per request. A range
+    per forward (eager, piecewise or one graph per forward) holds one; a fused multi-step draft graph (V2's EAGLE/MTP
+    `_fused_multi_step_decode`) replays the γ − 1 later ones as one range after the catch-up's, and those later ranges
+    then hold γ − 1 between them, in proportion to their payloads (tokens × forwards when captured; equal shares
+    without payloads); a single range for the whole step (a multi-module MTP graph) holds γ. Ranges outside verify
+    steps, or with γ unknown, or more than γ in a step, hold one each. `kind`: each step's kind; `d_step`: each draft
+    range's step (−1: none), in start order."""
+    held = np.ones(len(d_step))
+    if gamma is None or gamma < 2 or not len(d_step):
+        return held
+    for step in np.unique(d_step[d_step >= 0]):
+        if kind[step] != VERIFY:
+            continue
+        mine = np.flatnonzero(d_step == step)
+        n = mine.size
+        if n >= gamma:
+            continue
+        if n == 1:
+            held[mine] = gamma
+            continue
+        later = mine[1:]
+        p = payload[later].astype(float)
+        share = p / p.sum() if np.isfinite(p).all() and p.sum() > 0 else np.full(later.size, 1 / later.size)
+        held[later] = (gamma - 1) * share
+    return held
+
+
 def metric_columns(metric: str) -> tuple[str, str, str, str]:
     """The columns of `metric` (wall or one of STEP_METRICS): (target, drafts, other) in `StepTable.steps`, and one
     draft forward's in `StepTable.draft_forwards`."""
@@ -94,8 +157,9 @@ def metric_columns(metric: str) -> tuple[str, str, str, str]:
 
 @dataclass(frozen=True, eq=False)
 class StepTable:
-    """The engine steps of one trace (`steps`: STEP_COLUMNS, kept steps only), the draft forwards inside them
-    (`draft_forwards`: step, wall_ms, payload) and how the steps were found."""
+    """The engine steps of one trace (`steps`: STEP_COLUMNS then PART_STEP_COLUMNS, kept steps only), the draft
+    forwards inside them (`draft_forwards`: step, wall_ms, payload, position in its step (0: the catch-up), forwards
+    it holds (`forwards_held`)) and how the steps were found."""
 
     steps: pd.DataFrame
     draft_forwards: pd.DataFrame
@@ -106,6 +170,8 @@ class StepTable:
     gamma_from_payload: int | None
     notes: tuple[str, ...] = ()
     latencies_s: np.ndarray | None = None  # vLLM's per-iteration latencies (X.bench.json), when known
+    parts: tuple[str, ...] = ()  # the STEP_PARTS the trace has ranges of (their step columns are NaN otherwise)
+    part_source: str | None = None  # where the target's parts come from: "plugin", "vLLM scopes" (None: none)
 
     def of_kind(self, kind: str) -> pd.DataFrame:
         return self.steps[self.steps["kind"] == kind]
@@ -132,15 +198,20 @@ def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str = DEFAULT_RANG
 
     range_name, _ = forward_range(ranges, range_name, label="")
     draft = draft_range_of(ranges)
-    hit = matches(ranges, (range_name, *([draft] if draft else [])))
+    hit = matches(ranges, (range_name, *([draft] if draft else []), *PART_RANGES))
     if not hit.any():
         return ranges
     projected = project(trace, ranges[hit])
+    # A part (logits, sampling, proposing) that launched nothing adds no GPU time (0, where a forward that launched
+    # nothing is unknown): vLLM's CPU-side sampling work, say.
+    idle_part = (matches(ranges[hit], PART_RANGES)
+                 & (pd.to_numeric(projected["gpu_ops"], errors="coerce").fillna(0).to_numpy() == 0))
     out = ranges.copy(deep=False)
     for metric in STEP_METRICS:
         m = BY_NAME[metric]
         values = np.full(len(ranges), np.nan)
-        values[hit] = pd.to_numeric(projected[m.source], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        got = pd.to_numeric(projected[m.source], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        values[hit] = np.where(idle_part, 0.0, got)
         out[m.column] = values
     return out
 
@@ -244,7 +315,11 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         s_start = steps_r["start_ns"].to_numpy()
         s_ms = steps_r["duration_ns"].to_numpy(dtype=float) / 1e6
         t_step = containing(t_start, steps_r)
-        d_step = containing(d_start, steps_r) if len(d_start) else np.array([], dtype=int)
+
+        def step_at(starts: np.ndarray) -> np.ndarray:
+            return containing(starts, steps_r) if len(starts) else np.array([], dtype=int)
+
+        d_step = step_at(d_start)
         s_iter = containing(s_start, iters)
     else:
         rule = "forward to forward"
@@ -259,8 +334,13 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         s_iter = t_iter[keep]
         t_step = np.full(len(target), -1)
         t_step[keep] = np.arange(keep.size)
-        pos = np.searchsorted(t_start, d_start, side="right") - 1
-        d_step = np.where(pos >= 0, t_step[np.clip(pos, 0, None)], -1) if len(d_start) else np.array([], dtype=int)
+        def step_at(starts: np.ndarray) -> np.ndarray:  # the step of the target forward before
+            if not len(starts):
+                return np.array([], dtype=int)
+            pos = np.searchsorted(t_start, starts, side="right") - 1
+            return np.where(pos >= 0, t_step[np.clip(pos, 0, None)], -1)
+
+        d_step = step_at(d_start)
         dropped = int(len(target) - keep.size)
         if dropped:
             notes.append(f"{dropped} target forward(s) close no step (last of their iteration): not counted")
@@ -276,13 +356,50 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     dmask = d_step >= 0 if len(d_start) else np.array([], dtype=bool)
     count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
     sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
+    gamma_known = gamma if gamma is not None else gamma_payload
+    held = forwards_held(knd, d_step, d_payload, gamma_known) if draft_name != SCOPES_DRAFT else np.ones(len(d_step))
+    position = (pd.Series(d_step).groupby(d_step).cumcount().to_numpy() if len(d_step)
+                else np.array([], dtype=int))
+    held_d = (np.bincount(d_step[dmask], weights=held[dmask], minlength=n_steps) if len(d_start)
+              else np.zeros(n_steps))
     steps = pd.DataFrame({
         "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
         "target_ms": sum_t, "tokens": tok,
-        "draft_ms": sum_d, "draft_forwards": count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
+        "draft_ms": sum_d, "draft_forwards": held_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
         "other_ms": s_ms - sum_t - sum_d,
     })[STEP_COLUMNS]
-    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload})
+    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload, "position": position,
+                             "forwards": held})
+    parts = _step_parts(ranges, range_name, measured, step_at)
+    # The catch-up forward is the step's first draft range when the later forwards have ranges of their own (or γ
+    # is 1); a single range for all the step's drafts (a multi-module MTP graph) leaves it unknown.
+    separable = (count_d >= 2) | ((count_d == 1) & (gamma_known == 1))
+    first = dmask & (position == 0) if len(d_start) else np.array([], dtype=bool)
+    later = dmask & (position > 0) if len(d_start) else np.array([], dtype=bool)
+
+    def per_step(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        if not len(d_start) or draft_name == SCOPES_DRAFT:
+            return np.full(n_steps, np.nan)
+        return np.where(separable, np.bincount(d_step[mask], weights=values[mask], minlength=n_steps), np.nan)
+
+    def part_sums(metric: str) -> dict[str, np.ndarray]:
+        return {p: (np.full(n_steps, np.nan) if frame is None else
+                    np.bincount(frame["step"], weights=frame[metric], minlength=n_steps))
+                for p, frame in parts.items()}
+
+    def add_parts(metric: str, target_m: np.ndarray, drafts_m: np.ndarray, d_val: np.ndarray) -> None:
+        cols = part_columns(metric)
+        sums = part_sums(metric)
+        for p in STEP_PARTS:
+            steps[cols[p]] = sums[p]
+        steps[cols["draft_catchup"]] = per_step(d_val, first)
+        steps[cols["draft_later"]] = per_step(d_val, later)
+        known = np.nansum(np.vstack([sums[p] for p in STEP_PARTS]), axis=0)
+        steps[cols["other_token"]] = s_ms - target_m - drafts_m - known
+
+    add_parts("wall", sum_t, sum_d, d_wall)
+    steps["draft_catchup_tokens"] = per_step(d_payload, first)
+    steps["draft_ranges"] = count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan)
     for metric in _gpu_metrics_of(target):
         t_col, d_col, o_col, f_col = metric_columns(metric)
         t_val = target[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6
@@ -293,6 +410,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
                else np.zeros(n_steps))
         steps[t_col], steps[d_col], steps[o_col] = m_t, m_d, s_ms - m_t - m_d
         draft_fw[f_col] = d_val
+        add_parts(metric, m_t, m_d, d_val)
     odd = {k: int((knd == k).sum()) for k in (EMPTY, MIXED) if (knd == k).any()}
     if odd:
         notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
@@ -311,8 +429,45 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     if draft_name == SCOPES_DRAFT:
         notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
                      "its own overhead); one draft forward is taken as that ÷ γ")
+    source = next((f.attrs["source"] for f in parts.values() if f is not None and "source" in f.attrs), None)
     return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
-                     float(per_iter), gamma_payload, tuple(notes))
+                     float(per_iter), gamma_payload, tuple(notes),
+                     parts=tuple(p for p, f in parts.items() if f is not None), part_source=source)
+
+
+def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.DataFrame], pd.DataFrame],
+                step_at: Callable[[np.ndarray], np.ndarray]) -> dict[str, pd.DataFrame | None]:
+    """Per part of STEP_PARTS, its ranges outside warm-up that lie in a step: step, wall and each GPU metric (ms;
+    `attrs["source"]`: "plugin" or "vLLM scopes"), or None when the trace has no range of that part. The target's
+    parts are read for the plugin's forwards or vLLM's forward scope only (the plugin's ranges win), never for a
+    range of the user's own."""
+    from ..contract import FORWARD_RANGES
+
+    out: dict[str, pd.DataFrame | None] = {}
+    for part in STEP_PARTS:
+        if part in TARGET_PARTS:
+            if range_name not in FORWARD_RANGES:
+                out[part] = None
+                continue
+            plugin, scope = TARGET_PARTS[part]
+            name, source = (plugin, "plugin") if matches(ranges, (plugin,)).any() else (scope, "vLLM scopes")
+        else:
+            name, source = DRAFT_PARTS[part], "plugin"
+        found = _closed(select(ranges, name))
+        if found.empty:
+            out[part] = None
+            continue
+        found = measured(found)
+        step = step_at(found["start_ns"].to_numpy())
+        frame = pd.DataFrame({"step": step, "wall": found["duration_ns"].to_numpy(dtype=float) / 1e6})
+        for metric in STEP_METRICS:
+            col = BY_NAME[metric].column
+            frame[metric] = (found[col].to_numpy(dtype=float) / 1e6 if col in found
+                             else np.full(len(found), np.nan))
+        frame = frame[frame["step"] >= 0].reset_index(drop=True)
+        frame.attrs["source"] = source
+        out[part] = frame
+    return out
 
 
 def with_latencies(table: StepTable, path: str | os.PathLike) -> StepTable:

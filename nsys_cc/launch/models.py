@@ -5,6 +5,11 @@ An argument is, in this order:
    `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models in
    vLLM issue #6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos (target 4 layers ×
    hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt tokens from);
+   the heads (`HEADS`) are drafters that run on a target's hidden states, not alone: `tiny-llama-eagle` (an EAGLE
+   head: 1 LLaMA layer × 512 over the target's last hidden states) and `tiny-llama-eagle3` (an EAGLE-3 head: 1 layer
+   × 512 over three of the target's layers, 1, 2 and 3, concatenated) for `tiny-llama-target`, and
+   `tiny-mimo-target`, a target of the same shapes with MiMo's architecture (Qwen2 layers) and one MTP layer of its
+   own, for `"method": "mtp"` (MTP layers belong to the target's checkpoint: a LLaMA target has none);
 2. a model of the known-α pair (`pair-draft`, `pair-target`, `pair-target-a50`, `pair-target-a25`; real weights
    built on demand by `nsys_cc.launch.pair` into `$NSYS_CC_MODELS`, loaded with `--load-format auto`);
 3. a local directory holding a `config.json`;
@@ -29,7 +34,19 @@ SHAPES = {
     "tiny-llama-target": "tiny CPU demo target (4 layers, hidden 512)",
     "tiny-llama-draft-s": "tiny CPU demo draft (2 layers, hidden 256)",
     "tiny-llama-draft-xs": "tiny CPU demo draft (1 layer, hidden 128)",
+    "tiny-llama-eagle": "tiny EAGLE head for tiny-llama-target (1 layer, hidden 512)",
+    "tiny-llama-eagle3": "tiny EAGLE-3 head for tiny-llama-target (1 layer, hidden 512, target layers 1, 2, 3)",
+    "tiny-mimo-target": "tiny MiMo target with one MTP layer (4 + 1 layers, hidden 512) for method mtp",
 }
+# Drafters that are heads on a target (speculative config "method", the target they belong to): no standalone run,
+# no standalone c. `tiny-mimo-target` is a target whose MTP layer is its own drafter (method mtp, no draft model).
+HEADS = {"tiny-llama-eagle": ("eagle", "tiny-llama-target"), "tiny-llama-eagle3": ("eagle3", "tiny-llama-target")}
+MTP_TARGETS = ("tiny-mimo-target",)
+
+
+def head_for(target: str, method: str) -> str | None:
+    """The shipped head of `method` for the shipped `target` (None when there is none)."""
+    return next((h for h, (m, t) in HEADS.items() if m == method and t == target), None)
 _HF_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 

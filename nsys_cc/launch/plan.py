@@ -6,6 +6,7 @@ Nothing here starts a process or writes a file (`detect_gpu` asks `nvidia-smi -L
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from ..contract import FORWARD_RANGE
 from ..errors import InputError
 from ..trace.nsys import find_nsys
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
-from .models import Model, resolve, resolve_all
+from .models import HEADS, MTP_TARGETS, Model, head_for, resolve, resolve_all
 
 ROLES = ("target", "draft", "speculative")
 DEFAULT_SPEC_METHOD = "draft_model"
@@ -135,10 +136,61 @@ def _spec_json(config: dict) -> str:
     return json.dumps(config, separators=(",", ":"))
 
 
+def with_model_path(target: Model, config: dict | None) -> dict | None:
+    """`config` as vLLM needs it: a shipped shape, a known-α pair model or a folder named in its "model" replaced by
+    the folder's path (a Hugging Face id stays); an EAGLE/EAGLE-3 config without a model, on a shipped target with a
+    shipped head (`models.HEADS`), given that head. InputError for an MTP config on a shipped target without MTP
+    layers (vLLM would fail after loading the model)."""
+    if config is None:
+        return None
+    method = config.get("method")
+    named = config.get("model")
+    if method == "suffix" and importlib.util.find_spec("arctic_inference") is None:
+        # vLLM would load the model first and then fail with this (vLLM 0.32, also its CPU build)
+        raise InputError("speculative_config: method suffix needs Arctic Inference, which this Python lacks (vLLM: "
+                         "\"Arctic Inference is required for suffix decoding. Install via `pip install "
+                         "arctic-inference==0.1.1`.\")", param="speculative_config")
+    if named is None and isinstance(method, str) and target.kind == "shape":
+        head = head_for(target.spec, method)
+        if head is not None:
+            return {**config, "model": resolve(head).path}
+        if method == "mtp" and target.spec not in MTP_TARGETS:
+            raise InputError(f"speculative_config: method mtp drafts with the target's own MTP layers, which "
+                             f"{target.spec} has none of; profile {', '.join(MTP_TARGETS)} instead",
+                             param="speculative_config")
+    if isinstance(named, str):
+        model = resolve(named)
+        if model.kind != "hub":
+            return {**config, "model": model.path}
+    return config
+
+
+def proposer_label(config: dict, drafts: Sequence[Model] = ()) -> str:
+    """A speculative config's proposer as labels name it: its draft model's label (one of `drafts` when it names one),
+    else its method (`ngram`, `mtp`)."""
+    if config.get("model"):
+        named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
+        return named.label if named else resolve(str(config["model"])).label
+    return re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+
+
 def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
                      make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
     """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
     runs: list[ModelRun] = []
+    for draft in drafts:
+        if draft.spec in HEADS:
+            method, head_target = HEADS[draft.spec]
+            kind = {"eagle": "an EAGLE", "eagle3": "an EAGLE-3"}.get(method, f"a {method}")
+            raise InputError(f"{draft.spec} is {kind} head on {head_target}'s hidden states: it has no run of "
+                             f"its own; profile it with speculative_config '{{\"method\": \"{method}\", \"model\": "
+                             f"\"{draft.spec}\"}}' and no draft", param="drafts")
+    if gammas and not drafts and config is not None:
+        # a proposer without a plain draft (a head, MTP, n-gram): one run per γ of the config as given
+        for gamma in gammas:
+            runs += speculative_runs(target, (), (), {**config, "num_speculative_tokens": gamma}, make)
+        return runs
+    config = with_model_path(target, config)
     if gammas:
         base = {"method": DEFAULT_SPEC_METHOD, **(config or {})}
         for draft in drafts:
@@ -157,11 +209,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise InputError("speculative_config needs \"num_speculative_tokens\" (a whole number ≥ 1) when no γ "
                              "values are given", param="speculative_config")
-        if config.get("model"):
-            named = next((d for d in drafts if config["model"] in (d.spec, d.path)), None)
-            proposer = named.label if named else resolve(str(config["model"])).label
-        else:
-            proposer = re.sub(r"[^\w.\-]", "_", str(config.get("method", "speculative")))
+        proposer = proposer_label(config, drafts)
         spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
         runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
                              gamma=k, method=config.get("method")))
@@ -190,8 +238,8 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     config = parse_speculative_config(speculative_config)
     gammas = parse_gammas(speculate) if speculate else []
     check_speculate_ranks(bool(gammas) or config is not None, target_tp)
-    if not drafts and (gammas or config is None):
-        raise InputError("give at least one draft (drafts)", param="drafts")
+    if not drafts and config is None:
+        raise InputError("give at least one draft (drafts), or a speculative_config that needs none", param="drafts")
     check_options(options)
     for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
         if value < 1:

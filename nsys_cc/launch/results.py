@@ -101,7 +101,9 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
                      "in place)" if t.label in idle else
                      " (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
                   for t in outcome.speculative]
-    if not runs[0].ok or len(done) < 2:
+    measurable = [t for t in outcome.speculative if t.label not in idle]
+    # a head, MTP or n-gram run has no plain draft beside the target: its steps are measured all the same
+    if not runs[0].ok or (len(done) < 2 and not measurable):
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
         return outcome
     notes = [] if range_name == FORWARD_RANGE else [
@@ -109,7 +111,7 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     with progress.step("analysing the traces", always=True):
         # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
         # for a proposer without a draft model, by their label and metrics dump).
-        spec = [t for t in outcome.speculative if t.label not in idle]
+        spec = measurable
         outcome.result = cost_coefficient(
             str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
             names=[r.model.label for r in done] + [t.label for t in spec],

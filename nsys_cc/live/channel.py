@@ -16,7 +16,9 @@ take the same road, so they reach every front end vLLM's counters reach, and not
    it, so a half-enabled deployment loses the numbers, never a step.
 
 Payload: a `dict[str, list[float]]` of columns, one row per step (`kind`, `tokens_per_seq`, `step_s`,
-`target_s`, `num_drafts`), plus the draft forwards of all rows in one column `draft_s`.
+`target_s`, `target_parts_s`, `num_drafts`), plus the draft forwards of all rows in one column `draft_s` and their
+logits and sampling in `draft_parts_s` beside it. A payload without the parts' columns (a worker of an older nsys_cc)
+reads as parts of 0.
 """
 
 from __future__ import annotations
@@ -35,14 +37,17 @@ _PENDING = "_nsys_cc_live_pending"
 
 def encode(records: Iterable[StepRecord]) -> dict[str, list[float]]:
     """Columns of the payload for these records."""
-    out: dict[str, list[float]] = {name: [] for name in (*_ROWS, "num_drafts", "draft_s")}
+    out: dict[str, list[float]] = {name: [] for name in (*_ROWS, "target_parts_s", "num_drafts", "draft_s",
+                                                         "draft_parts_s")}
     for r in records:
         out["kind"].append(float(r.kind))
         out["tokens_per_seq"].append(float(r.tokens_per_seq))
         out["step_s"].append(r.step_s)
         out["target_s"].append(r.target_s)
+        out["target_parts_s"].append(r.target_parts_s)
         out["num_drafts"].append(float(len(r.draft_s)))
         out["draft_s"].extend(r.draft_s)
+        out["draft_parts_s"].extend(r.draft_parts_s or [0.0] * len(r.draft_s))
     return out
 
 
@@ -52,10 +57,17 @@ def decode(payload: dict[str, list[float]] | None) -> list[StepRecord]:
         return []
     try:
         drafts = payload["draft_s"]
+        rows = len(payload["kind"])
+        target_parts = payload.get("target_parts_s") or [0.0] * rows
+        draft_parts = payload.get("draft_parts_s") or [0.0] * len(drafts)
+        if len(draft_parts) != len(drafts):
+            return []
         records, i = [], 0
-        for kind, n, step, target, k in zip(*(payload[name] for name in (*_ROWS, "num_drafts")), strict=True):
+        for kind, n, step, target, k, tp in zip(*(payload[name] for name in (*_ROWS, "num_drafts")), target_parts,
+                                                strict=True):
             k = int(k)
-            records.append(StepRecord(int(kind), n, step, target, list(drafts[i : i + k])))
+            records.append(StepRecord(int(kind), n, step, target, list(drafts[i : i + k]), tp,
+                                      list(draft_parts[i : i + k])))
             i += k
         return records
     except (KeyError, TypeError, ValueError):
@@ -186,3 +198,14 @@ def forward_begin(draft: bool) -> None:
 def forward_end() -> None:
     if _timer is not None:
         _timer.forward_end()
+
+
+def part_begin(draft: bool) -> None:
+    """The logits or sampling of the forward before (a draft's when `draft`) begins."""
+    if _timer is not None:
+        _timer.part_begin(DRAFT if draft else TARGET)
+
+
+def part_end() -> None:
+    if _timer is not None:
+        _timer.part_end()

@@ -2,6 +2,9 @@
 
 What is timed (one `StepRecord` per engine step that scheduled tokens):
 - each forward of the target model and each forward of the draft model, from its start to its end;
+- the rest of each forward's token (issue 29): its logits and its sampling (the plugin's `nsys_cc:logits` /
+  `nsys_cc:sample` work and a draft's `nsys_cc:draft_logits` / `nsys_cc:draft_sample`), each part added to the
+  forward before it of the same role;
 - the step as a whole: from the start of the runner's `execute_model` for this step to its start for the next
   step. The worker waits for the engine core between the two, so this is the engine's step period: scheduling,
   input preparation, target forward, sampling, rejection, draft proposing, output processing and the hand-over
@@ -34,6 +37,7 @@ from ..contract import LIVE_DECODE, LIVE_MIXED, LIVE_VERIFY
 
 MIXED, DECODE, VERIFY = LIVE_MIXED, LIVE_DECODE, LIVE_VERIFY
 TARGET, DRAFT = "target", "draft"
+PART = "part:"  # a part's role in an open step's list: PART + the role of the forward it belongs to
 
 
 class StepShape(NamedTuple):
@@ -112,7 +116,9 @@ class StepRecord:
     """One engine step: its kind, tokens verified per sequence, and times in seconds.
 
     step_s: the step period (NaN when unknown, see the module docstring); target_s: the target forwards of the
-    step summed (one forward in a normal step); draft_s: each draft forward in order.
+    step summed (one forward in a normal step); draft_s: each draft forward in order; target_parts_s: the logits and
+    sampling after the target forwards, summed; draft_parts_s: per draft forward, its logits and sampling (0 where
+    none was timed; a list as long as draft_s).
     """
 
     kind: int
@@ -120,11 +126,25 @@ class StepRecord:
     step_s: float
     target_s: float
     draft_s: list[float] = field(default_factory=list)
+    target_parts_s: float = 0.0
+    draft_parts_s: list[float] = field(default_factory=list)
+
+    @property
+    def target_token_s(self) -> float:
+        """The target's token: its forwards, logits and sampling."""
+        return self.target_s + self.target_parts_s
+
+    @property
+    def draft_token_s(self) -> list[float]:
+        """Each draft token: its forward, logits and sampling."""
+        parts = self.draft_parts_s or [0.0] * len(self.draft_s)
+        return [d + p for d, p in zip(self.draft_s, parts)]
 
     @property
     def outside_s(self) -> float:
-        """Time of the step outside any forward: step − target − drafts (NaN when the period is unknown)."""
-        return self.step_s - self.target_s - math.fsum(self.draft_s)
+        """Time of the step outside every token's work: step − the target's token − the draft tokens (NaN when the
+        period is unknown)."""
+        return self.step_s - self.target_token_s - math.fsum(self.draft_token_s)
 
 
 class _OpenStep:
@@ -135,15 +155,16 @@ class _OpenStep:
         self.start = start
         self.end: Any = None
         self.continued = False
-        self.forwards: list[tuple[str, Any, Any]] = []
+        self.forwards: list[tuple[str, Any, Any]] = []  # (role, start, end); a part's role is PART + its own
 
 
 class StepTimer:
     """Collects `StepRecord`s from hooks called on the thread that runs the model.
 
     Hooks: `step_begin(scheduler_output)` at the start of each `execute_model`, `forward_begin(role)` /
-    `forward_end()` around each target (`TARGET`) or draft (`DRAFT`) forward. Forwards outside a step (warm-up
-    and dummy runs) are not recorded. `drain()` hands out the records completed so far.
+    `forward_end()` around each target (`TARGET`) or draft (`DRAFT`) forward, `part_begin(role)` / `part_end()`
+    around its logits and sampling. Forwards outside a step (warm-up and dummy runs) are not recorded. `drain()`
+    hands out the records completed so far.
     """
 
     def __init__(self, clock: Any):
@@ -173,6 +194,12 @@ class StepTimer:
             self._open.forwards.append((role, start, self.clock.mark()))
             self._forward = None
 
+    def part_begin(self, role: str) -> None:
+        if self._open is not None:
+            self._forward = (PART + role, self.clock.mark())
+
+    part_end = forward_end
+
     def drain(self) -> list[StepRecord]:
         """Records of the closed steps whose marks have all completed, oldest first; the others wait."""
         out = []
@@ -187,12 +214,19 @@ class StepTimer:
 
     def _record(self, step: _OpenStep) -> StepRecord:
         clock = self.clock
-        target = 0.0
-        drafts = []
+        target = target_parts = 0.0
+        drafts: list[float] = []
+        draft_parts: list[float] = []
         for role, start, end in step.forwards:
             seconds = clock.seconds(start, end)
             if role == DRAFT:
                 drafts.append(seconds)
+                draft_parts.append(0.0)
+            elif role == PART + DRAFT:
+                if draft_parts:  # a draft's part before any draft forward of the step has nothing to belong to
+                    draft_parts[-1] += seconds
+            elif role == PART + TARGET:
+                target_parts += seconds
             else:
                 target += seconds
             clock.release(start)
@@ -200,7 +234,8 @@ class StepTimer:
         period = clock.seconds(step.start, step.end) if step.continued else math.nan
         clock.release(step.start)
         # The end mark is the next step's start: released with that step.
-        return StepRecord(step.shape.kind, step.shape.tokens_per_seq, period, target, drafts)
+        return StepRecord(step.shape.kind, step.shape.tokens_per_seq, period, target, drafts, target_parts,
+                          draft_parts)
 
 
 def make_clock(device_type: str | None = None) -> Any:

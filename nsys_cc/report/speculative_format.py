@@ -2,8 +2,8 @@
 
 JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
 in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,
-held_out_fit_gammas}) and `by_metric`: {METRIC: {draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
-other_ms, c_standalone, each with its `_ci95`}} for every metric the traces have (wall always, equal to the entry's
+leviathan_in_place, held_out_fit_gammas}) and `by_metric`: {METRIC: {each of `BY_METRIC_FIGURES` and c_standalone,
+each with its `_ci95`}} for every metric the traces have (wall always, equal to the entry's
 own figures; gpu_span, kernel_sum, gpu_busy with CUDA data); `"speculative_metric"`: the headline metric (gpu_busy on
 GPU traces, else wall; null without speculative runs); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup,
 best} for γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16. NaN becomes null.
@@ -126,6 +126,46 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
+    """One row per run and shown metric: what a drafted token and a verify cost in place (issue 29), the draft's
+    catch-up forward (over the tokens just verified; its payload in brackets) apart from its later forwards, the
+    draft's and the verify's logits and sampling (wall only: the split is measured on the CPU ranges), the token
+    sums, the c of a token in place against the verify and against a plain decode token (a head's c), the forwards'
+    c beside it, and a model-free proposer's proposing per step."""
+    by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
+    rows = []
+    for t in spec.table.to_dict(orient="records"):
+        for metric in shown_metrics(spec):
+            r = by_metric.get((t["name"], metric))
+            if r is None or "draft_token_ms" not in r:
+                continue
+
+            def ci(col: str, r: dict = r) -> str:
+                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+
+            def wall_only(col: str, metric: str = metric, t: dict = t) -> str:
+                return sig3(t[col]) if metric == "wall" and not _missing(t[col]) else "–"
+
+            catchup = ci("draft_catchup_ms")
+            if catchup != "–" and not _missing(t["draft_catchup_tokens"]):
+                catchup += f" ({t['draft_catchup_tokens']:.0f} tok)"
+            rows.append({
+                "Run": t["name"], "γ": t["gamma"], "Metric": metric, "Basis": t["basis"],
+                "Catch-up fwd (ms)": catchup, "Later fwd (ms)": ci("draft_later_ms"),
+                "Draft logits": wall_only("draft_logits_ms"), "Draft sample": wall_only("draft_sample_ms"),
+                "Draft token (ms)": ci("draft_token_ms"), "Verify logits": wall_only("verify_logits_ms"),
+                "Verify sample": wall_only("verify_sample_ms"), "Verify token (ms)": ci("verify_token_ms"),
+                "Decode token (ms)": ci("decode_token_ms"), "c in place": ci("c_in_place"),
+                "c vs decode token": ci("c_in_place_decode"), "c forwards": ci("c_in_place_forward"),
+                "Propose (ms)": ci("propose_ms"),
+            })
+    return pd.DataFrame(rows)
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
 def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: measured speedup against the predictions, side by side."""
     rows = []
@@ -137,6 +177,7 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
                         f"{fmt_speedup(r.measured_speedup_ci_high)}]"
                         + (" (impossible: a measurement problem, see the notes)" if r.measurement_problem else ""),
             "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(r.predicted_leviathan),
+            "Thm 3.8 in place": _x(r.predicted_leviathan_in_place),
             "Cost model (fit)": _x(r.predicted_cost_model),
             "Forecast (held out)": "–" if math.isnan(held) else f"{_x(held)} (fit γ {r.held_out_fit_gammas})",
         })
@@ -186,9 +227,13 @@ def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
         runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then wall: the forward "
                 "ranges' CPU time" + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
         split = f"wall step times, split on {spec.metric}"
-    return {"runs": runs,
+    tokens = (f"Tokens in place (per drafted token and per verify, on {spec.metric}"
+              + (", then wall" if spec.metric != "wall" else "") + "; c in place = draft token ÷ verify token, c vs "
+              "decode token = draft token ÷ the plain target's decode token: a head's c, what Thm 3.8 in place is "
+              "priced with; c forwards = the forwards alone)")
+    return {"runs": runs, "tokens": tokens,
             "speedup": f"Speedup: measured vs predicted (measured on wall step times; Thm 3.8 with c standalone on "
-                       f"{spec.metric})",
+                       f"{spec.metric}, Thm 3.8 in place with c vs decode token and the proposing in place)",
             "check": f"Forecast check (runs the model was not fitted on; {split})",
             "forecast": f"Forecast (cost model fitted on all runs of each draft: {split})"}
 
@@ -198,6 +243,7 @@ def sections(spec: SpeculativeAnalysis) -> list[tuple[str, pd.DataFrame | list[s
     title = titles(spec)
     return [
         (title["runs"], measured_table(spec)),
+        (title["tokens"], token_table(spec)),
         (title["speedup"], speedup_table(spec)),
         (title["check"], check_lines(spec)),
         (title["forecast"], forecast_lines(spec)),

@@ -1,4 +1,5 @@
-"""vLLM general plugin: NVTX ranges around every model forward and every benchmark iteration (no vLLM edits).
+"""vLLM general plugin: NVTX ranges around every model forward, its logits and sampling, and every benchmark iteration
+(no vLLM edits).
 
 Activation: vLLM calls `register()` in every process through the `vllm.general_plugins` entry point; it does
 nothing unless `NSYS_CC_PLUGIN=1`, so installing nsys_cc changes no other vLLM run. `register()` is
@@ -15,6 +16,17 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   forward's input (it can include CUDA-graph padding). A draft CUDA graph replayed whole is one range however many
   forwards it holds (a fused multi-step draft graph holds γ − 1, a multi-module MTP graph γ): its payload is then
   the tokens of all of them (the graph's padded batch × the forwards counted when it was captured).
+- `nsys_cc:logits` and `nsys_cc:sample` after each target forward, on its thread (issue 29: a token costs its
+  forward, its logits and its sampling): the logits are the target model's `compute_logits` (the LM head and vLLM's
+  LogitsProcessor; `compute_logits_local` under V2's batch-sharded sampling), wrapped on the runner's model instance
+  (found in `execute_model`, under vLLM's CUDA-graph wrapper), so a draft of the same class keeps its own; the
+  sampling is the sampler with its logits processors (penalties, temperature, top-k/p, min-p, the draw, logprobs), or
+  the rejection sampler in a speculative step. Payload of both = rows: positions whose logits are computed and
+  sampled — a decode forward's requests, a verify forward's (γ + 1) per request (then the forward's own payload), a
+  prefill's one per request. The analysis ties each to the target forward that ended last before it on its thread
+  (no other forward in between). vLLM computes the logits in `execute_model` and samples in `sample_tokens` (V1),
+  or both in `GPUModelRunner.sample` (V2); prompt logprobs, when asked for, compute logits again: another
+  `nsys_cc:logits` range of the same forward.
 - `nsys_cc:step` around each engine step, on the thread that runs it: from the moment the scheduler has
   scheduled the step to the end of the step (target forward, sampling, rejection, proposing with its draft
   forwards, the engine's output processing when the engine runs in-process). Payload = tokens scheduled for the
@@ -27,6 +39,16 @@ Ranges (NVTX push/pop, default domain; binding chosen by `nvtx_backend`, the `nv
   are warm-up, where N = env `NSYS_CC_WARMUP_ITERS` (default 0). Payload = number of prompts in the call
   (the batch size). The analysis drops forwards that start inside a warm-up range, by time, so this works
   when the engine (and its forwards) run in another process.
+- `nsys_cc:draft_logits` / `nsys_cc:draft_sample` after each draft forward: the proposer's logits (V1: the loaded
+  draft model's `compute_logits`, or `get_top_tokens` with local argmax reduction, called by `_sample_draft_tokens` /
+  `_greedy_sample`; V2: `compute_draft_logits` / `get_draft_top_tokens` inside `sample_draft`), then its argmax or
+  sampling, from the end of the logits to the end of the sampling call (the two never nest). Payload = rows of the
+  hidden states: requests × the positions drafted at once (1 for a proposer drafting one position per forward, γ for
+  parallel drafting), so the analysis can attribute them per token. Logits computed inside a forward range (a CUDA
+  graph replayed whole holds them) get no range of their own: they are in that range.
+- `nsys_cc:propose` around a model-free proposer's `propose` (V1 `NgramProposer`, `NgramProposerGPU`,
+  `SuffixDecodingProposer`; V2 `NgramGPUSpeculator`): its CPU work outside any forward. Payload = requests it proposes
+  for (the draft tokens it proposed are known only when it returns; the next verify forward's tokens say how many).
 - `nsys_cc:all_reduce` around each all-reduce of vLLM's CPU build (`CpuCommunicator.all_reduce`: gloo or its
   shared-memory all-reduce, tensor parallel on the CPU) made inside a forward range: on the CPU the communication is
   no GPU kernel, so this range is what shows it. Payload = bytes reduced.
@@ -40,20 +62,29 @@ Where the ranges go, by runner (patched when vLLM imports the module, so no proc
 than it would anyway):
 
 - V1 runner (`vllm.v1.worker.gpu_model_runner.GPUModelRunner`, also the CPU runner): `_model_forward` (eager,
-  piecewise and full graphs alike: the runner calls it for every step); `_dummy_run`, `profile_run` and
-  `capture_model` are silenced.
+  piecewise and full graphs alike: the runner calls it for every step); logits: the model's `compute_logits` (hooked
+  in `execute_model`); sampling: `_sample` (the sampler or the rejection sampler; the structured-output bitmask,
+  applied before it in `sample_tokens`, is outside); `_dummy_run`, `profile_run`, `capture_model` and
+  `_dummy_sampler_run` are silenced.
 - V2 runner (`vllm.v1.worker.gpu.model_runner`, vLLM's GPU default when Triton is present): eager `self.model(...)`
   through forward hooks on the loaded model, piecewise graphs `CudaGraphManager.run_pw_graph` (compiled or
-  breakable), full graphs `ModelCudaGraphManager.run_fullgraph`; `_dummy_run`, `profile_run`, `capture_model` silenced.
+  breakable), full graphs `ModelCudaGraphManager.run_fullgraph`; logits: the model's `compute_logits` inside
+  `GPUModelRunner.sample`; sampling: from the logits' end to `sample`'s return (the grammar bitmask, the runner's
+  sampler or rejection sampler whatever its class, the gather across ranks); `_dummy_run`, `profile_run`,
+  `capture_model` and `_dummy_sampler_run` silenced.
 - Drafts, V1: forward hooks on the model loaded by `SpecDecodeBaseProposer` (EAGLE, draft model, DFlash, …; its
   piecewise graphs call the module) or `MedusaProposer`; a draft replayed through vLLM's
   `BreakableCUDAGraphWrapper` opens its range in the wrapper. Their `dummy_run`s are silenced, also where a
-  subclass overrides it.
+  subclass overrides it. Draft logits: the loaded draft model's `compute_logits` (and `get_top_tokens`), on that
+  instance; draft sampling: `_sample_draft_tokens` and `_greedy_sample` (also where a subclass overrides them).
 - Drafts, V2: forward hooks on the model loaded by `DraftModelSpeculator` (every speculator with a model:
   standalone draft model, EAGLE/EAGLE3, MTP, multi-module MTP, Gemma4, DFlash, DSpark, …) for eager forwards,
   `run_pw_graph` for piecewise ones (named for the model it runs), and the base `CudaGraphManager.run_fullgraph` for
   their full-graph replays (named by the manager: the runner's `ModelCudaGraphManager` is the target, any other a
-  speculator's). `CudaGraphManager.capture` is wrapped to count the forwards each graph runs.
+  speculator's). `CudaGraphManager.capture` is wrapped to count the forwards each graph runs. Draft logits:
+  `compute_draft_logits` / `get_draft_top_tokens`, sampling `sample_draft` (the instance's own overrides too).
+- Model-free proposers: `propose` of V1's `NgramProposer`, `NgramProposerGPU`, `SuffixDecodingProposer` and V2's
+  `NgramGPUSpeculator` (optional: a vLLM without them loses only these ranges).
 - Not covered: V2's dual-batch overlap (`UBatchRunner`, microbatches run in threads of their own) gives one range
   per microbatch thread.
 - Steps (`vllm.v1.engine`): `LLMEngine.step` when its engine core is in-process (`InprocClient`, i.e.
@@ -62,10 +93,10 @@ than it would anyway):
   step calls give one range, the outermost's. The range is pushed by a wrapper of the engine core's
   `scheduler.schedule` (wrapped on the instance, so any scheduler class works) when it returns inside a step.
 
-Live timing (`NSYS_CC_LIVE=1`, independent of `NSYS_CC_PLUGIN`): the same hooks also time each forward and each
-engine step for `nsys_cc.live` (the runner's `execute_model` opens a step, `sample_tokens` hands the finished
-records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat loggers; with `NSYS_CC_PLUGIN` unset no NVTX
-range is pushed.
+Live timing (`NSYS_CC_LIVE=1`, independent of `NSYS_CC_PLUGIN`): the same hooks also time each forward, its logits
+and sampling (`part_begin` / `part_end`), and each engine step for `nsys_cc.live` (the runner's `execute_model`
+opens a step, `sample_tokens` hands the finished records on), and `nsys_cc.live.PATCHES` carry them to vLLM's stat
+loggers; with `NSYS_CC_PLUGIN` unset no NVTX range is pushed.
 
 One correction, not a range: on vLLM's CPU build the rejection sampler's `expand` kernel leaves float outputs
 unwritten, which breaks speculative decoding with sampling (`nsys_cc.vllm.fixes`; `NSYS_CC_VLLM_FIXES=0`
@@ -90,10 +121,15 @@ from .. import live as _live
 from ..contract import (  # the names this plugin writes and reads, spelled once for the plugin and the analysis
     ALL_REDUCE_RANGE,
     DRAFT_FORWARD_RANGE,
+    DRAFT_LOGITS_RANGE,
+    DRAFT_SAMPLE_RANGE,
     ENV_PLUGIN as ENV_ENABLE,
     ENV_WARMUP_ITERS as ENV_WARMUP,
     FORWARD_RANGE,
     ITERATION_RANGE,
+    LOGITS_RANGE,
+    PROPOSE_RANGE,
+    SAMPLE_RANGE,
     SCOPES_FORWARD as VLLM_SCOPES_RANGE,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
@@ -105,13 +141,17 @@ from . import nvtx_backend
 _ORIGINAL = "__nsys_cc_original__"
 _MODULE_TAG = "_nsys_cc_range"
 _GRAPH_FORWARDS = "_nsys_cc_graph_forwards"  # on a CUDA-graph manager: batch descriptor → forwards its graph runs
+_LOGITS_TAG = "_nsys_cc_logits"  # on a model whose compute_logits opens a part range: the range's name
 
 
 class _State(threading.local):
     """Per thread: `depth` of open forwards, `pushed` whether the outermost one pushed a range, `quiet` > 0 inside
     vLLM's own dummy/profile/capture forwards, `tokens` scheduled in the step being executed (None outside);
     `steps` nested engine-step calls, `step_pushed` whether the outermost step's range is open; `counted` the forwards
-    a CUDA graph being captured runs (`_counting_capture`)."""
+    a CUDA graph being captured runs (`_counting_capture`); `part` whether a part range (logits, sampling) is open,
+    `sampling` > 0 inside V2's `GPUModelRunner.sample`, `sample_open` whether its sample range is open;
+    `draft_sampling` > 0 inside a proposer's sampling call, `draft_sample_open` whether its draft-sample range is
+    open."""
 
     depth = 0
     pushed = False
@@ -120,6 +160,11 @@ class _State(threading.local):
     steps = 0
     step_pushed = False
     counted: int | None = None  # outermost forwards seen while a CUDA graph is captured (None: not counting)
+    part = False
+    sampling = 0
+    sample_open = False
+    draft_sampling = 0  # nested draft-sampling calls (`_draft_sampling`)
+    draft_sample_open = False  # whether the outermost one's DRAFT_SAMPLE_RANGE is open
 
 
 _state = _State()
@@ -249,9 +294,14 @@ def _as_target_forward(original: Callable) -> Callable:
 
 
 def _with_scheduled_tokens(original: Callable) -> Callable:
-    """execute_model(scheduler_output, …): remember the step's token count; dummy runs get no range."""
+    """execute_model(scheduler_output, …) of either runner: remember the step's token count; dummy runs get no range.
+    The runner's model gets its logits range here, before the step runs (`hook_logits`: the CPU runner overrides
+    `load_model`, so the model is found here; after the first step, a check of one attribute)."""
 
     def execute_model(self, *args, **kwargs):
+        model = getattr(self, "model", None)
+        if model is not None:
+            hook_logits(model)
         scheduler_output = args[0] if args else kwargs.get("scheduler_output")
         previous = _state.tokens
         _state.tokens = getattr(scheduler_output, "total_num_scheduled_tokens", None)
@@ -314,18 +364,24 @@ def hook_module(module: Any, name: str, *, scheduled: bool) -> bool:
     return True
 
 
-def _hooking_loaded_model(name: str, *, scheduled: bool, quiet: tuple[str, ...] = ()) -> Callable[[Callable], Callable]:
-    """load_model: hook the loaded `self.model`; then silence the methods `quiet` (dummy runs) where the instance's
-    own class defines them (a subclass overriding the base's method would escape a wrapper put on the base)."""
+def _hooking_loaded_model(name: str, *, scheduled: bool, quiet: tuple[str, ...] = (),
+                          also: tuple[tuple[str, Callable[[Callable], Callable]], ...] = (),
+                          model_logits: bool = False) -> Callable[[Callable], Callable]:
+    """load_model: hook the loaded `self.model`; then silence the methods `quiet` (dummy runs) and wrap each method
+    of `also` with its maker where the instance's own class defines them (a subclass overriding the base's method
+    would escape a wrapper put on the base). `model_logits`: the loaded model's own logits methods give draft-logits
+    ranges (`_hook_draft_logits`)."""
 
     def make(original: Callable) -> Callable:
         def load_model(self, *args, **kwargs):
             result = original(self, *args, **kwargs)
             hook_module(getattr(self, "model", None), name, scheduled=scheduled)
-            for attr in quiet:
+            for attr, maker in (*((a, _silenced) for a in quiet), *also):
                 owner = next((c for c in type(self).__mro__ if attr in vars(c)), None)
                 if owner is not None:
-                    _wrap(owner, attr, _silenced)
+                    _wrap(owner, attr, maker)
+            if model_logits:
+                _hook_draft_logits(getattr(self, "model", None))
             return result
 
         return load_model
@@ -414,6 +470,105 @@ def _as_graph_wrapper_call(original: Callable) -> Callable:
     return call
 
 
+# ---- the rest of a draft's token: its logits and sampling; a model-free proposer's proposing ----------------------
+#
+# A proposer computes a draft token's logits after the draft forward (V1: `self.model.compute_logits(h)` inside its
+# `_sample_draft_tokens` / `_greedy_sample`; V2: `compute_draft_logits` inside `sample_draft`) and then takes their
+# argmax (or samples). DRAFT_LOGITS_RANGE is the logits call (a part range, `part_begin`); DRAFT_SAMPLE_RANGE runs from
+# the end of the logits to the end of the sampling call, so the two never nest and together are the whole of the
+# proposer's sampling call. Both carry the rows (positions) of the hidden states: one per request per drafted
+# position (γ × requests when a proposer computes the logits of γ positions at once). Inside a forward range (a CUDA
+# graph replayed whole holds its logits) or a silenced dummy/capture call, nothing is written.
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> Any:
+    return next((a for a in (*args, *kwargs.values()) if getattr(a, "shape", None) is not None), None)
+
+
+def _draft_logits_method(original: Callable) -> Callable:
+    """A V2 speculator's logits method (`compute_draft_logits(hidden, step)`, `get_draft_top_tokens`): the draft-logits
+    range around it (the draft model's own compute_logits inside it adds nothing: one part range at a time); inside a
+    sampling call the draft-sample range opens when it returns."""
+
+    def logits(self, *args, **kwargs):
+        rows = _rows(_first_tensor(args, kwargs))
+        pushed = part_begin(DRAFT_LOGITS_RANGE, rows, draft=True)
+        try:
+            out = original(self, *args, **kwargs)
+        finally:
+            if pushed:
+                part_end()
+        state = _state
+        if pushed and state.draft_sampling and not state.draft_sample_open:
+            state.draft_sample_open = part_begin(DRAFT_SAMPLE_RANGE, _rows(out) or rows, draft=True)
+        return out
+
+    return logits
+
+
+def _draft_sampling(original: Callable) -> Callable:
+    """A proposer's sampling call (V1 `_sample_draft_tokens`, `_greedy_sample`; V2 `sample_draft`): the
+    draft-sample range its logits opened closes when the outermost call returns."""
+
+    def sample(self, *args, **kwargs):
+        state = _state
+        state.draft_sampling += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            state.draft_sampling -= 1
+            if state.draft_sampling == 0 and state.draft_sample_open:
+                state.draft_sample_open = False
+                part_end()
+
+    return sample
+
+
+def _hook_draft_logits(model: Any) -> None:
+    """The loaded draft model's logits (`hook_logits` with the draft's name, on the instance: its class may be the
+    target's), and `get_top_tokens` (local argmax reduction: the logits with their argmax fused in) the same way."""
+    if model is None or not hook_logits(model, DRAFT_LOGITS_RANGE, draft=True):
+        return
+    inner = _unwrapped(model)
+    top = getattr(inner, "get_top_tokens", None)
+    if callable(top) and getattr(top, _ORIGINAL, None) is None:
+        wrapper = functools.wraps(top)(_as_logits(top, DRAFT_LOGITS_RANGE, True))
+        setattr(wrapper, _ORIGINAL, top)
+        object.__setattr__(inner, "get_top_tokens", wrapper)
+
+
+def _proposed_rows(args: tuple, kwargs: dict) -> int:
+    """Requests a model-free proposer proposes for: its sampled tokens' list (n-gram, suffix), else the input batch's
+    requests, else the first tensor's rows."""
+    sampled = kwargs.get("sampled_token_ids")
+    if sampled is None:
+        sampled = next((a for a in args if isinstance(a, list)), None)
+    if isinstance(sampled, list):
+        return len(sampled)
+    reqs = getattr(kwargs.get("input_batch", args[0] if args else None), "num_reqs", None)
+    if isinstance(reqs, int):
+        return reqs
+    return _rows(_first_tensor(args, kwargs))
+
+
+def _as_proposing(original: Callable) -> Callable:
+    """A model-free proposer's `propose` (n-gram, suffix decoding): PROPOSE_RANGE around it, payload the requests it
+    proposes for (how many tokens it proposed is known only when it returns; the next verify forward's tokens say
+    it). Dummy proposals (`dummy_run=True`) get no range."""
+
+    def propose(self, *args, **kwargs):
+        state = _state
+        if state.quiet or state.depth or kwargs.get("dummy_run"):
+            return original(self, *args, **kwargs)
+        _backend.push(PROPOSE_RANGE, _proposed_rows(args, kwargs))
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            _backend.pop()
+
+    return propose
+
+
 def _as_iteration(original: Callable) -> Callable:
     def generate(self, *args, **kwargs):
         global _generate_calls
@@ -483,6 +638,117 @@ def _inproc_core(engine: Any) -> Any:
     return getattr(getattr(engine, "engine_core", None), "engine_core", None)
 
 
+# ---- the rest of a token's work: logits and sampling after each target forward (issue 29) -------------------
+
+
+def part_begin(name: str, rows: int, *, draft: bool = False) -> bool:
+    """Open part range `name` (the logits or the sampling of a forward; payload `rows`) on this thread: True when it
+    was opened, and then `part_end()` must close it. Nothing is opened inside vLLM's dummy runs, inside a forward
+    (a model that computes logits in its forward: they are the forward's) or inside another part range. `draft`:
+    a draft's part (the live timing adds it to the draft forward before it)."""
+    state = _state
+    if state.quiet or state.depth or state.part:
+        return False
+    state.part = True
+    _backend.push(name, rows)
+    if _live_on:
+        _live_channel.part_begin(draft=draft)
+    return True
+
+
+def part_end() -> None:
+    """Close the part range `part_begin` opened."""
+    _state.part = False
+    if _live_on:
+        _live_channel.part_end()
+    _backend.pop()
+
+
+def _rows(tensor: Any) -> int:
+    """Rows of a tensor (its first axis): the positions whose logits are computed, or sampled."""
+    shape = getattr(tensor, "shape", None)
+    return int(shape[0]) if shape else 0
+
+
+def _unwrapped(model: Any) -> Any:
+    """The model under vLLM's CUDA-graph wrapper (`unwrap()`), else `model` itself."""
+    unwrap = getattr(type(model), "unwrap", None)
+    return unwrap(model) if callable(unwrap) else model
+
+
+def hook_logits(model: Any, name: str = LOGITS_RANGE, *, draft: bool = False) -> bool:
+    """Open range `name` around every call of the model's `compute_logits` (and `compute_logits_local`, V2's
+    batch-sharded sampling), payload = rows computed; wrapped on the instance (under vLLM's graph wrapper), so that
+    another model of the same class (a draft of the target's architecture) is not touched. Once per model; False
+    when the model has no `compute_logits`. A target's logits opened inside V2's `GPUModelRunner.sample` open its
+    sample range when they end (`_as_v2_sample`)."""
+    inner = _unwrapped(model)
+    if inner is None or not callable(getattr(inner, "compute_logits", None)):
+        return False
+    if getattr(inner, _LOGITS_TAG, None):
+        return True
+    for attr in ("compute_logits", "compute_logits_local"):
+        original = getattr(inner, attr, None)
+        if callable(original):
+            object.__setattr__(inner, attr, functools.wraps(original)(_as_logits(original, name, draft)))
+    object.__setattr__(inner, _LOGITS_TAG, name)
+    return True
+
+
+def _as_logits(original: Callable, name: str, draft: bool) -> Callable:
+    def compute_logits(*args, **kwargs):
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        rows = _rows(hidden)
+        pushed = part_begin(name, rows, draft=draft)
+        try:
+            logits = original(*args, **kwargs)
+        finally:
+            if pushed:
+                part_end()
+        state = _state
+        if pushed and name == LOGITS_RANGE and state.sampling and not state.sample_open:
+            state.sample_open = part_begin(SAMPLE_RANGE, _rows(logits) or rows)
+        elif pushed and name == DRAFT_LOGITS_RANGE and state.draft_sampling and not state.draft_sample_open:
+            state.draft_sample_open = part_begin(DRAFT_SAMPLE_RANGE, _rows(logits) or rows, draft=True)
+        return logits
+
+    return compute_logits
+
+
+def _as_v1_sample(original: Callable) -> Callable:
+    """V1's `GPUModelRunner._sample(logits, spec_decode_metadata)`: the sampler, or the rejection sampler in a
+    speculative step, in the sample range; payload = rows of the logits sampled."""
+
+    def sample(self, logits, *args, **kwargs):
+        pushed = part_begin(SAMPLE_RANGE, _rows(logits))
+        try:
+            return original(self, logits, *args, **kwargs)
+        finally:
+            if pushed:
+                part_end()
+
+    return sample
+
+
+def _as_v2_sample(original: Callable) -> Callable:
+    """V2's `GPUModelRunner.sample(hidden_states, input_batch, grammar_output)`: compute_logits, the grammar bitmask,
+    the sampler (or the rejection sampler), the gather across ranks. The sample range opens when the logits range
+    closes (`_as_logits`) and closes when `sample` returns, so that any sampler class the runner holds is inside."""
+
+    def sample(self, *args, **kwargs):
+        state = _state
+        state.sampling += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            state.sampling -= 1
+            if state.sampling == 0 and state.sample_open:
+                state.sample_open = False
+                part_end()
+
+    return sample
+
+
 # ---- what is patched where ----------------------------------------------------------------------------
 
 
@@ -492,9 +758,13 @@ def _patch_v1_runner(module: Any) -> bool:
         return False
     if _live_on:
         _wrap(cls, "sample_tokens", _attaching_live_records)
-    # vLLM's own forwards outside the scheduled steps (memory profiling, CUDA-graph capture, DP padding runs).
-    for attr in ("_dummy_run", "profile_run", "capture_model"):
+    # vLLM's own forwards outside the scheduled steps (memory profiling, CUDA-graph capture, DP padding runs), and
+    # the sampler's warm-up after them (`_dummy_sampler_run`, called by the worker on its own).
+    for attr in ("_dummy_run", "profile_run", "capture_model", "_dummy_sampler_run"):
         _wrap(cls, attr, _silenced)
+    # The sample range (V1 samples in `_sample`; its logits come from the model's compute_logits, `hook_logits`);
+    # optional: a runner laid out otherwise loses the sample range only.
+    _wrap(cls, "_sample", _as_v1_sample)
     return _wrap(cls, "execute_model", _with_scheduled_tokens) and _wrap(cls, "_model_forward", _as_target_forward)
 
 
@@ -506,7 +776,8 @@ def _patch_v2_runner(module: Any) -> bool:
     if _live_on:
         _wrap(cls, "sample_tokens", _attaching_live_records)
     ok = _wrap(cls, "load_model", _hooking_loaded_model(FORWARD_RANGE, scheduled=True)) and ok
-    for attr in ("_dummy_run", "profile_run", "capture_model"):
+    _wrap(cls, "sample", _as_v2_sample)  # optional: a runner laid out otherwise loses the sample range only
+    for attr in ("_dummy_run", "profile_run", "capture_model", "_dummy_sampler_run"):
         _wrap(cls, attr, _silenced)
     return ok
 
@@ -523,12 +794,20 @@ def _patch_v2_cudagraphs(module: Any) -> bool:
             and _wrap(model, "run_fullgraph", _as_fullgraph(model)))
 
 
+# V1 proposers' sampling calls (their logits are the loaded model's, `_hook_draft_logits`).
+_V1_SAMPLING = ("_sample_draft_tokens", "_greedy_sample")
+
+
 def _patch_v1_drafter(module: Any) -> bool:
     cls = getattr(module, "SpecDecodeBaseProposer", None)
     if cls is None:
         return False
     _wrap(cls, "dummy_run", _silenced)
-    return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",)))
+    for attr in _V1_SAMPLING:
+        _wrap(cls, attr, _draft_sampling)
+    return _wrap(cls, "load_model", _hooking_loaded_model(
+        DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",),
+        also=tuple((a, _draft_sampling) for a in _V1_SAMPLING), model_logits=True))
 
 
 def _patch_v1_medusa(module: Any) -> bool:
@@ -536,7 +815,7 @@ def _patch_v1_medusa(module: Any) -> bool:
     cls = getattr(module, "MedusaProposer", None)
     if cls is not None:
         _wrap(cls, "dummy_run", _silenced)
-        _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False))
+        _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False, model_logits=True))
     return True
 
 
@@ -554,9 +833,30 @@ def _patch_v2_drafter(module: Any) -> bool:
         return False
     _wrap(cls, "capture", _silenced)
     _wrap(cls, "propose", _silenced_if_dummy)
-    # Speculators override capture and propose: the loaded instance's own ones are silenced too (dummy proposals).
+    for attr, maker in _V2_TOKEN:
+        _wrap(cls, attr, maker)
+    # Speculators override capture and propose: the loaded instance's own ones are silenced too (dummy proposals);
+    # their own logits and sampling methods (multi-module MTP's per-module logits) are wrapped as the base's.
     return _wrap(cls, "load_model", _hooking_loaded_model(DRAFT_FORWARD_RANGE, scheduled=False,
-                                                          quiet=("capture",)))
+                                                          quiet=("capture",), also=_V2_TOKEN))
+
+
+# V2 speculators' logits and sampling methods (`DraftModelSpeculator.sample_draft` calls the logits).
+_V2_TOKEN = (("compute_draft_logits", _draft_logits_method), ("get_draft_top_tokens", _draft_logits_method),
+             ("sample_draft", _draft_sampling))
+
+
+def _patching_proposer(module_class: str) -> Callable[[Any], bool]:
+    """Optional: a model-free proposer's `propose` gets PROPOSE_RANGE (always True: a vLLM without the class loses
+    only these ranges)."""
+
+    def patch(module: Any) -> bool:
+        cls = getattr(module, module_class, None)
+        if cls is not None:
+            _wrap(cls, "propose", _as_proposing)
+        return True
+
+    return patch
 
 
 def _as_all_reduce(original: Callable) -> Callable:
@@ -614,6 +914,10 @@ _PATCHES: dict[str, Callable[[Any], bool]] = {
     "vllm.v1.spec_decode.medusa": _patch_v1_medusa,
     "vllm.compilation.breakable_cudagraph": _patch_graph_wrapper,
     "vllm.v1.worker.gpu.spec_decode.speculator": _patch_v2_drafter,
+    "vllm.v1.spec_decode.ngram_proposer": _patching_proposer("NgramProposer"),
+    "vllm.v1.spec_decode.ngram_proposer_gpu": _patching_proposer("NgramProposerGPU"),
+    "vllm.v1.spec_decode.suffix_decoding": _patching_proposer("SuffixDecodingProposer"),
+    "vllm.v1.worker.gpu.spec_decode.ngram.speculator": _patching_proposer("NgramGPUSpeculator"),
     "vllm.entrypoints.llm": _patch_llm,
     "vllm.distributed.device_communicators.cpu_communicator": _patch_cpu_communicator,
     "vllm.v1.engine.llm_engine": _patch_llm_engine,
