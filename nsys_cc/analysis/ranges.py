@@ -17,9 +17,13 @@ from ..contract import (
     DRAFT_FORWARD_RANGE,
     DRAFT_RANGES,
     ITERATION_RANGE,
+    LOGITS_RANGE,
+    SAMPLE_RANGE,
     SCOPES_ALLOCATE,
     SCOPES_DRAFT,
     SCOPES_FORWARD,
+    SCOPES_POSTPROCESS,
+    SCOPES_SAMPLE,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
@@ -121,9 +125,10 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
 
 
 # Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
-# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce. `marked_ranges` reads only these.
+# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling (plugin and vLLM
+# scopes, `token`). `marked_ranges` reads only these.
 MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
-           SCOPES_ALLOCATE, ALL_REDUCE_RANGE)
+           SCOPES_ALLOCATE, ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE)
 MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
 
 # The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost
