@@ -122,6 +122,7 @@ def test_the_runs_are_reported_in_every_format(tmp_path):
     text = result.render("table")
     runs_part = text[text.index("c per run"):]
     assert runs_part.split("\n\n")[1].count("tiny-llama-draft-xs  decode") == 3  # one row per run
+    assert runs_part.split("\n\n")[1].count(" 12/12") == 6  # counts stay counts through the token's rows (not 12.0)
     doc = json.loads(result.render("json"))
     assert {(r["draft"], r["run"]) for r in doc["runs"] if r["phase"] == "decode"} == {
         (label, k) for label in LABELS[1:] for k in (1, 2, 3)}

@@ -213,9 +213,16 @@ def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -
                     **{f"draft_{p}_median_ms": split_d[p] for p in SPLIT},
                     **{f"target_{p}_median_ms": split_t[p] for p in SPLIT}})
         rows.append(row)
-    out = pd.DataFrame(rows, columns=[*fwd.columns, *EXTRA_COLUMNS])
+    out = _dtypes_of(pd.DataFrame(rows, columns=[*fwd.columns, *EXTRA_COLUMNS]), fwd)
     runs = _runs(fwd_runs, tok_runs, basis)
     return out, runs
+
+
+def _dtypes_of(out: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
+    """`out` with `like`'s integer columns (counts) integer again: a token row taken whole (`.loc[key]`) comes back as
+    one float Series, which would print 310 as 310.0."""
+    ints = {c: like[c].dtype for c in like.columns if like[c].dtype.kind in "iu" and c in out}
+    return out.astype(ints) if ints else out
 
 
 def _runs(fwd: pd.DataFrame, tok: pd.DataFrame, basis: dict[str, str]) -> pd.DataFrame:
@@ -231,7 +238,7 @@ def _runs(fwd: pd.DataFrame, tok: pd.DataFrame, basis: dict[str, str]) -> pd.Dat
         if b == TOKEN:
             row.update(token_rows.loc[tuple(r[k] for k in keys)].to_dict())
         rows.append({**row, "basis": b, "c_forward": r["c"]})
-    return pd.DataFrame(rows, columns=[*fwd.columns, "basis", "c_forward"])
+    return _dtypes_of(pd.DataFrame(rows, columns=[*fwd.columns, "basis", "c_forward"]), fwd)
 
 
 def token_table(models: Sequence[ModelForwards]) -> pd.DataFrame:
