@@ -16,10 +16,11 @@ mkdir -p "$out"
 # differ from 1, and only NVTX traced so that the files stay small.
 bench=(--input-len 64 --output-len 4 --batch-size 2 --num-iters-warmup 2 --num-iters 3)
 
-# 1. nsys-cc profile of the three tiny models, with the plugin (model_executable() and nsys_cc:* ranges).
+# 1. nsys-cc profile of the three tiny models, one process each (--separate-processes: profile interleaves them in one
+# process by default), with the plugin (model_executable(), nsys_cc:logits / nsys_cc:sample and nsys_cc:* ranges).
 # Its exit status also reflects the analysis; the fixtures only need each model's checked trace (.done.json).
 "$nsys_cc" profile --target tiny-llama-target --draft tiny-llama-draft-s --draft tiny-llama-draft-xs \
-  "${bench[@]}" --nsys-trace nvtx --device cpu -o "$work/profile" || true
+  "${bench[@]}" --separate-processes --nsys-trace nvtx --device cpu -o "$work/profile" || true
 for m in tiny-llama-target tiny-llama-draft-s tiny-llama-draft-xs; do
   [ -f "$work/profile/$m.done.json" ] || { cat "$work/profile/status.json"; exit 1; }
   cp "$work/profile/$m.sqlite" "$work/profile/$m.bench.json" "$out/"

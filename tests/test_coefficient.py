@@ -30,20 +30,29 @@ WHERE e.eventType IN (59, 60)
 
 
 def raw_model(path):
-    """Per phase: kept forward durations (ms), computed from the raw rows."""
+    """Per phase: kept forward durations (ms), computed from the raw rows; under "token <phase>" each forward's token:
+    its duration + the `nsys_cc:logits` and `nsys_cc:sample` ranges between its end and the next forward's start
+    (one thread in these traces)."""
     rows = raw_sql(path, RANGES_SQL)
     fwd = sorted((r for r in rows if r[3] == "model_executable()"), key=lambda r: r[0])
+    parts = [r for r in rows if r[3] in ("nsys_cc:logits", "nsys_cc:sample")]
     warm = [(r[0], r[1]) for r in rows if r[3] == "nsys_cc:warmup"]
     iters = [(r[0], r[1], r[2]) for r in rows if r[3] in ("nsys_cc:warmup", "nsys_cc:iteration")]
-    out = {"prefill": [], "decode": [], "all": [], "dropped": 0}
-    for start, end, payload, _ in fwd:
+    out = {"prefill": [], "decode": [], "all": [], "dropped": 0, "token prefill": [], "token decode": [],
+           "token all": []}
+    for i, (start, end, payload, _) in enumerate(fwd):
         if any(ws <= start <= we for ws, we in warm):
             out["dropped"] += 1
             continue
         (batch,) = [b for s, e, b in iters if s <= start <= e]
         phase = "prefill" if payload / batch > 1 else "decode"
-        out[phase].append((end - start) / 1e6)
-        out["all"].append((end - start) / 1e6)
+        until = fwd[i + 1][0] if i + 1 < len(fwd) else float("inf")
+        mine = [p for p in parts if end <= p[0] < until]
+        assert sorted(p[3] for p in mine) == ["nsys_cc:logits", "nsys_cc:sample"]
+        token = (end - start + sum(p[1] - p[0] for p in mine)) / 1e6
+        for key in (phase, "all"):
+            out[key].append((end - start) / 1e6)
+            out[f"token {key}"].append(token)
     return out
 
 
@@ -71,15 +80,21 @@ def test_phase_counts_and_medians_match_raw_rows(result, path, name):
 
 
 def test_coefficients_are_ratios_of_raw_medians(result):
+    """c is the token's (issue 29): the median of each forward + its logits + its sampling; c_forward the forwards'."""
     target = raw_model(TARGET)
     for path, name in zip(DRAFTS, NAMES[1:]):
         draft = raw_model(path)
         for phase in ("all", "prefill", "decode"):
             coef = result.coefficients
             row = coef[(coef["draft"] == name) & (coef["phase"] == phase) & (coef["metric"] == "wall")].iloc[0]
-            expected = np.median(draft[phase]) / np.median(target[phase])
-            assert row["c"] == pytest.approx(expected, rel=1e-12)
+            expected = np.median(draft[f"token {phase}"]) / np.median(target[f"token {phase}"])
+            assert row["basis"] == "token" and row["c"] == pytest.approx(expected, rel=1e-12)
             assert row["ci_low"] <= row["c"] <= row["ci_high"]
+            assert row["c_forward"] == pytest.approx(np.median(draft[phase]) / np.median(target[phase]), rel=1e-12)
+            assert row["c_forward_ci_low"] <= row["c_forward"] <= row["c_forward_ci_high"]
+            assert row["draft_median_ms"] == pytest.approx(np.median(draft[f"token {phase}"]), rel=1e-12)
+            assert row["target_forward_median_ms"] == pytest.approx(np.median(target[phase]), rel=1e-12)
+            assert row["c"] > row["c_forward"]  # the small drafts' logits and sampling weigh more
     # CPU traces: wall only, and the notes say so
     assert set(result.coefficients["metric"]) == {"wall"}
     assert any("no CUDA tables" in n for n in result.notes)

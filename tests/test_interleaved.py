@@ -29,18 +29,25 @@ def _ranges(sqlite, name: str) -> list[tuple[int, int, int]]:
             "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
 
 
-def _decode_ms(run, label: str) -> np.ndarray:
+def _decode_ms(run, label: str, token: bool = True) -> np.ndarray:
     """Durations (ms) of the decode forwards (payload = the batch) that start inside the model's engine ranges and
-    outside every warm-up range: raw SQL, independent of the analysis."""
+    outside every warm-up range: raw SQL, independent of the analysis. token: each forward's token instead (issue 29):
+    its duration + the `nsys_cc:logits` and `nsys_cc:sample` ranges between its end and the next forward's start (one
+    thread in these traces)."""
     sqlite = run / "trace.sqlite"
     windows = _ranges(sqlite, f"nsys_cc:engine {label}")
     warm = _ranges(sqlite, "nsys_cc:warmup")
+    forwards = _ranges(sqlite, "model_executable()")
+    parts = _ranges(sqlite, "nsys_cc:logits") + _ranges(sqlite, "nsys_cc:sample")
     out = []
-    for start, end, payload in _ranges(sqlite, "model_executable()"):
+    for i, (start, end, payload) in enumerate(forwards):
         if payload != BATCH:
             continue
         if any(s <= start <= e for s, e, _ in windows) and not any(s <= start <= e for s, e, _ in warm):
-            out.append((end - start) / 1e6)
+            until = forwards[i + 1][0] if i + 1 < len(forwards) else float("inf")
+            mine = [e - s for s, e, _ in parts if end <= s < until]
+            assert len(mine) == 2  # its logits and its sampling
+            out.append((end - start + (sum(mine) if token else 0)) / 1e6)
     return np.array(out)
 
 
@@ -64,6 +71,8 @@ def test_one_run_read_per_model_by_scope_matches_raw_sql():
         d = _decode_ms(run, label)
         row = coef.loc[(label, "decode", "wall")]
         assert row["c"] == pytest.approx(np.median(d) / np.median(t))
+        forward = np.median(_decode_ms(run, label, token=False)) / np.median(_decode_ms(run, LABELS[0], token=False))
+        assert row["basis"] == "token" and row["c_forward"] == pytest.approx(forward)
         assert (row["n_draft"], row["n_target"], row["runs"]) == (len(d), len(t), 1)
     assert any("rest on the forwards of one run" in n for n in result.notes)
     assert result.runs.empty
@@ -98,6 +107,10 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
         assert list(per_run["run"]) == [0, 1, 2]
         assert per_run["c"].to_numpy() == pytest.approx([np.median(di) / np.median(ti) for di, ti in zip(d, t)])
         assert per_run["target_median_ms"].to_numpy() == pytest.approx([np.median(ti) for ti in t])
+        ft = [_decode_ms(r, LABELS[0], token=False) for r in RUNS]
+        fd = [_decode_ms(r, label, token=False) for r in RUNS]
+        assert per_run["c_forward"].to_numpy() == pytest.approx([np.median(a) / np.median(b) for a, b in zip(fd, ft)])
+        assert row["c_forward"] == pytest.approx(np.median(np.concatenate(fd)) / np.median(np.concatenate(ft)))
     forwards = result.forwards
     assert sorted(forwards["run"].unique()) == [0, 1, 2]
     assert any("variation between 3 runs" in n for n in result.notes)
@@ -107,7 +120,9 @@ def test_the_runs_are_reported_in_every_format(tmp_path):
     result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                scopes=[LABELS] * 3)
     text = result.render("table")
-    assert "c per run" in text and text.count("tiny-llama-draft-xs  decode") == 3  # one row per run
+    runs_part = text[text.index("c per run"):]
+    assert runs_part.split("\n\n")[1].count("tiny-llama-draft-xs  decode") == 3  # one row per run
+    assert runs_part.split("\n\n")[1].count(" 12/12") == 6  # counts stay counts through the token's rows (not 12.0)
     doc = json.loads(result.render("json"))
     assert {(r["draft"], r["run"]) for r in doc["runs"] if r["phase"] == "decode"} == {
         (label, k) for label in LABELS[1:] for k in (1, 2, 3)}

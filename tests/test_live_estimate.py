@@ -69,3 +69,21 @@ def test_no_gamma_pays_at_zero_acceptance_and_observed_decode_steps_are_used():
     # One step of 20 ms against 9 ms for the one token a plain step gives: no γ pays, so the advice is 0.
     assert est.num_speculative_tokens == 0 and est.best_speedup < 1
     assert "no num_speculative_tokens beats plain decoding" in live_line(est)
+
+
+def test_live_c_is_of_tokens_with_the_forwards_c_beside_it():
+    """Issue 29: a verify token = its forward + logits + rejection sampling, a draft token its forward + its parts;
+    c is their medians' ratio, the outside time what no token holds, and c_forward the forwards' alone."""
+    def step(target, parts, drafts, draft_parts, period):
+        return StepRecord(VERIFY, 4.0, period / 1e3, target / 1e3, [d / 1e3 for d in drafts], parts / 1e3,
+                          [p / 1e3 for p in draft_parts])
+
+    records = [step(10.0, 2.0, [1.0, 1.0], [0.5, 0.5], 20.0), step(12.0, 2.0, [1.2, 1.2], [0.4, 0.4], 22.0),
+               step(11.0, 3.0, [0.9], [0.7], 21.0)]
+    est = estimate(records, alpha=0.3)
+    assert est.verify_token_ms == pytest.approx(np.median([12.0, 14.0, 14.0]))
+    assert est.draft_token_ms == pytest.approx(np.median([1.5, 1.5, 1.6, 1.6, 1.6]))
+    assert est.c == pytest.approx(1.6 / 14.0) and est.c_forward == pytest.approx(1.0 / 11.0)
+    assert est.outside_ms == pytest.approx(np.median([20 - 15.0, 22 - 17.2, 21 - 15.6]))
+    line = live_line(est)
+    assert "draft token 1.6 ms ÷ verify token 14 ms" in line and f"forwards alone {1.0 / 11.0:.3g}" in line

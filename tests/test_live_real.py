@@ -139,25 +139,38 @@ def value(metrics: dict[str, list], name: str) -> float:
     return sample.value
 
 
+PARTS = ("nsys_cc:logits", "nsys_cc:sample", "nsys_cc:draft_logits", "nsys_cc:draft_sample")
+
+
 def nvtx_forwards(sqlite: Path) -> list[tuple[str, int, int, int]]:
-    """(name, payload, start, end) of every forward range of the trace, in start order."""
+    """(name, payload, start, end) of every forward range of the trace and of the logits and sampling ranges after
+    them (issue 29), in start order."""
     with sqlite3.connect(sqlite) as conn:
         return conn.execute(
             "SELECT coalesce(e.text, s.value), e.int64Value, e.start, e.end FROM NVTX_EVENTS e "
             "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 "
-            "AND coalesce(e.text, s.value) LIKE '%model_executable()' ORDER BY e.start").fetchall()
+            "AND (coalesce(e.text, s.value) LIKE '%model_executable()' OR coalesce(e.text, s.value) IN "
+            f"({', '.join('?' * len(PARTS))})) ORDER BY e.start", PARTS).fetchall()
 
 
-def in_place_c(rows) -> tuple[float, int]:
-    """Median draft forward of verify steps ÷ median verify forward, and the number of verify forwards."""
-    verify, drafts, in_verify = [], [], False
+def in_place_c(rows, token: bool = True) -> tuple[float, int]:
+    """Median draft token of verify steps ÷ median verify token, and the number of verify forwards; a token = the
+    forward + the logits and sampling ranges after it before the next forward (token=False: the forwards alone)."""
+    verify, drafts, in_verify, current = [], [], False, None
     for name, payload, start, end in rows:
+        if name in PARTS:
+            if current is not None and token:
+                current[-1] += end - start
+            continue
+        current = None
         if name == "model_executable()":
             in_verify = payload == GAMMA + 1
             if in_verify:
                 verify.append(end - start)
+                current = verify
         elif in_verify:
             drafts.append(end - start)
+            current = drafts
     return statistics.median(drafts) / statistics.median(verify), len(verify)
 
 
@@ -210,6 +223,10 @@ def test_live_c_on_metrics_agrees_with_the_in_place_c_of_a_trace_of_the_same_ser
     mean_verify = value(metrics, "nsys_cc:verify_forward_seconds_sum") / verify_count
     assert 0.0005 < mean_verify < 1.0  # seconds: a 4-layer × 512 forward on a CPU
     assert live_c == pytest.approx(trace_c, rel=0.10), (live_c, trace_c)
+    # Issue 29: that c is of tokens (forward + logits + sampling); the forwards' c is beside it, on both sides.
+    forward_c, _ = in_place_c(nvtx_forwards(sqlite), token=False)
+    assert value(metrics, "nsys_cc:cost_coefficient_forward") == pytest.approx(forward_c, rel=0.10)
+    assert abs(trace_c - forward_c) > 0.02 * forward_c  # the parts are there, and weigh
 
 
 def test_without_nsys_cc_live_nothing_of_nsys_cc_is_on_metrics(tmp_path):

@@ -113,7 +113,7 @@ def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu
     # `all` (the mix of both phases, with a much wider interval) is left out when prefill and decode are known.
     phases = ["prefill", "decode"]
     assert [ax.get_title() for ax in fig.axes] == [f"{p} forwards" for p in phases]
-    assert "c = median draft ÷ median target forward" == fig.axes[0].get_ylabel()
+    assert "c = median draft ÷ median target token" == fig.axes[0].get_ylabel()  # c of a token (issue 29)
     assert "against tiny-llama-target" in fig.get_suptitle()
     for ax, phase in zip(fig.axes, phases):
         assert {1.0, *ALPHAS} <= _hlines(ax)

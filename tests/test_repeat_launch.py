@@ -86,13 +86,23 @@ def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_pat
 def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     from nsys_cc.analysis.coefficient import cost_coefficient_runs
 
-    outcome = _profile(tmp_path, repeat=2, precision=0.5, max_repeat=6)
+    # Runs 2 and 3 of the fixtures, alternating: run 1 caught a slow spell of the loaded machine (its target's decode
+    # at 22 ms against 8), and with it three runs know c only to ±400 %, which no precision (< 1) can ask for.
+    fake_runs.source = lambda index: FIXTURES / "interleaved" / f"run-{2 + (index - 1) % 2}"
     labels = [TARGET, *DRAFTS]
-    # two runs (Student's t on one degree of freedom) do not know c to ±50 %; three do
-    two = cost_coefficient_runs([[r.sqlite] * 3 for r in outcome.interleaved[:2]], names=labels, scopes=[labels] * 2)
-    assert max(repeat.decode_precision(two, DRAFTS).values()) > 0.5
+
+    def precision(n: int) -> float:  # what n such runs know c to, computed here from the fixture traces
+        sources = [fake_runs.source(k) / "trace.sqlite" for k in range(1, n + 1)]
+        pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, scopes=[labels] * n)
+        return max(repeat.decode_precision(pooled, DRAFTS).values())
+
+    # two runs (Student's t on one degree of freedom) do not know c to the precision asked; three do
+    two, three = precision(2), precision(3)
+    assert three < min(two, 1.0)
+    asked = round((three + min(two, 1.0)) / 2, 3)
+    outcome = _profile(tmp_path, repeat=2, precision=asked, max_repeat=6)
     assert fake_runs == [1, 2, 3] and outcome.stopped_by == "precision"
-    assert max(repeat.decode_precision(outcome.result, DRAFTS).values()) <= 0.5
+    assert max(repeat.decode_precision(outcome.result, DRAFTS).values()) == pytest.approx(three)
     assert any("stopped by the precision" in n for n in outcome.notes)
 
 

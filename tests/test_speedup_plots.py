@@ -41,7 +41,7 @@ def test_break_even_chart(tmp_path):
     fig = speedup_plots.break_even_chart(SEED_DRAFTS, alphas=[0.5, 0.8], path=tmp_path / "be.png")
     assert _png(tmp_path / "be.png")
     ax = fig.axes[0]
-    assert ax.get_xlabel() == "cost coefficient c (draft ÷ target forward time)"
+    assert ax.get_xlabel() == "cost coefficient c (draft ÷ target time per token)"
     assert ax.get_ylabel() == "acceptance rate α"
     texts = [t.get_text() for t in ax.texts]
     assert "speculation can win (α > c)" in texts and "always loses (α ≤ c)" in texts

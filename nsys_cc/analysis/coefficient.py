@@ -30,6 +30,7 @@ from ..trace.pages import with_small_pages
 from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
+from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
@@ -38,6 +39,7 @@ from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
+from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
 
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
            "cost_coefficient_runs", "load_model"]
@@ -148,6 +150,9 @@ def model_of(
     has_cuda = bool(trace.has_cuda)
     forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
     forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
+    token_parts, token_note = "", "tensor-parallel forwards: c is the forwards' c alone (no logits/sampling added yet)"
+    if ranks is None:  # the logits and sampling after each forward (`token`): one process's forwards only
+        forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
     unit = "ranges" if ranks is None else "forwards"
     warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
     # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
@@ -170,6 +175,9 @@ def model_of(
             "lower skip_ranges", param="skip_ranges"
         )
     has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
+    loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
+    if loss is not None:
+        gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
     forwards["phase"] = phase
     forwards["run"] = run
@@ -180,13 +188,15 @@ def model_of(
         totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
     # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
     # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
-    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])]
+    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])
+                        + [c for c in PART_COLUMNS if c in forwards]]
     if ranks:
         ranks.compact(MODEL_COLUMNS)
     return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
                          has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
-                         speculative=draft_range_of(ranges) is not None,
+                         speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
+                         token_note=token_note,
                          iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)).assign(run=run))
 
 
@@ -575,10 +585,10 @@ def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tu
               range_notes: Sequence[str] = ()) -> CostCoefficientResult:
     """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
     markers for its own steps)."""
-    coefficients, per_run = _coefficients(models[0], models[1:], seed)
+    coefficients, per_run = token_coefficients(models, seed, _coefficients)  # c of a token (`token`)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*range_notes, *_model_notes(models), *_interval_notes(coefficients),
-             *([alpha_note] if alpha_note else [])]
+    notes = [*range_notes, *_model_notes(models), *token_notes(models, coefficients),
+             *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
@@ -612,6 +622,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tu
         speculative=speculative,
         ranks=rank_mod.rank_table(models),
         runs=per_run,
+        tokens=token_table(models),
     )
 
 

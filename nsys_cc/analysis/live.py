@@ -1,20 +1,23 @@
 """The live estimate: c and the best γ from the engine steps a server ran lately (a sliding window).
 
 Input: the step records of the window (`StepTimes`: what `nsys_cc.live.timing.StepRecord` holds; times in seconds)
-and α. Numbers (`LiveEstimate`, times in ms, medians over the window's steps of the kind named):
-- `draft_forward_ms`: draft forwards of VERIFY steps; `verify_forward_ms`: target forwards of VERIFY steps;
-- `c` = draft_forward_ms ÷ verify_forward_ms: the in-place cost coefficient, what one draft forward costs in units
-  of the verify forward it feeds (the same ratio nsys_cc's in-place c takes from the NVTX ranges of a trace);
-- `outside_ms`: step period − target forward − draft forwards, of VERIFY steps with a known period;
+and α. Numbers (`LiveEstimate`, times in ms, medians over the window's steps of the kind named). A token is a
+forward with its logits and sampling (issue 29; the draft's own logits and sampling where the plugin times them):
+- `draft_token_ms`: draft tokens of VERIFY steps; `verify_token_ms`: the target's verify token (its forward, its
+  logits over the γ + 1 positions, the rejection sampling) of VERIFY steps; `draft_forward_ms`, `verify_forward_ms`:
+  the forwards alone;
+- `c` = draft_token_ms ÷ verify_token_ms: the in-place cost coefficient, what one draft token costs in units of the
+  verify it feeds; `c_forward` = draft_forward_ms ÷ verify_forward_ms, the forwards' alone;
+- `outside_ms`: step period − the target's token − the draft tokens, of VERIFY steps with a known period;
 - verify(n) = `verify_intercept_ms` + `verify_slope_ms` · n, n = tokens verified per sequence: a least-squares
-  line through the median target forward of each n seen in VERIFY and DECODE steps (n rounded to 0.5), when two
+  line through the median target token of each n seen in VERIFY and DECODE steps (n rounded to 0.5), when two
   or more n are seen; else (`verify_fit` = "flat") verify(n) = the median verify forward for every n — Thm 3.8's
   assumption, right while a forward is memory-bound (a GPU decode), too kind to speculation when it grows with n
   (a CPU forward does);
 - `decode_step_ms`: the median period of the window's DECODE steps when it has at least `MIN_STEPS` of them
   (`decode_source` = "observed"); else verify(1) + outside_ms ("estimated": a speculative step's outside time holds
   the proposer's bookkeeping too, so this overstates a plain step slightly, in speculation's favour);
-- the forecast (`nsys_cc.analysis.forecast.StepCostModel`): draft_forward_ms, the verify line, other(γ) =
+- the forecast (`nsys_cc.analysis.forecast.StepCostModel`): draft_token_ms, the verify line, other(γ) =
   outside_ms for every γ (one γ is observed, so its growth with γ is not), decode_step_ms; `best_gamma` and
   `best_speedup` at α over γ = 1…max_gamma; `num_speculative_tokens` = 0 when even the best γ is slower than plain
   decoding (best_speedup ≤ 1), else best_gamma.
@@ -47,6 +50,12 @@ class StepTimes(Protocol):
     draft_s: list[float]
 
     @property
+    def target_token_s(self) -> float: ...
+
+    @property
+    def draft_token_s(self) -> list[float]: ...
+
+    @property
     def outside_s(self) -> float: ...
 
 
@@ -59,6 +68,9 @@ class LiveEstimate:
     verify_forward_ms: float
     outside_ms: float
     c: float
+    draft_token_ms: float
+    verify_token_ms: float
+    c_forward: float
     tokens_per_seq: float
     verify_intercept_ms: float
     verify_slope_ms: float
@@ -72,18 +84,18 @@ class LiveEstimate:
 
 
 def verify_line(records: Sequence[StepTimes]) -> tuple[float, float, str]:
-    """(intercept_ms, slope_ms, "linear" | "flat") of the target forward against tokens verified per sequence."""
+    """(intercept_ms, slope_ms, "linear" | "flat") of the target's token against tokens verified per sequence."""
     groups: dict[float, list[float]] = {}
     for r in records:
         if r.kind in (VERIFY, DECODE):
-            groups.setdefault(round(r.tokens_per_seq * 2) / 2, []).append(r.target_s * 1e3)
+            groups.setdefault(round(r.tokens_per_seq * 2) / 2, []).append(r.target_token_s * 1e3)
     if len(groups) >= 2:
         n = np.array(sorted(groups))
         t = np.array([median(groups[k]) for k in n])
         slope, intercept = np.polyfit(n, t, 1)
         if slope >= 0:
             return float(intercept), float(slope), "linear"
-    verify = median([r.target_s * 1e3 for r in records if r.kind == VERIFY])
+    verify = median([r.target_token_s * 1e3 for r in records if r.kind == VERIFY])
     return verify, 0.0, "flat"
 
 
@@ -92,8 +104,10 @@ def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) ->
     verify = [r for r in records if r.kind == VERIFY]
     if not verify:
         return None
-    draft_ms = median([d * 1e3 for r in verify for d in r.draft_s])
-    verify_ms = median([r.target_s * 1e3 for r in verify])
+    draft_fwd_ms = median([d * 1e3 for r in verify for d in r.draft_s])
+    verify_fwd_ms = median([r.target_s * 1e3 for r in verify])
+    draft_ms = median([d * 1e3 for r in verify for d in r.draft_token_s])
+    verify_ms = median([r.target_token_s * 1e3 for r in verify])
     outside_ms = median([r.outside_s * 1e3 for r in verify])
     intercept, slope, fit = verify_line(records)
     decode_periods = [r.step_s * 1e3 for r in records if r.kind == DECODE and math.isfinite(r.step_s)]
@@ -108,10 +122,13 @@ def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) ->
         advice = best if speedup > 1.0 else 0
     return LiveEstimate(
         steps=len(verify),
-        draft_forward_ms=draft_ms,
-        verify_forward_ms=verify_ms,
+        draft_forward_ms=draft_fwd_ms,
+        verify_forward_ms=verify_fwd_ms,
         outside_ms=outside_ms,
         c=draft_ms / verify_ms if verify_ms > 0 else math.nan,
+        draft_token_ms=draft_ms,
+        verify_token_ms=verify_ms,
+        c_forward=draft_fwd_ms / verify_fwd_ms if verify_fwd_ms > 0 else math.nan,
         tokens_per_seq=median([r.tokens_per_seq for r in verify]),
         verify_intercept_ms=intercept,
         verify_slope_ms=slope,

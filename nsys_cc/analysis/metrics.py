@@ -69,6 +69,19 @@ METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
 COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}
 
+# The parts of a token after its forward (issue 29; `token`): the logits, then the sampling. Each part's metric is a
+# per-forward column `<part>_<metric>_ns` (the sum of that forward's parts of the kind); a token = forward + parts.
+PARTS: tuple[str, ...] = ("logits", "sample")
+PART_LABELS: dict[str, str] = {"forward": "forward", "logits": "logits", "sample": "sampling"}
+
+
+def part_column(part: str, metric: str) -> str:
+    """The per-forward column of `part`'s `metric`, in ns (e.g. `logits_wall_ns`)."""
+    return f"{part}_{metric}_ns"
+
+
+PART_COLUMNS: tuple[str, ...] = tuple(part_column(p, m.name) for p in PARTS for m in METRICS)
+
 ALL, PREFILL, DECODE, VERIFY = "all", "prefill", "decode", "verify"
 # verify: a speculative run's target forward checking γ draft tokens (phases.py); no plain draft has it.
 PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE, VERIFY)

@@ -98,6 +98,10 @@ class Launches:
     op_name: np.ndarray
     op_names: pd.Index
     threads: dict[int, tuple[int, int]]
+    # GPU ops of the trace, and those that found no launching call (no API row with their process and
+    # correlationId): they are in no range's projection (`gpu_loss`).
+    ops: int = 0
+    unlaunched: int = 0
 
 
 # The joined calls and ops of each open trace, kept while the trace object lives (owned here, not by the reader).
@@ -216,6 +220,7 @@ def _build_launches(trace: Trace) -> Launches:
     del corr
     op_call = _call_of_ops(call_key, start, op_key)
     del call_key, op_key
+    unlaunched, n_ops = int((op_call < 0).sum()), len(op_call)
     # Ops grouped by their call, each call's ops by start then row (two stable sorts).
     rows = np.flatnonzero(op_call >= 0)
     rows = rows[np.argsort(ops["start_ns"][rows], kind="stable")]
@@ -247,7 +252,19 @@ def _build_launches(trace: Trace) -> Launches:
         op_name=op_name,
         op_names=names.categories,
         threads=_threads(tids, call_tid),
+        ops=n_ops,
+        unlaunched=unlaunched,
     )
+
+
+def unlaunched_ops(trace: Trace) -> tuple[int, int]:
+    """(GPU ops that found no launching CUDA API call, GPU ops) of the trace: the former are in no range's
+    projection (all of them without a CUDA API table)."""
+    if trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+        ops = sum(trace.rows(f"CUPTI_ACTIVITY_KIND_{t}") for t in ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE"))
+        return ops, ops
+    lc = launches(trace)
+    return lc.unlaunched, lc.ops
 
 
 def _threads(tids: np.ndarray, call_tid: np.ndarray) -> dict[int, tuple[int, int]]:

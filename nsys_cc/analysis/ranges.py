@@ -129,7 +129,8 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
 
 # Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
 # drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling (plugin and vLLM
-# scopes), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`). `marked_ranges` reads only these.
+# scopes, `token`), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`). `marked_ranges` reads only
+# these.
 MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
            SCOPES_ALLOCATE, ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE,
            DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)

@@ -20,19 +20,20 @@ import pandas as pd
 from ..trace.source import handed_out
 from ..views import view
 from . import kernels as kernel_mod
-from .metrics import COLUMNS, PHASES, decision_phase
+from .metrics import COLUMNS, PART_COLUMNS, PHASES, decision_phase
 from .phases import PhaseRule
 from .values import Value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from .gpu_loss import GpuLoss
     from .ranks import Ranks
     from .speculative import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels",
-                   "gpu_ops", *COLUMNS.values()]
+                   "gpu_ops", *COLUMNS.values(), *PART_COLUMNS]
 
 
 @dataclass(frozen=True, eq=False)
@@ -48,6 +49,11 @@ class ModelForwards(Value):
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
     `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload, run; empty without them),
     which the forward-share check of `profile` pairs with vLLM's latencies (`of_run` for one run of a pooled model).
+    `token_parts`: where the logits and sampling tied to each forward came from (`analysis.token`: "plugin",
+    "scopes", or "" when the trace has none); their per-forward metrics are the columns `logits_<metric>_ns` and
+    `sample_<metric>_ns` of `forwards` (NaN for a forward without that part), and `token_note` says what to know.
+    `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.gpu_loss`: GPU ops that found
+    no launching call, kept forwards that launched no GPU work); `gpu_note` warns when either share is above 1 %.
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
@@ -67,6 +73,12 @@ class ModelForwards(Value):
     speculative: bool = False  # the trace holds draft-model forward ranges (a speculative-decoding run)
     # The trace's measured benchmark iterations (`nsys_cc:iteration` ranges: start_ns, end_ns, payload, run), by start.
     iterations: pd.DataFrame = field(repr=False, default_factory=pd.DataFrame)
+    # Where the logits and sampling after each forward came from (`token`): "plugin" (nsys_cc:logits / nsys_cc:sample),
+    # "scopes" (vLLM's postprocess / sample scopes), "" when the trace has none; and what to say about them.
+    token_parts: str = ""
+    token_note: str = ""
+    # On a GPU trace: the share of its GPU ops that found no launch and of the kept forwards without GPU work.
+    gpu_loss: GpuLoss | None = None
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -109,10 +121,16 @@ class CostCoefficientResult(Value):
     - `summary`: model, role, phase, metric, count (forwards with a value of that metric), median_ms, mean_ms,
       p10_ms, p90_ms, std_ms.
     - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap; NaN from fewer than two values on a
-      side), draft_median_ms, target_median_ms, n_draft, n_target (forwards with a value on each side), runs (how
-      many runs the forwards come from).
+      side), draft_median_ms, target_median_ms, n_draft, n_target (tokens with a value on each side), runs (how
+      many runs the forwards come from), then (`analysis.token`) basis ("token": c is the token's — forward +
+      logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward, c_forward_ci_low,
+      c_forward_ci_high (the forwards alone), draft_forward_median_ms, draft_logits_median_ms,
+      draft_sample_median_ms and the same for the target (the split). The medians and counts are the tokens'.
+    - `tokens`: per model, phase and metric, the token's median and its split (`token.TOKEN_COLUMNS`: basis, count,
+      token_median_ms, forward_median_ms, logits_median_ms, sample_median_ms).
     - `forwards`: model, role, range_name, range_id, start_ns, end_ns, payload, kept, phase, kernels, gpu_ops,
-      wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns — every matching range.
+      wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns, then each part's metrics
+      (`logits_wall_ns`, …, `sample_gpu_idle_ns`; NaN where none) — every matching range.
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
@@ -153,6 +171,7 @@ class CostCoefficientResult(Value):
     speculative: SpeculativeAnalysis | None = None
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
+    tokens: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:

@@ -4,7 +4,9 @@ Symbols (docs/SPECDEC.md in the repository):
 
 - α ∈ [0, 1], the acceptance rate: the expected probability that one draft token is accepted (i.i.d. model).
 - γ ≥ 0, the number of draft tokens proposed per iteration (vLLM's `num_speculative_tokens`).
-- c ≥ 0, the cost coefficient (Def. 3.7): one draft forward's time ÷ one target forward's time, decode step.
+- c ≥ 0, the cost coefficient (Def. 3.7): the time a draft takes to produce one token ÷ the target's, decode step —
+  nsys_cc's c of a token (forward + logits + sampling, `analysis.token`; a result's `c` column, with `c_forward`, the
+  forwards' alone, beside it).
 - ĉ ≥ 0, the same ratio for arithmetic operations (Thm 3.11).
 
 Numbers defined here:
@@ -267,8 +269,8 @@ def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
 
 def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
     """One row per draft with a finite c of `metric` in its decision phase (decode, else all): draft, phase, c,
-    ci_low, ci_high. Wall-clock by default: the speedup model compares whole forwards as the decoding loop waits for
-    them."""
+    ci_low, ci_high (c of a token: forward + logits + sampling, where the traces have them). Wall-clock by default:
+    the speedup model compares whole tokens as the decoding loop waits for them."""
     import pandas as pd
 
     coef = coefficients[(coefficients["metric"] == metric) & np.isfinite(coefficients["c"].to_numpy(dtype=float))]
@@ -303,7 +305,7 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
 
     Args:
         coefficients: columns `draft, phase, metric, c, ci_low, ci_high` (the cost-coefficient analysis). The
-            decode-phase row is used — c is defined on the per-token forward (Def. 3.7) — or `all` when a draft has
+            decode-phase row is used — c is defined on the per-token step (Def. 3.7) — or `all` when a draft has
             no decode row; the `phase` column says which. A draft with neither gets NaN numbers and says so.
         alphas: acceptance rates in [0, 1].
         max_gamma: the largest γ searched.

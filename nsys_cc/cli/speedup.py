@@ -27,7 +27,8 @@ def _interval(text: str | None, c: float) -> tuple[float, float]:
 
 @click.command("speedup")
 @click.option("--c", "c", type=float, required=True,
-              help="Cost coefficient c: draft forward time ÷ target forward time (decode step), ≥ 0 (0: a draft of "
+              help="Cost coefficient c: a draft token's cost ÷ the target's (forward + logits + sampling, decode "
+                   "step: the c that `analyze` reports; its c_forward is the forwards' alone), ≥ 0 (0: a draft of "
                    "negligible cost; the best γ is then unbounded).")
 @acceptance_option
 @metrics_option

@@ -10,9 +10,11 @@ written to `PROMETHEUS_MULTIPROC_DIR` like vLLM's own, the gauges in "mostrecent
 Metrics (labels `model_name` = the served model name and `engine` = the engine index, as vLLM's):
 - `nsys_cc:draft_forward_seconds` (histogram): each draft forward of a verify step;
 - `nsys_cc:verify_forward_seconds` (histogram): each verify forward (the target forward of a verify step);
-- `nsys_cc:step_outside_forward_seconds` (histogram): each verify step's period minus its forwards;
+- `nsys_cc:step_outside_forward_seconds` (histogram): each verify step's period minus its tokens' work (forwards,
+  logits, sampling);
 - `nsys_cc:engine_steps_total` (counter, label `kind` = verify | decode | mixed): steps timed;
-- `nsys_cc:cost_coefficient` (gauge): c of the window (`nsys_cc.analysis.live`);
+- `nsys_cc:cost_coefficient` (gauge): c of the window, of a token (forward + logits + sampling,
+  `nsys_cc.analysis.live`); `nsys_cc:cost_coefficient_forward` (gauge): the forwards' alone;
 - `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α; 0 when no γ beats plain
   decoding at that α (a real answer, never a placeholder);
 - `nsys_cc:window_verify_steps` (gauge): how many verify steps the two gauges above rest on.
@@ -101,12 +103,17 @@ class _Metrics:
         )
         self.outside = Histogram(
             "nsys_cc:step_outside_forward_seconds",
-            "Engine step period minus its forwards, speculative decode steps (nsys_cc).", labels, buckets=BUCKETS,
+            "Engine step period minus its tokens' work (forwards, logits, sampling), speculative decode steps "
+            "(nsys_cc).", labels, buckets=BUCKETS,
         )
         self.steps = Counter("nsys_cc:engine_steps", "Engine steps timed by nsys_cc, by kind.", [*labels, "kind"])
         self.c = Gauge(
-            "nsys_cc:cost_coefficient", "Median draft forward / median verify forward over a sliding window (nsys_cc).",
-            labels, multiprocess_mode="mostrecent",
+            "nsys_cc:cost_coefficient", "Median draft token / median verify token (forward + logits + sampling) over "
+            "a sliding window (nsys_cc).", labels, multiprocess_mode="mostrecent",
+        )
+        self.c_forward = Gauge(
+            "nsys_cc:cost_coefficient_forward", "Median draft forward / median verify forward (the forwards alone) "
+            "over a sliding window (nsys_cc).", labels, multiprocess_mode="mostrecent",
         )
         self.best_gamma = Gauge(
             "nsys_cc:best_num_speculative_tokens",
@@ -160,6 +167,7 @@ class LiveStatLogger(StatLoggerBase):
         self._outside = m.outside.labels(*labels)
         self._steps = {kind: m.steps.labels(*labels, name) for kind, name in KIND_NAMES.items()}
         self._c = _LazyGauge(m.c, labels)
+        self._c_forward = _LazyGauge(m.c_forward, labels)
         self._best = _LazyGauge(m.best_gamma, labels)
         self._window_steps = _LazyGauge(m.window_steps, labels)
         size = window_size()
@@ -240,6 +248,7 @@ class LiveStatLogger(StatLoggerBase):
         est = estimate([*self.window, *self.decode], self.alpha())
         if est is not None:
             self._c.set(est.c)
+            self._c_forward.set(est.c_forward)
             self._best.set(est.num_speculative_tokens)
             self._window_steps.set(est.steps)
             self.last = est

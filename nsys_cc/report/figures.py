@@ -40,7 +40,8 @@ def plotted(result: CostCoefficientResult, top: int = MAX_PLOTTED_DRAFTS) -> tup
         kernel_summary=rows(result.kernel_summary, "model", models),
         categories=rows(result.categories, "model", models),
         diagnosis=rows(result.diagnosis, "draft", keep), verdicts=rows(result.verdicts, "draft", keep),
-        speedup_marks=rows(result.speedup_marks, "draft", keep), ranks=rows(result.ranks, "model", models))
+        speedup_marks=rows(result.speedup_marks, "draft", keep), ranks=rows(result.ranks, "model", models),
+        tokens=rows(result.tokens, "model", models))
     return view, (f"the plots show {top} of the {len(drafts)} drafts, those of lowest c (wall-clock, decode else all); "
                   "the tables hold every draft")
 

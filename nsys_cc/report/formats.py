@@ -16,7 +16,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import kernel_format, run_plots, speculative_format
+from . import kernel_format, run_plots, speculative_format, token_format
 from .choices import FORMATS as FORMATS  # its home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
@@ -39,10 +39,12 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             for metric in METRIC_NAMES:
                 row = sub[sub["metric"] == metric]
                 entry[f"{metric}_ms"] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
+            entry["token"] = token_format.phase_record(result, m.name, phase)  # the token's median and its split
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
-            "has_cuda": m.has_cuda,
+            "has_cuda": m.has_cuda, "token_parts": m.token_parts or None,
+            "gpu_loss": None if m.gpu_loss is None else m.gpu_loss.to_dict(),
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
             "phase_confidence": m.phase_rule.confidence, "phases": phases,
@@ -52,7 +54,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     coefficients = [
         {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
          "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
-         "target_median_ms": _num(r.target_median_ms)}
+         "target_median_ms": _num(r.target_median_ms), **token_format.coefficient_record(r)}
         for r in result.coefficients.itertuples()
     ]
     out = {
@@ -67,7 +69,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run) + 1, "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
                         "target_median_ms": _num(r.target_median_ms), "n_draft": int(r.n_draft),
-                        "n_target": int(r.n_target)} for r in result.runs.itertuples()]
+                        "n_target": int(r.n_target), "basis": getattr(r, "basis", None),
+                        "c_forward": _num(getattr(r, "c_forward", math.nan))} for r in result.runs.itertuples()]
     out["kernel_diff"] = kernel_format.records(result.kernel_diff)
     return out
 
@@ -114,6 +117,7 @@ def _fmt_c(c: float, lo: float, hi: float) -> str:
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
     metrics = [m for m in C_METRICS if m in set(result.summary["metric"])]
+    tokens = result.tokens
     rows = []
     for m in result.models:
         for phase in m.phases:
@@ -121,6 +125,9 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
             for metric in metrics:
                 s = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)
                                    & (result.summary["metric"] == metric)]
+                if not tokens.empty:  # the token's median (its forward's when the model has no logits/sampling)
+                    s = tokens[(tokens["model"] == m.name) & (tokens["phase"] == phase)
+                               & (tokens["metric"] == metric)].rename(columns={"token_median_ms": "median_ms"})
                 # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
                 row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s.empty else "n/a" if not s.iloc[0]["count"]
                                                         else f"{s.iloc[0]['median_ms']:.3f}")
@@ -138,11 +145,23 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
 
 def _long_csv(result: CostCoefficientResult) -> str:
     coef = result.coefficients.rename(columns={"draft": "model"})
-    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high"]]
+    coef = coef[["model", "phase", "metric", "c", "ci_low", "ci_high",
+                 *[c for c in ("basis", "c_forward", "c_forward_ci_low", "c_forward_ci_high") if c in coef]]]
     table = result.summary.merge(coef, on=["model", "phase", "metric"], how="left")
+    if not result.tokens.empty:  # the token's median and its split beside the forwards' statistics
+        split = result.tokens.drop(columns=["role", "count"]).rename(columns={"basis": "token_basis"})
+        table = table.merge(split, on=["model", "phase", "metric"], how="left")
     buf = io.StringIO()
     table.to_csv(buf, index=False)
     return buf.getvalue()
+
+
+def _c_words(result: CostCoefficientResult) -> str:
+    """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
+    if token_format.any_token(result):
+        return ("c = median(draft token) / median(target token), a token = its forward + logits + sampling (times: the "
+                "token's medians; c of the forward alone in the split below)")
+    return "c = median(draft) / median(target)"
 
 
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
@@ -161,7 +180,10 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     ranks = rank_display(result)
     if fmt == "markdown":
-        parts = [markdown_table(table)]
+        parts = [f"{_c_words(result)}.", "", markdown_table(table)]
+        split = token_format.split_table(result)
+        if not split.empty:
+            parts += ["", f"**{token_format.SPLIT_TITLE}**", "", markdown_table(split)]
         if not ranks.empty:
             parts += ["", "**Ranks** (each rank's own forward ranges in the kept forwards; last = finished last)", "",
                       markdown_table(ranks)]
@@ -180,8 +202,11 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
-    parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",
+    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}, 95 % bootstrap interval", "",
              text_table(table), ""]
+    split = token_format.split_table(result)
+    if not split.empty:
+        parts += [f"{token_format.SPLIT_TITLE}:", "", text_table(split), ""]
     if not ranks.empty:
         parts += ["Ranks: each rank's own forward ranges in the kept forwards; Last = forwards it finished last; Lag = "
                   "its end − the forward's first end", "", text_table(ranks), ""]
@@ -209,8 +234,11 @@ def render_html(result: CostCoefficientResult) -> str:
     diagnosis, the verdicts, the speculative runs measured in place (runs, measured vs predicted speedup, the forecast
     and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
-             "c = median(draft) / median(target), 95 % bootstrap interval</p>",
+             f"{html.escape(_c_words(result))}, 95 % bootstrap interval</p>",
              display_table(result).to_html(index=False, escape=True)]
+    split = token_format.split_table(result)
+    if not split.empty:
+        parts += [f"<p><b>{html.escape(token_format.SPLIT_TITLE)}</b></p>", split.to_html(index=False, escape=True)]
     ranks = rank_display(result)
     if not ranks.empty:
         parts += ["<p><b>Ranks</b> (each rank's own forward ranges in the kept forwards; last = finished last)</p>",

@@ -12,11 +12,13 @@ def _ms(value: float) -> str:
 
 
 def live_line(est: LiveEstimate) -> str:
-    """One line: c with the medians it comes from, the step's other parts, and the forecast's advice on γ."""
+    """One line: c of a token with the medians it comes from, c of the forwards alone, the step's other parts, and the
+    forecast's advice on γ."""
     head = (
-        f"nsys_cc live: c = {est.c:.3g} (draft forward {_ms(est.draft_forward_ms)} ÷ verify forward "
-        f"{_ms(est.verify_forward_ms)} at {est.tokens_per_seq:.3g} tokens/seq, medians of the last {est.steps} "
-        f"verify steps), outside forwards {_ms(est.outside_ms)}/step"
+        f"nsys_cc live: c = {est.c:.3g} (draft token {_ms(est.draft_token_ms)} ÷ verify token "
+        f"{_ms(est.verify_token_ms)} at {est.tokens_per_seq:.3g} tokens/seq, a token = forward + logits + sampling; "
+        f"forwards alone {est.c_forward:.3g}: {_ms(est.draft_forward_ms)} ÷ {_ms(est.verify_forward_ms)}; medians of "
+        f"the last {est.steps} verify steps), outside tokens {_ms(est.outside_ms)}/step"
     )
     verify = (
         f"verify {est.verify_intercept_ms:.3g} + {est.verify_slope_ms:.3g}·n ms"

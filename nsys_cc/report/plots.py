@@ -4,7 +4,8 @@ Each `plot_*` function takes a `CostCoefficientResult` and returns a matplotlib 
 has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_figures` collects them all.
 
 - forward_times: the distribution of per-forward times per model and phase (wall-clock; GPU span with CUDA).
-- coefficients: c per draft and metric with its 95 % interval, one panel per phase.
+- coefficients: c per draft and metric with its 95 % interval, one panel per phase (c of a token; hollow diamonds:
+  c of the forward alone where the two differ).
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
   CPU time outside the span.
 - kernel_categories: GPU time per forward by kernel category, target against each draft.
@@ -13,6 +14,8 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - rank_lag: per model on several tensor-parallel ranks, each rank's lag behind the forward's first finisher
   (`rank_plots`).
 - runs: c of each run beside the pooled c and its interval across runs, when the result pools several (`run_plots`).
+- token_split: each model's token as forward + logits + sampling (medians per token), c of the token against c of the
+  forward alone, when the traces have logits or sampling ranges (`token_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the
   DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
@@ -35,7 +38,7 @@ from ..analysis.dsi import Heatmaps
 from ..analysis.metrics import BY_NAME, C_METRICS, in_order
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
-from . import rank_plots, run_plots, speedup_plots
+from . import rank_plots, run_plots, speedup_plots, token_plots
 from .words import sig3
 
 if TYPE_CHECKING:
@@ -188,6 +191,11 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
                 hi = np.clip(rows["ci_high"].to_numpy(dtype=float) - c, 0, None)
                 ax.errorbar(x[ok], c[ok], yerr=np.nan_to_num(np.vstack([lo[ok], hi[ok]])), fmt="o", capsize=3,
                             color=BY_NAME[metric].color, label=BY_NAME[metric].plot_label)
+                if "c_forward" in rows and (rows["basis"] == "token").any():  # the forward alone, beside the token
+                    cf = np.where(rows["basis"].to_numpy() == "token", rows["c_forward"].to_numpy(dtype=float), np.nan)
+                    okf = np.isfinite(cf)
+                    ax.scatter(x[okf], cf[okf], marker="D", s=22, facecolors="none", edgecolors=BY_NAME[metric].color,
+                               label=f"{BY_NAME[metric].plot_label}, forward only")
                 for xi, ci, top in zip(x[ok], c[ok], (c + np.nan_to_num(hi))[ok]):
                     ax.annotate(f"{ci:.2g}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
                                 fontsize=7, color=BY_NAME[metric].color)
@@ -207,7 +215,8 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
             ax.set_xlabel("draft model")
             ax.set_title(f"{phase} forwards")
             ax.grid(axis="y", alpha=0.3)
-        axes[0].set_ylabel("c = median draft ÷ median target forward")
+        of_token = "basis" in coef and bool((coef["basis"] == "token").any())
+        axes[0].set_ylabel(f"c = median draft ÷ median target {'token' if of_token else 'forward'}")
         _legend_below(fig, axes)
         alphas = "; a speedup needs c < α (dashed: the acceptance rates given)" if result.acceptance else ""
         _suptitle(fig, f"Cost coefficient c of each draft against {result.target.name} (95 % bootstrap "
@@ -378,6 +387,7 @@ PLOTS: dict[str, Callable[[CostCoefficientResult], Figure | None]] = {
     "kernel_diff": plot_kernel_diff,
     "rank_lag": lambda result: rank_plots.plot_rank_lag(result, dict(STYLE)),
     "runs": lambda result: run_plots.plot_runs(result, dict(STYLE)),
+    "token_split": lambda result: token_plots.plot_token_split(result, dict(STYLE)),
 }
 
 

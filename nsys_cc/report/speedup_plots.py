@@ -27,7 +27,7 @@ from .words import sig3
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType
 
-C_LABEL = "cost coefficient c (draft ÷ target forward time)"
+C_LABEL = "cost coefficient c (draft ÷ target time per token)"
 ALPHA_LABEL = "acceptance rate α"
 GAMMA_LABEL = "speculative tokens γ per iteration"
 STYLE: dict[RcKeyType, Any] = {"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9}

@@ -159,7 +159,7 @@ def diagnosis_text(result, row) -> str:
         why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
                else "no GPU work launched inside the forward ranges on their own threads")
         return (f"{row.phase}: {why}, wall-clock time only: median forward {row.wall_ms:.3f} ms vs "
-                f"{row.target_wall_ms:.3f} ms for the target (c = {row.c_wall:.3g}).")
+                f"{row.target_wall_ms:.3f} ms for the target (c of the forwards = {row.c_wall:.3g}).")
     if row.outlives_range:  # the work outlives the range: it is no share of the range's time
         busy = (f"GPU busy {row.gpu_busy_ms:.3f} ms, longer than the range's {row.wall_ms:.3f} ms wall: its GPU work "
                 "runs past the range that launched it")
@@ -172,7 +172,8 @@ def diagnosis_text(result, row) -> str:
     ]
     if row.launch_dominated:
         parts.append(
-            f"c is {row.c_wall:.3g} on wall time but {row.c_gpu_busy:.3g} on GPU busy time: the draft's GPU work is "
+            f"c of the forwards is {row.c_wall:.3g} on wall time but {row.c_gpu_busy:.3g} on GPU busy time: the "
+            "draft's GPU work is "
             "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
             "lower c)."
         )

@@ -1,0 +1,87 @@
+"""The cost of a token in the text renderings and the JSON: the split table and the records (`analysis.token`).
+
+The split table shows, per model in the phase c is judged on (decode, else all) and per metric, the medians of the
+forward, its logits and its sampling, the token's median (the median of the per-token sums, not the sum of the three
+medians), and for a draft c of the token beside c of the forward alone.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from ..analysis.metrics import BY_NAME
+from ..analysis.result import CostCoefficientResult
+from ..analysis.token import SPLIT, TOKEN, decision_split
+
+SPLIT_TITLE = ("The token's split: forward + logits + sampling, medians per token (ms), in the phase c is judged on; "
+               "Token = the median of the per-token sums")
+
+
+def _num(x) -> float | None:
+    return None if x is None or (isinstance(x, float) and math.isnan(x)) else float(x)
+
+
+def _ms(x) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+
+def _c(c, lo, hi) -> str:
+    if c is None or (isinstance(c, float) and math.isnan(c)):
+        return "–"
+    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
+        return f"{c:.3f} [no interval]"
+    return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
+
+
+def any_token(result: CostCoefficientResult) -> bool:
+    """Whether some c is a token's (basis "token")."""
+    coef = result.coefficients
+    return "basis" in coef and bool((coef["basis"] == TOKEN).any())
+
+
+def split_table(result: CostCoefficientResult) -> pd.DataFrame:
+    """For people: per model (decision phase) and metric, Forward, Logits, Sampling and Token medians (ms), and for a
+    draft its c of the token and c of the forward alone. Empty when no model has logits or sampling ranges."""
+    tokens = result.tokens
+    if tokens.empty or not (tokens["basis"] == TOKEN).any():
+        return pd.DataFrame()
+    coef = result.coefficients.set_index(["draft", "phase", "metric"]) if len(result.coefficients) else None
+    rows = []
+    for r in decision_split(tokens).itertuples():
+        row = {"Model": r.model, "Phase": r.phase, "Metric": BY_NAME[r.metric].label,
+               **{part.capitalize() if part != "sample" else "Sampling": _ms(getattr(r, f"{part}_median_ms"))
+                  for part in SPLIT},
+               "Token": _ms(r.token_median_ms)}
+        if r.role == "target":
+            row["c token"], row["c forward"] = "1 (target)", "1 (target)"
+        elif coef is not None and (r.model, r.phase, r.metric) in coef.index:
+            c = coef.loc[(r.model, r.phase, r.metric)]
+            row["c token"] = _c(c["c"], c["ci_low"], c["ci_high"]) if c["basis"] == TOKEN else "– (no parts)"
+            row["c forward"] = _c(c["c_forward"], c["c_forward_ci_low"], c["c_forward_ci_high"])
+        else:
+            row["c token"] = row["c forward"] = "–"
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def coefficient_record(r) -> dict:
+    """The token fields of one `coefficients` row in the JSON (beside c, its interval and the token medians)."""
+    if not hasattr(r, "basis"):
+        return {}
+    return {"basis": r.basis, "c_forward": _num(r.c_forward),
+            "c_forward_ci95": [_num(r.c_forward_ci_low), _num(r.c_forward_ci_high)],
+            **{f"{side}_{part}_median_ms": _num(getattr(r, f"{side}_{part}_median_ms"))
+               for side in ("draft", "target") for part in SPLIT}}
+
+
+def phase_record(result: CostCoefficientResult, model: str, phase: str) -> dict:
+    """`models[].phases[phase].token` in the JSON: per metric the token's median and its split (ms)."""
+    t = result.tokens
+    if t.empty:
+        return {}
+    sub = t[(t["model"] == model) & (t["phase"] == phase)]
+    return {r.metric: {"token_median_ms": _num(r.token_median_ms),
+                       **{f"{part}_median_ms": _num(getattr(r, f"{part}_median_ms")) for part in SPLIT},
+                       "count": int(r.count)} for r in sub.itertuples()}
