@@ -21,7 +21,7 @@ from click.testing import CliRunner
 
 import nsys_cc
 from conftest import FIXTURES, REPO, raw_sql
-from nsys_cc.analysis import speculative as spec_mod
+from nsys_cc.analysis import spec_runs, speculative as spec_mod
 from nsys_cc.analysis.values import same
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
@@ -433,3 +433,59 @@ def test_a_newer_report_says_no_export_done_before_its_error(tmp_path, monkeypat
     assert lines[-1].startswith("nsys-cc: error: ") and "was written by nsys 2024.6.2" in lines[-1]
     assert len(lines) == (1 if quiet else 2)
 
+
+
+# ---- wrong numbers, silently (issue 31) ---------------------------------------------------------------------------
+INTERLEAVED = FIXTURES / "interleaved"
+ISPEC = INTERLEAVED / "spec"
+SPEC_LABELS = ["tiny-llama-target", "tiny-llama-draft-xs", *[f"tiny-llama-draft-xs.spec-g{g}" for g in (1, 2, 3)]]
+RAW_RANGES = ("SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
+              "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start")
+
+
+def _measured_drafts(sqlite, label: str) -> int:
+    """Draft-model forwards of engine `label` outside warm-up, from the raw rows: `draft_model_executable()` ranges
+    that start inside one of its `nsys_cc:engine` windows and inside an `nsys_cc:iteration` range."""
+    rows = raw_sql(sqlite, RAW_RANGES)
+    windows = [(s, e) for n, s, e in rows if n == f"nsys_cc:engine {label}"]
+    iters = [(s, e) for n, s, e in rows if n == "nsys_cc:iteration"]
+    return sum(1 for n, s, _ in rows if n == "draft_model_executable()" and any(a <= s <= b for a, b in windows)
+               and any(a <= s <= b for a, b in iters))
+
+
+def _spec_engines():
+    return [spec_runs.SpecEngine(label, "tiny-llama-draft-xs", g) for g, label in zip((1, 2, 3), SPEC_LABELS[2:])]
+
+
+def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_library():
+    # cost_coefficient(R, [R] * 4, scopes=labels) said "holds no draft-model forward ranges"
+    trace = ISPEC / "run-1" / "trace.sqlite"
+    res = nsys_cc.cost_coefficient(trace, [trace] * 4, scopes=SPEC_LABELS)
+    assert [m.name for m in res.models] == SPEC_LABELS[:2]  # the speculative engines are no plain drafts
+    assert res.speculative is not None
+    steps = res.speculative.steps
+    for label in SPEC_LABELS[2:]:
+        measured = int(steps.loc[steps["run"] == label, "draft_forwards"].sum())
+        assert measured == _measured_drafts(trace, label) > 0
+    # the same figures as the CLI's reader of a run's folder (spec_runs.read_run, its own read of the trace)
+    direct = spec_runs.analyze_runs([(trace, ISPEC / "run-1")], SPEC_LABELS[0], _spec_engines(),
+                                        c_standalone=spec_mod.standalone_c(res.coefficients))
+    pd.testing.assert_frame_equal(res.speculative.table, direct.table)
+    # each engine's own counters (run-1/<label>.metrics.json), not "α inferred from the tokens per step"
+    assert not [n for n in res.speculative.notes if "no metrics dump" in n]
+
+
+def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does():
+    # cost_coefficient_runs treated the speculative engines as plain drafts (c 1.02 / 0.891 / 0.834, no .speculative)
+    runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
+    res = nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, scopes=[SPEC_LABELS] * 2)
+    assert [m.name for m in res.models] == SPEC_LABELS[:2] and res.speculative is not None
+    plain = nsys_cc.cost_coefficient_runs([r[:2] for r in runs], names=SPEC_LABELS[:2],
+                                          scopes=[SPEC_LABELS[:2]] * 2)
+    pd.testing.assert_frame_equal(res.coefficients, plain.coefficients)
+    direct = spec_runs.analyze_runs([(ISPEC / f"run-{k}" / "trace.sqlite", ISPEC / f"run-{k}") for k in (1, 2)],
+                                        SPEC_LABELS[0], _spec_engines(),
+                                        c_standalone=spec_mod.standalone_c(res.coefficients))
+    pd.testing.assert_frame_equal(res.speculative.table, direct.table)
+    pd.testing.assert_frame_equal(res.speculative.by_metric, direct.by_metric)
+    assert any("variation between 2 runs" in n for n in res.speculative.notes)

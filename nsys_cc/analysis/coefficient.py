@@ -27,10 +27,17 @@ from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
-from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
+from . import (
+    kernels as kernel_mod,
+    phases as phase_mod,
+    ranks as rank_mod,
+    spec_runs as spec_runs_mod,
+    speculative as spec_mod,
+    steps as steps_mod,
+)
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
-from .latencies import trace_stem
+from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
@@ -427,17 +434,16 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
             for text, names in holders.items()]
 
 
-def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLike] | None) -> None:
-    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
-    or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
-    draft and give a wrong c."""
-    given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
+def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`dumped`: in
+    spec_metrics; or `X.metrics.json` beside it, `where` = its files' stem), must hold draft-model forward ranges:
+    without them it would be measured as a plain draft and give a wrong c."""
     if spec_mod.LABEL_RE.match(label):
         why = f"is labelled as a speculative run ({label!r})"
-    elif os.path.realpath(path) in given:
+    elif dumped:
         why = "was given a spec-decode metrics dump (spec_metrics)"
-    elif os.path.exists(trace_stem(path) + ".metrics.json"):
-        beside = os.path.basename(trace_stem(path)) + ".metrics.json"
+    elif os.path.exists(trace_stem(where) + ".metrics.json"):
+        beside = os.path.basename(trace_stem(where)) + ".metrics.json"
         why = f"has a spec-decode metrics dump beside it ({beside})"
     else:
         return
@@ -469,7 +475,8 @@ def cost_coefficient(
     Args:
         target: the target model's trace (one path; a list holding one is that path).
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
-            may follow (traces holding draft-model forward ranges, recognised by them): they are measured in place
+            may follow (traces holding draft-model forward ranges, recognised by them; with `scopes`, the speculative
+            engines of an interleaved run, recognised by those inside their windows): they are measured in place
             (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
             its label when that is a draft, else to the only draft.
         names: labels for [target, *drafts], each once; default: the file names.
@@ -482,7 +489,9 @@ def cost_coefficient(
             numbers, or a string "0.6,0.8"; empty for none.
         metrics_dump: a vLLM spec-decode metrics dump (`acceptance.dump_metrics`); its i.i.d. α is judged too.
         seed: seed of the bootstrap intervals.
-        spec_metrics: vLLM metrics dump per speculative trace path (default: `X.metrics.json` beside `X.sqlite`).
+        spec_metrics: vLLM metrics dump per speculative trace path or model label (default: `X.metrics.json`
+            beside `X.sqlite`; for an engine of an interleaved run, `<label>.metrics.json` in the run's folder); a key
+            that names no trace given and no label is refused.
         scopes: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
             `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
@@ -503,43 +512,105 @@ def cost_coefficient(
         labels = [scope or label for scope, label in zip(sc, labels)]
     range_names = _range_names(range_name, paths, labels)
     _check_distinct(paths, range_names, sc)
-    by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
-    # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
-    # plain draft's to its model, a speculative run's to its steps. A run is speculative when it holds draft-forward
-    # ranges, or (a proposer that runs no model, ngram) when its label says so and its metrics dump holds the
-    # counters; a draft labelled or dumped as speculative without them is an error (`_refuse_mislabelled`). Of the
-    # target, what its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept
-    # until the other traces say whether a speculative run needs them.
+    dumps = _spec_metrics(spec_metrics, paths, labels, sc)
+    read = _read_run(paths, labels, range_names, sc, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
+                     run=0)
+    models = [read.models[i] for i in sorted(read.models)]
+    spec = {i: [read.spec[i]] for i in sorted(read.spec)}
+    plain_steps = [] if read.plain_steps is None else [read.plain_steps]
+    return _assemble(models, labels, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len, read.notes)
+
+
+@dataclasses.dataclass
+class _RunRead:
+    """What the traces of one run gave: the plain models and the speculative runs (with whether they hold
+    draft-model forwards) by model index, the plain target's step table when a speculative run needs it, and the
+    notes on the forward ranges chosen."""
+
+    models: dict[int, ModelForwards]
+    spec: dict[int, tuple[spec_mod.SpecRun, bool]]
+    plain_steps: steps_mod.StepTable | None
+    notes: list[str]
+
+
+def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
+              scopes: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
+              dumps: Mapping[int, str], run: int) -> _RunRead:
+    """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `scopes`, is
+    opened and read once for all of them).
+
+    Each trace's ranges are read once (`ranges.marked_ranges`), then handed on: the target's and a plain draft's to
+    its model, a speculative run's to its steps. A run is speculative when it holds draft-forward ranges (inside its
+    engine's windows when it is one engine of an interleaved run), or (a proposer that runs no model, ngram) when its
+    label says so and its metrics dump holds the counters; a draft labelled or dumped as speculative without them is
+    an error (`_refuse_mislabelled`). A model's own files (vLLM's latencies, its metrics dump) sit beside its trace,
+    or in an interleaved run's folder under its engine's label (`latencies.model_stem`); `dumps`: the metrics dumps
+    given, by model index. Of the target, what its own engine steps need besides the forwards its model keeps (the
+    markers, a few columns) is kept until the other traces say whether a speculative run needs them."""
     loaded: dict[int, ModelForwards] = {}
-    spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
+    spec: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
-    range_notes: list[str] = []
-    for path, group in _same_trace(paths).items():  # a trace given once per model (scopes) is opened once for all
+    notes: list[str] = []
+    for path, group in _same_trace(paths).items():
         with open_trace(path) as trace:
-            reads = _group_reads(trace, path, group, range_names, sc)
+            reads = _group_reads(trace, path, group, range_names, scopes)
             for i in group:
-                ranges, label, name_of_range, scope = reads.pop(i), labels[i], range_names[i], sc[i]
-                name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
-                range_notes += [range_note] if range_note else []
-                metrics_path = by_path.get(os.path.realpath(path))
-                with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
-                if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
-                                  and spec_mod.proposes_without_model(path, metrics_path)):
-                    run = spec_mod.load_run(path, label, "", name_of_range, metrics_path,
-                                            ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
-                    spec_runs[i] = run, with_model
+                ranges, label, scope = reads.pop(i), labels[i], scopes[i]
+                name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
+                notes += [range_note] if range_note else []
+                # a scoped model's own files are named after its engine: its runs are read as if its trace were there
+                where = path if scope is None else model_stem(path, scope)
+                metrics_path = dumps.get(i)
+                with_model = i > 0 and draft_range_of(ranges) is not None
+                if with_model or (i > 0 and spec_mod.model_free_label(label)
+                                  and spec_mod.proposes_without_model(where, metrics_path)):
+                    spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
+                                                 ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
+                    spec[i] = dataclasses.replace(spec_run, path=path), with_model
                 else:
                     if i > 0:
-                        _refuse_mislabelled(path, label, spec_metrics)
+                        _refuse_mislabelled(path, where, label, i in dumps)
                     loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
                                          range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
-                                         scope=scope)
+                                         scope=scope, run=run)
                 if i == 0:
                     target_markers = steps_mod.markers_of(ranges, name_of_range)
                 del ranges
-    models = [loaded[i] for i in sorted(loaded)]
-    return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
-                     alpha_note, alpha_cis, seed, output_len, range_notes)
+    plain_steps = None
+    if spec:
+        target = loaded[0]
+        if target.ranks is not None and target.ranks.count > 1:
+            raise InputError(f"{labels[0]} runs on {target.ranks.count} tensor-parallel ranks: speculative runs are "
+                             "measured in place against a plain target on one process (give one, or leave the "
+                             "speculative traces out)")
+        plain_steps = steps_mod.with_latencies(
+            steps_mod.step_table(steps_mod.with_forwards(target_markers, target), target.range_name),
+            model_stem(paths[0], scopes[0]))
+    return _RunRead(loaded, spec, plain_steps, notes)
+
+
+def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Sequence[str],
+                  scopes: Sequence[str | None]) -> dict[int, str]:
+    """The metrics dumps given (`spec_metrics`: by trace path, or by model label) per model index. A key that is
+    neither a trace given (read whole) nor a model's label is refused: its dump would be ignored."""
+    if spec_metrics is None:
+        return {}
+    if not isinstance(spec_metrics, Mapping):
+        raise InputError("spec_metrics: give a mapping from a speculative trace (or its label) to its metrics dump",
+                         param="spec_metrics")
+    out: dict[int, str] = {}
+    for key, dump in spec_metrics.items():
+        text = os.fspath(key) if isinstance(key, (str, os.PathLike)) else str(key)
+        hits = [i for i, label in enumerate(labels) if label == text]
+        if not hits:
+            hits = [i for i, (p, sc) in enumerate(zip(paths, scopes))
+                    if sc is None and os.path.realpath(p) == os.path.realpath(text)]
+        if not hits:
+            raise InputError(f"spec_metrics: {text!r} is neither a trace given (read whole) nor a model's label "
+                             f"({', '.join(map(repr, labels))}): its dump would be ignored", param="spec_metrics")
+        for i in hits:
+            out[i] = os.fspath(dump)
+    return out
 
 
 def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
@@ -569,34 +640,29 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
     return out
 
 
-def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tuple[spec_mod.SpecRun, bool]],
-              target_markers: pd.DataFrame | None, alphas: list[float], alpha_note: str | None,
-              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None,
-              range_notes: Sequence[str] = ()) -> CostCoefficientResult:
-    """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
-    markers for its own steps)."""
+def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequence[steps_mod.StepTable],
+              spec: Mapping[int, Sequence[tuple[spec_mod.SpecRun, bool]]], alphas: list[float],
+              alpha_note: str | None, alpha_cis: list[tuple[float, float] | None], seed: int,
+              output_len: int | None, range_notes: Sequence[str] = ()) -> CostCoefficientResult:
+    """The result from the loaded plain models and the speculative runs: per speculative engine its run of each run
+    ((run, has draft-model forwards) each), measured in place against the plain target's steps of the same runs
+    (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*range_notes, *_model_notes(models), *_interval_notes(coefficients),
+    notes = [*dict.fromkeys(range_notes), *_model_notes(models), *_interval_notes(coefficients),
              *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
-    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
-        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
-                         "measured in place against a plain target on one process (give one, or leave the "
-                         "speculative traces out)")
-    if spec_runs:
-        plain_steps = steps_mod.with_latencies(steps_mod.step_table(
-            steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
+    if spec:
         draft_labels = [m.name for m in models[1:]]
-        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
-                for run, with_model in spec_runs]
-        speculative = spec_mod.analyze_speculative(
-            plain_steps, runs, c_standalone=spec_mod.standalone_c(coefficients),
-            output_len=output_len, acceptance=alphas, seed=seed)
+        per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
+                       for run, with_model in runs] for runs in spec.values()]
+        speculative = spec_runs_mod.analyze_pooled(
+            plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients), output_len=output_len,
+            acceptance=alphas, seed=seed)
     return CostCoefficientResult(
         models=tuple(models),
         summary=_summary(models),
@@ -657,6 +723,8 @@ def cost_coefficient_runs(
             model: then `scopes` says which engine is which). Every run has the same models, in the same order.
         names: the labels of [target, *drafts].
         scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
+            Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
+            pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
         range_name: as for `cost_coefficient`, as are `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and
             `seed`.
     Returns:
@@ -692,14 +760,20 @@ def cost_coefficient_runs(
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
-    per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
+    reads = []
     for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
         _check_distinct(paths, [range_name] * n, sc)
-        for path, js in _same_trace(paths).items():  # a trace of several engines is opened and read once for all
-            read = models_of_trace(path, names=[names[j] for j in js], scopes=[sc[j] for j in js],
-                                   roles=["target" if j == 0 else "draft" for j in js], range_name=range_name,
-                                   skip_ranges=skip_ranges, output_len=output_len, run=i)
-            for j, model in zip(js, read):
-                per_model[j].append(model)
-    models = [_merge_runs(ms) for ms in per_model]
-    return _assemble(models, names, [], None, alphas, alpha_note, alpha_cis, seed, output_len)
+        reads.append(_read_run(paths, names, [range_name] * n, sc, skip_ranges=skip_ranges, output_len=output_len,
+                               dumps={}, run=i))
+    spec_models = sorted(reads[0].spec)
+    for i, read in enumerate(reads[1:], start=1):
+        if sorted(read.spec) != spec_models:
+            j = sorted(set(read.spec) ^ set(spec_models))[0]
+            raise InputError(f"{names[j]} is a speculative run in run {1 if j in reads[0].spec else i + 1} but a plain "
+                             f"model in run {i + 1 if j in reads[0].spec else 1}: every run must hold the same "
+                             "models", param="runs")
+    models = [_merge_runs([read.models[j] for read in reads]) for j in range(n) if j not in spec_models]
+    spec = {j: [read.spec[j] for read in reads] for j in spec_models}
+    plain_steps = [read.plain_steps for read in reads if read.plain_steps is not None]
+    return _assemble(models, names, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len,
+                     [note for read in reads for note in read.notes])

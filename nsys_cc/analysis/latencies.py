@@ -22,6 +22,16 @@ def trace_stem(path: str | os.PathLike) -> str:
     return os.fspath(path).removesuffix(".sqlite").removesuffix(".nsys-rep")
 
 
+def model_stem(trace: str | os.PathLike, scope: str | None = None) -> str:
+    """Where a model's own files sit, without their suffix (`X.bench.json`, `X.metrics.json`): beside its trace
+    `X.sqlite`, `X`; for the engine labelled `scope` of an interleaved run's trace (`run-<k>/trace.sqlite`, which
+    holds every model), `run-<k>/<scope>`: `profile` writes `<label>.bench.json` and `<label>.metrics.json` in the
+    run's folder."""
+    if scope is None:
+        return trace_stem(trace)
+    return os.path.join(os.path.dirname(os.fspath(trace)), scope)
+
+
 def bench_json_of(trace: str | os.PathLike) -> Path:
     """`X.bench.json` beside the trace `X.sqlite` (or `X.nsys-rep`)."""
     return Path(trace_stem(trace) + ".bench.json")
