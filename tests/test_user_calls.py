@@ -489,3 +489,60 @@ def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does():
     pd.testing.assert_frame_equal(res.speculative.table, direct.table)
     pd.testing.assert_frame_equal(res.speculative.by_metric, direct.by_metric)
     assert any("variation between 2 runs" in n for n in res.speculative.notes)
+
+
+PLAIN_LABELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+PLAIN_RUNS = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
+
+
+def _long_way(labels=PLAIN_LABELS):
+    return nsys_cc.cost_coefficient_runs([[t] * len(labels) for t in PLAIN_RUNS], names=labels,
+                                         scopes=[labels] * len(PLAIN_RUNS))
+
+
+def _decode_forwards(sqlite, label: str) -> int:
+    """Measured decode forwards of engine `label`, from the raw rows: forward ranges of one token per sequence
+    (payload 2 = the batch) inside its windows and inside an iteration range."""
+    rows = raw_sql(sqlite, RAW_RANGES.replace("e.\"end\"", "e.\"end\", e.int64Value"))
+    windows = [(s, e) for n, s, e, _ in rows if n == f"nsys_cc:engine {label}"]
+    iters = [(s, e) for n, s, e, _ in rows if n == "nsys_cc:iteration"]
+    return sum(1 for n, s, _, p in rows if n == "model_executable()" and p == 2
+               and any(a <= s <= b for a, b in windows) and any(a <= s <= b for a, b in iters))
+
+
+def test_a_flat_list_of_interleaved_runs_is_refused_with_names_that_are_not_their_engines():
+    # it was read as ONE run: run-1 the target, run-2 and run-3 the drafts, each trace whole (c 1.02 and 1.07)
+    with pytest.raises(InputError, match=r"^names: 't', 'ds', 'dxs' are not an engine of these runs") as err:
+        nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=["t", "ds", "dxs"])
+    assert err.value.param == "names"
+    assert "'tiny-llama-target', 'tiny-llama-draft-s', 'tiny-llama-draft-xs'" in str(err.value)
+    assert "runs=[[trace] * 3 for each run] with scopes=" in str(err.value)
+
+
+def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model():
+    long_way = _long_way()
+    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS) == long_way  # their traces
+    assert nsys_cc.cost_coefficient_runs([t.parent for t in PLAIN_RUNS]) == long_way  # their run folders
+    assert nsys_cc.cost_coefficient_runs(INTERLEAVED) == long_way  # the directory that holds them
+    assert sorted(set(long_way.runs["run"])) == sorted(set(long_way.models[0].forwards["run"])) and len(
+        set(long_way.runs["run"])) == 3
+    per_run = long_way.runs[(long_way.runs["draft"] == "tiny-llama-draft-s") & (long_way.runs["phase"] == "decode")
+                            & (long_way.runs["metric"] == "wall")]
+    assert list(per_run["n_target"]) == [_decode_forwards(t, "tiny-llama-target") for t in PLAIN_RUNS]
+    # names choose the engines (target first)
+    two = ["tiny-llama-target", "tiny-llama-draft-xs"]
+    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=two) == _long_way(two)
+
+
+def test_a_profile_directory_of_speculative_runs_is_read_as_it_is():
+    res = nsys_cc.cost_coefficient_runs(ISPEC)
+    assert [m.name for m in res.models] == SPEC_LABELS[:2]
+    assert list(res.speculative.table["name"]) == SPEC_LABELS[2:]
+
+
+def test_interleaved_and_plain_traces_mixed_in_runs_are_refused():
+    with pytest.raises(InputError, match="holds every model of one interleaved run but .* holds no engine") as err:
+        nsys_cc.cost_coefficient_runs([PLAIN_RUNS[0], TARGET])
+    assert err.value.param == "runs"
+    with pytest.raises(InputError, match="is a profile's output directory: give it alone"):
+        nsys_cc.cost_coefficient_runs([ISPEC, INTERLEAVED])

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..arguments import is_one, many, one_path, paths as arg_paths
+from ..arguments import is_one, many, one_path, path_of, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
@@ -703,11 +703,87 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
                                warmup_note=note, path="; ".join(paths), has_cuda=all(m.has_cuda for m in per_run))
 
 
+def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
+    """A flat list given as `runs`, when its items are interleaved runs: a profile's output directory alone (its
+    completed runs, `outputs`), run folders (`run-<k>/`, their `trace.sqlite`) or traces that hold every model of one
+    run (`nsys_cc:engine` windows, `scope`). Then (runs, names, scopes, run numbers): each run its trace once per
+    model, the models its engines (`names`, when given, choose and order them, target first). None when no item is
+    an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
+    the runs' engines."""
+    from ..trace import open_trace
+    from . import outputs
+    from .scope import engines as engines_in
+
+    if len(items) == 1 and outputs.is_profile_output(items[0]):
+        out = outputs.read_output(items[0])
+        if not out.interleaved:
+            raise InputError(f"runs: {items[0]} holds one process per model, not interleaved runs: analyse it with "
+                             "nsys_cc.analyze", param="runs")
+        if not out.runs:
+            raise InputError(f"runs: {items[0]} holds no completed interleaved run (see its status.json)",
+                             param="runs")
+        traces: list[str] = [os.fspath(r.trace) for r in out.runs]
+        engines = [m.label for m in out.done]
+        numbers = [r.number for r in out.runs]
+    else:
+        per_item: list[list[str]] = []
+        traces = []
+        for item in items:
+            if os.path.isdir(item):
+                if outputs.is_profile_output(item):
+                    raise InputError(f"runs: {item} is a profile's output directory: give it alone (runs={item!r}), "
+                                     "not in a list", param="runs")
+                trace = os.path.join(item, outputs.RUN_TRACE)
+                if not os.path.isfile(trace):
+                    raise InputError(f"runs: {item} is a directory without a {outputs.RUN_TRACE} (the folder of an "
+                                     "interleaved run holds one)", param="runs")
+                listed = outputs.run_engines(item)
+                found = ([label for label, state in listed.items() if state == "done"] if listed is not None
+                         else None)
+            else:
+                trace, found = item, None
+            if found is None:
+                with open_trace(trace) as t:
+                    found = engines_in(t.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))
+            traces.append(trace)
+            per_item.append(found)
+        if not any(per_item):
+            return None
+        if not all(per_item):
+            one = next(i for i, e in zip(items, per_item) if e)
+            other = next(i for i, e in zip(items, per_item) if not e)
+            raise InputError(f"runs: {one} holds every model of one interleaved run but {other} holds no engine "
+                             "windows: give one trace per model of one run ([target, *drafts]), or one interleaved "
+                             "run per item", param="runs")
+        engines = [label for label in per_item[0] if all(label in e for e in per_item)]
+        found_numbers = [outputs.run_number(os.path.dirname(os.path.abspath(t))) for t in traces]
+        numbers = [k or 0 for k in found_numbers]
+        if None in found_numbers or len(set(numbers)) != len(numbers):
+            numbers = list(range(1, len(traces) + 1))
+    if names is not None:
+        chosen = [str(n) for n in many(names, "names")]
+        unknown = [n for n in chosen if n not in engines]
+        if unknown:
+            raise InputError(
+                f"names: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not an engine of "
+                f"these runs: each of the {len(traces)} traces holds every model of one interleaved run (its engines: "
+                f"{', '.join(map(repr, engines))}); "
+                "give names from those labels (target first) to choose the models, or none for all of them; to label "
+                f"them otherwise give runs=[[trace] * {len(engines)} for each run] with scopes=[[{', '.join(engines)}]"
+                f"] * {len(traces)} and your names", param="names")
+        engines = chosen
+    if len(engines) < 2:
+        raise InputError(f"runs: {traces[0]} holds {len(engines)} engine(s) in every run ({', '.join(engines)}): "
+                         "c needs the target and a draft", param="runs")
+    del numbers  # runs are counted from 0 in `res.runs` yet
+    return [[t] * len(engines) for t in traces], engines, [engines] * len(traces), None
+
+
 @with_small_pages
 def cost_coefficient_runs(
-    runs: Sequence[Sequence[PathLike]],
+    runs: PathLike | Sequence[PathLike] | Sequence[Sequence[PathLike]],
     *,
-    names: Sequence[str],
+    names: Sequence[str] | None = None,
     scopes: Sequence[Sequence[str | None]] | None = None,
     range_name: str = DEFAULT_RANGE,
     skip_ranges: int | None = None,
@@ -721,7 +797,11 @@ def cost_coefficient_runs(
     Args:
         runs: per run, the traces of [target, *drafts] (the same trace several times when one process held every
             model: then `scopes` says which engine is which). Every run has the same models, in the same order.
-        names: the labels of [target, *drafts].
+            Interleaved runs may also be given as they are: a profile's output directory (its completed runs), or
+            a flat list of run folders (`run-<k>/`) or of their traces, each holding every model (its engines are
+            the models). A flat list of plain traces is one run, [target, *drafts].
+        names: the labels of [target, *drafts] (default: the file names; the engines' labels with `scopes`); for
+            interleaved runs given as they are, the engines to take, target first (default: every engine).
         scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
             Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
             pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
@@ -732,10 +812,15 @@ def cost_coefficient_runs(
         R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
     """
     listed = many(runs, "runs")
-    if listed and all(is_one(r) for r in listed):  # [target, *drafts] alone: one run
-        listed = [listed]
+    numbers: list[int] | None = None
+    if listed and all(is_one(r) for r in listed):
+        found = None if scopes is not None else _interleaved_runs([path_of(r, "runs") for r in listed], names)
+        if found is None:  # [target, *drafts] alone: one run, a trace per model
+            listed = [listed]
+        else:  # one interleaved run per item, every model in its trace
+            listed, names, scopes, numbers = found
     run_paths = [arg_paths(r, "runs") for r in listed]
-    names = [str(n) for n in many(names, "names")]
+    names = None if names is None else [str(n) for n in many(names, "names")]
     run_scopes: list[list | None] | None = None
     if scopes is not None:
         per_run = many(scopes, "scopes")
@@ -752,19 +837,22 @@ def cost_coefficient_runs(
         raise InputError("each run needs the target and at least one draft", param="runs")
     if any(len(r) != n for r in run_paths):
         raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
-    if len(names) != n:
+    if names is not None and len(names) != n:
         raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
+    if names is None and run_scopes is not None and run_scopes[0] is not None and all(run_scopes[0]):
+        names = [str(s) for s in run_scopes[0]]  # a model read by its engine's windows is called by its label
     names = model_names(run_paths[0], names)  # each label once, one line of printable text
     check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
+    numbers = list(range(len(run_paths))) if numbers is None else numbers
     reads = []
-    for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
+    for number, paths, sc in zip(numbers, run_paths, all_scopes):
         _check_distinct(paths, [range_name] * n, sc)
         reads.append(_read_run(paths, names, [range_name] * n, sc, skip_ranges=skip_ranges, output_len=output_len,
-                               dumps={}, run=i))
+                               dumps={}, run=number))
     spec_models = sorted(reads[0].spec)
     for i, read in enumerate(reads[1:], start=1):
         if sorted(read.spec) != spec_models:
