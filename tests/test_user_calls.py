@@ -10,6 +10,7 @@ import inspect
 import json
 import math
 import re
+import statistics
 import subprocess
 import sys
 import warnings
@@ -546,3 +547,19 @@ def test_interleaved_and_plain_traces_mixed_in_runs_are_refused():
     assert err.value.param == "runs"
     with pytest.raises(InputError, match="is a profile's output directory: give it alone"):
         nsys_cc.cost_coefficient_runs([ISPEC, INTERLEAVED])
+
+
+def test_a_draft_slower_than_its_target_gets_a_note():
+    # target and draft swapped: c = 6.68 and not a word
+    swapped = nsys_cc.cost_coefficient(DRAFT_XS, TARGET)
+    decode = ("SELECT e.\"end\" - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+              "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = 'model_executable()' AND e.int64Value = 2 "
+              "AND e.start > (SELECT max(w.\"end\") FROM NVTX_EVENTS w LEFT JOIN StringIds ws ON ws.id = w.textId "
+              "WHERE coalesce(w.text, ws.value) = 'nsys_cc:warmup')")
+    c = (statistics.median(d for (d,) in raw_sql(TARGET, decode))
+         / statistics.median(d for (d,) in raw_sql(DRAFT_XS, decode)))
+    assert c > 1
+    (note,) = [n for n in swapped.notes if "cannot be faster" in n]
+    assert note.startswith(f"tiny-llama-target: c = {c:.3g} (decode, wall-clock)")
+    assert "give its trace first" in note
+    assert not [n for n in nsys_cc.cost_coefficient(TARGET, DRAFT_XS).notes if "cannot be faster" in n]

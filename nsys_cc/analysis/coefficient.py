@@ -398,6 +398,15 @@ def _interval_notes(coefficients: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _slow_draft_notes(marks: pd.DataFrame, target: str) -> list[str]:
+    """One note per draft whose c (wall-clock, in the phase it is judged on: `speedup_marks`) is 1 or more: a draft
+    at least as slow as its target cannot speed it up at any acceptance rate or γ (the speedup of Leviathan et al.
+    Thm 3.8 is below 1 for c ≥ 1), which most often means the traces were given the other way round."""
+    return [f"{r.draft}: c = {r.c:.3g} ({r.phase}, wall-clock): its forward takes at least as long as the target's "
+            f"({target}), so speculative decoding with it cannot be faster at any acceptance rate or γ; if "
+            f"{r.draft} is the target, give its trace first" for r in marks.itertuples() if r.c >= 1]
+
+
 def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFrame]:
     kern, cats = [], []
     for m in models:
@@ -649,8 +658,9 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
     (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
+    marks = speedup_marks(coefficients)
     notes = [*dict.fromkeys(range_notes), *_model_notes(models), *_interval_notes(coefficients),
-             *([alpha_note] if alpha_note else [])]
+             *_slow_draft_notes(marks, labels[0]), *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
@@ -671,7 +681,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         categories=categories,
         diagnosis=diagnose(models[0], models[1:]),
         verdicts=verdicts(coefficients, alphas, alpha_intervals=alpha_cis),
-        speedup_marks=speedup_marks(coefficients),
+        speedup_marks=marks,
         notes=tuple(notes),
         seed=seed,
         acceptance=tuple(alphas),
