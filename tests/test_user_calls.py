@@ -9,7 +9,9 @@ import html
 import inspect
 import json
 import math
+import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -171,6 +173,9 @@ ONE_ITEM = {
     ("cost_coefficient_runs", "scopes"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], scopes=v), "tgt",
         lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient_runs", "range_name"): (
+        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], range_name=v),
+        "model_executable()", lambda a, b: a == b),
     ("cost_coefficient_runs", "acceptance"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], acceptance=v).acceptance,
         "0.8", lambda a, b: a == b == (0.8,)),
@@ -563,3 +568,181 @@ def test_a_draft_slower_than_its_target_gets_a_note():
     assert note.startswith(f"tiny-llama-target: c = {c:.3g} (decode, wall-clock)")
     assert "give its trace first" in note
     assert not [n for n in nsys_cc.cost_coefficient(TARGET, DRAFT_XS).notes if "cannot be faster" in n]
+
+
+# ---- the other calls that misled (issue 31) -----------------------------------------------------------------------
+def test_runs_take_a_range_per_model_as_cost_coefficient_does():
+    # range_name=[…] raised TypeError (unhashable list) although documented "as for cost_coefficient"
+    two = ["gpu_model_runner: forward", "model_executable()"]
+    runs = nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"], range_name=two)
+    pd.testing.assert_frame_equal(runs.coefficients,
+                                  nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, names=["t", "d"], range_name=two)
+                                  .coefficients)
+    by_label = nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"],
+                                             range_name={"t": "gpu_model_runner: forward"})
+    assert by_label == runs
+    with pytest.raises(InputError, match="range_name has 3 names for 2 traces") as err:
+        nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"], range_name=[*two, "x"])
+    assert err.value.param == "range_name"
+
+
+@pytest.mark.parametrize("param, value", [("skip_ranges", "3"), ("skip_ranges", 2.5), ("skip_ranges", True),
+                                          ("output_len", "4"), ("output_len", 4.0)])
+def test_a_count_that_is_not_a_whole_number_is_refused(param, value):
+    # "3" raised TypeError; 2.5 was taken ("dropped the first 2.5 of 20 ranges")
+    with pytest.raises(InputError, match=rf"^{param} must be a whole number ≥ [01] \(an int\), not ") as err:
+        nsys_cc.cost_coefficient(TARGET, DRAFT_S, **{param: value})
+    assert err.value.param == param
+    with pytest.raises(InputError, match=rf"^{param} must be a whole number"):
+        nsys_cc.kernels(TARGET, **{param: value})
+    assert nsys_cc.cost_coefficient(TARGET, DRAFT_S, skip_ranges=np.int64(8)) == nsys_cc.cost_coefficient(
+        TARGET, DRAFT_S, skip_ranges=8)
+
+
+def test_render_takes_a_format_in_any_case_or_says_which_there_are(result):
+    # "JSON", "md", "html" and None silently gave the text table
+    assert result.render("JSON") == result.render("json") and json.loads(result.render("Json"))["coefficients"]
+    assert result.render("md") == result.render("markdown") != result.render("table")
+    assert result.render("html") == result._repr_html_()
+    for bad in (None, "xml", 3):
+        with pytest.raises(InputError, match=r"^fmt must be one of table, markdown, csv, json, html") as err:
+            result.render(bad)
+        assert err.value.param == "fmt"
+
+
+def test_phase_rows_of_a_phase_that_does_not_exist_is_refused_as_kernels_refuses_it(result):
+    with pytest.raises(InputError) as rows:
+        result.target.phase_rows("Decode")
+    with pytest.raises(InputError) as kern:
+        nsys_cc.kernels(TARGET, phase="Decode")
+    assert str(rows.value) == str(kern.value) == "phase must be one of all, prefill, decode, verify, not 'Decode'"
+    assert len(result.target.phase_rows("decode")) == result.coefficients.query("phase == 'decode'")["n_target"].iloc[0]
+
+
+def test_range_name_none_is_the_default_range_not_a_range_named_none(result):
+    # it became the range 'None'
+    assert nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8], range_name=None) == result
+    assert nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, range_name=None).target.range_name == "gpu_model_runner: forward"
+    assert nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], range_name=None) == nsys_cc.cost_coefficient_runs(
+        [[TARGET, DRAFT_S]])
+    with warnings.catch_warnings():  # a CPU trace: no GPU operation (said by a warning, test_an_empty_kernel_…)
+        warnings.simplefilter("ignore", nsys_cc.errors.NsysCCWarning)
+        pd.testing.assert_frame_equal(nsys_cc.kernels(TARGET, range_name=None), nsys_cc.kernels(TARGET))
+
+
+def test_trace_paths_given_wrong_are_one_error_naming_the_parameter(tmp_path, result):
+    with pytest.raises(InputError, match=r"^path: expected a trace path \(str or os.PathLike\), not NoneType None$"):
+        nsys_cc.open_trace(None)
+    with nsys_cc.open_trace([TARGET]) as one, nsys_cc.open_trace(TARGET) as t:
+        pd.testing.assert_frame_equal(one.nvtx_ranges(), t.nvtx_ranges())
+        # project takes a path as kernels does
+        pd.testing.assert_frame_equal(nsys_cc.project(TARGET), nsys_cc.project(t))
+    with pytest.raises(InputError, match=r"^trace: give an open Trace \(open_trace\) or a trace's path, not int"):
+        nsys_cc.project(5)
+    with pytest.raises(InputError, match="no such file"):
+        nsys_cc.project(tmp_path / "x.sqlite")
+    for call in (lambda: result.write_report(None), lambda: nsys_cc.write_report(result, None)):
+        with pytest.raises(InputError, match=r"^out_dir: give the report directory's path, not NoneType") as err:
+            call()
+        assert err.value.param == "out_dir"
+
+
+def test_a_result_is_unequal_to_anything_that_is_not_a_result(result):
+    # res == res.coefficients raised from pandas
+    assert (result == result.coefficients) is False  # (the other way round is pandas' own ==)
+    assert result != "result" and result != result.target and result.target != result
+
+
+def test_the_speculative_models_handed_out_are_the_callers_own(spec_result):
+    models = spec_result.speculative.models
+    assert models and list(models) == ["tiny-llama-draft-xs"]
+    models.clear()
+    assert list(spec_result.speculative.models) == ["tiny-llama-draft-xs"]
+    assert "models: tiny-llama-draft-xs" in repr(spec_result.speculative)
+
+
+def test_a_narrowed_read_holds_the_names_it_read_only():
+    # the categoricals carried every name of the trace (value_counts() printed them all at 0)
+    with nsys_cc.open_trace(TARGET) as t:
+        every = raw_sql(TARGET, "SELECT count(DISTINCT coalesce(e.text, s.value)) FROM NVTX_EVENTS e LEFT JOIN "
+                                "StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60)")[0][0]
+        assert len(t.nvtx_ranges()["name"].cat.categories) == every > 1
+        ranges = t.nvtx_ranges(names="model_executable()")
+        assert ranges["name"].value_counts().to_dict() == {"model_executable()": 20}
+        assert list(ranges["qualified_name"].cat.categories) == ["model_executable()"]
+        # the push/pop or start/end column is not hidden behind DataFrame.style
+        assert "style" not in ranges.columns and set(ranges.range_style) == {"push/pop"}
+
+
+def test_an_open_trace_is_taken_where_a_trace_path_is(result):
+    # cost_coefficient refused the open Trace that kernels takes
+    with nsys_cc.open_trace(TARGET) as t:
+        assert nsys_cc.cost_coefficient(t, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8]) == result
+        assert len(t.nvtx_ranges()) > 0  # left open
+
+
+def test_a_metrics_dump_for_no_trace_given_is_refused():
+    runs = [SPEC / f"tiny-llama-draft-xs.spec-g{g}.sqlite" for g in (1, 2, 3)]
+    given = [SPEC / "tiny-llama-draft-xs.sqlite", *runs]
+    with pytest.raises(InputError, match=r"^spec_metrics: '.*nope.sqlite' is neither a trace given") as err:
+        nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given,
+                                 spec_metrics={SPEC / "nope.sqlite": runs[0].with_suffix(".metrics.json")})
+    assert err.value.param == "spec_metrics"
+    # a dump given by a model's label is that model's: the γ = 3 run given the γ = 1 run's dump says γ = 1
+    label = "tiny-llama-draft-xs.spec-g3"
+    other = SPEC / "tiny-llama-draft-xs.spec-g1.metrics.json"
+    by_label = nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given, spec_metrics={label: other})
+    by_path = nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given, spec_metrics={runs[2]: other})
+    assert by_label == by_path
+    assert any(f"{label}: its label says γ = 3, the run used γ = 1" in n for n in by_label.speculative.notes)
+
+
+@pytest.mark.public
+def test_a_default_phase_told_apart_by_inference_is_said_where_it_is_seen(public_dir):
+    # kernels() chose 'decode' (63 ranges) where kernel_diff() compared 'all' (64), the reason only in .attrs
+    trace = public_dir / "Sh1mwww__llama3-inference__real_inference_simulation.sqlite"
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"phase 'decode' \(63 of 64 kept ranges\) was told apart "
+                                                          r"by inference"):
+        alone = nsys_cc.kernels(trace, range_name="layer_0_computation")
+    count = raw_sql(trace, NAMED, ("layer_0_computation",))[0][0]
+    assert (alone.attrs["phase"], alone.attrs["ranges"], count) == ("decode", 63, 64)
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"compared on phase 'all' \(64 ranges\), the phase both "
+                                                          r"sides have; on its own its phase would be 'decode'"):
+        diff = nsys_cc.kernel_diff(trace, range_name="layer_0_computation", range_name_b="layer_1_computation")
+    assert diff.attrs["a_ranges"] == 64 and any("on its own" in n for n in diff.attrs["notes"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nsys_cc.kernels(trace, range_name="layer_0_computation", phase="all")  # chosen: nothing to say
+
+
+def test_an_empty_kernel_table_says_why():
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"^no GPU operation in these ranges, so nothing to list "
+                                                          r"\(tiny-llama-target: no CUDA tables in the trace"):
+        diff = nsys_cc.kernel_diff(TARGET, DRAFT_S)
+    assert diff.empty and any("no GPU operation" in n for n in diff.attrs["notes"])
+
+
+def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monkeypatch):
+    # as nsys stats does: X.sqlite beside X.nsys-rep, made from it and not older, is read instead of exporting again
+    from nsys_cc.trace import reader
+
+    exported = []
+    monkeypatch.setattr(reader, "export_report", lambda p, **k: exported.append(p) or TARGET)
+    report = tmp_path / "tiny-llama-target.nsys-rep"
+    export = tmp_path / "tiny-llama-target.sqlite"
+    shutil.copyfile(VLLM / report.name, report)
+    shutil.copyfile(TARGET, export)  # its export: its EXPORT_META_DATA names tiny-llama-target.nsys-rep
+    os.utime(report, (1_000_000_000, 1_000_000_000))
+    with nsys_cc.open_trace(report) as t:
+        assert t.sqlite_path == export
+    assert exported == []
+    os.utime(export, (1_000_000_000 - 10, 1_000_000_000 - 10))  # older than the report: exported again
+    with nsys_cc.open_trace(report) as t:
+        assert t.sqlite_path == TARGET
+    assert exported == [report]
+    other = report.rename(tmp_path / "other.nsys-rep")  # other.sqlite names another report as its input
+    shutil.copyfile(TARGET, tmp_path / "other.sqlite")
+    exported.clear()
+    with nsys_cc.open_trace(other) as t:
+        assert t.sqlite_path == TARGET
+    assert exported == [other]

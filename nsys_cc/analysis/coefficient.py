@@ -14,6 +14,7 @@ This module loads and computes; the result it returns is plain data (`result`), 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -27,6 +28,7 @@ from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
+from ..trace.source import Trace
 from . import (
     kernels as kernel_mod,
     phases as phase_mod,
@@ -198,11 +200,16 @@ def model_of(
 
 
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
-    """InputError naming the parameter when `skip_ranges` < 0 or `output_len` < 1 (None: not given)."""
-    if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
-    if output_len is not None and output_len < 1:
-        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    """InputError naming the parameter unless `skip_ranges` is a whole number ≥ 0 and `output_len` one ≥ 1 (None:
+    not given); a string, a fraction or a bool is refused, not read as a count."""
+    for param, value, least in (("skip_ranges", skip_ranges, 0), ("output_len", output_len, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"{param} must be a whole number ≥ {least} (an int), not {type(value).__name__} "
+                             f"{value!r}", param=param)
+        if value < least:
+            raise InputError(f"{param} must be ≥ {least}, not {value}", param=param)
 
 
 def check_seed(seed) -> int:
@@ -274,25 +281,38 @@ def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
     return out
 
 
-def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: list[str],
+def _range_names(range_name: str | Sequence[str] | Mapping[str, str] | None, paths: list[str],
                  labels: list[str]) -> list[str]:
     """One range name per trace: the same for all (a string), one per trace in order (a sequence), or by model
-    label (a mapping; labels it does not name get the default range)."""
+    label (a mapping; labels it does not name get the default range). None (for all, or for one) is the default
+    range: the plugin's, else vLLM's own forward scope (`ranges.forward_range`)."""
+    if range_name is None:
+        return [DEFAULT_RANGE] * len(paths)
     if isinstance(range_name, str):
-        return [range_name] * len(paths)
+        return [_one_range(range_name)] * len(paths)
     if isinstance(range_name, Mapping):
         unknown = [k for k in range_name if k not in labels]
         if unknown:
             raise InputError(f"range_name names {', '.join(map(repr, unknown))}, which is not a model's label "
                              f"({', '.join(map(repr, labels))})", param="range_name")
-        return [str(range_name.get(label, DEFAULT_RANGE)) for label in labels]
-    names = [str(r) for r in many(range_name, "range_name")]
+        return [_one_range(range_name.get(label)) for label in labels]
+    names = [_one_range(r) for r in many(range_name, "range_name")]
     if len(names) == 1:
         return names * len(paths)
     if len(names) != len(paths):
         raise InputError(f"range_name has {len(names)} names for {len(paths)} traces: give one for all or one per "
                          "trace", param="range_name")
     return names
+
+
+def _one_range(value) -> str:
+    """One forward range name as given: a non-empty string, or None for the default range."""
+    if value is None:
+        return DEFAULT_RANGE
+    if not isinstance(value, str) or not value:
+        raise InputError(f"range_name: {value!r} is not an NVTX range name (a non-empty string, or None for the "
+                         "default)", param="range_name")
+    return value
 
 
 def _check_distinct(paths: Sequence[str], range_names: Sequence[str],
@@ -466,11 +486,11 @@ def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None
 
 @with_small_pages
 def cost_coefficient(
-    target: PathLike,
-    drafts: PathLike | Sequence[PathLike],
+    target: PathLike | Trace,
+    drafts: PathLike | Trace | Sequence[PathLike | Trace],
     *,
     names: Sequence[str] | None = None,
-    range_name: str | Sequence[str] | Mapping[str, str] = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -482,7 +502,8 @@ def cost_coefficient(
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
-        target: the target model's trace (one path; a list holding one is that path).
+        target: the target model's trace (one path; a list holding one is that path), or a `Trace` already open
+            (`open_trace`: read as it is and left open), as each draft may be.
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
             may follow (traces holding draft-model forward ranges, recognised by them; with `scopes`, the speculative
             engines of an interleaved run, recognised by those inside their windows): they are measured in place
@@ -491,7 +512,8 @@ def cost_coefficient(
         names: labels for [target, *drafts], each once; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
-            label to its name (others get the default). A trace may be given twice with two different ranges.
+            label to its name (others get the default). A trace may be given twice with two different ranges. The
+            default (or None): the plugin's `model_executable()`, else vLLM's own forward scope, with a note.
         skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
         output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
         acceptance: acceptance rates α at which to judge each draft (speedup verdicts): a number, a sequence of
@@ -507,7 +529,19 @@ def cost_coefficient(
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    paths = [one_path(target, "target", plural="drafts"), *arg_paths(drafts, "drafts")]
+    opened: dict[str, Trace] = {}  # traces given open (`open_trace`): read as they are, left open
+
+    def path_of_trace(value, param: str) -> str:
+        if isinstance(value, Trace):
+            opened[value.path] = value
+            return value.path
+        return path_of(value, param)
+
+    if isinstance(target, Trace) or (not is_one(target) and len(many(target, "target")) == 1):
+        paths = [path_of_trace(target if isinstance(target, Trace) else many(target, "target")[0], "target")]
+    else:
+        paths = [one_path(target, "target", plural="drafts")]
+    paths += [path_of_trace(d, "drafts") for d in many(drafts, "drafts")]
     names = None if names is None else [str(n) for n in many(names, "names")]
     if len(paths) < 2:
         raise InputError("give at least one draft trace after the target", param="drafts")
@@ -523,7 +557,7 @@ def cost_coefficient(
     _check_distinct(paths, range_names, sc)
     dumps = _spec_metrics(spec_metrics, paths, labels, sc)
     read = _read_run(paths, labels, range_names, sc, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
-                     run=0)
+                     run=0, opened=opened)
     models = [read.models[i] for i in sorted(read.models)]
     spec = {i: [read.spec[i]] for i in sorted(read.spec)}
     plain_steps = [] if read.plain_steps is None else [read.plain_steps]
@@ -544,7 +578,7 @@ class _RunRead:
 
 def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
               scopes: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
-              dumps: Mapping[int, str], run: int) -> _RunRead:
+              dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> _RunRead:
     """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `scopes`, is
     opened and read once for all of them).
 
@@ -554,14 +588,16 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
     label says so and its metrics dump holds the counters; a draft labelled or dumped as speculative without them is
     an error (`_refuse_mislabelled`). A model's own files (vLLM's latencies, its metrics dump) sit beside its trace,
     or in an interleaved run's folder under its engine's label (`latencies.model_stem`); `dumps`: the metrics dumps
-    given, by model index. Of the target, what its own engine steps need besides the forwards its model keeps (the
-    markers, a few columns) is kept until the other traces say whether a speculative run needs them."""
+    given, by model index; `opened`: traces given open, by path (read, not closed). Of the target, what its own
+    engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the other
+    traces say whether a speculative run needs them."""
     loaded: dict[int, ModelForwards] = {}
     spec: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
     notes: list[str] = []
     for path, group in _same_trace(paths).items():
-        with open_trace(path) as trace:
+        given = (opened or {}).get(path)
+        with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
             reads = _group_reads(trace, path, group, range_names, scopes)
             for i in group:
                 ranges, label, scope = reads.pop(i), labels[i], scopes[i]
@@ -795,7 +831,7 @@ def cost_coefficient_runs(
     *,
     names: Sequence[str] | None = None,
     scopes: Sequence[Sequence[str | None]] | None = None,
-    range_name: str = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -815,8 +851,8 @@ def cost_coefficient_runs(
         scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
             Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
             pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
-        range_name: as for `cost_coefficient`, as are `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and
-            `seed`.
+        range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
+            `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
     Returns:
         A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
         R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
@@ -858,10 +894,11 @@ def cost_coefficient_runs(
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
     numbers = list(range(len(run_paths))) if numbers is None else numbers
+    range_names = _range_names(range_name, run_paths[0], names)
     reads = []
     for number, paths, sc in zip(numbers, run_paths, all_scopes):
-        _check_distinct(paths, [range_name] * n, sc)
-        reads.append(_read_run(paths, names, [range_name] * n, sc, skip_ranges=skip_ranges, output_len=output_len,
+        _check_distinct(paths, range_names, sc)
+        reads.append(_read_run(paths, names, range_names, sc, skip_ranges=skip_ranges, output_len=output_len,
                                dumps={}, run=number))
     spec_models = sorted(reads[0].spec)
     for i, read in enumerate(reads[1:], start=1):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..errors import InputError
 from ..trace.source import handed_out
 from ..views import view
 from . import kernels as kernel_mod
@@ -77,8 +78,11 @@ class ModelForwards(Value):
         return self.phase_rows("all")
 
     def phase_rows(self, phase: str) -> pd.DataFrame:
-        """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's."""
+        """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's; another `phase` is
+        an InputError (as `kernels(phase=…)` says), not an empty frame."""
         if phase not in self._rows:
+            if phase not in PHASES:
+                raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
             kept = self._rows.get("all")
             if kept is None:
                 forwards = self.forwards

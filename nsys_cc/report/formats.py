@@ -17,7 +17,7 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_format, run_plots, speculative_format
-from .choices import FORMATS as FORMATS  # its home is choices.py
+from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
 
@@ -153,7 +153,11 @@ def _verdict_lines(result: CostCoefficientResult) -> list[str]:
 
 
 def render(result: CostCoefficientResult, fmt: str = "table") -> str:
-    """The result as text in `fmt` (table | markdown | csv | json)."""
+    """The result as text in `fmt` (table | markdown | csv | json, in any case; md for markdown; html: the
+    notebook's view, `render_html`); any other `fmt` is an InputError naming them."""
+    fmt = format_of(fmt, (*FORMATS, "html"))
+    if fmt == "html":
+        return render_html(result)
     if fmt == "json":
         return json.dumps(result_to_dict(result), indent=2, ensure_ascii=False)
     if fmt == "csv":
