@@ -184,6 +184,15 @@ ONE_ITEM = {
                                                           "c": 0.1, "ci_low": 0.08, "ci_high": 0.12}]), 0.8,
                                            alpha_intervals=v),
         (0.7, 0.9), lambda a, b: a.equals(b) and list(a["alpha_low"]) == [0.7] and list(a["alpha_high"]) == [0.9]),
+    ("analyze", "drafts"): (lambda v: nsys_cc.analyze(TARGET, v), DRAFT_S, lambda a, b: a == b),
+    ("analyze", "names"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, names=v), "tgt",
+                           lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 traces")),
+    ("analyze", "range_name"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, range_name=v), "model_executable()",
+                                lambda a, b: a == b),
+    ("analyze", "scopes"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, scopes=v), "tgt",
+                            lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("analyze", "acceptance"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, acceptance=v).acceptance, "0.8",
+                                lambda a, b: a == b == (0.8,)),
     ("profile", "drafts"): None,  # test_profile_takes_one_item_alone
     ("profile", "speculate"): None,  # the same test
     ("profile", "nsys_args"): None,  # the same test
@@ -746,3 +755,33 @@ def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monk
     with nsys_cc.open_trace(other) as t:
         assert t.sqlite_path == TARGET
     assert exported == [other]
+
+
+# ---- run numbers: one count, 1 … N (issue 31) ---------------------------------------------------------------------
+def test_runs_are_numbered_one_way_everywhere(tmp_path):
+    # res.runs and runs.csv said 0…2 where the JSON, the text and the run-<k> folders said 1…3
+    res = nsys_cc.cost_coefficient_runs(INTERLEAVED)
+    numbers = [1, 2, 3]
+    assert sorted(set(res.runs["run"])) == numbers == res.target.runs
+    assert sorted({r["run"] for r in res.to_dict()["runs"]}) == numbers
+    assert sorted(set(res.forward_share["run"])) == numbers
+    res.write_report(tmp_path, plots=False)
+    assert sorted(set(pd.read_csv(tmp_path / "runs.csv")["run"])) == numbers
+    text = res.render("table").split("c per run", 1)[1].split("\n\n", 2)[1]
+    assert sorted({int(line.split()[2]) for line in text.splitlines()[2:]}) == numbers
+    # of_run(k) is run k: run-<k>/trace.sqlite read alone
+    for k in numbers:
+        alone = nsys_cc.cost_coefficient(PLAIN_RUNS[k - 1], [PLAIN_RUNS[k - 1]] * 2, scopes=PLAIN_LABELS)
+        pd.testing.assert_series_equal(res.target.of_run(k).kept["wall_ns"].reset_index(drop=True),
+                                       alone.target.kept["wall_ns"].reset_index(drop=True))
+    for bad in (0, 4, "1"):
+        with pytest.raises(InputError, match=rf"^run {bad!r} is not one of tiny-llama-target's runs \(1, 2, 3\)$"):
+            res.target.of_run(bad)
+
+
+def test_a_profiles_own_run_numbers_are_kept(tmp_path):
+    # a profile whose run 2 failed: its runs are 1 and 3, as its folders say
+    for k in (1, 3):
+        shutil.copytree(INTERLEAVED / f"run-{k}", tmp_path / f"run-{k}")
+    res = nsys_cc.cost_coefficient_runs(tmp_path)
+    assert sorted(set(res.runs["run"])) == [1, 3] == res.target.runs

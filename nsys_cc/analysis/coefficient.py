@@ -33,6 +33,7 @@ from . import (
     kernels as kernel_mod,
     phases as phase_mod,
     ranks as rank_mod,
+    share as share_mod,
     spec_runs as spec_runs_mod,
     speculative as spec_mod,
     steps as steps_mod,
@@ -42,7 +43,7 @@ from .diagnosis import diagnose
 from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
+from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted, select
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
@@ -92,7 +93,7 @@ def load_model(
     skip_ranges: int | None = None,
     output_len: int | None = None,
     scope: str | None = None,
-    run: int = 0,
+    run: int = 1,
 ) -> ModelForwards:
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
     `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
@@ -105,7 +106,7 @@ def load_model(
 
 def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], scopes: Sequence[str | None],
                     range_name: str = DEFAULT_RANGE, skip_ranges: int | None = None, output_len: int | None = None,
-                    run: int = 0) -> list[ModelForwards]:
+                    run: int = 1) -> list[ModelForwards]:
     """`load_model` for several engines of one trace (`names`, `roles`, `scopes` side by side): the trace opened once
     and its ranges read once for all of them (`scoped_reads`)."""
     path = os.fspath(path)
@@ -137,7 +138,7 @@ def model_of(
     skip_ranges: int | None = None,
     output_len: int | None = None,
     scope: str | None = None,
-    run: int = 0,
+    run: int = 1,
 ) -> ModelForwards:
     """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
     markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
@@ -557,11 +558,12 @@ def cost_coefficient(
     _check_distinct(paths, range_names, sc)
     dumps = _spec_metrics(spec_metrics, paths, labels, sc)
     read = _read_run(paths, labels, range_names, sc, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
-                     run=0, opened=opened)
+                     run=1, opened=opened)
     models = [read.models[i] for i in sorted(read.models)]
     spec = {i: [read.spec[i]] for i in sorted(read.spec)}
     plain_steps = [] if read.plain_steps is None else [read.plain_steps]
-    return _assemble(models, labels, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len, read.notes)
+    return _assemble(models, labels, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len, read.notes,
+                     read.share)
 
 
 @dataclasses.dataclass
@@ -574,6 +576,7 @@ class _RunRead:
     spec: dict[int, tuple[spec_mod.SpecRun, bool]]
     plain_steps: steps_mod.StepTable | None
     notes: list[str]
+    share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
 
 
 def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
@@ -595,6 +598,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
     spec: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
     notes: list[str] = []
+    shares: dict[int, dict] = {}
     for path, group in _same_trace(paths).items():
         given = (opened or {}).get(path)
         with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
@@ -618,6 +622,17 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                     loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
                                          range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
                                          scope=scope, run=run)
+                bench = model_stem(path, scope) + ".bench.json"
+                if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`share`)
+                    if i in loaded:
+                        forwards, iterations = loaded[i].forwards, loaded[i].iterations
+                    else:
+                        forwards = select(ranges, name_of_range)
+                        iterations = phase_mod.markers(ranges, (ITERATION_RANGE,))
+                    try:
+                        shares[i] = share_mod.share_row(label, forwards, iterations, bench, run)
+                    except InputError as exc:
+                        notes.append(f"{label}: {exc}: no forward share")
                 if i == 0:
                     target_markers = steps_mod.markers_of(ranges, name_of_range)
                 del ranges
@@ -631,7 +646,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
         plain_steps = steps_mod.with_latencies(
             steps_mod.step_table(steps_mod.with_forwards(target_markers, target), target.range_name),
             model_stem(paths[0], scopes[0]))
-    return _RunRead(loaded, spec, plain_steps, notes)
+    return _RunRead(loaded, spec, plain_steps, notes, [shares[i] for i in sorted(shares)])
 
 
 def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Sequence[str],
@@ -688,15 +703,19 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
 def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequence[steps_mod.StepTable],
               spec: Mapping[int, Sequence[tuple[spec_mod.SpecRun, bool]]], alphas: list[float],
               alpha_note: str | None, alpha_cis: list[tuple[float, float] | None], seed: int,
-              output_len: int | None, range_notes: Sequence[str] = ()) -> CostCoefficientResult:
+              output_len: int | None, range_notes: Sequence[str] = (),
+              share_rows: Sequence[dict] = ()) -> CostCoefficientResult:
     """The result from the loaded plain models and the speculative runs: per speculative engine its run of each run
     ((run, has draft-model forwards) each), measured in place against the plain target's steps of the same runs
-    (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`)."""
+    (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`); `share_rows`: the forward
+    share of each model and run that has vLLM's latencies (`share`)."""
     coefficients, per_run = _coefficients(models[0], models[1:], seed)
     kernel_summary, categories = _kernel_tables(models)
     marks = speedup_marks(coefficients)
+    forward_share = share_mod.share_table(share_rows)
     notes = [*dict.fromkeys(range_notes), *_model_notes(models), *_interval_notes(coefficients),
-             *_slow_draft_notes(marks, labels[0]), *([alpha_note] if alpha_note else [])]
+             *_slow_draft_notes(marks, labels[0]), *share_mod.share_notes(forward_share),
+             *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
@@ -724,6 +743,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         speculative=speculative,
         ranks=rank_mod.rank_table(models),
         runs=per_run,
+        forward_share=forward_share,
     )
 
 
@@ -770,6 +790,10 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
                              param="runs")
         traces: list[str] = [os.fspath(r.trace) for r in out.runs]
         engines = [m.label for m in out.done]
+        target = next((m for m in out.models if m.role == "target"), None)
+        if target is not None and not target.done:
+            raise InputError(f"runs: target {target.label} of {items[0]} has no forwards in every completed run "
+                             f"({target.reason}; see its status.json)", param="runs")
         numbers = [r.number for r in out.runs]
     else:
         per_item: list[list[str]] = []
@@ -821,8 +845,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
     if len(engines) < 2:
         raise InputError(f"runs: {traces[0]} holds {len(engines)} engine(s) in every run ({', '.join(engines)}): "
                          "c needs the target and a draft", param="runs")
-    del numbers  # runs are counted from 0 in `res.runs` yet
-    return [[t] * len(engines) for t in traces], engines, [engines] * len(traces), None
+    return [[t] * len(engines) for t in traces], engines, [engines] * len(traces), numbers
 
 
 @with_small_pages
@@ -854,8 +877,9 @@ def cost_coefficient_runs(
         range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
             `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
     Returns:
-        A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
-        R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
+        A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 1 … R; an
+        interleaved profile's own run numbers, its `run-<k>` folders', when read as it is), c = the ratio of the
+        pooled medians with the interval across runs, and `runs`, c per run (the same numbers).
     """
     listed = many(runs, "runs")
     numbers: list[int] | None = None
@@ -893,7 +917,7 @@ def cost_coefficient_runs(
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
-    numbers = list(range(len(run_paths))) if numbers is None else numbers
+    numbers = list(range(1, len(run_paths) + 1)) if numbers is None else numbers
     range_names = _range_names(range_name, run_paths[0], names)
     reads = []
     for number, paths, sc in zip(numbers, run_paths, all_scopes):
@@ -911,4 +935,4 @@ def cost_coefficient_runs(
     spec = {j: [read.spec[j] for read in reads] for j in spec_models}
     plain_steps = [read.plain_steps for read in reads if read.plain_steps is not None]
     return _assemble(models, names, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len,
-                     [note for read in reads for note in read.notes])
+                     [note for read in reads for note in read.notes], [row for read in reads for row in read.share])

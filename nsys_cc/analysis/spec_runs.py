@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..contract import DEFAULT_RANGE
 from . import acceptance as acceptance_mod, speculative as spec_mod
-from .ranges import marked_ranges
+from .ranges import forward_range, marked_ranges
 from .scope import engine_range, in_scope
 from .stats import runs_median_ci, runs_ratio_of_medians
 from .steps import StepTable, metric_columns, step_table, with_gpu_metrics, with_latencies
@@ -60,6 +60,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     labels = [plain, *(e.label for e in engines)]
     with open_trace(os.fspath(sqlite)) as trace:
         ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
+        range_name, _ = forward_range(ranges, range_name, label=plain)  # decided once for the trace
         ranges = with_gpu_metrics(trace, ranges, range_name)
     table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
                            run_dir / f"{plain}.sqlite")
@@ -75,9 +76,9 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
 
 def pool_tables(tables: Sequence[StepTable]) -> StepTable:
     """One step table from the same engine's tables of several runs: steps and their draft forwards with step and
-    iteration numbers kept apart per run, a `run` column (0 …), iterations summed, latencies joined."""
+    iteration numbers kept apart per run, a `run` column (1 …), iterations summed, latencies joined."""
     if len(tables) == 1:
-        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=0))
+        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=1))
     steps, drafts, lat = [], [], []
     step_offset = iter_offset = 0
     for i, t in enumerate(tables):
@@ -86,7 +87,7 @@ def pool_tables(tables: Sequence[StepTable]) -> StepTable:
         s["step"] = s["step"] + step_offset
         d = t.draft_forwards.copy()
         d["step"] = np.where(d["step"] >= 0, d["step"] + step_offset, d["step"])
-        steps.append(s.assign(run=i))
+        steps.append(s.assign(run=i + 1))
         drafts.append(d)
         ids = [*t.steps["step"].to_numpy().tolist(), *t.draft_forwards["step"].to_numpy().tolist()]
         step_offset += max(ids, default=-1) + 1

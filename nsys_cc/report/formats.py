@@ -21,6 +21,8 @@ from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.p
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
 
+SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
+               "latencies)")
 RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
 
 
@@ -64,10 +66,12 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
     out.update(speculative_format.to_json(result.speculative))
     if not result.runs.empty:
-        out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run) + 1, "c": _num(r.c),
+        out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
                         "target_median_ms": _num(r.target_median_ms), "n_draft": int(r.n_draft),
                         "n_target": int(r.n_target)} for r in result.runs.itertuples()]
+    if not result.forward_share.empty:
+        out["forward_share"] = json.loads(result.forward_share.to_json(orient="records"))
     out["kernel_diff"] = kernel_format.records(result.kernel_diff)
     return out
 
@@ -182,6 +186,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
                 if len(body):
                     parts += ["", f"**{title}**", ""]
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
+        if not result.forward_share.empty:
+            parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; c = median(draft) / median(target), 95 % bootstrap interval", "",

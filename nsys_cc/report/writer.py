@@ -85,6 +85,7 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **({"runs": result.runs} if not result.runs.empty else {}),
+        **({"forward_share": result.forward_share} if not result.forward_share.empty else {}),
         **({"kernel_diff": kernel_diff} if not (kernel_diff := result.kernel_diff).empty else {}),
         **dict(extra_tables or {}),
     }
