@@ -2,7 +2,7 @@
 
 `nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
 `latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
-forward-share check (`nsys_cc.launch.check`) pairs them with the trace's iteration ranges; the speculative analysis
+forward-share check (`nsys_cc.analysis.share`) pairs them with the trace's iteration ranges; the speculative analysis
 cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
 """
 

@@ -49,7 +49,7 @@ class ModelForwards(Value):
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
     `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload, run; empty without them),
-    which the forward-share check of `profile` pairs with vLLM's latencies (`of_run` for one run of a pooled model).
+    which the forward-share check (`share`) pairs with vLLM's latencies (`of_run` for one run of a pooled model).
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
