@@ -490,10 +490,17 @@ def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_li
     assert not [n for n in res.speculative.notes if "no metrics dump" in n]
 
 
-def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does():
+@pytest.fixture(scope="module")
+def spec_runs_result():
+    """The two interleaved speculative runs, written out the long way (each trace once per engine)."""
+    runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
+    return nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, scopes=[SPEC_LABELS] * 2)
+
+
+def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does(spec_runs_result):
     # cost_coefficient_runs treated the speculative engines as plain drafts (c 1.02 / 0.891 / 0.834, no .speculative)
     runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
-    res = nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, scopes=[SPEC_LABELS] * 2)
+    res = spec_runs_result
     assert [m.name for m in res.models] == SPEC_LABELS[:2] and res.speculative is not None
     plain = nsys_cc.cost_coefficient_runs([r[:2] for r in runs], names=SPEC_LABELS[:2],
                                           scopes=[SPEC_LABELS[:2]] * 2)
@@ -515,6 +522,18 @@ def _long_way(labels=PLAIN_LABELS):
                                          scopes=[labels] * len(PLAIN_RUNS))
 
 
+@pytest.fixture(scope="module")
+def long_way():
+    """The demo-like three interleaved runs, written out the long way (each trace once per engine)."""
+    return _long_way()
+
+
+@pytest.fixture(scope="module")
+def interleaved_result():
+    """The same runs' profile directory, given as it is."""
+    return nsys_cc.cost_coefficient_runs(INTERLEAVED)
+
+
 def _decode_forwards(sqlite, label: str) -> int:
     """Measured decode forwards of engine `label`, from the raw rows: forward ranges of one token per sequence
     (payload 2 = the batch) inside its windows and inside an iteration range."""
@@ -534,25 +553,33 @@ def test_a_flat_list_of_interleaved_runs_is_refused_with_names_that_are_not_thei
     assert "runs=[[trace] * 3 for each run] with scopes=" in str(err.value)
 
 
-def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model():
-    long_way = _long_way()
-    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS) == long_way  # their traces
-    assert nsys_cc.cost_coefficient_runs([t.parent for t in PLAIN_RUNS]) == long_way  # their run folders
-    assert nsys_cc.cost_coefficient_runs(INTERLEAVED) == long_way  # the directory that holds them
+def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model(long_way):
+    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS) == long_way  # their traces, a flat list
     assert sorted(set(long_way.runs["run"])) == sorted(set(long_way.models[0].forwards["run"])) and len(
         set(long_way.runs["run"])) == 3
     per_run = long_way.runs[(long_way.runs["draft"] == "tiny-llama-draft-s") & (long_way.runs["phase"] == "decode")
                             & (long_way.runs["metric"] == "wall")]
     assert list(per_run["n_target"]) == [_decode_forwards(t, "tiny-llama-target") for t in PLAIN_RUNS]
+
+
+def test_a_profile_directory_of_interleaved_runs_is_read_as_it_is(long_way, interleaved_result):
+    assert interleaved_result == long_way  # the directory that holds them
+
+
+@pytest.mark.slow  # the same reader as the traces and the directory above, given another way: 2 analyses more
+def test_interleaved_run_folders_and_names_choosing_engines(long_way):
+    assert nsys_cc.cost_coefficient_runs([t.parent for t in PLAIN_RUNS]) == long_way  # their run folders
     # names choose the engines (target first)
     two = ["tiny-llama-target", "tiny-llama-draft-xs"]
     assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=two) == _long_way(two)
 
 
-def test_a_profile_directory_of_speculative_runs_is_read_as_it_is():
+@pytest.mark.slow  # the directory's reader is the one the quick test above checks on the plain runs
+def test_a_profile_directory_of_speculative_runs_is_read_as_it_is(spec_runs_result):
     res = nsys_cc.cost_coefficient_runs(ISPEC)
     assert [m.name for m in res.models] == SPEC_LABELS[:2]
     assert list(res.speculative.table["name"]) == SPEC_LABELS[2:]
+    assert res == spec_runs_result
 
 
 def test_interleaved_and_plain_traces_mixed_in_runs_are_refused():
@@ -758,9 +785,9 @@ def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monk
 
 
 # ---- run numbers: one count, 1 … N (issue 31) ---------------------------------------------------------------------
-def test_runs_are_numbered_one_way_everywhere(tmp_path):
+def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
     # res.runs and runs.csv said 0…2 where the JSON, the text and the run-<k> folders said 1…3
-    res = nsys_cc.cost_coefficient_runs(INTERLEAVED)
+    res = interleaved_result
     numbers = [1, 2, 3]
     assert sorted(set(res.runs["run"])) == numbers == res.target.runs
     assert sorted({r["run"] for r in res.to_dict()["runs"]}) == numbers
@@ -769,8 +796,8 @@ def test_runs_are_numbered_one_way_everywhere(tmp_path):
     assert sorted(set(pd.read_csv(tmp_path / "runs.csv")["run"])) == numbers
     text = res.render("table").split("c per run", 1)[1].split("\n\n", 2)[1]
     assert sorted({int(line.split()[2]) for line in text.splitlines()[2:]}) == numbers
-    # of_run(k) is run k: run-<k>/trace.sqlite read alone
-    for k in numbers:
+    # of_run(k) is run k: run-<k>/trace.sqlite read alone (run 2: counted from 0, it would be run-3's)
+    for k in (2,):
         alone = nsys_cc.cost_coefficient(PLAIN_RUNS[k - 1], [PLAIN_RUNS[k - 1]] * 2, scopes=PLAIN_LABELS)
         pd.testing.assert_series_equal(res.target.of_run(k).kept["wall_ns"].reset_index(drop=True),
                                        alone.target.kept["wall_ns"].reset_index(drop=True))
