@@ -111,6 +111,18 @@ def test_a_plain_profile_directory_gives_the_numbers_the_cli_prints(tmp_path):
     assert list(res.forward_share["model"]) == PLAIN
 
 
+def test_models_resumed_from_an_earlier_call_are_complete(tmp_path):
+    # a rerun of profile keeps what an earlier call completed and writes "resumed" for it: analysed as done (it was
+    # "nothing to analyse (target …: not completed)", test_profile_e2e.test_a_rerun_resumes_completed_models)
+    out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
+                                     "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
+    status = json.loads((out / "status.json").read_text())
+    for entry in status[:2]:
+        entry["status"] = "resumed"
+    (out / "status.json").write_text(json.dumps(status))
+    assert [m.name for m in nsys_cc.analyze(out).models] == PLAIN
+
+
 def test_a_failed_draft_of_a_profile_directory_is_left_out(tmp_path):
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})

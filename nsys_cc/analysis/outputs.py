@@ -44,8 +44,9 @@ __all__ = ["OutputModel", "ProfileOutput", "RunFolder", "is_profile_output", "re
 @dataclass(frozen=True)
 class OutputModel:
     """One model of a profile: its label and role (target | draft | speculative), a speculative run's draft and γ,
-    its status ("done" when it has forwards in every completed run) and why not; with one process per model, its
-    trace and the forward range `profile` found in it."""
+    its status ("done" when it has forwards in every completed run; with one process per model also "resumed",
+    complete from an earlier call) and why not; with one process per model, its trace and the forward range
+    `profile` found in it."""
 
     label: str
     role: str
@@ -58,7 +59,7 @@ class OutputModel:
 
     @property
     def done(self) -> bool:
-        return self.status == "done"
+        return self.status in DONE_STATES
 
     @property
     def speculative(self) -> bool:
