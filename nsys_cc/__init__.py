@@ -1,6 +1,9 @@
 """nsys_cc: the cost coefficient c of speculative decoding, measured from Nsight Systems traces.
 
 What a notebook needs, all here:
+- `analyze(source, ...)`: the front door, what `nsys-cc analyze` takes — traces, a profile's output directory as it
+  is (interleaved, speculative, tensor-parallel), a sweep directory or a manifest — and its result
+  (`nsys_cc.front`);
 - `cost_coefficient(target, drafts, ...)` → a `CostCoefficientResult`: `.summary`, `.coefficients`, `.forwards`,
   `.kernel_summary`, `.kernel_diff`, `.categories`, `.diagnosis`, `.verdicts`, `.speculative`, `.notes`;
   `.render(fmt)`, `.figures()`, `.write_report(dir)` (its tables are yours to change; results compare by value);
@@ -39,6 +42,7 @@ from .version import __version__ as __version__  # (in __all__)
 
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
+    "analyze": ("nsys_cc.front", "analyze"),
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
     "profile": ("nsys_cc.launch.repeat", "profile"),
@@ -84,6 +88,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError
+    from .front import analyze as analyze
     from .launch.repeat import profile as profile
     from .report import (
         make_figures as make_figures,

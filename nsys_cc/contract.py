@@ -1,7 +1,7 @@
 """The contract between what runs inside vLLM and what reads its traces: every name spelled once.
 
 The vLLM plugin (`nsys_cc.vllm.plugin`) writes these NVTX ranges, the analysis (`nsys_cc.analysis`) and the
-measurement check (`nsys_cc.launch.check`) read them, and the launcher (`nsys_cc.launch`) sets the environment
+measurement check (`nsys_cc.analysis.share`) read them, and the launcher (`nsys_cc.launch`) sets the environment
 variables that the code inside vLLM reads. Every other module imports the names from here; a test
 (`tests/test_contract.py`) fails when one of them is spelled anywhere else in the package's code.
 

@@ -43,3 +43,8 @@ class RangeNotFoundError(NsysCCError):
 
 class ProfileError(NsysCCError):
     """Profiling (nsys + vLLM) could not run."""
+
+
+class NsysCCWarning(UserWarning):
+    """A result that stands but may not be what was meant (a default chosen by inference, an empty table), said
+    where a notebook shows it; the same text is in the result's notes, which the CLI prints instead."""

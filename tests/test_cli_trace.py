@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -115,7 +116,7 @@ def test_ranges_by_name(nvtx_fixture, name, count):
 def test_ranges_table_format(nvtx_fixture):
     result = run("ranges", str(nvtx_fixture), "--name", "worker_inner")
     header, rule, row = result.stdout.splitlines()
-    assert header.split()[:3] == ["range_id", "name", "style"] and set(rule) <= {"-", " "}
+    assert header.split()[:3] == ["range_id", "name", "range_style"] and set(rule) <= {"-", " "}
     (rid,), = raw_sql(nvtx_fixture, "SELECT rowid FROM NVTX_EVENTS WHERE text = 'worker_inner'")
     assert row.split()[0] == str(rid) and row.split()[1] == "worker_inner"
 
@@ -161,7 +162,9 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path, nvtx_fixture):
 def test_newer_report_exits_2(public_dir, tmp_path, monkeypatch, nsys_bin):
     monkeypatch.setenv("NSYS_CC_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv("NSYS_CC_QUIET", "1")
-    result = CliRunner().invoke(cli, ["info", str(public_dir / "NVIDIA__Fuser__report1@8fa9ec2.nsys-rep")])
+    report = tmp_path / "NVIDIA__Fuser__report1@8fa9ec2.nsys-rep"  # alone: its export sits beside it in public/
+    shutil.copy2(public_dir / report.name, report)
+    result = CliRunner().invoke(cli, ["info", str(report)])
     assert result.exit_code == 2
     (line,) = result.stderr.strip().splitlines()
     assert "written by nsys 2024.6.2" in line and "export it with nsys ≥ 2024.6" in line

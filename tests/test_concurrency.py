@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -25,6 +26,14 @@ REPORT = FIXTURES / "vllm" / "tiny-llama-target.nsys-rep"
 EXPORT = FIXTURES / "vllm" / "tiny-llama-target.sqlite"
 NSYS_CC = Path(sys.executable).with_name("nsys-cc")
 BARRIER_SECONDS = 120
+
+
+def alone(tmp_path: Path) -> Path:
+    """REPORT alone in a folder of its own: beside it in fixtures/ sits its export, which would be read instead."""
+    copy = tmp_path / "in" / REPORT.name
+    copy.parent.mkdir()
+    shutil.copy2(REPORT, copy)
+    return copy
 
 
 def barrier_nsys(tmp_path: Path, real_nsys: str, parties: int) -> tuple[Path, Path]:
@@ -54,11 +63,12 @@ def table_counts(path: Path) -> dict[str, int]:
 @pytest.mark.parametrize("parties", [2, 3])
 def test_simultaneous_analyses_share_one_export(parties, tmp_path, nsys_bin):
     cache = tmp_path / "cache"
+    report = alone(tmp_path)
     shim, arrivals = barrier_nsys(tmp_path, nsys_bin, parties)
     env = {**os.environ, "NSYS": str(shim), "NSYS_CC_CACHE": str(cache)}
-    with unchanged(REPORT):
+    with unchanged(report):
         procs = [
-            subprocess.Popen([str(NSYS_CC), "info", "--format", "json", str(REPORT)], env=env, text=True,
+            subprocess.Popen([str(NSYS_CC), "info", "--format", "json", str(report)], env=env, text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
             for _ in range(parties)
         ]
@@ -83,7 +93,7 @@ def test_interrupted_export_leaves_nothing_in_the_cache(tmp_path, nsys_bin):
     cache = tmp_path / "cache"
     shim, arrivals = barrier_nsys(tmp_path, nsys_bin, parties=2)  # one process: its export waits at the barrier
     env = {**os.environ, "NSYS": str(shim), "NSYS_CC_CACHE": str(cache)}
-    proc = subprocess.Popen([str(NSYS_CC), "info", str(REPORT)], env=env, text=True,
+    proc = subprocess.Popen([str(NSYS_CC), "info", str(alone(tmp_path))], env=env, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + BARRIER_SECONDS
     while not any(arrivals.iterdir()) and time.monotonic() < deadline and proc.poll() is None:
@@ -101,13 +111,14 @@ def test_a_second_analysis_reuses_the_export_without_nsys(tmp_path, nsys_bin):
     """Once one analysis has stored the export, another one opens it and never runs nsys."""
     cache = tmp_path / "cache"
     env = {**os.environ, "NSYS_CC_CACHE": str(cache)}
-    first = subprocess.run([str(NSYS_CC), "info", str(REPORT)], env=env, capture_output=True, text=True, timeout=300)
+    report = alone(tmp_path)
+    first = subprocess.run([str(NSYS_CC), "info", str(report)], env=env, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
     env["NSYS"] = str(tmp_path / "absent-nsys")
     env["PATH"] = "/usr/bin:/bin"
     (tmp_path / "absent-nsys").write_text("#!/bin/sh\nexit 99\n")
     (tmp_path / "absent-nsys").chmod(0o755)
-    second = subprocess.run([str(NSYS_CC), "info", str(REPORT)], env=env, capture_output=True, text=True, timeout=300)
+    second = subprocess.run([str(NSYS_CC), "info", str(report)], env=env, capture_output=True, text=True, timeout=300)
     assert second.returncode == 0, second.stderr
     assert "exporting" not in second.stderr
     assert first.stdout == second.stdout

@@ -104,7 +104,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
         assert row["ci_low"] < row["c"] < row["ci_high"]
         per_run = result.runs[(result.runs["draft"] == label) & (result.runs["phase"] == "decode")
                               & (result.runs["metric"] == "wall")].sort_values("run")
-        assert list(per_run["run"]) == [0, 1, 2]
+        assert list(per_run["run"]) == [1, 2, 3]
         assert per_run["c"].to_numpy() == pytest.approx([np.median(di) / np.median(ti) for di, ti in zip(d, t)])
         assert per_run["target_median_ms"].to_numpy() == pytest.approx([np.median(ti) for ti in t])
         ft = [_decode_ms(r, LABELS[0], token=False) for r in RUNS]
@@ -112,7 +112,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
         assert per_run["c_forward"].to_numpy() == pytest.approx([np.median(a) / np.median(b) for a, b in zip(fd, ft)])
         assert row["c_forward"] == pytest.approx(np.median(np.concatenate(fd)) / np.median(np.concatenate(ft)))
     forwards = result.forwards
-    assert sorted(forwards["run"].unique()) == [0, 1, 2]
+    assert sorted(forwards["run"].unique()) == [1, 2, 3]
     assert any("variation between 3 runs" in n for n in result.notes)
 
 
@@ -146,11 +146,10 @@ def test_runs_must_hold_the_same_models():
 
 
 def test_the_forward_share_reads_each_models_part_of_the_trace():
-    from nsys_cc.launch import check
-
     run = RUNS[0]
-    models = [coefficient.load_model(run / "trace.sqlite", name=label, role="model", scope=label) for label in LABELS]
-    share = check.forward_share([(m, run / f"{m.name}.bench.json") for m in models])
+    trace = run / "trace.sqlite"
+    share = coefficient.cost_coefficient(trace, [trace] * (len(LABELS) - 1), scopes=LABELS).forward_share
+    assert list(share["model"]) == LABELS
     latencies = {label: json.loads((run / f"{label}.bench.json").read_text())["latencies"] for label in LABELS}
     assert list(share["iterations"]) == [len(latencies[label]) for label in LABELS] == [4, 4, 4]
     assert list(share["forwards_per_iteration"]) == [4.0, 4.0, 4.0]

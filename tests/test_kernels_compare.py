@@ -230,7 +230,8 @@ def test_a_graph_recorded_whole_is_one_row_and_a_note(tmp_path):
 
 
 def test_cpu_traces_have_no_kernels_and_say_why():
-    table = nsys_cc.kernels(TARGET)
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match="no GPU operation in these ranges"):  # said, not only kept
+        table = nsys_cc.kernels(TARGET)
     assert table.empty and list(table.columns) == kernel_mod.KERNEL_COLUMNS
     assert any("no CUDA tables" in n for n in table.attrs["notes"])
     assert any("dropped 8 of 20 ranges" in n for n in table.attrs["notes"])  # warm-up dropped as analyze drops it
@@ -372,7 +373,8 @@ def test_library_errors_name_the_parameter(shaped):
 
 def test_the_vllm_scopes_trace_needs_no_range():
     scopes = VLLM / "vllm_scopes.sqlite"
-    table = nsys_cc.kernels(scopes, phase="all")
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match="no GPU operation"):  # a CPU trace
+        table = nsys_cc.kernels(scopes, phase="all")
     assert table.attrs["range_name"] == "gpu_model_runner: forward"
     assert table.attrs["ranges"] == len(raw_sql(scopes, RANGES, ("gpu_model_runner: forward",))) == 20
     assert any("nsys_cc's plugin was off" in n for n in table.attrs["notes"])

@@ -13,8 +13,9 @@ Every import of the package's own modules counts, wherever it is written (module
   analysis (the estimate) and the report (its log line);
 - `vllm`: what runs inside vLLM's processes (the plugin, which carries the live timing; vLLM fixes; the NVTX binding;
   the benchmark driver) — nothing below imports it, and it imports nothing of the host side above;
-- `launch`: the host side of `profile` (plans, commands, processes, the forward-share check);
+- `launch`: the host side of `profile` (plans, commands, processes, the checks of a fresh export);
 - `sweep`: many profiles and many analyses, locally or on Dask, on top of `launch`;
+- `front`: the library's front door (`nsys_cc.analyze`: one call for every source `analyze` takes);
 - `cli`: the click verbs;
 - the facade (`nsys_cc/__init__.py`), which names everything.
 """
@@ -36,6 +37,7 @@ LAYERS = [
     ("vllm", {"vllm"}),
     ("launch", {"launch"}),
     ("sweep", {"sweep"}),
+    ("front", {"front"}),
     ("cli", {"cli"}),
 ]
 

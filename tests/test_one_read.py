@@ -55,7 +55,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
     outcome = launcher.analyze(runs, tmp_path, options)
-    assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.notes)
+    assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.result.notes)
     opens, reads = counted
     paths = [r.files.sqlite for r in runs]
     assert once_each(opens, paths) and once_each(reads, paths)

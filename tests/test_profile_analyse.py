@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.report.formats import SHARE_TITLE
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
@@ -38,13 +40,13 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     assert failed == [f"draft tiny-llama-draft-xs: FAILED: timed out after 5 s (timeout=5); log: {runs[2].files.log}"]
     assert sum("forward ranges cover" in n for n in report["notes"]) == 2
     md = (tmp_path / "report.md").read_text()
-    section = md.split("**forward_share**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    section = md.split(f"**{SHARE_TITLE}**\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
     # A Markdown table (header, rule, one row per model), not a fixed-width dump.
     header = [c.strip() for c in section[0].strip("|").split("|")]
-    assert header == list(check.COLUMNS)
+    assert header == list(SHARE_COLUMNS)
     assert set(section[1].replace("|", "")) == {"-"}
     rows = [[c.strip() for c in line.strip("|").split("|")] for line in section[2:]]
-    assert [r[0] for r in rows] == ["tiny-llama-target", "tiny-llama-draft-s"]
+    assert [r[1] for r in rows] == ["tiny-llama-target", "tiny-llama-draft-s"]
     share = header.index("forward_share")
     assert [float(r[share]) for r in rows] == [r["forward_share"] for r in report["forward_share"]]
 
@@ -53,7 +55,7 @@ def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
     outcome = launcher.analyze(runs, tmp_path, OPTIONS)
     assert outcome.result.range_name == "gpu_model_runner: forward"
-    assert any("vLLM's own 'gpu_model_runner: forward'" in n for n in outcome.notes)
+    assert any("measured vLLM's own forward scope 'gpu_model_runner: forward'" in n for n in outcome.result.notes)
 
 
 def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):

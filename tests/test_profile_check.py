@@ -1,4 +1,6 @@
-"""The forward-share check on the committed vLLM fixtures, against sums computed in SQL here."""
+"""The forward-share check on the committed vLLM fixtures, against sums computed in SQL here: the analysis's own
+(`CostCoefficientResult.forward_share`, `nsys_cc.analysis.share`), made whenever vLLM's latencies sit beside a trace;
+and `profile`'s check of a fresh export (`launch.check`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_cc.analysis.coefficient import load_model
+import nsys_cc
 from nsys_cc.errors import InputError
 from nsys_cc.launch import check
 
@@ -27,23 +29,31 @@ FROM r it WHERE it.name = 'nsys_cc:iteration' ORDER BY it.s
 """
 
 
+@pytest.fixture(scope="module")
+def analysed():
+    return nsys_cc.cost_coefficient(FIXTURES / f"{MODELS[0]}.sqlite", [FIXTURES / f"{m}.sqlite" for m in MODELS[1:]])
+
+
 @pytest.mark.parametrize("model", MODELS)
-def test_forward_share_matches_sql_sums_and_the_bench_latencies(model):
+def test_forward_share_matches_sql_sums_and_the_bench_latencies(model, analysed):
     sqlite, bench = FIXTURES / f"{model}.sqlite", FIXTURES / f"{model}.bench.json"
     with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
         rows = conn.execute(PER_ITERATION_SQL).fetchall()
     latencies = json.loads(bench.read_text())["latencies"]
     assert len(rows) == len(latencies) == 3
     shares = [fwd / 1e9 / lat for (_, _, fwd), lat in zip(rows, latencies)]
-    got = check.forward_share([(load_model(sqlite, name=model, role="target"), bench)]).iloc[0]
-    assert got["model"] == model and got["iterations"] == 3
+    table = analysed.forward_share
+    assert list(table["model"]) == MODELS and list(table["run"]) == [1] * 3
+    got = table[table["model"] == model].iloc[0]
+    assert got["iterations"] == 3
     assert got["forwards_per_iteration"] == statistics.median(r[1] for r in rows) == 4
     assert got["forward_ms"] == pytest.approx(statistics.median(r[2] for r in rows) / 1e6, abs=1e-3)
     assert got["latency_ms"] == pytest.approx(statistics.median(latencies) * 1e3, abs=1e-3)
     assert got["nvtx_iteration_ms"] == pytest.approx(statistics.median(r[0] for r in rows) / 1e6, abs=1e-3)
     assert got["forward_share"] == pytest.approx(statistics.median(shares), abs=1e-3)
     assert (got["share_min"], got["share_max"]) == pytest.approx((min(shares), max(shares)), abs=1e-3)
-    assert model in check.share_note(got) and "median of 3" in check.share_note(got)
+    (note,) = [n for n in analysed.notes if n.startswith(f"{model}: forward ranges cover")]
+    assert "median of 3" in note and f"{statistics.median(shares):.0%}" in note
 
 
 def test_forward_range_is_the_plugins_else_vllms_own_scope(tmp_path):
@@ -58,19 +68,22 @@ def test_forward_range_is_the_plugins_else_vllms_own_scope(tmp_path):
 
 
 def test_a_trace_without_iteration_ranges_has_no_share():
-    scopes = load_model(FIXTURES / "vllm_scopes.sqlite", name="scopes", role="target",
-                        range_name="gpu_model_runner: forward", output_len=2)
-    row = check.forward_share([(scopes, FIXTURES / "vllm_scopes.bench.json")]).iloc[0]
-    assert row["iterations"] == 0
-    assert "no measured iteration ranges" in check.share_note(row)
+    res = nsys_cc.cost_coefficient(FIXTURES / "vllm_scopes.sqlite", FIXTURES / "tiny-llama-draft-xs.sqlite",
+                                   output_len=4)
+    row = res.forward_share.iloc[0]
+    assert row["model"] == "vllm_scopes" and row["iterations"] == 0
+    assert "vllm_scopes: no measured iteration ranges in the trace, so no forward share" in res.notes
 
 
-def test_unreadable_inputs_are_input_errors(tmp_path):
+def test_unreadable_inputs_are_input_errors_or_said(tmp_path):
     bad = tmp_path / "x.sqlite"
     bad.write_text("not a database")
     with pytest.raises(InputError):
         check.forward_range(bad)
-    (tmp_path / "b.json").write_text('{"avg_latency": 1}')
-    with pytest.raises(InputError, match="not a vLLM latency --output-json"):
-        check.forward_share([(load_model(FIXTURES / "tiny-llama-target.sqlite", name="x", role="target"),
-                              tmp_path / "b.json")])
+    # a latency file that is not vLLM's: the analysis stands, the share is left out with the reason
+    shutil.copy(FIXTURES / "tiny-llama-target.sqlite", tmp_path / "t.sqlite")
+    (tmp_path / "t.bench.json").write_text('{"avg_latency": 1}')
+    res = nsys_cc.cost_coefficient(tmp_path / "t.sqlite", FIXTURES / "tiny-llama-draft-xs.sqlite")
+    assert list(res.forward_share["model"]) == ["tiny-llama-draft-xs"]
+    assert any(n.startswith("t: ") and "not a vLLM latency --output-json" in n and n.endswith("no forward share")
+               for n in res.notes)

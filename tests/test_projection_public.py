@@ -104,7 +104,7 @@ def check_projection_equals_nvtxgpuproj(case):
     assert (ours["start_ns"].to_numpy() == proj["Orig Start (ns)"].to_numpy()).all()
     assert (ours["duration_ns"].to_numpy() == proj["Orig Duration (ns)"].to_numpy()).all()
     assert (ours["qualified_name"].astype(str).to_numpy() == proj["Name"].astype(str).to_numpy()).all()
-    assert (ours["style"].map(STYLE).astype(str).to_numpy() == proj["Style"].to_numpy()).all()
+    assert (ours["range_style"].map(STYLE).astype(str).to_numpy() == proj["Style"].to_numpy()).all()
     assert (ours["pid"].to_numpy() == proj["PID"].to_numpy()).all()
     assert (ours["tid"].to_numpy() == proj["TID"].to_numpy()).all()
     assert (ours["proj_end_ns"] - ours["proj_start_ns"] == ours["proj_duration_ns"]).all()
@@ -178,7 +178,7 @@ def check_nvtxsum(case):
     stats = case.stats["nvtxsum"]
     r = case.ranges
     names = r["qualified_name"].astype(object).fillna("")
-    grouped = r.groupby([names, r["style"].map(STYLE).astype(str)])["duration_ns"]
+    grouped = r.groupby([names, r["range_style"].map(STYLE).astype(str)])["duration_ns"]
     assert len(stats) == grouped.ngroups
     assert stats["Instances"].sum() == len(r)
     counts = name_counts(r)

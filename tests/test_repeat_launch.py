@@ -222,7 +222,7 @@ def test_analyze_reads_a_profile_directory_as_profile_reported_it(tmp_path, fake
     assert again == {(r.draft, r.phase): pytest.approx(r.c) for r in first.itertuples()}
     assert {r["run"] for r in doc["runs"]} == {1, 2, 3}
     bad = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--name", "x"])
-    assert bad.exit_code == 2 and "a profile directory names its models itself" in bad.output
+    assert bad.exit_code == 2 and "a profile directory labels its models itself" in bad.output
 
 
 def test_analyze_reads_one_model_of_an_interleaved_trace_by_its_scope():
@@ -322,14 +322,15 @@ def _shares_as_read_alone(out, labels, runs) -> None:
     """The report's forward-share rows: one per run and model, each equal to the same model read from that run's
     trace alone (`load_model` by its engine's windows) against that run's bench JSON."""
     from nsys_cc.analysis.coefficient import load_model
-    from nsys_cc.launch import check
+    from nsys_cc.analysis.share import share_row
 
     share = json.loads((out / "report.json").read_text())["forward_share"]
     assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in runs for lb in labels)
     for row in share:
         run_dir = out / f"run-{row['run']}"
-        alone = check.model_share(load_model(run_dir / "trace.sqlite", name=row["model"], role="model",
-                                             scope=row["model"]), run_dir / f"{row['model']}.bench.json")
+        model = load_model(run_dir / "trace.sqlite", name=row["model"], role="model", scope=row["model"])
+        alone = share_row(model.name, model.forwards, model.iterations, run_dir / f"{row['model']}.bench.json",
+                          row["run"])
         for key in ("iterations", "forward_ms", "latency_ms", "nvtx_iteration_ms", "forward_share"):
             assert row[key] == pytest.approx(round(alone[key], 3)), (row, key)
 
@@ -351,7 +352,7 @@ def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_a
     assert len(set(per_run.values())) > 1  # the fixture runs' iterations really differ
 
 
-def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_one_more_open(tmp_path, fake_runs,
+def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_the_one_read(tmp_path, fake_runs,
                                                                                             counted):
     """The speculative branch of the interleaved analysis (fixtures/interleaved/spec: two real runs with γ 1–3
     engines): every engine, speculative ones too, gets each run's own forward-share row, as it reads alone."""
@@ -362,6 +363,6 @@ def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_on
                              replicas=1)
     assert outcome.result is not None and outcome.result.speculative is not None
     assert set(outcome.result.speculative.table["name"]) == set(labels[2:])
-    # the pooled analysis, the speculative steps and the speculative engines' share models: three opens per run
-    assert dict(counted[0]) == _per_trace(tmp_path, (1, 2), 3)
+    # the pooled analysis, the speculative engines' steps and every engine's share from one open per run
+    assert dict(counted[0]) == _per_trace(tmp_path, (1, 2), 1)
     _shares_as_read_alone(tmp_path, labels, (1, 2))

@@ -29,7 +29,7 @@ def test_pooled_step_tables_keep_each_runs_steps_and_iterations_apart():
     pooled = spec_runs.pool_tables([a, b])
     assert list(pooled.steps["step"]) == [0, 1, 2, 4, 5]  # b's steps start after a's highest step id (3)
     assert list(pooled.steps["iteration"]) == [0, 0, 1, 2, 3]
-    assert list(pooled.steps["run"]) == [0, 0, 0, 1, 1]
+    assert list(pooled.steps["run"]) == [1, 1, 1, 2, 2]  # runs counted 1 … N, as everywhere
     assert list(pooled.draft_forwards["step"]) == [0, 1, 2, 3, 4, 5]
     assert pooled.iterations == 4 and list(pooled.latencies_s) == [0.1, 0.2, 0.3]
     assert pooled.notes == ("a note",)

@@ -507,7 +507,7 @@ def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path)
 def test_spec_metrics_flag_must_name_a_given_trace():
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), trace(spec_label(1)),
                                  "--spec-metrics", "nope.sqlite=x.json"])
-    assert r.exit_code == 2 and "not one of the traces given" in r.stderr
+    assert r.exit_code == 2 and "--spec-metrics: 'nope.sqlite' is neither a trace given" in r.stderr
 
 
 def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():

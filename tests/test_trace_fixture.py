@@ -90,8 +90,8 @@ def test_domain_and_qualified_name(ranges, nvtx_fixture):
 
 def test_styles(ranges, nvtx_fixture):
     startend = {r[0] for r in raw_sql(nvtx_fixture, "SELECT rowid FROM NVTX_EVENTS WHERE eventType IN (60, 71)")}
-    assert set(ranges.index[ranges["style"] == "start/end"]) == startend
-    assert set(ranges.index[ranges["style"] == "push/pop"]) == set(ranges.index) - startend
+    assert set(ranges.index[ranges["range_style"] == "start/end"]) == startend
+    assert set(ranges.index[ranges["range_style"] == "push/pop"]) == set(ranges.index) - startend
     assert {"startend_same_thread", "cross_thread", "registered_span", "started_never_ended"} <= set(
         ranges.loc[list(startend), "name"]
     )
@@ -185,7 +185,7 @@ def test_nvtxsum_of_nsys_stats_matches(trace, nsys_bin, nvtx_fixture, tmp_path):
                    check=True, capture_output=True)
     stats = pd.read_csv(tmp_path / "s_nvtxsum.csv")
     ours = trace.nvtx_ranges()
-    style = ours["style"].map({"push/pop": "PushPop", "start/end": "StartEnd"}).astype(str)
+    style = ours["range_style"].map({"push/pop": "PushPop", "start/end": "StartEnd"}).astype(str)
     grouped = ours.groupby([ours["qualified_name"].astype(str), style])["duration_ns"]
     for row in stats.itertuples(index=False):
         d = grouped.get_group((row.Range, row.Style))

@@ -20,10 +20,15 @@ from nsys_cc.trace.export import content_hash
 
 
 @pytest.fixture()
-def report(fixtures_dir) -> Path:
+def report(fixtures_dir, tmp_path) -> Path:
+    """The fixture report alone in a folder of its own: beside it in fixtures/ sits its export, which open_trace
+    reads instead of exporting (test_a_report_with_its_export_beside_it_is_not_exported_again)."""
     path = fixtures_dir / "nvtx" / "nvtx_cases.nsys-rep"
     assert path.is_file(), "fixtures/nvtx/nvtx_cases.nsys-rep is missing: run `make fixtures`"
-    return path
+    alone = tmp_path / "report" / path.name
+    alone.parent.mkdir()
+    shutil.copy2(path, alone)
+    return alone
 
 
 def one_line(exc: pytest.ExceptionInfo) -> str:

@@ -9,7 +9,10 @@ import html
 import inspect
 import json
 import math
+import os
 import re
+import shutil
+import statistics
 import subprocess
 import sys
 import warnings
@@ -21,7 +24,7 @@ from click.testing import CliRunner
 
 import nsys_cc
 from conftest import FIXTURES, REPO, raw_sql
-from nsys_cc.analysis import speculative as spec_mod
+from nsys_cc.analysis import spec_runs, speculative as spec_mod
 from nsys_cc.analysis.values import same
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
@@ -170,6 +173,9 @@ ONE_ITEM = {
     ("cost_coefficient_runs", "scopes"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], scopes=v), "tgt",
         lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient_runs", "range_name"): (
+        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], range_name=v),
+        "model_executable()", lambda a, b: a == b),
     ("cost_coefficient_runs", "acceptance"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], acceptance=v).acceptance,
         "0.8", lambda a, b: a == b == (0.8,)),
@@ -178,6 +184,15 @@ ONE_ITEM = {
                                                           "c": 0.1, "ci_low": 0.08, "ci_high": 0.12}]), 0.8,
                                            alpha_intervals=v),
         (0.7, 0.9), lambda a, b: a.equals(b) and list(a["alpha_low"]) == [0.7] and list(a["alpha_high"]) == [0.9]),
+    ("analyze", "drafts"): (lambda v: nsys_cc.analyze(TARGET, v), DRAFT_S, lambda a, b: a == b),
+    ("analyze", "names"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, names=v), "tgt",
+                           lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 traces")),
+    ("analyze", "range_name"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, range_name=v), "model_executable()",
+                                lambda a, b: a == b),
+    ("analyze", "scopes"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, scopes=v), "tgt",
+                            lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("analyze", "acceptance"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, acceptance=v).acceptance, "0.8",
+                                lambda a, b: a == b == (0.8,)),
     ("profile", "drafts"): None,  # test_profile_takes_one_item_alone
     ("profile", "speculate"): None,  # the same test
     ("profile", "nsys_args"): None,  # the same test
@@ -433,3 +448,367 @@ def test_a_newer_report_says_no_export_done_before_its_error(tmp_path, monkeypat
     assert lines[-1].startswith("nsys-cc: error: ") and "was written by nsys 2024.6.2" in lines[-1]
     assert len(lines) == (1 if quiet else 2)
 
+
+
+# ---- wrong numbers, silently (issue 31) ---------------------------------------------------------------------------
+INTERLEAVED = FIXTURES / "interleaved"
+ISPEC = INTERLEAVED / "spec"
+SPEC_LABELS = ["tiny-llama-target", "tiny-llama-draft-xs", *[f"tiny-llama-draft-xs.spec-g{g}" for g in (1, 2, 3)]]
+RAW_RANGES = ("SELECT coalesce(e.text, s.value), e.start, e.\"end\" FROM NVTX_EVENTS e "
+              "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start")
+
+
+def _measured_drafts(sqlite, label: str) -> int:
+    """Draft-model forwards of engine `label` outside warm-up, from the raw rows: `draft_model_executable()` ranges
+    that start inside one of its `nsys_cc:engine` windows and inside an `nsys_cc:iteration` range."""
+    rows = raw_sql(sqlite, RAW_RANGES)
+    windows = [(s, e) for n, s, e in rows if n == f"nsys_cc:engine {label}"]
+    iters = [(s, e) for n, s, e in rows if n == "nsys_cc:iteration"]
+    return sum(1 for n, s, _ in rows if n == "draft_model_executable()" and any(a <= s <= b for a, b in windows)
+               and any(a <= s <= b for a, b in iters))
+
+
+def _spec_engines():
+    return [spec_runs.SpecEngine(label, "tiny-llama-draft-xs", g) for g, label in zip((1, 2, 3), SPEC_LABELS[2:])]
+
+
+def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_library():
+    # cost_coefficient(R, [R] * 4, scopes=labels) said "holds no draft-model forward ranges"
+    trace = ISPEC / "run-1" / "trace.sqlite"
+    res = nsys_cc.cost_coefficient(trace, [trace] * 4, scopes=SPEC_LABELS)
+    assert [m.name for m in res.models] == SPEC_LABELS[:2]  # the speculative engines are no plain drafts
+    assert res.speculative is not None
+    steps = res.speculative.steps
+    for label in SPEC_LABELS[2:]:
+        measured = int(steps.loc[steps["run"] == label, "draft_forwards"].sum())
+        assert measured == _measured_drafts(trace, label) > 0
+    # the same figures as the CLI's reader of a run's folder (spec_runs.read_run, its own read of the trace)
+    direct = spec_runs.analyze_runs([(trace, ISPEC / "run-1")], SPEC_LABELS[0], _spec_engines(),
+                                        c_standalone=spec_mod.standalone_c(res.coefficients))
+    pd.testing.assert_frame_equal(res.speculative.table, direct.table)
+    # each engine's own counters (run-1/<label>.metrics.json), not "α inferred from the tokens per step"
+    assert not [n for n in res.speculative.notes if "no metrics dump" in n]
+
+
+@pytest.fixture(scope="module")
+def spec_runs_result():
+    """The two interleaved speculative runs, written out the long way (each trace once per engine)."""
+    runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
+    return nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, scopes=[SPEC_LABELS] * 2)
+
+
+def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does(spec_runs_result):
+    # cost_coefficient_runs treated the speculative engines as plain drafts (c 1.02 / 0.891 / 0.834, no .speculative)
+    runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
+    res = spec_runs_result
+    assert [m.name for m in res.models] == SPEC_LABELS[:2] and res.speculative is not None
+    plain = nsys_cc.cost_coefficient_runs([r[:2] for r in runs], names=SPEC_LABELS[:2],
+                                          scopes=[SPEC_LABELS[:2]] * 2)
+    pd.testing.assert_frame_equal(res.coefficients, plain.coefficients)
+    direct = spec_runs.analyze_runs([(ISPEC / f"run-{k}" / "trace.sqlite", ISPEC / f"run-{k}") for k in (1, 2)],
+                                        SPEC_LABELS[0], _spec_engines(),
+                                        c_standalone=spec_mod.standalone_c(res.coefficients))
+    pd.testing.assert_frame_equal(res.speculative.table, direct.table)
+    pd.testing.assert_frame_equal(res.speculative.by_metric, direct.by_metric)
+    assert any("variation between 2 runs" in n for n in res.speculative.notes)
+
+
+PLAIN_LABELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+PLAIN_RUNS = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
+
+
+def _long_way(labels=PLAIN_LABELS):
+    return nsys_cc.cost_coefficient_runs([[t] * len(labels) for t in PLAIN_RUNS], names=labels,
+                                         scopes=[labels] * len(PLAIN_RUNS))
+
+
+@pytest.fixture(scope="module")
+def long_way():
+    """The demo-like three interleaved runs, written out the long way (each trace once per engine)."""
+    return _long_way()
+
+
+@pytest.fixture(scope="module")
+def interleaved_result():
+    """The same runs' profile directory, given as it is."""
+    return nsys_cc.cost_coefficient_runs(INTERLEAVED)
+
+
+def _decode_forwards(sqlite, label: str) -> int:
+    """Measured decode forwards of engine `label`, from the raw rows: forward ranges of one token per sequence
+    (payload 2 = the batch) inside its windows and inside an iteration range."""
+    rows = raw_sql(sqlite, RAW_RANGES.replace("e.\"end\"", "e.\"end\", e.int64Value"))
+    windows = [(s, e) for n, s, e, _ in rows if n == f"nsys_cc:engine {label}"]
+    iters = [(s, e) for n, s, e, _ in rows if n == "nsys_cc:iteration"]
+    return sum(1 for n, s, _, p in rows if n == "model_executable()" and p == 2
+               and any(a <= s <= b for a, b in windows) and any(a <= s <= b for a, b in iters))
+
+
+def test_a_flat_list_of_interleaved_runs_is_refused_with_names_that_are_not_their_engines():
+    # it was read as ONE run: run-1 the target, run-2 and run-3 the drafts, each trace whole (c 1.02 and 1.07)
+    with pytest.raises(InputError, match=r"^names: 't', 'ds', 'dxs' are not an engine of these runs") as err:
+        nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=["t", "ds", "dxs"])
+    assert err.value.param == "names"
+    assert "'tiny-llama-target', 'tiny-llama-draft-s', 'tiny-llama-draft-xs'" in str(err.value)
+    assert "runs=[[trace] * 3 for each run] with scopes=" in str(err.value)
+
+
+def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model(long_way):
+    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS) == long_way  # their traces, a flat list
+    assert sorted(set(long_way.runs["run"])) == sorted(set(long_way.models[0].forwards["run"])) and len(
+        set(long_way.runs["run"])) == 3
+    per_run = long_way.runs[(long_way.runs["draft"] == "tiny-llama-draft-s") & (long_way.runs["phase"] == "decode")
+                            & (long_way.runs["metric"] == "wall")]
+    assert list(per_run["n_target"]) == [_decode_forwards(t, "tiny-llama-target") for t in PLAIN_RUNS]
+
+
+def test_a_profile_directory_of_interleaved_runs_is_read_as_it_is(long_way, interleaved_result):
+    assert interleaved_result == long_way  # the directory that holds them
+
+
+@pytest.mark.slow  # the same reader as the traces and the directory above, given another way: 2 analyses more
+def test_interleaved_run_folders_and_names_choosing_engines(long_way):
+    assert nsys_cc.cost_coefficient_runs([t.parent for t in PLAIN_RUNS]) == long_way  # their run folders
+    # names choose the engines (target first)
+    two = ["tiny-llama-target", "tiny-llama-draft-xs"]
+    assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=two) == _long_way(two)
+
+
+@pytest.mark.slow  # the directory's reader is the one the quick test above checks on the plain runs
+def test_a_profile_directory_of_speculative_runs_is_read_as_it_is(spec_runs_result):
+    res = nsys_cc.cost_coefficient_runs(ISPEC)
+    assert [m.name for m in res.models] == SPEC_LABELS[:2]
+    assert list(res.speculative.table["name"]) == SPEC_LABELS[2:]
+    assert res == spec_runs_result
+
+
+def test_interleaved_and_plain_traces_mixed_in_runs_are_refused():
+    with pytest.raises(InputError, match="holds every model of one interleaved run but .* holds no engine") as err:
+        nsys_cc.cost_coefficient_runs([PLAIN_RUNS[0], TARGET])
+    assert err.value.param == "runs"
+    with pytest.raises(InputError, match="is a profile's output directory: give it alone"):
+        nsys_cc.cost_coefficient_runs([ISPEC, INTERLEAVED])
+
+
+def test_a_draft_slower_than_its_target_gets_a_note():
+    # target and draft swapped: c = 6.68 and not a word
+    swapped = nsys_cc.cost_coefficient(DRAFT_XS, TARGET)
+    decode = ("SELECT e.\"end\" - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
+              "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = 'model_executable()' AND e.int64Value = 2 "
+              "AND e.start > (SELECT max(w.\"end\") FROM NVTX_EVENTS w LEFT JOIN StringIds ws ON ws.id = w.textId "
+              "WHERE coalesce(w.text, ws.value) = 'nsys_cc:warmup')")
+    c = (statistics.median(d for (d,) in raw_sql(TARGET, decode))
+         / statistics.median(d for (d,) in raw_sql(DRAFT_XS, decode)))
+    assert c > 1
+    (note,) = [n for n in swapped.notes if "cannot be faster" in n]
+    assert note.startswith(f"tiny-llama-target: c = {c:.3g} (decode, wall-clock)")
+    assert "give its trace first" in note
+    assert not [n for n in nsys_cc.cost_coefficient(TARGET, DRAFT_XS).notes if "cannot be faster" in n]
+
+
+# ---- the other calls that misled (issue 31) -----------------------------------------------------------------------
+def test_runs_take_a_range_per_model_as_cost_coefficient_does():
+    # range_name=[…] raised TypeError (unhashable list) although documented "as for cost_coefficient"
+    two = ["gpu_model_runner: forward", "model_executable()"]
+    runs = nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"], range_name=two)
+    pd.testing.assert_frame_equal(runs.coefficients,
+                                  nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, names=["t", "d"], range_name=two)
+                                  .coefficients)
+    by_label = nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"],
+                                             range_name={"t": "gpu_model_runner: forward"})
+    assert by_label == runs
+    with pytest.raises(InputError, match="range_name has 3 names for 2 traces") as err:
+        nsys_cc.cost_coefficient_runs([[SCOPES, DRAFT_XS]], names=["t", "d"], range_name=[*two, "x"])
+    assert err.value.param == "range_name"
+
+
+@pytest.mark.parametrize("param, value", [("skip_ranges", "3"), ("skip_ranges", 2.5), ("skip_ranges", True),
+                                          ("output_len", "4"), ("output_len", 4.0)])
+def test_a_count_that_is_not_a_whole_number_is_refused(param, value):
+    # "3" raised TypeError; 2.5 was taken ("dropped the first 2.5 of 20 ranges")
+    with pytest.raises(InputError, match=rf"^{param} must be a whole number ≥ [01] \(an int\), not ") as err:
+        nsys_cc.cost_coefficient(TARGET, DRAFT_S, **{param: value})
+    assert err.value.param == param
+    with pytest.raises(InputError, match=rf"^{param} must be a whole number"):
+        nsys_cc.kernels(TARGET, **{param: value})
+    assert nsys_cc.cost_coefficient(TARGET, DRAFT_S, skip_ranges=np.int64(8)) == nsys_cc.cost_coefficient(
+        TARGET, DRAFT_S, skip_ranges=8)
+
+
+def test_render_takes_a_format_in_any_case_or_says_which_there_are(result):
+    # "JSON", "md", "html" and None silently gave the text table
+    assert result.render("JSON") == result.render("json") and json.loads(result.render("Json"))["coefficients"]
+    assert result.render("md") == result.render("markdown") != result.render("table")
+    assert result.render("html") == result._repr_html_()
+    for bad in (None, "xml", 3):
+        with pytest.raises(InputError, match=r"^fmt must be one of table, markdown, csv, json, html") as err:
+            result.render(bad)
+        assert err.value.param == "fmt"
+
+
+def test_phase_rows_of_a_phase_that_does_not_exist_is_refused_as_kernels_refuses_it(result):
+    with pytest.raises(InputError) as rows:
+        result.target.phase_rows("Decode")
+    with pytest.raises(InputError) as kern:
+        nsys_cc.kernels(TARGET, phase="Decode")
+    assert str(rows.value) == str(kern.value) == "phase must be one of all, prefill, decode, verify, not 'Decode'"
+    assert len(result.target.phase_rows("decode")) == result.coefficients.query("phase == 'decode'")["n_target"].iloc[0]
+
+
+def test_range_name_none_is_the_default_range_not_a_range_named_none(result):
+    # it became the range 'None'
+    assert nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8], range_name=None) == result
+    assert nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, range_name=None).target.range_name == "gpu_model_runner: forward"
+    assert nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], range_name=None) == nsys_cc.cost_coefficient_runs(
+        [[TARGET, DRAFT_S]])
+    with warnings.catch_warnings():  # a CPU trace: no GPU operation (said by a warning, test_an_empty_kernel_…)
+        warnings.simplefilter("ignore", nsys_cc.errors.NsysCCWarning)
+        pd.testing.assert_frame_equal(nsys_cc.kernels(TARGET, range_name=None), nsys_cc.kernels(TARGET))
+
+
+def test_trace_paths_given_wrong_are_one_error_naming_the_parameter(tmp_path, result):
+    with pytest.raises(InputError, match=r"^path: expected a trace path \(str or os.PathLike\), not NoneType None$"):
+        nsys_cc.open_trace(None)
+    with nsys_cc.open_trace([TARGET]) as one, nsys_cc.open_trace(TARGET) as t:
+        pd.testing.assert_frame_equal(one.nvtx_ranges(), t.nvtx_ranges())
+        # project takes a path as kernels does
+        pd.testing.assert_frame_equal(nsys_cc.project(TARGET), nsys_cc.project(t))
+    with pytest.raises(InputError, match=r"^trace: give an open Trace \(open_trace\) or a trace's path, not int"):
+        nsys_cc.project(5)
+    with pytest.raises(InputError, match="no such file"):
+        nsys_cc.project(tmp_path / "x.sqlite")
+    for call in (lambda: result.write_report(None), lambda: nsys_cc.write_report(result, None)):
+        with pytest.raises(InputError, match=r"^out_dir: give the report directory's path, not NoneType") as err:
+            call()
+        assert err.value.param == "out_dir"
+
+
+def test_a_result_is_unequal_to_anything_that_is_not_a_result(result):
+    # res == res.coefficients raised from pandas
+    assert (result == result.coefficients) is False  # (the other way round is pandas' own ==)
+    assert result != "result" and result != result.target and result.target != result
+
+
+def test_the_speculative_models_handed_out_are_the_callers_own(spec_result):
+    models = spec_result.speculative.models
+    assert models and list(models) == ["tiny-llama-draft-xs"]
+    models.clear()
+    assert list(spec_result.speculative.models) == ["tiny-llama-draft-xs"]
+    assert "models: tiny-llama-draft-xs" in repr(spec_result.speculative)
+
+
+def test_a_narrowed_read_holds_the_names_it_read_only():
+    # the categoricals carried every name of the trace (value_counts() printed them all at 0)
+    with nsys_cc.open_trace(TARGET) as t:
+        every = raw_sql(TARGET, "SELECT count(DISTINCT coalesce(e.text, s.value)) FROM NVTX_EVENTS e LEFT JOIN "
+                                "StringIds s ON s.id = e.textId WHERE e.eventType IN (59, 60)")[0][0]
+        assert len(t.nvtx_ranges()["name"].cat.categories) == every > 1
+        ranges = t.nvtx_ranges(names="model_executable()")
+        assert ranges["name"].value_counts().to_dict() == {"model_executable()": 20}
+        assert list(ranges["qualified_name"].cat.categories) == ["model_executable()"]
+        # the push/pop or start/end column is not hidden behind DataFrame.style
+        assert "style" not in ranges.columns and set(ranges.range_style) == {"push/pop"}
+
+
+def test_an_open_trace_is_taken_where_a_trace_path_is(result):
+    # cost_coefficient refused the open Trace that kernels takes
+    with nsys_cc.open_trace(TARGET) as t:
+        assert nsys_cc.cost_coefficient(t, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8]) == result
+        assert len(t.nvtx_ranges()) > 0  # left open
+
+
+def test_a_metrics_dump_for_no_trace_given_is_refused():
+    runs = [SPEC / f"tiny-llama-draft-xs.spec-g{g}.sqlite" for g in (1, 2, 3)]
+    given = [SPEC / "tiny-llama-draft-xs.sqlite", *runs]
+    with pytest.raises(InputError, match=r"^spec_metrics: '.*nope.sqlite' is neither a trace given") as err:
+        nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given,
+                                 spec_metrics={SPEC / "nope.sqlite": runs[0].with_suffix(".metrics.json")})
+    assert err.value.param == "spec_metrics"
+    # a dump given by a model's label is that model's: the γ = 3 run given the γ = 1 run's dump says γ = 1
+    label = "tiny-llama-draft-xs.spec-g3"
+    other = SPEC / "tiny-llama-draft-xs.spec-g1.metrics.json"
+    by_label = nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given, spec_metrics={label: other})
+    by_path = nsys_cc.cost_coefficient(SPEC / "tiny-llama-target.sqlite", given, spec_metrics={runs[2]: other})
+    assert by_label == by_path
+    assert any(f"{label}: its label says γ = 3, the run used γ = 1" in n for n in by_label.speculative.notes)
+
+
+@pytest.mark.public
+def test_a_default_phase_told_apart_by_inference_is_said_where_it_is_seen(public_dir):
+    # kernels() chose 'decode' (63 ranges) where kernel_diff() compared 'all' (64), the reason only in .attrs
+    trace = public_dir / "Sh1mwww__llama3-inference__real_inference_simulation.sqlite"
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"phase 'decode' \(63 of 64 kept ranges\) was told apart "
+                                                          r"by inference"):
+        alone = nsys_cc.kernels(trace, range_name="layer_0_computation")
+    count = raw_sql(trace, NAMED, ("layer_0_computation",))[0][0]
+    assert (alone.attrs["phase"], alone.attrs["ranges"], count) == ("decode", 63, 64)
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"compared on phase 'all' \(64 ranges\), the phase both "
+                                                          r"sides have; on its own its phase would be 'decode'"):
+        diff = nsys_cc.kernel_diff(trace, range_name="layer_0_computation", range_name_b="layer_1_computation")
+    assert diff.attrs["a_ranges"] == 64 and any("on its own" in n for n in diff.attrs["notes"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        nsys_cc.kernels(trace, range_name="layer_0_computation", phase="all")  # chosen: nothing to say
+
+
+def test_an_empty_kernel_table_says_why():
+    with pytest.warns(nsys_cc.errors.NsysCCWarning, match=r"^no GPU operation in these ranges, so nothing to list "
+                                                          r"\(tiny-llama-target: no CUDA tables in the trace"):
+        diff = nsys_cc.kernel_diff(TARGET, DRAFT_S)
+    assert diff.empty and any("no GPU operation" in n for n in diff.attrs["notes"])
+
+
+def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monkeypatch):
+    # as nsys stats does: X.sqlite beside X.nsys-rep, made from it and not older, is read instead of exporting again
+    from nsys_cc.trace import reader
+
+    exported = []
+    monkeypatch.setattr(reader, "export_report", lambda p, **k: exported.append(p) or TARGET)
+    report = tmp_path / "tiny-llama-target.nsys-rep"
+    export = tmp_path / "tiny-llama-target.sqlite"
+    shutil.copyfile(VLLM / report.name, report)
+    shutil.copyfile(TARGET, export)  # its export: its EXPORT_META_DATA names tiny-llama-target.nsys-rep
+    os.utime(report, (1_000_000_000, 1_000_000_000))
+    with nsys_cc.open_trace(report) as t:
+        assert t.sqlite_path == export
+    assert exported == []
+    os.utime(export, (1_000_000_000 - 10, 1_000_000_000 - 10))  # older than the report: exported again
+    with nsys_cc.open_trace(report) as t:
+        assert t.sqlite_path == TARGET
+    assert exported == [report]
+    other = report.rename(tmp_path / "other.nsys-rep")  # other.sqlite names another report as its input
+    shutil.copyfile(TARGET, tmp_path / "other.sqlite")
+    exported.clear()
+    with nsys_cc.open_trace(other) as t:
+        assert t.sqlite_path == TARGET
+    assert exported == [other]
+
+
+# ---- run numbers: one count, 1 … N (issue 31) ---------------------------------------------------------------------
+def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
+    # res.runs and runs.csv said 0…2 where the JSON, the text and the run-<k> folders said 1…3
+    res = interleaved_result
+    numbers = [1, 2, 3]
+    assert sorted(set(res.runs["run"])) == numbers == res.target.runs
+    assert sorted({r["run"] for r in res.to_dict()["runs"]}) == numbers
+    assert sorted(set(res.forward_share["run"])) == numbers
+    res.write_report(tmp_path, plots=False)
+    assert sorted(set(pd.read_csv(tmp_path / "runs.csv")["run"])) == numbers
+    text = res.render("table").split("c per run", 1)[1].split("\n\n", 2)[1]
+    assert sorted({int(line.split()[2]) for line in text.splitlines()[2:]}) == numbers
+    # of_run(k) is run k: run-<k>/trace.sqlite read alone (run 2: counted from 0, it would be run-3's)
+    for k in (2,):
+        alone = nsys_cc.cost_coefficient(PLAIN_RUNS[k - 1], [PLAIN_RUNS[k - 1]] * 2, scopes=PLAIN_LABELS)
+        pd.testing.assert_series_equal(res.target.of_run(k).kept["wall_ns"].reset_index(drop=True),
+                                       alone.target.kept["wall_ns"].reset_index(drop=True))
+    for bad in (0, 4, "1"):
+        with pytest.raises(InputError, match=rf"^run {bad!r} is not one of tiny-llama-target's runs \(1, 2, 3\)$"):
+            res.target.of_run(bad)
+
+
+def test_a_profiles_own_run_numbers_are_kept(tmp_path):
+    # a profile whose run 2 failed: its runs are 1 and 3, as its folders say
+    for k in (1, 3):
+        shutil.copytree(INTERLEAVED / f"run-{k}", tmp_path / f"run-{k}")
+    res = nsys_cc.cost_coefficient_runs(tmp_path)
+    assert sorted(set(res.runs["run"])) == [1, 3] == res.target.runs

@@ -14,6 +14,7 @@ This module loads and computes; the result it returns is plain data (`result`), 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
@@ -21,20 +22,29 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..arguments import is_one, many, one_path, paths as arg_paths
+from ..arguments import is_one, many, one_path, path_of, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
-from . import kernels as kernel_mod, phases as phase_mod, ranks as rank_mod, speculative as spec_mod, steps as steps_mod
+from ..trace.source import Trace
+from . import (
+    kernels as kernel_mod,
+    phases as phase_mod,
+    ranks as rank_mod,
+    share as share_mod,
+    spec_runs as spec_runs_mod,
+    speculative as spec_mod,
+    steps as steps_mod,
+)
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
-from .latencies import trace_stem
+from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted
+from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted, select
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
@@ -85,7 +95,7 @@ def load_model(
     skip_ranges: int | None = None,
     output_len: int | None = None,
     scope: str | None = None,
-    run: int = 0,
+    run: int = 1,
 ) -> ModelForwards:
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
     `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
@@ -98,7 +108,7 @@ def load_model(
 
 def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], scopes: Sequence[str | None],
                     range_name: str = DEFAULT_RANGE, skip_ranges: int | None = None, output_len: int | None = None,
-                    run: int = 0) -> list[ModelForwards]:
+                    run: int = 1) -> list[ModelForwards]:
     """`load_model` for several engines of one trace (`names`, `roles`, `scopes` side by side): the trace opened once
     and its ranges read once for all of them (`scoped_reads`)."""
     path = os.fspath(path)
@@ -130,7 +140,7 @@ def model_of(
     skip_ranges: int | None = None,
     output_len: int | None = None,
     scope: str | None = None,
-    run: int = 0,
+    run: int = 1,
 ) -> ModelForwards:
     """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
     markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
@@ -201,11 +211,16 @@ def model_of(
 
 
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
-    """InputError naming the parameter when `skip_ranges` < 0 or `output_len` < 1 (None: not given)."""
-    if skip_ranges is not None and skip_ranges < 0:
-        raise InputError(f"skip_ranges must be ≥ 0, not {skip_ranges}", param="skip_ranges")
-    if output_len is not None and output_len < 1:
-        raise InputError(f"output_len must be ≥ 1, not {output_len}", param="output_len")
+    """InputError naming the parameter unless `skip_ranges` is a whole number ≥ 0 and `output_len` one ≥ 1 (None:
+    not given); a string, a fraction or a bool is refused, not read as a count."""
+    for param, value, least in (("skip_ranges", skip_ranges, 0), ("output_len", output_len, 1)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise InputError(f"{param} must be a whole number ≥ {least} (an int), not {type(value).__name__} "
+                             f"{value!r}", param=param)
+        if value < least:
+            raise InputError(f"{param} must be ≥ {least}, not {value}", param=param)
 
 
 def check_seed(seed) -> int:
@@ -277,25 +292,38 @@ def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
     return out
 
 
-def _range_names(range_name: str | Sequence[str] | Mapping[str, str], paths: list[str],
+def _range_names(range_name: str | Sequence[str] | Mapping[str, str] | None, paths: list[str],
                  labels: list[str]) -> list[str]:
     """One range name per trace: the same for all (a string), one per trace in order (a sequence), or by model
-    label (a mapping; labels it does not name get the default range)."""
+    label (a mapping; labels it does not name get the default range). None (for all, or for one) is the default
+    range: the plugin's, else vLLM's own forward scope (`ranges.forward_range`)."""
+    if range_name is None:
+        return [DEFAULT_RANGE] * len(paths)
     if isinstance(range_name, str):
-        return [range_name] * len(paths)
+        return [_one_range(range_name)] * len(paths)
     if isinstance(range_name, Mapping):
         unknown = [k for k in range_name if k not in labels]
         if unknown:
             raise InputError(f"range_name names {', '.join(map(repr, unknown))}, which is not a model's label "
                              f"({', '.join(map(repr, labels))})", param="range_name")
-        return [str(range_name.get(label, DEFAULT_RANGE)) for label in labels]
-    names = [str(r) for r in many(range_name, "range_name")]
+        return [_one_range(range_name.get(label)) for label in labels]
+    names = [_one_range(r) for r in many(range_name, "range_name")]
     if len(names) == 1:
         return names * len(paths)
     if len(names) != len(paths):
         raise InputError(f"range_name has {len(names)} names for {len(paths)} traces: give one for all or one per "
                          "trace", param="range_name")
     return names
+
+
+def _one_range(value) -> str:
+    """One forward range name as given: a non-empty string, or None for the default range."""
+    if value is None:
+        return DEFAULT_RANGE
+    if not isinstance(value, str) or not value:
+        raise InputError(f"range_name: {value!r} is not an NVTX range name (a non-empty string, or None for the "
+                         "default)", param="range_name")
+    return value
 
 
 def _check_distinct(paths: Sequence[str], range_names: Sequence[str],
@@ -401,6 +429,15 @@ def _interval_notes(coefficients: pd.DataFrame) -> list[str]:
     return notes
 
 
+def _slow_draft_notes(marks: pd.DataFrame, target: str) -> list[str]:
+    """One note per draft whose c (wall-clock, in the phase it is judged on: `speedup_marks`) is 1 or more: a draft
+    at least as slow as its target cannot speed it up at any acceptance rate or γ (the speedup of Leviathan et al.
+    Thm 3.8 is below 1 for c ≥ 1), which most often means the traces were given the other way round."""
+    return [f"{r.draft}: c = {r.c:.3g} ({r.phase}, wall-clock): its forward takes at least as long as the target's "
+            f"({target}), so speculative decoding with it cannot be faster at any acceptance rate or γ; if "
+            f"{r.draft} is the target, give its trace first" for r in marks.itertuples() if r.c >= 1]
+
+
 def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFrame]:
     kern, cats = [], []
     for m in models:
@@ -437,17 +474,16 @@ def _model_notes(models: list[ModelForwards]) -> list[str]:
             for text, names in holders.items()]
 
 
-def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLike] | None) -> None:
-    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`spec_metrics`,
-    or `X.metrics.json` beside it), must hold draft-model forward ranges: without them it would be measured as a plain
-    draft and give a wrong c."""
-    given = {os.path.realpath(os.fspath(k)) for k in (spec_metrics or {})}
+def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`dumped`: in
+    spec_metrics; or `X.metrics.json` beside it, `where` = its files' stem), must hold draft-model forward ranges:
+    without them it would be measured as a plain draft and give a wrong c."""
     if spec_mod.LABEL_RE.match(label):
         why = f"is labelled as a speculative run ({label!r})"
-    elif os.path.realpath(path) in given:
+    elif dumped:
         why = "was given a spec-decode metrics dump (spec_metrics)"
-    elif os.path.exists(trace_stem(path) + ".metrics.json"):
-        beside = os.path.basename(trace_stem(path)) + ".metrics.json"
+    elif os.path.exists(trace_stem(where) + ".metrics.json"):
+        beside = os.path.basename(trace_stem(where)) + ".metrics.json"
         why = f"has a spec-decode metrics dump beside it ({beside})"
     else:
         return
@@ -461,11 +497,11 @@ def _refuse_mislabelled(path: str, label: str, spec_metrics: Mapping[str, PathLi
 
 @with_small_pages
 def cost_coefficient(
-    target: PathLike,
-    drafts: PathLike | Sequence[PathLike],
+    target: PathLike | Trace,
+    drafts: PathLike | Trace | Sequence[PathLike | Trace],
     *,
     names: Sequence[str] | None = None,
-    range_name: str | Sequence[str] | Mapping[str, str] = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -477,29 +513,46 @@ def cost_coefficient(
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
     Args:
-        target: the target model's trace (one path; a list holding one is that path).
+        target: the target model's trace (one path; a list holding one is that path), or a `Trace` already open
+            (`open_trace`: read as it is and left open), as each draft may be.
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
-            may follow (traces holding draft-model forward ranges, recognised by them): they are measured in place
+            may follow (traces holding draft-model forward ranges, recognised by them; with `scopes`, the speculative
+            engines of an interleaved run, recognised by those inside their windows): they are measured in place
             (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
             its label when that is a draft, else to the only draft.
         names: labels for [target, *drafts], each once; default: the file names.
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
-            label to its name (others get the default). A trace may be given twice with two different ranges.
+            label to its name (others get the default). A trace may be given twice with two different ranges. The
+            default (or None): the plugin's `model_executable()`, else vLLM's own forward scope, with a note.
         skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
         output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
         acceptance: acceptance rates α at which to judge each draft (speedup verdicts): a number, a sequence of
             numbers, or a string "0.6,0.8"; empty for none.
         metrics_dump: a vLLM spec-decode metrics dump (`acceptance.dump_metrics`); its i.i.d. α is judged too.
         seed: seed of the bootstrap intervals.
-        spec_metrics: vLLM metrics dump per speculative trace path (default: `X.metrics.json` beside `X.sqlite`).
+        spec_metrics: vLLM metrics dump per speculative trace path or model label (default: `X.metrics.json`
+            beside `X.sqlite`; for an engine of an interleaved run, `<label>.metrics.json` in the run's folder); a key
+            that names no trace given and no label is refused.
         scopes: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
             `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    paths = [one_path(target, "target", plural="drafts"), *arg_paths(drafts, "drafts")]
+    opened: dict[str, Trace] = {}  # traces given open (`open_trace`): read as they are, left open
+
+    def path_of_trace(value, param: str) -> str:
+        if isinstance(value, Trace):
+            opened[value.path] = value
+            return value.path
+        return path_of(value, param)
+
+    if isinstance(target, Trace) or (not is_one(target) and len(many(target, "target")) == 1):
+        paths = [path_of_trace(target if isinstance(target, Trace) else many(target, "target")[0], "target")]
+    else:
+        paths = [one_path(target, "target", plural="drafts")]
+    paths += [path_of_trace(d, "drafts") for d in many(drafts, "drafts")]
     names = None if names is None else [str(n) for n in many(names, "names")]
     if len(paths) < 2:
         raise InputError("give at least one draft trace after the target", param="drafts")
@@ -513,43 +566,121 @@ def cost_coefficient(
         labels = [scope or label for scope, label in zip(sc, labels)]
     range_names = _range_names(range_name, paths, labels)
     _check_distinct(paths, range_names, sc)
-    by_path = {os.path.realpath(os.fspath(k)): os.fspath(v) for k, v in (spec_metrics or {}).items()}
-    # Each trace is opened once and its ranges read once (`ranges.marked_ranges`), then handed on: the target's and a
-    # plain draft's to its model, a speculative run's to its steps. A run is speculative when it holds draft-forward
-    # ranges, or (a proposer that runs no model, ngram) when its label says so and its metrics dump holds the
-    # counters; a draft labelled or dumped as speculative without them is an error (`_refuse_mislabelled`). Of the
-    # target, what its own engine steps need besides the forwards its model keeps (the markers, a few columns) is kept
-    # until the other traces say whether a speculative run needs them.
+    dumps = _spec_metrics(spec_metrics, paths, labels, sc)
+    read = _read_run(paths, labels, range_names, sc, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
+                     run=1, opened=opened)
+    models = [read.models[i] for i in sorted(read.models)]
+    spec = {i: [read.spec[i]] for i in sorted(read.spec)}
+    plain_steps = [] if read.plain_steps is None else [read.plain_steps]
+    return _assemble(models, labels, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len, read.notes,
+                     read.share)
+
+
+@dataclasses.dataclass
+class _RunRead:
+    """What the traces of one run gave: the plain models and the speculative runs (with whether they hold
+    draft-model forwards) by model index, the plain target's step table when a speculative run needs it, and the
+    notes on the forward ranges chosen."""
+
+    models: dict[int, ModelForwards]
+    spec: dict[int, tuple[spec_mod.SpecRun, bool]]
+    plain_steps: steps_mod.StepTable | None
+    notes: list[str]
+    share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
+
+
+def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
+              scopes: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
+              dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> _RunRead:
+    """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `scopes`, is
+    opened and read once for all of them).
+
+    Each trace's ranges are read once (`ranges.marked_ranges`), then handed on: the target's and a plain draft's to
+    its model, a speculative run's to its steps. A run is speculative when it holds draft-forward ranges (inside its
+    engine's windows when it is one engine of an interleaved run), or (a proposer that runs no model, ngram) when its
+    label says so and its metrics dump holds the counters; a draft labelled or dumped as speculative without them is
+    an error (`_refuse_mislabelled`). A model's own files (vLLM's latencies, its metrics dump) sit beside its trace,
+    or in an interleaved run's folder under its engine's label (`latencies.model_stem`); `dumps`: the metrics dumps
+    given, by model index; `opened`: traces given open, by path (read, not closed). Of the target, what its own
+    engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the other
+    traces say whether a speculative run needs them."""
     loaded: dict[int, ModelForwards] = {}
-    spec_runs: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
+    spec: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
     target_markers = None
-    range_notes: list[str] = []
-    for path, group in _same_trace(paths).items():  # a trace given once per model (scopes) is opened once for all
-        with open_trace(path) as trace:
-            reads = _group_reads(trace, path, group, range_names, sc)
+    notes: list[str] = []
+    shares: dict[int, dict] = {}
+    for path, group in _same_trace(paths).items():
+        given = (opened or {}).get(path)
+        with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
+            reads = _group_reads(trace, path, group, range_names, scopes)
             for i in group:
-                ranges, label, name_of_range, scope = reads.pop(i), labels[i], range_names[i], sc[i]
-                name_of_range, range_note = forward_range(ranges, name_of_range, label=label)
-                range_notes += [range_note] if range_note else []
-                metrics_path = by_path.get(os.path.realpath(path))
-                with_model = i > 0 and scope is None and draft_range_of(ranges) is not None
-                if with_model or (i > 0 and scope is None and spec_mod.model_free_label(label)
-                                  and spec_mod.proposes_without_model(path, metrics_path)):
-                    run = spec_mod.load_run(path, label, "", name_of_range, metrics_path,
-                                            ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
-                    spec_runs[i] = run, with_model
+                ranges, label, scope = reads.pop(i), labels[i], scopes[i]
+                name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
+                notes += [range_note] if range_note else []
+                # a scoped model's own files are named after its engine: its runs are read as if its trace were there
+                where = path if scope is None else model_stem(path, scope)
+                metrics_path = dumps.get(i)
+                with_model = i > 0 and draft_range_of(ranges) is not None
+                if with_model or (i > 0 and spec_mod.model_free_label(label)
+                                  and spec_mod.proposes_without_model(where, metrics_path)):
+                    spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
+                                                 ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
+                    spec[i] = dataclasses.replace(spec_run, path=path), with_model
                 else:
                     if i > 0:
-                        _refuse_mislabelled(path, label, spec_metrics)
+                        _refuse_mislabelled(path, where, label, i in dumps)
                     loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
                                          range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
-                                         scope=scope)
+                                         scope=scope, run=run)
+                bench = model_stem(path, scope) + ".bench.json"
+                if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`share`)
+                    if i in loaded:
+                        forwards, iterations = loaded[i].forwards, loaded[i].iterations
+                    else:
+                        forwards = select(ranges, name_of_range)
+                        iterations = phase_mod.markers(ranges, (ITERATION_RANGE,))
+                    try:
+                        shares[i] = share_mod.share_row(label, forwards, iterations, bench, run)
+                    except InputError as exc:
+                        notes.append(f"{label}: {exc}: no forward share")
                 if i == 0:
                     target_markers = steps_mod.markers_of(ranges, name_of_range)
                 del ranges
-    models = [loaded[i] for i in sorted(loaded)]
-    return _assemble(models, labels, [run for _, run in sorted(spec_runs.items())], target_markers, alphas,
-                     alpha_note, alpha_cis, seed, output_len, range_notes)
+    plain_steps = None
+    if spec:
+        target = loaded[0]
+        if target.ranks is not None and target.ranks.count > 1:
+            raise InputError(f"{labels[0]} runs on {target.ranks.count} tensor-parallel ranks: speculative runs are "
+                             "measured in place against a plain target on one process (give one, or leave the "
+                             "speculative traces out)")
+        plain_steps = steps_mod.with_latencies(
+            steps_mod.step_table(steps_mod.with_forwards(target_markers, target), target.range_name),
+            model_stem(paths[0], scopes[0]))
+    return _RunRead(loaded, spec, plain_steps, notes, [shares[i] for i in sorted(shares)])
+
+
+def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Sequence[str],
+                  scopes: Sequence[str | None]) -> dict[int, str]:
+    """The metrics dumps given (`spec_metrics`: by trace path, or by model label) per model index. A key that is
+    neither a trace given (read whole) nor a model's label is refused: its dump would be ignored."""
+    if spec_metrics is None:
+        return {}
+    if not isinstance(spec_metrics, Mapping):
+        raise InputError("spec_metrics: give a mapping from a speculative trace (or its label) to its metrics dump",
+                         param="spec_metrics")
+    out: dict[int, str] = {}
+    for key, dump in spec_metrics.items():
+        text = os.fspath(key) if isinstance(key, (str, os.PathLike)) else str(key)
+        hits = [i for i, label in enumerate(labels) if label == text]
+        if not hits:
+            hits = [i for i, (p, sc) in enumerate(zip(paths, scopes))
+                    if sc is None and os.path.realpath(p) == os.path.realpath(text)]
+        if not hits:
+            raise InputError(f"spec_metrics: {text!r} is neither a trace given (read whole) nor a model's label "
+                             f"({', '.join(map(repr, labels))}): its dump would be ignored", param="spec_metrics")
+        for i in hits:
+            out[i] = os.fspath(dump)
+    return out
 
 
 def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
@@ -579,34 +710,35 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
     return out
 
 
-def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tuple[spec_mod.SpecRun, bool]],
-              target_markers: pd.DataFrame | None, alphas: list[float], alpha_note: str | None,
-              alpha_cis: list[tuple[float, float] | None], seed: int, output_len: int | None,
-              range_notes: Sequence[str] = ()) -> CostCoefficientResult:
-    """The result from the loaded models and speculative runs ((run, has draft-model forwards) each; the target's
-    markers for its own steps)."""
+def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequence[steps_mod.StepTable],
+              spec: Mapping[int, Sequence[tuple[spec_mod.SpecRun, bool]]], alphas: list[float],
+              alpha_note: str | None, alpha_cis: list[tuple[float, float] | None], seed: int,
+              output_len: int | None, range_notes: Sequence[str] = (),
+              share_rows: Sequence[dict] = ()) -> CostCoefficientResult:
+    """The result from the loaded plain models and the speculative runs: per speculative engine its run of each run
+    ((run, has draft-model forwards) each), measured in place against the plain target's steps of the same runs
+    (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`); `share_rows`: the forward
+    share of each model and run that has vLLM's latencies (`share`)."""
     coefficients, per_run = token_coefficients(models, seed, _coefficients)  # c of a token (`token`)
     kernel_summary, categories = _kernel_tables(models)
-    notes = [*range_notes, *_model_notes(models), *token_notes(models, coefficients),
-             *_interval_notes(coefficients), *([alpha_note] if alpha_note else [])]
+    marks = speedup_marks(coefficients)
+    forward_share = share_mod.share_table(share_rows)
+    notes = [*dict.fromkeys(range_notes), *_model_notes(models), *token_notes(models, coefficients),
+             *_interval_notes(coefficients),
+             *_slow_draft_notes(marks, labels[0]), *share_mod.share_notes(forward_share),
+             *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
                      "'verify', which no plain draft has; for c and the speculative analysis give the plain target "
                      "run first, then the drafts and the speculative runs")
     speculative = None
-    if spec_runs and models[0].ranks is not None and models[0].ranks.count > 1:
-        raise InputError(f"{labels[0]} runs on {models[0].ranks.count} tensor-parallel ranks: speculative runs are "
-                         "measured in place against a plain target on one process (give one, or leave the "
-                         "speculative traces out)")
-    if spec_runs:
-        plain_steps = steps_mod.with_latencies(steps_mod.step_table(
-            steps_mod.with_forwards(target_markers, models[0]), models[0].range_name), models[0].path)
+    if spec:
         draft_labels = [m.name for m in models[1:]]
-        runs = [dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
-                for run, with_model in spec_runs]
-        speculative = spec_mod.analyze_speculative(
-            plain_steps, runs, c_standalone=spec_mod.standalone_c(coefficients),
-            output_len=output_len, acceptance=alphas, seed=seed)
+        per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
+                       for run, with_model in runs] for runs in spec.values()]
+        speculative = spec_runs_mod.analyze_pooled(
+            plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients), output_len=output_len,
+            acceptance=alphas, seed=seed)
     return CostCoefficientResult(
         models=tuple(models),
         summary=_summary(models),
@@ -615,7 +747,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tu
         categories=categories,
         diagnosis=diagnose(models[0], models[1:]),
         verdicts=verdicts(coefficients, alphas, alpha_intervals=alpha_cis),
-        speedup_marks=speedup_marks(coefficients),
+        speedup_marks=marks,
         notes=tuple(notes),
         seed=seed,
         acceptance=tuple(alphas),
@@ -623,6 +755,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], spec_runs: list[tu
         ranks=rank_mod.rank_table(models),
         runs=per_run,
         tokens=token_table(models),
+        forward_share=forward_share,
     )
 
 
@@ -648,13 +781,92 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
                                warmup_note=note, path="; ".join(paths), has_cuda=all(m.has_cuda for m in per_run))
 
 
+def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
+    """A flat list given as `runs`, when its items are interleaved runs: a profile's output directory alone (its
+    completed runs, `outputs`), run folders (`run-<k>/`, their `trace.sqlite`) or traces that hold every model of one
+    run (`nsys_cc:engine` windows, `scope`). Then (runs, names, scopes, run numbers): each run its trace once per
+    model, the models its engines (`names`, when given, choose and order them, target first). None when no item is
+    an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
+    the runs' engines."""
+    from ..trace import open_trace
+    from . import outputs
+    from .scope import engines as engines_in
+
+    if len(items) == 1 and outputs.is_profile_output(items[0]):
+        out = outputs.read_output(items[0])
+        if not out.interleaved:
+            raise InputError(f"runs: {items[0]} holds one process per model, not interleaved runs: analyse it with "
+                             "nsys_cc.analyze", param="runs")
+        if not out.runs:
+            raise InputError(f"runs: {items[0]} holds no completed interleaved run (see its status.json)",
+                             param="runs")
+        traces: list[str] = [os.fspath(r.trace) for r in out.runs]
+        engines = [m.label for m in out.done]
+        target = next((m for m in out.models if m.role == "target"), None)
+        if target is not None and not target.done:
+            raise InputError(f"runs: target {target.label} of {items[0]} has no forwards in every completed run "
+                             f"({target.reason}; see its status.json)", param="runs")
+        numbers = [r.number for r in out.runs]
+    else:
+        per_item: list[list[str]] = []
+        traces = []
+        for item in items:
+            if os.path.isdir(item):
+                if outputs.is_profile_output(item):
+                    raise InputError(f"runs: {item} is a profile's output directory: give it alone (runs={item!r}), "
+                                     "not in a list", param="runs")
+                trace = os.path.join(item, outputs.RUN_TRACE)
+                if not os.path.isfile(trace):
+                    raise InputError(f"runs: {item} is a directory without a {outputs.RUN_TRACE} (the folder of an "
+                                     "interleaved run holds one)", param="runs")
+                listed = outputs.run_engines(item)
+                found = ([label for label, state in listed.items() if state == "done"] if listed is not None
+                         else None)
+            else:
+                trace, found = item, None
+            if found is None:
+                with open_trace(trace) as t:
+                    found = engines_in(t.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))
+            traces.append(trace)
+            per_item.append(found)
+        if not any(per_item):
+            return None
+        if not all(per_item):
+            one = next(i for i, e in zip(items, per_item) if e)
+            other = next(i for i, e in zip(items, per_item) if not e)
+            raise InputError(f"runs: {one} holds every model of one interleaved run but {other} holds no engine "
+                             "windows: give one trace per model of one run ([target, *drafts]), or one interleaved "
+                             "run per item", param="runs")
+        engines = [label for label in per_item[0] if all(label in e for e in per_item)]
+        found_numbers = [outputs.run_number(os.path.dirname(os.path.abspath(t))) for t in traces]
+        numbers = [k or 0 for k in found_numbers]
+        if None in found_numbers or len(set(numbers)) != len(numbers):
+            numbers = list(range(1, len(traces) + 1))
+    if names is not None:
+        chosen = [str(n) for n in many(names, "names")]
+        unknown = [n for n in chosen if n not in engines]
+        if unknown:
+            raise InputError(
+                f"names: {', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not an engine of "
+                f"these runs: each of the {len(traces)} traces holds every model of one interleaved run (its engines: "
+                f"{', '.join(map(repr, engines))}); "
+                "give names from those labels (target first) to choose the models, or none for all of them; to label "
+                f"them otherwise give runs=[[trace] * {len(engines)} for each run] with scopes=[[{', '.join(engines)}]"
+                f"] * {len(traces)} and your names", param="names")
+        engines = chosen
+    if len(engines) < 2:
+        raise InputError(f"runs: {traces[0]} holds {len(engines)} engine(s) in every run ({', '.join(engines)}): "
+                         "c needs the target and a draft", param="runs")
+    return [[t] * len(engines) for t in traces], engines, [engines] * len(traces), numbers
+
+
 @with_small_pages
 def cost_coefficient_runs(
-    runs: Sequence[Sequence[PathLike]],
+    runs: PathLike | Sequence[PathLike] | Sequence[Sequence[PathLike]],
     *,
-    names: Sequence[str],
+    names: Sequence[str] | None = None,
     scopes: Sequence[Sequence[str | None]] | None = None,
-    range_name: str = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -666,19 +878,31 @@ def cost_coefficient_runs(
     Args:
         runs: per run, the traces of [target, *drafts] (the same trace several times when one process held every
             model: then `scopes` says which engine is which). Every run has the same models, in the same order.
-        names: the labels of [target, *drafts].
+            Interleaved runs may also be given as they are: a profile's output directory (its completed runs), or
+            a flat list of run folders (`run-<k>/`) or of their traces, each holding every model (its engines are
+            the models). A flat list of plain traces is one run, [target, *drafts].
+        names: the labels of [target, *drafts] (default: the file names; the engines' labels with `scopes`); for
+            interleaved runs given as they are, the engines to take, target first (default: every engine).
         scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
-        range_name: as for `cost_coefficient`, as are `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and
-            `seed`.
+            Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
+            pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
+        range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
+            `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
     Returns:
-        A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 0 …
-        R − 1), c = the ratio of the pooled medians with the interval across runs, and `runs`, c per run.
+        A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 1 … R; an
+        interleaved profile's own run numbers, its `run-<k>` folders', when read as it is), c = the ratio of the
+        pooled medians with the interval across runs, and `runs`, c per run (the same numbers).
     """
     listed = many(runs, "runs")
-    if listed and all(is_one(r) for r in listed):  # [target, *drafts] alone: one run
-        listed = [listed]
+    numbers: list[int] | None = None
+    if listed and all(is_one(r) for r in listed):
+        found = None if scopes is not None else _interleaved_runs([path_of(r, "runs") for r in listed], names)
+        if found is None:  # [target, *drafts] alone: one run, a trace per model
+            listed = [listed]
+        else:  # one interleaved run per item, every model in its trace
+            listed, names, scopes, numbers = found
     run_paths = [arg_paths(r, "runs") for r in listed]
-    names = [str(n) for n in many(names, "names")]
+    names = None if names is None else [str(n) for n in many(names, "names")]
     run_scopes: list[list | None] | None = None
     if scopes is not None:
         per_run = many(scopes, "scopes")
@@ -695,22 +919,32 @@ def cost_coefficient_runs(
         raise InputError("each run needs the target and at least one draft", param="runs")
     if any(len(r) != n for r in run_paths):
         raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
-    if len(names) != n:
+    if names is not None and len(names) != n:
         raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
+    if names is None and run_scopes is not None and run_scopes[0] is not None and all(run_scopes[0]):
+        names = [str(s) for s in run_scopes[0]]  # a model read by its engine's windows is called by its label
     names = model_names(run_paths[0], names)  # each label once, one line of printable text
     check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
     all_scopes = [_scopes(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
-    per_model: list[list[ModelForwards]] = [[] for _ in range(n)]
-    for i, (paths, sc) in enumerate(zip(run_paths, all_scopes)):
-        _check_distinct(paths, [range_name] * n, sc)
-        for path, js in _same_trace(paths).items():  # a trace of several engines is opened and read once for all
-            read = models_of_trace(path, names=[names[j] for j in js], scopes=[sc[j] for j in js],
-                                   roles=["target" if j == 0 else "draft" for j in js], range_name=range_name,
-                                   skip_ranges=skip_ranges, output_len=output_len, run=i)
-            for j, model in zip(js, read):
-                per_model[j].append(model)
-    models = [_merge_runs(ms) for ms in per_model]
-    return _assemble(models, names, [], None, alphas, alpha_note, alpha_cis, seed, output_len)
+    numbers = list(range(1, len(run_paths) + 1)) if numbers is None else numbers
+    range_names = _range_names(range_name, run_paths[0], names)
+    reads = []
+    for number, paths, sc in zip(numbers, run_paths, all_scopes):
+        _check_distinct(paths, range_names, sc)
+        reads.append(_read_run(paths, names, range_names, sc, skip_ranges=skip_ranges, output_len=output_len,
+                               dumps={}, run=number))
+    spec_models = sorted(reads[0].spec)
+    for i, read in enumerate(reads[1:], start=1):
+        if sorted(read.spec) != spec_models:
+            j = sorted(set(read.spec) ^ set(spec_models))[0]
+            raise InputError(f"{names[j]} is a speculative run in run {1 if j in reads[0].spec else i + 1} but a plain "
+                             f"model in run {i + 1 if j in reads[0].spec else 1}: every run must hold the same "
+                             "models", param="runs")
+    models = [_merge_runs([read.models[j] for read in reads]) for j in range(n) if j not in spec_models]
+    spec = {j: [read.spec[j] for read in reads] for j in spec_models}
+    plain_steps = [read.plain_steps for read in reads if read.plain_steps is not None]
+    return _assemble(models, names, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len,
+                     [note for read in reads for note in read.notes], [row for read in reads for row in read.share])

@@ -19,6 +19,7 @@ trace lacks).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,7 +27,7 @@ import pandas as pd
 
 from ..arguments import path_of
 from ..contract import DEFAULT_RANGE
-from ..errors import InputError
+from ..errors import InputError, NsysCCWarning
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.source import Trace
@@ -92,14 +93,52 @@ def _phase(phase: str | None, sides: Sequence[_Side]) -> str:
     return phase
 
 
-def kernels(trace: TraceLike, *, range_name: str = DEFAULT_RANGE, phase: str | None = None,
+def _said(table: pd.DataFrame, notes: Sequence[str]) -> pd.DataFrame:
+    """`table` with `notes` added to its `.attrs` notes, each also raised as an NsysCCWarning: what the caller did
+    not choose and may not expect (a phase chosen by inference, an empty table) must not hide in `.attrs`."""
+    for note in notes:
+        warnings.warn(note, NsysCCWarning, stacklevel=3)
+    table.attrs["notes"] = (*table.attrs.get("notes", ()), *notes)
+    return table
+
+
+def _default_phase_notes(phase: str | None, chosen: str, sides: Sequence[_Side]) -> list[str]:
+    """Why the default phase may surprise: the phases were told apart by inference (not from the trace's payloads
+    or output_len), or a side's own default (what `kernels` of it alone compares) is another phase."""
+    if phase is not None:
+        return []
+    notes = []
+    for s in sides:
+        m = s.model
+        own = decision_phase(m.phases) or ALL
+        if own != chosen:
+            notes.append(f"{m.name}: compared on phase {chosen!r} ({len(m.phase_rows(chosen))} ranges), the phase "
+                         f"both sides have; on its own its phase would be {own!r} ({len(m.phase_rows(own))} ranges): "
+                         "pass phase to choose")
+        elif chosen != ALL and m.phase_rule.confidence != "exact":
+            how = "inference" if m.phase_rule.rule == "inferred" else f"the {m.phase_rule.rule} rule"
+            notes.append(f"{m.name}: phase {chosen!r} ({len(m.phase_rows(chosen))} of {len(m.kept)} kept ranges) was "
+                         f"told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
+                         "output_len to state the phases")
+    return notes
+
+
+def _empty_notes(table: pd.DataFrame, sides: Sequence[_Side]) -> list[str]:
+    """Why a table of GPU ops is empty (each side's GPU note, or that its ranges launched nothing)."""
+    if len(table):
+        return []
+    why = "; ".join(f"{s.model.name}: {s.model.gpu_note or 'its ranges launched no GPU operation'}" for s in sides)
+    return [f"no GPU operation in these ranges, so nothing to list ({why})"]
+
+
+def kernels(trace: TraceLike, *, range_name: str | None = DEFAULT_RANGE, phase: str | None = None,
             skip_ranges: int | None = None, output_len: int | None = None) -> pd.DataFrame:
     """The GPU operations launched inside the kept forward ranges of one phase of a trace, one row per name.
 
     Args:
         trace: a `.sqlite` or `.nsys-rep` path, or a `Trace` already open (`open_trace`; left open).
         range_name: the NVTX range around each forward (as `cost_coefficient`'s; vLLM's own forward scope is used,
-            with a note, when the trace has only that).
+            with a note, when the trace has only that; None: the default).
         phase: all | prefill | decode | verify; default: the phase c is judged on (decode when told apart, else all).
         skip_ranges: as for `cost_coefficient` (warm-up).
         output_len: as for `cost_coefficient` (telling prefill from decode).
@@ -117,10 +156,10 @@ def kernels(trace: TraceLike, *, range_name: str = DEFAULT_RANGE, phase: str | N
     table = kernel_mod.of_model(side.model, chosen)
     table.attrs = {"trace": side.model.path, "range_name": side.model.range_name, "phase": chosen,
                    "ranges": len(side.model.phase_rows(chosen)), "notes": side.notes}
-    return table
+    return _said(table, [*_default_phase_notes(phase, chosen, [side]), *_empty_notes(table, [side])])
 
 
-def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str = DEFAULT_RANGE,
+def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | None = DEFAULT_RANGE,
                 range_name_b: str | None = None, phase: str | None = None, skip_ranges: int | None = None,
                 output_len: int | None = None) -> pd.DataFrame:
     """Two sets of forward ranges compared kernel by kernel: two traces (a target and a draft), or two ranges of one
@@ -165,7 +204,8 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str = D
                    "b_range_name": side_b.model.range_name, "phase": chosen,
                    "a_ranges": len(side_a.model.phase_rows(chosen)), "b_ranges": len(side_b.model.phase_rows(chosen)),
                    "notes": tuple(dict.fromkeys([*side_a.notes, *side_b.notes]))}
-    return table
+    sides = [side_a, side_b]
+    return _said(table, [*_default_phase_notes(phase, chosen, sides), *_empty_notes(table, sides)])
 
 
 def _path(trace_like: TraceLike, param: str) -> str:
@@ -173,6 +213,8 @@ def _path(trace_like: TraceLike, param: str) -> str:
 
 
 def _name(value, param: str) -> str:
+    if value is None:  # the default range (the plugin's, else vLLM's own forward scope)
+        return DEFAULT_RANGE
     if not isinstance(value, str) or not value:
         raise InputError(f"{param} must be one NVTX range name (a non-empty string), not {value!r}", param=param)
     return value

@@ -2,7 +2,7 @@
 
 `nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
 `latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
-forward-share check (`nsys_cc.launch.check`) pairs them with the trace's iteration ranges; the speculative analysis
+forward-share check (`nsys_cc.analysis.share`) pairs them with the trace's iteration ranges; the speculative analysis
 cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
 """
 
@@ -20,6 +20,16 @@ from ..errors import InputError
 def trace_stem(path: str | os.PathLike) -> str:
     """The path without `.sqlite` / `.nsys-rep`: where `X.metrics.json` and `X.bench.json` sit beside `X.sqlite`."""
     return os.fspath(path).removesuffix(".sqlite").removesuffix(".nsys-rep")
+
+
+def model_stem(trace: str | os.PathLike, scope: str | None = None) -> str:
+    """Where a model's own files sit, without their suffix (`X.bench.json`, `X.metrics.json`): beside its trace
+    `X.sqlite`, `X`; for the engine labelled `scope` of an interleaved run's trace (`run-<k>/trace.sqlite`, which
+    holds every model), `run-<k>/<scope>`: `profile` writes `<label>.bench.json` and `<label>.metrics.json` in the
+    run's folder."""
+    if scope is None:
+        return trace_stem(trace)
+    return os.path.join(os.path.dirname(os.fspath(trace)), scope)
 
 
 def bench_json_of(trace: str | os.PathLike) -> Path:

@@ -39,6 +39,7 @@ recomputed exactly. The union length needs the (range, op) pairs, built vectoris
 
 from __future__ import annotations
 
+import os
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
 from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
@@ -386,14 +388,26 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
 @lists_columns(("Columns of `ranges` kept as they are (by default those of `Trace.nvtx_ranges()`)", NVTX_RANGES),
                ("Then the columns added (Int64; <NA> where nothing was projected)", PROJECTION))
 @with_small_pages
-def project(trace: Trace, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
+def project(trace: Trace | str | os.PathLike, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index (`ranges` itself is
-    left as it was). Definitions in the module docstring (`nsys_cc.analysis.projection`).
+    left as it was). Definitions in the module docstring (`nsys_cc.analysis.projection`). `trace`: an open `Trace`,
+    or a trace's path (opened and closed here).
 
     In a `CostCoefficientResult` these are per-forward metrics under the metric names (`analysis.metrics`):
     duration_ns → wall_ns, proj_duration_ns → gpu_span_ns; kernel_sum_ns, gpu_busy_ns, launch_api_ns keep their
     names, and gpu_idle_ns = gpu_span_ns − gpu_busy_ns is added.
     """
+    if isinstance(trace, (str, os.PathLike)):
+        from ..trace import open_trace
+
+        with open_trace(trace) as opened:
+            return project(opened, ranges)
+    if not callable(getattr(trace, "nvtx_ranges", None)):
+        raise InputError(f"trace: give an open Trace (open_trace) or a trace's path, not {type(trace).__name__}",
+                         param="trace")
+    if ranges is not None and not isinstance(ranges, pd.DataFrame):
+        raise InputError(f"ranges: give NVTX ranges as a DataFrame (Trace.nvtx_ranges()), not {type(ranges).__name__}",
+                         param="ranges")
     ranges = trace.nvtx_ranges() if ranges is None else ranges
     out = handed_out(ranges)
     n = len(ranges)

@@ -104,7 +104,7 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
 
 # Columns of `range_table`, in order: the range, then its projection onto the GPU.
 TABLE_COLUMNS = [
-    "range_id", "name", "style", "pid", "tid", "start_ns", "end_ns", "duration_ns", "level",
+    "range_id", "name", "range_style", "pid", "tid", "start_ns", "end_ns", "duration_ns", "level",
     "proj_start_ns", "proj_duration_ns", "gpu_ops", "kernel_sum_ns", "gpu_busy_ns",
 ]
 
@@ -149,12 +149,14 @@ def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
     return ranges[MARKED_COLUMNS]
 
 
-def forward_range(ranges: pd.DataFrame, name: str, *, label: str) -> tuple[str, str | None]:
+def forward_range(ranges: pd.DataFrame, name: str | None, *, label: str) -> tuple[str, str | None]:
     """The forward range to measure in a trace whose ranges are `ranges` (`marked_ranges`, which reads vLLM's own
-    scopes too): `name`; or, when `name` is the default range (`model_executable()`, the plugin's) and the trace has
-    none of it but holds vLLM's own forward scope (`gpu_model_runner: forward`: a trace made the built-in way,
+    scopes too), decided once per trace and passed down to everything that reads its forwards: `name`; or, when
+    `name` is the default range (`model_executable()`, the plugin's; None says the same) and the trace has none of
+    it but holds vLLM's own forward scope (`gpu_model_runner: forward`: a trace made the built-in way,
     VLLM_NVTX_SCOPES_FOR_PROFILING=1), that scope — with the note that says so (None when `name` is kept). `label`:
     the model's label, which the note names."""
+    name = DEFAULT_RANGE if name is None else name
     if name != DEFAULT_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
         return name, None
     return SCOPES_FORWARD, (f"{label}: no {quoted(DEFAULT_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "

@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..trace.source import handed_out
 from ..views import view
 from . import kernels as kernel_mod
@@ -54,6 +56,7 @@ class ModelForwards(Value):
     `sample_<metric>_ns` of `forwards` (NaN for a forward without that part), and `token_note` says what to know.
     `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.gpu_loss`: GPU ops that found
     no launching call, kept forwards that launched no GPU work); `gpu_note` warns when either share is above 1 %.
+    which the forward-share check (`share`) pairs with vLLM's latencies (`of_run` for one run of a pooled model).
     `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
     became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
@@ -89,8 +92,11 @@ class ModelForwards(Value):
         return self.phase_rows("all")
 
     def phase_rows(self, phase: str) -> pd.DataFrame:
-        """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's."""
+        """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's; another `phase` is
+        an InputError (as `kernels(phase=…)` says), not an empty frame."""
         if phase not in self._rows:
+            if phase not in PHASES:
+                raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
             kept = self._rows.get("all")
             if kept is None:
                 forwards = self.forwards
@@ -103,9 +109,19 @@ class ModelForwards(Value):
         """The phases with at least one kept forward, in the registry's order."""
         return [p for p in PHASES if len(self.phase_rows(p))]
 
+    @property
+    def runs(self) -> list[int]:
+        """The run numbers its forwards come from (1 … R, as `res.runs`, the report and the `run-<k>` folders count
+        them; [1] for one trace)."""
+        return sorted(int(r) for r in pd.unique(self.forwards["run"]))
+
     def of_run(self, run: int) -> ModelForwards:
         """This model as run `run` alone saw it (a model pooled over runs by `cost_coefficient_runs` holds every
-        run's forwards and iterations, each row with its `run`): the forward-share check is per run."""
+        run's forwards and iterations, each row with its `run`). InputError for a run it does not hold."""
+        if isinstance(run, bool) or not isinstance(run, (int, np.integer)) or int(run) not in self.runs:
+            raise InputError(f"run {run!r} is not one of {self.name}'s runs ({', '.join(map(str, self.runs))})",
+                             param="run")
+
         def part(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame["run"] == run] if "run" in frame.columns else frame
 
@@ -151,6 +167,10 @@ class CostCoefficientResult(Value):
       metric, run, c, ci_low, ci_high (that run's forwards only), draft_median_ms, target_median_ms, n_draft,
       n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many) and its
       interval covers the variation between them.
+    - `forward_share`: per run and model whose trace has vLLM's latencies beside it (`X.bench.json`, as `profile`
+      leaves it): how much of each benchmark iteration its forward ranges cover (`share.COLUMNS`: run, model,
+      iterations, forwards_per_iteration, forward_ms, latency_ms, nvtx_iteration_ms, forward_share, share_min,
+      share_max); empty without them.
     - `kernel_diff`: each draft's GPU ops against the target's, per forward of the phase c is judged on: draft, phase,
       then `nsys_cc.kernel_diff(target, draft)`'s columns (`kernels.DIFF_COLUMNS`; a = the target, b = the draft:
       delta < 0 where the draft saves time), the largest difference first; empty without GPU work.
@@ -172,6 +192,8 @@ class CostCoefficientResult(Value):
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
     tokens: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The forward-share check against vLLM's latencies beside each trace (`share`); empty without them.
+    forward_share: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:

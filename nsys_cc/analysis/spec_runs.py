@@ -35,12 +35,12 @@ import pandas as pd
 
 from ..contract import DEFAULT_RANGE
 from . import acceptance as acceptance_mod, speculative as spec_mod
-from .ranges import marked_ranges
+from .ranges import forward_range, marked_ranges
 from .scope import engine_range, in_scope
 from .stats import runs_median_ci, runs_ratio_of_medians
 from .steps import StepTable, metric_columns, step_table, with_gpu_metrics, with_latencies
 
-__all__ = ["SpecEngine", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
+__all__ = ["SpecEngine", "analyze_pooled", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,6 +62,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     labels = [plain, *(e.label for e in engines)]
     with open_trace(os.fspath(sqlite)) as trace:
         ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
+        range_name, _ = forward_range(ranges, range_name, label=plain)  # decided once for the trace
         ranges = with_gpu_metrics(trace, ranges, range_name)
     table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
                            run_dir / f"{plain}.sqlite")
@@ -77,9 +78,9 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
 
 def pool_tables(tables: Sequence[StepTable]) -> StepTable:
     """One step table from the same engine's tables of several runs: steps and their draft forwards with step and
-    iteration numbers kept apart per run, a `run` column (0 …), iterations summed, latencies joined."""
+    iteration numbers kept apart per run, a `run` column (1 …), iterations summed, latencies joined."""
     if len(tables) == 1:
-        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=0))
+        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=1))
     steps, drafts, lat = [], [], []
     step_offset = iter_offset = 0
     for i, t in enumerate(tables):
@@ -88,7 +89,7 @@ def pool_tables(tables: Sequence[StepTable]) -> StepTable:
         s["step"] = s["step"] + step_offset
         d = t.draft_forwards.copy()
         d["step"] = np.where(d["step"] >= 0, d["step"] + step_offset, d["step"])
-        steps.append(s.assign(run=i))
+        steps.append(s.assign(run=i + 1))
         drafts.append(d)
         ids = [*t.steps["step"].to_numpy().tolist(), *t.draft_forwards["step"].to_numpy().tolist()]
         step_offset += max(ids, default=-1) + 1
@@ -149,17 +150,29 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
     """The speculative engines of interleaved runs ((trace, run directory) each) against the plain target engine
     `plain` of the same runs, pooled (module docstring)."""
     read = [read_run(sqlite, run_dir, plain, engines, range_name) for sqlite, run_dir in runs]
-    plain_tables = [t for t, _ in read]
-    per_label = {e.label: [rs[i] for _, rs in read] for i, e in enumerate(engines)}
+    return analyze_pooled([t for t, _ in read], [[rs[i] for _, rs in read] for i in range(len(engines))],
+                          c_standalone=c_standalone, output_len=output_len, acceptance=acceptance, seed=seed)
+
+
+def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Sequence[spec_mod.SpecRun]], *,
+                   c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
+                   output_len: int | None = None, acceptance: Sequence[float] = (),
+                   seed: int = 0) -> spec_mod.SpeculativeAnalysis:
+    """The speculative analysis of runs already read: per run the plain target's step table (`plain_tables`), per
+    speculative engine its run of each of those runs (`per_engine`, in the same run order); one run is measured as
+    it is, several are pooled with intervals across them (module docstring)."""
+    if len(plain_tables) == 1:
+        return spec_mod.analyze_speculative(plain_tables[0], [rs[0] for rs in per_engine], c_standalone=c_standalone,
+                                            output_len=output_len, acceptance=acceptance, seed=seed)
+    per_label = {rs[0].name: list(rs) for rs in per_engine}
     analysis = spec_mod.analyze_speculative(pool_tables(plain_tables), [_pool_runs(rs) for rs in per_label.values()],
                                             c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
                                             seed=seed)
-    if len(read) < 2:
-        return analysis
+    n = len(plain_tables)
     return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed),
                                by_metric=_by_metric_across_runs(analysis.by_metric, plain_tables, per_label, seed),
                                notes=(*analysis.notes, f"intervals of the speculative figures cover the variation "
-                                      f"between {len(read)} runs (two-level bootstrap, Student's t on {len(read) - 1} "
+                                      f"between {n} runs (two-level bootstrap, Student's t on {n - 1} "
                                       "degrees of freedom)"))
 
 

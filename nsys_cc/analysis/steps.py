@@ -191,12 +191,12 @@ def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str = DEFAULT_RANG
     """`ranges` (a trace's ranges as read, `ranges.marked_ranges`, of the open `trace`) with the GPU metrics of its
     target and draft forward ranges (`projection.project`, columns `<metric>_ns` of STEP_METRICS; NaN where unknown
     and on every other range), for `step_table`; `ranges` as they are when the trace has no CUDA data. Reads the
-    trace's CUDA tables, not its NVTX ranges again."""
+    trace's CUDA tables, not its NVTX ranges again. `range_name`: the forward range as decided for this trace
+    (`ranges.forward_range`), not decided again here."""
     if not trace.has_cuda:
         return ranges
     from .projection import project
 
-    range_name, _ = forward_range(ranges, range_name, label="")
     draft = draft_range_of(ranges)
     hit = matches(ranges, (range_name, *([draft] if draft else []), *PART_RANGES))
     if not hit.any():
@@ -242,10 +242,10 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`ranges.marked_ranges`, or all of
     `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump). `speculative`: the trace is a
     speculative run even without draft-forward ranges (a proposer without a draft model, such as vLLM's ngram): its
-    target forwards of 2…γ + 1 tokens per sequence are verify forwards."""
+    target forwards of 2…γ + 1 tokens per sequence are verify forwards. `range_name`: the forward range as decided
+    for this trace (`ranges.forward_range`, by whoever read it), not decided again here."""
     notes: list[str] = []
     draft_name = draft_range_of(ranges)
-    range_name, _ = forward_range(ranges, range_name, label="")  # vLLM's own forward scope in a scopes trace
     target = _closed(select(ranges, range_name))
     if target.empty:
         raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")
@@ -483,7 +483,9 @@ def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *,
     from ..trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
-        ranges = with_gpu_metrics(trace, marked_ranges(trace, range_name), range_name)
+        ranges = marked_ranges(trace, range_name)
+        range_name, _ = forward_range(ranges, range_name, label="")  # decided once: vLLM's scope in a scopes trace
+        ranges = with_gpu_metrics(trace, ranges, range_name)
         table = step_table(ranges, range_name, gamma=gamma, speculative=speculative)
     return with_latencies(table, path)
 

@@ -6,6 +6,8 @@ what `kernels`/`kernel_diff` return): a DataFrame read from a result is a new fr
 row), so `res.coefficients["c"] = 99` changes that frame only, never what `repr(res)`, `render()` or a later
 `res.coefficients` say. Tables computed on access (`res.forwards`) are new frames anyway.
 
+Mappings and lists a result holds (`speculative.models`) are handed out as copies too.
+
 `==` compares by value (`same`): the same fields, tables equal cell by cell (NaN equal to NaN, dtypes included),
 so `cost_coefficient(t, d) == cost_coefficient(t, d)` is True (the bootstrap is seeded) and a result differs from one
 of another seed. Results hold DataFrames, so they are not hashable.
@@ -32,14 +34,17 @@ class Value:
 
     def __getattribute__(self, name: str) -> Any:
         value = object.__getattribute__(self, name)
-        if name[:1] != "_" and isinstance(value, pd.DataFrame):
-            return handed_out(value)
+        if name[:1] != "_":
+            if isinstance(value, pd.DataFrame):
+                return handed_out(value)
+            if isinstance(value, (dict, list)):  # e.g. `speculative.models`: the caller's copy, not the result's
+                return value.copy()
         return value
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
-            return NotImplemented
-        return same(self, other)
+        # anything but a result of the same class is unequal (not NotImplemented: a DataFrame's reflected == would
+        # then raise, as `res == res.coefficients` did)
+        return other.__class__ is self.__class__ and same(self, other)
 
     __hash__ = None  # type: ignore[assignment]  # tables inside: not hashable
 

@@ -28,7 +28,8 @@ class _Cli(click.Group):
                 return super().invoke(ctx)
         except NsysCCError as exc:
             command = self.commands.get(ctx.invoked_subcommand or "")
-            click.echo(f"nsys-cc: error: {in_flags(str(exc), command, exc.param)}", err=True)
+            said = str(exc) if getattr(exc, "said_as_is", False) else in_flags(str(exc), command, exc.param)
+            click.echo(f"nsys-cc: error: {said}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("nsys-cc: interrupted", err=True)

@@ -4,34 +4,30 @@
 `nsys_cc.sweep.manifest`): every trace set in it, analysed in parallel (a local process pool, or a Dask cluster
 with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet and the plots).
 
-`nsys-cc analyze PROFILE_DIR` with one argument that is the output directory of an interleaved `profile`: its
-completed runs pooled, as `profile` reported them (`nsys_cc.launch.repeat.analyze_dir`). `--scope LABEL` (once per
-trace) reads one model's part of a trace that holds several (one interleaved run: `run-<k>/trace.sqlite`).
+`nsys-cc analyze PROFILE_DIR` with one argument that is a profile's output directory: its completed runs (or
+traces, with one process per model) analysed as `profile` reported them. `--scope LABEL` (once per trace) reads one
+model's part of a trace that holds several (one interleaved run: `run-<k>/trace.sqlite`).
+
+The verb parses its flags, calls `nsys_cc.analyze` (`nsys_cc.front`) once and renders what it returns.
 """
 
 from __future__ import annotations
 
-import os
-
 import click
 
 from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
-from ..errors import InputError, NsysCCError
+from ..errors import InputError
 from .flags import in_flags, result_in_flags
 from .options import acceptance_option, export_timeout_option, format_option, metrics_option
-
-# Options of one trace set; a manifest sets range and output length per set.
-_ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance": "--acceptance",
-                 "metrics_dump": "--metrics", "range_name": "--range", "output_len": "--output-len",
-                 "spec_metrics": "--spec-metrics"}
 
 
 @click.command()
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
-@click.option("--range", "range_name", multiple=True, default=(DEFAULT_RANGE,), show_default=True,
-              help=f"NVTX range around each forward (e.g. '{SCOPES_FORWARD}' for vLLM's own scopes); once for "
-                   "every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
+@click.option("--range", "range_name", multiple=True,
+              help=f"NVTX range around each forward (default: the plugin's '{DEFAULT_RANGE}', else vLLM's own "
+                   f"'{SCOPES_FORWARD}', with a note); once for every trace, or once per trace in order (a trace may "
+                   "then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")
 @click.option("--output-len", type=int, default=None,
@@ -53,82 +49,45 @@ _ONE_SET_ONLY = {"skip_ranges": "--skip-ranges", "names": "--name", "acceptance"
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
-@click.pass_context
-def analyze(ctx, target, drafts, range_name, skip_ranges, output_len, names, scopes, acceptance, metrics_dump,
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, scopes, acceptance, metrics_dump,
             spec_metrics, seed, fmt, out_dir, jobs, scheduler):
-    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or of every
-    trace set of a sweep directory or manifest file given alone.
+    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or, given
+    alone, of a profile's output directory (as profile reported it), or of every trace set of a sweep directory or
+    manifest file.
 
     Speculative-decoding runs may follow the drafts: traces holding draft-model forward ranges are recognised as such
     and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
     belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
     """
     from .. import atomic
-    from ..launch.repeat import analyze_dir, is_profile_dir
+    from ..front import analyze as analyze_source
     from ..report.formats import render
-    from ..sweep.manifest import is_many
 
     if out_dir:
         atomic.check_out_dir(out_dir)  # before the analysis, not after
-    if not drafts and is_profile_dir(target):
-        if names or scopes or spec_metrics or len(range_name) > 1:
-            raise InputError("--name, --scope, --spec-metrics and several --range apply to traces given one by one; "
-                             "a profile directory names its models itself")
-        result = result_in_flags(analyze_dir(target, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
-                                             range_name=range_name[0], skip_ranges=skip_ranges,
-                                             output_len=output_len))
-        click.echo(render(result, fmt), nl=False)
-        if out_dir:
-            from ..report.writer import write_report  # matplotlib only when a report is written
-
-            click.echo(f"report: {write_report(result, out_dir)}", err=True)
-        return
-    if not drafts and is_many(target):
-        given = [flag for param, flag in _ONE_SET_ONLY.items()
-                 if ctx.get_parameter_source(param) != click.core.ParameterSource.DEFAULT]
-        if given:
-            verb = "applies" if len(given) == 1 else "apply"
-            raise InputError(f"{', '.join(given)} {verb} to one trace set; a manifest sets range and output_len per "
-                             "set")
-        return _analyze_many(target, seed, fmt, out_dir, jobs, scheduler)
-    if jobs is not None or scheduler:
-        raise InputError("--jobs and --scheduler apply to many trace sets (a sweep directory or a manifest)")
-    from ..analysis.coefficient import cost_coefficient
-
     pairs = {}
     for item in spec_metrics:
         trace, sep, dump = item.partition("=")
         if not (sep and trace and dump):
             raise InputError(f"--spec-metrics must be TRACE=DUMP, not {item!r}")
         pairs[trace] = dump
-    unknown = [t for t in pairs if os.path.realpath(t) not in {os.path.realpath(d) for d in drafts}]
-    if unknown:
-        raise InputError(f"--spec-metrics {unknown[0]}: not one of the traces given")
-    result = cost_coefficient(
-        target, list(drafts), names=list(names) or None, range_name=list(range_name), skip_ranges=skip_ranges,
-        output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed, spec_metrics=pairs,
-        scopes=list(scopes) or None,
-    )
+    result = analyze_source(
+        target, list(drafts) or None, names=list(names) or None, range_name=list(range_name) or None,
+        skip_ranges=skip_ranges, output_len=output_len, scopes=list(scopes) or None, acceptance=acceptance,
+        metrics_dump=metrics_dump, spec_metrics=pairs or None, seed=seed, jobs=jobs, scheduler=scheduler)
+    if not hasattr(result, "models"):  # many trace sets: the tidy table
+        return _many_sets(result, fmt, out_dir)
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
     if out_dir:
         from ..report.writer import write_report  # the figures' matplotlib only when a report is written
 
-        path = write_report(result, out_dir)
-        click.echo(f"report: {path}", err=True)
+        click.echo(f"report: {write_report(result, out_dir)}", err=True)
 
 
-def _analyze_many(source, seed, fmt, out_dir, jobs, scheduler):
+def _many_sets(result, fmt, out_dir):
     from ..report.sweep import render_sweep, write_sweep
-    from ..sweep.manifest import trace_sets
-    from ..sweep.run import analyze_many
 
-    try:
-        sets = trace_sets(source)
-    except NsysCCError as exc:  # names manifest keys (output_len), which are not this verb's flags: said as they are
-        click.echo(f"nsys-cc: error: {exc}", err=True)
-        raise SystemExit(exc.exit_code) from None
-    result = analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
     notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
     if out_dir:

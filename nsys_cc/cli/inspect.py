@@ -68,5 +68,5 @@ def ranges(file, name, fmt):
     elif table.empty:
         click.echo(f"no NVTX ranges in {file}", err=True)
     else:
-        numeric = {c for c in table.columns if c not in ("name", "style")}
+        numeric = {c for c in table.columns if c not in ("name", "range_style")}
         click.echo(text_table(table, right=numeric) + "\n", nl=False)

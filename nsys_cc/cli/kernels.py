@@ -32,15 +32,20 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
 
     Warm-up is dropped as `analyze` drops it; JSON and CSV are the rows alone (notes on stderr).
     """
+    import warnings
+
     from ..analysis.compare import kernel_diff, kernels as kernel_table
+    from ..errors import NsysCCWarning
     from ..report import kernel_format
     from .flags import in_flags
 
     options = {"range_name": range_name, "phase": phase, "skip_ranges": skip_ranges, "output_len": output_len}
-    if b is None and range_name_b is None:
-        table = kernel_table(a, **options)
-    else:
-        table = kernel_diff(a, b, range_name_b=range_name_b, **options)
+    with warnings.catch_warnings():  # what they warn of is in the table's notes, printed below
+        warnings.simplefilter("ignore", NsysCCWarning)
+        if b is None and range_name_b is None:
+            table = kernel_table(a, **options)
+        else:
+            table = kernel_diff(a, b, range_name_b=range_name_b, **options)
     table.attrs["notes"] = tuple(in_flags(n) for n in table.attrs.get("notes", ()))
     click.echo(kernel_format.render(table, fmt), nl=False)
     if fmt in ("json", "csv"):

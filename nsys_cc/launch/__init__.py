@@ -5,9 +5,11 @@
 - `commands`: the exact nsys and benchmark command lines.
 - `launcher`: `profile` with one process per model, orchestrating `plan` (the runs, their labels and commands),
   `process` (nsys subprocesses, timeouts, retries, one model's attempt), `resume` (what a rerun keeps: markers,
-  the attempts directory, the publish) and `results` (status.json, the analysis, the report); `repeat`: the
-  interleaved runs (every model in one process, repeated), which share `plan` and `process`.
-- `check`: the forward-share measurement check added to every report.
+  the attempts directory, the publish) and `results` (status.json; the report of the analysis floor's reading of
+  the directory written); `repeat`: the interleaved runs (every model in one process, repeated), which share `plan`
+  and `process`.
+- `check`: the checks of a fresh export (its forward range, GPU work, draft ranges); the forward-share check and
+  every analysis of what was written are the analysis floor's (`analysis.share`, `analysis.sources`).
 - `vllm_plugin`: the plugin's old import path (the plugin is `nsys_cc.vllm.plugin`).
 
 What runs inside vLLM's processes (the plugin, its vLLM fix, the NVTX binding, the benchmark driver run under nsys)

@@ -30,7 +30,6 @@ rerun never destroys a completed run. `status.json` lists every run.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
@@ -477,10 +476,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             if len(outcome.completed) >= 2:
                 from ..analysis.coefficient import cost_coefficient_runs
 
-                labels = _pooled_labels(outcome)
-                result = cost_coefficient_runs([[r.sqlite] * len(labels) for r in outcome.completed], names=labels,
-                                               scopes=[labels] * len(outcome.completed),
-                                               output_len=options.output_len, seed=seed)
+                labels = _plain_labels(outcome)  # the runs so far, as status.json (just written) lists them
+                result = cost_coefficient_runs(out, names=labels, output_len=options.output_len, seed=seed)
                 outcome.precision = decode_precision(result, labels[1:])
                 worst = max(outcome.precision.values(), default=math.inf)
                 progress.say(f"after {len(outcome.completed)} runs: decode c known to ±{worst:.1%} "
@@ -503,9 +500,10 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     return outcome
 
 
-def _pooled_labels(outcome: Outcome) -> list[str]:
-    """The target and the drafts with forwards in every completed run (the models the pooled analysis holds)."""
-    return [e.label for e in outcome.engines if outcome.model_status(e.label)[0] == "done"]
+def _plain_labels(outcome: Outcome) -> list[str]:
+    """The target and the plain drafts with forwards in every completed run (the models c is pooled over; the
+    speculative engines are measured in place beside them)."""
+    return [e.label for e in outcome.engines if not e.speculative and outcome.model_status(e.label)[0] == "done"]
 
 
 def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str:
@@ -622,126 +620,29 @@ def _model_runs(outcome: Outcome):
 
 def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
             precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
-    """The pooled analysis of the completed runs, the forward-share check per run and model, and the report."""
-    from ..analysis.coefficient import cost_coefficient_runs, models_of_trace
+    """The analysis of the completed runs as `nsys-cc analyze OUT` makes it (`analysis.sources.analyze_profile`, from
+    the status.json just written: the pooled runs, the speculative engines in place, each run's forward share), with
+    the runs' own notes and the machine's state, and the report."""
+    from ..analysis.sources import analyze_profile
     from ..report import write_report
-    from . import check
 
     runs = _model_runs(outcome)
     notes = [stop_note(outcome, precision, max_repeat)]
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
     notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
     result = results.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
-    pooled = _pooled_labels(outcome)
-    spec = [e for e in outcome.engines if e.speculative and e.label in pooled]
-    labels = [label for label in pooled if label not in {e.label for e in spec}]
+    labels = _plain_labels(outcome)
     done = outcome.completed
     if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:
         return result
     with progress.step(f"analysing {len(done)} interleaved run(s)", always=True):
-        result.result = cost_coefficient_runs([[r.sqlite] * len(labels) for r in done], names=labels,
-                                              scopes=[labels] * len(done), output_len=options.output_len,
-                                              acceptance=acceptance, seed=seed)
-        if spec:
-            result.result = dataclasses.replace(result.result, speculative=_speculative(
-                result.result, done, labels[0], spec, options, acceptance, seed))
-        # The forward share per run and model, from what the analysis read: the pooled models hold every run's
-        # forwards and iterations (`ModelForwards.of_run`); the speculative engines, measured by their steps, are
-        # read as models once more, all of them from one open of each run's trace.
-        pooled_models = {m.name: m for m in result.result.models}
-        spec_labels = [e.label for e in spec]
-        every = [*labels, *spec_labels]
-        tables = []
-        for i, r in enumerate(done):
-            models = [pooled_models[label].of_run(i) for label in labels]
-            if spec_labels:
-                models += models_of_trace(r.sqlite, names=spec_labels, roles=["model"] * len(spec), scopes=spec_labels)
-            tables.append(check.forward_share([(m, r.bench_json(m.name)) for m in models]).assign(run=r.index))
-        share = pd.concat(tables, ignore_index=True)
-    share = share[["run", *[c for c in share.columns if c != "run"]]]
+        result.result = analyze_profile(out, output_len=options.output_len, acceptance=acceptance, seed=seed)
     notes += [n for r in done for n in r.notes]
-    notes += machine_notes(outcome.runs) + [_share_note(share, label) for label in every]
-    machine = machine_table(outcome.runs)
+    notes += machine_notes(outcome.runs)
     result.report = write_report(result.result, out, extra_notes=notes,
-                                 extra_tables={"forward_share": share, "machine": machine})
+                                 extra_tables={"machine": machine_table(outcome.runs)})
     result.notes = notes
     return result
-
-
-def _speculative(result, done: Sequence[Run], target: str, spec: Sequence[Engine], options: BenchOptions,
-                 acceptance: Sequence[float], seed: int):
-    """The speculative engines measured in place against the plain target of the same runs, pooled over the runs
-    (`analysis.spec_runs`), c standalone from the pooled plain runs."""
-    from ..analysis.spec_runs import SpecEngine, analyze_runs
-    from ..analysis.speculative import standalone_c
-
-    return analyze_runs([(r.sqlite, r.dir) for r in done], target,
-                        [SpecEngine(e.label, e.draft or "", e.gamma or 0) for e in spec],
-                        c_standalone=standalone_c(result.coefficients),
-                        output_len=options.output_len, acceptance=acceptance, seed=seed)
-
-
-def _share_note(share: pd.DataFrame, label: str) -> str:
-    """One line per model: the forward share over its runs (median and range of the per-run medians)."""
-    rows = share[share["model"] == label]
-    if rows.empty or not rows["iterations"].any():
-        return f"{label}: no measured iteration ranges in the traces, so no forward share"
-    med = rows["forward_share"]
-    return (f"{label}: forward ranges cover {med.median():.0%} of each measured iteration (median over {len(rows)} "
-            f"run(s); per run {med.min():.0%}–{med.max():.0%}; {rows['forward_ms'].median():.2f} ms of forwards in "
-            f"vLLM's {rows['latency_ms'].median():.2f} ms iteration)")
-
-
-def _spec_engine(entry: dict):
-    """A speculative engine from its status.json entry (draft and γ from its `<draft>.spec-g<γ>` label when the entry
-    does not say)."""
-    from ..analysis.spec_runs import SpecEngine
-    from ..analysis.speculative import LABEL_RE
-
-    m = LABEL_RE.match(entry["label"])
-    draft = entry.get("draft") or (m.group("draft") if m else "")
-    gamma = entry.get("gamma") or (int(m.group("gamma")) if m else 0)
-    return SpecEngine(entry["label"], draft, int(gamma))
-
-
-def is_profile_dir(path: str | os.PathLike) -> bool:
-    """Whether `path` is the output directory of an interleaved `profile` (its status.json lists runs)."""
-    p = Path(path)
-    try:
-        doc = json.loads((p / "status.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return p.is_dir() and isinstance(doc, dict) and isinstance(doc.get("runs"), list)
-
-
-def analyze_dir(path: str | os.PathLike, *, acceptance: Sequence[float] = (), metrics_dump: str | None = None,
-                seed: int = 0, range_name: str = FORWARD_RANGE, skip_ranges: int | None = None,
-                output_len: int | None = None):
-    """The pooled analysis of an interleaved profile's completed runs, read from its directory (status.json says
-    which runs completed and which models have forwards in all of them). InputError when none completed."""
-    from ..analysis.coefficient import cost_coefficient_runs
-    from ..analysis.spec_runs import analyze_runs
-
-    p = Path(path)
-    doc = json.loads((p / "status.json").read_text())
-    done = [r for r in doc["runs"] if r.get("status") in ("done", "resumed")]
-    models = [m for m in doc.get("models", []) if m.get("status") == "done"]
-    labels = [m["label"] for m in models if m.get("role") != "speculative"]
-    spec = [_spec_engine(m) for m in models if m.get("role") == "speculative"]
-    if not done or len(labels) < 2:
-        raise InputError(f"{p}: no completed interleaved run with the target and a draft (see its status.json)")
-    dirs = [p / f"{RUN_PREFIX}{r['run']}" for r in done]
-    result = cost_coefficient_runs([[d / "trace.sqlite"] * len(labels) for d in dirs], names=labels,
-                                   scopes=[labels] * len(done), range_name=range_name, skip_ranges=skip_ranges,
-                                   output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
-    if not spec:
-        return result
-    from ..analysis.speculative import standalone_c
-
-    return dataclasses.replace(result, speculative=analyze_runs(
-        [(d / "trace.sqlite", d) for d in dirs], labels[0], spec, range_name=range_name,
-        c_standalone=standalone_c(result.coefficients), output_len=output_len,
-        acceptance=result.acceptance, seed=seed))
 
 
 def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import atomic, progress
-from ..contract import FORWARD_RANGE
 from . import check
 from .commands import BenchOptions
 from .plan import ModelRun, describe
@@ -72,14 +71,15 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
 
 def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
             seed: int = 0) -> ProfileRun:
-    """The analysis of `nsys-cc analyze` on the completed plain traces, the forward-share check, and the report;
-    completed speculative traces are listed in the notes and handed on as `ProfileRun.speculative`.
+    """The status of every model, then the analysis `nsys-cc analyze OUT` makes of it (`analysis.sources.
+    analyze_profile`: the completed target, drafts and speculative runs, each model's forward share) and the report;
+    the speculative runs are listed in the notes and handed on as `ProfileRun.speculative`.
 
     Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
     as failed.
     """
-    from ..analysis.coefficient import cost_coefficient
+    from ..analysis.sources import analyze_profile
     from ..analysis.speculative import proposes_without_model
     from ..report import write_report
 
@@ -92,36 +92,23 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     done = [r for r in runs if r.ok and not r.speculative]
     outcome = ProfileRun(out, runs, notes=failure_notes(runs))
     # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none, when
-    # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: only listed).
+    # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: the analysis
+    # says so in its notes).
     model_free = {r.model.label for r in runs if r.speculative and r.method in check.MODEL_FREE_METHODS}
     idle = {t.label for t in outcome.speculative
             if t.label in model_free and not proposes_without_model(t.sqlite, t.metrics)}
     spec_notes = [f"speculative run {t.label} (draft {t.draft}, γ = {t.gamma}): {t.sqlite.name}, {t.metrics.name}"
-                  + (" (no draft model, and vLLM's spec-decode counters show no token proposed: nothing to measure "
-                     "in place)" if t.label in idle else
-                     " (no draft model: its steps hold no draft forwards)" if t.label in model_free else "")
+                  + (" (no draft model: its steps hold no draft forwards)" if t.label in model_free - idle else "")
                   for t in outcome.speculative]
     measurable = [t for t in outcome.speculative if t.label not in idle]
     # a head, MTP or n-gram run has no plain draft beside the target: its steps are measured all the same
     if not runs[0].ok or (len(done) < 2 and not measurable):
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
         return outcome
-    notes = [] if range_name == FORWARD_RANGE else [
-        f"forwards are vLLM's own {range_name!r} ranges: the plugin did not recognise this vLLM (see the logs)"]
     with progress.step("analysing the traces", always=True):
-        # The speculative runs go to the same analysis, which recognises them by their draft-forward ranges (or,
-        # for a proposer without a draft model, by their label and metrics dump).
-        spec = measurable
-        outcome.result = cost_coefficient(
-            str(done[0].files.sqlite), [str(r.files.sqlite) for r in done[1:]] + [str(t.sqlite) for t in spec],
-            names=[r.model.label for r in done] + [t.label for t in spec],
-            range_name=range_name, output_len=options.output_len, acceptance=acceptance, seed=seed,
-            spec_metrics={str(t.sqlite): str(t.metrics) for t in spec if t.metrics.exists()},
-        )
-        models = {m.name: m for m in outcome.result.models}  # as the analysis read them: no trace is read again
-        share = check.forward_share([(models[r.model.label], r.files.bench_json) for r in done])
-    notes += [check.share_note(row) for _, row in share.iterrows()] + outcome.notes + spec_notes
-    outcome.report = write_report(outcome.result, out, extra_notes=notes, extra_tables={"forward_share": share})
+        outcome.result = analyze_profile(out, output_len=options.output_len, acceptance=acceptance, seed=seed)
+    notes = outcome.notes + spec_notes
+    outcome.report = write_report(outcome.result, out, extra_notes=notes)
     outcome.notes = notes
     return outcome
 

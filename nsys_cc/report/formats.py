@@ -17,10 +17,12 @@ from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_format, run_plots, speculative_format, token_format
-from .choices import FORMATS as FORMATS  # its home is choices.py
+from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
 
+SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
+               "latencies)")
 RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
 
 
@@ -66,11 +68,13 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
     out.update(speculative_format.to_json(result.speculative))
     if not result.runs.empty:
-        out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run) + 1, "c": _num(r.c),
+        out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
                         "target_median_ms": _num(r.target_median_ms), "n_draft": int(r.n_draft),
                         "n_target": int(r.n_target), "basis": getattr(r, "basis", None),
                         "c_forward": _num(getattr(r, "c_forward", math.nan))} for r in result.runs.itertuples()]
+    if not result.forward_share.empty:
+        out["forward_share"] = json.loads(result.forward_share.to_json(orient="records"))
     out["kernel_diff"] = kernel_format.records(result.kernel_diff)
     return out
 
@@ -172,7 +176,11 @@ def _verdict_lines(result: CostCoefficientResult) -> list[str]:
 
 
 def render(result: CostCoefficientResult, fmt: str = "table") -> str:
-    """The result as text in `fmt` (table | markdown | csv | json)."""
+    """The result as text in `fmt` (table | markdown | csv | json, in any case; md for markdown; html: the
+    notebook's view, `render_html`); any other `fmt` is an InputError naming them."""
+    fmt = format_of(fmt, (*FORMATS, "html"))
+    if fmt == "html":
+        return render_html(result)
     if fmt == "json":
         return json.dumps(result_to_dict(result), indent=2, ensure_ascii=False)
     if fmt == "csv":
@@ -200,6 +208,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
                 if len(body):
                     parts += ["", f"**{title}**", ""]
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
+        if not result.forward_share.empty:
+            parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}, 95 % bootstrap interval", "",

@@ -15,6 +15,7 @@ import math
 
 import pandas as pd
 
+from .choices import format_of
 from .tables import markdown_table, text_table
 
 FORMATS = ("table", "json", "csv", "markdown")
@@ -93,7 +94,9 @@ def _head(table: pd.DataFrame) -> str:
 
 
 def render(table: pd.DataFrame, fmt: str = "table") -> str:
-    """A kernel table (`kernels`) or a comparison (`kernel_diff`) as `fmt` (FORMATS), ending with a newline."""
+    """A kernel table (`kernels`) or a comparison (`kernel_diff`) as `fmt` (FORMATS, any case; md for markdown),
+    ending with a newline."""
+    fmt = format_of(fmt, FORMATS)
     diff = "delta_ms_per_range" in table.columns
     if fmt == "json":
         return json.dumps(records(table), indent=2, ensure_ascii=False) + "\n"

@@ -42,7 +42,7 @@ def run_table(result: CostCoefficientResult) -> pd.DataFrame:
             return "–"
         return f"{c:.3f} [{lo:.3f}–{hi:.3f}]" if math.isfinite(lo) and math.isfinite(hi) else f"{c:.3f} [no interval]"
 
-    return pd.DataFrame([{"Draft": r.draft, "Phase": r.phase, "Run": r.run + 1, "c (this run)": c_text(r.c, r.ci_low,
+    return pd.DataFrame([{"Draft": r.draft, "Phase": r.phase, "Run": r.run, "c (this run)": c_text(r.c, r.ci_low,
                                                                                                       r.ci_high),
                           "Draft (ms)": f"{r.draft_median_ms:.3f}", "Target (ms)": f"{r.target_median_ms:.3f}",
                           "N": f"{r.n_draft}/{r.n_target}"} for r in rows.itertuples()])
@@ -64,7 +64,7 @@ def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
         axes = fig.subplots(1, len(drafts), squeeze=False, sharey=False)[0]
         for ax, draft in zip(axes, drafts):
             sub = runs[runs["draft"] == draft].sort_values("run")
-            x = sub["run"].to_numpy() + 1
+            x = sub["run"].to_numpy()
             c = sub["c"].to_numpy(dtype=float)
             lo = np.clip(c - sub["ci_low"].to_numpy(dtype=float), 0, None)
             hi = np.clip(sub["ci_high"].to_numpy(dtype=float) - c, 0, None)

@@ -12,6 +12,7 @@ import math
 from collections.abc import Sequence
 
 from ..analysis.speedup import Judgement
+from .choices import format_of
 from .tables import text_rows
 from .words import fmt_speedup, sig3, verdict_of
 
@@ -62,6 +63,7 @@ def _table(records: list[dict], gamma: int | None) -> str:
 def render_judgements(judged: Sequence[Judgement], fmt: str = "table", *, note: str | None = None) -> str:
     """`judged` (one c at several α: `judge_all`) as `fmt` (FORMATS), ending with a newline; `note`: where α came
     from, printed under the table's head line (not in JSON)."""
+    fmt = format_of(fmt, FORMATS)
     records = [judgement_record(j) for j in judged]
     if fmt == "json":
         return json.dumps(records[0] if len(records) == 1 else records, indent=2, ensure_ascii=False) + "\n"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic
+from .choices import format_of
 from .sweep_plots import DPI, sweep_figures
 from .tables import markdown_table, text_table
 
@@ -72,7 +73,9 @@ def display_table(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def render_sweep(table: pd.DataFrame, fmt: str = "table", notes: Sequence[str] = ()) -> str:
-    """The tidy table as text in `fmt` (table | markdown | csv | json); notes after the table (json: a key)."""
+    """The tidy table as text in `fmt` (table | markdown | csv | json, any case; md for markdown); notes after the
+    table (json: a key)."""
+    fmt = format_of(fmt)
     if fmt == "json":
         rows = json.loads(table.to_json(orient="records"))
         return json.dumps({"rows": rows, "notes": list(notes)}, indent=2, ensure_ascii=False) + "\n"

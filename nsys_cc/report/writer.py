@@ -26,6 +26,7 @@ import pandas as pd
 from .. import atomic
 from ..analysis.result import CostCoefficientResult
 from ..arguments import many
+from ..errors import InputError
 from .figures import iter_figures, plotted
 from .formats import render, result_to_dict
 from .plots import DPI
@@ -63,6 +64,9 @@ def write_report(
     """Write the report directory and return the path of report.md (see the module docstring: the whole report
     replaces the earlier one at once, or nothing changes)."""
 
+    if not isinstance(out_dir, (str, os.PathLike)):
+        raise InputError(f"out_dir: give the report directory's path, not {type(out_dir).__name__} {out_dir!r}",
+                         param="out_dir")
     notes = [str(n) for n in many(extra_notes, "extra_notes")]
 
     def build(stage: atomic.Stage) -> None:
@@ -81,6 +85,7 @@ def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequ
         **(_speculative_tables(result.speculative) if result.speculative is not None else {}),
         **({"ranks": result.ranks} if not result.ranks.empty else {}),
         **({"runs": result.runs} if not result.runs.empty else {}),
+        **({"forward_share": result.forward_share} if not result.forward_share.empty else {}),
         **({"kernel_diff": kernel_diff} if not (kernel_diff := result.kernel_diff).empty else {}),
         **dict(extra_tables or {}),
     }

@@ -71,7 +71,7 @@ NVTX_RANGES = (
     Column("name", "", "the range's message (registered string or inline text; one leading ':' dropped)"),
     Column("domain", "", "NVTX domain name, '' for the default domain"),
     Column("qualified_name", "", "'domain:name', or name in the default domain (what nsys 2022.4's reports show)"),
-    Column("style", "", "'push/pop' or 'start/end'"),
+    Column("range_style", "", "'push/pop' or 'start/end' (nsys's Style; `style` is pandas' DataFrame.style)"),
     *_TIMES,
     Column("global_tid", "", "nsys's globalTid of the thread the range started on"),
     Column("pid", "", "process id decoded from global_tid"),

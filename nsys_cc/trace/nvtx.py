@@ -10,7 +10,8 @@ rowid order. Columns (times are int64 ns on the session timeline):
 - `domain`: name of the NVTX domain (`domainId` matched to the eventType 75 row of the same domainId in
   the same process, the earliest if several) or "" for the default domain.
 - `qualified_name`: "domain:name", or `name` in the default domain — the name nsys 2022.4's reports show.
-- `style`: "push/pop" (59, 70) or "start/end" (60, 71).
+- `range_style`: "push/pop" (59, 70) or "start/end" (60, 71): nsys's "Style" (not named `style`, which
+  pandas' `DataFrame.style` would hide from attribute access).
 - `start_ns`, `end_ns`, `duration_ns` = end_ns - start_ns.
 - `open_at_end`: the range was still open when the capture ended. Two ways exports say so:
   `end` NULL — `end_ns` is then what nsys 2022.4's `nvtxsum.py`/`nvtxgpuproj.py` use,
@@ -56,7 +57,7 @@ COLUMNS = {
     "name": "category",
     "domain": "category",
     "qualified_name": "category",
-    "style": "category",
+    "range_style": "category",
     "start_ns": "int64",
     "end_ns": "int64",
     "duration_ns": "int64",
@@ -146,7 +147,7 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
             "name": name,
             "domain": domain,
             "qualified_name": _qualified(name, domain),
-            "style": pd.Categorical.from_codes(
+            "range_style": pd.Categorical.from_codes(
                 np.isin(etype, (STARTEND, NVTXT_STARTEND)).astype(np.int8), categories=["push/pop", "start/end"]
             ),
             "start_ns": start,
@@ -169,6 +170,16 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
         hit = matches(frame, names or (), prefixes)
         if not hit.all():
             frame = frame[hit].reset_index(drop=True)
+        frame = names_of_rows(frame)
+    return frame
+
+
+def names_of_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` (some of a trace's ranges) with the names, domains and qualified names of its own rows as categories,
+    not every name of the trace (`value_counts()` would list each of the others at 0)."""
+    for col in ("name", "domain", "qualified_name"):
+        if col in frame and isinstance(frame[col].dtype, pd.CategoricalDtype):
+            frame[col] = frame[col].cat.remove_unused_categories()
     return frame
 
 

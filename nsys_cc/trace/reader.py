@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from .. import progress
-from ..arguments import many
+from ..arguments import many, one_path
 from ..errors import InputError, TraceClosedError
 from . import cuda, frames, nvtx
 from .export import export_report, is_report
@@ -330,7 +330,8 @@ class ExportTrace:
         key = f"nvtx_ranges:{None if names is None else sorted(names)!r}:{sorted(prefixes)!r}:{nesting}"
         if "nvtx_ranges" in self._tables and key not in self._tables:  # the whole table is here: pick from it
             full = self._tables["nvtx_ranges"]
-            part = full if whole else full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True)
+            part = full if whole else nvtx.names_of_rows(
+                full[nvtx.matches(full, names or (), prefixes)].reset_index(drop=True))
             if not nesting:
                 part = nvtx.without_nesting(part)
             self._tables[key] = part
@@ -373,6 +374,23 @@ def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, pr
             f"{first['range_id']}, start {first['start_ns']} > end {first['end_ns']}): the export is damaged"
         )
     return ranges
+
+
+def _export_beside(report: Path) -> Path | None:
+    """`X.sqlite` beside the report `X.nsys-rep` when it is that report's export, as `nsys export` writes it by
+    default and `nsys stats` reuses it: a SQLite file at least as new as the report whose export record names the
+    report's file as its input (`EXPORT_META_DATA.EXPORT_INPUT_FILE`); else None (the report is exported)."""
+    beside = report.with_suffix(".sqlite")
+    try:
+        if beside == report or not beside.is_file() or beside.stat().st_mtime < report.stat().st_mtime:
+            return None
+        if not is_sqlite(beside):
+            return None
+        with contextlib.closing(sqlite3.connect(f"{beside.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            row = conn.execute("SELECT value FROM EXPORT_META_DATA WHERE name = 'EXPORT_INPUT_FILE'").fetchone()
+    except (OSError, sqlite3.Error):
+        return None
+    return beside if row is not None and row[0] == report.name else None
 
 
 def _kind(path: Path) -> str:
@@ -439,8 +457,12 @@ def open_trace(
     A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
     `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards; the export may take
     `timeout` seconds (None: no limit; default `$NSYS_CC_EXPORT_TIMEOUT` or 1800).
+    A report with its own export beside it (`X.sqlite` next to `X.nsys-rep`, as `nsys export` and `profile` leave
+    them) is read from that export when it is at least as new as the report: nothing is exported again.
+    `path` is one path (a list holding one is that path); anything else is an InputError.
     Raises InputError, NsysNotFoundError or ExportError with a one-line reason.
     """
+    path = one_path(path, "path")
     p = Path(path).expanduser()
     if not p.exists():
         raise InputError(f"{path}: no such file")
@@ -452,6 +474,10 @@ def open_trace(
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
     if kind == "report":
+        beside = _export_beside(p)
+        if beside is not None:
+            progress.say(f"reading {beside.name}, the export of {p.name} beside it (delete it to export again)")
+            return ExportTrace(path, beside)
         return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir, timeout=timeout))
     if size == 0:
         raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")

@@ -1,0 +1,127 @@
+"""The analysis of one source as `nsys-cc analyze` takes it: trace files, or a profile's output directory as it is.
+
+- traces: `coefficient.cost_coefficient(target, drafts, …)` (speculative runs among the drafts measured in place);
+- a profile's output directory (`outputs`: what `profile` left), read as `profile` itself analyses it at its end —
+  interleaved runs: every completed run pooled, each model by its engine's windows, the speculative engines measured
+  in place against the same runs' plain target (`coefficient.cost_coefficient_runs`); one process per model (plain,
+  speculative, tensor-parallel): the completed target, drafts and speculative runs (`cost_coefficient`). Either way
+  the forward share of each model against vLLM's latencies is in the result (`share`).
+
+The forward range is the caller's `range_name`, else the plugin's or vLLM's own scope, decided per trace as `profile`
+decided it (`ranges.forward_range`, with its note) and passed down. Many trace
+sets (a sweep directory, a manifest) are `nsys_cc.front.analyze`'s: it runs them in parallel, above this floor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+
+from ..arguments import is_one, many
+from ..errors import InputError
+from . import outputs
+from .coefficient import cost_coefficient, cost_coefficient_runs
+from .result import CostCoefficientResult
+from .speculative import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
+
+__all__ = ["analyze_profile", "analyze_source", "is_profile_output"]
+
+is_profile_output = outputs.is_profile_output
+
+# What names the models of traces given one by one: a profile's directory names them itself.
+_TRACES_ONLY = ("names", "scopes", "spec_metrics")
+
+
+def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
+                   range_name: str | Sequence[str] | Mapping[str, str] | None = None,
+                   skip_ranges: int | None = None, output_len: int | None = None,
+                   scopes: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
+                   spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
+    """c of each draft against the target from `source`: a profile's output directory alone (`analyze_profile`),
+    else the target's trace with `drafts` (`cost_coefficient`; the other arguments are its own). A list of traces
+    as `source` alone is [target, *drafts]."""
+    listed = [] if drafts is None else many(drafts, "drafts")
+    if not listed and is_one(source) and isinstance(source, (str, os.PathLike)) and outputs.is_profile_output(source):
+        given = {"names": names, "scopes": scopes, "spec_metrics": spec_metrics}
+        for param in _TRACES_ONLY:
+            if given[param]:
+                raise InputError(f"{param} applies to traces given one by one; a profile directory labels its models "
+                                 "itself", param=param)
+        if range_name is not None and not isinstance(range_name, str):
+            ranges = list(range_name.values()) if isinstance(range_name, Mapping) else many(range_name, "range_name")
+            if len(set(ranges)) > 1:
+                raise InputError("range_name: give one forward range for a profile directory (its models were "
+                                 "profiled alike), not one per model", param="range_name")
+            range_name = ranges[0] if ranges else None
+        return analyze_profile(source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                               acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+    if not listed and not is_one(source):  # [target, *drafts] as one list
+        items = many(source, "source")
+        source, listed = (items[0], items[1:]) if items else (source, [])
+    if not listed and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+        raise InputError(f"{source} is a directory but not a profile's output (no status.json, no completed run-<k>/ "
+                         "folder): give the target's trace and the drafts' traces", param="source")
+    return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
+                            output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
+                            spec_metrics=spec_metrics, scopes=scopes)
+
+
+def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, skip_ranges: int | None = None,
+                    output_len: int | None = None, acceptance=(), metrics_dump=None,
+                    seed: int = 0) -> CostCoefficientResult:
+    """The analysis of a profile's output directory as it is (module docstring): the numbers `profile` reported at
+    its end, and `nsys-cc analyze DIR` prints. InputError when it holds nothing to analyse (no completed target and
+    draft)."""
+    out = outputs.read_output(path)
+    done = out.done
+    target = next((m for m in out.models if m.role == "target"), None)
+    if target is None or not target.done:
+        why = ("its status file lists no target" if target is None
+               else f"target {target.label}: {target.reason or 'not completed'}")
+        raise InputError(f"{out.path}: nothing to analyse ({why}; see its status.json)")
+    if out.interleaved:
+        if not out.runs:
+            raise InputError(f"{out.path}: no completed interleaved run (see its status.json)")
+        labels = [m.label for m in done]
+        if len(labels) < 2:
+            raise InputError(f"{out.path}: no draft has forwards in every completed run (see its status.json)")
+        return cost_coefficient_runs(path, names=labels, range_name=range_name, skip_ranges=skip_ranges,
+                                     output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump,
+                                     seed=seed)
+    return _separate(out, target, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                     acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
+
+
+def _separate(out: outputs.ProfileOutput, target: outputs.OutputModel, *, range_name, skip_ranges, output_len,
+              acceptance, metrics_dump, seed) -> CostCoefficientResult:
+    """One process per model: the target's trace, the completed drafts', then the speculative runs' — those of a
+    proposer without a draft model only when its counters show it proposed tokens (an ngram run that found no match
+    proposed none: nothing to measure in place)."""
+    assert target.trace is not None
+    notes: list[str] = []
+    rest = []
+    for m in out.done:
+        if m is target or m.trace is None:
+            continue
+        if m.speculative and _model_free(m) and not proposes_without_model(m.trace):
+            notes.append(f"speculative run {m.label}: no draft model, and vLLM's spec-decode counters show no token "
+                         "proposed: nothing to measure in place")
+            continue
+        rest.append(m)
+    if not rest:
+        raise InputError(f"{out.path}: nothing to analyse (no completed draft or speculative run besides the target; "
+                         "see its status.json)")
+    # the range: the caller's, else decided for each trace as `profile` decided it (the plugin's, else vLLM's own
+    # scope, with its note)
+    result = cost_coefficient(target.trace, [m.trace for m in rest if m.trace is not None],
+                              names=[target.label, *(m.label for m in rest)], range_name=range_name,
+                              skip_ranges=skip_ranges, output_len=output_len, acceptance=acceptance,
+                              metrics_dump=metrics_dump, seed=seed)
+    return dataclasses.replace(result, notes=(*result.notes, *notes)) if notes else result
+
+
+def _model_free(m: outputs.OutputModel) -> bool:
+    label = LABEL_RE.match(m.label)
+    return (m.draft or (label.group("draft") if label else "")) in MODEL_FREE_METHODS
+

@@ -1,0 +1,99 @@
+"""The library's front door: `nsys_cc.analyze(source, …)` takes what `nsys-cc analyze` takes and returns the result.
+
+`source` is one of:
+- a trace (`.sqlite` or `.nsys-rep`) with `drafts`, or a list [target, *drafts] — `cost_coefficient`;
+- a profile's output directory as it is (interleaved runs, one process per model; plain, speculative,
+  tensor-parallel) — `analysis.sources.analyze_profile`: the numbers `profile` reported;
+- a sweep directory or a manifest file (.json/.csv) of many trace sets — `sweep.run.analyze_many`, in parallel (a
+  local process pool, `jobs`, or a Dask cluster, `scheduler`): an `AnalysisResult` (the tidy table, the failures).
+
+It sits above the floors it chooses between (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls
+it once and renders what it returns.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from .arguments import is_one, many
+from .errors import InputError, NsysCCError
+
+if TYPE_CHECKING:
+    from .analysis.result import CostCoefficientResult
+    from .sweep.table import AnalysisResult
+
+__all__ = ["ManifestError", "analyze"]
+
+# The options of one trace set: a manifest sets its range and output length per set.
+ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "scopes", "acceptance", "metrics_dump",
+                "spec_metrics")
+
+
+class ManifestError(InputError):
+    """A manifest or sweep directory that cannot be read: its message names the manifest's keys (`output_len`),
+    not a verb's flags, and the CLI says it as it is."""
+
+    said_as_is = True
+
+
+def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
+            names: Sequence[str] | None = None, range_name: str | Sequence[str] | Mapping[str, str] | None = None,
+            skip_ranges: int | None = None, output_len: int | None = None, scopes: Sequence[str | None] | None = None,
+            acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
+            spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
+            scheduler: str | None = None) -> CostCoefficientResult | AnalysisResult:
+    """c of each draft against its target, from whatever `source` is (module docstring).
+
+    Args:
+        source: the target's trace (then `drafts`), a list [target, *drafts], a profile's output directory, a sweep
+            directory or a manifest file.
+        drafts: the drafts' traces (and speculative runs) after a target's trace; none with a directory or manifest.
+        names, range_name, skip_ranges, output_len, scopes, acceptance, metrics_dump, spec_metrics, seed: as for
+            `cost_coefficient` (a profile directory names its models itself: names, scopes and spec_metrics are
+            refused there, and range_name is one name; a manifest sets range and output length per set, so only
+            `seed` applies to many sets).
+        jobs: many trace sets: local worker processes (default: one per CPU).
+        scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
+    Returns:
+        A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
+        phase and metric; `.failures`, the sets that could not be analysed and why).
+    """
+    from .analysis import outputs, sources
+
+    one = drafts is None or (not is_one(drafts) and not many(drafts, "drafts"))
+    if one and is_one(source) and isinstance(source, (str, os.PathLike)) and not outputs.is_profile_output(source):
+        from .sweep.manifest import MANIFEST_NAME, is_many
+
+        if os.path.isdir(source) and not os.path.isfile(os.path.join(source, MANIFEST_NAME)):
+            raise InputError(f"{source} is neither a profile's output directory (no status.json, no completed "
+                             f"run-<k>/ folder) nor a sweep directory (no {MANIFEST_NAME} yet): give a trace and its "
+                             "drafts, or one of those", param="source")
+        if is_many(source):
+            given = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
+                     "scopes": scopes, "acceptance": acceptance, "metrics_dump": metrics_dump,
+                     "spec_metrics": spec_metrics}
+            for param in ONE_SET_ONLY:
+                value = given[param]
+                if value is not None and not (isinstance(value, (tuple, list)) and not value):
+                    raise InputError(f"{param} applies to one trace set; a manifest sets range_name and output_len "
+                                     "per set", param=param)
+            return _many(source, seed=seed, jobs=jobs, scheduler=scheduler)
+    for param, value in (("jobs", jobs), ("scheduler", scheduler)):
+        if value is not None:
+            raise InputError(f"{param} applies to many trace sets (a sweep directory or a manifest)", param=param)
+    return sources.analyze_source(source, drafts, names=names, range_name=range_name, skip_ranges=skip_ranges,
+                                  output_len=output_len, scopes=scopes, acceptance=acceptance,
+                                  metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
+
+
+def _many(source, *, seed: int, jobs: int | None, scheduler: str | None) -> AnalysisResult:
+    from .sweep.manifest import trace_sets
+    from .sweep.run import analyze_many
+
+    try:
+        sets = trace_sets(source)
+    except NsysCCError as exc:
+        raise ManifestError(str(exc)) from None
+    return analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
