@@ -131,8 +131,10 @@ def test_two_drafts_each_get_their_own_runs_standalone_c_and_model(result):
         # standalone c: this draft's plain decode forward ÷ the plain target's, both of 1 token per sequence
         own = Run(BATCH4 / f"{draft}.sqlite")
         c = statistics.median(wall(own.inside(s, own.forwards)[0]) for s in own.of_tokens(1)) / decode_forward
-        (want,) = coef[(coef["draft"] == draft) & (coef["phase"] == "decode") & (coef["metric"] == "wall")]["c"]
-        assert want == pytest.approx(c, rel=1e-9)
+        row = coef[(coef["draft"] == draft) & (coef["phase"] == "decode") & (coef["metric"] == "wall")]
+        (forward_c,) = row["c_forward"]  # the forwards' c (the token's c, `c`, adds each forward's logits, sampling)
+        assert forward_c == pytest.approx(c, rel=1e-9)
+        (want,) = row["c"]
         assert (runs["c_standalone"] == want).all()
         # its cost model: the two runs of this draft only, by hand
         h = {g: ByHand(draft, g) for g in GAMMAS}
