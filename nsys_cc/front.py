@@ -50,10 +50,16 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         source: the target's trace (then `drafts`), a list [target, *drafts], a profile's output directory, a sweep
             directory or a manifest file.
         drafts: the drafts' traces (and speculative runs) after a target's trace; none with a directory or manifest.
-        names, range_name, skip_ranges, output_len, scopes, acceptance, metrics_dump, spec_metrics, seed: as for
-            `cost_coefficient` (a profile directory names its models itself: names, scopes and spec_metrics are
-            refused there, and range_name is one name; a manifest sets range and output length per set, so only
-            `seed` applies to many sets).
+        names: the models' names, as for `cost_coefficient` (refused with a directory: a profile names its models).
+        range_name: the forward range, as for `cost_coefficient` (one name with a profile directory).
+        skip_ranges: as for `cost_coefficient`.
+        output_len: as for `cost_coefficient`.
+        scopes: as for `cost_coefficient` (refused with a profile directory).
+        acceptance: as for `cost_coefficient`.
+        metrics_dump: as for `cost_coefficient`.
+        spec_metrics: as for `cost_coefficient` (refused with a profile directory).
+        seed: as for `cost_coefficient`; the only one of these that applies to many sets (a manifest sets range and
+            output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
     Returns:
