@@ -14,8 +14,19 @@ from nsys_cc.vllm import fixes as vllm_fixes
 @pytest.fixture(scope="module")
 def cpu_tl(vllm_module):
     module = pytest.importorskip("vllm.utils.cpu_triton_utils")  # vLLM's CPU build only
-    pytest.importorskip("vllm._C")  # registers torch.ops._C, the C++ ops the CPU kernels call
+    _load_vllm_ops()
     return module
+
+
+def _load_vllm_ops() -> None:
+    """Register torch.ops._C, the C++ ops the CPU kernels call, the way vLLM does: its platform picks the build the CPU
+    runs (`vllm._C` needs AVX-512 with BF16, `_C_AVX512` AVX-512, `_C_AVX2` the rest), where importing `vllm._C`
+    directly dies with SIGILL on an AVX2-only CPU and takes the test worker with it."""
+    from vllm.platforms import current_platform
+
+    if not hasattr(current_platform, "import_kernels"):
+        pytest.skip("this vLLM's platform has no import_kernels (not the CPU build)")
+    current_platform.import_kernels()
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +80,30 @@ def test_install_corrects_the_cpu_module_in_this_process(monkeypatch, cpu_tl, or
     monkeypatch.setattr(cpu_tl, "_expand_kernel_impl", original)
     vllm_fixes.install()
     assert _expand(cpu_tl._expand_kernel_impl, [1.5, 0.0, 2.0], "float32") == [1.5, 1.5, 9.0, 9.0, 9.0, 2.0]
+
+
+AVX2_ONLY = """
+import torch
+torch.cpu._is_avx512_supported = lambda: False  # vLLM's platform now takes the CPU for an AVX2-only one
+torch.cpu._is_avx512_bf16_supported = lambda: False
+import sys
+sys.path.insert(0, {tests!r})
+import test_vllm_fixes as t
+t._load_vllm_ops()
+import vllm
+loaded = sorted({line.rsplit("/", 1)[-1].strip() for line in open("/proc/self/maps") if "/vllm/_C" in line})
+print(loaded)
+"""
+
+
+def test_the_ops_load_as_on_an_avx2_only_cpu(vllm_module):
+    """The fixture's op loading on the path vLLM takes on an AVX2-only CPU (issue 33: `make test` died there with
+    `Illegal instruction`): with AVX-512 reported absent, vLLM's AVX2 build is the one loaded and `vllm._C` is not."""
+    import os
+    import subprocess
+    import sys
+
+    code = AVX2_ONLY.replace("{tests!r}", repr(os.path.dirname(__file__)))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "['_C_AVX2.abi3.so']", done.stdout
