@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import progress
+from .. import atomic, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import nsys_version
@@ -201,7 +201,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
     `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
     env = {**os.environ, **cmds.env}
-    with open(log_path, "w") as log:
+    with atomic.Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
@@ -240,9 +240,12 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
     t0 = time.perf_counter()
     try:
         try:
-            a.out_dir.mkdir(exist_ok=True)
+            atomic.Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
         except OSError as exc:
             run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
+            return
+        except InputError as exc:
+            run.status, run.reason = "failed", str(exc)
             return
         discard(a, rmdir=False)  # a killed attempt's leftovers
 
@@ -281,4 +284,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
     finally:
         run.seconds = time.perf_counter() - t0
         run.reason = run.reason.replace(str(a.out_dir) + os.sep, str(f.out_dir) + os.sep)  # the names users see
-        discard(a)
+        try:
+            discard(a)
+        except InputError:  # the attempts folder is a link: refused above, nothing there is touched
+            pass

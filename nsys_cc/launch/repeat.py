@@ -264,9 +264,15 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
     `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures)."""
     tmp = attempt.files.out_dir
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
     before = machine_state(gpu)
+    if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
+                                                           and (run.dir / "done.json").is_file()):
+        run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
+                                            "away or choose another out_dir")
+        return
+    folder.remove_tree(tmp)  # a killed attempt's leftovers (a link there: the link itself)
+    folder.mkdir(tmp)
     t0 = time.perf_counter()
     log_path = tmp / "log"
     try:
@@ -307,8 +313,8 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
         atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
         with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
-            shutil.rmtree(run.dir, ignore_errors=True)
-            os.replace(tmp, run.dir)
+            folder.remove_tree(run.dir)
+            folder.replace(tmp, run.dir)
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
@@ -435,7 +441,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
                       for e in outcome.engines]}
-    return atomic.write_text(out / "status.json", json.dumps(doc, indent=2) + "\n")
+    return atomic.Folder(out).write_text("status.json", json.dumps(doc, indent=2) + "\n")
 
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
@@ -589,20 +595,21 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, (e.model for e in engines))
-    try:
-        outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
-                          max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                          seed=seed, replicas=replicas)
-    except KeyboardInterrupt as exc:
-        partial = getattr(exc, "outcome", None)
-        if partial is not None and partial.completed:
-            done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                           max_repeat=max_repeat)
-            if done.report is not None:
-                progress.say(f"interrupted: report on the runs completed so far: {done.report}")
-        raise
-    return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                   max_repeat=max_repeat)
+    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir
+        try:
+            outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
+                              max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
+                              seed=seed, replicas=replicas)
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "outcome", None)
+            if partial is not None and partial.completed:
+                done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                               max_repeat=max_repeat)
+                if done.report is not None:
+                    progress.say(f"interrupted: report on the runs completed so far: {done.report}")
+            raise
+        return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                       max_repeat=max_repeat)
 
 
 def _model_runs(outcome: Outcome):
