@@ -303,3 +303,25 @@ def test_the_walker_finds_a_write_around_the_writer(tmp_path):
                    "def f(p):\n    Path(p).unlink()\n    shutil.rmtree(p)\n    open(p, 'w').write('x')\n"
                    "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n")
     assert sorted(c.split(" at")[0] for c in _write_calls(bad)) == ["open(…, 'w')", "replace", "rmtree", "unlink"]
+
+
+def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
+    """A completed run-1/ then a `--force` rerun that fails: run-1/ is kept as it was, status.json says it is
+    complete (with the rerun's failure as its reason), and the analysis still finds it."""
+    import shutil
+
+    from nsys_cc.analysis.outputs import read_output
+    from nsys_cc.launch import repeat
+
+    out = tmp_path / "O"
+    shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
+    run, attempt = _interleaved_run(out)
+    done = out / "run-1" / "done.json"
+    marker = json.loads(done.read_text())
+    done.write_text(json.dumps({**marker, "commands": run.commands.shell()}))
+    outcome = repeat.Outcome([run], [], "repeat")
+    with unchanged(out / "run-1"):
+        repeat.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
+        repeat.write_status(out, outcome)
+    assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
+    assert [r.index for r in read_output(out).runs] == [1]

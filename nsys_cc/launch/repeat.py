@@ -262,7 +262,16 @@ def is_complete(run: Run) -> bool:
 
 def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
-    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures)."""
+    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
+    fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
+    the rerun failed and why (issue 32, P15)."""
+    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    if run.status == "failed" and is_complete(run):
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {attempt.files.out_dir / 'log'}); "
+                                             "the earlier completed run was kept")
+
+
+def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     tmp = attempt.files.out_dir
     folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
     before = machine_state(gpu)
@@ -426,7 +435,9 @@ def _say_run(run: Run, total: str) -> None:
     load = run.machine.get("before", {}).get("load_1m")
     cpus = run.machine.get("before", {}).get("cpus")
     state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
-    if run.status == "resumed":
+    if run.status == "resumed" and run.reason:
+        progress.say(f"{where}: {run.reason}, in {run.dir}")
+    elif run.status == "resumed":
         progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
     elif run.ok:
         progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
