@@ -324,4 +324,4 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
         repeat.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
         repeat.write_status(out, outcome)
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
-    assert [r.index for r in read_output(out).runs] == [1]
+    assert [r.number for r in read_output(out).runs] == [1]

@@ -267,8 +267,9 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
     the rerun failed and why (issue 32, P15)."""
     _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
     if run.status == "failed" and is_complete(run):
-        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {attempt.files.out_dir / 'log'}); "
-                                             "the earlier completed run was kept")
+        log = attempt.files.out_dir / "log"
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
+                                             "completed run was kept")
 
 
 def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
