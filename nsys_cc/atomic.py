@@ -407,6 +407,31 @@ class Folder:
     def write_bytes(self, name: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> Path:
         return write_bytes(self.path(name), data, mode=mode)
 
+    def check_own(self, name: str | os.PathLike, ours: Callable[[bytes], bool], what: str = "nsys-cc") -> Path:
+        """`root/name`, checked to be absent, a link (which a write replaces) or a regular file `ours(its bytes)`
+        accepts as one this writer makes; otherwise (a user's own file of that name) an InputError, nothing
+        changed."""
+        p = self.path(name)
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return p
+        if stat.S_ISLNK(st.st_mode):
+            return p
+        try:
+            mine = stat.S_ISREG(st.st_mode) and ours(p.read_bytes())
+        except OSError:
+            mine = False
+        if not mine:
+            raise InputError(f"{p} is in the way: it is not a {what} file (move it away or choose another out_dir); "
+                             "nothing was changed", param="out_dir")
+        return p
+
+    def write_own(self, name: str | os.PathLike, text: str, ours: Callable[[bytes], bool],
+                  what: str = "nsys-cc") -> Path:
+        """`write_text`, but a file already there is replaced only when `ours` accepts it (`check_own`)."""
+        return write_text(self.check_own(name, ours, what), text)
+
     def open_new(self, name: str | os.PathLike, mode: str = "w"):
         """`name` opened for writing afresh (a log): whatever was there (a file, a link) is removed first, and the
         file is created without following a link (O_EXCL | O_NOFOLLOW)."""

@@ -325,3 +325,21 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
         repeat.write_status(out, outcome)
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
     assert [r.number for r in read_output(out).runs] == [1]
+
+
+def test_P12_a_users_status_json_is_refused_never_replaced(tmp_path, outside):
+    from nsys_cc.launch import process, results
+
+    out = tmp_path / "O"
+    out.mkdir()
+    (out / "status.json").write_text('{"my": "own status notes"}\n')
+    with unchanged(out / "status.json", outside), pytest.raises(InputError, match=r"status.json is in the way"):
+        process.prepare(out, [])
+    with unchanged(out / "status.json"), pytest.raises(InputError, match=r"status.json is in the way"):
+        results.write_status(out, [])
+    (out / "status.json").unlink()
+    (out / "status.json").symlink_to(outside / "precious.txt")
+    with unchanged(outside):
+        results.write_status(out, [])  # a link is replaced, its target untouched
+    assert json.loads((out / "status.json").read_text()) == [] and not (out / "status.json").is_symlink()
+    results.write_status(out, [])  # a profile's own status file is replaced

@@ -28,6 +28,7 @@ from . import check
 from .commands import ModelCommands
 from .models import Model
 from .plan import ModelRun
+from .results import check_status_file
 from .resume import commit, discard, staged
 
 # nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
@@ -223,6 +224,7 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    check_status_file(out)  # a user's own status.json there: refused now, not after the first model
     for model in {m.spec: m for m in models if m.kind == "pair"}.values():
         with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
             model.prepare()

@@ -453,7 +453,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
                       for e in outcome.engines]}
-    return atomic.Folder(out).write_text("status.json", json.dumps(doc, indent=2) + "\n")
+    return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
 
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
