@@ -230,7 +230,10 @@ def _record_temporary(cache: Path, name: str, *, add: bool) -> None:
     with _cache_lock(cache, exclusive=True):
         names = _ledger(cache)
         names = names | {name} if add else names - {name}
-        atomic.Folder(cache).write_text(LEDGER, json.dumps({"temporaries": sorted(names)}) + "\n", mode=0o600)
+        if names:
+            atomic.Folder(cache).write_text(LEDGER, json.dumps({"temporaries": sorted(names)}) + "\n", mode=0o600)
+        else:  # nothing under way: no ledger (the cache holds its entries and their records only)
+            atomic.Folder(cache).remove(LEDGER)
 
 
 def _remove_stale_temporaries(cache: Path) -> None:
