@@ -343,3 +343,17 @@ def test_P12_a_users_status_json_is_refused_never_replaced(tmp_path, outside):
         results.write_status(out, [])  # a link is replaced, its target untouched
     assert json.loads((out / "status.json").read_text()) == [] and not (out / "status.json").is_symlink()
     results.write_status(out, [])  # a profile's own status file is replaced
+
+
+# -- output that cannot be written: one line, never a traceback ------------------------------------------------------
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
+def test_X01_output_to_a_full_device_is_one_error_line_and_exit_2(tmp_path):
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-c", "from nsys_cc.cli import main; main()", "analyze", str(TARGET),
+                               str(DRAFT)],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=300, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and lines[-1].startswith("nsys-cc: error: cannot write the output: ")
+    assert [ln for ln in lines if ln.startswith("nsys-cc: error")] == [lines[-1]]
