@@ -357,3 +357,50 @@ def test_X01_output_to_a_full_device_is_one_error_line_and_exit_2(tmp_path):
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and lines[-1].startswith("nsys-cc: error: cannot write the output: ")
     assert [ln for ln in lines if ln.startswith("nsys-cc: error")] == [lines[-1]]
+
+
+def test_O10_a_sigkill_between_the_run_renames_leaves_the_earlier_run_which_comes_back(tmp_path):
+    """The state a SIGKILL between `execute`'s two renames leaves (the earlier run set aside, the new one not yet
+    in place): the next call finds the completed run again, byte for byte; a set-aside copy beside a run in place
+    is removed."""
+    import shutil
+
+    from nsys_cc.launch import repeat
+
+    out = tmp_path / "O"
+    shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1.replaced")
+    run, _ = _interleaved_run(out)
+    done = out / "run-1.replaced" / "done.json"
+    done.write_text(json.dumps({**json.loads(done.read_text()), "commands": run.commands.shell()}))
+    before = sha256_tree(out / "run-1.replaced")
+    assert repeat.is_complete(run)
+    assert sha256_tree(out / "run-1") == before and not (out / "run-1.replaced").exists()
+    shutil.copytree(out / "run-1", out / "run-1.replaced")
+    assert repeat.is_complete(run) and not (out / "run-1.replaced").exists()
+    assert sha256_tree(out / "run-1") == before
+
+
+def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside(tmp_path, monkeypatch):
+    """The success path of the set-aside rename: run-1/ becomes the new run, no run-1.replaced/ stays."""
+    import shutil
+
+    from nsys_cc.launch import process, repeat
+    from nsys_cc.launch.models import resolve
+
+    new = FIXTURES / "interleaved" / "run-2"
+
+    def fake_profile(attempt, log_path, **kw):
+        shutil.copy(new / "trace.sqlite", attempt.files.out_dir / "trace.sqlite")
+        shutil.copy(new / "interleaved.json", attempt.files.out_dir / "interleaved.json")
+        return None
+
+    monkeypatch.setattr(process, "profile_and_export", fake_profile)
+    out = tmp_path / "O"
+    shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
+    run, attempt = _interleaved_run(out)
+    engines = [repeat.Engine("target", resolve("tiny-llama-target"), ()),
+               repeat.Engine("draft", resolve("tiny-llama-draft-s"), ())]
+    repeat.execute(run, engines, attempt, gpu=False, timeout=30)
+    assert run.status == "done", run.reason
+    assert sha256_tree(out / "run-1" / "trace.sqlite") == sha256_tree(new / "trace.sqlite")
+    assert sorted(p.name for p in out.iterdir()) == ["run-1"]

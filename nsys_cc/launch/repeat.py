@@ -30,6 +30,7 @@ rerun never destroys a completed run. `status.json` lists every run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -244,8 +245,27 @@ def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def _replaced(run: Run) -> Path:
+    return run.dir.with_name(f"{run.dir.name}.replaced")
+
+
+def _restore_replaced(run: Run) -> None:
+    """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
+    `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
+    old = _replaced(run)
+    if not (old.is_dir() and not old.is_symlink() and (old / "done.json").is_file()):
+        return
+    folder = atomic.Folder(run.dir.parent)
+    with contextlib.suppress(OSError, InputError):
+        if os.path.lexists(run.dir):
+            folder.remove_tree(old)
+        else:
+            folder.replace(old, run.dir)
+
+
 def is_complete(run: Run) -> bool:
     """Whether an earlier call left this run complete, made with the same commands."""
+    _restore_replaced(run)
     try:
         marker = json.loads((run.dir / "done.json").read_text())
     except (OSError, ValueError):
@@ -275,6 +295,7 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
 def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     tmp = attempt.files.out_dir
     folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
+    _restore_replaced(run)
     before = machine_state(gpu)
     if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
                                                            and (run.dir / "done.json").is_file()):
@@ -323,8 +344,12 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
         atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
         with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
-            folder.remove_tree(run.dir)
+            # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
+            # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
+            if os.path.lexists(run.dir):
+                folder.replace(run.dir, _replaced(run))
             folder.replace(tmp, run.dir)
+            folder.remove_tree(_replaced(run))
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
