@@ -404,3 +404,18 @@ def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside
     assert run.status == "done", run.reason
     assert sha256_tree(out / "run-1" / "trace.sqlite") == sha256_tree(new / "trace.sqlite")
     assert sorted(p.name for p in out.iterdir()) == ["run-1"]
+
+
+def test_P15_separate_a_failing_forced_rerun_keeps_the_complete_trace_set(tmp_path):
+    from nsys_cc.launch import launcher
+
+    out = tmp_path / "O"
+    out.mkdir()
+    run = _model_run(out)
+    f = run.files
+    f.sqlite.write_bytes(TARGET.read_bytes())
+    f.bench_json.write_text("{}\n")
+    f.done.write_text(json.dumps({"commands": run.commands.shell()}))
+    with unchanged(f.sqlite, f.bench_json, f.done):
+        launcher.run_model(run, timeout=30)  # the forced rerun: its benchmark fails
+    assert run.status == "resumed" and run.reason.startswith("the rerun failed (") and run.ok

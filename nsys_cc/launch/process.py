@@ -29,7 +29,7 @@ from .commands import ModelCommands
 from .models import Model
 from .plan import ModelRun
 from .results import check_status_file
-from .resume import commit, discard, staged
+from .resume import commit, discard, is_complete, staged
 
 # nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
@@ -232,6 +232,16 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
 
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
+    A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
+    reason says the rerun failed and why (issue 32, P15). See `_run_model`."""
+    _run_model(run, timeout=timeout)
+    if run.status == "failed" and is_complete(run):
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "
+                                             "earlier complete trace set was kept")
+
+
+def _run_model(run: ModelRun, *, timeout: float | None) -> None:
+    """Profile, export and check one model (`run_model`).
 
     The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it
     completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
