@@ -7,6 +7,7 @@ library's messages and notes name its parameters (`skip_ranges`); the CLI writes
 
 from __future__ import annotations
 
+import errno
 import os
 
 import click
@@ -36,6 +37,10 @@ class _Cli(click.Group):
             ctx.exit(130)
         except BrokenPipeError:  # `| head -1`: the reader has what it wanted
             _quiet_broken_pipe()
+        except OSError as exc:
+            if exc.errno not in _FULL:
+                raise
+            _cannot_write_output(exc)
         except click.UsageError as exc:  # a bad option value or name: one line, as for every other bad input
             verb = f" {exc.ctx.info_name}" if exc.ctx is not None and exc.ctx.parent is not None else ""
             click.echo(f"nsys-cc: error: {exc.format_message()} (nsys-cc{verb} -h lists the options)", err=True)
@@ -87,11 +92,37 @@ def _quiet_broken_pipe() -> None:
     raise SystemExit(141)
 
 
-def main(argv: list[str] | None = None) -> None:
+_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # the output cannot be written (`> /dev/full`)
+
+
+def _cannot_write_output(exc: OSError) -> None:
+    """The output (stdout) cannot be written — a full disk, `> /dev/full`: one line, exit 2, stdout then pointed at
+    /dev/null so that flushing it at exit fails no more."""
+    import sys
+
+    click.echo(f"nsys-cc: error: cannot write the output: {exc.strerror or exc}", err=True)
     try:
-        cli.main(args=argv, prog_name="nsys-cc")
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    raise SystemExit(2)
+
+
+def main(argv: list[str] | None = None) -> None:
+    import sys
+
+    try:
+        try:
+            cli.main(args=argv, prog_name="nsys-cc")
+        finally:
+            sys.stdout.flush()  # what is still buffered is written here, where a failure can still be said
     except BrokenPipeError:  # outside a verb (`--help | head -1`)
         _quiet_broken_pipe()
+    except OSError as exc:
+        if exc.errno not in _FULL:
+            raise
+        _cannot_write_output(exc)
 
 
 # Each verb lives in its own module, a click command that knows nothing of the group.

@@ -109,7 +109,9 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                 continue
             progress.say(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'}) …")
             run_model(run, timeout=timeout)
-            if run.ok:
+            if run.status == "resumed":  # a rerun that failed, the earlier trace set kept
+                progress.say(f"{where}: {run.reason}")
+            elif run.ok:
                 progress.say(f"{where}: profiled in {run.seconds:.1f} s")
             else:
                 progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.files.log})")

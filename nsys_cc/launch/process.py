@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import progress
+from .. import atomic, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import nsys_version
@@ -28,7 +28,8 @@ from . import check
 from .commands import ModelCommands
 from .models import Model
 from .plan import ModelRun
-from .resume import commit, discard, staged
+from .results import check_status_file
+from .resume import commit, discard, is_complete, staged
 
 # nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
@@ -201,7 +202,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
     `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
     env = {**os.environ, **cmds.env}
-    with open(log_path, "w") as log:
+    with atomic.Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
@@ -223,6 +224,7 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
+    check_status_file(out)  # a user's own status.json there: refused now, not after the first model
     for model in {m.spec: m for m in models if m.kind == "pair"}.values():
         with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
             model.prepare()
@@ -230,6 +232,16 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
 
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
+    A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
+    reason says the rerun failed and why (issue 32, P15). See `_run_model`."""
+    _run_model(run, timeout=timeout)
+    if run.status == "failed" and is_complete(run):
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "
+                                             "earlier complete trace set was kept")
+
+
+def _run_model(run: ModelRun, *, timeout: float | None) -> None:
+    """Profile, export and check one model (`run_model`).
 
     The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it
     completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
@@ -240,9 +252,12 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
     t0 = time.perf_counter()
     try:
         try:
-            a.out_dir.mkdir(exist_ok=True)
+            atomic.Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
         except OSError as exc:
             run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
+            return
+        except InputError as exc:
+            run.status, run.reason = "failed", str(exc)
             return
         discard(a, rmdir=False)  # a killed attempt's leftovers
 
@@ -281,4 +296,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
     finally:
         run.seconds = time.perf_counter() - t0
         run.reason = run.reason.replace(str(a.out_dir) + os.sep, str(f.out_dir) + os.sep)  # the names users see
-        discard(a)
+        try:
+            discard(a)
+        except InputError:  # the attempts folder is a link: refused above, nothing there is touched
+            pass

@@ -30,6 +30,7 @@ rerun never destroys a completed run. `status.json` lists every run.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -244,8 +245,27 @@ def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     return out
 
 
+def _replaced(run: Run) -> Path:
+    return run.dir.with_name(f"{run.dir.name}.replaced")
+
+
+def _restore_replaced(run: Run) -> None:
+    """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
+    `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
+    old = _replaced(run)
+    if not (old.is_dir() and not old.is_symlink() and (old / "done.json").is_file()):
+        return
+    folder = atomic.Folder(run.dir.parent)
+    with contextlib.suppress(OSError, InputError):
+        if os.path.lexists(run.dir):
+            folder.remove_tree(old)
+        else:
+            folder.replace(old, run.dir)
+
+
 def is_complete(run: Run) -> bool:
     """Whether an earlier call left this run complete, made with the same commands."""
+    _restore_replaced(run)
     try:
         marker = json.loads((run.dir / "done.json").read_text())
     except (OSError, ValueError):
@@ -262,11 +282,28 @@ def is_complete(run: Run) -> bool:
 
 def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
-    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures)."""
+    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
+    fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
+    the rerun failed and why (issue 32, P15)."""
+    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    if run.status == "failed" and is_complete(run):
+        log = attempt.files.out_dir / "log"
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
+                                             "completed run was kept")
+
+
+def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     tmp = attempt.files.out_dir
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
+    folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
+    _restore_replaced(run)
     before = machine_state(gpu)
+    if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
+                                                           and (run.dir / "done.json").is_file()):
+        run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
+                                            "away or choose another out_dir")
+        return
+    folder.remove_tree(tmp)  # a killed attempt's leftovers (a link there: the link itself)
+    folder.mkdir(tmp)
     t0 = time.perf_counter()
     log_path = tmp / "log"
     try:
@@ -307,8 +344,12 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
         atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
         with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
-            shutil.rmtree(run.dir, ignore_errors=True)
-            os.replace(tmp, run.dir)
+            # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
+            # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
+            if os.path.lexists(run.dir):
+                folder.replace(run.dir, _replaced(run))
+            folder.replace(tmp, run.dir)
+            folder.remove_tree(_replaced(run))
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
@@ -420,7 +461,9 @@ def _say_run(run: Run, total: str) -> None:
     load = run.machine.get("before", {}).get("load_1m")
     cpus = run.machine.get("before", {}).get("cpus")
     state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
-    if run.status == "resumed":
+    if run.status == "resumed" and run.reason:
+        progress.say(f"{where}: {run.reason}, in {run.dir}")
+    elif run.status == "resumed":
         progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
     elif run.ok:
         progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
@@ -435,7 +478,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
                       for e in outcome.engines]}
-    return atomic.write_text(out / "status.json", json.dumps(doc, indent=2) + "\n")
+    return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
 
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
@@ -589,20 +632,21 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, (e.model for e in engines))
-    try:
-        outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
-                          max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                          seed=seed, replicas=replicas)
-    except KeyboardInterrupt as exc:
-        partial = getattr(exc, "outcome", None)
-        if partial is not None and partial.completed:
-            done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                           max_repeat=max_repeat)
-            if done.report is not None:
-                progress.say(f"interrupted: report on the runs completed so far: {done.report}")
-        raise
-    return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                   max_repeat=max_repeat)
+    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir
+        try:
+            outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
+                              max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
+                              seed=seed, replicas=replicas)
+        except KeyboardInterrupt as exc:
+            partial = getattr(exc, "outcome", None)
+            if partial is not None and partial.completed:
+                done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                               max_repeat=max_repeat)
+                if done.report is not None:
+                    progress.say(f"interrupted: report on the runs completed so far: {done.report}")
+            raise
+        return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
+                       max_repeat=max_repeat)
 
 
 def _model_runs(outcome: Outcome):

@@ -58,9 +58,34 @@ class ProfileRun:
                                  r.files.metrics) for r in self.runs if r.speculative and r.ok]
 
 
+STATUS = "status.json"
+
+
+def status_is_ours(data: bytes) -> bool:
+    """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
+    replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError):
+        return False
+    if isinstance(doc, dict):
+        return isinstance(doc.get("runs"), list)
+    return isinstance(doc, list) and all(isinstance(e, dict) and "label" in e for e in doc)
+
+
+def check_status_file(out_dir: Path) -> None:
+    """Before the first run: InputError when `out_dir/status.json` is a file a profile did not write."""
+    atomic.Folder(out_dir).check_own(STATUS, status_is_ours, "profile's status")
+
+
+def write_status_file(out_dir: Path, text: str) -> Path:
+    """`out_dir/status.json` replaced by `text`, through the one writer, only over a profile's own status file."""
+    return atomic.Folder(out_dir).write_own(STATUS, text, status_is_ours, "profile's status")
+
+
 def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
     """`status.json`: every model's state, reason and files (rewritten after each model)."""
-    return atomic.write_text(out_dir / "status.json", json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
+    return write_status_file(out_dir, json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
 
 
 def failure_notes(runs: Sequence[ModelRun]) -> list[str]:

@@ -5,10 +5,8 @@ one only once it completed (`commit`), so a failed or interrupted attempt leaves
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
-import os
 
 from .. import atomic
 from ..contract import FORWARD_RANGE
@@ -52,11 +50,12 @@ def staged(run: ModelRun) -> ModelCommands:
 
 def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
     """Remove an attempt's files, and its directory when nothing else is left in it."""
+    folder = atomic.Folder(files.out_dir.parent)  # no link followed (a linked attempts folder is refused)
+    folder.mkdir(files.out_dir.name)
     for key in TRACE_SET:
-        getattr(files, key).unlink(missing_ok=True)
+        folder.remove(getattr(files, key))
     if rmdir:
-        with contextlib.suppress(OSError):
-            files.out_dir.rmdir()
+        folder.rmdir(files.out_dir.name)
 
 
 def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
@@ -64,10 +63,11 @@ def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
     first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
     complete; Ctrl-C waits for the renames (`atomic.signals_deferred`)."""
     final = run.files
+    folder = atomic.Folder(final.out_dir)
     with atomic.signals_deferred():
-        final.done.unlink(missing_ok=True)
+        folder.remove(final.done)
         for key in TRACE_SET:
             src = getattr(attempt, key)
             if src.is_file():
-                os.replace(src, getattr(final, key))
-        atomic.write_text(final.done, json.dumps(marker, indent=2) + "\n")
+                folder.replace(src, getattr(final, key))
+        folder.write_text(final.done, json.dumps(marker, indent=2) + "\n")

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import progress
+from .. import atomic, progress
 from ..errors import NsysCCError, ProfileError
 from . import table as table_mod
 from .grid import CellSpec
@@ -83,9 +83,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    os.replace(tmp, path)
+    atomic.Folder(path.parent).write_text(path.name, json.dumps(doc, indent=2) + "\n")  # no link followed
 
 
 def _new_attempt(spec: CellSpec) -> tuple[int, bool]:

@@ -83,8 +83,8 @@ def _private(folder: Path) -> Path:
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         problems.append("it is not a directory of its own (a link or a file)")
     else:
-        if st.st_uid != os.getuid():
-            problems.append(f"it belongs to user id {st.st_uid}, not to you ({os.getuid()})")
+        if st.st_uid != atomic.my_uid():
+            problems.append(f"it belongs to user id {st.st_uid}, not to you ({atomic.my_uid()})")
         if st.st_mode & 0o077:
             problems.append(f"others may use it (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)")
     if problems:
@@ -93,9 +93,33 @@ def _private(folder: Path) -> Path:
     return folder
 
 
+def _trusted(folder: Path) -> Path:
+    """`folder` once checked to be a cache of this user's: a real directory (not a link) owned by you
+    (`atomic.my_uid`) that no one else may write (no group or world write bit). InputError otherwise: another user
+    could have planted exports there, which an analysis would read as yours."""
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise InputError(f"cannot use the export cache {folder}: {exc.strerror}") from None
+    problems = []
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        problems.append("it is not a directory of its own (a link or a file)")
+    else:
+        if st.st_uid != atomic.my_uid():
+            problems.append(f"it belongs to user id {st.st_uid}, not to you ({atomic.my_uid()})")
+        if st.st_mode & 0o022:
+            problems.append(f"others may write in it (mode {stat.S_IMODE(st.st_mode):04o})")
+    if problems:
+        raise InputError(f"the export cache {folder} is not yours alone: {'; '.join(problems)} — its entries "
+                         "cannot be trusted; remove it, or set NSYS_CC_CACHE to a directory of your own")
+    return folder
+
+
 def _writable_dir(preferred: Path) -> Path:
     try:
-        preferred.mkdir(parents=True, exist_ok=True)
+        if not preferred.is_dir():
+            preferred.mkdir(parents=True, exist_ok=True, mode=0o700)  # private from the start (C01)
+        _trusted(preferred)
         probe = tempfile.NamedTemporaryFile(dir=preferred, prefix=".probe-", delete=True)
         probe.close()
         return preferred
@@ -149,6 +173,8 @@ def _valid(entry: Path, report: Path, digest: str) -> bool:
         with _cache_lock(entry.parent, exclusive=False):
             record = json.loads(_record_path(entry).read_text())
             st = entry.stat()
+            if {st.st_uid, _record_path(entry).stat().st_uid} != {atomic.my_uid()}:
+                return False  # written by someone else: never trusted
     except (OSError, ValueError):
         return False
     return (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
@@ -184,15 +210,50 @@ def _explain_failure(report: Path, nsys: str, output: str) -> str:
 STALE_TEMP_SECONDS = 24 * 3600
 
 
+LEDGER = ".nsys_cc-ledger.json"
+
+
+def _ledger(cache: Path) -> set[str]:
+    """The names of the temporary exports this cache started and has not finished (its ledger): the only files it
+    ever cleans up. A file it did not record — a user's trace in a folder named by NSYS_CC_CACHE — is never touched."""
+    try:
+        if not stat.S_ISREG(os.lstat(cache / LEDGER).st_mode):
+            return set()
+        doc = json.loads((cache / LEDGER).read_text())
+    except (OSError, ValueError):
+        return set()
+    names = doc.get("temporaries") if isinstance(doc, dict) else None
+    return {n for n in names if isinstance(n, str) and "/" not in n} if isinstance(names, list) else set()
+
+
+def _record_temporary(cache: Path, name: str, *, add: bool) -> None:
+    with _cache_lock(cache, exclusive=True):
+        names = _ledger(cache)
+        names = names | {name} if add else names - {name}
+        if names:
+            atomic.Folder(cache).write_text(LEDGER, json.dumps({"temporaries": sorted(names)}) + "\n", mode=0o600)
+        else:  # nothing under way: no ledger (the cache holds its entries and their records only)
+            atomic.Folder(cache).remove(LEDGER)
+
+
 def _remove_stale_temporaries(cache: Path) -> None:
-    """Delete hidden `.<hash>-*.sqlite` files that killed exports left in the cache (best effort)."""
+    """Delete the temporary exports that killed exports left in the cache, older than a day: only those its
+    ledger records as its own (best effort)."""
     limit = time.time() - STALE_TEMP_SECONDS
-    for leftover in cache.glob(".*-*.sqlite"):
+    folder = atomic.Folder(cache)
+    for name in sorted(_ledger(cache)):
+        leftover = cache / name
         try:
-            if leftover.stat().st_mtime < limit:
-                leftover.unlink()
-        except OSError:
+            st = os.lstat(leftover)
+            if stat.S_ISREG(st.st_mode) and st.st_uid == atomic.my_uid() and st.st_mtime < limit:
+                folder.remove(name)
+        except FileNotFoundError:
             pass
+        except OSError:
+            continue
+        with contextlib.suppress(OSError):
+            if not leftover.exists():
+                _record_temporary(cache, name, add=False)
 
 
 def export_timeout() -> float | None:
@@ -261,6 +322,7 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
     os.close(fd)
     tmp = Path(tmp_name)
     try:
+        _record_temporary(cache, tmp.name, add=True)
         # A refused export raises inside the step: its line then never says "done" before the error.
         with progress.step(f"exporting {report.name} to SQLite with nsys", always=True):
             rc, output = _run_export([nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(tmp), str(report)],
@@ -276,4 +338,6 @@ def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.
             raise InputError(f"cannot store the export of {report} as {target}: {exc.strerror}") from None
     finally:
         tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            _record_temporary(cache, tmp.name, add=False)
     return target
