@@ -266,7 +266,10 @@ def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None)
     decode = _nnls_slopes(np.column_stack([np.ones_like(ub), ub]), dec)
     draft = _nnls_slopes(np.column_stack([one, b]), v["draft"])
     verify = _nnls_slopes(np.column_stack([one, b * (g + 1)]), v["verify"])
-    other = _nnls_slopes(np.column_stack([one, b, b * g]), v["other"])
+    if np.unique(g).size >= 2:
+        other = _nnls_slopes(np.column_stack([one, b, b * g]), v["other"])
+    else:  # one γ seen (a live window): per sequence and per draft token are one column; outside time held per B
+        other = np.append(_nnls_slopes(np.column_stack([one, b]), v["other"]), 0.0)
     return BatchCostModel((float(decode[0]), float(decode[1])), (float(draft[0]), float(draft[1])),
                           (float(verify[0]), float(verify[1])),
                           (float(other[0]), float(other[1]), float(other[2])))
