@@ -101,7 +101,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
          max_batch_size: int = model.DEFAULT_MAX_BATCH, max_gamma: int = model.DEFAULT_MAX_GAMMA,
          input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
          replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
-         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True) -> TuneReport:
+         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True) -> TuneReport:
     """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
 
     Args:
@@ -113,6 +113,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         check: extra held-out cells to profile, "B:γ,…" or [(B, γ), …].
         max_batch_size, max_gamma: the schedule covers 1…max_batch_size, γ searched in 1…max_gamma.
         input_len … trace: the profile's options (per cell); force: profile again.
+        confirm: after the fit, profile the schedule's γ at each measured batch size where it was not measured
+            (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
     Returns:
         A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md) are
         written to out_dir (to the profiled directory when profiling; reading, only when out_dir is given).
@@ -166,8 +168,29 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     missing = sorted(want - {c.key for c in measured})
     if missing:
         notes.append("check cells not measured: " + ", ".join(f"{b}:{g}" for b, g in missing))
+    if not draft:  # a directory without tune.json: the draft its speculative engines are labelled after
+        draft = next((c.label.split(".spec-g")[0] for c in measured if ".spec-g" in c.label), "")
     result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws, seed=seed,
                         target=str(target or ""), draft=str(draft or ""))
+    if source is None and confirm:
+        # the schedule's γ at every measured batch size where it was not measured: profiled, so that the schedule
+        # is checked against the best fixed γ there (held out: the fit does not change)
+        todo: dict[int, list[int]] = {}
+        for s in result.schedule_check:
+            g = s["schedule_gamma"]
+            if g > 0 and g not in s["measured_gammas"]:
+                todo[s["batch_size"]] = sorted({*cells[s["batch_size"]], g})
+        if todo:
+            progress.say("tune: profiling the schedule's γ where it was not measured: "
+                         + ", ".join(f"{b}:{max(set(gs_b) - set(cells[b]))}" for b, gs_b in todo.items()))
+            cells.update(todo)
+            _profile_design(str(target), str(draft), root, todo, input_len=input_len, output_len=output_len,
+                            warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
+                            trace=trace, force=force, seed=seed)
+            measured = model.read_cells(root, seed=seed)
+            fitted, held = model.split_design(measured, bs, gs)
+            result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
+                                seed=seed, target=str(target or ""), draft=str(draft or ""))
     device_used = _device_of(root)
     notes.append(CPU_NOTE if device_used == "cpu" else
                  "on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare "
@@ -266,10 +289,11 @@ def render_text(report: TuneReport) -> str:
                      f"[{c['forecast_ci_low']:.3g}–{c['forecast_ci_high']:.3g}] vs measured {_x(c['measured'])} "
                      f"({c['error']:+.1%}; {'within' if c['within_precision'] else 'outside'} the runs' own "
                      f"±{c['tolerance']:.1%}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
-                     + (f"; at vLLM's tokens per step measured {_x(c['measured_counters'])} "
-                        f"({c['error_counters']:+.1%})" if math.isfinite(c['measured_counters']) else "")
-                     + (f"; i.i.d. α forecast {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast'])
-                        > 0.005 * c['forecast'] else ""))
+                     + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
+                        f"measured {_x(c['measured_counters'])} ({c['error_counters']:+.1%})"
+                        if math.isfinite(c['measured_counters']) else "")
+                     + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
+                        > 0.005 * c['forecast_steady_state'] else ""))
     lines.append("Schedule check (the schedule's γ against the best fixed γ measured at each batch size):")
     for s in r.schedule_check:
         m = s["schedule_measured"]

@@ -226,3 +226,15 @@ def test_cli_bad_input_one_line(args):
     p = _cli("tune", *args)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+
+
+def test_a_static_batch_of_n_tokens_steps_until_its_slowest_sequence_is_done():
+    sure = t.TokensModel((1.0, 1.0, 1.0), 1.0)  # every draft accepted: γ + 1 tokens a step, the last one cut short
+    assert sure.static_batch(2, 4, 7) == pytest.approx(7 / 3)
+    assert sure.static_batch(3, 16, 31) == pytest.approx(31 / 8)
+    never = t.TokensModel((0.0,), 0.0)
+    assert never.static_batch(1, 8, 7) == pytest.approx(1.0)
+    half = t.TokensModel((0.5,), 0.5)
+    # one sequence, γ = 1: 1 or 2 tokens a step; a batch of 16 waits for the unluckiest: fewer tokens per step
+    one, many = half.static_batch(1, 1, 31), half.static_batch(1, 16, 31)
+    assert 1.0 < many < one < half.expected(1) + 0.02

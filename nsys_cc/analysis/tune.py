@@ -81,6 +81,7 @@ class Cell:
     # the measured step ratio at vLLM's tokens per step (its counters): the cost check without the benchmark's
     # stragglers (a static batch waits for its slowest sequence, so the trace's tokens per step fall with B)
     measured_counters_speedup: float = math.nan
+    output_len: int = 0  # tokens generated per sequence in the benchmark (0: unknown)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -130,6 +131,25 @@ class TokensModel:
     def expected(self, gamma: int) -> float:
         """E(γ) = 1 + Σ_{i<γ} a_i; i.i.d. tail past the measured positions."""
         return 1.0 + sum(self.rate(i) for i in range(int(gamma)))
+
+    def static_batch(self, gamma: int, batch: int, tokens: int, iterations: int = 4000, seed: int = 0) -> float:
+        """Tokens per sequence per step in a benchmark iteration: `batch` sequences generating `tokens` tokens each
+        after the prefill, the batch stepping until its slowest sequence is done (what the trace's tokens per step
+        measure: tokens ÷ verify steps per iteration). Below E(γ) where the last step of a sequence is cut short or
+        the batch waits for a straggler. Monte Carlo over `iterations` iterations, accepted prefix lengths drawn from
+        the rates."""
+        if tokens <= 0 or gamma < 1 or batch < 1:
+            return math.nan
+        rng = np.random.default_rng(seed)
+        p_ge = np.array([1.0, *(self.rate(i) for i in range(gamma)), 0.0])  # P(accepted ≥ j), j = 0 … γ + 1
+        p_k = np.clip(p_ge[:-1] - p_ge[1:], 0, None)
+        p_k = p_k / p_k.sum()
+        steps_max = tokens  # one token a step at worst
+        n_iter = max(1, min(iterations, 2_000_000 // max(batch * steps_max, 1)))
+        k = rng.choice(gamma + 1, size=(n_iter, batch, steps_max), p=p_k) + 1
+        done = np.cumsum(k, axis=2) >= tokens
+        steps = done.argmax(axis=2) + 1
+        return float(tokens / steps.max(axis=1).mean())
 
     def expected_iid(self, gamma: int) -> float:
         a = self.alpha
@@ -275,9 +295,14 @@ def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None)
                           (float(other[0]), float(other[1]), float(other[2])))
 
 
-def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False) -> float:
+def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False, output_len: int = 0) -> float:
+    """Forecast speedup at (B, γ): steady state (E(γ), a server's continuous batch), or with `output_len` a benchmark
+    iteration of B sequences of that many tokens (`TokensModel.static_batch`)."""
     step = float(cost.step_ms(b, g))
-    e = tokens.expected_iid(int(g)) if iid else tokens.expected(int(g))
+    if output_len > 1:
+        e = tokens.static_batch(int(g), int(b), output_len - 1)
+    else:
+        e = tokens.expected_iid(int(g)) if iid else tokens.expected(int(g))
     return e * float(cost.decode_step_ms(b)) / step if step > 0 else math.nan
 
 
@@ -410,17 +435,22 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
         notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
     checks = []
     for c in held_out:
-        f = speedup(cost, tokens, c.batch_size, c.gamma)
+        # like against like: the cell is a benchmark of static batches of output_len tokens; its forecast too
+        f = speedup(cost, tokens, c.batch_size, c.gamma, output_len=c.output_len)
+        steady = speedup(cost, tokens, c.batch_size, c.gamma)
         ci = _interval(boot, c.batch_size, c.gamma)
+        if c.output_len > 1 and steady > 0:
+            ci = (ci[0] * f / steady, ci[1] * f / steady)
         err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
         tol = math.hypot(_rel_half(c.measured_speedup, c.measured_ci) or 0.0, _rel_half(f, ci) or 0.0)
-        checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label,
-                       "forecast": f, "forecast_ci_low": ci[0], "forecast_ci_high": ci[1],
+        checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label, "output_len": c.output_len,
+                       "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0],
+                       "forecast_ci_high": ci[1],
                        "forecast_iid": speedup(cost, tokens, c.batch_size, c.gamma, iid=True),
                        "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0],
                        "measured_ci_high": c.measured_ci[1], "error": err,
                        "measured_counters": c.measured_counters_speedup,
-                       "error_counters": (f / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
+                       "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
                                           else math.nan), "tolerance": tol,
                        "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
                        "within_10pct": bool(math.isfinite(err) and abs(err) <= 0.10)})
@@ -478,6 +508,21 @@ def _ci(row, col: str) -> tuple[float, float]:
     return (float(lo) if lo is not None else math.nan, float(hi) if hi is not None else math.nan)
 
 
+def _output_len(directory) -> int:
+    """The benchmark's --output-len, from the launcher's record of the commands (0 when it cannot be read)."""
+    import re
+    from pathlib import Path
+
+    for done in sorted(Path(directory).glob("run-*/done.json")) + sorted(Path(directory).glob("*.done.json")):
+        try:
+            m = re.search(r"--output-len[\"', =]+(\d+)", done.read_text())
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return 0
+
+
 def read_cells(directory, *, seed: int = 0) -> list[Cell]:
     """Every speculative cell of a tune (or sweep) directory: each sub-directory named `bs<B>…` is a profile
     directory analysed as `nsys_cc.analyze` does, one cell per speculative engine in it."""
@@ -522,7 +567,7 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
                 decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
                 acceptance=_counters(sub, label), label=label, source=os.fspath(sub),
                 measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
-                / float(row["step_ms"])))
+                / float(row["step_ms"]), output_len=_output_len(sub)))
     if not cells:
         raise InputError(f"{os.fspath(directory)}: no speculative run in its cell directories")
     return cells
