@@ -106,18 +106,34 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
 
     Args:
         source: an existing tune or sweep directory to read (nothing is profiled); None: profile `target` with
-            `draft` into `out_dir` (default out/tune).
-        batch_sizes, speculate: the design the model is fitted on (B × γ; profiling, default 1,8 × 1,3); every
-            other measured cell is held out and checked. Reading a directory: its tune.json's design unless given
-            (without either, every cell is fitted).
-        check: extra held-out cells to profile, "B:γ,…" or [(B, γ), …].
-        max_batch_size, max_gamma: the schedule covers 1…max_batch_size, γ searched in 1…max_gamma.
-        input_len … trace: the profile's options (per cell); force: profile again.
+            `draft` into `out_dir`.
+        target: the target model (as for `profile`), to profile.
+        draft: the draft model (as for `profile`).
+        batch_sizes: batch sizes of the design the model is fitted on (profiling: default 1, 8; reading: the
+            directory's tune.json design; without either every cell is fitted).
+        speculate: γ values of the design (every batch size × every γ; profiling: default 1, 3).
+        check: extra held-out cells to profile, "B:γ,…" or [(B, γ), …]; every measured cell outside the design
+            is held out and checked.
+        out_dir: report directory (profiling: the cells too, default out/tune; reading: written only when given).
+        max_batch_size: the schedule covers batch sizes 1…max_batch_size.
+        max_gamma: γ searched in 1…max_gamma.
+        input_len: prompt tokens per sequence (profiling).
+        output_len: generated tokens per sequence (profiling).
+        warmup_iters: warm-up iterations (profiling).
+        iters: measured iterations (profiling).
+        repeat: interleaved runs per batch size (profiling).
+        replicas: engines of each model per run (profiling).
+        device: "auto", "cpu" or "gpu" (profiling).
+        trace: nsys -t value (profiling).
+        force: profile again cells an earlier run completed.
+        seed: seed of the bootstrap intervals.
+        draws: bootstrap draws of the intervals.
+        plot: draw tune.png.
         confirm: after the fit, profile the schedule's γ at each measured batch size where it was not measured
             (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
+
     Returns:
-        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md) are
-        written to out_dir (to the profiled directory when profiling; reading, only when out_dir is given).
+        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
     """
     bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
     checks = parse_checks(check)

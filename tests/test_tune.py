@@ -238,3 +238,34 @@ def test_a_static_batch_of_n_tokens_steps_until_its_slowest_sequence_is_done():
     # one sequence, γ = 1: 1 or 2 tokens a step; a batch of 16 waits for the unluckiest: fewer tokens per step
     one, many = half.static_batch(1, 1, 31), half.static_batch(1, 16, 31)
     assert 1.0 < many < one < half.expected(1) + 0.02
+
+
+_START = """
+import json, sys
+from vllm import LLM, SamplingParams
+from nsys_cc.launch import pair
+cfg = json.loads(sys.argv[1])
+cfg["model"] = str(pair.path("pair-draft"))
+llm = LLM(model=str(pair.path("pair-target-a50")), speculative_config=cfg, max_model_len=256,
+          skip_tokenizer_init=True, gpu_memory_utilization=0.3)
+out = llm.generate([{"prompt_token_ids": [1, 2, 3, 4]}] * 2, SamplingParams(max_tokens=8, detokenize=False))
+sc = llm.llm_engine.vllm_config.speculative_config
+print("SCHEDULE", json.dumps([list(x) for x in sc.num_speculative_tokens_per_batch_size]), len(out))
+"""
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_vllms_cpu_build_starts_with_the_schedule():
+    """issue 30 done-when: vLLM's CPU build starts with tune's schedule in --speculative-config (it keeps the table
+    in its config; its V1 runner does not act on it, docs/tune.md)."""
+    r = t.tune([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN], max_batch_size=32, draws=10,
+               draft="pair-draft")
+    cfg = r.speculative_config()
+    assert cfg is not None
+    env = {**__import__("os").environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
+           "VLLM_CPU_OMP_THREADS_BIND": "nobind", "OMP_NUM_THREADS": "1"}
+    p = subprocess.run([sys.executable, "-c", _START, cfg], capture_output=True, text=True, timeout=900, env=env)
+    line = next((ln for ln in p.stdout.splitlines() if ln.startswith("SCHEDULE")), None)
+    assert p.returncode == 0 and line, p.stderr[-2000:]
+    assert json.loads(line.split()[1]) == r.schedule
