@@ -10,7 +10,7 @@ import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import ScalarFormatter
+from matplotlib.ticker import FormatStrFormatter
 
 from ..analysis.tune import TuneResult
 
@@ -25,12 +25,15 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
     cmap = matplotlib.colormaps["viridis"]
     shown = [g for g in gammas if g <= result.max_gamma]
     colours: dict = {}
+    measured_g = {c.gamma for c in [*result.fitted, *result.held_out]}
     for i, g in enumerate(shown):
         colour = cmap(0.85 * i / max(len(shown) - 1, 1))
         colours[g] = colour
         sel = sorted((r for r in rows if r["gamma"] == g), key=lambda r: r["batch_size"])
         x = [r["batch_size"] for r in sel]
-        ax.plot(x, [r["speedup"] for r in sel], color=colour, lw=1.4, label=f"γ = {g} (forecast)")
+        ax.plot(x, [r["speedup"] for r in sel], color=colour, lw=1.4, label=f"γ = {g}")
+        if g not in measured_g:  # bands only for the γ measured: the rest would hide the lines
+            continue
         ax.fill_between(x, [r["speedup_ci_low"] for r in sel], [r["speedup_ci_high"] for r in sel], color=colour,
                         alpha=0.07, lw=0)
     by = {(r["batch_size"], r["gamma"]): r["speedup"] for r in rows}
@@ -55,16 +58,18 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)
     ax.set_xlim(0.9, max(bs) * 1.1)
-    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_major_formatter(FormatStrFormatter("%g"))
     meas = [c.measured_speedup for c in [*result.fitted, *result.held_out] if math.isfinite(c.measured_speedup)]
     top = np.nanmax([*(r["speedup"] for r in rows if r["gamma"] in shown), *meas, 1.2])
     ax.set_ylim(0, min(float(top) * 1.15, 10))
     ax.set_xlabel("batch size B (sequences per step)")
     ax.set_ylabel("speedup over plain decoding (× per output token)")
-    title = "γ per batch size: forecast speedup, schedule and measured cells"
+    title = "γ per batch size: steady-state forecast per γ (bands for the γ measured), schedule, measured cells"
     if result.target or result.draft:
-        title += f"\n{result.target} with {result.draft}"
-    ax.set_title(title)
+        title += f" — {result.target} with {result.draft}"
+    title += ("\n(a measured cell is a static-batch benchmark: below the steady state where a batch waits for its "
+              "slowest sequence)")
+    ax.set_title(title, fontsize=9)
     ax.legend(loc="upper right", ncols=2)
     if path is None:
         return fig
