@@ -147,12 +147,12 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         out = Path(out_dir or "out/tune")
         atomic.check_out_dir(out, "the tune run")
         out.mkdir(parents=True, exist_ok=True)
+        bs, gs = bs or [1, 8], gs or [1, 3]
         cells: dict[int, list[int]] = {b: list(gs) for b in bs}
         for b, g in checks:
             cells.setdefault(b, [])
             if g not in cells[b]:
                 cells[b] = sorted([*cells[b], g])
-        bs, gs = bs or [1, 8], gs or [1, 3]
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
         (out / DESIGN_FILE).write_text(json.dumps({"design": design}, indent=1) + "\n")
         _profile_design(target, draft, out, cells, input_len=input_len, output_len=output_len,

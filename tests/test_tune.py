@@ -269,3 +269,34 @@ def test_vllms_cpu_build_starts_with_the_schedule():
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("SCHEDULE")), None)
     assert p.returncode == 0 and line, p.stderr[-2000:]
     assert json.loads(line.removeprefix("SCHEDULE ").rsplit(" ", 1)[0]) == r.schedule
+
+
+def test_profiling_runs_the_design_then_the_schedules_gamma_where_it_was_not_measured(tmp_path, monkeypatch):
+    """The profiling path without vLLM: each 'profile' of a batch size lays down that batch size's fixture cells."""
+    import shutil
+
+    from nsys_cc import tuning
+
+    calls: list[dict[int, list[int]]] = []
+
+    def fake(target, draft, out, cells, **kw):
+        calls.append({b: list(g) for b, g in cells.items()})
+        for b in cells:
+            if not (out / f"bs{b}").exists():
+                shutil.copytree(FIX / "a99" / f"bs{b}", out / f"bs{b}")
+
+    monkeypatch.setattr(tuning, "_profile_design", fake)
+    out = tmp_path / "tune"
+    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
+                      draws=20, plot=False)
+    assert calls[0] == {1: [1, 3], 8: [1, 3], 4: [2], 16: [3]}  # the design and the held-out cells, per B
+    # then, per measured B, the schedule's γ where the fit chose one that was not measured there
+    first = tuning.model.tune(*tuning.model.split_design(tuning.model.read_cells(out), [1, 8], [1, 3]),
+                              max_batch_size=16, draws=20)
+    want = {s["batch_size"]: sorted({*calls[0][s["batch_size"]], s["schedule_gamma"]})
+            for s in first.schedule_check
+            if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
+    assert want, "the α ≈ 1 fixtures choose a γ that was not measured: the confirm step has work"
+    assert calls[1:] == [want]
+    assert json.loads((out / "tune.json").read_text())["design"]["check"] == [[4, 2], [16, 3]]
+    assert rep.schedule[0][0] == 1
