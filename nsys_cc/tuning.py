@@ -82,7 +82,7 @@ class TuneReport:
 
 def _profile_design(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
                     output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
-                    trace: str | None, force: bool, seed: int) -> None:
+                    trace: str | None, force: bool, seed: int, suffix: str = "") -> None:
     from .launch import repeat as repeat_mod
     from .launch.commands import BenchOptions
 
@@ -90,10 +90,10 @@ def _profile_design(target: str, draft: str, out: Path, cells: dict[int, list[in
         progress.say(f"[tune {i}/{len(cells)}] batch {b}, γ {','.join(map(str, gammas))}: profiling …")
         options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=b, warmup_iters=warmup_iters,
                                iters=iters)
-        run = repeat_mod.profile(target, [draft], out / f"bs{b}", options, device=device, force=force, trace=trace,
-                                 seed=seed, speculate=gammas, repeat=repeat, replicas=replicas)
+        run = repeat_mod.profile(target, [draft], out / f"bs{b}{suffix}", options, device=device, force=force,
+                                 trace=trace, seed=seed, speculate=gammas, repeat=repeat, replicas=replicas)
         if getattr(run, "result", None) is None:
-            raise InputError(f"batch {b}: the profile did not complete (see {out / f'bs{b}'}/status.json)")
+            raise InputError(f"batch {b}: the profile did not complete (see {out / f'bs{b}{suffix}'}/status.json)")
 
 
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
@@ -195,14 +195,15 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         for s in result.schedule_check:
             g = s["schedule_gamma"]
             if g > 0 and g not in s["measured_gammas"]:
-                todo[s["batch_size"]] = sorted({*cells[s["batch_size"]], g})
+                todo[s["batch_size"]] = [g]
         if todo:
+            # in bs<B>-schedule/ beside the cell of that B: its runs are kept as they are (a new γ in bs<B>/
+            # would make every engine of that batch size run again)
             progress.say("tune: profiling the schedule's γ where it was not measured: "
-                         + ", ".join(f"{b}:{max(set(gs_b) - set(cells[b]))}" for b, gs_b in todo.items()))
-            cells.update(todo)
+                         + ", ".join(f"{b}:{g[0]}" for b, g in todo.items()))
             _profile_design(str(target), str(draft), root, todo, input_len=input_len, output_len=output_len,
                             warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
-                            trace=trace, force=force, seed=seed)
+                            trace=trace, force=force, seed=seed, suffix="-schedule")
             measured = model.read_cells(root, seed=seed)
             fitted, held = model.split_design(measured, bs, gs)
             result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
