@@ -39,10 +39,13 @@ from .options import WholeNumber
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value (e.g. nvtx for the smallest traces).")
 @click.option("--force", is_flag=True, help="Profile again cells that an earlier run completed.")
 @click.option("--no-plot", is_flag=True, help="Do not draw tune.png.")
+@click.option("--no-confirm", is_flag=True,
+              help="After the fit, do not profile the schedule's γ at the measured batch sizes where it was not "
+                   "measured (bs<B>-schedule/; without it the schedule check may have nothing to compare).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
-         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, seed, fmt):
+         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design (one interleaved profile per batch size, the
@@ -55,7 +58,7 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     report = run(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
-                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot)
+                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm)
     if fmt == "json":
         from ..tuning import _finite
 
