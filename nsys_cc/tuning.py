@@ -208,6 +208,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             fitted, held = model.split_design(measured, bs, gs)
             result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
                                 seed=seed, target=str(target or ""), draft=str(draft or ""))
+    result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
     notes.append(CPU_NOTE if device_used == "cpu" else
                  "on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare "
@@ -216,6 +217,20 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if write_to is not None:
         report.files = write(report, write_to, plot=plot)
     return report
+
+
+def _draft_path(draft: str) -> str:
+    """The folder vLLM loads for `draft` (a known-α pair model or a directory; a hub id as it is; "" when it cannot
+    be resolved here, e.g. a shipped dummy-weight shape, which a served config cannot use anyway)."""
+    if not draft:
+        return ""
+    try:
+        from .launch.models import resolve
+
+        m = resolve(draft)
+    except Exception:  # an unknown name: the config keeps the name as given
+        return ""
+    return m.path if m.kind in ("pair", "directory", "hub") else ""
 
 
 def _device_of(root: Path) -> str:

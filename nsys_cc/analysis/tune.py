@@ -326,6 +326,7 @@ class TuneResult:
     draft: str = ""
     target: str = ""
     notes: list[str] = field(default_factory=list)
+    draft_path: str = ""  # what vLLM's config names as the draft model (its folder), when known
 
     def speculative_config(self, method: str = "draft_model") -> str | None:
         """vLLM's --speculative-config with the schedule (None when no batch size speculates)."""
@@ -333,8 +334,8 @@ class TuneResult:
         if k == 0:
             return None
         doc: dict = {"method": method}
-        if self.draft:
-            doc["model"] = self.draft
+        if self.draft_path or self.draft:
+            doc["model"] = self.draft_path or self.draft
         doc["num_speculative_tokens"] = k
         doc["num_speculative_tokens_per_batch_size"] = self.schedule
         return json.dumps(doc)
