@@ -333,7 +333,10 @@ def render_text(report: TuneReport) -> str:
                      f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
                      + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
                         else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
-                             f"{s['measured_gammas']})"))
+                             f"{s['measured_gammas']})")
+                     + (f"; for this benchmark's static batch ({s['output_len']} tokens) the forecast would choose "
+                        f"γ={s['static_batch_gamma']}" if s.get("static_batch_gamma", s["schedule_gamma"])
+                        != s["schedule_gamma"] else ""))
     lines.append("")
     lines.append(f"num_speculative_tokens_per_batch_size: {json.dumps(r.schedule)}")
     if r.no_gain_from is not None:

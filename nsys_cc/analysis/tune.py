@@ -455,9 +455,16 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
                                           else math.nan), "tolerance": tol,
                        "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
                        "within_10pct": bool(math.isfinite(err) and abs(err) <= 0.10)})
-    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedule,
-                      schedule_check([*fitted, *held_out], best), no_gain, max_batch_size, max_gamma, draft, target,
-                      notes)
+    sched_check = schedule_check([*fitted, *held_out], best)
+    for row in sched_check:  # what the forecast would choose for the benchmark's static batch at that B
+        n = max((c.output_len for c in [*fitted, *held_out] if c.batch_size == row["batch_size"]), default=0)
+        if n > 1:
+            s_static = {g: speedup(cost, tokens, row["batch_size"], g, output_len=n) for g in gammas}
+            g_static = max(s_static, key=lambda g: s_static[g])
+            row["static_batch_gamma"] = g_static if s_static[g_static] > 1.0 else 0
+            row["output_len"] = n
+    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedule, sched_check, no_gain,
+                      max_batch_size, max_gamma, draft, target, notes)
 
 
 def schedule_check(cells: Sequence[Cell], best: Sequence[int]) -> list[dict]:
