@@ -7,3 +7,4 @@ if [ -x scripts/make_vllm_fixtures.sh ]; then scripts/make_vllm_fixtures.sh; fi
 scripts/make_tp_fixture.sh
 if [ -x scripts/make_spec_fixtures.sh ]; then scripts/make_spec_fixtures.sh; fi
 scripts/make_interleaved_fixtures.sh
+if [ -x scripts/make_tune_fixtures.sh ]; then scripts/make_tune_fixtures.sh; fi

@@ -42,7 +42,7 @@ def test_help_loads_nothing_heavy():
     assert loaded("--help") == []
 
 
-@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep", "speedup", "info", "ranges", "kernels"])
+@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep", "tune", "speedup", "info", "ranges", "kernels"])
 def test_each_verbs_help_loads_nothing_heavy(verb):
     assert loaded(verb, "--help") == []
 

@@ -25,13 +25,13 @@ def verify_step(reqs=("a",), gamma=3):
 
 
 def test_step_kinds_from_the_scheduler_output():
-    assert step_shape(verify_step(("a", "b"))) == (VERIFY, 4.0, True)
-    assert step_shape(sched({"a": 1, "b": 1}, cached=("a", "b"))) == (DECODE, 1.0, True)
+    assert step_shape(verify_step(("a", "b"))) == (VERIFY, 4.0, True, 2)
+    assert step_shape(sched({"a": 1, "b": 1}, cached=("a", "b"))) == (DECODE, 1.0, True, 2)
     # A prompt chunk beside a verify: mixed; a new request: mixed and not continuing.
     assert step_shape(sched({"a": 4, "b": 16}, {"a": [1, 2, 3]}, cached=("a", "b"))).kind == MIXED
-    assert step_shape(sched({"c": 8}, new=["c"])) == (MIXED, 8.0, False)
+    assert step_shape(sched({"c": 8}, new=["c"])) == (MIXED, 8.0, False, 1)
     # Requests with fewer drafts than others still verify; tokens per sequence is the mean.
-    assert step_shape(sched({"a": 4, "b": 2}, {"a": [1, 2, 3], "b": [1]}, cached=("a", "b"))) == (VERIFY, 3.0, True)
+    assert step_shape(sched({"a": 4, "b": 2}, {"a": [1, 2, 3], "b": [1]}, cached=("a", "b"))) == (VERIFY, 3.0, True, 2)
     assert step_shape(sched({})) is None
 
 

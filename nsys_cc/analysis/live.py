@@ -140,3 +140,49 @@ def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) ->
         best_speedup=speedup,
         num_speculative_tokens=advice,
     )
+
+
+def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float = math.nan,
+                   max_batch_size: int = 256, max_gamma: int = 8) -> list[list[int]] | None:
+    """The best γ per batch-size range from the window's steps, as vLLM's num_speculative_tokens_per_batch_size:
+    the model of `nsys_cc.analysis.tune` (issue 30) fitted on the window's VERIFY steps grouped by batch size (each
+    group of at least MIN_STEPS steps one cell: its median draft token, verify token and outside time) and its DECODE
+    steps (plain step period per batch size; where none is observed, verify(B, 0) + the cell's outside time).
+    Tokens per step from `acceptance` (an `AcceptanceStats` with per-position counts; else i.i.d. at `alpha`).
+    None without verify steps at one batch size or more (a record without a batch size, 0, counts for none)."""
+    from .tune import Cell, TokensModel, fit_cost, schedule_ranges, speedup, tokens_model
+
+    groups: dict[int, list[StepTimes]] = {}
+    decode: dict[int, list[float]] = {}
+    for r in records:
+        b = int(getattr(r, "batch", 0) or 0)
+        if b <= 0:
+            continue
+        if r.kind == VERIFY:
+            groups.setdefault(b, []).append(r)
+        elif r.kind == DECODE and math.isfinite(r.step_s):
+            decode.setdefault(b, []).append(r.step_s * 1e3)
+    cells = []
+    for b, steps in sorted(groups.items()):
+        if len(steps) < MIN_STEPS:
+            continue
+        gamma = max(1, round(median([r.tokens_per_seq for r in steps]) - 1))
+        draft = median([d * 1e3 for r in steps for d in r.draft_token_s])
+        verify = median([r.target_token_s * 1e3 for r in steps])
+        outside = median([r.outside_s * 1e3 for r in steps])
+        dec = decode.get(b, [])
+        decode_ms = median(dec) if len(dec) >= MIN_STEPS else verify / (gamma + 1) + outside
+        cells.append(Cell(b, gamma, draft, verify, outside, decode_ms, math.nan, acceptance=acceptance))
+    if not cells or not all(math.isfinite(x) for c in cells for x in (c.draft_forward_ms, c.verify_ms,
+                                                                       c.other_ms, c.decode_step_ms)):
+        return None
+    cost = fit_cost(cells)
+    tokens = tokens_model(cells) if acceptance is not None else TokensModel((), min(max(alpha, 0.0), 1.0))
+    if not math.isfinite(tokens.alpha):
+        return None
+    best = []
+    for b in range(1, max_batch_size + 1):
+        s = [speedup(cost, tokens, b, g) for g in range(1, max_gamma + 1)]
+        i = int(np.nanargmax(s)) if not np.isnan(s).all() else 0
+        best.append(i + 1 if s[i] > 1.0 else 0)
+    return schedule_ranges(best)

@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # Each verb lives in its own module, a click command that knows nothing of the group.
-from . import analyze, inspect, kernels, profile, speedup, sweep  # noqa: E402
+from . import analyze, inspect, kernels, profile, speedup, sweep, tune  # noqa: E402
 
 for _command in (analyze.analyze, inspect.info, inspect.ranges, kernels.kernels, profile.profile, speedup.speedup,
-                 sweep.sweep):
+                 sweep.sweep, tune.tune):
     cli.add_command(_command)

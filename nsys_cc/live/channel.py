@@ -38,7 +38,7 @@ _PENDING = "_nsys_cc_live_pending"
 def encode(records: Iterable[StepRecord]) -> dict[str, list[float]]:
     """Columns of the payload for these records."""
     out: dict[str, list[float]] = {name: [] for name in (*_ROWS, "target_parts_s", "num_drafts", "draft_s",
-                                                         "draft_parts_s")}
+                                                         "draft_parts_s", "batch")}
     for r in records:
         out["kind"].append(float(r.kind))
         out["tokens_per_seq"].append(float(r.tokens_per_seq))
@@ -46,6 +46,7 @@ def encode(records: Iterable[StepRecord]) -> dict[str, list[float]]:
         out["target_s"].append(r.target_s)
         out["target_parts_s"].append(r.target_parts_s)
         out["num_drafts"].append(float(len(r.draft_s)))
+        out["batch"].append(float(r.batch))
         out["draft_s"].extend(r.draft_s)
         out["draft_parts_s"].extend(r.draft_parts_s or [0.0] * len(r.draft_s))
     return out
@@ -59,15 +60,16 @@ def decode(payload: dict[str, list[float]] | None) -> list[StepRecord]:
         drafts = payload["draft_s"]
         rows = len(payload["kind"])
         target_parts = payload.get("target_parts_s") or [0.0] * rows
+        batches = payload.get("batch") or [0.0] * rows
         draft_parts = payload.get("draft_parts_s") or [0.0] * len(drafts)
         if len(draft_parts) != len(drafts):
             return []
         records, i = [], 0
-        for kind, n, step, target, k, tp in zip(*(payload[name] for name in (*_ROWS, "num_drafts")), target_parts,
-                                                strict=True):
+        for kind, n, step, target, k, tp, b in zip(*(payload[name] for name in (*_ROWS, "num_drafts")),
+                                                   target_parts, batches, strict=True):
             k = int(k)
             records.append(StepRecord(int(kind), n, step, target, list(drafts[i : i + k]), tp,
-                                      list(draft_parts[i : i + k])))
+                                      list(draft_parts[i : i + k]), int(b)))
             i += k
         return records
     except (KeyError, TypeError, ValueError):

@@ -17,6 +17,11 @@ Metrics (labels `model_name` = the served model name and `engine` = the engine i
   `nsys_cc.analysis.live`); `nsys_cc:cost_coefficient_forward` (gauge): the forwards' alone;
 - `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α; 0 when no γ beats plain
   decoding at that α (a real answer, never a placeholder);
+- `nsys_cc:best_num_speculative_tokens_per_batch_size` (gauge, labels `batch_size_min`, `batch_size_max`): the best
+  γ for each batch-size range, vLLM's `num_speculative_tokens_per_batch_size` read off `/metrics` (issue 30): the
+  window's verify steps grouped by batch size, fitted with `nsys_cc.analysis.tune`'s model
+  (`analysis.live.batch_schedule`), tokens per step from vLLM's per-position counts; ranges up to the engine's
+  max_num_seqs; one batch size seen: the model is flat in B (one range, its γ);
 - `nsys_cc:window_verify_steps` (gauge): how many verify steps the two gauges above rest on.
 A gauge without an estimate is absent from `/metrics` (never 0): the three appear with the first estimate (the first
 verify step; the best γ once vLLM has also counted drafts), and a value that stops being defined reads NaN.
@@ -44,7 +49,7 @@ from typing import Any
 from vllm.v1.metrics.loggers import StatLoggerBase
 
 from ..analysis.acceptance import AcceptanceStats
-from ..analysis.live import LiveEstimate, estimate
+from ..analysis.live import LiveEstimate, batch_schedule, estimate
 from ..contract import ENV_LIVE_WINDOW
 from ..report.live import live_line
 from . import channel
@@ -120,6 +125,13 @@ class _Metrics:
             "num_speculative_tokens the nsys_cc step model forecasts fastest at the observed acceptance "
             "(0: none beats plain decoding; absent: no estimate yet).", labels, multiprocess_mode="mostrecent",
         )
+        self.schedule = Gauge(
+            "nsys_cc:best_num_speculative_tokens_per_batch_size",
+            "num_speculative_tokens the nsys_cc step model forecasts fastest for each batch-size range "
+            "[batch_size_min, batch_size_max] (vLLM's num_speculative_tokens_per_batch_size; 0: do not speculate), "
+            "fitted on the window's steps grouped by batch size (nsys_cc).",
+            [*labels, "batch_size_min", "batch_size_max"], multiprocess_mode="mostrecent",
+        )
         self.window_steps = Gauge(
             "nsys_cc:window_verify_steps",
             "Verify steps in the sliding window the nsys_cc gauges rest on (absent: no estimate yet).", labels,
@@ -170,6 +182,12 @@ class LiveStatLogger(StatLoggerBase):
         self._c_forward = _LazyGauge(m.c_forward, labels)
         self._best = _LazyGauge(m.best_gamma, labels)
         self._window_steps = _LazyGauge(m.window_steps, labels)
+        self._labels = labels
+        self._schedule_gauge = m.schedule
+        self._schedule_set: list[tuple[str, str]] = []
+        self.schedule: list[list[int]] | None = None
+        sched = getattr(vllm_config, "scheduler_config", None)
+        self.max_batch_size = int(getattr(sched, "max_num_seqs", 0) or 256)
         size = window_size()
         self.window: deque = deque(maxlen=size)  # the last `size` verify steps
         self.decode: deque = deque(maxlen=size)  # the last `size` plain decode steps
@@ -218,9 +236,17 @@ class LiveStatLogger(StatLoggerBase):
 
     def alpha(self) -> float:
         """α of vLLM's counts over the window (the i.i.d. estimate; accepted ÷ drafted without per-position counts)."""
+        stats = self.acceptance_stats()
+        if stats is None:
+            return math.nan
+        iid = stats.alpha_iid
+        return iid if math.isfinite(iid) else stats.alpha
+
+    def acceptance_stats(self) -> AcceptanceStats | None:
+        """vLLM's counts over the window summed (None without any)."""
         counts = [s for s, _ in self.acceptance if s is not None]
         if not counts:
-            return math.nan
+            return None
         k = max(s.num_spec_tokens for s in counts)
         per_pos = [0] * k
         for s in counts:
@@ -238,8 +264,7 @@ class LiveStatLogger(StatLoggerBase):
             accepted_per_position=tuple(per_pos) if all(len(s.num_accepted_tokens_per_pos) == k
                                                          for s in counts) else (),
         )
-        iid = stats.alpha_iid
-        return iid if math.isfinite(iid) else stats.alpha
+        return stats if stats.num_drafts and stats.num_draft_tokens else None
 
     def refresh(self) -> LiveEstimate | None:
         """Recompute the window's estimate and set the gauges (one without a value stays absent: `_LazyGauge`)."""
@@ -252,7 +277,27 @@ class LiveStatLogger(StatLoggerBase):
             self._best.set(est.num_speculative_tokens)
             self._window_steps.set(est.steps)
             self.last = est
+            self._set_schedule()
         return est
+
+    def _set_schedule(self) -> None:
+        """The per-batch-size gauge: the ranges of the latest schedule, the earlier ranges' children removed."""
+        stats = self.acceptance_stats()
+        per_pos = stats if stats is not None and stats.accepted_per_position else None
+        sched = batch_schedule([*self.window, *self.decode], per_pos, self.alpha(), self.max_batch_size)
+        if sched is None:
+            return
+        for lo, hi in self._schedule_set:
+            try:
+                self._schedule_gauge.remove(*self._labels, lo, hi)
+            except KeyError:
+                pass
+        self._schedule_set = []
+        for start, end, g in sched:
+            key = (str(start), str(end))
+            self._schedule_gauge.labels(*self._labels, *key).set(g)
+            self._schedule_set.append(key)
+        self.schedule = sched
 
     def log(self):
         if self._fresh:

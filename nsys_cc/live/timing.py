@@ -46,6 +46,7 @@ class StepShape(NamedTuple):
     kind: int
     tokens_per_seq: float
     continuing: bool
+    batch: int = 0  # scheduled requests (sequences) in the step
 
 
 def step_shape(scheduler_output: Any) -> StepShape | None:
@@ -59,7 +60,7 @@ def step_shape(scheduler_output: Any) -> StepShape | None:
     cached = getattr(getattr(scheduler_output, "scheduled_cached_reqs", None), "req_ids", None) or ()
     decoding = not getattr(scheduler_output, "scheduled_new_reqs", None) and total == len(counts) + drafted
     kind = (VERIFY if drafted else DECODE) if decoding else MIXED
-    return StepShape(kind, total / len(counts), bool(cached))
+    return StepShape(kind, total / len(counts), bool(cached), len(counts))
 
 
 class CpuClock:
@@ -128,6 +129,7 @@ class StepRecord:
     draft_s: list[float] = field(default_factory=list)
     target_parts_s: float = 0.0
     draft_parts_s: list[float] = field(default_factory=list)
+    batch: int = 0  # sequences in the step (0: not recorded)
 
     @property
     def target_token_s(self) -> float:
@@ -235,7 +237,7 @@ class StepTimer:
         clock.release(step.start)
         # The end mark is the next step's start: released with that step.
         return StepRecord(step.shape.kind, step.shape.tokens_per_seq, period, target, drafts, target_parts,
-                          draft_parts)
+                          draft_parts, step.shape.batch)
 
 
 def make_clock(device_type: str | None = None) -> Any:

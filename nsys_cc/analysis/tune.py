@@ -1,0 +1,592 @@
+"""γ per batch size: the speculative step cost model across the batch, tokens per step from vLLM's per-position
+counters, the schedule vLLM's dynamic speculative decoding takes, and its check on cells it was not fitted on.
+
+Cells. A cell is one (batch size B, γ) measured in place: a speculative engine of an interleaved profile at batch B
+against the plain target of the same runs (`spec_runs`). Per cell, the medians over verify steps (and their
+intervals across runs) of: one draft forward, the verify forward of γ + 1 tokens per sequence, the time outside
+forwards, and the plain target's decode step; the measured speedup; vLLM's per-position acceptance counters.
+
+Cost model (times in ms, T = B·(γ + 1) the tokens a verify forward processes):
+
+    decode_step(B)  = p0 + p1·B               a plain decode step (forward of B tokens + time around it)
+    draft(B)        = d0 + d1·B               one draft forward of B tokens (γ per step)
+    verify(B, γ)    = v0 + v1·B·(γ + 1)       the verify forward: linear in the tokens it verifies, above a floor v0
+    other(B, γ)     = o0 + o1·B + o2·B·γ      outside forwards: per-step fixed cost, per sequence, per draft token
+    step(B, γ)      = γ·draft(B) + verify(B, γ) + other(B, γ)
+    speedup(B, γ)   = E(γ) · decode_step(B) / step(B, γ)
+
+Why linear in tokens above a floor: a forward's cost on the CPU build and on a GPU is a fixed part (launches, weight
+reads, Python) that dominates at few tokens, plus a part proportional to the tokens once compute is the limit (the
+GPU's flat region is the floor; a roofline's knee is the point where the line rises above it). Each slope is fitted
+non-negative (more tokens never cost less; a falling fit is noise), by least squares over the cells' medians.
+The four cells of B ∈ {1, 8} × γ ∈ {1, 3} identify every coefficient: verify sees T = 2, 4, 16, 32; other sees B·γ
+= 1, 3, 8, 24 at B = 1, 8.
+
+Tokens per step E(γ) from the per-position counters (`vllm:spec_decode_num_accepted_tokens_per_pos`): pooled over
+the cells (a draft's position i is accepted with the same probability whatever γ it was drafted with: the draft
+proposes position by position), a_i = Σ accepted at i ÷ Σ drafts of cells with γ > i (made non-increasing: an
+accepted prefix of i + 1 tokens needs one of i), E(γ) = 1 + Σ_{i<γ} a_i. Past the largest measured position K the
+i.i.d. tail: a_i = a_{K−1}·α^(i−K+1), α the pooled i.i.d. maximum-likelihood estimate (Thm 3.8's α). `E_iid(γ)` =
+(1 − α^(γ+1)) / (1 − α) is given beside it everywhere.
+
+Intervals: a parametric bootstrap — each cell's medians drawn from normals whose 95 % half-widths are their
+intervals across runs, each position's acceptance from its Beta posterior, the model refitted per draw; the 2.5 and
+97.5 percentiles of the forecast speedup.
+
+Schedule: for each B in 1…max_batch_size the γ in 1…max_gamma of the highest forecast speedup, 0 (do not speculate)
+where none forecasts more than 1; consecutive batch sizes with one γ become one inclusive range, as vLLM's
+`num_speculative_tokens_per_batch_size` takes them (`vllm/v1/spec_decode/dynamic/utils.py` validates it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import InputError
+from .acceptance import AcceptanceStats
+
+DEFAULT_MAX_GAMMA = 8
+DEFAULT_MAX_BATCH = 32
+BOOTSTRAP_DRAWS = 400
+Z95 = 1.959963984540054
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One measured (batch size, γ): medians over its verify steps (ms), their 95 % intervals, the measured speedup
+    with its interval, and its spec-decode counters (None without them)."""
+
+    batch_size: int
+    gamma: int
+    draft_forward_ms: float
+    verify_ms: float
+    other_ms: float
+    decode_step_ms: float
+    measured_speedup: float
+    measured_ci: tuple[float, float] = (math.nan, math.nan)
+    draft_forward_ci: tuple[float, float] = (math.nan, math.nan)
+    verify_ci: tuple[float, float] = (math.nan, math.nan)
+    other_ci: tuple[float, float] = (math.nan, math.nan)
+    decode_step_ci: tuple[float, float] = (math.nan, math.nan)
+    tokens_per_step: float = math.nan
+    acceptance: AcceptanceStats | None = None
+    label: str = ""
+    source: str = ""
+    # the measured step ratio at vLLM's tokens per step (its counters): the cost check without the benchmark's
+    # stragglers (a static batch waits for its slowest sequence, so the trace's tokens per step fall with B)
+    measured_counters_speedup: float = math.nan
+    output_len: int = 0  # tokens generated per sequence in the benchmark (0: unknown)
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.batch_size, self.gamma)
+
+    def to_dict(self) -> dict:
+        return {"batch_size": self.batch_size, "gamma": self.gamma, "label": self.label, "source": self.source,
+                "draft_forward_ms": self.draft_forward_ms, "verify_ms": self.verify_ms, "other_ms": self.other_ms,
+                "decode_step_ms": self.decode_step_ms, "tokens_per_step": self.tokens_per_step,
+                "measured_speedup": self.measured_speedup, "measured_ci_low": self.measured_ci[0],
+                "measured_ci_high": self.measured_ci[1],
+                "accepted_per_position": list(self.acceptance.accepted_per_position) if self.acceptance else None,
+                "num_drafts": self.acceptance.num_drafts if self.acceptance else None}
+
+
+def _sd(value: float, ci: tuple[float, float]) -> float:
+    lo, hi = ci
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return 0.0
+    return max(hi - lo, 0.0) / (2 * Z95)
+
+
+# --- tokens per step --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokensModel:
+    """Expected tokens per step from per-position acceptance (module docstring). `rates[i]`: probability that the first
+    i + 1 draft tokens are accepted, positions 0…K−1 measured; `alpha`: the i.i.d. α for the tail and for E_iid."""
+
+    rates: tuple[float, ...]
+    alpha: float
+    drafts: tuple[int, ...] = ()       # drafts that reached each position (the counters' denominators)
+    accepted: tuple[int, ...] = ()
+    judged: tuple[int, int] = (0, 0)   # (accepted, rejections): the i.i.d. model's trials
+
+    @property
+    def measured_positions(self) -> int:
+        return len(self.rates)
+
+    def rate(self, i: int) -> float:
+        k = len(self.rates)
+        if i < k:
+            return self.rates[i]
+        last = self.rates[-1] if k else 1.0
+        return last * self.alpha ** (i - k + 1)
+
+    def expected(self, gamma: int) -> float:
+        """E(γ) = 1 + Σ_{i<γ} a_i; i.i.d. tail past the measured positions."""
+        return 1.0 + sum(self.rate(i) for i in range(int(gamma)))
+
+    def static_batch(self, gamma: int, batch: int, tokens: int, iterations: int = 4000, seed: int = 0) -> float:
+        """Tokens per sequence per step in a benchmark iteration: `batch` sequences generating `tokens` tokens each
+        after the prefill, the batch stepping until its slowest sequence is done (what the trace's tokens per step
+        measure: tokens ÷ verify steps per iteration). Below E(γ) where the last step of a sequence is cut short or
+        the batch waits for a straggler. Monte Carlo over `iterations` iterations, accepted prefix lengths drawn from
+        the rates."""
+        if tokens <= 0 or gamma < 1 or batch < 1:
+            return math.nan
+        rng = np.random.default_rng(seed)
+        p_ge = np.array([1.0, *(self.rate(i) for i in range(gamma)), 0.0])  # P(accepted ≥ j), j = 0 … γ + 1
+        p_k = np.clip(p_ge[:-1] - p_ge[1:], 0, None)
+        p_k = p_k / p_k.sum()
+        steps_max = tokens  # one token a step at worst
+        n_iter = max(1, min(iterations, 2_000_000 // max(batch * steps_max, 1)))
+        k = rng.choice(gamma + 1, size=(n_iter, batch, steps_max), p=p_k) + 1
+        done = np.cumsum(k, axis=2) >= tokens
+        steps = done.argmax(axis=2) + 1
+        return float(tokens / steps.max(axis=1).mean())
+
+    def expected_iid(self, gamma: int) -> float:
+        a = self.alpha
+        return float(gamma) + 1.0 if a >= 1.0 else (1.0 - a ** (gamma + 1)) / (1.0 - a)
+
+    def draw(self, rng: np.random.Generator) -> TokensModel:
+        """One draw from the counters' Beta posteriors (the rates kept non-increasing)."""
+        if not self.drafts:
+            return self
+        r = [float(rng.beta(a + 0.5, max(n - a, 0) + 0.5)) for a, n in zip(self.accepted, self.drafts)]
+        rates = tuple(np.minimum.accumulate(r).tolist())
+        acc, rej = self.judged
+        alpha = float(rng.beta(acc + 0.5, rej + 0.5)) if acc + rej else self.alpha
+        return TokensModel(rates, alpha, self.drafts, self.accepted, self.judged)
+
+
+def tokens_model(cells: Sequence[Cell]) -> TokensModel:
+    """The pooled per-position acceptance of `cells` (module docstring). Cells without counters are skipped; with
+    none at all, α is estimated from each cell's measured tokens per step (E_iid inverted) and the rates are i.i.d."""
+    known = [c for c in cells if c.acceptance is not None and c.acceptance.accepted_per_position]
+    if not known:
+        alphas = [_alpha_from_tokens(c.tokens_per_step, c.gamma) for c in cells]
+        alphas = [a for a in alphas if math.isfinite(a)]
+        if not alphas:
+            raise InputError("no cell has vLLM's spec-decode counters or tokens per step: α is unknown")
+        return TokensModel((), float(np.mean(alphas)))
+    width = max(len(c.acceptance.accepted_per_position) for c in known if c.acceptance)
+    acc, drafts = [0] * width, [0] * width
+    rejected = accepted_total = 0
+    for c in known:
+        s = c.acceptance
+        assert s is not None
+        for i, n in enumerate(s.accepted_per_position):
+            acc[i] += n
+            drafts[i] += s.num_drafts
+        accepted_total += s.num_accepted
+        rejected += s.num_drafts - s.accepted_per_position[-1]
+    raw = [a / n if n else math.nan for a, n in zip(acc, drafts)]
+    rates = tuple(np.minimum.accumulate(np.nan_to_num(raw, nan=0.0)).tolist())
+    alpha = accepted_total / (accepted_total + rejected) if accepted_total + rejected else 1.0
+    return TokensModel(rates, float(alpha), tuple(drafts), tuple(acc), (accepted_total, rejected))
+
+
+def _alpha_from_tokens(tokens: float, gamma: int) -> float:
+    if not math.isfinite(tokens) or gamma < 1:
+        return math.nan
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        e = (1 - mid ** (gamma + 1)) / (1 - mid)
+        lo, hi = (mid, hi) if e < tokens else (lo, mid)
+    return (lo + hi) / 2
+
+
+# --- cost model -------------------------------------------------------------------------------------------------
+
+def _nnls_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least squares y ≈ x·β with β[0] (the intercept) free and every other β ≥ 0: the best of the fits with each
+    subset of slopes forced to 0 whose free slopes come out non-negative (few columns: all subsets)."""
+    keep = np.isfinite(y) & np.isfinite(x).all(axis=1)
+    x, y = x[keep], y[keep]
+    p = x.shape[1]
+    if len(y) == 0:
+        return np.full(p, np.nan)
+    best, best_sse = np.zeros(p), math.inf
+    for k in range(p - 1, -1, -1):
+        for free in itertools.combinations(range(1, p), k):
+            cols = [0, *free]
+            beta_f, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
+            if (beta_f[1:] < -1e-12).any():
+                continue
+            beta = np.zeros(p)
+            beta[cols] = beta_f
+            sse = float(((x @ beta - y) ** 2).sum())
+            if sse < best_sse - 1e-12:
+                best, best_sse = beta, sse
+    return best
+
+
+@dataclass(frozen=True)
+class BatchCostModel:
+    """The step cost model across batch size (module docstring); coefficients in ms."""
+
+    decode: tuple[float, float]
+    draft: tuple[float, float]
+    verify: tuple[float, float]
+    other: tuple[float, float, float]
+
+    def decode_step_ms(self, b):
+        return self.decode[0] + self.decode[1] * np.asarray(b, dtype=float)
+
+    def draft_ms(self, b):
+        return self.draft[0] + self.draft[1] * np.asarray(b, dtype=float)
+
+    def verify_ms(self, b, g):
+        return self.verify[0] + self.verify[1] * np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1)
+
+    def other_ms(self, b, g):
+        b, g = np.asarray(b, dtype=float), np.asarray(g, dtype=float)
+        return self.other[0] + self.other[1] * b + self.other[2] * b * g
+
+    def step_ms(self, b, g):
+        return np.asarray(g, dtype=float) * self.draft_ms(b) + self.verify_ms(b, g) + self.other_ms(b, g)
+
+    def to_dict(self) -> dict:
+        return {"decode_step_ms": {"intercept": self.decode[0], "per_sequence": self.decode[1]},
+                "draft_forward_ms": {"intercept": self.draft[0], "per_sequence": self.draft[1]},
+                "verify_ms": {"intercept": self.verify[0], "per_token": self.verify[1]},
+                "other_ms": {"intercept": self.other[0], "per_sequence": self.other[1],
+                             "per_draft_token": self.other[2]}}
+
+    def describe(self) -> str:
+        d, v, o, p = self.draft, self.verify, self.other, self.decode
+        return (f"step(B, γ) = γ × draft({d[0]:.3g} + {d[1]:.3g}·B) + verify({v[0]:.3g} + {v[1]:.3g}·B(γ+1)) + "
+                f"outside({o[0]:.3g} + {o[1]:.3g}·B + {o[2]:.3g}·Bγ) ms, against a plain decode step of "
+                f"{p[0]:.3g} + {p[1]:.3g}·B ms")
+
+
+def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None) -> BatchCostModel:
+    """`BatchCostModel` by non-negative-slope least squares over the cells' medians (`values` replaces them, for the
+    bootstrap: arrays in cell order keyed draft, verify, other, decode)."""
+    if not cells:
+        raise InputError("no cell to fit the cost model on")
+    b = np.array([c.batch_size for c in cells], dtype=float)
+    g = np.array([c.gamma for c in cells], dtype=float)
+    v = values or {"draft": np.array([c.draft_forward_ms for c in cells]),
+                   "verify": np.array([c.verify_ms for c in cells]),
+                   "other": np.array([c.other_ms for c in cells]),
+                   "decode": np.array([c.decode_step_ms for c in cells])}
+    one = np.ones_like(b)
+    # a plain decode step is measured once per batch size (the same plain engine in every cell of that B)
+    ub = np.unique(b)
+    dec = np.array([np.nanmean(v["decode"][b == x]) for x in ub])
+    decode = _nnls_slopes(np.column_stack([np.ones_like(ub), ub]), dec)
+    draft = _nnls_slopes(np.column_stack([one, b]), v["draft"])
+    verify = _nnls_slopes(np.column_stack([one, b * (g + 1)]), v["verify"])
+    if np.unique(g).size >= 2:
+        other = _nnls_slopes(np.column_stack([one, b, b * g]), v["other"])
+    else:  # one γ seen (a live window): per sequence and per draft token are one column; outside time held per B
+        other = np.append(_nnls_slopes(np.column_stack([one, b]), v["other"]), 0.0)
+    return BatchCostModel((float(decode[0]), float(decode[1])), (float(draft[0]), float(draft[1])),
+                          (float(verify[0]), float(verify[1])),
+                          (float(other[0]), float(other[1]), float(other[2])))
+
+
+def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False, output_len: int = 0) -> float:
+    """Forecast speedup at (B, γ): steady state (E(γ), a server's continuous batch), or with `output_len` a benchmark
+    iteration of B sequences of that many tokens (`TokensModel.static_batch`)."""
+    step = float(cost.step_ms(b, g))
+    if output_len > 1:
+        e = tokens.static_batch(int(g), int(b), output_len - 1)
+    else:
+        e = tokens.expected_iid(int(g)) if iid else tokens.expected(int(g))
+    return e * float(cost.decode_step_ms(b)) / step if step > 0 else math.nan
+
+
+# --- the whole fit: forecasts, checks, schedule -----------------------------------------------------------------
+
+@dataclass
+class TuneResult:
+    """What `tune` gives: the model, forecasts per (B, γ), the held-out checks, the schedule and its check."""
+
+    cost: BatchCostModel
+    tokens: TokensModel
+    fitted: list[Cell]
+    held_out: list[Cell]
+    forecast: list[dict]
+    checks: list[dict]
+    schedule: list[list[int]]
+    schedule_check: list[dict]
+    no_gain_from: int | None
+    max_batch_size: int
+    max_gamma: int
+    draft: str = ""
+    target: str = ""
+    notes: list[str] = field(default_factory=list)
+    draft_path: str = ""  # what vLLM's config names as the draft model (its folder), when known
+
+    def speculative_config(self, method: str = "draft_model") -> str | None:
+        """vLLM's --speculative-config with the schedule (None when no batch size speculates)."""
+        k = max((g for _, _, g in self.schedule), default=0)
+        if k == 0:
+            return None
+        doc: dict = {"method": method}
+        if self.draft_path or self.draft:
+            doc["model"] = self.draft_path or self.draft
+        doc["num_speculative_tokens"] = k
+        doc["num_speculative_tokens_per_batch_size"] = self.schedule
+        return json.dumps(doc)
+
+    def to_dict(self) -> dict:
+        return {"num_speculative_tokens_per_batch_size": self.schedule,
+                "speculative_config": self.speculative_config(),
+                "no_gain_from_batch_size": self.no_gain_from, "max_batch_size": self.max_batch_size,
+                "max_gamma": self.max_gamma, "target": self.target, "draft": self.draft,
+                "model": self.cost.to_dict(), "model_text": self.cost.describe(),
+                "tokens": {"per_position": list(self.tokens.rates), "alpha_iid": self.tokens.alpha,
+                           "measured_positions": self.tokens.measured_positions,
+                           "extrapolation": "i.i.d. tail: a_i = a_(K-1) * alpha^(i-K+1) past the measured K"},
+                "forecast": self.forecast, "checks": self.checks, "schedule_check": self.schedule_check,
+                "fitted_cells": [c.to_dict() for c in self.fitted],
+                "held_out_cells": [c.to_dict() for c in self.held_out], "notes": self.notes}
+
+
+def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    base = {"draft": np.array([c.draft_forward_ms for c in cells]), "verify": np.array([c.verify_ms for c in cells]),
+            "other": np.array([c.other_ms for c in cells]), "decode": np.array([c.decode_step_ms for c in cells])}
+    sds = {"draft": np.array([_sd(c.draft_forward_ms, c.draft_forward_ci) for c in cells]),
+           "verify": np.array([_sd(c.verify_ms, c.verify_ci) for c in cells]),
+           "other": np.array([_sd(c.other_ms, c.other_ci) for c in cells]),
+           "decode": np.array([_sd(c.decode_step_ms, c.decode_step_ci) for c in cells])}
+    out = []
+    for _ in range(n):
+        vals = {k: base[k] + rng.standard_normal(len(cells)) * sds[k] for k in base}
+        out.append((fit_cost(cells, vals), tokens.draw(rng)))
+    return out
+
+
+def _interval(draws, b: int, g: int, iid: bool = False) -> tuple[float, float]:
+    s = np.array([speedup(c, t, b, g, iid=iid) for c, t in draws])
+    s = s[np.isfinite(s)]
+    if not len(s):
+        return (math.nan, math.nan)
+    return (float(np.percentile(s, 2.5)), float(np.percentile(s, 97.5)))
+
+
+def _rel_half(value: float, ci: tuple[float, float]) -> float:
+    lo, hi = ci
+    if not (value > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan
+    return max(value - lo, hi - value) / value
+
+
+def schedule_ranges(best: Sequence[int]) -> list[list[int]]:
+    """[[start, end, γ], …] (inclusive, 1-based) from the best γ of batch sizes 1, 2, …"""
+    out: list[list[int]] = []
+    for i, g in enumerate(best, 1):
+        if out and out[-1][2] == g:
+            out[-1][1] = i
+        else:
+            out.append([i, i, int(g)])
+    return out
+
+
+def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_size: int = DEFAULT_MAX_BATCH,
+         max_gamma: int = DEFAULT_MAX_GAMMA, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, target: str = "",
+         draft: str = "") -> TuneResult:
+    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma, check `held_out`, choose the schedule."""
+    if max_batch_size < 1 or max_gamma < 1:
+        raise InputError("max_batch_size and max_gamma must be ≥ 1")
+    fitted = list(fitted)
+    if not fitted:
+        raise InputError("no measured cell to fit on")
+    notes: list[str] = []
+    if len({c.batch_size for c in fitted}) < 2:
+        notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
+                     "extrapolate in B; profile a second batch size)")
+    cost = fit_cost(fitted)
+    tokens = tokens_model([*fitted, *held_out])  # counters of every cell: acceptance does not depend on the cost fit
+    boot = _draws(fitted, tokens, draws, seed)
+    gammas = range(1, max_gamma + 1)
+    forecast, best = [], []
+    for b in range(1, max_batch_size + 1):
+        row_best, s_best = 0, 1.0
+        for g in gammas:
+            s = speedup(cost, tokens, b, g)
+            lo, hi = _interval(boot, b, g)
+            forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
+                             "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
+                             "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
+                             "speedup_iid": speedup(cost, tokens, b, g, iid=True),
+                             "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
+            if math.isfinite(s) and s > s_best:
+                row_best, s_best = g, s
+        best.append(row_best)
+    schedule = schedule_ranges(best)
+    no_gain = None
+    for i in range(len(best), 0, -1):
+        if best[i - 1] != 0:
+            break
+        no_gain = i
+    if no_gain == 1 and best[0] == 0:
+        notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
+    checks = []
+    for c in held_out:
+        # like against like: the cell is a benchmark of static batches of output_len tokens; its forecast too
+        f = speedup(cost, tokens, c.batch_size, c.gamma, output_len=c.output_len)
+        steady = speedup(cost, tokens, c.batch_size, c.gamma)
+        ci = _interval(boot, c.batch_size, c.gamma)
+        if c.output_len > 1 and steady > 0:
+            ci = (ci[0] * f / steady, ci[1] * f / steady)
+        err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
+        tol = math.hypot(_rel_half(c.measured_speedup, c.measured_ci) or 0.0, _rel_half(f, ci) or 0.0)
+        checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label, "output_len": c.output_len,
+                       "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0],
+                       "forecast_ci_high": ci[1],
+                       "forecast_iid": speedup(cost, tokens, c.batch_size, c.gamma, iid=True),
+                       "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0],
+                       "measured_ci_high": c.measured_ci[1], "error": err,
+                       "measured_counters": c.measured_counters_speedup,
+                       "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
+                                          else math.nan), "tolerance": tol,
+                       "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
+                       "within_10pct": bool(math.isfinite(err) and abs(err) <= 0.10)})
+    sched_check = schedule_check([*fitted, *held_out], best)
+    for row in sched_check:  # what the forecast would choose for the benchmark's static batch at that B
+        n = max((c.output_len for c in [*fitted, *held_out] if c.batch_size == row["batch_size"]), default=0)
+        if n > 1:
+            s_static = {g: speedup(cost, tokens, row["batch_size"], g, output_len=n) for g in gammas}
+            g_static = max(s_static, key=lambda g: s_static[g])
+            row["static_batch_gamma"] = g_static if s_static[g_static] > 1.0 else 0
+            row["output_len"] = n
+    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedule, sched_check, no_gain,
+                      max_batch_size, max_gamma, draft, target, notes)
+
+
+def schedule_check(cells: Sequence[Cell], best: Sequence[int]) -> list[dict]:
+    """Per measured batch size: the schedule's γ against the best fixed γ measured there (γ = 0 is the plain
+    target: speedup 1). The schedule's measured speedup is unknown (NaN) when its γ was not measured at that B."""
+    out = []
+    for b in sorted({c.batch_size for c in cells}):
+        here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == b}
+        here.setdefault(0, 1.0)
+        g_best = max(here, key=lambda g: here[g])
+        g_sched = best[b - 1] if b <= len(best) else (best[-1] if best else 0)
+        m = here.get(g_sched, math.nan)
+        gap = m / here[g_best] - 1 if math.isfinite(m) else math.nan
+        out.append({"batch_size": b, "schedule_gamma": g_sched, "schedule_measured": m, "best_fixed_gamma": g_best,
+                    "best_fixed_measured": here[g_best], "gap": gap,
+                    "within_5pct": bool(math.isfinite(gap) and gap >= -0.05),
+                    "measured_gammas": sorted(here)})
+    return out
+
+
+# --- reading measured cells -------------------------------------------------------------------------------------
+
+_CELL_DIR = r"bs(\d+)(?:$|[-_])"
+
+
+def batch_of_dir(name: str) -> int | None:
+    """The batch size a cell directory is named after (`bs8`, sweep's `bs8-in128`), else None."""
+    import re
+
+    m = re.match(_CELL_DIR, name)
+    return int(m.group(1)) if m else None
+
+
+def _counters(directory, label: str) -> AcceptanceStats | None:
+    from pathlib import Path
+
+    from . import acceptance as acceptance_mod
+    from .spec_runs import pool_stats
+
+    d = Path(directory)
+    paths = sorted(d.glob(f"run-*/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))
+    if not paths:
+        return None
+    return pool_stats([acceptance_mod.load(p) for p in paths])
+
+
+def _ci(row, col: str) -> tuple[float, float]:
+    lo, hi = row.get(f"{col}_ci_low", math.nan), row.get(f"{col}_ci_high", math.nan)
+    return (float(lo) if lo is not None else math.nan, float(hi) if hi is not None else math.nan)
+
+
+def _output_len(directory) -> int:
+    """The benchmark's --output-len, from the launcher's record of the commands (0 when it cannot be read)."""
+    import re
+    from pathlib import Path
+
+    for done in sorted(Path(directory).glob("run-*/done.json")) + sorted(Path(directory).glob("*.done.json")):
+        try:
+            m = re.search(r"--output-len[\"', =]+(\d+)", done.read_text())
+        except OSError:
+            continue
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def read_cells(directory, *, seed: int = 0) -> list[Cell]:
+    """Every speculative cell of a tune (or sweep) directory: each sub-directory named `bs<B>…` is a profile
+    directory analysed as `nsys_cc.analyze` does, one cell per speculative engine in it."""
+    import os
+    import warnings
+    from pathlib import Path
+
+    from ..front import analyze
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise InputError(f"{os.fspath(directory)} is not a directory")
+    cells: list[Cell] = []
+    subs = sorted((p for p in root.iterdir() if p.is_dir() and batch_of_dir(p.name) is not None),
+                  key=lambda p: (batch_of_dir(p.name), p.name))
+    if not subs:
+        raise InputError(f"{os.fspath(directory)} has no cell directory (bs<B>/, as `nsys-cc tune` or "
+                         "`nsys-cc sweep` write them)")
+    for sub in subs:
+        b = batch_of_dir(sub.name)
+        assert b is not None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                result = analyze(os.fspath(sub), seed=seed)
+        except InputError as exc:  # a cell not profiled yet, or broken: the others still count
+            from .. import progress
+
+            progress.say(f"tune: {sub.name} skipped: {exc}")
+            continue
+        spec = getattr(result, "speculative", None)
+        if spec is None or spec.table.empty:
+            continue
+        for _, row in spec.table.iterrows():
+            label = str(row["name"])
+            cells.append(Cell(
+                batch_size=b, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
+                verify_ms=float(row["verify_ms"]), other_ms=float(row["other_ms"]),
+                decode_step_ms=float(row["decode_step_ms"]), measured_speedup=float(row["measured_speedup"]),
+                measured_ci=_ci(row, "measured_speedup"), draft_forward_ci=_ci(row, "draft_forward_ms"),
+                verify_ci=_ci(row, "verify_ms"), other_ci=_ci(row, "other_ms"),
+                decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
+                acceptance=_counters(sub, label), label=label, source=os.fspath(sub),
+                measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
+                / float(row["step_ms"]), output_len=_output_len(sub)))
+    if not cells:
+        raise InputError(f"{os.fspath(directory)}: no speculative run in its cell directories")
+    return cells
+
+
+def split_design(cells: Sequence[Cell], batch_sizes: Sequence[int] | None,
+                 gammas: Sequence[int] | None) -> tuple[list[Cell], list[Cell]]:
+    """(fitted, held out): the cells of the design B × γ and the rest (every cell fitted without a design)."""
+    if not batch_sizes and not gammas:
+        return list(cells), []
+    bs = set(batch_sizes or {c.batch_size for c in cells})
+    gs = set(gammas or {c.gamma for c in cells})
+    fit = [c for c in cells if c.batch_size in bs and c.gamma in gs]
+    return fit, [c for c in cells if not (c.batch_size in bs and c.gamma in gs)]

@@ -1,0 +1,69 @@
+"""`nsys-cc tune`: γ per batch size for vLLM's dynamic speculative decoding, fitted on a design of measured cells and
+checked on cells it was not fitted on (`nsys_cc.tuning`, docs/tune.md).
+
+Exit codes: 0 done; 2 bad input or nothing to fit; 130 Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .options import WholeNumber
+
+
+@click.command("tune")
+@click.argument("source", required=False, type=click.Path())
+@click.option("--target", default=None, metavar="MODEL", help="Target model (as for `profile`); profiles the design.")
+@click.option("--draft", default=None, metavar="MODEL", help="Draft model (as for `profile`).")
+@click.option("--batch-size", "batch_sizes", default=None, metavar="N[,N…]",
+              help="Batch sizes of the design the model is fitted on [default: 1,8; reading SOURCE: its design].")
+@click.option("--speculate", default=None, metavar="G[,G…]",
+              help="γ values of the design, every batch size × every γ [default: 1,3; reading SOURCE: its design].")
+@click.option("--check", default=None, metavar="B:G[,B:G…]",
+              help="Extra held-out cells to profile and check the forecast on, e.g. 4:2,16:3.")
+@click.option("--max-batch-size", type=WholeNumber(), default=32, show_default=True,
+              help="The schedule covers batch sizes 1…N.")
+@click.option("--max-gamma", type=WholeNumber(), default=8, show_default=True, help="Largest γ searched.")
+@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
+              help="Report directory (profiling: the cells go there too; default out/tune). Reading SOURCE: files "
+                   "are written only with -o.")
+@click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
+@click.option("--output-len", type=int, default=32, show_default=True, help="Generated tokens per sequence.")
+@click.option("--num-iters-warmup", "warmup_iters", type=int, default=2, show_default=True, help="Warm-up iterations.")
+@click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
+@click.option("--repeat", type=int, default=3, show_default=True, help="Interleaved runs per batch size.")
+@click.option("--replicas", type=int, default=1, show_default=True, help="Engines of each model per run.")
+@click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
+@click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value (e.g. nvtx for the smallest traces).")
+@click.option("--force", is_flag=True, help="Profile again cells that an earlier run completed.")
+@click.option("--no-plot", is_flag=True, help="Do not draw tune.png.")
+@click.option("--no-confirm", is_flag=True,
+              help="After the fit, do not profile the schedule's γ at the measured batch sizes where it was not "
+                   "measured (bs<B>-schedule/; without it the schedule check may have nothing to compare).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
+         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, seed, fmt):
+    """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
+
+    Profiles TARGET with DRAFT at every batch size × γ of the design (one interleaved profile per batch size, the
+    --check cells with them), or reads SOURCE (a tune or sweep directory); fits the step cost model across batch
+    size, forecasts every batch size and γ 1…max-gamma with an interval, checks every measured cell not fitted on,
+    and prints the schedule and the whole --speculative-config.
+    """
+    from ..tuning import render_text, tune as run
+
+    report = run(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
+                 out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
+                 output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
+                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm)
+    if fmt == "json":
+        from ..tuning import _finite
+
+        click.echo(json.dumps(_finite(report.to_dict()), indent=1))
+    else:
+        click.echo(render_text(report), nl=False)
+    if report.files:
+        click.echo(f"report: {report.files['report'].parent}", err=True)

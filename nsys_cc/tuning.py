@@ -1,0 +1,355 @@
+"""`nsys_cc.tune` / `nsys-cc tune`: profile a design of (batch size, γ) cells, fit the step cost model across the batch,
+forecast every batch size and γ, check the cells it was not fitted on, and write the schedule vLLM's dynamic
+speculative decoding takes (`analysis.tune` has the model; docs/tune.md the whole story).
+
+Directory layout (what profiling writes, what reading takes): one interleaved `nsys-cc profile` directory per batch
+size, `DIR/bs<B>/` (plain target, draft and one speculative engine per γ measured at that B, design and held-out γ
+together), `DIR/tune.json` (the design, the held-out cells and every result), `schedule.json`, `forecast.csv`,
+`checks.csv`, `tune.png`, `report.md`. A sweep directory (`bs<B>-in<L>/`) reads the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import atomic, progress
+from .analysis import tune as model
+from .errors import InputError
+
+DESIGN_FILE = "tune.json"
+SCHEDULE_FILE = "schedule.json"
+CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
+            "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
+            "against the fixed-γ cells measured at each batch size, not run")
+
+
+def parse_checks(text: str | Sequence[str] | None) -> list[tuple[int, int]]:
+    """'4:2,16:3' → [(4, 2), (16, 3)] (batch size : γ)."""
+    if not text:
+        return []
+    items = [text] if isinstance(text, str) else list(text)
+    out = []
+    for item in items:
+        for part in (p.strip() for p in str(item).split(",")):
+            if not part:
+                continue
+            b, sep, g = part.partition(":")
+            if not sep or not (b.strip().isdigit() and g.strip().isdigit()) or int(b) < 1 or int(g) < 1:
+                raise InputError(f"check: {part!r} is not BATCH:GAMMA with both whole numbers ≥ 1 (e.g. 4:2)",
+                                 param="check")
+            out.append((int(b), int(g)))
+    return out
+
+
+def _ints(value, name: str) -> list[int]:
+    if value is None:
+        return []
+    items = [value] if isinstance(value, (int, str)) else list(value)
+    out = []
+    for item in items:
+        for part in (str(item).split(",") if isinstance(item, str) else [item]):
+            part = str(part).strip()
+            if not part:
+                continue
+            if not part.isdigit() or int(part) < 1:
+                raise InputError(f"{name}: {part!r} is not a whole number ≥ 1", param=name)
+            out.append(int(part))
+    return sorted(set(out))
+
+
+@dataclass
+class TuneReport:
+    """The fit (`result`, an `analysis.tune.TuneResult`) and the files written (`files`, empty without out_dir)."""
+
+    result: model.TuneResult
+    files: dict[str, Path] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def schedule(self) -> list[list[int]]:
+        return self.result.schedule
+
+    def to_dict(self) -> dict:
+        doc = self.result.to_dict()
+        doc["notes"] = [*doc["notes"], *self.notes]
+        return doc
+
+
+def _profile_design(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
+                    output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
+                    trace: str | None, force: bool, seed: int, suffix: str = "") -> None:
+    from .launch import repeat as repeat_mod
+    from .launch.commands import BenchOptions
+
+    for i, (b, gammas) in enumerate(sorted(cells.items()), 1):
+        progress.say(f"[tune {i}/{len(cells)}] batch {b}, γ {','.join(map(str, gammas))}: profiling …")
+        options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=b, warmup_iters=warmup_iters,
+                               iters=iters)
+        run = repeat_mod.profile(target, [draft], out / f"bs{b}{suffix}", options, device=device, force=force,
+                                 trace=trace, seed=seed, speculate=gammas, repeat=repeat, replicas=replicas)
+        if getattr(run, "result", None) is None:
+            raise InputError(f"batch {b}: the profile did not complete (see {out / f'bs{b}{suffix}'}/status.json)")
+
+
+def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
+         batch_sizes=None, speculate=None, check=None, out_dir: str | os.PathLike | None = None,
+         max_batch_size: int = model.DEFAULT_MAX_BATCH, max_gamma: int = model.DEFAULT_MAX_GAMMA,
+         input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
+         replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
+         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True) -> TuneReport:
+    """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
+
+    Args:
+        source: an existing tune or sweep directory to read (nothing is profiled); None: profile `target` with
+            `draft` into `out_dir`.
+        target: the target model (as for `profile`), to profile.
+        draft: the draft model (as for `profile`).
+        batch_sizes: batch sizes of the design the model is fitted on (profiling: default 1, 8; reading: the
+            directory's tune.json design; without either every cell is fitted).
+        speculate: γ values of the design (every batch size × every γ; profiling: default 1, 3).
+        check: extra held-out cells to profile, "B:γ,…" or [(B, γ), …]; every measured cell outside the design
+            is held out and checked.
+        out_dir: report directory (profiling: the cells too, default out/tune; reading: written only when given).
+        max_batch_size: the schedule covers batch sizes 1…max_batch_size.
+        max_gamma: γ searched in 1…max_gamma.
+        input_len: prompt tokens per sequence (profiling).
+        output_len: generated tokens per sequence (profiling).
+        warmup_iters: warm-up iterations (profiling).
+        iters: measured iterations (profiling).
+        repeat: interleaved runs per batch size (profiling).
+        replicas: engines of each model per run (profiling).
+        device: "auto", "cpu" or "gpu" (profiling).
+        trace: nsys -t value (profiling).
+        force: profile again cells an earlier run completed.
+        seed: seed of the bootstrap intervals.
+        draws: bootstrap draws of the intervals.
+        plot: draw tune.png.
+        confirm: after the fit, profile the schedule's γ at each measured batch size where it was not measured
+            (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
+
+    Returns:
+        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
+    """
+    bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
+    checks = parse_checks(check)
+    for name, v in (("max_batch_size", max_batch_size), ("max_gamma", max_gamma)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{name} must be a whole number ≥ 1, not {v!r}", param=name)
+    notes: list[str] = []
+    if source is None:
+        if not target or not draft:
+            raise InputError("tune needs --target and --draft to profile, or a directory to read", param="target")
+        out = Path(out_dir or "out/tune")
+        atomic.check_out_dir(out, "the tune run")
+        out.mkdir(parents=True, exist_ok=True)
+        bs, gs = bs or [1, 8], gs or [1, 3]
+        cells: dict[int, list[int]] = {b: list(gs) for b in bs}
+        for b, g in checks:
+            cells.setdefault(b, [])
+            if g not in cells[b]:
+                cells[b] = sorted([*cells[b], g])
+        design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
+        (out / DESIGN_FILE).write_text(json.dumps({"design": design}, indent=1) + "\n")
+        _profile_design(target, draft, out, cells, input_len=input_len, output_len=output_len,
+                        warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
+                        trace=trace, force=force, seed=seed)
+        root = out
+        write_to: Path | None = out
+    else:
+        root = Path(source)
+        if not root.is_dir():
+            raise InputError(f"{os.fspath(source)} is not a tune or sweep directory")
+        design = {}
+        try:
+            design = json.loads((root / DESIGN_FILE).read_text()).get("design", {})
+        except (OSError, ValueError):
+            pass
+        target = target or design.get("target", "")
+        draft = draft or design.get("draft", "")
+        write_to = Path(out_dir) if out_dir is not None else None
+    progress.say(f"tune: analysing the cells in {root} …")
+    measured = model.read_cells(root, seed=seed)
+    if source is not None:  # the design given, else the directory's own (else every cell is fitted)
+        bs = bs or [int(b) for b in design.get("batch_sizes", [])]
+        gs = gs or [int(g) for g in design.get("speculate", [])]
+    fitted, held = model.split_design(measured, bs, gs)
+    if not fitted:
+        raise InputError(f"no measured cell is in the design B ∈ {bs} × γ ∈ {gs}")
+    want = set(checks)
+    missing = sorted(want - {c.key for c in measured})
+    if missing:
+        notes.append("check cells not measured: " + ", ".join(f"{b}:{g}" for b, g in missing))
+    if not draft:  # a directory without tune.json: the draft its speculative engines are labelled after
+        draft = next((c.label.split(".spec-g")[0] for c in measured if ".spec-g" in c.label), "")
+    result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws, seed=seed,
+                        target=str(target or ""), draft=str(draft or ""))
+    if source is None and confirm:
+        # the schedule's γ at every measured batch size where it was not measured: profiled, so that the schedule
+        # is checked against the best fixed γ there (held out: the fit does not change)
+        todo: dict[int, list[int]] = {}
+        for s in result.schedule_check:
+            g = s["schedule_gamma"]
+            if g > 0 and g not in s["measured_gammas"]:
+                todo[s["batch_size"]] = [g]
+        if todo:
+            # in bs<B>-schedule/ beside the cell of that B: its runs are kept as they are (a new γ in bs<B>/
+            # would make every engine of that batch size run again)
+            progress.say("tune: profiling the schedule's γ where it was not measured: "
+                         + ", ".join(f"{b}:{g[0]}" for b, g in todo.items()))
+            _profile_design(str(target), str(draft), root, todo, input_len=input_len, output_len=output_len,
+                            warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
+                            trace=trace, force=force, seed=seed, suffix="-schedule")
+            measured = model.read_cells(root, seed=seed)
+            fitted, held = model.split_design(measured, bs, gs)
+            result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
+                                seed=seed, target=str(target or ""), draft=str(draft or ""))
+    result.draft_path = _draft_path(str(draft or ""))
+    device_used = _device_of(root)
+    notes.append(CPU_NOTE if device_used == "cpu" else
+                 "on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare "
+                 "it with the fixed-γ cells above")
+    report = TuneReport(result, notes=notes)
+    if write_to is not None:
+        report.files = write(report, write_to, plot=plot)
+    return report
+
+
+def _draft_path(draft: str) -> str:
+    """The folder vLLM loads for `draft` (a known-α pair model or a directory; a hub id as it is; "" when it cannot
+    be resolved here, e.g. a shipped dummy-weight shape, which a served config cannot use anyway)."""
+    if not draft:
+        return ""
+    try:
+        from .launch.models import resolve
+
+        m = resolve(draft)
+    except Exception:  # an unknown name: the config keeps the name as given
+        return ""
+    return m.path if m.kind in ("pair", "directory", "hub") else ""
+
+
+def _device_of(root: Path) -> str:
+    for done in root.glob("bs*/run-*/done.json"):
+        try:
+            text = done.read_text()
+        except OSError:
+            continue
+        return "cpu" if "VLLM_CPU_" in text else "gpu"  # the launcher sets vLLM's CPU variables on CPU runs only
+    return "cpu"
+
+
+def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path]:
+    """tune.json (design kept), schedule.json, forecast.csv, checks.csv, report.md and tune.png in `out`."""
+    import pandas as pd
+
+    out.mkdir(parents=True, exist_ok=True)
+    r = report.result
+    doc = report.to_dict()
+    try:
+        design = json.loads((out / DESIGN_FILE).read_text()).get("design")
+    except (OSError, ValueError):
+        design = None
+    if design:
+        doc["design"] = design
+    files = {"json": out / DESIGN_FILE, "schedule": out / SCHEDULE_FILE, "forecast": out / "forecast.csv",
+             "checks": out / "checks.csv", "report": out / "report.md"}
+    atomic.write_text(files["json"], json.dumps(_finite(doc), indent=1) + "\n")
+    atomic.write_text(files["schedule"], json.dumps(
+        {"num_speculative_tokens_per_batch_size": r.schedule, "speculative_config": r.speculative_config()},
+        indent=1) + "\n")
+    pd.DataFrame(r.forecast).to_csv(files["forecast"], index=False)
+    pd.DataFrame(r.checks or [], columns=["batch_size", "gamma", "label", "forecast", "forecast_ci_low",
+                                          "forecast_ci_high", "forecast_iid", "measured", "measured_ci_low",
+                                          "measured_ci_high", "error", "measured_counters", "error_counters",
+                                          "tolerance", "within_precision", "within_10pct"]
+                 ).to_csv(files["checks"], index=False)
+    atomic.write_text(files["report"], "```\n" + render_text(report) + "```\n")
+    if plot:
+        from .report.tune_plot import plot_tune
+
+        files["plot"] = Path(plot_tune(r, out / "tune.png"))  # type: ignore[arg-type]
+    return files
+
+
+def _finite(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def _x(v: float) -> str:
+    return f"{v:.3g}×" if math.isfinite(v) else "n/a"
+
+
+def render_text(report: TuneReport) -> str:
+    r = report.result
+    lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
+             + ", ".join(f"B={c.batch_size} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
+             "Tokens per step from vLLM's per-position counters: a_i = "
+             + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
+             + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
+             "",
+             f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
+             f"{'γ=3':>7}  {'γ=4':>7}"]
+    by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
+    measured_b = {c.batch_size for c in [*r.fitted, *r.held_out]}
+    starts = {s for s, _, _ in r.schedule}
+    show = sorted({1, r.max_batch_size, *starts, *(b for b in measured_b if b <= r.max_batch_size)})
+    for b in show:
+        g = next(gg for s, e, gg in r.schedule if s <= b <= e)
+        f = by.get((b, g))
+        best = (f"{_x(f['speedup'])} [{f['speedup_ci_low']:.3g}–{f['speedup_ci_high']:.3g}]" if f
+                else "1× (plain)")
+        iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
+        row = [_x(by[(b, k)]["speedup"]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
+        lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
+    lines.append("")
+    lines.append("Held-out check (cells the model was not fitted on):")
+    if not r.checks:
+        lines.append("  none measured: add --check B:γ (e.g. 4:2,16:3) to profile some")
+    for c in r.checks:
+        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])} "
+                     f"[{c['forecast_ci_low']:.3g}–{c['forecast_ci_high']:.3g}] vs measured {_x(c['measured'])} "
+                     f"({c['error']:+.1%}; {'within' if c['within_precision'] else 'outside'} the runs' own "
+                     f"±{c['tolerance']:.1%}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
+                     + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
+                        f"measured {_x(c['measured_counters'])} ({c['error_counters']:+.1%})"
+                        if math.isfinite(c['measured_counters']) else "")
+                     + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
+                        > 0.005 * c['forecast_steady_state'] else ""))
+    lines.append("Schedule check (the schedule's γ against the best fixed γ measured at each batch size):")
+    for s in r.schedule_check:
+        m = s["schedule_measured"]
+        lines.append(f"  B={s['batch_size']}: schedule γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
+                     f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
+                     + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
+                        else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
+                             f"{s['measured_gammas']})")
+                     + (f"; for this benchmark's static batch ({s['output_len']} tokens) the forecast would choose "
+                        f"γ={s['static_batch_gamma']}" if s.get("static_batch_gamma", s["schedule_gamma"])
+                        != s["schedule_gamma"] else ""))
+    lines.append("")
+    lines.append(f"num_speculative_tokens_per_batch_size: {json.dumps(r.schedule)}")
+    if r.no_gain_from is not None:
+        lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
+    cfg = r.speculative_config()
+    lines.append(f"--speculative-config '{cfg}'" if cfg else "--speculative-config: none (no batch size speculates)")
+    for n in [*r.notes, *report.notes]:
+        lines.append(f"note: {n}")
+    return "\n".join(lines) + "\n"
+
+
+def validate_with_vllm(schedule) -> list[tuple[int, int, int]]:
+    """vLLM's own validator of the schedule (ImportError without vLLM)."""
+    from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+
+    return validate_and_normalize_dynamic_sd_schedule(schedule)
