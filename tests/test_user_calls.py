@@ -812,3 +812,10 @@ def test_a_profiles_own_run_numbers_are_kept(tmp_path):
         shutil.copytree(INTERLEAVED / f"run-{k}", tmp_path / f"run-{k}")
     res = nsys_cc.cost_coefficient_runs(tmp_path)
     assert sorted(set(res.runs["run"])) == [1, 3] == res.target.runs
+
+
+@pytest.mark.parametrize("alpha, c", [(None, 0.1), (0.8, None), ([0.8, None], 0.1)])
+def test_best_gamma_of_none_is_refused_not_a_gamma_of_zero(alpha, c):
+    with pytest.raises(InputError, match="must be a number"):
+        nsys_cc.speedup.best_gamma(alpha, c)
+    assert nsys_cc.speedup.best_gamma(0.8, 0.1)[0] >= 1  # a number is still a γ
