@@ -215,10 +215,10 @@ def _same_refusal(a, b, says: str) -> bool:
 
 def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
-    from nsys_cc.launch import launcher, repeat
+    from nsys_cc.launch import launcher, profile as profile_mod
 
     seen = []
-    monkeypatch.setattr(repeat, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
+    monkeypatch.setattr(profile_mod, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
     monkeypatch.setattr(launcher, "profile", lambda *a, **k: seen.append(("separate", a, k)))
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
                     acceptance=0.8)

@@ -61,8 +61,8 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
 
 def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
-    (`launcher.check_speculate_ranks`)."""
-    from ..launch.launcher import check_speculate_ranks
+    (`plan.check_speculate_ranks`)."""
+    from ..launch.plan import check_speculate_ranks
 
     for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
         check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
