@@ -206,8 +206,8 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 def run_nsys_profile(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
     """`subprocess.run` of an `nsys profile` command, retried as the launcher retries it when nsys 2022.4 fails to
-    start because another nsys session started at the same moment (`launcher.retry_nsys_start`)."""
-    from nsys_cc.launch.launcher import nsys_start_failure, retry_nsys_start
+    start because another nsys session started at the same moment (`process.retry_nsys_start`)."""
+    from nsys_cc.launch.process import nsys_start_failure, retry_nsys_start
 
     return retry_nsys_start(
         lambda: subprocess.run(cmd, capture_output=True, text=True, **kwargs),

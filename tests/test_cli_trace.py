@@ -86,7 +86,7 @@ def test_trace_summary_is_a_deprecated_alias_of_info(nvtx_fixture):
     from nsys_cc.trace import open_trace
 
     with open_trace(nvtx_fixture) as t:
-        with pytest.warns(DeprecationWarning, match=r"Trace\.info\(\)"):
+        with pytest.warns(DeprecationWarning, match=r"goes in nsys_cc 0\.2\.0: use Trace\.info\(\)"):
             old = t.summary()
         assert old == t.info().to_dict()
 

@@ -34,8 +34,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 from nsys_cc.launch import pair
-from nsys_cc.launch.launcher import nsys_start_failure
 from nsys_cc.launch.models import MODELS_DIR
+from nsys_cc.launch.process import nsys_start_failure
 from nsys_cc.trace.nsys import require_nsys
 
 pytestmark = pytest.mark.vllm

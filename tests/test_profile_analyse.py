@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
-from nsys_cc.launch import check, launcher
+from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.report.formats import SHARE_TITLE
 
@@ -17,7 +17,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
 
 
-def _runs(out: Path, sources: list[str]) -> list[launcher.ModelRun]:
+def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
     """Runs planned for the tiny models, completed from copies of the fixture traces `sources` (in run order)."""
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
                          OPTIONS, nsys="nsys", gpu=False)

@@ -15,7 +15,7 @@ import pytest
 from gpu_shaped import FORWARD, add_gpu_work, read_ranges, steady
 
 from conftest import FIXTURES
-from nsys_cc.launch import launcher
+from nsys_cc.launch import launcher, plan
 from nsys_cc.launch.commands import ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
@@ -28,7 +28,7 @@ WRITE_OUTPUTS = ("import os; b = os.environ['NSYS_CC_TEST_FILES']; "
 
 
 def _run(tmp_path: Path, export: Path, *, gpu: bool = False, trace: str = "cuda,nvtx,osrt",
-         method: str | None = None) -> launcher.ModelRun:
+         method: str | None = None) -> plan.ModelRun:
     """A run whose 'profile' writes the benchmark's outputs and whose 'export' copies `export` into place."""
     files = ModelFiles(tmp_path, "m")
     py = [sys.executable, "-c"]
@@ -36,7 +36,7 @@ def _run(tmp_path: Path, export: Path, *, gpu: bool = False, trace: str = "cuda,
     cmds = ModelCommands({"NSYS_CC_TEST_FILES": str(tmp_path / "m")}, [*py, WRITE_OUTPUTS, "-t", trace],
                          [*py, copy], files, gpu=gpu)
     role = "speculative" if method else "target"
-    return launcher.ModelRun(role, resolve("tiny-llama-target"), cmds, method=method)
+    return plan.ModelRun(role, resolve("tiny-llama-target"), cmds, method=method)
 
 
 def _outcome(run):
@@ -98,9 +98,9 @@ def test_speculative_runs_know_their_method(tmp_path):
         return ModelCommands({}, [], [], ModelFiles(tmp_path, model.label))
 
     target, draft = resolve("tiny-llama-target"), resolve("tiny-llama-draft-xs")
-    runs = launcher.speculative_runs(target, [draft], [1], None, make)
+    runs = plan.speculative_runs(target, [draft], [1], None, make)
     assert [r.method for r in runs] == ["draft_model"]
-    runs = launcher.speculative_runs(target, [draft], [1], {"method": "eagle"}, make)
+    runs = plan.speculative_runs(target, [draft], [1], {"method": "eagle"}, make)
     assert [r.method for r in runs] == ["eagle"]
-    runs = launcher.speculative_runs(target, [], [], {"method": "ngram", "num_speculative_tokens": 3}, make)
+    runs = plan.speculative_runs(target, [], [], {"method": "ngram", "num_speculative_tokens": 3}, make)
     assert [(r.method, r.model.label) for r in runs] == [("ngram", "ngram.spec-g3")]

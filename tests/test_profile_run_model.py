@@ -12,19 +12,19 @@ from pathlib import Path
 import pytest
 
 from conftest import unchanged
-from nsys_cc.launch import check, launcher, process
+from nsys_cc.launch import check, launcher, plan, process, resume
 from nsys_cc.launch.commands import BenchOptions, ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
 
 
-def _run(tmp_path: Path, profile_code: str, export_code: str) -> launcher.ModelRun:
+def _run(tmp_path: Path, profile_code: str, export_code: str) -> plan.ModelRun:
     files = ModelFiles(tmp_path, "m")
     py = [sys.executable, "-c"]
     env = {"NSYS_CC_TEST_FILES": str(tmp_path / "m"), "NSYS_CC_TEST_TRIED": str(tmp_path / "m.tried")}
     cmds = ModelCommands(env, [*py, profile_code], [*py, export_code], files)
-    return launcher.ModelRun("target", resolve("tiny-llama-target"), cmds)
+    return plan.ModelRun("target", resolve("tiny-llama-target"), cmds)
 
 
 WRITE_OUTPUTS = ("import os; b = os.environ['NSYS_CC_TEST_FILES']; "
@@ -150,12 +150,12 @@ def test_other_failures_are_not_retried(tmp_path):
 
 
 # -- a rerun never loses finished work (issue 25) -------------------------------------------------------------------
-def _trace_set(run: launcher.ModelRun) -> list[Path]:
+def _trace_set(run: plan.ModelRun) -> list[Path]:
     f = run.files
     return [f.report, f.sqlite, f.bench_json, f.done]
 
 
-def _complete(tmp_path: Path) -> launcher.ModelRun:
+def _complete(tmp_path: Path) -> plan.ModelRun:
     run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert run.status == "done"
@@ -185,7 +185,7 @@ def test_a_failing_rerun_keeps_the_earlier_trace_set(tmp_path, profile_code, exp
     assert again.status == "failed" and reason in again.reason
     assert ".nsys-cc-attempts" not in again.reason  # the files named are those a user sees
     assert launcher.is_complete(first)
-    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+    assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
 def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch):
@@ -199,7 +199,7 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
         launcher.run_model(again, timeout=60)
     assert again.status == "interrupted"
-    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+    assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
 def test_a_completed_rerun_replaces_the_trace_set(tmp_path):
@@ -210,7 +210,7 @@ def test_a_completed_rerun_replaces_the_trace_set(tmp_path):
     assert again.status == "done"
     assert first.files.report.read_text() == "second"
     assert launcher.is_complete(again)
-    assert not (tmp_path / launcher.ATTEMPTS_DIR).exists()
+    assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
 def test_an_attempt_writes_only_under_the_attempts_directory():
@@ -220,13 +220,13 @@ def test_an_attempt_writes_only_under_the_attempts_directory():
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], "/tmp/out", BenchOptions(), nsys=nsys,
                          gpu=False, speculate=[2])
     for run in runs:
-        cmds = launcher.staged(run)
+        cmds = resume.staged(run)
         final = run.files
         words = [*cmds.profile, *cmds.export, *cmds.env.values()]
-        for key in ("base", *launcher.TRACE_SET):
+        for key in ("base", *resume.TRACE_SET):
             assert str(getattr(final, key)) not in words
-        moved = [w for w in words if launcher.ATTEMPTS_DIR in w]
+        moved = [w for w in words if resume.ATTEMPTS_DIR in w]
         expected = {"base", "bench_json", "sqlite", "report"} | ({"metrics"} if run.speculative else set())
         assert sorted(moved) == sorted(str(getattr(cmds.files, k)) for k in expected)
         same = [a for a in run.commands.profile if a not in {str(getattr(final, k)) for k in expected}]
-        assert same == [a for a in cmds.profile if launcher.ATTEMPTS_DIR not in a]
+        assert same == [a for a in cmds.profile if resume.ATTEMPTS_DIR not in a]

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from conftest import FIXTURES
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import process, repeat
+from nsys_cc.launch import interleaved, process, profile as profile_mod
 from nsys_cc.launch.commands import BenchOptions
 
 TARGET, DRAFTS = "tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"]
@@ -55,7 +55,7 @@ def fake_runs(monkeypatch):
                                                        "engines": run.engines}))
         run.status = "done"
 
-    monkeypatch.setattr(repeat, "execute", fake_execute)
+    monkeypatch.setattr(interleaved, "execute", fake_execute)
     monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan
@@ -64,23 +64,23 @@ def fake_runs(monkeypatch):
 
 
 def _profile(out, **kwargs):
-    return repeat.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
+    return profile_mod.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
 
 
 def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_path, fake_runs):
     outcome = _profile(tmp_path)
-    assert fake_runs == list(range(1, repeat.DEFAULT_REPEAT + 1))
+    assert fake_runs == list(range(1, interleaved.DEFAULT_REPEAT + 1))
     assert outcome.stopped_by == "repeat" and [r.ok for r in outcome.runs] == [True, True, True]
-    assert len(outcome.interleaved) == repeat.DEFAULT_REPEAT
+    assert len(outcome.interleaved) == interleaved.DEFAULT_REPEAT
     coef = outcome.result.coefficients
-    assert set(coef["runs"]) == {repeat.DEFAULT_REPEAT}
+    assert set(coef["runs"]) == {interleaved.DEFAULT_REPEAT}
     assert len(outcome.result.runs[(outcome.result.runs["phase"] == "decode")
-                                   & (outcome.result.runs["draft"] == DRAFTS[1])]) == repeat.DEFAULT_REPEAT
+                                   & (outcome.result.runs["draft"] == DRAFTS[1])]) == interleaved.DEFAULT_REPEAT
     status = json.loads((tmp_path / "status.json").read_text())
-    assert [r["status"] for r in status["runs"]] == ["done"] * repeat.DEFAULT_REPEAT
+    assert [r["status"] for r in status["runs"]] == ["done"] * interleaved.DEFAULT_REPEAT
     assert [m["status"] for m in status["models"]] == ["done"] * 3
     machine = json.loads((tmp_path / "report.json").read_text())["machine"]
-    assert len(machine) == 2 * repeat.DEFAULT_REPEAT and machine[0]["load_1m"] == 0.5 and machine[0]["cpus"] == 2
+    assert len(machine) == 2 * interleaved.DEFAULT_REPEAT and machine[0]["load_1m"] == 0.5 and machine[0]["cpus"] == 2
 
 
 def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
@@ -94,7 +94,7 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     def precision(n: int) -> float:  # what n such runs know c to, computed here from the fixture traces
         sources = [fake_runs.source(k) / "trace.sqlite" for k in range(1, n + 1)]
         pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, scopes=[labels] * n)
-        return max(repeat.decode_precision(pooled, DRAFTS).values())
+        return max(interleaved.decode_precision(pooled, DRAFTS).values())
 
     # two runs (Student's t on one degree of freedom) do not know c to the precision asked; three do
     two, three = precision(2), precision(3)
@@ -102,7 +102,7 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     asked = round((three + min(two, 1.0)) / 2, 3)
     outcome = _profile(tmp_path, repeat=2, precision=asked, max_repeat=6)
     assert fake_runs == [1, 2, 3] and outcome.stopped_by == "precision"
-    assert max(repeat.decode_precision(outcome.result, DRAFTS).values()) == pytest.approx(three)
+    assert max(interleaved.decode_precision(outcome.result, DRAFTS).values()) == pytest.approx(three)
     assert any("stopped by the precision" in n for n in outcome.notes)
 
 
@@ -167,7 +167,7 @@ def test_a_run_on_a_busy_machine_gets_a_note(tmp_path, fake_runs):
 ])
 def test_bad_repeat_arguments_name_the_parameter(tmp_path, kwargs, message):
     with pytest.raises(InputError, match=message) as err:
-        repeat.dry_run(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs)
+        profile_mod.dry_run(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs)
     assert "--" not in str(err.value)
 
 
@@ -192,7 +192,7 @@ def test_dry_run_prints_one_process_for_every_model(tmp_path):
     assert res.exit_code == 0, res.output
     assert not out.exists()
     lines = res.output.splitlines()
-    assert lines[0].startswith(f"# interleaved run 1 of {repeat.DEFAULT_REPEAT}: ")
+    assert lines[0].startswith(f"# interleaved run 1 of {interleaved.DEFAULT_REPEAT}: ")
     profile = next(ln for ln in lines if " profile " in ln)
     engines = profile.split(" --engine ")[1:]
     assert [e.split()[0] for e in engines] == [TARGET, *DRAFTS] * 3
@@ -243,7 +243,7 @@ def test_an_interleaved_gpu_run_shares_the_gpu_between_its_engines():
     assert res.exit_code == 0, res.output
     profile = next(ln for ln in res.output.splitlines() if " profile " in ln)
     engines = profile.split(" --engine ")[1:]
-    assert len(engines) == 2 * repeat.DEFAULT_REPLICAS
+    assert len(engines) == 2 * interleaved.DEFAULT_REPLICAS
     # 0.9 of the GPU split between 4 engines; graphs traced node by node; vLLM's engines in their own processes
     assert all("--gpu-memory-utilization 0.23" in e and "--enforce-eager" not in e for e in engines)
     assert "--cuda-graph-trace=node" in profile and "--trace-fork-before-exec=true" in profile
@@ -315,7 +315,7 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
     x.mkdir()
     (x / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
     with pytest.raises(InputError, match="two runs would both be labelled 'x.spec-g1'"):
-        repeat.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
+        profile_mod.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
 
 
 def _shares_as_read_alone(out, labels, runs) -> None:
@@ -344,7 +344,7 @@ def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_a
     that run saw them (its forwards, its iterations, its bench JSON), not run 1's iterations for every run."""
     outcome = _profile(tmp_path)
     assert outcome.result is not None
-    runs = range(1, repeat.DEFAULT_REPEAT + 1)
+    runs = range(1, interleaved.DEFAULT_REPEAT + 1)
     assert dict(counted[0]) == _per_trace(tmp_path, runs, 1)
     _shares_as_read_alone(tmp_path, [TARGET, *DRAFTS], runs)
     share = json.loads((tmp_path / "report.json").read_text())["forward_share"]
@@ -359,7 +359,7 @@ def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_th
     fake_runs.source = lambda index: FIXTURES / "interleaved" / "spec" / f"run-{index}"
     labels = [TARGET, DRAFTS[1], *(f"{DRAFTS[1]}.spec-g{g}" for g in (1, 2, 3))]
     options = BenchOptions(input_len=64, output_len=6, batch_size=1, warmup_iters=1, iters=2)
-    outcome = repeat.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
+    outcome = profile_mod.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
                              replicas=1)
     assert outcome.result is not None and outcome.result.speculative is not None
     assert set(outcome.result.speculative.table["name"]) == set(labels[2:])

@@ -29,7 +29,8 @@ class FakeProfile:
         self.fail = set(fail)
 
     def __call__(self, target, drafts, out_dir, options, *, device="auto", timeout=None, force=False, trace=None,
-                 nsys_args=(), acceptance=(), seed=0):
+                 nsys_args=(), acceptance=(), seed=0, speculate=(), speculative_config=None, target_tp=1,
+                 draft_tp=1):  # launcher.profile's parameters: `launch.profile.profile` passes each of them
         out = Path(out_dir)
         self.calls.append({"cell": out.name, "force": force, "batch_size": options.batch_size,
                            "input_len": options.input_len})
@@ -112,14 +113,16 @@ def test_force_redoes_a_cell_once_per_sweep_not_on_its_retry(tmp_path, fake):
     assert [c["force"] for c in fake.calls] == [True, False, True]
 
 
-def test_options_this_profile_lacks_fail_the_cell_with_a_clear_reason(tmp_path, fake):
-    spec = SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(1, 3))
-    result = sweep(spec, [Cell(1, 8), Cell(2, 8, target_tp=1)])
-    assert fake.calls == []
-    assert [c.status for c in result.cells] == ["failed", "failed"]
-    assert "speculate is not supported" in result.cells[0].reason  # the library's parameter name, not a flag
-    assert "--" not in result.cells[0].reason
-    assert result.table.empty
+def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake, monkeypatch):
+    # a cell is profiled by `launch.profile.profile` (one process per model: a cell's trace set is one trace per
+    # model), not by the one-process-per-model launcher directly, so what that choice checks holds for cells too
+    from nsys_cc.launch import profile as profile_mod
+
+    chosen = []
+    real = profile_mod.profile
+    monkeypatch.setattr(profile_mod, "profile", lambda *a, **k: chosen.append(k.get("separate")) or real(*a, **k))
+    sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), [Cell(1, 8)])
+    assert chosen == [True] and len(fake.calls) == 1
 
 
 class FakeSpeculativeProfile(FakeProfile):

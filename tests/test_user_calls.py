@@ -215,10 +215,10 @@ def _same_refusal(a, b, says: str) -> bool:
 
 def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
-    from nsys_cc.launch import launcher, repeat
+    from nsys_cc.launch import launcher, profile as profile_mod
 
     seen = []
-    monkeypatch.setattr(repeat, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
+    monkeypatch.setattr(profile_mod, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
     monkeypatch.setattr(launcher, "profile", lambda *a, **k: seen.append(("separate", a, k)))
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
                     acceptance=0.8)
@@ -812,3 +812,28 @@ def test_a_profiles_own_run_numbers_are_kept(tmp_path):
         shutil.copytree(INTERLEAVED / f"run-{k}", tmp_path / f"run-{k}")
     res = nsys_cc.cost_coefficient_runs(tmp_path)
     assert sorted(set(res.runs["run"])) == [1, 3] == res.target.runs
+
+
+@pytest.mark.parametrize("alpha, c", [(None, 0.1), (0.8, None), ([0.8, None], 0.1)])
+def test_best_gamma_of_none_is_refused_not_a_gamma_of_zero(alpha, c):
+    with pytest.raises(InputError, match="must be a number"):
+        nsys_cc.speedup.best_gamma(alpha, c)
+    assert nsys_cc.speedup.best_gamma(0.8, 0.1)[0] >= 1  # a number is still a γ
+
+
+def test_every_old_name_warns_through_the_one_compat_list():
+    # issue 31: shims with no caller outside the tests are gone; the rest are listed, with the version they go in
+    from nsys_cc import _compat
+    from nsys_cc.launch import launcher
+    from nsys_cc.sweep import run as sweep_run, table as sweep_table
+    from nsys_cc.sweep.manifest import TraceSet
+
+    assert not hasattr(launcher, "analyse") and not hasattr(sweep_run, "analyse_many")
+    assert not hasattr(sweep_table, "analyse_set")
+    package = REPO / "nsys_cc"
+    warners = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                     if "DeprecationWarning" in p.read_text())
+    assert warners == ["_compat.py"]
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", v) for _, v in _compat.SHIMS.values())
+    with pytest.warns(DeprecationWarning, match=r"TraceSet\.range is deprecated and goes in nsys_cc 0\.2\.0"):
+        assert TraceSet("a", "t.sqlite", ("d.sqlite",), range_name="fwd").range == "fwd"

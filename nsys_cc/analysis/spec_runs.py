@@ -1,7 +1,7 @@
 """Speculative decoding measured in interleaved runs: the plain target and every speculative engine timed in the same
 process, run after run, pooled, with intervals that cover the variation between runs.
 
-An interleaved profile with speculation (`nsys_cc.launch.repeat`) holds, in each run (one process, one trace), the
+An interleaved profile with speculation (`nsys_cc.launch.interleaved`) holds, in each run (one process, one trace), the
 plain target, the drafts and one engine per (draft, γ) — `<draft>.spec-g<γ>` — their iterations alternating, so a
 speculative engine's verify steps and the plain target's decode steps are timed in the same seconds. Per run, each
 engine's part of the trace is read by its engine's windows (`scope`) into the step tables of `speculative`; across

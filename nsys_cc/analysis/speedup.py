@@ -64,6 +64,9 @@ VERDICT_COLUMNS = [
 
 
 def _array(x, name: str, low: float = 0.0, high: float = math.inf) -> np.ndarray:
+    # numpy reads None as NaN, the "not measured" value: a None passed by mistake would be a silent (0, nan)
+    if x is None or (isinstance(x, (list, tuple)) and any(v is None for v in x)):
+        raise InputError(f"{name} must be a number or an array of numbers, not {x!r} (NaN marks a value not measured)")
     try:
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):

@@ -6,8 +6,8 @@ draft failed (the report and status.json say which, and where its log is); 2 whe
 `--speculative-config`) the speculative runs count like drafts: 1 when one failed.
 
 By default every model runs in one process per run, their iterations interleaved, `--repeat` runs (6), and c pools
-the runs with an interval across them (`nsys_cc.launch.repeat`); `--precision P` adds runs until every draft's decode
-c is known to ±P·c (or `--max-repeat` runs were made), and says which stopped it.
+the runs with an interval across them (`nsys_cc.launch.interleaved`); `--precision P` adds runs until every
+draft's decode c is known to ±P·c (or `--max-repeat` runs were made), and says which stopped it.
 """
 
 from __future__ import annotations
@@ -87,10 +87,11 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
-    from ..launch import launcher, repeat as repeat_mod
+    from ..launch import profile as profile_mod
     from ..launch.commands import BenchOptions
+    from ..launch.plan import parse_gammas
 
-    gammas = launcher.parse_gammas(speculate) if speculate is not None else ()
+    gammas = parse_gammas(speculate) if speculate is not None else ()
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
             "draft_tp": draft_tp, "repeat": repeat, "precision": precision, "max_repeat": max_repeat,
             "separate": separate, "replicas": replicas}
@@ -99,10 +100,10 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
                            enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
-        click.echo(repeat_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                      nsys_args=nsys_args, **spec), nl=False)
+        click.echo(profile_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
+                                       nsys_args=nsys_args, **spec), nl=False)
         return
-    outcome = repeat_mod.profile(
+    outcome = profile_mod.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
         trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )

@@ -67,15 +67,15 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
                      force=force)
     check_cells(spec, grid)
     if dry_run:
-        from ..launch import launcher
+        from ..launch import profile as profile_mod
 
         for c in grid:
             cs = spec.cell(c)
             extra = {k: v for k, v in cs.profile_kwargs().items() if k in ("speculate", "target_tp")}
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
-            click.echo(launcher.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                        nsys_args=nsys_args, **extra))
+            click.echo(profile_mod.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
+                                           nsys_args=nsys_args, separate=True, **extra))
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)

@@ -3,11 +3,14 @@
 - `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α
   pair's weights.
 - `commands`: the exact nsys and benchmark command lines.
-- `launcher`: `profile` with one process per model, orchestrating `plan` (the runs, their labels and commands),
+- `profile`: `profile` and `dry_run`, the main path (`nsys_cc.profile`, `nsys-cc profile`, sweep cells): interleaved
+  runs by default, one process per model where they cannot be interleaved or with `separate`.
+- `interleaved`: the interleaved runs (every model in one process, repeated; engines, runs, the precision loop),
+  which share `plan` and `process`; `machine`: the machine's state around each run.
+- `launcher`: one process per model, orchestrating `plan` (the runs, their labels and commands),
   `process` (nsys subprocesses, timeouts, retries, one model's attempt), `resume` (what a rerun keeps: markers,
   the attempts directory, the publish) and `results` (status.json; the report of the analysis floor's reading of
-  the directory written); `repeat`: the interleaved runs (every model in one process, repeated), which share `plan`
-  and `process`.
+  the directory written).
 - `check`: the checks of a fresh export (its forward range, GPU work, draft ranges); the forward-share check and
   every analysis of what was written are the analysis floor's (`analysis.share`, `analysis.sources`).
 - `vllm_plugin`: the plugin's old import path (the plugin is `nsys_cc.vllm.plugin`).

@@ -1,4 +1,6 @@
-"""`nsys-cc profile`: profile each model under nsys with vLLM's latency benchmark, then analyse like `analyze`.
+"""One process per model, the path `launch.profile` takes with `separate`, tensor-parallel models and a speculative
+config without drafts: profile each model in turn under nsys with vLLM's latency benchmark, then analyse like
+`analyze`.
 
 For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
@@ -32,36 +34,10 @@ from collections.abc import Sequence
 from .. import atomic, progress
 from ..trace.nsys import require_nsys
 from .commands import BenchOptions
-from .plan import (
-    ModelRun,
-    check_speculate_ranks,
-    describe,
-    dry_run,
-    parse_gammas,
-    parse_speculative_config,
-    plan,
-    speculative_runs,
-    uses_gpu,
-)
-from .process import (
-    NSYS_START_FAILURE,
-    failure_reason,
-    nsys_start_failure,
-    preflight,
-    prepare,
-    retry_nsys_start,
-    run_model,
-)
-from .results import ProfileRun, SpeculativeTrace, analyze, failure_notes, write_status
-from .resume import ATTEMPTS_DIR, TRACE_SET, is_complete, staged
-
-# The names code outside this module takes from here (the four jobs live in plan, process, resume and results).
-__all__ = [
-    "ATTEMPTS_DIR", "DEFAULT_TIMEOUT_S", "NSYS_START_FAILURE", "TRACE_SET", "ModelRun", "ProfileRun",
-    "SpeculativeTrace", "analyse", "analyze", "check_speculate_ranks", "dry_run", "failure_notes", "failure_reason",
-    "is_complete", "nsys_start_failure", "parse_gammas", "parse_speculative_config", "plan", "preflight", "profile",
-    "require_nsys", "retry_nsys_start", "run_model", "speculative_runs", "staged", "uses_gpu", "write_status",
-]
+from .plan import describe, plan, uses_gpu
+from .process import preflight, prepare, run_model
+from .results import ProfileRun, analyze, write_status
+from .resume import is_complete
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -72,8 +48,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1) -> ProfileRun:
     """Profile the target and every draft, one process per model, then analyse and report (see the module
-    docstring). `nsys_cc.profile` (`repeat.profile`, what `nsys-cc profile` runs) times every model in one process
-    per run, over several runs, and comes here for what it cannot interleave and for `separate`.
+    docstring). `nsys_cc.profile` (`launch.profile.profile`, what `nsys-cc profile` runs) times every model in one
+    process per run, over several runs, and comes here for what it cannot interleave and for `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -126,12 +102,4 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             progress.say(f"interrupted: report on the models completed so far: {partial.report}")
         raise
     return analyze(runs, out, options, acceptance=acceptance, seed=seed)
-
-
-def analyse(*args, **kwargs) -> ProfileRun:
-    """Deprecated: `analyze` (nsys_cc spells its names "analyze", as the verb)."""
-    import warnings
-
-    warnings.warn("nsys_cc.launch.launcher.analyse is deprecated: use analyze", DeprecationWarning, stacklevel=2)
-    return analyze(*args, **kwargs)
 

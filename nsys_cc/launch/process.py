@@ -3,7 +3,7 @@ tree stopped on Ctrl-C (`run_logged`), a failed nsys start retried (`retry_nsys_
 attempt (`profile_and_export`), the reason a run failed read from its log (`failure_reason`), the checks and files
 made before the first run (`preflight`: vLLM and nvtx; `prepare`: the output directory and pair weights), and one
 model's attempt from profile to published trace set (`run_model`). Shared by the one-process-per-model launcher and
-the interleaved runs of `repeat`.
+the interleaved runs of `interleaved`.
 """
 
 from __future__ import annotations

@@ -35,8 +35,8 @@ class SpeculativeTrace:
 class ProfileRun:
     """What `profile` did: every model's run, and the analysis and report when there was enough to analyse.
 
-    With interleaved runs (`repeat`; every model in one process per run) `runs` has one entry per model (status
-    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`repeat.Run`);
+    With interleaved runs (`interleaved`; every model in one process per run) `runs` has one entry per model (status
+    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`interleaved.Run`);
     `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted")."""
 
     out_dir: Path

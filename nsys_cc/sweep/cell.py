@@ -23,7 +23,7 @@ import contextlib
 import ctypes
 import dataclasses
 import fcntl
-import inspect
+import functools
 import json
 import os
 import signal
@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, progress
-from ..errors import NsysCCError, ProfileError
+from ..errors import NsysCCError
 from . import table as table_mod
 from .grid import CellSpec
 from .manifest import OLD_KEYS, TraceSet
@@ -46,8 +46,6 @@ STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
 ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
-# Parameters of `launcher.profile` that not every nsys_cc has (they arrive with other work).
-OPTIONAL_PROFILE_ARGS = ("speculate", "target_tp")
 COMPLETE = ("done", "resumed")
 
 
@@ -171,28 +169,19 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
                     range_name=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
 
 
-def _profile_args(spec: CellSpec, profile: Callable) -> dict:
-    kwargs = spec.profile_kwargs()
-    known = inspect.signature(profile).parameters
-    for key in OPTIONAL_PROFILE_ARGS:
-        if key in kwargs and key not in known:
-            raise ProfileError(f"{key} is not supported by this nsys_cc: its profile() has no {key} parameter yet",
-                               param=key)
-    return kwargs
-
-
 def run_cell(spec: CellSpec, profile: Callable | None = None,
              starting: Callable[[], None] = lambda: None) -> CellOutcome:
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
-    `profile` is `nsys_cc.launch.launcher.profile` unless given (the tests give a stand-in); `starting` is called
+    `profile` is `nsys_cc.launch.profile.profile` with `separate` (one process per model: a cell's trace set
+    is one trace per model) unless given (the tests give a stand-in); `starting` is called
     when the cell is about to be profiled (not when it is kept).
     """
     if profile is None:
-        from ..launch import launcher
+        from ..launch import profile as profile_mod
 
-        profile = launcher.profile
+        profile = functools.partial(profile_mod.profile, separate=True)
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)
@@ -206,7 +195,7 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
         t0 = time.perf_counter()
         try:
             run = profile(spec.sweep.target, list(spec.sweep.drafts), spec.dir, spec.options,
-                          **_profile_args(spec, profile))
+                          **spec.profile_kwargs())
             outcome.trace_set = _trace_set(spec, run)
             if run.result is None:
                 outcome.reason = "; ".join(run.notes) or "no report"

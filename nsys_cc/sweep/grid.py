@@ -120,7 +120,7 @@ class CellSpec:
                                    input_len=self.cell.input_len)
 
     def profile_kwargs(self) -> dict:
-        """Keyword arguments of `launcher.profile` besides target, drafts, out_dir and options."""
+        """Keyword arguments of `launch.profile.profile` besides target, drafts, out_dir and options."""
         s = self.sweep
         kwargs: dict = {"device": s.device, "timeout": s.timeout, "force": s.force, "trace": s.trace,
                         "nsys_args": list(s.nsys_args), "seed": s.seed}

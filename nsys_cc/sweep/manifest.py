@@ -28,7 +28,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -62,7 +61,9 @@ class TraceSet:
     @property
     def range(self) -> str:
         """Deprecated: `range_name` (the library's one name for the forward range)."""
-        warnings.warn("TraceSet.range is deprecated: use TraceSet.range_name", DeprecationWarning, stacklevel=2)
+        from .._compat import warn
+
+        warn("TraceSet.range")
         return self.range_name
 
     def to_dict(self, relative_to: str | os.PathLike | None = None) -> dict:

@@ -14,7 +14,6 @@ import os
 import signal
 import threading
 import uuid
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -61,8 +60,8 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
 
 def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
-    (`launcher.check_speculate_ranks`)."""
-    from ..launch.launcher import check_speculate_ranks
+    (`plan.check_speculate_ranks`)."""
+    from ..launch.plan import check_speculate_ranks
 
     for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
         check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
@@ -114,9 +113,9 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
 
 
 def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Sequence[int] = (),
-                gamma_rows: bool = False, in_place: bool = True) -> list[str]:
+                gamma_rows: bool = False) -> list[str]:
     """Sentences on what the table lacks and why: cells not complete, cells that needed more than one attempt,
-    γ values profiled without rows in the table (`in_place`: whether this nsys_cc has the in-place analysis)."""
+    γ values profiled without rows in the table."""
     notes = []
     for c in cells:
         if not c.complete:
@@ -128,9 +127,7 @@ def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Seque
                          "worker, failed or was interrupted; what it finished was kept)")
     if speculate and not gamma_rows:
         gammas = ", ".join(map(str, speculate))
-        why = ("no speculative run completed (see each cell's status.json)" if in_place else
-               "this nsys_cc has no in-place (speculative) analysis yet, so the table holds the plain runs' c only")
-        notes.append(f"γ = {gammas}: no rows with a gamma: {why}")
+        notes.append(f"γ = {gammas}: no rows with a gamma: no speculative run completed (see each cell's status.json)")
     return notes
 
 
@@ -142,8 +139,7 @@ def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutco
     tables = [c.table for c in cells if not c.table.empty]
     table = table_mod.normalise(pd.concat(tables, ignore_index=True)) if tables else table_mod.empty()
     out = Path(spec.out_dir)
-    notes = sweep_notes(cells, out, speculate=spec.speculate, gamma_rows=bool(table["gamma"].notna().any()),
-                        in_place=table_mod.has_in_place_analysis())
+    notes = sweep_notes(cells, out, speculate=spec.speculate, gamma_rows=bool(table["gamma"].notna().any()))
     files = write_sweep(table, out, cells=[c.to_dict() for c in cells], notes=notes)
     sets = [c.trace_set for c in cells if c.trace_set is not None]
     if sets:
@@ -231,8 +227,3 @@ def _leave_ctrl_c_to_parent() -> None:
     answers it (one line, then it stops the workers) instead of each worker printing a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
-
-def analyse_many(*args, **kwargs) -> AnalysisResult:
-    """Deprecated: `analyze_many` (nsys_cc spells its names "analyze", as the verb)."""
-    warnings.warn("nsys_cc.sweep.run.analyse_many is deprecated: use analyze_many", DeprecationWarning, stacklevel=2)
-    return analyze_many(*args, **kwargs)

@@ -17,13 +17,12 @@ Columns (`COLUMNS`):
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
-from ..errors import InputError, NsysCCError
+from ..errors import NsysCCError
 from .manifest import TraceSet
 
 COLUMNS = ["draft", "phase", "metric", "batch_size", "input_len", "gamma", "c", "ci_low", "ci_high", "target_tp",
@@ -80,15 +79,6 @@ def from_result(result, *, cell: str, batch_size: int | None, input_len: int | N
     return normalise(pd.concat([plain, spec], ignore_index=True)) if not spec.empty else plain
 
 
-def has_in_place_analysis() -> bool:
-    """Whether this nsys_cc's `cost_coefficient` analyses speculative runs in place (takes their metrics dumps)."""
-    import inspect
-
-    from ..analysis.coefficient import cost_coefficient
-
-    return "spec_metrics" in inspect.signature(cost_coefficient).parameters
-
-
 def analyze_task(trace_set: TraceSet, seed: int) -> tuple[pd.DataFrame | None, str]:
     """One trace set's rows (`analyze_set`), or None and why it could not be analysed (bad input only; a bug still
     raises): the task of a local worker and of a Dask one alike."""
@@ -111,16 +101,8 @@ def analyze_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.Dat
     and per-forward frames are dropped here, so a worker of a pool hands back kilobytes)."""
     from ..analysis.coefficient import cost_coefficient
 
-    if trace_set.speculative and not has_in_place_analysis():
-        raise InputError(f"trace set {trace_set.name}: its speculative traces need the speculative (in-place) "
-                         "analysis, which this nsys_cc does not have yet")
     result = cost_coefficient(trace_set.target, [*trace_set.drafts, *trace_set.speculative], names=trace_set.names,
                               range_name=trace_set.range_name, output_len=trace_set.output_len, seed=seed)
     return from_result(result, cell=trace_set.name, batch_size=trace_set.batch_size,
                        input_len=trace_set.input_len, target_tp=trace_set.target_tp, attempts=attempts)
 
-
-def analyse_set(*args, **kwargs) -> pd.DataFrame:
-    """Deprecated: `analyze_set` (nsys_cc spells its names "analyze", as the verb)."""
-    warnings.warn("nsys_cc.sweep.table.analyse_set is deprecated: use analyze_set", DeprecationWarning, stacklevel=2)
-    return analyze_set(*args, **kwargs)

@@ -29,7 +29,6 @@ import shutil
 import sqlite3
 import tempfile
 import threading
-import warnings
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from types import MappingProxyType
@@ -291,8 +290,9 @@ class ExportTrace:
     def summary(self) -> dict:
         """Deprecated: `info()` (a `TraceInfo`; `info().to_dict()` is this dict). `summary` is the analysis
         result's statistics table (`CostCoefficientResult.summary`); a trace's facts are its `info`."""
-        warnings.warn("Trace.summary() is deprecated: use Trace.info() (a TraceInfo; .to_dict() for this dict)",
-                      DeprecationWarning, stacklevel=2)
+        from .._compat import warn
+
+        warn("Trace.summary()")
         return self.info().to_dict()
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------

@@ -1,4 +1,5 @@
-"""`profile`'s runs: every model in ONE process, iterations interleaved, repeated R times, c across the runs.
+"""The interleaved runs, the default path of `launch.profile`: every model in ONE process, iterations interleaved,
+repeated R times, c across the runs.
 
 Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM process settles at its own speed
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
@@ -10,7 +11,7 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
   (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`); the report lists c per run beside
-  the machine's state during that run and plots them;
+  the machine's state during that run (`launch.machine`) and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval of every draft
   (wall-clock) lies within ±P·c; the outcome says whether the precision or `max_repeat` stopped it;
 - the machine's state before and after each run (load average, CPU count, and the GPU clocks when `nvidia-smi`
@@ -18,9 +19,6 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   count get a note.
 - speculative engines are measured in place against the plain target of the same runs, pooled over the runs
   (`analysis.spec_runs`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
-
-`profile` (the facade's `nsys_cc.profile` and the CLI's) chooses: interleaved runs, or one process per model
-(`launcher.profile`) with `separate`, for tensor-parallel models, and for a speculative config without a draft.
 
 Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
 per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`
@@ -34,17 +32,13 @@ import contextlib
 import json
 import math
 import os
-import shutil
 import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
-
 from .. import atomic, progress
-from ..arguments import many
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT as ENV_METRICS_DIR,
@@ -55,6 +49,7 @@ from ..contract import (
 from ..errors import InputError, NsysCCError
 from . import plan, process, results
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
+from .machine import machine_notes, machine_state, machine_table
 from .models import Model, resolve_all
 
 DEFAULT_REPEAT = 6
@@ -70,7 +65,6 @@ DEFAULT_OPTIONS = BenchOptions(output_len=32)
 CPU_KV_CACHE_BYTES = 256 * 1024 * 1024
 RUN_PREFIX = "run-"
 KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-MACHINE_COLUMNS = ["run", "when", "load_1m", "load_5m", "load_15m", "cpus", "gpu_clocks"]
 
 
 @dataclass(frozen=True)
@@ -183,48 +177,6 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
     if not gpu and KV_SPACE_ENV not in os.environ:
         env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
-
-
-def machine_state(gpu: bool) -> dict:
-    """Load average, CPU count and (on a GPU host) the GPU clocks now."""
-    load = os.getloadavg()
-    state: dict = {"when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "load_1m": round(load[0], 2),
-                   "load_5m": round(load[1], 2), "load_15m": round(load[2], 2), "cpus": os.cpu_count() or 0}
-    try:
-        state["cpus_usable"] = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        pass
-    if gpu:
-        state["gpu_clocks"] = gpu_clocks()
-    return state
-
-
-def gpu_clocks() -> str | None:
-    """Each GPU's SM and memory clocks (MHz), their maximum, temperature and utilisation, from `nvidia-smi`; None
-    when it does not answer."""
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
-    query = "index,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,utilization.gpu"
-    try:
-        out = subprocess.run([smi, f"--query-gpu={query}", "--format=csv,noheader,nounits"], capture_output=True,
-                             text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if out.returncode != 0:
-        return None
-    parts = []
-    for line in out.stdout.strip().splitlines():
-        f = [x.strip() for x in line.split(",")]
-        if len(f) == 6:
-            parts.append(f"GPU {f[0]}: SM {f[1]}/{f[2]} MHz, memory {f[3]} MHz, {f[4]} °C, {f[5]} % busy")
-    return "; ".join(parts) or None
-
-
-def busy(state: dict) -> bool:
-    """Whether the machine was busier than it has CPUs (1-minute load above the CPU count)."""
-    cpus = state.get("cpus") or 0
-    return bool(cpus) and state.get("load_1m", 0) > cpus
 
 
 def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
@@ -379,34 +331,6 @@ def decode_precision(result, drafts: Sequence[str]) -> dict[str, float]:
         half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
         out[d] = half if math.isfinite(half) else math.inf
     return out
-
-
-def machine_table(runs: Sequence[Run]) -> pd.DataFrame:
-    """One row per run and moment (before, after): the load averages, CPU count and GPU clocks."""
-    rows = []
-    for r in runs:
-        for when in ("before", "after"):
-            st = r.machine.get(when) or {}
-            if st:
-                rows.append({"run": r.index, "when": when, **{k: st.get(k) for k in MACHINE_COLUMNS[2:]}})
-    return pd.DataFrame(rows, columns=MACHINE_COLUMNS)
-
-
-def machine_notes(runs: Sequence[Run]) -> list[str]:
-    """One note for the runs made on a busy machine (load above the CPU count before or after), with their loads."""
-    busy_runs, loads, cpus = [], [], 0
-    for r in runs:
-        states = [s for s in (r.machine.get("before"), r.machine.get("after")) if s]
-        if any(busy(s) for s in states):
-            busy_runs.append(r.index)
-            loads += [s["load_1m"] for s in states]
-            cpus = states[0]["cpus"]
-    if not busy_runs:
-        return []
-    which = f"run {busy_runs[0]}" if len(busy_runs) == 1 else f"runs {', '.join(map(str, busy_runs))}"
-    span = f"{min(loads):.1f}" if min(loads) == max(loads) else f"{min(loads):.1f}–{max(loads):.1f}"
-    return [f"{which} of {len(runs)} ran on a busy machine: load average {span} on {cpus} CPUs (other work "
-            "competed for the CPUs; the interval across runs includes its effect)"]
 
 
 def validate(repeat: int, precision: float | None, max_repeat: int | None, replicas: int = 1) -> tuple[int, int]:
@@ -687,94 +611,3 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
                                  extra_tables={"machine": machine_table(outcome.runs)})
     result.notes = notes
     return result
-
-
-def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-                draft_tp: int = 1, separate: bool = False, drafts: Sequence[str] = ("draft",)) -> bool:
-    """Whether `profile` makes interleaved runs (every model in one process): yes unless asked for one process per
-    model (`separate`), or a model runs on several tensor-parallel ranks, or a speculative config runs without a plain
-    draft to compare (ngram alone). Speculative engines join the interleaved runs."""
-    del speculate, speculative_config
-    return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
-
-
-def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
-                   separate: bool, speculative_config: str | None, speculate: Sequence[int]) -> None:
-    """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
-    if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
-        why = ("separate" if separate else "speculative_config without drafts"
-               if speculative_config is not None and not speculate else "target_tp")
-        raise InputError(f"repeat, precision, max_repeat and replicas need interleaved runs, which {why} does not "
-                         "make yet (one process per model)", param="repeat")
-
-
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
-            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
-            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
-            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False):
-    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does
-    (`nsys_cc.profile`).
-
-    By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
-    `repeat` runs one after another (default `DEFAULT_REPEAT`), c pooled over the runs with an interval across them;
-    speculative runs (`speculate`, `speculative_config` with drafts) join the same processes. One process per model
-    (`launcher.profile`) when `separate`, for tensor-parallel models and for a speculative config without drafts.
-
-    Args:
-        target: the target model, as for `launcher.profile` (so are `drafts`, `device`, `force`, `trace`,
-            `nsys_args`, `acceptance`, `seed`, `speculate`, `speculative_config`, `target_tp` and `draft_tp`).
-        timeout: seconds per run (per model with one process each; default `launcher.DEFAULT_TIMEOUT_S`).
-        options: the benchmark's options (default `DEFAULT_OPTIONS`: 32 output tokens).
-        repeat: interleaved runs (≥ 1).
-        precision: keep adding runs until every draft's decode c interval lies within ±precision·c (e.g. 0.05), at
-            most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`).
-        replicas: engines of each model in a run (default `DEFAULT_REPLICAS`).
-        separate: one process per model (repeat 1 only).
-    Returns:
-        A `launcher.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
-    """
-    from ..analysis.coefficient import check_seed
-    from . import launcher
-
-    check_seed(seed)  # before minutes of profiling, not after
-    drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
-    nsys_args, acceptance = [str(a) for a in many(nsys_args, "nsys_args")], many(acceptance, "acceptance")
-    options = DEFAULT_OPTIONS if options is None else options
-    timeout = launcher.DEFAULT_TIMEOUT_S if timeout is None else timeout
-    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
-        return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
-                                trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
-                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                                draft_tp=draft_tp)
-    atomic.check_out_dir(out_dir, "the profile run")
-    return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
-                               trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
-                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
-                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
-                               speculate=speculate, speculative_config=speculative_config)
-
-
-def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
-            device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
-            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> str:
-    """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
-    per model (`launcher.dry_run`)."""
-    from ..trace.nsys import find_nsys
-    from . import launcher
-
-    options = DEFAULT_OPTIONS if options is None else options
-    if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
-        return launcher.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
-                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                                draft_tp=draft_tp)
-    return dry_run_interleaved(target, drafts, out_dir, options, nsys=find_nsys() or "nsys",
-                               gpu=plan.uses_gpu(device), trace=trace, nsys_args=nsys_args,
-                               repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
-                               max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
-                               speculate=speculate, speculative_config=speculative_config)
