@@ -148,7 +148,7 @@ def test_write_report_replaces_its_own_earlier_files_only(tmp_path, result):
     nsys_cc.write_report(nsys_cc.cost_coefficient(TARGET, DRAFTS[0]), tmp_path)
     second = json.loads((tmp_path / MANIFEST).read_text())["files"]
     on_disk = {p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()}
-    assert on_disk == {*second, MANIFEST, "notes.txt"}
+    assert on_disk == {*second, MANIFEST, "notes.txt", ".nsys_cc.lock"}  # the -o lock stays (docs/reliability.md)
     assert not (tmp_path / "plots" / "speedup_tiny-llama-draft-xs.png").exists()
     assert not (tmp_path / "speedup.csv").exists() and mine.read_text() == "the user's"
 

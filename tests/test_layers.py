@@ -29,7 +29,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
-    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments"}),
+    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments", "_compat"}),
     ("trace", {"trace"}),
     ("analysis", {"analysis"}),
     ("report", {"report"}),
@@ -37,7 +37,7 @@ LAYERS = [
     ("vllm", {"vllm"}),
     ("launch", {"launch"}),
     ("sweep", {"sweep"}),
-    ("front", {"front"}),
+    ("front", {"front", "tuning"}),
     ("cli", {"cli"}),
 ]
 

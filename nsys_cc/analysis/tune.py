@@ -538,7 +538,7 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
     import warnings
     from pathlib import Path
 
-    from ..front import analyze
+    from .sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
 
     root = Path(directory)
     if not root.is_dir():

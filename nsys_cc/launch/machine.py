@@ -8,12 +8,17 @@ import shutil
 import subprocess
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from .interleaved import Run
+
+class Run(Protocol):
+    """What the machine notes read of an interleaved run (`interleaved.Run`; a protocol, so that this module
+    imports nothing of the engines')."""
+
+    index: int
+    machine: dict
 
 MACHINE_COLUMNS = ["run", "when", "load_1m", "load_5m", "load_15m", "cpus", "gpu_clocks"]
 
