@@ -146,7 +146,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             raise InputError("tune needs --target and --draft to profile, or a directory to read", param="target")
         out = Path(out_dir or "out/tune")
         atomic.check_out_dir(out, "the tune run")
-        out.mkdir(parents=True, exist_ok=True)
+        folder = atomic.Folder(out)
+        folder.mkdir()
         bs, gs = bs or [1, 8], gs or [1, 3]
         cells: dict[int, list[int]] = {b: list(gs) for b in bs}
         for b, g in checks:
@@ -154,7 +155,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             if g not in cells[b]:
                 cells[b] = sorted([*cells[b], g])
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
-        (out / DESIGN_FILE).write_text(json.dumps({"design": design}, indent=1) + "\n")
+        folder.write_text(DESIGN_FILE, json.dumps({"design": design}, indent=1) + "\n")
         _profile_design(target, draft, out, cells, input_len=input_len, output_len=output_len,
                         warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
                         trace=trace, force=force, seed=seed)
@@ -247,7 +248,7 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
     """tune.json (design kept), schedule.json, forecast.csv, checks.csv, report.md and tune.png in `out`."""
     import pandas as pd
 
-    out.mkdir(parents=True, exist_ok=True)
+    atomic.Folder(out).mkdir()
     r = report.result
     doc = report.to_dict()
     try:

@@ -101,7 +101,7 @@ def test_C02_a_cache_folder_of_another_user_is_refused_and_its_entries_never_tru
 
 # -- profile: run folders, attempts, logs, status ----------------------------------------------------------------------
 def _interleaved_run(out: Path):
-    from nsys_cc.launch import repeat
+    from nsys_cc.launch import interleaved as repeat
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
 
     py = [sys.executable, "-c"]
@@ -112,7 +112,7 @@ def _interleaved_run(out: Path):
 
 
 def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_path, outside):
-    from nsys_cc.launch import repeat
+    from nsys_cc.launch import interleaved as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -125,7 +125,7 @@ def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_p
 
 
 def test_P04_a_linked_attempt_folder_is_removed_itself_not_followed(tmp_path, outside):
-    from nsys_cc.launch import repeat
+    from nsys_cc.launch import interleaved as repeat
 
     out = tmp_path / "O"
     out.mkdir()
@@ -138,14 +138,15 @@ def test_P04_a_linked_attempt_folder_is_removed_itself_not_followed(tmp_path, ou
 
 
 def _model_run(out: Path):
-    from nsys_cc.launch import launcher
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
     from nsys_cc.launch.models import resolve
 
     py = [sys.executable, "-c"]
     cmds = ModelCommands({}, [*py, "raise SystemExit('RuntimeError: engine core died')"], [*py, "pass"],
                          ModelFiles(out, "m"))
-    return launcher.ModelRun("target", resolve("tiny-llama-target"), cmds)
+    from nsys_cc.launch.plan import ModelRun
+
+    return ModelRun("target", resolve("tiny-llama-target"), cmds)
 
 
 def test_P05_a_linked_attempts_folder_is_refused_its_files_kept(tmp_path, outside):
@@ -311,7 +312,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     import shutil
 
     from nsys_cc.analysis.outputs import read_output
-    from nsys_cc.launch import repeat
+    from nsys_cc.launch import interleaved as repeat
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
@@ -365,7 +366,7 @@ def test_O10_a_sigkill_between_the_run_renames_leaves_the_earlier_run_which_come
     is removed."""
     import shutil
 
-    from nsys_cc.launch import repeat
+    from nsys_cc.launch import interleaved as repeat
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1.replaced")
@@ -384,7 +385,7 @@ def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside
     """The success path of the set-aside rename: run-1/ becomes the new run, no run-1.replaced/ stays."""
     import shutil
 
-    from nsys_cc.launch import process, repeat
+    from nsys_cc.launch import interleaved as repeat, process
     from nsys_cc.launch.models import resolve
 
     new = FIXTURES / "interleaved" / "run-2"

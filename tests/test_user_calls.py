@@ -600,8 +600,11 @@ def test_a_draft_slower_than_its_target_gets_a_note():
     c = (statistics.median(d for (d,) in raw_sql(TARGET, decode))
          / statistics.median(d for (d,) in raw_sql(DRAFT_XS, decode)))
     assert c > 1
+    row = swapped.coefficients.query("phase == 'decode' and metric == 'wall'").iloc[0]
+    assert row["c_forward"] == pytest.approx(c, rel=1e-9)  # the forwards' c, as SQL has it
     (note,) = [n for n in swapped.notes if "cannot be faster" in n]
-    assert note.startswith(f"tiny-llama-target: c = {c:.3g} (decode, wall-clock)")
+    # the note gives the headline c: the token's (forward + logits + sampling), more than 1 as the forwards' is
+    assert row["c"] > 1 and note.startswith(f"tiny-llama-target: c = {row['c']:.3g} (decode, wall-clock)")
     assert "give its trace first" in note
     assert not [n for n in nsys_cc.cost_coefficient(TARGET, DRAFT_XS).notes if "cannot be faster" in n]
 
