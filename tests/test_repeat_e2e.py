@@ -4,6 +4,7 @@ own JSON, never read back from nsys_cc."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import sqlite3
 import statistics
@@ -27,10 +28,22 @@ def _ranges(sqlite: Path, name: str) -> list[tuple[int, int, int | None]]:
             "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
 
 
-def _decode_ms(sqlite: Path, label: str) -> list[float]:
+def _decode_ms(sqlite: Path, label: str, *, token: bool = False) -> list[float]:
+    """A model's decode forwards in its engine's windows (not in a warm-up), in ms; with `token`, each forward plus
+    its token's logits and sampling: every `nsys_cc:logits`/`nsys_cc:sample` range counts for the forward that
+    started last before it (one thread), when that forward had ended by then (docs/definitions.md)."""
     windows = _ranges(sqlite, f"nsys_cc:engine {label}")
     warm = _ranges(sqlite, "nsys_cc:warmup")
-    return [(e - s) / 1e6 for s, e, p in _ranges(sqlite, "model_executable()")
+    forwards = _ranges(sqlite, "model_executable()")
+    cost = [float(e - s) for s, e, _ in forwards]
+    if token:
+        starts = [s for s, _, _ in forwards]
+        for name in ("nsys_cc:logits", "nsys_cc:sample"):
+            for ps, pe, _ in _ranges(sqlite, name):
+                k = bisect.bisect_right(starts, ps) - 1
+                if k >= 0 and forwards[k][1] <= ps:
+                    cost[k] += pe - ps
+    return [cost[i] / 1e6 for i, (s, _, p) in enumerate(forwards)
             if p == BATCH and any(a <= s <= b for a, b, _ in windows) and not any(a <= s <= b for a, b, _ in warm)]
 
 
@@ -75,13 +88,20 @@ def test_c_per_run_and_pooled_are_the_traces_medians(profiled):
     t_all, d_all = [], []
     for k in range(1, RUNS + 1):
         sqlite = out / f"run-{k}" / "trace.sqlite"
-        t, d = _decode_ms(sqlite, TARGET), _decode_ms(sqlite, DRAFT)
+        t, d = _decode_ms(sqlite, TARGET, token=True), _decode_ms(sqlite, DRAFT, token=True)
+        # every decode forward has its token's logits and sampling (the plugin writes them on both engines)
+        assert all(a > b for a, b in zip(d, _decode_ms(sqlite, DRAFT), strict=True))
         t_all += t
         d_all += d
+        # c is the token's: median(draft forward + logits + sampling) / median(the target's)
         assert per_run[k]["c"] == pytest.approx(statistics.median(d) / statistics.median(t))
         assert per_run[k]["n_draft"] == len(d)
     pooled = next(c for c in doc["coefficients"] if c["phase"] == "decode" and c["metric"] == "wall")
     assert pooled["c"] == pytest.approx(statistics.median(d_all) / statistics.median(t_all))
+    forward_t = [x for k in range(1, RUNS + 1) for x in _decode_ms(out / f"run-{k}" / "trace.sqlite", TARGET)]
+    forward_d = [x for k in range(1, RUNS + 1) for x in _decode_ms(out / f"run-{k}" / "trace.sqlite", DRAFT)]
+    assert pooled["basis"] == "token"
+    assert pooled["c_forward"] == pytest.approx(statistics.median(forward_d) / statistics.median(forward_t))
     lo, hi = pooled["ci95"]
     assert lo < pooled["c"] < hi  # across two runs: Student's t on one degree of freedom, wide but there
     report = json.loads((out / "report.json").read_text())

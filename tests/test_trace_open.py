@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -139,17 +140,27 @@ def test_concurrent_exports_of_one_report(report, cache_dir, nsys_bin):
 
 
 def test_temporaries_left_by_killed_exports_are_cleaned_up(report, cache_dir, nsys_bin):
-    """A process killed mid-export leaves its hidden temporary; the next export removes it once it is a day old,
-    and leaves a fresh one (another process may be writing it right now) alone."""
+    """A process killed mid-export leaves its hidden temporary, recorded in the cache's ledger; the next export removes
+    it once it is a day old, and leaves a fresh one (another process may be writing it right now) alone. A file the
+    ledger never recorded — a user's, in a folder named by NSYS_CC_CACHE — is never touched, however old."""
     cache_dir.mkdir(parents=True, exist_ok=True)
     stale = cache_dir / ".0123456789abcdef-killed.sqlite"
     fresh = cache_dir / ".0123456789abcdef-running.sqlite"
-    for leftover in (stale, fresh):
+    foreign = cache_dir / ".0123456789abcdef-users.sqlite"
+    for leftover in (stale, fresh, foreign):
         leftover.write_bytes(b"partial")
+    # What the killed and the running exports wrote before their nsys started: their names in the ledger.
+    (cache_dir / export_mod.LEDGER).write_text(json.dumps({"temporaries": [stale.name, fresh.name]}))
     day = 24 * 3600
-    os.utime(stale, (stale.stat().st_atime - day - 60, stale.stat().st_mtime - day - 60))
+    for old in (stale, foreign):
+        os.utime(old, (old.stat().st_atime - day - 60, old.stat().st_mtime - day - 60))
     out = export_mod.export_report(report, cache_dir=cache_dir)
-    assert sorted(p.name for p in cache_dir.iterdir()) == sorted([out.name, out.with_suffix(".json").name, fresh.name])
+    assert not stale.exists()
+    assert fresh.read_bytes() == b"partial" and foreign.read_bytes() == b"partial"
+    names = sorted(p.name for p in cache_dir.iterdir())
+    assert names == sorted([out.name, out.with_suffix(".json").name, fresh.name, foreign.name, export_mod.LEDGER])
+    # The ledger still holds the running export (its owner removes it when done), no longer the removed one.
+    assert json.loads((cache_dir / export_mod.LEDGER).read_text())["temporaries"] == [fresh.name]
 
 
 def test_old_public_report_exports(public_dir, cache_dir, nsys_bin):

@@ -118,5 +118,10 @@ def test_speculative_run_traces_draft_forwards_and_steps_under_their_own_names(t
     steps = [r for r in ranges if r[0] == "nsys_cc:step"]
     assert [s[3] for s in steps] == target
     for step in steps:
-        inside = [r[0] for r in ranges if step[1] < r[1] and r[2] < step[2] and r[4] == step[4]]
-        assert inside == ["model_executable()", *["draft_model_executable()"] * 3]
+        inside = [r for r in ranges if step[1] < r[1] and r[2] < step[2] and r[4] == step[4]]
+        # Each forward followed by the rest of its token's work: its logits, then its sampling (issue 29).
+        assert [r[0] for r in inside] == ["model_executable()", "nsys_cc:logits", "nsys_cc:sample",
+                                          *["draft_model_executable()", "nsys_cc:draft_logits",
+                                            "nsys_cc:draft_sample"] * 3]
+        if step[3] == 1 + 3:  # a verify: logits over the last token and the 3 drafts, all of them sampled
+            assert [r[3] for r in inside[1:3]] == [1 + 3, 1 + 3]
