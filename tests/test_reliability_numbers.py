@@ -342,3 +342,23 @@ def test_a01_zero_length_target_forwards_answer_without_a_traceback(tmp_path):
     assert ((kept["end_ns"] - kept["start_ns"]) == 0).all()
     d = result.diagnosis
     assert len(d) and d["c_wall"].isna().all()  # no ratio to a target that took no time, said as NaN
+
+
+def test_a18_ranges_never_closed_are_not_taken_for_nested_ones(tmp_path):
+    """Ranges left open at the end of the capture all end at the last NVTX timestamp, so each later one would look
+    nested in the first: they are dropped as never closed (their own note), never as nested."""
+    path = tmp_path / "t.sqlite"
+    shutil.copyfile(TARGET, path)
+    fid = _forward_id(TARGET)
+    (last,), = raw_sql(TARGET, "SELECT max(rowid) FROM NVTX_EVENTS WHERE textId = ?", (fid,))
+    con = sqlite3.connect(path)
+    # the last forward and a child of it both left open: the parent is the outermost, the child is nested only if
+    # an open end counted as a real one
+    con.execute("INSERT INTO NVTX_EVENTS (start, end, eventType, globalTid, textId) SELECT start + 10, NULL, 59, "
+                "globalTid, textId FROM NVTX_EVENTS WHERE rowid = ?", (last,))
+    con.execute("UPDATE NVTX_EVENTS SET end = NULL WHERE rowid = ?", (last,))
+    con.commit()
+    con.close()
+    result = cost_coefficient(str(path), [str(DRAFT)], names=["t", "d"])
+    (note,) = [n for n in result.notes if n.startswith("t:") and "never closed" in n]
+    assert "dropped 2 range(s) never closed" in note and "nested" not in note

@@ -23,7 +23,8 @@ Numbers defined here:
   γ, and log E(α, γ) has increasing differences in (γ, α) (each added term α^k weighs more as α grows), so the best γ
   never falls as α grows; the low ends are taken at (α_low, c_high), the high ends at (α_high, c_low).
 
-Every function broadcasts over numpy arrays of α, γ and c; NaN propagates (a draft without a measurement).
+Every function broadcasts over numpy arrays of α, γ and c; NaN in an array propagates (a draft without a measurement);
+a lone NaN or ±inf (a scalar) is refused with an InputError naming the parameter (`param`: alpha, gamma, c, c_hat).
 """
 
 from __future__ import annotations
