@@ -61,3 +61,14 @@ def one_path(value: Any, param: str, *, plural: str | None = None) -> str:
         return path_of(items[0], param)
     where = f"; several go in {plural}" if plural else ""
     raise InputError(f"{param} is one trace, not {len(items)}: pass one path{where}", param=param)
+
+
+def file_identity(path: str | os.PathLike) -> tuple:
+    """What makes two paths the same file: its device and inode (a hard link, a symlink, `a/../b` and a bind mount
+    of one file all give the same), or, when it cannot be stat'ed, its real path. The one rule by which sources are
+    compared: a file given as target and draft would give c = 1 from one set of forwards."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return ("path", os.path.realpath(path))
+    return ("inode", st.st_dev, st.st_ino)

@@ -181,6 +181,34 @@ def _odd_payload(rng: random.Random, con: sqlite3.Connection) -> str:
     return f"payload {col} = {value!r} in ~1/4 of push/pop ranges"
 
 
+def _issue32_shape(rng: random.Random, con: sqlite3.Connection) -> str:
+    """Issue 32's hostile numbers: every push/pop range given a nested child of its own name, a CUDA row with a NULL
+    or backwards end, or a range from −2⁶³ to 2⁶³−1 (tests/test_reliability_numbers.py checks each exactly)."""
+    shape = rng.choice(["nested", "gpu_end", "extremes"])
+    tables = _tables(con)
+    if shape == "gpu_end":
+        cuda = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_MEMCPY")
+                if t in tables and {"start", "end"} <= set(_columns(con, t))]
+        if not cuda:
+            return "no CUDA table for a bad end"
+        table = rng.choice(cuda)
+        _relax(con, table)
+        end = rng.choice(["NULL", "start - 1"])
+        con.execute(f'UPDATE "{table}" SET "end" = {end} WHERE abs(random()) % 8 = 0')
+        return f"end = {end} in ~1/8 of {table}"
+    if "NVTX_EVENTS" not in tables or not {"start", "end", "eventType"} <= set(_columns(con, "NVTX_EVENTS")):
+        return "no NVTX_EVENTS for issue 32"
+    _relax(con, "NVTX_EVENTS")
+    if shape == "nested":
+        con.execute('INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE eventType = 59 AND "end" - start > 2')
+        con.execute('UPDATE NVTX_EVENTS SET start = start + 1, "end" = "end" - 1 WHERE rowid > '
+                    '(SELECT max(rowid) FROM NVTX_EVENTS) - changes()')
+        return "nested same-name child in every push/pop range"
+    con.execute('UPDATE NVTX_EVENTS SET start = ?, "end" = ? WHERE rowid = (SELECT max(rowid) FROM NVTX_EVENTS '
+                'WHERE eventType = 59)', (-(2**63), 2**63 - 1))
+    return "a range from -2**63 to 2**63-1"
+
+
 def _pending_in_wal(rng: random.Random, path: Path) -> str:
     """Leave `path` as a writer that has not checkpointed leaves it (issue 25): WAL mode, one more mutation
     committed into `path`-wal only. The writer works on a copy elsewhere; both files are copied while it is open."""
@@ -217,6 +245,9 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
             con.commit()
         if rng.random() < 0.2:
             done.append(_odd_payload(rng, con))
+            con.commit()
+        if rng.random() < 0.2:
+            done.append(_issue32_shape(rng, con))
             con.commit()
     finally:
         con.close()

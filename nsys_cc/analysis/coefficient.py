@@ -22,10 +22,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..arguments import is_one, many, one_path, path_of, paths as arg_paths
+from ..arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
+from ..trace.cuda import dropped_note
 from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
 from ..trace.source import Trace
@@ -44,7 +45,16 @@ from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
 from .projection import op_totals, project
-from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted, select
+from .ranges import (
+    by_start,
+    draft_range_of,
+    forward_range,
+    marked_ranges,
+    nested_same_name,
+    not_found,
+    quoted,
+    select,
+)
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
 from .speedup import speedup_marks, verdicts
@@ -157,6 +167,10 @@ def model_of(
     twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
     if twice.any():
         matched = matched[~twice]
+    # A range of the forward's name inside another on the same thread is part of that forward, not one more.
+    inner = nested_same_name(matched)
+    if inner.any():
+        matched = matched[~inner]
     has_cuda = bool(trace.has_cuda)
     forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
     forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
@@ -174,6 +188,9 @@ def model_of(
     if twice.any():
         warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
                       "start and end as another row: each range counted once)")
+    if inner.any():
+        warm_note += (f"; dropped {int(inner.sum())} {_quoted(range_name)} range(s) nested inside another of the same "
+                      "name on the same thread (only the outermost of a nested chain is a forward)")
     if not forwards["kept"].any():
         if (~warm).any():
             raise RangeNotFoundError(
@@ -185,6 +202,7 @@ def model_of(
             "lower skip_ranges", param="skip_ranges"
         )
     has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
+    gpu_note = "; ".join(t for t in (gpu_note, dropped_note(trace)) if t)  # damaged CUDA rows, left out, said
     loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
     if loss is not None:
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
@@ -330,9 +348,9 @@ def _check_distinct(paths: Sequence[str], range_names: Sequence[str],
                     scopes: Sequence[str | None] | None = None) -> None:
     """A trace may appear twice only with a different range or scope: the same forwards cannot be compared with
     themselves."""
-    seen: dict[tuple[str, str, str | None], str] = {}
+    seen: dict[tuple[tuple, str, str | None], str] = {}
     for p, r, sc in zip(paths, range_names, scopes or [None] * len(paths)):
-        key = (os.path.realpath(p), r, sc)
+        key = (file_identity(p), r, sc)  # a link (hard or symbolic) to a trace given is that trace
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
         seen[key] = p
@@ -674,7 +692,7 @@ def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Se
         hits = [i for i, label in enumerate(labels) if label == text]
         if not hits:
             hits = [i for i, (p, sc) in enumerate(zip(paths, scopes))
-                    if sc is None and os.path.realpath(p) == os.path.realpath(text)]
+                    if sc is None and file_identity(p) == file_identity(text)]
         if not hits:
             raise InputError(f"spec_metrics: {text!r} is neither a trace given (read whole) nor a model's label "
                              f"({', '.join(map(repr, labels))}): its dump would be ignored", param="spec_metrics")

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..arguments import path_of
+from ..arguments import file_identity, path_of
 from ..contract import DEFAULT_RANGE
 from ..errors import InputError, NsysCCWarning
 from ..trace import open_trace
@@ -185,7 +185,7 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
     name_a = _name(range_name, "range_name")
     name_b = name_a if range_name_b is None else _name(range_name_b, "range_name_b")
     one_trace = b is None or b is a or (not isinstance(b, Trace) and not isinstance(a, Trace)
-                                        and os.path.realpath(_path(a, "a")) == os.path.realpath(_path(b, "b")))
+                                        and file_identity(_path(a, "a")) == file_identity(_path(b, "b")))
     if one_trace:
         if name_a == name_b:
             raise InputError("a and b are the same trace and the same range: give b (another trace) or range_name_b "

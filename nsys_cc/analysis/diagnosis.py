@@ -63,7 +63,7 @@ def top_kernels(kernel_summary: pd.DataFrame, draft: str, phase: str, n: int = 3
 
 def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
     wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
-    c_wall = wall_d / wall_t
+    c_wall = wall_d / wall_t if wall_t > 0 else float("nan")  # zero-length target forwards: no ratio
     busy, busy_t = _median(d, phase, "gpu_busy_ns"), _median(t, phase, "gpu_busy_ns")
     gpu = d.has_cuda and t.has_cuda and not (np.isnan(busy) or np.isnan(busy_t))
     row: dict[str, object] = {"draft": d.name, "phase": phase, "gpu": gpu,

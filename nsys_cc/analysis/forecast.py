@@ -78,8 +78,14 @@ class StepCostModel:
         """The γ in 1…max_gamma with the highest forecast speedup at α (first maximum), and that speedup."""
         if int(max_gamma) != max_gamma or max_gamma < 1:
             raise InputError(f"max_gamma must be a whole number ≥ 1, not {max_gamma!r}")
+        try:
+            a = float(alpha)
+        except (TypeError, ValueError):
+            raise InputError(f"alpha must be a number in [0, 1], not {alpha!r}", param="alpha") from None
+        if not 0.0 <= a <= 1.0:  # NaN included: no γ is best at no α
+            raise InputError(f"alpha must be a number in [0, 1], not {alpha!r}", param="alpha")
         gammas = np.arange(1, int(max_gamma) + 1)
-        s = np.asarray(self.speedup(float(alpha), gammas), dtype=float)
+        s = np.asarray(self.speedup(a, gammas), dtype=float)
         if np.isnan(s).all():
             return 0, math.nan
         i = int(np.nanargmax(s))

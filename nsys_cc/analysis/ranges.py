@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
 import pandas as pd
 
 from ..contract import (
@@ -51,6 +52,34 @@ def by_start(frame: pd.DataFrame) -> pd.DataFrame:
     if frame["start_ns"].is_monotonic_increasing:
         return frame
     return frame.sort_values("start_ns", kind="stable")
+
+
+def nested_same_name(frame: pd.DataFrame) -> np.ndarray:
+    """Rows of `frame` (ranges of one name) that lie inside another of its rows on the same thread (start ≥ and end ≤
+    the other's; rows exactly equal to another are duplicates, not nested): a boolean array in `frame`'s order. Only
+    the outermost range of a nested same-name chain is a forward: a child range of the forward's own name (a
+    re-entrant hook, a wrapper calling the wrapped) would otherwise count every forward twice. A range still open
+    when the capture ended (`open_at_end`) has no real end: it neither holds nor is held (its own note drops it)."""
+    inside = np.zeros(len(frame), dtype=bool)
+    closed = (~frame["open_at_end"].to_numpy(dtype=bool) if "open_at_end" in frame
+              else np.ones(len(frame), dtype=bool))
+    at = np.flatnonzero(closed)
+    if len(at) < 2:
+        return inside
+    gtid = frame["global_tid"].to_numpy(dtype=np.int64)[at]
+    start = frame["start_ns"].to_numpy(dtype=np.int64)[at]
+    end = frame["end_ns"].to_numpy(dtype=np.int64)[at]
+    order = np.lexsort((-end, start, gtid))  # per thread by start, the longer first at an equal start
+    g, e = gtid[order], end[order]
+    first = np.r_[True, g[1:] != g[:-1]]
+    # The latest end among the earlier ranges of the thread: a range ending no later is inside one of them.
+    reach = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
+    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
+    before[first] = np.iinfo(np.int64).min
+    nested = np.zeros(len(at), dtype=bool)
+    nested[order] = e <= before
+    inside[at[nested]] = True
+    return inside
 
 
 def name_counts(ranges: pd.DataFrame) -> pd.Series:

@@ -583,7 +583,8 @@ def analyze_speculative(
         sp = ratio_of_medians(decode["step_ms"].to_numpy(), v["step_ms"].to_numpy(), seed=seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
         bench = _bench_speedup(plain, r, out_len)
-        leviathan = float(walltime_factor(alpha, r.gamma, priced[0])) if math.isfinite(priced[0]) else math.nan
+        leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
+                     if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)
         d_token = on_headline["decode_token_ms"][0]
         propose = on_headline["propose_ms"][0]
         # a proposer with a draft model proposes through its forwards; one without and with no proposing ranges: unknown
@@ -800,7 +801,7 @@ def _forecasts(models: Mapping[str, forecast_mod.StepCostModel], by_draft: Mappi
             top = int(np.nanargmax(s)) if np.isfinite(s).any() else -1
             rows += [{"draft": draft, "gamma": int(g), "alpha": a, "alpha_source": src, "speedup": float(x),
                       "best": i == top} for i, (g, x) in enumerate(zip(gammas, s))]
-            g_best, s_best = model.best_gamma(a)
+            g_best, s_best = model.best_gamma(a) if math.isfinite(a) else (0, math.nan)
             best.append({"draft": draft, "alpha": a, "alpha_source": src, "best_gamma": g_best,
                          "speedup": s_best, "max_gamma": forecast_mod.DEFAULT_MAX_GAMMA})
         s = np.asarray(model.speedup(ALPHA_GRID[None, :], gammas[:, None]), dtype=float)

@@ -23,7 +23,8 @@ Numbers defined here:
   γ, and log E(α, γ) has increasing differences in (γ, α) (each added term α^k weighs more as α grows), so the best γ
   never falls as α grows; the low ends are taken at (α_low, c_high), the high ends at (α_high, c_low).
 
-Every function broadcasts over numpy arrays of α, γ and c; NaN propagates (a draft without a measurement).
+Every function broadcasts over numpy arrays of α, γ and c; NaN in an array propagates (a draft without a measurement);
+a lone NaN or ±inf (a scalar) is refused with an InputError naming the parameter (`param`: alpha, gamma, c, c_hat).
 """
 
 from __future__ import annotations
@@ -63,7 +64,11 @@ VERDICT_COLUMNS = [
 ]
 
 
-def _array(x, name: str, low: float = 0.0, high: float = math.inf) -> np.ndarray:
+# The parameter each symbol of the messages names.
+_PARAMS = {"α": "alpha", "γ": "gamma", "c": "c", "ĉ": "c_hat"}
+
+
+def _array(x, name: str, low: float = 0.0, high: float = math.inf, *, lone_nan: bool = False) -> np.ndarray:
     # numpy reads None as NaN, the "not measured" value: a None passed by mistake would be a silent (0, nan)
     if x is None or (isinstance(x, (list, tuple)) and any(v is None for v in x)):
         raise InputError(f"{name} must be a number or an array of numbers, not {x!r} (NaN marks a value not measured)")
@@ -71,6 +76,11 @@ def _array(x, name: str, low: float = 0.0, high: float = math.inf) -> np.ndarray
         arr = np.asarray(x, dtype=float)
     except (TypeError, ValueError):
         raise InputError(f"{name} must be a number or an array of numbers, not {x!r}") from None
+    if arr.ndim == 0 and not math.isfinite(float(arr)) and not (lone_nan and math.isnan(float(arr))):
+        # A lone NaN or inf is no measurement and no limit: refused, where an array may mark a draft not measured
+        # with NaN (it then propagates). Without this, best_gamma(alpha=nan) gave (0, nan) while α = 2 raised.
+        raise InputError(f"{name} must be a finite number, not {float(arr)!r} (NaN marks a value not measured only "
+                         "in an array)", param=_PARAMS.get(name, name))
     bad = (arr < low) | (arr > high)  # NaN compares False: it passes and propagates
     if np.any(bad):
         value = arr[bad].flat[0]
@@ -209,10 +219,11 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
           alpha_high: float | None = None) -> Judgement:
     """Judge one draft of cost coefficient c (interval [c_low, c_high], NaN for none) at acceptance rate α (interval
     [alpha_low, alpha_high] when α was measured; None: α is exact)."""
-    c, alpha = float(_array(c, "c")), float(_array(alpha, "α", 0.0, 1.0))
-    c_low, c_high = float(_array(c_low, "c_low")), float(_array(c_high, "c_high"))
-    a_low = alpha if alpha_low is None else float(_array(alpha_low, "alpha_low", 0.0, 1.0))
-    a_high = alpha if alpha_high is None else float(_array(alpha_high, "alpha_high", 0.0, 1.0))
+    # judge's own NaNs (an unmeasured c or bound) are its documented input: checked below, not refused here
+    c, alpha = float(_array(c, "c", lone_nan=True)), float(_array(alpha, "α", 0.0, 1.0, lone_nan=True))
+    c_low, c_high = float(_array(c_low, "c_low", lone_nan=True)), float(_array(c_high, "c_high", lone_nan=True))
+    a_low = alpha if alpha_low is None else float(_array(alpha_low, "alpha_low", 0.0, 1.0, lone_nan=True))
+    a_high = alpha if alpha_high is None else float(_array(alpha_high, "alpha_high", 0.0, 1.0, lone_nan=True))
     if math.isnan(alpha):
         raise InputError("α must be a number in [0, 1], not NaN")
     if not (math.isnan(c_low) or math.isnan(c_high) or math.isnan(c)) and not c_low <= c <= c_high:

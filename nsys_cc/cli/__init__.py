@@ -30,7 +30,7 @@ class _Cli(click.Group):
         except NsysCCError as exc:
             command = self.commands.get(ctx.invoked_subcommand or "")
             said = str(exc) if getattr(exc, "said_as_is", False) else in_flags(str(exc), command, exc.param)
-            click.echo(f"nsys-cc: error: {said}", err=True)
+            click.echo(f"nsys-cc: error: {one_line(said)}", err=True)
             ctx.exit(exc.exit_code)
         except KeyboardInterrupt:
             click.echo("nsys-cc: interrupted", err=True)
@@ -38,6 +38,9 @@ class _Cli(click.Group):
         except BrokenPipeError:  # `| head -1`: the reader has what it wanted
             _quiet_broken_pipe()
         except OSError as exc:
+            if exc.errno == errno.ENAMETOOLONG:  # a 300-character name, a path over PATH_MAX: the user's input
+                click.echo(f"nsys-cc: error: {_too_long(exc)}", err=True)
+                ctx.exit(2)
             if exc.errno not in _FULL:
                 raise
             _cannot_write_output(exc)
@@ -92,6 +95,23 @@ def _quiet_broken_pipe() -> None:
     raise SystemExit(141)
 
 
+def one_line(text: str) -> str:
+    """`text` with its control characters (a newline or a tab in a file name, an escape sequence) written as
+    escapes (`\\n`, `\\x1b`), as range names are quoted: an error stays one line, whatever a path holds. The one
+    place every error line goes through."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
+def _too_long(exc: OSError) -> str:
+    """The line for a file name or path longer than the system takes (ENAMETOOLONG)."""
+    name = os.fsdecode(exc.filename) if exc.filename is not None else ""
+    shown = name if len(name) <= 80 else f"{name[:38]}…{name[-38:]}"
+    return one_line(f"{shown}: file name too long ({len(name)} characters; the system takes at most 255 per name "
+                    f"and {os.pathconf('/', 'PC_PATH_MAX') if hasattr(os, 'pathconf') else 4096} per path)")
+
+
 _FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO)  # the output cannot be written (`> /dev/full`)
 
 
@@ -120,6 +140,9 @@ def main(argv: list[str] | None = None) -> None:
     except BrokenPipeError:  # outside a verb (`--help | head -1`)
         _quiet_broken_pipe()
     except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            click.echo(f"nsys-cc: error: {_too_long(exc)}", err=True)
+            raise SystemExit(2) from None
         if exc.errno not in _FULL:
             raise
         _cannot_write_output(exc)

@@ -9,6 +9,7 @@ resolved from StringIds. Columns missing from an older schema read as NULL (null
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,14 +48,66 @@ class Col:
     kind: str = "int"
 
 
+# Rows of a CUDA table whose end is before their start or missing (NULL): CUPTI writes neither, so such a row is
+# damage; as a time it would shift every sum it reaches (a NULL end read as 0 is −start ns). They are dropped by
+# every reader below, and counted per trace and table (`dropped_rows`) so that the analysis says so.
+_DROPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def dropped_rows(trace: TraceSource) -> dict[str, int]:
+    """Table → number of its rows dropped so far because their end is missing or before their start (only tables
+    already read, and only those with such rows)."""
+    try:
+        return dict(_DROPPED.get(trace, {}))
+    except TypeError:  # a source that cannot be weakly referenced records nothing
+        return {}
+
+
+def dropped_note(trace: TraceSource) -> str:
+    """The note on the rows `dropped_rows` left out ("" when none): how many of which table, and why."""
+    dropped = dropped_rows(trace)
+    if not dropped:
+        return ""
+    parts = ", ".join(f"{n} of {table}" for table, n in dropped.items())
+    return (f"dropped {sum(dropped.values())} CUDA row(s) whose end is missing or before their start ({parts}): "
+            "CUPTI writes none, the export is damaged; the times are those of the other rows")
+
+
+def _timed(trace: TraceSource, table: str, data: dict) -> np.ndarray | None:
+    """Positions of the rows of `data` (a read of `table`) to keep: None when all are (end ≥ start), else the rows
+    whose end is there and not before their start; the others are counted in `dropped_rows`."""
+    if "start_ns" not in data or "end_ns" not in data:
+        return None
+    bad = np.asarray(data["end_ns"]) < np.asarray(data["start_ns"])  # a NULL end reads as NULL_INT: < any start
+    n = int(bad.sum())
+    if not n:
+        return None
+    try:
+        _DROPPED.setdefault(trace, {})[table] = n
+    except TypeError:
+        pass
+    return np.flatnonzero(~bad)
+
+
+def _take(data: dict, keep: np.ndarray | None) -> dict:
+    if keep is None:
+        return data
+    return {k: (v.take(keep) if isinstance(v, pd.Categorical) else np.asarray(v)[keep] if isinstance(v, np.ndarray)
+                else v.take(keep).reset_index(drop=True) if isinstance(v, pd.Series) else v[keep])
+            for k, v in data.items()}
+
+
 def _read_arrays(trace: TraceSource, table: str, cols: list[Col], out: dict | None = None) -> dict:
     """`cols` of `table` in rowid order (so separate reads of one table line up row by row), as arrays; `out`
-    maps some `int` columns to arrays of the table's row count to fill (see `read_columns`)."""
+    maps some `int` columns to arrays of the table's row count to fill (see `read_columns`). Without `out`, rows
+    whose end is missing or before their start are left out (`dropped_rows`); with it, the caller leaves them out."""
     present = set(trace.columns(table))
     exprs = []
     for c in cols:
         if c.sql not in present:
             exprs.append("0" if c.kind == "int" else str(NULL_INT))
+        elif c.out == "end_ns":  # a missing end must not read as 0 (a time): NULL_INT, before every start
+            exprs.append(f"coalesce({c.sql}, {NULL_INT})")
         elif c.kind == "int":
             exprs.append(f"coalesce({c.sql}, 0)")
         else:
@@ -63,7 +116,7 @@ def _read_arrays(trace: TraceSource, table: str, cols: list[Col], out: dict | No
     result = {}
     for c, v in zip(cols, data):
         result[c.out] = v if c.kind == "int" else nullable(v) if c.kind == "nint" else categorical(v, trace.strings())
-    return result
+    return result if out else _take(result, _timed(trace, table, result))
 
 
 def _read(trace: TraceSource, table: str, cols: list[Col]) -> pd.DataFrame:
@@ -235,7 +288,17 @@ def _op_columns(trace: TraceSource, common: list[Col]) -> dict:
         "name": names,
     }
     out.update(whole)
-    return out
+    bad = whole["end_ns"] < whole["start_ns"]  # a NULL end reads as NULL_INT (`_read_arrays`)
+    if not bad.any():
+        return out
+    for i, table in enumerate(OP_TABLES):
+        n = int(bad[at[i]:at[i + 1]].sum())
+        if n:
+            try:
+                _DROPPED.setdefault(trace, {})[table] = n
+            except TypeError:
+                pass
+    return _take(out, np.flatnonzero(~bad))
 
 
 GPU_OP_COLUMNS = frames.names(frames.GPU_OPS)

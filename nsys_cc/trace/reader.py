@@ -369,6 +369,12 @@ def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, pr
     backwards = ranges[ranges["duration_ns"] < 0]
     if len(backwards):
         first = backwards.iloc[0]
+        if int(first["start_ns"]) <= int(first["end_ns"]):  # the duration overflowed int64: no time nsys writes
+            raise InputError(
+                f"{trace._source}: {len(backwards)} NVTX range(s) have impossible timestamps (first: NVTX_EVENTS row "
+                f"{first['range_id']}, start {first['start_ns']}, end {first['end_ns']}: a span longer than 2^63 ns, "
+                "int64 sentinels such as a never-closed end, not times on a trace's timeline): the export is damaged"
+            )
         raise InputError(
             f"{trace._source}: {len(backwards)} NVTX range(s) end before they start (first: NVTX_EVENTS row "
             f"{first['range_id']}, start {first['start_ns']} > end {first['end_ns']}): the export is damaged"
