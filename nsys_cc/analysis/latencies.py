@@ -46,9 +46,7 @@ def read_latencies(bench_json: str | os.PathLike) -> np.ndarray:
         if not isinstance(values, list):
             raise TypeError(f"latencies is a {type(values).__name__}, not a list")
         return np.asarray([float(x) for x in values], dtype=float)
-    except InputError:
-        raise
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (InputError, OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 
