@@ -248,16 +248,17 @@ def check_shape(doc: Any, shape: Any, where: str, at: str = "") -> Any:
 
 
 # -- bounds on every wait ------------------------------------------------------------------------------------------
-def seconds(value: Any, name: str, *, default: float | None = None) -> float | None:
+def seconds(value: Any, name: str, *, default: float | None = None, param: str | None = None) -> float | None:
     """A time bound as given (a flag's value, an environment variable's text): seconds ≥ 0, 0 meaning no limit
     (None); `default` when `value` is None or blank. NaN, inf, a negative number or no number at all is an
-    InputError naming `name` (issue 32, P10/P11: one validator for every timeout)."""
+    InputError naming `name` (`param`: the library parameter, for the CLI's flag; issue 32, P10/P11: one validator
+    for every timeout)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
     try:
         number = float(value)
     except (TypeError, ValueError):
-        raise InputError(f"{name} must be a number of seconds (0: no limit), not {value!r}", param=None) from None
+        raise InputError(f"{name} must be a number of seconds (0: no limit), not {value!r}", param=param) from None
     if isinstance(value, bool) or math.isnan(number) or math.isinf(number) or number < 0:
-        raise InputError(f"{name} must be a finite number of seconds ≥ 0 (0: no limit), not {value!r}")
+        raise InputError(f"{name} must be a finite number of seconds ≥ 0 (0: no limit), not {value!r}", param=param)
     return None if number == 0 else number

@@ -431,3 +431,21 @@ def test_the_walker_finds_a_read_around_the_opener(tmp_path):
                    "    os.open(p, os.O_RDONLY | os.O_NONBLOCK)\n")
     assert sorted(c.split(" at")[0] for c in _read_calls(bad, "bad.py")) == [
         "json.load", "open", "open", "os.open(os.O_RDONLY)", "read_text", "sqlite3.connect"]
+
+
+@pytest.mark.parametrize("value", [float("nan"), -5, float("inf"), "soon"])
+def test_P10_P11_the_library_checks_its_timeouts_by_the_same_rule(tmp_path, value, monkeypatch):
+    from nsys_cc.launch import launcher, profile as main_path
+    from nsys_cc.sweep.grid import SweepSpec
+
+    def never(*a, **kw):
+        pytest.fail(f"profiled with timeout={value!r}")
+
+    monkeypatch.setattr(main_path, "profile_interleaved", never)
+    monkeypatch.setattr(launcher, "profile", never)
+    with pytest.raises(InputError, match="^timeout must be") as exc:
+        main_path.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path / "O", timeout=value)
+    assert exc.value.param == "timeout"
+    with pytest.raises(InputError, match="^timeout must be"):
+        SweepSpec("tiny-llama-target", ("tiny-llama-draft-s",), str(tmp_path / "S"), timeout=value)
+    assert not (tmp_path / "O").exists()
