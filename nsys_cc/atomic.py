@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import inputs
 from .errors import InputError
 
 DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -163,9 +164,9 @@ def _read_manifest(path: Path) -> _Earlier:
     try:
         if not stat.S_ISREG(os.lstat(path).st_mode):  # a link (to anywhere) or a special file says nothing
             return _Earlier()
-        text = path.read_bytes()
-        doc = json.loads(text)
-    except (OSError, ValueError):
+        text = inputs.read_bytes(path, "report manifest")
+        doc = inputs.parse_json(text, "report manifest")
+    except (OSError, InputError):
         return _Earlier()
     earlier = _Earlier(text=text)
     files = doc.get("files") if isinstance(doc, dict) else None
@@ -419,8 +420,8 @@ class Folder:
         if stat.S_ISLNK(st.st_mode):
             return p
         try:
-            mine = stat.S_ISREG(st.st_mode) and ours(p.read_bytes())
-        except OSError:
+            mine = stat.S_ISREG(st.st_mode) and ours(inputs.read_bytes(p, f"{what} file"))
+        except (OSError, InputError):
             mine = False
         if not mine:
             raise InputError(f"{p} is in the way: it is not a {what} file (move it away or choose another out_dir); "
@@ -477,10 +478,9 @@ class Folder:
         import fcntl
 
         if wait is None:
-            try:
-                wait = float(os.environ.get("NSYS_CC_LOCK_WAIT", "") or DEFAULT_LOCK_WAIT_S)
-            except ValueError:
-                wait = DEFAULT_LOCK_WAIT_S
+            # the one validator of every bound (nan would wait forever); 0 here: do not wait
+            wait = inputs.seconds(os.environ.get("NSYS_CC_LOCK_WAIT", ""), "NSYS_CC_LOCK_WAIT",
+                                  default=DEFAULT_LOCK_WAIT_S) or 0.0
         try:
             self.mkdir()
         except OSError as exc:
@@ -491,7 +491,10 @@ class Folder:
             return
         p = self.path(LOCK_NAME)
         try:
-            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                os.close(fd)
+                raise OSError(0, "not a regular file")
         except OSError as exc:
             raise InputError(f"cannot lock {self.root} for {what} ({p}: {_why(exc)})", param="out_dir") from None
         try:

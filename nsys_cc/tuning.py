@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic, progress
+from . import atomic, inputs, progress
 from .analysis import tune as model
 from .errors import InputError
 
@@ -167,8 +167,9 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             raise InputError(f"{os.fspath(source)} is not a tune or sweep directory")
         design = {}
         try:
-            design = json.loads((root / DESIGN_FILE).read_text()).get("design", {})
-        except (OSError, ValueError):
+            record = inputs.load_state(root / DESIGN_FILE, "tune record", shape={"design": dict}) or {}
+            design = record.get("design", {})
+        except InputError:
             pass
         target = target or design.get("target", "")
         draft = draft or design.get("draft", "")
@@ -237,8 +238,8 @@ def _draft_path(draft: str) -> str:
 def _device_of(root: Path) -> str:
     for done in root.glob("bs*/run-*/done.json"):
         try:
-            text = done.read_text()
-        except OSError:
+            text = inputs.read_text(done, "run record", errors="replace")
+        except InputError:
             continue
         return "cpu" if "VLLM_CPU_" in text else "gpu"  # the launcher sets vLLM's CPU variables on CPU runs only
     return "cpu"
@@ -252,8 +253,8 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
     r = report.result
     doc = report.to_dict()
     try:
-        design = json.loads((out / DESIGN_FILE).read_text()).get("design")
-    except (OSError, ValueError):
+        design = (inputs.load_state(out / DESIGN_FILE, "tune record", shape={"design": dict}) or {}).get("design")
+    except InputError:
         design = None
     if design:
         doc["design"] = design

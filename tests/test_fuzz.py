@@ -308,3 +308,87 @@ def test_mutated_report_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir, ns
     mutations = [_byte_mutation(rng, mutated)]
     with unchanged(mutated, pristine):
         _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
+
+
+# -- issue 32: the reads and waits — a slow column, and the tool's own files in any shape ------------------------------
+def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
+    """One NVTX_EVENTS column the reader reads turned into a generated column that costs ~0.3 s a row (a string of
+    millions of characters built and scanned per row, its length depending on the row), its values unchanged."""
+    column = rng.choice(["end", "start", "textId"])
+    con.execute(f'ALTER TABLE NVTX_EVENTS RENAME COLUMN "{column}" TO _raw')
+    con.execute(f'ALTER TABLE NVTX_EVENTS ADD COLUMN "{column}" INTEGER GENERATED ALWAYS AS '
+                "(_raw + 0 * instr(printf('%.*c', 6000000 + coalesce(_raw, 0) % 2, 'x'), 'y')) VIRTUAL")
+    return f"NVTX_EVENTS.{column} a slow generated column"
+
+
+@pytest.mark.parametrize("seed", range(max(2, CASES // 15)))
+def test_a_slow_query_is_stopped_by_the_query_bound(seed, tmp_path, cache_dir, monkeypatch):
+    """Every query the reader makes is bounded (NSYS_CC_QUERY_TIMEOUT): a column made slow ends in an NsysCCError
+    within seconds of the bound, never a wait."""
+    rng = random.Random(20_000 + seed)
+    base = rng.choice(SQLITE_BASES)
+    pristine = tmp_path / "pristine.sqlite"
+    shutil.copyfile(base.path, pristine)
+    mutated = tmp_path / "mutated.sqlite"
+    shutil.copyfile(base.path, mutated)
+    con = sqlite3.connect(mutated)
+    try:
+        mutations = [_slow_column(rng, con)]
+        con.commit()
+    finally:
+        con.close()
+    monkeypatch.setenv("NSYS_CC_QUERY_TIMEOUT", "1")
+    with unchanged(mutated, pristine), bounded(120):
+        _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
+
+
+STATE_KEYS = ("runs", "models", "run", "status", "label", "role", "engines", "commands", "latencies", "stopped_by",
+              "draft", "gamma", "speculative", "notes", "machine")
+
+
+def _random_json(rng: random.Random, depth: int = 0):
+    roll = rng.random()
+    if depth > 4 or roll < 0.35:
+        return rng.choice([None, True, False, 0, -1, 1, 2**63, 1.5, "", "done", "failed", "target", "x\ny", [], {}])
+    if roll < 0.65:
+        return [_random_json(rng, depth + 1) for _ in range(rng.randint(0, 3))]
+    return {rng.choice(STATE_KEYS): _random_json(rng, depth + 1) for _ in range(rng.randint(0, 4))}
+
+
+def _state_shape(rng: random.Random, path: Path) -> str:
+    """`path` replaced by a shape its writer never leaves: a FIFO, a 100k-deep document, random JSON of the right
+    words, bytes that are not UTF-8, or nothing."""
+    if path.exists() or path.is_symlink():
+        path.unlink()
+    kind = rng.choice(["fifo", "deep", "json", "json", "bytes", "empty"])
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "deep":
+        path.write_text(rng.choice(["[", '{"runs":'])[:1] * 100_000)
+    elif kind == "json":
+        import json
+
+        path.write_text(json.dumps(_random_json(rng)))
+    elif kind == "bytes":
+        path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randint(1, 64))))
+    else:
+        path.write_bytes(b"")
+    return f"{path.parent.name}/{path.name}: {kind}"
+
+
+@pytest.mark.parametrize("seed", range(max(3, CASES // 5)))
+def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_path):
+    """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json
+    or a bench JSON replaced by a FIFO, a deep or misshapen document, or garbage: `analyze` answers or raises an
+    NsysCCError of one line, never waits (issue 32: D05, D06, P13)."""
+    from nsys_cc.analysis.sources import analyze_profile
+
+    rng = random.Random(30_000 + seed)
+    out = tmp_path / "O"
+    shutil.copytree(FIXTURES / "interleaved", out, ignore=shutil.ignore_patterns("spec", "README.md"))
+    run = rng.choice(sorted(p.name for p in out.glob("run-*")))
+    names = ["status.json", f"{run}/done.json", f"{run}/interleaved.json",
+             *[f"{run}/{p.name}" for p in sorted((out / run).glob("*.bench.json"))]]
+    mutations = [_state_shape(rng, out / rng.choice(names)) for _ in range(rng.randint(1, 2))]
+    with bounded(120):
+        _check(seed, mutations, lambda: analyze_profile(out))

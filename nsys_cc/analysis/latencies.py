@@ -8,12 +8,12 @@ cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
+from .. import inputs
 from ..errors import InputError
 
 
@@ -41,12 +41,12 @@ def read_latencies(bench_json: str | os.PathLike) -> np.ndarray:
     """vLLM's per-iteration latencies in seconds (float array, possibly empty) from its latency `--output-json`.
     Raises InputError when the file cannot be read or is not such a file."""
     try:
-        doc = json.loads(Path(bench_json).read_text())
+        doc = inputs.load_json(bench_json, "vLLM latency JSON")
         values = doc["latencies"]
         if not isinstance(values, list):
             raise TypeError(f"latencies is a {type(values).__name__}, not a list")
         return np.asarray([float(x) for x in values], dtype=float)
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except (InputError, OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 

@@ -20,7 +20,6 @@ naming it.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from dataclasses import dataclass
@@ -102,10 +101,7 @@ def run_number(path: str | os.PathLike) -> int | None:
 
 
 def _json(path: Path, what: str):
-    try:
-        return json.loads(inputs.read_bytes(path, what))
-    except (ValueError, RecursionError) as exc:
-        raise InputError(f"the {what} {path} is not JSON: {exc}") from None
+    return inputs.load_json(path, what)  # a regular file only, nested at most inputs.MAX_DEPTH deep
 
 
 def _status(path: Path):
@@ -135,6 +131,8 @@ def is_profile_output(path: str | os.PathLike) -> bool:
         doc = _status(p)
     except InputError:
         return (p / STATUS).exists()  # a broken status file is still a profile's: reading it says what is wrong
+    if doc is not None and _run_folders(p):
+        return True  # completed runs beside a status.json: a profile's, whatever the file says (reading it tells)
     if isinstance(doc, dict):
         return isinstance(doc.get("runs"), list)
     if isinstance(doc, list):

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .. import inputs
 from ..errors import InputError
 from .acceptance import AcceptanceStats
 
@@ -523,8 +524,8 @@ def _output_len(directory) -> int:
 
     for done in sorted(Path(directory).glob("run-*/done.json")) + sorted(Path(directory).glob("*.done.json")):
         try:
-            m = re.search(r"--output-len[\"', =]+(\d+)", done.read_text())
-        except OSError:
+            m = re.search(r"--output-len[\"', =]+(\d+)", inputs.read_text(done, "run record", errors="replace"))
+        except InputError:
             continue
         if m:
             return int(m.group(1))

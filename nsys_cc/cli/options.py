@@ -25,24 +25,39 @@ def format_option(choices: tuple[str, ...] = FORMATS, help: str | None = None):
                         help=help)
 
 
+class Seconds(click.ParamType):
+    """A time bound in seconds (`nsys_cc.inputs.seconds`: finite, ≥ 0; 0: no limit, given on as 0). NaN, inf, a
+    negative number or a word is one error line naming the flag (issue 32, P10/P11)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        from ..inputs import seconds
+
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value >= 0 \
+                and value != float("inf"):
+            return float(value)
+        flag = f"--{param.name}" if param is not None and param.name else "the value"
+        return seconds(value, flag) or 0.0
+
+
+SECONDS = Seconds()
+
+
 def export_timeout_option(fn):
     """`--timeout S`: seconds each `nsys export` of a .nsys-rep may take (0: no limit); it is stopped after that.
     Passed on as NSYS_CC_EXPORT_TIMEOUT, so the worker processes of many trace sets use it too."""
 
     def apply(ctx, param, value):
         if value is not None:
-            import math
             import os
 
-            from ..errors import InputError
             from ..trace.export import ENV_EXPORT_TIMEOUT
 
-            if not (value >= 0 and not math.isnan(value)):
-                raise InputError(f"--timeout must be ≥ 0 seconds (0: no limit), not {value:g}")
             os.environ[ENV_EXPORT_TIMEOUT] = repr(value)
         return value
 
-    return click.option("--timeout", "timeout", type=float, default=None, callback=apply, expose_value=False,
+    return click.option("--timeout", "timeout", type=SECONDS, default=None, callback=apply, expose_value=False,
                         is_eager=False, help="Seconds each `nsys export` of a .nsys-rep may take (default 1800; 0: "
                                              "no limit).")(fn)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import click
 
 from .flags import in_flags, result_in_flags
-from .options import acceptance_option, check_eager, format_option
+from .options import SECONDS, acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -74,7 +74,7 @@ SPEC_OUTPUT_LEN = 32
               help="nsys -t value instead of the platform default (e.g. nvtx for the smallest traces).")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
               help="Extra `nsys profile` option, e.g. --nsys-arg=--sample=cpu (repeatable).")
-@click.option("--timeout", type=float, default=1800, show_default=True,
+@click.option("--timeout", type=SECONDS, default=1800, show_default=True,
               help="Seconds allowed per model (benchmark, then export); 0 for no limit.")
 @click.option("--force", is_flag=True, help="Profile again models that a previous run in -o DIR completed.")
 @click.option("--dry-run", is_flag=True, help="Print the exact commands and exit.")

@@ -10,7 +10,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import check_eager, format_option
+from .options import SECONDS, check_eager, format_option
 
 
 @click.command()
@@ -41,7 +41,7 @@ from .options import check_eager, format_option
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value instead of the platform default.")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", help="Extra `nsys profile` option (repeatable).")
-@click.option("--timeout", type=float, default=1800, show_default=True,
+@click.option("--timeout", type=SECONDS, default=1800, show_default=True,
               help="Seconds allowed per model of a cell (benchmark, then export); 0 for no limit.")
 @click.option("--force", is_flag=True, help="Profile again cells (and models) that an earlier run completed.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, progress
+from .. import atomic, inputs, progress
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT as ENV_METRICS_DIR,
@@ -215,12 +215,18 @@ def _restore_replaced(run: Run) -> None:
             folder.replace(old, run.dir)
 
 
+# What a run's done.json holds (written last by `_execute`), and what the benchmark driver writes
+# (`nsys_cc.vllm.interleave`): a file of any other shape is a record nsys-cc did not write.
+DONE_SHAPE = {"commands": str, "machine": inputs.Optional(dict), "engines": inputs.Optional(inputs.MapOf(str)),
+              "notes": inputs.Optional(inputs.ListOf(str)), "speculative": inputs.Optional(inputs.ListOf(str))}
+DRIVER_SHAPE = {"engines": inputs.ListOf({"label": str, "error": inputs.Optional(str)})}
+
+
 def is_complete(run: Run) -> bool:
     """Whether an earlier call left this run complete, made with the same commands."""
     _restore_replaced(run)
-    try:
-        marker = json.loads((run.dir / "done.json").read_text())
-    except (OSError, ValueError):
+    marker = inputs.load_state(run.dir / "done.json", "run record", shape=DONE_SHAPE)
+    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
         return False
     if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
         return False
@@ -266,7 +272,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
         if problem:
             run.status, run.reason = "failed", problem
             return
-        doc = json.loads(driver.read_text())
+        doc = inputs.load_json(driver, "benchmark record", shape=DRIVER_SHAPE)
         errors: dict[str, str] = {}
         built: dict[str, list[bool]] = {}
         for entry in doc.get("engines", []):

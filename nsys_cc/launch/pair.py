@@ -35,6 +35,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from .. import inputs
 from ..errors import InputError
 
 VOCAB = 10000
@@ -145,7 +146,7 @@ def path(name: str, root: str | os.PathLike | None = None) -> Path:
     folder = Path(root) if root is not None else models_dir()
     where = folder / name
     try:
-        meta = json.loads((where / META).read_text())
+        meta = inputs.load_state(where / META, "model record", shape={"version": (int, str)}) or {}
         if meta.get("version") == VERSION and (where / "model.safetensors").is_file():
             return where
     except (OSError, ValueError):

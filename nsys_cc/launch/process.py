@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import atomic, progress
+from .. import atomic, inputs, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..trace.nsys import nsys_version
@@ -30,6 +30,9 @@ from .models import Model
 from .plan import ModelRun
 from .results import check_status_file
 from .resume import commit, discard, is_complete, staged
+
+# The end of a log read for its failure reason (bytes): the last error is in its last lines.
+LOG_TAIL_BYTES = 4 << 20
 
 # nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
 _NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
@@ -67,8 +70,8 @@ def _descendants(pid: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
+            fields = inputs.read_text(stat, "process record", errors="replace").rsplit(")", 1)[1].split()
+        except (InputError, IndexError):
             continue
         children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
     out, todo = [], [pid]
@@ -155,9 +158,11 @@ def profile_with_retry(cmd: list[str], env: dict[str, str], log, log_path: Path,
         log.flush()
         start = log_path.stat().st_size
         rc = run_logged(cmd, env, log, timeout)
-        with open(log_path, errors="replace") as fh:
-            fh.seek(start)
-            return rc, fh.read()
+        try:
+            text = inputs.read_bytes(log_path, "log", limit=None)[start:].decode("utf-8", "replace")
+        except InputError:
+            text = ""
+        return rc, text
 
     rc, _ = retry_nsys_start(
         attempt,
@@ -172,8 +177,8 @@ def failure_reason(log: Path) -> str:
     (`prog: error: …`, e.g. vLLM's for an unknown option), `Killed`; else its last line that is not nsys writing its
     report. Lines vLLM logged as warnings are not failures (it logs some caught exceptions)."""
     try:
-        lines = log.read_text(errors="replace").splitlines()
-    except OSError:
+        lines = inputs.read_text(log, "log", limit=LOG_TAIL_BYTES, tail=True, errors="replace").splitlines()
+    except InputError:
         return "no log"
     for i in range(len(lines) - 1, -1, -1):
         line = lines[i].strip()

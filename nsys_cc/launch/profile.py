@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .. import atomic
+from .. import atomic, inputs
 from ..arguments import many
 from ..errors import InputError
 from . import plan
@@ -72,7 +72,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
     nsys_args, acceptance = [str(a) for a in many(nsys_args, "nsys_args")], many(acceptance, "acceptance")
     options = DEFAULT_OPTIONS if options is None else options
-    timeout = launcher.DEFAULT_TIMEOUT_S if timeout is None else timeout
+    # the one rule for every bound: nan, inf or a negative number never reaches the benchmark (issue 32, P10/P11)
+    timeout = inputs.seconds(timeout, "timeout", default=launcher.DEFAULT_TIMEOUT_S, param="timeout") or 0
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
         return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,

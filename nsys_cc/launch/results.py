@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import atomic, progress
+from .. import atomic, inputs, progress
+from ..errors import InputError
 from . import check
 from .commands import BenchOptions
 from .plan import ModelRun, describe
@@ -65,8 +66,8 @@ def status_is_ours(data: bytes) -> bool:
     """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
     replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
     try:
-        doc = json.loads(data)
-    except (ValueError, RecursionError):
+        doc = inputs.parse_json(data, "profile status file")
+    except InputError:
         return False
     if isinstance(doc, dict):
         return isinstance(doc.get("runs"), list)
@@ -145,10 +146,10 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
     from ..report.writer import MANIFEST
 
     replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
-    try:
-        described = {str(m.get("path")) for m in json.loads((out / "report.json").read_text())["models"]}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    doc = inputs.load_state(out / "report.json", "report", shape={"models": inputs.ListOf(dict)})
+    if doc is None:
         return []
+    described = {str(m.get("path")) for m in doc["models"]}
     stale = sorted(replaced & described)
     if not stale:
         return []

@@ -8,19 +8,21 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .. import atomic
+from .. import atomic, inputs
 from ..contract import FORWARD_RANGE
 from .commands import ModelCommands, ModelFiles
 from .plan import ModelRun
+
+# What a `<label>.done.json` holds (written by the launcher): anything else is a marker nsys-cc did not write.
+DONE_SHAPE = {"commands": str, "range": inputs.Optional(str)}
 
 
 def is_complete(run: ModelRun) -> bool:
     """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
     is the forward range it recorded)."""
     f = run.files
-    try:
-        marker = json.loads(f.done.read_text())
-    except (OSError, ValueError):
+    marker = inputs.load_state(f.done, "run record", shape=DONE_SHAPE)
+    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written: rerun
         return False
     if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
         return False

@@ -24,10 +24,12 @@ import ctypes
 import dataclasses
 import fcntl
 import functools
+import io
 import json
 import os
 import signal
 import socket
+import stat
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -36,8 +38,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, progress
-from ..errors import NsysCCError
+from .. import atomic, inputs, progress
+from ..errors import InputError, NsysCCError
 from . import table as table_mod
 from .grid import CellSpec
 from .manifest import OLD_KEYS, TraceSet
@@ -47,6 +49,11 @@ TABLE_FILE = "cell.parquet"
 ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
 COMPLETE = ("done", "resumed")
+# What the cell's own files hold (`_write_outcome`, `_new_attempt`): a file of any other shape (or not a regular file)
+# is unreadable state — the cell is run again, with a note — never a wait or a traceback (issue 32, D05/D06).
+OUTCOME_SHAPE = {"cell": str, "status": str, "reason": inputs.Optional(str), "attempts": inputs.Optional(int),
+                 "seconds": inputs.Optional(float), "trace_set": inputs.Optional({"target": str, "drafts": list})}
+ATTEMPTS_SHAPE = {"starts": inputs.ListOf(dict)}
 
 
 @dataclass
@@ -72,12 +79,18 @@ class CellOutcome:
 
 @contextlib.contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    with open(directory / LOCK_FILE, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    # no link followed, and a FIFO planted there is never waited on (O_NONBLOCK; refused as not a regular file)
+    fd = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NsysCCError(f"{directory / LOCK_FILE} is not a regular file: remove it")
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def _write_json(path: Path, doc: dict) -> None:
@@ -87,10 +100,8 @@ def _write_json(path: Path, doc: dict) -> None:
 def _new_attempt(spec: CellSpec) -> tuple[int, bool]:
     """Record a start of the cell; (attempts so far, whether this sweep invocation started it before)."""
     path = spec.dir / ATTEMPTS_FILE
-    try:
-        starts = json.loads(path.read_text())["starts"]
-    except (OSError, ValueError, KeyError):
-        starts = []
+    doc = inputs.load_state(path, "cell's attempts record", shape=ATTEMPTS_SHAPE, on_unreadable=_unreadable)
+    starts = doc["starts"] if doc else []
     again = any(s.get("run_id") == spec.sweep.run_id for s in starts) if spec.sweep.run_id else False
     starts.append({"host": socket.gethostname(), "pid": os.getpid(), "run_id": spec.sweep.run_id,
                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
@@ -100,16 +111,30 @@ def _new_attempt(spec: CellSpec) -> tuple[int, bool]:
 
 def read_outcome(spec: CellSpec) -> CellOutcome | None:
     """The outcome an earlier attempt left in the cell directory (None when there is none)."""
-    try:
-        doc = json.loads((spec.dir / STATUS_FILE).read_text())
-    except (OSError, ValueError):
+    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE,
+                            on_unreadable=_unreadable)
+    if doc is None:
         return None
     rows = table_mod.empty()
     if (spec.dir / TABLE_FILE).is_file():
-        rows = table_mod.normalise(pd.read_parquet(spec.dir / TABLE_FILE))
+        try:
+            data = inputs.read_bytes(spec.dir / TABLE_FILE, "cell's table", limit=None)
+            rows = table_mod.normalise(pd.read_parquet(io.BytesIO(data)))
+        except (InputError, ValueError, OSError) as exc:  # unreadable state: the cell is run again
+            _unreadable(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+            return None
     ts = doc.get("trace_set")
-    return CellOutcome(doc["cell"], doc["status"], doc.get("reason", ""), doc.get("attempts", 0),
-                       doc.get("seconds", 0.0), _trace_set_from(ts) if ts else None, rows)
+    try:
+        trace_set = _trace_set_from(ts) if ts else None
+    except (TypeError, KeyError, ValueError) as exc:  # a trace set of other fields than TraceSet's
+        _unreadable(f"the cell's status file {spec.dir / STATUS_FILE} holds no trace set nsys-cc wrote ({exc})")
+        return None
+    return CellOutcome(doc["cell"], doc["status"], doc.get("reason") or "", doc.get("attempts") or 0,
+                       doc.get("seconds") or 0.0, trace_set, rows)
+
+
+def _unreadable(why: str) -> None:
+    progress.say(f"{why}: unreadable state, the cell is run again")
 
 
 def announce(index: int, total: int, outcome: CellOutcome) -> None:
@@ -132,10 +157,8 @@ def _trace_set_from(doc: dict) -> TraceSet:
 
 def kept_outcome(spec: CellSpec) -> CellOutcome | None:
     """The earlier outcome when it is complete and was made with the same parameters (then nothing is rerun)."""
-    try:
-        fingerprint = json.loads((spec.dir / STATUS_FILE).read_text()).get("parameters")
-    except (OSError, ValueError):
-        return None
+    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE)
+    fingerprint = doc.get("parameters") if doc else None
     if fingerprint != spec.fingerprint():
         return None
     outcome = read_outcome(spec)
@@ -239,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.parent is not None:
             _stop_with_parent(args.parent)
-        spec = CellSpec.from_dict(json.loads(Path(args.spec).read_text()))
+        spec = CellSpec.from_dict(inputs.load_json(args.spec, "cell spec", shape={"sweep": dict, "cell": dict}))
         outcome = run_cell(spec)
     except KeyboardInterrupt:
         return 130

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import inputs
 from ..errors import InputError
 from ..launch.commands import BenchOptions
 
@@ -94,6 +95,8 @@ class SweepSpec:
             raise InputError("give at least one draft (drafts)")
         object.__setattr__(self, "out_dir", os.path.abspath(self.out_dir))
         object.__setattr__(self, "speculate", positive_ints(self.speculate, "speculate"))
+        # the one rule for every bound (issue 32, P10/P11): 0 or None, no limit
+        object.__setattr__(self, "timeout", inputs.seconds(self.timeout, "timeout", param="timeout"))
 
     def cell(self, cell: Cell) -> CellSpec:
         return CellSpec(self, cell)

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -33,7 +34,8 @@ import numpy as np
 import pandas as pd
 
 from .. import progress
-from .source import TraceSource, quote_identifier, readonly_uri
+from ..errors import InputError
+from .source import ENV_QUERY_TIMEOUT, TraceSource, query_timeout, quote_identifier, readonly_uri
 
 # Marks SQL NULL in int64 columns read through coalesce(); no timestamp, id or count takes this value.
 NULL_INT = -(2**63)
@@ -290,7 +292,13 @@ def _arrow_batches(uri: str, sql: str) -> Iterator:
         try:
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cur.execute(sql)
-            yield from cur.fetch_record_batch()
+            # ADBC has no progress handler: the bound is checked between batches (`reader.connect` for the rest)
+            limit, start = query_timeout(), time.monotonic()
+            for batch in cur.fetch_record_batch():
+                if limit is not None and time.monotonic() - start > limit:
+                    raise InputError(f"{uri}: a query ran longer than {limit:g} s and was stopped; set "
+                                     f"{ENV_QUERY_TIMEOUT}=SECONDS for a longer bound (0: none)")
+                yield batch
         finally:
             cur.close()
     finally:

@@ -19,7 +19,6 @@ import contextlib
 import fcntl
 import hashlib
 import json
-import math
 import os
 import re
 import signal
@@ -29,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import atomic, progress
+from .. import atomic, inputs, progress
 from ..errors import ExportError, InputError, NsysNotFoundError
 from .nsys import find_nsys, nsys_version
 from .source import is_sqlite
@@ -46,14 +45,14 @@ _NEWER_REPORT = re.compile(r"Version number is invalid: (\d{4})@(\d+)@(\d+)")
 
 def is_report(path: Path) -> bool:
     """True when the file starts like an Nsight Systems report."""
-    with open(path, "rb") as fh:
+    with inputs.open_file(path, "report") as fh:
         return fh.read(len(REPORT_MAGIC)) == REPORT_MAGIC
 
 
 def content_hash(path: Path) -> str:
     """sha256 (hex) of the file's bytes."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    with inputs.open_file(path, "report") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
@@ -142,6 +141,9 @@ def _record_path(entry: Path) -> Path:
     return entry.with_suffix(".json")
 
 
+RECORD_SHAPE = {"format": str, "report_sha256": str, "report_size": int, "sqlite_size": int, "sqlite_mtime_ns": int}
+
+
 def _record(report: Path, digest: str, entry: Path) -> dict:
     st, rep = entry.stat(), report.stat()
     return {"format": RECORD_FORMAT, "report_sha256": digest, "report_size": rep.st_size,
@@ -154,7 +156,7 @@ def _cache_lock(cache: Path, exclusive: bool):
     the exclusive lock, and are read together under the shared one — two processes that export the same report at
     once never leave one's record beside the other's entry."""
     try:
-        fd = os.open(cache, os.O_RDONLY)
+        fd = os.open(cache, os.O_RDONLY | os.O_DIRECTORY)  # a folder only: never a wait
     except OSError:
         yield
         return
@@ -171,11 +173,11 @@ def _valid(entry: Path, report: Path, digest: str) -> bool:
     there by something else; an entry changed since) is exported again."""
     try:
         with _cache_lock(entry.parent, exclusive=False):
-            record = json.loads(_record_path(entry).read_text())
+            record = inputs.load_json(_record_path(entry), "export cache record", shape=RECORD_SHAPE)
             st = entry.stat()
             if {st.st_uid, _record_path(entry).stat().st_uid} != {atomic.my_uid()}:
                 return False  # written by someone else: never trusted
-    except (OSError, ValueError):
+    except (OSError, InputError):  # none, a FIFO or another special file, not JSON, misshapen: exported again (C05)
         return False
     return (isinstance(record, dict) and record.get("format") == RECORD_FORMAT
             and record.get("report_sha256") == digest and record.get("report_size") == report.stat().st_size
@@ -219,8 +221,8 @@ def _ledger(cache: Path) -> set[str]:
     try:
         if not stat.S_ISREG(os.lstat(cache / LEDGER).st_mode):
             return set()
-        doc = json.loads((cache / LEDGER).read_text())
-    except (OSError, ValueError):
+        doc = inputs.load_json(cache / LEDGER, "export cache ledger")
+    except (OSError, InputError):
         return set()
     names = doc.get("temporaries") if isinstance(doc, dict) else None
     return {n for n in names if isinstance(n, str) and "/" not in n} if isinstance(names, list) else set()
@@ -258,14 +260,10 @@ def _remove_stale_temporaries(cache: Path) -> None:
 
 def export_timeout() -> float | None:
     """Seconds an export may take: `$NSYS_CC_EXPORT_TIMEOUT` (0: no limit), else DEFAULT_EXPORT_TIMEOUT_S."""
+    from ..inputs import seconds
+
     text = os.environ.get(ENV_EXPORT_TIMEOUT, "")
-    try:
-        value = float(text) if text.strip() else DEFAULT_EXPORT_TIMEOUT_S
-    except ValueError:
-        raise InputError(f"{ENV_EXPORT_TIMEOUT}={text!r} is not a number of seconds") from None
-    if not value >= 0:
-        raise InputError(f"{ENV_EXPORT_TIMEOUT}={text!r} must be ≥ 0 (0: no limit)")
-    return None if value == 0 or value == math.inf else value
+    return seconds(text, ENV_EXPORT_TIMEOUT, default=DEFAULT_EXPORT_TIMEOUT_S)
 
 
 def _stop(proc: subprocess.Popen) -> None:

@@ -23,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 import pandas as pd
 
+from .. import inputs
 from . import frames
 from .frames import lists_columns
 
@@ -40,6 +41,16 @@ def readonly_uri(path: str | os.PathLike) -> str:
     return f"file:{urllib.parse.quote(os.fsencode(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
+# Seconds one SQL statement may run (issue 32, G01: a generated column or view can make a query run for hours, and
+# SIGALRM cannot interrupt SQLite): $NSYS_CC_QUERY_TIMEOUT, 0 for no limit.
+ENV_QUERY_TIMEOUT = "NSYS_CC_QUERY_TIMEOUT"
+DEFAULT_QUERY_TIMEOUT_S = 600.0
+
+def query_timeout() -> float | None:
+    """Seconds one statement may run: `$NSYS_CC_QUERY_TIMEOUT` (0: no limit), else DEFAULT_QUERY_TIMEOUT_S."""
+    return inputs.seconds(os.environ.get(ENV_QUERY_TIMEOUT, ""), ENV_QUERY_TIMEOUT, default=DEFAULT_QUERY_TIMEOUT_S)
+
+
 def quote_identifier(name: str) -> str:
     """`name` as an SQL identifier: in double quotes, each double quote doubled. Every table or column name that
     reaches SQL goes through this — a name read from the file is the file's text, and a table named `a"b` (or one
@@ -51,7 +62,7 @@ def quote_identifier(name: str) -> str:
 
 def is_sqlite(path: str | os.PathLike) -> bool:
     """True when the file starts with the SQLite magic bytes."""
-    with open(path, "rb") as fh:
+    with inputs.open_file(path, "trace") as fh:  # a FIFO or a device is refused, never waited on
         return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
