@@ -42,7 +42,7 @@ from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
-from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, not_found, quoted, select
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
@@ -245,7 +245,7 @@ def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, st
             "recorded none of the GPU work — likely causes: an nsys whose CUPTI does not support this CUDA driver "
             "(use the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI "
             f"flushed its buffers; its {n} {_quoted(range_name)} ranges get wall-clock time only, no GPU metrics")
-    span = forwards.loc[kept, "gpu_span_ns"]
+    span = forwards.loc[kept, COLUMNS[GPU_SPAN]]
     if span.isna().all():
         return False, (
             f"none of its {n} {_quoted(range_name)} ranges launched GPU work from their own thread, although the "
@@ -253,7 +253,7 @@ def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, st
             "range on its own thread count); likely causes: kernels launched from another thread or process (a "
             "worker thread, or vLLM's engine/worker process traced without --trace-fork-before-exec=true), or "
             "forwards recorded outside CUDA tracing: wall-clock time only, no GPU metrics")
-    whole = span.notna() & forwards.loc[kept, "kernel_sum_ns"].isna()
+    whole = span.notna() & forwards.loc[kept, COLUMNS[KERNEL_SUM]].isna()
     if whole.any():
         return True, (
             f"{int(whole.sum())} of its {n} {_quoted(range_name)} ranges launched CUDA graphs recorded whole (nsys "

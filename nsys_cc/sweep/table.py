@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.metrics import DECODE, WALL
 from ..errors import NsysCCError
 from .manifest import TraceSet
 
@@ -62,7 +63,7 @@ def from_speculative(speculative, *, cell: str, batch_size: int | None, input_le
     spec = getattr(speculative, "table", None)
     if spec is None or spec.empty:
         return empty()
-    rows = pd.DataFrame({"draft": spec["draft"], "phase": "decode", "metric": "wall", "gamma": spec["gamma"],
+    rows = pd.DataFrame({"draft": spec["draft"], "phase": DECODE, "metric": WALL, "gamma": spec["gamma"],
                          "c": spec["c_in_place"], "ci_low": spec["c_in_place_ci_low"],
                          "ci_high": spec["c_in_place_ci_high"]})
     return normalise(rows.assign(batch_size=batch_size, input_len=input_len, target_tp=target_tp, cell=cell,
