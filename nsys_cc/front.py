@@ -9,6 +9,10 @@
 
 It sits above the floors it chooses between (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls
 it once and renders what it returns.
+
+`profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: the runs
+(`launch.profile.profile`, interleaved by default), then the analysis of the directory they wrote as `analyze(out_dir)`
+makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ from .errors import InputError, NsysCCError
 
 if TYPE_CHECKING:
     from .analysis.result import CostCoefficientResult
+    from .launch.commands import BenchOptions
+    from .launch.results import ProfileRun
     from .sweep.table import AnalysisResult
 
-__all__ = ["ManifestError", "analyze"]
+__all__ = ["ManifestError", "analyze", "finish", "profile"]
 
 # The options of one trace set: a manifest sets its range and output length per set.
 ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "scopes", "acceptance", "metrics_dump",
@@ -103,3 +109,54 @@ def _many(source, *, seed: int, jobs: int | None, scheduler: str | None) -> Anal
     except NsysCCError as exc:
         raise ManifestError(str(exc)) from None
     return analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
+            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileRun:
+    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does.
+
+    The runs are `launch.profile.profile`'s (its docstring has every argument: interleaved runs by default, `repeat`
+    of them, `precision`, `replicas`; one process per model with `separate`, for tensor-parallel models and a
+    speculative config without drafts); the analysis is the one `analyze(out_dir)` makes of the directory they wrote
+    (`finish`), with `acceptance` and `seed`.
+
+    Returns:
+        A `launch.results.ProfileRun`: the runs, the notes, and `result` and `report` when the target and a draft
+        (or a speculative run) completed.
+    """
+    import functools
+
+    from .analysis import sources
+    from .launch import profile as launch_profile
+
+    options = launch_profile.DEFAULT_OPTIONS if options is None else options
+    measure = functools.partial(sources.decode_precision_of, output_len=options.output_len, seed=seed)
+    done = functools.partial(finish, options=options, acceptance=acceptance, seed=seed)
+    return launch_profile.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
+                                  trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                                  speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                  draft_tp=draft_tp, repeat=repeat, precision=precision, max_repeat=max_repeat,
+                                  replicas=replicas, separate=separate, measure=measure, finish=done)
+
+
+def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float] = (),
+           seed: int = 0) -> ProfileRun:
+    """The end of `profile`: the analysis of the directory the runs wrote, as `analyze(run.out_dir)` makes it
+    (`analysis.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's state), when
+    the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its `result` and
+    `report` set."""
+    from . import progress
+    from .analysis.sources import analyze_profile
+    from .report import write_report
+
+    if not run.analysable:
+        return run
+    output_len = None if options is None else options.output_len
+    with progress.step(run.step, always=True):
+        run.result = analyze_profile(run.out_dir, output_len=output_len, acceptance=acceptance, seed=seed)
+    run.report = write_report(run.result, run.out_dir, extra_notes=run.notes, extra_tables=run.tables or None)
+    return run

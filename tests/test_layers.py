@@ -183,13 +183,9 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
 # write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
 BUILDERS = {"cost_coefficient", "cost_coefficient_runs", "analyze_profile", "analyze_source", "write_report"}
 RENDERERS = {"write_report"}
-# The builders still imported under launch/ (issue 31's move is not finished: `profile`'s own end — the analysis of
-# the directory it wrote and its report — and the precision loop's c between runs still live there). This list only
-# shrinks: a builder imported anywhere else under launch/ or cli/ fails, and so does an entry here that is gone.
-NOT_MOVED_YET = {
-    "nsys_cc.launch.interleaved": {"cost_coefficient_runs", "analyze_profile", "write_report"},
-    "nsys_cc.launch.results": {"analyze_profile", "write_report"},
-}
+# Modules under launch/ or cli/ allowed a builder: none (`profile` hands the analysis of its directory down from the
+# front door as `finish`, the precision loop's c as `measure`).
+NOT_MOVED_YET: dict[str, set[str]] = {}
 
 
 def builders_imported(root: Path, rooms: tuple[str, ...] = ("launch", "cli")) -> dict[str, set[str]]:

@@ -24,7 +24,6 @@ NOT_MOVED_YET = {
     "analysis/ranks.py": 18,
     "analysis/speculative.py": 14,
     "analysis/steps.py": 6,
-    "launch/interleaved.py": 1,
     "report/plots.py": 15,
     "report/speculative_format.py": 7,
 }

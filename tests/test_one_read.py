@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import nsys_cc
+from nsys_cc import front
 from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
@@ -54,7 +55,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
         shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
-    outcome = launcher.analyze(runs, tmp_path, options)
+    outcome = front.finish(launcher.conclude(runs, tmp_path), options)
     assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.result.notes)
     opens, reads = counted
     paths = [r.files.sqlite for r in runs]

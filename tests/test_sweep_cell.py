@@ -30,7 +30,8 @@ class FakeProfile:
 
     def __call__(self, target, drafts, out_dir, options, *, device="auto", timeout=None, force=False, trace=None,
                  nsys_args=(), acceptance=(), seed=0, speculate=(), speculative_config=None, target_tp=1,
-                 draft_tp=1):  # launcher.profile's parameters: `launch.profile.profile` passes each of them
+                 draft_tp=1, finish=None):  # launcher.profile's: `launch.profile.profile` passes each of them
+        # (`finish`, the cell's analysis of its directory, is left out: this stand-in answers with its result)
         out = Path(out_dir)
         self.calls.append({"cell": out.name, "force": force, "batch_size": options.batch_size,
                            "input_len": options.input_len})

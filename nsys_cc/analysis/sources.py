@@ -15,6 +15,7 @@ sets (a sweep directory, a manifest) are `nsys_cc.front.analyze`'s: it runs them
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping, Sequence
 
@@ -22,10 +23,11 @@ from ..arguments import is_one, many
 from ..errors import InputError
 from . import outputs
 from .coefficient import cost_coefficient, cost_coefficient_runs
+from .metrics import ALL, DECODE, WALL
 from .result import CostCoefficientResult
 from .speculative import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 
-__all__ = ["analyze_profile", "analyze_source", "is_profile_output"]
+__all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
 
 is_profile_output = outputs.is_profile_output
 
@@ -125,3 +127,29 @@ def _model_free(m: outputs.OutputModel) -> bool:
     label = LABEL_RE.match(m.label)
     return (m.draft or (label.group("draft") if label else "")) in MODEL_FREE_METHODS
 
+
+
+def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output_len: int | None = None,
+                        seed: int = 0) -> dict[str, float]:
+    """The precision loop's measure between interleaved runs (`profile(precision=…)`): c pooled over the completed
+    runs in `out` of the models `labels` (target first; the speculative engines left out) and each draft's
+    `decode_precision`."""
+    result = cost_coefficient_runs(out, names=list(labels), output_len=output_len, seed=seed)
+    return decode_precision(result, labels[1:])
+
+
+def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> dict[str, float]:
+    """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
+    where there is no interval yet."""
+    coef = result.coefficients
+    out = {}
+    for d in drafts:
+        rows = coef[(coef["draft"] == d) & (coef["metric"] == WALL)]
+        rows = rows[rows["phase"] == DECODE] if (rows["phase"] == DECODE).any() else rows[rows["phase"] == ALL]
+        if rows.empty:
+            out[d] = math.inf
+            continue
+        r = rows.iloc[0]
+        half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
+        out[d] = half if math.isfinite(half) else math.inf
+    return out
