@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = ["ManifestError", "analyze", "finish", "profile"]
 
 # The options of one trace set: a manifest sets its range and output length per set.
-ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "scopes", "acceptance", "metrics_dump",
+ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "engines", "acceptance", "metrics_dump",
                 "spec_metrics")
 
 
@@ -46,10 +46,11 @@ class ManifestError(InputError):
 
 def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
             names: Sequence[str] | None = None, range_name: str | Sequence[str] | Mapping[str, str] | None = None,
-            skip_ranges: int | None = None, output_len: int | None = None, scopes: Sequence[str | None] | None = None,
+            skip_ranges: int | None = None, output_len: int | None = None, engines: Sequence[str | None] | None = None,
             acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
             spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
-            scheduler: str | None = None) -> CostCoefficientResult | AnalysisResult:
+            scheduler: str | None = None, scopes: Sequence[str | None] | None = None,
+            ) -> CostCoefficientResult | AnalysisResult:
     """c of each draft against its target, from whatever `source` is (module docstring).
 
     Args:
@@ -60,7 +61,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         range_name: the forward range, as for `cost_coefficient` (one name with a profile directory).
         skip_ranges: as for `cost_coefficient`.
         output_len: as for `cost_coefficient`.
-        scopes: as for `cost_coefficient` (refused with a profile directory).
+        engines: as for `cost_coefficient` (refused with a profile directory).
         acceptance: as for `cost_coefficient`.
         metrics_dump: as for `cost_coefficient`.
         spec_metrics: as for `cost_coefficient` (refused with a profile directory).
@@ -68,12 +69,15 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
+        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
+    from . import _compat
     from .analysis import outputs, sources
 
+    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     one = drafts is None or (not is_one(drafts) and not many(drafts, "drafts"))
     if one and is_one(source) and isinstance(source, (str, os.PathLike)) and not outputs.is_profile_output(source):
         from .sweep.manifest import MANIFEST_NAME, is_many
@@ -84,7 +88,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
                              "drafts, or one of those", param="source")
         if is_many(source):
             given = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
-                     "scopes": scopes, "acceptance": acceptance, "metrics_dump": metrics_dump,
+                     "engines": engines, "acceptance": acceptance, "metrics_dump": metrics_dump,
                      "spec_metrics": spec_metrics}
             for param in ONE_SET_ONLY:
                 value = given[param]
@@ -96,7 +100,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         if value is not None:
             raise InputError(f"{param} applies to many trace sets (a sweep directory or a manifest)", param=param)
     return sources.analyze_source(source, drafts, names=names, range_name=range_name, skip_ranges=skip_ranges,
-                                  output_len=output_len, scopes=scopes, acceptance=acceptance,
+                                  output_len=output_len, engines=engines, acceptance=acceptance,
                                   metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
 
 

@@ -65,7 +65,7 @@ def _separate(out: Path, sources: dict[str, Path], **plan) -> Path:
 def test_interleaved_runs_give_the_numbers_the_cli_prints():
     res = nsys_cc.analyze(INTERLEAVED)
     traces = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
-    assert res == nsys_cc.cost_coefficient_runs([[t] * 3 for t in traces], names=PLAIN, scopes=[PLAIN] * 3)
+    assert res == nsys_cc.cost_coefficient_runs([[t] * 3 for t in traces], names=PLAIN, engines=[PLAIN] * 3)
     _same_numbers(_cli_json(INTERLEAVED), res)
     assert sorted(set(res.forward_share["run"])) == [1, 2, 3] and set(res.forward_share["model"]) == set(PLAIN)
 

@@ -95,7 +95,7 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
 
     def precision(n: int) -> float:  # what n such runs know c to, computed here from the fixture traces
         sources = [fake_runs.source(k) / "trace.sqlite" for k in range(1, n + 1)]
-        pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, scopes=[labels] * n)
+        pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, engines=[labels] * n)
         return max(analysis_sources.decode_precision(pooled, DRAFTS).values())
 
     # two runs (Student's t on one degree of freedom) do not know c to the precision asked; three do
@@ -229,12 +229,12 @@ def test_analyze_reads_a_profile_directory_as_profile_reported_it(tmp_path, fake
 
 def test_analyze_reads_one_model_of_an_interleaved_trace_by_its_scope():
     run = str(FIXTURES / "interleaved" / "run-1" / "trace.sqlite")
-    res = CliRunner().invoke(cli, ["analyze", run, run, "--scope", TARGET, "--scope", DRAFTS[1], "--format", "json"])
+    res = CliRunner().invoke(cli, ["analyze", run, run, "--engine", TARGET, "--engine", DRAFTS[1], "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert [m["name"] for m in doc["models"]] == [TARGET, DRAFTS[1]]
     assert [m["phases"]["decode"]["count"] for m in doc["models"]] == [12, 12]
-    wrong = CliRunner().invoke(cli, ["analyze", run, run, "--scope", "nope", "--scope", DRAFTS[1]])
+    wrong = CliRunner().invoke(cli, ["analyze", run, run, "--engine", "nope", "--engine", DRAFTS[1]])
     lines = wrong.output.strip().splitlines()
     assert wrong.exit_code == 2 and len(lines) == 1 and "no 'nsys_cc:engine nope' ranges" in lines[0]
 

@@ -32,20 +32,20 @@ __all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_prec
 is_profile_output = outputs.is_profile_output
 
 # What names the models of traces given one by one: a profile's directory names them itself.
-_TRACES_ONLY = ("names", "scopes", "spec_metrics")
+_TRACES_ONLY = ("names", "engines", "spec_metrics")
 
 
 def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
                    range_name: str | Sequence[str] | Mapping[str, str] | None = None,
                    skip_ranges: int | None = None, output_len: int | None = None,
-                   scopes: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
+                   engines: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
                    spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
     """c of each draft against the target from `source`: a profile's output directory alone (`analyze_profile`),
     else the target's trace with `drafts` (`cost_coefficient`; the other arguments are its own). A list of traces
     as `source` alone is [target, *drafts]."""
     listed = [] if drafts is None else many(drafts, "drafts")
     if not listed and is_one(source) and isinstance(source, (str, os.PathLike)) and outputs.is_profile_output(source):
-        given = {"names": names, "scopes": scopes, "spec_metrics": spec_metrics}
+        given = {"names": names, "engines": engines, "spec_metrics": spec_metrics}
         for param in _TRACES_ONLY:
             if given[param]:
                 raise InputError(f"{param} applies to traces given one by one; a profile directory labels its models "
@@ -66,7 +66,7 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
                          "folder): give the target's trace and the drafts' traces", param="source")
     return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
                             output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
-                            spec_metrics=spec_metrics, scopes=scopes)
+                            spec_metrics=spec_metrics, engines=engines)
 
 
 def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, skip_ranges: int | None = None,
