@@ -271,7 +271,7 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
                  ).to_csv(files["checks"], index=False)
     atomic.write_text(files["report"], "```\n" + render_text(report) + "```\n")
     if plot:
-        from .report.tune_plot import plot_tune
+        from .report.tune_plots import plot_tune
 
         files["plot"] = Path(plot_tune(r, out / "tune.png"))  # type: ignore[arg-type]
     return files
