@@ -49,7 +49,8 @@ class FakeProfile:
                              for d in drafts for p, v in (("prefill", options.batch_size / 100),
                                                           ("decode", options.input_len / 10000))])
         runs = [run("target", target, True), *[run("draft", d, True) for d in drafts]]
-        return SimpleNamespace(runs=runs, failed=[], result=SimpleNamespace(coefficients=coef), notes=[])
+        return SimpleNamespace(runs=runs, failed=[], result=SimpleNamespace(coefficients=coef, speculative=None),
+                               notes=[])
 
 
 @pytest.fixture()

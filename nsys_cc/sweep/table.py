@@ -60,7 +60,7 @@ def from_speculative(speculative, *, cell: str, batch_size: int | None, input_le
                      target_tp: int | None, attempts: int) -> pd.DataFrame:
     """The rows with a gamma: the in-place c of each speculative run, from a result's `speculative` analysis
     (None, or a result without speculative runs, gives no rows)."""
-    spec = getattr(speculative, "table", None)
+    spec = None if speculative is None else speculative.table
     if spec is None or spec.empty:
         return empty()
     rows = pd.DataFrame({"draft": spec["draft"], "phase": DECODE, "metric": WALL, "gamma": spec["gamma"],
@@ -76,7 +76,7 @@ def from_result(result, *, cell: str, batch_size: int | None, input_len: int | N
     where: dict[str, Any] = {"cell": cell, "batch_size": batch_size, "input_len": input_len, "target_tp": target_tp,
              "attempts": attempts}
     plain = from_coefficients(result.coefficients, **where)
-    spec = from_speculative(getattr(result, "speculative", None), **where)
+    spec = from_speculative(result.speculative, **where)
     return normalise(pd.concat([plain, spec], ignore_index=True)) if not spec.empty else plain
 
 
