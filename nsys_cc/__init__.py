@@ -12,7 +12,7 @@ What a notebook needs, all here:
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
   the draft saves time (`nsys_cc.analysis.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
-  above (what `nsys-cc profile` does; `nsys_cc.launch.profile`);
+  above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the runs of `nsys_cc.launch.profile`, then `analyze`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
   whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
@@ -45,7 +45,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "analyze": ("nsys_cc.front", "analyze"),
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
-    "profile": ("nsys_cc.launch.profile", "profile"),
+    "profile": ("nsys_cc.front", "profile"),
     "kernels": ("nsys_cc.analysis.compare", "kernels"),
     "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
     "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
@@ -89,8 +89,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError
-    from .front import analyze as analyze
-    from .launch.profile import profile as profile
+    from .front import analyze as analyze, profile as profile
     from .report import (
         make_figures as make_figures,
         plots as plots,

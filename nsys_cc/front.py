@@ -9,6 +9,10 @@
 
 It sits above the floors it chooses between (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls
 it once and renders what it returns.
+
+`profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: the runs
+(`launch.profile.profile`, interleaved by default), then the analysis of the directory they wrote as `analyze(out_dir)`
+makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`.
 """
 
 from __future__ import annotations
@@ -22,12 +26,14 @@ from .errors import InputError, NsysCCError
 
 if TYPE_CHECKING:
     from .analysis.result import CostCoefficientResult
+    from .launch.commands import BenchOptions
+    from .launch.results import ProfileRun
     from .sweep.table import AnalysisResult
 
-__all__ = ["ManifestError", "analyze"]
+__all__ = ["ManifestError", "analyze", "finish", "profile"]
 
 # The options of one trace set: a manifest sets its range and output length per set.
-ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "scopes", "acceptance", "metrics_dump",
+ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "engines", "acceptance", "metrics_dump",
                 "spec_metrics")
 
 
@@ -40,10 +46,11 @@ class ManifestError(InputError):
 
 def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | None = None, *,
             names: Sequence[str] | None = None, range_name: str | Sequence[str] | Mapping[str, str] | None = None,
-            skip_ranges: int | None = None, output_len: int | None = None, scopes: Sequence[str | None] | None = None,
+            skip_ranges: int | None = None, output_len: int | None = None, engines: Sequence[str | None] | None = None,
             acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
             spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
-            scheduler: str | None = None) -> CostCoefficientResult | AnalysisResult:
+            scheduler: str | None = None, scopes: Sequence[str | None] | None = None,
+            ) -> CostCoefficientResult | AnalysisResult:
     """c of each draft against its target, from whatever `source` is (module docstring).
 
     Args:
@@ -54,7 +61,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         range_name: the forward range, as for `cost_coefficient` (one name with a profile directory).
         skip_ranges: as for `cost_coefficient`.
         output_len: as for `cost_coefficient`.
-        scopes: as for `cost_coefficient` (refused with a profile directory).
+        engines: as for `cost_coefficient` (refused with a profile directory).
         acceptance: as for `cost_coefficient`.
         metrics_dump: as for `cost_coefficient`.
         spec_metrics: as for `cost_coefficient` (refused with a profile directory).
@@ -62,12 +69,15 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
+        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
+    from . import _compat
     from .analysis import outputs, sources
 
+    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     one = drafts is None or (not is_one(drafts) and not many(drafts, "drafts"))
     if one and is_one(source) and isinstance(source, (str, os.PathLike)) and not outputs.is_profile_output(source):
         from .sweep.manifest import MANIFEST_NAME, is_many
@@ -78,7 +88,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
                              "drafts, or one of those", param="source")
         if is_many(source):
             given = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
-                     "scopes": scopes, "acceptance": acceptance, "metrics_dump": metrics_dump,
+                     "engines": engines, "acceptance": acceptance, "metrics_dump": metrics_dump,
                      "spec_metrics": spec_metrics}
             for param in ONE_SET_ONLY:
                 value = given[param]
@@ -90,7 +100,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         if value is not None:
             raise InputError(f"{param} applies to many trace sets (a sweep directory or a manifest)", param=param)
     return sources.analyze_source(source, drafts, names=names, range_name=range_name, skip_ranges=skip_ranges,
-                                  output_len=output_len, scopes=scopes, acceptance=acceptance,
+                                  output_len=output_len, engines=engines, acceptance=acceptance,
                                   metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
 
 
@@ -103,3 +113,54 @@ def _many(source, *, seed: int, jobs: int | None, scheduler: str | None) -> Anal
     except NsysCCError as exc:
         raise ManifestError(str(exc)) from None
     return analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
+
+
+def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
+            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
+            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
+            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileRun:
+    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does.
+
+    The runs are `launch.profile.profile`'s (its docstring has every argument: interleaved runs by default, `repeat`
+    of them, `precision`, `replicas`; one process per model with `separate`, for tensor-parallel models and a
+    speculative config without drafts); the analysis is the one `analyze(out_dir)` makes of the directory they wrote
+    (`finish`), with `acceptance` and `seed`.
+
+    Returns:
+        A `launch.results.ProfileRun`: the runs, the notes, and `result` and `report` when the target and a draft
+        (or a speculative run) completed.
+    """
+    import functools
+
+    from .analysis import sources
+    from .launch import profile as launch_profile
+
+    options = launch_profile.DEFAULT_OPTIONS if options is None else options
+    measure = functools.partial(sources.decode_precision_of, output_len=options.output_len, seed=seed)
+    done = functools.partial(finish, options=options, acceptance=acceptance, seed=seed)
+    return launch_profile.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
+                                  trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                                  speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
+                                  draft_tp=draft_tp, repeat=repeat, precision=precision, max_repeat=max_repeat,
+                                  replicas=replicas, separate=separate, measure=measure, finish=done)
+
+
+def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float] = (),
+           seed: int = 0) -> ProfileRun:
+    """The end of `profile`: the analysis of the directory the runs wrote, as `analyze(run.out_dir)` makes it
+    (`analysis.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's state), when
+    the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its `result` and
+    `report` set."""
+    from . import progress
+    from .analysis.sources import analyze_profile
+    from .report import write_report
+
+    if not run.analysable:
+        return run
+    output_len = None if options is None else options.output_len
+    with progress.step(run.step, always=True):
+        run.result = analyze_profile(run.out_dir, output_len=output_len, acceptance=acceptance, seed=seed)
+    run.report = write_report(run.result, run.out_dir, extra_notes=run.notes, extra_tables=run.tables or None)
+    return run

@@ -83,14 +83,14 @@ class TuneReport:
 def _profile_design(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
                     output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
                     trace: str | None, force: bool, seed: int, suffix: str = "") -> None:
-    from .launch import profile as profile_mod
+    from . import front
     from .launch.commands import BenchOptions
 
     for i, (b, gammas) in enumerate(sorted(cells.items()), 1):
         progress.say(f"[tune {i}/{len(cells)}] batch {b}, γ {','.join(map(str, gammas))}: profiling …")
         options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=b, warmup_iters=warmup_iters,
                                iters=iters)
-        run = profile_mod.profile(target, [draft], out / f"bs{b}{suffix}", options, device=device, force=force,
+        run = front.profile(target, [draft], out / f"bs{b}{suffix}", options, device=device, force=force,
                                  trace=trace, seed=seed, speculate=gammas, repeat=repeat, replicas=replicas)
         if getattr(run, "result", None) is None:
             raise InputError(f"batch {b}: the profile did not complete (see {out / f'bs{b}{suffix}'}/status.json)")
@@ -272,7 +272,7 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
                  ).to_csv(files["checks"], index=False)
     atomic.write_text(files["report"], "```\n" + render_text(report) + "```\n")
     if plot:
-        from .report.tune_plot import plot_tune
+        from .report.tune_plots import plot_tune
 
         files["plot"] = Path(plot_tune(r, out / "tune.png"))  # type: ignore[arg-type]
     return files

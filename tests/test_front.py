@@ -65,7 +65,7 @@ def _separate(out: Path, sources: dict[str, Path], **plan) -> Path:
 def test_interleaved_runs_give_the_numbers_the_cli_prints():
     res = nsys_cc.analyze(INTERLEAVED)
     traces = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
-    assert res == nsys_cc.cost_coefficient_runs([[t] * 3 for t in traces], names=PLAIN, scopes=[PLAIN] * 3)
+    assert res == nsys_cc.cost_coefficient_runs([[t] * 3 for t in traces], names=PLAIN, engines=[PLAIN] * 3)
     _same_numbers(_cli_json(INTERLEAVED), res)
     assert sorted(set(res.forward_share["run"])) == [1, 2, 3] and set(res.forward_share["model"]) == set(PLAIN)
 
@@ -225,3 +225,33 @@ def test_no_module_of_launch_or_cli_builds_an_analysis(room):
                     and any(k.arg == "speculative" for k in node.keywords) and room == "launch"):
                 found.append(f"{path.name}: replace(…, speculative=…)")
     assert found == []
+
+
+# ---- profile = the runs, then analyze(out_dir), then the report -----------------------------------------------------
+def test_the_end_of_profile_is_the_analysis_analyze_makes_of_its_directory(tmp_path):
+    # profile's runs hand the directory they wrote to the front door's finish (a sweep cell to its own `analysed`):
+    # the result is the one nsys_cc.analyze(out_dir) gives, the report is written beside it with the runs' notes
+    from nsys_cc.launch import results
+    from nsys_cc.sweep.cell import analysed
+
+    out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
+                                     "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
+    runs = launcher.plan(PLAIN[0], PLAIN[1:], out, OPTIONS, nsys="nsys", gpu=False)
+    for run in runs:
+        run.status, run.range_name = "done", "model_executable()"
+    concluded = results.conclude(runs, out)
+    assert concluded.analysable and concluded.result is None and concluded.report is None  # launch analyses nothing
+    done = nsys_cc.front.finish(concluded, OPTIONS)
+    assert done.result == nsys_cc.analyze(out)
+    assert done.report is not None and json.loads((out / "report.json").read_text())["models"]
+    again = analysed(results.conclude(runs, out), output_len=OPTIONS.output_len, seed=0)
+    assert again.result == done.result
+    runs[0].status = "failed"  # no target: nothing to analyse, and finish leaves the run as it is
+    failed = results.conclude(runs, out)
+    assert not failed.analysable and nsys_cc.front.finish(failed, OPTIONS).result is None
+
+
+def test_the_cli_profiles_through_the_front_door():
+    tree = ast.parse((PACKAGE / "cli" / "profile.py").read_text())
+    called = {ast.unparse(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    assert "front.profile" in called and "profile_mod.profile" not in called

@@ -64,7 +64,7 @@ def test_the_fixture_holds_two_engines_of_each_model_per_run():
 def test_one_run_read_per_model_by_scope_matches_raw_sql():
     run = RUNS[0]
     sqlite = str(run / "trace.sqlite")
-    result = coefficient.cost_coefficient(sqlite, [sqlite, sqlite], names=LABELS, scopes=LABELS)
+    result = coefficient.cost_coefficient(sqlite, [sqlite, sqlite], names=LABELS, engines=LABELS)
     coef = result.coefficients.set_index(["draft", "phase", "metric"])
     t = _decode_ms(run, LABELS[0])
     for label in LABELS[1:]:
@@ -89,12 +89,12 @@ def test_an_unknown_scope_names_the_engines_the_trace_has():
     sqlite = str(RUNS[0] / "trace.sqlite")
     with pytest.raises(RangeNotFoundError, match="no 'nsys_cc:engine nope' ranges.*tiny-llama-target") as err:
         coefficient.load_model(sqlite, name="x", role="target", scope="nope")
-    assert err.value.param == "scopes"
+    assert err.value.param == "engines"
 
 
 def test_runs_pool_into_one_c_with_c_per_run_beside_it():
     result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
-                                               scopes=[LABELS] * 3)
+                                               engines=[LABELS] * 3)
     t = [_decode_ms(r, LABELS[0]) for r in RUNS]
     for label in LABELS[1:]:
         d = [_decode_ms(r, label) for r in RUNS]
@@ -118,7 +118,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
 
 def test_the_runs_are_reported_in_every_format(tmp_path):
     result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
-                                               scopes=[LABELS] * 3)
+                                               engines=[LABELS] * 3)
     text = result.render("table")
     runs_part = text[text.index("c per run"):]
     assert runs_part.split("\n\n")[1].count("tiny-llama-draft-xs  decode") == 3  # one row per run
@@ -132,7 +132,7 @@ def test_the_runs_are_reported_in_every_format(tmp_path):
 
 
 def test_one_run_through_the_runs_function_keeps_the_one_run_interval():
-    one = coefficient.cost_coefficient_runs([[RUNS[1] / "trace.sqlite"] * 3], names=LABELS, scopes=[LABELS])
+    one = coefficient.cost_coefficient_runs([[RUNS[1] / "trace.sqlite"] * 3], names=LABELS, engines=[LABELS])
     row = one.coefficients.set_index(["draft", "phase", "metric"]).loc[(LABELS[2], "decode", "wall")]
     assert math.isfinite(row["ci_low"]) and row["runs"] == 1 and one.runs.empty
 
@@ -148,7 +148,7 @@ def test_runs_must_hold_the_same_models():
 def test_the_forward_share_reads_each_models_part_of_the_trace():
     run = RUNS[0]
     trace = run / "trace.sqlite"
-    share = coefficient.cost_coefficient(trace, [trace] * (len(LABELS) - 1), scopes=LABELS).forward_share
+    share = coefficient.cost_coefficient(trace, [trace] * (len(LABELS) - 1), engines=LABELS).forward_share
     assert list(share["model"]) == LABELS
     latencies = {label: json.loads((run / f"{label}.bench.json").read_text())["latencies"] for label in LABELS}
     assert list(share["iterations"]) == [len(latencies[label]) for label in LABELS] == [4, 4, 4]

@@ -175,3 +175,53 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
     loaded, views = out.stdout.splitlines()
     assert loaded == "[]"
     assert views == "True True tiny-llama-draft-s True"
+
+
+# ---- the analysis is built in the analysis floor, called from the front door (issue 31) ---------------------------
+# What builds an analysis or its report directory: a module under launch/ or cli/ that imports one of these builds an
+# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.sources` below it). The CLI may
+# write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
+BUILDERS = {"cost_coefficient", "cost_coefficient_runs", "analyze_profile", "analyze_source", "write_report"}
+RENDERERS = {"write_report"}
+# Modules under launch/ or cli/ allowed a builder: none (`profile` hands the analysis of its directory down from the
+# front door as `finish`, the precision loop's c as `measure`).
+NOT_MOVED_YET: dict[str, set[str]] = {}
+
+
+def builders_imported(root: Path, rooms: tuple[str, ...] = ("launch", "cli")) -> dict[str, set[str]]:
+    """Each module under `rooms` → the analysis builders (`BUILDERS`) it imports, anywhere in its code, by name
+    (`from … import cost_coefficient`) or as a module's attribute it calls (`coefficient.cost_coefficient(…)`)."""
+    out: dict[str, set[str]] = {}
+    for name, path in modules(root).items():
+        room = name.split(".")[1] if "." in name else ""
+        if room not in rooms:
+            continue
+        builders = BUILDERS - (RENDERERS if room == "cli" else set())
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                found |= {a.name for a in node.names} & builders
+            elif isinstance(node, ast.Attribute) and node.attr in builders:
+                found.add(node.attr)
+        if found:
+            out[name] = found
+    return out
+
+
+def test_no_module_of_launch_or_cli_imports_an_analysis_builder():
+    assert builders_imported(PACKAGE) == NOT_MOVED_YET
+
+
+def test_the_builder_check_finds_an_import_and_a_call(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    for sub in ("launch", "cli", "front"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "launch" / "a.py").write_text("def f(out):\n    from ..analysis.sources import analyze_profile\n"
+                                         "    return analyze_profile(out)\n")
+    (pkg / "launch" / "b.py").write_text("from ..analysis import coefficient\nx = coefficient.cost_coefficient_runs\n")
+    (pkg / "cli" / "c.py").write_text("from ..report.writer import write_report\n")  # rendering: the CLI's own
+    (pkg / "front" / "d.py").write_text("from ..analysis.coefficient import cost_coefficient\n")  # the front door
+    assert builders_imported(pkg) == {"nsys_cc.launch.a": {"analyze_profile"},
+                                      "nsys_cc.launch.b": {"cost_coefficient_runs"}}

@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 import nsys_cc
+from nsys_cc import front
 from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
@@ -54,7 +55,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
         shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
-    outcome = launcher.analyze(runs, tmp_path, options)
+    outcome = front.finish(launcher.conclude(runs, tmp_path), options)
     assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.result.notes)
     opens, reads = counted
     paths = [r.files.sqlite for r in runs]
@@ -82,17 +83,17 @@ def test_interleaved_runs_read_each_trace_once_for_all_its_engines(counted):
     # every model of an interleaved run lives in the run's one trace (told apart by its engine's windows)
     runs = [FIXTURES / "interleaved" / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
     labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
-    res = nsys_cc.cost_coefficient_runs([[r] * 3 for r in runs], names=labels, scopes=[labels] * 3)
+    res = nsys_cc.cost_coefficient_runs([[r] * 3 for r in runs], names=labels, engines=[labels] * 3)
     assert len(res.runs) > 0
     opens, reads = counted
     assert once_each(opens, runs) and once_each(reads, runs)
 
 
 def test_one_trace_given_once_per_model_with_scopes_is_opened_and_read_once(counted):
-    # `analyze run run run --scope …`: the three models of one interleaved run, each by its engine's windows
+    # `analyze run run run --engine …`: the three models of one interleaved run, each by its engine's windows
     run = FIXTURES / "interleaved" / "run-1" / "trace.sqlite"
     labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
-    res = nsys_cc.cost_coefficient(run, [run, run], scopes=labels)
+    res = nsys_cc.cost_coefficient(run, [run, run], engines=labels)
     assert [m.name for m in res.models] == labels
     opens, reads = counted
     assert once_each(opens, [run]) and once_each(reads, [run])

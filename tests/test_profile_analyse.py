@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
+from nsys_cc import front
 from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.report.formats import SHARE_TITLE
+
+
+def _profile(*args, **kwargs):
+    """`launcher.profile` as the front door runs it: its directory analysed and reported (`front.finish`)."""
+    options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
+    return launcher.profile(*args, finish=lambda run: front.finish(run, options), **kwargs)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
@@ -32,7 +39,7 @@ def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
     runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
-    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
+    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
@@ -53,14 +60,14 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
 
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
-    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
+    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert outcome.result.range_name == "gpu_model_runner: forward"
     assert any("measured vLLM's own forward scope 'gpu_model_runner: forward'" in n for n in outcome.result.notes)
 
 
 def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "tiny-llama-draft-s"])
-    outcome = launcher.analyze(runs, tmp_path, OPTIONS)
+    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert outcome.result is None and outcome.report is None
     assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
     status = json.loads((tmp_path / "status.json").read_text())
@@ -82,7 +89,7 @@ def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     with pytest.raises(KeyboardInterrupt):
-        launcher.profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
+        _profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
                          tmp_path, OPTIONS, device="cpu")
     status = json.loads((tmp_path / "status.json").read_text())
     assert [s["status"] for s in status] == ["done", "done", "interrupted", "not run"]

@@ -10,10 +10,17 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import unchanged
+from nsys_cc import front
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models, plan, process, results
 from nsys_cc.launch.commands import BenchOptions, ModelFiles
+
+
+def _profile(*args, **kwargs):
+    """`launcher.profile` as the front door runs it: its directory analysed and reported (`front.finish`)."""
+    options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
+    return launcher.profile(*args, finish=lambda run: front.finish(run, options), **kwargs)
 
 NSYS = "/opt/nsys/bin/nsys"
 
@@ -258,7 +265,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "analyze", lambda runs, out, *a, **k: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileRun(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
@@ -266,9 +273,9 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.files.sqlite.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
-    outcome = launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu")
+    outcome = _profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu")
     assert ran == [] and [r.status for r in outcome.runs] == ["resumed", "resumed"]
-    launcher.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True)
+    _profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True)
     assert ran == ["tiny-llama-target", "tiny-llama-draft-s"]
     assert [s["status"] for s in json.loads((tmp_path / "status.json").read_text())] == ["done", "done"]
 
@@ -381,19 +388,19 @@ def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier
     anything not written by the report stay."""
     models = ["tiny-llama-target", "tiny-llama-draft-s"]
     _fake_profiles(monkeypatch, dict.fromkeys(models, True))
-    first = launcher.profile(models[0], models[1:], tmp_path, device="cpu")
+    first = _profile(models[0], models[1:], tmp_path, device="cpu")
     assert first.report is not None and (tmp_path / "report.json").is_file()
     (tmp_path / "mine.md").write_text("the user's")
     draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
     # every model fails: nothing was replaced, the earlier report stays as it was
     _fake_profiles(monkeypatch, dict.fromkeys(models, False))
     with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
-        failed = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+        failed = _profile(models[0], models[1:], tmp_path, device="cpu", force=True)
     assert failed.report is None
     # the target completes again, the draft fails: the earlier report no longer describes the target's trace
     _fake_profiles(monkeypatch, {models[0]: True, models[1]: False})
     with unchanged(*draft_files, tmp_path / "mine.md"):
-        again = launcher.profile(models[0], models[1:], tmp_path, device="cpu", force=True)
+        again = _profile(models[0], models[1:], tmp_path, device="cpu", force=True)
     assert again.report is None
     assert any(n.startswith(f"the earlier report in {tmp_path.resolve()} was removed: it described "
                             "tiny-llama-target.sqlite") for n in again.notes)
@@ -424,4 +431,5 @@ def test_each_launch_name_is_taken_from_its_own_module():
         annotations = set(re.findall(r"\b[A-Za-z_]\w*\b", "".join(
             ast.unparse(n.annotation) for n in ast.walk(tree) if isinstance(n, ast.arg) and n.annotation is not None)))
         assert sorted(imported - used - annotations - {"annotations"}) == [], path.name
-    assert importlib.import_module("nsys_cc.launch.profile").profile is __import__("nsys_cc").profile
+    # the facade's profile is the front door's (the runs of launch.profile, then the analysis of what they wrote)
+    assert importlib.import_module("nsys_cc.front").profile is __import__("nsys_cc").profile

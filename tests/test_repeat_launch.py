@@ -14,6 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES
+from nsys_cc import front
+from nsys_cc.analysis import sources as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import interleaved, process, profile as profile_mod
@@ -64,7 +66,7 @@ def fake_runs(monkeypatch):
 
 
 def _profile(out, **kwargs):
-    return profile_mod.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
+    return front.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
 
 
 def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_path, fake_runs):
@@ -93,8 +95,8 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
 
     def precision(n: int) -> float:  # what n such runs know c to, computed here from the fixture traces
         sources = [fake_runs.source(k) / "trace.sqlite" for k in range(1, n + 1)]
-        pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, scopes=[labels] * n)
-        return max(interleaved.decode_precision(pooled, DRAFTS).values())
+        pooled = cost_coefficient_runs([[s] * 3 for s in sources], names=labels, engines=[labels] * n)
+        return max(analysis_sources.decode_precision(pooled, DRAFTS).values())
 
     # two runs (Student's t on one degree of freedom) do not know c to the precision asked; three do
     two, three = precision(2), precision(3)
@@ -102,7 +104,7 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     asked = round((three + min(two, 1.0)) / 2, 3)
     outcome = _profile(tmp_path, repeat=2, precision=asked, max_repeat=6)
     assert fake_runs == [1, 2, 3] and outcome.stopped_by == "precision"
-    assert max(interleaved.decode_precision(outcome.result, DRAFTS).values()) == pytest.approx(three)
+    assert max(analysis_sources.decode_precision(outcome.result, DRAFTS).values()) == pytest.approx(three)
     assert any("stopped by the precision" in n for n in outcome.notes)
 
 
@@ -227,12 +229,12 @@ def test_analyze_reads_a_profile_directory_as_profile_reported_it(tmp_path, fake
 
 def test_analyze_reads_one_model_of_an_interleaved_trace_by_its_scope():
     run = str(FIXTURES / "interleaved" / "run-1" / "trace.sqlite")
-    res = CliRunner().invoke(cli, ["analyze", run, run, "--scope", TARGET, "--scope", DRAFTS[1], "--format", "json"])
+    res = CliRunner().invoke(cli, ["analyze", run, run, "--engine", TARGET, "--engine", DRAFTS[1], "--format", "json"])
     assert res.exit_code == 0, res.output
     doc = json.loads(res.output)
     assert [m["name"] for m in doc["models"]] == [TARGET, DRAFTS[1]]
     assert [m["phases"]["decode"]["count"] for m in doc["models"]] == [12, 12]
-    wrong = CliRunner().invoke(cli, ["analyze", run, run, "--scope", "nope", "--scope", DRAFTS[1]])
+    wrong = CliRunner().invoke(cli, ["analyze", run, run, "--engine", "nope", "--engine", DRAFTS[1]])
     lines = wrong.output.strip().splitlines()
     assert wrong.exit_code == 2 and len(lines) == 1 and "no 'nsys_cc:engine nope' ranges" in lines[0]
 
@@ -359,7 +361,7 @@ def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_th
     fake_runs.source = lambda index: FIXTURES / "interleaved" / "spec" / f"run-{index}"
     labels = [TARGET, DRAFTS[1], *(f"{DRAFTS[1]}.spec-g{g}" for g in (1, 2, 3))]
     options = BenchOptions(input_len=64, output_len=6, batch_size=1, warmup_iters=1, iters=2)
-    outcome = profile_mod.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
+    outcome = front.profile(TARGET, [DRAFTS[1]], tmp_path, options, device="cpu", speculate=[1, 2, 3], repeat=2,
                              replicas=1)
     assert outcome.result is not None and outcome.result.speculative is not None
     assert set(outcome.result.speculative.table["name"]) == set(labels[2:])

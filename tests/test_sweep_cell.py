@@ -30,7 +30,8 @@ class FakeProfile:
 
     def __call__(self, target, drafts, out_dir, options, *, device="auto", timeout=None, force=False, trace=None,
                  nsys_args=(), acceptance=(), seed=0, speculate=(), speculative_config=None, target_tp=1,
-                 draft_tp=1):  # launcher.profile's parameters: `launch.profile.profile` passes each of them
+                 draft_tp=1, finish=None):  # launcher.profile's: `launch.profile.profile` passes each of them
+        # (`finish`, the cell's analysis of its directory, is left out: this stand-in answers with its result)
         out = Path(out_dir)
         self.calls.append({"cell": out.name, "force": force, "batch_size": options.batch_size,
                            "input_len": options.input_len})
@@ -48,7 +49,8 @@ class FakeProfile:
                              for d in drafts for p, v in (("prefill", options.batch_size / 100),
                                                           ("decode", options.input_len / 10000))])
         runs = [run("target", target, True), *[run("draft", d, True) for d in drafts]]
-        return SimpleNamespace(runs=runs, failed=[], result=SimpleNamespace(coefficients=coef), notes=[])
+        return SimpleNamespace(runs=runs, failed=[], result=SimpleNamespace(coefficients=coef, speculative=None),
+                               notes=[])
 
 
 @pytest.fixture()

@@ -164,15 +164,17 @@ ONE_ITEM = {
                                                          alphas=v),
         0.7, lambda a, b: len(a.axes[0].lines) == len(b.axes[0].lines) == 2),
     ("write_report", "extra_notes"): None,  # test_write_report_takes_one_note
-    ("cost_coefficient", "scopes"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, scopes=v), "tgt",
-                                     lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
+    ("cost_coefficient", "engines"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, engines=v), "tgt",
+                                     lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
     ("cost_coefficient_runs", "runs"): (lambda v: nsys_cc.cost_coefficient_runs(v, names=["t", "d"]),
                                         [TARGET, DRAFT_S], lambda a, b: a == b and len(a.coefficients) > 0),
     ("cost_coefficient_runs", "names"): (lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=v), "tgt",
                                          lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 models")),
-    ("cost_coefficient_runs", "scopes"): (
-        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], scopes=v), "tgt",
-        lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("cost_coefficient_runs", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
+    ("cost_coefficient_runs", "engines"): (
+        lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], engines=v), "tgt",
+        lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
     ("cost_coefficient_runs", "range_name"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], range_name=v),
         "model_executable()", lambda a, b: a == b),
@@ -189,8 +191,9 @@ ONE_ITEM = {
                            lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 traces")),
     ("analyze", "range_name"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, range_name=v), "model_executable()",
                                 lambda a, b: a == b),
-    ("analyze", "scopes"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, scopes=v), "tgt",
-                            lambda a, b: _same_refusal(a, b, "scopes has 1 entries for 2 traces")),
+    ("analyze", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
+    ("analyze", "engines"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, engines=v), "tgt",
+                            lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
     ("analyze", "acceptance"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, acceptance=v).acceptance, "0.8",
                                 lambda a, b: a == b == (0.8,)),
     ("profile", "drafts"): None,  # test_profile_takes_one_item_alone
@@ -473,9 +476,9 @@ def _spec_engines():
 
 
 def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_library():
-    # cost_coefficient(R, [R] * 4, scopes=labels) said "holds no draft-model forward ranges"
+    # cost_coefficient(R, [R] * 4, engines=labels) said "holds no draft-model forward ranges"
     trace = ISPEC / "run-1" / "trace.sqlite"
-    res = nsys_cc.cost_coefficient(trace, [trace] * 4, scopes=SPEC_LABELS)
+    res = nsys_cc.cost_coefficient(trace, [trace] * 4, engines=SPEC_LABELS)
     assert [m.name for m in res.models] == SPEC_LABELS[:2]  # the speculative engines are no plain drafts
     assert res.speculative is not None
     steps = res.speculative.steps
@@ -494,7 +497,7 @@ def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_li
 def spec_runs_result():
     """The two interleaved speculative runs, written out the long way (each trace once per engine)."""
     runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
-    return nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, scopes=[SPEC_LABELS] * 2)
+    return nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, engines=[SPEC_LABELS] * 2)
 
 
 def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does(spec_runs_result):
@@ -503,7 +506,7 @@ def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does(spe
     res = spec_runs_result
     assert [m.name for m in res.models] == SPEC_LABELS[:2] and res.speculative is not None
     plain = nsys_cc.cost_coefficient_runs([r[:2] for r in runs], names=SPEC_LABELS[:2],
-                                          scopes=[SPEC_LABELS[:2]] * 2)
+                                          engines=[SPEC_LABELS[:2]] * 2)
     pd.testing.assert_frame_equal(res.coefficients, plain.coefficients)
     direct = spec_runs.analyze_runs([(ISPEC / f"run-{k}" / "trace.sqlite", ISPEC / f"run-{k}") for k in (1, 2)],
                                         SPEC_LABELS[0], _spec_engines(),
@@ -519,7 +522,7 @@ PLAIN_RUNS = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
 
 def _long_way(labels=PLAIN_LABELS):
     return nsys_cc.cost_coefficient_runs([[t] * len(labels) for t in PLAIN_RUNS], names=labels,
-                                         scopes=[labels] * len(PLAIN_RUNS))
+                                         engines=[labels] * len(PLAIN_RUNS))
 
 
 @pytest.fixture(scope="module")
@@ -550,7 +553,7 @@ def test_a_flat_list_of_interleaved_runs_is_refused_with_names_that_are_not_thei
         nsys_cc.cost_coefficient_runs(PLAIN_RUNS, names=["t", "ds", "dxs"])
     assert err.value.param == "names"
     assert "'tiny-llama-target', 'tiny-llama-draft-s', 'tiny-llama-draft-xs'" in str(err.value)
-    assert "runs=[[trace] * 3 for each run] with scopes=" in str(err.value)
+    assert "runs=[[trace] * 3 for each run] with engines=" in str(err.value)
 
 
 def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model(long_way):
@@ -801,7 +804,7 @@ def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
     assert sorted({int(line.split()[2]) for line in text.splitlines()[2:]}) == numbers
     # of_run(k) is run k: run-<k>/trace.sqlite read alone (run 2: counted from 0, it would be run-3's)
     for k in (2,):
-        alone = nsys_cc.cost_coefficient(PLAIN_RUNS[k - 1], [PLAIN_RUNS[k - 1]] * 2, scopes=PLAIN_LABELS)
+        alone = nsys_cc.cost_coefficient(PLAIN_RUNS[k - 1], [PLAIN_RUNS[k - 1]] * 2, engines=PLAIN_LABELS)
         pd.testing.assert_series_equal(res.target.of_run(k).kept["wall_ns"].reset_index(drop=True),
                                        alone.target.kept["wall_ns"].reset_index(drop=True))
     for bad in (0, 4, "1"):

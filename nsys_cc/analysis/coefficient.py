@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .. import _compat
 from ..arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
 from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
 from ..errors import InputError, RangeNotFoundError
@@ -43,7 +44,7 @@ from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
-from .metrics import ALL, C_METRICS, COLUMNS, METRICS, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, metrics_for
 from .projection import op_totals, project
 from .ranges import (
     by_start,
@@ -111,32 +112,32 @@ def load_model(
     `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
     model in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `scope`); run: the
     run number its forwards carry (`cost_coefficient_runs`)."""
-    (model,) = models_of_trace(path, names=[name], roles=[role], scopes=[scope], range_name=range_name,
+    (model,) = models_of_trace(path, names=[name], roles=[role], engines=[scope], range_name=range_name,
                                skip_ranges=skip_ranges, output_len=output_len, run=run)
     return model
 
 
-def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], scopes: Sequence[str | None],
+def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], engines: Sequence[str | None],
                     range_name: str = DEFAULT_RANGE, skip_ranges: int | None = None, output_len: int | None = None,
                     run: int = 1) -> list[ModelForwards]:
-    """`load_model` for several engines of one trace (`names`, `roles`, `scopes` side by side): the trace opened once
+    """`load_model` for several engines of one trace (`names`, `roles`, `engines` side by side): the trace opened once
     and its ranges read once for all of them (`scoped_reads`)."""
     path = os.fspath(path)
     with open_trace(path) as trace:
         return [model_of(trace, ranges, path=path, name=name, role=role, range_name=range_name,
                          skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
-                for name, role, scope, ranges in zip(names, roles, scopes,
-                                                     scoped_reads(trace, range_name, scopes, path))]
+                for name, role, scope, ranges in zip(names, roles, engines,
+                                                     scoped_reads(trace, range_name, engines, path))]
 
 
-def scoped_reads(trace, range_name: str, scopes: Sequence[str | None], path: str) -> list[pd.DataFrame]:
+def scoped_reads(trace, range_name: str, engines: Sequence[str | None], path: str) -> list[pd.DataFrame]:
     """`ranges.marked_ranges` for several models of one open trace from one read: per scope, the ranges inside
     that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows)."""
-    named = list(dict.fromkeys(engine_range(s) for s in scopes if s is not None))
+    named = list(dict.fromkeys(engine_range(s) for s in engines if s is not None))
     ranges = marked_ranges(trace, range_name, *named)
     whole = ranges if not named else ranges[~ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX)
                                             .to_numpy(dtype=bool)]
-    return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in scopes]
+    return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in engines]
 
 
 def model_of(
@@ -263,7 +264,7 @@ def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, st
             "recorded none of the GPU work — likely causes: an nsys whose CUPTI does not support this CUDA driver "
             "(use the nsys of the installed CUDA toolkit or a newer one), or the capture stopped before CUPTI "
             f"flushed its buffers; its {n} {_quoted(range_name)} ranges get wall-clock time only, no GPU metrics")
-    span = forwards.loc[kept, "gpu_span_ns"]
+    span = forwards.loc[kept, COLUMNS[GPU_SPAN]]
     if span.isna().all():
         return False, (
             f"none of its {n} {_quoted(range_name)} ranges launched GPU work from their own thread, although the "
@@ -271,7 +272,7 @@ def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, st
             "range on its own thread count); likely causes: kernels launched from another thread or process (a "
             "worker thread, or vLLM's engine/worker process traced without --trace-fork-before-exec=true), or "
             "forwards recorded outside CUDA tracing: wall-clock time only, no GPU metrics")
-    whole = span.notna() & forwards.loc[kept, "kernel_sum_ns"].isna()
+    whole = span.notna() & forwards.loc[kept, COLUMNS[KERNEL_SUM]].isna()
     if whole.any():
         return True, (
             f"{int(whole.sum())} of its {n} {_quoted(range_name)} ranges launched CUDA graphs recorded whole (nsys "
@@ -345,25 +346,25 @@ def _one_range(value) -> str:
 
 
 def _check_distinct(paths: Sequence[str], range_names: Sequence[str],
-                    scopes: Sequence[str | None] | None = None) -> None:
+                    engines: Sequence[str | None] | None = None) -> None:
     """A trace may appear twice only with a different range or scope: the same forwards cannot be compared with
     themselves."""
     seen: dict[tuple[tuple, str, str | None], str] = {}
-    for p, r, sc in zip(paths, range_names, scopes or [None] * len(paths)):
+    for p, r, sc in zip(paths, range_names, engines or [None] * len(paths)):
         key = (file_identity(p), r, sc)  # a link (hard or symbolic) to a trace given is that trace
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
         seen[key] = p
 
 
-def _scopes(scopes: Sequence[str | None] | None, n: int) -> list[str | None]:
+def _scopes(engines: Sequence[str | None] | None, n: int) -> list[str | None]:
     """One scope per trace ([target, *drafts]); None for all when not given."""
-    if scopes is None:
+    if engines is None:
         return [None] * n
-    out = [None if s is None else str(s) for s in many(scopes, "scopes")]
+    out = [None if s is None else str(s) for s in many(engines, "engines")]
     if len(out) != n:
-        raise InputError(f"scopes has {len(out)} entries for {n} traces: give one per trace (None: the whole trace)",
-                         param="scopes")
+        raise InputError(f"engines has {len(out)} entries for {n} traces: give one per trace (None: the whole trace)",
+                         param="engines")
     return out
 
 
@@ -526,6 +527,7 @@ def cost_coefficient(
     metrics_dump: PathLike | None = None,
     seed: int = 0,
     spec_metrics: Mapping[str, PathLike] | None = None,
+    engines: Sequence[str | None] | None = None,
     scopes: Sequence[str | None] | None = None,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
@@ -534,7 +536,7 @@ def cost_coefficient(
         target: the target model's trace (one path; a list holding one is that path), or a `Trace` already open
             (`open_trace`: read as it is and left open), as each draft may be.
         drafts: the draft models' traces: one path, or a sequence of paths (at least one). Speculative-decoding runs
-            may follow (traces holding draft-model forward ranges, recognised by them; with `scopes`, the speculative
+            may follow (traces holding draft-model forward ranges, recognised by them; with `engines`, the speculative
             engines of an interleaved run, recognised by those inside their windows): they are measured in place
             (`speculative`; the result's `speculative`), each belonging to the draft named before `.spec-g<γ>` in
             its label when that is a draft, else to the only draft.
@@ -552,12 +554,14 @@ def cost_coefficient(
         spec_metrics: vLLM metrics dump per speculative trace path or model label (default: `X.metrics.json`
             beside `X.sqlite`; for an engine of an interleaved run, `<label>.metrics.json` in the run's folder); a key
             that names no trace given and no label is refused.
-        scopes: for traces that hold several models (an interleaved run of `profile`), the engine label of each
+        engines: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
             `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
+        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
+    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     opened: dict[str, Trace] = {}  # traces given open (`open_trace`): read as they are, left open
 
     def path_of_trace(value, param: str) -> str:
@@ -578,7 +582,7 @@ def cost_coefficient(
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = _alpha_intervals(alphas, metrics_dump)
-    sc = _scopes(scopes, len(paths))
+    sc = _scopes(engines, len(paths))
     labels = model_names(paths, names)
     if not names and any(sc):  # a model read by its engine's windows is called by its engine's label
         labels = [scope or label for scope, label in zip(sc, labels)]
@@ -608,9 +612,9 @@ class _RunRead:
 
 
 def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
-              scopes: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
+              engines: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
               dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> _RunRead:
-    """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `scopes`, is
+    """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `engines`, is
     opened and read once for all of them).
 
     Each trace's ranges are read once (`ranges.marked_ranges`), then handed on: the target's and a plain draft's to
@@ -630,9 +634,9 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
     for path, group in _same_trace(paths).items():
         given = (opened or {}).get(path)
         with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
-            reads = _group_reads(trace, path, group, range_names, scopes)
+            reads = _group_reads(trace, path, group, range_names, engines)
             for i in group:
-                ranges, label, scope = reads.pop(i), labels[i], scopes[i]
+                ranges, label, scope = reads.pop(i), labels[i], engines[i]
                 name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
                 notes += [range_note] if range_note else []
                 # a scoped model's own files are named after its engine: its runs are read as if its trace were there
@@ -673,12 +677,12 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                              "speculative traces out)")
         plain_steps = steps_mod.with_latencies(
             steps_mod.step_table(steps_mod.with_forwards(target_markers, target), target.range_name),
-            model_stem(paths[0], scopes[0]))
+            model_stem(paths[0], engines[0]))
     return _RunRead(loaded, spec, plain_steps, notes, [shares[i] for i in sorted(shares)])
 
 
 def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Sequence[str],
-                  scopes: Sequence[str | None]) -> dict[int, str]:
+                  engines: Sequence[str | None]) -> dict[int, str]:
     """The metrics dumps given (`spec_metrics`: by trace path, or by model label) per model index. A key that is
     neither a trace given (read whole) nor a model's label is refused: its dump would be ignored."""
     if spec_metrics is None:
@@ -691,7 +695,7 @@ def _spec_metrics(spec_metrics: Mapping | None, paths: Sequence[str], labels: Se
         text = os.fspath(key) if isinstance(key, (str, os.PathLike)) else str(key)
         hits = [i for i, label in enumerate(labels) if label == text]
         if not hits:
-            hits = [i for i, (p, sc) in enumerate(zip(paths, scopes))
+            hits = [i for i, (p, sc) in enumerate(zip(paths, engines))
                     if sc is None and file_identity(p) == file_identity(text)]
         if not hits:
             raise InputError(f"spec_metrics: {text!r} is neither a trace given (read whole) nor a model's label "
@@ -710,13 +714,13 @@ def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
 
 
 def _group_reads(trace, path: str, group: Sequence[int], range_names: Sequence[str],
-                 scopes: Sequence[str | None]) -> dict[int, pd.DataFrame]:
+                 engines: Sequence[str | None]) -> dict[int, pd.DataFrame]:
     """The ranges of each model in `group` (indexes of the models of one open trace): one read for all the models
     that look for the same range name (`scoped_reads`), each its engine's part."""
     out: dict[int, pd.DataFrame] = {}
     for name in dict.fromkeys(range_names[i] for i in group):
         js = [i for i in group if range_names[i] == name]
-        out.update(zip(js, scoped_reads(trace, name, [scopes[i] for i in js], path)))
+        out.update(zip(js, scoped_reads(trace, name, [engines[i] for i in js], path)))
     return out
 
 
@@ -802,7 +806,7 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
 def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
     """A flat list given as `runs`, when its items are interleaved runs: a profile's output directory alone (its
     completed runs, `outputs`), run folders (`run-<k>/`, their `trace.sqlite`) or traces that hold every model of one
-    run (`nsys_cc:engine` windows, `scope`). Then (runs, names, scopes, run numbers): each run its trace once per
+    run (`nsys_cc:engine` windows, `scope`). Then (runs, names, engines, run numbers): each run its trace once per
     model, the models its engines (`names`, when given, choose and order them, target first). None when no item is
     an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
     the runs' engines."""
@@ -869,7 +873,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
                 f"these runs: each of the {len(traces)} traces holds every model of one interleaved run (its engines: "
                 f"{', '.join(map(repr, engines))}); "
                 "give names from those labels (target first) to choose the models, or none for all of them; to label "
-                f"them otherwise give runs=[[trace] * {len(engines)} for each run] with scopes=[[{', '.join(engines)}]"
+                f"them otherwise give runs=[[trace] * {len(engines)} for each run] with engines=[[{', '.join(engines)}]"
                 f"] * {len(traces)} and your names", param="names")
         engines = chosen
     if len(engines) < 2:
@@ -883,53 +887,56 @@ def cost_coefficient_runs(
     runs: PathLike | Sequence[PathLike] | Sequence[Sequence[PathLike]],
     *,
     names: Sequence[str] | None = None,
-    scopes: Sequence[Sequence[str | None]] | None = None,
+    engines: Sequence[Sequence[str | None]] | None = None,
     range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
     metrics_dump: PathLike | None = None,
     seed: int = 0,
+    scopes: Sequence[Sequence[str | None]] | None = None,
 ) -> CostCoefficientResult:
     """c of each draft against the target over several runs of every model (`profile --repeat R`).
 
     Args:
         runs: per run, the traces of [target, *drafts] (the same trace several times when one process held every
-            model: then `scopes` says which engine is which). Every run has the same models, in the same order.
+            model: then `engines` says which engine is which). Every run has the same models, in the same order.
             Interleaved runs may also be given as they are: a profile's output directory (its completed runs), or
             a flat list of run folders (`run-<k>/`) or of their traces, each holding every model (its engines are
             the models). A flat list of plain traces is one run, [target, *drafts].
-        names: the labels of [target, *drafts] (default: the file names; the engines' labels with `scopes`); for
+        names: the labels of [target, *drafts] (default: the file names; the engines' labels with `engines`); for
             interleaved runs given as they are, the engines to take, target first (default: every engine).
-        scopes: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
+        engines: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
             Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
             pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
         range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
             `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
+        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 1 … R; an
         interleaved profile's own run numbers, its `run-<k>` folders', when read as it is), c = the ratio of the
         pooled medians with the interval across runs, and `runs`, c per run (the same numbers).
     """
+    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     listed = many(runs, "runs")
     numbers: list[int] | None = None
     if listed and all(is_one(r) for r in listed):
-        found = None if scopes is not None else _interleaved_runs([path_of(r, "runs") for r in listed], names)
+        found = None if engines is not None else _interleaved_runs([path_of(r, "runs") for r in listed], names)
         if found is None:  # [target, *drafts] alone: one run, a trace per model
             listed = [listed]
         else:  # one interleaved run per item, every model in its trace
-            listed, names, scopes, numbers = found
+            listed, names, engines, numbers = found
     run_paths = [arg_paths(r, "runs") for r in listed]
     names = None if names is None else [str(n) for n in many(names, "names")]
     run_scopes: list[list | None] | None = None
-    if scopes is not None:
-        per_run = many(scopes, "scopes")
+    if engines is not None:
+        per_run = many(engines, "engines")
         if len(run_paths) == 1 and len(per_run) > 1 and all(s is None or is_one(s) for s in per_run):
-            per_run = [per_run]  # the one run's scopes, not wrapped in a list of runs
-        run_scopes = [None if s is None else many(s, "scopes") for s in per_run]
+            per_run = [per_run]  # the one run's engines, not wrapped in a list of runs
+        run_scopes = [None if s is None else many(s, "engines") for s in per_run]
         if len(run_scopes) != len(run_paths):
-            raise InputError(f"scopes has {len(run_scopes)} entries for {len(run_paths)} runs: give one list per run",
-                             param="scopes")
+            raise InputError(f"engines has {len(run_scopes)} entries for {len(run_paths)} runs: give one list per run",
+                             param="engines")
     if not run_paths:
         raise InputError("give at least one run", param="runs")
     n = len(run_paths[0])

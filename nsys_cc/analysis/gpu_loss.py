@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .metrics import COLUMNS, GPU_SPAN
 from .projection import unlaunched_ops
 from .ranges import quoted
 
@@ -55,7 +56,7 @@ class GpuLoss:
 def measure(trace, kept: pd.DataFrame) -> GpuLoss:
     """The loss of one model's kept forwards (rows with `gpu_span_ns`) in `trace`."""
     unlaunched, ops = unlaunched_ops(trace)
-    span = pd.to_numeric(kept["gpu_span_ns"], errors="coerce").to_numpy(dtype=float)
+    span = pd.to_numeric(kept[COLUMNS[GPU_SPAN]], errors="coerce").to_numpy(dtype=float)
     return GpuLoss(ops=ops, unlaunched=unlaunched, forwards=len(kept), without_gpu=int(np.isnan(span).sum()))
 
 

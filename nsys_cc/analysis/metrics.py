@@ -55,14 +55,19 @@ class Metric:
         return f"{self.name}_ns"
 
 
+# The metrics' names, spelled here once (`tests/test_metrics_registry.py` fails on a metric's name or column spelled
+# anywhere else in the package): a module that names one imports it, its per-forward column is `COLUMNS[name]`.
+WALL, GPU_SPAN, KERNEL_SUM, GPU_BUSY, LAUNCH_API, GPU_IDLE = (
+    "wall", "gpu_span", "kernel_sum", "gpu_busy", "launch_api", "gpu_idle")
+
 METRICS: tuple[Metric, ...] = (
-    Metric("wall", "duration_ns", False, True, "Wall", "wall-clock", "#4c72b0"),
-    Metric("gpu_span", "proj_duration_ns", True, True, "GPU span", "GPU span", "#dd8452"),
-    Metric("kernel_sum", "kernel_sum_ns", True, True, "Kernel sum", "kernel sum", "#55a868"),
-    Metric("gpu_busy", "gpu_busy_ns", True, True, "GPU busy", "GPU busy", "#c44e52"),
-    Metric("launch_api", "launch_api_ns", True, False, "Launch API", "launch API", "#8172b3"),
-    Metric("gpu_idle", None, True, False, "GPU idle", "GPU idle", "#937860",
-           derive=lambda f: f["gpu_span_ns"] - f["gpu_busy_ns"]),
+    Metric(WALL, "duration_ns", False, True, "Wall", "wall-clock", "#4c72b0"),
+    Metric(GPU_SPAN, "proj_duration_ns", True, True, "GPU span", "GPU span", "#dd8452"),
+    Metric(KERNEL_SUM, "kernel_sum_ns", True, True, "Kernel sum", "kernel sum", "#55a868"),
+    Metric(GPU_BUSY, "gpu_busy_ns", True, True, "GPU busy", "GPU busy", "#c44e52"),
+    Metric(LAUNCH_API, "launch_api_ns", True, False, "Launch API", "launch API", "#8172b3"),
+    Metric(GPU_IDLE, None, True, False, "GPU idle", "GPU idle", "#937860",
+           derive=lambda f: f[f"{GPU_SPAN}_ns"] - f[f"{GPU_BUSY}_ns"]),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)

@@ -38,7 +38,7 @@ import pandas as pd
 
 from ..contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
 from ..trace.nvtx import matches
-from .metrics import ALL, DECODE, PREFILL, VERIFY
+from .metrics import ALL, COLUMNS, DECODE, GPU_SPAN, PREFILL, VERIFY, WALL
 from .ranges import by_start
 
 
@@ -278,7 +278,7 @@ def _without_payload(forwards: pd.DataFrame, output_len: int | None, kept: np.nd
                      ) -> tuple[np.ndarray, PhaseRule]:
     if output_len is not None:
         return _by_output_len(np.arange(len(forwards)), output_len)
-    gpu = forwards.get("gpu_span_ns")
+    gpu = forwards.get(COLUMNS[GPU_SPAN])
     if gpu is not None and gpu.notna().all() and len(forwards):
         return _inferred(gpu.to_numpy(dtype=float), kept, "GPU span")
-    return _inferred(forwards["wall_ns"].to_numpy(dtype=float), kept, "wall-clock")
+    return _inferred(forwards[COLUMNS[WALL]].to_numpy(dtype=float), kept, "wall-clock")

@@ -22,7 +22,7 @@ from ..errors import InputError
 from ..trace.source import handed_out
 from ..views import view
 from . import kernels as kernel_mod
-from .metrics import COLUMNS, PART_COLUMNS, PHASES, decision_phase
+from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
 from .values import Value
 
@@ -235,7 +235,7 @@ class CostCoefficientResult(Value):
 
     def __repr__(self) -> str:
         coef = self.coefficients
-        wall = coef[coef["metric"] == "wall"]
+        wall = coef[coef["metric"] == WALL]
         parts = []
         for d in self.drafts:
             rows = wall[wall["draft"] == d.name].set_index("phase")

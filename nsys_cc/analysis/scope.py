@@ -51,7 +51,7 @@ def in_scope(ranges: pd.DataFrame, scope: str | None, *, path: str = "", trace=N
         known = engines(every)
         where = f"{path}: " if path else ""
         has = f"its engines are {', '.join(map(repr, known))}" if known else "it holds no interleaved engines"
-        raise RangeNotFoundError(f"{where}no {engine_range(scope)!r} ranges ({has})", param="scopes")
+        raise RangeNotFoundError(f"{where}no {engine_range(scope)!r} ranges ({has})", param="engines")
     starts = ranges["start_ns"].to_numpy()
     inside = _containing(starts, win) >= 0
     inside &= ~ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX).to_numpy(dtype=bool)

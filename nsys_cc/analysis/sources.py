@@ -15,6 +15,7 @@ sets (a sweep directory, a manifest) are `nsys_cc.front.analyze`'s: it runs them
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from collections.abc import Mapping, Sequence
 
@@ -22,28 +23,29 @@ from ..arguments import is_one, many
 from ..errors import InputError
 from . import outputs
 from .coefficient import cost_coefficient, cost_coefficient_runs
+from .metrics import ALL, DECODE, WALL
 from .result import CostCoefficientResult
 from .speculative import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 
-__all__ = ["analyze_profile", "analyze_source", "is_profile_output"]
+__all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
 
 is_profile_output = outputs.is_profile_output
 
 # What names the models of traces given one by one: a profile's directory names them itself.
-_TRACES_ONLY = ("names", "scopes", "spec_metrics")
+_TRACES_ONLY = ("names", "engines", "spec_metrics")
 
 
 def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
                    range_name: str | Sequence[str] | Mapping[str, str] | None = None,
                    skip_ranges: int | None = None, output_len: int | None = None,
-                   scopes: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
+                   engines: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
                    spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
     """c of each draft against the target from `source`: a profile's output directory alone (`analyze_profile`),
     else the target's trace with `drafts` (`cost_coefficient`; the other arguments are its own). A list of traces
     as `source` alone is [target, *drafts]."""
     listed = [] if drafts is None else many(drafts, "drafts")
     if not listed and is_one(source) and isinstance(source, (str, os.PathLike)) and outputs.is_profile_output(source):
-        given = {"names": names, "scopes": scopes, "spec_metrics": spec_metrics}
+        given = {"names": names, "engines": engines, "spec_metrics": spec_metrics}
         for param in _TRACES_ONLY:
             if given[param]:
                 raise InputError(f"{param} applies to traces given one by one; a profile directory labels its models "
@@ -64,7 +66,7 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
                          "folder): give the target's trace and the drafts' traces", param="source")
     return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
                             output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
-                            spec_metrics=spec_metrics, scopes=scopes)
+                            spec_metrics=spec_metrics, engines=engines)
 
 
 def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, skip_ranges: int | None = None,
@@ -125,3 +127,29 @@ def _model_free(m: outputs.OutputModel) -> bool:
     label = LABEL_RE.match(m.label)
     return (m.draft or (label.group("draft") if label else "")) in MODEL_FREE_METHODS
 
+
+
+def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output_len: int | None = None,
+                        seed: int = 0) -> dict[str, float]:
+    """The precision loop's measure between interleaved runs (`profile(precision=…)`): c pooled over the completed
+    runs in `out` of the models `labels` (target first; the speculative engines left out) and each draft's
+    `decode_precision`."""
+    result = cost_coefficient_runs(out, names=list(labels), output_len=output_len, seed=seed)
+    return decode_precision(result, labels[1:])
+
+
+def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> dict[str, float]:
+    """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
+    where there is no interval yet."""
+    coef = result.coefficients
+    out = {}
+    for d in drafts:
+        rows = coef[(coef["draft"] == d) & (coef["metric"] == WALL)]
+        rows = rows[rows["phase"] == DECODE] if (rows["phase"] == DECODE).any() else rows[rows["phase"] == ALL]
+        if rows.empty:
+            out[d] = math.inf
+            continue
+        r = rows.iloc[0]
+        half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
+        out[d] = half if math.isfinite(half) else math.inf
+    return out

@@ -35,6 +35,7 @@ import pandas as pd
 
 from ..contract import DEFAULT_RANGE
 from . import acceptance as acceptance_mod, speculative as spec_mod
+from .metrics import WALL
 from .ranges import forward_range, marked_ranges
 from .scope import engine_range, in_scope
 from .stats import runs_median_ci, runs_ratio_of_medians
@@ -239,7 +240,7 @@ def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
         for col, values in (("step_ms", v_step), ("decode_step_ms", dec_step)):
             _, c_lo, c_hi = runs_median_ci(values, seed=seed)
             table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
-        for col, (_, c_lo, c_hi) in _metric_intervals("wall", plain, per_label[row["name"]], seed).items():
+        for col, (_, c_lo, c_hi) in _metric_intervals(WALL, plain, per_label[row["name"]], seed).items():
             table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
     for i, row in table.iterrows():
         fitted = [int(g) for g in str(row["held_out_fit_gammas"] or "").split(",") if g]

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..arguments import many
 from ..errors import InputError
-from .metrics import DECODE, decision_phase
+from .metrics import DECODE, WALL, decision_phase
 
 if TYPE_CHECKING:  # the model itself needs no pandas (`nsys-cc speedup` runs without it); the tables below do
     import pandas as pd
@@ -281,7 +281,7 @@ def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
     return phase, rows[rows["phase"] == phase].iloc[0]
 
 
-def speedup_marks(coefficients: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+def speedup_marks(coefficients: pd.DataFrame, metric: str = WALL) -> pd.DataFrame:
     """One row per draft with a finite c of `metric` in its decision phase (decode, else all): draft, phase, c,
     ci_low, ci_high (c of a token: forward + logits + sampling, where the traces have them). Wall-clock by default:
     the speedup model compares whole tokens as the decoding loop waits for them."""

@@ -31,7 +31,18 @@ import pandas as pd
 
 from ..contract import FORWARD_RANGES, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE
 from ..trace.nvtx import matches
-from .metrics import METRICS, PART_COLUMNS, PARTS, decision_phase, metrics_for, part_column
+from .metrics import (
+    GPU_BUSY,
+    GPU_IDLE,
+    GPU_SPAN,
+    METRICS,
+    PART_COLUMNS,
+    PARTS,
+    WALL,
+    decision_phase,
+    metrics_for,
+    part_column,
+)
 from .projection import project
 from .ranges import quoted
 from .result import ModelForwards
@@ -127,8 +138,8 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
             total = np.bincount(owner, weights=v, minlength=len(forwards)) if len(v) else np.zeros(len(forwards))
             out[part_column(part, metric)] = np.where(count > 0, total, np.nan)
         if has_cuda:  # the derived metric (gpu_idle = span − busy) of the part, as a forward's
-            out[part_column(part, "gpu_idle")] = (out[part_column(part, "gpu_span")]
-                                                  - out[part_column(part, "gpu_busy")])
+            out[part_column(part, GPU_IDLE)] = (out[part_column(part, GPU_SPAN)]
+                                                  - out[part_column(part, GPU_BUSY)])
     note = ""
     if source == "scopes":
         note = (f"logits and sampling from vLLM's own scopes {quoted(SCOPES_POSTPROCESS)} / {quoted(SCOPES_SAMPLE)} "
@@ -141,7 +152,7 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
 
 def parts_of(m: ModelForwards) -> list[str]:
     """The parts a model's forwards carry (those its trace has), in order."""
-    return [p for p in PARTS if part_column(p, "wall") in m.forwards]
+    return [p for p in PARTS if part_column(p, WALL) in m.forwards]
 
 
 def token_frame(forwards: pd.DataFrame, parts: Sequence[str]) -> pd.DataFrame:
@@ -286,7 +297,7 @@ def notes(models: Sequence[ModelForwards], coefficients: pd.DataFrame) -> list[s
         parts = parts_of(m)
         if parts:
             kept = m.kept
-            lacking = int(np.logical_or.reduce([kept[part_column(p, "wall")].isna().to_numpy() for p in parts]).sum())
+            lacking = int(np.logical_or.reduce([kept[part_column(p, WALL)].isna().to_numpy() for p in parts]).sum())
             if lacking:
                 out.append(f"{m.name}: {lacking} of its {len(kept)} kept forwards have no {'/'.join(parts)} range "
                            "after them: left out of the token medians (their forwards count in c_forward)")

@@ -5,7 +5,7 @@
 with --scheduler), printed as one tidy table (`-o DIR`: sweep.csv, sweep.parquet and the plots).
 
 `nsys-cc analyze PROFILE_DIR` with one argument that is a profile's output directory: its completed runs (or
-traces, with one process per model) analysed as `profile` reported them. `--scope LABEL` (once per trace) reads one
+traces, with one process per model) analysed as `profile` reported them. `--engine LABEL` (once per trace) reads one
 model's part of a trace that holds several (one interleaved run: `run-<k>/trace.sqlite`).
 
 The verb parses its flags, calls `nsys_cc.analyze` (`nsys_cc.front`) once and renders what it returns.
@@ -33,9 +33,11 @@ from .options import acceptance_option, export_timeout_option, format_option, me
 @click.option("--output-len", type=int, default=None,
               help="Benchmark output length: each iteration = 1 prefill + N−1 decodes (when ranges carry no payload).")
 @click.option("--name", "names", multiple=True, help="Label per trace, in order (default: file names).")
-@click.option("--scope", "scopes", multiple=True, metavar="LABEL",
+@click.option("--engine", "engines", multiple=True, metavar="LABEL",
               help="For a trace that holds several models (an interleaved run of profile): the engine label of each "
-                   "trace's model, once per trace in order; that model's ranges only are read.")
+                   "trace's model, once per trace in order; that model's ranges only are read (its engine window).")
+@click.option("--scope", "old_engines", multiple=True, metavar="LABEL", hidden=True,
+              help="The old name of --engine (deprecated, goes in 0.2.0).")
 @acceptance_option
 @metrics_option
 @click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
@@ -49,8 +51,8 @@ from .options import acceptance_option, export_timeout_option, format_option, me
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, scopes, acceptance, metrics_dump,
-            spec_metrics, seed, fmt, out_dir, jobs, scheduler):
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, old_engines, acceptance,
+            metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or, given
     alone, of a profile's output directory (as profile reported it), or of every trace set of a sweep directory or
     manifest file.
@@ -65,6 +67,14 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, scopes, 
 
     if out_dir:
         atomic.check_out_dir(out_dir)  # before the analysis, not after
+    if old_engines:
+        from .._compat import SHIMS
+
+        if engines:
+            raise InputError("give --engine only (--scope is its old name)")
+        new, removed_in = SHIMS["--scope"]
+        click.echo(f"note: --scope is deprecated and goes in nsys-cc {removed_in}: use {new}", err=True)
+        engines = old_engines
     pairs = {}
     for item in spec_metrics:
         trace, sep, dump = item.partition("=")
@@ -73,7 +83,7 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, scopes, 
         pairs[trace] = dump
     result = analyze_source(
         target, list(drafts) or None, names=list(names) or None, range_name=list(range_name) or None,
-        skip_ranges=skip_ranges, output_len=output_len, scopes=list(scopes) or None, acceptance=acceptance,
+        skip_ranges=skip_ranges, output_len=output_len, engines=list(engines) or None, acceptance=acceptance,
         metrics_dump=metrics_dump, spec_metrics=pairs or None, seed=seed, jobs=jobs, scheduler=scheduler)
     if not hasattr(result, "models"):  # many trace sets: the tidy table
         return _many_sets(result, fmt, out_dir)

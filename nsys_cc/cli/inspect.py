@@ -51,7 +51,7 @@ def info(file, fmt):
 def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
-    from ..report.bulk import write_csv, write_json_records
+    from ..report.table_files import write_csv, write_json_records
     from ..report.tables import text_table
     from ..trace import open_trace
 

@@ -85,6 +85,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
             iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config, enforce_eager,
             cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
+    from .. import front
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
     from ..launch import profile as profile_mod
@@ -103,7 +104,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
         click.echo(profile_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
                                        nsys_args=nsys_args, **spec), nl=False)
         return
-    outcome = profile_mod.profile(
+    outcome = front.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
         trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )

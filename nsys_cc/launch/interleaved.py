@@ -10,7 +10,8 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   benchmark iterations, so load bursts and the process's own state hit every model alike; its trace
   `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
-  (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`); the report lists c per run beside
+  (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's `finish`
+  on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
   the machine's state during that run (`launch.machine`) and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval of every draft
   (wall-clock) lies within ±P·c; the outcome says whether the precision or `max_repeat` stopped it;
@@ -34,7 +35,7 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -322,23 +323,6 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
             run.machine = {"before": before, "after": machine_state(gpu)}
 
 
-def decode_precision(result, drafts: Sequence[str]) -> dict[str, float]:
-    """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
-    where there is no interval yet."""
-    coef = result.coefficients
-    out = {}
-    for d in drafts:
-        rows = coef[(coef["draft"] == d) & (coef["metric"] == "wall")]
-        rows = rows[rows["phase"] == "decode"] if (rows["phase"] == "decode").any() else rows[rows["phase"] == "all"]
-        if rows.empty:
-            out[d] = math.inf
-            continue
-        r = rows.iloc[0]
-        half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
-        out[d] = half if math.isfinite(half) else math.inf
-    return out
-
-
 def validate(repeat: int, precision: float | None, max_repeat: int | None, replicas: int = 1) -> tuple[int, int]:
     """(repeat, max_repeat) checked: repeat ≥ 1; replicas ≥ 1; precision in (0, 1); max_repeat ≥ repeat (default
     max(DEFAULT_MAX_REPEAT, repeat) with a precision, else repeat)."""
@@ -413,9 +397,12 @@ def write_status(out: Path, outcome: Outcome) -> Path:
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
-            nsys_args: Sequence[str], seed: int, replicas: int = 1) -> Outcome:
-    """Make the interleaved runs (see the module docstring) and return what happened. Ctrl-C: the status is written,
-    then KeyboardInterrupt propagates with `Outcome` attached as its `outcome` attribute."""
+            nsys_args: Sequence[str], seed: int, replicas: int = 1,
+            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
+    """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
+    (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
+    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
+    attribute."""
     outcome = Outcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
@@ -446,12 +433,9 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                 continue
             if precision is None:
                 break
-            if len(outcome.completed) >= 2:
-                from ..analysis.coefficient import cost_coefficient_runs
-
+            if len(outcome.completed) >= 2 and measure is not None:
                 labels = _plain_labels(outcome)  # the runs so far, as status.json (just written) lists them
-                result = cost_coefficient_runs(out, names=labels, output_len=options.output_len, seed=seed)
-                outcome.precision = decode_precision(result, labels[1:])
+                outcome.precision = measure(out, labels)
                 worst = max(outcome.precision.values(), default=math.inf)
                 progress.say(f"after {len(outcome.completed)} runs: decode c known to ±{worst:.1%} "
                              f"(asked: ±{precision:.1%})")
@@ -550,8 +534,12 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         device: str, timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
                         acceptance: Sequence[float], seed: int, repeat: int, precision: float | None,
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
-                        speculative_config: str | None = None):
-    """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`."""
+                        speculative_config: str | None = None,
+                        measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
+                        finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
+    """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`, handed to `finish` (the
+    front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
+    loop's c between runs (`run_all`). `acceptance` is the front door's (its analysis takes it)."""
     from ..trace.nsys import require_nsys
 
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
@@ -566,17 +554,18 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                               max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                              seed=seed, replicas=replicas)
+                              seed=seed, replicas=replicas, measure=measure)
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "outcome", None)
             if partial is not None and partial.completed:
-                done = analyze(partial, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                               max_repeat=max_repeat)
+                done = conclude(partial, out, precision=precision, max_repeat=max_repeat)
+                if finish is not None and done.analysable:
+                    done = finish(done)
                 if done.report is not None:
                     progress.say(f"interrupted: report on the runs completed so far: {done.report}")
             raise
-        return analyze(outcome, out, options, acceptance=acceptance, seed=seed, precision=precision,
-                       max_repeat=max_repeat)
+        done = conclude(outcome, out, precision=precision, max_repeat=max_repeat)
+        return finish(done) if finish is not None and done.analysable else done
 
 
 def _model_runs(outcome: Outcome):
@@ -592,14 +581,12 @@ def _model_runs(outcome: Outcome):
     return out
 
 
-def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (), seed: int = 0,
-            precision: float | None = None, max_repeat: int = DEFAULT_REPEAT):
-    """The analysis of the completed runs as `nsys-cc analyze OUT` makes it (`analysis.sources.analyze_profile`, from
-    the status.json just written: the pooled runs, the speculative engines in place, each run's forward share), with
-    the runs' own notes and the machine's state, and the report."""
-    from ..analysis.sources import analyze_profile
-    from ..report import write_report
-
+def conclude(outcome: Outcome, out: Path, *, precision: float | None = None,
+             max_repeat: int = DEFAULT_REPEAT) -> results.ProfileRun:
+    """What the runs did, as `profile` returns it: each model's status over the runs, the notes (how the runs
+    stopped, what failed; with enough to analyse, the runs' own notes and the machine's state) and the `machine`
+    table, and whether the directory holds what `nsys-cc analyze OUT` analyses (`analysable`: the target and a plain
+    draft with forwards in every completed run). The analysis itself is `finish`'s (`nsys_cc.front`)."""
     runs = _model_runs(outcome)
     notes = [stop_note(outcome, precision, max_repeat)]
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
@@ -609,11 +596,9 @@ def analyze(outcome: Outcome, out: Path, options: BenchOptions, *, acceptance: S
     done = outcome.completed
     if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:
         return result
-    with progress.step(f"analysing {len(done)} interleaved run(s)", always=True):
-        result.result = analyze_profile(out, output_len=options.output_len, acceptance=acceptance, seed=seed)
     notes += [n for r in done for n in r.notes]
     notes += machine_notes(outcome.runs)
-    result.report = write_report(result.result, out, extra_notes=notes,
-                                 extra_tables={"machine": machine_table(outcome.runs)})
-    result.notes = notes
+    result.analysable = True
+    result.step = f"analysing {len(done)} interleaved run(s)"
+    result.tables = {"machine": machine_table(outcome.runs)}
     return result

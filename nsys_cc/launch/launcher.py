@@ -1,6 +1,6 @@
 """One process per model, the path `launch.profile` takes with `separate`, tensor-parallel models and a speculative
-config without drafts: profile each model in turn under nsys with vLLM's latency benchmark, then analyse like
-`analyze`.
+config without drafts: profile each model in turn under nsys with vLLM's latency benchmark, then hand the directory
+to `finish` (the front door's analysis, as `analyze` makes it, and the report).
 
 For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
@@ -29,14 +29,14 @@ compares the plain runs; the speculative traces are handed on as `ProfileRun.spe
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .. import atomic, progress
 from ..trace.nsys import require_nsys
 from .commands import BenchOptions
 from .plan import describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
-from .results import ProfileRun, analyze, write_status
+from .results import ProfileRun, conclude, write_status
 from .resume import is_complete
 
 DEFAULT_TIMEOUT_S = 1800
@@ -46,10 +46,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
             trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
             seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1) -> ProfileRun:
-    """Profile the target and every draft, one process per model, then analyse and report (see the module
-    docstring). `nsys_cc.profile` (`launch.profile.profile`, what `nsys-cc profile` runs) times every model in one
-    process per run, over several runs, and comes here for what it cannot interleave and for `separate`.
+            draft_tp: int = 1, finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
+    """Profile the target and every draft, one process per model, then hand the directory to `finish` (the front
+    door's analysis and report, `nsys_cc.front.finish`; none: the runs only; see the module docstring).
+    `nsys_cc.profile` (`nsys_cc.front.profile` → `launch.profile.profile`, what `nsys-cc profile` runs) times every
+    model in one process per run, over several runs, and comes here for what it cannot interleave and for
+    `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -61,8 +63,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
+        finish: called with the `ProfileRun` (`results.conclude`) at the end, Ctrl-C included, when it is
+            `analysable`; it analyses the directory and writes the report (`nsys_cc.front.finish`).
     Returns:
-        A `ProfileRun`; `result`/`report` stay None when the target or every draft failed.
+        A `ProfileRun`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
     from ..analysis.coefficient import check_seed
 
@@ -97,9 +101,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             if run.status == "planned":
                 run.status = "not run"
         write_status(out, runs)
-        partial = analyze(runs, out, options, acceptance=acceptance, seed=seed)
+        partial = conclude(runs, out)
+        if finish is not None and partial.analysable:
+            partial = finish(partial)
         if partial.report is not None:
             progress.say(f"interrupted: report on the models completed so far: {partial.report}")
         raise
-    return analyze(runs, out, options, acceptance=acceptance, seed=seed)
+    done = conclude(runs, out)
+    return finish(done) if finish is not None and done.analysable else done
 

@@ -2,14 +2,18 @@
 `nsys-cc sweep`): the choice between interleaved runs (`launch.interleaved`, the default) and one process per model
 (`launch.launcher`).
 
-`profile` (the facade's `nsys_cc.profile` and the CLI's) chooses: interleaved runs, or one process per model
-(`launcher.profile`) with `separate`, for tensor-parallel models, and for a speculative config without a draft.
+`profile` chooses: interleaved runs, or one process per model (`launcher.profile`) with `separate`, for
+tensor-parallel models, and for a speculative config without a draft. It runs and says what the runs did; the analysis
+of the directory written and its report are the front door's (`nsys_cc.front.profile`, the facade's `nsys_cc.profile`
+and the CLI's: this `profile`, then `nsys_cc.analyze(out_dir)`, then the report), handed down as `finish` (and the
+precision loop's c between runs as `measure`): nothing under launch/ builds an analysis.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from .. import atomic, inputs
 from ..arguments import many
@@ -17,6 +21,7 @@ from ..errors import InputError
 from . import plan
 from .commands import BenchOptions
 from .interleaved import DEFAULT_OPTIONS, DEFAULT_REPEAT, DEFAULT_REPLICAS, dry_run_interleaved, profile_interleaved
+from .results import ProfileRun
 
 
 def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
@@ -43,9 +48,11 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False):
-    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does
-    (`nsys_cc.profile`).
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
+            measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
+            finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
+    """Profile the target and every draft with vLLM under nsys, then hand the directory to `finish`: what
+    `nsys-cc profile` does through the front door (`nsys_cc.front.profile`, which gives `finish` and `measure`).
 
     By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
     `repeat` runs one after another (default `DEFAULT_REPEAT`), c pooled over the runs with an interval across them;
@@ -62,6 +69,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`).
         replicas: engines of each model in a run (default `DEFAULT_REPLICAS`).
         separate: one process per model (repeat 1 only).
+        measure: with a `precision`, each draft's decode c precision from the runs so far (`analysis.sources.
+            decode_precision_of`); required with a precision.
+        finish: the analysis and report of the directory, when it holds enough (`ProfileRun.analysable`);
+            none: the runs only (`result` and `report` stay None).
     Returns:
         A `results.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
     """
@@ -79,13 +90,16 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
                                 trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
                                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                                draft_tp=draft_tp)
+                                draft_tp=draft_tp, finish=finish)
+    if precision is not None and measure is None:
+        raise TypeError("launch.profile.profile(precision=…) needs measure= (nsys_cc.profile gives it)")
     atomic.check_out_dir(out_dir, "the profile run")
     return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
                                trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
-                               speculate=speculate, speculative_config=speculative_config)
+                               speculate=speculate, speculative_config=speculative_config, measure=measure,
+                               finish=finish)
 
 
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,

@@ -1,5 +1,7 @@
-"""The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, the
-analysis of the completed traces and the report (`analyze`), and what `profile` returns (`ProfileRun`).
+"""The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, whether
+there is enough to analyse (`conclude`), and what `profile` returns (`ProfileRun`). The analysis of the directory
+written and its report are the front door's (`nsys_cc.front.profile`: `analysis.sources.analyze_profile`, then the
+report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
 """
 
 from __future__ import annotations
@@ -10,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import atomic, inputs, progress
+from .. import atomic, inputs
 from ..errors import InputError
 from . import check
-from .commands import BenchOptions
 from .plan import ModelRun, describe
 
 if TYPE_CHECKING:
@@ -47,6 +48,11 @@ class ProfileRun:
     notes: list[str] = field(default_factory=list)
     interleaved: list = field(default_factory=list)
     stopped_by: str | None = None
+    # set by `conclude`: whether the directory holds enough to analyse, what its progress line says, and the tables
+    # the report adds (the machine's state of interleaved runs)
+    analysable: bool = False
+    step: str = "analysing the traces"
+    tables: dict = field(default_factory=dict)
 
     @property
     def failed(self) -> list[ModelRun]:
@@ -95,19 +101,16 @@ def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
             for r in runs if not r.ok]
 
 
-def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptance: Sequence[float] = (),
-            seed: int = 0) -> ProfileRun:
-    """The status of every model, then the analysis `nsys-cc analyze OUT` makes of it (`analysis.sources.
-    analyze_profile`: the completed target, drafts and speculative runs, each model's forward share) and the report;
-    the speculative runs are listed in the notes and handed on as `ProfileRun.speculative`.
+def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
+    """The status of every model, and whether the directory holds what `nsys-cc analyze OUT` analyses
+    (`ProfileRun.analysable`: the completed target, drafts and speculative runs); the speculative runs are listed in
+    the notes and handed on as `ProfileRun.speculative`. The analysis itself is `finish`'s (`nsys_cc.front`).
 
     Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
     as failed.
     """
-    from ..analysis.sources import analyze_profile
     from ..analysis.speculative import proposes_without_model
-    from ..report import write_report
 
     range_name = runs[0].range_name
     for run in runs[1:]:
@@ -131,11 +134,8 @@ def analyze(runs: list[ModelRun], out: Path, options: BenchOptions, *, acceptanc
     if not runs[0].ok or (len(done) < 2 and not measurable):
         outcome.notes += spec_notes + _withdraw_stale_report(out, runs)
         return outcome
-    with progress.step("analysing the traces", always=True):
-        outcome.result = analyze_profile(out, output_len=options.output_len, acceptance=acceptance, seed=seed)
-    notes = outcome.notes + spec_notes
-    outcome.report = write_report(outcome.result, out, extra_notes=notes)
-    outcome.notes = notes
+    outcome.notes += spec_notes
+    outcome.analysable = True
     return outcome
 
 

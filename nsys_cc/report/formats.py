@@ -13,7 +13,7 @@ import math
 
 import pandas as pd
 
-from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES
+from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_format, run_plots, speculative_format, token_format
@@ -171,7 +171,7 @@ def _c_words(result: CostCoefficientResult) -> str:
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
     """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
     v = with_verdicts(result.verdicts)
-    v = v[v["metric"].isin(("wall", "gpu_span"))]
+    v = v[v["metric"].isin((WALL, GPU_SPAN))]
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 
 

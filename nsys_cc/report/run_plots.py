@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..analysis.metrics import decision_phase
+from ..analysis.metrics import WALL, decision_phase
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..analysis.result import CostCoefficientResult
 
 
-def decision_rows(frame: pd.DataFrame, metric: str = "wall") -> pd.DataFrame:
+def decision_rows(frame: pd.DataFrame, metric: str = WALL) -> pd.DataFrame:
     """The rows of `frame` (coefficients or runs) in each draft's decision phase (decode, else all) for `metric`."""
     rows = frame[frame["metric"] == metric]
     keep = []

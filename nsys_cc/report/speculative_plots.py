@@ -20,6 +20,7 @@ from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from ..analysis.metrics import WALL
 from .words import fmt_speedup
 
 if TYPE_CHECKING:
@@ -99,7 +100,7 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
         ax.legend(fontsize=8, loc="lower left", frameon=False)
     for ax in axes[::MAX_COLUMNS]:
         ax.set_ylabel("speedup over plain decoding (log scale)")
-    on = ("forwards on wall (the forward ranges' time)" if spec.metric == "wall" else
+    on = ("forwards on wall (the forward ranges' time)" if spec.metric == WALL else
           f"forwards on {spec.metric} (their GPU time), steps on wall")
     fig.suptitle("Measured speedup, from the ideal (a step costing one plain decode step) to the measured one;\n"
                  f"each bar multiplies by one factor, applied left to right (green: gain, red: loss);\n{on}",

@@ -15,12 +15,12 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis.metrics import ALL, BY_NAME, in_order
+from ..analysis.metrics import ALL, BY_NAME, GPU_SPAN, WALL, in_order
 from .plots import DPI, STYLE, _legend_below, _suptitle
 
 AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
                                                                            "batch_size", "batch")}
-PLOTTED_METRICS = ("wall", "gpu_span")
+PLOTTED_METRICS = (WALL, GPU_SPAN)
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 

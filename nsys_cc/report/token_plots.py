@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..analysis.metrics import BY_NAME, PART_LABELS
+from ..analysis.metrics import BY_NAME, GPU_BUSY, PART_LABELS, WALL
 from ..analysis.token import SPLIT, TOKEN, decision_split
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ def plot_token_split(result: CostCoefficientResult, style: dict) -> Figure | Non
     if tokens.empty or not (tokens["basis"] == TOKEN).any():
         return None
     rows = decision_split(tokens)
-    metrics = [m for m in ("wall", "gpu_busy") if m in set(rows["metric"])]
+    metrics = [m for m in (WALL, GPU_BUSY) if m in set(rows["metric"])]
     models = list(dict.fromkeys(rows["model"]))
     coef = result.coefficients
     with matplotlib.rc_context(style):

@@ -192,19 +192,33 @@ def _trace_set(spec: CellSpec, run) -> TraceSet | None:
                     range_name=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
 
 
+def analysed(run, *, output_len: int | None, seed: int):
+    """A cell's profile, analysed as `nsys_cc.analyze(cell_dir)` reads it (`analysis.sources.analyze_profile`), with
+    its report: `launch.profile.profile`'s `finish` for a cell (the front door's `finish` for one profile, which a
+    sweep, below the front door, cannot call)."""
+    from ..analysis.sources import analyze_profile
+    from ..report import write_report
+
+    with progress.step(run.step, always=True):
+        run.result = analyze_profile(run.out_dir, output_len=output_len, seed=seed)
+    run.report = write_report(run.result, run.out_dir, extra_notes=run.notes, extra_tables=run.tables or None)
+    return run
+
+
 def run_cell(spec: CellSpec, profile: Callable | None = None,
              starting: Callable[[], None] = lambda: None) -> CellOutcome:
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
     `profile` is `nsys_cc.launch.profile.profile` with `separate` (one process per model: a cell's trace set
-    is one trace per model) unless given (the tests give a stand-in); `starting` is called
-    when the cell is about to be profiled (not when it is kept).
+    is one trace per model), its directory analysed as `analyze` reads it (`analysed`), unless given (the tests give
+    a stand-in); `starting` is called when the cell is about to be profiled (not when it is kept).
     """
     if profile is None:
         from ..launch import profile as profile_mod
 
-        profile = functools.partial(profile_mod.profile, separate=True)
+        profile = functools.partial(profile_mod.profile, separate=True, finish=functools.partial(
+            analysed, output_len=spec.options.output_len, seed=spec.sweep.seed))
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)

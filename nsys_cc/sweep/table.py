@@ -22,6 +22,7 @@ from typing import Any
 
 import pandas as pd
 
+from ..analysis.metrics import DECODE, WALL
 from ..errors import NsysCCError
 from .manifest import TraceSet
 
@@ -59,10 +60,10 @@ def from_speculative(speculative, *, cell: str, batch_size: int | None, input_le
                      target_tp: int | None, attempts: int) -> pd.DataFrame:
     """The rows with a gamma: the in-place c of each speculative run, from a result's `speculative` analysis
     (None, or a result without speculative runs, gives no rows)."""
-    spec = getattr(speculative, "table", None)
+    spec = None if speculative is None else speculative.table
     if spec is None or spec.empty:
         return empty()
-    rows = pd.DataFrame({"draft": spec["draft"], "phase": "decode", "metric": "wall", "gamma": spec["gamma"],
+    rows = pd.DataFrame({"draft": spec["draft"], "phase": DECODE, "metric": WALL, "gamma": spec["gamma"],
                          "c": spec["c_in_place"], "ci_low": spec["c_in_place_ci_low"],
                          "ci_high": spec["c_in_place_ci_high"]})
     return normalise(rows.assign(batch_size=batch_size, input_len=input_len, target_tp=target_tp, cell=cell,
@@ -75,7 +76,7 @@ def from_result(result, *, cell: str, batch_size: int | None, input_len: int | N
     where: dict[str, Any] = {"cell": cell, "batch_size": batch_size, "input_len": input_len, "target_tp": target_tp,
              "attempts": attempts}
     plain = from_coefficients(result.coefficients, **where)
-    spec = from_speculative(getattr(result, "speculative", None), **where)
+    spec = from_speculative(result.speculative, **where)
     return normalise(pd.concat([plain, spec], ignore_index=True)) if not spec.empty else plain
 
 

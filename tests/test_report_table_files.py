@@ -1,4 +1,4 @@
-"""The big-table writers (`nsys_cc.report.bulk`) give what pandas' own writers give, cell for cell."""
+"""The big-table writers (`nsys_cc.report.table_files`) give what pandas' own writers give, cell for cell."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.report import bulk as tables
+from nsys_cc.report import table_files as tables
 
 
 def _frame(n: int) -> pd.DataFrame:
