@@ -14,7 +14,10 @@ setup: $(STAMPS)/venv nsys
 $(STAMPS)/venv: pyproject.toml
 	@test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[vllm,dask,dev,docs]'
+	@# setuptools' editable backend always emits an informational "Editable installation." warning (every mode:
+	@# lenient warns about folders named like the package, strict about its link tree, compat that compat is
+	@# deprecated); pip shows it as a BuildBackendWarning. It is about no choice of ours, so exactly it is filtered.
+	PYTHONWARNINGS='ignore:Editable installation.' $(PY) -m pip install -q -e '.[vllm,dask,dev,docs]'
 	@# PyPI's torchvision does not import next to torch 2.13.0+cpu and breaks transformers (docs/REAL_STACK.md).
 	$(PY) -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
 	@mkdir -p $(STAMPS) && touch $@
