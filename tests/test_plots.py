@@ -67,6 +67,7 @@ def _hlines(ax) -> set[float]:
 
 
 @pytest.mark.public
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
     paths = figures.make_plots(gpu_result, tmp_path / "plots")
     names = [p.name for p in paths]
