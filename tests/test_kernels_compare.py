@@ -278,6 +278,7 @@ def test_a_public_pair_of_traces_against_sql(public_dir, engine, monkeypatch):
         assert r.b_ms_per_range == pytest.approx(ob.get(key, [0, 0])[1] / nb / 1e6, rel=1e-12)
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_tensor_parallel_forwards_add_their_ranks_kernels(public_dir):
     """Two ranks per forward: a "range" is one forward, its ranks' GPU ops added. The two runs' ncclGroupEnd ranges
     that launched nothing are left out of the forwards; every kernel launched inside one counts."""

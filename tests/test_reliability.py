@@ -904,6 +904,7 @@ def _report_files(out: Path) -> dict[str, str]:
     return {k: v for k, v in sha256_tree(out).items() if not k.startswith(("inputs", "mine"))}
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path, small_result):
     """`DIR/summary.csv` linked to the input trace: the report used to be written through the link, over the trace."""
     from nsys_cc.report import write_report
@@ -921,6 +922,7 @@ def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path
     assert (out / "summary.csv").read_text().startswith("model,")
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
     """`-o` = the folder of the inputs, holding an earlier report's manifest that lists `draft.sqlite` (by name, as
     the first manifests did, or even with the file's real hash): the input stays."""
@@ -1287,6 +1289,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(args):
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
     """SIGINT reaches every process of the terminal's group; the workers used to print a traceback each. Now the
     parent alone answers (one line, exit 130) and no worker is left."""
