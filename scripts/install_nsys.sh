@@ -12,15 +12,20 @@ work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/parts" "$work/lists/partial" "$work/cache/archives/partial"
 # A private sources file with the non-free component; the system's apt configuration is left alone.
 sed -E 's/^Components:.*/Components: main contrib non-free/' /etc/apt/sources.list.d/debian.sources > "$work/parts/debian.sources"
+# Run as root, apt drops to its sandbox user `_apt` for downloads, which cannot write into our private (root-owned)
+# temporary directories, and prints "W: Download is performed unsandboxed as root …" for every file. Say so up front:
+# the downloads stay in $work, which only root can write, so the sandbox would protect nothing here.
+SANDBOX=()
+if [ "$(id -u)" = 0 ]; then SANDBOX=(-oAPT::Sandbox::User=root); fi
 APT=(-oDir::Etc::SourceList=/dev/null -oDir::Etc::SourceParts="$work/parts" -oDir::State::Lists="$work/lists"
-     -oDir::Cache="$work/cache" -oDebug::NoLocking=1)
+     -oDir::Cache="$work/cache" -oDebug::NoLocking=1 "${SANDBOX[@]}")
 echo "[nsys] apt update (private lists with non-free)"
 apt-get "${APT[@]}" -qq update
 echo "[nsys] downloading nsight-systems, nsight-systems-target"
 (cd "$work" && apt-get "${APT[@]}" -qq download nsight-systems nsight-systems-target)
 if ! ldconfig -p | grep -q 'libssh.so.4 '; then
   echo "[nsys] installing libssh-4"
-  apt-get -qq update && DEBIAN_FRONTEND=noninteractive apt-get -qq install -y libssh-4 >/dev/null
+  apt-get "${SANDBOX[@]}" -qq update && DEBIAN_FRONTEND=noninteractive apt-get "${SANDBOX[@]}" -qq install -y libssh-4 >/dev/null
 fi
 mkdir -p "$PREFIX"
 for deb in "$work"/*.deb; do dpkg -x "$deb" "$PREFIX"; done

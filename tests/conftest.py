@@ -60,6 +60,37 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(FIXTURE_MARKERS[fixture])
 
 
+# The edit-test loop's guard against regrowth: `make check` sets NSYS_CC_TEST_BUDGET (seconds) and gets, after the
+# run, the tests whose setup + call + teardown took longer, slowest first, with where they belong. A warning, not a
+# failure: a speed goal is checked by a benchmark (benchmarks/check_loop.py), never by a timed test. Under xdist
+# the controller sees every worker's reports, so one list covers the whole run.
+TEST_BUDGET_S = float(os.environ.get("NSYS_CC_TEST_BUDGET", "0") or 0)
+_test_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    if TEST_BUDGET_S > 0:
+        _test_seconds[report.nodeid] = _test_seconds.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    if TEST_BUDGET_S <= 0 or not _test_seconds:
+        return
+    over = sorted(((s, n) for n, s in _test_seconds.items() if s > TEST_BUDGET_S), reverse=True)
+    total = sum(_test_seconds.values())
+    if not over:
+        terminalreporter.write_line(f"test budget: every test under {TEST_BUDGET_S:g} s ({total:.0f} s of tests)")
+        return
+    terminalreporter.section(f"tests over the {TEST_BUDGET_S:g} s budget of `make check`", sep="-", yellow=True)
+    for seconds, nodeid in over:
+        terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
+    terminalreporter.write_line(
+        f"{len(over)} test(s) over budget, {sum(s for s, _ in over):.0f} of {total:.0f} s of tests (setup included: "
+        "the first user of a shared fixture pays for it). A long end-to-end test belongs in `make test` only: mark it "
+        "`@pytest.mark.slow` (or let it ask for `nsys_bin`/`vllm_module`); an expensive fixture can be built once "
+        "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
+
+
 def sha256_tree(path: str | Path) -> dict[str, str]:
     """sha256 of a file, or of every file under a directory, keyed by path relative to `path`. The `-o` lock
     (`atomic.LOCK_NAME`) counts by its presence only: it holds the pid of its latest writer."""

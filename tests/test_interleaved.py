@@ -116,6 +116,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
     assert any("variation between 3 runs" in n for n in result.notes)
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_the_runs_are_reported_in_every_format(tmp_path):
     result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                engines=[LABELS] * 3)

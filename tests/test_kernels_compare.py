@@ -196,6 +196,7 @@ def test_kernel_diff_of_target_and_draft_is_the_known_difference(shaped, engine,
         diff[diff["category"] == "GEMM"]["delta_ms_per_range"].sum())
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     target, draft = shaped
     res = nsys_cc.cost_coefficient(target.path, draft.path)
@@ -219,6 +220,7 @@ def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     assert (tmp_path / "plots" / "kernel_diff.png").stat().st_size > 0
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_graph_recorded_whole_is_one_row_and_a_note(tmp_path):
     shaped = add_gpu_work(DRAFT, tmp_path / "graphs.sqlite", named_plan(DRAFT_KERNELS, graph="whole"), names=(FORWARD,))
     table = nsys_cc.kernels(shaped.path)
@@ -276,6 +278,7 @@ def test_a_public_pair_of_traces_against_sql(public_dir, engine, monkeypatch):
         assert r.b_ms_per_range == pytest.approx(ob.get(key, [0, 0])[1] / nb / 1e6, rel=1e-12)
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_tensor_parallel_forwards_add_their_ranks_kernels(public_dir):
     """Two ranks per forward: a "range" is one forward, its ranks' GPU ops added. The two runs' ncclGroupEnd ranges
     that launched nothing are left out of the forwards; every kernel launched inside one counts."""

@@ -67,6 +67,7 @@ def _hlines(ax) -> set[float]:
 
 
 @pytest.mark.public
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
     paths = figures.make_plots(gpu_result, tmp_path / "plots")
     names = [p.name for p in paths]
@@ -79,6 +80,7 @@ def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
         assert _png_size(p) == (round(w * plots.DPI), round(h * plots.DPI))
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_cpu_only_result_makes_no_gpu_plots(cpu_result, tmp_path):
     assert not any(m.has_cuda for m in cpu_result.models)
     names = {p.name for p in figures.make_plots(cpu_result, tmp_path)}

@@ -904,6 +904,7 @@ def _report_files(out: Path) -> dict[str, str]:
     return {k: v for k, v in sha256_tree(out).items() if not k.startswith(("inputs", "mine"))}
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path, small_result):
     """`DIR/summary.csv` linked to the input trace: the report used to be written through the link, over the trace."""
     from nsys_cc.report import write_report
@@ -921,6 +922,7 @@ def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path
     assert (out / "summary.csv").read_text().startswith("model,")
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
     """`-o` = the folder of the inputs, holding an earlier report's manifest that lists `draft.sqlite` (by name, as
     the first manifests did, or even with the file's real hash): the input stays."""
@@ -940,6 +942,7 @@ def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
         assert (out / "report.md").is_file()
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_result):
     from nsys_cc import cost_coefficient
     from nsys_cc.report import write_report
@@ -965,6 +968,7 @@ def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_res
     assert _report_files(out) == before
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_result):
     from nsys_cc.report import write_report
 
@@ -981,6 +985,7 @@ def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_resul
     assert sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME) == ["plots"]
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_ctrl_c_while_writing_leaves_the_earlier_report(tmp_path, small_result, monkeypatch):
     """It used to leave `plots/` alone (the report's other files gone or half written)."""
     from matplotlib.figure import Figure
@@ -1006,6 +1011,7 @@ def test_ctrl_c_while_writing_leaves_the_earlier_report(tmp_path, small_result, 
     assert [p.name for p in out.iterdir() if p.name.startswith(".nsys_cc_report.json.tmp")] == []
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, small_result, monkeypatch):
     """SIGINT in the middle of the renames: they all happen first, then KeyboardInterrupt — the new report whole."""
     import signal
@@ -1035,6 +1041,7 @@ def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, sm
     assert not (out / "speedup.csv").exists()
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_a_file_too_large_is_named_and_nothing_else_changes(tmp_path):
     """A real `nsys-cc analyze -o` under a file-size limit (as a full disk would fail it): one line naming the file
     that could not be written; the earlier report stays byte for byte, no staging folder is left."""
@@ -1237,6 +1244,7 @@ def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch,
 
 
 # -- no traceback: file names that are not UTF-8, a reader that goes away, Ctrl-C with workers, extremes --------------
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_file_names_that_are_not_utf8(tmp_path, reference):
     """A file name is bytes; one that is not UTF-8 used to end in an internal error (UnicodeEncodeError)."""
     folder = os.fsencode(tmp_path)
@@ -1281,6 +1289,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(args):
     assert (done.returncode, done.stderr) == (141, "")
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
     """SIGINT reaches every process of the terminal's group; the workers used to print a traceback each. Now the
     parent alone answers (one line, exit 130) and no worker is left."""
@@ -1386,6 +1395,7 @@ def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
     assert any("dropped 20 duplicated row(s) of 'model_executable()'" in n for n in doc["notes"])
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_many_drafts_give_few_readable_plots(tmp_path):
     """300 drafts used to give 305 PNGs, some 100 000 px wide. Beyond 8 drafts the plots show the target and the 8
     drafts of lowest c; report.md says so and every table keeps all of them."""

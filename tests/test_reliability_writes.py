@@ -198,6 +198,7 @@ def small_result():
     return cost_coefficient(TARGET, [DRAFT])
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_path, small_result, monkeypatch):
     from nsys_cc.report import write_report
 

@@ -634,6 +634,7 @@ def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):
     assert abs(forecast / kh.measured - 1) <= FORECAST_GOAL, (forecast, kh.measured)
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
     # The fixtures as the output folder of a finished `profile --speculate 1,2,3` (runs marked done by hand).
     from nsys_cc.launch import launcher

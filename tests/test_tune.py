@@ -271,6 +271,7 @@ def test_vllms_cpu_build_starts_with_the_schedule():
     assert json.loads(line.removeprefix("SCHEDULE ").rsplit(" ", 1)[0]) == r.schedule
 
 
+@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_profiling_runs_the_design_then_the_schedules_gamma_where_it_was_not_measured(tmp_path, monkeypatch):
     """The profiling path without vLLM: each 'profile' of a batch size lays down that batch size's fixture cells."""
     import shutil

@@ -48,7 +48,7 @@ from ..contract import (
     INTERLEAVE_MODULE,
 )
 from ..errors import InputError, NsysCCError
-from . import plan, process, results
+from . import eta, plan, process, results
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
 from .machine import machine_notes, machine_state, machine_table
 from .models import Model, resolve_all
@@ -415,8 +415,12 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             if not force and is_complete(run):
                 run.status = "resumed"
             else:
+                left = eta.remaining([r.seconds for r in outcome.runs if r.status == "done"], made=k - 1,
+                                     repeat=repeat, max_repeat=max_repeat if precision is not None else None,
+                                     precision=precision,
+                                     worst=max(outcome.precision.values(), default=None) if outcome.precision else None)
                 progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
-                             f"under nsys ({'GPU' if gpu else 'CPU'}) …")
+                             f"under nsys ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
                                        where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas)
                 execute(run, active, attempt, gpu=gpu, timeout=timeout)
