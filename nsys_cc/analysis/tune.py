@@ -35,7 +35,10 @@ intervals across runs, each position's acceptance from its Beta posterior, the m
 
 Schedule: for each B in 1…max_batch_size the γ in 1…max_gamma of the highest forecast speedup, 0 (do not speculate)
 where none forecasts more than 1; consecutive batch sizes with one γ become one inclusive range, as vLLM's
-`num_speculative_tokens_per_batch_size` takes them (`vllm/v1/spec_decode/dynamic/utils.py` validates it).
+`num_speculative_tokens_per_batch_size` takes them (`vllm/v1/spec_decode/dynamic/utils.py` validates it). One
+schedule per workload (`WORKLOADS`): a server's on the steady-state forecast (E(γ)), a benchmark's on the static
+batch of the cells' output length (`TokensModel.static_batch`); the schedule check compares the benchmark's with
+the measured cells (they are static-batch benchmarks).
 """
 
 from __future__ import annotations
