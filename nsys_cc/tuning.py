@@ -101,7 +101,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
          max_batch_size: int = model.DEFAULT_MAX_BATCH, max_gamma: int = model.DEFAULT_MAX_GAMMA,
          input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
          replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
-         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True) -> TuneReport:
+         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True,
+         workload: str = "server") -> TuneReport:
     """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
 
     Args:
@@ -129,14 +130,21 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         seed: seed of the bootstrap intervals.
         draws: bootstrap draws of the intervals.
         plot: draw tune.png.
-        confirm: after the fit, profile the schedule's γ at each measured batch size where it was not measured
-            (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
+        confirm: after the fit, profile the benchmark workload's γ at each measured batch size where it was not
+            measured (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
+        workload: whose schedule is `num_speculative_tokens_per_batch_size` and the --speculative-config:
+            "server" (steady state, continuous batching: what vLLM's table is for) or "benchmark" (static batches
+            of `output_len` tokens, as the measured cells are). Both schedules are in the result
+            (`result.schedules`); the schedule check always checks the benchmark's against the measured cells.
 
     Returns:
         A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
     """
     bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
     checks = parse_checks(check)
+    if workload not in model.WORKLOADS:
+        raise InputError(f"workload must be one of {', '.join(model.WORKLOADS)}, not {workload!r}",
+                         param="workload")
     for name, v in (("max_batch_size", max_batch_size), ("max_gamma", max_gamma)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
             raise InputError(f"{name} must be a whole number ≥ 1, not {v!r}", param=name)
@@ -189,10 +197,10 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if not draft:  # a directory without tune.json: the draft its speculative engines are labelled after
         draft = next((c.label.split(".spec-g")[0] for c in measured if ".spec-g" in c.label), "")
     result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws, seed=seed,
-                        target=str(target or ""), draft=str(draft or ""))
+                        target=str(target or ""), draft=str(draft or ""), workload=workload)
     if source is None and confirm:
-        # the schedule's γ at every measured batch size where it was not measured: profiled, so that the schedule
-        # is checked against the best fixed γ there (held out: the fit does not change)
+        # the benchmark schedule's γ at every measured batch size where it was not measured: profiled, so that the
+        # schedule is checked against the best fixed γ there (held out: the fit does not change)
         todo: dict[int, list[int]] = {}
         for s in result.schedule_check:
             g = s["schedule_gamma"]
@@ -209,7 +217,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             measured = model.read_cells(root, seed=seed)
             fitted, held = model.split_design(measured, bs, gs)
             result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
-                                seed=seed, target=str(target or ""), draft=str(draft or ""))
+                                seed=seed, target=str(target or ""), draft=str(draft or ""), workload=workload)
     result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
     notes.append(CPU_NOTE if device_used == "cpu" else
@@ -262,7 +270,8 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
              "checks": out / "checks.csv", "report": out / "report.md"}
     atomic.write_text(files["json"], json.dumps(_finite(doc), indent=1) + "\n")
     atomic.write_text(files["schedule"], json.dumps(
-        {"num_speculative_tokens_per_batch_size": r.schedule, "speculative_config": r.speculative_config()},
+        {"num_speculative_tokens_per_batch_size": r.schedule, "speculative_config": r.speculative_config(),
+         "workload": r.workload, "schedules": {w: sch for w, sch in r.schedules.items()}},
         indent=1) + "\n")
     pd.DataFrame(r.forecast).to_csv(files["forecast"], index=False)
     pd.DataFrame(r.checks or [], columns=["batch_size", "gamma", "label", "forecast", "forecast_ci_low",
@@ -303,16 +312,17 @@ def render_text(report: TuneReport) -> str:
              f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
              f"{'γ=3':>7}  {'γ=4':>7}"]
     by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
+    key = "speedup" if r.workload == "server" else "speedup_benchmark"  # the forecast the schedule is chosen on
+    lines[-1] += f"   ({r.workload} workload)"
     measured_b = {c.batch_size for c in [*r.fitted, *r.held_out]}
     starts = {s for s, _, _ in r.schedule}
     show = sorted({1, r.max_batch_size, *starts, *(b for b in measured_b if b <= r.max_batch_size)})
     for b in show:
         g = next(gg for s, e, gg in r.schedule if s <= b <= e)
         f = by.get((b, g))
-        best = (f"{_x(f['speedup'])} [{f['speedup_ci_low']:.3g}–{f['speedup_ci_high']:.3g}]" if f
-                else "1× (plain)")
+        best = (f"{_x(f[key])} [{f[key + '_ci_low']:.3g}–{f[key + '_ci_high']:.3g}]" if f else "1× (plain)")
         iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
-        row = [_x(by[(b, k)]["speedup"]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
+        row = [_x(by[(b, k)][key]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
         lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
     lines.append("")
     lines.append("Held-out check (cells the model was not fitted on):")
@@ -328,19 +338,26 @@ def render_text(report: TuneReport) -> str:
                         if math.isfinite(c['measured_counters']) else "")
                      + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
                         > 0.005 * c['forecast_steady_state'] else ""))
-    lines.append("Schedule check (the schedule's γ against the best fixed γ measured at each batch size):")
+    other = [w for w in model.WORKLOADS if w != r.workload]
+    lines.append("Schedule check (the benchmark workload's schedule — static batches of "
+                 f"{r.output_len or '?'} tokens, as the cells were measured — against the best fixed γ measured at "
+                 "each batch size; the server's γ beside it):")
     for s in r.schedule_check:
         m = s["schedule_measured"]
-        lines.append(f"  B={s['batch_size']}: schedule γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
+        lines.append(f"  B={s['batch_size']}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
                      f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
                      + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
                         else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
                              f"{s['measured_gammas']})")
-                     + (f"; for this benchmark's static batch ({s['output_len']} tokens) the forecast would choose "
-                        f"γ={s['static_batch_gamma']}" if s.get("static_batch_gamma", s["schedule_gamma"])
-                        != s["schedule_gamma"] else ""))
+                     + (f"; server γ={s['server_gamma']}"
+                        + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
+                           if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']
+                           else "") if "server_gamma" in s else ""))
     lines.append("")
-    lines.append(f"num_speculative_tokens_per_batch_size: {json.dumps(r.schedule)}")
+    lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload): {json.dumps(r.schedule)}")
+    for w in other:
+        if w in r.schedules:
+            lines.append(f"  {w} workload's schedule: {json.dumps(r.schedules[w])} (--workload {w})")
     if r.no_gain_from is not None:
         lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
     cfg = r.speculative_config()

@@ -35,7 +35,10 @@ intervals across runs, each position's acceptance from its Beta posterior, the m
 
 Schedule: for each B in 1…max_batch_size the γ in 1…max_gamma of the highest forecast speedup, 0 (do not speculate)
 where none forecasts more than 1; consecutive batch sizes with one γ become one inclusive range, as vLLM's
-`num_speculative_tokens_per_batch_size` takes them (`vllm/v1/spec_decode/dynamic/utils.py` validates it).
+`num_speculative_tokens_per_batch_size` takes them (`vllm/v1/spec_decode/dynamic/utils.py` validates it). One
+schedule per workload (`WORKLOADS`): a server's on the steady-state forecast (E(γ)), a benchmark's on the static
+batch of the cells' output length (`TokensModel.static_batch`); the schedule check compares the benchmark's with
+the measured cells (they are static-batch benchmarks).
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from ..errors import InputError
 from .acceptance import AcceptanceStats
 
 DEFAULT_MAX_GAMMA = 8
+WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | static batches of the cells' length
 DEFAULT_MAX_BATCH = 32
 BOOTSTRAP_DRAWS = 400
 Z95 = 1.959963984540054
@@ -133,24 +137,33 @@ class TokensModel:
         """E(γ) = 1 + Σ_{i<γ} a_i; i.i.d. tail past the measured positions."""
         return 1.0 + sum(self.rate(i) for i in range(int(gamma)))
 
-    def static_batch(self, gamma: int, batch: int, tokens: int, iterations: int = 4000, seed: int = 0) -> float:
+    def static_batch(self, gamma: int, batch: int, tokens: int) -> float:
         """Tokens per sequence per step in a benchmark iteration: `batch` sequences generating `tokens` tokens each
         after the prefill, the batch stepping until its slowest sequence is done (what the trace's tokens per step
-        measure: tokens ÷ verify steps per iteration). Below E(γ) where the last step of a sequence is cut short or
-        the batch waits for a straggler. Monte Carlo over `iterations` iterations, accepted prefix lengths drawn from
-        the rates."""
+        measure: tokens ÷ verify steps per iteration). Below E(γ) where the last step of a sequence is cut short
+        (vLLM stops a sequence at its max_tokens: accepted tokens past it are dropped) or the batch waits for a
+        straggler. Exact, not sampled: the distribution of a sequence's tokens after s steps (each step 1 … γ + 1
+        tokens, P(≥ j + 1) = a_j; capped at `tokens`) gives F(s) = P(done within s steps); the batch's steps are the
+        maximum of `batch` independent sequences, E = Σ_s (1 − F(s)^batch); the result is tokens ÷ E."""
         if tokens <= 0 or gamma < 1 or batch < 1:
             return math.nan
-        rng = np.random.default_rng(seed)
         p_ge = np.array([1.0, *(self.rate(i) for i in range(gamma)), 0.0])  # P(accepted ≥ j), j = 0 … γ + 1
-        p_k = np.clip(p_ge[:-1] - p_ge[1:], 0, None)
+        p_k = np.clip(p_ge[:-1] - p_ge[1:], 0, None)  # P(k + 1 tokens in a step), k = 0 … γ
         p_k = p_k / p_k.sum()
-        steps_max = tokens  # one token a step at worst
-        n_iter = max(1, min(iterations, 2_000_000 // max(batch * steps_max, 1)))
-        k = rng.choice(gamma + 1, size=(n_iter, batch, steps_max), p=p_k) + 1
-        done = np.cumsum(k, axis=2) >= tokens
-        steps = done.argmax(axis=2) + 1
-        return float(tokens / steps.max(axis=1).mean())
+        dist = np.zeros(tokens + 1)  # P(tokens so far = t), t capped at `tokens`
+        dist[0] = 1.0
+        expected_steps = 0.0
+        for _ in range(tokens):  # at least one token a step: done within `tokens` steps
+            expected_steps += 1.0 - dist[tokens] ** batch
+            nxt = np.zeros_like(dist)
+            nxt[tokens] = dist[tokens]
+            for k, pk in enumerate(p_k):
+                if pk:
+                    moved = dist[:tokens] * pk
+                    idx = np.minimum(np.arange(tokens) + k + 1, tokens)
+                    np.add.at(nxt, idx, moved)
+            dist = nxt
+        return float(tokens / expected_steps)
 
     def expected_iid(self, gamma: int) -> float:
         a = self.alpha
@@ -328,22 +341,31 @@ class TuneResult:
     target: str = ""
     notes: list[str] = field(default_factory=list)
     draft_path: str = ""  # what vLLM's config names as the draft model (its folder), when known
+    workload: str = "server"  # whose schedule `schedule` is (WORKLOADS)
+    schedules: dict[str, list[list[int]]] = field(default_factory=dict)  # every workload's schedule
+    output_len: int = 0  # the benchmark workload's tokens per sequence (the measured cells'; 0: unknown)
 
-    def speculative_config(self, method: str = "draft_model") -> str | None:
-        """vLLM's --speculative-config with the schedule (None when no batch size speculates)."""
-        k = max((g for _, _, g in self.schedule), default=0)
+    def speculative_config(self, method: str = "draft_model", workload: str | None = None) -> str | None:
+        """vLLM's --speculative-config with the schedule (of `workload`, default the result's own; None when no
+        batch size speculates)."""
+        schedule = self.schedules.get(workload, self.schedule) if workload else self.schedule
+        k = max((g for _, _, g in schedule), default=0)
         if k == 0:
             return None
         doc: dict = {"method": method}
         if self.draft_path or self.draft:
             doc["model"] = self.draft_path or self.draft
         doc["num_speculative_tokens"] = k
-        doc["num_speculative_tokens_per_batch_size"] = self.schedule
+        doc["num_speculative_tokens_per_batch_size"] = schedule
         return json.dumps(doc)
 
     def to_dict(self) -> dict:
         return {"num_speculative_tokens_per_batch_size": self.schedule,
-                "speculative_config": self.speculative_config(),
+                "speculative_config": self.speculative_config(), "workload": self.workload,
+                "schedules": {w: {"num_speculative_tokens_per_batch_size": sch,
+                                  "speculative_config": self.speculative_config(workload=w)}
+                              for w, sch in self.schedules.items()},
+                "benchmark_output_len": self.output_len,
                 "no_gain_from_batch_size": self.no_gain_from, "max_batch_size": self.max_batch_size,
                 "max_gamma": self.max_gamma, "target": self.target, "draft": self.draft,
                 "model": self.cost.to_dict(), "model_text": self.cost.describe(),
@@ -396,12 +418,29 @@ def schedule_ranges(best: Sequence[int]) -> list[list[int]]:
     return out
 
 
+def _no_gain_from(best: Sequence[int]) -> int | None:
+    no_gain = None
+    for i in range(len(best), 0, -1):
+        if best[i - 1] != 0:
+            break
+        no_gain = i
+    return no_gain
+
+
 def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_size: int = DEFAULT_MAX_BATCH,
          max_gamma: int = DEFAULT_MAX_GAMMA, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, target: str = "",
-         draft: str = "") -> TuneResult:
-    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma, check `held_out`, choose the schedule."""
+         draft: str = "", workload: str = "server", output_len: int | None = None) -> TuneResult:
+    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma, check `held_out`, choose the schedule.
+
+    Two schedules are chosen (`WORKLOADS`): the server's, on the steady-state forecast (E(γ) tokens per step: a
+    continuously batched server, what vLLM's table is for), and the benchmark's, on the static-batch forecast of B
+    sequences of `output_len` tokens waiting for the slowest (default: the measured cells' output length) — what a
+    measured cell is. `workload` says which one is `schedule` (and the --speculative-config); the schedule check
+    compares the benchmark's with the measured cells, like with like."""
     if max_batch_size < 1 or max_gamma < 1:
         raise InputError("max_batch_size and max_gamma must be ≥ 1")
+    if workload not in WORKLOADS:
+        raise InputError(f"workload must be one of {', '.join(WORKLOADS)}, not {workload!r}", param="workload")
     fitted = list(fitted)
     if not fitted:
         raise InputError("no measured cell to fit on")
@@ -409,31 +448,40 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
     if len({c.batch_size for c in fitted}) < 2:
         notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
                      "extrapolate in B; profile a second batch size)")
+    cells_all = [*fitted, *held_out]
+    n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
     cost = fit_cost(fitted)
-    tokens = tokens_model([*fitted, *held_out])  # counters of every cell: acceptance does not depend on the cost fit
+    tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
     boot = _draws(fitted, tokens, draws, seed)
     gammas = range(1, max_gamma + 1)
-    forecast, best = [], []
+    forecast: list[dict] = []
+    best: dict[str, list[int]] = {"server": [], "benchmark": []}
     for b in range(1, max_batch_size + 1):
-        row_best, s_best = 0, 1.0
+        row_best = {"server": (0, 1.0), "benchmark": (0, 1.0)}
         for g in gammas:
             s = speedup(cost, tokens, b, g)
+            s_bench = speedup(cost, tokens, b, g, output_len=n_out) if n_out > 1 else s
             lo, hi = _interval(boot, b, g)
+            scale = s_bench / s if s > 0 else math.nan
             forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
                              "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
                              "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
                              "speedup_iid": speedup(cost, tokens, b, g, iid=True),
+                             "tokens_per_step_benchmark": (tokens.static_batch(g, b, n_out - 1) if n_out > 1
+                                                           else tokens.expected(g)),
+                             "speedup_benchmark": s_bench, "speedup_benchmark_ci_low": lo * scale,
+                             "speedup_benchmark_ci_high": hi * scale,
                              "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
-            if math.isfinite(s) and s > s_best:
-                row_best, s_best = g, s
-        best.append(row_best)
-    schedule = schedule_ranges(best)
-    no_gain = None
-    for i in range(len(best), 0, -1):
-        if best[i - 1] != 0:
-            break
-        no_gain = i
-    if no_gain == 1 and best[0] == 0:
+            for w, v in (("server", s), ("benchmark", s_bench)):
+                if math.isfinite(v) and v > row_best[w][1]:
+                    row_best[w] = (g, v)
+        for w in best:
+            best[w].append(row_best[w][0])
+    schedules = {w: schedule_ranges(best[w]) for w in WORKLOADS}
+    if n_out <= 1:
+        notes.append("the benchmark's output length is unknown: its schedule is the server's (steady state)")
+    no_gain = _no_gain_from(best[workload])
+    if no_gain == 1 and best[workload][0] == 0:
         notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
     checks = []
     for c in held_out:
@@ -456,33 +504,39 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
                                           else math.nan), "tolerance": tol,
                        "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
                        "within_10pct": bool(math.isfinite(err) and abs(err) <= 0.10)})
-    sched_check = schedule_check([*fitted, *held_out], best)
-    for row in sched_check:  # what the forecast would choose for the benchmark's static batch at that B
-        n = max((c.output_len for c in [*fitted, *held_out] if c.batch_size == row["batch_size"]), default=0)
-        if n > 1:
-            s_static = {g: speedup(cost, tokens, row["batch_size"], g, output_len=n) for g in gammas}
-            g_static = max(s_static, key=lambda g: s_static[g])
-            row["static_batch_gamma"] = g_static if s_static[g_static] > 1.0 else 0
-            row["output_len"] = n
-    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedule, sched_check, no_gain,
-                      max_batch_size, max_gamma, draft, target, notes)
+    # the measured cells are benchmarks: the benchmark workload's schedule is the one they can check
+    sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"])
+    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedules[workload], sched_check,
+                      no_gain, max_batch_size, max_gamma, draft, target, notes, workload=workload,
+                      schedules=schedules, output_len=n_out)
 
 
-def schedule_check(cells: Sequence[Cell], best: Sequence[int]) -> list[dict]:
-    """Per measured batch size: the schedule's γ against the best fixed γ measured there (γ = 0 is the plain
-    target: speedup 1). The schedule's measured speedup is unknown (NaN) when its γ was not measured at that B."""
+def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None) -> list[dict]:
+    """Per measured batch size: the schedule's γ (`best`, per batch size 1, 2, …: the benchmark workload's) against
+    the best fixed γ measured there (γ = 0 is the plain target: speedup 1). The schedule's measured speedup is
+    unknown (NaN) when its γ was not measured at that B. `server`: the server workload's γ per batch size, shown
+    beside it (with its measured speedup where that γ was measured; not what the bar checks)."""
+
+    def at(seq: Sequence[int], b: int) -> int:
+        return seq[b - 1] if b <= len(seq) else (seq[-1] if seq else 0)
+
     out = []
     for b in sorted({c.batch_size for c in cells}):
         here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == b}
         here.setdefault(0, 1.0)
         g_best = max(here, key=lambda g: here[g])
-        g_sched = best[b - 1] if b <= len(best) else (best[-1] if best else 0)
+        g_sched = at(best, b)
         m = here.get(g_sched, math.nan)
         gap = m / here[g_best] - 1 if math.isfinite(m) else math.nan
-        out.append({"batch_size": b, "schedule_gamma": g_sched, "schedule_measured": m, "best_fixed_gamma": g_best,
-                    "best_fixed_measured": here[g_best], "gap": gap,
-                    "within_5pct": bool(math.isfinite(gap) and gap >= -0.05),
-                    "measured_gammas": sorted(here)})
+        row = {"batch_size": b, "workload": "benchmark", "schedule_gamma": g_sched, "schedule_measured": m,
+               "best_fixed_gamma": g_best, "best_fixed_measured": here[g_best], "gap": gap,
+               "within_5pct": bool(math.isfinite(gap) and gap >= -0.05), "measured_gammas": sorted(here)}
+        if server is not None:
+            g_server = at(server, b)
+            m_server = here.get(g_server, math.nan)
+            row.update({"server_gamma": g_server, "server_measured": m_server,
+                        "server_gap": m_server / here[g_best] - 1 if math.isfinite(m_server) else math.nan})
+        out.append(row)
     return out
 
 

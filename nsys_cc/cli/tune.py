@@ -42,10 +42,17 @@ from .options import WholeNumber
 @click.option("--no-confirm", is_flag=True,
               help="After the fit, do not profile the schedule's γ at the measured batch sizes where it was not "
                    "measured (bs<B>-schedule/; without it the schedule check may have nothing to compare).")
+@click.option("--workload", type=click.Choice(["server", "benchmark"]), default="server", show_default=True,
+              help="Whose schedule is num_speculative_tokens_per_batch_size and the --speculative-config: a "
+                   "server's (steady state, continuous batching: what vLLM's table is for) or the benchmark's "
+                   "(static batches of --output-len tokens waiting for the slowest, as the measured cells are). "
+                   "Both are printed and in the JSON; the schedule check always checks the benchmark's against the "
+                   "measured cells (like with like).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
-         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, seed, fmt):
+         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, workload,
+         seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design (one interleaved profile per batch size, the
@@ -58,7 +65,8 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     report = run(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
-                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm)
+                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
+                 workload=workload)
     if fmt == "json":
         from ..tuning import _finite
 
