@@ -12,6 +12,7 @@ the end fails on any read call outside `nsys_cc.inputs`, the trace reader's `con
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import re
@@ -65,6 +66,16 @@ def one_error_line(proc_or_result, *fragments: str) -> str:
     return lines[0]
 
 
+@contextlib.contextmanager
+def prompt(seconds: int = 15):
+    """`bounded`, and the block must end well before the bound: code that swallows the alarm's TimeoutError (an
+    OSError) after waiting still fails."""
+    t0 = time.monotonic()
+    with bounded(seconds):
+        yield
+    assert time.monotonic() - t0 < 5, f"waited {time.monotonic() - t0:.1f} s: a wait without a bound"
+
+
 def cli_run(*args: str, env: dict | None = None):
     return CliRunner().invoke(cli, list(args), env={"NSYS_CC_QUIET": "1", **(env or {})})
 
@@ -72,7 +83,7 @@ def cli_run(*args: str, env: dict | None = None):
 # -- the opener itself ------------------------------------------------------------------------------------------------
 def test_the_opener_refuses_a_fifo_without_waiting(tmp_path):
     os.mkfifo(tmp_path / "p")
-    with bounded(10), pytest.raises(InputError, match=r"^the status file .*/p is a FIFO \(named pipe\), not a file$"):
+    with prompt(10), pytest.raises(InputError, match=r"^the status file .*/p is a FIFO \(named pipe\), not a file$"):
         inputs.read_bytes(tmp_path / "p", "status file")
 
 
@@ -121,7 +132,7 @@ def test_C05_a_fifo_as_a_cache_record_is_exported_again_never_waited_on(tmp_path
     shutil.copyfile(TARGET, entry)
     os.mkfifo(export_mod._record_path(entry))
     assert atomic.my_uid() == os.stat(entry).st_uid
-    with bounded(15):
+    with prompt(15):
         assert export_mod._cached(entry, REPORT, digest) is False  # not trusted: exported again
 
 
@@ -131,7 +142,7 @@ def test_C05_a_fifo_as_the_cache_ledger_is_no_ledger(tmp_path):
     cache = tmp_path / "cache"
     cache.mkdir(mode=0o700)
     os.mkfifo(cache / export_mod.LEDGER)
-    with bounded(15):
+    with prompt(15):
         assert export_mod._ledger(cache) == set()
 
 
@@ -156,7 +167,7 @@ def test_D05_profile_into_a_dir_whose_status_json_is_a_fifo_refuses_it(tmp_path)
     out = tmp_path / "O"
     out.mkdir()
     os.mkfifo(out / "status.json")
-    with bounded(15), pytest.raises(InputError, match="status.json is in the way"):
+    with prompt(15), pytest.raises(InputError, match="status.json is in the way"):
         check_status_file(out)
 
 
@@ -202,7 +213,7 @@ def test_D05_a_sweep_cells_record_and_attempts_as_fifos_are_never_waited_on(tmp_
     os.mkfifo(d / cell.STATUS_FILE)
     os.mkfifo(d / cell.ATTEMPTS_FILE)
     spec = SimpleNamespace(dir=d, fingerprint=lambda: {"x": 1}, sweep=SimpleNamespace(run_id="r"))
-    with bounded(15):
+    with prompt(15):
         assert cell.read_outcome(spec) is None
         assert cell.kept_outcome(spec) is None
         assert cell._new_attempt(spec) == (1, False)  # the FIFO is replaced by the record, never read
@@ -213,7 +224,7 @@ def test_a_fifo_as_the_cells_lock_file_is_refused_not_waited_on(tmp_path):
     from nsys_cc.sweep import cell
 
     os.mkfifo(tmp_path / cell.LOCK_FILE)
-    with bounded(15), pytest.raises(NsysCCError, match="is not a regular file"):
+    with prompt(15), pytest.raises(NsysCCError, match="is not a regular file"):
         with cell._locked(tmp_path):
             pass
 
@@ -244,7 +255,7 @@ def test_P13_a_fifo_as_an_interleaved_runs_done_json_is_not_a_completed_run(tmp_
     (out / "run-1").mkdir(parents=True)
     shutil.copyfile(TARGET, out / "run-1" / "trace.sqlite")
     os.mkfifo(out / "run-1" / "done.json")
-    with bounded(15):
+    with prompt(15):
         assert repeat.is_complete(_interleaved_run(out)) is False
 
 
@@ -273,7 +284,7 @@ def test_P13_a_fifo_as_a_models_done_json_is_not_a_completed_model(tmp_path):
     shutil.copyfile(TARGET, run.files.sqlite)
     run.files.bench_json.write_text("{}")
     os.mkfifo(run.files.done)
-    with bounded(15):
+    with prompt(15):
         assert resume.is_complete(run) is False
 
 
