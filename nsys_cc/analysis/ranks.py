@@ -26,10 +26,10 @@ Per forward (a row of the model's forwards, with the columns of a one-process fo
 Per rank and forward: lag = the rank's end − the forward's earliest end; the last rank is the one with the largest
 lag, and the forward's skew = max end − min end (the last rank's lag). `rank_table` summarises both per rank.
 
-Communication: on a GPU, the rank's communication kernels (NCCL, `kernels.CATEGORY_RULES`). On vLLM's CPU build the
-all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
-an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges
-inside its forward range on the same thread. That time includes waiting for the other ranks to arrive.
+Communication: on a GPU, the rank's communication kernels (NCCL, `kernel_tables.CATEGORY_RULES`). On vLLM's CPU build
+the all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
+an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges inside
+its forward range on the same thread. That time includes waiting for the other ranks to arrive.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ import pandas as pd
 from ..contract import ALL_REDUCE_RANGE
 from ..trace.bulk import PID_MASK
 from ..trace.nvtx import matches
-from . import kernels as kernel_mod
+from . import kernel_tables as kernel_mod
 from .metrics import GPU_BUSY_NS, GPU_IDLE_NS, GPU_SPAN_NS, KERNEL_SUM_NS, LAUNCH_API_NS, WALL_NS
 from .projection import op_totals, union_by_group
 from .stats import describe

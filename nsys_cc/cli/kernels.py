@@ -34,7 +34,8 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     """
     import warnings
 
-    from ..analysis.compare import kernel_diff, kernels as kernel_table
+    from ..analysis.compare import kernel_diff
+    from ..analysis.kernels import kernels as kernel_table
     from ..errors import NsysCCWarning
     from ..report import kernel_format
     from .flags import in_flags

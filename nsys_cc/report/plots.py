@@ -33,7 +33,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..analysis import kernels as kernel_mod
+from ..analysis import kernel_tables as kernel_mod
 from ..analysis.dsi import Heatmaps
 from ..analysis.metrics import (
     BY_NAME,
