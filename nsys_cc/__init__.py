@@ -10,7 +10,7 @@ What a notebook needs, all here:
   `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
 - `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
-  the draft saves time (`nsys_cc.analysis.compare`);
+  the draft saves time (`nsys_cc.analysis.kernels`, `nsys_cc.analysis.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
   above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the runs of `nsys_cc.launch.profile`, then `analyze`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
@@ -46,7 +46,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
-    "kernels": ("nsys_cc.analysis.compare", "kernels"),
+    "kernels": ("nsys_cc.analysis.kernels", "kernels"),
     "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
     "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
     "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
@@ -84,8 +84,9 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
     )
-    from .analysis.compare import kernel_diff as kernel_diff, kernels as kernels
+    from .analysis.compare import kernel_diff as kernel_diff
     from .analysis.forecast import StepCostModel as StepCostModel
+    from .analysis.kernels import kernels as kernels
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError

@@ -131,7 +131,7 @@ def test_short_repr_and_html_view(result):
         assert f"{draft}: {c:.3g} (decode)" in text
     page = result._repr_html_()
     # the table (header + a row per model and phase), then the token's split (header + a row per model and metric)
-    from nsys_cc.report.token_format import split_table
+    from nsys_cc.report.token_text import split_table
 
     assert page.count("<tr") == 1 + sum(len(m.phases) for m in result.models) + 1 + len(split_table(result))
     assert all(html.escape(words.diagnosis_text(result, row)) in page for row in result.diagnosis.itertuples())

@@ -22,10 +22,10 @@ from gpu_shaped import FORWARD, GpuShaped, Launch, Range, add_gpu_work
 
 import nsys_cc
 from conftest import FIXTURES, PUBLIC, raw_sql, unchanged
-from nsys_cc.analysis import kernels as kernel_mod
+from nsys_cc.analysis import kernel_tables as kernel_mod
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, RangeNotFoundError
-from nsys_cc.report import kernel_format
+from nsys_cc.report import kernel_text
 from nsys_cc.trace import bulk
 
 VLLM = FIXTURES / "vllm"
@@ -204,7 +204,7 @@ def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     assert set(table["draft"]) == {"draft"} and set(table["phase"]) == {"decode"}
     pd.testing.assert_frame_equal(table.drop(columns=["draft", "phase"]), nsys_cc.kernel_diff(target.path, draft.path),
                                   check_exact=False, rtol=1e-12)
-    assert json.loads(res.render("json"))["kernel_diff"] == kernel_format.records(table)
+    assert json.loads(res.render("json"))["kernel_diff"] == kernel_text.records(table)
     md = res.render("markdown")
     assert "**Kernels: draft against the target, per decode forward" in md and "ampere_sgemm_64x32_tn" in md
     assert "Kernels: draft against the target" in res._repr_html_()
@@ -341,7 +341,7 @@ def test_two_ranges_of_one_trace_on_the_command_line(public_dir):
     assert r.exit_code == 0, r.output
     lib = nsys_cc.kernel_diff(REAL_SIM, range_name="layer_0_computation", range_name_b="layer_7_computation",
                               phase="all", skip_ranges=0)
-    assert json.loads(r.stdout) == kernel_format.records(lib)
+    assert json.loads(r.stdout) == kernel_text.records(lib)
 
 
 @pytest.mark.parametrize("args, message", [

@@ -108,10 +108,10 @@ def test_c_zero_is_a_free_draft_whose_best_gamma_is_unbounded():
 
 
 def test_the_verb_is_the_librarys_judgements_in_the_reports_words():
-    # one library call (analysis.speedup.judge_all) and one rendering (report.speedup_format): the verb adds nothing
+    # one library call (analysis.speedup.judge_all) and one rendering (report.speedup_text): the verb adds nothing
     from nsys_cc.analysis.speedup import DEFAULT_MAX_GAMMA, judge_all
     from nsys_cc.cli import speedup as verb
-    from nsys_cc.report.speedup_format import render_judgements
+    from nsys_cc.report.speedup_text import render_judgements
 
     assert verb.DEFAULT_MAX_GAMMA == DEFAULT_MAX_GAMMA  # the verb's --help shows it without importing numpy
     judged = judge_all(0.0662, [0.5, 0.8], 3, 0.05, 0.08)

@@ -28,7 +28,7 @@ from nsys_cc.analysis import spec_runs, speculative as spec_mod
 from nsys_cc.analysis.values import same
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
-from nsys_cc.report import speculative_format
+from nsys_cc.report import speculative_text
 from nsys_cc.trace.reader import ExportTrace
 
 VLLM = FIXTURES / "vllm"
@@ -317,8 +317,8 @@ def test_results_compare_by_value(result):
 def test_the_notebook_view_has_the_speculative_section(spec_result):
     page = spec_result._repr_html_()
     spec = spec_result.speculative
-    assert html.escape(speculative_format.HEADER) in page
-    for title, body in speculative_format.sections(spec):
+    assert html.escape(speculative_text.HEADER) in page
+    for title, body in speculative_text.sections(spec):
         if len(body):
             assert html.escape(title) in page
     for r in spec.table.itertuples():  # the measured speedup of each run, as the text table prints it

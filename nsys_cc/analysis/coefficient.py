@@ -32,7 +32,7 @@ from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
 from ..trace.source import Trace
 from . import (
-    kernels as kernel_mod,
+    kernel_tables as kernel_mod,
     phases as phase_mod,
     ranks as rank_mod,
     share as share_mod,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import decision_phase
+from .metrics import GPU_BUSY_NS, GPU_SPAN_NS, LAUNCH_API_NS, WALL_NS, decision_phase
 from .result import ModelForwards
 from .stats import median
 
@@ -62,9 +62,9 @@ def top_kernels(kernel_summary: pd.DataFrame, draft: str, phase: str, n: int = 3
 
 
 def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
-    wall_d, wall_t = _median(d, phase, "wall_ns"), _median(t, phase, "wall_ns")
+    wall_d, wall_t = _median(d, phase, WALL_NS), _median(t, phase, WALL_NS)
     c_wall = wall_d / wall_t if wall_t > 0 else float("nan")  # zero-length target forwards: no ratio
-    busy, busy_t = _median(d, phase, "gpu_busy_ns"), _median(t, phase, "gpu_busy_ns")
+    busy, busy_t = _median(d, phase, GPU_BUSY_NS), _median(t, phase, GPU_BUSY_NS)
     gpu = d.has_cuda and t.has_cuda and not (np.isnan(busy) or np.isnan(busy_t))
     row: dict[str, object] = {"draft": d.name, "phase": phase, "gpu": gpu,
            "cpu_only_models": ", ".join(m.name for m in (t, d) if not m.has_cuda and "no CUDA tables" in m.gpu_note),
@@ -73,13 +73,13 @@ def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
         return row
     share = busy / wall_d if wall_d > 0 else float("nan")
     c_busy = busy / busy_t if busy_t > 0 else float("nan")
-    span = _median(d, phase, "gpu_span_ns")
+    span = _median(d, phase, GPU_SPAN_NS)
     return {**row, "gpu_busy_ms": busy / 1e6, "target_gpu_busy_ms": busy_t / 1e6, "c_gpu_busy": c_busy,
             "busy_share": share, "boundness": boundness(share), "outlives_range": bool(share > 1),
             "launch_dominated": bool(np.isfinite(c_busy) and c_wall > 1.5 * c_busy),
             "kernels_per_forward": _median(d, phase, "kernels"),
             "target_kernels_per_forward": _median(t, phase, "kernels"),
-            "launch_api_ms": _median(d, phase, "launch_api_ns") / 1e6, "gpu_idle_ms": max(span - busy, 0) / 1e6}
+            "launch_api_ms": _median(d, phase, LAUNCH_API_NS) / 1e6, "gpu_idle_ms": max(span - busy, 0) / 1e6}
 
 
 def diagnose(target: ModelForwards, drafts: list[ModelForwards]) -> pd.DataFrame:

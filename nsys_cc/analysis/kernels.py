@@ -1,173 +1,172 @@
-"""Kernel breakdowns per forward: which kernels a model's forward launches, and in which category time goes.
+"""Kernels per forward range: where does a model's GPU time go, kernel by kernel (`nsys_cc.kernels`,
+`nsys-cc kernels`), and the reading of a trace's forward ranges that `compare.kernel_diff` shares.
 
-Categories come from the kernel's name (first rule that matches, case-insensitive) and, for copies and fills, from
-the GPU operation's kind. They are a reading aid, not a measurement: the rules are listed in `CATEGORY_RULES`.
+The ranges are read as `cost_coefficient` reads a model's forwards (`coefficient.model_of`): the ranges named
+`range_name` (the default `model_executable()`, or vLLM's own `gpu_model_runner: forward` when a trace has only that,
+with a note), warm-up dropped (the trace's `nsys_cc:warmup` marks, or `skip_ranges`), ranges never closed dropped,
+each kept one given its phase; on several tensor-parallel ranks a "range" is one forward (a range per rank, their GPU
+ops added). A kernel belongs to a range when the CUDA call that launched it lies inside the range on its thread
+(nsys's projection rule, `projection`); the table has one row per GPU-op name (`kernel_tables.KERNEL_COLUMNS`) over
+the kept ranges of one phase — by default the phase c is judged on (decode when it was told apart, else all;
+`metrics.decision_phase`). A CUDA graph recorded whole (`--cuda-graph-trace=graph`) is one '[CUDA graph N]' row: its
+kernels are not in the trace (a note says so, and kernel metrics are n/a, not 0, elsewhere).
+
+The table is a DataFrame of the caller's; `.attrs` holds what it is about: the trace, the range name read, the phase,
+the number of kept ranges and the notes (what was dropped, how phases were told apart, what the trace lacks). The
+tables themselves (categories, per-range sums, diffs) are `kernel_tables`; `compare` imports from here, never the
+other way.
 """
 
 from __future__ import annotations
 
-import re
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
-CATEGORIES = (
-    "GEMM",
-    "attention",
-    "normalisation",
-    "activation/elementwise",
-    "embedding/sampling",
-    "communication",
-    "memcpy/memset",
-    "CUDA graph",
-    "other",
-)
+from ..arguments import path_of
+from ..contract import DEFAULT_RANGE
+from ..errors import InputError, NsysCCWarning
+from ..trace import open_trace
+from ..trace.nvtx import matches
+from ..trace.source import Trace
+from . import kernel_tables as kernel_mod
+from .coefficient import check_range_arguments, model_names, model_of
+from .metrics import ALL, PHASES, decision_phase
+from .ranges import forward_range, marked_ranges, not_found
+from .result import ModelForwards
 
-CATEGORY_RULES: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device|custom_ar|allreduce"),
-    ("attention", r"flash|fmha|attn|attention|paged|mha|_fwd_kernel|decode_kernel|unified_attention|mla"),
-    ("GEMM", r"gemm|cutlass|cublas|matmul|xmma|wgmma|hmma|nvjet|splitk|s1688|s884|gemv|dot_kernel"),
-    ("normalisation", r"norm"),
-    ("embedding/sampling", r"embed|rotary|rope|index_select|gather|argmax|top_?k|top_?p|sampl|sort|softmax|"
-                           r"multinomial|cumsum|scatter|logit"),
-    ("activation/elementwise", r"elementwise|silu|gelu|relu|act_and_mul|swiglu|vectorized|unrolled|reduce|fill|"
-                               r"copy|add|mul|cat|where|pow|rsqrt|neg|exp"),
-)
-_COMPILED = tuple((cat, re.compile(rx, re.IGNORECASE)) for cat, rx in CATEGORY_RULES)
+TraceLike = str | os.PathLike | Trace
 
 
-def categorise(name: str, kind: str = "kernel") -> str:
-    """Category of one GPU operation from its kind ("kernel" | "memcpy" | "memset" | "graph") and name."""
-    if kind in ("memcpy", "memset"):
-        return "memcpy/memset"
-    if kind == "graph":
-        return "CUDA graph"
-    for cat, rx in _COMPILED:
-        if rx.search(name or ""):
-            return cat
-    return "other"
+@dataclass(frozen=True)
+class Side:
+    """One set of ranges read: the model made of them, the range read, and the notes about it."""
+
+    model: ModelForwards
+    notes: tuple[str, ...]
 
 
-BREAKDOWN_COLUMNS = ["name", "kind", "category", "calls_per_forward", "time_per_forward_ms", "mean_duration_ms",
-                     "share"]
+def read_sides(trace_like: TraceLike, param: str, wants: Sequence[tuple[str, str, str]], skip_ranges: int | None,
+            output_len: int | None) -> list[Side]:
+    """Read the ranges `wants` ((label, range name, the parameter naming it), one per set) of one trace, given as a
+    path (opened and closed here) or as an open `Trace` (left open)."""
+    if isinstance(trace_like, Trace):
+        return read_side(trace_like, trace_like.path, wants, skip_ranges, output_len)
+    path = path_of(trace_like, param)
+    with open_trace(path) as trace:
+        return read_side(trace, path, wants, skip_ranges, output_len)
 
 
-def breakdown(ops: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
-    """Per GPU-operation name: calls and time per forward, share of the model's GPU-op time, category.
+def read_side(trace: Trace, path: str, wants: Sequence[tuple[str, str, str]], skip_ranges: int | None,
+          output_len: int | None) -> list[Side]:
+    ranges = marked_ranges(trace, *dict.fromkeys(name for _, name, _ in wants))
+    out = []
+    for label, name, param in wants:
+        name, note = forward_range(ranges, name, label=label)
+        if not matches(ranges, (name,)).any():
+            raise not_found(trace, trace.nvtx_ranges(nesting=False), name, path=path,
+                            hint=f" (choose one with {param})", param=param)
+        model = model_of(trace, ranges, path=path, name=label, role="model", range_name=name,
+                         skip_ranges=skip_ranges, output_len=output_len)
+        rule = model.phase_rule
+        confidence = "" if rule.confidence == "exact" else f" (confidence: {rule.confidence})"
+        notes = [note, f"{label}: {model.warmup_note}", f"{label}: phases by {rule.rule}: {rule.detail}{confidence}",
+                 f"{label}: {model.gpu_note}" if model.gpu_note else None]
+        out.append(Side(model, tuple(n for n in notes if n)))
+    return out
 
-    `ops` has one row per (forward range, GPU op) with at least `kind, name, duration_ns`; `n_forwards` is how many
-    forwards those ops came from (averages are per forward, counting forwards that launched none of a kernel).
-    Columns: name, kind, category, calls_per_forward, time_per_forward_ms, mean_duration_ms, share (0–1).
+
+def choose_phase(phase: str | None, sides: Sequence[Side]) -> str:
+    """The phase to compare: `phase` when every side has kept ranges of it; by default the phase c is judged on among
+    the phases every side has (decode, else all)."""
+    common = [p for p in PHASES if all(p in s.model.phases for s in sides)]
+    if phase is None:
+        return decision_phase(common) or ALL
+    if phase not in PHASES:
+        raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
+    for s in sides:
+        if phase not in s.model.phases:
+            raise InputError(f"{s.model.path}: none of the kept {s.model.range_name!r} ranges is a {phase!r} forward "
+                             f"(its phases: {', '.join(s.model.phases)}); choose one of them with phase", param="phase")
+    return phase
+
+
+def said(table: pd.DataFrame, notes: Sequence[str]) -> pd.DataFrame:
+    """`table` with `notes` added to its `.attrs` notes, each also raised as an NsysCCWarning: what the caller did
+    not choose and may not expect (a phase chosen by inference, an empty table) must not hide in `.attrs`."""
+    for note in notes:
+        warnings.warn(note, NsysCCWarning, stacklevel=3)
+    table.attrs["notes"] = (*table.attrs.get("notes", ()), *notes)
+    return table
+
+
+def default_phase_notes(phase: str | None, chosen: str, sides: Sequence[Side]) -> list[str]:
+    """Why the default phase may surprise: the phases were told apart by inference (not from the trace's payloads
+    or output_len), or a side's own default (what `kernels` of it alone compares) is another phase."""
+    if phase is not None:
+        return []
+    notes = []
+    for s in sides:
+        m = s.model
+        own = decision_phase(m.phases) or ALL
+        if own != chosen:
+            notes.append(f"{m.name}: compared on phase {chosen!r} ({len(m.phase_rows(chosen))} ranges), the phase "
+                         f"both sides have; on its own its phase would be {own!r} ({len(m.phase_rows(own))} ranges): "
+                         "pass phase to choose")
+        elif chosen != ALL and m.phase_rule.confidence != "exact":
+            how = "inference" if m.phase_rule.rule == "inferred" else f"the {m.phase_rule.rule} rule"
+            notes.append(f"{m.name}: phase {chosen!r} ({len(m.phase_rows(chosen))} of {len(m.kept)} kept ranges) was "
+                         f"told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
+                         "output_len to state the phases")
+    return notes
+
+
+def empty_notes(table: pd.DataFrame, sides: Sequence[Side]) -> list[str]:
+    """Why a table of GPU ops is empty (each side's GPU note, or that its ranges launched nothing)."""
+    if len(table):
+        return []
+    why = "; ".join(f"{s.model.name}: {s.model.gpu_note or 'its ranges launched no GPU operation'}" for s in sides)
+    return [f"no GPU operation in these ranges, so nothing to list ({why})"]
+
+
+def kernels(trace: TraceLike, *, range_name: str | None = DEFAULT_RANGE, phase: str | None = None,
+            skip_ranges: int | None = None, output_len: int | None = None) -> pd.DataFrame:
+    """The GPU operations launched inside the kept forward ranges of one phase of a trace, one row per name.
+
+    Args:
+        trace: a `.sqlite` or `.nsys-rep` path, or a `Trace` already open (`open_trace`; left open).
+        range_name: the NVTX range around each forward (as `cost_coefficient`'s; vLLM's own forward scope is used,
+            with a note, when the trace has only that; None: the default).
+        phase: all | prefill | decode | verify; default: the phase c is judged on (decode when told apart, else all).
+        skip_ranges: as for `cost_coefficient` (warm-up).
+        output_len: as for `cost_coefficient` (telling prefill from decode).
+    Returns:
+        A DataFrame with `kernel_tables.KERNEL_COLUMNS` — kernel, kind (kernel | memcpy | memset | graph), category,
+        count, count_per_range, ms_per_range, mean_ms, share — most time per range first; `.attrs`: trace,
+        range_name, phase, ranges (kept ranges of that phase), notes. Empty for a trace without GPU work (the notes
+        say why).
     """
-    if ops.empty or n_forwards == 0:
-        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
-    totals = ops.groupby(["name", "kind"], observed=True, sort=False)["duration_ns"].agg(["count", "sum"])
-    return breakdown_totals(totals.rename(columns={"sum": "duration_ns"}).reset_index(), n_forwards)
+    check_range_arguments(skip_ranges, output_len)
+    label = model_names([trace_path(trace, "trace")], None)[0]
+    (side,) = read_sides(trace, "trace", [(label, range_name_of(range_name, "range_name"), "range_name")], skip_ranges,
+                      output_len)
+    chosen = choose_phase(phase, [side])
+    table = kernel_mod.of_model(side.model, chosen)
+    table.attrs = {"trace": side.model.path, "range_name": side.model.range_name, "phase": chosen,
+                   "ranges": len(side.model.phase_rows(chosen)), "notes": side.notes}
+    return said(table, [*default_phase_notes(phase, chosen, [side]), *empty_notes(table, [side])])
 
 
-def breakdown_totals(totals: pd.DataFrame, n_forwards: int) -> pd.DataFrame:
-    """`breakdown` from totals instead of rows: `totals` has `name, kind, count, duration_ns` (the ops' number and
-    summed duration; several rows of one name and kind add up), e.g. `projection.op_totals` for some phases."""
-    if totals.empty or n_forwards == 0:
-        return pd.DataFrame(columns=BREAKDOWN_COLUMNS)
-    g = totals.groupby(["name", "kind"], observed=True, sort=False)[["count", "duration_ns"]].sum().reset_index()
-    g = g[g["count"] > 0].rename(columns={"duration_ns": "sum"})
-    g["category"] = [categorise(n, k) for n, k in zip(g["name"], g["kind"])]
-    g["calls_per_forward"] = g["count"] / n_forwards
-    g["time_per_forward_ms"] = g["sum"] / n_forwards / 1e6
-    g["mean_duration_ms"] = g["sum"] / g["count"] / 1e6
-    total = g["sum"].sum()
-    g["share"] = g["sum"] / total if total > 0 else np.nan
-    g["name"] = g["name"].astype(str)
-    g["kind"] = g["kind"].astype(str)
-    # Ties in time are ordered by name, so the table does not depend on the order ops were listed in.
-    g = g.sort_values(["time_per_forward_ms", "name"], ascending=[False, True], kind="stable")
-    return g[BREAKDOWN_COLUMNS].reset_index(drop=True)
+def trace_path(trace_like: TraceLike, param: str) -> str:
+    return trace_like.path if isinstance(trace_like, Trace) else path_of(trace_like, param)
 
 
-def by_category(kernel_table: pd.DataFrame) -> pd.DataFrame:
-    """Sum a `breakdown` table by category: calls_per_forward, time_per_forward_ms, share, in CATEGORIES order."""
-    g = kernel_table.groupby("category")[["calls_per_forward", "time_per_forward_ms", "share"]].sum()
-    g = g.reindex([c for c in CATEGORIES if c in g.index])
-    return g.reset_index()
-
-
-# ---- Kernels per range, and two sets of ranges compared (`nsys_cc.kernels`, `nsys_cc.kernel_diff`) ------------------
-# One row per GPU operation name (kernel base name, or '[CUDA memcpy …]', '[CUDA memset]', '[CUDA graph N]'):
-# - count: how many ran, launched inside the kept ranges (nsys's projection rule: the launching call inside the range,
-#   on its thread); count_per_range: that ÷ the number of kept ranges (ranges that launched none of it count too);
-# - ms_per_range: their summed duration ÷ the number of kept ranges; mean_ms: one of them on average; share: their
-#   part of all the ranges' GPU-op time (0–1).
-KERNEL_COLUMNS = ["kernel", "kind", "category", "count", "count_per_range", "ms_per_range", "mean_ms", "share"]
-# a: the first set of ranges, b: the second; a kernel one side never ran has 0 there; delta = b − a.
-SIDE_COLUMNS = ["count", "count_per_range", "ms_per_range", "share"]
-DIFF_COLUMNS = ["kernel", "kind", "category", *[f"a_{c}" for c in SIDE_COLUMNS], *[f"b_{c}" for c in SIDE_COLUMNS],
-                "delta_count_per_range", "delta_ms_per_range"]
-CATEGORY_DIFF_COLUMNS = ["category", "a_ms_per_range", "b_ms_per_range", "delta_ms_per_range"]
-
-
-def per_range(totals: pd.DataFrame, n_ranges: int) -> pd.DataFrame:
-    """The kernel table (KERNEL_COLUMNS) of `n_ranges` ranges from their op totals (`name, kind, count, duration_ns`;
-    rows of one name and kind add up, e.g. `projection.op_totals` of several phases), most time per range first (ties
-    by name). Empty (these columns) without ops or ranges."""
-    if totals.empty or n_ranges == 0:
-        return empty_table(KERNEL_COLUMNS)
-    g = totals.groupby(["name", "kind"], observed=True, sort=False)[["count", "duration_ns"]].sum().reset_index()
-    g = g[g["count"] > 0]
-    count = g["count"].to_numpy(dtype=np.int64)
-    duration = g["duration_ns"].to_numpy(dtype=float)
-    total = duration.sum()
-    out = pd.DataFrame({
-        "kernel": g["name"].astype(str).to_numpy(dtype=object), "kind": g["kind"].astype(str).to_numpy(dtype=object),
-        "category": [categorise(str(n), str(k)) for n, k in zip(g["name"], g["kind"])], "count": count,
-        "count_per_range": count / n_ranges, "ms_per_range": duration / n_ranges / 1e6,
-        "mean_ms": duration / count / 1e6, "share": duration / total if total > 0 else np.nan,
-    })
-    out = out.sort_values(["ms_per_range", "kernel"], ascending=[False, True], kind="stable")
-    return out[KERNEL_COLUMNS].reset_index(drop=True)
-
-
-def diff(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Two kernel tables (`per_range`) side by side (DIFF_COLUMNS): a kernel either side never ran has 0 calls and 0 ms
-    there; delta = b − a per range. What matters most first: the largest |delta_ms_per_range|, then the most time on
-    either side, then the name."""
-    key = ["kernel", "kind"]
-    sides = [t[[*key, "category", *SIDE_COLUMNS]].rename(columns={c: f"{p}_{c}" for c in SIDE_COLUMNS})
-             for t, p in ((a, "a"), (b, "b"))]
-    out = sides[0].merge(sides[1], on=key, how="outer", suffixes=("", "_b"))
-    if out.empty:
-        return empty_table(DIFF_COLUMNS)
-    out["category"] = out["category"].fillna(out.pop("category_b"))
-    for p in ("a", "b"):
-        out[f"{p}_count"] = out[f"{p}_count"].fillna(0).astype(np.int64)
-        for c in SIDE_COLUMNS[1:]:
-            out[f"{p}_{c}"] = out[f"{p}_{c}"].astype(float).fillna(0.0)
-    out["delta_count_per_range"] = out["b_count_per_range"] - out["a_count_per_range"]
-    out["delta_ms_per_range"] = out["b_ms_per_range"] - out["a_ms_per_range"]
-    out["_size"] = -out["delta_ms_per_range"].abs()
-    out["_most"] = -np.maximum(out["a_ms_per_range"], out["b_ms_per_range"])
-    out = out.sort_values(["_size", "_most", "kernel"], kind="stable")
-    return out[DIFF_COLUMNS].reset_index(drop=True)
-
-
-def of_model(model, phase: str) -> pd.DataFrame:
-    """The kernel table (`per_range`) of a model's kept forwards of `phase` (a `result.ModelForwards`: its op totals
-    per phase, and its forwards)."""
-    totals = model.op_totals
-    if not totals.empty and phase != "all":
-        totals = totals[totals["group"].to_numpy(dtype=object) == phase]
-    return per_range(totals, len(model.phase_rows(phase)))
-
-
-def category_diff(table: pd.DataFrame) -> pd.DataFrame:
-    """A `diff` table summed by category (CATEGORY_DIFF_COLUMNS), in CATEGORIES order."""
-    if table.empty:
-        return empty_table(CATEGORY_DIFF_COLUMNS)
-    g = table.groupby("category")[["a_ms_per_range", "b_ms_per_range", "delta_ms_per_range"]].sum()
-    return g.reindex([c for c in CATEGORIES if c in g.index]).reset_index()[CATEGORY_DIFF_COLUMNS]
-
-
-def empty_table(columns: list[str]) -> pd.DataFrame:
-    """A table of `columns` without rows, each column of its type (text, whole numbers for counts, else floats)."""
-    return pd.DataFrame({c: pd.Series(dtype=object if c in ("kernel", "kind", "category", "draft", "phase") else
-                                      "int64" if c.endswith("count") else float) for c in columns})
+def range_name_of(value, param: str) -> str:
+    if value is None:  # the default range (the plugin's, else vLLM's own forward scope)
+        return DEFAULT_RANGE
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{param} must be one NVTX range name (a non-empty string), not {value!r}", param=param)
+    return value

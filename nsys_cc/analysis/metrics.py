@@ -67,12 +67,16 @@ METRICS: tuple[Metric, ...] = (
     Metric(GPU_BUSY, "gpu_busy_ns", True, True, "GPU busy", "GPU busy", "#c44e52"),
     Metric(LAUNCH_API, "launch_api_ns", True, False, "Launch API", "launch API", "#8172b3"),
     Metric(GPU_IDLE, None, True, False, "GPU idle", "GPU idle", "#937860",
-           derive=lambda f: f[f"{GPU_SPAN}_ns"] - f[f"{GPU_BUSY}_ns"]),
+           derive=lambda f: f[COLUMNS[GPU_SPAN]] - f[COLUMNS[GPU_BUSY]]),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
 COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}
+# The per-forward columns by name, for the modules that build or read them (projection's output columns are these
+# same names: `kernel_sum_ns`, `gpu_busy_ns`, `launch_api_ns` are both what `project` writes and the metrics' columns).
+WALL_NS, GPU_SPAN_NS, KERNEL_SUM_NS, GPU_BUSY_NS, LAUNCH_API_NS, GPU_IDLE_NS = (
+    COLUMNS[m] for m in (WALL, GPU_SPAN, KERNEL_SUM, GPU_BUSY, LAUNCH_API, GPU_IDLE))
 
 # The parts of a token after its forward (issue 29; `token`): the logits, then the sampling. Each part's metric is a
 # per-forward column `<part>_<metric>_ns` (the sum of that forward's parts of the kind); a token = forward + parts.

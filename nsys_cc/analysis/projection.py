@@ -53,6 +53,7 @@ from ..trace.cuda import OP_KINDS, api_times, op_times
 from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
 from ..trace.pages import with_small_pages
 from ..trace.source import Trace, handed_out
+from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS, LAUNCH_API_NS
 
 # The columns `project` adds (Int64, <NA> when the range launched nothing, was not projected, or the trace has no
 # CUDA API table); definitions in the module docstring.
@@ -63,14 +64,14 @@ PROJECTION = (
                                      "included); `gpu_span_ns` in a CostCoefficientResult"),
     Column("gpu_ops", "count", "launching API calls whose GPU work was found (nsys's NumGPUOps)"),
     Column("kernels", "count", "kernel rows launched"),
-    Column("kernel_sum_ns", "ns", "sum of the kernels' durations (overlapping kernels count twice)"),
-    Column("gpu_busy_ns", "ns", "length of the union of all the range's op intervals"),
-    Column("launch_api_ns", "ns", "sum of the durations of the API calls in the range that launched GPU work"),
+    Column(KERNEL_SUM_NS, "ns", "sum of the kernels' durations (overlapping kernels count twice)"),
+    Column(GPU_BUSY_NS, "ns", "length of the union of all the range's op intervals"),
+    Column(LAUNCH_API_NS, "ns", "sum of the durations of the API calls in the range that launched GPU work"),
     Column("api_calls", "count", "CUDA API rows inside the range on its thread"),
 )
 PROJECTION_COLUMNS = names(PROJECTION)
 # Unknown (<NA>) also for a range that launched a CUDA graph recorded whole (GRAPH_TRACE rows, no kernel rows).
-KERNEL_COLUMNS = ("kernels", "kernel_sum_ns")
+KERNEL_COLUMNS = ("kernels", KERNEL_SUM_NS)
 GRAPH_KIND = OP_KINDS.index("graph")
 I64_MAX = np.iinfo(np.int64).max
 I64_MIN = np.iinfo(np.int64).min
@@ -467,9 +468,9 @@ def project(trace: Trace | str | os.PathLike, ranges: pd.DataFrame | None = None
         "proj_duration_ns": last - np.where(launched_any, first, 0),
         "gpu_ops": gpu_ops,
         "kernels": kernels,
-        "kernel_sum_ns": kernel_sum,
-        "gpu_busy_ns": busy,
-        "launch_api_ns": launch_ns,
+        KERNEL_SUM_NS: kernel_sum,
+        GPU_BUSY_NS: busy,
+        LAUNCH_API_NS: launch_ns,
     }
     for col, values in columns.items():
         unknown = kernels_unknown if col in KERNEL_COLUMNS else ~launched_any

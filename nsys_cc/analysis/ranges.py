@@ -37,6 +37,7 @@ from ..errors import RangeNotFoundError
 from ..trace.nvtx import clean_name, matches
 from ..trace.pages import with_small_pages
 from ..trace.source import Trace
+from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
 NAME_CHARS = 80
@@ -134,7 +135,7 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
 # Columns of `range_table`, in order: the range, then its projection onto the GPU.
 TABLE_COLUMNS = [
     "range_id", "name", "range_style", "pid", "tid", "start_ns", "end_ns", "duration_ns", "level",
-    "proj_start_ns", "proj_duration_ns", "gpu_ops", "kernel_sum_ns", "gpu_busy_ns",
+    "proj_start_ns", "proj_duration_ns", "gpu_ops", KERNEL_SUM_NS, GPU_BUSY_NS,
 ]
 
 

@@ -26,10 +26,10 @@ Per forward (a row of the model's forwards, with the columns of a one-process fo
 Per rank and forward: lag = the rank's end − the forward's earliest end; the last rank is the one with the largest
 lag, and the forward's skew = max end − min end (the last rank's lag). `rank_table` summarises both per rank.
 
-Communication: on a GPU, the rank's communication kernels (NCCL, `kernels.CATEGORY_RULES`). On vLLM's CPU build the
-all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
-an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges
-inside its forward range on the same thread. That time includes waiting for the other ranks to arrive.
+Communication: on a GPU, the rank's communication kernels (NCCL, `kernel_tables.CATEGORY_RULES`). On vLLM's CPU build
+the all-reduce is CPU work (gloo or vLLM's shared-memory all-reduce) inside the forward; nsys_cc's plugin wraps each in
+an `nsys_cc:all_reduce` range, and a rank's all-reduce time in a forward is the summed duration of those ranges inside
+its forward range on the same thread. That time includes waiting for the other ranks to arrive.
 """
 
 from __future__ import annotations
@@ -42,14 +42,15 @@ import pandas as pd
 from ..contract import ALL_REDUCE_RANGE
 from ..trace.bulk import PID_MASK
 from ..trace.nvtx import matches
-from . import kernels as kernel_mod
+from . import kernel_tables as kernel_mod
+from .metrics import GPU_BUSY_NS, GPU_IDLE_NS, GPU_SPAN_NS, KERNEL_SUM_NS, LAUNCH_API_NS, WALL_NS
 from .projection import op_totals, union_by_group
 from .stats import describe
 from .values import Value
 
 MAX_OFFSET = 64
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).
-_SUMMED = ("kernel_sum_ns", "kernels", "gpu_ops", "launch_api_ns")
+_SUMMED = (KERNEL_SUM_NS, "kernels", "gpu_ops", LAUNCH_API_NS)
 
 # Columns a tensor-parallel forward has beyond a one-process forward's (`forward`: its position in the model's
 # forwards); and the per-range columns the rank table and checks read.
@@ -231,19 +232,19 @@ def group_forwards(trace, forwards: pd.DataFrame, ranges: pd.DataFrame) -> tuple
     grouped["start_ns"] = by["start_ns"].min().to_numpy()
     grouped["end_ns"] = by["end_ns"].max().to_numpy()
     grouped["duration_ns"] = grouped["end_ns"] - grouped["start_ns"]
-    grouped["wall_ns"] = grouped["duration_ns"].astype(float)
+    grouped[WALL_NS] = grouped["duration_ns"].astype(float)
     grouped["open_at_end"] = by["open_at_end"].any().to_numpy()
     for col in _SUMMED:
         grouped[col] = by[col].sum(min_count=1).to_numpy(dtype=float)
     first = pd.to_numeric(matched["proj_start_ns"], errors="coerce").groupby(matched["forward"]).min()
     last = pd.to_numeric(matched["proj_end_ns"], errors="coerce").groupby(matched["forward"]).max()
     grouped["proj_start_ns"], grouped["proj_end_ns"] = first.to_numpy(), last.to_numpy()
-    grouped["gpu_span_ns"] = (last - first).to_numpy(dtype=float)
-    grouped["gpu_busy_ns"] = np.nan
-    if matched["gpu_busy_ns"].notna().any():
+    grouped[GPU_SPAN_NS] = (last - first).to_numpy(dtype=float)
+    grouped[GPU_BUSY_NS] = np.nan
+    if matched[GPU_BUSY_NS].notna().any():
         busy = union_by_group(trace, matched, matched["forward"].to_numpy(np.int64), len(grouped)).astype(float)
-        grouped["gpu_busy_ns"] = np.where(np.isfinite(grouped["gpu_span_ns"]), busy, np.nan)
-    grouped["gpu_idle_ns"] = grouped["gpu_span_ns"] - grouped["gpu_busy_ns"]
+        grouped[GPU_BUSY_NS] = np.where(np.isfinite(grouped[GPU_SPAN_NS]), busy, np.nan)
+    grouped[GPU_IDLE_NS] = grouped[GPU_SPAN_NS] - grouped[GPU_BUSY_NS]
     lag = matched["end_ns"] - by["end_ns"].transform("min")
     ranges.loc[matched.index, "lag_ns"] = lag
     ranges.loc[matched.index, "start_offset_ns"] = matched["start_ns"] - by["start_ns"].transform("min")
@@ -283,14 +284,14 @@ def _rank_rows(model, phase: str) -> list[dict]:
             share = comm / total if total > 0 else np.nan
         last = int((kept["last_rank"] == proc.rank).sum())
         med = {col: _median_ms(mine[col])
-               for col in ("wall_ns", "gpu_busy_ns", "kernel_sum_ns", "start_offset_ns", "allreduce_ns")}
-        own = float(mine["wall_ns"].sum())
+               for col in (WALL_NS, GPU_BUSY_NS, KERNEL_SUM_NS, "start_offset_ns", "allreduce_ns")}
+        own = float(mine[WALL_NS].sum())
         allreduce = float(mine["allreduce_ns"].sum(min_count=1))
         lag = mine["lag_ns"].to_numpy(dtype=float) / 1e6
         out.append({
             "model": model.name, "role": model.role, "phase": phase, "rank": proc.rank, "pid": int(proc.pid),
-            "device": proc.device, "forwards": n, "wall_ms": med["wall_ns"], "gpu_busy_ms": med["gpu_busy_ns"],
-            "kernel_sum_ms": med["kernel_sum_ns"], "comm_mean_ms": comm_mean_ms, "comm_share": share,
+            "device": proc.device, "forwards": n, "wall_ms": med[WALL_NS], "gpu_busy_ms": med[GPU_BUSY_NS],
+            "kernel_sum_ms": med[KERNEL_SUM_NS], "comm_mean_ms": comm_mean_ms, "comm_share": share,
             "allreduce_ms": med["allreduce_ns"], "allreduce_share": allreduce / own if own > 0 else np.nan,
             "last_forwards": last,
             "last_share": last / len(kept) if len(kept) else np.nan,

@@ -21,7 +21,7 @@ import pandas as pd
 from ..errors import InputError
 from ..trace.source import handed_out
 from ..views import view
-from . import kernels as kernel_mod
+from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
 from .values import Value
@@ -172,7 +172,7 @@ class CostCoefficientResult(Value):
       iterations, forwards_per_iteration, forward_ms, latency_ms, nvtx_iteration_ms, forward_share, share_min,
       share_max); empty without them.
     - `kernel_diff`: each draft's GPU ops against the target's, per forward of the phase c is judged on: draft, phase,
-      then `nsys_cc.kernel_diff(target, draft)`'s columns (`kernels.DIFF_COLUMNS`; a = the target, b = the draft:
+      then `nsys_cc.kernel_diff(target, draft)`'s columns (`kernel_tables.DIFF_COLUMNS`; a = the target, b = the draft:
       delta < 0 where the draft saves time), the largest difference first; empty without GPU work.
     """
 

@@ -98,7 +98,7 @@ import pandas as pd
 from ..errors import InputError
 from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .latencies import trace_stem
-from .metrics import DECODE, PREFILL, VERIFY
+from .metrics import DECODE, GPU_BUSY, PREFILL, VERIFY, WALL
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
@@ -176,7 +176,7 @@ BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_facto
 BY_METRIC_COLUMNS = ["name", "draft", "gamma", "metric",
                      *[c for f in (*BY_METRIC_FIGURES, "c_standalone") for c in (f, f"{f}_ci_low", f"{f}_ci_high")]]
 # The metric whose figures head the speculative output when every run has it (the module docstring says why).
-GPU_HEADLINE = "gpu_busy"
+GPU_HEADLINE = GPU_BUSY
 
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "metric", "order", "part", "factor", "before", "after"]
 # The decomposition's parts in their order (`_decompose`): `part` is an ordered categorical of these, so sorting,
@@ -333,7 +333,7 @@ class SpeculativeAnalysis(Value):
     steps: pd.DataFrame
     notes: tuple[str, ...]
     by_metric: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BY_METRIC_COLUMNS))
-    metric: str = "wall"
+    metric: str = WALL
 
     def __repr__(self) -> str:
         table = object.__getattribute__(self, "table")
@@ -369,7 +369,7 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     return metrics, metrics
 
 
-def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = "wall", *, later: bool = False) -> np.ndarray:
+def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = WALL, *, later: bool = False) -> np.ndarray:
     """One draft forward's `metric` (ms) for each draft range inside `verify` (the run's verify steps): the range's
     value ÷ the forwards it holds (a fused multi-step graph holds γ − 1, `steps.forwards_held`); with vLLM's scopes
     (one draft range per step) a step's drafts ÷ γ. `later`: only the ranges after each step's first (the catch-up)."""
@@ -473,7 +473,7 @@ def _median(values) -> float:
     return float(np.median(v)) if v.size else math.nan
 
 
-def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = "wall") -> forecast_mod.StepCostModel | None:
+def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> forecast_mod.StepCostModel | None:
     target, drafts, other, _ = metric_columns(metric)
     parts = []
     for r in runs:
@@ -509,7 +509,7 @@ def analyze_speculative(
         seed: bootstrap seed.
     """
     notes: list[str] = []
-    standalone = {(k, "wall") if isinstance(k, str) else (str(k[0]), str(k[1])): v
+    standalone = {(k, WALL) if isinstance(k, str) else (str(k[0]), str(k[1])): v
                   for k, v in (c_standalone or {}).items()}
     decode = plain.of_kind(DECODE)
     if decode.empty:
@@ -533,15 +533,15 @@ def analyze_speculative(
         figures[r.name] = {}
         for metric in run_metrics(plain, r):
             f = metric_figures(r, v, decode, metric, seed, token_basis(plain, r))
-            if metric == "wall" or (math.isfinite(f["verify_ms"][0]) and math.isfinite(f["decode_ms"][0])):
+            if metric == WALL or (math.isfinite(f["verify_ms"][0]) and math.isfinite(f["decode_ms"][0])):
                 figures[r.name][metric] = f
-    headline = GPU_HEADLINE if figures and all(GPU_HEADLINE in f for f in figures.values()) else "wall"
+    headline = GPU_HEADLINE if figures and all(GPU_HEADLINE in f for f in figures.values()) else WALL
     partly = [n for n, f in figures.items() if GPU_HEADLINE in f]
-    if headline == "wall" and partly:
+    if headline == WALL and partly:
         notes.append(f"only {', '.join(partly)} of the speculative runs (and the plain target) have GPU metrics: the "
                      "headline, the decomposition and the forecast stay on wall time (each run's GPU figures are in "
                      "by_metric)")
-    elif headline != "wall":
+    elif headline != WALL:
         notes.append(f"the speculative figures are headlined on {headline} (the forwards' GPU time), wall beside; the "
                      f"decomposition and the step cost model split each step on {headline}, the steps themselves (and "
                      "the measured speedup) are wall times")
@@ -558,7 +558,7 @@ def analyze_speculative(
         if v.empty:
             notes.append(f"{r.name}: no verify step was measured: left out")
             continue
-        wall = figures[r.name]["wall"]
+        wall = figures[r.name][WALL]
         draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
         verify_ms, v_lo, v_hi = median_ci(v["target_ms"].to_numpy(), seed=seed)
         other_ms, o_lo, o_hi = median_ci(v["other_ms"].to_numpy(), seed=seed)
@@ -566,11 +566,11 @@ def analyze_speculative(
         vf = ratio_of_medians(v["target_ms"].to_numpy(), decode["target_ms"].to_numpy(), seed=seed)
         cin = wall["c_in_place"]
         basis = token_basis(plain, r)
-        tok = token_arrays(r, v, "wall", basis)
+        tok = token_arrays(r, v, WALL, basis)
         on_headline = figures[r.name].get(headline, wall)
-        cst = standalone.get((r.draft, "wall"), (math.nan,) * 3)
+        cst = standalone.get((r.draft, WALL), (math.nan,) * 3)
         priced = standalone.get((r.draft, headline), (math.nan,) * 3)
-        if headline != "wall" and not math.isfinite(priced[0]):
+        if headline != WALL and not math.isfinite(priced[0]):
             priced = cst
             if math.isfinite(cst[0]):
                 notes.append(f"{r.name}: the plain runs give no c on {headline} for {r.draft}: Thm 3.8 is priced with "
@@ -645,7 +645,7 @@ def analyze_speculative(
             "c_propose": c_propose,
         })
         notes += impossible
-        notes += _token_notes(r, basis, headline, on_headline, cst if headline == "wall" else priced, c_propose)
+        notes += _token_notes(r, basis, headline, on_headline, cst if headline == WALL else priced, c_propose)
         for metric, f in figures[r.name].items():
             by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
                               **{c: x for fig in BY_METRIC_FIGURES

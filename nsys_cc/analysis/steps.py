@@ -68,7 +68,7 @@ from ..contract import (
 from ..errors import InputError
 from ..trace.nvtx import matches
 from .latencies import latencies_beside
-from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY
+from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
 from .phases import (
     containing,
     iteration_windows,
@@ -110,8 +110,8 @@ PART_STEP_COLUMNS = [*(f"{p}_ms" for p in STEP_PARTS), "draft_catchup_ms", "draf
 def part_columns(metric: str) -> dict[str, str]:
     """The step columns of `metric` (wall or one of STEP_METRICS) for each of STEP_PARTS, the catch-up and later draft
     forwards ("draft_catchup", "draft_later") and the time outside forwards and parts ("other_token")."""
-    suffix = "_ms" if metric == "wall" else f"_{metric}_ms"
-    if metric != "wall" and metric not in STEP_METRICS:
+    suffix = "_ms" if metric == WALL else f"_{metric}_ms"
+    if metric != WALL and metric not in STEP_METRICS:
         raise ValueError(f"steps are not measured on {metric!r} (wall, {', '.join(STEP_METRICS)})")
     return {p: p + suffix for p in (*STEP_PARTS, "draft_catchup", "draft_later", "other_token")}
 
@@ -148,7 +148,7 @@ def forwards_held(kind: np.ndarray, d_step: np.ndarray, payload: np.ndarray, gam
 def metric_columns(metric: str) -> tuple[str, str, str, str]:
     """The columns of `metric` (wall or one of STEP_METRICS): (target, drafts, other) in `StepTable.steps`, and one
     draft forward's in `StepTable.draft_forwards`."""
-    if metric == "wall":
+    if metric == WALL:
         return "target_ms", "draft_ms", "other_ms", "wall_ms"
     if metric not in STEP_METRICS:
         raise ValueError(f"steps are not measured on {metric!r} (wall, {', '.join(STEP_METRICS)})")
@@ -179,7 +179,7 @@ class StepTable:
     @property
     def metrics(self) -> tuple[str, ...]:
         """The metrics the steps are measured on: wall, then each of STEP_METRICS whose columns the steps have."""
-        return ("wall", *(m for m in STEP_METRICS if metric_columns(m)[0] in self.steps))
+        return (WALL, *(m for m in STEP_METRICS if metric_columns(m)[0] in self.steps))
 
 
 def _gpu_metrics_of(forwards: pd.DataFrame) -> list[str]:
@@ -397,7 +397,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         known = np.nansum(np.vstack([sums[p] for p in STEP_PARTS]), axis=0)
         steps[cols["other_token"]] = s_ms - target_m - drafts_m - known
 
-    add_parts("wall", sum_t, sum_d, d_wall)
+    add_parts(WALL, sum_t, sum_d, d_wall)
     steps["draft_catchup_tokens"] = per_step(d_payload, first)
     steps["draft_ranges"] = count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan)
     for metric in _gpu_metrics_of(target):
@@ -459,7 +459,7 @@ def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.Da
             continue
         found = measured(found)
         step = step_at(found["start_ns"].to_numpy())
-        frame = pd.DataFrame({"step": step, "wall": found["duration_ns"].to_numpy(dtype=float) / 1e6})
+        frame = pd.DataFrame({"step": step, WALL: found["duration_ns"].to_numpy(dtype=float) / 1e6})
         for metric in STEP_METRICS:
             col = BY_NAME[metric].column
             frame[metric] = (found[col].to_numpy(dtype=float) / 1e6 if col in found

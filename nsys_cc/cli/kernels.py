@@ -34,9 +34,10 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     """
     import warnings
 
-    from ..analysis.compare import kernel_diff, kernels as kernel_table
+    from ..analysis.compare import kernel_diff
+    from ..analysis.kernels import kernels as kernel_table
     from ..errors import NsysCCWarning
-    from ..report import kernel_format
+    from ..report import kernel_text
     from .flags import in_flags
 
     options = {"range_name": range_name, "phase": phase, "skip_ranges": skip_ranges, "output_len": output_len}
@@ -47,7 +48,7 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
         else:
             table = kernel_diff(a, b, range_name_b=range_name_b, **options)
     table.attrs["notes"] = tuple(in_flags(n) for n in table.attrs.get("notes", ()))
-    click.echo(kernel_format.render(table, fmt), nl=False)
+    click.echo(kernel_text.render(table, fmt), nl=False)
     if fmt in ("json", "csv"):
         for note in table.attrs["notes"]:
             click.echo(f"note: {note}", err=True)

@@ -53,7 +53,7 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     c_low, c_high = _interval(ci, c)
     from ..analysis.acceptance import alphas_with_source
     from ..analysis.speedup import judge_all
-    from ..report.speedup_format import render_judgements
+    from ..report.speedup_text import render_judgements
 
     alphas, note = alphas_with_source(acceptance, metrics_dump)
     if not alphas:

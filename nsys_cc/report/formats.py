@@ -16,7 +16,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import kernel_format, run_plots, speculative_format, token_format
+from . import kernel_text, run_plots, speculative_text, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
@@ -41,7 +41,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             for metric in METRIC_NAMES:
                 row = sub[sub["metric"] == metric]
                 entry[f"{metric}_ms"] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
-            entry["token"] = token_format.phase_record(result, m.name, phase)  # the token's median and its split
+            entry["token"] = token_text.phase_record(result, m.name, phase)  # the token's median and its split
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
@@ -56,7 +56,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     coefficients = [
         {"draft": r.draft, "phase": r.phase, "metric": r.metric, "c": _num(r.c),
          "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
-         "target_median_ms": _num(r.target_median_ms), **token_format.coefficient_record(r)}
+         "target_median_ms": _num(r.target_median_ms), **token_text.coefficient_record(r)}
         for r in result.coefficients.itertuples()
     ]
     out = {
@@ -66,7 +66,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
-    out.update(speculative_format.to_json(result.speculative))
+    out.update(speculative_text.to_json(result.speculative))
     if not result.runs.empty:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
@@ -75,7 +75,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
                         "c_forward": _num(getattr(r, "c_forward", math.nan))} for r in result.runs.itertuples()]
     if not result.forward_share.empty:
         out["forward_share"] = json.loads(result.forward_share.to_json(orient="records"))
-    out["kernel_diff"] = kernel_format.records(result.kernel_diff)
+    out["kernel_diff"] = kernel_text.records(result.kernel_diff)
     return out
 
 
@@ -162,7 +162,7 @@ def _long_csv(result: CostCoefficientResult) -> str:
 
 def _c_words(result: CostCoefficientResult) -> str:
     """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
-    if token_format.any_token(result):
+    if token_text.any_token(result):
         return ("c = median(draft token) / median(target token), a token = its forward + logits + sampling (times: the "
                 "token's medians; c of the forward alone in the split below)")
     return "c = median(draft) / median(target)"
@@ -189,9 +189,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     ranks = rank_display(result)
     if fmt == "markdown":
         parts = [f"{_c_words(result)}.", "", markdown_table(table)]
-        split = token_format.split_table(result)
+        split = token_text.split_table(result)
         if not split.empty:
-            parts += ["", f"**{token_format.SPLIT_TITLE}**", "", markdown_table(split)]
+            parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
         if not ranks.empty:
             parts += ["", "**Ranks** (each rank's own forward ranges in the kept forwards; last = finished last)", "",
                       markdown_table(ranks)]
@@ -201,10 +201,10 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", "**Speedup**", ""] + [f"- {line}" for line in _verdict_lines(result)]
         if not result.runs.empty:
             parts += ["", f"**{RUNS_TITLE}**", "", markdown_table(run_plots.run_table(result))]
-        for title, body in kernel_format.report_sections(result.kernel_diff):
+        for title, body in kernel_text.report_sections(result.kernel_diff):
             parts += ["", f"**{title}**", "", markdown_table(body)]
         if result.speculative is not None:
-            for title, body in speculative_format.sections(result.speculative):
+            for title, body in speculative_text.sections(result.speculative):
                 if len(body):
                     parts += ["", f"**{title}**", ""]
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
@@ -214,9 +214,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}, 95 % bootstrap interval", "",
              text_table(table), ""]
-    split = token_format.split_table(result)
+    split = token_text.split_table(result)
     if not split.empty:
-        parts += [f"{token_format.SPLIT_TITLE}:", "", text_table(split), ""]
+        parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]
     if not ranks.empty:
         parts += ["Ranks: each rank's own forward ranges in the kept forwards; Last = forwards it finished last; Lag = "
                   "its end − the forward's first end", "", text_table(ranks), ""]
@@ -226,8 +226,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     if result.speculative is not None:
-        parts += ["", speculative_format.HEADER]
-        for title, body in speculative_format.sections(result.speculative):
+        parts += ["", speculative_text.HEADER]
+        for title, body in speculative_text.sections(result.speculative):
             if len(body):
                 parts += ["", f"{title}:"]
                 parts += [text_table(body)] if isinstance(body, pd.DataFrame) else [f"* {x}" for x in body]
@@ -246,9 +246,9 @@ def render_html(result: CostCoefficientResult) -> str:
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
              f"{html.escape(_c_words(result))}, 95 % bootstrap interval</p>",
              display_table(result).to_html(index=False, escape=True)]
-    split = token_format.split_table(result)
+    split = token_text.split_table(result)
     if not split.empty:
-        parts += [f"<p><b>{html.escape(token_format.SPLIT_TITLE)}</b></p>", split.to_html(index=False, escape=True)]
+        parts += [f"<p><b>{html.escape(token_text.SPLIT_TITLE)}</b></p>", split.to_html(index=False, escape=True)]
     ranks = rank_display(result)
     if not ranks.empty:
         parts += ["<p><b>Ranks</b> (each rank's own forward ranges in the kept forwards; last = finished last)</p>",
@@ -257,11 +257,11 @@ def render_html(result: CostCoefficientResult) -> str:
     if result.acceptance:
         lines += _verdict_lines(result)
     parts.append(_html_list(lines))
-    for title, body in kernel_format.report_sections(result.kernel_diff):
+    for title, body in kernel_text.report_sections(result.kernel_diff):
         parts += [f"<p><b>{html.escape(title)}</b></p>", body.to_html(index=False, escape=True)]
     if result.speculative is not None:
-        parts.append(f"<p><b>{html.escape(speculative_format.HEADER)}</b></p>")
-        for title, body in speculative_format.sections(result.speculative):
+        parts.append(f"<p><b>{html.escape(speculative_text.HEADER)}</b></p>")
+        for title, body in speculative_text.sections(result.speculative):
             if len(body):
                 parts.append(f"<p><i>{html.escape(title)}</i></p>")
                 parts.append(body.to_html(index=False, escape=True) if isinstance(body, pd.DataFrame)

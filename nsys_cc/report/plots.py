@@ -33,9 +33,19 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..analysis import kernels as kernel_mod
+from ..analysis import kernel_tables as kernel_mod
 from ..analysis.dsi import Heatmaps
-from ..analysis.metrics import BY_NAME, C_METRICS, in_order
+from ..analysis.metrics import (
+    BY_NAME,
+    C_METRICS,
+    GPU_BUSY_NS,
+    GPU_IDLE_NS,
+    GPU_SPAN,
+    GPU_SPAN_NS,
+    WALL,
+    WALL_NS,
+    in_order,
+)
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
 from . import rank_plots, run_plots, speedup_plots, token_plots
@@ -119,7 +129,7 @@ def _wants_log(medians: list[float]) -> bool:
 def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
     wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
-    panels = ["wall", "gpu_span"] if any(m.has_cuda for m in result.models) else ["wall"]
+    panels = [WALL, GPU_SPAN] if any(m.has_cuda for m in result.models) else [WALL]
     metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in panels]
     colors = _model_colors(result)
     groups = [(m, p) for m in result.models for p in _split_phases(m)]
@@ -129,7 +139,7 @@ def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     with matplotlib.rc_context(STYLE):
         fig, axes = _figure(len(metrics), max(1.1 * len(groups), 5.5), 4.6)
         for ax, (col, label) in zip(axes, metrics):
-            data = [_ms(m, p, col) if (m.has_cuda or col == "wall_ns") else np.array([]) for m, p in groups]
+            data = [_ms(m, p, col) if (m.has_cuda or col == WALL_NS) else np.array([]) for m, p in groups]
             pos = [i for i, d in enumerate(data) if d.size]
             if not pos:
                 ax.text(0.5, 0.5, f"no {label} data", ha="center", va="center", transform=ax.transAxes)
@@ -231,12 +241,12 @@ def _breakdown_phases(result: CostCoefficientResult) -> list[str]:
 def _components(m: ModelForwards, phase: str) -> dict[str, float]:
     """Median per forward (ms) of: wall, GPU busy, GPU idle inside the span, CPU time outside the span."""
     rows = m.phase_rows(phase)
-    wall = rows["wall_ns"].to_numpy(dtype=float) / 1e6
-    out = {"wall": median(wall)}
+    wall = rows[WALL_NS].to_numpy(dtype=float) / 1e6
+    out = {WALL: median(wall)}
     if m.has_cuda:
-        span = rows["gpu_span_ns"].to_numpy(dtype=float) / 1e6
-        out["busy"] = median(rows["gpu_busy_ns"].to_numpy(dtype=float) / 1e6)
-        out["idle"] = median(rows["gpu_idle_ns"].to_numpy(dtype=float) / 1e6)
+        span = rows[GPU_SPAN_NS].to_numpy(dtype=float) / 1e6
+        out["busy"] = median(rows[GPU_BUSY_NS].to_numpy(dtype=float) / 1e6)
+        out["idle"] = median(rows[GPU_IDLE_NS].to_numpy(dtype=float) / 1e6)
         out["outside"] = median(np.clip(wall - span, 0, None))
     return out
 
@@ -273,11 +283,11 @@ def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
                         ax.bar(i, h, 0.6, bottom=bottom, color=color, label=label)
                         bottom += h
                 else:
-                    ax.bar(i, comp["wall"], 0.6, color=colors[m.name], alpha=0.7,
+                    ax.bar(i, comp[WALL], 0.6, color=colors[m.name], alpha=0.7,
                            label="wall-clock (no CUDA in trace)" if any_cuda else None)
-                ax.plot([i - 0.35, i + 0.35], [comp["wall"]] * 2, color="black", linewidth=2,
+                ax.plot([i - 0.35, i + 0.35], [comp[WALL]] * 2, color="black", linewidth=2,
                         label="median wall")
-                ax.annotate(f"wall {comp['wall']:.3g} ms", (i, max(bottom, comp["wall"])), textcoords="offset points",
+                ax.annotate(f"wall {comp[WALL]:.3g} ms", (i, max(bottom, comp[WALL])), textcoords="offset points",
                             xytext=(0, 4), ha="center", fontsize=8)
             ax.set_xticks(range(len(names)), names)
             ax.set_xlim(-0.6, len(names) - 0.4)
@@ -287,8 +297,8 @@ def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
             ax.set_title(f"{phase} forwards")
             ax.grid(axis="y", alpha=0.3)
         _legend_below(fig, axes)
-        outlasts = any(m.has_cuda and median(m.kept["gpu_span_ns"].to_numpy(dtype=float))
-                       > median(m.kept["wall_ns"].to_numpy(dtype=float)) for m in result.models)
+        outlasts = any(m.has_cuda and median(m.kept[GPU_SPAN_NS].to_numpy(dtype=float))
+                       > median(m.kept[WALL_NS].to_numpy(dtype=float)) for m in result.models)
         title = "Median forward time — CPU-only traces: wall-clock only, no GPU breakdown"
         if any_cuda:
             title = "Where the forward time goes, median per forward" + (

@@ -1,10 +1,10 @@
 """Kernel tables as text (`nsys_cc.kernels`, `nsys_cc.kernel_diff`, a result's `kernel_diff`): what `nsys-cc kernels`
 prints, and the report's "where the draft saves time" section.
 
-`--format json` is a list of rows (the table's columns: `kernels.KERNEL_COLUMNS`, or `kernels.DIFF_COLUMNS` for two
-sets of ranges; NaN is null), `csv` the same rows; `table` and `markdown` put a head line on what was compared above
-the rows (kernel names past KERNEL_CHARS shortened, times in ms per range) and the notes under them. The notes of json
-and csv go to stderr (`notes`), so that stdout stays the rows alone.
+`--format json` is a list of rows (the table's columns: `kernel_tables.KERNEL_COLUMNS`, or `kernel_tables.DIFF_COLUMNS`
+for two sets of ranges; NaN is null), `csv` the same rows; `table` and `markdown` put a head line on what was compared
+above the rows (kernel names past KERNEL_CHARS shortened, times in ms per range) and the notes under them. The notes of
+json and csv go to stderr (`notes`), so that stdout stays the rows alone.
 """
 
 from __future__ import annotations

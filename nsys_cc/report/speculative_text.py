@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from ..analysis.metrics import WALL
 from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
 from .words import fmt_speedup, sig3
 
@@ -98,7 +99,7 @@ def _x(v: float) -> str:
 
 def shown_metrics(spec: SpeculativeAnalysis) -> list[str]:
     """The metrics the printed runs table shows: the headline metric, then wall beside it (wall alone on CPU)."""
-    return [spec.metric] + (["wall"] if spec.metric != "wall" else [])
+    return [spec.metric] + ([WALL] if spec.metric != WALL else [])
 
 
 def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
@@ -144,7 +145,7 @@ def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
                 return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
 
             def wall_only(col: str, metric: str = metric, t: dict = t) -> str:
-                return sig3(t[col]) if metric == "wall" and not _missing(t[col]) else "–"
+                return sig3(t[col]) if metric == WALL and not _missing(t[col]) else "–"
 
             catchup = ci("draft_catchup_ms")
             if catchup != "–" and not _missing(t["draft_catchup_tokens"]):
@@ -187,7 +188,7 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
 def forecast_lines(spec: SpeculativeAnalysis) -> list[str]:
     """Per draft: the fitted model in words (on which metric), and the best γ at each α."""
     out = []
-    on = "" if spec.metric == "wall" else f" on {spec.metric}"
+    on = "" if spec.metric == WALL else f" on {spec.metric}"
     for draft, m in spec.models.items():
         out.append(f"{draft}: step(γ) = γ × {m.draft_forward_ms:.3g} ms (draft{on}) + verify{on} "
                    f"{m.verify_intercept_ms:.3g} + {m.verify_slope_ms:.3g} × (γ+1) ms + outside "
@@ -219,16 +220,16 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; 
 
 def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
     """The sections' titles, each saying the metric it uses (`sections`)."""
-    if spec.metric == "wall":
+    if spec.metric == WALL:
         runs = "Speculative runs (on wall: the forward ranges' time)"
         split = "wall step times, split on wall"
     else:
-        others = sorted(set(spec.by_metric["metric"]) - {spec.metric, "wall"})
+        others = sorted(set(spec.by_metric["metric"]) - {spec.metric, WALL})
         runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then wall: the forward "
                 "ranges' CPU time" + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
         split = f"wall step times, split on {spec.metric}"
     tokens = (f"Tokens in place (per drafted token and per verify, on {spec.metric}"
-              + (", then wall" if spec.metric != "wall" else "") + "; c in place = draft token ÷ verify token, c vs "
+              + (", then wall" if spec.metric != WALL else "") + "; c in place = draft token ÷ verify token, c vs "
               "decode token = draft token ÷ the plain target's decode token: a head's c, what Thm 3.8 in place is "
               "priced with; c forwards = the forwards alone)")
     return {"runs": runs, "tokens": tokens,
