@@ -38,6 +38,7 @@ from nsys_cc.trace.nsys import BIN_IN_PREFIX, find_nsys
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
+PACKAGE = REPO / "nsys_cc"
 PUBLIC = REPO.parent / "shared" / "traces" / "public"
 # `make test` installs nsys and sets this: a missing nsys is then a failure, not a skip.
 REQUIRE_NSYS = os.environ.get("NSYS_CC_REQUIRE_NSYS", "") not in ("", "0")
@@ -89,6 +90,18 @@ def pytest_terminal_summary(terminalreporter):
         "the first user of a shared fixture pays for it). A long end-to-end test belongs in `make test` only: mark it "
         "`@pytest.mark.slow` (or let it ask for `nsys_bin`/`vllm_module`); an expensive fixture can be built once "
         "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
+
+
+def package_offenders(find) -> dict[str, list[str]]:
+    """What `find(path, rel)` reports in each module of the package (rel: its path under nsys_cc/, posix), keyed by
+    `rel`, for the modules where it reports anything: the one walk of the reliability walkers."""
+    offenders = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        calls = find(path, rel)
+        if calls:
+            offenders[rel] = calls
+    return offenders
 
 
 def sha256_tree(path: str | Path) -> dict[str, str]:

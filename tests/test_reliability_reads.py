@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, bounded, unchanged
+from conftest import FIXTURES, bounded, package_offenders, unchanged
 from nsys_cc import inputs
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
@@ -423,12 +423,7 @@ def _read_calls(path: Path, rel: str) -> list[str]:
 
 
 def test_every_read_in_the_package_goes_through_the_one_opener():
-    offenders = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        calls = _read_calls(path, rel)
-        if calls:
-            offenders[rel] = calls
+    offenders = package_offenders(_read_calls)
     assert offenders == {}, ("reads outside nsys_cc.inputs (route them through it, or add the function to ALLOWED "
                              f"with the reason): {offenders}")
 

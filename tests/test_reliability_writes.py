@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, sha256_tree, unchanged
+from conftest import FIXTURES, package_offenders, sha256_tree, unchanged
 from nsys_cc import atomic
 from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
@@ -286,14 +286,7 @@ def _write_calls(path: Path) -> list[str]:
 
 
 def test_every_write_under_the_package_goes_through_the_one_writer():
-    offenders = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
-        rel = path.relative_to(PACKAGE).as_posix()
-        if rel in ALLOWED:
-            continue
-        calls = _write_calls(path)
-        if calls:
-            offenders[rel] = calls
+    offenders = package_offenders(lambda path, rel: [] if rel in ALLOWED else _write_calls(path))
     assert offenders == {}, ("writes/removals outside atomic.Folder (route them through it, or add the module to "
                              f"ALLOWED with the reason): {offenders}")
 
