@@ -95,7 +95,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         raise TypeError("launch.profile.profile(precision=…) needs measure= (nsys_cc.profile gives it)")
     atomic.check_out_dir(out_dir, "the profile run")
     return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
-                               trace=trace, nsys_args=nsys_args,
+                               trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
                                speculate=speculate, speculative_config=speculative_config, measure=measure,
