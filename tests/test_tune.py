@@ -300,3 +300,52 @@ def test_profiling_runs_the_design_then_the_schedules_gamma_where_it_was_not_mea
     assert calls[1:] == [want]
     assert json.loads((out / "tune.json").read_text())["design"]["check"] == [[4, 2], [16, 3]]
     assert rep.schedule[0][0] == 1
+
+
+# The draft's forwards apart: a catch-up forward over B·(γ + 2) tokens (vLLM 0.32's draft proposer) and γ − 1 later
+# forwards of B tokens, each cell's medians written from known lines.
+SPLIT = dict(k=(0.9, 0.08), l=(0.7, 0.04))
+
+
+def _split_cell(b: int, g: int) -> t.Cell:
+    k, lt = SPLIT["k"], SPLIT["l"]
+    c = _cell(b, g)
+    return t.Cell(**{**c.__dict__, "draft_catchup_ms": k[0] + k[1] * b * (g + 2), "draft_catchup_tokens": b * (g + 2),
+                     "draft_later_ms": lt[0] + lt[1] * b if g >= 2 else float("nan")})
+
+
+def test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back():
+    m = t.fit_cost([_split_cell(b, g) for b, g in DESIGN])
+    assert m.draft_rule == "catch-up and later"
+    assert m.catchup == pytest.approx(SPLIT["k"], abs=1e-9)
+    assert m.later == pytest.approx(SPLIT["l"], abs=1e-9)
+    assert m.catchup_extra == pytest.approx(1.0)
+    # step(B=8, γ=7) written out: catch-up 0.9 + 0.08·8·9, six later forwards 6·(0.7 + 0.32), verify 4 + 0.2·64,
+    # outside 3 + 4 + 0.2·56
+    assert float(m.step_ms(8, 7)) == pytest.approx((0.9 + 5.76) + 6 * 1.02 + (4 + 12.8) + (3 + 4 + 11.2))
+    assert m.to_dict()["draft_catchup_ms"]["per_token"] == pytest.approx(0.08)
+    assert "catch-up(0.9 + 0.08·B(γ+2))" in m.describe()
+
+
+def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
+    # what the per-forward rule did: the median draft forward is the catch-up at γ = 1 and a later one at γ = 3, so
+    # one line through them prices γ = 7 with neither (the case issue 30's long-γ check missed)
+    cells = [_split_cell(b, g) for b, g in DESIGN]
+    cells = [t.Cell(**{**c.__dict__, "draft_forward_ms": c.draft_catchup_ms if c.gamma == 1 else c.draft_later_ms})
+             for c in cells]
+    split = t.fit_cost(cells)
+    one_price = t.fit_cost([t.Cell(**{**c.__dict__, "draft_catchup_ms": float("nan")}) for c in cells])
+    assert one_price.draft_rule == "per forward"
+    true_drafts = (0.9 + 0.08 * 8 * 9) + 6 * (0.7 + 0.04 * 8)
+    assert float(split.drafts_ms(8, 7)) == pytest.approx(true_drafts)
+    assert abs(float(one_price.drafts_ms(8, 7)) / true_drafts - 1) > 0.03  # 13.44 against 12.78 ms
+
+
+def test_the_fixtures_catch_up_payload_is_the_tokens_just_verified_plus_one_a_sequence():
+    # vLLM 0.32's draft proposer runs its first forward over B·(γ + 2) tokens; the plugin records the payload
+    cells = {c.key: c for c in t.read_cells(FIX / "a50")}
+    for (b, g) in [(1, 1), (1, 3), (8, 1), (8, 3), (4, 2)]:
+        assert cells[(b, g)].draft_catchup_tokens == b * (g + 2), (b, g)
+        assert (cells[(b, g)].draft_later_ms > 0) == (g >= 2)
+    fit, _ = t.split_design(list(cells.values()), [1, 8], [1, 3])
+    assert t.fit_cost(fit).draft_rule == "catch-up and later"

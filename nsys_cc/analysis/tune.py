@@ -9,18 +9,28 @@ forwards, and the plain target's decode step; the measured speedup; vLLM's per-p
 Cost model (times in ms, T = B·(γ + 1) the tokens a verify forward processes):
 
     decode_step(B)  = p0 + p1·B               a plain decode step (forward of B tokens + time around it)
-    draft(B)        = d0 + d1·B               one draft forward of B tokens (γ per step)
+    catchup(B, γ)   = k0 + k1·B·(γ + 1 + e)   the step's first draft forward, over the tokens just verified
+    later(B)        = l0 + l1·B               each of its γ − 1 later draft forwards, one token per sequence
     verify(B, γ)    = v0 + v1·B·(γ + 1)       the verify forward: linear in the tokens it verifies, above a floor v0
     other(B, γ)     = o0 + o1·B + o2·B·γ      outside forwards: per-step fixed cost, per sequence, per draft token
-    step(B, γ)      = γ·draft(B) + verify(B, γ) + other(B, γ)
+    step(B, γ)      = catchup(B, γ) + (γ − 1)·later(B) + verify(B, γ) + other(B, γ)
     speedup(B, γ)   = E(γ) · decode_step(B) / step(B, γ)
+
+The draft's forwards are priced apart (issue 29's in-place split: `draft_catchup_ms`, `draft_later_ms`) because they
+are not alike: vLLM's draft proposer first runs the draft over the tokens the target just verified (its payload,
+`draft_catchup_tokens`, is B·(γ + 1 + e) tokens: e = 1 for vLLM 0.32's draft_model proposer, read from the cells as
+the median payload ÷ B − (γ + 1)), then γ − 1 forwards of one token per sequence. A single per-forward price
+(d0 + d1·B, the median forward) is right at the design's γ but wrong away from it: at γ = 1 the only forward is the
+catch-up, at γ = 3 the median is a later one, and at γ = 7 the catch-up carries 8 tokens a sequence. Where the cells
+have no split (vLLM's own scopes trace: one draft range a step; a live window), the draft is priced per forward,
+draft(B) = d0 + d1·B, γ per step, and `BatchCostModel.draft_rule` says which was used.
 
 Why linear in tokens above a floor: a forward's cost on the CPU build and on a GPU is a fixed part (launches, weight
 reads, Python) that dominates at few tokens, plus a part proportional to the tokens once compute is the limit (the
 GPU's flat region is the floor; a roofline's knee is the point where the line rises above it). Each slope is fitted
 non-negative (more tokens never cost less; a falling fit is noise), by least squares over the cells' medians.
-The four cells of B ∈ {1, 8} × γ ∈ {1, 3} identify every coefficient: verify sees T = 2, 4, 16, 32; other sees B·γ
-= 1, 3, 8, 24 at B = 1, 8.
+The four cells of B ∈ {1, 8} × γ ∈ {1, 3} identify every coefficient: verify sees T = 2, 4, 16, 32; the catch-up
+sees B·(γ + 2) = 3, 5, 24, 40; the later forwards B = 1, 8 (the γ = 3 cells); other sees B·γ = 1, 3, 8, 24 at B = 1, 8.
 
 Tokens per step E(γ) from the per-position counters (`vllm:spec_decode_num_accepted_tokens_per_pos`): pooled over
 the cells (a draft's position i is accepted with the same probability whatever γ it was drafted with: the draft
@@ -87,6 +97,13 @@ class Cell:
     # stragglers (a static batch waits for its slowest sequence, so the trace's tokens per step fall with B)
     measured_counters_speedup: float = math.nan
     output_len: int = 0  # tokens generated per sequence in the benchmark (0: unknown)
+    # the draft's forwards apart (module docstring): the step's first (catch-up) forward, its payload (tokens), one
+    # later forward (NaN at γ = 1: there is none); NaN throughout where the trace has no split
+    draft_catchup_ms: float = math.nan
+    draft_catchup_ci: tuple[float, float] = (math.nan, math.nan)
+    draft_catchup_tokens: float = math.nan
+    draft_later_ms: float = math.nan
+    draft_later_ci: tuple[float, float] = (math.nan, math.nan)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -95,7 +112,9 @@ class Cell:
     def to_dict(self) -> dict:
         return {"batch_size": self.batch_size, "gamma": self.gamma, "label": self.label, "source": self.source,
                 "draft_forward_ms": self.draft_forward_ms, "verify_ms": self.verify_ms, "other_ms": self.other_ms,
-                "decode_step_ms": self.decode_step_ms, "tokens_per_step": self.tokens_per_step,
+                "decode_step_ms": self.decode_step_ms, "draft_catchup_ms": self.draft_catchup_ms,
+                "draft_catchup_tokens": self.draft_catchup_tokens, "draft_later_ms": self.draft_later_ms,
+                "tokens_per_step": self.tokens_per_step,
                 "measured_speedup": self.measured_speedup, "measured_ci_low": self.measured_ci[0],
                 "measured_ci_high": self.measured_ci[1],
                 "accepted_per_position": list(self.acceptance.accepted_per_position) if self.acceptance else None,
@@ -243,20 +262,51 @@ def _nnls_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return best
 
 
+def _line(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """y ≈ a + b·x with b ≥ 0 (`_nnls_slopes`); with one distinct finite x the slope is unidentified: 0, a the mean."""
+    keep = np.isfinite(x) & np.isfinite(y)
+    if np.unique(x[keep]).size < 2:
+        return np.array([float(np.mean(y[keep])) if keep.any() else math.nan, 0.0])
+    return _nnls_slopes(np.column_stack([np.ones_like(x), x]), y)
+
+
+DRAFT_RULES = ("catch-up and later", "per forward")  # how the draft's forwards are priced (module docstring)
+
+
 @dataclass(frozen=True)
 class BatchCostModel:
-    """The step cost model across batch size (module docstring); coefficients in ms."""
+    """The step cost model across batch size (module docstring); coefficients in ms. `catchup` and `later` (with the
+    catch-up payload's extra tokens per sequence `catchup_extra`) price the draft's forwards apart where the cells
+    measured them; without them (`draft_rule` "per forward") every draft forward costs `draft`."""
 
     decode: tuple[float, float]
     draft: tuple[float, float]
     verify: tuple[float, float]
     other: tuple[float, float, float]
+    catchup: tuple[float, float] | None = None
+    later: tuple[float, float] | None = None
+    catchup_extra: float = 0.0
+
+    @property
+    def draft_rule(self) -> str:
+        return DRAFT_RULES[0] if self.catchup is not None and self.later is not None else DRAFT_RULES[1]
 
     def decode_step_ms(self, b):
         return self.decode[0] + self.decode[1] * np.asarray(b, dtype=float)
 
     def draft_ms(self, b):
         return self.draft[0] + self.draft[1] * np.asarray(b, dtype=float)
+
+    def catchup_tokens(self, b, g):
+        return np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1 + self.catchup_extra)
+
+    def drafts_ms(self, b, g):
+        """The draft's forwards of one step: the catch-up and γ − 1 later ones, or γ at the per-forward price."""
+        g = np.asarray(g, dtype=float)
+        if self.catchup is None or self.later is None:
+            return g * self.draft_ms(b)
+        later = self.later[0] + self.later[1] * np.asarray(b, dtype=float)
+        return self.catchup[0] + self.catchup[1] * self.catchup_tokens(b, g) + (g - 1) * later
 
     def verify_ms(self, b, g):
         return self.verify[0] + self.verify[1] * np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1)
@@ -266,33 +316,64 @@ class BatchCostModel:
         return self.other[0] + self.other[1] * b + self.other[2] * b * g
 
     def step_ms(self, b, g):
-        return np.asarray(g, dtype=float) * self.draft_ms(b) + self.verify_ms(b, g) + self.other_ms(b, g)
+        return self.drafts_ms(b, g) + self.verify_ms(b, g) + self.other_ms(b, g)
 
     def to_dict(self) -> dict:
-        return {"decode_step_ms": {"intercept": self.decode[0], "per_sequence": self.decode[1]},
-                "draft_forward_ms": {"intercept": self.draft[0], "per_sequence": self.draft[1]},
-                "verify_ms": {"intercept": self.verify[0], "per_token": self.verify[1]},
-                "other_ms": {"intercept": self.other[0], "per_sequence": self.other[1],
-                             "per_draft_token": self.other[2]}}
+        out = {"draft_rule": self.draft_rule,
+               "decode_step_ms": {"intercept": self.decode[0], "per_sequence": self.decode[1]},
+               "draft_forward_ms": {"intercept": self.draft[0], "per_sequence": self.draft[1]},
+               "verify_ms": {"intercept": self.verify[0], "per_token": self.verify[1]},
+               "other_ms": {"intercept": self.other[0], "per_sequence": self.other[1],
+                            "per_draft_token": self.other[2]}}
+        if self.catchup is not None and self.later is not None:
+            out["draft_catchup_ms"] = {"intercept": self.catchup[0], "per_token": self.catchup[1],
+                                       "extra_tokens_per_sequence": self.catchup_extra}
+            out["draft_later_ms"] = {"intercept": self.later[0], "per_sequence": self.later[1]}
+        return out
 
     def describe(self) -> str:
         d, v, o, p = self.draft, self.verify, self.other, self.decode
-        return (f"step(B, γ) = γ × draft({d[0]:.3g} + {d[1]:.3g}·B) + verify({v[0]:.3g} + {v[1]:.3g}·B(γ+1)) + "
+        if self.catchup is not None and self.later is not None:
+            k, lt, e = self.catchup, self.later, self.catchup_extra
+            drafts = (f"catch-up({k[0]:.3g} + {k[1]:.3g}·B(γ+{1 + e:.3g})) + (γ−1) × later({lt[0]:.3g} + "
+                      f"{lt[1]:.3g}·B)")
+        else:
+            drafts = f"γ × draft({d[0]:.3g} + {d[1]:.3g}·B)"
+        return (f"step(B, γ) = {drafts} + verify({v[0]:.3g} + {v[1]:.3g}·B(γ+1)) + "
                 f"outside({o[0]:.3g} + {o[1]:.3g}·B + {o[2]:.3g}·Bγ) ms, against a plain decode step of "
                 f"{p[0]:.3g} + {p[1]:.3g}·B ms")
 
 
+COST_PARTS = ("draft", "verify", "other", "decode", "catchup", "later")  # fit_cost's `values` keys
+
+
+def cell_values(cells: Sequence[Cell]) -> dict[str, np.ndarray]:
+    """The cells' medians `fit_cost` fits, keyed by COST_PARTS, in cell order."""
+    return {"draft": np.array([c.draft_forward_ms for c in cells], dtype=float),
+            "verify": np.array([c.verify_ms for c in cells], dtype=float),
+            "other": np.array([c.other_ms for c in cells], dtype=float),
+            "decode": np.array([c.decode_step_ms for c in cells], dtype=float),
+            "catchup": np.array([c.draft_catchup_ms for c in cells], dtype=float),
+            "later": np.array([c.draft_later_ms for c in cells], dtype=float)}
+
+
+def _catchup_extra(cells: Sequence[Cell]) -> float:
+    """e of the catch-up payload B·(γ + 1 + e): the median over the cells that measured it (0 when none did)."""
+    e = [c.draft_catchup_tokens / c.batch_size - (c.gamma + 1) for c in cells
+         if math.isfinite(c.draft_catchup_tokens) and c.batch_size > 0]
+    return float(np.median(e)) if e else 0.0
+
+
 def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None) -> BatchCostModel:
     """`BatchCostModel` by non-negative-slope least squares over the cells' medians (`values` replaces them, for the
-    bootstrap: arrays in cell order keyed draft, verify, other, decode)."""
+    bootstrap: arrays in cell order keyed by COST_PARTS, as `cell_values` gives them). The draft is priced as
+    catch-up and later forwards when every cell measured its catch-up forward and a cell of γ ≥ 2 its later ones;
+    else per forward."""
     if not cells:
         raise InputError("no cell to fit the cost model on")
     b = np.array([c.batch_size for c in cells], dtype=float)
     g = np.array([c.gamma for c in cells], dtype=float)
-    v = values or {"draft": np.array([c.draft_forward_ms for c in cells]),
-                   "verify": np.array([c.verify_ms for c in cells]),
-                   "other": np.array([c.other_ms for c in cells]),
-                   "decode": np.array([c.decode_step_ms for c in cells])}
+    v = values or cell_values(cells)
     one = np.ones_like(b)
     # a plain decode step is measured once per batch size (the same plain engine in every cell of that B)
     ub = np.unique(b)
@@ -304,9 +385,18 @@ def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None)
         other = _nnls_slopes(np.column_stack([one, b, b * g]), v["other"])
     else:  # one γ seen (a live window): per sequence and per draft token are one column; outside time held per B
         other = np.append(_nnls_slopes(np.column_stack([one, b]), v["other"]), 0.0)
+    catchup = later = None
+    extra = 0.0
+    catch_v, later_v = v.get("catchup"), v.get("later")
+    if (catch_v is not None and later_v is not None and np.isfinite(catch_v).all()
+            and np.isfinite(later_v[g >= 2]).any()):
+        extra = _catchup_extra(cells)
+        k = _line(b * (g + 1 + extra), catch_v)
+        lt = _line(np.where(g >= 2, b, np.nan), later_v)
+        catchup, later = (float(k[0]), float(k[1])), (float(lt[0]), float(lt[1]))
     return BatchCostModel((float(decode[0]), float(decode[1])), (float(draft[0]), float(draft[1])),
                           (float(verify[0]), float(verify[1])),
-                          (float(other[0]), float(other[1]), float(other[2])))
+                          (float(other[0]), float(other[1]), float(other[2])), catchup, later, extra)
 
 
 def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False, output_len: int = 0) -> float:
@@ -379,15 +469,16 @@ class TuneResult:
 
 def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
     rng = np.random.default_rng(seed)
-    base = {"draft": np.array([c.draft_forward_ms for c in cells]), "verify": np.array([c.verify_ms for c in cells]),
-            "other": np.array([c.other_ms for c in cells]), "decode": np.array([c.decode_step_ms for c in cells])}
-    sds = {"draft": np.array([_sd(c.draft_forward_ms, c.draft_forward_ci) for c in cells]),
-           "verify": np.array([_sd(c.verify_ms, c.verify_ci) for c in cells]),
-           "other": np.array([_sd(c.other_ms, c.other_ci) for c in cells]),
-           "decode": np.array([_sd(c.decode_step_ms, c.decode_step_ci) for c in cells])}
+    base = cell_values(cells)
+    sds = {"draft": [_sd(c.draft_forward_ms, c.draft_forward_ci) for c in cells],
+           "verify": [_sd(c.verify_ms, c.verify_ci) for c in cells],
+           "other": [_sd(c.other_ms, c.other_ci) for c in cells],
+           "decode": [_sd(c.decode_step_ms, c.decode_step_ci) for c in cells],
+           "catchup": [_sd(c.draft_catchup_ms, c.draft_catchup_ci) for c in cells],
+           "later": [_sd(c.draft_later_ms, c.draft_later_ci) for c in cells]}
     out = []
     for _ in range(n):
-        vals = {k: base[k] + rng.standard_normal(len(cells)) * sds[k] for k in base}
+        vals = {k: base[k] + rng.standard_normal(len(cells)) * np.asarray(sds[k]) for k in COST_PARTS}
         out.append((fit_cost(cells, vals), tokens.draw(rng)))
     return out
 
@@ -571,6 +662,11 @@ def _ci(row, col: str) -> tuple[float, float]:
     return (float(lo) if lo is not None else math.nan, float(hi) if hi is not None else math.nan)
 
 
+def _num(row, col: str) -> float:
+    x = row.get(col, math.nan)
+    return float(x) if x is not None else math.nan
+
+
 def _output_len(directory) -> int:
     """The benchmark's --output-len, from the launcher's record of the commands (0 when it cannot be read)."""
     import re
@@ -630,7 +726,10 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
                 decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
                 acceptance=_counters(sub, label), label=label, source=os.fspath(sub),
                 measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
-                / float(row["step_ms"]), output_len=_output_len(sub)))
+                / float(row["step_ms"]), output_len=_output_len(sub),
+                draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
+                draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
+                draft_later_ci=_ci(row, "draft_later_ms")))
     if not cells:
         raise InputError(f"{os.fspath(directory)}: no speculative run in its cell directories")
     return cells
