@@ -48,6 +48,31 @@ def test_counters_of_several_runs_add_up():
     assert spec_runs.pool_stats([one, None]) is None  # a run without counters: α from the steps instead
 
 
+def test_a_run_that_replays_another_runs_counters_is_counted_once():
+    one = AcceptanceStats(alpha=0.25, per_position=(), num_drafts=10, num_draft_tokens=20, num_accepted=5,
+                          accepted_per_position=(4, 1))
+    two = AcceptanceStats(alpha=0.5, per_position=(), num_drafts=10, num_draft_tokens=20, num_accepted=10,
+                          accepted_per_position=(7, 3))
+    again = AcceptanceStats(**{**one.__dict__})
+    pooled = spec_runs.pool_stats([one, again, two])
+    assert (pooled.num_drafts, pooled.num_accepted, pooled.accepted_per_position) == (20, 15, (11, 4))
+    assert spec_runs.replayed_runs([one, again, two]) == 1 and spec_runs.replayed_runs([one, two]) == 0
+
+
+def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once():
+    # fixtures/tune: the two interleaved runs of a cell, one process each, seeded alike by vLLM's benchmark
+    import json
+
+    from nsys_cc.analysis import tune
+
+    cell = FIXTURES / "tune" / "a50" / "bs8"
+    docs = [json.loads((cell / f"run-{k}" / "pair-draft.spec-g3.metrics.json").read_text()) for k in (1, 2)]
+    drafts = [next(m["value"] for m in d["metrics"] if m["name"] == "vllm:spec_decode_num_drafts") for d in docs]
+    assert docs[0]["metrics"] == docs[1]["metrics"]
+    stats = {c.key: c.acceptance for c in tune.read_cells(cell.parent)}
+    assert stats[(8, 3)].num_drafts == drafts[0]  # once, not 2 × drafts[0]
+
+
 # ---- real interleaved runs with speculative engines (fixtures/interleaved/spec) ------------------------------------
 
 import json  # noqa: E402

@@ -109,11 +109,25 @@ def pool_tables(tables: Sequence[StepTable]) -> StepTable:
         latencies_s=np.concatenate(lat) if lat else None)
 
 
+def _counts(s: acceptance_mod.AcceptanceStats) -> tuple:
+    return (s.num_drafts, s.num_draft_tokens, s.num_accepted, tuple(s.accepted_per_position))
+
+
+def replayed_runs(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> int:
+    """How many runs' counters repeat another run's exactly (0: none). vLLM's benchmark seeds its sampling the same
+    way in every process, so interleaved runs of one profile generate the same tokens and count the same drafts:
+    such a run is a replay, not new evidence of acceptance."""
+    known = [_counts(s) for s in stats if s is not None and s.num_drafts]
+    return len(known) - len(set(known))
+
+
 def pool_stats(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> acceptance_mod.AcceptanceStats | None:
-    """The spec-decode counters of several runs summed (None when a run has none: α then comes from the steps)."""
+    """The spec-decode counters of several runs summed (None when a run has none: α then comes from the steps).
+    Counters that repeat another run's exactly (`replayed_runs`) are counted once: summing replays would leave α as
+    it is but make the acceptance's posterior (tune's interval) as narrow as if the runs had drawn new tokens."""
     if not stats or any(s is None for s in stats):
         return None
-    known = [s for s in stats if s is not None]
+    known = list({_counts(s): s for s in stats if s is not None}.values())
     per_pos: list[int] = []
     for s in known:
         per_pos += [0] * (len(s.accepted_per_position) - len(per_pos))
@@ -131,10 +145,13 @@ def pool_stats(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> accept
 def _pool_runs(per_run: Sequence[spec_mod.SpecRun]) -> spec_mod.SpecRun:
     first = per_run[0]
     table = pool_tables([r.steps for r in per_run])
+    notes = list(dict.fromkeys(n for r in per_run for n in r.notes))
+    if replays := replayed_runs([r.acceptance for r in per_run]):
+        notes.append(f"{first.name}: {replays} of {len(per_run)} runs counted the same drafts and accepted tokens as "
+                     "another run (vLLM seeds every run alike: a replay of the same tokens): each is counted once")
     return dataclasses.replace(first, path="; ".join(dict.fromkeys(r.path for r in per_run)), steps=table,
                                acceptance=pool_stats([r.acceptance for r in per_run]),
-                               latencies_s=table.latencies_s,
-                               notes=list(dict.fromkeys(n for r in per_run for n in r.notes)))
+                               latencies_s=table.latencies_s, notes=notes)
 
 
 def _rel_half(value: float, lo: float, hi: float) -> float:
