@@ -70,7 +70,7 @@ def test_the_fingerprint_changes_with_what_the_cell_measures_not_with_force(tmp_
 
 def test_the_fingerprint_says_how_the_models_ran(tmp_path):
     # interleaved (the default) and one process per model are different measurements: a cell made one way is not kept
-    # by a rerun asking for the other; a cell in separate processes keeps the fingerprint of sweeps before 0.2
+    # by a rerun asking for the other; a cell in separate processes keeps the fingerprint older sweeps wrote
     base = SweepSpec("t", ("d",), str(tmp_path))
     one = base.cell(Cell(1, 8)).fingerprint()
     assert one["interleaved"] == {"repeat": 6, "replicas": 2, "precision": None, "max_repeat": None}

@@ -230,6 +230,9 @@ def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
     # acceptance is the analysis' (the runs take none): a lone one reaches it, in the finish handed down, as a list
     assert "acceptance" not in k and k["finish"].keywords["acceptance"] == [0.8]
+    from nsys_cc.sweep import profiled
+
+    assert k["finish"].func is profiled.finish  # the one end of a profile, which every sweep cell ends with too
     assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
     assert "acceptance" not in kb and kb["finish"].keywords["acceptance"] == []
 

@@ -7,8 +7,8 @@ of `nsys_cc.analyze(cell_dir)` (the same analysis, `sweep.profiled.finish`, and 
 Files in the cell directory, besides what `profile` writes there (run-<k>/ folders or one trace per model, logs,
 status.json, the report):
 - `cell.json`: the cell's outcome — status, reason, attempts, seconds, the parameters it ran with (its
-  fingerprint) and its trace set (the profile directory the table came from; in sweeps made before 0.2, the
-  traces); written last;
+  fingerprint) and its trace set (the profile directory the table came from; in sweeps made before cells were
+  profiles of their own, the traces); written last;
 - `cell.parquet`: the cell's rows of the sweep table;
 - `attempts.json`: every start of the cell (host, process, time), kept across reruns;
 - `.cell.lock`: held (flock) while an attempt runs, so a retry on the same host waits for a lost attempt to stop.
@@ -156,8 +156,8 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 
 
 def _trace_set_from(doc: dict) -> TraceSet:
-    """The trace set of a cell.json: the cell's profile directory, or (a cell of a sweep made before 0.2, one process
-    per model) its target's and drafts' traces."""
+    """The trace set of a cell.json: the cell's profile directory, or (a cell of a sweep made before cells were
+    profiles of their own, one process per model) its target's and drafts' traces."""
     doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     if doc.get("profile") is not None:
         return TraceSet(**{"range_name": None, **doc})

@@ -6,7 +6,8 @@ model), or one target trace with one or more draft traces; and the benchmark par
 them come from:
 
 - a sweep directory: its `manifest.json` (written by `nsys-cc sweep`, one set per completed cell: the cell's
-  directory, a profile directory; sweeps made before 0.2 list each cell's traces instead, which is still read);
+  directory, a profile directory; sweeps made before cells made interleaved runs list each cell's traces instead,
+  which is still read);
 - a manifest file, JSON or CSV, one set per entry/row:
 
   JSON: a list of objects (or {"trace_sets": [...]}):
