@@ -12,7 +12,8 @@ it once and renders what it returns.
 
 `profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: the runs
 (`launch.profile.profile`, interleaved by default), then the analysis of the directory they wrote as `analyze(out_dir)`
-makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`.
+makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`. Both
+are `sweep.profiled`'s, which each sweep cell calls as well: a cell's directory is a profile directory.
 """
 
 from __future__ import annotations
@@ -126,41 +127,26 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     The runs are `launch.profile.profile`'s (its docstring has every argument: interleaved runs by default, `repeat`
     of them, `precision`, `replicas`; one process per model with `separate`, for tensor-parallel models and a
     speculative config without drafts); the analysis is the one `analyze(out_dir)` makes of the directory they wrote
-    (`finish`), with `acceptance` and `seed`.
+    (`finish`), with `acceptance` and `seed`. Each cell of a sweep is this same call (`sweep.profiled.profile`).
 
     Returns:
         A `launch.results.ProfileRun`: the runs, the notes, and `result` and `report` when the target and a draft
         (or a speculative run) completed.
     """
-    import functools
+    from .sweep import profiled
 
-    from .analysis import sources
-    from .launch import profile as launch_profile
-
-    options = launch_profile.DEFAULT_OPTIONS if options is None else options
-    measure = functools.partial(sources.decode_precision_of, output_len=options.output_len, seed=seed)
-    done = functools.partial(finish, options=options, acceptance=acceptance, seed=seed)
-    return launch_profile.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
-                                  trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
-                                  speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                                  draft_tp=draft_tp, repeat=repeat, precision=precision, max_repeat=max_repeat,
-                                  replicas=replicas, separate=separate, measure=measure, finish=done)
+    return profiled.profile(target, drafts, out_dir, options, acceptance=acceptance, seed=seed, device=device,
+                            timeout=timeout, force=force, trace=trace, nsys_args=nsys_args, speculate=speculate,
+                            speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
+                            repeat=repeat, precision=precision, max_repeat=max_repeat, replicas=replicas,
+                            separate=separate)
 
 
 def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float] = (),
            seed: int = 0) -> ProfileRun:
-    """The end of `profile`: the analysis of the directory the runs wrote, as `analyze(run.out_dir)` makes it
-    (`analysis.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's state), when
-    the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its `result` and
-    `report` set."""
-    from . import progress
-    from .analysis.sources import analyze_profile
-    from .report import write_report
+    """The end of `profile`: the analysis of the directory the runs wrote, as `analyze(run.out_dir)` makes it, and its
+    report, when the runs left enough to analyse — `sweep.profiled.finish`, which every sweep cell ends with too.
+    Returns `run`, its `result` and `report` set."""
+    from .sweep import profiled
 
-    if not run.analysable:
-        return run
-    output_len = None if options is None else options.output_len
-    with progress.step(run.step, always=True):
-        run.result = analyze_profile(run.out_dir, output_len=output_len, acceptance=acceptance, seed=seed)
-    run.report = write_report(run.result, run.out_dir, extra_notes=run.notes, extra_tables=run.tables or None)
-    return run
+    return profiled.finish(run, options, acceptance=acceptance, seed=seed)

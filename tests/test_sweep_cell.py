@@ -1,40 +1,48 @@
-"""A sweep's cells with a stand-in for `profile`: resume, retry, attempts, unsupported options, the written table.
+"""A sweep's cells with a stand-in for the runs: resume, retry, attempts, unsupported options, the written table; the
+choice between interleaved runs and separate processes (`profile`'s); a cell's rows as `nsys_cc.analyze(cell_dir)`
+gives them; sweep directories of the old layout (one process per model) still read.
 
-The stand-in records each call and answers like `launcher.profile` (a ProfileRun-shaped value); real profiles are
-in test_sweep_dask.py.
+The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and `launcher.profile` (a
+ProfileRun-shaped value); real profiles are in test_sweep_dask.py.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from nsys_cc.launch import launcher
+import nsys_cc
+from nsys_cc.errors import InputError
+from nsys_cc.launch import launcher, profile as profile_mod
 from nsys_cc.launch.commands import BenchOptions
-from nsys_cc.sweep.cell import ATTEMPTS_FILE, run_cell
+from nsys_cc.sweep import profiled, table as table_mod
+from nsys_cc.sweep.cell import ATTEMPTS_FILE, read_outcome, run_cell
 from nsys_cc.sweep.grid import Cell, SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import sweep
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
 
 class FakeProfile:
-    """Answers like `launcher.profile`: c = batch_size / 100 (prefill) and input_len / 10000 (decode)."""
+    """Answers like the runs (`profile_interleaved`, `launcher.profile`): c = batch_size / 100 (prefill) and
+    input_len / 10000 (decode). `finish`, the cell's analysis of its directory, is recorded, not called: this stand-in
+    answers with its result."""
 
     def __init__(self, fail: set[str] = frozenset()):
         self.calls: list[dict] = []
         self.fail = set(fail)
 
-    def __call__(self, target, drafts, out_dir, options, *, device="auto", timeout=None, force=False, trace=None,
-                 nsys_args=(), acceptance=(), seed=0, speculate=(), speculative_config=None, target_tp=1,
-                 draft_tp=1, finish=None):  # launcher.profile's: `launch.profile.profile` passes each of them
-        # (`finish`, the cell's analysis of its directory, is left out: this stand-in answers with its result)
+    def __call__(self, target, drafts, out_dir, options, *, force=False, path="given", **kwargs):
         out = Path(out_dir)
         self.calls.append({"cell": out.name, "force": force, "batch_size": options.batch_size,
-                           "input_len": options.input_len})
+                           "input_len": options.input_len, "path": path, **kwargs})
 
         def run(role, label, ok):
             return SimpleNamespace(role=role, ok=ok, status="done" if ok else "failed",
@@ -53,10 +61,16 @@ class FakeProfile:
                                notes=[])
 
 
+def runs_by(monkeypatch, fake) -> None:
+    """`fake` as both ways `launch.profile.profile` runs the models, each call saying which it took."""
+    monkeypatch.setattr(profile_mod, "profile_interleaved", functools.partial(fake, path="interleaved"))
+    monkeypatch.setattr(launcher, "profile", functools.partial(fake, path="separate"))
+
+
 @pytest.fixture()
 def fake(monkeypatch):
     fake = FakeProfile()
-    monkeypatch.setattr(launcher, "profile", fake)
+    runs_by(monkeypatch, fake)
     return fake
 
 
@@ -76,21 +90,23 @@ def test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which
     assert {p.name for p in (tmp_path / "sw" / "plots").iterdir()} == {"c_vs_batch_size.png", "c_vs_input_len.png"}
     sets = read_manifest(tmp_path / "sw" / "manifest.json")
     assert [s.name for s in sets] == ["bs1-in128", "bs1-in1024", "bs4-in128", "bs4-in1024"]
-    assert sets[2].target == str(tmp_path / "sw" / "bs4-in128" / "T.sqlite") and sets[2].output_len == 3
+    # each set is its cell's directory, a profile directory (read as `nsys-cc analyze CELL_DIR` reads it)
+    assert sets[2].profile == str(tmp_path / "sw" / "bs4-in128") and sets[2].output_len == 3
+    assert not sets[2].target and not sets[2].drafts and sets[2].range_name is None
     assert not result.failed and result.notes == []
 
 
 def test_a_rerun_keeps_done_cells_and_retries_failed_ones(tmp_path, monkeypatch):
     spec = SweepSpec("T", ("D",), str(tmp_path / "sw"))
     first = FakeProfile(fail={"bs2-in8"})
-    monkeypatch.setattr(launcher, "profile", first)
+    runs_by(monkeypatch, first)
     result = sweep(spec, cells([1, 2], [8]))
     assert [c.status for c in result.cells] == ["done", "failed"]
     assert any("bs2-in8" in n and "FAILED" in n and "exploded" in n for n in result.notes)
     assert set(pd.read_csv(tmp_path / "sw" / "sweep.csv")["cell"]) == {"bs1-in8"}
 
     second = FakeProfile()
-    monkeypatch.setattr(launcher, "profile", second)
+    runs_by(monkeypatch, second)
     result = sweep(spec, cells([1, 2], [8]))
     assert [c["cell"] for c in second.calls] == ["bs2-in8"]
     assert [c.status for c in result.cells] == ["resumed", "done"]
@@ -102,7 +118,7 @@ def test_a_rerun_keeps_done_cells_and_retries_failed_ones(tmp_path, monkeypatch)
 
     # Different benchmark settings: the kept cells are not what is asked for any more.
     third = FakeProfile()
-    monkeypatch.setattr(launcher, "profile", third)
+    runs_by(monkeypatch, third)
     sweep(SweepSpec("T", ("D",), str(tmp_path / "sw"), BenchOptions(iters=9)), cells([1, 2], [8]))
     assert [c["cell"] for c in third.calls] == ["bs1-in8", "bs2-in8"]
 
@@ -115,16 +131,117 @@ def test_force_redoes_a_cell_once_per_sweep_not_on_its_retry(tmp_path, fake):
     assert [c["force"] for c in fake.calls] == [True, False, True]
 
 
-def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake, monkeypatch):
-    # a cell is profiled by `launch.profile.profile` (one process per model: a cell's trace set is one trace per
-    # model), not by the one-process-per-model launcher directly, so what that choice checks holds for cells too
-    from nsys_cc.launch import profile as profile_mod
+def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake):
+    # a cell is profiled as nsys_cc.profile profiles (`launch.profile.profile`'s choice): interleaved runs by default,
+    # one process per model when asked (separate) or needed (the target on two ranks); its runs' arguments reach them
+    sweep(SweepSpec("T", ("D",), str(tmp_path / "a")), [Cell(1, 8)])
+    sweep(SweepSpec("T", ("D",), str(tmp_path / "b"), separate=True), [Cell(1, 8)])
+    sweep(SweepSpec("T", ("D",), str(tmp_path / "c")), [Cell(1, 8, 2)])
+    sweep(SweepSpec("T", ("D",), str(tmp_path / "d"), repeat=3, replicas=1, precision=0.1, max_repeat=5), [Cell(1, 8)])
+    assert [c["path"] for c in fake.calls] == ["interleaved", "separate", "separate", "interleaved"]
+    assert (fake.calls[0]["repeat"], fake.calls[0]["replicas"], fake.calls[0]["precision"]) == (6, 2, None)
+    assert fake.calls[2]["target_tp"] == 2
+    assert {k: fake.calls[3][k] for k in ("repeat", "replicas", "precision", "max_repeat")} == {
+        "repeat": 3, "replicas": 1, "precision": 0.1, "max_repeat": 5}
+    # the analysis handed down is the front door's own: its finish, and its precision measure, with the sweep's seed
+    for call in fake.calls:
+        assert call["finish"].func is profiled.finish and call["finish"].keywords["seed"] == 0
+    assert fake.calls[3]["measure"].keywords["seed"] == 0
+    assert fake.calls[3]["finish"].keywords["options"].output_len == BenchOptions().output_len
 
-    chosen = []
-    real = profile_mod.profile
-    monkeypatch.setattr(profile_mod, "profile", lambda *a, **k: chosen.append(k.get("separate")) or real(*a, **k))
-    sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), [Cell(1, 8)])
-    assert chosen == [True] and len(fake.calls) == 1
+
+def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake):
+    with pytest.raises(InputError, match="repeat"):
+        sweep(SweepSpec("T", ("D",), str(tmp_path / "a"), separate=True, repeat=3), cells([1, 2], [8]))
+    with pytest.raises(InputError, match="repeat"):  # the second cell needs separate processes
+        sweep(SweepSpec("T", ("D",), str(tmp_path / "b"), repeat=3), cells([1], [8], [1, 2]))
+    with pytest.raises(InputError, match="replicas"):
+        sweep(SweepSpec("T", ("D",), str(tmp_path / "c"), replicas=0), cells([1], [8]))
+    assert fake.calls == [] and not any(tmp_path.iterdir())
+
+
+def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **kwargs):
+    """Stands in for the interleaved runs: the speculative interleaved fixture's two runs and status.json are what
+    they wrote; then the analysis handed down (`finish`), as the real runs end."""
+    from nsys_cc.launch.results import ProfileRun
+
+    out = Path(out_dir)
+    for part in ("run-1", "run-2"):
+        shutil.copytree(FIXTURES / "interleaved" / "spec" / part, out / part)
+    shutil.copy(FIXTURES / "interleaved" / "spec" / "status.json", out / "status.json")
+    return finish(ProfileRun(out, [], analysable=True))
+
+
+def test_a_cells_rows_are_what_analyze_gives_its_directory(tmp_path, monkeypatch):
+    # the cell's directory is a profile directory: the sweep's table, the manifest's set and nsys_cc.analyze of the
+    # cell's directory all give the same rows (plain c pooled over the runs, in-place c per γ)
+    monkeypatch.setattr(profile_mod, "profile_interleaved", _a_profile_from_the_fixture)
+    spec = SweepSpec("tiny-llama-target", ("tiny-llama-draft-xs",), str(tmp_path / "sw"), BenchOptions(output_len=6),
+                     speculate=(1, 2, 3))
+    result = sweep(spec, [Cell(1, 64)])
+    assert [c.status for c in result.cells] == ["done"]
+    cell_dir = tmp_path / "sw" / "bs1-in64"
+    direct = nsys_cc.analyze(cell_dir, output_len=6)
+    want = table_mod.from_result(direct, cell="bs1-in64", batch_size=1, input_len=64, target_tp=None, attempts=1)
+    pd.testing.assert_frame_equal(result.table, want)
+    assert sorted(result.table["gamma"].dropna()) == [1, 2, 3]
+    assert (cell_dir / "report.md").is_file()  # the front door's report, written by the same finish
+    (entry,) = json.loads((tmp_path / "sw" / "manifest.json").read_text())["trace_sets"]
+    assert entry == {"name": "bs1-in64", "profile": "bs1-in64", "batch_size": 1, "input_len": 64, "output_len": 6}
+    again = nsys_cc.analyze(tmp_path / "sw")
+    assert again.failures == []
+    pd.testing.assert_frame_equal(again.table, want)
+    assert read_outcome(spec.cell(Cell(1, 64))).trace_set.profile == str(cell_dir)
+
+
+# A sweep directory as sweeps wrote it before cells made interleaved runs: one process per model, one trace each, the
+# cell's trace set its traces, the parameters without the runs' (written out by hand, as that code wrote them).
+OLD_OPTIONS = {"input_len": 128, "output_len": 2, "batch_size": 1, "warmup_iters": 5, "iters": 5,
+               "enforce_eager": False, "vllm_args": []}
+
+
+def _old_sweep(root: Path) -> Path:
+    vllm = FIXTURES / "vllm"
+    cell = root / "bs1-in128"
+    cell.mkdir(parents=True)
+    traces = {m: cell / f"{m}.sqlite" for m in ("tiny-llama-target", "tiny-llama-draft-xs")}
+    for m, p in traces.items():
+        shutil.copy(vllm / f"{m}.sqlite", p)
+    coef = nsys_cc.cost_coefficient(str(traces["tiny-llama-target"]), [str(traces["tiny-llama-draft-xs"])])
+    rows = table_mod.from_result(coef, cell="bs1-in128", batch_size=1, input_len=128, target_tp=None, attempts=1)
+    rows.to_parquet(cell / "cell.parquet", index=False)
+    trace_set = {"name": "bs1-in128", "target": str(traces["tiny-llama-target"]),
+                 "drafts": [str(traces["tiny-llama-draft-xs"])], "names": ["tiny-llama-target", "tiny-llama-draft-xs"],
+                 "batch_size": 1, "input_len": 128, "output_len": 2, "range_name": "model_executable()",
+                 "speculative": []}
+    (cell / "cell.json").write_text(json.dumps({
+        "cell": "bs1-in128", "status": "done", "reason": "", "attempts": 1, "seconds": 12.5, "rows": len(rows),
+        "parameters": {"target": "tiny-llama-target", "drafts": ["tiny-llama-draft-xs"], "options": OLD_OPTIONS,
+                       "device": "auto", "timeout": 1800.0, "trace": None, "nsys_args": []},
+        "trace_set": trace_set}))
+    (root / "manifest.json").write_text(json.dumps({"trace_sets": [{
+        **{k: v for k, v in trace_set.items() if k != "speculative"}, "target": "bs1-in128/tiny-llama-target.sqlite",
+        "drafts": ["bs1-in128/tiny-llama-draft-xs.sqlite"]}]}))
+    return root
+
+
+def test_an_old_sweep_directory_is_still_read_and_kept_by_a_separate_rerun(tmp_path, fake):
+    root = _old_sweep(tmp_path / "old")
+    target, draft = (str(root / "bs1-in128" / f"{m}.sqlite") for m in ("tiny-llama-target", "tiny-llama-draft-xs"))
+    # analysed as it is: the manifest's traces, as cost_coefficient reads them
+    coef = nsys_cc.cost_coefficient(target, [draft]).coefficients
+    table = nsys_cc.analyze(root).table
+    cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high"]
+    pd.testing.assert_frame_equal(table[cols], coef[cols], check_dtype=False)
+    spec = SweepSpec("tiny-llama-target", ("tiny-llama-draft-xs",), str(root), separate=True)
+    outcome = read_outcome(spec.cell(Cell(1, 128)))
+    assert outcome.trace_set.target == target and outcome.trace_set.drafts == (draft,)
+    # a rerun that asks for what made it (one process per model) keeps the cell; the default (interleaved) redoes it
+    kept = sweep(spec, [Cell(1, 128)])
+    assert [c.status for c in kept.cells] == ["resumed"] and fake.calls == []
+    pd.testing.assert_frame_equal(kept.table[cols], coef[cols], check_dtype=False)
+    redone = sweep(SweepSpec("tiny-llama-target", ("tiny-llama-draft-xs",), str(root)), [Cell(1, 128)])
+    assert [c["path"] for c in fake.calls] == ["interleaved"] and [c.status for c in redone.cells] == ["done"]
 
 
 class FakeSpeculativeProfile(FakeProfile):
@@ -142,7 +259,7 @@ class FakeSpeculativeProfile(FakeProfile):
 
 def test_speculative_runs_give_rows_with_their_gamma_and_in_place_c(tmp_path, monkeypatch):
     fake = FakeSpeculativeProfile()
-    monkeypatch.setattr(launcher, "profile", fake)
+    runs_by(monkeypatch, fake)
     result = sweep(SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(3, 1)), cells([2], [8]))
     assert fake.calls[0]["speculate"] == [3, 1]
     t = pd.read_csv(tmp_path / "sw" / "sweep.csv")
@@ -163,7 +280,7 @@ def test_ctrl_c_writes_the_table_of_the_cells_completed_then_stops(tmp_path, mon
             raise KeyboardInterrupt
         return fake(*args, **kwargs)
 
-    monkeypatch.setattr(launcher, "profile", interrupted_on_the_second)
+    runs_by(monkeypatch, interrupted_on_the_second)
     with pytest.raises(KeyboardInterrupt):
         sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), cells([1, 2, 4], [8]))
     assert set(pd.read_csv(tmp_path / "sw" / "sweep.csv")["cell"]) == {"bs1-in8"}
@@ -193,7 +310,7 @@ def test_the_sweep_cli_exits_130_on_ctrl_c_after_writing_the_completed_cells(tmp
             raise KeyboardInterrupt
         return fake(*args, **kwargs)
 
-    monkeypatch.setattr(launcher, "profile", interrupted_on_the_second)
+    runs_by(monkeypatch, interrupted_on_the_second)
     out = tmp_path / "sw"
     done = CliRunner().invoke(cli, ["sweep", "--target", "T", "--draft", "D", "--batch-size", "1,2,4", "--input-len",
                                     "8", "-o", str(out)])
@@ -218,13 +335,20 @@ def test_the_sweep_dry_run_shows_each_cells_ranks_and_speculative_runs(tmp_path)
             cells_out[part.split(":")[0]] = part
         return cells_out
 
+    # the choice `profile` makes, per cell: the target on one rank interleaved, on two ranks one process per model
     ranks = blocks("--target-tp", "1,2")
     assert set(ranks) == {"bs1-in128-tp1", "bs1-in128-tp2"}
     assert "--tensor-parallel-size" not in ranks["bs1-in128-tp1"]
+    assert "# interleaved run 1 of 6: tiny-llama-target + tiny-llama-draft-xs in one process" in ranks["bs1-in128-tp1"]
     assert "# target tiny-llama-target.tp2 (CPU)" in ranks["bs1-in128-tp2"]
     assert "--tensor-parallel-size 2 --distributed-executor-backend mp" in ranks["bs1-in128-tp2"]
-    (spec,) = blocks("--speculate", "1,3").values()
+    # speculative engines join the interleaved runs (one engine per γ), with the runs asked for
+    (spec,) = blocks("--speculate", "1,3", "--repeat", "2", "--replicas", "1").values()
+    assert ("# interleaved run 1 of 2: tiny-llama-target + tiny-llama-draft-xs + tiny-llama-draft-xs.spec-g1 + "
+            "tiny-llama-draft-xs.spec-g3 in one process") in spec
     for g in (1, 3):
-        assert f"# speculative tiny-llama-draft-xs.spec-g{g}" in spec
         assert f'"num_speculative_tokens":{g}' in spec
+    assert spec.count("--engine tiny-llama-target ") == 1  # one replica
+    (separate,) = blocks("--speculate", "1", "--separate-processes").values()
+    assert "# speculative tiny-llama-draft-xs.spec-g1" in separate and "interleaved" not in separate
     assert not (tmp_path / "sw").exists()  # a dry run creates nothing

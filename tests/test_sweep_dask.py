@@ -3,10 +3,11 @@ the resource GPU=1, on 127.0.0.1), against the same work done locally.
 
 - The analysis of the same traces (the project's vLLM fixtures) on the cluster and in the local process pool gives
   identical tables, and both equal `cost_coefficient` run on each trace set directly.
-- A real CPU sweep of two cells (vLLM + nsys, tiny models, minimal iterations) locally with `nsys-cc sweep` (and its
-  rerun, which profiles nothing), then on the cluster with the worker running one cell killed (SIGKILL) while that
-  cell's vLLM runs: the cluster's table is still complete, has the local table's cells and columns, says the killed
-  cell took two attempts, and no process of the lost attempt is left running.
+- A real CPU sweep of two cells (vLLM + nsys, tiny models, minimal iterations; each cell two interleaved runs, as
+  `profile` makes them) locally with `nsys-cc sweep` (and its rerun, which profiles nothing), then on the cluster
+  with the worker running one cell killed (SIGKILL) while that cell's vLLM runs: the cluster's table is still
+  complete, has the local table's cells and columns, says the killed cell took two attempts, no process of the lost
+  attempt is left running, and each cell's rows are those `nsys_cc.analyze` gives its directory.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+import nsys_cc
 from conftest import processes_mentioning
 from nsys_cc.analysis.coefficient import cost_coefficient
 from nsys_cc.cli import cli
@@ -45,6 +47,7 @@ VLLM_FIXTURES = REPO / "fixtures" / "vllm"
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
 BENCH = BenchOptions(output_len=2, warmup_iters=1, iters=2)
+RUNS = {"repeat": 2, "replicas": 1}  # the least an interval across runs needs
 
 
 @pytest.fixture(scope="module")
@@ -116,12 +119,12 @@ def _parent(pid: int) -> int:
 
 
 def _kill_the_worker_of_a_running_cell(out: Path, stop: threading.Event) -> dict:
-    """Wait until a cell's target benchmark runs under nsys, then SIGKILL the Dask worker process running it."""
+    """Wait until a cell's interleaved run executes under nsys, then SIGKILL the Dask worker process running it."""
     while not stop.is_set():
         for cell_dir in sorted(out.glob("bs*")):
-            log = cell_dir / f"{TARGET}.log"
+            logs = list(cell_dir.glob("run-*.attempt/log"))  # the run being made (`interleaved.execute`)
             attempts = cell_dir / ATTEMPTS_FILE
-            if not (log.is_file() and attempts.is_file() and "$ " in log.read_text(errors="replace")):
+            if not (logs and attempts.is_file() and "$ " in logs[0].read_text(errors="replace")):
                 continue
             time.sleep(3.0)  # vLLM is starting up inside nsys
             runner = json.loads(attempts.read_text())["starts"][-1]["pid"]
@@ -139,11 +142,12 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     # The local run through the command line, then its rerun, which keeps both cells without profiling anything.
     cli = [NSYS_CC, "sweep", "--target", TARGET, "--draft", DRAFT, "--batch-size", "1,2", "--input-len", "16",
            "--output-len", str(BENCH.output_len), "--num-iters-warmup", str(BENCH.warmup_iters), "--num-iters",
-           str(BENCH.iters), "--device", "cpu", "-o", str(tmp_path / "local"), "--format", "json"]
+           str(BENCH.iters), "--repeat", str(RUNS["repeat"]), "--replicas", str(RUNS["replicas"]), "--device", "cpu",
+           "-o", str(tmp_path / "local"), "--format", "json"]
     first = subprocess.run(cli, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "[cell 1/2] bs1-in16: done" in first.stderr and "[cell 2/2] bs2-in16: done" in first.stderr
-    traces = sorted((tmp_path / "local").glob("*/*.sqlite"))
+    traces = sorted((tmp_path / "local").glob("*/run-*/trace.sqlite"))  # each cell a profile directory
     mtimes = [t.stat().st_mtime_ns for t in traces]
     again = subprocess.run(cli, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
@@ -156,7 +160,7 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     killer = threading.Thread(target=lambda: killed.update(_kill_the_worker_of_a_running_cell(out, stop)))
     killer.start()
     try:
-        remote = sweep(SweepSpec(TARGET, (DRAFT,), str(out), BENCH, device="cpu"), grid,
+        remote = sweep(SweepSpec(TARGET, (DRAFT,), str(out), BENCH, device="cpu", **RUNS), grid,
                        scheduler=cluster.scheduler_address)
     finally:
         stop.set()
@@ -179,9 +183,15 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     # The lost attempt's runner, nsys and vLLM were stopped with their worker: nothing of them is left running.
     assert processes_mentioning(out) == []
     assert not Path(f"/proc/{killed['runner']}").exists()
-    # The traces stayed where the workers wrote them and analyse to the table the cluster returned.
+    # The traces stayed where the workers wrote them and analyse to the table the cluster returned: each cell's
+    # directory as nsys_cc.analyze reads a profile directory.
     reread = analyze_many(read_manifest(out / "manifest.json"), jobs=1).table
     assert reread.drop(columns="attempts").equals(table.drop(columns="attempts"))
+    for name in ("bs1-in16", "bs2-in16"):
+        coef = nsys_cc.analyze(out / name, output_len=BENCH.output_len).coefficients
+        rows = table[table["cell"] == name].reset_index(drop=True)
+        cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high"]
+        pd.testing.assert_frame_equal(rows[cols], coef[cols], check_dtype=False)
 
 
 # ---- the GPU=1 resource, the sweep CLI's --scheduler, and a worker lost while analysing ---------------------------

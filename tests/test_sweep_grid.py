@@ -68,6 +68,55 @@ def test_the_fingerprint_changes_with_what_the_cell_measures_not_with_force(tmp_
     assert base.cell(Cell(2, 8)).fingerprint() != one
 
 
+def test_the_fingerprint_says_how_the_models_ran(tmp_path):
+    # interleaved (the default) and one process per model are different measurements: a cell made one way is not kept
+    # by a rerun asking for the other; a cell in separate processes keeps the fingerprint older sweeps wrote
+    base = SweepSpec("t", ("d",), str(tmp_path))
+    one = base.cell(Cell(1, 8)).fingerprint()
+    assert one["interleaved"] == {"repeat": 6, "replicas": 2, "precision": None, "max_repeat": None}
+    separate = SweepSpec("t", ("d",), str(tmp_path), separate=True).cell(Cell(1, 8)).fingerprint()
+    assert "interleaved" not in separate and separate == {k: v for k, v in one.items() if k != "interleaved"}
+    assert SweepSpec("t", ("d",), str(tmp_path), repeat=3).cell(Cell(1, 8)).fingerprint() != one
+    assert SweepSpec("t", ("d",), str(tmp_path), repeat=6, seed=4).cell(Cell(1, 8)).fingerprint() == one
+    assert "interleaved" not in base.cell(Cell(1, 8, 2)).fingerprint()  # two ranks: separate processes
+
+
+def test_a_manifest_names_profile_directories_as_sets(tmp_path):
+    doc = [{"name": "a", "profile": "cells/bs1-in8", "batch_size": 1, "input_len": 8, "output_len": 2},
+           {"name": "b", "profile": "/abs/bs2", "range_name": "fwd"}]
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(doc))
+    a, b = read_manifest(path)
+    assert a == TraceSet("a", profile=str(tmp_path / "cells" / "bs1-in8"), batch_size=1, input_len=8, output_len=2,
+                         range_name=None)  # no range given: the one `profile` decided
+    assert b.profile == "/abs/bs2" and b.range_name == "fwd" and not b.target and not b.drafts
+    again = write_manifest([a, b], tmp_path / "copy.json")
+    assert json.loads(again.read_text())["trace_sets"][0] == {"name": "a", "profile": "cells/bs1-in8", "batch_size": 1,
+                                                              "input_len": 8, "output_len": 2}
+    assert read_manifest(again) == [a, b]
+    (tmp_path / "m.csv").write_text("name,profile,target,drafts\nc,cells/x,,\nd,,t.sqlite,d.sqlite\n")
+    c, d = read_manifest(tmp_path / "m.csv")
+    assert c.profile == str(tmp_path / "cells" / "x") and d.profile is None and d.target == str(tmp_path / "t.sqlite")
+    path.write_text(json.dumps([{"profile": "p", "drafts": ["d.sqlite"]}]))
+    with pytest.raises(InputError, match="gives a profile directory and drafts"):
+        read_manifest(path)
+    with pytest.raises(InputError, match="not both"):
+        TraceSet("x", "t.sqlite", ("d.sqlite",), profile="p")
+
+
+def test_a_profile_set_is_analysed_as_analyze_reads_its_directory():
+    # what nsys_cc.analyze(DIR) gives: the interleaved fixture's three runs pooled, by engine
+    import nsys_cc as lib
+
+    runs = Path(__file__).resolve().parents[1] / "fixtures" / "interleaved"
+    rows = table_mod.analyze_set(TraceSet("runs", profile=str(runs), batch_size=2, input_len=64, output_len=4,
+                                          range_name=None))
+    want = table_mod.from_result(lib.analyze(runs, output_len=4), cell="runs", batch_size=2, input_len=64,
+                                 target_tp=None, attempts=1)
+    pd.testing.assert_frame_equal(rows, want)
+    assert set(rows["draft"]) == {"tiny-llama-draft-s", "tiny-llama-draft-xs"} and rows["gamma"].isna().all()
+
+
 def test_a_json_manifest_resolves_paths_against_its_own_directory(tmp_path):
     (tmp_path / "runs").mkdir()
     doc = [{"name": "a", "target": "runs/t.sqlite", "drafts": ["runs/d.sqlite", "/abs/e.sqlite"], "batch_size": 4,

@@ -228,8 +228,13 @@ def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "b", speculate=2, separate=True)
     (_, a, k), (_, b, kb) = seen
     assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
-    assert list(k["acceptance"]) == [0.8]
+    # acceptance is the analysis' (the runs take none): a lone one reaches it, in the finish handed down, as a list
+    assert "acceptance" not in k and k["finish"].keywords["acceptance"] == [0.8]
+    from nsys_cc.sweep import profiled
+
+    assert k["finish"].func is profiled.finish  # the one end of a profile, which every sweep cell ends with too
     assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
+    assert "acceptance" not in kb and kb["finish"].keywords["acceptance"] == []
 
 
 def test_every_list_like_parameter_of_the_public_api_is_checked():

@@ -1,5 +1,9 @@
 """`nsys-cc sweep`: c over a grid of batch sizes × input lengths (× target ranks), one `profile` run per cell.
 
+Each cell is profiled as `nsys-cc profile` profiles (interleaved runs by default, `--repeat`, `--precision`,
+`--replicas`; `--separate-processes`, or a target on several ranks, one process per model), and its directory is a
+profile directory that `nsys-cc analyze CELL_DIR` reads.
+
 Exit codes: 0 every cell complete; 1 the table was written but some cell failed (the notes say which, and where
 its files are); 2 bad input or no row at all; 130 Ctrl-C (the table of the cells completed is written first).
 """
@@ -41,8 +45,22 @@ from .options import SECONDS, check_eager, format_option
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value instead of the platform default.")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", help="Extra `nsys profile` option (repeatable).")
+@click.option("--repeat", type=int, default=None, metavar="R",
+              help="Interleaved runs per cell (as `profile --repeat`): every model in one process per run. "
+                   "[default: 6]")
+@click.option("--precision", type=float, default=None, metavar="P",
+              help="Per cell, add runs until every draft's decode c interval lies within ±P·c (as `profile "
+                   "--precision`), at most --max-repeat runs.")
+@click.option("--max-repeat", type=int, default=None, metavar="N",
+              help="The most runs --precision may make in a cell. [default: 30]")
+@click.option("--replicas", type=int, default=None, metavar="N",
+              help="Engines of each model in every run (as `profile --replicas`). [default: 2]")
+@click.option("--separate-processes", "separate", is_flag=True,
+              help="One process per model in each cell, one after another (as `profile --separate-processes`; no "
+                   "--repeat).")
 @click.option("--timeout", type=SECONDS, default=1800, show_default=True,
-              help="Seconds allowed per model of a cell (benchmark, then export); 0 for no limit.")
+              help="Seconds allowed per run of a cell (per model with --separate-processes; benchmark, then "
+                   "export); 0 for no limit.")
 @click.option("--force", is_flag=True, help="Profile again cells (and models) that an earlier run completed.")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Dask scheduler (tcp://host:8786): each cell runs on a worker with the resource GPU=1; -o must "
@@ -51,8 +69,8 @@ from .options import SECONDS, check_eager, format_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, scheduler,
-          dry_run, seed, fmt):
+          iters, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, repeat, precision, max_repeat,
+          replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
     from ..report.sweep import render_sweep
@@ -64,18 +82,16 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     grid = cells(batch_sizes, input_lens, target_tps)
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
                      device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
-                     force=force)
+                     force=force, separate=separate, repeat=repeat, replicas=replicas, precision=precision,
+                     max_repeat=max_repeat)
     check_cells(spec, grid)
     if dry_run:
-        from ..launch import profile as profile_mod
-
         for c in grid:
             cs = spec.cell(c)
             extra = {k: v for k, v in cs.profile_kwargs().items() if k in ("speculate", "target_tp")}
             note = f" ({', '.join(f'{k}={v}' for k, v in extra.items())})" if extra else ""
             click.echo(f"## cell {c.name}: {cs.dir}{note}")
-            click.echo(profile_mod.dry_run(target, list(drafts), cs.dir, cs.options, device=device, trace=nsys_trace,
-                                           nsys_args=nsys_args, separate=True, **extra))
+            click.echo(cs.dry_run())
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)

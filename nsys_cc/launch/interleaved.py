@@ -397,7 +397,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
-            nsys_args: Sequence[str], seed: int, replicas: int = 1,
+            nsys_args: Sequence[str], replicas: int = 1,
             measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
     (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
@@ -536,14 +536,15 @@ def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
 
 def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
                         device: str, timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
-                        acceptance: Sequence[float], seed: int, repeat: int, precision: float | None,
+                        repeat: int, precision: float | None,
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
                         speculative_config: str | None = None,
                         measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
                         finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
     """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`, handed to `finish` (the
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
-    loop's c between runs (`run_all`). `acceptance` is the front door's (its analysis takes it)."""
+    loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
+    `finish` above (`sweep.profiled.profile`)."""
     from ..trace.nsys import require_nsys
 
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
@@ -558,7 +559,7 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                               max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                              seed=seed, replicas=replicas, measure=measure)
+                              replicas=replicas, measure=measure)
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "outcome", None)
             if partial is not None and partial.completed:

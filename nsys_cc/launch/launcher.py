@@ -44,9 +44,9 @@ DEFAULT_TIMEOUT_S = 1800
 
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
-            trace: str | None = None, nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (),
-            seed: int = 0, speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
+            trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0, speculate: Sequence[int] = (),
+            speculative_config: str | None = None, target_tp: int = 1, draft_tp: int = 1,
+            finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
     """Profile the target and every draft, one process per model, then hand the directory to `finish` (the front
     door's analysis and report, `nsys_cc.front.finish`; none: the runs only; see the module docstring).
     `nsys_cc.profile` (`nsys_cc.front.profile` → `launch.profile.profile`, what `nsys-cc profile` runs) times every
@@ -59,7 +59,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         options: the benchmark's options. device: "auto" (GPU when `nvidia-smi -L` lists one), "cpu" or "gpu".
         timeout: seconds allowed per model for the benchmark and for the export (None: no limit).
         force: profile again models that an earlier run completed. trace: nsys `-t` instead of the default.
-        nsys_args: extra `nsys profile` options. acceptance, seed: passed to the analysis.
+        nsys_args: extra `nsys profile` options. seed: the analysis' bootstrap seed, checked before the runs (the
+            analysis is `finish`'s, which binds it).
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).

@@ -20,7 +20,14 @@ from ..arguments import many
 from ..errors import InputError
 from . import plan
 from .commands import BenchOptions
-from .interleaved import DEFAULT_OPTIONS, DEFAULT_REPEAT, DEFAULT_REPLICAS, dry_run_interleaved, profile_interleaved
+from .interleaved import (
+    DEFAULT_OPTIONS,
+    DEFAULT_REPEAT,
+    DEFAULT_REPLICAS,
+    dry_run_interleaved,
+    profile_interleaved,
+    validate,
+)
 from .results import ProfileRun
 
 
@@ -33,7 +40,7 @@ def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = 
     return not (separate or target_tp != 1 or draft_tp != 1 or not drafts)
 
 
-def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
+def refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int | None, replicas: int | None,
                    separate: bool, speculative_config: str | None, speculate: Sequence[int]) -> None:
     """InputError when runs are asked for where one process per model runs (`interleaves` is False)."""
     if (repeat or 1) != 1 or precision is not None or max_repeat is not None or (replicas or 1) != 1:
@@ -43,13 +50,26 @@ def _refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int 
                          "make yet (one process per model)", param="repeat")
 
 
+def choose(drafts: Sequence[str], *, speculate: Sequence[int] = (), speculative_config: str | None = None,
+           target_tp: int = 1, draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
+           max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> bool:
+    """Whether `profile` makes interleaved runs with these arguments (`interleaves`), after the checks `profile` makes
+    of them before it starts (InputError): for a caller that checks many profiles before any runs (a sweep's
+    cells)."""
+    if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
+        validate(DEFAULT_REPEAT if repeat is None else repeat, precision, max_repeat,
+                 DEFAULT_REPLICAS if replicas is None else replicas)
+        return True
+    refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+    return False
+
+
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
             device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
-            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
-            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
-            measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
+            nsys_args: Sequence[str] = (), seed: int = 0, speculate: Sequence[int] = (),
+            speculative_config: str | None = None, target_tp: int = 1, draft_tp: int = 1, repeat: int | None = None,
+            precision: float | None = None, max_repeat: int | None = None, replicas: int | None = None,
+            separate: bool = False, measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
             finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
     """Profile the target and every draft with vLLM under nsys, then hand the directory to `finish`: what
     `nsys-cc profile` does through the front door (`nsys_cc.front.profile`, which gives `finish` and `measure`).
@@ -61,7 +81,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 
     Args:
         target: the target model, as for `launcher.profile` (so are `drafts`, `device`, `force`, `trace`,
-            `nsys_args`, `acceptance`, `seed`, `speculate`, `speculative_config`, `target_tp` and `draft_tp`).
+            `nsys_args`, `seed` — checked before the runs —, `speculate`, `speculative_config`, `target_tp` and
+            `draft_tp`).
         timeout: seconds per run (per model with one process each; default `launcher.DEFAULT_TIMEOUT_S`).
         options: the benchmark's options (default `DEFAULT_OPTIONS`: 32 output tokens).
         repeat: interleaved runs (≥ 1).
@@ -81,21 +102,21 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 
     check_seed(seed)  # before minutes of profiling, not after
     drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
-    nsys_args, acceptance = [str(a) for a in many(nsys_args, "nsys_args")], many(acceptance, "acceptance")
+    nsys_args = [str(a) for a in many(nsys_args, "nsys_args")]
     options = DEFAULT_OPTIONS if options is None else options
     # the one rule for every bound: nan, inf or a negative number never reaches the benchmark (issue 32, P10/P11)
     timeout = inputs.seconds(timeout, "timeout", default=launcher.DEFAULT_TIMEOUT_S, param="timeout") or 0
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
         return launcher.profile(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
-                                trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
-                                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                                draft_tp=draft_tp, finish=finish)
+                                trace=trace, nsys_args=nsys_args, seed=seed, speculate=speculate,
+                                speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
+                                finish=finish)
     if precision is not None and measure is None:
         raise TypeError("launch.profile.profile(precision=…) needs measure= (nsys_cc.profile gives it)")
     atomic.check_out_dir(out_dir, "the profile run")
     return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
-                               trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed,
+                               trace=trace, nsys_args=nsys_args,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
                                speculate=speculate, speculative_config=speculative_config, measure=measure,
@@ -112,7 +133,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     from ..trace.nsys import find_nsys
     options = DEFAULT_OPTIONS if options is None else options
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
-        _refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
+        refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
         return plan.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
                             speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
                             draft_tp=draft_tp)

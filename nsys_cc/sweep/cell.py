@@ -1,8 +1,14 @@
 """One cell of a sweep: a `profile` run in the cell's own sub-directory, its tidy table, and what a rerun keeps.
 
-Files in the cell directory, besides what `profile` writes there (traces, logs, status.json, the report):
+The cell is profiled as `nsys_cc.profile` profiles (`sweep.profiled.profile`: interleaved runs by default, one process
+per model with `separate` or where `profile` needs it), so its directory is a profile directory and its rows are those
+of `nsys_cc.analyze(cell_dir)` (the same analysis, `sweep.profiled.finish`, and its report).
+
+Files in the cell directory, besides what `profile` writes there (run-<k>/ folders or one trace per model, logs,
+status.json, the report):
 - `cell.json`: the cell's outcome — status, reason, attempts, seconds, the parameters it ran with (its
-  fingerprint) and its trace set (the traces the table came from); written last;
+  fingerprint) and its trace set (the profile directory the table came from; in sweeps made before cells were
+  profiles of their own, the traces); written last;
 - `cell.parquet`: the cell's rows of the sweep table;
 - `attempts.json`: every start of the cell (host, process, time), kept across reruns;
 - `.cell.lock`: held (flock) while an attempt runs, so a retry on the same host waits for a lost attempt to stop.
@@ -23,7 +29,6 @@ import contextlib
 import ctypes
 import dataclasses
 import fcntl
-import functools
 import io
 import json
 import os
@@ -52,7 +57,8 @@ COMPLETE = ("done", "resumed")
 # What the cell's own files hold (`_write_outcome`, `_new_attempt`): a file of any other shape (or not a regular file)
 # is unreadable state — the cell is run again, with a note — never a wait or a traceback (issue 32, D05/D06).
 OUTCOME_SHAPE = {"cell": str, "status": str, "reason": inputs.Optional(str), "attempts": inputs.Optional(int),
-                 "seconds": inputs.Optional(float), "trace_set": inputs.Optional({"target": str, "drafts": list})}
+                 "seconds": inputs.Optional(float),
+                 "trace_set": inputs.Optional(({"profile": str}, {"target": str, "drafts": list}))}
 ATTEMPTS_SHAPE = {"starts": inputs.ListOf(dict)}
 
 
@@ -150,7 +156,11 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 
 
 def _trace_set_from(doc: dict) -> TraceSet:
+    """The trace set of a cell.json: the cell's profile directory, or (a cell of a sweep made before cells were
+    profiles of their own, one process per model) its target's and drafts' traces."""
     doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
+    if doc.get("profile") is not None:
+        return TraceSet(**{"range_name": None, **doc})
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
                        "names": tuple(doc["names"]) if doc.get("names") else None})
 
@@ -170,39 +180,21 @@ def kept_outcome(spec: CellSpec) -> CellOutcome | None:
 
 def _write_outcome(spec: CellSpec, outcome: CellOutcome) -> None:
     outcome.table.to_parquet(spec.dir / TABLE_FILE, index=False)
+    ts = outcome.trace_set
     doc = {**outcome.to_dict(), "parameters": spec.fingerprint(),
-           "trace_set": None if outcome.trace_set is None else {
-               **outcome.trace_set.to_dict(), "target": outcome.trace_set.target,
-               "drafts": list(outcome.trace_set.drafts), "speculative": list(outcome.trace_set.speculative)}}
+           "trace_set": None if ts is None else ts.to_dict() if ts.profile is not None else {
+               **ts.to_dict(), "target": ts.target, "drafts": list(ts.drafts), "speculative": list(ts.speculative)}}
     _write_json(spec.dir / STATUS_FILE, doc)
 
 
 def _trace_set(spec: CellSpec, run) -> TraceSet | None:
-    """The traces `profile` analysed (target, drafts and speculative runs that completed), as `analyze` would take
-    them."""
-    done = [r for r in run.runs if r.ok and r.role in ("target", "draft")]
-    if run.result is None or not done or done[0].role != "target":
+    """The cell's trace set once `profile` analysed its directory: the directory itself (a profile directory, read
+    as `nsys_cc.analyze(cell_dir)` reads it), with the cell's parameters."""
+    if run.result is None:
         return None
-    spec_runs = [r for r in run.runs if r.ok and r.role == "speculative"]
     c = spec.cell
-    return TraceSet(name=spec.name, target=str(done[0].files.sqlite),
-                    drafts=tuple(str(r.files.sqlite) for r in done[1:]),
-                    names=tuple(r.model.label for r in [*done, *spec_runs]), batch_size=c.batch_size,
-                    input_len=c.input_len, target_tp=c.target_tp, output_len=spec.options.output_len,
-                    range_name=done[0].range_name, speculative=tuple(str(r.files.sqlite) for r in spec_runs))
-
-
-def analysed(run, *, output_len: int | None, seed: int):
-    """A cell's profile, analysed as `nsys_cc.analyze(cell_dir)` reads it (`analysis.sources.analyze_profile`), with
-    its report: `launch.profile.profile`'s `finish` for a cell (the front door's `finish` for one profile, which a
-    sweep, below the front door, cannot call)."""
-    from ..analysis.sources import analyze_profile
-    from ..report import write_report
-
-    with progress.step(run.step, always=True):
-        run.result = analyze_profile(run.out_dir, output_len=output_len, seed=seed)
-    run.report = write_report(run.result, run.out_dir, extra_notes=run.notes, extra_tables=run.tables or None)
-    return run
+    return TraceSet(name=spec.name, profile=str(spec.dir), batch_size=c.batch_size, input_len=c.input_len,
+                    target_tp=c.target_tp, output_len=spec.options.output_len, range_name=None)
 
 
 def run_cell(spec: CellSpec, profile: Callable | None = None,
@@ -210,15 +202,15 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
-    `profile` is `nsys_cc.launch.profile.profile` with `separate` (one process per model: a cell's trace set
-    is one trace per model), its directory analysed as `analyze` reads it (`analysed`), unless given (the tests give
-    a stand-in); `starting` is called when the cell is about to be profiled (not when it is kept).
+    `profile` is `sweep.profiled.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
+    `separate` or the cell needs it, then the analysis `nsys_cc.analyze(cell_dir)` makes, and its report), unless
+    given (the tests give a stand-in); `starting` is called when the cell is about to be profiled (not when it is
+    kept).
     """
     if profile is None:
-        from ..launch import profile as profile_mod
+        from . import profiled
 
-        profile = functools.partial(profile_mod.profile, separate=True, finish=functools.partial(
-            analysed, output_len=spec.options.output_len, seed=spec.sweep.seed))
+        profile = profiled.profile
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)

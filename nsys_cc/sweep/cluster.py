@@ -6,8 +6,8 @@
   traces into the sweep directory, which must be a path every worker sees (shared storage); only the cell's rows
   of the table (and its small outcome) come back.
 - A worker lost mid-task: the scheduler runs the task again on another worker (Dask's `allowed-failures`, 3 by
-  default, then `KilledWorker`); the cell keeps what the lost attempt completed (the launcher resumes models whose
-  traces are complete) and counts the attempt (the table's `attempts`).
+  default, then `KilledWorker`); the cell keeps what the lost attempt completed (`profile` resumes the runs, or with
+  separate processes the models, that are complete) and counts the attempt (the table's `attempts`).
 - An analysis is one task without resources; it returns only the set's rows (never traces or per-forward frames).
 
 `distributed` is imported here only, when a scheduler is given: nothing else in nsys_cc needs Dask.

@@ -1,8 +1,10 @@
 """The cells of a sweep and what each one profiles.
 
 A sweep is the product of batch sizes × input lengths (× target tensor-parallel sizes when given); every cell is
-one `nsys-cc profile` run of the same target and drafts with that cell's benchmark settings, in its own
-sub-directory named after the cell so a person can read it: `bs4-in1024` (and `-tp2` when ranks are swept).
+one `nsys-cc profile` run of the same target and drafts with that cell's benchmark settings — interleaved runs by
+default, one process per model with `separate` or where `profile` needs it —, in its own sub-directory named after
+the cell so a person can read it: `bs4-in1024` (and `-tp2` when ranks are swept). That sub-directory is the profile's
+output directory, analysed as `nsys-cc analyze` reads one.
 The γ values of `speculate` are not cells: one `profile` run does every γ (its speculative runs), as `profile
 --speculate` does.
 """
@@ -19,6 +21,9 @@ from pathlib import Path
 from .. import inputs
 from ..errors import InputError
 from ..launch.commands import BenchOptions
+
+# The arguments of how a cell's models run (`SweepSpec`), handed to `profile` when set.
+RUN_KEYS = ("separate", "repeat", "replicas", "precision", "max_repeat")
 
 
 def positive_ints(values: str | Sequence[int] | None, name: str) -> tuple[int, ...]:
@@ -86,6 +91,14 @@ class SweepSpec:
     nsys_args: tuple[str, ...] = ()
     seed: int = 0
     force: bool = False
+    # How each cell runs its models, as for `profile`: interleaved runs (every model in one process per run, `repeat`
+    # runs of `replicas` engines each, the precision loop) unless `separate` (one process per model) or a cell needs
+    # separate processes (its target on several ranks); None: `profile`'s defaults.
+    separate: bool = False
+    repeat: int | None = None
+    replicas: int | None = None
+    precision: float | None = None
+    max_repeat: int | None = None
     # Which sweep invocation this is (set by `run.sweep`): `force` redoes a cell only on that invocation's first
     # attempt, so a cell retried after a lost worker keeps the models the lost attempt completed.
     run_id: str = ""
@@ -123,7 +136,8 @@ class CellSpec:
                                    input_len=self.cell.input_len)
 
     def profile_kwargs(self) -> dict:
-        """Keyword arguments of `launch.profile.profile` besides target, drafts, out_dir and options."""
+        """Keyword arguments of `sweep.profiled.profile` (`nsys_cc.profile`'s) besides target, drafts, out_dir and
+        options; the runs' own (`RUN_KEYS`) only where the sweep sets them."""
         s = self.sweep
         kwargs: dict = {"device": s.device, "timeout": s.timeout, "force": s.force, "trace": s.trace,
                         "nsys_args": list(s.nsys_args), "seed": s.seed}
@@ -131,15 +145,43 @@ class CellSpec:
             kwargs["speculate"] = list(s.speculate)
         if self.cell.target_tp is not None:
             kwargs["target_tp"] = self.cell.target_tp
+        kwargs.update({k: getattr(s, k) for k in RUN_KEYS if getattr(s, k) is not None and getattr(s, k) is not False})
         return kwargs
 
+    def interleaves(self) -> bool:
+        """Whether the cell makes interleaved runs, as `profile` chooses (`launch.profile.choose`, which checks the
+        runs' arguments: InputError)."""
+        from ..launch.profile import choose
+
+        kwargs = self.profile_kwargs()
+        return choose(self.sweep.drafts, speculate=kwargs.get("speculate", ()), target_tp=kwargs.get("target_tp", 1),
+                      **{k: kwargs[k] for k in RUN_KEYS if k in kwargs})
+
+    def dry_run(self) -> str:
+        """The exact commands the cell's `profile` would run (`launch.profile.dry_run`: interleaved runs, or one block
+        per model, as the cell chooses); runs nothing, creates nothing."""
+        from ..launch import profile as profile_mod
+
+        kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("timeout", "force", "seed")}
+        return profile_mod.dry_run(self.sweep.target, list(self.sweep.drafts), self.dir, self.options, **kwargs)
+
     def fingerprint(self) -> dict:
-        """What decides whether an earlier run of this cell can be kept (everything but `force`)."""
-        kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("force", "seed")}
-        return {"target": self.sweep.target, "drafts": list(self.sweep.drafts),
-                "options": {k: list(v) if isinstance(v, tuple) else v
-                            for k, v in dataclasses.asdict(self.options).items()},
-                **kwargs}
+        """What decides whether an earlier run of this cell can be kept (everything but `force` and `seed`). A cell
+        in separate processes has the fingerprint cells had before sweeps made interleaved runs, so a sweep directory
+        of that layout is kept by a rerun that asks for `separate`; an interleaved cell's says so, with its runs."""
+        kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("force", "seed", *RUN_KEYS)}
+        out = {"target": self.sweep.target, "drafts": list(self.sweep.drafts),
+               "options": {k: list(v) if isinstance(v, tuple) else v
+                           for k, v in dataclasses.asdict(self.options).items()},
+               **kwargs}
+        if self.interleaves():
+            from ..launch.interleaved import DEFAULT_REPEAT, DEFAULT_REPLICAS
+
+            s = self.sweep
+            out["interleaved"] = {"repeat": DEFAULT_REPEAT if s.repeat is None else s.repeat,
+                                  "replicas": DEFAULT_REPLICAS if s.replicas is None else s.replicas,
+                                  "precision": s.precision, "max_repeat": s.max_repeat}
+        return out
 
     def to_dict(self) -> dict:
         s = dataclasses.asdict(self.sweep)

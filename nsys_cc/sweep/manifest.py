@@ -1,26 +1,32 @@
-"""Trace sets: many (target, drafts) groups of existing traces to analyse together, with the parameters of each.
+"""Trace sets: many (target, drafts) groups of existing traces — or profile directories — to analyse together, with
+the parameters of each.
 
-A trace set is what one `profile` run leaves: one target trace, one or more draft traces, and the benchmark
-parameters they were made with. Many of them come from:
+A trace set is what one `profile` run leaves: its output directory (`profile`: interleaved runs, or one process per
+model), or one target trace with one or more draft traces; and the benchmark parameters they were made with. Many of
+them come from:
 
-- a sweep directory: its `manifest.json` (written by `nsys-cc sweep`, one set per completed cell);
+- a sweep directory: its `manifest.json` (written by `nsys-cc sweep`, one set per completed cell: the cell's
+  directory, a profile directory; sweeps made before cells made interleaved runs list each cell's traces instead,
+  which is still read);
 - a manifest file, JSON or CSV, one set per entry/row:
 
   JSON: a list of objects (or {"trace_sets": [...]}):
+      {"name": "bs4-in1024", "profile": "runs/bs4-in1024", "batch_size": 4, "input_len": 1024}
       {"name": "bs4-in1024", "target": "runs/a/target.sqlite", "drafts": ["runs/a/draft.sqlite"],
        "names": ["target", "draft"], "batch_size": 4, "input_len": 1024, "target_tp": 2,
        "output_len": 2, "range_name": "model_executable()",
        "speculative": ["runs/a/draft.spec-g3.sqlite"]}
   CSV: the same keys as columns; `drafts`, `names` and `speculative` hold several values separated by ";".
 
-Only `target` and `drafts` are required. `name` defaults to `set-<row number>`; `names` (labels of the target, the
-drafts, then the speculative runs) to the file names; `speculative`: traces of speculative-decoding runs of these
-drafts (`profile --speculate`; each draft's runs named `<draft>.spec-g<γ>`, vLLM's metrics dump beside each as
-`<label>.metrics.json`), analysed in place when this nsys_cc has that analysis; `batch_size`, `input_len`,
-`target_tp` are carried into the table (empty when not given); `output_len` and `range_name` are passed to the
-analysis (as `analyze --output-len/--range`; manifests written before 0.2 say `range`, which is still read). Relative
-paths are relative to the manifest's directory. Unknown keys are an error (a typo would otherwise be ignored
-silently).
+Each set gives either `profile` (a profile's output directory, analysed as `nsys-cc analyze DIR` reads it: it names
+its models itself, so `names`, `drafts` and `speculative` do not go with it) or `target` and `drafts`. `name` defaults
+to `set-<row number>`; `names` (labels of the target, the drafts, then the speculative runs) to the file names;
+`speculative`: traces of speculative-decoding runs of these drafts (`profile --speculate`; each draft's runs named
+`<draft>.spec-g<γ>`, vLLM's metrics dump beside each as `<label>.metrics.json`), analysed in place; `batch_size`,
+`input_len`, `target_tp` are carried into the table (empty when not given); `output_len` and `range_name` are passed to
+the analysis (as `analyze --output-len/--range`; manifests written before 0.2 say `range`, which is still read; a
+profile set without one takes the range `profile` decided, traces without one `model_executable()`). Relative paths
+are relative to the manifest's directory. Unknown keys are an error (a typo would otherwise be ignored silently).
 """
 
 from __future__ import annotations
@@ -45,21 +51,30 @@ OLD_KEYS = {"range": "range_name"}
 
 @dataclass(frozen=True)
 class TraceSet:
-    """One target trace and its draft traces, with what they were measured at (None: unknown)."""
+    """One target trace and its draft traces, or a profile's output directory (`profile`), with what they were
+    measured at (None: unknown). `range_name` None: the forward range as `analyze` decides it for the traces."""
 
     name: str
-    target: str
-    drafts: tuple[str, ...]
+    target: str = ""
+    drafts: tuple[str, ...] = ()
     names: tuple[str, ...] | None = None
     batch_size: int | None = None
     input_len: int | None = None
     target_tp: int | None = None
     output_len: int | None = None
-    range_name: str = DEFAULT_RANGE
+    range_name: str | None = DEFAULT_RANGE
     speculative: tuple[str, ...] = ()
+    profile: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.profile is not None and (self.target or self.drafts or self.speculative or self.names):
+            raise InputError(f"trace set {self.name}: a profile directory names its traces and models itself: give "
+                             "profile, or target and drafts, not both")
+        if self.profile is None and (not self.target or not self.drafts):
+            raise InputError(f"trace set {self.name} needs a target and at least one draft (or a profile directory)")
 
     @property
-    def range(self) -> str:
+    def range(self) -> str | None:
         """Deprecated: `range_name` (the library's one name for the forward range)."""
         from .._compat import warn
 
@@ -75,7 +90,10 @@ class TraceSet:
             return os.path.relpath(full, base) if os.path.commonpath([base, full]) == base else p
 
         d = asdict(self)
-        d["target"], d["drafts"] = rel(self.target), [rel(p) for p in self.drafts]
+        if self.profile is not None:
+            d["profile"], d["target"], d["drafts"] = rel(self.profile), None, None
+        else:
+            d["target"], d["drafts"] = rel(self.target), [rel(p) for p in self.drafts]
         d["names"] = list(self.names) if self.names else None
         d["speculative"] = [rel(p) for p in self.speculative] or None
         return {k: v for k, v in d.items() if v is not None}
@@ -95,8 +113,13 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
     unknown = sorted(str(k) for k in set(raw) - fields)
     if unknown:
         raise InputError(f"{at} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})")
-    if not raw.get("target") or not raw.get("drafts"):
-        raise InputError(f"{at} needs a target and at least one draft")
+    given = sorted(k for k in ("target", "drafts", "names", "speculative") if raw.get(k) not in (None, "", []))
+    if raw.get("profile") not in (None, ""):
+        if given:
+            raise InputError(f"{at} gives a profile directory and {', '.join(given)}: a profile directory names its "
+                             "traces and models itself; give profile, or target and drafts")
+    elif not raw.get("target") or not raw.get("drafts"):
+        raise InputError(f"{at} needs a target and at least one draft (or a profile directory: profile)")
 
     def text(key: str, v) -> str:
         if not isinstance(v, (str, int, float)) or isinstance(v, bool):
@@ -120,11 +143,14 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
     def path(p: str) -> str:
         return os.path.normpath(p if os.path.isabs(p) else base / p)
 
-    values: dict = {"name": text("name", raw.get("name") or f"set-{index + 1}"),
-                    "target": path(text("target", raw["target"])),
-                    "drafts": tuple(path(p) for p in listed("drafts", raw["drafts"]))}
-    if not values["drafts"]:
-        raise InputError(f"{at} needs a target and at least one draft")
+    values: dict = {"name": text("name", raw.get("name") or f"set-{index + 1}")}
+    if raw.get("profile") not in (None, ""):
+        values["profile"], values["range_name"] = path(text("profile", raw["profile"])), None
+    else:
+        values["target"] = path(text("target", raw["target"]))
+        values["drafts"] = tuple(path(p) for p in listed("drafts", raw["drafts"]))
+        if not values["drafts"]:
+            raise InputError(f"{at} needs a target and at least one draft")
     if raw.get("names") not in (None, "", []):
         values["names"] = listed("names", raw["names"])
     if raw.get("speculative") not in (None, "", []):

@@ -60,11 +60,14 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
 
 def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
-    (`plan.check_speculate_ranks`)."""
+    (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`launch.profile.choose`: `repeat`,
+    `precision`, `max_repeat`, `replicas` out of range, or given to a cell in separate processes)."""
     from ..launch.plan import check_speculate_ranks
 
     for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
         check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
+    for c in cells:
+        spec.cell(c).interleaves()
 
 
 def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:

@@ -4,9 +4,10 @@ Columns (`COLUMNS`):
 - draft, phase, metric: as in `cost_coefficient(...).coefficients` (metric wall on CPU traces; gpu_span, kernel_sum,
   gpu_busy as well on GPU traces);
 - batch_size, input_len: the cell's benchmark settings (empty for a trace set whose manifest does not say);
-- gamma: empty for plain runs (c = draft forward ÷ target forward, from separate runs, Def. 3.7); for a speculative
-  run with γ proposed tokens per step, c is the in-place c of that run (draft forward ÷ verify forward, both
-  measured inside the speculative run's steps: `analysis.speculative`), phase "decode", metric "wall";
+- gamma: empty for plain runs (c = draft forward ÷ target forward, Def. 3.7: pooled over a cell's interleaved runs, or
+  from one process per model); for a speculative run with γ proposed tokens per step, c is the in-place c of that run
+  (draft forward ÷ verify forward, both measured inside the speculative run's steps: `analysis.speculative`), phase
+  "decode", metric "wall";
 - c, ci_low, ci_high: c and its 95 % bootstrap interval;
 - target_tp: the target's tensor-parallel size when the sweep set it (empty otherwise);
 - cell: the cell (sub-directory) or trace-set name;
@@ -98,12 +99,18 @@ class AnalysisResult:
 
 
 def analyze_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
-    """The tidy rows of one trace set: `cost_coefficient` as `analyze` runs it; only the table leaves (the traces
-    and per-forward frames are dropped here, so a worker of a pool hands back kilobytes)."""
-    from ..analysis.coefficient import cost_coefficient
+    """The tidy rows of one trace set, analysed as `nsys_cc.analyze` analyses its source
+    (`analysis.sources.analyze_source`): a profile directory as it is (`trace_set.profile`: a sweep cell's), else the
+    target's trace with the drafts' and the speculative runs'. Only the table leaves (the traces and per-forward
+    frames are dropped here, so a worker of a pool hands back kilobytes)."""
+    from ..analysis.sources import analyze_source
 
-    result = cost_coefficient(trace_set.target, [*trace_set.drafts, *trace_set.speculative], names=trace_set.names,
-                              range_name=trace_set.range_name, output_len=trace_set.output_len, seed=seed)
+    if trace_set.profile is not None:
+        result = analyze_source(trace_set.profile, range_name=trace_set.range_name, output_len=trace_set.output_len,
+                                seed=seed)
+    else:
+        result = analyze_source(trace_set.target, [*trace_set.drafts, *trace_set.speculative],
+                                names=trace_set.names, range_name=trace_set.range_name,
+                                output_len=trace_set.output_len, seed=seed)
     return from_result(result, cell=trace_set.name, batch_size=trace_set.batch_size,
                        input_len=trace_set.input_len, target_tp=trace_set.target_tp, attempts=attempts)
-
