@@ -89,7 +89,7 @@ class ByHand:
                                            (plain.inside(s, plain.forwards) for s in plain.of_tokens(1)))
         output_len = len([f for f in plain.forwards if plain.iterations[0][1] <= f[1] <= plain.iterations[0][2]])
         per_iter = [sum(1 for s in verify if it[1] <= s[1] <= it[2]) for it in run.iterations]
-        self.tokens_per_step = (output_len - 1) / statistics.median(per_iter)
+        self.tokens_per_step = (output_len - 1) / statistics.mean(per_iter)
 
 
 @pytest.mark.parametrize("draft", DRAFTS)

@@ -16,14 +16,16 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
   forward; verify_factor = verify ÷ decode; c_in_place = draft forward ÷ verify forward; c_standalone: the c of
   the plain runs (decode phase, wall) for comparison; other_ms: time outside forwards per verify step;
   step_ms: a verify step; decode_step_ms: a plain decode step.
-- tokens_per_step: output tokens per sequence per verify step, (output_len − 1) ÷ verify steps per iteration
-  (the prefill step gives the first token), from the trace; the metrics dump's 1 + accepted ÷ drafts beside it.
+- tokens_per_step: output tokens per sequence per verify step, (output_len − 1) ÷ the mean number of verify steps
+  per measured iteration (the prefill step gives the first token; the mean, as the benchmark's time is the sum of
+  its iterations' steps), from the trace; the metrics dump's 1 + accepted ÷ drafts beside it.
 - alpha: the i.i.d. estimate (`acceptance.AcceptanceStats.alpha_iid`) from the run's vLLM metrics dump; without a
   dump, the α whose E(α, γ) equals the measured tokens per step (`alpha_source` says which).
 - measured_speedup = plain decode time per output token ÷ speculative time per output token
   = tokens_per_step × median(plain decode step) ÷ median(verify step); prefill steps excluded. Cross-checked with
-  vLLM's latencies (`X.bench.json`, `latencies`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the median iteration
-  latency, P the median prefill step of that trace (decode time only; both runs produce the same tokens).
+  vLLM's latencies (`X.bench.json`, `latencies`): (L_plain − P_plain) ÷ (L_spec − P_spec), L the mean iteration
+  latency (vLLM's "Avg latency"), P the median prefill step of that trace (decode time only; both runs produce the
+  same tokens).
 - measurement_problem: why the measured speedup cannot be (above 1 at α = 0, above the tokens per step:
   `plausibility`), also in the notes; empty when it can.
 - predicted_speedup: `leviathan` = Thm 3.8, E(α, γ) ÷ (γ c_standalone + 1); `cost_model` = the `StepCostModel`
@@ -361,7 +363,10 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     after_prefill = run.steps.steps[run.steps.steps["kind"].isin((VERIFY, DECODE))]
     counted = after_prefill[after_prefill["iteration"] >= 0]
     if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
-        per_iter = counted.groupby("iteration").size().median()
+        # the mean, not the median: an iteration's time is the sum of its steps, so the benchmark's expected
+        # iteration is the mean step count; a median of whole steps jumps by one (6.6 → 7 at B = 8, γ = 5 when 3
+        # of 5 iterations wait for a straggler) and biases the measured speedup low
+        per_iter = counted.groupby("iteration").size().mean()
         return (output_len - 1) / per_iter, metrics
     if math.isfinite(output_len) and math.isfinite(run.steps.forwards_per_iteration):
         # every forward but the prefill is a step, counted or not (the last one closes none)
@@ -759,7 +764,9 @@ def _tolerance(held_out: float, fitted: Sequence[float]) -> float:
 
 
 def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
-    """(L_plain − P_plain) ÷ (L_spec − P_spec) from vLLM's latencies, NaN without both bench files."""
+    """(L_plain − P_plain) ÷ (L_spec − P_spec) from vLLM's latencies, NaN without both bench files: L the mean
+    iteration latency (vLLM's "Avg latency", and the mean as the trace's tokens per step takes it), P the median
+    prefill step."""
     plain_lat = plain.latencies_s
     if plain_lat is None or run.latencies_s is None:
         return math.nan
@@ -767,8 +774,8 @@ def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
     ps = run.steps.of_kind(PREFILL)["step_ms"]
     if pp.empty or ps.empty:
         return math.nan
-    num = float(np.median(plain_lat)) * 1e3 - float(np.median(pp))
-    den = float(np.median(run.latencies_s)) * 1e3 - float(np.median(ps))
+    num = float(np.mean(plain_lat)) * 1e3 - float(np.median(pp))
+    den = float(np.mean(run.latencies_s)) * 1e3 - float(np.median(ps))
     return num / den if den > 0 else math.nan
 
 
