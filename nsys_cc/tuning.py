@@ -23,6 +23,7 @@ from .errors import InputError
 
 DESIGN_FILE = "tune.json"
 SCHEDULE_FILE = "schedule.json"
+SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
 CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
             "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
             "against the fixed-γ cells measured at each batch size, not run")
@@ -200,24 +201,36 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
                         target=str(target or ""), draft=str(draft or ""), workload=workload)
     if source is None and confirm:
         # the benchmark schedule's γ at every measured batch size where it was not measured: profiled, so that the
-        # schedule is checked against the best fixed γ there (held out: the fit does not change)
-        todo: dict[int, list[int]] = {}
-        for s in result.schedule_check:
-            g = s["schedule_gamma"]
-            if g > 0 and g not in s["measured_gammas"]:
-                todo[s["batch_size"]] = [g]
-        if todo:
+        # schedule is checked against the best fixed γ there (held out: the fit does not change). A profiled cell
+        # brings its counters (positions past the design's γ), which can move the schedule to a γ not measured
+        # yet: then again, at most SCHEDULE_ROUNDS times
+        for k in range(1, SCHEDULE_ROUNDS + 1):
+            todo: dict[int, list[int]] = {}
+            for s in result.schedule_check:
+                g = s["schedule_gamma"]
+                if g > 0 and g not in s["measured_gammas"]:
+                    todo[s["batch_size"]] = [g]
+            if not todo:
+                break
             # in bs<B>-schedule/ beside the cell of that B: its runs are kept as they are (a new γ in bs<B>/
             # would make every engine of that batch size run again)
-            progress.say("tune: profiling the schedule's γ where it was not measured: "
-                         + ", ".join(f"{b}:{g[0]}" for b, g in todo.items()))
+            progress.say(f"tune: profiling the schedule's γ where it was not measured (round {k} of at most "
+                         f"{SCHEDULE_ROUNDS}): " + ", ".join(f"{b}:{g[0]}" for b, g in todo.items()))
             _profile_design(str(target), str(draft), root, todo, input_len=input_len, output_len=output_len,
                             warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
-                            trace=trace, force=force, seed=seed, suffix="-schedule")
+                            trace=trace, force=force, seed=seed, suffix="-schedule" + (str(k) if k > 1 else ""))
+            before = len(measured)
             measured = model.read_cells(root, seed=seed)
             fitted, held = model.split_design(measured, bs, gs)
             result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
                                 seed=seed, target=str(target or ""), draft=str(draft or ""), workload=workload)
+            if len(measured) <= before:  # the round measured nothing new: another would do the same
+                break
+        unmeasured = [f"{s['batch_size']}:{s['schedule_gamma']}" for s in result.schedule_check
+                      if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]]
+        if unmeasured:
+            notes.append(f"the schedule's γ still not measured after {SCHEDULE_ROUNDS} rounds: "
+                         + ", ".join(unmeasured) + " (its check there is n/a)")
     result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
     notes.append(CPU_NOTE if device_used == "cpu" else

@@ -302,6 +302,34 @@ def test_profiling_runs_the_design_then_the_schedules_gamma_where_it_was_not_mea
     assert rep.schedule[0][0] == 1
 
 
+
+@pytest.mark.slow  # a few tunes of the fixture grid (issue 33): in `make test`
+def test_the_schedules_gamma_is_profiled_again_while_a_round_moves_it_to_a_gamma_not_measured(tmp_path, monkeypatch):
+    """Round 1 measures a cell that is not the schedule's γ (here: the B = 4 γ = 2 fixture laid down as bs<B>-schedule/
+    of the first batch size it asks for): a second round (bs<B>-schedule2/) is profiled; it measures nothing, so the
+    rounds stop there, and the note names the batch sizes still unmeasured."""
+    import shutil
+
+    from nsys_cc import tuning
+
+    calls: list[tuple[str, dict[int, list[int]]]] = []
+
+    def fake(target, draft, out, cells, suffix="", **kw):
+        calls.append((suffix, {b: list(g) for b, g in cells.items()}))
+        if not suffix:
+            for b in cells:
+                shutil.copytree(FIX / "a99" / f"bs{b}", out / f"bs{b}")
+        elif suffix == "-schedule":
+            b = min(cells)
+            shutil.copytree(FIX / "a99" / "bs4", out / f"bs{b}-schedule")
+
+    monkeypatch.setattr(tuning, "_profile_design", fake)
+    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=tmp_path / "tune",
+                      max_batch_size=16, draws=20, plot=False)
+    assert [c[0] for c in calls] == ["", "-schedule", "-schedule2"]
+    assert calls[2][1], "round 2 still has γ to measure"
+    assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
+
 # The draft's forwards apart: a catch-up forward over B·(γ + 2) tokens (vLLM 0.32's draft proposer) and γ − 1 later
 # forwards of B tokens, each cell's medians written from known lines.
 SPLIT = dict(k=(0.9, 0.08), l=(0.7, 0.04))
