@@ -16,7 +16,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import kernel_text, run_plots, speculative_text, token_text
+from . import kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
 from .tables import markdown_table, text_table
 from .words import with_diagnosis, with_verdicts
@@ -24,6 +24,14 @@ from .words import with_diagnosis, with_verdicts
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
                "latencies)")
 RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
+
+
+def _speculative_text():
+    """The speculative runs' text (`speculative_text`), imported when a result has them or JSON is asked for: it
+    imports the speculative analysis, which a plain `analyze` never needs."""
+    from . import speculative_text
+
+    return speculative_text
 
 
 def _num(x: float) -> float | None:
@@ -66,7 +74,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
-    out.update(speculative_text.to_json(result.speculative))
+    out.update(_speculative_text().to_json(result.speculative))
     if not result.runs.empty:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
@@ -204,7 +212,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         for title, body in kernel_text.report_sections(result.kernel_diff):
             parts += ["", f"**{title}**", "", markdown_table(body)]
         if result.speculative is not None:
-            for title, body in speculative_text.sections(result.speculative):
+            for title, body in _speculative_text().sections(result.speculative):
                 if len(body):
                     parts += ["", f"**{title}**", ""]
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
@@ -226,8 +234,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     if result.speculative is not None:
-        parts += ["", speculative_text.HEADER]
-        for title, body in speculative_text.sections(result.speculative):
+        parts += ["", _speculative_text().HEADER]
+        for title, body in _speculative_text().sections(result.speculative):
             if len(body):
                 parts += ["", f"{title}:"]
                 parts += [text_table(body)] if isinstance(body, pd.DataFrame) else [f"* {x}" for x in body]
@@ -260,8 +268,8 @@ def render_html(result: CostCoefficientResult) -> str:
     for title, body in kernel_text.report_sections(result.kernel_diff):
         parts += [f"<p><b>{html.escape(title)}</b></p>", body.to_html(index=False, escape=True)]
     if result.speculative is not None:
-        parts.append(f"<p><b>{html.escape(speculative_text.HEADER)}</b></p>")
-        for title, body in speculative_text.sections(result.speculative):
+        parts.append(f"<p><b>{html.escape(_speculative_text().HEADER)}</b></p>")
+        for title, body in _speculative_text().sections(result.speculative):
             if len(body):
                 parts.append(f"<p><i>{html.escape(title)}</i></p>")
                 parts.append(body.to_html(index=False, escape=True) if isinstance(body, pd.DataFrame)
