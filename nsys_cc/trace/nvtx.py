@@ -179,8 +179,23 @@ def names_of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     not every name of the trace (`value_counts()` would list each of the others at 0)."""
     for col in ("name", "domain", "qualified_name"):
         if col in frame and isinstance(frame[col].dtype, pd.CategoricalDtype):
-            frame[col] = frame[col].cat.remove_unused_categories()
+            used = _used_categories(frame[col].array)
+            if used is not None:
+                frame[col] = pd.Series(used, index=frame.index, name=col)
     return frame
+
+
+def _used_categories(cat: pd.Categorical) -> pd.Categorical | None:
+    """`cat` with only the categories its rows use, in their order (as `remove_unused_categories`, which hashes every
+    row: 0.3 s a column at 4 M rows; the codes counted and mapped here, a tenth of it); None when it uses them all."""
+    codes = cat.codes
+    present = codes >= 0
+    used = np.bincount(codes[present], minlength=len(cat.categories)) > 0
+    if used.all():
+        return None
+    new = (np.cumsum(used) - 1).astype(codes.dtype)[np.where(present, codes, 0)]
+    new[~present] = -1
+    return pd.Categorical.from_codes(new, cat.categories[used], ordered=cat.ordered)
 
 
 def without_nesting(ranges: pd.DataFrame) -> pd.DataFrame:
