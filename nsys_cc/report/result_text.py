@@ -1,4 +1,5 @@
-"""Text renderings of a `CostCoefficientResult`: table (terminal), markdown, csv, json.
+"""A result's text: the renderings of a `CostCoefficientResult` — table (terminal), markdown, csv, json, html —
+that `res.render()` and `nsys-cc analyze` print.
 
 The table mirrors the seed's hand-made one (Model | Phase | Time (ms) | Cost Coefficient) and adds the GPU metrics,
 each with its 95 % interval. Times are medians over the kept forwards of that phase.
@@ -18,8 +19,8 @@ from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
-from .tables import markdown_table, text_table
-from .words import with_diagnosis, with_verdicts
+from .sentence_text import with_diagnosis, with_verdicts
+from .table_text import markdown_table, text_table
 
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
                "latencies)")
