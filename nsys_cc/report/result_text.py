@@ -129,29 +129,34 @@ def _fmt_c(c: float, lo: float, hi: float) -> str:
 
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
-    metrics = [m for m in C_METRICS if m in set(result.summary["metric"])]
-    tokens = result.tokens
+    summary, tokens = result.summary, result.tokens
+    metrics = [m for m in C_METRICS if m in set(summary["metric"])]
+    # The first row of each (model, phase, metric), looked up by key (a filter of each table per cell cost ~1 ms a
+    # cell, most of a small trace's rendering): the token's median (its forward's when the model has no
+    # logits/sampling) when there are tokens, else the summary's.
+    medians: dict[tuple, tuple] = {}
+    if tokens.empty:
+        for r in summary[["model", "phase", "metric", "count", "median_ms"]].itertuples(index=False):
+            medians.setdefault((r[0], r[1], r[2]), (r[3], r[4]))
+    else:
+        for r in tokens[["model", "phase", "metric", "count", "token_median_ms"]].itertuples(index=False):
+            medians.setdefault((r[0], r[1], r[2]), (r[3], r[4]))
+    cs: dict[tuple, tuple] = {}
+    for r in result.coefficients[["draft", "phase", "metric", "c", "ci_low", "ci_high"]].itertuples(index=False):
+        cs.setdefault((r[0], r[1], r[2]), (r[3], r[4], r[5]))
     rows = []
     for m in result.models:
         for phase in m.phases:
             row = {"Model": m.name, "Role": m.role, "Phase": phase, "N": len(m.phase_rows(phase))}
             for metric in metrics:
-                s = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)
-                                   & (result.summary["metric"] == metric)]
-                if not tokens.empty:  # the token's median (its forward's when the model has no logits/sampling)
-                    s = tokens[(tokens["model"] == m.name) & (tokens["phase"] == phase)
-                               & (tokens["metric"] == metric)].rename(columns={"token_median_ms": "median_ms"})
+                s = medians.get((m.name, phase, metric))
                 # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
-                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s.empty else "n/a" if not s.iloc[0]["count"]
-                                                        else f"{s.iloc[0]['median_ms']:.3f}")
+                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s is None else "n/a" if not s[0] else f"{s[1]:.3f}")
                 if m.role == "target":
                     row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
-                    c = result.coefficients[(result.coefficients["draft"] == m.name)
-                                            & (result.coefficients["phase"] == phase)
-                                            & (result.coefficients["metric"] == metric)]
-                    label = f"c {BY_NAME[metric].label}"
-                    row[label] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
+                    c = cs.get((m.name, phase, metric))
+                    row[f"c {BY_NAME[metric].label}"] = "–" if c is None else _fmt_c(*c)
             rows.append(row)
     return pd.DataFrame(rows)
 
