@@ -130,7 +130,7 @@ def main(argv: list[str]) -> None:
     elif name == "ranges":
         import nsys_cc.analysis.projection  # noqa: F401
         import nsys_cc.cli  # noqa: F401
-        import nsys_cc.report.tables  # noqa: F401
+        import nsys_cc.report.table_text  # noqa: F401
 
         run = lambda: ranges_csv(path)  # noqa: E731
     elif name == "reader":

@@ -197,6 +197,16 @@ def markdown(results: list[dict], info: dict, args) -> str:
                      + " | " + " | ".join(ratio) + f" | {export} |")
     lines.append("")
     lines.append("Ratios are time / peak RSS against the stdlib fetchall of the same export (goal ≤ 1.0× / ≤ 1.5×).")
+    load = info.get("load")
+    if load:
+        lines.append(f"Load average (1 min) {load[0]:.2f} before, {load[1]:.2f} after: the ratios are of contenders "
+                     "run interleaved in the same conditions.")
+    for r in results:
+        for k in ("analyze", "ranges"):
+            ratio = r[k]["seconds"] / r["nvtx_raw"]["seconds"]
+            runs, raw = (", ".join(f"{t:.2f}" for t in x[k2]["runs"]) for x, k2 in ((r, k), (r, "nvtx_raw")))
+            lines.append(f"- {r['source']}: `{k}` ÷ fetchall {ratio:.2f}× (goal ≤ 1.0×: "
+                         f"{'met' if ratio <= 1.0 else '**not met**'}); runs {runs} s against {raw} s.")
     for r in results:
         if "export_s" in r:
             lines.append(f"- {r['source']}: `nsys export` {r['export_s']:.1f} s; analyze after it "
@@ -226,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if nsys is None and args.program:
         raise SystemExit("nsys not found (set $NSYS): the C program cannot be profiled")
     info = machine(nsys)
+    load_before = os.getloadavg()[0]
     RESULTS.mkdir(exist_ok=True)
     results = []
     sizes = [parse_size(s) for s in args.program.split(",") if s]
@@ -241,6 +252,7 @@ def main(argv: list[str] | None = None) -> int:
             path = generate.ensure_nvtx_heavy(n)
             results.append(measure(f"generated, {n:,} forwards", path, draft, args, nsys, {}))
     many = several_traces(results)
+    info["load"] = (load_before, os.getloadavg()[0])
     text = markdown(results, info, args) + (f"\n{many['line']}" if many else "")
     out = RESULTS / f"nvtx-bench-{dt.datetime.now():%Y%m%d-%H%M%S}.json"
     out.write_text(json.dumps({"machine": info, "args": {k: str(v) for k, v in vars(args).items()},

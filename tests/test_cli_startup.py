@@ -16,6 +16,11 @@ ROOT = Path(__file__).resolve().parents[1]
 VLLM = ROOT / "fixtures" / "vllm"
 HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_manager", "scipy")
 
+SPEC = ROOT / "fixtures" / "spec"
+# The speculative analysis and its text: a plain analyze needs none of them (issue 33).
+SPECULATIVE = ("nsys_cc.analysis.speculative", "nsys_cc.analysis.spec_runs", "nsys_cc.analysis.forecast",
+               "nsys_cc.report.speculative_text")
+
 PROBE = """
 import json, sys
 from nsys_cc.cli import main
@@ -27,12 +32,12 @@ else:
     code = 0
 sys.stderr.write("\\n" + json.dumps({"code": code, "loaded": sorted(
     m for m in %r if m in sys.modules)}) + "\\n")
-""" % (HEAVY,)
+"""
 
 
-def loaded(*args: str) -> list[str]:
-    """The heavy libraries a fresh `nsys-cc ARGS` loaded (it must exit 0)."""
-    out = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=ROOT)
+def loaded(*args: str, among: tuple[str, ...] = HEAVY) -> list[str]:
+    """The modules of `among` (the heavy libraries) a fresh `nsys-cc ARGS` loaded (it must exit 0)."""
+    out = subprocess.run([sys.executable, "-c", PROBE % (among,), *args], capture_output=True, text=True, cwd=ROOT)
     doc = json.loads(out.stderr.strip().splitlines()[-1])
     assert doc["code"] in (0, None), out.stderr
     return doc["loaded"]
@@ -71,3 +76,16 @@ def test_the_small_read_rule(monkeypatch):
     assert bulk.engine_for(10) == "arrow"
     monkeypatch.setenv(bulk.ENGINE_ENV, "stdlib")
     assert bulk.engine_for(10**9) == "stdlib"
+
+
+@pytest.mark.parametrize("target", [VLLM / "tiny-llama-target.sqlite", SPEC / "vllm_scopes.spec-g3.sqlite"])
+def test_a_plain_analyze_loads_no_speculative_analysis(target):
+    """A target and a plain draft (the target a speculative trace, as benchmarks/cli_startup.py times it): the
+    speculative analysis is imported only when a speculative run is among the inputs."""
+    assert loaded("analyze", str(target), str(VLLM / "tiny-llama-draft-s.sqlite"), among=SPECULATIVE) == []
+
+
+def test_an_analyze_with_a_speculative_run_loads_it():
+    got = loaded("analyze", str(SPEC / "tiny-llama-target.sqlite"), str(SPEC / "tiny-llama-draft-xs.sqlite"),
+                 str(SPEC / "tiny-llama-draft-xs.spec-g3.sqlite"), among=SPECULATIVE)
+    assert got == sorted(SPECULATIVE)

@@ -17,7 +17,7 @@ import pytest
 
 from conftest import raw_sql, unchanged
 from nsys_cc import cost_coefficient
-from nsys_cc.report import words
+from nsys_cc.report import sentence_text
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
 
@@ -71,7 +71,7 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     name = a[a["Name"].isin(set(b["Name"]))].groupby("Name").size().idxmax()
     res = cost_coefficient(str(public_dir / PAIR[0]), [str(public_dir / PAIR[1])], range_name=name, skip_ranges=0)
     row = res.diagnosis.iloc[0]
-    text, phase = words.diagnosis_text(res, row), row["phase"]
+    text, phase = sentence_text.diagnosis_text(res, row), row["phase"]
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
     # The busy share is the draft's median GPU busy over its median wall time in the diagnosed phase: wall from the
     # raw NVTX rows, busy per forward from nsys_cc (checked against the raw CUDA rows in test_projection_public).

@@ -20,7 +20,7 @@ from conftest import FIXTURES, raw_sql
 from nsys_cc.analysis.metrics import C_METRICS, METRICS
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.report import words
+from nsys_cc.report import sentence_text
 from nsys_cc.report.writer import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,7 +134,7 @@ def test_short_repr_and_html_view(result):
     from nsys_cc.report.token_text import split_table
 
     assert page.count("<tr") == 1 + sum(len(m.phases) for m in result.models) + 1 + len(split_table(result))
-    assert all(html.escape(words.diagnosis_text(result, row)) in page for row in result.diagnosis.itertuples())
+    assert all(html.escape(sentence_text.diagnosis_text(result, row)) in page for row in result.diagnosis.itertuples())
     assert result.render("table") == nsys_cc.render(result, "table")
 
 
@@ -201,6 +201,6 @@ def test_diagnosis_says_work_runs_past_the_range(outliving_pair):
     assert busy > wall  # the kernels outlive the short range that launched them
     row = outliving_pair.diagnosis.iloc[0]
     assert row["outlives_range"] and row["busy_share"] == pytest.approx(busy / wall)
-    text = words.diagnosis_text(outliving_pair, row)
+    text = sentence_text.diagnosis_text(outliving_pair, row)
     assert f"GPU busy {busy / 1e6:.3f} ms, longer than the range's {wall / 1e6:.3f} ms wall" in text
     assert "runs past the range" in text and f"({busy / wall:.0%})" not in text

@@ -12,7 +12,7 @@ from nsys_cc import front
 from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
-from nsys_cc.report.formats import SHARE_TITLE
+from nsys_cc.report.result_text import SHARE_TITLE
 
 
 def _profile(*args, **kwargs):

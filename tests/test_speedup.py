@@ -11,7 +11,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from nsys_cc.analysis import speedup
 from nsys_cc.errors import InputError
-from nsys_cc.report import words
+from nsys_cc.report import sentence_text
 
 # Leviathan et al. 2023, Table 1 (c = ĉ = 0), as printed: (α, γ, operations factor, speed factor).
 TABLE_1 = [
@@ -51,9 +51,9 @@ def test_online_speculative_decoding_best_gamma():
 
 def test_seed_ratios_are_rounded_not_truncated():
     target = SEED_MS["7B"]
-    assert [words.sig3(SEED_MS[d] / target) for d in ("1.1B", "160M", "68M")] == ["0.688", "0.339", "0.0662"]
-    assert words.sig3(0.6889) == "0.689"
-    assert words.sig3(0.5) == "0.500"
+    assert [sentence_text.sig3(SEED_MS[d] / target) for d in ("1.1B", "160M", "68M")] == ["0.688", "0.339", "0.0662"]
+    assert sentence_text.sig3(0.6889) == "0.689"
+    assert sentence_text.sig3(0.5) == "0.500"
 
 
 def test_seed_draft_loses_at_half_acceptance_and_says_so():
@@ -62,7 +62,7 @@ def test_seed_draft_loses_at_half_acceptance_and_says_so():
     assert best < 1
     assert best == pytest.approx(1.5 / (1 + c))  # the best is γ = 1 (Cor. 3.9)
     j = speedup.judge(c, 0.5)
-    assert words.verdict_of(j) == "slows decoding down at α = 0.50: c = 0.688 > α; needs α > 0.688"
+    assert sentence_text.verdict_of(j) == "slows decoding down at α = 0.50: c = 0.688 > α; needs α > 0.688"
 
 
 def test_alpha_one_and_zero_limits():
@@ -142,7 +142,7 @@ def test_interval_on_c_becomes_interval_on_speedup_and_gamma():
     assert (j.best_gamma_low, j.best_gamma, j.best_gamma_high) == (best[0.08], best[0.05], best[0.03])
     assert j.best_speedup_low == pytest.approx(s(best[0.08], 0.08))
     assert j.best_speedup_high == pytest.approx(s(best[0.03], 0.03))
-    assert words.verdict_of(j).startswith(f"best γ = {best[0.05]} ({best[0.08]}–{best[0.03]}) gives ")
+    assert sentence_text.verdict_of(j).startswith(f"best γ = {best[0.05]} ({best[0.08]}–{best[0.03]}) gives ")
 
 
 def _coefficients(rows):
@@ -161,7 +161,7 @@ def test_verdicts_prefer_decode_then_all_and_report_each_case():
     ])
     v = speedup.verdicts(coef, [0.5, 0.8])
     assert list(v.columns) == speedup.VERDICT_COLUMNS
-    v = words.with_verdicts(v)
+    v = sentence_text.with_verdicts(v)
     assert len(v) == 10
     a = v[v.draft == "a"].set_index("alpha")
     assert (a.phase == "decode").all() and (a.c == 0.1).all()
@@ -184,7 +184,8 @@ def test_verdicts_prefer_decode_then_all_and_report_each_case():
 
 
 def test_verdict_flags_an_interval_straddling_break_even():
-    v = words.with_verdicts(speedup.verdicts(_coefficients([("x", "decode", "gpu_span", 0.45, 0.40, 0.55)]), [0.5]))
+    v = sentence_text.with_verdicts(
+        speedup.verdicts(_coefficients([("x", "decode", "gpu_span", 0.45, 0.40, 0.55)]), [0.5]))
     text = v.verdict.iloc[0]
     assert text.startswith("best γ = 1 gives")
     assert "c's interval reaches 0.550 ≥ α" in text
@@ -201,7 +202,7 @@ def test_verdicts_reject_missing_columns_and_bad_alpha():
 
 def test_judge_at_c_zero_says_the_best_gamma_is_unbounded():
     from nsys_cc.analysis.speedup import judge
-    from nsys_cc.report.words import verdict_of
+    from nsys_cc.report.sentence_text import verdict_of
 
     j = judge(0.0, 0.8, gamma=2)
     assert j.best_gamma is None and j.best_gamma_unbounded

@@ -62,3 +62,19 @@ def test_closest_names(trace):
 def test_range_table_unknown_name(trace):
     with pytest.raises(RangeNotFoundError, match=r"no NVTX range named 'innr'; closest names: 'inner'"):
         range_table(trace, "innr")
+
+
+@pytest.mark.parametrize(("query", "where"), [
+    ("nsys_cc.fixture:outer", "0"),  # `outer` lies in the default domain only: a `domain:outer` is none of them
+    ("nsys_cc.fixture:domain_inline", "text = 'domain_inline'"),
+    ("outer", "text = 'outer'"),
+])
+def test_a_name_in_a_domain_is_read_from_domains_only(trace, nvtx_fixture, query, where):
+    """The narrowed read's SQL (`nvtx._name_filter`) leaves out the default domain's ranges named like the part after
+    a query's ':' (issue 33: `nsys_cc:sample` read every `sample` range of an NVTX-heavy program, a third of its
+    rows): the rows SQLite returns for it, against plain SQL; and the read itself."""
+    from nsys_cc.trace.nvtx import _WHERE, _name_filter
+
+    got = rowids(nvtx_fixture, f"{_WHERE} AND {_name_filter(trace, [query], ())}")
+    assert got == rowids(nvtx_fixture, f"{_WHERE} AND ({where})")
+    assert trace.nvtx_ranges(names=[query])["range_id"].tolist() == got

@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -36,8 +37,6 @@ from . import (
     phases as phase_mod,
     ranks as rank_mod,
     share as share_mod,
-    spec_runs as spec_runs_mod,
-    speculative as spec_mod,
     steps as steps_mod,
 )
 from .acceptance import alphas_with_source, measured_alpha
@@ -58,9 +57,13 @@ from .ranges import (
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
+from .spec_labels import LABEL_RE, model_free_label, proposes_without_model
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
+
+if TYPE_CHECKING:
+    from .speculative import SpecRun
 
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
            "cost_coefficient_runs", "load_model"]
@@ -165,7 +168,7 @@ def model_of(
     matched = by_start(ranges[hit])
     # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
     # double the count. Kept once, and said.
-    twice = matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+    twice = _duplicated(matched)
     if twice.any():
         matched = matched[~twice]
     # A range of the forward's name inside another on the same thread is part of that forward, not one more.
@@ -210,9 +213,9 @@ def model_of(
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
     forwards["phase"] = phase
     forwards["run"] = run
-    kept = forwards[forwards["kept"]]
     totals = pd.DataFrame()
     if has_cuda:
+        kept = forwards[forwards["kept"]]
         phases = kept["phase"].to_numpy(dtype=object)
         totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
     # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
@@ -227,6 +230,16 @@ def model_of(
                          speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
                          token_note=token_note,
                          iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)).assign(run=run))
+
+
+def _duplicated(matched: pd.DataFrame) -> np.ndarray:
+    """Rows of `matched` (in start order, `by_start`) equal to an earlier row in name, thread, start and end: a
+    boolean array. Equal rows have equal starts, so where no two starts are equal (nsys's rows of one thread, the usual
+    case) there are none and the rows are not hashed (0.3 s at 2 M forwards)."""
+    start = matched["start_ns"].to_numpy(dtype=np.int64)
+    if len(start) < 2 or bool((start[1:] != start[:-1]).all()):
+        return np.zeros(len(start), dtype=bool)
+    return matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
 
 
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
@@ -497,7 +510,7 @@ def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None
     """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`dumped`: in
     spec_metrics; or `X.metrics.json` beside it, `where` = its files' stem), must hold draft-model forward ranges:
     without them it would be measured as a plain draft and give a wrong c."""
-    if spec_mod.LABEL_RE.match(label):
+    if LABEL_RE.match(label):
         why = f"is labelled as a speculative run ({label!r})"
     elif dumped:
         why = "was given a spec-decode metrics dump (spec_metrics)"
@@ -605,7 +618,7 @@ class _RunRead:
     notes on the forward ranges chosen."""
 
     models: dict[int, ModelForwards]
-    spec: dict[int, tuple[spec_mod.SpecRun, bool]]
+    spec: dict[int, tuple[SpecRun, bool]]
     plain_steps: steps_mod.StepTable | None
     notes: list[str]
     share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
@@ -627,7 +640,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
     engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the other
     traces say whether a speculative run needs them."""
     loaded: dict[int, ModelForwards] = {}
-    spec: dict[int, tuple[spec_mod.SpecRun, bool]] = {}
+    spec: dict[int, tuple[SpecRun, bool]] = {}
     target_markers = None
     notes: list[str] = []
     shares: dict[int, dict] = {}
@@ -643,8 +656,11 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                 where = path if scope is None else model_stem(path, scope)
                 metrics_path = dumps.get(i)
                 with_model = i > 0 and draft_range_of(ranges) is not None
-                if with_model or (i > 0 and spec_mod.model_free_label(label)
-                                  and spec_mod.proposes_without_model(where, metrics_path)):
+                if with_model or (i > 0 and model_free_label(label)
+                                  and proposes_without_model(where, metrics_path)):
+                    # the speculative analysis is imported only when a speculative run is among the inputs
+                    from . import speculative as spec_mod
+
                     spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
                     spec[i] = dataclasses.replace(spec_run, path=path), with_model
@@ -733,7 +749,7 @@ def _alpha_intervals(alphas: list[float], metrics_dump: PathLike | None) -> list
 
 
 def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequence[steps_mod.StepTable],
-              spec: Mapping[int, Sequence[tuple[spec_mod.SpecRun, bool]]], alphas: list[float],
+              spec: Mapping[int, Sequence[tuple[SpecRun, bool]]], alphas: list[float],
               alpha_note: str | None, alpha_cis: list[tuple[float, float] | None], seed: int,
               output_len: int | None, range_notes: Sequence[str] = (),
               share_rows: Sequence[dict] = ()) -> CostCoefficientResult:
@@ -755,6 +771,8 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
                      "run first, then the drafts and the speculative runs")
     speculative = None
     if spec:
+        from . import spec_runs as spec_runs_mod, speculative as spec_mod
+
         draft_labels = [m.name for m in models[1:]]
         per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
                        for run, with_model in runs] for runs in spec.values()]

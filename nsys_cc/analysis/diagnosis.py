@@ -8,7 +8,7 @@ Per draft (decode phase when there is one, else `all`), from the medians of the 
   the same launch cost, whatever its size.
 - the kernel category whose time per forward differs most between target and draft, every category's time per
   forward for both (`category_comparison`), and the draft's top kernels by time per forward (`top_kernels`).
-The sentences that say it are written by `nsys_cc.report.words.diagnosis_text`.
+The sentences that say it are written by `nsys_cc.report.sentence_text.diagnosis_text`.
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from .. import inputs
 from ..errors import InputError
-from .speculative import LABEL_RE
+from .spec_labels import LABEL_RE
 
 STATUS = "status.json"
 DONE = "done.json"

@@ -152,7 +152,7 @@ class CostCoefficientResult(Value):
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
     - `diagnosis`: per draft, the numbers on where its forward time goes against the target's
       (`analysis.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its class);
-      `render()` and the report say it in sentences (`nsys_cc.report.words.diagnosis_text`).
+      `render()` and the report say it in sentences (`nsys_cc.report.sentence_text.diagnosis_text`).
     - `verdicts`: draft, metric, alpha, phase, c, c_low, c_high, best_gamma…, speedup…, break_even_alpha, verdict —
       what c means at each acceptance rate given (empty when none was).
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.

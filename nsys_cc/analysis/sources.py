@@ -25,7 +25,7 @@ from . import outputs
 from .coefficient import cost_coefficient, cost_coefficient_runs
 from .metrics import ALL, DECODE, WALL
 from .result import CostCoefficientResult
-from .speculative import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
+from .spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 
 __all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
 

@@ -90,7 +90,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -101,12 +100,19 @@ from ..errors import InputError
 from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .latencies import trace_stem
 from .metrics import DECODE, GPU_BUSY, PREFILL, VERIFY, WALL
+from .spec_labels import (
+    LABEL_RE,
+    MODEL_FREE_METHODS as MODEL_FREE_METHODS,
+    proposes_without_model as proposes_without_model,
+)
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .values import Value
 
-LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
+# MODEL_FREE_METHODS and proposes_without_model are imported from here by launch/check.py and launch/results.py (their
+# home is spec_labels.py, which every analyze loads without the speculative analysis).
+
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 
@@ -233,37 +239,6 @@ def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
     if m:
         return m.group("draft")
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
-
-
-def beside_metrics(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> str | None:
-    """The metrics dump of a trace: `metrics_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
-    if metrics_path is not None:
-        return os.fspath(metrics_path)
-    beside = trace_stem(path) + ".metrics.json"
-    return beside if os.path.exists(beside) else None
-
-
-# vLLM's proposers that run no draft model: their runs hold no draft-forward ranges (nothing to range).
-MODEL_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
-
-
-def model_free_label(label: str) -> bool:
-    """Whether a run's label names a proposer without a draft model (`ngram.spec-g3`, as `profile` labels it)."""
-    m = LABEL_RE.match(label)
-    return m is not None and m.group("draft") in MODEL_FREE_METHODS
-
-
-def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> bool:
-    """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
-    or `metrics_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
-    ngram) leaves them. A plain run dumps no metrics; a dump that cannot be read says nothing."""
-    dump = beside_metrics(path, metrics_path)
-    if dump is None:
-        return False
-    try:
-        return acceptance_mod.load(dump).num_speculative_tokens > 0
-    except InputError:
-        return False
 
 
 def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: str | None = None, *,

@@ -314,8 +314,8 @@ def _intervals(alpha_intervals, n: int) -> list[tuple[float, float] | None]:
 def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int = DEFAULT_MAX_GAMMA,
              alpha_intervals: Sequence[tuple[float, float] | None] | None = None) -> pd.DataFrame:
     """Per draft, metric and α: best γ, the speedup there, the break-even α and the outcome (`outcome`); the
-    sentence that says it is `nsys_cc.report.words.verdict_of`. `alpha_intervals`: per α, its interval when it was
-    measured (None: exact, as an α the user gives); the speedup and best-γ intervals then carry it.
+    sentence that says it is `nsys_cc.report.sentence_text.verdict_of`. `alpha_intervals`: per α, its interval when
+    it was measured (None: exact, as an α the user gives); the speedup and best-γ intervals then carry it.
 
     Args:
         coefficients: columns `draft, phase, metric, c, ci_low, ci_high` (the cost-coefficient analysis). The

@@ -63,7 +63,7 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
     """
     from .. import atomic
     from ..front import analyze as analyze_source
-    from ..report.formats import render
+    from ..report.result_text import render
 
     if out_dir:
         atomic.check_out_dir(out_dir)  # before the analysis, not after

@@ -37,7 +37,7 @@ def info(file, fmt):
         "",
         "",
     ]
-    from ..report.tables import text_rows
+    from ..report.table_text import text_rows
 
     rows = [{"table": name, "rows": f"{count:,}"} for name, count in sorted(about.tables.items())]
     click.echo("\n".join(lines) + text_rows(rows, right={"rows"}, columns=["table", "rows"]) + "\n", nl=False)
@@ -52,7 +52,7 @@ def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA)."""
     from ..analysis.ranges import range_table
     from ..report.table_files import write_csv, write_json_records
-    from ..report.tables import text_table
+    from ..report.table_text import text_table
     from ..trace import open_trace
 
     with open_trace(file) as trace:

@@ -16,12 +16,12 @@ from .. import views
 if TYPE_CHECKING:
     from .choices import FORMATS
     from .figures import make_figures, make_plots
-    from .formats import render, render_html, result_to_dict
+    from .result_text import render, render_html, result_to_dict
     from .writer import write_report
 
 _LAZY = {
     "make_figures": ".figures", "make_plots": ".figures",
-    "FORMATS": ".choices", "render": ".formats", "render_html": ".formats", "result_to_dict": ".formats",
+    "FORMATS": ".choices", "render": ".result_text", "render_html": ".result_text", "result_to_dict": ".result_text",
     "write_report": ".writer",
 }
 
@@ -29,8 +29,8 @@ __all__ = ["FORMATS", "make_figures", "make_plots", "render", "render_html", "re
 
 
 # A result's views (`nsys_cc.views`) → the module and function here that render it.
-VIEWS = {"render": (".formats", "render"), "render_html": (".formats", "render_html"),
-         "to_dict": (".formats", "result_to_dict"), "figures": (".figures", "make_figures"),
+VIEWS = {"render": (".result_text", "render"), "render_html": (".result_text", "render_html"),
+         "to_dict": (".result_text", "result_to_dict"), "figures": (".figures", "make_figures"),
          "write_report": (".writer", "write_report")}
 
 

@@ -16,7 +16,7 @@ import math
 import pandas as pd
 
 from .choices import format_of
-from .tables import markdown_table, text_table
+from .table_text import markdown_table, text_table
 
 FORMATS = ("table", "json", "csv", "markdown")
 # Longest kernel name printed in a table (C++ template names run to kilobytes); json and csv keep every character.

@@ -49,7 +49,7 @@ from ..analysis.metrics import (
 from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
 from . import rank_plots, run_plots, speedup_plots, token_plots
-from .words import sig3
+from .sentence_text import sig3
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -21,7 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from ..analysis.metrics import WALL
-from .words import fmt_speedup
+from .sentence_text import fmt_speedup
 
 if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis

@@ -20,7 +20,7 @@ import pandas as pd
 
 from ..analysis.metrics import WALL
 from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
-from .words import fmt_speedup, sig3
+from .sentence_text import fmt_speedup, sig3
 
 if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis

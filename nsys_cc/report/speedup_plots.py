@@ -22,7 +22,7 @@ from ..analysis import speedup
 from ..analysis.dsi import Heatmaps
 from ..arguments import many
 from ..errors import InputError
-from .words import sig3
+from .sentence_text import sig3
 
 if TYPE_CHECKING:
     from matplotlib.typing import RcKeyType

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from ..analysis.speedup import Judgement
 from .choices import format_of
-from .tables import text_rows
-from .words import fmt_speedup, sig3, verdict_of
+from .sentence_text import fmt_speedup, sig3, verdict_of
+from .table_text import text_rows
 
 FORMATS = ("table", "json")
 JSON_KEYS = (

@@ -19,7 +19,7 @@ import pandas as pd
 from .. import atomic
 from .choices import format_of
 from .sweep_plots import DPI, sweep_figures
-from .tables import markdown_table, text_table
+from .table_text import markdown_table, text_table
 
 SWEEP_MANIFEST = ".nsys_cc_sweep.json"
 

@@ -28,10 +28,10 @@ from ..analysis.result import CostCoefficientResult
 from ..arguments import many
 from ..errors import InputError
 from .figures import iter_figures, plotted
-from .formats import render, result_to_dict
 from .plots import DPI
-from .tables import markdown_table
-from .words import with_diagnosis, with_verdicts
+from .result_text import render, result_to_dict
+from .sentence_text import with_diagnosis, with_verdicts
+from .table_text import markdown_table
 
 MANIFEST = ".nsys_cc_report.json"
 

@@ -94,25 +94,32 @@ def read_ranges(trace: TraceSource, names: Collection[str] | None = None, *, pre
     cols = set(trace.columns("NVTX_EVENTS"))
     payload = [c for c in PAYLOAD_COLUMNS if c in cols]
     any_payload = f"coalesce({', '.join(payload)}, NULL)" if payload else "NULL"
-    ranges_where = f"{_WHERE} AND {_name_filter(trace, names or (), prefixes)}" if partial else _WHERE
-    # The domain rows (eventType 75, a few) come in the same scan; they name the domains and are then set aside.
-    where = f"({ranges_where}) OR (eventType = {DOMAIN_CREATE} AND domainId IS NOT NULL)"
-    columns = read_columns(
-        trace,
-        "NVTX_EVENTS",
-        [
-            "rowid", "start", f"coalesce(end, {NULL_INT})", "eventType", "coalesce(globalTid, 0)",
-            f"coalesce(endGlobalTid, {NULL_INT})", f"coalesce(textId, {NULL_INT})", f"coalesce(domainId, {NULL_INT})",
-            f"coalesce(category, {NULL_INT})", f"{any_payload} IS NOT NULL",
-            f"coalesce(CAST({any_payload} AS REAL), 0.0)",
-            "text",
-        ],
-        where=where,
-        floats=(10,),
-        texts=(11,),
-    )
-    etype = columns[3]
-    dom = etype == DOMAIN_CREATE
+
+    def read(domain_zero: bool) -> list:
+        ranges_where = (f"{_WHERE} AND {_name_filter(trace, names or (), prefixes, domain_zero=domain_zero)}"
+                        if partial else _WHERE)
+        # The domain rows (eventType 75, a few) come in the same scan; they name the domains and are then set aside.
+        where = f"({ranges_where}) OR (eventType = {DOMAIN_CREATE} AND domainId IS NOT NULL)"
+        return read_columns(
+            trace,
+            "NVTX_EVENTS",
+            [
+                "rowid", "start", f"coalesce(end, {NULL_INT})", "eventType", "coalesce(globalTid, 0)",
+                f"coalesce(endGlobalTid, {NULL_INT})", f"coalesce(textId, {NULL_INT})",
+                f"coalesce(domainId, {NULL_INT})", f"coalesce(category, {NULL_INT})", f"{any_payload} IS NOT NULL",
+                f"coalesce(CAST({any_payload} AS REAL), 0.0)",
+                "text",
+            ],
+            where=where,
+            floats=(10,),
+            texts=(11,),
+        )
+
+    columns = read(False)
+    dom = columns[3] == DOMAIN_CREATE
+    if partial and (columns[7][dom] == 0).any():  # a domain created with the default domain's id: read its parts too
+        columns = read(True)
+        dom = columns[3] == DOMAIN_CREATE
     domains = _domains(trace, dom, columns)
     if dom.any():
         keep = ~dom
@@ -179,8 +186,23 @@ def names_of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     not every name of the trace (`value_counts()` would list each of the others at 0)."""
     for col in ("name", "domain", "qualified_name"):
         if col in frame and isinstance(frame[col].dtype, pd.CategoricalDtype):
-            frame[col] = frame[col].cat.remove_unused_categories()
+            used = _used_categories(frame[col].array)
+            if used is not None:
+                frame[col] = pd.Series(used, index=frame.index, name=col)
     return frame
+
+
+def _used_categories(cat: pd.Categorical) -> pd.Categorical | None:
+    """`cat` with only the categories its rows use, in their order (as `remove_unused_categories`, which hashes every
+    row: 0.3 s a column at 4 M rows; the codes counted and mapped here, a tenth of it); None when it uses them all."""
+    codes = cat.codes
+    present = codes >= 0
+    used = np.bincount(codes[present], minlength=len(cat.categories)) > 0
+    if used.all():
+        return None
+    new = (np.cumsum(used) - 1).astype(codes.dtype)[np.where(present, codes, 0)]
+    new[~present] = -1
+    return pd.Categorical.from_codes(new, cat.categories[used], ordered=cat.ordered)
 
 
 def without_nesting(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -218,24 +240,39 @@ def _sql_text(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _name_filter(trace: TraceSource, names: Collection[str], prefixes: Collection[str]) -> str:
+def _name_filter(trace: TraceSource, names: Collection[str], prefixes: Collection[str], *,
+                 domain_zero: bool = False) -> str:
     """An SQL condition on NVTX_EVENTS rows that keeps at least every range `matches` would pick: the raw text
-    (registered or inline) equal to a wanted name, to it with a leading ":", or to any part of it after a ":"
-    (a name in a domain, asked for as "domain:name"), or starting with a prefix (with or without ":")."""
-    raw: set[str] = set()
+    (registered or inline) equal to a wanted name, to it with a leading ":", or starting with a prefix (with or
+    without ":"); or, in a domain other than the default one, equal to any part of a wanted name after a ":" (a name
+    in a domain, asked for as "domain:name": `nsys_cc:sample` is the range `sample` of a domain `nsys_cc`, never a
+    default-domain `sample`, which an NVTX-heavy program may write millions of). The default domain is domainId 0
+    (or NULL); `domain_zero`: an eventType 75 row created a domain with id 0, so the parts are asked for there too."""
+    whole: set[str] = set()
+    parts: set[str] = set()
     for n in map(clean_name, names):
-        for part in [n, *(n[i + 1:] for i, ch in enumerate(n) if ch == ":")]:
-            raw |= {part, ":" + part}
+        whole |= {n, ":" + n}
+        parts |= {q for i, ch in enumerate(n) if ch == ":" for q in (n[i + 1:], ":" + n[i + 1:])}
+    parts -= whole
     starts = sorted({q for p in prefixes for q in (p, ":" + p)})
-
-    def on(col: str) -> list[str]:
-        conds = [f"{col} IN ({', '.join(map(_sql_text, sorted(raw)))})"] if raw else []
-        return conds + [f"substr({col}, 1, {len(p)}) = {_sql_text(p)}" for p in starts]
-
     cols = trace.columns("NVTX_EVENTS")
-    conds = on("text") if "text" in cols else []
-    if "textId" in cols and trace.has_table("StringIds") and on("value"):
-        conds.append(f"textId IN (SELECT id FROM StringIds WHERE {' OR '.join(on('value'))})")
+    with_ids = "textId" in cols and trace.has_table("StringIds")
+
+    def on(col: str, raw: set[str], with_starts: bool) -> list[str]:
+        conds = [f"{col} IN ({', '.join(map(_sql_text, sorted(raw)))})"] if raw else []
+        return conds + ([f"substr({col}, 1, {len(p)}) = {_sql_text(p)}" for p in starts] if with_starts else [])
+
+    def text_is(raw: set[str], with_starts: bool) -> list[str]:
+        conds = on("text", raw, with_starts) if "text" in cols else []
+        if with_ids and on("value", raw, with_starts):
+            conds.append(f"textId IN (SELECT id FROM StringIds WHERE {' OR '.join(on('value', raw, with_starts))})")
+        return conds
+
+    conds = text_is(whole, True)
+    in_domain = text_is(parts, False)
+    if in_domain:
+        domain = "" if domain_zero or "domainId" not in cols else " AND coalesce(domainId, 0) != 0"
+        conds.append(f"(({' OR '.join(in_domain)}){domain})")
     return f"({' OR '.join(conds)})" if conds else "0"
 
 

@@ -1,4 +1,5 @@
-"""Text renderings of a `CostCoefficientResult`: table (terminal), markdown, csv, json.
+"""A result's text: the renderings of a `CostCoefficientResult` — table (terminal), markdown, csv, json, html —
+that `res.render()` and `nsys-cc analyze` print.
 
 The table mirrors the seed's hand-made one (Model | Phase | Time (ms) | Cost Coefficient) and adds the GPU metrics,
 each with its 95 % interval. Times are medians over the kept forwards of that phase.
@@ -16,14 +17,22 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import kernel_text, run_plots, speculative_text, token_text
+from . import kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
-from .tables import markdown_table, text_table
-from .words import with_diagnosis, with_verdicts
+from .sentence_text import with_diagnosis, with_verdicts
+from .table_text import markdown_table, text_table
 
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
                "latencies)")
 RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
+
+
+def _speculative_text():
+    """The speculative runs' text (`speculative_text`), imported when a result has them or JSON is asked for: it
+    imports the speculative analysis, which a plain `analyze` never needs."""
+    from . import speculative_text
+
+    return speculative_text
 
 
 def _num(x: float) -> float | None:
@@ -66,7 +75,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     }
     if result.acceptance:
         out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
-    out.update(speculative_text.to_json(result.speculative))
+    out.update(_speculative_text().to_json(result.speculative))
     if not result.runs.empty:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
                         "ci95": [_num(r.ci_low), _num(r.ci_high)], "draft_median_ms": _num(r.draft_median_ms),
@@ -120,29 +129,34 @@ def _fmt_c(c: float, lo: float, hi: float) -> str:
 
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
-    metrics = [m for m in C_METRICS if m in set(result.summary["metric"])]
-    tokens = result.tokens
+    summary, tokens = result.summary, result.tokens
+    metrics = [m for m in C_METRICS if m in set(summary["metric"])]
+    # The first row of each (model, phase, metric), looked up by key (a filter of each table per cell cost ~1 ms a
+    # cell, most of a small trace's rendering): the token's median (its forward's when the model has no
+    # logits/sampling) when there are tokens, else the summary's.
+    medians: dict[tuple, tuple] = {}
+    if tokens.empty:
+        for r in summary[["model", "phase", "metric", "count", "median_ms"]].itertuples(index=False):
+            medians.setdefault((r[0], r[1], r[2]), (r[3], r[4]))
+    else:
+        for r in tokens[["model", "phase", "metric", "count", "token_median_ms"]].itertuples(index=False):
+            medians.setdefault((r[0], r[1], r[2]), (r[3], r[4]))
+    cs: dict[tuple, tuple] = {}
+    for r in result.coefficients[["draft", "phase", "metric", "c", "ci_low", "ci_high"]].itertuples(index=False):
+        cs.setdefault((r[0], r[1], r[2]), (r[3], r[4], r[5]))
     rows = []
     for m in result.models:
         for phase in m.phases:
             row = {"Model": m.name, "Role": m.role, "Phase": phase, "N": len(m.phase_rows(phase))}
             for metric in metrics:
-                s = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)
-                                   & (result.summary["metric"] == metric)]
-                if not tokens.empty:  # the token's median (its forward's when the model has no logits/sampling)
-                    s = tokens[(tokens["model"] == m.name) & (tokens["phase"] == phase)
-                               & (tokens["metric"] == metric)].rename(columns={"token_median_ms": "median_ms"})
+                s = medians.get((m.name, phase, metric))
                 # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
-                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s.empty else "n/a" if not s.iloc[0]["count"]
-                                                        else f"{s.iloc[0]['median_ms']:.3f}")
+                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s is None else "n/a" if not s[0] else f"{s[1]:.3f}")
                 if m.role == "target":
                     row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
-                    c = result.coefficients[(result.coefficients["draft"] == m.name)
-                                            & (result.coefficients["phase"] == phase)
-                                            & (result.coefficients["metric"] == metric)]
-                    label = f"c {BY_NAME[metric].label}"
-                    row[label] = "–" if c.empty else _fmt_c(*c.iloc[0][["c", "ci_low", "ci_high"]])
+                    c = cs.get((m.name, phase, metric))
+                    row[f"c {BY_NAME[metric].label}"] = "–" if c is None else _fmt_c(*c)
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -204,7 +218,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         for title, body in kernel_text.report_sections(result.kernel_diff):
             parts += ["", f"**{title}**", "", markdown_table(body)]
         if result.speculative is not None:
-            for title, body in speculative_text.sections(result.speculative):
+            for title, body in _speculative_text().sections(result.speculative):
                 if len(body):
                     parts += ["", f"**{title}**", ""]
                     parts += [markdown_table(body)] if isinstance(body, pd.DataFrame) else [f"- {x}" for x in body]
@@ -226,8 +240,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
     if result.speculative is not None:
-        parts += ["", speculative_text.HEADER]
-        for title, body in speculative_text.sections(result.speculative):
+        parts += ["", _speculative_text().HEADER]
+        for title, body in _speculative_text().sections(result.speculative):
             if len(body):
                 parts += ["", f"{title}:"]
                 parts += [text_table(body)] if isinstance(body, pd.DataFrame) else [f"* {x}" for x in body]
@@ -260,8 +274,8 @@ def render_html(result: CostCoefficientResult) -> str:
     for title, body in kernel_text.report_sections(result.kernel_diff):
         parts += [f"<p><b>{html.escape(title)}</b></p>", body.to_html(index=False, escape=True)]
     if result.speculative is not None:
-        parts.append(f"<p><b>{html.escape(speculative_text.HEADER)}</b></p>")
-        for title, body in speculative_text.sections(result.speculative):
+        parts.append(f"<p><b>{html.escape(_speculative_text().HEADER)}</b></p>")
+        for title, body in _speculative_text().sections(result.speculative):
             if len(body):
                 parts.append(f"<p><i>{html.escape(title)}</i></p>")
                 parts.append(body.to_html(index=False, escape=True) if isinstance(body, pd.DataFrame)

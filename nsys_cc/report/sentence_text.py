@@ -1,4 +1,5 @@
-"""Words: the sentences and number formats a reader sees. Analysis hands over numbers; they are phrased here.
+"""Sentences: the sentences and number formats a reader sees, shared by every text module. Analysis hands over
+numbers; they are phrased here.
 
 - `sig3`, `fmt_speedup`: numbers as the reports print them.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
