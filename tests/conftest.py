@@ -8,8 +8,10 @@
 - Tests that run vLLM are marked `vllm` in their module (`pytestmark`) or on the test; tests that only need vLLM's
   classes ask for `vllm_module` (importing vLLM takes seconds), which marks them `vllm` the same way.
 - `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
-  `make test` runs and `make check` (the edit-test loop, about half a minute) leaves out. Test modules import vLLM
-  and torch inside tests or fixtures, not at module level: every test worker collects every module.
+  `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves out. Test
+  modules import vLLM inside tests or fixtures, not at module level: every test worker collects every module. Torch
+  too, but for the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
+  tests/test_vllm_plugin_draft_token.py): they run in `make check`, which then needs torch on both workers anyway.
 - Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
   and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
@@ -18,6 +20,9 @@
   `unchanged(*paths)`: a context manager asserting that the files are byte-identical afterwards.
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
   independent oracle for reader tests.
+- `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
+  (a fixture folder, runs and grid cells folded together; a public trace's repository) runs in `make check`, the
+  others are marked `slow` — `make test` runs them all.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -102,6 +108,28 @@ def package_offenders(find) -> dict[str, list[str]]:
         if calls:
             offenders[rel] = calls
     return offenders
+
+
+def export_family(path: Path) -> str:
+    """What a real export is an instance of: its folder under fixtures/ with run, batch-size and acceptance folders
+    folded (fixtures/tune/a50/bs4/run-2 → tune), or a public trace's repository (owner__repo__name → owner__repo)."""
+    path = Path(path)
+    if path.is_relative_to(FIXTURES):
+        parts = [p for p in path.parent.relative_to(FIXTURES).parts if not re.fullmatch(r"run-\d+|bs\d+|a\d+", p)]
+        return "fixtures/" + "/".join(parts)
+    return "public/" + "__".join(path.name.split("__")[:2])
+
+
+def one_per_family(paths) -> list:
+    """pytest parameters for `paths` (real exports), ids their file names: the smallest of each `export_family` as it
+    is, every other one marked `slow`. A test over every export here spends most of its time on near-copies (16 runs
+    of one tune grid, seven batch-4 runs); the edit-test loop reads one of each kind, `make test` reads them all."""
+    paths = [Path(p) for p in paths]
+    first: dict[str, Path] = {}
+    for p in sorted(paths, key=lambda p: (p.stat().st_size, str(p))):
+        first.setdefault(export_family(p), p)
+    quick = set(first.values())
+    return [pytest.param(p, id=p.name, marks=() if p in quick else pytest.mark.slow) for p in paths]
 
 
 def sha256_tree(path: str | Path) -> dict[str, str]:

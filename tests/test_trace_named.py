@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import FIXTURES, PUBLIC
+from conftest import FIXTURES, PUBLIC, one_per_family
 from nsys_cc.trace import bulk, nvtx, open_trace
 
 
@@ -65,7 +65,7 @@ def _same(got: pd.DataFrame, want: pd.DataFrame, what: str) -> None:
             pd.testing.assert_series_equal(got[col], want[col], check_names=False, obj=f"{what}: {col}")
 
 
-@pytest.mark.parametrize("path", _files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", one_per_family(_files()))  # one export of each kind in `make check`
 def test_a_named_read_is_the_whole_table_picked(path):
     with open_trace(path) as trace:
         full = trace.nvtx_ranges()

@@ -150,6 +150,8 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
 
 
+# The CLI's end of the test above, in a real process reading the whole a99 grid again: `make test` only (issue 33).
+@pytest.mark.slow
 def test_cli_workload(a99_cells):
     p = _cli("tune", str(FIX / "a99"), "--batch-size", "1,8", "--speculate", "1,3", "--workload", "benchmark",
              "--format", "json")
