@@ -2,7 +2,8 @@
 (issue 30's bars: held-out cells within 10 % of their measured speedup; at each measured batch size the schedule's γ
 within 5 % of the best fixed γ measured there.)
 
-Usage: `.venv/bin/python benchmarks/tune_check.py [-o DIR] [--tries 2] [--reuse] [--pairs a50,a99] [--repeat 6]`
+Usage: `.venv/bin/python benchmarks/tune_check.py [-o DIR] [--tries 2] [--first-try K] [--reuse] [--pairs a50,a99]
+[--repeat 6]`
 
 Per known-acceptance pair (`pair-target-a50` with `pair-draft`: α ≈ 0.5; `pair-target`: α ≈ 1) and try:
 `nsys-cc tune --target T --draft pair-draft --batch-size 1,8 --speculate 1,3 --check 4:2,16:3 --device cpu
@@ -42,6 +43,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-o", "--out", default="out/tune-check")
     ap.add_argument("--tries", type=int, default=2)
+    ap.add_argument("--first-try", type=int, default=1, help="the first try's number (more tries beside earlier ones)")
     ap.add_argument("--pairs", default="a50,a99")
     ap.add_argument("--repeat", type=int, default=6, help="interleaved runs per batch size (default 6)")
     ap.add_argument("--reuse", action="store_true")
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     runs_md = ["| pair | try | wall time | load start → end | schedule (server) | schedule (benchmark) |",
                "|---|---|---|---|---|---|"]
     for pair in args.pairs.split(","):
-        for k in range(1, args.tries + 1):
+        for k in range(args.first_try, args.first_try + args.tries):
             out = Path(args.out) / f"{pair}-try{k}"
             load = os.getloadavg()[0]
             t0 = time.monotonic()
