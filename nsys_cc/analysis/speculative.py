@@ -100,18 +100,11 @@ from ..errors import InputError
 from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .latencies import trace_stem
 from .metrics import DECODE, GPU_BUSY, PREFILL, VERIFY, WALL
-from .spec_labels import (
-    LABEL_RE,
-    MODEL_FREE_METHODS as MODEL_FREE_METHODS,
-    proposes_without_model as proposes_without_model,
-)
+from .spec_labels import LABEL_RE
 from .speedup import expected_tokens, walltime_factor
 from .stats import median_ci, ratio_of_medians
 from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .values import Value
-
-# MODEL_FREE_METHODS and proposes_without_model are imported from here by launch/check.py and launch/results.py (their
-# home is spec_labels.py, which every analyze loads without the speculative analysis).
 
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..analysis.ranges import forward_range as decided_range
-from ..analysis.speculative import MODEL_FREE_METHODS
+from ..analysis.spec_labels import MODEL_FREE_METHODS
 from ..contract import DRAFT_FORWARD_RANGE, DRAFT_RANGES, FORWARD_RANGES
 from ..trace import open_trace
 from ..trace.nvtx import matches

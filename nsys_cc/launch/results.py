@@ -110,7 +110,7 @@ def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
     as failed.
     """
-    from ..analysis.speculative import proposes_without_model
+    from ..analysis.spec_labels import proposes_without_model
 
     range_name = runs[0].range_name
     for run in runs[1:]:
