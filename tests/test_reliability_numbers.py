@@ -160,6 +160,29 @@ def test_k02_gpu_rows_ending_before_they_start_are_dropped_with_a_note(tmp_path,
     assert f"1 of {table}" in note and note.startswith("t: ")
 
 
+def test_k02_ranges_says_which_damaged_rows_its_projection_left_out(tmp_path):
+    """`nsys-cc ranges` projects through the same readers: its table is the pruned trace's, and stderr says so."""
+    shaped = add_gpu_work(SPEC_TARGET, tmp_path / "t.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))
+    damaged, pruned = tmp_path / "damaged.sqlite", tmp_path / "pruned.sqlite"
+    shutil.copyfile(shaped.path, damaged)
+    _relaxed(damaged, "CUPTI_ACTIVITY_KIND_KERNEL")
+    con = sqlite3.connect(damaged)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET end = NULL WHERE rowid IN (2, 5)")
+    con.commit()
+    con.close()
+    shutil.copyfile(damaged, pruned)
+    con = sqlite3.connect(pruned)
+    con.execute("DELETE FROM CUPTI_ACTIVITY_KIND_KERNEL WHERE rowid IN (2, 5)")
+    con.commit()
+    con.close()
+    got = cli("ranges", str(damaged), "--format", "csv")
+    want = cli("ranges", str(pruned), "--format", "csv")
+    assert got.returncode == want.returncode == 0, got.stderr
+    assert got.stdout == want.stdout
+    assert "note: dropped 2 CUDA row(s) whose end is missing or before their start (2 of CUPTI_ACTIVITY_KIND_KERNEL)" \
+        in got.stderr and "dropped" not in want.stderr
+
+
 def test_k02_every_cuda_reader_drops_the_damaged_rows(tmp_path):
     """`kernels()`, `memops()`, `cuda_api()` and `gpu_ops()` leave out exactly the rows plain SQL finds damaged."""
     from nsys_cc.trace import open_trace

@@ -55,8 +55,13 @@ def ranges(file, name, fmt):
     from ..report.table_text import text_table
     from ..trace import open_trace
 
+    from ..trace.cuda import dropped_note
+
     with open_trace(file) as trace:
         table = range_table(trace, name)
+        dropped = dropped_note(trace)
+    if dropped:  # the projection left damaged CUDA rows out: said, on stderr so that csv/json stay data
+        click.echo(f"note: {dropped}", err=True)
     if fmt in ("csv", "json"):
         sys.stdout.flush()
         out = sys.stdout.buffer
