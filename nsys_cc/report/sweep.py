@@ -22,6 +22,12 @@ from .sweep_plots import DPI, sweep_figures
 from .table_text import markdown_table, text_table
 
 SWEEP_MANIFEST = ".nsys_cc_sweep.json"
+# What c and its interval are in every row (as `analyze` computes them for the cell's directory): the token's cost
+# where the traces have the plugin's logits and sampling ranges, the forwards' otherwise; one run's interval is a
+# bootstrap of its forwards, a cell of several interleaved runs pools them and its interval covers the runs' spread.
+SWEEP_HEAD = ("c = median(draft token) ÷ median(target token) per cell, phase and metric (a token: forward + logits + "
+              "sampling where the traces time them, else the forward); 95 % interval: across the runs of a cell of "
+              "several runs, a bootstrap of one run's forwards otherwise; γ rows: c in place (draft ÷ verify token)")
 
 
 def write_sweep(table: pd.DataFrame, out_dir: str | os.PathLike, *, cells: Sequence[dict] = (),
@@ -86,5 +92,5 @@ def render_sweep(table: pd.DataFrame, fmt: str = "table", notes: Sequence[str] =
     shown = display_table(table)
     if fmt == "markdown":
         return "\n".join([markdown_table(shown), "", *[f"- {n}" for n in notes]]) + "\n"
-    head = "c = median(draft forward) ÷ median(target forward) per cell, phase and metric; 95 % bootstrap interval"
+    head = SWEEP_HEAD
     return "\n".join([head, "", text_table(shown), "", *[f"note: {n}" for n in notes]]) + "\n"
