@@ -54,7 +54,6 @@ def ranges(file, name, fmt):
     from ..report.table_files import write_csv, write_json_records
     from ..report.table_text import text_table
     from ..trace import open_trace
-
     from ..trace.cuda import dropped_note
 
     with open_trace(file) as trace:
