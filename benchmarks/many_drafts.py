@@ -6,7 +6,7 @@ The drafts are copies of the two fixture drafts (fixtures/vllm, made by `make fi
 folder; each run is a real `nsys-cc` process timed from outside (`/usr/bin/time`-style: wall time and the peak RSS
 of the process from `resource.getrusage(RUSAGE_CHILDREN)`). Reported: the analysis alone (no `-o`), the analysis with
 the report, and the report's PNG count and size. Issue 25 measured 305 PNGs, some 100 000 px wide, in 136 s for
-300 drafts; the report now plots the target and the 8 drafts of lowest c (`nsys_cc.report.figures.plotted`).
+300 drafts; the report now plots the target and the 8 drafts of lowest c (`nsys_cc.report.figure_files.plotted`).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "write_report": ("nsys_cc.report", "write_report"),
     "render": ("nsys_cc.report", "render"),
     "make_figures": ("nsys_cc.report", "make_figures"),
-    "plots": ("nsys_cc.report.plots", None),
+    "plots": ("nsys_cc.report.result_plots", None),
     "speedup_plots": ("nsys_cc.report.speedup_plots", None),
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
     "tune": ("nsys_cc.tuning", "tune"),

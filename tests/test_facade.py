@@ -21,7 +21,7 @@ from nsys_cc.analysis.metrics import C_METRICS, METRICS
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.report import sentence_text
-from nsys_cc.report.writer import MANIFEST
+from nsys_cc.report.report_files import MANIFEST
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM = FIXTURES / "vllm"
@@ -42,7 +42,7 @@ def test_facade_names_are_listed_and_resolve():
                  "write_report", "render", "make_figures", "plots", "speedup_plots", "NsysCCError"):
         assert name in names and name in nsys_cc.__all__
         assert getattr(nsys_cc, name) is not None
-    assert nsys_cc.plots.plot_coefficients.__module__ == "nsys_cc.report.plots"
+    assert nsys_cc.plots.plot_coefficients.__module__ == "nsys_cc.report.result_plots"
     with pytest.raises(AttributeError):
         nsys_cc.no_such_thing  # noqa: B018
 

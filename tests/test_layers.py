@@ -221,7 +221,7 @@ def test_the_builder_check_finds_an_import_and_a_call(tmp_path):
     (pkg / "launch" / "a.py").write_text("def f(out):\n    from ..analysis.sources import analyze_profile\n"
                                          "    return analyze_profile(out)\n")
     (pkg / "launch" / "b.py").write_text("from ..analysis import coefficient\nx = coefficient.cost_coefficient_runs\n")
-    (pkg / "cli" / "c.py").write_text("from ..report.writer import write_report\n")  # rendering: the CLI's own
+    (pkg / "cli" / "c.py").write_text("from ..report.report_files import write_report\n")  # rendering: the CLI's own
     (pkg / "front" / "d.py").write_text("from ..analysis.coefficient import cost_coefficient\n")  # the front door
     assert builders_imported(pkg) == {"nsys_cc.launch.a": {"analyze_profile"},
                                       "nsys_cc.launch.b": {"cost_coefficient_runs"}}

@@ -10,7 +10,7 @@ import pytest
 from nsys_cc.analysis.forecast import StepCostModel, expected_tokens
 from nsys_cc.analysis.live import estimate, verify_line
 from nsys_cc.live.timing import DECODE, MIXED, VERIFY, StepRecord
-from nsys_cc.report.live import live_line
+from nsys_cc.report.live_text import live_line
 
 
 def test_step_model_reduces_to_thm_3_8():

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import nsys_cc
-from nsys_cc.report import figures, plots
+from nsys_cc.report import figure_files as figures, result_plots as plots
 
 ROOT = Path(__file__).resolve().parents[1]
 VLLM = ROOT / "fixtures" / "vllm"

@@ -260,7 +260,7 @@ def test_forward_bounds_in_one_process_are_the_ranges():
 
 
 def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
-    from nsys_cc.report.figures import make_figures
+    from nsys_cc.report.figure_files import make_figures
 
     fig = make_figures(result)["rank_lag"]
     (ax,) = fig.axes
@@ -272,7 +272,7 @@ def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
 
 
 def test_no_rank_plot_for_one_process_models():
-    from nsys_cc.report.figures import make_figures
+    from nsys_cc.report.figure_files import make_figures
 
     res = cost_coefficient(str(FIXTURES / "vllm" / "tiny-llama-target.sqlite"), [str(DRAFT)])
     assert res.target.ranks is None and res.ranks.empty

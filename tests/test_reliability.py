@@ -927,7 +927,7 @@ def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
     """`-o` = the folder of the inputs, holding an earlier report's manifest that lists `draft.sqlite` (by name, as
     the first manifests did, or even with the file's real hash): the input stays."""
     from nsys_cc.report import write_report
-    from nsys_cc.report.writer import MANIFEST
+    from nsys_cc.report.report_files import MANIFEST
 
     for i, files in enumerate((["draft.sqlite", "notes.csv"], {"draft.sqlite": export_mod.content_hash(DRAFT),
                                                                  "notes.csv": "0" * 64})):
@@ -946,7 +946,7 @@ def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
 def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_result):
     from nsys_cc import cost_coefficient
     from nsys_cc.report import write_report
-    from nsys_cc.report.writer import MANIFEST
+    from nsys_cc.report.report_files import MANIFEST
 
     out = tmp_path / "out"
     write_report(cost_coefficient(TARGET, [DRAFT], acceptance=[0.7]), out)
@@ -1403,7 +1403,7 @@ def test_many_drafts_give_few_readable_plots(tmp_path):
 
     from nsys_cc import cost_coefficient
     from nsys_cc.report import write_report
-    from nsys_cc.report.figures import MAX_PLOTTED_DRAFTS
+    from nsys_cc.report.figure_files import MAX_PLOTTED_DRAFTS
 
     drafts = [shutil.copyfile(DRAFT if i % 3 else VLLM / "tiny-llama-draft-xs.sqlite", tmp_path / f"d{i}.sqlite")
               for i in range(12)]

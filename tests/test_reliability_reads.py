@@ -231,7 +231,7 @@ def test_a_fifo_as_the_cells_lock_file_is_refused_not_waited_on(tmp_path):
 
 def test_a_deep_report_manifest_is_no_manifest_not_a_recursion_error(tmp_path):
     from nsys_cc import atomic
-    from nsys_cc.report.writer import MANIFEST
+    from nsys_cc.report.report_files import MANIFEST
 
     (tmp_path / MANIFEST).write_text(DEEP)
     earlier = atomic._read_manifest(tmp_path / MANIFEST)

@@ -224,7 +224,7 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
 
 def test_O07_a_hand_edited_file_an_old_names_only_manifest_lists_is_refused(tmp_path, small_result):
     from nsys_cc.report import write_report
-    from nsys_cc.report.writer import MANIFEST
+    from nsys_cc.report.report_files import MANIFEST
 
     out = tmp_path / "X"
     out.mkdir()
@@ -243,10 +243,10 @@ WRITE_CALLS = {"unlink", "rmtree", "rename", "replace", "mkdir", "makedirs", "rm
 ALLOWED = {
     "atomic.py": "the one writer itself",
     "trace/export.py": "the export cache: writes only inside its own checked private folder, under its lock",
-    "report/figures.py": "writes plots into the staging folder atomic.publish gives it",
+    "report/figure_files.py": "writes plots into the staging folder atomic.publish gives it",
     "report/sweep_plots.py": "writes plots into the staging folder atomic.publish gives it",
-    "report/writer.py": "writes into the staging folder atomic.publish gives it",
-    "report/sweep.py": "writes into the staging folder atomic.publish gives it",
+    "report/report_files.py": "writes into the staging folder atomic.publish gives it",
+    "report/sweep_files.py": "writes into the staging folder atomic.publish gives it",
     "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",

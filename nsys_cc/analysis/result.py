@@ -259,7 +259,7 @@ class CostCoefficientResult(Value):
         return view("to_dict")(self)
 
     def figures(self) -> dict[str, Figure]:
-        """Every plot that has data, by name (matplotlib Figures; see `nsys_cc.report.figures`)."""
+        """Every plot that has data, by name (matplotlib Figures; see `nsys_cc.report.figure_files`)."""
         return view("figures")(self)
 
     def write_report(self, out_dir: str | os.PathLike, **kwargs) -> Path:

@@ -90,13 +90,14 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
     if out_dir:
-        from ..report.writer import write_report  # the figures' matplotlib only when a report is written
+        from ..report.report_files import write_report  # the figures' matplotlib only when a report is written
 
         click.echo(f"report: {write_report(result, out_dir)}", err=True)
 
 
 def _many_sets(result, fmt, out_dir):
-    from ..report.sweep import render_sweep, write_sweep
+    from ..report.sweep_files import write_sweep
+    from ..report.sweep_text import render_sweep
 
     notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)

@@ -73,7 +73,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
           replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
-    from ..report.sweep import render_sweep
+    from ..report.sweep_text import render_sweep
     from ..sweep.grid import SweepSpec, cells, positive_ints
     from ..sweep.run import check_cells, sweep as run_sweep
 

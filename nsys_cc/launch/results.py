@@ -143,7 +143,7 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
     """When no new report could be made but this run replaced a trace the earlier report in `out` was made of, that
     report no longer describes the files beside it: it is removed (only what the report writer can prove it wrote),
     and a note says so. An earlier report of traces left as they were stays."""
-    from ..report.writer import MANIFEST
+    from ..report.report_files import MANIFEST
 
     replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
     doc = inputs.load_state(out / "report.json", "report", shape={"models": inputs.ListOf(dict)})

@@ -51,7 +51,7 @@ from vllm.v1.metrics.loggers import StatLoggerBase
 from ..analysis.acceptance import AcceptanceStats
 from ..analysis.live import LiveEstimate, batch_schedule, estimate
 from ..contract import ENV_LIVE_WINDOW
-from ..report.live import live_line
+from ..report.live_text import live_line
 from . import channel
 from .timing import DECODE, MIXED, VERIFY
 

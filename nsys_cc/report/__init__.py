@@ -1,6 +1,6 @@
 """Reports: text formats, the report directory, figures.
 
-The names below load on first use, so that importing one small module of this package (`report.live`, which the
+The names below load on first use, so that importing one small module of this package (`report.live_text`, which the
 live stat logger imports inside vLLM's API server) does not import matplotlib and every figure at server start-up.
 Importing the package binds a result's views (`res.render()`, `res.figures()`, …; `nsys_cc.views`) to the functions
 here, each loaded when first called: the analysis returns data and imports nothing of this package.
@@ -15,14 +15,14 @@ from .. import views
 
 if TYPE_CHECKING:
     from .choices import FORMATS
-    from .figures import make_figures, make_plots
+    from .figure_files import make_figures, make_plots
+    from .report_files import write_report
     from .result_text import render, render_html, result_to_dict
-    from .writer import write_report
 
 _LAZY = {
-    "make_figures": ".figures", "make_plots": ".figures",
+    "make_figures": ".figure_files", "make_plots": ".figure_files",
     "FORMATS": ".choices", "render": ".result_text", "render_html": ".result_text", "result_to_dict": ".result_text",
-    "write_report": ".writer",
+    "write_report": ".report_files",
 }
 
 __all__ = ["FORMATS", "make_figures", "make_plots", "render", "render_html", "result_to_dict", "write_report"]
@@ -30,8 +30,8 @@ __all__ = ["FORMATS", "make_figures", "make_plots", "render", "render_html", "re
 
 # A result's views (`nsys_cc.views`) → the module and function here that render it.
 VIEWS = {"render": (".result_text", "render"), "render_html": (".result_text", "render_html"),
-         "to_dict": (".result_text", "result_to_dict"), "figures": (".figures", "make_figures"),
-         "write_report": (".writer", "write_report")}
+         "to_dict": (".result_text", "result_to_dict"), "figures": (".figure_files", "make_figures"),
+         "write_report": (".report_files", "write_report")}
 
 
 def _loading(module: str, name: str):

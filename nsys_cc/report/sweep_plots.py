@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from ..analysis.metrics import ALL, BY_NAME, GPU_SPAN, WALL, in_order
-from .plots import DPI, STYLE, _legend_below, _suptitle
+from .result_plots import DPI, STYLE, _legend_below, _suptitle
 
 AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
                                                                            "batch_size", "batch")}

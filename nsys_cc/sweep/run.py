@@ -136,7 +136,7 @@ def sweep_notes(cells: Sequence[CellOutcome], out_dir: Path, *, speculate: Seque
 
 def finish(spec: SweepSpec, specs: list[CellSpec], outcomes: dict[str, CellOutcome]) -> SweepResult:
     """Assemble the table from the cells' outcomes (grid order) and write the sweep's files."""
-    from ..report.sweep import write_sweep
+    from ..report.sweep_files import write_sweep
 
     cells = [outcomes.get(s.name) or CellOutcome(s.name, "not run") for s in specs]
     tables = [c.table for c in cells if not c.table.empty]

@@ -27,8 +27,8 @@ from .. import atomic
 from ..analysis.result import CostCoefficientResult
 from ..arguments import many
 from ..errors import InputError
-from .figures import iter_figures, plotted
-from .plots import DPI
+from .figure_files import iter_figures, plotted
+from .result_plots import DPI
 from .result_text import render, result_to_dict
 from .sentence_text import with_diagnosis, with_verdicts
 from .table_text import markdown_table

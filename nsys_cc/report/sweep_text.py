@@ -1,8 +1,5 @@
-"""What a sweep (or an analysis of many trace sets) writes and prints: the tidy table, cells.json, notes, plots.
-
-Files in the sweep directory: `sweep.csv` and `sweep.parquet` (the table of `nsys_cc.sweep.table`: one row per
-draft, phase, metric and cell; gamma and target_tp empty where they do not apply), `cells.json` (each cell's status,
-reason, attempts and seconds, and the notes), `plots/c_vs_batch_size.png` and `plots/c_vs_input_len.png`.
+"""What a sweep (or an analysis of many trace sets) prints: its tidy table (`nsys_cc.sweep.table`) as text, markdown,
+csv or json, with the notes; the files it writes are `sweep_files`.
 """
 
 from __future__ import annotations
@@ -10,52 +7,19 @@ from __future__ import annotations
 import io
 import json
 import math
-import os
 from collections.abc import Sequence
-from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic
 from .choices import format_of
-from .sweep_plots import DPI, sweep_figures
 from .table_text import markdown_table, text_table
 
-SWEEP_MANIFEST = ".nsys_cc_sweep.json"
 # What c and its interval are in every row (as `analyze` computes them for the cell's directory): the token's cost
 # where the traces have the plugin's logits and sampling ranges, the forwards' otherwise; one run's interval is a
 # bootstrap of its forwards, a cell of several interleaved runs pools them and its interval covers the runs' spread.
 SWEEP_HEAD = ("c = median(draft token) ÷ median(target token) per cell, phase and metric (a token: forward + logits + "
               "sampling where the traces time them, else the forward); 95 % interval: across the runs of a cell of "
               "several runs, a bootstrap of one run's forwards otherwise; γ rows: c in place (draft ÷ verify token)")
-
-
-def write_sweep(table: pd.DataFrame, out_dir: str | os.PathLike, *, cells: Sequence[dict] = (),
-                notes: Sequence[str] = (), plots: bool = True) -> dict[str, Path]:
-    """Write sweep.csv, sweep.parquet, cells.json (when `cells`) and the plots; return their paths by kind. They
-    replace the earlier ones as a whole, or nothing changes (`nsys_cc.atomic.publish`, its manifest
-    `.nsys_cc_sweep.json`)."""
-    kinds: dict[str, str] = {}
-
-    def build(stage: atomic.Stage) -> None:
-        with stage.file("sweep.csv") as path:
-            table.to_csv(path, index=False)
-        with stage.file("sweep.parquet") as path:
-            table.to_parquet(path, index=False)
-        kinds.update(csv="sweep.csv", parquet="sweep.parquet")
-        if cells:
-            with stage.file("cells.json") as path:
-                path.write_text(json.dumps({"cells": list(cells), "notes": list(notes)}, indent=2,
-                                           ensure_ascii=False) + "\n")
-            kinds["cells"] = "cells.json"
-        if plots:
-            for stem, fig in sweep_figures(table):
-                with stage.file(f"plots/{stem}.png") as path:
-                    fig.savefig(path, dpi=DPI)
-                kinds[stem] = f"plots/{stem}.png"
-
-    written = atomic.publish(out_dir, build, manifest=SWEEP_MANIFEST, what="the sweep table")
-    return {kind: written[name] for kind, name in kinds.items()}
 
 
 def _c_text(c: float, lo: float, hi: float) -> str:

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from ..analysis.dsi import report_heatmaps
 from ..analysis.result import CostCoefficientResult
 from . import speculative_plots
-from .plots import DPI, PLOTS, _file_stem, speedup_figures
+from .result_plots import DPI, PLOTS, _file_stem, speedup_figures
 
 # With more drafts than this, the plots show the target and this many drafts, those of lowest c (the tables keep all):
 # 300 drafts used to give 305 PNGs, some 100 000 pixels wide, in minutes.
