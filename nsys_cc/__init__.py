@@ -93,8 +93,8 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .front import analyze as analyze, profile as profile
     from .report import (
         make_figures as make_figures,
-        plots as plots,
         render as render,
+        result_plots as plots,
         speedup_plots as speedup_plots,
         write_report as write_report,
     )
