@@ -94,7 +94,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .report import (
         make_figures as make_figures,
         render as render,
-        result_plots as plots,
+        result_plots as plots,  # noqa: F401 (a re-export under its public name)
         speedup_plots as speedup_plots,
         write_report as write_report,
     )
