@@ -188,8 +188,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if source is not None:  # the design given, else the directory's own (else every cell is fitted)
         bs = bs or [int(b) for b in design.get("batch_sizes", [])]
         gs = gs or [int(g) for g in design.get("speculate", [])]
-    fitted, held = model.split_design(measured, bs, gs)
-    if not fitted:
+    if not model.split_design(measured, bs, gs)[0]:
         raise InputError(f"no measured cell is in the design B ∈ {bs} × γ ∈ {gs}")
     want = set(checks)
     missing = sorted(want - {c.key for c in measured})
@@ -197,40 +196,37 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         notes.append("check cells not measured: " + ", ".join(f"{b}:{g}" for b, g in missing))
     if not draft:  # a directory without tune.json: the draft its speculative engines are labelled after
         draft = next((c.label.split(".spec-g")[0] for c in measured if ".spec-g" in c.label), "")
-    result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws, seed=seed,
-                        target=str(target or ""), draft=str(draft or ""), workload=workload)
+
+    def fit(cells: list) -> model.TuneResult:
+        return model.tune(*model.split_design(cells, bs, gs), max_batch_size=max_batch_size, max_gamma=max_gamma,
+                          draws=draws, seed=seed, target=str(target or ""), draft=str(draft or ""),
+                          workload=workload)
+
+    result = fit(measured)
     if source is None and confirm:
         # the benchmark schedule's γ at every measured batch size where it was not measured: profiled, so that the
         # schedule is checked against the best fixed γ there (held out: the fit does not change). A profiled cell
         # brings its counters (positions past the design's γ), which can move the schedule to a γ not measured
         # yet: then again, at most SCHEDULE_ROUNDS times
-        for k in range(1, SCHEDULE_ROUNDS + 1):
-            todo: dict[int, list[int]] = {}
-            for s in result.schedule_check:
-                g = s["schedule_gamma"]
-                if g > 0 and g not in s["measured_gammas"]:
-                    todo[s["batch_size"]] = [g]
-            if not todo:
-                break
+        rounds = 0
+        while (todo := _unmeasured(result)) and rounds < SCHEDULE_ROUNDS:
+            rounds += 1
             # in bs<B>-schedule/ beside the cell of that B: its runs are kept as they are (a new γ in bs<B>/
             # would make every engine of that batch size run again)
-            progress.say(f"tune: profiling the schedule's γ where it was not measured (round {k} of at most "
-                         f"{SCHEDULE_ROUNDS}): " + ", ".join(f"{b}:{g[0]}" for b, g in todo.items()))
-            _profile_design(str(target), str(draft), root, todo, input_len=input_len, output_len=output_len,
-                            warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
-                            trace=trace, force=force, seed=seed, suffix="-schedule" + (str(k) if k > 1 else ""))
+            progress.say(f"tune: profiling the schedule's γ where it was not measured (round {rounds} of at most "
+                         f"{SCHEDULE_ROUNDS}): " + ", ".join(f"{b}:{g}" for b, g in todo.items()))
+            _profile_design(str(target), str(draft), root, {b: [g] for b, g in todo.items()}, input_len=input_len,
+                            output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat,
+                            replicas=replicas, device=device, trace=trace, force=force, seed=seed,
+                            suffix="-schedule" + (str(rounds) if rounds > 1 else ""))
             before = len(measured)
             measured = model.read_cells(root, seed=seed)
-            fitted, held = model.split_design(measured, bs, gs)
-            result = model.tune(fitted, held, max_batch_size=max_batch_size, max_gamma=max_gamma, draws=draws,
-                                seed=seed, target=str(target or ""), draft=str(draft or ""), workload=workload)
+            result = fit(measured)
             if len(measured) <= before:  # the round measured nothing new: another would do the same
                 break
-        unmeasured = [f"{s['batch_size']}:{s['schedule_gamma']}" for s in result.schedule_check
-                      if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]]
-        if unmeasured:
-            notes.append(f"the schedule's γ still not measured after {SCHEDULE_ROUNDS} rounds: "
-                         + ", ".join(unmeasured) + " (its check there is n/a)")
+        if left := _unmeasured(result):
+            notes.append(f"the schedule's γ still not measured after {rounds} round(s): "
+                         + ", ".join(f"{b}:{g}" for b, g in left.items()) + " (its check there is n/a)")
     result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
     notes.append(CPU_NOTE if device_used == "cpu" else
@@ -240,6 +236,12 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if write_to is not None:
         report.files = write(report, write_to, plot=plot)
     return report
+
+
+def _unmeasured(result: model.TuneResult) -> dict[int, int]:
+    """Batch size → the benchmark schedule's γ there, where that γ was not measured at that batch size."""
+    return {s["batch_size"]: s["schedule_gamma"] for s in result.schedule_check
+            if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
 
 
 def _draft_path(draft: str) -> str:
