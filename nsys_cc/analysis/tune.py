@@ -345,17 +345,16 @@ class BatchCostModel:
                 f"{p[0]:.3g} + {p[1]:.3g}·B ms")
 
 
-COST_PARTS = ("draft", "verify", "other", "decode", "catchup", "later")  # fit_cost's `values` keys
+# fit_cost's parts: the Cell field of each part's median and of its 95 % interval (the bootstrap's spread)
+PART_FIELDS = {"draft": ("draft_forward_ms", "draft_forward_ci"), "verify": ("verify_ms", "verify_ci"),
+               "other": ("other_ms", "other_ci"), "decode": ("decode_step_ms", "decode_step_ci"),
+               "catchup": ("draft_catchup_ms", "draft_catchup_ci"), "later": ("draft_later_ms", "draft_later_ci")}
+COST_PARTS = tuple(PART_FIELDS)  # fit_cost's `values` keys
 
 
 def cell_values(cells: Sequence[Cell]) -> dict[str, np.ndarray]:
     """The cells' medians `fit_cost` fits, keyed by COST_PARTS, in cell order."""
-    return {"draft": np.array([c.draft_forward_ms for c in cells], dtype=float),
-            "verify": np.array([c.verify_ms for c in cells], dtype=float),
-            "other": np.array([c.other_ms for c in cells], dtype=float),
-            "decode": np.array([c.decode_step_ms for c in cells], dtype=float),
-            "catchup": np.array([c.draft_catchup_ms for c in cells], dtype=float),
-            "later": np.array([c.draft_later_ms for c in cells], dtype=float)}
+    return {k: np.array([getattr(c, value) for c in cells], dtype=float) for k, (value, _) in PART_FIELDS.items()}
 
 
 def _catchup_extra(cells: Sequence[Cell]) -> float:
@@ -471,15 +470,11 @@ class TuneResult:
 def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
     rng = np.random.default_rng(seed)
     base = cell_values(cells)
-    sds = {"draft": [_sd(c.draft_forward_ms, c.draft_forward_ci) for c in cells],
-           "verify": [_sd(c.verify_ms, c.verify_ci) for c in cells],
-           "other": [_sd(c.other_ms, c.other_ci) for c in cells],
-           "decode": [_sd(c.decode_step_ms, c.decode_step_ci) for c in cells],
-           "catchup": [_sd(c.draft_catchup_ms, c.draft_catchup_ci) for c in cells],
-           "later": [_sd(c.draft_later_ms, c.draft_later_ci) for c in cells]}
+    sds = {k: np.array([_sd(getattr(c, value), getattr(c, ci)) for c in cells])
+           for k, (value, ci) in PART_FIELDS.items()}
     out = []
     for _ in range(n):
-        vals = {k: base[k] + rng.standard_normal(len(cells)) * np.asarray(sds[k]) for k in COST_PARTS}
+        vals = {k: base[k] + rng.standard_normal(len(cells)) * sds[k] for k in COST_PARTS}
         out.append((fit_cost(cells, vals), tokens.draw(rng)))
     return out
 
