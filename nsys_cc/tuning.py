@@ -2,14 +2,21 @@
 forecast every batch size and γ, check the cells it was not fitted on, and write the schedule vLLM's dynamic
 speculative decoding takes (`analysis.tune` has the model; docs/tune.md the whole story).
 
-Directory layout (what profiling writes, what reading takes): one interleaved `nsys-cc profile` directory per batch
-size, `DIR/bs<B>/` (plain target, draft and one speculative engine per γ measured at that B, design and held-out γ
-together), `DIR/tune.json` (the design, the held-out cells and every result), `schedule.json`, `forecast.csv`,
-`checks.csv`, `tune.png`, `report.md`. A sweep directory (`bs<B>-in<L>/`) reads the same way.
+Directory layout (what profiling writes, what reading takes): `DIR/round-1/`, one interleaved profile directory
+holding EVERY cell, design and held-out alike, in the same runs: per batch size B the plain target (`bs<B>.<target>`)
+and a speculative engine per γ measured there (`bs<B>.<draft>.spec-g<γ>`), one vLLM engine per model serving every
+batch size (`launch.interleaved.design_engines`). Cells fitted and cells checked are then timed in the same processes:
+measured one batch size per process, minutes apart, processes differed in speed by up to a quarter and the
+speculative parts did not follow in proportion, so a fit across processes inherited that (docs/tune.md). When the
+schedule's γ was not measured at a measured batch size, `round-2/` (at most `SCHEDULE_ROUNDS` more) holds every cell
+so far and those, again in the same runs, and the result is the last round's. Then `DIR/tune.json` (the design, the
+held-out cells and every result), `schedule.json`, `forecast.csv`, `checks.csv`, `tune.png`, `report.md`. An older
+tune's directory (`bs<B>/`, one profile directory per batch size) and a sweep directory (`bs<B>-in<L>/`) read too.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -81,20 +88,36 @@ class TuneReport:
         return doc
 
 
-def _profile_design(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
-                    output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
-                    trace: str | None, force: bool, seed: int, suffix: str = "") -> None:
-    from . import front
+ROUND_PREFIX = "round-"
+
+
+def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
+                   output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
+                   trace: str | None, force: bool) -> None:
+    """Every cell of `cells` (batch size → γ values) in the same interleaved runs, into `out` (a round's directory):
+    one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`)."""
+    from .launch import interleaved, plan
     from .launch.commands import BenchOptions
 
-    for i, (b, gammas) in enumerate(sorted(cells.items()), 1):
-        progress.say(f"[tune {i}/{len(cells)}] batch {b}, γ {','.join(map(str, gammas))}: profiling …")
-        options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=b, warmup_iters=warmup_iters,
-                               iters=iters)
-        run = front.profile(target, [draft], out / f"bs{b}{suffix}", options, device=device, force=force,
-                                 trace=trace, seed=seed, speculate=gammas, repeat=repeat, replicas=replicas)
-        if getattr(run, "result", None) is None:
-            raise InputError(f"batch {b}: the profile did not complete (see {out / f'bs{b}{suffix}'}/status.json)")
+    options = BenchOptions(input_len=input_len, output_len=output_len, warmup_iters=warmup_iters, iters=iters)
+    gpu = plan.uses_gpu(device)
+    engines = interleaved.design_engines(target, draft, cells, options, gpu)
+    progress.say(f"tune: {out.name}: " + "; ".join(f"batch {b} γ {','.join(map(str, gs))}"
+                                                   for b, gs in sorted(cells.items()))
+                 + f", in the same {repeat} interleaved run(s) …")
+    done = interleaved.profile_engines(engines, out, options, gpu=gpu, timeout=None, force=force, trace=trace,
+                                       nsys_args=(), repeat=repeat, replicas=replicas)
+    if not any(r.ok for r in done.interleaved):
+        raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
+
+
+def _rounds(root: Path) -> list[Path]:
+    """The round directories of a tune directory, in order."""
+    import re
+
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if p.is_dir() and (m := re.fullmatch(ROUND_PREFIX + r"(\d+)", p.name))] if root.is_dir() else []
+    return [p for _, p in sorted(found)]
 
 
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
@@ -123,7 +146,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         output_len: generated tokens per sequence (profiling).
         warmup_iters: warm-up iterations (profiling).
         iters: measured iterations (profiling).
-        repeat: interleaved runs per batch size (profiling).
+        repeat: interleaved runs per round (profiling; every cell is in every run).
         replicas: engines of each model per run (profiling).
         device: "auto", "cpu" or "gpu" (profiling).
         trace: nsys -t value (profiling).
@@ -132,7 +155,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         draws: bootstrap draws of the intervals.
         plot: draw tune.png.
         confirm: after the fit, profile the benchmark workload's γ at each measured batch size where it was not
-            measured (a held-out cell more), so that the schedule is checked against the best fixed γ measured there.
+            measured (a held-out cell more), so that the schedule is checked against the best fixed γ measured there:
+            a new round with every cell so far and those, in the same runs (module docstring).
         workload: whose schedule is `num_speculative_tokens_per_batch_size` and the --speculative-config:
             "server" (steady state, continuous batching: what vLLM's table is for) or "benchmark" (static batches
             of `output_len` tokens, as the measured cells are). Both schedules are in the result
@@ -158,6 +182,9 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         folder = atomic.Folder(out)
         folder.mkdir()
         bs, gs = bs or [1, 8], gs or [1, 3]
+        profile_round = functools.partial(_profile_round, target, draft, input_len=input_len, output_len=output_len,
+                                          warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
+                                          device=device, trace=trace, force=force)
         cells: dict[int, list[int]] = {b: list(gs) for b in bs}
         for b, g in checks:
             cells.setdefault(b, [])
@@ -165,9 +192,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
                 cells[b] = sorted([*cells[b], g])
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
         folder.write_text(DESIGN_FILE, json.dumps({"design": design}, indent=1) + "\n")
-        _profile_design(target, draft, out, cells, input_len=input_len, output_len=output_len,
-                        warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
-                        trace=trace, force=force, seed=seed)
+        profile_round(out / f"{ROUND_PREFIX}1", cells)
         root = out
         write_to: Path | None = out
     else:
@@ -205,20 +230,21 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     result = fit(measured)
     if source is None and confirm:
         # the benchmark schedule's γ at every measured batch size where it was not measured: profiled, so that the
-        # schedule is checked against the best fixed γ there (held out: the fit does not change). A profiled cell
-        # brings its counters (positions past the design's γ), which can move the schedule to a γ not measured
-        # yet: then again, at most SCHEDULE_ROUNDS times
+        # schedule is checked against the best fixed γ there (held out; the design's cells are measured again in
+        # the same runs and the model refitted on them). A profiled cell brings its counters (positions past the
+        # design's γ), which can move the schedule to a γ not measured yet: then again, at most SCHEDULE_ROUNDS times
         rounds = 0
         while (todo := _unmeasured(result)) and rounds < SCHEDULE_ROUNDS:
             rounds += 1
-            # in bs<B>-schedule/ beside the cell of that B: its runs are kept as they are (a new γ in bs<B>/
-            # would make every engine of that batch size run again)
-            progress.say(f"tune: profiling the schedule's γ where it was not measured (round {rounds} of at most "
-                         f"{SCHEDULE_ROUNDS}): " + ", ".join(f"{b}:{g}" for b, g in todo.items()))
-            _profile_design(str(target), str(draft), root, {b: [g] for b, g in todo.items()}, input_len=input_len,
-                            output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat,
-                            replicas=replicas, device=device, trace=trace, force=force, seed=seed,
-                            suffix="-schedule" + (str(rounds) if rounds > 1 else ""))
+            # a new round holds every cell measured so far and the new ones, all in the same runs: cells compared
+            # or fitted together are then measured in the same processes (processes differ in speed by up to a
+            # quarter, and the speculative parts not in proportion: docs/tune.md)
+            for b, g in todo.items():
+                cells[b] = sorted({*cells.get(b, []), g})
+            progress.say("tune: the schedule's γ was not measured at " + ", ".join(f"{b}:{g}" for b, g in todo.items())
+                         + f": round {rounds + 1} measures them with every cell so far (at most "
+                         f"{SCHEDULE_ROUNDS} such rounds)")
+            profile_round(root / f"{ROUND_PREFIX}{rounds + 1}", cells)
             before = len(measured)
             measured = model.read_cells(root, seed=seed)
             result = fit(measured)
@@ -259,7 +285,7 @@ def _draft_path(draft: str) -> str:
 
 
 def _device_of(root: Path) -> str:
-    for done in root.glob("bs*/run-*/done.json"):
+    for done in [*root.glob("round-*/run-*/done.json"), *root.glob("bs*/run-*/done.json")]:
         try:
             text = inputs.read_text(done, "run record", errors="replace")
         except InputError:

@@ -12,7 +12,7 @@ nsys_cc=$(dirname "$py")/nsys-cc
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cells=${CELLS:-"1:1,3 8:1,3 4:2 16:3"}
-for pair in ${PAIRS:-a50 a99}; do
+for pair in ${PAIRS-a50 a99}; do
   for cell in $cells; do
     b=${cell%%:*}; g=${cell#*:}
     d="$work/$pair/bs$b"
@@ -31,4 +31,26 @@ for pair in ${PAIRS:-a50 a99}; do
     cp "$d/status.json" "$dest/"
     echo "fixtures: $dest"
   done
+done
+# The layout `nsys-cc tune` writes since every cell is measured in the same runs: one interleaved profile directory,
+# round-1/, holding per batch size the plain target (bs<B>.<target>) and each speculative engine (bs<B>.<draft>.spec-g<γ>),
+# one vLLM engine per model serving every batch size. Same sizes as above; the design and the held-out cells together.
+for pair in ${DESIGN_PAIRS:-a99}; do
+  target=pair-target-$pair; [ "$pair" = a99 ] && target=pair-target
+  d="$work/$pair-design"
+  "$nsys_cc" tune --target "$target" --draft pair-draft --batch-size 1,8 --speculate 1,3 --check 4:2,16:3 \
+    --input-len 32 --output-len 8 --num-iters-warmup 1 --num-iters 2 --repeat 2 --replicas 1 --nsys-trace nvtx \
+    --device cpu --no-confirm --no-plot -o "$d" > "$work/$pair-design.log" 2>&1 || { tail -20 "$work/$pair-design.log"; exit 1; }
+  dest="$out/$pair-design"
+  rm -rf "$dest"
+  for k in 1 2; do
+    [ -f "$d/round-1/run-$k/done.json" ] || { cat "$d/round-1/status.json"; exit 1; }
+    mkdir -p "$dest/round-1/run-$k"
+    cp "$d/round-1/run-$k"/{trace.sqlite,interleaved.json,done.json} "$d/round-1/run-$k"/*.bench.json \
+       "$d/round-1/run-$k"/*.metrics.json "$dest/round-1/run-$k/"
+  done
+  cp "$d/round-1/status.json" "$dest/round-1/"
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); json.dump({'design': d['design']}, open(sys.argv[2], 'w'), indent=1)" \
+    "$d/tune.json" "$dest/tune.json"
+  echo "fixtures: $dest"
 done

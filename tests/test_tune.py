@@ -274,64 +274,7 @@ def test_vllms_cpu_build_starts_with_the_schedule():
     assert json.loads(line.removeprefix("SCHEDULE ").rsplit(" ", 1)[0]) == r.schedule
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
-def test_profiling_runs_the_design_then_the_schedules_gamma_where_it_was_not_measured(tmp_path, monkeypatch):
-    """The profiling path without vLLM: each 'profile' of a batch size lays down that batch size's fixture cells."""
-    import shutil
-
-    from nsys_cc import tuning
-
-    calls: list[dict[int, list[int]]] = []
-
-    def fake(target, draft, out, cells, suffix="", **kw):
-        calls.append({b: list(g) for b, g in cells.items()})
-        if not suffix:
-            for b in cells:
-                shutil.copytree(FIX / "a99" / f"bs{b}", out / f"bs{b}")
-
-    monkeypatch.setattr(tuning, "_profile_design", fake)
-    out = tmp_path / "tune"
-    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
-                      draws=20, plot=False)
-    assert calls[0] == {1: [1, 3], 8: [1, 3], 4: [2], 16: [3]}  # the design and the held-out cells, per B
-    # then, per measured B, the schedule's γ where the fit chose one that was not measured there
-    first = tuning.model.tune(*tuning.model.split_design(tuning.model.read_cells(out), [1, 8], [1, 3]),
-                              max_batch_size=16, draws=20)
-    want = {s["batch_size"]: [s["schedule_gamma"]] for s in first.schedule_check
-            if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
-    assert want, "the α ≈ 1 fixtures choose a γ that was not measured: the confirm step has work"
-    assert calls[1:] == [want]
-    assert json.loads((out / "tune.json").read_text())["design"]["check"] == [[4, 2], [16, 3]]
-    assert rep.schedule[0][0] == 1
-
-
-
-@pytest.mark.slow  # a few tunes of the fixture grid (issue 33): in `make test`
-def test_the_schedules_gamma_is_profiled_again_while_a_round_moves_it_to_a_gamma_not_measured(tmp_path, monkeypatch):
-    """Round 1 measures a cell that is not the schedule's γ (here: the B = 4 γ = 2 fixture laid down as bs<B>-schedule/
-    of the first batch size it asks for): a second round (bs<B>-schedule2/) is profiled; it measures nothing, so the
-    rounds stop there, and the note names the batch sizes still unmeasured."""
-    import shutil
-
-    from nsys_cc import tuning
-
-    calls: list[tuple[str, dict[int, list[int]]]] = []
-
-    def fake(target, draft, out, cells, suffix="", **kw):
-        calls.append((suffix, {b: list(g) for b, g in cells.items()}))
-        if not suffix:
-            for b in cells:
-                shutil.copytree(FIX / "a99" / f"bs{b}", out / f"bs{b}")
-        elif suffix == "-schedule":
-            b = min(cells)
-            shutil.copytree(FIX / "a99" / "bs4", out / f"bs{b}-schedule")
-
-    monkeypatch.setattr(tuning, "_profile_design", fake)
-    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=tmp_path / "tune",
-                      max_batch_size=16, draws=20, plot=False)
-    assert [c[0] for c in calls] == ["", "-schedule", "-schedule2"]
-    assert calls[2][1], "round 2 still has γ to measure"
-    assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
+# The profiling path (rounds of every cell in the same runs): tests/test_tune_design.py.
 
 # The draft's forwards apart: a catch-up forward over B·(γ + 2) tokens (vLLM 0.32's draft proposer) and γ − 1 later
 # forwards of B tokens, each cell's medians written from known lines.

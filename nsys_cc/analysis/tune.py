@@ -53,6 +53,7 @@ the measured cells (they are static-batch benchmarks).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -692,9 +693,100 @@ def _output_len(directory) -> int:
     return 0
 
 
+_DESIGN_LABEL = r"^bs(\d+)\.(.+)$"  # a design engine's label (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>
+
+
+def _cell(row, b: int, sub, label: str, source: str) -> Cell:
+    """A cell from a row of the speculative table (`SpeculativeAnalysis.table`) of batch size `b`; its counters and
+    the benchmark's output length from `sub`, the profile directory, under the engine `label`."""
+    return Cell(
+        batch_size=b, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
+        verify_ms=float(row["verify_ms"]), other_ms=float(row["other_ms"]),
+        decode_step_ms=float(row["decode_step_ms"]), measured_speedup=float(row["measured_speedup"]),
+        measured_ci=_ci(row, "measured_speedup"), draft_forward_ci=_ci(row, "draft_forward_ms"),
+        verify_ci=_ci(row, "verify_ms"), other_ci=_ci(row, "other_ms"),
+        decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
+        acceptance=_counters(sub, label), label=label, source=source,
+        measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
+        / float(row["step_ms"]), output_len=_output_len(sub),
+        draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
+        draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
+        draft_later_ci=_ci(row, "draft_later_ms"))
+
+
+def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
+    """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
+    size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
+    completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
+    import re
+
+    from . import outputs
+    from .spec_labels import LABEL_RE
+
+    if not outputs.is_profile_output(directory):
+        return None
+    out = outputs.read_output(directory)
+    if not out.interleaved:
+        return None
+    by_b: dict[int, tuple[str, list[str]]] = {}
+    found = False
+    for m in out.models:
+        match = re.match(_DESIGN_LABEL, m.label)
+        if match is None:
+            continue
+        found = True
+        if not m.done:
+            continue
+        b = int(match.group(1))
+        target, spec = by_b.get(b, ("", []))
+        if LABEL_RE.match(match.group(2)):
+            spec = [*spec, m.label]
+        else:
+            target = m.label
+        by_b[b] = (target, spec)
+    return {b: v for b, v in sorted(by_b.items()) if v[0] and v[1]} if found else None
+
+
+def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int) -> list[Cell]:
+    """The cells of a design directory: at each batch size its speculative engines against its plain target of the
+    same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
+    import os
+    import re
+    import warnings
+
+    from .coefficient import cost_coefficient_runs
+
+    cells: list[Cell] = []
+    for b, (target, spec) in labels.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = cost_coefficient_runs(os.fspath(directory), names=[target, *spec], seed=seed)
+        table = getattr(result.speculative, "table", None)
+        if table is None or table.empty:
+            continue
+        for _, row in table.iterrows():
+            label = str(row["name"])
+            cell = _cell(row, b, directory, label, f"{os.fspath(directory)}:{label}")
+            cells.append(dataclasses.replace(cell, label=re.sub(_DESIGN_LABEL, r"\2", label)))
+    return cells
+
+
+def latest_round(directory):
+    """The last `round-<k>/` of a tune directory with a design's cells in it (every cell of a round is measured in
+    the same runs; a later round holds the earlier's cells and more), None without one."""
+    import re
+    from pathlib import Path
+
+    rounds = sorted(((int(m.group(1)), p) for p in Path(directory).iterdir()
+                     if p.is_dir() and (m := re.fullmatch(r"round-(\d+)", p.name))), reverse=True)
+    return next((p for _, p in rounds if design_labels(p)), None)
+
+
 def read_cells(directory, *, seed: int = 0) -> list[Cell]:
-    """Every speculative cell of a tune (or sweep) directory: each sub-directory named `bs<B>…` is a profile
-    directory analysed as `nsys_cc.analyze` does, one cell per speculative engine in it."""
+    """Every speculative cell of a tune (or sweep) directory. A tune's: its last round (`latest_round`), or a design
+    directory itself, every cell measured in the same interleaved runs (`design_labels`); an older tune's or a
+    sweep's: each sub-directory named `bs<B>…` is a profile directory analysed as `nsys_cc.analyze` does, one cell
+    per speculative engine in it."""
     import os
     import warnings
     from pathlib import Path
@@ -704,12 +796,20 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
     root = Path(directory)
     if not root.is_dir():
         raise InputError(f"{os.fspath(directory)} is not a directory")
-    cells: list[Cell] = []
+    design = root if design_labels(root) else latest_round(root)
+    if design is not None:
+        labels = design_labels(design)
+        assert labels
+        cells = _read_design(design, labels, seed)
+        if not cells:
+            raise InputError(f"{os.fspath(design)}: no speculative cell with forwards in its runs")
+        return cells
+    cells = []
     subs = sorted((p for p in root.iterdir() if p.is_dir() and batch_of_dir(p.name) is not None),
                   key=lambda p: (batch_of_dir(p.name), p.name))
     if not subs:
-        raise InputError(f"{os.fspath(directory)} has no cell directory (bs<B>/, as `nsys-cc tune` or "
-                         "`nsys-cc sweep` write them)")
+        raise InputError(f"{os.fspath(directory)} has no cell directory (round-<k>/ or bs<B>/, as `nsys-cc tune` "
+                         "or `nsys-cc sweep` write them)")
     for sub in subs:
         b = batch_of_dir(sub.name)
         assert b is not None
@@ -727,19 +827,7 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
             continue
         for _, row in spec.table.iterrows():
             label = str(row["name"])
-            cells.append(Cell(
-                batch_size=b, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
-                verify_ms=float(row["verify_ms"]), other_ms=float(row["other_ms"]),
-                decode_step_ms=float(row["decode_step_ms"]), measured_speedup=float(row["measured_speedup"]),
-                measured_ci=_ci(row, "measured_speedup"), draft_forward_ci=_ci(row, "draft_forward_ms"),
-                verify_ci=_ci(row, "verify_ms"), other_ci=_ci(row, "other_ms"),
-                decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
-                acceptance=_counters(sub, label), label=label, source=os.fspath(sub),
-                measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
-                / float(row["step_ms"]), output_len=_output_len(sub),
-                draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
-                draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
-                draft_later_ci=_ci(row, "draft_later_ms")))
+            cells.append(_cell(row, b, sub, label, os.fspath(sub)))
     if not cells:
         raise InputError(f"{os.fspath(directory)}: no speculative run in its cell directories")
     return cells

@@ -35,7 +35,7 @@ import math
 import os
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -79,6 +79,7 @@ class Engine:
     options: tuple[str, ...]
     draft: str | None = None
     gamma: int | None = None
+    batch_size: int | None = None  # a tune design's engine (`design_engines`): the batch size its label runs at
 
     @property
     def speculative(self) -> bool:
@@ -160,14 +161,19 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
                  trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
                  where: Path | None = None, replicas: int = 1) -> ModelCommands:
     """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
-    every model, in the order target, drafts, target, drafts, …"""
+    every model, in the order target, drafts, target, drafts, …; engines of a tune design (`design_engines`) share
+    one vLLM engine across batch sizes (the driver's `--share-batch-sizes`)."""
     import sys
+
+    from ..vllm.interleave import SHARE_FLAG
 
     d = where or run_dir(out, index)
     files = ModelFiles(d, "trace")
     profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
     profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
                 str(d / "interleaved.json")]
+    if any(e.batch_size is not None for e in engines):
+        profile.append(SHARE_FLAG)
     for _ in range(replicas):
         for e in engines:
             profile += ["--engine", e.label, *e.options]
@@ -390,7 +396,8 @@ def write_status(out: Path, outcome: Outcome) -> Path:
     doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
-                       **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {})}
+                       **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {}),
+                       **({"batch_size": e.batch_size} if e.batch_size is not None else {})}
                       for e in outcome.engines]}
     return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
 
@@ -518,6 +525,44 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
     return out
 
 
+DESIGN_LABEL = "bs{batch}.{label}"  # a tune design's engine label: the batch size first, so `<draft>.spec-g<γ>` ends it
+
+
+def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], options: BenchOptions,
+                   gpu: bool) -> list[Engine]:
+    """The engines of a tune design measured in ONE process (`nsys_cc.tuning`): at every batch size B of `cells`
+    (B → the γ values measured there) the plain target, labelled `bs<B>.<target>`, and one speculative engine per γ,
+    `bs<B>.<draft>.spec-g<γ>`. The driver builds one vLLM engine per model (the target, one speculative engine per γ)
+    and runs it at every batch size (`--share-batch-sizes`): the options of one model differ only in the batch
+    size. No plain draft: the design's cells are the speculative engines against the plain target of their B."""
+    import dataclasses
+
+    if not cells:
+        raise InputError("the design has no cell", param="batch_size")
+    tm, dm = engines_for(target, [draft])
+    plan.check_options(options)
+    config = plan.parse_speculative_config(None)
+
+    def carrier(m: Model, js: str = "") -> ModelCommands:
+        return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
+
+    gammas = sorted({g for gs in cells.values() for g in gs})
+    spec = {r.gamma: r for r in plan.speculative_runs(tm, [dm], gammas, config, carrier)}
+    n = 1 + len(spec)  # vLLM engines in the process (one per model, every batch size on it)
+    out: list[Engine] = []
+    for b, gs in sorted(cells.items()):
+        opts = dataclasses.replace(options, batch_size=b)
+        plain = engine_options(tm, opts, gpu=gpu, engines=n)
+        out.append(Engine("target", dataclasses.replace(tm, label=DESIGN_LABEL.format(batch=b, label=tm.label)),
+                          plain, batch_size=b))
+        for g in sorted(set(gs)):
+            r = spec[g]
+            out.append(Engine("speculative", dataclasses.replace(
+                r.model, label=DESIGN_LABEL.format(batch=b, label=r.model.label)),
+                (*plain, "--speculative-config", r.commands.profile[0]), r.draft, g, batch_size=b))
+    return out
+
+
 def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
                         nsys: str,
             gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
@@ -545,12 +590,25 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
     loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
     `finish` above (`sweep.profiled.profile`)."""
+    validate(repeat, precision, max_repeat, replicas)  # before the models are resolved: the options' errors first
+    gpu = plan.uses_gpu(device)
+    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
+    return profile_engines(engines, out_dir, options, gpu=gpu, timeout=timeout, force=force, trace=trace,
+                           nsys_args=nsys_args, repeat=repeat, precision=precision, max_repeat=max_repeat,
+                           replicas=replicas, measure=measure, finish=finish)
+
+
+def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: BenchOptions, *, gpu: bool,
+                    timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str], repeat: int,
+                    precision: float | None = None, max_repeat: int | None = None, replicas: int = 1,
+                    measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
+                    finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
+    """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
+    `out_dir`, as `profile_interleaved` describes."""
     from ..trace.nsys import require_nsys
 
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    gpu = plan.uses_gpu(device)
     nsys = require_nsys()
-    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()

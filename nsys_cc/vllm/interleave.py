@@ -28,27 +28,36 @@ With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters ar
 registry, which is the process's, and in a process with several engines it holds the last engine's counters only
 (verified with two speculative engines, docs/REPEATABILITY.md).
 
+With `--share-batch-sizes` (before the first `--engine`; `nsys-cc tune`'s design runs), groups whose options differ
+only in `--batch-size` are one engine: `LLM` is built once (the k-th group of those options at a batch size shares
+with the k-th at every other, so replicas stay apart) and each group is one label of it, run at its own batch size,
+with its own latencies, engine windows and counters. One engine then serves every batch size of the design, so every
+cell is measured on the same weights in the same process (`nsys_cc.tuning`).
+
 An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
 under `__main__` (vLLM may start processes that re-import the main module).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, INTERLEAVE_MODULE
 
 ENGINE_FLAG = "--engine"
+SHARE_FLAG = "--share-batch-sizes"
 FORMAT = "nsys_cc.interleaved"
 # vLLM's spec-decode counter names (`analysis.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
-__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "count_spec_decoding", "engine_range", "main", "split_argv"]
+__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
+           "shared_engines", "split_argv"]
 
 
 def engine_range(label: str) -> str:
@@ -75,20 +84,60 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str
     return head, groups
 
 
-def count_spec_decoding(llm, totals: dict) -> bool:
+def _without_batch_size(options: Sequence[str]) -> tuple[str, ...]:
+    out: list[str] = []
+    skip = False
+    for a in options:
+        if skip:
+            skip = False
+        elif a == "--batch-size":
+            skip = True
+        elif not a.startswith("--batch-size="):
+            out.append(a)
+    return tuple(out)
+
+
+def _batch_size(options: Sequence[str]) -> str:
+    for i, a in enumerate(options):
+        if a == "--batch-size" and i + 1 < len(options):
+            return options[i + 1]
+        if a.startswith("--batch-size="):
+            return a.split("=", 1)[1]
+    return ""
+
+
+def shared_engines(groups: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
+    """For each `--engine` group, the index of the group whose engine it runs on (`--share-batch-sizes`): the k-th
+    group with given options (`--batch-size` aside) at a batch size shares the engine of the k-th group with those
+    options at the first batch size they came with; a group runs on its own engine when it is the first."""
+    seen: dict[tuple, int] = {}  # (options without the batch size, batch size) → groups seen so far
+    owner: dict[tuple, int] = {}  # (options without the batch size, k) → the group that builds the engine
+    out = []
+    for i, (_, options) in enumerate(groups):
+        key = _without_batch_size(options)
+        k = seen.get((key, _batch_size(options)), 0)
+        seen[(key, _batch_size(options))] = k + 1
+        out.append(owner.setdefault((key, k), i))
+    return out
+
+
+def count_spec_decoding(llm, totals: dict | Callable[[], dict]) -> bool:
     """Add every step's spec-decode statistics of `llm`'s engine to `totals` (num_drafts, num_draft_tokens,
     num_accepted_tokens, per_pos) by wrapping its stat-logger manager's `record`; False when the engine logs no
-    statistics (`disable_log_stats`)."""
+    statistics (`disable_log_stats`). `totals` may be a callable giving the dict of the moment (an engine shared by
+    several labels counts into the label running)."""
     engine = getattr(llm, "llm_engine", None)
     manager = getattr(engine, "logger_manager", None)
     if manager is None:
         return False
     record = manager.record
+    current = totals if callable(totals) else (lambda: totals)
 
     def counting(*args, **kwargs):
         stats = kwargs.get("scheduler_stats", args[0] if args else None)
         spec = getattr(stats, "spec_decoding_stats", None)
         if spec is not None:
+            totals = current()
             totals["num_drafts"] = totals.get("num_drafts", 0) + spec.num_drafts
             totals["num_draft_tokens"] = totals.get("num_draft_tokens", 0) + spec.num_draft_tokens
             totals["num_accepted_tokens"] = totals.get("num_accepted_tokens", 0) + spec.num_accepted_tokens
@@ -132,8 +181,11 @@ def main(argv: list[str]) -> None:
     vllm_fixes.install()
     head_parser = argparse.ArgumentParser(prog=f"python -m {INTERLEAVE_MODULE}")
     head_parser.add_argument("--output-json", required=True)
+    head_parser.add_argument(SHARE_FLAG, action="store_true")
     head, groups = split_argv(argv)
-    out = Path(head_parser.parse_args(head).output_json)
+    head_args = head_parser.parse_args(head)
+    out = Path(head_args.output_json)
+    owners = shared_engines(groups) if head_args.share_batch_sizes else list(range(len(groups)))
 
     import numpy as np
     from vllm import LLM, SamplingParams
@@ -151,13 +203,23 @@ def main(argv: list[str]) -> None:
         args = parser.parse_args(options)
         entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "counters": {},
                        "speculative": bool(getattr(args, "speculative_config", None)), "error": None}
-        try:
-            entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
-            if entry["speculative"] and metrics_dir:
-                entry["counted"] = count_spec_decoding(entry["llm"], entry["counters"])
-        except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-            print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
+        owner = engines[owners[index]] if owners[index] != index else None
+        if owner is not None:  # one engine, several batch sizes (--share-batch-sizes)
+            if "llm" in owner:
+                entry["llm"], entry["counted"] = owner["llm"], owner.get("counted", False)
+            else:
+                entry["error"] = owner["error"]
+        else:
+            try:
+                entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
+                if entry["speculative"] and metrics_dir:
+                    holder: list[dict] = [entry["counters"]]  # the label running (set before each generate)
+                    entry["counting_into"] = holder
+                    entry["counted"] = count_spec_decoding(entry["llm"], functools.partial(holder.__getitem__, 0))
+            except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+                print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
+        entry["owner"] = owner if owner is not None else entry
         entry["args"] = args
         entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
                                          max_tokens=args.output_len, detokenize=not args.disable_detokenize)
@@ -173,6 +235,8 @@ def main(argv: list[str]) -> None:
     for i in range(warmup + iters):
         k = len(live)
         for e in (live[(i + j) % k] for j in range(k)):
+            if "counting_into" in e["owner"]:
+                e["owner"]["counting_into"][0] = e["counters"]  # the shared engine counts into this label
             backend.push(engine_range(e["label"]), e["index"])
             t0 = time.perf_counter()
             try:

@@ -1,0 +1,200 @@
+"""Issue 30: the whole tune design in the same interleaved runs. One vLLM engine per model serves every batch size
+(the driver's `--share-batch-sizes`), each (model, batch size) one label of it with its own windows, latencies and
+counters; `fixtures/tune/a99-design/` is such a directory, made by `make fixtures` (scripts/make_tune_fixtures.sh).
+Expectations are written by hand or read from the fixture's files and trace with plain SQL."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+import statistics
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from nsys_cc.analysis import tune as t
+from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
+
+FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune" / "a99-design"
+CELLS = {(1, 1), (1, 3), (8, 1), (8, 3), (4, 2), (16, 3)}
+
+
+def _group(label: str, b: int, *extra: str) -> tuple[str, list[str]]:
+    return label, ["--model", "/m/target", "--batch-size", str(b), "--num-iters", "2", *extra]
+
+
+def test_one_engine_per_model_serves_every_batch_size():
+    g1 = ("--speculative-config", '{"num_speculative_tokens":1}')
+    g3 = ("--speculative-config", '{"num_speculative_tokens":3}')
+    groups = [_group("bs1.t", 1), _group("bs1.t.spec-g1", 1, *g1), _group("bs1.t.spec-g3", 1, *g3),
+              _group("bs8.t", 8), _group("bs8.t.spec-g1", 8, *g1), _group("bs4.t.spec-g3", 4, *g3)]
+    # by hand: the plain target built by group 0, γ = 1 by group 1, γ = 3 by group 2
+    assert shared_engines(groups) == [0, 1, 2, 0, 1, 2]
+
+
+def test_replicas_of_one_batch_size_stay_apart_and_pair_up_across_batch_sizes():
+    groups = [_group("bs1.t", 1), _group("bs8.t", 8), _group("bs1.t", 1), _group("bs8.t", 8)]
+    assert shared_engines(groups) == [0, 0, 2, 2]  # the second instance at B = 1 is a second engine
+    assert shared_engines([_group("t", 1), _group("t", 1)]) == [0, 1]  # a profile's replicas: never shared
+    eq = [("a", ["--model", "m", "--batch-size=1"]), ("b", ["--model", "m", "--batch-size", "4"])]
+    assert shared_engines(eq) == [0, 0]  # --batch-size=N is the same option
+
+
+def test_a_shared_engine_counts_into_the_label_running():
+    recorded = []
+    manager = SimpleNamespace(record=lambda *a, **k: recorded.append(1))
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(logger_manager=manager))
+    a: dict = {}
+    b: dict = {}
+    current = [a]
+    assert count_spec_decoding(llm, lambda: current[0])
+
+    def step(drafts: int, accepted: list[int]):
+        spec = SimpleNamespace(num_drafts=drafts, num_draft_tokens=drafts * len(accepted),
+                               num_accepted_tokens=sum(accepted), num_accepted_tokens_per_pos=accepted)
+        manager.record(scheduler_stats=SimpleNamespace(spec_decoding_stats=spec))
+
+    step(1, [1, 0])
+    current[0] = b
+    step(4, [3, 2])
+    step(4, [1, 1])
+    current[0] = a
+    step(1, [1, 1])
+    assert a == {"num_drafts": 2, "num_draft_tokens": 4, "num_accepted_tokens": 3, "per_pos": [2, 1]}
+    assert b == {"num_drafts": 8, "num_draft_tokens": 16, "num_accepted_tokens": 7, "per_pos": [4, 3]}
+    assert len(recorded) == 4  # vLLM's own loggers still get every step
+
+
+def test_design_engines_label_each_cell_and_differ_only_in_the_batch_size():
+    from nsys_cc.launch import interleaved
+    from nsys_cc.launch.commands import BenchOptions
+
+    engines = interleaved.design_engines("tiny-llama-target", "tiny-llama-draft-xs", {1: [1, 3], 8: [1, 3], 4: [2]},
+                                         BenchOptions(output_len=8), gpu=False)
+    labels = [e.label for e in engines]
+    assert labels == ["bs1.tiny-llama-target", "bs1.tiny-llama-draft-xs.spec-g1", "bs1.tiny-llama-draft-xs.spec-g3",
+                      "bs4.tiny-llama-target", "bs4.tiny-llama-draft-xs.spec-g2",
+                      "bs8.tiny-llama-target", "bs8.tiny-llama-draft-xs.spec-g1", "bs8.tiny-llama-draft-xs.spec-g3"]
+    assert [e.batch_size for e in engines] == [1, 1, 1, 4, 4, 8, 8, 8]
+    assert [e.gamma for e in engines if e.speculative] == [1, 3, 2, 1, 3]
+    # the driver builds one engine per model: the target once, each γ once
+    owners = shared_engines([(e.label, list(e.options)) for e in engines])
+    assert owners == [0, 1, 2, 0, 4, 0, 1, 2]
+    cmds = interleaved.run_commands("nsys", Path("/o"), 1, engines, BenchOptions(output_len=8), gpu=False)
+    assert SHARE_FLAG in cmds.profile
+    plain = interleaved.run_commands("nsys", Path("/o"), 1, [interleaved.Engine("target", engines[0].model,
+                                                                                 engines[0].options)],
+                                     BenchOptions(output_len=8), gpu=False)
+    assert SHARE_FLAG not in plain.profile  # a profile's engines are never shared
+
+
+# --- the fixture: a real design directory ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def cells():
+    if not (FIX / "round-1" / "status.json").is_file():
+        pytest.fail("fixtures/tune/a99-design missing: run make fixtures")
+    return {c.key: c for c in t.read_cells(FIX)}
+
+
+def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
+    assert set(cells) == CELLS
+    assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
+    assert all(c.source.startswith(str(FIX / "round-1")) for c in cells.values())
+    labels = t.design_labels(FIX / "round-1")
+    assert labels is not None and sorted(labels) == [1, 4, 8, 16]
+    assert labels[8] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
+
+
+def test_each_cell_is_its_own_batch_size_in_the_shared_engine(cells):
+    # the plugin's payload of each step's first draft forward: the tokens just verified, B·(γ + 2) in vLLM 0.32 — a
+    # cell read with another batch size's windows would carry that batch size's payload
+    for (b, g), c in cells.items():
+        assert c.draft_catchup_tokens == b * (g + 2), (b, g)
+    # one plain target per batch size: every cell of a batch size has its decode step, and a batch of 16 costs more
+    by_b = {b: {c.decode_step_ms for (bb, _), c in cells.items() if bb == b} for b in (1, 8)}
+    assert all(len(v) == 1 for v in by_b.values())
+    assert cells[(16, 3)].decode_step_ms > cells[(1, 1)].decode_step_ms
+
+
+def test_the_counters_are_each_labels_own(cells):
+    # oracle: the metrics dumps of the runs, by hand (vLLM seeds every run alike: runs that replay one another's
+    # counters exactly count once, `spec_runs.pool_stats`)
+    for (b, g), c in cells.items():
+        dumps = []
+        for path in sorted((FIX / "round-1").glob(f"run-*/bs{b}.pair-draft.spec-g{g}.metrics.json")):
+            metrics = {m["name"]: m for m in json.loads(path.read_text())["metrics"]}
+            dumps.append((metrics["vllm:spec_decode_num_drafts"]["value"],
+                          tuple(metrics["vllm:spec_decode_num_accepted_tokens_per_pos"]["values"])))
+        assert len(dumps) == 2
+        assert all(len(pp) == g for _, pp in dumps)
+        unique = list(dict.fromkeys(dumps))
+        assert c.acceptance is not None
+        assert c.acceptance.num_drafts == sum(n for n, _ in unique)
+        assert list(c.acceptance.accepted_per_position) == [sum(pp[i] for _, pp in unique) for i in range(g)]
+    # drafts per label: B sequences × (warm-up + measured iterations) × steps, so a batch of 8 drafts more than one
+    assert cells[(8, 1)].acceptance.num_drafts > cells[(1, 1)].acceptance.num_drafts
+
+
+def test_the_plain_targets_iterations_are_its_own_batch_sizes():
+    # plain SQL on run 1: each bs<B>.pair-target window holds that engine's iterations; their latencies in
+    # bs<B>.pair-target.bench.json are the driver's timing of those generate calls (the windows' length)
+    run = FIX / "round-1" / "run-1"
+    con = sqlite3.connect(f"file:{run / 'trace.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = con.execute("SELECT COALESCE(e.text, s.value), e.end - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+                           "ON e.textId = s.id WHERE COALESCE(e.text, s.value) LIKE 'nsys_cc:engine bs%.pair-target'"
+                           ).fetchall()
+    finally:
+        con.close()
+    windows: dict[str, list[float]] = {}
+    for name, ns in rows:
+        windows.setdefault(name.removeprefix("nsys_cc:engine "), []).append(ns / 1e9)
+    assert sorted(windows) == [f"bs{b}.pair-target" for b in (1, 16, 4, 8)]
+    for label, seconds in windows.items():
+        bench = json.loads((run / f"{label}.bench.json").read_text())["latencies"]
+        measured = seconds[-len(bench):]  # the warm-up iteration first
+        assert len(seconds) == len(bench) + 1
+        assert statistics.median(measured) == pytest.approx(statistics.median(bench), rel=0.02)
+
+
+def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tmp_path):
+    import nsys_cc
+
+    src = tmp_path / "tune"
+    shutil.copytree(FIX, src)
+    rep = nsys_cc.tune(src, max_batch_size=16, draws=20, plot=False)
+    assert {c.key for c in rep.result.fitted} == {(1, 1), (1, 3), (8, 1), (8, 3)}  # the fixture's tune.json design
+    assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}
+    assert {s["batch_size"] for s in rep.result.schedule_check} == {1, 4, 8, 16}
+
+
+def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, monkeypatch):
+    """The profiling path without vLLM: round 1 lays down the fixture; round 2 must ask for every cell of round 1
+    and the schedule's γ where it was not measured, in one round (laid down as the same fixture: it measures
+    nothing new, so the rounds stop and the note names what is still unmeasured)."""
+    from nsys_cc import tuning
+
+    calls: list[tuple[str, dict[int, list[int]]]] = []
+
+    def fake(target, draft, out, cells, **kw):
+        calls.append((out.name, {b: list(g) for b, g in cells.items()}))
+        shutil.copytree(FIX / "round-1", out)
+
+    monkeypatch.setattr(tuning, "_profile_round", fake)
+    out = tmp_path / "tune"
+    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
+                      draws=20, plot=False)
+    assert calls[0] == ("round-1", {1: [1, 3], 8: [1, 3], 4: [2], 16: [3]})
+    first = t.tune(*t.split_design(t.read_cells(FIX), [1, 8], [1, 3]), max_batch_size=16, draws=20)
+    todo = {s["batch_size"]: s["schedule_gamma"] for s in first.schedule_check
+            if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
+    assert todo, "the α ≈ 1 fixture chooses a γ that was not measured: round 2 has work"
+    want = {b: sorted({*calls[0][1].get(b, []), g}) for b, g in todo.items()}
+    assert calls[1][0] == "round-2"
+    assert calls[1][1] == {**calls[0][1], **want}
+    assert len(calls) == 2  # round 2 measured nothing new: another round would do the same
+    assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
+    assert t.latest_round(out) == out / "round-2"
