@@ -198,3 +198,24 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     assert len(calls) == 2  # round 2 measured nothing new: another round would do the same
     assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
     assert t.latest_round(out) == out / "round-2"
+
+
+def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):
+    import subprocess
+    import sys
+
+    import nsys_cc
+    from nsys_cc.errors import InputError
+
+    with pytest.raises(InputError, match="tune design"):
+        nsys_cc.analyze(str(FIX / "round-1"))
+    p = subprocess.run([sys.executable, "-c", "import sys; from nsys_cc.cli import main; main(sys.argv[1:])",
+                        "analyze", str(FIX / "round-1")], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "nsys-cc tune" in p.stderr, p.stderr
+    # one batch size's engines, given by hand, read as any interleaved run's
+    runs = sorted(str(p) for p in (FIX / "round-1").glob("run-*/trace.sqlite"))
+    res = nsys_cc.cost_coefficient_runs([[r, r] for r in runs],
+                                        engines=[["bs8.pair-target", "bs8.pair-draft.spec-g3"]] * len(runs))
+    row = res.speculative.table.set_index("gamma").loc[3]
+    assert row["verify_ms"] == pytest.approx(cells[(8, 3)].verify_ms)

@@ -33,7 +33,8 @@ from .options import WholeNumber
 @click.option("--output-len", type=int, default=32, show_default=True, help="Generated tokens per sequence.")
 @click.option("--num-iters-warmup", "warmup_iters", type=int, default=2, show_default=True, help="Warm-up iterations.")
 @click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
-@click.option("--repeat", type=int, default=3, show_default=True, help="Interleaved runs per round (every cell in every run).")
+@click.option("--repeat", type=int, default=3, show_default=True,
+              help="Interleaved runs per round (every cell in every run).")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Engines of each model per run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value (e.g. nvtx for the smallest traces).")
@@ -57,9 +58,9 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design and the --check cells, all in the same
-    interleaved runs (one engine per model serves every batch size), or reads SOURCE (a tune or sweep directory); fits the step cost model across batch
-    size, forecasts every batch size and γ 1…max-gamma with an interval, checks every measured cell not fitted on,
-    and prints the schedule and the whole --speculative-config.
+    interleaved runs (one engine per model serves every batch size), or reads SOURCE (a tune or sweep directory);
+    fits the step cost model across batch size, forecasts every batch size and γ 1…max-gamma with an interval,
+    checks every measured cell not fitted on, and prints the schedule and the whole --speculative-config.
     """
     from ..tuning import render_text, tune as run
 
