@@ -93,18 +93,19 @@ ROUND_PREFIX = "round-"
 
 def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
                    output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
-                   trace: str | None, force: bool) -> None:
+                   trace: str | None, force: bool, schedule: str | None = None) -> None:
     """Every cell of `cells` (batch size → γ values) in the same interleaved runs, into `out` (a round's directory):
-    one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`)."""
+    one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
+    --speculative-config), an engine running it at every batch size besides."""
     from .launch import interleaved, plan
     from .launch.commands import BenchOptions
 
     options = BenchOptions(input_len=input_len, output_len=output_len, warmup_iters=warmup_iters, iters=iters)
     gpu = plan.uses_gpu(device)
-    engines = interleaved.design_engines(target, draft, cells, options, gpu)
+    engines = interleaved.design_engines(target, draft, cells, options, gpu, schedule=schedule)
     progress.say(f"tune: {out.name}: " + "; ".join(f"batch {b} γ {','.join(map(str, gs))}"
                                                    for b, gs in sorted(cells.items()))
-                 + f", in the same {repeat} interleaved run(s) …")
+                 + (", vLLM's schedule at each" if schedule else "") + f", in the same {repeat} interleaved run(s) …")
     done = interleaved.profile_engines(engines, out, options, gpu=gpu, timeout=None, force=force, trace=trace,
                                        nsys_args=(), repeat=repeat, replicas=replicas)
     if not any(r.ok for r in done.interleaved):
@@ -126,7 +127,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
          input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
          replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
          draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True,
-         workload: str = "server") -> TuneReport:
+         workload: str = "server", run_schedule: bool | None = None) -> TuneReport:
     """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
 
     Args:
@@ -161,6 +162,10 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             "server" (steady state, continuous batching: what vLLM's table is for) or "benchmark" (static batches
             of `output_len` tokens, as the measured cells are). Both schedules are in the result
             (`result.schedules`); the schedule check always checks the benchmark's against the measured cells.
+        run_schedule: at the end, one round more with every cell and an engine running the benchmark workload's
+            whole schedule in its --speculative-config at each measured batch size (vLLM's V2 GPU runner reads the
+            table), compared in the schedule check with the fixed-γ cells of that round; None (default): on a GPU
+            only (on the CPU, vLLM's V1 runner ignores the table and runs num_speculative_tokens everywhere).
 
     Returns:
         A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
@@ -254,7 +259,29 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             notes.append(f"the schedule's γ still not measured after {rounds} round(s): "
                          + ", ".join(f"{b}:{g}" for b, g in left.items()) + " (its check there is n/a)")
     result.draft_path = _draft_path(str(draft or ""))
+    if source is None and (run_schedule if run_schedule is not None else plan_gpu(device)):
+        config = result.speculative_config(workload="benchmark")
+        if config is None:
+            notes.append("schedule run: the benchmark workload's schedule speculates nowhere: nothing to run")
+        else:
+            here = len(_rounds(root)) + 1
+            progress.say(f"tune: round {here}: every cell again and vLLM's whole schedule at each batch size")
+            profile_round(root / f"{ROUND_PREFIX}{here}", cells, schedule=config)
+            measured = model.read_cells(root, seed=seed)
+            result = fit(measured)  # the last round's cells, as always
+            result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
+    if design_dir := (model.latest_round(root) if root.is_dir() else None):
+        runs = [c for c in model.read_cells(design_dir, seed=seed, schedule_runs=True) if c.schedule_run]
+        if runs:
+            table = json.loads(next(iter(_schedule_configs(design_dir)), "{}")).get(
+                "num_speculative_tokens_per_batch_size", [])
+            result.schedule_check = model.with_schedule_runs(result.schedule_check, runs, measured, table,
+                                                             device=device_used)
+            if table != result.schedules.get("benchmark"):
+                notes.append(f"schedule run: the table run, {json.dumps(table)}, is the previous fit's; this "
+                             "round's refit gives the benchmark workload "
+                             f"{json.dumps(result.schedules.get('benchmark'))}")
     notes.append(CPU_NOTE if device_used == "cpu" else
                  "on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare "
                  "it with the fixed-γ cells above")
@@ -262,6 +289,29 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if write_to is not None:
         report.files = write(report, write_to, plot=plot)
     return report
+
+
+def plan_gpu(device: str) -> bool:
+    from .launch import plan
+
+    return plan.uses_gpu(device)
+
+
+def _schedule_configs(design_dir: Path) -> list[str]:
+    """The --speculative-config of a round's schedule engines, as its runs' records give the command."""
+    import shlex
+
+    for done in sorted(design_dir.glob("run-*/done.json")):
+        try:
+            commands = json.loads(inputs.read_text(done, "run record", errors="replace")).get("commands", "")
+            argv = shlex.split(commands) if isinstance(commands, str) else []
+        except (InputError, ValueError):
+            continue
+        out = [argv[i + 1] for i, a in enumerate(argv[:-1])
+               if a == "--speculative-config" and "num_speculative_tokens_per_batch_size" in argv[i + 1]]
+        if out:
+            return out
+    return []
 
 
 def _unmeasured(result: model.TuneResult) -> dict[int, int]:
@@ -393,7 +443,12 @@ def render_text(report: TuneReport) -> str:
                      + (f"; server γ={s['server_gamma']}"
                         + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
                            if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']
-                           else "") if "server_gamma" in s else ""))
+                           else "") if "server_gamma" in s else "")
+                     + (f"; vLLM running the whole schedule: {_x(s['schedule_run_measured'])} "
+                        f"[{s['schedule_run_ci_low']:.3g}–{s['schedule_run_ci_high']:.3g}] "
+                        f"({s['schedule_run_gap']:+.1%} against the best fixed γ"
+                        + (f"; {s['schedule_run_note']}" if s["schedule_run_note"] else "") + ")"
+                        if "schedule_run_measured" in s else ""))
     lines.append("")
     lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload): {json.dumps(r.schedule)}")
     for w in other:

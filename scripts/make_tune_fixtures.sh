@@ -40,16 +40,19 @@ for pair in ${DESIGN_PAIRS:-a99}; do
   d="$work/$pair-design"
   "$nsys_cc" tune --target "$target" --draft pair-draft --batch-size 1,8 --speculate 1,3 --check 4:2,16:3 \
     --input-len 32 --output-len 8 --num-iters-warmup 1 --num-iters 2 --repeat 2 --replicas 1 --nsys-trace nvtx \
-    --device cpu --no-confirm --no-plot -o "$d" > "$work/$pair-design.log" 2>&1 || { tail -20 "$work/$pair-design.log"; exit 1; }
+    --device cpu --no-confirm --run-schedule --no-plot -o "$d" > "$work/$pair-design.log" 2>&1 \
+    || { tail -20 "$work/$pair-design.log"; exit 1; }
   dest="$out/$pair-design"
   rm -rf "$dest"
-  for k in 1 2; do
-    [ -f "$d/round-1/run-$k/done.json" ] || { cat "$d/round-1/status.json"; exit 1; }
-    mkdir -p "$dest/round-1/run-$k"
-    cp "$d/round-1/run-$k"/{trace.sqlite,interleaved.json,done.json} "$d/round-1/run-$k"/*.bench.json \
-       "$d/round-1/run-$k"/*.metrics.json "$dest/round-1/run-$k/"
+  for r in 1 2; do   # round-2: every cell again and vLLM's whole schedule at each batch size (--run-schedule)
+    for k in 1 2; do
+      [ -f "$d/round-$r/run-$k/done.json" ] || { cat "$d/round-$r/status.json"; exit 1; }
+      mkdir -p "$dest/round-$r/run-$k"
+      cp "$d/round-$r/run-$k"/{trace.sqlite,interleaved.json,done.json} "$d/round-$r/run-$k"/*.bench.json \
+         "$d/round-$r/run-$k"/*.metrics.json "$dest/round-$r/run-$k/"
+    done
+    cp "$d/round-$r/status.json" "$dest/round-$r/"
   done
-  cp "$d/round-1/status.json" "$dest/round-1/"
   python3 -c "import json,sys; d=json.load(open(sys.argv[1])); json.dump({'design': d['design']}, open(sys.argv[2], 'w'), indent=1)" \
     "$d/tune.json" "$dest/tune.json"
   echo "fixtures: $dest"

@@ -96,11 +96,13 @@ def test_design_engines_label_each_cell_and_differ_only_in_the_batch_size():
 def cells():
     if not (FIX / "round-1" / "status.json").is_file():
         pytest.fail("fixtures/tune/a99-design missing: run make fixtures")
-    return {c.key: c for c in t.read_cells(FIX)}
+    return {c.key: c for c in t.read_cells(FIX / "round-1")}
 
 
 def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
     assert set(cells) == CELLS
+    latest = t.read_cells(FIX)  # the tune directory: its last round, round-2 (every cell again, the schedule run)
+    assert {c.key for c in latest} == CELLS and all(c.source.startswith(str(FIX / "round-2")) for c in latest)
     assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
     assert all(c.source.startswith(str(FIX / "round-1")) for c in cells.values())
     labels = t.design_labels(FIX / "round-1")
@@ -160,15 +162,69 @@ def test_the_plain_targets_iterations_are_its_own_batch_sizes():
         assert statistics.median(measured) == pytest.approx(statistics.median(bench), rel=0.02)
 
 
-def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tmp_path):
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """`nsys_cc.tune` reading a copy of the fixture (its last round: every cell again and the schedule run)."""
     import nsys_cc
 
-    src = tmp_path / "tune"
+    src = tmp_path_factory.mktemp("design") / "tune"
     shutil.copytree(FIX, src)
-    rep = nsys_cc.tune(src, max_batch_size=16, draws=20, plot=False)
+    return nsys_cc.tune(src, max_batch_size=16, draws=20, plot=False)
+
+
+def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tuned):
+    rep = tuned
     assert {c.key for c in rep.result.fitted} == {(1, 1), (1, 3), (8, 1), (8, 3)}  # the fixture's tune.json design
     assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}
     assert {s["batch_size"] for s in rep.result.schedule_check} == {1, 4, 8, 16}
+
+
+def _schedule_table() -> tuple[int, list[list[int]]]:
+    """The table the fixture's schedule engines ran, from round-2's record of the command (by hand)."""
+    import shlex
+
+    argv = shlex.split(json.loads((FIX / "round-2" / "run-1" / "done.json").read_text())["commands"])
+    config = json.loads(next(argv[i + 1] for i, a in enumerate(argv[:-1]) if a == "--speculative-config"
+                             and "per_batch_size" in argv[i + 1]))
+    return config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
+
+
+def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_everywhere():
+    k, table = _schedule_table()
+    runs = [c for c in t.read_cells(FIX / "round-2", schedule_runs=True) if c.schedule_run]
+    assert sorted(c.batch_size for c in runs) == [1, 4, 8, 16]
+    assert {c.label for c in runs} == {f"pair-draft.schedule.spec-g{k}"} and all(c.gamma == k for c in runs)
+    # vLLM's own counters: draft tokens per draft = k at every batch size, whatever γ the table gives there (the
+    # CPU build's V1 runner ignores num_speculative_tokens_per_batch_size; the report says so)
+    for b in (1, 4, 8, 16):
+        for dump in sorted((FIX / "round-2").glob(f"run-*/bs{b}.pair-draft.schedule.spec-g{k}.metrics.json")):
+            m = {x["name"]: x for x in json.loads(dump.read_text())["metrics"]}
+            assert m["vllm:spec_decode_num_draft_tokens"]["value"] == k * m["vllm:spec_decode_num_drafts"]["value"]
+    assert any(g != k for _, _, g in table), f"the fixture's table {table} gives k everywhere: nothing shown"
+
+
+def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
+    import nsys_cc
+
+    rep = tuned
+    k, table = _schedule_table()
+    runs = sorted(str(p) for p in (FIX / "round-2").glob("run-*/trace.sqlite"))
+    assert {row["batch_size"] for row in rep.result.schedule_check if "schedule_run_measured" in row} == {1, 4, 8, 16}
+    for row in rep.result.schedule_check:
+        b = row["batch_size"]
+        if b not in (1, 16):  # the oracle's reads: the smallest and the largest batch size
+            continue
+        # oracle: that engine against its batch size's plain target of the same runs, read by hand
+        res = nsys_cc.cost_coefficient_runs([[r, r] for r in runs], engines=[[
+            f"bs{b}.pair-target", f"bs{b}.pair-draft.schedule.spec-g{k}"]] * len(runs))
+        assert row["schedule_run_measured"] == pytest.approx(float(res.speculative.table["measured_speedup"].iloc[0]))
+        fixed = {c.gamma: c.measured_speedup for c in rep.result.fitted + rep.result.held_out if c.batch_size == b}
+        assert row["schedule_run_gap"] == pytest.approx(row["schedule_run_measured"] / max([1.0, *fixed.values()]) - 1)
+        assert row["schedule_run_table"] == table
+        assert "ignores the table" in row["schedule_run_note"]
+    from nsys_cc.tuning import render_text
+
+    assert "vLLM running the whole schedule" in render_text(rep)
 
 
 def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, monkeypatch):

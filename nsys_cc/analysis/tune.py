@@ -106,6 +106,9 @@ class Cell:
     draft_catchup_tokens: float = math.nan
     draft_later_ms: float = math.nan
     draft_later_ci: tuple[float, float] = (math.nan, math.nan)
+    # an engine running vLLM's whole schedule (`SCHEDULE_MARK` in its label; `gamma` is its num_speculative_tokens):
+    # not a fixed-γ cell, never fitted or checked, compared with the fixed-γ cells of its round (`with_schedule_runs`)
+    schedule_run: bool = False
 
     @property
     def key(self) -> tuple[int, int]:
@@ -642,6 +645,31 @@ def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequen
     return out
 
 
+def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequence[Cell], table: Sequence,
+                       *, device: str) -> list[dict]:
+    """The schedule check's rows with the engines that ran vLLM's whole schedule (`table`, one engine serving every
+    batch size) beside them: per batch size its measured speedup and interval, and its gap to the best fixed γ
+    measured in the same round (`cells`: that round's fixed-γ cells; γ = 0 is the plain target). On the CPU vLLM
+    0.32's V1 runner ignores the table, so the engine ran its num_speculative_tokens at every batch size: said in
+    `schedule_run_note`."""
+    by_b = {c.batch_size: c for c in runs}
+    out = []
+    for row in rows:
+        row = dict(row)
+        run = by_b.get(row["batch_size"])
+        if run is not None:
+            here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == row["batch_size"]}
+            here.setdefault(0, 1.0)
+            best = max(here.values())
+            row.update({"schedule_run_measured": run.measured_speedup, "schedule_run_ci_low": run.measured_ci[0],
+                        "schedule_run_ci_high": run.measured_ci[1], "schedule_run_gap": run.measured_speedup / best - 1,
+                        "schedule_run_table": [list(r) for r in table],
+                        "schedule_run_note": "" if device == "gpu" else
+                        f"the CPU build's V1 runner ignores the table: γ = {run.gamma} ran at every batch size"})
+        out.append(row)
+    return out
+
+
 # --- reading measured cells -------------------------------------------------------------------------------------
 
 _CELL_DIR = r"bs(\d+)(?:$|[-_])"
@@ -693,6 +721,7 @@ def _output_len(directory) -> int:
     return 0
 
 
+SCHEDULE_MARK = ".schedule"  # a schedule engine's label: bs<B>.<draft>.schedule.spec-g<k> (`launch.interleaved`)
 _DESIGN_LABEL = r"^bs(\d+)\.(.+)$"  # a design engine's label (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>
 
 
@@ -767,7 +796,8 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
         for _, row in table.iterrows():
             label = str(row["name"])
             cell = _cell(row, b, directory, label, f"{os.fspath(directory)}:{label}")
-            cells.append(dataclasses.replace(cell, label=re.sub(_DESIGN_LABEL, r"\2", label)))
+            cells.append(dataclasses.replace(cell, label=re.sub(_DESIGN_LABEL, r"\2", label),
+                                             schedule_run=SCHEDULE_MARK + ".spec-g" in label))
     return cells
 
 
@@ -782,11 +812,12 @@ def latest_round(directory):
     return next((p for _, p in rounds if design_labels(p)), None)
 
 
-def read_cells(directory, *, seed: int = 0) -> list[Cell]:
+def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list[Cell]:
     """Every speculative cell of a tune (or sweep) directory. A tune's: its last round (`latest_round`), or a design
     directory itself, every cell measured in the same interleaved runs (`design_labels`); an older tune's or a
     sweep's: each sub-directory named `bs<B>…` is a profile directory analysed as `nsys_cc.analyze` does, one cell
-    per speculative engine in it."""
+    per speculative engine in it. The engines that ran vLLM's whole schedule (`Cell.schedule_run`) only with
+    `schedule_runs` (they are no fixed-γ cell)."""
     import os
     import warnings
     from pathlib import Path
@@ -800,7 +831,7 @@ def read_cells(directory, *, seed: int = 0) -> list[Cell]:
     if design is not None:
         labels = design_labels(design)
         assert labels
-        cells = _read_design(design, labels, seed)
+        cells = [c for c in _read_design(design, labels, seed) if schedule_runs or not c.schedule_run]
         if not cells:
             raise InputError(f"{os.fspath(design)}: no speculative cell with forwards in its runs")
         return cells

@@ -50,11 +50,15 @@ from .options import WholeNumber
                    "(static batches of --output-len tokens waiting for the slowest, as the measured cells are). "
                    "Both are printed and in the JSON; the schedule check always checks the benchmark's against the "
                    "measured cells (like with like).")
+@click.option("--run-schedule/--no-run-schedule", default=None,
+              help="At the end, one round more with every cell and an engine running the benchmark workload's whole "
+                   "schedule (its --speculative-config) at each measured batch size, compared with the fixed-γ "
+                   "cells of that round [default: on a GPU only; vLLM's CPU (V1) runner ignores the table].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
          output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, workload,
-         seed, fmt):
+         run_schedule, seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design and the --check cells, all in the same
@@ -68,7 +72,7 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
                  device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
-                 workload=workload)
+                 workload=workload, run_schedule=run_schedule)
     if fmt == "json":
         from ..tuning import _finite
 

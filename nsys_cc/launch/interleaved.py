@@ -529,12 +529,14 @@ DESIGN_LABEL = "bs{batch}.{label}"  # a tune design's engine label: the batch si
 
 
 def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], options: BenchOptions,
-                   gpu: bool) -> list[Engine]:
+                   gpu: bool, schedule: str | None = None) -> list[Engine]:
     """The engines of a tune design measured in ONE process (`nsys_cc.tuning`): at every batch size B of `cells`
     (B → the γ values measured there) the plain target, labelled `bs<B>.<target>`, and one speculative engine per γ,
     `bs<B>.<draft>.spec-g<γ>`. The driver builds one vLLM engine per model (the target, one speculative engine per γ)
     and runs it at every batch size (`--share-batch-sizes`): the options of one model differ only in the batch
-    size. No plain draft: the design's cells are the speculative engines against the plain target of their B."""
+    size. No plain draft: the design's cells are the speculative engines against the plain target of their B.
+    `schedule`: a --speculative-config holding vLLM's whole schedule (`num_speculative_tokens_per_batch_size`): one
+    engine more, `bs<B>.<draft>.schedule.spec-g<k>` at every batch size (k its num_speculative_tokens)."""
     import dataclasses
 
     if not cells:
@@ -548,7 +550,13 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
 
     gammas = sorted({g for gs in cells.values() for g in gs})
     spec = {r.gamma: r for r in plan.speculative_runs(tm, [dm], gammas, config, carrier)}
-    n = 1 + len(spec)  # vLLM engines in the process (one per model, every batch size on it)
+    sched = json.loads(schedule) if schedule else None
+    if sched is not None and (not isinstance(sched, dict) or not isinstance(sched.get("num_speculative_tokens"), int)):
+        raise InputError("schedule: a --speculative-config with num_speculative_tokens", param="schedule")
+    if sched is not None:  # the draft named as vLLM loads it (a shipped shape or a pair model: its folder)
+        sched = plan.with_model_path(tm, sched) or sched
+        schedule = plan._spec_json(sched)
+    n = 1 + len(spec) + (sched is not None)  # vLLM engines in the process (one per model, every batch size on it)
     out: list[Engine] = []
     for b, gs in sorted(cells.items()):
         opts = dataclasses.replace(options, batch_size=b)
@@ -560,6 +568,11 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
             out.append(Engine("speculative", dataclasses.replace(
                 r.model, label=DESIGN_LABEL.format(batch=b, label=r.model.label)),
                 (*plain, "--speculative-config", r.commands.profile[0]), r.draft, g, batch_size=b))
+        if sched is not None:
+            k = sched["num_speculative_tokens"]
+            label = DESIGN_LABEL.format(batch=b, label=f"{dm.label}.schedule.spec-g{k}")
+            out.append(Engine("speculative", dataclasses.replace(tm, label=label),
+                              (*plain, "--speculative-config", str(schedule)), dm.label, k, batch_size=b))
     return out
 
 
