@@ -248,9 +248,12 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     todo = {s["batch_size"]: s["schedule_gamma"] for s in first.schedule_check
             if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
     assert todo, "the α ≈ 1 fixture chooses a γ that was not measured: round 2 has work"
-    want = {b: sorted({*calls[0][1].get(b, []), g}) for b, g in todo.items()}
+    # and at every measured batch size the schedule's γ and the γ beside it, by hand
+    beside = {s["batch_size"]: {x for x in (s["schedule_gamma"] - 1, s["schedule_gamma"], s["schedule_gamma"] + 1)
+                                if 1 <= x <= 8} for s in first.schedule_check}
+    assert all(todo[b] in beside[b] for b in todo)
     assert calls[1][0] == "round-2"
-    assert calls[1][1] == {**calls[0][1], **want}
+    assert calls[1][1] == {b: sorted({*calls[0][1][b], *beside[b]}) for b in calls[0][1]}
     assert len(calls) == 2  # round 2 measured nothing new: another round would do the same
     assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
     assert t.latest_round(out) == out / "round-2"
