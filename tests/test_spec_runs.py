@@ -69,8 +69,14 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
     docs = [json.loads((cell / f"run-{k}" / "pair-draft.spec-g3.metrics.json").read_text()) for k in (1, 2)]
     drafts = [next(m["value"] for m in d["metrics"] if m["name"] == "vllm:spec_decode_num_drafts") for d in docs]
     assert docs[0]["metrics"] == docs[1]["metrics"]
-    pooled = tune._counters(cell, "pair-draft.spec-g3")  # what read_cells gives the B = 8 γ = 3 cell
+    pooled, replayed = tune._counters(cell, "pair-draft.spec-g3")  # what read_cells gives the B = 8 γ = 3 cell
     assert pooled is not None and pooled.num_drafts == drafts[0]  # once, not 2 × drafts[0]
+    assert replayed == 1
+    # and tune says so, naming the cell
+    cells = [c for c in tune.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
+    result = tune.tune(cells, draws=10, max_batch_size=8)
+    note = next(n for n in result.notes if "replay another run's exactly" in n)
+    assert "B=8 γ=3 (1 of its runs)" in note
 
 
 # ---- real interleaved runs with speculative engines (fixtures/interleaved/spec) ------------------------------------

@@ -109,6 +109,7 @@ class Cell:
     # an engine running vLLM's whole schedule (`SCHEDULE_MARK` in its label; `gamma` is its num_speculative_tokens):
     # not a fixed-γ cell, never fitted or checked, compared with the fixed-γ cells of its round (`with_schedule_runs`)
     schedule_run: bool = False
+    replayed_runs: int = 0  # runs whose counters replay another run's exactly, counted once (`spec_runs.pool_stats`)
 
     @property
     def key(self) -> tuple[int, int]:
@@ -553,6 +554,10 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
         notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
                      "extrapolate in B; profile a second batch size)")
     cells_all = [*fitted, *held_out]
+    if replays := [c for c in cells_all if c.replayed_runs]:
+        notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly (vLLM seeds "
+                     "every run alike: the same tokens, the same drafts), so each is counted once: "
+                     + ", ".join(f"B={c.batch_size} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
     n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
     cost = fit_cost(fitted)
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
@@ -683,17 +688,20 @@ def batch_of_dir(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _counters(directory, label: str) -> AcceptanceStats | None:
+def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
+    """The spec-decode counters of engine `label` over the runs of `directory`, replays counted once, and how many
+    runs were replays."""
     from pathlib import Path
 
     from . import acceptance as acceptance_mod
-    from .spec_runs import pool_stats
+    from .spec_runs import pool_stats, replayed_runs
 
     d = Path(directory)
     paths = sorted(d.glob(f"run-*/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))
     if not paths:
-        return None
-    return pool_stats([acceptance_mod.load(p) for p in paths])
+        return None, 0
+    stats = [acceptance_mod.load(p) for p in paths]
+    return pool_stats(stats), replayed_runs(stats)
 
 
 def _ci(row, col: str) -> tuple[float, float]:
@@ -728,6 +736,7 @@ _DESIGN_LABEL = r"^bs(\d+)\.(.+)$"  # a design engine's label (`launch.interleav
 def _cell(row, b: int, sub, label: str, source: str) -> Cell:
     """A cell from a row of the speculative table (`SpeculativeAnalysis.table`) of batch size `b`; its counters and
     the benchmark's output length from `sub`, the profile directory, under the engine `label`."""
+    acceptance, replayed = _counters(sub, label)
     return Cell(
         batch_size=b, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
         verify_ms=float(row["verify_ms"]), other_ms=float(row["other_ms"]),
@@ -735,7 +744,7 @@ def _cell(row, b: int, sub, label: str, source: str) -> Cell:
         measured_ci=_ci(row, "measured_speedup"), draft_forward_ci=_ci(row, "draft_forward_ms"),
         verify_ci=_ci(row, "verify_ms"), other_ci=_ci(row, "other_ms"),
         decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
-        acceptance=_counters(sub, label), label=label, source=source,
+        acceptance=acceptance, replayed_runs=replayed, label=label, source=source,
         measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
         / float(row["step_ms"]), output_len=_output_len(sub),
         draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
