@@ -268,6 +268,17 @@ def public_dir() -> Path:
     return PUBLIC
 
 
+@pytest.fixture
+def no_figures(monkeypatch):
+    """Reports written without their PNGs, for the tests that check what a run or an analysis wrote (its tables,
+    report.json, the runs' status), not its figures: drawing a small report's nine figures is most of its time (~1 s
+    each on 2 cores). The figures are drawn and checked where they are the subject (tests/test_plots.py, the tests
+    that look in plots/); production code is unchanged."""
+    from nsys_cc.report import report_files
+
+    monkeypatch.setattr(report_files, "iter_figures", lambda result: iter(()))
+
+
 @pytest.fixture()
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """An empty export cache for this test (NSYS_CC_CACHE points at it)."""

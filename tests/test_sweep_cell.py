@@ -27,6 +27,10 @@ from nsys_cc.sweep.grid import Cell, SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import sweep
 
+# Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
+# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+pytestmark = pytest.mark.usefixtures("no_figures")
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
