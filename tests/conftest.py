@@ -269,14 +269,18 @@ def public_dir() -> Path:
 
 
 @pytest.fixture
-def no_figures(monkeypatch):
-    """Reports written without their PNGs, for the tests that check what a run or an analysis wrote (its tables,
-    report.json, the runs' status), not its figures: drawing a small report's nine figures is most of its time (~1 s
-    each on 2 cores). The figures are drawn and checked where they are the subject (tests/test_plots.py, the tests
-    that look in plots/); production code is unchanged."""
-    from nsys_cc.report import report_files
+def no_figures(request, monkeypatch):
+    """Reports and sweep tables written without their PNGs, for the tests that check what a run, a sweep or an
+    analysis wrote (its tables, report.json, the runs' status), not its figures: drawing a small report's nine
+    figures, or a sweep's two after each cell, is most of such a test's time (~1 s a figure on 2 cores). A test that
+    looks at the figures in a module that uses this marks itself `figures`; they are drawn and checked where they are
+    the subject (tests/test_plots.py, the tests that look in plots/). Production code is unchanged."""
+    if request.node.get_closest_marker("figures"):
+        return
+    from nsys_cc.report import report_files, sweep_files
 
     monkeypatch.setattr(report_files, "iter_figures", lambda result: iter(()))
+    monkeypatch.setattr(sweep_files, "sweep_figures", lambda table: iter(()))
 
 
 @pytest.fixture()

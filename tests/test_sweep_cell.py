@@ -78,6 +78,7 @@ def fake(monkeypatch):
     return fake
 
 
+@pytest.mark.figures  # it checks the sweep's two plots
 def test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which(tmp_path, fake):
     spec = SweepSpec("T", ("D1", "D2"), str(tmp_path / "sw"), BenchOptions(output_len=3))
     result = sweep(spec, cells([1, 4], [128, 1024]))
