@@ -122,8 +122,9 @@ def export_family(path: Path) -> str:
 
 def one_per_family(paths) -> list:
     """pytest parameters for `paths` (real exports), ids their file names: the smallest of each fixture
-    `export_family` and the smallest public trace as they are, every other one marked `slow`. A test over every export here spends most of its time on near-copies (16 runs
-    of one tune grid, seven batch-4 runs); the edit-test loop reads one of each kind, `make test` reads them all."""
+    `export_family` and the smallest public trace as they are, every other one marked `slow`. A test over every
+    export here spends most of its time on near-copies (16 runs of one tune grid, seven batch-4 runs) and large
+    public traces; the edit-test loop reads one of each kind, `make test` reads them all."""
     paths = [Path(p) for p in paths]
     first: dict[str, Path] = {}
     for p in sorted(paths, key=lambda p: (p.stat().st_size, str(p))):
