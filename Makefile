@@ -61,8 +61,13 @@ lint: $(STAMPS)/venv
 # (the markers are set by tests/conftest.py: a test that asks for the real nsys is an `nsys` test). `make test` runs
 # them all. NSYS_CC_TEST_BUDGET: after the run, the tests that took longer than that many seconds are named (a
 # warning with where they belong, not a failure).
+# `--dist loadscope`: a module's tests go to one worker, so a module-scoped fixture (an analysis of the tune fixture
+# grid, the known-α pair's models) is built once, not once per worker (tests/test_tune.py's took ~18 s on each of the
+# two workers before). PYTHONDONTWRITEBYTECODE is emptied for pytest only: with it set (some shells and containers
+# do), every worker re-compiles and re-rewrites the asserts of every test module at each run, ~4 s of CPU a worker.
 check: lint
-	NSYS_CC_TEST_BUDGET=2 $(PY) -m pytest -n $(PYTEST_WORKERS) -q -m "not vllm and not nsys and not slow"
+	PYTHONDONTWRITEBYTECODE= NSYS_CC_TEST_BUDGET=2 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope -q \
+		-m "not vllm and not nsys and not slow"
 
 # The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; twice
 # the fuzz cases of `make check`; and the documentation site, built strictly (a broken link fails the suite).

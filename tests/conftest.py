@@ -21,7 +21,7 @@
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
   independent oracle for reader tests.
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
-  (a fixture folder, runs and grid cells folded together; a public trace's repository) runs in `make check`, the
+  (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
 """
 
@@ -121,13 +121,17 @@ def export_family(path: Path) -> str:
 
 
 def one_per_family(paths) -> list:
-    """pytest parameters for `paths` (real exports), ids their file names: the smallest of each `export_family` as it
-    is, every other one marked `slow`. A test over every export here spends most of its time on near-copies (16 runs
-    of one tune grid, seven batch-4 runs); the edit-test loop reads one of each kind, `make test` reads them all."""
+    """pytest parameters for `paths` (real exports), ids their file names: the smallest of each fixture
+    `export_family` and the smallest public trace as they are, every other one marked `slow`. A test over every
+    export here spends most of its time on near-copies (16 runs of one tune grid, seven batch-4 runs) and large
+    public traces; the edit-test loop reads one of each kind, `make test` reads them all."""
     paths = [Path(p) for p in paths]
     first: dict[str, Path] = {}
     for p in sorted(paths, key=lambda p: (p.stat().st_size, str(p))):
-        first.setdefault(export_family(p), p)
+        # the public traces (real GPU exports of other projects, up to tens of MB) count as one family here: the
+        # smallest of them is the loop's real GPU export, the rest were a third of these tests' time in `make check`
+        family = export_family(p)
+        first.setdefault("public" if family.startswith("public/") else family, p)
     quick = set(first.values())
     return [pytest.param(p, id=p.name, marks=() if p in quick else pytest.mark.slow) for p in paths]
 
@@ -266,6 +270,21 @@ def public_dir() -> Path:
     if not PUBLIC.is_dir():
         pytest.skip(f"public traces not found at {PUBLIC} (they live outside the repository)")
     return PUBLIC
+
+
+@pytest.fixture
+def no_figures(request, monkeypatch):
+    """Reports and sweep tables written without their PNGs, for the tests that check what a run, a sweep or an
+    analysis wrote (its tables, report.json, the runs' status), not its figures: drawing a small report's nine
+    figures, or a sweep's two after each cell, is most of such a test's time (~1 s a figure on 2 cores). A test that
+    looks at the figures in a module that uses this marks itself `figures`; they are drawn and checked where they are
+    the subject (tests/test_plots.py, the tests that look in plots/). Production code is unchanged."""
+    if request.node.get_closest_marker("figures"):
+        return
+    from nsys_cc.report import report_files, sweep_files
+
+    monkeypatch.setattr(report_files, "iter_figures", lambda result: iter(()))
+    monkeypatch.setattr(sweep_files, "sweep_figures", lambda table: iter(()))
 
 
 @pytest.fixture()

@@ -62,6 +62,9 @@ def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine(
     assert "pandas" in got  # the analysis itself is pandas
 
 
+# slow (issue 33: a real process, ~4 s on a loaded 2-core machine): the same small-read rule as analyze's, whose test
+# above stays in `make check`
+@pytest.mark.slow
 def test_kernels_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
     got = loaded("kernels", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
     assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)

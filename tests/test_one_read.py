@@ -10,11 +10,17 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 import nsys_cc
 from nsys_cc import front
 from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
+
+# Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
+# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+pytestmark = pytest.mark.usefixtures("no_figures")
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VLLM, SPEC, TP = FIXTURES / "vllm", FIXTURES / "spec", FIXTURES / "tp"

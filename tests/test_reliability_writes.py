@@ -222,7 +222,7 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
     write_report(small_result, out)  # the lock dies with its holder (SIGKILL included)
 
 
-def test_O07_a_hand_edited_file_an_old_names_only_manifest_lists_is_refused(tmp_path, small_result):
+def test_O07_a_hand_edited_file_an_old_names_only_manifest_lists_is_refused(tmp_path, small_result, no_figures):
     from nsys_cc.report import write_report
     from nsys_cc.report.report_files import MANIFEST
 

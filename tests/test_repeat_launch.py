@@ -21,6 +21,10 @@ from nsys_cc.errors import InputError
 from nsys_cc.launch import interleaved, process, profile as profile_mod
 from nsys_cc.launch.commands import BenchOptions
 
+# Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
+# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+pytestmark = pytest.mark.usefixtures("no_figures")
+
 TARGET, DRAFTS = "tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"]
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=1, iters=2)
 QUIET = {"when": "t", "load_1m": 0.5, "load_5m": 0.5, "load_15m": 0.5, "cpus": 2}

@@ -27,6 +27,10 @@ from nsys_cc.sweep.grid import Cell, SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import sweep
 
+# Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
+# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+pytestmark = pytest.mark.usefixtures("no_figures")
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
@@ -74,6 +78,7 @@ def fake(monkeypatch):
     return fake
 
 
+@pytest.mark.figures  # it checks the sweep's two plots
 def test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which(tmp_path, fake):
     spec = SweepSpec("T", ("D1", "D2"), str(tmp_path / "sw"), BenchOptions(output_len=3))
     result = sweep(spec, cells([1, 4], [128, 1024]))
