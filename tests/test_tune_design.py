@@ -203,6 +203,7 @@ def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_e
     assert any(g != k for _, _, g in table), f"the fixture's table {table} gives k everywhere: nothing shown"
 
 
+@pytest.mark.slow  # the oracle reads two batch sizes' engines again (issue 33): the loop keeps the tune of the fixture
 def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
     import nsys_cc
 
@@ -227,6 +228,7 @@ def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
     assert "vLLM running the whole schedule" in render_text(rep)
 
 
+@pytest.mark.slow  # two tunes of the fixture (issue 33): in `make test`
 def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, monkeypatch):
     """The profiling path without vLLM: round 1 lays down the fixture; round 2 must ask for every cell of round 1
     and the schedule's γ where it was not measured, in one round (laid down as the same fixture: it measures
