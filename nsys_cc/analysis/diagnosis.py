@@ -28,7 +28,7 @@ DIAGNOSIS_COLUMNS = [
 
 
 def _median(m: ModelForwards, phase: str, col: str) -> float:
-    return median(m.phase_rows(phase)[col])
+    return median(m.phase_values(phase, col))
 
 
 def boundness(busy_share: float) -> str:

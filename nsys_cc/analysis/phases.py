@@ -154,13 +154,36 @@ def payload_phases(tokens_per_seq: np.ndarray, speculative: bool, gamma: int | N
     run's last steps may verify fewer draft tokens than the most common size). A proposer without a draft model
     (`draft_model=False`, vLLM's ngram) proposes 0…γ tokens a step, so its most common size above 1 may be a prefill:
     there `gamma` + 1, when known, is the limit. Also that largest verify size (None when no forward is verify)."""
-    phase = np.where(tokens_per_seq > 1, PREFILL, DECODE).astype(object)
+    # the two labels gathered (an object array of 2 M strings made by `np.where(…).astype(object)` costs 0.2 s)
+    phase = np.array([DECODE, PREFILL], dtype=object)[(np.asarray(tokens_per_seq) > 1).astype(np.intp)]
     verify = verify_tokens(tokens_per_seq) if speculative else None
     if verify is not None:
         if gamma is not None:
             verify = max(verify, gamma + 1.0) if draft_model else gamma + 1.0
         phase[(tokens_per_seq > 1) & (tokens_per_seq <= verify)] = VERIFY
     return phase, verify
+
+
+# Below this many forwards the phase column is made as pandas makes it (nothing to save, no pyarrow import).
+_ARROW_PHASES = 100_000
+
+
+def phase_column(phase: np.ndarray):
+    """`phase` (labels, one per forward) as the column `frame["phase"] = phase` makes of it: with pandas' Arrow
+    strings, the same Arrow array built by pyarrow from the labels at once (pandas' inference of millions of strings
+    is 5× slower); as it is otherwise (older pandas, few forwards, a label missing or not a string)."""
+    if len(phase) < _ARROW_PHASES or phase.dtype != object:
+        return phase
+    dtype = pd.Series(phase[:1]).dtype
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        return phase
+    import pyarrow as pa
+
+    try:
+        arr = pa.array(phase, type=pa.large_string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return phase
+    return phase if arr.null_count else pd.array(arr, dtype=dtype)
 
 
 def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule]:
