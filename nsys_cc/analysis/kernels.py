@@ -118,8 +118,8 @@ def default_phase_notes(phase: str | None, chosen: str, sides: Sequence[Side]) -
                          "pass phase to choose")
         elif chosen != ALL and m.phase_rule.confidence != "exact":
             how = "inference" if m.phase_rule.rule == "inferred" else f"the {m.phase_rule.rule} rule"
-            notes.append(f"{m.name}: phase {chosen!r} ({m.phase_count(chosen)} of {m.phase_count('all')} kept ranges) was "
-                         f"told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
+            notes.append(f"{m.name}: phase {chosen!r} ({m.phase_count(chosen)} of {m.phase_count(ALL)} kept ranges) "
+                         f"was told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
                          "output_len to state the phases")
     return notes
 
