@@ -439,7 +439,8 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
                 else:
                     c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
-                             "draft_median_ms": median(dv) / 1e6, "target_median_ms": median(tv) / 1e6,
+                             "draft_median_ms": d.phase_median(phase, col) / 1e6,
+                             "target_median_ms": target.phase_median(phase, col) / 1e6,
                              "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum()),
                              "runs": len(runs)})
     cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",

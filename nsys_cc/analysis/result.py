@@ -1,8 +1,9 @@
 """The data model of a cost-coefficient measurement: plain values, built once by `coefficient.cost_coefficient`.
 
-Nothing here reads a trace, computes a statistic or writes a file. The result's few methods are conveniences for a
-notebook (`render`, `figures`, `write_report`): they hand the result to the views `nsys_cc.report` binds from above
-(`nsys_cc.views`); the report owns every rendering, and nothing here imports it.
+Nothing here reads a trace, computes a statistic (but a phase's medians, remembered: `phase_median`) or writes a
+file. The result's few methods are conveniences for a notebook (`render`, `figures`, `write_report`): they hand the
+result to the views `nsys_cc.report` binds from above (`nsys_cc.views`); the report owns every rendering, and nothing
+here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
 Every table a result hands out is the caller's own, and results compare by value (`values.Value`).
@@ -24,6 +25,7 @@ from ..views import view
 from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
+from .stats import median
 from .values import Value
 
 if TYPE_CHECKING:
@@ -89,6 +91,7 @@ class ModelForwards(Value):
     # forwards of a trace usually are): counts, a column's values and the frames come from it without filtering
     # every column of `forwards` again (`phase_values`).
     _at: dict[str, slice | np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _medians: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def kept(self) -> pd.DataFrame:
@@ -129,6 +132,14 @@ class ModelForwards(Value):
         rows = self._rows.get(phase)
         series = rows[column] if rows is not None else object.__getattribute__(self, "forwards")[column].iloc[at]
         return series.to_numpy(dtype=float)
+
+    def phase_median(self, phase: str, column: str) -> float:
+        """`stats.median` of `phase_values(phase, column)` (of the finite values; NaN when none), worked out once: the
+        coefficients, the token table and the diagnosis each ask for the same medians of millions of forwards."""
+        key = (phase, column)
+        if key not in self._medians:
+            self._medians[key] = median(self.phase_values(phase, column))
+        return self._medians[key]
 
     @property
     def phases(self) -> list[str]:
