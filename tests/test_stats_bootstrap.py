@@ -30,3 +30,18 @@ def test_bootstrap_is_cheap_for_many_forwards():
     out = stats._boot_medians(v, stats.N_BOOT, np.random.default_rng(0))
     assert out.shape == (stats.N_BOOT,)
     assert abs(np.median(out) - np.median(v)) < 0.01
+
+
+@pytest.mark.parametrize("n", [20_000, 20_001, 300_000])
+def test_bootstrap_medians_of_many_forwards_are_the_order_statistics_a_full_sort_gives(n):
+    # Many forwards take the partition path (only a band of ranks around the median is sorted): each replicate must
+    # be exactly the order statistic (or mean of two) that the same uniform draws pick from the fully sorted values.
+    v = np.random.default_rng(n).integers(1_000, 1_300, n).astype(float)  # ties, as integer nanoseconds have
+    got = stats._boot_medians(v, stats.N_BOOT, np.random.default_rng(7))
+    rng, s, k = np.random.default_rng(7), np.sort(v), (n + 1) // 2
+    u = rng.beta(k, n - k + 1, size=stats.N_BOOT)
+    want = s[np.minimum((u * n).astype(np.int64), n - 1)]
+    if n % 2 == 0:
+        u2 = u + (1 - u) * rng.beta(1, n - k, size=stats.N_BOOT)
+        want = (want + s[np.minimum((u2 * n).astype(np.int64), n - 1)]) / 2
+    assert np.array_equal(got, want)

@@ -182,7 +182,8 @@ def model_of(
     if ranks is None:  # the logits and sampling after each forward (`token`): one process's forwards only
         forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
     unit = "ranges" if ranks is None else "forwards"
-    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit)
+    windows = phase_mod.iteration_windows(ranges)  # the warm-up and the phases' batches both read them
+    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, windows=windows)
     # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
     unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
     forwards["kept"] = ~warm & ~unclosed
@@ -210,8 +211,9 @@ def model_of(
     loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
     if loss is not None:
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
-    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy())
-    forwards["phase"] = phase
+    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(), windows=windows)
+    del windows
+    forwards["phase"] = phase_mod.phase_column(phase)
     forwards["run"] = run
     totals = pd.DataFrame()
     if has_cuda:
@@ -386,9 +388,8 @@ def _summary(models: list[ModelForwards]) -> pd.DataFrame:
     rows = []
     for m in models:
         for phase in m.phases:
-            sub = m.phase_rows(phase)
             for metric in metrics_for(m.has_cuda):
-                values = sub[metric.column].to_numpy(dtype=float)
+                values = m.phase_values(phase, metric.column)
                 st = describe(values / 1e6)
                 rows.append({"model": m.name, "role": m.role, "phase": phase, "metric": metric.name,
                              "count": int(np.isfinite(values).sum()), **{f"{k}_ms": v for k, v in st.items()}})
@@ -402,6 +403,11 @@ def _by_run(rows: pd.DataFrame, col: str) -> list[np.ndarray]:
     return [values[runs == r] for r in np.unique(runs)]
 
 
+def _runs_of(m: ModelForwards, phase: str) -> list[int]:
+    """The run numbers of the kept forwards of `phase`, each once, ascending."""
+    return [int(r) for r in np.unique(m.phase_values(phase, "run"))]
+
+
 def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(coefficients, c per run): with one run, c and its interval from the forwards (`ratio_of_medians`); with
     several, from the pooled forwards and the two-level bootstrap across runs (`runs_ratio_of_medians`), and a row
@@ -411,15 +417,16 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
         for phase in d.phases:
             if phase not in target.phases:
                 continue
-            t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
             gpu_ok = d.has_cuda and target.has_cuda
-            runs = sorted(set(np.unique(d_rows["run"])) & set(np.unique(t_rows["run"])))
+            # the columns read, not the phase's frames (millions of forwards): a frame only with several runs
+            runs = sorted(set(_runs_of(d, phase)) & set(_runs_of(target, phase)))
             for metric in C_METRICS:
                 if not gpu_ok and metric not in {m.name for m in metrics_for(False)}:
                     continue
                 col = COLUMNS[metric]
-                dv, tv = d_rows[col].to_numpy(dtype=float), t_rows[col].to_numpy(dtype=float)
+                dv, tv = d.phase_values(phase, col), target.phase_values(phase, col)
                 if len(runs) > 1:
+                    t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
                     d_in = d_rows[d_rows["run"].isin(runs)]
                     t_in = t_rows[t_rows["run"].isin(runs)]
                     c, lo, hi = runs_ratio_of_medians(_by_run(d_in, col), _by_run(t_in, col), seed=seed)
@@ -434,7 +441,8 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
                 else:
                     c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
-                             "draft_median_ms": median(dv) / 1e6, "target_median_ms": median(tv) / 1e6,
+                             "draft_median_ms": d.phase_median(phase, col) / 1e6,
+                             "target_median_ms": target.phase_median(phase, col) / 1e6,
                              "n_draft": int(np.isfinite(dv).sum()), "n_target": int(np.isfinite(tv).sum()),
                              "runs": len(runs)})
     cols = ["draft", "phase", "metric", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
@@ -478,7 +486,7 @@ def _kernel_tables(models: list[ModelForwards]) -> tuple[pd.DataFrame, pd.DataFr
         totals = m.op_totals
         for phase in m.phases:
             sub = totals if phase == ALL else totals[totals["group"].to_numpy(dtype=object) == phase]
-            table = kernel_mod.breakdown_totals(sub, len(m.phase_rows(phase)))
+            table = kernel_mod.breakdown_totals(sub, m.phase_count(phase))
             kern.append(table.assign(model=m.name, role=m.role, phase=phase))
             cats.append(kernel_mod.by_category(table).assign(model=m.name, role=m.role, phase=phase))
     kcols = ["model", "role", "phase", *kernel_mod.BREAKDOWN_COLUMNS]

@@ -72,7 +72,7 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
     table.attrs = {"a": side_a.model.name, "b": side_b.model.name, "a_trace": side_a.model.path,
                    "b_trace": side_b.model.path, "a_range_name": side_a.model.range_name,
                    "b_range_name": side_b.model.range_name, "phase": chosen,
-                   "a_ranges": len(side_a.model.phase_rows(chosen)), "b_ranges": len(side_b.model.phase_rows(chosen)),
+                   "a_ranges": side_a.model.phase_count(chosen), "b_ranges": side_b.model.phase_count(chosen),
                    "notes": tuple(dict.fromkeys([*side_a.notes, *side_b.notes]))}
     sides = [side_a, side_b]
     return said(table, [*default_phase_notes(phase, chosen, sides), *empty_notes(table, sides)])

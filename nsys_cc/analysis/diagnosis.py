@@ -18,7 +18,6 @@ import pandas as pd
 
 from .metrics import GPU_BUSY_NS, GPU_SPAN_NS, LAUNCH_API_NS, WALL_NS, decision_phase
 from .result import ModelForwards
-from .stats import median
 
 DIAGNOSIS_COLUMNS = [
     "draft", "phase", "gpu", "cpu_only_models", "wall_ms", "target_wall_ms", "c_wall", "gpu_busy_ms",
@@ -28,7 +27,7 @@ DIAGNOSIS_COLUMNS = [
 
 
 def _median(m: ModelForwards, phase: str, col: str) -> float:
-    return median(m.phase_rows(phase)[col])
+    return m.phase_median(phase, col)
 
 
 def boundness(busy_share: float) -> str:

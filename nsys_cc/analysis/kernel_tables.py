@@ -156,7 +156,7 @@ def of_model(model, phase: str) -> pd.DataFrame:
     totals = model.op_totals
     if not totals.empty and phase != "all":
         totals = totals[totals["group"].to_numpy(dtype=object) == phase]
-    return per_range(totals, len(model.phase_rows(phase)))
+    return per_range(totals, model.phase_count(phase))
 
 
 def category_diff(table: pd.DataFrame) -> pd.DataFrame:

@@ -113,13 +113,13 @@ def default_phase_notes(phase: str | None, chosen: str, sides: Sequence[Side]) -
         m = s.model
         own = decision_phase(m.phases) or ALL
         if own != chosen:
-            notes.append(f"{m.name}: compared on phase {chosen!r} ({len(m.phase_rows(chosen))} ranges), the phase "
-                         f"both sides have; on its own its phase would be {own!r} ({len(m.phase_rows(own))} ranges): "
+            notes.append(f"{m.name}: compared on phase {chosen!r} ({m.phase_count(chosen)} ranges), the phase "
+                         f"both sides have; on its own its phase would be {own!r} ({m.phase_count(own)} ranges): "
                          "pass phase to choose")
         elif chosen != ALL and m.phase_rule.confidence != "exact":
             how = "inference" if m.phase_rule.rule == "inferred" else f"the {m.phase_rule.rule} rule"
-            notes.append(f"{m.name}: phase {chosen!r} ({len(m.phase_rows(chosen))} of {len(m.kept)} kept ranges) was "
-                         f"told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
+            notes.append(f"{m.name}: phase {chosen!r} ({m.phase_count(chosen)} of {m.phase_count(ALL)} kept ranges) "
+                         f"was told apart by {how} ({m.phase_rule.detail}): pass phase='all' for every range, or "
                          "output_len to state the phases")
     return notes
 
@@ -156,7 +156,7 @@ def kernels(trace: TraceLike, *, range_name: str | None = DEFAULT_RANGE, phase: 
     chosen = choose_phase(phase, [side])
     table = kernel_mod.of_model(side.model, chosen)
     table.attrs = {"trace": side.model.path, "range_name": side.model.range_name, "phase": chosen,
-                   "ranges": len(side.model.phase_rows(chosen)), "notes": side.notes}
+                   "ranges": side.model.phase_count(chosen), "notes": side.notes}
     return said(table, [*default_phase_notes(phase, chosen, [side]), *empty_notes(table, [side])])
 
 

@@ -76,17 +76,18 @@ def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
 
 
 def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
-                unit: str = "ranges") -> tuple[np.ndarray, str]:
+                unit: str = "ranges", *, windows: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
     """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why;
-    `unit` names the rows in it (a model on several ranks has steps, not ranges)."""
+    `unit` names the rows in it (a model on several ranks has steps, not ranges); `windows`: `iteration_windows` of
+    `all_ranges` when the caller has them already (one selection of millions of markers less)."""
     n = len(forwards)
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
     starts = forwards["start_ns"].to_numpy()
     warm = markers(all_ranges, (WARMUP_RANGE,))
-    iters = markers(all_ranges, (ITERATION_RANGE,))
-    if warm.empty and iters.empty:
+    n_iters = int(matches(all_ranges, (ITERATION_RANGE,)).sum())  # only counted: not selected
+    if warm.empty and not n_iters:
         return np.zeros(n, dtype=bool), (
             f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
             "(the first forwards may include warm-up)"
@@ -96,16 +97,18 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     if not warm.empty:
         said.append(f"{int(in_warmup.sum())} that ran inside the trace's {len(warm)} '{WARMUP_RANGE}' iteration(s)")
     outside = np.zeros(n, dtype=bool)
-    if not iters.empty:
+    if n_iters:
         # vLLM's own forwards before the benchmark (compile and kernel warm-up, CUDA-graph capture, profile runs)
         # run outside every benchmark iteration: they are not the benchmark's forwards.
-        outside = ~in_warmup & (_containing(starts, markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))) < 0)
+        if windows is None:
+            windows = iteration_windows(all_ranges)
+        outside = ~in_warmup & (_containing(starts, windows) < 0)
         if outside.any():
             said.append(f"{int(outside.sum())} that ran outside every '{ITERATION_RANGE}' range (vLLM's own "
                         "compile/warm-up or capture forwards, not the benchmark's)")
     mask = in_warmup | outside
     if not said:
-        return mask, f"kept all {n} {unit}: every one ran inside the trace's {len(iters)} '{ITERATION_RANGE}' range(s)"
+        return mask, f"kept all {n} {unit}: every one ran inside the trace's {n_iters} '{ITERATION_RANGE}' range(s)"
     return mask, f"dropped {int(mask.sum())} of {n} {unit}: " + "; ".join(said)
 
 
@@ -114,8 +117,9 @@ def iteration_windows(all_ranges: pd.DataFrame) -> pd.DataFrame:
     return markers(all_ranges, (WARMUP_RANGE, ITERATION_RANGE))
 
 
-def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray:
-    iters = iteration_windows(all_ranges)
+def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame,
+                 windows: pd.DataFrame | None = None) -> np.ndarray:
+    iters = iteration_windows(all_ranges) if windows is None else windows
     pos = _containing(forwards["start_ns"].to_numpy(), iters)
     batch = np.full(len(forwards), np.nan)
     if not iters.empty:
@@ -126,11 +130,11 @@ def _batch_sizes(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> np.ndarray
 
 
 def tokens_per_sequence(forwards: pd.DataFrame, all_ranges: pd.DataFrame,
-                        speculative: bool) -> tuple[np.ndarray, str]:
+                        speculative: bool, windows: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
     """Tokens per sequence of each forward (its payload ÷ its batch) and where the batch came from: the enclosing
     iteration range's payload, else (a speculative run) 1, else the smallest payload (module docstring)."""
     payload = forwards["payload"].to_numpy(dtype=float)
-    batch = _batch_sizes(forwards, all_ranges)
+    batch = _batch_sizes(forwards, all_ranges, windows)
     source = "the enclosing iteration ranges"
     if np.isnan(batch).any() and speculative:
         # The smallest payload of a speculative run is a verify forward (γ + 1 tokens per sequence), not a batch.
@@ -154,7 +158,8 @@ def payload_phases(tokens_per_seq: np.ndarray, speculative: bool, gamma: int | N
     run's last steps may verify fewer draft tokens than the most common size). A proposer without a draft model
     (`draft_model=False`, vLLM's ngram) proposes 0…γ tokens a step, so its most common size above 1 may be a prefill:
     there `gamma` + 1, when known, is the limit. Also that largest verify size (None when no forward is verify)."""
-    phase = np.where(tokens_per_seq > 1, PREFILL, DECODE).astype(object)
+    # the two labels gathered (an object array of 2 M strings made by `np.where(…).astype(object)` costs 0.2 s)
+    phase = np.array([DECODE, PREFILL], dtype=object)[(np.asarray(tokens_per_seq) > 1).astype(np.intp)]
     verify = verify_tokens(tokens_per_seq) if speculative else None
     if verify is not None:
         if gamma is not None:
@@ -163,9 +168,32 @@ def payload_phases(tokens_per_seq: np.ndarray, speculative: bool, gamma: int | N
     return phase, verify
 
 
-def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule]:
+# Below this many forwards the phase column is made as pandas makes it (nothing to save, no pyarrow import).
+_ARROW_PHASES = 100_000
+
+
+def phase_column(phase: np.ndarray):
+    """`phase` (labels, one per forward) as the column `frame["phase"] = phase` makes of it: with pandas' Arrow
+    strings, the same Arrow array built by pyarrow from the labels at once (pandas' inference of millions of strings
+    is 5× slower); as it is otherwise (older pandas, few forwards, a label missing or not a string)."""
+    if len(phase) < _ARROW_PHASES or phase.dtype != object:
+        return phase
+    dtype = pd.Series(phase[:1]).dtype
+    if not (isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"):
+        return phase
+    import pyarrow as pa
+
+    try:  # the system allocator: a fresh 30 MB from pyarrow's default pool (mimalloc) cost 3× as much here
+        arr = pa.array(phase, type=pa.large_string(), memory_pool=pa.system_memory_pool())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return phase
+    return phase if arr.null_count else pd.array(arr, dtype=dtype)
+
+
+def _by_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame,
+                windows: pd.DataFrame | None = None) -> tuple[np.ndarray, PhaseRule]:
     speculative = bool(matches(all_ranges, (DRAFT_FORWARD_RANGE,)).any())
-    tokens_per_seq, source = tokens_per_sequence(forwards, all_ranges, speculative)
+    tokens_per_seq, source = tokens_per_sequence(forwards, all_ranges, speculative, windows)
     phase, verify = payload_phases(tokens_per_seq, speculative)
     detail = f"token-count payload of each range; batch size from {source}"
     if speculative:
@@ -244,16 +272,17 @@ def _inferred(times: np.ndarray, kept: np.ndarray, metric: str) -> tuple[np.ndar
 
 
 def assign_phases(
-    forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray
+    forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray, *,
+    windows: pd.DataFrame | None = None
 ) -> tuple[np.ndarray, PhaseRule]:
     """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching
     ranges in trace order, warm-up included, so that positions count from the first iteration); the inferred rule
-    learns from the `kept` rows only."""
+    learns from the `kept` rows only. `windows`: `iteration_windows(all_ranges)` when the caller has them."""
     payload = forwards["payload"].to_numpy(dtype=float)
     if len(forwards) and not np.isnan(payload).any():
         counts = is_token_count(payload)
         if counts.all():
-            return _by_payload(forwards, all_ranges)
+            return _by_payload(forwards, all_ranges, windows)
         # Not token counts (int64 extremes, inf, 0, fractions): never read as huge prefills. Phases by the next rule.
         odd = payload[~counts]
         phase, rule = _without_payload(forwards, output_len, kept)

@@ -70,11 +70,21 @@ def nested_same_name(frame: pd.DataFrame) -> np.ndarray:
     gtid = frame["global_tid"].to_numpy(dtype=np.int64)[at]
     start = frame["start_ns"].to_numpy(dtype=np.int64)[at]
     end = frame["end_ns"].to_numpy(dtype=np.int64)[at]
-    order = np.lexsort((-end, start, gtid))  # per thread by start, the longer first at an equal start
-    g, e = gtid[order], end[order]
-    first = np.r_[True, g[1:] != g[:-1]]
-    # The latest end among the earlier ranges of the thread: a range ending no later is inside one of them.
-    reach = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
+    one_thread = bool((gtid == gtid[0]).all())
+    if one_thread and bool((start[1:] > start[:-1]).all()):
+        # one thread, its starts strictly rising (the usual forwards of one process, already by start): that is the
+        # order below, and the threads' running maximum is one running maximum (no sort, no groupby: 0.1 s at 2 M)
+        order = np.arange(len(at))
+        e = end
+        first = np.zeros(len(at), dtype=bool)
+        first[0] = True
+        reach = np.maximum.accumulate(e)
+    else:
+        order = np.lexsort((-end, start, gtid))  # per thread by start, the longer first at an equal start
+        g, e = gtid[order], end[order]
+        first = np.r_[True, g[1:] != g[:-1]]
+        # The latest end among the earlier ranges of the thread: a range ending no later is inside one of them.
+        reach = pd.Series(e).groupby(np.cumsum(first)).cummax().to_numpy()
     before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
     before[first] = np.iinfo(np.int64).min
     nested = np.zeros(len(at), dtype=bool)

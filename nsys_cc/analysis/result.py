@@ -1,8 +1,9 @@
 """The data model of a cost-coefficient measurement: plain values, built once by `coefficient.cost_coefficient`.
 
-Nothing here reads a trace, computes a statistic or writes a file. The result's few methods are conveniences for a
-notebook (`render`, `figures`, `write_report`): they hand the result to the views `nsys_cc.report` binds from above
-(`nsys_cc.views`); the report owns every rendering, and nothing here imports it.
+Nothing here reads a trace, computes a statistic (but a phase's medians, remembered: `phase_median`) or writes a
+file. The result's few methods are conveniences for a notebook (`render`, `figures`, `write_report`): they hand the
+result to the views `nsys_cc.report` binds from above (`nsys_cc.views`); the report owns every rendering, and nothing
+here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
 Every table a result hands out is the caller's own, and results compare by value (`values.Value`).
@@ -24,6 +25,7 @@ from ..views import view
 from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
+from .stats import median
 from .values import Value
 
 if TYPE_CHECKING:
@@ -85,29 +87,64 @@ class ModelForwards(Value):
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Where the kept forwards of each phase are among `forwards` (a slice when they are one run of rows, as the kept
+    # forwards of a trace usually are): counts, a column's values and the frames come from it without filtering
+    # every column of `forwards` again (`phase_values`).
+    _at: dict[str, slice | np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _medians: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def kept(self) -> pd.DataFrame:
         """The forwards measured: warm-up and ranges never closed left out."""
         return self.phase_rows("all")
 
+    def _positions(self, phase: str) -> slice | np.ndarray:
+        """The positions in `forwards` of the kept forwards of `phase` (InputError for another phase)."""
+        at = self._at.get(phase)
+        if at is None:
+            if phase not in PHASES:
+                raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
+            forwards = object.__getattribute__(self, "forwards")
+            mask = forwards["kept"].to_numpy(dtype=bool)
+            if phase != "all":
+                mask = mask & (forwards["phase"] == phase).to_numpy(dtype=bool)
+            idx = np.flatnonzero(mask)
+            at = self._at[phase] = (slice(int(idx[0]), int(idx[-1]) + 1)
+                                    if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else idx)
+        return at
+
+    def phase_count(self, phase: str) -> int:
+        """How many kept forwards `phase` has (`len(phase_rows(phase))`, no frame built)."""
+        at = self._positions(phase)
+        return at.stop - at.start if isinstance(at, slice) else len(at)
+
     def phase_rows(self, phase: str) -> pd.DataFrame:
         """The kept forwards of `phase` (all | prefill | decode | verify), a frame of the caller's; another `phase` is
         an InputError (as `kernels(phase=…)` says), not an empty frame."""
         if phase not in self._rows:
-            if phase not in PHASES:
-                raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
-            kept = self._rows.get("all")
-            if kept is None:
-                forwards = self.forwards
-                kept = self._rows["all"] = forwards[forwards["kept"]]
-            self._rows[phase] = kept if phase == "all" else kept[kept["phase"] == phase]
+            self._rows[phase] = object.__getattribute__(self, "forwards").iloc[self._positions(phase)]
         return handed_out(self._rows[phase])
+
+    def phase_values(self, phase: str, column: str) -> np.ndarray:
+        """`phase_rows(phase)[column]` as floats (NaN where a forward has no value): the one column taken, not the
+        whole frame (the summaries and coefficients read a column or two of millions of forwards)."""
+        at = self._positions(phase)
+        rows = self._rows.get(phase)
+        series = rows[column] if rows is not None else object.__getattribute__(self, "forwards")[column].iloc[at]
+        return series.to_numpy(dtype=float)
+
+    def phase_median(self, phase: str, column: str) -> float:
+        """`stats.median` of `phase_values(phase, column)` (of the finite values; NaN when none), worked out once: the
+        coefficients, the token table and the diagnosis each ask for the same medians of millions of forwards."""
+        key = (phase, column)
+        if key not in self._medians:
+            self._medians[key] = median(self.phase_values(phase, column))
+        return self._medians[key]
 
     @property
     def phases(self) -> list[str]:
         """The phases with at least one kept forward, in the registry's order."""
-        return [p for p in PHASES if len(self.phase_rows(p))]
+        return [p for p in PHASES if self.phase_count(p)]
 
     @property
     def runs(self) -> list[int]:

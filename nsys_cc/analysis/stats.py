@@ -69,15 +69,27 @@ def _boot_medians(v: np.ndarray, n_boot: int, rng: np.random.Generator) -> np.nd
     distribution of the brute-force bootstrap's, at O(n log n + n_boot) cost instead of O(n·n_boot) time and
     memory (100 k forwards × 2000 replicates would be 1.6 GB per array).
     """
-    s = np.sort(v)
-    n = s.size
+    n = v.size
     k = (n + 1) // 2  # 1-based rank of the (lower) middle value
     u = rng.beta(k, n - k + 1, size=n_boot)
-    lower = s[np.minimum((u * n).astype(np.int64), n - 1)]
-    if n % 2:
+    at = np.minimum((u * n).astype(np.int64), n - 1)
+    at_next = None
+    if n % 2 == 0:
+        u_next = u + (1 - u) * rng.beta(1, n - k, size=n_boot)
+        at_next = np.minimum((u_next * n).astype(np.int64), n - 1)
+    # Only the order statistics the replicates land on are needed, a narrow band around the median (±√n or so):
+    # those of ranks lo…hi are the sorted values of that band of a partition (the same values a full sort puts
+    # there, in O(n) rather than a sort of millions: 0.1 s per side at 2 M forwards).
+    lo, hi = int(at.min()), int(at.max() if at_next is None else max(at.max(), at_next.max()))
+    if hi - lo < n // 4:
+        band = np.sort(np.partition(v, (lo, hi))[lo:hi + 1])
+        at, at_next = at - lo, None if at_next is None else at_next - lo
+    else:
+        band = np.sort(v)
+    lower = band[at]
+    if at_next is None:
         return lower
-    u_next = u + (1 - u) * rng.beta(1, n - k, size=n_boot)
-    return (lower + s[np.minimum((u_next * n).astype(np.int64), n - 1)]) / 2
+    return (lower + band[at_next]) / 2
 
 
 def ratio_of_medians(

@@ -46,7 +46,6 @@ from .metrics import (
 from .projection import project
 from .ranges import quoted
 from .result import ModelForwards
-from .stats import median
 
 # Where the parts come from: the plugin's ranges, else vLLM's own scopes (part → range name).
 SOURCES: dict[str, dict[str, str]] = {
@@ -182,18 +181,15 @@ def token_view(m: ModelForwards) -> ModelForwards:
     return m if not parts else dataclasses.replace(m, forwards=token_frame(m.forwards, parts))
 
 
-def _part_values(rows: pd.DataFrame, part: str, metric: str) -> np.ndarray:
-    """Per forward of `rows`, the part's metric (ns); gpu_idle derived as span − busy."""
-    if part == "forward":
-        col = next(x.column for x in METRICS if x.name == metric)
-        return rows[col].to_numpy(dtype=float) if col in rows else np.full(len(rows), np.nan)
-    col = part_column(part, metric)
-    return rows[col].to_numpy(dtype=float) if col in rows else np.full(len(rows), np.nan)
+def _part_median(m: ModelForwards, phase: str, part: str, metric: str) -> float:
+    """Of the kept forwards of `phase`, the median of the part's metric (ns); NaN for a part the model has no column
+    of."""
+    col = next(x.column for x in METRICS if x.name == metric) if part == "forward" else part_column(part, metric)
+    return m.phase_median(phase, col) if col in m.forwards.columns else float("nan")
 
 
 def _split_medians(m: ModelForwards, phase: str, metric: str) -> dict[str, float]:
-    rows = m.phase_rows(phase)
-    return {part: median(_part_values(rows, part, metric)) / 1e6 for part in SPLIT}
+    return {part: _part_median(m, phase, part, metric) / 1e6 for part in SPLIT}
 
 
 Compute = Callable[[ModelForwards, list[ModelForwards], int], tuple[pd.DataFrame, pd.DataFrame]]
@@ -261,13 +257,12 @@ def token_table(models: Sequence[ModelForwards]) -> pd.DataFrame:
         parts = parts_of(m)
         view = token_view(m)
         for phase in m.phases:
-            tokens = view.phase_rows(phase)
             for metric in metrics_for(m.has_cuda):
-                values = tokens[metric.column].to_numpy(dtype=float)
+                values = view.phase_values(phase, metric.column)
                 split = _split_medians(m, phase, metric.name)
                 rows.append({"model": m.name, "role": m.role, "phase": phase, "metric": metric.name,
                              "basis": TOKEN if parts else FORWARD, "count": int(np.isfinite(values).sum()),
-                             "token_median_ms": median(values) / 1e6,
+                             "token_median_ms": view.phase_median(phase, metric.column) / 1e6,
                              **{f"{p}_median_ms": split[p] for p in SPLIT}})
     return pd.DataFrame(rows, columns=TOKEN_COLUMNS)
 

@@ -232,7 +232,12 @@ def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[s
         cats = [str(c) for c in cat.categories]
         ok = np.array([c in wanted or (col == "name" and any(c.startswith(p) for p in prefixes)) for c in cats]
                       + [False], dtype=bool)
-        hit |= ok[cat.codes]  # code -1 (no name) → the appended False
+        at = np.flatnonzero(ok)
+        if len(at) <= 4:  # a few categories (the usual case): compared with the codes, not gathered per row (30×)
+            for code in at:
+                hit |= cat.codes == code
+        else:
+            hit |= ok[cat.codes]  # code -1 (no name) → the appended False
     return hit
 
 
