@@ -280,3 +280,18 @@ def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_agai
                                         engines=[["bs8.pair-target", "bs8.pair-draft.spec-g3"]] * len(runs))
     row = res.speculative.table.set_index("gamma").loc[3]
     assert row["verify_ms"] == pytest.approx(cells[(8, 3)].verify_ms)
+
+
+def test_a_designs_rounds_are_shuffled_so_no_label_always_follows_the_same_one():
+    from nsys_cc.vllm.interleave import round_order
+
+    labels = [f"l{i}" for i in range(12)]
+    # a profile's engines: rotated by one each round (target, draft, then draft, target, …)
+    assert round_order(["t", "d"], 0) == ["t", "d"] and round_order(["t", "d"], 1) == ["d", "t"]
+    orders = [round_order(labels, i, shuffle=True) for i in range(7)]
+    assert all(sorted(o) == sorted(labels) for o in orders)  # every label once a round
+    assert orders == [round_order(labels, i, shuffle=True) for i in range(7)]  # the same in every run
+    before = {lab: {o[o.index(lab) - 1] for o in orders if o.index(lab)} for lab in labels}
+    assert sum(len(v) > 1 for v in before.values()) >= 10  # rotated, each would have one predecessor only
+    rotated = [round_order(labels, i) for i in range(7)]
+    assert all(len({o[o.index(lab) - 1] for o in rotated if o.index(lab)}) == 1 for lab in labels)

@@ -11,8 +11,10 @@ model in one process differ in speed by up to 10 %, docs/REPEATABILITY.md); they
 
 Order: each engine is built in turn; then `--num-iters-warmup` + `--num-iters` rounds, each one `LLM.generate` of
 every engine, the first engine of round i being engine i mod K (target, draft, then draft, target, …: ABBA order,
-so neither model always runs just after the other). The plugin marks the first `NSYS_CC_WARMUP_ITERS` generate calls
-of the process as warm-up (the launcher sets it to warm-up rounds × engines).
+so neither model always runs just after the other); with `--share-batch-sizes`, a seeded permutation per round
+(`round_order`: a tune design's ten or twenty labels, rotated, would each follow the same label every round). The
+plugin marks the first `NSYS_CC_WARMUP_ITERS` generate calls of the process as warm-up (the launcher sets it to
+warm-up rounds × engines).
 
 What the trace holds besides the plugin's ranges: around every generate call of an engine labelled `LABEL`, an NVTX
 range `nsys_cc:engine LABEL` (payload: the engine's index, 0-based in the order given), so the analysis keeps each
@@ -57,7 +59,7 @@ FORMAT = "nsys_cc.interleaved"
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
 __all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
-           "shared_engines", "split_argv"]
+           "round_order", "shared_engines", "split_argv"]
 
 
 def engine_range(label: str) -> str:
@@ -119,6 +121,22 @@ def shared_engines(groups: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
         seen[(key, _batch_size(options))] = k + 1
         out.append(owner.setdefault((key, k), i))
     return out
+
+
+def round_order(items: Sequence, i: int, *, shuffle: bool = False) -> list:
+    """The order of round `i`: rotated by i (engine i mod K first: target, draft, then draft, target, … with two),
+    or with `shuffle` (a tune design's many labels, `--share-batch-sizes`) a permutation drawn for that round (seeded
+    by i, so every run makes the same ones): rotated, each label would always run right after the same other label,
+    and one engine's state (its caches, the batch just run) would bias the next one's timing the same way in
+    every round."""
+    k = len(items)
+    if not shuffle:
+        return [items[(i + j) % k] for j in range(k)]
+    import random
+
+    order = list(items)
+    random.Random(i).shuffle(order)
+    return order
 
 
 def count_spec_decoding(llm, totals: dict | Callable[[], dict]) -> bool:
@@ -233,8 +251,7 @@ def main(argv: list[str]) -> None:
     warmup = max(e["args"].num_iters_warmup for e in live)
     iters = max(e["args"].num_iters for e in live)
     for i in range(warmup + iters):
-        k = len(live)
-        for e in (live[(i + j) % k] for j in range(k)):
+        for e in round_order(live, i, shuffle=head_args.share_batch_sizes):
             if "counting_into" in e["owner"]:
                 e["owner"]["counting_into"][0] = e["counters"]  # the shared engine counts into this label
             backend.push(engine_range(e["label"]), e["index"])
