@@ -555,9 +555,14 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
                      "extrapolate in B; profile a second batch size)")
     cells_all = [*fitted, *held_out]
     if replays := [c for c in cells_all if c.replayed_runs]:
-        notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly (vLLM seeds "
-                     "every run alike: the same tokens, the same drafts), so each is counted once: "
-                     + ", ".join(f"B={c.batch_size} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
+        why = "(vLLM seeds every run alike: the same tokens, the same drafts), counted once"
+        counts = {c.replayed_runs for c in replays}
+        if len(replays) == len(cells_all) and len(counts) == 1:
+            notes.append(f"in every cell the spec-decode counters of {counts.pop()} run(s) replay another run's "
+                         f"exactly {why}")
+        else:
+            notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly {why}: "
+                         + ", ".join(f"B={c.batch_size} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
     n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
     cost = fit_cost(fitted)
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
