@@ -270,6 +270,8 @@ def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_agai
 
     with pytest.raises(InputError, match="tune design"):
         nsys_cc.analyze(str(FIX / "round-1"))
+    with pytest.raises(InputError, match="tune design"):  # the same read without the front door
+        nsys_cc.cost_coefficient_runs(str(FIX / "round-1"))
     p = subprocess.run([sys.executable, "-c", "import sys; from nsys_cc.cli import main; main(sys.argv[1:])",
                         "analyze", str(FIX / "round-1")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr

@@ -57,7 +57,7 @@ from .ranges import (
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, in_scope
-from .spec_labels import LABEL_RE, model_free_label, proposes_without_model
+from .spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
 from .speedup import speedup_marks, verdicts
 from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
@@ -902,6 +902,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
                 f"them otherwise give runs=[[trace] * {len(engines)} for each run] with engines=[[{', '.join(engines)}]"
                 f"] * {len(traces)} and your names", param="names")
         engines = chosen
+    refuse_mixed_batch_sizes(engines, f"runs: {items[0] if len(items) == 1 else traces[0]}")
     if len(engines) < 2:
         raise InputError(f"runs: {traces[0]} holds {len(engines)} engine(s) in every run ({', '.join(engines)}): "
                          "c needs the target and a draft", param="runs")

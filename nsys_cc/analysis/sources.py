@@ -77,7 +77,6 @@ def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, s
     draft)."""
     out = outputs.read_output(path)
     done = out.done
-    _refuse_design(out)
     target = next((m for m in out.models if m.role == "target"), None)
     if target is None or not target.done:
         why = ("its status file lists no target" if target is None
@@ -94,20 +93,6 @@ def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, s
                                      seed=seed)
     return _separate(out, target, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                      acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
-
-
-def _refuse_design(out: outputs.ProfileOutput) -> None:
-    """InputError for a tune design's directory holding several batch sizes (`nsys-cc tune`'s `round-<k>/`: engines
-    `bs<B>.<model>`): read as one profile, every speculative engine would be measured against the first batch
-    size's target, and the other batch sizes' targets taken for drafts."""
-    import re
-
-    sizes = {m.group(1) for m in (re.match(r"bs(\d+)\.", x.label) for x in out.models) if m}
-    if len(sizes) > 1 and all(re.match(r"bs\d+\.", x.label) for x in out.models):
-        raise InputError(f"{out.path} is a tune design (batch sizes {', '.join(sorted(sizes, key=int))} in the same "
-                         "runs, one plain target each): read it with `nsys-cc tune` on its tune directory "
-                         "(nsys_cc.tune), or one batch size's engines of a run: nsys-cc analyze T T --engine "
-                         "bs<B>.<target> --engine bs<B>.<draft>.spec-g<γ> (T: a run's trace.sqlite)")
 
 
 def _separate(out: outputs.ProfileOutput, target: outputs.OutputModel, *, range_name, skip_ranges, output_len,

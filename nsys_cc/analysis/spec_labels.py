@@ -17,6 +17,9 @@ from . import acceptance as acceptance_mod
 from .latencies import trace_stem
 
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
+# An engine of a tune design (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>, the batch size first, so that a
+# speculative engine's label still ends in `.spec-g<γ>`.
+DESIGN_LABEL_RE = re.compile(r"^bs(?P<batch>\d+)\.(?P<model>.+)$")
 
 # vLLM's proposers that run no draft model: their runs hold no draft-forward ranges (nothing to range).
 MODEL_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
@@ -47,3 +50,15 @@ def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathL
         return acceptance_mod.load(dump).num_speculative_tokens > 0
     except InputError:
         return False
+
+
+def refuse_mixed_batch_sizes(labels, where: str) -> None:
+    """InputError when `labels` (the engines one analysis takes) are a tune design's engines of several batch sizes
+    (`bs<B>.<model>`, `nsys-cc tune`'s `round-<k>/`): read together, every speculative engine would be measured
+    against the first batch size's plain target, and the other batch sizes' targets taken for drafts."""
+    sizes = {int(m.group("batch")) for m in map(DESIGN_LABEL_RE.match, labels) if m}
+    if len(sizes) > 1:
+        raise InputError(f"{where} is a tune design (batch sizes {', '.join(map(str, sorted(sizes)))} in the same "
+                         "runs, one plain target each): read it with `nsys-cc tune` on its tune directory "
+                         "(nsys_cc.tune), or one batch size's engines of a run: nsys-cc analyze T T --engine "
+                         "bs<B>.<target> --engine bs<B>.<draft>.spec-g<γ> (T: a run's trace.sqlite)", param="runs")

@@ -735,7 +735,6 @@ def _output_len(directory) -> int:
 
 
 SCHEDULE_MARK = ".schedule"  # a schedule engine's label: bs<B>.<draft>.schedule.spec-g<k> (`launch.interleaved`)
-_DESIGN_LABEL = r"^bs(\d+)\.(.+)$"  # a design engine's label (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>
 
 
 def _cell(row, b: int, sub, label: str, source: str) -> Cell:
@@ -761,10 +760,8 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
     size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
-    import re
-
     from . import outputs
-    from .spec_labels import LABEL_RE
+    from .spec_labels import DESIGN_LABEL_RE, LABEL_RE
 
     if not outputs.is_profile_output(directory):
         return None
@@ -774,15 +771,15 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     by_b: dict[int, tuple[str, list[str]]] = {}
     found = False
     for m in out.models:
-        match = re.match(_DESIGN_LABEL, m.label)
+        match = DESIGN_LABEL_RE.match(m.label)
         if match is None:
             continue
         found = True
         if not m.done:
             continue
-        b = int(match.group(1))
+        b = int(match.group("batch"))
         target, spec = by_b.get(b, ("", []))
-        if LABEL_RE.match(match.group(2)):
+        if LABEL_RE.match(match.group("model")):
             spec = [*spec, m.label]
         else:
             target = m.label
@@ -794,10 +791,10 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     """The cells of a design directory: at each batch size its speculative engines against its plain target of the
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
-    import re
     import warnings
 
     from .coefficient import cost_coefficient_runs
+    from .spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []
     for b, (target, spec) in labels.items():
@@ -810,7 +807,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
         for _, row in table.iterrows():
             label = str(row["name"])
             cell = _cell(row, b, directory, label, f"{os.fspath(directory)}:{label}")
-            cells.append(dataclasses.replace(cell, label=re.sub(_DESIGN_LABEL, r"\2", label),
+            cells.append(dataclasses.replace(cell, label=DESIGN_LABEL_RE.sub(r"\g<model>", label),
                                              schedule_run=SCHEDULE_MARK + ".spec-g" in label))
     return cells
 
