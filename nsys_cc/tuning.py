@@ -88,9 +88,6 @@ class TuneReport:
         return doc
 
 
-ROUND_PREFIX = "round-"
-
-
 def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
                    output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
                    trace: str | None, force: bool, schedule: str | None = None) -> None:
@@ -110,15 +107,6 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
                                        nsys_args=(), repeat=repeat, replicas=replicas)
     if not any(r.ok for r in done.interleaved):
         raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
-
-
-def _rounds(root: Path) -> list[Path]:
-    """The round directories of a tune directory, in order."""
-    import re
-
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if p.is_dir() and (m := re.fullmatch(ROUND_PREFIX + r"(\d+)", p.name))] if root.is_dir() else []
-    return [p for _, p in sorted(found)]
 
 
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
@@ -197,7 +185,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
                 cells[b] = sorted([*cells[b], g])
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
         folder.write_text(DESIGN_FILE, json.dumps({"design": design}, indent=1) + "\n")
-        profile_round(out / f"{ROUND_PREFIX}1", cells)
+        profile_round(out / f"{model.ROUND_PREFIX}1", cells)
         root = out
         write_to: Path | None = out
     else:
@@ -214,7 +202,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         draft = draft or design.get("draft", "")
         write_to = Path(out_dir) if out_dir is not None else None
     progress.say(f"tune: analysing the cells in {root} …")
-    measured = model.read_cells(root, seed=seed)
+    measured, runs = _read(root, seed)
     if source is not None:  # the design given, else the directory's own (else every cell is fitted)
         bs = bs or [int(b) for b in design.get("batch_sizes", [])]
         gs = gs or [int(g) for g in design.get("speculate", [])]
@@ -252,9 +240,9 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             progress.say("tune: the schedule's γ was not measured at " + ", ".join(f"{b}:{g}" for b, g in todo.items())
                          + f": round {rounds + 1} measures them and the γ beside the schedule's at every batch "
                          f"size, with every cell so far (at most {SCHEDULE_ROUNDS} such rounds)")
-            profile_round(root / f"{ROUND_PREFIX}{rounds + 1}", cells)
+            profile_round(root / f"{model.ROUND_PREFIX}{rounds + 1}", cells)
             before = len(measured)
-            measured = model.read_cells(root, seed=seed)
+            measured, runs = _read(root, seed)
             result = fit(measured)
             if len(measured) <= before:  # the round measured nothing new: another would do the same
                 break
@@ -262,29 +250,30 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             notes.append(f"the schedule's γ still not measured after {rounds} round(s): "
                          + ", ".join(f"{b}:{g}" for b, g in left.items()) + " (its check there is n/a)")
     result.draft_path = _draft_path(str(draft or ""))
-    if source is None and (run_schedule if run_schedule is not None else plan_gpu(device)):
+    if source is None and run_schedule is None:  # the default: on a GPU only
+        from .launch import plan as launch_plan
+
+        run_schedule = launch_plan.uses_gpu(device)
+    if source is None and run_schedule:
         config = result.speculative_config(workload="benchmark")
         if config is None:
             notes.append("schedule run: the benchmark workload's schedule speculates nowhere: nothing to run")
         else:
-            here = len(_rounds(root)) + 1
+            here = len(model.rounds(root)) + 1
             progress.say(f"tune: round {here}: every cell again and vLLM's whole schedule at each batch size")
-            profile_round(root / f"{ROUND_PREFIX}{here}", cells, schedule=config)
-            measured = model.read_cells(root, seed=seed)
+            profile_round(root / f"{model.ROUND_PREFIX}{here}", cells, schedule=config)
+            measured, runs = _read(root, seed)
             result = fit(measured)  # the last round's cells, as always
             result.draft_path = _draft_path(str(draft or ""))
     device_used = _device_of(root)
-    if design_dir := (model.latest_round(root) if root.is_dir() else None):
-        runs = [c for c in model.read_cells(design_dir, seed=seed, schedule_runs=True) if c.schedule_run]
-        if runs:
-            table = json.loads(next(iter(_schedule_configs(design_dir)), "{}")).get(
-                "num_speculative_tokens_per_batch_size", [])
-            result.schedule_check = model.with_schedule_runs(result.schedule_check, runs, measured, table,
-                                                             device=device_used)
-            if table != result.schedules.get("benchmark"):
-                notes.append(f"schedule run: the table run, {json.dumps(table)}, is the previous fit's; this "
-                             "round's refit gives the benchmark workload "
-                             f"{json.dumps(result.schedules.get('benchmark'))}")
+    if runs and (design_dir := model.latest_round(root)) is not None:  # the last read's round ran the schedule
+        table = json.loads(next(iter(_schedule_configs(design_dir)), "{}")).get(
+            "num_speculative_tokens_per_batch_size", [])
+        result.schedule_check = model.with_schedule_runs(result.schedule_check, runs, measured, table,
+                                                         device=device_used)
+        if table != result.schedules.get("benchmark"):
+            notes.append(f"schedule run: the table run, {json.dumps(table)}, is the previous fit's; this round's "
+                         f"refit gives the benchmark workload {json.dumps(result.schedules.get('benchmark'))}")
     notes.append(CPU_NOTE if device_used == "cpu" else
                  "on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare "
                  "it with the fixed-γ cells above")
@@ -294,10 +283,14 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     return report
 
 
-def plan_gpu(device: str) -> bool:
-    from .launch import plan
-
-    return plan.uses_gpu(device)
+def _read(root: Path, seed: int) -> tuple[list, list]:
+    """(the fixed-γ cells, the engines that ran vLLM's whole schedule) of a tune directory's last round, from one
+    read of it (`analysis.tune.read_cells`)."""
+    every = model.read_cells(root, seed=seed, schedule_runs=True)
+    cells = [c for c in every if not c.schedule_run]
+    if not cells:
+        raise InputError(f"{os.fspath(root)}: no speculative cell with forwards in its runs (only the schedule's)")
+    return cells, [c for c in every if c.schedule_run]
 
 
 def _schedule_configs(design_dir: Path) -> list[str]:

@@ -812,15 +812,24 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     return cells
 
 
-def latest_round(directory):
-    """The last `round-<k>/` of a tune directory with a design's cells in it (every cell of a round is measured in
-    the same runs; a later round holds the earlier's cells and more), None without one."""
+ROUND_PREFIX = "round-"  # a tune's rounds: round-1/, round-2/, … (`nsys_cc.tuning`)
+
+
+def rounds(directory) -> list:
+    """The `round-<k>/` directories of a tune directory, in order of k (none when it is not a directory)."""
     import re
     from pathlib import Path
 
-    rounds = sorted(((int(m.group(1)), p) for p in Path(directory).iterdir()
-                     if p.is_dir() and (m := re.fullmatch(r"round-(\d+)", p.name))), reverse=True)
-    return next((p for _, p in rounds if design_labels(p)), None)
+    root = Path(directory)
+    found = [(int(m.group(1)), p) for p in root.iterdir()
+             if p.is_dir() and (m := re.fullmatch(ROUND_PREFIX + r"(\d+)", p.name))] if root.is_dir() else []
+    return [p for _, p in sorted(found)]
+
+
+def latest_round(directory):
+    """The last `round-<k>/` of a tune directory with a design's cells in it (every cell of a round is measured in
+    the same runs; a later round holds the earlier's cells and more), None without one."""
+    return next((p for p in reversed(rounds(directory)) if design_labels(p)), None)
 
 
 def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list[Cell]:
@@ -838,9 +847,10 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     root = Path(directory)
     if not root.is_dir():
         raise InputError(f"{os.fspath(directory)} is not a directory")
-    design = root if design_labels(root) else latest_round(root)
+    labels = design_labels(root)
+    design = root if labels else latest_round(root)
     if design is not None:
-        labels = design_labels(design)
+        labels = labels or design_labels(design)
         assert labels
         cells = [c for c in _read_design(design, labels, seed) if schedule_runs or not c.schedule_run]
         if not cells:

@@ -543,15 +543,14 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
         raise InputError("the design has no cell", param="batch_size")
     tm, dm = engines_for(target, [draft])
     plan.check_options(options)
-    config = plan.parse_speculative_config(None)
 
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
 
     gammas = sorted({g for gs in cells.values() for g in gs})
-    spec = {r.gamma: r for r in plan.speculative_runs(tm, [dm], gammas, config, carrier)}
-    sched = json.loads(schedule) if schedule else None
-    if sched is not None and (not isinstance(sched, dict) or not isinstance(sched.get("num_speculative_tokens"), int)):
+    spec = {r.gamma: r for r in plan.speculative_runs(tm, [dm], gammas, None, carrier)}
+    sched = plan.parse_speculative_config(schedule) if schedule else None
+    if sched is not None and not isinstance(sched.get("num_speculative_tokens"), int):
         raise InputError("schedule: a --speculative-config with num_speculative_tokens", param="schedule")
     if sched is not None:  # the draft named as vLLM loads it (a shipped shape or a pair model: its folder)
         sched = plan.with_model_path(tm, sched) or sched

@@ -116,9 +116,9 @@ def shared_engines(groups: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
     owner: dict[tuple, int] = {}  # (options without the batch size, k) → the group that builds the engine
     out = []
     for i, (_, options) in enumerate(groups):
-        key = _without_batch_size(options)
-        k = seen.get((key, _batch_size(options)), 0)
-        seen[(key, _batch_size(options))] = k + 1
+        key, b = _without_batch_size(options), _batch_size(options)
+        k = seen.get((key, b), 0)
+        seen[(key, b)] = k + 1
         out.append(owner.setdefault((key, k), i))
     return out
 
