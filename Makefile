@@ -32,12 +32,13 @@ nsys: $(STAMPS)/venv
 
 # The main job on an embedded default that needs no GPU: profile a tiny target and two tiny drafts
 # with vLLM's CPU build under the real nsys, then print the cost-coefficient table. It stops when it has what it needs:
-# runs (3 at least, 6 at most) until every draft's decode c is known to ±10 %, each run one engine per model (a run's
-# time is mostly building engines and exporting the trace, not its iterations) with 2 warm-up and 5 measured
-# iterations; goal ≤ 3 min on a 2-core machine, measured by benchmarks/demo_profile.py (docs/PERFORMANCE.md).
+# runs (3 at least, 8 at most) until every draft's decode c is known to ±10 %, each run one engine per model (a run's
+# time is mostly importing vLLM and building engines, not its iterations) with 2 warm-up and 24 measured iterations
+# of 8 tokens: many short iterations alternate the models finely, so a slow spell of the machine hits each alike;
+# goal ≤ 3 min on a 2-core machine, measured by benchmarks/demo_profile.py (docs/PERFORMANCE.md).
 DEMO_PROFILE = $(VENV)/bin/nsys-cc profile --target tiny-llama-target --draft tiny-llama-draft-s \
-	--draft tiny-llama-draft-xs --precision 0.1 --repeat 3 --max-repeat 6 --replicas 1 \
-	--num-iters-warmup 2 --num-iters 5 -o out/demo
+	--draft tiny-llama-draft-xs --precision 0.1 --repeat 3 --max-repeat 8 --replicas 1 \
+	--num-iters-warmup 2 --num-iters 24 --output-len 8 -o out/demo
 demo: setup
 	$(DEMO_PROFILE)
 
