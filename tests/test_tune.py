@@ -148,6 +148,21 @@ def test_schedule_passes_vllms_validator(vllm_module):
             assert all(dense[b] == g for b in range(s, e + 1))
 
 
+def test_replayed_counters_are_said_for_every_cell_or_cell_by_cell():
+    # cells made by hand, each with a run whose counters replay another's (the fixture's runs do:
+    # tests/test_spec_runs.py); the note says it once when every cell has as many, else names the cells
+    import dataclasses
+
+    cells = [dataclasses.replace(_cell(b, g, _stats(200, [190, 180, 170][:g])), replayed_runs=1) for b, g in DESIGN]
+    note = next(n for n in t.tune(cells, draws=10, max_batch_size=8).notes if "replay another" in n)
+    assert note.startswith("in every cell the spec-decode counters of 1 run(s) replay another run's exactly")
+    mixed = [dataclasses.replace(c, replayed_runs=0) if c.key == (1, 1) else c for c in cells]
+    note = next(n for n in t.tune(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
+    assert "of 3 cell(s)" in note and "B=8 γ=3 (1 of its runs)" in note and "B=1 γ=1" not in note
+    assert not any("replay another" in n for n in t.tune(
+        [dataclasses.replace(c, replayed_runs=0) for c in cells], draws=10, max_batch_size=8).notes)
+
+
 # --- the fixtures: real interleaved runs ------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
