@@ -22,6 +22,7 @@
   independent oracle for reader tests.
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
+- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it).
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
   (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
@@ -29,6 +30,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import os
@@ -98,6 +100,21 @@ def pytest_terminal_summary(terminalreporter):
         "the first user of a shared fixture pays for it). A long end-to-end test belongs in `make test` only: mark it "
         "`@pytest.mark.slow` (or let it ask for `nsys_bin`/`vllm_module`); an expensive fixture can be built once "
         "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
+
+
+_PARSED: dict[tuple[str, int, int], ast.Module] = {}
+
+
+def parsed(path: str | Path) -> ast.Module:
+    """`ast.parse` of a source file, once per test process while the file is unchanged (its path, size and mtime):
+    the walkers of the package's source (layers, contract names, the one opener and writer, the front door's
+    imports) parse the same ~120 modules, ~0.7 s of CPU a walk. The tree is shared: read it, never change it."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _PARSED:
+        _PARSED[key] = ast.parse(path.read_text(), str(path))
+    return _PARSED[key]
 
 
 def package_offenders(find) -> dict[str, list[str]]:

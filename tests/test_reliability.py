@@ -634,7 +634,12 @@ def option_value_of_the_wrong_type(tmp: Path) -> Case:
 
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
-NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
+# A case that waits for its bound (the hanging export: 1 s each) runs one verb in `make check`, the others in
+# `make test`: the bound is the same code for every verb (issue 33).
+WAITS = {"nsys_export_that_hangs"}
+NSYS_FREE_RUNS = [(name, verb) if name not in WAITS or verb == "analyze" else
+                  pytest.param(name, verb, marks=pytest.mark.slow)
+                  for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
 
 

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, bounded, package_offenders, unchanged
+from conftest import FIXTURES, bounded, package_offenders, parsed, unchanged
 from nsys_cc import inputs
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
@@ -390,7 +390,7 @@ ALLOWED = {
 
 
 def _read_calls(path: Path, rel: str) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found = []
 
     def visit(node: ast.AST, func: str) -> None:

@@ -166,6 +166,12 @@ def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_r
     assert math.isfinite(table.loc[f"{DRAFT}.spec-g2", "forecast_tolerance"])
 
 
+# the CLI's JSON of the directory against spec_runs' reader (~2 s, issue 33): in `make test`; the loop keeps the chain
+# link by link: the CLI's numbers = analyze's of the directory
+# (test_front.py::test_interleaved_speculative_runs_give_the_numbers_the_cli_prints), a directory of interleaved runs =
+# its runs written out (test_user_calls.py::test_a_profile_directory_of_interleaved_runs_is_read_as_it_is) and those =
+# spec_runs' reader (test_user_calls.py::test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does)
+@pytest.mark.slow
 def test_analyze_reads_a_speculative_profile_directory():
     from click.testing import CliRunner
 
