@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import cli_in_process
 from nsys_cc.analysis import tune as t
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
@@ -274,9 +275,6 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
 
 
 def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):
-    import subprocess
-    import sys
-
     import nsys_cc
     from nsys_cc.errors import InputError
 
@@ -284,8 +282,7 @@ def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_agai
         nsys_cc.analyze(str(FIX / "round-1"))
     with pytest.raises(InputError, match="tune design"):  # the same read without the front door
         nsys_cc.cost_coefficient_runs(str(FIX / "round-1"))
-    p = subprocess.run([sys.executable, "-c", "import sys; from nsys_cc.cli import main; main(sys.argv[1:])",
-                        "analyze", str(FIX / "round-1")], capture_output=True, text=True, timeout=300)
+    p = cli_in_process("analyze", str(FIX / "round-1"))  # the CLI's line (its real process: tests/test_reliability.py)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "nsys-cc tune" in p.stderr, p.stderr
     # one batch size's engines, given by hand, read as any interleaved run's
