@@ -102,6 +102,19 @@ def pytest_terminal_summary(terminalreporter):
         "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
 
 
+class LazyModule:
+    """A module imported at its first attribute read: `torch = LazyModule("torch")` at a test module's top level
+    leaves torch (~2 s of CPU) to the test process that runs one of its tests, not every worker that collects it."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
 _PARSED: dict[tuple[str, int, int], ast.Module] = {}
 
 
