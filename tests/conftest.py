@@ -110,6 +110,10 @@ class LazyModule:
         self._name = name
 
     def __getattr__(self, attr: str):
+        # what collection asks of every object in a test module (`__test__`, fixture markers, `pytestmark`) is not
+        # the module's API: answered without importing it
+        if attr.startswith("_") or attr == "pytestmark":
+            raise AttributeError(attr)
         import importlib
 
         return getattr(importlib.import_module(self._name), attr)
