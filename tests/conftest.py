@@ -10,8 +10,8 @@
 - `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
   `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves out. Test
   modules import vLLM inside tests or fixtures, not at module level: every test worker collects every module. Torch
-  too, but for the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
-  tests/test_vllm_plugin_draft_token.py): they run in `make check`, which then needs torch on both workers anyway.
+  too: the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
+  tests/test_vllm_plugin_draft_token.py) make them in their tests, with `torch = LazyModule("torch")` at the top.
 - Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
   and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
