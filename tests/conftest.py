@@ -350,7 +350,9 @@ def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:
 
     from nsys_cc.cli import main
 
-    out, err = io.StringIO(), io.StringIO()
+    # text streams over bytes, as a process's are (a verb that writes CSV writes to sys.stdout.buffer)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
     code: int | str | None = 0
     with redirect_stdout(stdout if stdout is not None else out), redirect_stderr(err):
         try:
@@ -362,7 +364,8 @@ def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:
     elif not isinstance(code, int):  # sys.exit("message"): printed to stderr, status 1, as the interpreter does
         err.write(f"{code}\n")
         code = 1
-    return subprocess.CompletedProcess(["nsys-cc", *args], code, out.getvalue(), err.getvalue())
+    text = [s.buffer.getvalue().decode("utf-8", "replace") for s in (out, err)]  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["nsys-cc", *args], code, *text)
 
 
 def run_nsys_profile(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:
