@@ -70,8 +70,8 @@ check: lint
 	PYTHONDONTWRITEBYTECODE= NSYS_CC_TEST_BUDGET=2 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope -q \
 		-m "not vllm and not nsys and not slow"
 
-# The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; twice
-# the fuzz cases of `make check`; and the documentation site, built strictly (a broken link fails the suite).
+# The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; 60
+# fuzz cases (`make check` runs 15); and the documentation site, built strictly (a broken link fails the suite).
 # Its junit XML (out/test-junit.xml) gives the suite's time and slowest tests to benchmarks/suite_time.py.
 test: setup lint docs
 	@mkdir -p out

@@ -10,8 +10,8 @@
 - `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
   `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves out. Test
   modules import vLLM inside tests or fixtures, not at module level: every test worker collects every module. Torch
-  too, but for the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
-  tests/test_vllm_plugin_draft_token.py): they run in `make check`, which then needs torch on both workers anyway.
+  too: the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
+  tests/test_vllm_plugin_draft_token.py) make them in their tests, with `torch = LazyModule("torch")` at the top.
 - Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
   and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
@@ -20,6 +20,9 @@
   `unchanged(*paths)`: a context manager asserting that the files are byte-identical afterwards.
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
   independent oracle for reader tests.
+- `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
+  stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
+- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it).
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
   (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
@@ -27,6 +30,7 @@
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import os
@@ -98,6 +102,38 @@ def pytest_terminal_summary(terminalreporter):
         "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
 
 
+class LazyModule:
+    """A module imported at its first attribute read: `torch = LazyModule("torch")` at a test module's top level
+    leaves torch (~2 s of CPU) to the test process that runs one of its tests, not every worker that collects it."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attr: str):
+        # what collection asks of every object in a test module (`__test__`, fixture markers, `pytestmark`) is not
+        # the module's API: answered without importing it
+        if attr.startswith("_") or attr == "pytestmark":
+            raise AttributeError(attr)
+        import importlib
+
+        return getattr(importlib.import_module(self._name), attr)
+
+
+_PARSED: dict[tuple[str, int, int], ast.Module] = {}
+
+
+def parsed(path: str | Path) -> ast.Module:
+    """`ast.parse` of a source file, once per test process while the file is unchanged (its path, size and mtime):
+    the walkers of the package's source (layers, contract names, the one opener and writer, the front door's
+    imports) parse the same ~120 modules, ~0.7 s of CPU a walk. The tree is shared: read it, never change it."""
+    path = Path(path)
+    st = path.stat()
+    key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _PARSED:
+        _PARSED[key] = ast.parse(path.read_text(), str(path))
+    return _PARSED[key]
+
+
 def package_offenders(find) -> dict[str, list[str]]:
     """What `find(path, rel)` reports in each module of the package (rel: its path under nsys_cc/, posix), keyed by
     `rel`, for the modules where it reports anything: the one walk of the reliability walkers."""
@@ -120,18 +156,25 @@ def export_family(path: Path) -> str:
     return "public/" + "__".join(path.name.split("__")[:2])
 
 
-def one_per_family(paths) -> list:
+def one_per_family(paths, families: tuple[str, ...] | None = None) -> list:
     """pytest parameters for `paths` (real exports), ids their file names: the smallest of each fixture
     `export_family` and the smallest public trace as they are, every other one marked `slow`. A test over every
     export here spends most of its time on near-copies (16 runs of one tune grid, seven batch-4 runs) and large
-    public traces; the edit-test loop reads one of each kind, `make test` reads them all."""
+    public traces; the edit-test loop reads one of each kind, `make test` reads them all. `families`: only the
+    smallest export of these families (and "public") in the loop, for a test whose code path is the same on the
+    other families' exports (the same plugin's ranges in another fixture folder)."""
     paths = [Path(p) for p in paths]
     first: dict[str, Path] = {}
     for p in sorted(paths, key=lambda p: (p.stat().st_size, str(p))):
         # the public traces (real GPU exports of other projects, up to tens of MB) count as one family here: the
         # smallest of them is the loop's real GPU export, the rest were a third of these tests' time in `make check`
         family = export_family(p)
-        first.setdefault("public" if family.startswith("public/") else family, p)
+        family = "public" if family.startswith("public/") else family
+        if families is None or family in families:
+            first.setdefault(family, p)
+    if families is not None:
+        missing = set(families) - set(first) - {"public"}  # the public traces live outside the repository
+        assert not missing, f"no export of {missing} among the paths"
     quick = set(first.values())
     return [pytest.param(p, id=p.name, marks=() if p in quick else pytest.mark.slow) for p in paths]
 
@@ -293,6 +336,36 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("NSYS_CC_CACHE", str(path))
     return path
+
+
+def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:
+    """`nsys-cc ARGS` run in this test process, as a finished process would report it: the exit status (`main`'s
+    SystemExit), its stdout and stderr. For the cases that check what the CLI says (one error line, exit 2, an
+    escaped file name): a real process costs ~0.7 s of CPU for its interpreter and imports each, and the code path
+    that writes the line is the same. An exception `main` lets through fails the test here, as a traceback would
+    in a process. The behaviours only a process shows (start-up, signals, a closed pipe, real file descriptors,
+    the console script) keep their real-process tests. `stdout`: a text file to write the output to instead."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from nsys_cc.cli import main
+
+    # text streams over bytes, as a process's are (a verb that writes CSV writes to sys.stdout.buffer)
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="backslashreplace", write_through=True)
+    code: int | str | None = 0
+    with redirect_stdout(stdout if stdout is not None else out), redirect_stderr(err):
+        try:
+            main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # sys.exit("message"): printed to stderr, status 1, as the interpreter does
+        err.write(f"{code}\n")
+        code = 1
+    text = [s.buffer.getvalue().decode("utf-8", "replace") for s in (out, err)]  # type: ignore[attr-defined]
+    return subprocess.CompletedProcess(["nsys-cc", *args], code, *text)
 
 
 def run_nsys_profile(cmd: list[str], **kwargs) -> subprocess.CompletedProcess[str]:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import parsed
 from nsys_cc import contract
 from nsys_cc.trace.nvtx import matches
 
@@ -43,7 +44,7 @@ def spelled_outside(root: Path) -> list[str]:
     for path in sorted(root.rglob("*.py")):
         if path.name == "contract.py" and path.parent == root:
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = parsed(path)
         docs = _docstrings(tree)
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:

@@ -8,7 +8,7 @@ forward payloads that are no token count (int64 extremes, ±inf), text with a ne
 -wal file beside the copy. Reports (.nsys-rep) get byte-level mutations and go through the
 real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
 
-`NSYS_CC_FUZZ_CASES` sets the number of cases: default 30 (`make check`, the edit-test loop), `make test` runs 60,
+`NSYS_CC_FUZZ_CASES` sets the number of cases: default 15 (`make check`, the edit-test loop), `make test` runs 60,
 `make fuzz` 2000. Case i uses `random.Random(i)`, so a failure names the seed and the mutations that reproduce it.
 """
 
@@ -30,7 +30,7 @@ from nsys_cc.analysis.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 
-CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "30"))
+CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "15"))  # 30 until issue 33: ~2 s of the loop's CPU
 
 
 @dataclass(frozen=True)
@@ -321,7 +321,8 @@ def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
     return f"NVTX_EVENTS.{column} a slow generated column"
 
 
-@pytest.mark.parametrize("seed", range(max(2, CASES // 15)))
+# each case spins for its 1 s bound: 1 case in `make check`, 4 in `make test`
+@pytest.mark.parametrize("seed", range(max(1, CASES // 15)))
 def test_a_slow_query_is_stopped_by_the_query_bound(seed, tmp_path, cache_dir, monkeypatch):
     """Every query the reader makes is bounded (NSYS_CC_QUERY_TIMEOUT): a column made slow ends in an NsysCCError
     within seconds of the bound, never a wait."""

@@ -27,6 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import parsed
+
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
     ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments", "_compat"}),
@@ -59,7 +61,7 @@ def imports(root: Path) -> dict[str, set[str]]:
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         out: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.Import):
                 out |= {a.name for a in node.names if a.name.split(".")[0] == root.name}
             elif isinstance(node, ast.ImportFrom):
@@ -198,7 +200,7 @@ def builders_imported(root: Path, rooms: tuple[str, ...] = ("launch", "cli")) ->
             continue
         builders = BUILDERS - (RENDERERS if room == "cli" else set())
         found: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom):
                 found |= {a.name for a in node.names} & builders
             elif isinstance(node, ast.Attribute) and node.attr in builders:

@@ -173,7 +173,10 @@ FAIL_AFTER_WRITING = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; ope
     (WRITE_OUTPUTS, "import sys; sys.exit('RuntimeError: export broke')",
      "nsys export failed (exit 1): RuntimeError: export broke"),
     (WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')", "m.sqlite"),
-    (WRITE_OUTPUTS, "import time; time.sleep(600)", "timed out after 2 s (timeout=2)"),
+    # waits its 2 s bound (issue 33): in `make test`; the loop keeps the other failed reruns above, a timeout's kill
+    # (test_a_timeout_kills_the_whole_process_tree) and a hanging export's (tests/test_reliability.py)
+    pytest.param(WRITE_OUTPUTS, "import time; time.sleep(600)", "timed out after 2 s (timeout=2)",
+                 marks=pytest.mark.slow),
 ])
 def test_a_failing_rerun_keeps_the_earlier_trace_set(tmp_path, profile_code, export_code, reason):
     """The earlier attempt's files (report, export, bench JSON, marker) are byte for byte what they were, and the

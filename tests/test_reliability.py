@@ -634,7 +634,12 @@ def option_value_of_the_wrong_type(tmp: Path) -> Case:
 
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
-NSYS_FREE_RUNS = [(name, verb) for name, verb in CASE_RUNS if name not in RUNS_NSYS]
+# A case that waits for its bound (the hanging export: 1 s each) runs one verb in `make check`, the others in
+# `make test`: the bound is the same code for every verb (issue 33).
+WAITS = {"nsys_export_that_hangs"}
+NSYS_FREE_RUNS = [(name, verb) if name not in WAITS or verb == "analyze" else
+                  pytest.param(name, verb, marks=pytest.mark.slow)
+                  for name, verb in CASE_RUNS if name not in RUNS_NSYS]
 NSYS_RUNS = [(name, verb) for name, verb in CASE_RUNS if name in RUNS_NSYS]
 
 
@@ -1268,10 +1273,12 @@ def test_file_names_that_are_not_utf8(tmp_path, reference):
     assert len(line) == 1 and line[0].startswith("nsys-cc: error: ") and "no such file" in line[0], line
 
 
+# a real process each (~0.7 s of CPU): `make check` keeps a verb that reads traces and one that reads none; the
+# two other verbs, the same exit through `main`, are `make test`'s (issue 33)
 @pytest.mark.parametrize("args", [
     ["analyze", str(TARGET), str(DRAFT), "--format", "json"],
-    ["info", str(TARGET)],
-    ["ranges", str(TARGET)],
+    pytest.param(["info", str(TARGET)], marks=pytest.mark.slow),
+    pytest.param(["ranges", str(TARGET)], marks=pytest.mark.slow),
     ["speedup", "--c", "0.2", "--acceptance", "0.1,0.5,0.9"],
 ])
 def test_a_reader_that_goes_away_ends_the_command_quietly(args):

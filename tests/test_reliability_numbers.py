@@ -19,7 +19,7 @@ import sys
 import pytest
 from gpu_shaped import FORWARD, add_gpu_work, steady
 
-from conftest import FIXTURES, raw_sql, unchanged
+from conftest import FIXTURES, cli_in_process, raw_sql, unchanged
 from nsys_cc.analysis.coefficient import cost_coefficient
 from nsys_cc.errors import NsysCCError
 
@@ -32,8 +32,12 @@ SPEC_DRAFT = FIXTURES / "spec" / "tiny-llama-draft-xs.sqlite"
 CLI = "import sys; from nsys_cc.cli import main; sys.exit(main())"
 
 
-def cli(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", CLI, *args], capture_output=True, text=True, timeout=300, **kw)
+def cli(*args: str) -> subprocess.CompletedProcess:
+    """The CLI's answer, in this process (`conftest.cli_in_process`): these cases check the line it says and its exit
+    status, the same code path as a real process's; the real process itself (start-up, a traceback printed by the
+    interpreter, a real file descriptor) is checked by `test_x01_output_to_a_full_device_is_one_line` here and
+    `tests/test_reliability.py::test_real_process_prints_no_traceback`."""
+    return cli_in_process(*args)
 
 
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
@@ -312,7 +316,7 @@ def test_a05_a_range_that_truly_ends_before_it_starts_is_still_called_so(tmp_pat
 
 # -- N04, N10: a file name is said on one line, whatever it holds or however long ---------------------------------
 
-# one real process per name, each escaped by the same code: the newline in `make check`, the others in `make test`
+# each name escaped by the same code: the newline in `make check`, the others in `make test`
 @pytest.mark.parametrize("name", ["a\nb.sqlite", *(pytest.param(n, marks=pytest.mark.slow) for n in (
     "tab\there.sqlite", "esc\x1b[31mred.sqlite", "cr\rx.sqlite"))])
 def test_n04_a_control_character_in_a_file_name_stays_one_escaped_line(tmp_path, name):

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, package_offenders, sha256_tree, unchanged
+from conftest import FIXTURES, package_offenders, parsed, sha256_tree, unchanged
 from nsys_cc import atomic
 from nsys_cc.errors import InputError
 from nsys_cc.trace import export as export_mod
@@ -258,7 +258,7 @@ ALLOWED = {
 
 
 def _write_calls(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(), str(path))
+    tree = parsed(path)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):

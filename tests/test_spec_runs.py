@@ -72,7 +72,14 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
     pooled, replayed = tune._counters(cell, "pair-draft.spec-g3")  # what read_cells gives the B = 8 γ = 3 cell
     assert pooled is not None and pooled.num_drafts == drafts[0]  # once, not 2 × drafts[0]
     assert replayed == 1
-    # and tune says so, naming the cell
+
+
+# a read of the whole a50 grid (~2.5 s, issue 33): in `make test`; the loop keeps the counters counted once above and
+# tune's notes on hand-made cells (test_tune.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
+@pytest.mark.slow
+def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
+    from nsys_cc.analysis import tune
+
     cells = [c for c in tune.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
     result = tune.tune(cells, draws=10, max_batch_size=8)
     note = next(n for n in result.notes if "replay another run's exactly" in n)
@@ -159,6 +166,12 @@ def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_r
     assert math.isfinite(table.loc[f"{DRAFT}.spec-g2", "forecast_tolerance"])
 
 
+# the CLI's JSON of the directory against spec_runs' reader (~2 s, issue 33): in `make test`; the loop keeps the chain
+# link by link: the CLI's numbers = analyze's of the directory
+# (test_front.py::test_interleaved_speculative_runs_give_the_numbers_the_cli_prints), a directory of interleaved runs =
+# its runs written out (test_user_calls.py::test_a_profile_directory_of_interleaved_runs_is_read_as_it_is) and those =
+# spec_runs' reader (test_user_calls.py::test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does)
+@pytest.mark.slow
 def test_analyze_reads_a_speculative_profile_directory():
     from click.testing import CliRunner
 

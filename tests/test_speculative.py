@@ -477,11 +477,16 @@ def test_table_shows_measured_and_predicted_side_by_side(tiny, by_hand):
             assert f"{v:.3g}×" in speedup_row, (v, speedup_row)
 
 
-def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path):
+def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path, monkeypatch):
     import pandas as pd
 
-    from nsys_cc.report import write_report
+    from nsys_cc.report import figure_files, write_report
 
+    # only the speculative figures drawn: they are what this checks; the report's other figures are
+    # tests/test_plots.py's (drawing them was ~3 of this test's 4 s, issue 33)
+    makers = figure_files._makers
+    monkeypatch.setattr(figure_files, "_makers",
+                        lambda result: ((n, m) for n, m in makers(result) if n.startswith("speculative_")))
     write_report(tiny, tmp_path / "rep")
     plots = {p.name for p in (tmp_path / "rep" / "plots").iterdir()}
     assert {"speculative_waterfall.png", f"speculative_forecast_{DRAFT}.png"} <= plots

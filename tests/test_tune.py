@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unchanged
+from conftest import cli_in_process, unchanged
 from nsys_cc.analysis import tune as t
 from nsys_cc.analysis.acceptance import AcceptanceStats
 from nsys_cc.errors import InputError
@@ -148,6 +148,21 @@ def test_schedule_passes_vllms_validator(vllm_module):
             assert all(dense[b] == g for b in range(s, e + 1))
 
 
+def test_replayed_counters_are_said_for_every_cell_or_cell_by_cell():
+    # cells made by hand, each with a run whose counters replay another's (the fixture's runs do:
+    # tests/test_spec_runs.py); the note says it once when every cell has as many, else names the cells
+    import dataclasses
+
+    cells = [dataclasses.replace(_cell(b, g, _stats(200, [190, 180, 170][:g])), replayed_runs=1) for b, g in DESIGN]
+    note = next(n for n in t.tune(cells, draws=10, max_batch_size=8).notes if "replay another" in n)
+    assert note.startswith("in every cell the spec-decode counters of 1 run(s) replay another run's exactly")
+    mixed = [dataclasses.replace(c, replayed_runs=0) if c.key == (1, 1) else c for c in cells]
+    note = next(n for n in t.tune(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
+    assert "of 3 cell(s)" in note and "B=8 γ=3 (1 of its runs)" in note and "B=1 γ=1" not in note
+    assert not any("replay another" in n for n in t.tune(
+        [dataclasses.replace(c, replayed_runs=0) for c in cells], draws=10, max_batch_size=8).notes)
+
+
 # --- the fixtures: real interleaved runs ------------------------------------------------------------------------
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -160,9 +175,11 @@ def a50_json(tmp_path_factory):
     if not (FIX / "a50").is_dir():
         pytest.fail("fixtures/tune/a50 missing: run make fixtures")
     out = tmp_path_factory.mktemp("tune")
+    # in this process (`conftest.cli_in_process`: a real one costs ~1 s of CPU more); the real-process tune is
+    # test_cli_bad_input_one_line's here and test_reading_leaves_the_fixtures_as_they_were's in `make test`
     with unchanged(FIX / "a50"):  # the fixtures as they were after a read that writes a report (-o) elsewhere
-        p = _cli("tune", str(FIX / "a50"), "--batch-size", "1,8", "--speculate", "1,3", "--max-batch-size", "16",
-                 "--format", "json", "-o", str(out))
+        p = cli_in_process("tune", str(FIX / "a50"), "--batch-size", "1,8", "--speculate", "1,3",
+                           "--max-batch-size", "16", "--format", "json", "-o", str(out))
     assert p.returncode == 0, p.stderr
     return json.loads(p.stdout), out
 
@@ -315,6 +332,10 @@ def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
     assert abs(float(one_price.drafts_ms(8, 7)) / true_drafts - 1) > 0.03  # 13.44 against 12.78 ms
 
 
+# another read of the a50 grid (~3.5 s, issue 33): in `make test`; the loop keeps the payload's check on the design
+# fixture (test_tune_design.py::test_each_cell_is_its_own_batch_size_in_the_shared_engine) and the draft rule's on
+# cells made by hand (test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back above)
+@pytest.mark.slow
 def test_the_fixtures_catch_up_payload_is_the_tokens_just_verified_plus_one_a_sequence():
     # vLLM 0.32's draft proposer runs its first forward over B·(γ + 2) tokens; the plugin records the payload
     cells = {c.key: c for c in t.read_cells(FIX / "a50")}

@@ -14,6 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from conftest import cli_in_process
 from nsys_cc.analysis import tune as t
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
@@ -101,13 +102,19 @@ def cells():
 
 def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
     assert set(cells) == CELLS
-    latest = t.read_cells(FIX)  # the tune directory: its last round, round-2 (every cell again, the schedule run)
-    assert {c.key for c in latest} == CELLS and all(c.source.startswith(str(FIX / "round-2")) for c in latest)
     assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
     assert all(c.source.startswith(str(FIX / "round-1")) for c in cells.values())
     labels = t.design_labels(FIX / "round-1")
     assert labels is not None and sorted(labels) == [1, 4, 8, 16]
     assert labels[8] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
+
+
+# a second read of the fixture (~3.5 s, issue 33): the loop keeps tune's read of the last round
+# (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: its cells are round-2's)
+@pytest.mark.slow
+def test_a_tune_directory_is_read_at_its_last_round():
+    latest = t.read_cells(FIX)  # the tune directory: its last round, round-2 (every cell again, the schedule run)
+    assert {c.key for c in latest} == CELLS and all(c.source.startswith(str(FIX / "round-2")) for c in latest)
 
 
 def test_each_cell_is_its_own_batch_size_in_the_shared_engine(cells):
@@ -177,6 +184,9 @@ def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tuned):
     assert {c.key for c in rep.result.fitted} == {(1, 1), (1, 3), (8, 1), (8, 3)}  # the fixture's tune.json design
     assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}
     assert {s["batch_size"] for s in rep.result.schedule_check} == {1, 4, 8, 16}
+    # the tune directory read at its last round: every cell is round-2's (round-1's are the `cells` above)
+    cells = rep.result.fitted + rep.result.held_out
+    assert cells and all(Path(c.source.rsplit(":", 1)[0]).parts[-2:] == ("tune", "round-2") for c in cells)
 
 
 def _schedule_table() -> tuple[int, list[list[int]]]:
@@ -189,6 +199,9 @@ def _schedule_table() -> tuple[int, list[list[int]]]:
     return config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
 
 
+# a third read of the fixture's last round (~3.5 s, issue 33): the loop keeps tune's read of the schedule runs
+# (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: a schedule check at every batch size)
+@pytest.mark.slow
 def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_everywhere():
     k, table = _schedule_table()
     runs = [c for c in t.read_cells(FIX / "round-2", schedule_runs=True) if c.schedule_run]
@@ -262,9 +275,6 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
 
 
 def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):
-    import subprocess
-    import sys
-
     import nsys_cc
     from nsys_cc.errors import InputError
 
@@ -272,8 +282,7 @@ def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_agai
         nsys_cc.analyze(str(FIX / "round-1"))
     with pytest.raises(InputError, match="tune design"):  # the same read without the front door
         nsys_cc.cost_coefficient_runs(str(FIX / "round-1"))
-    p = subprocess.run([sys.executable, "-c", "import sys; from nsys_cc.cli import main; main(sys.argv[1:])",
-                        "analyze", str(FIX / "round-1")], capture_output=True, text=True, timeout=300)
+    p = cli_in_process("analyze", str(FIX / "round-1"))  # the CLI's line (its real process: tests/test_reliability.py)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "nsys-cc tune" in p.stderr, p.stderr
     # one batch size's engines, given by hand, read as any interleaved run's

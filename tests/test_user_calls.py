@@ -642,6 +642,10 @@ def test_a_count_that_is_not_a_whole_number_is_refused(param, value):
     assert err.value.param == param
     with pytest.raises(InputError, match=rf"^{param} must be a whole number"):
         nsys_cc.kernels(TARGET, **{param: value})
+
+
+def test_a_numpy_whole_number_is_a_count():
+    # once, not in each refused case above (two analyses each, the same for every case)
     assert nsys_cc.cost_coefficient(TARGET, DRAFT_S, skip_ranges=np.int64(8)) == nsys_cc.cost_coefficient(
         TARGET, DRAFT_S, skip_ranges=8)
 

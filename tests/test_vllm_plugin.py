@@ -6,14 +6,17 @@ exact ranges a runner call must produce.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import sys
 import types
 
 import pytest
-import torch
 
+from conftest import LazyModule
 from nsys_cc.launch import vllm_plugin as plugin
+
+torch = LazyModule("torch")  # imported by the first test that uses it: not by every worker that collects this
 
 FWD, DRAFT = plugin.FORWARD_RANGE, plugin.DRAFT_FORWARD_RANGE
 
@@ -82,14 +85,22 @@ def test_forward_range_pops_when_the_forward_raises(events):
     assert plugin._state.depth == 0
 
 
-class TinyModel(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
+@functools.cache
+def _tiny_model_class():
+    class TinyModel(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls = 0
 
-    def forward(self, input_ids=None, positions=None):
-        self.calls += 1
-        return positions
+        def forward(self, input_ids=None, positions=None):
+            self.calls += 1
+            return positions
+
+    return TinyModel
+
+
+def TinyModel():  # noqa: N802 — the fake model, made in a test (torch is imported there, not at collection)
+    return _tiny_model_class()()
 
 
 def _v2_classes():

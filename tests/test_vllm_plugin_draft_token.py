@@ -10,6 +10,7 @@ child process, marked `vllm`.
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import sys
@@ -17,24 +18,33 @@ import textwrap
 import types
 
 import pytest
-import torch
 
+from conftest import LazyModule
 from nsys_cc import contract
 from nsys_cc.launch import vllm_plugin as plugin
 
 FWD, DRAFT = contract.FORWARD_RANGE, contract.DRAFT_FORWARD_RANGE
 LOGITS, SAMPLE, PROPOSE = contract.DRAFT_LOGITS_RANGE, contract.DRAFT_SAMPLE_RANGE, contract.PROPOSE_RANGE
 VOCAB = 11
+torch = LazyModule("torch")  # imported by the first test that uses it: not by every worker that collects this
 
 
-class Head(torch.nn.Module):
-    """A draft model (or head): its forward returns hidden states, its `compute_logits` the logits of their rows."""
+@functools.cache
+def _head_class():
+    class Head(torch.nn.Module):
+        """A draft model (or head): its forward returns hidden states, its `compute_logits` the logits of its rows."""
 
-    def forward(self, input_ids=None, positions=None):
-        return torch.zeros(positions.shape[0], 4)
+        def forward(self, input_ids=None, positions=None):
+            return torch.zeros(positions.shape[0], 4)
 
-    def compute_logits(self, hidden):
-        return torch.zeros(hidden.shape[0], VOCAB)
+        def compute_logits(self, hidden):
+            return torch.zeros(hidden.shape[0], VOCAB)
+
+    return Head
+
+
+def Head():  # noqa: N802 — the fake head, made in a test (torch is imported there, not at collection)
+    return _head_class()()
 
 
 def _v1_proposer():
