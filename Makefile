@@ -34,10 +34,15 @@ nsys: $(STAMPS)/venv
 # with vLLM's CPU build under the real nsys, then print the cost-coefficient table. It stops when it has what it needs:
 # runs (3 at least, 8 at most) until every draft's decode c is known to ±10 %, each run one engine per model (a run's
 # time is mostly importing vLLM and building engines, not its iterations) with 2 warm-up and 24 measured iterations
-# of 8 tokens: many short iterations alternate the models finely, so a slow spell of the machine hits each alike;
-# goal ≤ 3 min on a 2-core machine, measured by benchmarks/demo_profile.py (docs/PERFORMANCE.md).
-DEMO_PROFILE = $(VENV)/bin/nsys-cc profile --target tiny-llama-target --draft tiny-llama-draft-s \
-	--draft tiny-llama-draft-xs --precision 0.1 --repeat 3 --max-repeat 8 --replicas 1 \
+# of 8 tokens: many short iterations alternate the models finely, so a slow spell of the machine hits each alike; the
+# engines' one OpenMP thread bound to the machine's last CPU (DEMO_BIND; unbound on a 1-CPU machine), the other CPUs
+# left to nsys and the rest: on the quiet 2-core machine two bound demos met ±10 % in 6 and 7 runs (145 s each), two
+# unbound ones missed it after 6 and 8 (their runs' c spread 12–14 %, the bound ones' 6–11 %). One profile binds one CPU;
+# `profile` itself stays unbound (parallel profiles, a sweep's workers, would all share the one CPU).
+# Goal ≤ 3 min on a 2-core machine, measured by benchmarks/demo_profile.py (docs/PERFORMANCE.md).
+DEMO_BIND = $(shell python3 -c "import os; c = sorted(os.sched_getaffinity(0)); print(c[-1] if len(c) > 1 else 'nobind')")
+DEMO_PROFILE = env VLLM_CPU_OMP_THREADS_BIND=$(DEMO_BIND) $(VENV)/bin/nsys-cc profile --target tiny-llama-target \
+	--draft tiny-llama-draft-s --draft tiny-llama-draft-xs --precision 0.1 --repeat 3 --max-repeat 8 --replicas 1 \
 	--num-iters-warmup 2 --num-iters 24 --output-len 8 -o out/demo
 demo: setup
 	$(DEMO_PROFILE)

@@ -24,7 +24,8 @@ from .table_text import markdown_table, text_table
 
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
                "latencies)")
-RUNS_TITLE = "c per run (each run's forwards only; the table above pools the runs, its interval covers them all)"
+RUNS_TITLE = ("c per run (each run's forwards only; the table above pools the runs: its interval is the pooled c's, "
+              "and a run's own c may lie outside it)")
 
 
 def _speculative_text():
