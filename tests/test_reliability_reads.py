@@ -386,6 +386,7 @@ ALLOWED = {
     ("atomic.py", "*"): "the one writer: its own temporary files, fsynced and hashed as it writes them",
     ("trace/reader.py", "connect"): "the one SQLite connection function (the query bound on every connection)",
     ("trace/bulk.py", "_arrow_batches"): "ADBC's connection (no progress handler: bounded between batches)",
+    ("vllm/interleave.py", "_has_children"): "the kernel's /proc lists of this process's children, not a user's file",
 }
 
 
