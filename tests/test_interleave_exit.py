@@ -30,6 +30,16 @@ def test_a_child_process_is_seen_while_it_runs():
     assert not before and not _has_children()
 
 
+def test_without_procs_children_lists_a_child_is_assumed(tmp_path):
+    assert _has_children(tmp_path / "missing")  # no /proc: cannot tell
+    assert _has_children(tmp_path)  # a task folder without children lists (a kernel without them)
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "children").write_text("")
+    assert not _has_children(tmp_path)
+    (tmp_path / "1" / "children").write_text("4242 ")
+    assert _has_children(tmp_path)
+
+
 def test_a_program_that_leaves_fast_keeps_its_exit_status_and_output(tmp_path):
     out = tmp_path / "written.txt"
     code = ("import sys; from nsys_cc.vllm.interleave import leave; "

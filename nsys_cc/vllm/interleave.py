@@ -299,10 +299,12 @@ def main(argv: list[str]) -> None:
     out.write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def _has_children() -> bool:
-    """Whether this process has a child process (its threads' /proc `children` lists); True when it cannot tell."""
+def _has_children(tasks: Path = Path("/proc/self/task")) -> bool:
+    """Whether this process has a child process (its threads' /proc `children` lists); True when it cannot tell
+    (no such list: not Linux, or a kernel without them)."""
     try:
-        return any(p.read_text().strip() for p in Path("/proc/self/task").glob("*/children"))
+        lists = list(tasks.glob("*/children"))
+        return not lists or any(p.read_text().strip() for p in lists)
     except OSError:
         return True
 
