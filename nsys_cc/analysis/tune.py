@@ -826,10 +826,16 @@ def rounds(directory) -> list:
     return [p for _, p in sorted(found)]
 
 
+def _latest_design(directory):
+    """(the last `round-<k>/` of a tune directory with a design's cells in it, its `design_labels`), or None."""
+    return next(((p, labels) for p in reversed(rounds(directory)) if (labels := design_labels(p))), None)
+
+
 def latest_round(directory):
     """The last `round-<k>/` of a tune directory with a design's cells in it (every cell of a round is measured in
     the same runs; a later round holds the earlier's cells and more), None without one."""
-    return next((p for p in reversed(rounds(directory)) if design_labels(p)), None)
+    found = _latest_design(directory)
+    return found[0] if found else None
 
 
 def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list[Cell]:
@@ -848,10 +854,9 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     if not root.is_dir():
         raise InputError(f"{os.fspath(directory)} is not a directory")
     labels = design_labels(root)
-    design = root if labels else latest_round(root)
-    if design is not None:
-        labels = labels or design_labels(design)
-        assert labels
+    found = (root, labels) if labels else _latest_design(root)
+    if found is not None:
+        design, labels = found
         cells = [c for c in _read_design(design, labels, seed) if schedule_runs or not c.schedule_run]
         if not cells:
             raise InputError(f"{os.fspath(design)}: no speculative cell with forwards in its runs")
