@@ -396,13 +396,6 @@ def _summary(models: list[ModelForwards]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "role", "phase", "metric", "count", *[f"{k}_ms" for k in STAT_NAMES]])
 
 
-def _by_run(rows: pd.DataFrame, col: str) -> list[np.ndarray]:
-    """The values of `col` per run (run order)."""
-    runs = rows["run"].to_numpy()
-    values = rows[col].to_numpy(dtype=float)
-    return [values[runs == r] for r in np.unique(runs)]
-
-
 def _runs_of(m: ModelForwards, phase: str) -> list[int]:
     """The run numbers of the kept forwards of `phase`, each once, ascending."""
     return [int(r) for r in np.unique(m.phase_values(phase, "run"))]
@@ -420,19 +413,19 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
             gpu_ok = d.has_cuda and target.has_cuda
             # the columns read, not the phase's frames (millions of forwards): a frame only with several runs
             runs = sorted(set(_runs_of(d, phase)) & set(_runs_of(target, phase)))
+            # each run's rows of either side, found once for every metric (a filter of the phase's frames per metric
+            # and run cost more than the bootstrap of a small trace)
+            d_at = [d.phase_values(phase, "run") == r for r in runs] if len(runs) > 1 else []
+            t_at = [target.phase_values(phase, "run") == r for r in runs] if len(runs) > 1 else []
             for metric in C_METRICS:
                 if not gpu_ok and metric not in {m.name for m in metrics_for(False)}:
                     continue
                 col = COLUMNS[metric]
                 dv, tv = d.phase_values(phase, col), target.phase_values(phase, col)
                 if len(runs) > 1:
-                    t_rows, d_rows = target.phase_rows(phase), d.phase_rows(phase)
-                    d_in = d_rows[d_rows["run"].isin(runs)]
-                    t_in = t_rows[t_rows["run"].isin(runs)]
-                    c, lo, hi = runs_ratio_of_medians(_by_run(d_in, col), _by_run(t_in, col), seed=seed)
-                    for r in runs:
-                        rd = d_rows.loc[d_rows["run"] == r, col].to_numpy(dtype=float)
-                        rt = t_rows.loc[t_rows["run"] == r, col].to_numpy(dtype=float)
+                    d_runs, t_runs = [dv[at] for at in d_at], [tv[at] for at in t_at]
+                    c, lo, hi = runs_ratio_of_medians(d_runs, t_runs, seed=seed)
+                    for r, rd, rt in zip(runs, d_runs, t_runs):
                         rc, rlo, rhi = ratio_of_medians(rd, rt, seed=seed)
                         per_run.append({"draft": d.name, "phase": phase, "metric": metric, "run": int(r), "c": rc,
                                         "ci_low": rlo, "ci_high": rhi, "draft_median_ms": median(rd) / 1e6,

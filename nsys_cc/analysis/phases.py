@@ -76,17 +76,23 @@ def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
 
 
 def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
-                unit: str = "ranges", *, windows: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
+                unit: str = "ranges", *, windows: pd.DataFrame | None = None,
+                warm: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
     """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why;
     `unit` names the rows in it (a model on several ranks has steps, not ranges); `windows`: `iteration_windows` of
-    `all_ranges` when the caller has them already (one selection of millions of markers less)."""
+    `all_ranges` when the caller has them already (one selection of millions of markers less), and `warm` its
+    warm-up markers (`markers(all_ranges, (WARMUP_RANGE,))`), with `windows` only: a caller that masks several
+    kinds of range of one trace (`steps.step_table`) selects them once."""
     n = len(forwards)
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
     starts = forwards["start_ns"].to_numpy()
-    warm = markers(all_ranges, (WARMUP_RANGE,))
-    n_iters = int(matches(all_ranges, (ITERATION_RANGE,)).sum())  # only counted: not selected
+    if warm is not None and windows is not None:
+        n_iters = len(windows) - len(warm)  # the windows are the warm-up and the measured iterations
+    else:
+        warm = markers(all_ranges, (WARMUP_RANGE,))
+        n_iters = int(matches(all_ranges, (ITERATION_RANGE,)).sum())  # only counted: not selected
     if warm.empty and not n_iters:
         return np.zeros(n, dtype=bool), (
             f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "

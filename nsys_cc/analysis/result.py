@@ -104,13 +104,18 @@ class ModelForwards(Value):
         if at is None:
             if phase not in PHASES:
                 raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
+            # Every phase's positions at once, from one factorisation of the phase column: the phases are asked for
+            # one after another (`phases`, the summaries), and a comparison of the column per phase cost more.
             forwards = object.__getattribute__(self, "forwards")
-            mask = forwards["kept"].to_numpy(dtype=bool)
-            if phase != "all":
-                mask = mask & (forwards["phase"] == phase).to_numpy(dtype=bool)
-            idx = np.flatnonzero(mask)
-            at = self._at[phase] = (slice(int(idx[0]), int(idx[-1]) + 1)
-                                    if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else idx)
+            kept = forwards["kept"].to_numpy(dtype=bool)
+            codes, labels = pd.factorize(forwards["phase"])
+            code_of = {str(label): i for i, label in enumerate(labels)}
+            for p in PHASES:
+                mask = kept if p == "all" else kept & (codes == code_of.get(p, -2))
+                idx = np.flatnonzero(mask)
+                self._at[p] = (slice(int(idx[0]), int(idx[-1]) + 1)
+                               if len(idx) and idx[-1] - idx[0] + 1 == len(idx) else idx)
+            at = self._at[phase]
         return at
 
     def phase_count(self, phase: str) -> int:

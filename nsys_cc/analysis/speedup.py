@@ -274,11 +274,27 @@ def outcome(c: float, alpha: float) -> str:
     return "break-even" if alpha == c else "slows-down"
 
 
-def _decision_row(rows: pd.DataFrame) -> tuple[str, pd.Series | None]:
-    phase = decision_phase(rows["phase"])
+def _by_draft_and_metric(coefficients: pd.DataFrame) -> dict[tuple, list[tuple]]:
+    """The rows (phase, c, ci_low, ci_high) of `coefficients` per (draft, metric), both in the order they first
+    appear (as `groupby(sort=False)` groups them; a row without a draft or metric in none): grouped in one pass, not
+    a frame per group."""
+    import pandas as pd
+
+    groups: dict[tuple, list[tuple]] = {}
+    for draft, metric, *row in coefficients[["draft", "metric", "phase", "c", "ci_low", "ci_high"]].itertuples(
+            index=False):
+        if pd.isna(draft) or pd.isna(metric):
+            continue
+        groups.setdefault((draft, metric), []).append(tuple(row))
+    return groups
+
+
+def _decision_row(rows: list[tuple]) -> tuple[str, tuple | None]:
+    """(the phase a draft is judged on, its first row (phase, c, ci_low, ci_high)), or (decode, None) without one."""
+    phase = decision_phase([r[0] for r in rows])
     if phase is None:
         return DECODE, None
-    return phase, rows[rows["phase"] == phase].iloc[0]
+    return phase, next(r for r in rows if r[0] == phase)
 
 
 def speedup_marks(coefficients: pd.DataFrame, metric: str = WALL) -> pd.DataFrame:
@@ -289,11 +305,11 @@ def speedup_marks(coefficients: pd.DataFrame, metric: str = WALL) -> pd.DataFram
 
     coef = coefficients[(coefficients["metric"] == metric) & np.isfinite(coefficients["c"].to_numpy(dtype=float))]
     rows = []
-    for draft, sub in coef.groupby("draft", sort=False):
-        by_phase = sub.set_index("phase")
-        phase = decision_phase(by_phase.index)
-        if phase is not None:
-            rows.append({"draft": draft, "phase": phase, **by_phase.loc[phase, ["c", "ci_low", "ci_high"]].to_dict()})
+    for (draft, _), group in _by_draft_and_metric(coef).items():
+        phase, row = _decision_row(group)
+        if row is not None:
+            rows.append({"draft": draft, "phase": phase, "c": float(row[1]), "ci_low": float(row[2]),
+                         "ci_high": float(row[3])})
     return pd.DataFrame(rows, columns=["draft", "phase", "c", "ci_low", "ci_high"])
 
 
@@ -340,9 +356,9 @@ def verdicts(coefficients: pd.DataFrame, alphas: Sequence[float], max_gamma: int
         raise InputError("α must be a number in [0, 1], not NaN")
     intervals = _intervals(alpha_intervals, len(alphas))
     out = []
-    for (draft, metric), rows in coefficients.groupby(["draft", "metric"], sort=False):
+    for (draft, metric), rows in _by_draft_and_metric(coefficients).items():
         phase, row = _decision_row(rows)
-        c, lo, hi = (math.nan,) * 3 if row is None else (float(row["c"]), float(row["ci_low"]), float(row["ci_high"]))
+        c, lo, hi = (math.nan,) * 3 if row is None else (float(row[1]), float(row[2]), float(row[3]))
         for a, a_ci in zip(alphas, intervals):
             a_lo, a_hi = a_ci if a_ci is not None else (math.nan, math.nan)
             if math.isnan(c):

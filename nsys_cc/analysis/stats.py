@@ -162,8 +162,13 @@ def _pooled_boot_medians(runs: Sequence[np.ndarray], picks: np.ndarray, rng: np.
         idx = (rng.random((len(pk), r, width)) * n).astype(np.int64)
         vals = padded[pk[..., None], idx]
         if ragged:
-            vals = np.where(cols < n, vals, np.nan)
-            out[lo:lo + step] = np.nanmedian(vals.reshape(len(pk), -1), axis=1)
+            # The median of each replicate's values (its runs hold fewer than `width`): sorted with the padding
+            # last (+inf), the middle one or two of its count, as np.nanmedian gives it (which is 10× slower here:
+            # it loops over the replicates).
+            vals = np.sort(np.where(cols < n, vals, np.inf).reshape(len(pk), -1), axis=1)
+            count = n[..., 0].sum(axis=1)
+            rows = np.arange(len(pk))
+            out[lo:lo + step] = (vals[rows, (count - 1) // 2] + vals[rows, count // 2]) / 2
         else:
             out[lo:lo + step] = np.median(vals.reshape(len(pk), -1), axis=1)
     return out

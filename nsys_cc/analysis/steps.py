@@ -251,24 +251,26 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")
     drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
 
+    # The trace's markers, selected once for every kind of range measured below (forwards, steps, parts).
+    iters, warm = iteration_windows(ranges), markers(ranges, (WARMUP_RANGE,))
+
     def measured(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
             return df
-        return df[~warmup_mask(df, ranges, None)[0]].reset_index(drop=True)
+        return df[~warmup_mask(df, ranges, None, windows=iters, warm=warm)[0]].reset_index(drop=True)
 
     target, drafts = measured(target), measured(drafts)
-    if markers(ranges, (WARMUP_RANGE,)).empty:
+    if warm.empty:
         notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
     if target.empty:
         raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")
     speculating = draft_name is not None or speculative
     t_start = target["start_ns"].to_numpy()
-    iters = iteration_windows(ranges)
     t_iter = containing(t_start, iters)
     wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
     gamma_payload = None
     if target["payload"].notna().all():
-        tokens, _ = tokens_per_sequence(target, ranges, speculating)
+        tokens, _ = tokens_per_sequence(target, ranges, speculating, windows=iters)
         kind, _ = payload_phases(tokens, speculating, gamma, draft_model=draft_name is not None)
         common = verify_tokens(tokens) if speculating else None
         gamma_payload = None if common is None else round(common) - 1

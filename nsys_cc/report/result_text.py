@@ -42,16 +42,22 @@ def _num(x: float) -> float | None:
 
 def result_to_dict(result: CostCoefficientResult) -> dict:
     """The documented JSON shape: models (with per-phase statistics) and coefficients, plus notes and diagnosis."""
+    # Each (model, phase, metric)'s statistics looked up by key, the first row of it as a filter would find it (a
+    # filter of the summary per cell was most of a small trace's JSON).
+    stat_cols = [f"{s}_ms" for s in STAT_NAMES]
+    stats: dict[tuple, tuple] = {}
+    for r in result.summary[["model", "phase", "metric", *stat_cols]].itertuples(index=False):
+        stats.setdefault((r[0], r[1], r[2]), r[3:])
+    tokens = token_text.phase_records(result)
     models = []
     for m in result.models:
         phases = {}
         for phase in m.phases:
-            sub = result.summary[(result.summary["model"] == m.name) & (result.summary["phase"] == phase)]
-            entry: dict = {"count": int(len(m.phase_rows(phase)))}
+            entry: dict = {"count": m.phase_count(phase)}
             for metric in METRIC_NAMES:
-                row = sub[sub["metric"] == metric]
-                entry[f"{metric}_ms"] = None if row.empty else {s: _num(row.iloc[0][f"{s}_ms"]) for s in STAT_NAMES}
-            entry["token"] = token_text.phase_record(result, m.name, phase)  # the token's median and its split
+                row = stats.get((m.name, phase, metric))
+                entry[f"{metric}_ms"] = None if row is None else {s: _num(v) for s, v in zip(STAT_NAMES, row)}
+            entry["token"] = tokens.get((m.name, phase), {})  # the token's median and its split
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
