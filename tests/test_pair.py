@@ -22,6 +22,11 @@ from nsys_cc.launch import pair
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
 
+# Building the models imports transformers (3.4 s, and torch 1.6 s: most of this module's time in `make check`), so
+# every test that builds one runs in `make test` only. In the loop, the fixture tests below keep what the build is
+# for: the α vLLM measured on the built pair.
+BUILDS = pytest.mark.slow
+
 
 @pytest.fixture(scope="module", autouse=True)
 def one_torch_thread():
@@ -65,6 +70,7 @@ def test_the_target_computes_the_drafts_hidden_states(models):
             assert bool((group == top // pair.GROUP).float().mean() > 0.9)
 
 
+@BUILDS
 def test_lm_heads_give_each_group_m_live_copies(models):
     import torch  # here, not at collection: every test worker would pay its import
 
@@ -83,6 +89,7 @@ def test_lm_heads_give_each_group_m_live_copies(models):
         assert float(layer.self_attn.q_proj.weight.detach().abs().sum()) > 0
 
 
+@BUILDS
 def test_the_build_is_deterministic(models):
     import torch  # here, not at collection: every test worker would pay its import
 
@@ -91,6 +98,7 @@ def test_the_build_is_deterministic(models):
         assert torch.equal(a, b), key
 
 
+@BUILDS
 @pytest.mark.parametrize("name, m", [("pair-target", 1), ("pair-target-a50", 2)])
 def test_expected_alpha_is_the_top_groups_share_over_m(name, m):
     alpha, n = pair.expected_alpha(name, prompts=2, input_len=24, output_len=5)
@@ -99,6 +107,7 @@ def test_expected_alpha_is_the_top_groups_share_over_m(name, m):
     assert abs(alpha - pair.BUILT_ALPHA[name]) < 0.1 / m
 
 
+@BUILDS
 def test_path_builds_once_into_the_models_folder(tmp_path, monkeypatch):
     monkeypatch.setenv(pair.ENV_MODELS, str(tmp_path))
     where = pair.path("pair-draft")
