@@ -22,13 +22,16 @@ from nsys_cc.launch import pair
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
 
-# Building the models imports transformers (3.4 s, and torch 1.6 s: most of this module's time in `make check`), so
-# every test that builds one runs in `make test` only. In the loop, the fixture tests below keep what the build is
-# for: the α vLLM measured on the built pair.
-BUILDS = pytest.mark.slow
 
 
-@pytest.fixture(scope="module", autouse=True)
+def BUILDS(test):
+    """A test that builds the models: with one torch thread (`one_torch_thread`), in `make test` only. Building
+    imports transformers (3.4 s) and torch (1.6 s), most of this module's time in `make check`; in the loop the
+    fixture tests below keep what the build is for: the α vLLM measured on the built pair."""
+    return pytest.mark.slow(pytest.mark.usefixtures("one_torch_thread")(test))
+
+
+@pytest.fixture(scope="module")
 def one_torch_thread():
     """One torch thread in this test process: the suite runs in one worker per core (`make check`: -n 2 on two
     cores), and torch's default of a thread per core makes the workers' threads spin against each other (seconds per
@@ -181,6 +184,7 @@ LIVE = textwrap.dedent("""
 
 
 @pytest.mark.vllm
+@pytest.mark.usefixtures("one_torch_thread")
 @pytest.mark.parametrize("name", ["pair-target-a50", "pair-target-a25"])
 def test_vllm_serves_the_pair_and_measures_the_built_alpha(tmp_path, name):
     """vLLM's CPU build loads the safetensors and, sampling at temperature 1 as its latency benchmark does,

@@ -187,8 +187,10 @@ def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Seque
                                             c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
                                             seed=seed)
     n = len(plain_tables)
-    return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed),
-                               by_metric=_by_metric_across_runs(analysis.by_metric, plain_tables, per_label, seed),
+    memo: dict[tuple[str, str], dict] = {}  # an engine's wall-clock figures serve both tables: bootstrapped once
+    return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed, memo),
+                               by_metric=_by_metric_across_runs(analysis.by_metric, plain_tables, per_label, seed,
+                                                                memo),
                                notes=(*analysis.notes, f"intervals of the speculative figures cover the variation "
                                       f"between {n} runs (two-level bootstrap, Student's t on {n - 1} "
                                       "degrees of freedom)"))
@@ -230,18 +232,28 @@ def _metric_intervals(metric: str, plain: Sequence[StepTable], runs: Sequence[sp
             "propose_ms": runs_median_ci([x[np.isfinite(x)] for x in each("propose")], seed=seed)}
 
 
+def _memo_intervals(memo: dict[tuple[str, str], dict], metric: str, plain: Sequence[StepTable], name: str,
+                    per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> dict:
+    """`_metric_intervals` of engine `name` on `metric`, worked out once per pooled analysis (`memo`)."""
+    if (metric, name) not in memo:
+        memo[(metric, name)] = _metric_intervals(metric, plain, per_label[name], seed)
+    return memo[(metric, name)]
+
+
 def _by_metric_across_runs(by_metric: pd.DataFrame, plain: Sequence[StepTable],
-                           per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> pd.DataFrame:
+                           per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int,
+                           memo: dict[tuple[str, str], dict]) -> pd.DataFrame:
     """`by_metric`'s intervals recomputed across runs (module docstring)."""
     by_metric = by_metric.copy()
     for i, row in by_metric.iterrows():
-        for fig, (_, lo, hi) in _metric_intervals(row["metric"], plain, per_label[row["name"]], seed).items():
+        for fig, (_, lo, hi) in _memo_intervals(memo, row["metric"], plain, row["name"], per_label, seed).items():
             by_metric.at[i, f"{fig}_ci_low"], by_metric.at[i, f"{fig}_ci_high"] = lo, hi
     return by_metric
 
 
 def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
-                 per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> pd.DataFrame:
+                 per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int,
+                 memo: dict[tuple[str, str], dict]) -> pd.DataFrame:
     """The table's intervals recomputed across runs (module docstring)."""
     table = table.copy()
     decode = [t.of_kind("decode") for t in plain]
@@ -257,7 +269,7 @@ def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
         for col, values in (("step_ms", v_step), ("decode_step_ms", dec_step)):
             _, c_lo, c_hi = runs_median_ci(values, seed=seed)
             table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
-        for col, (_, c_lo, c_hi) in _metric_intervals(WALL, plain, per_label[row["name"]], seed).items():
+        for col, (_, c_lo, c_hi) in _memo_intervals(memo, WALL, plain, row["name"], per_label, seed).items():
             table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
     for i, row in table.iterrows():
         fitted = [int(g) for g in str(row["held_out_fit_gammas"] or "").split(",") if g]

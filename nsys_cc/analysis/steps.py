@@ -67,6 +67,7 @@ from ..contract import (
 )
 from ..errors import InputError
 from ..trace.nvtx import matches
+from ..trace.source import handed_out
 from .latencies import latencies_beside
 from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
 from .phases import (
@@ -173,8 +174,14 @@ class StepTable:
     parts: tuple[str, ...] = ()  # the STEP_PARTS the trace has ranges of (their step columns are NaN otherwise)
     part_source: str | None = None  # where the target's parts come from: "plugin", "vLLM scopes" (None: none)
 
+    # Each kind's steps, selected once (the speculative figures ask for a table's decode or verify steps per metric
+    # and interval); handed out as the caller's own frame.
+    _kinds: dict[str, pd.DataFrame] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
     def of_kind(self, kind: str) -> pd.DataFrame:
-        return self.steps[self.steps["kind"] == kind]
+        if kind not in self._kinds:
+            self._kinds[kind] = self.steps[self.steps["kind"] == kind]
+        return handed_out(self._kinds[kind])
 
     @property
     def metrics(self) -> tuple[str, ...]:
