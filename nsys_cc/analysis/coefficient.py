@@ -182,8 +182,9 @@ def model_of(
     if ranks is None:  # the logits and sampling after each forward (`token`): one process's forwards only
         forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
     unit = "ranges" if ranks is None else "forwards"
-    windows = phase_mod.iteration_windows(ranges)  # the warm-up and the phases' batches both read them
-    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, windows=windows)
+    marks = phase_mod.marker_sets(ranges)  # the warm-up, the phases' batches and the iterations all read them
+    windows = marks.windows
+    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, windows=windows, warm=marks.warm)
     # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
     unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
     forwards["kept"] = ~warm & ~unclosed
@@ -231,7 +232,7 @@ def model_of(
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                          speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
                          token_note=token_note,
-                         iterations=phase_mod.markers(ranges, (ITERATION_RANGE,)).assign(run=run))
+                         iterations=marks.iterations.assign(run=run))
 
 
 def _duplicated(matched: pd.DataFrame) -> np.ndarray:

@@ -46,12 +46,15 @@ def share_row(name: str, forwards: pd.DataFrame, iterations: pd.DataFrame, bench
     latencies = read_latencies(bench_json) * 1e3
     n = min(len(iters), len(latencies))
     starts, ends = fwd["start_ns"].to_numpy(np.int64), fwd["end_ns"].to_numpy(np.int64)
-    durations = ends - starts
-    sums, counts = [], []
-    for it in iters.head(n).itertuples():
-        inside = (starts >= it.start_ns) & (starts <= it.end_ns)
-        sums.append(durations[inside].sum() / 1e6)
-        counts.append(int(inside.sum()))
+    order = np.argsort(starts, kind="stable")
+    starts, durations = starts[order], (ends - starts)[order]
+    # the forwards starting inside each iteration [start, end]: a run of the sorted starts, summed by a running
+    # total (exact: integer nanoseconds)
+    lo = np.searchsorted(starts, iters["start_ns"].to_numpy(np.int64)[:n], side="left")
+    hi = np.searchsorted(starts, iters["end_ns"].to_numpy(np.int64)[:n], side="right")
+    total = np.concatenate([[0], np.cumsum(durations)])
+    counts = np.maximum(hi - lo, 0)
+    sums = np.where(hi > lo, total[np.maximum(hi, lo)] - total[lo], 0) / 1e6
     lat = latencies[:n]
     share = np.asarray(sums) / lat if n else np.array([np.nan])
     nan = float("nan")
