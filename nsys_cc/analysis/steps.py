@@ -80,7 +80,7 @@ from .phases import (
     verify_tokens,
     warmup_mask,
 )
-from .ranges import draft_range_of, forward_range, marked_ranges, select
+from .ranges import by_start, draft_range_of, forward_range, marked_ranges, select
 
 # Kinds of a step beyond the phases of its target forward (both left out of every figure).
 EMPTY, MIXED = "empty", "mixed"
@@ -224,9 +224,12 @@ def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str = DEFAULT_RANG
 
 
 def _closed(df: pd.DataFrame) -> pd.DataFrame:
+    """The ranges of `df` that were closed, by start (stable), numbered from 0."""
     if "open_at_end" in df:
-        df = df[~df["open_at_end"].to_numpy(dtype=bool)]
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)
+        still_open = df["open_at_end"].to_numpy(dtype=bool)
+        if still_open.any():
+            df = df[~still_open]
+    return by_start(df).reset_index(drop=True)
 
 
 def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
@@ -252,6 +255,11 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     target forwards of 2…γ + 1 tokens per sequence are verify forwards. `range_name`: the forward range as decided
     for this trace (`ranges.forward_range`, by whoever read it), not decided again here."""
     notes: list[str] = []
+    # Only the columns read below: every selection of rows then copies a third of a trace's columns (a step table
+    # selects a dozen times).
+    wanted = [c for c in (*STEP_INPUT_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS)) if c in ranges]
+    if len(wanted) < len(ranges.columns):
+        ranges = ranges[wanted]
     draft_name = draft_range_of(ranges)
     target = _closed(select(ranges, range_name))
     if target.empty:
