@@ -341,6 +341,9 @@ def _domains(trace: TraceSource, dom: np.ndarray, columns: list) -> pd.DataFrame
     inline text, else the registered string), the earliest (start, rowid) per key."""
     rowid, start, _, _, gtid, _, text_id, domain_id, *_, (text_codes, text_values) = columns
     at = np.flatnonzero(dom)
+    if not len(at):  # no domain created (most traces): the empty table, without building and de-duplicating one
+        return pd.DataFrame({"domain_id": np.array([], np.int64), "pid_field": np.array([], np.int64),
+                             "domain": pd.Series([], dtype=object)})
     at = at[np.lexsort((rowid[at], start[at]))]
     strings = trace.strings() if len(at) and (text_id[at] != NULL_INT).any() else {}
     names = [text_values[c] if c >= 0 else strings.get(int(i)) for c, i in zip(text_codes[at], text_id[at])]
