@@ -92,6 +92,8 @@ class ModelForwards(Value):
     # every column of `forwards` again (`phase_values`).
     _at: dict[str, slice | np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
     _medians: dict[tuple[str, str], float] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # A column of every forward as floats, converted once (read-only: the phases' values are slices of it).
+    _floats: dict[str, np.ndarray] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def kept(self) -> pd.DataFrame:
@@ -134,9 +136,12 @@ class ModelForwards(Value):
         """`phase_rows(phase)[column]` as floats (NaN where a forward has no value): the one column taken, not the
         whole frame (the summaries and coefficients read a column or two of millions of forwards)."""
         at = self._positions(phase)
-        rows = self._rows.get(phase)
-        series = rows[column] if rows is not None else object.__getattribute__(self, "forwards")[column].iloc[at]
-        return series.to_numpy(dtype=float)
+        values = self._floats.get(column)
+        if values is None:
+            values = object.__getattribute__(self, "forwards")[column].to_numpy(dtype=float)
+            values.setflags(write=False)
+            self._floats[column] = values
+        return values[at]
 
     def phase_median(self, phase: str, column: str) -> float:
         """`stats.median` of `phase_values(phase, column)` (of the finite values; NaN when none), worked out once: the
