@@ -149,9 +149,15 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
     return out, source, note
 
 
+def _columns(m: ModelForwards) -> pd.Index:
+    """The columns of a model's forwards (read off its own frame: `m.forwards` would hand out a copy)."""
+    return object.__getattribute__(m, "forwards").columns
+
+
 def parts_of(m: ModelForwards) -> list[str]:
     """The parts a model's forwards carry (those its trace has), in order."""
-    return [p for p in PARTS if part_column(p, WALL) in m.forwards]
+    columns = _columns(m)
+    return [p for p in PARTS if part_column(p, WALL) in columns]
 
 
 def token_frame(forwards: pd.DataFrame, parts: Sequence[str]) -> pd.DataFrame:
@@ -185,7 +191,7 @@ def _part_median(m: ModelForwards, phase: str, part: str, metric: str) -> float:
     """Of the kept forwards of `phase`, the median of the part's metric (ns); NaN for a part the model has no column
     of."""
     col = next(x.column for x in METRICS if x.name == metric) if part == "forward" else part_column(part, metric)
-    return m.phase_median(phase, col) if col in m.forwards.columns else float("nan")
+    return m.phase_median(phase, col) if col in _columns(m) else float("nan")
 
 
 def _split_medians(m: ModelForwards, phase: str, metric: str) -> dict[str, float]:
@@ -207,13 +213,13 @@ def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -
     else:
         tok, tok_runs = fwd, fwd_runs
     keys = ["draft", "phase", "metric"]
-    by_token = tok.set_index(keys)
+    by_token = _by_key(tok, keys)
     rows = []
     for r in fwd.to_dict("records"):
         b = basis[r["draft"]]
         row = dict(r)
         if b == TOKEN:
-            row.update(by_token.loc[tuple(r[k] for k in keys)].to_dict())
+            row.update(by_token[tuple(r[k] for k in keys)])
         d = next(x for x in drafts if x.name == r["draft"])
         split_d, split_t = _split_medians(d, r["phase"], r["metric"]), _split_medians(target, r["phase"], r["metric"])
         row.update({"basis": b, "c_forward": r["c"], "c_forward_ci_low": r["ci_low"], "c_forward_ci_high": r["ci_high"],
@@ -223,6 +229,13 @@ def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -
     out = _dtypes_of(pd.DataFrame(rows, columns=[*fwd.columns, *EXTRA_COLUMNS]), fwd)
     runs = _runs(fwd_runs, tok_runs, basis)
     return out, runs
+
+
+def _by_key(table: pd.DataFrame, keys: list[str]) -> dict[tuple, dict]:
+    """Each row of `table` (unique in `keys`) as a record of its other columns, looked up by its keys (a `.loc` of
+    the indexed table per row cost more than the rest of the token table)."""
+    return {tuple(r[k] for k in keys): {c: v for c, v in r.items() if c not in keys}
+            for r in table.to_dict("records")}
 
 
 def _dtypes_of(out: pd.DataFrame, like: pd.DataFrame) -> pd.DataFrame:
@@ -237,13 +250,13 @@ def _runs(fwd: pd.DataFrame, tok: pd.DataFrame, basis: dict[str, str]) -> pd.Dat
     if fwd.empty:
         return fwd.assign(basis=pd.Series(dtype=object), c_forward=pd.Series(dtype=float))
     keys = ["draft", "phase", "metric", "run"]
-    token_rows = tok.set_index(keys)
+    token_rows = _by_key(tok, keys)
     rows = []
     for r in fwd.to_dict("records"):
         b = basis[r["draft"]]
         row = dict(r)
         if b == TOKEN:
-            row.update(token_rows.loc[tuple(r[k] for k in keys)].to_dict())
+            row.update(token_rows[tuple(r[k] for k in keys)])
         rows.append({**row, "basis": b, "c_forward": r["c"]})
     return _dtypes_of(pd.DataFrame(rows, columns=[*fwd.columns, "basis", "c_forward"]), fwd)
 
