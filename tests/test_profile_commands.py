@@ -382,19 +382,28 @@ def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
     monkeypatch.setattr(launcher, "require_nsys", lambda: NSYS)
 
 
-def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier_one(tmp_path, monkeypatch):
+# With its figures (seven PNGs drawn: most of its 3 s) in `make test`; without them in `make check`, where the same
+# withdrawal of every file the report wrote is checked on the report's text files.
+@pytest.mark.parametrize("figures", [pytest.param(True, marks=pytest.mark.slow, id="figures"),
+                                     pytest.param(False, id="text")])
+def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier_one(tmp_path, monkeypatch, request,
+                                                                                     figures):
     """The earlier report described the target's earlier trace; after a rerun replaced that trace and the draft
     failed, the report would describe files that are no longer there: it goes, with a note. The draft's files and
     anything not written by the report stay."""
+    if not figures:
+        request.getfixturevalue("no_figures")
     models = ["tiny-llama-target", "tiny-llama-draft-s"]
     _fake_profiles(monkeypatch, dict.fromkeys(models, True))
     first = _profile(models[0], models[1:], tmp_path, device="cpu")
     assert first.report is not None and (tmp_path / "report.json").is_file()
+    assert (tmp_path / "plots").is_dir() == figures
     (tmp_path / "mine.md").write_text("the user's")
     draft_files = [tmp_path / f"{models[1]}{s}" for s in (".sqlite", ".bench.json", ".done.json")]
     # every model fails: nothing was replaced, the earlier report stays as it was
     _fake_profiles(monkeypatch, dict.fromkeys(models, False))
-    with unchanged(tmp_path / "report.md", tmp_path / "report.json", tmp_path / "plots", *draft_files):
+    with unchanged(tmp_path / "report.md", tmp_path / "report.json", *([tmp_path / "plots"] if figures else []),
+                   *draft_files):
         failed = _profile(models[0], models[1:], tmp_path, device="cpu", force=True)
     assert failed.report is None
     # the target completes again, the draft fails: the earlier report no longer describes the target's trace
