@@ -56,9 +56,20 @@ def load() -> float:
     return os.getloadavg()[0]
 
 
+def speed_probe() -> float:
+    """CPU seconds of a fixed pure-Python loop: the machine's own speed at that moment. On the shared 2-vCPU machine
+    such a loop's time varied 1.7× within an hour (0.62–1.04 s for 10⁷ squares), with nothing else running (the
+    host's other tenants), and `make check`'s CPU time with it: a loop's time is comparable with another's at a like
+    probe."""
+    t0 = time.process_time()
+    sum(i * i for i in range(3_000_000))
+    return time.process_time() - t0
+
+
 def run_once(target: str, cold: bool) -> dict:
     if cold:
         shutil.rmtree(ROOT / ".mypy_cache", ignore_errors=True)
+    probe_before = speed_probe()
     before = load()
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -74,7 +85,7 @@ def run_once(target: str, cold: bool) -> dict:
             break
     over = [line.strip() for line in out.splitlines() if re.match(r"\s*\d+\.\d s  tests/", line)]
     return {"seconds": seconds, "cpu_s": cpu, "alone_s": cpu / (os.cpu_count() or 1), "rc": proc.returncode,
-            "load_before": before, "load_after": load(),
+            "load_before": before, "load_after": load(), "probe_s": [probe_before, speed_probe()],
             "summary": summary, "over_budget": over, "tail": out[-3000:] if proc.returncode else ""}
 
 
@@ -95,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         state = "ok" if r["rc"] == 0 else f"FAILED (exit {r['rc']})"
         print(f"run {i + 1}: make {args.target} {r['seconds']:.1f} s, {state}; load average "
               f"{r['load_before']:.1f} → {r['load_after']:.1f}; CPU {r['cpu_s']:.0f} s (÷ {info['cores']} cores: "
-              f"~{r['alone_s']:.0f} s alone); {r['summary']}")
+              f"~{r['alone_s']:.0f} s alone); speed probe {r['probe_s'][0]:.2f} → {r['probe_s'][1]:.2f} s; "
+              f"{r['summary']}")
         if r["rc"]:
             print(r["tail"], file=sys.stderr)
     median = statistics.median(r["seconds"] for r in runs)
