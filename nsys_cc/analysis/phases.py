@@ -86,7 +86,7 @@ def markers(all_ranges: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     return _rows(all_ranges, matches(all_ranges, names))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Markers:
     """A trace's benchmark markers, selected in one pass (`marker_sets`): `windows` (`iteration_windows`: warm-up and
     measured iterations), `warm` (the warm-up ones) and `iterations` (the measured ones), each as `markers` gives it."""
