@@ -183,8 +183,7 @@ def model_of(
         forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
     unit = "ranges" if ranks is None else "forwards"
     marks = phase_mod.marker_sets(ranges)  # the warm-up, the phases' batches and the iterations all read them
-    windows = marks.windows
-    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, windows=windows, warm=marks.warm)
+    warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, marks=marks)
     # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
     unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
     forwards["kept"] = ~warm & ~unclosed
@@ -212,8 +211,8 @@ def model_of(
     loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
     if loss is not None:
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
-    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(), windows=windows)
-    del windows
+    phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(),
+                                          windows=marks.windows)
     forwards["phase"] = phase_mod.phase_column(phase)
     forwards["run"] = run
     totals = pd.DataFrame()

@@ -104,23 +104,19 @@ def marker_sets(all_ranges: pd.DataFrame) -> Markers:
 
 
 def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: int | None,
-                unit: str = "ranges", *, windows: pd.DataFrame | None = None,
-                warm: pd.DataFrame | None = None) -> tuple[np.ndarray, str]:
+                unit: str = "ranges", *, marks: Markers | None = None) -> tuple[np.ndarray, str]:
     """Boolean array (True = warm-up, dropped) over `forwards` (sorted by start) and a sentence saying why;
-    `unit` names the rows in it (a model on several ranks has steps, not ranges); `windows`: `iteration_windows` of
-    `all_ranges` when the caller has them already (one selection of millions of markers less), and `warm` its
-    warm-up markers (`markers(all_ranges, (WARMUP_RANGE,))`), with `windows` only: a caller that masks several
-    kinds of range of one trace (`steps.step_table`) selects them once."""
+    `unit` names the rows in it (a model on several ranks has steps, not ranges); `marks`: `marker_sets` of
+    `all_ranges` when the caller has them already (a caller that masks several kinds of range of one trace, or also
+    reads its iterations, selects the markers once)."""
     n = len(forwards)
     if skip_ranges is not None:
         mask = np.arange(n) < skip_ranges
         return mask, f"dropped the first {min(skip_ranges, n)} of {n} {unit} (skip_ranges={skip_ranges})"
     starts = forwards["start_ns"].to_numpy()
-    if warm is not None and windows is not None:
-        n_iters = len(windows) - len(warm)  # the windows are the warm-up and the measured iterations
-    else:
-        warm = markers(all_ranges, (WARMUP_RANGE,))
-        n_iters = int(matches(all_ranges, (ITERATION_RANGE,)).sum())  # only counted: not selected
+    if marks is None:
+        marks = marker_sets(all_ranges)
+    warm, n_iters = marks.warm, len(marks.iterations)
     if warm.empty and not n_iters:
         return np.zeros(n, dtype=bool), (
             f"kept all {n} {unit}: the trace marks no warm-up and skip_ranges was not given "
@@ -134,9 +130,7 @@ def warmup_mask(forwards: pd.DataFrame, all_ranges: pd.DataFrame, skip_ranges: i
     if n_iters:
         # vLLM's own forwards before the benchmark (compile and kernel warm-up, CUDA-graph capture, profile runs)
         # run outside every benchmark iteration: they are not the benchmark's forwards.
-        if windows is None:
-            windows = iteration_windows(all_ranges)
-        outside = ~in_warmup & (_containing(starts, windows) < 0)
+        outside = ~in_warmup & (_containing(starts, marks.windows) < 0)
         if outside.any():
             said.append(f"{int(outside.sum())} that ran outside every '{ITERATION_RANGE}' range (vLLM's own "
                         "compile/warm-up or capture forwards, not the benchmark's)")

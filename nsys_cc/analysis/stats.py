@@ -161,19 +161,14 @@ def _pooled_boot_medians(runs: Sequence[np.ndarray], picks: np.ndarray, rng: np.
         n = sizes[pk][..., None]  # (m, r, 1)
         idx = (rng.random((len(pk), r, width)) * n).astype(np.int64)
         vals = padded[pk[..., None], idx]
-        if ragged:
-            # The median of each replicate's values (its runs hold fewer than `width`): sorted with the padding
-            # last (+inf), the middle one or two of its count, as np.nanmedian gives it (which is 10× slower here:
-            # it loops over the replicates).
-            vals = np.sort(np.where(cols < n, vals, np.inf).reshape(len(pk), -1), axis=1)
-            count = n[..., 0].sum(axis=1)
-            rows = np.arange(len(pk))
-            out[lo:lo + step] = (vals[rows, (count - 1) // 2] + vals[rows, count // 2]) / 2
-        else:  # every replicate draws `r * width` values: the middle one or two of each sorted row (np.median
-            # partitions each row, 4× slower at these sizes, for the same numbers)
-            vals = np.sort(vals.reshape(len(pk), -1), axis=1)
-            size = vals.shape[1]
-            out[lo:lo + step] = (vals[:, (size - 1) // 2] + vals[:, size // 2]) / 2
+        if ragged:  # a run with fewer than `width` values: its draws past them are padding, sorted last
+            vals = np.where(cols < n, vals, np.inf)
+        # Each replicate's median: the middle one or two of its sorted values (np.median partitions each row and
+        # np.nanmedian loops over the replicates: 4× and 10× slower at these sizes, for the same numbers).
+        vals = np.sort(vals.reshape(len(pk), -1), axis=1)
+        count = n[..., 0].sum(axis=1)
+        rows = np.arange(len(pk))
+        out[lo:lo + step] = (vals[rows, (count - 1) // 2] + vals[rows, count // 2]) / 2
     return out
 
 

@@ -72,8 +72,7 @@ from .latencies import latencies_beside
 from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
 from .phases import (
     containing,
-    iteration_windows,
-    markers,
+    marker_sets,
     payload_phases,
     slow_group,
     tokens_per_sequence,
@@ -267,15 +266,16 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
 
     # The trace's markers, selected once for every kind of range measured below (forwards, steps, parts).
-    iters, warm = iteration_windows(ranges), markers(ranges, (WARMUP_RANGE,))
+    marks = marker_sets(ranges)
+    iters = marks.windows
 
     def measured(df: pd.DataFrame) -> pd.DataFrame:
         if df.empty:
             return df
-        return df[~warmup_mask(df, ranges, None, windows=iters, warm=warm)[0]].reset_index(drop=True)
+        return df[~warmup_mask(df, ranges, None, marks=marks)[0]].reset_index(drop=True)
 
     target, drafts = measured(target), measured(drafts)
-    if warm.empty:
+    if marks.warm.empty:
         notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
     if target.empty:
         raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")

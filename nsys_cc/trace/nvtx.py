@@ -345,7 +345,7 @@ def _domains(trace: TraceSource, dom: np.ndarray, columns: list) -> pd.DataFrame
         return pd.DataFrame({"domain_id": np.array([], np.int64), "pid_field": np.array([], np.int64),
                              "domain": pd.Series([], dtype=object)})
     at = at[np.lexsort((rowid[at], start[at]))]
-    strings = trace.strings() if len(at) and (text_id[at] != NULL_INT).any() else {}
+    strings = trace.strings() if (text_id[at] != NULL_INT).any() else {}
     names = [text_values[c] if c >= 0 else strings.get(int(i)) for c, i in zip(text_codes[at], text_id[at])]
     frame = pd.DataFrame({"domain_id": domain_id[at], "pid_field": gtid[at] & PID_FIELD_MASK,
                           "domain": pd.Series(names, dtype=object)})
