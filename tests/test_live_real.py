@@ -303,10 +303,13 @@ def test_production_mode_on_the_known_acceptance_pair_shows_no_placeholder_and_a
     live = gauges(metrics)
     # The count gauge: every verify step timed is in the window (fewer than its 256).
     assert live["nsys_cc:window_verify_steps"] == verify_count < 256
-    # c between what the histograms' buckets allow for the two medians (the same steps: all of them are in the window).
+    # The forwards' c between what the histograms' buckets allow for the two medians (the same steps: all of them are in
+    # the window). The histograms time forwards only, so they bound the forward gauge; the headline gauge is the token's
+    # c (forward + logits + sampling), which they do not bound (CI once saw it 0.1006 against a forward bound of 0.1).
     d_lo, d_hi = median_bounds(metrics, "nsys_cc:draft_forward_seconds")
     v_lo, v_hi = median_bounds(metrics, "nsys_cc:verify_forward_seconds")
-    assert d_lo / v_hi <= live["nsys_cc:cost_coefficient"] <= d_hi / v_lo, (live, (d_lo, d_hi), (v_lo, v_hi))
+    forward_c = value(metrics, "nsys_cc:cost_coefficient_forward")
+    assert d_lo / v_hi <= forward_c <= d_hi / v_lo, (forward_c, live, (d_lo, d_hi), (v_lo, v_hi))
     best = live["nsys_cc:best_num_speculative_tokens"]
     assert best >= 1 and best == int(best)
     assert f"best num_speculative_tokens = {int(best)} " in log
