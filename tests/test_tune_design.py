@@ -91,6 +91,35 @@ def test_design_engines_label_each_cell_and_differ_only_in_the_batch_size():
     assert SHARE_FLAG not in plain.profile  # a profile's engines are never shared
 
 
+def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path):
+    """A fresh machine's tune of the known-α pair: the design has no plain draft engine (whose own model is what had
+    built a pair model's weights), yet every speculative engine loads pair-draft's folder. They must be built with
+    the target's before the first run, or vLLM fails every speculative engine with "Invalid repository ID"."""
+    from nsys_cc.launch import interleaved, plan, process
+    from nsys_cc.launch.commands import BenchOptions
+    from nsys_cc.trace import nsys as trace_nsys
+
+    monkeypatch.setenv("NSYS_CC_MODELS", str(tmp_path / "models"))
+    engines = interleaved.design_engines("pair-target", "pair-draft", {1: [1, 3], 8: [1]}, BenchOptions(output_len=8),
+                                         gpu=False)
+    assert [m.spec for e in engines for m in plan.config_models(e.options)] == ["pair-draft"] * 3
+    assert plan.config_models(engines[0].options) == []  # the plain target loads no draft
+
+    class Prepared(Exception):
+        pass
+
+    def prepare(out, models):
+        raise Prepared(sorted({m.spec for m in models}))
+
+    monkeypatch.setattr(trace_nsys, "require_nsys", lambda: "nsys")
+    monkeypatch.setattr(process, "preflight", lambda nsys: [])
+    monkeypatch.setattr(process, "prepare", prepare)
+    with pytest.raises(Prepared) as got:
+        interleaved.profile_engines(engines, tmp_path / "out", BenchOptions(output_len=8), gpu=False, timeout=None,
+                                    force=False, trace=None, nsys_args=(), repeat=2)
+    assert got.value.args[0] == ["pair-draft", "pair-target"]
+
+
 # --- the fixture: a real design directory ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -624,7 +624,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = atomic.check_out_dir(out_dir, "the profile run").resolve()
-    process.prepare(out, (e.model for e in engines))
+    process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])
     with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,

@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from .. import atomic, progress
 from ..trace.nsys import require_nsys
 from .commands import BenchOptions
-from .plan import describe, plan, uses_gpu
+from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
 from .results import ProfileRun, conclude, write_status
 from .resume import is_complete
@@ -80,7 +80,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     for warning in preflight(nsys):
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
-    prepare(out, (r.model for r in runs))
+    prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
     try:
         for i, run in enumerate(runs, 1):
             where = f"[{i}/{len(runs)}] {describe(run)}"

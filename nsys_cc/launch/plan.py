@@ -165,6 +165,26 @@ def with_model_path(target: Model, config: dict | None) -> dict | None:
     return config
 
 
+def config_models(options: Sequence[str]) -> list[Model]:
+    """The known-α pair models a run's `--speculative-config` (in vLLM's `options`) loads as its draft, by the folder
+    `with_model_path` put there: their weights must be built before vLLM starts (a tune design has no plain draft
+    engine whose own model would build them; without this, a fresh machine's every speculative engine failed with
+    vLLM's "Invalid repository ID or local directory")."""
+    from . import pair
+
+    found: list[Model] = []
+    for flag, value in zip(options, options[1:]):
+        if flag != "--speculative-config":
+            continue
+        try:
+            named = json.loads(value).get("model")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(named, str) and Path(named).name in pair.PAIRS and Path(named).parent == pair.models_dir():
+            found.append(resolve(Path(named).name))
+    return found
+
+
 def proposer_label(config: dict, drafts: Sequence[Model] = ()) -> str:
     """A speculative config's proposer as labels name it: its draft model's label (one of `drafts` when it names one),
     else its method (`ngram`, `mtp`)."""
