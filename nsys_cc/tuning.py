@@ -107,6 +107,10 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
                                        nsys_args=(), repeat=repeat, replicas=replicas)
     if not any(r.ok for r in done.interleaved):
         raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
+    spec = [mr for mr in done.runs if mr.role == "speculative"]
+    if spec and not any(mr.ok for mr in spec):  # nothing to fit: say why here, not "no cell" after the read
+        raise InputError(f"{out.name}: no speculative engine has forwards in its runs; {spec[0].model.label}: "
+                         f"{spec[0].reason} (see {out}/status.json)")
 
 
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,

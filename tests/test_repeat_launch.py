@@ -55,6 +55,9 @@ def fake_runs(monkeypatch):
         shutil.rmtree(run.dir, ignore_errors=True)
         shutil.copytree(executed.source(run.index), run.dir)
         run.engines = {e.label: "done" for e in engines}
+        if what.startswith("unbuilt:"):  # these engines' vLLM engine could not be built in this run
+            for label in what.removeprefix("unbuilt:").split(","):
+                run.engines[label] = "its engine could not be built: ValidationError: Invalid repository ID"
         state = BUSY if what == "busy" else QUIET
         run.machine = {"before": state, "after": state}
         (run.dir / "done.json").write_text(json.dumps({"commands": run.commands.shell(), "machine": run.machine,
@@ -142,6 +145,22 @@ def test_two_failed_runs_in_a_row_stop_and_a_single_failure_is_noted(tmp_path, f
     stopped = _profile(tmp_path / "b", repeat=4)
     assert fake_runs[-2:] == [1, 2] and stopped.stopped_by == "failures" and stopped.result is None
     assert all(not r.ok for r in stopped.runs)
+
+
+def test_an_engine_that_cannot_be_built_leaves_the_runs_and_with_no_draft_left_they_stop(tmp_path, fake_runs):
+    """A draft whose vLLM engine could not be built (a config error: it fails alike in every run) is left out of the
+    later runs; when no draft is left, the runs stop at once (issue 30's fresh-machine tune ran five more target-only
+    runs before saying nothing was measured), and the notes say why."""
+    fake_runs.plan.update({1: f"unbuilt:{DRAFTS[1]}"})
+    outcome = _profile(tmp_path / "a", repeat=3)
+    assert fake_runs == [1, 2, 3] and outcome.stopped_by == "repeat"
+    assert [sorted(r.engines) for r in outcome.interleaved][1:] == [sorted([TARGET, DRAFTS[0]])] * 2
+    fake_runs.clear()
+    fake_runs.plan.update({1: f"unbuilt:{DRAFTS[0]},{DRAFTS[1]}"})
+    stopped = _profile(tmp_path / "b", repeat=4)
+    assert fake_runs == [1] and stopped.stopped_by == "unbuilt" and stopped.result is None
+    assert "no draft's or speculative engine could be built" in stopped.notes[0]
+    assert any("Invalid repository ID" in n for n in stopped.notes)
 
 
 def test_ctrl_c_keeps_the_runs_completed_and_reports_them(tmp_path, fake_runs):

@@ -120,6 +120,25 @@ def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path
     assert got.value.args[0] == ["pair-draft", "pair-target"]
 
 
+def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monkeypatch, tmp_path):
+    """Every speculative engine failing (on a fresh machine: vLLM could not find the draft) is said with the first
+    one's reason, not as "no cell directory" after a read of rounds that measured nothing."""
+    from nsys_cc import tuning
+    from nsys_cc.errors import InputError
+    from nsys_cc.launch import interleaved
+
+    why = "its engine could not be built: ValidationError: Invalid repository ID"
+    runs = [SimpleNamespace(role="target", ok=True, model=SimpleNamespace(label="bs1.pair-target"), reason=""),
+            SimpleNamespace(role="speculative", ok=False, model=SimpleNamespace(label="bs1.pair-draft.spec-g1"),
+                            reason=why)]
+    monkeypatch.setattr(interleaved, "profile_engines",
+                        lambda *a, **k: SimpleNamespace(interleaved=[SimpleNamespace(ok=True)], runs=runs))
+    with pytest.raises(InputError) as got:
+        tuning.tune(target="pair-target", draft="pair-draft", out_dir=tmp_path / "tune", plot=False, confirm=False)
+    assert str(got.value).startswith("round-1: no speculative engine has forwards in its runs; "
+                                     f"bs1.pair-draft.spec-g1: {why}"), got.value
+
+
 # --- the fixture: a real design directory ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

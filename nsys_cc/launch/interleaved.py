@@ -356,7 +356,7 @@ class Outcome:
 
     runs: list[Run]
     engines: list[Engine]
-    stopped_by: str  # "repeat" | "precision" | "max_repeat" | "failures" | "interrupted"
+    stopped_by: str  # "repeat" | "precision" | "max_repeat" | "failures" | "unbuilt" | "interrupted"
     precision: dict[str, float] = field(default_factory=dict)  # per draft: relative half-width reached
 
     @property
@@ -440,6 +440,9 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             if run.ok:  # a draft whose engine could not be built is left out of the later runs
                 active = [e for e in active if e is active[0] or not run.engines.get(e.label, "").startswith(
                     "its engine could not be built")]
+                if all(e.role == "target" for e in active):  # no draft left: more runs measure nothing to compare
+                    outcome.stopped_by = "unbuilt"
+                    break
             if k < repeat:
                 continue
             if precision is None:
@@ -491,6 +494,8 @@ def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str
         return f"{made}; stopped after two runs in a row failed"
     if outcome.stopped_by == "interrupted":
         return f"{made}; interrupted (Ctrl-C)"
+    if outcome.stopped_by == "unbuilt":
+        return f"{made}; stopped: no draft's or speculative engine could be built (why: below), so no run would compare"
     return f"{made} (repeat)"
 
 

@@ -39,7 +39,8 @@ class ProfileRun:
 
     With interleaved runs (`interleaved`; every model in one process per run) `runs` has one entry per model (status
     "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`interleaved.Run`);
-    `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted")."""
+    `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted", or "unbuilt":
+    no draft's or speculative engine could be built)."""
 
     out_dir: Path
     runs: list[ModelRun]
