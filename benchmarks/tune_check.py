@@ -14,7 +14,8 @@ measured), then prints, per held-out cell, the forecast, the measured speedup an
 per measured batch size the benchmark workload's γ (the cells are static-batch benchmarks: like with like) against
 the best fixed γ and the 5 % bar, the server's γ beside it, with each try's wall time and the machine's load. At the
 end a Markdown table of every try, to paste into docs/PERFORMANCE.md. `--reuse` reads earlier directories without
-profiling (no wall time or load then). Record quiet-machine results in docs/PERFORMANCE.md.
+profiling (no wall time or load then). The engines' OpenMP thread is bound to the last CPU as `make demo` binds it
+(`VLLM_CPU_OMP_THREADS_BIND`, unless the environment sets it). Record quiet-machine results in docs/PERFORMANCE.md.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse", action="store_true")
     args = ap.parse_args(argv)
     nsys_cc = str(Path(sys.executable).with_name("nsys-cc"))
+    # the engines' one OpenMP thread bound to the last CPU, as `make demo` binds it (it steadied the runs: the demo's
+    # section of docs/PERFORMANCE.md); the environment's own value wins
+    cpus = sorted(os.sched_getaffinity(0))
+    os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", str(cpus[-1]) if len(cpus) > 1 else "nobind")
+    print(f"VLLM_CPU_OMP_THREADS_BIND={os.environ['VLLM_CPU_OMP_THREADS_BIND']}")
     ok = True
     cells_md = ["| pair | try | cell | forecast (static batch) | measured | error | 10 % bar | steady-state forecast "
                 "| measured at vLLM's tokens per step |", "|---|---|---|---|---|---|---|---|---|"]
