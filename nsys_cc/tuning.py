@@ -187,7 +187,10 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             cells.setdefault(b, [])
             if g not in cells[b]:
                 cells[b] = sorted([*cells[b], g])
-        design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks}
+        from .launch import plan as launch_plan
+
+        design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks,
+                        "device": "gpu" if launch_plan.uses_gpu(device) else "cpu"}
         folder.write_text(DESIGN_FILE, json.dumps({"design": design}, indent=1) + "\n")
         profile_round(out / f"{model.ROUND_PREFIX}1", cells)
         root = out
@@ -269,7 +272,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             measured, runs = _read(root, seed)
             result = fit(measured)  # the last round's cells, as always
             result.draft_path = _draft_path(str(draft or ""))
-    device_used = _device_of(root)
+    recorded = design.get("device")
+    device_used: str = recorded if recorded in ("cpu", "gpu") else _device_of(root)
     if runs and (design_dir := model.latest_round(root)) is not None:  # the last read's round ran the schedule
         table = json.loads(next(iter(_schedule_configs(design_dir)), "{}")).get(
             "num_speculative_tokens_per_batch_size", [])
@@ -350,7 +354,9 @@ def _device_of(root: Path) -> str:
             text = inputs.read_text(done, "run record", errors="replace")
         except InputError:
             continue
-        return "cpu" if "VLLM_CPU_" in text else "gpu"  # the launcher sets vLLM's CPU variables on CPU runs only
+        # the launcher sets vLLM's CPU variables and, in a shared process, each engine's KV cache bytes on CPU runs
+        # only (a variable the user's environment set is not in the record: VLLM_CPU_ alone misread such runs as GPU)
+        return "cpu" if "VLLM_CPU_" in text or "--kv-cache-memory-bytes" in text else "gpu"
     return "cpu"
 
 

@@ -139,6 +139,26 @@ def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monk
                                      f"bs1.pair-draft.spec-g1: {why}"), got.value
 
 
+def test_a_cpu_design_whose_user_set_the_thread_binding_reads_as_cpu(tmp_path):
+    """The run record lists only the variables the launcher set: with VLLM_CPU_OMP_THREADS_BIND from the user's
+    environment (benchmarks/tune_check.py sets it) no VLLM_CPU_ variable is left in it, and a read of the design said
+    the GPU's note ("on a GPU, … runs it") for a CPU run. Its CPU engines' KV cache bytes still say CPU; a design
+    profiled now also records its device."""
+    from nsys_cc import tuning
+
+    done = json.loads((FIX / "round-1" / "run-1" / "done.json").read_text())
+    commands = done["commands"].replace("VLLM_CPU_OMP_THREADS_BIND=nobind ", "")
+    assert "VLLM_CPU_" not in commands and "--kv-cache-memory-bytes" in commands
+    run = tmp_path / "round-1" / "run-1"
+    run.mkdir(parents=True)
+    (run / "done.json").write_text(json.dumps({**done, "commands": commands}))
+    assert tuning._device_of(tmp_path) == "cpu"
+    gpu = commands.replace(" --kv-cache-memory-bytes 268435456", "")
+    assert "--kv-cache-memory-bytes" not in gpu
+    (run / "done.json").write_text(json.dumps({**done, "commands": gpu}))
+    assert tuning._device_of(tmp_path) == "gpu"
+
+
 # --- the fixture: a real design directory ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
