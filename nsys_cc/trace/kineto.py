@@ -173,6 +173,9 @@ def _refuse_constant(word: str):
     raise ValueError(f"{word} is not a JSON number (Kineto never writes one)")
 
 
+_JSON_KINDS = {list: "array", str: "string", int: "number", float: "number", bool: "true/false", type(None): "null"}
+
+
 def read_document(path: str | os.PathLike) -> dict:
     """The trace's JSON document (numbers with decimals kept as their text), or InputError with one line."""
     name = os.fsdecode(os.fspath(path))
@@ -212,9 +215,9 @@ def read_document(path: str | os.PathLike) -> dict:
         raise InputError(f"{name} is {what} (truncated, or not a PyTorch-profiler trace): {_quote(exc)}") from None
     del text
     if not isinstance(doc, dict) or "traceEvents" not in doc:
-        shape = "a JSON object" if isinstance(doc, dict) else f"JSON but not an object ({type(doc).__name__})"
-        raise InputError(f"{name} is {shape} without 'traceEvents': neither a PyTorch-profiler (Kineto) trace nor "
-                         "an Nsight Systems export")
+        shape = ("a JSON object without 'traceEvents'" if isinstance(doc, dict) else
+                 f"a JSON {_JSON_KINDS.get(type(doc), type(doc).__name__)}, not an object with 'traceEvents'")
+        raise InputError(f"{name} is {shape}: neither a PyTorch-profiler (Kineto) trace nor an Nsight Systems export")
     if not isinstance(doc["traceEvents"], list):
         raise InputError(f"{name}: 'traceEvents' is not a list of events: not a PyTorch-profiler trace")
     return doc
@@ -467,7 +470,7 @@ def _categories(events: list) -> tuple[np.ndarray, list, dict[str, int]]:
         i = next(k for k, e in enumerate(events) if not isinstance(e, dict))
         raise _Damaged(f"traceEvents[{i}] is not an event (a JSON object): {events[i]!r:.60}") from None
     try:
-        codes, uniq = pd.factorize(np.array(cats, dtype=object), use_na_sentinel=True)
+        codes, uniq = pd.factorize(np.fromiter(cats, dtype=object, count=len(cats)), use_na_sentinel=True)
     except TypeError:  # an unhashable `cat` (a list, an object)
         i = next(k for k, c in enumerate(cats) if isinstance(c, (list, dict)))
         raise _Damaged(f"traceEvents[{i}] has a 'cat' that is not a name: {cats[i]!r:.60}") from None
