@@ -172,8 +172,8 @@ def gzipped_export(tmp: Path) -> Case:
 def json_given_as_a_trace(tmp: Path) -> Case:
     shutil.copyfile(VLLM / "tiny-llama-target.bench.json", tmp / "bench.json")
     # a JSON file is read as a possible PyTorch-profiler trace (issue 42): the line says what it lacks
-    return on_file(tmp / "bench.json", r"bench\.json is a JSON object without 'traceEvents': neither a PyTorch-profiler "
-                   r"\(Kineto\) trace nor an Nsight Systems export$")
+    return on_file(tmp / "bench.json", r"bench\.json is a JSON object without 'traceEvents': neither a "
+                   r"PyTorch-profiler \(Kineto\) trace nor an Nsight Systems export$")
 
 
 @case(*FILE_VERBS)

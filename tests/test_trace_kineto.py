@@ -16,11 +16,11 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import gpu_shaped_kineto as gsk
 import numpy as np
 import pandas as pd
 import pytest
 
-import gpu_shaped_kineto as gsk
 from conftest import FIXTURES, PUBLIC, cli_in_process, unchanged
 from nsys_cc.errors import InputError, TraceClosedError
 from nsys_cc.trace import KinetoTrace, open_trace, sqlite_source
@@ -464,7 +464,7 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
     rows = json.loads(result.stdout)
     totals: dict[str, int] = defaultdict(int)
     for w in gpu_shaped.of(gsk.STEP):
-        for start, end, _kind, name in w.ops:
+        for _start, _end, _kind, name in w.ops:
             totals[name] += 1
     assert {r["name"] if "name" in r else r["kernel"]: r["count"] for r in rows} == dict(totals)
 

@@ -24,15 +24,15 @@ from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 
+import gpu_shaped_kineto as gsk
 import numpy as np
 import pandas as pd
 import pytest
+from test_trace_kineto import DRAFT, SPEC, TARGET, public_b200
 
-import gpu_shaped_kineto as gsk
 from conftest import FIXTURES, union_length
 from nsys_cc.analysis.projection import op_totals, project, range_ops, unlaunched_ops
 from nsys_cc.trace import open_trace
-from test_trace_kineto import DRAFT, SPEC, TARGET, public_b200
 
 GPU_COLUMNS = ["proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns",
                "gpu_busy_ns", "launch_api_ns", "api_calls"]
