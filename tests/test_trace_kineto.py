@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from collections import defaultdict
 from decimal import Decimal
@@ -475,3 +476,92 @@ def test_trace_verbs_default_range_and_analyze_give_one_line(gpu_shaped):
         assert result.returncode == 2
         (line,) = result.stderr.strip().splitlines()
         assert "no range named 'model_executable()'" in line and "execute_context_" in line, line
+
+
+# -- fuzz: mutated torch traces raise only the project's errors -------------------------------------------------------
+FUZZ_CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "15"))
+ODD_VALUES = [None, True, False, -1, 0, 2**63, -(2**70), 10**30, "", "x", "1.5", "stream 3", [], {}, [1, 2, 3],
+              [1, "a", None], {"a": [1]}, gsk._Raw("1e400"), gsk._Raw("-0.000"), gsk._Raw("12345678901234567890.123"),
+              gsk._Raw("-5.000"), gsk._Raw("0.5"), gsk._Raw("1E+3")]
+EVENT_KEYS = ["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"]
+ARG_KEYS = ["correlation", "device", "stream", "context", "grid", "block", "bytes", "graph node id",
+            "registers per thread", "shared memory"]
+
+
+@pytest.fixture(scope="module")
+def fuzz_base(tmp_path_factory) -> str:
+    """A small GPU-shaped torch trace as JSON text (the draft's steps, with every kind of GPU work)."""
+    shaped = gsk.add_gpu_work(DRAFT, tmp_path_factory.mktemp("fuzz") / "base.json", gsk.mixed(), gzipped=False)
+    return shaped.path.read_text()
+
+
+def mutate(rng, text: str) -> tuple[bytes, list[str]]:
+    doc = json.loads(text, parse_float=gsk._Raw)
+    events = doc["traceEvents"]
+    read = [e for e in events if e.get("cat") in ("user_annotation", "cuda_runtime", "cuda_driver", "kernel",
+                                                   "gpu_memcpy", "python_function") or e.get("ph") == "M"]
+    done = []
+    for _ in range(rng.randint(1, 4)):
+        kind = rng.choice(["value", "arg", "drop", "duplicate", "top", "cat"])
+        e = rng.choice(read if rng.random() < 0.85 else events)  # mostly the events the reader keeps
+        if kind == "value":
+            key, value = rng.choice(EVENT_KEYS), rng.choice(ODD_VALUES)
+            e[key] = value
+        elif kind == "arg":
+            key, value = rng.choice(ARG_KEYS), rng.choice(ODD_VALUES)
+            if not isinstance(e.get("args"), dict):
+                e["args"] = {}
+            e["args"][key] = value
+        elif kind == "drop":
+            key = rng.choice(EVENT_KEYS)
+            e.pop(key, None)
+            value = None
+        elif kind == "duplicate":
+            events.insert(rng.randrange(len(events) + 1), dict(e))
+            key, value = "event", None
+        elif kind == "cat":
+            key, value = "cat", rng.choice(["Kernel", "RUNTIME", "gpu_memset", "cuda_driver", "python_function"])
+            e["cat"] = value
+        else:
+            key, value = rng.choice(["deviceProperties", "distributedInfo", "schemaVersion", "with_stack",
+                                     "cuda_runtime_version"]), rng.choice(ODD_VALUES)
+            doc[key] = value
+        done.append(f"{kind} {key}={value!r:.30}")
+    data = gsk._dumps(doc).encode()
+    if rng.random() < 0.2:
+        cut = rng.randrange(len(data))
+        data = data[:cut]
+        done.append(f"cut at {cut}")
+    if rng.random() < 0.2:
+        at = rng.randrange(len(data))
+        data = data[:at] + bytes([rng.randrange(256)]) + data[at + 1:]
+        done.append(f"byte {at} changed")
+    if rng.random() < 0.3:
+        data = gzip.compress(data)
+        done.append("gzipped")
+    return data, done
+
+
+@pytest.mark.parametrize("seed", range(FUZZ_CASES))
+def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_path):
+    import random
+
+    from nsys_cc.analysis.projection import project
+    from nsys_cc.analysis.ranges import range_table
+    from nsys_cc.errors import NsysCCError
+
+    data, mutations = mutate(random.Random(seed), fuzz_base)
+    path = tmp_path / "mutated.pt.trace.json"
+    path.write_bytes(data)
+    try:
+        with unchanged(path), open_trace(path) as trace:
+            trace.info().to_dict()
+            for table in (*TABLES, "python_frames", "processes", "threads", "devices"):
+                getattr(trace, table)()
+            project(trace)
+            range_table(trace)
+            trace.nvtx_ranges(prefixes=["vllm/", "execute_"], nesting=True)
+    except NsysCCError as exc:
+        assert "\n" not in str(exc), (seed, mutations)
+    except Exception as exc:  # a bug: say which seed and mutations reproduce it
+        raise AssertionError(f"seed {seed}, mutations {mutations}: {type(exc).__name__}: {exc}") from exc

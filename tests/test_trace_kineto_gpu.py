@@ -111,8 +111,7 @@ def test_kinetos_own_gpu_user_annotation_is_not_the_projection(mixed):
 
 @pytest.mark.parametrize("kind", ["kernel", "driver"])
 def test_steady_work_of_runtime_and_driver_launches(kind, tmp_path):
-    shaped = gsk.add_gpu_work(SPEC, tmp_path / "spec.json", gsk.steady(gpu_factor=1.3, names=(
-        "execute_context_0(0)_generation_1(3)",), kind=kind), gzipped=False)
+    shaped = gsk.add_gpu_work(DRAFT, tmp_path / "draft.json", gsk.steady(gpu_factor=1.3, kind=kind), gzipped=False)
     with open_trace(shaped.path) as trace:
         proj = project(trace).set_index("range_id")
         assert set(trace.cuda_api()["api"].astype(str)) == {"runtime" if kind == "kernel" else "driver"}

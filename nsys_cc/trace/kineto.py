@@ -135,8 +135,9 @@ def ns_of(value: Any) -> int:
     More than three decimals are rounded half to even. TypeError/ValueError for anything else (a float object, a bool,
     None, a string that is no number)."""
     if type(value) is str:
-        if value[-4:-3] == "." and value[-3:].isdigit():  # Kineto's form: the ns are the three decimals
-            return int(value[:-4] + value[-3:])
+        digits = value[:-4] + value[-3:]
+        if value[-4:-3] == "." and digits.lstrip("-").isdigit() and digits.isascii() and digits.count("-") <= 1:
+            return int(digits)  # Kineto's form: the ns are the three decimals
         return _ns_general(value)
     if type(value) is int:
         return value * 1000
@@ -265,7 +266,7 @@ def _ints(events: list, idx: list[int], values: list, what: str) -> np.ndarray:
             ok = False
         if not ok:
             raise _Damaged(f"{_describe(events, i)} has a {what} that is not an integer ({v!r:.40})")
-    raise AssertionError("unreachable")
+    raise _Damaged(f"a {what} of these events is not an integer")
 
 
 def _args(sel: list) -> list[dict]:
@@ -354,6 +355,11 @@ def _names(events: list, idx: list[int], sel: list) -> list[str]:
     return names
 
 
+def _small_int(value: Any) -> bool:
+    """An integer an int64 column holds with room (|value| < 2**62; not a bool)."""
+    return type(value) is int and -MAX_NS < value < MAX_NS
+
+
 def _categorical(values: list | np.ndarray) -> pd.Categorical:
     codes, cats = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=True)
     return pd.Categorical.from_codes(codes, categories=pd.Index(cats, dtype=object))
@@ -406,7 +412,7 @@ def _complete(events: list, at: list[int]) -> tuple[list[int], tuple]:
     if not rows:
         return at, ((),) * 5
     ph, *columns = zip(*rows)
-    if any(p != "X" for p in set(ph)):
+    if ph.count("X") != len(ph):
         keep = [k for k, p in enumerate(ph) if p == "X"]
         at = [at[k] for k in keep]
         columns = [tuple(c[k] for k in keep) for c in columns]
@@ -589,14 +595,14 @@ class KinetoTrace:
         for i in meta:
             e = events[i]
             pid, tid, args = e.get("pid"), e.get("tid"), e.get("args")
-            if type(pid) is not int or not isinstance(args, dict):
+            if not _small_int(pid) or not isinstance(args, dict):
                 continue
             kind = e.get("name")
             if kind == "process_name" and isinstance(args.get("name"), str):
                 procs.setdefault(pid, {})["name"] = args["name"]
             elif kind == "process_labels" and isinstance(args.get("labels"), str):
                 procs.setdefault(pid, {})["labels"] = args["labels"]
-            elif kind == "thread_name" and type(tid) is int and isinstance(args.get("name"), str):
+            elif kind == "thread_name" and _small_int(tid) and isinstance(args.get("name"), str):
                 threads[(pid, tid)] = args["name"]
         self._process_names = procs
         self._thread_names = threads
@@ -618,15 +624,15 @@ class KinetoTrace:
         for k in np.flatnonzero((device == -1) | (stream == -1)).tolist():  # older Kineto: no args.device/stream
             e = events[idx[k]]
             pid, tid = e.get("pid"), e.get("tid")
-            named = re.fullmatch(r"(?:stream\s*)?(\d+)", tid.strip()) if isinstance(tid, str) else None
+            named = re.fullmatch(r"(?:stream\s*)?(\d{1,18})", tid.strip()) if isinstance(tid, str) else None
             if device[k] == -1:
-                if type(pid) is not int:
+                if not _small_int(pid):
                     raise _Damaged(f"{_describe(events, idx[k])} names no device (args.device, or an integer pid)")
                 device[k] = pid
             if stream[k] == -1:
-                if type(tid) is not int and not named:
+                if not _small_int(tid) and not named:
                     raise _Damaged(f"{_describe(events, idx[k])} names no stream (args.stream, or an integer tid)")
-                stream[k] = tid if type(tid) is int else int(named.group(1)) if named else -1
+                stream[k] = tid if _small_int(tid) else int(named.group(1)) if named else -1
         n_kernel = len(parts[0][0])
         kind = np.repeat(np.array([0, 1, 2], dtype=np.int8), [len(at) for at, _ in parts])
         name_codes, _ = pd.factorize(np.asarray(names, dtype=object))
@@ -635,7 +641,7 @@ class KinetoTrace:
         for k in range(n_kernel):
             for key, out in (("grid", grid), ("block", block)):
                 dims = args[k].get(key)
-                if isinstance(dims, list) and len(dims) == 3 and all(type(d) is int for d in dims):
+                if isinstance(dims, list) and len(dims) == 3 and all(_small_int(d) for d in dims):
                     out[k] = dims
                 elif dims is not None:
                     raise _Damaged(f"{_describe(events, idx[k])} has an args.{key} that is not three integers "
@@ -950,7 +956,7 @@ class KinetoTrace:
             props = self._device_properties()
 
             def ints(key: str) -> np.ndarray:
-                return np.array([d.get(key) if type(d.get(key)) is int else -1 for d in props], dtype=np.int64)
+                return np.array([d.get(key) if _small_int(d.get(key)) else -1 for d in props], dtype=np.int64)
 
             return pd.DataFrame({"device_id": ints("id"), "name": [str(d.get("name", "")) for d in props],
                                  "total_memory": ints("totalGlobalMem"), "compute_major": ints("computeMajor"),
