@@ -251,7 +251,7 @@ def test_ns_of_is_exact(text, expected):
     assert ns_of(text) == expected
 
 
-@pytest.mark.parametrize("bad", [1.5, True, None, "abc", "1.2.3", [1]])
+@pytest.mark.parametrize("bad", [1.5, True, None, "abc", "1.2.3", [1], "1_0.000", "\u0663.000", "--1.000", "+1.000"])
 def test_ns_of_refuses_what_is_no_number_text(bad):
     with pytest.raises((TypeError, ValueError, ArithmeticError)):
         ns_of(bad)
@@ -463,11 +463,15 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
     result = cli_in_process("kernels", str(gpu_shaped.path), "--range", gsk.STEP, "--format", "json")
     assert result.returncode == 0, result.stderr
     rows = json.loads(result.stdout)
-    totals: dict[str, int] = defaultdict(int)
-    for w in gpu_shaped.of(gsk.STEP):
-        for _start, _end, _kind, name in w.ops:
-            totals[name] += 1
-    assert {r["name"] if "name" in r else r["kernel"]: r["count"] for r in rows} == dict(totals)
+    steps = gpu_shaped.of(gsk.STEP)
+    totals: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for w in steps:
+        for start, end, _kind, name in w.ops:
+            totals[name][0] += 1
+            totals[name][1] += end - start
+    assert {r["kernel"]: r["count"] for r in rows} == {n: c for n, (c, _) in totals.items()}
+    for r in rows:  # every step is kept (none is marked warm-up): per range = the total over the steps
+        assert r["ms_per_range"] == pytest.approx(totals[r["kernel"]][1] / 1e6 / len(steps), rel=1e-12)
 
 
 def test_trace_verbs_default_range_and_analyze_give_one_line(gpu_shaped):

@@ -121,7 +121,13 @@ def looks_like_json(path: str | os.PathLike) -> bool:
 
 
 # -- exact times ------------------------------------------------------------------------------------------------------
+# A number as JSON writes one (Decimal alone would take "1_0", "+1", other scripts' digits, "NaN").
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
+
 def _ns_general(text: str) -> int:
+    if not _JSON_NUMBER.fullmatch(text):
+        raise ValueError(f"{text!r:.40} is no number")
     value = decimal.Decimal(text)
     if not value.is_finite():
         raise ValueError(f"{text} is not a time")
