@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo demo-spec lint check test docs fixtures bench bench-cli bench-nvtx bench-loops print-demo-profile fuzz notebook clean
+.PHONY: setup nsys demo demo-spec lint check test docs fixtures bench bench-cli bench-nvtx bench-kineto bench-loops print-demo-profile fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
@@ -92,7 +92,7 @@ docs: $(STAMPS)/venv
 fixtures: setup
 	scripts/make_fixtures.sh
 
-bench: setup bench-cli bench-nvtx bench-loops
+bench: setup bench-cli bench-nvtx bench-kineto bench-loops
 	$(PY) benchmarks/run.py
 
 # The loops a developer waits on, each beside its goal: `make check` (≤ 60 s) and the demo's profile (≤ 3 min).
@@ -110,6 +110,12 @@ bench-cli: $(STAMPS)/venv
 # first run profiles it: ~2 min on 2 cores). The 15 M and 16 M-range sizes: benchmarks/nvtx_run.py without flags.
 bench-nvtx: setup
 	$(PY) benchmarks/nvtx_run.py --program 2M --generated "" --repeat 3
+
+# PyTorch-profiler traces (issue 42): the Kineto reader on a generated 100 MB trace (.json and .json.gz) against a plain
+# json.load of it (goal ≤ 1.5× its time, ≤ 2× its peak memory) and HTA's parser (goal: faster), each in a fresh
+# process, median of 3; the trace is generated once under benchmarks/data/ (~3 min in all on 2 cores).
+bench-kineto: setup
+	$(PY) benchmarks/kineto_read.py --repeat 3
 
 fuzz: setup
 	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py

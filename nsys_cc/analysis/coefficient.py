@@ -271,7 +271,7 @@ def _gpu_state(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, st
     kept = forwards["kept"].to_numpy(dtype=bool)
     n = int(kept.sum())
     if not trace.has_cuda:
-        calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+        calls = trace.count("cuda_api")
         if not calls:
             return False, "no CUDA tables in the trace (a CPU run): wall-clock time only, no GPU metrics"
         return False, (

@@ -52,7 +52,7 @@ from ..trace.bulk import PID_MASK
 from ..trace.cuda import OP_KINDS, api_times, op_times
 from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
 from ..trace.pages import with_small_pages
-from ..trace.source import Trace, handed_out
+from ..trace.source import Trace, handed_out, sqlite_source
 from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS, LAUNCH_API_NS
 
 # The columns `project` adds (Int64, <NA> when the range launched nothing, was not projected, or the trace has no
@@ -126,18 +126,19 @@ def launches(trace: Trace) -> Launches:
 def _columns(trace: Trace) -> tuple[dict, dict]:
     """API calls and GPU ops as arrays: the frames when an analysis already read them, else only the columns
     needed here (reading is the cost on big exports)."""
-    if trace.has_loaded("cuda_api"):
+    source = sqlite_source(trace)  # an export: its columns can be read alone; another trace has its frames at hand
+    if source is None or trace.has_loaded("cuda_api"):
         frame = trace.cuda_api()
         api = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
     else:
-        api = api_times(trace)
-    if trace.has_loaded("gpu_ops"):
+        api = api_times(source)
+    if source is None or trace.has_loaded("gpu_ops"):
         frame = trace.gpu_ops()
         ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
         ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
         ops["name"] = frame["name"].array
     else:
-        ops = op_times(trace)
+        ops = op_times(source)
     return api, ops
 
 
@@ -263,8 +264,8 @@ def _build_launches(trace: Trace) -> Launches:
 def unlaunched_ops(trace: Trace) -> tuple[int, int]:
     """(GPU ops that found no launching CUDA API call, GPU ops) of the trace: the former are in no range's
     projection (all of them without a CUDA API table)."""
-    if trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
-        ops = sum(trace.rows(f"CUPTI_ACTIVITY_KIND_{t}") for t in ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE"))
+    if trace.count("cuda_api") == 0:
+        ops = trace.count("gpu_ops")
         return ops, ops
     lc = launches(trace)
     return lc.unlaunched, lc.ops
@@ -412,7 +413,7 @@ def project(trace: Trace | str | os.PathLike, ranges: pd.DataFrame | None = None
     ranges = trace.nvtx_ranges() if ranges is None else ranges
     out = handed_out(ranges)
     n = len(ranges)
-    if n == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+    if n == 0 or trace.count("cuda_api") == 0:
         return _with_columns(out, {col: pd.arrays.IntegerArray(np.zeros(n, np.int64), mask=np.ones(n, bool))
                                    for col in PROJECTION_COLUMNS})
     lc = launches(trace)
@@ -515,7 +516,7 @@ def range_ops(trace: Trace, ranges: pd.DataFrame) -> pd.DataFrame:
     `trace.gpu_ops()`. Meant for a few thousand ranges (a kernel breakdown per forward; `op_totals` gives the
     totals for any number of ranges without one row each); reads every GPU op once per trace."""
     ops = trace.gpu_ops()
-    if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0 or len(ops) == 0:
+    if len(ranges) == 0 or trace.count("cuda_api") == 0 or len(ops) == 0:
         return pd.concat([pd.DataFrame({"range_id": pd.Series(dtype="int64")}), ops.iloc[:0]], axis=1)
     lc = launches(trace)
     pairs = list(_op_pairs(lc, ranges))
@@ -541,7 +542,7 @@ def op_totals(trace: Trace, ranges: pd.DataFrame, groups) -> pd.DataFrame:
     combinations that occur, in no particular order.
     """
     labels = np.asarray(groups, dtype=object)
-    if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+    if len(ranges) == 0 or trace.count("cuda_api") == 0:
         return pd.DataFrame({c: pd.Series(dtype="int64" if c in ("count", "duration_ns") else object)
                              for c in OP_TOTAL_COLUMNS})
     group_codes, group_names = pd.factorize(labels, use_na_sentinel=False)
@@ -572,7 +573,7 @@ def union_by_group(trace, ranges: pd.DataFrame, groups: np.ndarray, n_groups: in
     step's ranges in several processes. `groups[i]` in 0…n_groups−1 labels row i of `ranges`; an op launched by
     several ranges of a group counts once. Holds the group's (range, op) pairs in memory at once."""
     out = np.zeros(n_groups, dtype=np.int64)
-    if len(ranges) == 0 or trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME") == 0:
+    if len(ranges) == 0 or trace.count("cuda_api") == 0:
         return out
     lc = launches(trace)
     pairs = list(_op_pairs(lc, ranges))

@@ -36,7 +36,7 @@ from ..contract import (
 from ..errors import RangeNotFoundError
 from ..trace.nvtx import clean_name, matches
 from ..trace.pages import with_small_pages
-from ..trace.source import Trace
+from ..trace.source import Trace, sqlite_source
 from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
@@ -125,11 +125,16 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     trace does hold: no NVTX table, no ranges, no names, else the closest names (or the most frequent ones).
     `path`: the file as the user named it (default `trace.path`); `hint` is appended to the list of names (e.g.
     "(choose one with range_name)"), `param` the parameter at fault (the CLI writes its flag)."""
-    wanted = f"{path or trace.path}: no NVTX range named {quoted(name)}"
-    if not trace.has_table("NVTX_EVENTS"):
+    kineto = trace.format == "kineto"
+    wanted = f"{path or trace.path}: no {'range' if kineto else 'NVTX range'} named {quoted(name)}"
+    source = sqlite_source(trace)
+    if source is not None and not source.has_table("NVTX_EVENTS"):
         return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
                                   param=param)
     if ranges.empty:
+        if kineto:
+            return RangeNotFoundError(f"{wanted}: the PyTorch-profiler trace has no user_annotation ranges "
+                                      "(torch.profiler.record_function)", param=param)
         return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges", param=param)
     if ranges["qualified_name"].isna().all():
         return RangeNotFoundError(

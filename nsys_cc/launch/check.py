@@ -92,7 +92,7 @@ def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str
 
     traced = (trace_option or "").split(",")
     forwards = 0
-    calls = trace.rows("CUPTI_ACTIVITY_KIND_RUNTIME")
+    calls = trace.count("cuda_api")
     gpu_activity = bool(trace.has_cuda)
     if calls and gpu_activity:
         matched = ranges[matches(ranges, (range_name,))]

@@ -54,7 +54,7 @@ class Col:
 _DROPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def dropped_rows(trace: TraceSource) -> dict[str, int]:
+def dropped_rows(trace: object) -> dict[str, int]:
     """Table → number of its rows dropped so far because their end is missing or before their start (only tables
     already read, and only those with such rows)."""
     try:
@@ -63,7 +63,7 @@ def dropped_rows(trace: TraceSource) -> dict[str, int]:
         return {}
 
 
-def dropped_note(trace: TraceSource) -> str:
+def dropped_note(trace: object) -> str:
     """The note on the rows `dropped_rows` left out ("" when none): how many of which table, and why."""
     dropped = dropped_rows(trace)
     if not dropped:

@@ -137,6 +137,31 @@ GPU_OPS = (
     Column("pid", "", "process id decoded from global_pid"),
 )
 
+# Frames only a PyTorch-profiler (Kineto) trace gives (`KinetoTrace.processes()`, `.threads()`, `.devices()`).
+PROCESSES = (
+    Column("pid", "", "process id (the events' pid)"),
+    Column("name", "", "process_name metadata (e.g. 'python', 'VLLM::EngineCore'); '' when none"),
+    Column("labels", "", "process_labels metadata (e.g. 'CPU'); '' when none"),
+)
+
+THREADS = (
+    Column("pid", "", "process id"),
+    Column("tid", "", "thread id"),
+    Column("global_tid", "", "the thread's id in the frames' global_tid columns"),
+    Column("name", "", "thread_name metadata; '' when the trace names it not"),
+    Column("ranges", "count", "user_annotation ranges on the thread"),
+    Column("launches", "count", "CUDA runtime and driver calls on the thread"),
+)
+
+DEVICES = (
+    Column("device_id", "", "device index (deviceProperties' id; GPU ops' device_id)"),
+    Column("name", "", "device name, e.g. 'NVIDIA H100 80GB HBM3'"),
+    Column("total_memory", "bytes", "totalGlobalMem"),
+    Column("compute_major", "", "compute capability, major"),
+    Column("compute_minor", "", "compute capability, minor"),
+    Column("sms", "count", "streaming multiprocessors (numSms)"),
+)
+
 # What each accessor of `Trace` returns (the accessor's name → its columns).
 TABLES: dict[str, tuple[Column, ...]] = {
     "nvtx_ranges": NVTX_RANGES,

@@ -49,6 +49,8 @@ from .source import ENV_QUERY_TIMEOUT, TraceInfo, handed_out, is_sqlite, query_t
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
+    from .kineto import KinetoTrace
+
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -140,6 +142,8 @@ class ExportTrace:
             through the standard library's sqlite3 (one read-only connection per thread), so that opening a trace
             does not import SQLAlchemy.
     """
+
+    format = "nsys"
 
     def __init__(self, path: str | os.PathLike, sqlite_path: Path):
         self.path = str(path)
@@ -323,6 +327,13 @@ class ExportTrace:
     def has_nvtx(self) -> bool:
         return self.rows("NVTX_EVENTS") > 0
 
+    def count(self, table: str) -> int:
+        """Rows of the export's tables behind the accessor named `table`, from their row counts (before rows whose end
+        is missing or before their start are dropped): "cuda_api" (CUPTI RUNTIME and DRIVER), "kernels", "memops"
+        (MEMCPY and MEMSET), "graph_launches" (GRAPH_TRACE), "gpu_ops" (all four), "nvtx_ranges" (NVTX_EVENTS: marks
+        and domain rows included); 0 for any other name."""
+        return sum(self.rows(t) for t in _COUNTED.get(table, ()))
+
     @property
     def has_cuda(self) -> bool:
         gpu = ("KERNEL", "MEMCPY", "MEMSET", "GRAPH_TRACE")
@@ -414,6 +425,17 @@ class ExportTrace:
         return self._from_file("gpu_ops", cuda.gpu_ops)
 
 
+# The export's tables behind each accessor (`ExportTrace.count`).
+_COUNTED = {
+    "cuda_api": (cuda.RUNTIME, cuda.DRIVER),
+    "kernels": (cuda.KERNEL,),
+    "memops": (cuda.MEMCPY, cuda.MEMSET),
+    "graph_launches": (cuda.GRAPH_TRACE,),
+    "gpu_ops": cuda.OP_TABLES,
+    "nvtx_ranges": ("NVTX_EVENTS",),
+}
+
+
 def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, prefixes: Collection[str] = (),
                     nesting: bool = True) -> pd.DataFrame:
     ranges = nvtx.read_ranges(trace, names, prefixes=prefixes, nesting=nesting)
@@ -451,10 +473,16 @@ def _export_beside(report: Path) -> Path | None:
 
 
 def _kind(path: Path) -> str:
+    """What the file holds, by its first bytes (a report also by its suffix): "sqlite", "report", "json" (a
+    PyTorch-profiler trace, gzip-compressed or not), or "other"."""
     if is_sqlite(path):
         return "sqlite"
     if is_report(path) or path.suffix.lower() in REPORT_SUFFIXES:
         return "report"
+    from .kineto import looks_like_json
+
+    if looks_like_json(path):
+        return "json"
     return "other"
 
 
@@ -516,8 +544,9 @@ def _private_copy(path: Path, side: Path) -> tuple[Path, tempfile.TemporaryDirec
 def open_trace(
     path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
     timeout: float | None | str = "env",
-) -> ExportTrace:
-    """Open an Nsight Systems export (.sqlite) or report (.nsys-rep) read-only.
+) -> ExportTrace | KinetoTrace:
+    """Open an Nsight Systems export (.sqlite) or report (.nsys-rep), or a PyTorch-profiler (Kineto) trace (.json
+    or .json.gz, `nsys_cc.trace.kineto`), read-only; which one it is, is told by the file's content.
 
     A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
     `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards; the export may take
@@ -546,8 +575,13 @@ def open_trace(
         return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir, timeout=timeout))
     if size == 0:
         raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
+    if kind == "json":
+        from .kineto import KinetoTrace
+
+        return KinetoTrace(path)
     if kind != "sqlite":
-        raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report")
+        raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report (nor a "
+                         "PyTorch-profiler trace: .json or .json.gz)")
     try:
         side = _pending(p)
     except OSError as exc:

@@ -1,9 +1,11 @@
 """What the readers and analyses may ask of a trace: the `TraceSource` and `Trace` protocols, and the two facts
 about an export file that every opener shares (the SQLite magic bytes, the read-only URI).
 
-`nsys_cc.trace.reader.Trace` (what `open_trace` returns) implements both protocols. The table readers
-(`cuda.py`, `nvtx.py`, `bulk.py`) need only a `TraceSource`; analyses (`nsys_cc.analysis.projection`, …) take
-a `Trace`. Analyses keep what they derive from a trace in their own caches keyed by the trace object
+Analyses (`nsys_cc.analysis.projection`, …) take a `Trace`: what every reader gives, whatever the file's format.
+`ExportTrace` (`reader.py`, an Nsight Systems export) implements it and `TraceSource`, the SQLite reading surface the
+table readers (`cuda.py`, `nvtx.py`, `bulk.py`) need; `KinetoTrace` (`kineto.py`, a PyTorch-profiler trace) only
+`Trace`. The few users of what only an export has ask `sqlite_source(trace)` for it (None for another format).
+Analyses keep what they derive from a trace in their own caches keyed by the trace object
 (`weakref.WeakKeyDictionary`), not on the reader.
 
 Frames a `Trace` hands out are the user's to change: changing one (assigning a column, `.loc[...] = …`,
@@ -17,9 +19,10 @@ import os
 import sqlite3
 import urllib.parse
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from types import MappingProxyType
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
@@ -76,36 +79,60 @@ def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
 
 @dataclass(frozen=True)
 class TraceInfo:
-    """What an export holds (`Trace.info()`, `nsys-cc info`): where it is, which nsys wrote it, whether it has CUDA
-    and NVTX data, and every table with its row count.
+    """What a trace holds (`Trace.info()`, `nsys-cc info`): where it is, what wrote it, whether it has CUDA data and
+    ranges, and what it is made of.
 
-    - `path`: the file opened (.sqlite or .nsys-rep); `sqlite_path`: the SQLite export read (the same file, or the
-      cached export of a report).
-    - `nsys_version`, `schema_version`: as the export's metadata says (None when it does not).
-    - `has_cuda`: CUDA API calls and GPU work (kernels, copies, sets or graphs) present; `has_nvtx`: NVTX events.
-    - `tables`: table name → rows, read-only.
+    - `path`: the file opened (.sqlite, .nsys-rep, or a PyTorch-profiler .json/.json.gz).
+    - `format`: "nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler trace).
+    - `sqlite_path`: the SQLite export read (the same file, or the cached export of a report); None for a Kineto trace.
+    - `nsys_version`, `schema_version`: as the file's metadata says (None when it does not; a Kineto trace has its
+      `schemaVersion` and no nsys version).
+    - `has_cuda`: CUDA API calls and GPU work (kernels, copies, sets or graphs) present; `has_nvtx`: ranges present
+      (NVTX events; a Kineto trace's `user_annotation`s).
+    - `tables`: table name → rows (an export), or event category → events (a Kineto trace), read-only.
+    - `details`: what else the format tells (a Kineto trace: the versions it states, devices, rank, Python frames,
+      range names → counts); empty for an export.
     """
 
     path: str
-    sqlite_path: str
+    sqlite_path: str | None
     nsys_version: str | None
     schema_version: str | None
     has_cuda: bool
     has_nvtx: bool
     tables: Mapping[str, int]
+    format: str = "nsys"
+    details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __repr__(self) -> str:
+        data = ", ".join(kind for kind, has in (("CUDA", self.has_cuda), ("ranges" if self.format == "kineto"
+                                                                           else "NVTX", self.has_nvtx)) if has)
+        data = data or "none"
+        if self.format == "kineto":
+            return (f"TraceInfo({self.path}: PyTorch profiler (Kineto), schema {self.schema_version or 'unknown'}, "
+                    f"data: {data}, {len(self.tables)} event categories, {sum(self.tables.values()):,} events)")
         exported = f" (exported to {self.sqlite_path})" if self.sqlite_path != self.path else ""
-        data = ", ".join(kind for kind, has in (("CUDA", self.has_cuda), ("NVTX", self.has_nvtx)) if has) or "none"
         return (f"TraceInfo({self.path}{exported}: nsys {self.nsys_version or 'unknown'}, schema "
                 f"{self.schema_version or 'unknown'}, data: {data}, {len(self.tables)} tables, "
                 f"{sum(self.tables.values()):,} rows)")
 
     def to_dict(self) -> dict:
         """Plain JSON-able data (`nsys-cc info --format json`)."""
-        return {"path": self.path, "sqlite_path": self.sqlite_path, "nsys_version": self.nsys_version,
-                "schema_version": self.schema_version, "has_cuda": self.has_cuda, "has_nvtx": self.has_nvtx,
-                "tables": dict(self.tables)}
+        out = {"path": self.path, "format": self.format, "sqlite_path": self.sqlite_path,
+               "nsys_version": self.nsys_version, "schema_version": self.schema_version, "has_cuda": self.has_cuda,
+               "has_nvtx": self.has_nvtx, "tables": dict(self.tables)}
+        if self.details:
+            out["details"] = _plain(self.details)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    """`value` with read-only mappings made dicts (JSON-able)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 @runtime_checkable
@@ -130,10 +157,21 @@ class TraceSource(Protocol):
 
 
 @runtime_checkable
-class Trace(TraceSource, Protocol):
-    """An opened export with its tables (what analyses use). Every table accessor returns a frame the caller may
-    change freely (`handed_out`); `has_loaded(table)` says whether that table was already read, so an analysis
-    can reuse it instead of reading fewer columns again."""
+class Trace(Protocol):
+    """An opened trace with its tables (what analyses use), whatever its format: an Nsight Systems export
+    (`ExportTrace`, which is also a `TraceSource`) or a PyTorch-profiler trace (`KinetoTrace`). Every table accessor
+    returns a frame the caller may change freely (`handed_out`); `has_loaded(table)` says whether that table was
+    already read, so an analysis can reuse it instead of reading fewer columns again. What only an SQLite export has
+    (`sqlite_path`, `reading()`, `strings()`, `columns()`, `has_table()`, `rows()`) is asked for through
+    `sqlite_source(trace)`."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def format(self) -> str:
+        """"nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler trace)."""
+        ...
 
     @property
     def nsys_version(self) -> str | None: ...
@@ -141,8 +179,16 @@ class Trace(TraceSource, Protocol):
     @property
     def has_cuda(self) -> bool: ...
 
+    @property
+    def has_nvtx(self) -> bool: ...
+
+    def count(self, table: str) -> int:
+        """Rows the file holds for the accessor named `table` ("cuda_api", "kernels", "memops", "graph_launches",
+        "gpu_ops", "nvtx_ranges"), read from its metadata, before damaged rows are dropped; 0 when it has none."""
+        ...
+
     def info(self) -> TraceInfo:
-        """What the export holds: paths, versions, CUDA/NVTX presence, tables → rows (`TraceInfo`)."""
+        """What the trace holds: paths, format, versions, CUDA/range presence, tables → rows (`TraceInfo`)."""
         ...
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
@@ -178,3 +224,10 @@ class Trace(TraceSource, Protocol):
         ...
 
     def has_loaded(self, table: str) -> bool: ...
+
+
+def sqlite_source(trace: Trace) -> TraceSource | None:
+    """The SQLite reading surface of `trace` when it is an Nsight Systems export (the trace itself), else None (a
+    PyTorch-profiler trace has no SQLite file): what the few SQLite-only users (`nsys-cc info`'s table list, the
+    table readers) ask for."""
+    return trace if isinstance(trace, TraceSource) else None

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Regenerate fixtures/torch/: PyTorch-profiler (Kineto) traces written by vLLM's own torch profiler on the CPU build
+# (issue 42). Called by scripts/make_fixtures.sh; run it alone with `scripts/make_torch_fixtures.sh [OUT_DIR]`
+# (about 1.5 minutes on 2 cores: three vLLM runs of ~30 s). No nsys is needed. What each file is:
+# fixtures/torch/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-fixtures/torch}
+py=${PY:-.venv/bin/python}
+m=nsys_cc/launch/models
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+mkdir -p "$out"
+
+# vLLM's own latency benchmark (`vllm bench latency`), in process: it profiles one batch with `--profile` (warm-up
+# iterations first, unprofiled) and writes DIR/rank0.<id>.pt.trace.json.gz plus torch's key_averages() table
+# (rank0.profiler_out.txt). One engine core in the benchmark's process, one OpenMP thread: the trace stays small.
+# Short prompts and outputs keep the files a few hundred KB.
+bench() {  # LABEL WITH_STACK ARGS…: one profiled run, its trace copied to OUT/LABEL.pt.trace.json.gz
+  local label=$1 stack=$2; shift 2
+  local dir=$work/$label
+  mkdir -p "$dir"
+  env VLLM_ENABLE_V1_MULTIPROCESSING=0 OMP_NUM_THREADS=1 VLLM_CPU_KVCACHE_SPACE=1 VLLM_CPU_OMP_THREADS_BIND=nobind \
+    NSYS_CC_PLUGIN=0 "$py" -c '
+import sys
+from vllm.benchmarks.latency import add_cli_args, main
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+parser = FlexibleArgumentParser()
+add_cli_args(parser)
+main(parser.parse_args(sys.argv[1:]))' \
+    --load-format dummy --skip-tokenizer-init --disable-detokenize --enforce-eager --kv-cache-memory-bytes 268435456 \
+    --batch-size 1 --num-iters-warmup 1 --profile \
+    --profiler-config "{\"profiler\": \"torch\", \"torch_profiler_dir\": \"$dir\", \"torch_profiler_with_stack\": $stack}" \
+    "$@" > "$work/$label.log" 2>&1 || { tail -30 "$work/$label.log"; exit 1; }
+  local traces=("$dir"/*.pt.trace.json.gz)
+  [ ${#traces[@]} -eq 1 ] && [ -f "${traces[0]}" ] || { ls -l "$dir"; tail -30 "$work/$label.log"; exit 1; }
+  cp "${traces[0]}" "$out/$label.pt.trace.json.gz"
+  if [ -f "$dir/rank0.profiler_out.txt" ]; then cp "$dir/rank0.profiler_out.txt" "$out/$label.key_averages.txt"; fi
+}
+
+# 1. The tiny target, Python frames on (the step's `sample_tokens` frame needs them): 1 prefill + 5 decode steps.
+bench tiny-llama-target true --model $m/tiny-llama-target --input-len 32 --output-len 6
+# 2. The smallest draft alone, Python frames off (vLLM's step annotations and the aten ops only).
+bench tiny-llama-draft-xs false --model $m/tiny-llama-draft-xs --input-len 32 --output-len 6
+# 3. Speculative decoding with the draft model (vLLM's draft_model method, γ = 2), Python frames on (the proposer's
+# `…/spec_decode/…: propose` frame needs them): verify steps of 1 + γ tokens.
+bench tiny-llama-draft-xs.spec-g2 true --model $m/tiny-llama-target --input-len 32 --output-len 6 \
+  --speculative-config "{\"method\": \"draft_model\", \"model\": \"$m/tiny-llama-draft-xs\", \"num_speculative_tokens\": 2}"
+
+# Every trace must hold vLLM's step annotations; the speculative one the proposer's frames.
+"$py" - "$out" <<'PY'
+import gzip, json, sys
+out = sys.argv[1]
+for label, frame in (("tiny-llama-target", "sample_tokens"), ("tiny-llama-draft-xs", None),
+                     ("tiny-llama-draft-xs.spec-g2", "propose")):
+    events = json.load(gzip.open(f"{out}/{label}.pt.trace.json.gz"))["traceEvents"]
+    steps = [e["name"] for e in events if e.get("cat") == "user_annotation" and e["name"].startswith("execute_")]
+    frames = [e["name"] for e in events if e.get("cat") == "python_function" and frame and e["name"].endswith(frame)]
+    print(f"{label}: {len(events)} events, {len(steps)} steps, {len(frames)} '{frame}' frames")
+    if not steps or (frame and not frames):
+        sys.exit(f"{label}: the trace lacks vLLM's step annotations or the '{frame}' frames")
+PY
+ls -l "$out"

@@ -1,0 +1,334 @@
+"""GPU-shaped PyTorch-profiler (Kineto) traces for tests: a real CPU torch trace with CUDA activity added whose every
+range's GPU work is known.
+
+The project's torch fixtures (fixtures/torch/, written by vLLM's own torch profiler on its CPU build) hold no GPU
+events. This helper copies one and adds what a GPU run's Kineto trace holds — laid out as Kineto writes it (the
+categories, `args` keys and pseudo-processes of real traces such as the public B200 one) — so that tests know the exact
+GPU work each `user_annotation` range launched and can check the reader and the projection against it. These are NOT
+GPU traces and must never be presented as such.
+
+What is added, for every range `plan` gives launches to:
+- `cuda_runtime` (`cudaLaunchKernel`, `cudaGraphLaunch`, `cudaMemcpyAsync`, and a `cudaStreamIsCapturing` that launches
+  nothing) or `cuda_driver` (`cuLaunchKernelEx`) calls inside the range, on the range's own thread — or on another
+  thread of the process, to model work launched from elsewhere (it belongs to no range of this thread) — each with its
+  own `args.correlation` (counting up, as CUPTI does);
+- the GPU work, in the device's pseudo-process (pid = device, tid = stream) with `args.device/stream/correlation`:
+  `kernel` events, asynchronous (a kernel starts after its call returned and after the stream's previous work ended, so
+  work trails its range and may run past its end); a `cudaGraphLaunch` gives several kernels sharing its correlation
+  id (a replayed CUDA graph, `args["graph node id"]` set); a `cudaMemcpyAsync` gives a `gpu_memcpy`;
+- a flow pair (`ac2g`, "s" at the call, "f" at the GPU op) per launch, and Kineto's own `gpu_user_annotation` per range
+  — deliberately NOT the projection (it starts 1 µs late), so a reader that used it would be caught;
+- `deviceProperties` (one H100), `cuda_runtime_version`, `cupti_version`, process and thread names for the device.
+
+`add_gpu_work(src, dst, plan)` writes `dst` (.json.gz or .json; `src` is only read) and returns a `GpuShapedKineto`
+with, per range, the exact figures the projection must find (`Work`), computed here in plain Python from the events
+written. Times are written as Kineto writes them: microseconds with the nanoseconds as three decimals.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEVICE = 0
+STREAM = 7
+CONTEXT = 1
+KERNEL_NAMES = ("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>(int, float*)",
+                "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_execute_segment_k_off",
+                "void vllm::rms_norm_kernel<c10::BFloat16>(c10::BFloat16*, c10::BFloat16 const*, float, int, int)")
+STEP = "execute_context_0(0)_generation_1(1)"
+
+
+def us(ns: int) -> str:
+    """Nanoseconds as Kineto writes a time: microseconds with three decimals (exact)."""
+    sign = "-" if ns < 0 else ""
+    return f"{sign}{abs(ns) // 1000}.{abs(ns) % 1000:03d}"
+
+
+@dataclass(frozen=True)
+class Range:
+    """A `user_annotation` of the source trace, as the plan sees it (ns; `index` is its position in traceEvents)."""
+
+    index: int
+    name: str
+    start: int
+    end: int
+    pid: int
+    tid: int
+
+    @property
+    def duration(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One CUDA call made `offset` ns after the range's start and lasting `api_ns`.
+
+    kind: "kernel" (cudaLaunchKernel, one kernel), "driver" (cuLaunchKernelEx, one kernel), "graph" (cudaGraphLaunch:
+    the `kernels` share its correlation id), "memcpy" (cudaMemcpyAsync: one copy of `kernels[0]` ns), "none"
+    (cudaStreamIsCapturing: no GPU work). `kernels`: durations (ns) run back to back on the stream. `lag`: ns between
+    the call's return and the earliest GPU start. `thread`: make the call on this tid of the range's process instead.
+    """
+
+    offset: int
+    api_ns: int
+    kernels: tuple[int, ...] = ()
+    kind: str = "kernel"
+    lag: int = 1_500
+    thread: int | None = None
+
+
+@dataclass
+class Work:
+    """The GPU work written for one range and what its projection must be (ns; None where nothing was launched)."""
+
+    range: Range
+    ops: list[tuple[int, int, str, str]] = field(default_factory=list)  # (start, end, kind, name)
+    launches: int = 0  # calls inside the range on its thread that launched GPU work
+    api_ns: int = 0  # their summed durations
+    api_calls: int = 0  # every CUDA call inside the range on its thread (launching or not)
+
+    @property
+    def span_ns(self) -> int | None:
+        return max(o[1] for o in self.ops) - min(o[0] for o in self.ops) if self.ops else None
+
+    @property
+    def kernel_sum_ns(self) -> int | None:
+        return sum(o[1] - o[0] for o in self.ops if o[2] == "kernel") if self.ops else None
+
+    @property
+    def kernels(self) -> int:
+        return sum(o[2] == "kernel" for o in self.ops)
+
+    @property
+    def busy_ns(self) -> int | None:
+        if not self.ops:
+            return None
+        total, reach = 0, None
+        for s, e, *_ in sorted(self.ops):
+            if reach is None or s > reach:
+                total, reach = total + e - s, e
+            elif e > reach:
+                total, reach = total + e - reach, e
+        return total
+
+    @property
+    def gpu_end(self) -> int | None:
+        return max(o[1] for o in self.ops) if self.ops else None
+
+
+@dataclass
+class GpuShapedKineto:
+    """The trace written (`path`), the work of every range (in trace order), and every GPU op written with the
+    range that launched it (`None`: launched from another thread)."""
+
+    path: Path
+    work: list[Work]
+    all_ops: list[tuple[int, int, str, str, int]]  # (start, end, kind, name, correlation)
+
+    def of(self, name: str) -> list[Work]:
+        return [w for w in self.work if w.range.name == name]
+
+
+def load(path: str | Path) -> dict:
+    """The trace's JSON document (gzip or not)."""
+    path = Path(path)
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def read_ranges(doc: dict, names: Sequence[str] | None = None) -> list[Range]:
+    """The `user_annotation` events (those named `names`), by start — from the raw JSON, times to ns by their text."""
+    out = []
+    for i, e in enumerate(doc["traceEvents"]):
+        if e.get("cat") == "user_annotation" and e.get("ph") == "X" and (names is None or e["name"] in names):
+            start = round(e["ts"] * 1000)  # ranges of the source: re-read exactly by the writer below
+            out.append(Range(i, e["name"], start, start + round(e["dur"] * 1000), e["pid"], e["tid"]))
+    return sorted(out, key=lambda r: (r.start, r.index))
+
+
+def _exact(text_doc: str, ranges: list[Range]) -> list[Range]:
+    """`ranges` with their times from the JSON text (floats of 16 digits may be off by a ns)."""
+    doc = json.loads(text_doc, parse_float=str)
+    exact = []
+    for r in ranges:
+        e = doc["traceEvents"][r.index]
+        ts, dur = e["ts"], e["dur"]
+        start = int(ts.replace(".", "")) if isinstance(ts, str) else ts * 1000
+        d = int(dur.replace(".", "")) if isinstance(dur, str) else dur * 1000
+        exact.append(Range(r.index, r.name, start, start + d, r.pid, r.tid))
+    return exact
+
+
+def steady(gpu_factor: float = 1.5, launches: int = 4, names: Sequence[str] = (STEP,),
+           kind: str = "kernel") -> Callable[[Range], list[Launch]]:
+    """A plan: every range named `names` makes `launches` calls over its first 60 % whose kernels take `gpu_factor` ×
+    the range's wall time in all (above ~0.4, the GPU work ends after the range)."""
+
+    def plan(rng: Range) -> list[Launch]:
+        if rng.name not in names:
+            return []
+        total = max(int(rng.duration * gpu_factor), launches)
+        each = total // launches
+        kernels = [each] * (launches - 1) + [total - each * (launches - 1)]
+        step = max(rng.duration * 6 // (10 * launches), 1)
+        return [Launch(i * step, min(5_000, max(step - 1, 1)), (k,), kind=kind) for i, k in enumerate(kernels)]
+
+    return plan
+
+
+def mixed(names: Sequence[str] = (STEP,), other_thread: int = 999_999) -> Callable[[Range], list[Launch]]:
+    """A plan with every kind of launch in each range: two runtime kernels, a driver launch, a CUDA graph of three
+    kernels (one correlation id), a copy, a call that launches nothing, and a kernel launched from another thread —
+    the last kernel of the graph long enough to run past the range's end."""
+
+    def plan(rng: Range) -> list[Launch]:
+        if rng.name not in names:
+            return []
+        d = rng.duration
+        return [
+            Launch(d // 20, 4_000, (d // 10,)),
+            Launch(d // 10, 3_000, (d // 25,), kind="driver"),
+            Launch(d // 5, 2_500, (), kind="none"),
+            Launch(d // 4, 6_000, (d // 8, d // 9, d), kind="graph"),
+            Launch(d // 3, 2_000, (7_000,), kind="memcpy"),
+            Launch(d // 2, 3_500, (d // 12,), thread=other_thread),
+            Launch(d * 3 // 5, 4_500, (d // 30,)),
+        ]
+
+    return plan
+
+
+API_NAMES = {"kernel": "cudaLaunchKernel", "driver": "cuLaunchKernelEx", "graph": "cudaGraphLaunch",
+             "memcpy": "cudaMemcpyAsync", "none": "cudaStreamIsCapturing"}
+
+
+def _x(cat: str, name: str, pid: int, tid: int, start: int, dur: int, args: dict) -> dict:
+    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": start, "dur": dur, "args": args}
+
+
+def add_gpu_work(src: str | Path, dst: str | Path, plan: Callable[[Range], list[Launch]],
+                 names: Sequence[str] | None = None, *, gzipped: bool | None = None) -> GpuShapedKineto:
+    """Write `src` with the CUDA activity `plan` gives every `user_annotation` (named `names`) to `dst`; module
+    docstring. `gzipped`: compress (default: when `dst` ends in .gz)."""
+    src, dst = Path(src), Path(dst)
+    raw = src.read_bytes()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8", errors="replace")
+    doc = json.loads(text, parse_float=_Raw)  # the source's numbers kept as written
+    ranges = _exact(text, read_ranges(json.loads(text), names))
+    added: list[dict] = []
+    work: list[Work] = []
+    all_ops: list[tuple[int, int, str, str, int]] = []
+    corr = 0
+    stream_free = 0
+    for rng in ranges:
+        w = Work(rng)
+        first_gpu = None
+        for launch in plan(rng):
+            corr += 1
+            tid = rng.tid if launch.thread is None else launch.thread
+            start = rng.start + launch.offset
+            end = start + launch.api_ns
+            assert end <= rng.end, "a plan's call must lie inside its range"
+            cat = "cuda_driver" if launch.kind == "driver" else "cuda_runtime"
+            added.append(_x(cat, API_NAMES[launch.kind], rng.pid, tid, start, launch.api_ns,
+                            {"cbid": 211, "correlation": corr, "External id": corr}))
+            own = launch.thread is None or launch.thread == rng.tid
+            if own:
+                w.api_calls += 1
+            if launch.kind == "none":
+                continue
+            t = max(end + launch.lag, stream_free)
+            ops = []
+            for node, dur in enumerate(launch.kernels):
+                if launch.kind == "memcpy":
+                    args = {"device": DEVICE, "context": CONTEXT, "stream": STREAM, "correlation": corr,
+                            "bytes": 2048, "memory bandwidth (GB/s)": _Raw("1.5")}
+                    added.append(_x("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", DEVICE, STREAM, t, dur, args))
+                    ops.append((t, t + dur, "memcpy", "[CUDA memcpy Host-to-Device]"))
+                else:
+                    name = KERNEL_NAMES[(corr + node) % len(KERNEL_NAMES)]
+                    args = {"queued": 0, "device": DEVICE, "context": CONTEXT, "stream": STREAM, "correlation": corr,
+                            "registers per thread": 32, "shared memory": 1024, "blocks per SM": _Raw("0.5"),
+                            "warps per SM": _Raw("2.0"), "grid": [66, 1, 1], "block": [128, 1, 1],
+                            "est. achieved occupancy %": 6}
+                    if launch.kind == "graph":
+                        args["graph id"] = 1
+                        args["graph node id"] = node + 1
+                    added.append(_x("kernel", name, DEVICE, STREAM, t, dur, args))
+                    ops.append((t, t + dur, "kernel", name))
+                added.append({"ph": "f", "id": corr, "pid": DEVICE, "tid": STREAM, "ts": t, "cat": "ac2g",
+                              "name": "ac2g", "bp": "e"})
+                t += dur
+            added.append({"ph": "s", "id": corr, "pid": rng.pid, "tid": tid, "ts": start, "cat": "ac2g",
+                          "name": "ac2g"})
+            stream_free = t
+            all_ops += [(*o, corr) for o in ops]
+            if own:
+                w.ops += ops
+                w.launches += 1
+                w.api_ns += launch.api_ns
+                first_gpu = ops[0][0] if first_gpu is None else min(first_gpu, ops[0][0])
+        if w.ops:  # Kineto's own projection of the range, off by a µs: a reader that used it would be caught
+            added.append(_x("gpu_user_annotation", rng.name, DEVICE, STREAM, (first_gpu or 0) + 1_000,
+                            max((w.gpu_end or 0) - (first_gpu or 0) - 1_000, 0), {"External id": rng.index}))
+        work.append(w)
+    if added:
+        added += [
+            {"ph": "M", "name": "process_name", "pid": DEVICE, "tid": 0, "args": {"name": "GPU 0"}},
+            {"ph": "M", "name": "thread_name", "pid": DEVICE, "tid": STREAM, "args": {"name": f"stream {STREAM}"}},
+        ]
+    doc["traceEvents"] += added
+    doc["deviceProperties"] = [{"id": DEVICE, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85029158912,
+                                "computeMajor": 9, "computeMinor": 0, "numSms": 132}]
+    doc["cuda_runtime_version"] = 12040
+    doc["cupti_version"] = 24
+    out = _dumps(doc)
+    if gzipped if gzipped is not None else dst.suffix == ".gz":
+        dst.write_bytes(gzip.compress(out.encode("utf-8")))
+    else:
+        dst.write_text(out, encoding="utf-8")
+    return GpuShapedKineto(dst, work, all_ops)
+
+
+class _Raw(str):
+    """A JSON number's text as the source wrote it (the parser's `parse_float`), written back unchanged."""
+
+
+def _dumps(doc: dict) -> str:
+    """`doc` as JSON, numbers exactly as Kineto writes them: the source's decimal texts kept (`_Raw`), our times
+    (int ns under "ts"/"dur") as microseconds with three decimals."""
+    out: list[str] = []
+
+    def write(value, key: str | None = None) -> None:
+        if isinstance(value, _Raw):
+            out.append(str.__str__(value))
+        elif isinstance(value, bool) or value is None:
+            out.append(json.dumps(value))
+        elif isinstance(value, int):
+            out.append(us(value) if key in ("ts", "dur") else str(value))
+        elif isinstance(value, str):
+            out.append(json.dumps(value))
+        elif isinstance(value, dict):
+            out.append("{")
+            for i, (k, v) in enumerate(value.items()):
+                out.append(("," if i else "") + json.dumps(k) + ": ")
+                write(v, k)
+            out.append("}")
+        elif isinstance(value, list):
+            out.append("[")
+            for i, v in enumerate(value):
+                if i:
+                    out.append(",\n" if isinstance(v, dict) else ", ")
+                write(v)
+            out.append("]")
+        else:
+            raise TypeError(f"cannot write {value!r}")
+
+    write(doc)
+    return "".join(out) + "\n"
