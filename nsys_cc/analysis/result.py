@@ -25,7 +25,7 @@ from ..views import view
 from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
-from .stats import median
+from .stats import pooled_median
 from .values import Value
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ class ModelForwards(Value):
     token_note: str = ""
     # On a GPU trace: the share of its GPU ops that found no launch and of the kept forwards without GPU work.
     gpu_loss: GpuLoss | None = None
+    # A model pooled over runs (`cost_coefficient_runs`): per run (run number, its trace's path, its warm-up note),
+    # what `of_run` gives back for that run; empty for one trace.
+    run_sources: tuple[tuple[int, str, str], ...] = ()
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -144,11 +147,16 @@ class ModelForwards(Value):
         return values[at]
 
     def phase_median(self, phase: str, column: str) -> float:
-        """`stats.median` of `phase_values(phase, column)` (of the finite values; NaN when none), worked out once: the
-        coefficients, the token table and the diagnosis each ask for the same medians of millions of forwards."""
+        """The median of `phase_values(phase, column)` (of the finite values; NaN when none); over several runs each
+        run's median, pooled by their geometric mean (`stats.pooled_median`: the rule c is pooled by, so a pooled c
+        is the pooled draft median ÷ the pooled target median). Worked out once: the coefficients, the token table
+        and the diagnosis each ask for the same medians of millions of forwards."""
         key = (phase, column)
         if key not in self._medians:
-            self._medians[key] = median(self.phase_values(phase, column))
+            values = self.phase_values(phase, column)
+            columns = object.__getattribute__(self, "forwards").columns
+            runs = self.phase_values(phase, "run") if "run" in columns else None
+            self._medians[key] = pooled_median(values, runs)
         return self._medians[key]
 
     @property
@@ -172,7 +180,10 @@ class ModelForwards(Value):
         def part(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame["run"] == run] if "run" in frame.columns else frame
 
-        return replace(self, forwards=part(self.forwards), iterations=part(self.iterations))
+        own = {number: (path, note) for number, path, note in self.run_sources}
+        path, note = own.get(int(run), (self.path, self.warmup_note))
+        return replace(self, forwards=part(self.forwards), iterations=part(self.iterations), path=path,
+                       warmup_note=note, run_sources=())
 
 
 @dataclass(frozen=True, repr=False, eq=False)

@@ -19,7 +19,7 @@ from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
-from .sentence_text import with_diagnosis, with_verdicts
+from .sentence_text import interval_text, with_diagnosis, with_verdicts
 from .table_text import markdown_table, text_table
 
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
@@ -126,14 +126,6 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
     return table.loc[:, [c for c in table.columns if not (table[c] == "–").all()]]
 
 
-def _fmt_c(c: float, lo: float, hi: float) -> str:
-    if c is None or math.isnan(c):
-        return "–"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return f"{c:.3f} [no interval]"
-    return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
-
-
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
     summary, tokens = result.summary, result.tokens
@@ -151,6 +143,7 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     cs: dict[tuple, tuple] = {}
     for r in result.coefficients[["draft", "phase", "metric", "c", "ci_low", "ci_high"]].itertuples(index=False):
         cs.setdefault((r[0], r[1], r[2]), (r[3], r[4], r[5]))
+    per_run = token_text.run_values(result)
     rows = []
     for m in result.models:
         for phase in m.phases:
@@ -163,7 +156,8 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
                     row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
                     c = cs.get((m.name, phase, metric))
-                    row[f"c {BY_NAME[metric].label}"] = "–" if c is None else _fmt_c(*c)
+                    row[f"c {BY_NAME[metric].label}"] = ("–" if c is None else
+                                                         interval_text(*c, per_run.get((m.name, phase, metric), ())))
             rows.append(row)
     return pd.DataFrame(rows)
 

@@ -1,7 +1,8 @@
 """Sentences: the sentences and number formats a reader sees, shared by every text module. Analysis hands over
 numbers; they are phrased here.
 
-- `sig3`, `fmt_speedup`: numbers as the reports print them.
+- `sig3`, `fmt_speedup`: numbers as the reports print them; `interval_text` a pooled number with its interval, or
+  its runs' values where the runs give none.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
   Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
   `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
@@ -24,6 +25,30 @@ def sig3(x: float) -> str:
     """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
     s = f"{x:#.3g}"
     return s[:-1] if s.endswith(".") else s
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fixed3(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def interval_text(value: float, low: float, high: float, runs=(), digits=fixed3) -> str:
+    """A pooled number as the tables print it: `value [low–high]` with its interval; without one, the runs' own
+    values beside it in words — "(runs 0.146 and 0.231)", never bracketed as a bound — when it pools two or more
+    runs (`runs`), else "[no interval]"; "–" without a value."""
+    if _missing(value):
+        return "–"
+    if not (_missing(low) or _missing(high)):
+        return f"{digits(value)} [{digits(low)}–{digits(high)}]"
+    found = sorted(float(r) for r in runs if not _missing(r))
+    if len(found) == 2:
+        return f"{digits(value)} (runs {digits(found[0])} and {digits(found[1])})"
+    if len(found) > 2:
+        return f"{digits(value)} (runs {digits(found[0])} to {digits(found[-1])})"
+    return f"{digits(value)} [no interval]"
 
 
 def alpha_text(a: float) -> str:
