@@ -834,7 +834,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         kernel_summary=kernel_summary,
         categories=categories,
         diagnosis=diagnose(models[0], models[1:]),
-        verdicts=verdicts(coefficients, alphas, alpha_intervals=alpha_cis),
+        verdicts=_verdicts(coefficients, alphas, alpha_cis, speculative),
         speedup_marks=marks,
         notes=tuple(notes),
         seed=seed,
@@ -845,6 +845,17 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         tokens=token_table(models),
         forward_share=forward_share,
     )
+
+
+def _verdicts(coefficients: pd.DataFrame, alphas: list[float], alpha_cis: list, speculative) -> pd.DataFrame:
+    """The speedup verdicts: Thm 3.8 with c alone; where a draft was measured in place, resting on its runs
+    (`speculative.verdicts_in_place`: the measured speedups and their cost model's forecast first)."""
+    table = verdicts(coefficients, alphas, alpha_intervals=alpha_cis)
+    if speculative is None:
+        return table
+    from .speculative import verdicts_in_place
+
+    return verdicts_in_place(table, speculative)
 
 
 def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:

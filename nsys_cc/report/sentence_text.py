@@ -129,11 +129,41 @@ def _int(x) -> int:
         return 0
 
 
+def _in_place_text(get, has) -> str | None:
+    """The measured part of a verdict where the draft ran in place (`speculative.verdicts_in_place`): the runs'
+    speedups first, then their cost model's forecast at α; None without runs."""
+    if not has("in_place_gammas") or not get("in_place_gammas") or get("in_place_gammas") != get("in_place_gammas"):
+        return None
+    lo, hi = float(get("measured_low")), float(get("measured_high"))
+    measured = ("–" if math.isnan(lo) else f"{fmt_speedup(lo)}×" if lo == hi else
+                f"{fmt_speedup(lo)}–{fmt_speedup(hi)}×")
+    text = f"measured in place at γ {get('in_place_gammas')}: {measured}"
+    s = float(get("in_place_speedup"))
+    if not math.isnan(s):
+        g = _int(get("in_place_best_gamma"))
+        text += (f"; those runs' cost model at α = {alpha_text(float(get('alpha')))}: best γ = {g} gives "
+                 f"{fmt_speedup(s)}× ({'speeds decoding up' if s > 1 else 'slows decoding down'})")
+    return text
+
+
 def verdict_of(j) -> str:
-    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`."""
+    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`. A row of a
+    draft measured in place (`speculative.verdicts_in_place`) says the measured speedups and their cost model's
+    forecast first, then what Thm 3.8 with c alone would say, and that it leaves out what the runs measured."""
     by_name = isinstance(j, Judgement) or hasattr(j, "_fields")  # a namedtuple row; a Series is read by key
     get = (lambda k: getattr(j, k)) if by_name else j.__getitem__
-    outcome = get("outcome")
+    fields = getattr(j, "_fields", None) or getattr(j, "index", ())
+    measured = None if isinstance(j, Judgement) else _in_place_text(get, lambda k: k in fields)
+    if measured is not None:
+        alone = _verdict_c_alone(j, get, outcome_key="outcome_c_alone")
+        return (f"{measured}; Thm 3.8 with c alone would say: {alone} — it leaves out what the runs measured (the "
+                "verify step's cost above a decode step's, the time outside the forwards)")
+    return _verdict_c_alone(j, get)
+
+
+def _verdict_c_alone(j, get, outcome_key: str = "outcome") -> str:
+    """The Thm 3.8 verdict sentence of a Judgement or a verdicts row (`verdict_of`)."""
+    outcome = get(outcome_key)
     alpha = float(get("alpha"))
     if outcome == "no-phase":
         return f"no {get('phase')} or all-phase measurement of c: no verdict"
