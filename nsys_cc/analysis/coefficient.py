@@ -56,7 +56,7 @@ from .ranges import (
     select,
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
-from .scope import engine_range, in_scope
+from .scope import engine_range, engines as engines_in, in_scope
 from .spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
 from .speedup import speedup_marks, verdicts
 from .stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
@@ -133,13 +133,33 @@ def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str
                                                      scoped_reads(trace, range_name, engines, path))]
 
 
+class InterleavedTraceError(InputError):
+    """A trace read whole that holds the engine windows of an interleaved run (several models in one process): read
+    whole, their forwards would be pooled as one model's. `path`, `engines`: the trace and its engines' labels."""
+
+    def __init__(self, path: str, engines: Sequence[str]):
+        self.path, self.engines = path, list(engines)
+        super().__init__(
+            f"{path} holds every model of an interleaved run ({len(engines)} engines: {', '.join(engines)}): read "
+            "whole, their forwards would be pooled as one model's. Analyse interleaved runs as runs — "
+            "nsys_cc.analyze([run-1/trace.sqlite, run-2/trace.sqlite, …]) or nsys_cc.cost_coefficient_runs(…) with "
+            "those traces (each run's engines are its models) — or pick one engine per trace with engines=[…]",
+            param="engines")
+
+
 def scoped_reads(trace, range_name: str, engines: Sequence[str | None], path: str) -> list[pd.DataFrame]:
     """`ranges.marked_ranges` for several models of one open trace from one read: per scope, the ranges inside
-    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows)."""
+    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows). A trace read
+    whole (a None scope) that holds the windows of two or more engines is an `InterleavedTraceError`: its models'
+    forwards would mix."""
     named = list(dict.fromkeys(engine_range(s) for s in engines if s is not None))
-    ranges = marked_ranges(trace, range_name, *named)
-    whole = ranges if not named else ranges[~ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX)
-                                            .to_numpy(dtype=bool)]
+    ranges = marked_ranges(trace, range_name, *named, engines=any(s is None for s in engines))
+    is_engine = ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX).to_numpy(dtype=bool)
+    whole = ranges[~is_engine] if is_engine.any() else ranges
+    if any(s is None for s in engines) and is_engine.any():
+        found = engines_in(ranges[is_engine])
+        if len(found) >= 2:
+            raise InterleavedTraceError(path, found)
     return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in engines]
 
 

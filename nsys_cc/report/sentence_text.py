@@ -171,6 +171,10 @@ def _verdict_c_alone(j, get, outcome_key: str = "outcome") -> str:
         return f"no measurement of c: no verdict at α = {alpha_text(alpha)}"
     if outcome in ("unbounded", "no-gain"):
         return free_draft_verdict(alpha)
+    c = float(get("c"))
+    if alpha == 1 and 0 < c < 1:  # judge's best_gamma_unbounded: no γ is best, `best_gamma` gave its search bound
+        return (f"α = 1: every draft token is accepted, so S = (γ + 1)/(γc + 1) grows with every γ towards 1/c = "
+                f"{fmt_speedup(1 / c)}× at c = {sig3(c)}: the best γ is unbounded (as large as you can verify)")
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
     a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in getattr(j, "index", getattr(j, "_fields", ())) \
