@@ -173,7 +173,7 @@ def _verdict_c_alone(j, get, outcome_key: str = "outcome") -> str:
         return free_draft_verdict(alpha)
     c = float(get("c"))
     if alpha == 1 and 0 < c < 1:  # judge's best_gamma_unbounded: no γ is best, `best_gamma` gave its search bound
-        return (f"α = 1: every draft token is accepted, so S = (γ + 1)/(γc + 1) grows with every γ towards 1/c = "
+        return (f"every draft token is accepted (α = 1), so S = (γ + 1)/(γc + 1) grows with every γ towards 1/c = "
                 f"{fmt_speedup(1 / c)}× at c = {sig3(c)}: the best γ is unbounded (as large as you can verify)")
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
