@@ -437,7 +437,7 @@ def _warn_no_such_names(trace: ExportTrace, names: Collection[str]) -> None:
     listed = near or known[:5]
     what = "closest names" if near else "names in the trace" if known else "the trace has no named NVTX range"
     warnings.warn(f"{trace.path}: no NVTX range named {', '.join(map(repr, names))}: an empty frame; {what}"
-                  + (f": {', '.join(map(repr, listed))}" if listed else ""), NsysCCWarning, stacklevel=4)
+                  + (f": {', '.join(map(repr, listed))}" if listed else ""), NsysCCWarning, stacklevel=3)
 
 
 def _checked_ranges(trace: ExportTrace, names: Collection[str] | None = None, prefixes: Collection[str] = (),
