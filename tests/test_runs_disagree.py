@@ -215,8 +215,8 @@ def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
 
 def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
     pair = FIXTURES / "spec" / "pair-a50"
-    res = nsys_cc.cost_coefficient(pair / "pair-target-a50.sqlite",
-                                   [pair / "pair-draft.sqlite", *(pair / f"pair-draft.spec-g{g}.sqlite" for g in (1, 2, 3))],
+    spec = [pair / f"pair-draft.spec-g{g}.sqlite" for g in (1, 2, 3)]
+    res = nsys_cc.cost_coefficient(pair / "pair-target-a50.sqlite", [pair / "pair-draft.sqlite", *spec],
                                    acceptance=0.5)
     v = res.verdicts[(res.verdicts["metric"] == WALL) & (res.verdicts["alpha"] == 0.5)].iloc[0]
     measured = res.speculative.table["measured_speedup"]

@@ -28,7 +28,6 @@ import nsys_cc
 from conftest import FIXTURES
 from nsys_cc.analysis import spec_runs
 from nsys_cc.analysis.speculative import BY_METRIC_FIGURES
-from nsys_cc.analysis.stats import runs_median_ci, runs_ratio_of_medians
 from nsys_cc.cli import cli
 
 TARGET, PLAIN_DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"

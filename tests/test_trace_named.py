@@ -10,9 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nsys_cc.errors import NsysCCWarning
-
 from conftest import FIXTURES, PUBLIC, one_per_family
+from nsys_cc.errors import NsysCCWarning
 from nsys_cc.trace import bulk, nvtx, open_trace
 
 

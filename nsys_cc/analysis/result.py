@@ -198,16 +198,17 @@ class CostCoefficientResult(Value):
       fewer than two values on a side; several runs: c = the geometric mean of the runs' own c, its interval the
       t-interval across runs from three on, NaN from two — `stats`), draft_median_ms, target_median_ms (pooled
       alike: each run's median, their geometric mean; c = their ratio), n_draft, n_target (tokens with a value on
-      each side), runs (how many runs the forwards come from), then (`analysis.token`) basis ("token": c is the token's — forward +
-      logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward, c_forward_ci_low,
+      each side), runs (how many runs the forwards come from), then (`analysis.token`) basis ("token": c is the
+      token's — forward + logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward,
+      c_forward_ci_low,
       c_forward_ci_high (the forwards alone), draft_forward_median_ms, draft_logits_median_ms,
       draft_sample_median_ms and the same for the target (the split). The medians and counts are the tokens'.
     - `tokens`: per model, phase and metric, the token's median and its split (`token.TOKEN_COLUMNS`: basis, count,
       token_median_ms, forward_median_ms, logits_median_ms, sample_median_ms).
     - `forwards`: model, role, range_name, run (the run a forward came from: 1 for one trace, 1 … R or the
       profile's run numbers for runs pooled by `cost_coefficient_runs`), range_id, start_ns, end_ns, payload, kept,
-      phase, kernels, gpu_ops, wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns, then each part's
-      metrics (`logits_wall_ns`, …, `sample_gpu_idle_ns`; NaN where none) — every matching range.
+      phase, kernels, gpu_ops, wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns, then
+      each part's metrics (`logits_wall_ns`, …, `sample_gpu_idle_ns`; NaN where none) — every matching range.
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.

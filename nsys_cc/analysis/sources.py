@@ -125,11 +125,12 @@ def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
     spec = {label: m.group("draft") for label in labels if (m := LABEL_RE.match(label))}
     drafts = sorted({d for d in spec.values() if d in labels})
     left = [label for label in labels if label not in spec and label not in drafts]
-    if spec and drafts and len(left) == 1:
+    if spec and len(left) == 1:
         target = left[0]
         note = (f"{folder}: no status.json — read as a folder of traces named by their labels: target {target} (the "
-                f"one trace no speculative run names as its draft), draft(s) {', '.join(drafts)}, speculative "
-                f"run(s) {', '.join(sorted(spec))}")
+                f"one trace that is neither a speculative run nor the draft one names), draft(s) "
+                f"{', '.join(drafts) or 'none (heads or proposers without a plain run)'}, speculative run(s) "
+                f"{', '.join(sorted(spec))}")
         return labels[target], [labels[d] for d in drafts] + [labels[s] for s in sorted(spec)], [note]
     listed = f" (it holds {len(files)} trace(s): {', '.join(files[:6])}{', …' if len(files) > 6 else ''})" \
         if files else ""
@@ -226,7 +227,10 @@ def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output
 
 def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> dict[str, float]:
     """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
-    where there is no interval yet."""
+    where there is no interval across runs yet (fewer than `stats.MIN_RUNS` runs: one run's bootstrap says nothing of
+    the next run, and two runs give none)."""
+    from .stats import MIN_RUNS
+
     coef = result.coefficients
     out = {}
     for d in drafts:
@@ -236,6 +240,9 @@ def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> di
             out[d] = math.inf
             continue
         r = rows.iloc[0]
+        if int(r["runs"]) < MIN_RUNS:
+            out[d] = math.inf
+            continue
         half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
         out[d] = half if math.isfinite(half) else math.inf
     return out

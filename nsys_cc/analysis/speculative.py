@@ -607,9 +607,10 @@ def analyze_speculative(
             alpha, source, alpha_vllm = alpha_from_tokens(tps, r.gamma), "tokens per step", math.nan
         sp = _pooled_ratio(dec_step, v_step, seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
-        if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step: shown where runs give no interval
+        if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step (shown where no interval)
             run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": WALL,
-                          "figure": "measured_speedup", "run": k, "value": tps * x} for k, x in zip(sp.numbers, sp.runs)]
+                          "figure": "measured_speedup", "run": k, "value": tps * x}
+                         for k, x in zip(sp.numbers, sp.runs)]
         bench = _bench_speedup(plain, r, out_len)
         leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
                      if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)

@@ -945,7 +945,6 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     """The cells of a design directory: at each batch size its speculative engines against its plain target of the
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
-    import warnings
 
     from .coefficient import cost_coefficient_runs
     from .spec_labels import DESIGN_LABEL_RE
@@ -999,7 +998,6 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     per speculative engine in it. The engines that ran vLLM's whole schedule (`Cell.schedule_run`) only with
     `schedule_runs` (they are no fixed-γ cell)."""
     import os
-    import warnings
     from pathlib import Path
 
     from .sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory

@@ -84,7 +84,8 @@ def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -
     """Why a GPU run's forward ranges (`range_name`) have no GPU work projected onto them, naming the likely causes
     (None when at least one has): `trace_option` is the run's nsys `-t` value."""
     with open_trace(sqlite) as trace:
-        return _gpu_problem(trace, trace.nvtx_ranges(names=[range_name], nesting=False, warn=False), range_name, trace_option)
+        return _gpu_problem(trace, trace.nvtx_ranges(names=[range_name], nesting=False, warn=False), range_name,
+                            trace_option)
 
 
 def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str | None) -> str | None:
