@@ -152,7 +152,7 @@ def verdict_of(j) -> str:
     forecast first, then what Thm 3.8 with c alone would say, and that it leaves out what the runs measured."""
     by_name = isinstance(j, Judgement) or hasattr(j, "_fields")  # a namedtuple row; a Series is read by key
     get = (lambda k: getattr(j, k)) if by_name else j.__getitem__
-    fields = tuple(getattr(j, "_fields", None) or getattr(j, "index", ()))
+    fields: tuple = tuple(j._fields) if hasattr(j, "_fields") else tuple(getattr(j, "index", ()))
     measured = None if isinstance(j, Judgement) else _in_place_text(get, lambda k: k in fields)
     if measured is not None:
         alone = _verdict_c_alone(j, get, outcome_key="outcome_c_alone")
