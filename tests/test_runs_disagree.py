@@ -226,6 +226,10 @@ def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
     assert v["in_place_speedup"] == pytest.approx(want["speedup"]) and v["in_place_best_gamma"] == want["best_gamma"]
     assert v["outcome"] == ("speeds-up" if want["speedup"] > 1 else "slows-down")
     assert v["outcome_c_alone"] == "speeds-up" and v["speedup"] > 1  # Thm 3.8 alone: what the runs contradict
+    from nsys_cc.report.sentence_text import verdict_of, with_verdicts
+
+    # a row as a namedtuple or a Series says the same (a namedtuple's `index` is a method, not its fields)
+    assert [verdict_of(r) for r in res.verdicts.itertuples()] == list(with_verdicts(res.verdicts)["verdict"])
     line = next(ln for ln in res.render().splitlines() if ln.startswith("* pair-draft (wall c"))
     assert line.index("measured in place") < line.index("Thm 3.8 with c alone")
     assert "slows decoding down" in line and "leaves out" in line

@@ -155,13 +155,13 @@ def verdict_of(j) -> str:
     fields: tuple = tuple(j._fields) if hasattr(j, "_fields") else tuple(getattr(j, "index", ()))
     measured = None if isinstance(j, Judgement) else _in_place_text(get, lambda k: k in fields)
     if measured is not None:
-        alone = _verdict_c_alone(j, get, outcome_key="outcome_c_alone")
+        alone = _verdict_c_alone(j, get, fields, outcome_key="outcome_c_alone")
         return (f"{measured}; Thm 3.8 with c alone would say: {alone} — it leaves out what the runs measured (the "
                 "verify step's cost above a decode step's, the time outside the forwards)")
-    return _verdict_c_alone(j, get)
+    return _verdict_c_alone(j, get, fields)
 
 
-def _verdict_c_alone(j, get, outcome_key: str = "outcome") -> str:
+def _verdict_c_alone(j, get, fields: tuple, outcome_key: str = "outcome") -> str:
     """The Thm 3.8 verdict sentence of a Judgement or a verdicts row (`verdict_of`)."""
     outcome = get(outcome_key)
     alpha = float(get("alpha"))
@@ -177,7 +177,7 @@ def _verdict_c_alone(j, get, outcome_key: str = "outcome") -> str:
                 f"{fmt_speedup(1 / c)}× at c = {sig3(c)}: the best γ is unbounded (as large as you can verify)")
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
-    a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in getattr(j, "index", getattr(j, "_fields", ())) \
+    a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in fields \
         else (float(get("alpha_low")), float(get("alpha_high")))
     return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,
                    best_gamma=_int(get("best_gamma")), best_gamma_low=_int(get("best_gamma_low")),
