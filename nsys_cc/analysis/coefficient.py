@@ -6,9 +6,10 @@ When the ranges lie in several processes (tensor-parallel ranks) each forward is
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
 A trace that holds several models (one interleaved process of `profile`, `nsys_cc.vllm.interleave`) is read once per
 model with `scope` = the model's engine label (`scope`). Several runs of every model (`cost_coefficient_runs`, what
-`profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then the ratio of the pooled
-medians and its interval the two-level bootstrap across runs (`stats.runs_ratio_of_medians`), and `runs` holds c per
-run.
+`profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then each run's ratio of
+medians pooled by their geometric mean, with the interval across runs from three runs on
+(`stats.runs_ratio_of_medians`), and `runs` holds c per run. A trace read whole that holds several engines is refused
+(`InterleavedTraceError`): its models' forwards would mix.
 This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
 
