@@ -184,7 +184,11 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             only (on the CPU, vLLM's V1 runner ignores the table and runs num_speculative_tokens everywhere).
 
     Returns:
-        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
+        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md). It is
+        returned whether or not the schedule is recommended: `report.trusted` is False when a held-out cell missed
+        its measurement by more than 10 % or the forecast has no usable interval (`trust_reason` says why,
+        `next_steps` what to measure next; `schedule` is then None, `fitted_schedule` the table, and no
+        --speculative-config is given; `nsys-cc tune` exits with code 3).
     """
     bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
     checks = parse_checks(check)
