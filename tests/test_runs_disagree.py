@@ -325,8 +325,11 @@ def test_the_plots_say_what_they_show(spec_result):
     assert "warm-up dropped" in figs["forward_times"]._suptitle.get_text()  # this fixture dropped warm-up
     v = FIXTURES / "vllm"
     plain = nsys_cc.cost_coefficient(v / "tiny-llama-target.sqlite", v / "tiny-llama-draft-xs.sqlite", skip_ranges=0)
-    if all(m.forwards["kept"].all() for m in plain.models):
-        assert "nothing dropped" in plain.figures()["forward_times"]._suptitle.get_text()
+    assert all(m.forwards["kept"].all() for m in plain.models)  # skip_ranges=0: nothing dropped, the notes say
+    title = " ".join(plain.figures()["forward_times"]._suptitle.get_text().split())
+    assert "warm-up dropped" not in title and "nothing dropped as warm-up" in title
+    first = plain.target.forwards["wall_ns"].iloc[0] / 1e6
+    assert f"first {first:.3g} ms" in title  # the warm-up forward the plot shows, named
     tp = FIXTURES / "tp" / "tiny-llama-target.tp2.sqlite"
     res = nsys_cc.cost_coefficient(tp, FIXTURES / "interleaved" / "run-1" / "trace.sqlite",
                                    engines=[None, "tiny-llama-draft-xs"])

@@ -177,7 +177,7 @@ def _dropped_words(result: CostCoefficientResult) -> str:
         wall = m.forwards[WALL_NS].to_numpy(dtype=float) / 1e6
         if wall.size > 2 and np.isfinite(wall[0]) and wall[0] > 5 * np.nanmedian(wall):
             slow.append(f"{m.name}'s first {wall[0]:.3g} ms against a {np.nanmedian(wall):.3g} ms median")
-    return "nothing dropped: no warm-up marked" + (f" ({'; '.join(slow)}: skip_ranges drops it)" if slow else "")
+    return "nothing dropped as warm-up" + (f" ({'; '.join(slow)}: skip_ranges drops it)" if slow else "")
 
 
 def _coef_phases(result: CostCoefficientResult) -> list[str]:
