@@ -242,7 +242,8 @@ def check_lines(spec: SpeculativeAnalysis) -> list[str]:
     return out
 
 
-HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; speedup = plain decode time per "
+HEADER = ("Speculative decoding measured in place (medians with 95 % intervals — runs pooled by the geometric mean of "
+          "each run's figure, their values beside it where two runs give no interval; speedup = plain decode time per "
           "output token ÷ speculative time per output token, prefill excluded)")
 
 
