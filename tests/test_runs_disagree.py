@@ -439,3 +439,22 @@ def test_tune_forecast_intervals_hold_or_are_none(spread, seed):
         for key in ("speedup", "speedup_benchmark"):
             lo, hi = f[f"{key}_ci_low"], f[f"{key}_ci_high"]
             assert (math.isnan(lo) and math.isnan(hi)) or _usable(f[key], lo, hi), (key, f)
+
+
+def test_runs_that_disagree_on_the_measured_speedup_are_said():
+    rng = np.random.default_rng(5)
+    plain = [_step_table(10 * np.exp(rng.normal(0, 0.02, 12)), "decode") for _ in range(3)]
+    # the third run's verify steps 3× slower against its own plain steps: its speedup, not just its speed, differs
+    spec = [speculative.SpecRun("d.spec-g2", "d", 2, "x", _step_table(f * 13 * np.exp(rng.normal(0, 0.02, 12)),
+                                                                      "verify", 2), None, None, None)
+            for f in (1.0, 1.05, 3.0)]
+    analysis = spec_runs.analyze_pooled(plain, [spec], output_len=5)
+    (note,) = [n for n in analysis.notes if "disagree" in n]
+    row = analysis.table.iloc[0]
+    assert note.startswith("d.spec-g2: its 3 runs disagree on the measured speedup")
+    assert f"{row['measured_speedup']:.3g}×" in note and _usable(row["measured_speedup"],
+                                                                 row["measured_speedup_ci_low"],
+                                                                 row["measured_speedup_ci_high"])
+    agree = spec_runs.analyze_pooled(plain, [[dataclasses.replace(s, steps=spec[0].steps) for s in spec]],
+                                     output_len=5)
+    assert not any("disagree" in n for n in agree.notes)

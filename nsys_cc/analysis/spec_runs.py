@@ -179,7 +179,28 @@ def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Seque
                                             [_pool_runs(rs, numbers) for rs in per_label.values()],
                                             c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
                                             seed=seed)
-    return dataclasses.replace(analysis, notes=(*analysis.notes, runs_note(len(plain_tables))))
+    return dataclasses.replace(analysis, notes=(*analysis.notes, runs_note(len(plain_tables)),
+                                                *_disagreement(analysis)))
+
+
+def _disagreement(analysis: spec_mod.SpeculativeAnalysis) -> list[str]:
+    """A note per engine whose runs disagree on its measured speedup: an interval across runs more than 2-fold wide
+    (three runs or more), or two runs more than 2-fold apart."""
+    out = []
+    for r in analysis.table.itertuples():
+        mine = analysis.runs[(analysis.runs["name"] == r.name) & (analysis.runs["figure"] == "measured_speedup")]
+        values = mine["value"].to_numpy(dtype=float)
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size < 2:
+            continue
+        lo, hi = r.measured_speedup_ci_low, r.measured_speedup_ci_high
+        wide = math.isfinite(lo) and lo > 0 and hi > 2 * lo
+        if wide or values.max() > 2 * values.min():
+            out.append(f"{r.name}: its {values.size} runs disagree on the measured speedup ({values.min():.3g}× to "
+                       f"{values.max():.3g}×" + (f", interval {lo:.3g}–{hi:.3g}" if wide else "") + "): the pooled "
+                       f"{r.measured_speedup:.3g}× is their geometric mean; look for a slow spell in one run and "
+                       "profile more runs")
+    return out
 
 
 def runs_note(n: int) -> str:
