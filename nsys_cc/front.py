@@ -84,9 +84,11 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         from .sweep.manifest import MANIFEST_NAME, is_many
 
         if os.path.isdir(source) and not os.path.isfile(os.path.join(source, MANIFEST_NAME)):
-            raise InputError(f"{source} is neither a profile's output directory (no status.json, no completed "
-                             f"run-<k>/ folder) nor a sweep directory (no {MANIFEST_NAME} yet): give a trace and its "
-                             "drafts, or one of those", param="source")
+            # a folder of traces (a profile's without its status.json): `sources` reads it when it can tell the
+            # target, else says which traces it holds
+            return sources.analyze_source(source, names=names, range_name=range_name, skip_ranges=skip_ranges,
+                                          output_len=output_len, engines=engines, acceptance=acceptance,
+                                          metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
         if is_many(source):
             given = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
                      "engines": engines, "acceptance": acceptance, "metrics_dump": metrics_dump,

@@ -31,6 +31,9 @@ from .errors import InputError
 DESIGN_FILE = "tune.json"
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
+# `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneReport.trusted` False): distinct from 1 (some
+# run failed) and 2 (bad input).
+UNTRUSTED_EXIT = 3
 CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
             "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
             "against the fixed-γ cells measured at each batch size, not run")
@@ -72,14 +75,35 @@ def _ints(value, name: str) -> list[int]:
 
 @dataclass
 class TuneReport:
-    """The fit (`result`, an `analysis.tune.TuneResult`) and the files written (`files`, empty without out_dir)."""
+    """The fit (`result`, an `analysis.tune.TuneResult`) and the files written (`files`, empty without out_dir).
+    `trusted`: whether the schedule is recommended (False when a held-out cell missed its measurement by more than
+    10 % or the forecast has no usable interval: `trust_reason` says why, `next_steps` what to measure next; the
+    fitted table is then `fitted_schedule`, and `schedule` None)."""
 
     result: model.TuneResult
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
-    def schedule(self) -> list[list[int]]:
+    def trusted(self) -> bool:
+        return self.result.trusted
+
+    @property
+    def trust_reason(self) -> str:
+        return self.result.trust_reason
+
+    @property
+    def next_steps(self) -> str:
+        return self.result.next_steps
+
+    @property
+    def schedule(self) -> list[list[int]] | None:
+        """The recommended num_speculative_tokens_per_batch_size; None when it is not recommended (`trusted`)."""
+        return self.result.schedule if self.result.trusted else None
+
+    @property
+    def fitted_schedule(self) -> list[list[int]]:
+        """The table the fit gives, recommended or not."""
         return self.result.schedule
 
     def to_dict(self) -> dict:
@@ -160,7 +184,11 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             only (on the CPU, vLLM's V1 runner ignores the table and runs num_speculative_tokens everywhere).
 
     Returns:
-        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md).
+        A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md). It is
+        returned whether or not the schedule is recommended: `report.trusted` is False when a held-out cell missed
+        its measurement by more than 10 % or the forecast has no usable interval (`trust_reason` says why,
+        `next_steps` what to measure next; `schedule` is then None, `fitted_schedule` the table, and no
+        --speculative-config is given; `nsys-cc tune` exits with code 3).
     """
     bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
     checks = parse_checks(check)
@@ -262,7 +290,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
 
         run_schedule = launch_plan.uses_gpu(device)
     if source is None and run_schedule:
-        config = result.speculative_config(workload="benchmark")
+        config = result.speculative_config(workload="benchmark", untrusted=True)  # measured, not recommended
         if config is None:
             notes.append("schedule run: the benchmark workload's schedule speculates nowhere: nothing to run")
         else:
@@ -376,10 +404,7 @@ def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path
     files = {"json": out / DESIGN_FILE, "schedule": out / SCHEDULE_FILE, "forecast": out / "forecast.csv",
              "checks": out / "checks.csv", "report": out / "report.md"}
     atomic.write_text(files["json"], json.dumps(_finite(doc), indent=1) + "\n")
-    atomic.write_text(files["schedule"], json.dumps(
-        {"num_speculative_tokens_per_batch_size": r.schedule, "speculative_config": r.speculative_config(),
-         "workload": r.workload, "schedules": {w: sch for w, sch in r.schedules.items()}},
-        indent=1) + "\n")
+    atomic.write_text(files["schedule"], json.dumps(r.schedule_doc(), indent=1) + "\n")
     pd.DataFrame(r.forecast).to_csv(files["forecast"], index=False)
     pd.DataFrame(r.checks or [], columns=["batch_size", "gamma", "label", "forecast", "forecast_ci_low",
                                           "forecast_ci_high", "forecast_iid", "measured", "measured_ci_low",
@@ -408,6 +433,11 @@ def _x(v: float) -> str:
     return f"{v:.3g}×" if math.isfinite(v) else "n/a"
 
 
+def _ci(lo: float, hi: float) -> str:
+    """" [low–high]" of an interval, " (no interval)" without one (never a bracket around numbers that are none)."""
+    return f" [{lo:.3g}–{hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else " (no interval)"
+
+
 def render_text(report: TuneReport) -> str:
     r = report.result
     lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
@@ -427,7 +457,7 @@ def render_text(report: TuneReport) -> str:
     for b in show:
         g = next(gg for s, e, gg in r.schedule if s <= b <= e)
         f = by.get((b, g))
-        best = (f"{_x(f[key])} [{f[key + '_ci_low']:.3g}–{f[key + '_ci_high']:.3g}]" if f else "1× (plain)")
+        best = f"{_x(f[key])}{_ci(f[key + '_ci_low'], f[key + '_ci_high'])}" if f else "1× (plain)"
         iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
         row = [_x(by[(b, k)][key]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
         lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
@@ -436,10 +466,11 @@ def render_text(report: TuneReport) -> str:
     if not r.checks:
         lines.append("  none measured: add --check B:γ (e.g. 4:2,16:3) to profile some")
     for c in r.checks:
-        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])} "
-                     f"[{c['forecast_ci_low']:.3g}–{c['forecast_ci_high']:.3g}] vs measured {_x(c['measured'])} "
-                     f"({c['error']:+.1%}; {'within' if c['within_precision'] else 'outside'} the runs' own "
-                     f"±{c['tolerance']:.1%}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
+        own = (f"{'within' if c['within_precision'] else 'outside'} the runs' own ±{c['tolerance']:.1%}"
+               if math.isfinite(c["tolerance"]) else "no interval on either side to compare with")
+        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])}"
+                     f"{_ci(c['forecast_ci_low'], c['forecast_ci_high'])} vs measured {_x(c['measured'])} "
+                     f"({c['error']:+.1%}; {own}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
                      + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
                         f"measured {_x(c['measured_counters'])} ({c['error_counters']:+.1%})"
                         if math.isfinite(c['measured_counters']) else "")
@@ -460,20 +491,27 @@ def render_text(report: TuneReport) -> str:
                         + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
                            if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']
                            else "") if "server_gamma" in s else "")
-                     + (f"; vLLM running the whole schedule: {_x(s['schedule_run_measured'])} "
-                        f"[{s['schedule_run_ci_low']:.3g}–{s['schedule_run_ci_high']:.3g}] "
+                     + (f"; vLLM running the whole schedule: {_x(s['schedule_run_measured'])}"
+                        f"{_ci(s['schedule_run_ci_low'], s['schedule_run_ci_high'])} "
                         f"({s['schedule_run_gap']:+.1%} against the best fixed γ"
                         + (f"; {s['schedule_run_note']}" if s["schedule_run_note"] else "") + ")"
                         if "schedule_run_measured" in s else ""))
     lines.append("")
-    lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload): {json.dumps(r.schedule)}")
+    if not r.trusted:  # the schedule its own check refutes is not handed out (issue 43)
+        lines += [f"NOT RECOMMENDED: {r.trust_reason}.", f"Measure next: {r.next_steps}.",
+                  "The fitted table below is for inspection only; no --speculative-config is given (exit code "
+                  f"{UNTRUSTED_EXIT}).", ""]
+    fitted = "" if r.trusted else ", fitted, not recommended"
+    lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload{fitted}): {json.dumps(r.schedule)}")
     for w in other:
         if w in r.schedules:
-            lines.append(f"  {w} workload's schedule: {json.dumps(r.schedules[w])} (--workload {w})")
+            lines.append(f"  {w} workload's schedule{fitted}: {json.dumps(r.schedules[w])} (--workload {w})")
     if r.no_gain_from is not None:
         lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
     cfg = r.speculative_config()
-    lines.append(f"--speculative-config '{cfg}'" if cfg else "--speculative-config: none (no batch size speculates)")
+    lines.append(f"--speculative-config '{cfg}'" if cfg else
+                 "--speculative-config: none (not recommended: see above)" if not r.trusted else
+                 "--speculative-config: none (no batch size speculates)")
     for n in [*r.notes, *report.notes]:
         lines.append(f"note: {n}")
     return "\n".join(lines) + "\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -41,7 +42,8 @@ def _cli_json(*args: str) -> dict:
 
 def _same_numbers(doc: dict, result) -> None:
     """The CLI's JSON says the c, intervals and forward shares of `result`."""
-    got = {(c["draft"], c["phase"], c["metric"]): (c["c"], *c["ci95"]) for c in doc["coefficients"]}
+    got = {(c["draft"], c["phase"], c["metric"]): tuple(math.nan if x is None else x for x in (c["c"], *c["ci95"]))
+           for c in doc["coefficients"]}
     want = {(r.draft, r.phase, r.metric): (r.c, r.ci_low, r.ci_high) for r in result.coefficients.itertuples()}
     assert got.keys() == want.keys() and got
     for key, values in want.items():

@@ -3,7 +3,6 @@ Student's t, and the Wilson interval of α — each checked against values worke
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -65,38 +64,72 @@ def test_t_beyond_the_table_is_the_normal_and_zero_df_is_refused():
         stats.t975(0)
 
 
-# ---- c over several runs -------------------------------------------------------------------------------------------
+# ---- c over several runs (issue 43: each run's c, then their geometric mean) ---------------------------------------
 
-def test_c_over_runs_is_the_ratio_of_the_pooled_medians():
+def _by_hand(drafts, targets):
+    """The oracle: each run's median ÷ median with numpy, then the geometric mean and the log-scale t-interval
+    (the 97.5 % point of t by numerical integration, not the module's table)."""
+    cs = np.array([np.median(d) / np.median(t) for d, t in zip(drafts, targets)])
+    logs = np.log(cs)
+    half = _t975_by_integration(len(cs) - 1) * logs.std(ddof=1) / math.sqrt(len(cs))
+    return cs, math.exp(logs.mean()), math.exp(logs.mean() - half), math.exp(logs.mean() + half)
+
+
+def test_c_over_runs_is_the_geometric_mean_of_the_runs_c_with_the_t_interval_of_their_logs():
     rng = np.random.default_rng(0)
     drafts = [rng.normal(0.5, 0.02, n) for n in (150, 120, 90)]
     targets = [rng.normal(f, 0.1, n) for f, n in ((3.0, 150), (3.3, 110), (2.8, 130))]
+    pooled = stats.runs_ratio_of_medians(drafts, targets)
+    cs, c, lo, hi = _by_hand(drafts, targets)
+    assert tuple(pooled) == pytest.approx((c, lo, hi), rel=1e-3)
+    assert pooled.runs == pytest.approx(tuple(cs)) and pooled.numbers == (1, 2, 3)
+    assert cs.min() <= pooled[0] <= cs.max() and 0 < pooled[1] <= pooled[0] <= pooled[2]
+
+
+def test_runs_five_times_apart_pool_within_them_where_raw_medians_did_not():
+    # the issue's case: one run 5× slower as a whole, and with more forwards; the median of every forward pooled
+    # (the old definition) lands in the slow run on both sides and the ratio of those medians lies outside both runs
+    rng = np.random.default_rng(3)
+    fast_t, slow_t = rng.normal(7.0, 0.3, 20), rng.normal(38.0, 2.0, 60)
+    fast_d, slow_d = rng.normal(1.6, 0.05, 60), rng.normal(5.5, 0.2, 20)
+    drafts, targets = [slow_d, fast_d], [slow_t, fast_t]
+    old = np.median(np.concatenate(drafts)) / np.median(np.concatenate(targets))
+    cs = [np.median(d) / np.median(t) for d, t in zip(drafts, targets)]
+    assert not min(cs) <= old <= max(cs)  # what the raw pooling gave
     c, lo, hi = stats.runs_ratio_of_medians(drafts, targets)
-    assert c == pytest.approx(np.median(np.concatenate(drafts)) / np.median(np.concatenate(targets)))
-    assert lo < c < hi
+    assert c == pytest.approx(math.sqrt(cs[0] * cs[1])) and min(cs) <= c <= max(cs)
+    assert math.isnan(lo) and math.isnan(hi)  # two runs: their values, no interval
 
 
-def test_fewer_than_two_runs_with_values_have_no_interval():
-    one = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55]], [[3.0, 3.1, 2.9]])
-    assert one[0] == pytest.approx(0.55 / 3.0) and math.isnan(one[1]) and math.isnan(one[2])
-    # a run without draft values is left out: one run left
-    left = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55], []], [[3.0, 3.1, 2.9], [2.0, 2.0]])
-    assert math.isnan(left[1])
+def test_two_runs_have_their_values_and_no_interval():
+    two = stats.runs_ratio_of_medians([[1.0, 1.2, 1.1], [2.0, 2.1, 2.2]], [[10.0, 10.0], [8.0, 9.0]])
+    assert two[0] == pytest.approx(math.sqrt(0.11 * (2.1 / 8.5)))
+    assert math.isnan(two[1]) and math.isnan(two[2])
+    assert two.runs == pytest.approx((0.11, 2.1 / 8.5)) and two.spread == pytest.approx((2.1 / 8.5) / 0.11 - 1)
 
 
-def test_the_interval_of_constant_runs_is_the_t_interval_of_their_bootstrap():
-    # Runs whose forwards are all equal: a replicate's pooled median is the median of the picked runs' values, so
-    # its distribution is known exactly by enumerating the 27 equally likely picks of 3 runs.
+def test_one_run_left_is_its_forwards_bootstrap():
+    one = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55]], [[3.0, 3.1, 2.9]], seed=4)
+    assert tuple(one) == stats.ratio_of_medians([0.5, 0.6, 0.55], [3.0, 3.1, 2.9], seed=4)
+    # a run without draft values is left out: one run left, its bootstrap
+    left = stats.runs_ratio_of_medians([[0.5, 0.6, 0.55], []], [[3.0, 3.1, 2.9], [2.0, 2.0]], seed=4)
+    assert tuple(left) == tuple(one) and left.numbers == (1,)
+
+
+def test_the_interval_of_three_runs_by_hand():
+    # each run's c known exactly (constant forwards): the interval is exp(mean ± 4.303 · sd / √3) of their logs
     cs = [0.10, 0.12, 0.15]
-    drafts = [[c] * 40 for c in cs]
-    targets = [[1.0] * 40 for _ in cs]
-    logs = np.log([np.median(pick) for pick in itertools.product(cs, repeat=3)])
-    se = math.sqrt(np.mean((logs - logs.mean()) ** 2))  # the replicates' spread (population form: all 27 picks)
-    half = 4.303 * se * math.sqrt(3 / 2)
-    c, lo, hi = stats.runs_ratio_of_medians(drafts, targets, n_boot=40_000, seed=1)
-    assert c == pytest.approx(0.12)
-    assert math.log(hi / c) == pytest.approx(half, rel=0.03)
-    assert math.log(c / lo) == pytest.approx(half, rel=0.03)
+    pooled = stats.runs_ratio_of_medians([[c] * 40 for c in cs], [[1.0] * 40 for _ in cs])
+    logs = np.log(cs)
+    half = 4.303 * logs.std(ddof=1) / math.sqrt(3)
+    assert pooled[0] == pytest.approx((0.10 * 0.12 * 0.15) ** (1 / 3))
+    assert pooled[1] == pytest.approx(math.exp(logs.mean() - half), rel=1e-4)
+    assert pooled[2] == pytest.approx(math.exp(logs.mean() + half), rel=1e-4)
+
+
+def test_runs_at_zero_pool_by_their_mean_without_an_interval():
+    p = stats.pool([0.0, 2.0, 4.0])
+    assert p[0] == 2.0 and math.isnan(p[1]) and math.isnan(p[2])
 
 
 def _simulated_runs(rng, c_true: float, spread: float, runs: int, n: int = 100):
@@ -122,7 +155,7 @@ def test_the_interval_across_runs_covers_c_as_often_as_it_says(runs):
         covered += lo <= 0.13 <= hi
         _, lo1, hi1 = stats.ratio_of_medians(drafts[0], targets[0], n_boot=400, seed=seed)
         one_run_covered += lo1 <= 0.13 <= hi1
-    # nominal 95 %; the two-level bootstrap counts the within-run spread twice, so it errs on the safe side
+    # nominal 95 %: the t-interval of the runs' log c (the within-run noise is part of each run's c)
     assert covered / trials >= 0.90
     # one run's interval, over its forwards only, misses the run-to-run spread most of the time
     assert one_run_covered / trials < 0.5
@@ -135,10 +168,20 @@ def test_the_interval_across_runs_widens_with_their_spread():
     assert (wide[2] / wide[1]) > 2 * (tight[2] / tight[1]) - 1
 
 
-def test_runs_median_ci_pools_the_runs():
+def test_runs_median_ci_pools_the_runs_medians():
     m, lo, hi = stats.runs_median_ci([[1.0, 1.2, 1.1], [1.4, 1.3], [1.0]])
-    assert m == pytest.approx(np.median([1.0, 1.2, 1.1, 1.4, 1.3, 1.0]))
+    assert m == pytest.approx((1.1 * 1.35 * 1.0) ** (1 / 3))
     assert lo < m < hi
+
+
+# ---- a single run's bootstrap: usable or none (issue 43) -----------------------------------------------------------
+
+def test_a_bootstrap_reaching_zero_is_no_interval():
+    # most draft values are 0 (a part that launched no GPU work): resampled medians of 0 give a low end of 0
+    c, lo, hi = stats.ratio_of_medians([0.0, 0.0, 0.0, 1.0, 2.0], [1.0, 1.1, 0.9])
+    assert c == 0.0 and math.isnan(lo) and math.isnan(hi)
+    m, lo, hi = stats.median_ci([0.0, 0.0, 3.0, 4.0])
+    assert m == 1.5 and math.isnan(lo) and math.isnan(hi)
 
 
 # ---- Wilson -----------------------------------------------------------------------------------------------------

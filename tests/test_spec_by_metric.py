@@ -11,11 +11,13 @@ NVTX rows (`test_speculative.Raw`), each forward's GPU figures from what `add_gp
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sqlite3
 import statistics
 
 import numpy as np
+import pandas as pd
 import pytest
 from click.testing import CliRunner
 from gpu_shaped import DRAFT, FORWARD, add_gpu_work, steady
@@ -26,7 +28,6 @@ import nsys_cc
 from conftest import FIXTURES
 from nsys_cc.analysis import spec_runs
 from nsys_cc.analysis.speculative import BY_METRIC_FIGURES
-from nsys_cc.analysis.stats import runs_median_ci, runs_ratio_of_medians
 from nsys_cc.cli import cli
 
 TARGET, PLAIN_DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
@@ -265,7 +266,7 @@ def interleaved(tmp_path_factory):
 
 
 @pytest.mark.parametrize("metric", ["gpu_busy", "wall"])
-def test_pooled_interleaved_runs_carry_every_metric_with_intervals_across_runs(interleaved, metric):
+def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleaved, metric):
     runs, work, analysis = interleaved
     assert analysis.metric == "gpu_busy"
     rows = analysis.by_metric.set_index(["name", "metric"])
@@ -278,22 +279,31 @@ def test_pooled_interleaved_runs_carry_every_metric_with_intervals_across_runs(i
         v_token = [[x[1] + x[4] for x in s] for s in steps]
         d_token = [[(sum(x[2]) + x[5]) / e.gamma for x in s] for s in steps]
         row = rows.loc[(e.label, metric)]
-        for fig, want in (("verify_ms", runs_median_ci(verify)), ("draft_forward_ms", runs_median_ci(drafts)),
-                          ("decode_ms", runs_median_ci(decode)), ("other_ms", runs_median_ci(other)),
-                          ("verify_factor", runs_ratio_of_medians(verify, decode)),
-                          ("c_in_place_forward", runs_ratio_of_medians(drafts, verify)),
-                          ("c_in_place", runs_ratio_of_medians(d_token, v_token)),
-                          ("draft_token_ms", runs_median_ci(d_token)), ("verify_token_ms", runs_median_ci(v_token))):
-            assert row[fig] == pytest.approx(want[0], rel=1e-9), fig
-            # the interval covers the two runs (two-level bootstrap), not the steps of one pooled run
-            assert [row[f"{fig}_ci_low"], row[f"{fig}_ci_high"]] == pytest.approx(list(want[1:]), rel=1e-9), fig
-            assert np.isfinite(row[f"{fig}_ci_low"]) and row[f"{fig}_ci_low"] < row[fig] < row[f"{fig}_ci_high"]
+
+        def med(runs):  # issue 43, by hand: each run's median, then their geometric mean
+            return [float(np.median(r)) for r in runs]
+
+        def ratio(num, den):  # each run's ratio of medians, like with like
+            return [float(np.median(n) / np.median(d)) for n, d in zip(num, den)]
+
+        for fig, per_run in (("verify_ms", med(verify)), ("draft_forward_ms", med(drafts)),
+                             ("decode_ms", med(decode)), ("other_ms", med(other)),
+                             ("verify_factor", ratio(verify, decode)), ("c_in_place_forward", ratio(drafts, verify)),
+                             ("c_in_place", ratio(d_token, v_token)),
+                             ("draft_token_ms", med(d_token)), ("verify_token_ms", med(v_token))):
+            assert row[fig] == pytest.approx(math.sqrt(per_run[0] * per_run[1]), rel=1e-9), fig
+            assert min(per_run) <= row[fig] * (1 + 1e-12) and row[fig] <= max(per_run) * (1 + 1e-12), fig
+            # two runs: no interval (t on one degree of freedom is no bound); each run's own value in `runs`
+            assert np.isnan(row[f"{fig}_ci_low"]) and np.isnan(row[f"{fig}_ci_high"]), fig
+            mine = analysis.runs[(analysis.runs["name"] == e.label) & (analysis.runs["metric"] == metric)
+                                 & (analysis.runs["figure"] == fig)].sort_values("run")
+            assert list(mine["value"]) == pytest.approx(per_run, rel=1e-9), fig
     if metric == "wall":  # the table's wall figures carry the same intervals across runs
         table = analysis.table.set_index("name")
         wall = analysis.by_metric[analysis.by_metric["metric"] == "wall"].set_index("name")
         for fig in FIGURES[:-1]:
             for col in (fig, f"{fig}_ci_low", f"{fig}_ci_high"):
-                assert wall[col].to_dict() == table[col].to_dict(), col
+                pd.testing.assert_series_equal(wall[col], table[col], check_names=False, obj=col)
 
 
 def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result):

@@ -263,8 +263,8 @@ def test_the_in_place_note_sets_like_against_like(monkeypatch, basis):
     assert tok > 1.05 * fwd  # the premise: the draft's token and its forwards in place differ as c's
     c = math.sqrt(fwd * tok) / spec_mod.IN_PLACE_GAP
     real = spec_mod.standalone_c
-    monkeypatch.setattr(spec_mod, "standalone_c",
-                        lambda coefficients: {k: spec_mod.StandaloneC((c, c, c), basis) for k in real(coefficients)})
+    monkeypatch.setattr(spec_mod, "standalone_c", lambda coefficients, *_: {
+        k: spec_mod.StandaloneC((c, c, c), basis) for k in real(coefficients)})
     res = nsys_cc.cost_coefficient(plain, [folder / "tiny-llama-draft-xs.sqlite", folder / f"{label}.sqlite"])
     noted = [n for n in res.speculative.notes if n.startswith(f"{label}: its draft costs")]
     if basis == "forward":

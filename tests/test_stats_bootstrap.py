@@ -46,29 +46,3 @@ def test_bootstrap_medians_of_many_forwards_are_the_order_statistics_a_full_sort
         u2 = u + (1 - u) * rng.beta(1, n - k, size=stats.N_BOOT)
         want = (want + s[np.minimum((u2 * n).astype(np.int64), n - 1)]) / 2
     assert np.array_equal(got, want)
-
-
-def _pooled_brute(runs, picks, rng):
-    """Each replicate drawn one at a time: the picked runs' values resampled (the same uniforms, in the same order,
-    as the vectorised draw takes them) and numpy's median of what was drawn."""
-    sizes = np.array([v.size for v in runs])
-    width = int(sizes.max())
-    out = []
-    for pk in picks:
-        u = rng.random((len(pk), width))
-        drawn = [runs[j][(u[i, :sizes[j]] * sizes[j]).astype(np.int64)] for i, j in enumerate(pk)]
-        out.append(np.median(np.concatenate(drawn)))
-    return np.array(out)
-
-
-@pytest.mark.parametrize("sizes", [(5, 5, 5), (1, 7, 30, 2), (40, 41)])
-def test_pooled_bootstrap_medians_are_each_replicates_median(sizes):
-    # Runs of unequal size take the padded path (the padding sorted last, the middle of each replicate's count):
-    # every replicate must be exactly the median of the values it drew.
-    g = np.random.default_rng(len(sizes))
-    runs = [g.integers(100, 130, n).astype(float) for n in sizes]  # ties, as integer nanoseconds have
-    picks = g.integers(0, len(runs), size=(300, len(runs)))
-    # one chunk of replicates (few values a replicate), so the uniforms are drawn in the brute force's order
-    got = stats._pooled_boot_medians(runs, picks, np.random.default_rng(3))
-    want = _pooled_brute(runs, picks, np.random.default_rng(3))
-    np.testing.assert_array_equal(got, want)

@@ -13,6 +13,7 @@ import gzip
 import json
 import os
 import shutil
+import warnings
 from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
@@ -230,6 +231,19 @@ def test_python_frames_only_when_asked_for(trace_path):
     assert (frame_rows["qualified_name"] == "python_function:" + frame_rows["name"].astype(str)).all()
     assert set(exact["range_id"]) == {f["range_id"] for f in frames if f["name"] == frames[0]["name"]}
     assert exact["level"].isna().all()
+
+
+def test_a_name_that_matches_nothing_warns_with_the_closest_names():
+    from nsys_cc.errors import NsysCCWarning
+
+    with open_trace(TARGET) as trace:
+        with pytest.warns(NsysCCWarning, match=r"no NVTX range named 'execute_context_1\(128\)_generation_0\(1\)'.*"
+                                               r"closest names: 'execute_context_1\(32\)_generation_0\(0\)'"):
+            empty = trace.nvtx_ranges(names=["execute_context_1(128)_generation_0(1)"])
+        assert empty.empty
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert trace.nvtx_ranges(names=["nope"], warn=False).empty
 
 
 def test_spec_fixture_holds_the_proposer_and_sampling_frames():

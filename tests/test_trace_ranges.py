@@ -77,4 +77,4 @@ def test_a_name_in_a_domain_is_read_from_domains_only(trace, nvtx_fixture, query
 
     got = rowids(nvtx_fixture, f"{_WHERE} AND {_name_filter(trace, [query], ())}")
     assert got == rowids(nvtx_fixture, f"{_WHERE} AND ({where})")
-    assert trace.nvtx_ranges(names=[query])["range_id"].tolist() == got
+    assert trace.nvtx_ranges(names=[query], warn=False)["range_id"].tolist() == got  # none found: said elsewhere

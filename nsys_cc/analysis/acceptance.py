@@ -238,6 +238,9 @@ def alphas_with_source(acceptance, metrics_dump: str | os.PathLike | None = None
     alphas = parse_alphas(acceptance)
     if metrics_dump is None:
         return alphas, None
+    if not isinstance(metrics_dump, (str, os.PathLike)):
+        raise InputError(f"metrics_dump must be the path of a vLLM spec-decode metrics dump (a str or path), not "
+                         f"{type(metrics_dump).__name__} {metrics_dump!r}", param="metrics_dump")
     stats = measured_alpha(metrics_dump)
     alphas.append(stats.alpha_iid)
     lo, hi = stats.alpha_iid_ci95

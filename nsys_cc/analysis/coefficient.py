@@ -6,9 +6,10 @@ When the ranges lie in several processes (tensor-parallel ranks) each forward is
 c per draft, phase and metric is the ratio of medians with a seeded 95 % bootstrap interval (`stats`).
 A trace that holds several models (one interleaved process of `profile`, `nsys_cc.vllm.interleave`) is read once per
 model with `scope` = the model's engine label (`scope`). Several runs of every model (`cost_coefficient_runs`, what
-`profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then the ratio of the pooled
-medians and its interval the two-level bootstrap across runs (`stats.runs_ratio_of_medians`), and `runs` holds c per
-run.
+`profile --repeat R` makes) give one model each whose forwards carry their `run`; c is then each run's ratio of
+medians pooled by their geometric mean, with the interval across runs from three runs on
+(`stats.runs_ratio_of_medians`), and `runs` holds c per run. A trace read whole that holds several engines is refused
+(`InterleavedTraceError`): its models' forwards would mix.
 This module loads and computes; the result it returns is plain data (`result`), assembled in one pass.
 """
 
@@ -43,7 +44,7 @@ from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
-from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, decision_phase, metrics_for
 from .projection import op_totals, project
 from .ranges import (
     by_start,
@@ -56,10 +57,10 @@ from .ranges import (
     select,
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
-from .scope import engine_range, in_scope
+from .scope import engine_range, engines as engines_in, in_scope
 from .spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
 from .speedup import speedup_marks, verdicts
-from .stats import STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
+from .stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
 
 if TYPE_CHECKING:
@@ -133,13 +134,33 @@ def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str
                                                      scoped_reads(trace, range_name, engines, path))]
 
 
+class InterleavedTraceError(InputError):
+    """A trace read whole that holds the engine windows of an interleaved run (several models in one process): read
+    whole, their forwards would be pooled as one model's. `path`, `engines`: the trace and its engines' labels."""
+
+    def __init__(self, path: str, engines: Sequence[str]):
+        self.path, self.engines = path, list(engines)
+        super().__init__(
+            f"{path} holds every model of an interleaved run ({len(engines)} engines: {', '.join(engines)}): read "
+            "whole, their forwards would be pooled as one model's. Analyse interleaved runs as runs — "
+            "nsys_cc.analyze([run-1/trace.sqlite, run-2/trace.sqlite, …]) or nsys_cc.cost_coefficient_runs(…) with "
+            "those traces (each run's engines are its models) — or pick one engine per trace with engines=[…]",
+            param="engines")
+
+
 def scoped_reads(trace, range_name: str, engines: Sequence[str | None], path: str) -> list[pd.DataFrame]:
     """`ranges.marked_ranges` for several models of one open trace from one read: per scope, the ranges inside
-    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows)."""
+    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows). A trace read
+    whole (a None scope) that holds the windows of two or more engines is an `InterleavedTraceError`: its models'
+    forwards would mix."""
     named = list(dict.fromkeys(engine_range(s) for s in engines if s is not None))
-    ranges = marked_ranges(trace, range_name, *named)
-    whole = ranges if not named else ranges[~ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX)
-                                            .to_numpy(dtype=bool)]
+    ranges = marked_ranges(trace, range_name, *named, engines=any(s is None for s in engines))
+    is_engine = ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX).to_numpy(dtype=bool)
+    whole = ranges[~is_engine] if is_engine.any() else ranges
+    if any(s is None for s in engines) and is_engine.any():
+        found = engines_in(ranges[is_engine])
+        if len(found) >= 2:
+            raise InterleavedTraceError(path, found)
     return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in engines]
 
 
@@ -402,9 +423,10 @@ def _runs_of(m: ModelForwards, phase: str) -> list[int]:
 
 
 def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(coefficients, c per run): with one run, c and its interval from the forwards (`ratio_of_medians`); with
-    several, from the pooled forwards and the two-level bootstrap across runs (`runs_ratio_of_medians`), and a row
-    per run in the second table (empty with one run)."""
+    """(coefficients, c per run): c and its interval by the one pooling rule (`stats.runs_ratio_of_medians`: each
+    run's ratio of medians, their geometric mean, the interval across runs from three runs on; one run: its
+    forwards' bootstrap), and a row per run in the second table (empty with one run): that run's c with its forwards'
+    bootstrap interval."""
     rows, per_run = [], []
     for d in drafts:
         for phase in d.phases:
@@ -422,17 +444,15 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
                     continue
                 col = COLUMNS[metric]
                 dv, tv = d.phase_values(phase, col), target.phase_values(phase, col)
+                d_runs, t_runs = ([dv[at] for at in d_at], [tv[at] for at in t_at]) if len(runs) > 1 else ([dv], [tv])
+                c, lo, hi = runs_ratio_of_medians(d_runs, t_runs, seed=seed)
                 if len(runs) > 1:
-                    d_runs, t_runs = [dv[at] for at in d_at], [tv[at] for at in t_at]
-                    c, lo, hi = runs_ratio_of_medians(d_runs, t_runs, seed=seed)
                     for r, rd, rt in zip(runs, d_runs, t_runs):
                         rc, rlo, rhi = ratio_of_medians(rd, rt, seed=seed)
                         per_run.append({"draft": d.name, "phase": phase, "metric": metric, "run": int(r), "c": rc,
                                         "ci_low": rlo, "ci_high": rhi, "draft_median_ms": median(rd) / 1e6,
                                         "target_median_ms": median(rt) / 1e6, "n_draft": int(np.isfinite(rd).sum()),
                                         "n_target": int(np.isfinite(rt).sum())})
-                else:
-                    c, lo, hi = ratio_of_medians(dv, tv, seed=seed)
                 rows.append({"draft": d.name, "phase": phase, "metric": metric, "c": c, "ci_low": lo, "ci_high": hi,
                              "draft_median_ms": d.phase_median(phase, col) / 1e6,
                              "target_median_ms": target.phase_median(phase, col) / 1e6,
@@ -443,22 +463,70 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
     return pd.DataFrame(rows, columns=cols), pd.DataFrame(per_run, columns=RUN_COLUMNS)
 
 
-def _interval_notes(coefficients: pd.DataFrame) -> list[str]:
-    """What the intervals rest on: across runs, or one run's forwards only; NaN where a side had one value."""
+# An interval across runs whose high end is more than this many times its low end: the runs disagree, said in words.
+WIDE = 2.0
+
+
+def _interval_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> list[str]:
+    """What the intervals rest on: across runs (the pooling rule, `stats.runs_ratio_of_medians`), or one run's
+    forwards only; two runs give none (their values are said); runs that disagree are said; NaN where a side had one
+    value."""
     notes = []
     if len(coefficients):
         runs = int(coefficients["runs"].max())
-        if runs > 1:
-            notes.append(f"intervals cover the variation between {runs} runs (two-level bootstrap: runs, then forwards "
-                         f"within a run; Student's t on {runs - 1} degrees of freedom)")
+        if runs >= MIN_RUNS:
+            notes.append(f"c pools {runs} runs: each run's c (median draft ÷ median target of that run), then their "
+                         f"geometric mean (it lies within the runs' c; times likewise: each run's median, then their "
+                         f"geometric mean); intervals across runs: Student's t on the log scale of the runs' c "
+                         f"({runs - 1} degrees of freedom)")
+        elif runs == 2:
+            notes.append("c pools 2 runs: each run's c (median draft ÷ median target of that run), then their "
+                         "geometric mean (it lies within the runs' c; times likewise); two runs give no interval "
+                         "(Student's t on one degree of freedom would stretch their difference 12.7-fold): the "
+                         "tables show both runs' values, and profile at least 3 runs for an interval")
         else:
             notes.append("intervals rest on the forwards of one run (one process): they do not cover the drift "
                          "between runs, which on a shared machine is larger (profile with repeat ≥ 3 for an interval "
                          "that does)")
+    notes += _disagreement_notes(coefficients, per_run)
     few = coefficients[(coefficients["n_draft"] < 2) | (coefficients["n_target"] < 2)]
     for r in few.itertuples():
         notes.append(f"{r.draft} ({r.phase}, {r.metric}): no interval: fewer than two forwards on one side "
                      f"({r.n_draft} draft, {r.n_target} target)")
+    return notes
+
+
+def _disagreement_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> list[str]:
+    """One note per draft whose runs give no interval (two runs: their c and how far apart) or an interval more than
+    WIDE-fold wide (the runs disagree), in the phase c is judged on, for each metric."""
+    if per_run.empty or not len(coefficients):
+        return []
+    notes = []
+    for draft, rows in coefficients.groupby("draft", sort=False):
+        phase = decision_phase(rows["phase"].unique())
+        parts, runs = [], 0
+        for r in rows[rows["phase"] == phase].itertuples():
+            mine = per_run[(per_run["draft"] == draft) & (per_run["phase"] == phase) & (per_run["metric"] == r.metric)]
+            cs = mine.sort_values("run")["c"].to_numpy(dtype=float)
+            cs = cs[np.isfinite(cs)]
+            if cs.size < 2 or not np.isfinite(r.c):
+                continue
+            apart = (f" ({cs.max() / cs.min() - 1:.0%} apart)".replace("%", " %") if cs.min() > 0 else "")
+            if cs.size == 2:
+                parts.append(f"c {cs[0]:.3g} and {cs[1]:.3g} on {r.metric}{apart}")
+            elif np.isfinite(r.ci_low) and r.ci_high > WIDE * r.ci_low:
+                parts.append(f"c {cs.min():.3g} to {cs.max():.3g} on {r.metric}, interval {r.ci_low:.3g}–"
+                             f"{r.ci_high:.3g} (a {r.ci_high / r.ci_low:.1f}-fold span)")
+            runs = max(runs, cs.size)
+        if not parts:
+            continue
+        if runs == 2:
+            notes.append(f"{draft} ({phase}): 2 runs, {'; '.join(parts)}: profile at least {MIN_RUNS} runs for an "
+                         "interval")
+        else:
+            notes.append(f"{draft} ({phase}): the {runs} runs disagree — {'; '.join(parts)}: c is their geometric "
+                         "mean; look for a slow spell or a loaded machine (the machine note, each run's c above) and "
+                         "profile more runs")
     return notes
 
 
@@ -753,7 +821,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
               spec: Mapping[int, Sequence[tuple[SpecRun, bool]]], alphas: list[float],
               alpha_note: str | None, alpha_cis: list[tuple[float, float] | None], seed: int,
               output_len: int | None, range_notes: Sequence[str] = (),
-              share_rows: Sequence[dict] = ()) -> CostCoefficientResult:
+              share_rows: Sequence[dict] = (), numbers: Sequence[int] | None = None) -> CostCoefficientResult:
     """The result from the loaded plain models and the speculative runs: per speculative engine its run of each run
     ((run, has draft-model forwards) each), measured in place against the plain target's steps of the same runs
     (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`); `share_rows`: the forward
@@ -763,7 +831,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
     marks = speedup_marks(coefficients)
     forward_share = share_mod.share_table(share_rows)
     notes = [*dict.fromkeys(range_notes), *_model_notes(models), *token_notes(models, coefficients),
-             *_interval_notes(coefficients),
+             *_interval_notes(coefficients, per_run),
              *_slow_draft_notes(marks, labels[0]), *share_mod.share_notes(forward_share),
              *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
@@ -778,8 +846,8 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
                        for run, with_model in runs] for runs in spec.values()]
         speculative = spec_runs_mod.analyze_pooled(
-            plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients), output_len=output_len,
-            acceptance=alphas, seed=seed)
+            plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients, per_run), output_len=output_len,
+            acceptance=alphas, seed=seed, numbers=numbers)
     return CostCoefficientResult(
         models=tuple(models),
         summary=_summary(models),
@@ -787,7 +855,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         kernel_summary=kernel_summary,
         categories=categories,
         diagnosis=diagnose(models[0], models[1:]),
-        verdicts=verdicts(coefficients, alphas, alpha_intervals=alpha_cis),
+        verdicts=_verdicts(coefficients, alphas, alpha_cis, speculative),
         speedup_marks=marks,
         notes=tuple(notes),
         seed=seed,
@@ -798,6 +866,17 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         tokens=token_table(models),
         forward_share=forward_share,
     )
+
+
+def _verdicts(coefficients: pd.DataFrame, alphas: list[float], alpha_cis: list, speculative) -> pd.DataFrame:
+    """The speedup verdicts: Thm 3.8 with c alone; where a draft was measured in place, resting on its runs
+    (`speculative.verdicts_in_place`: the measured speedups and their cost model's forecast first)."""
+    table = verdicts(coefficients, alphas, alpha_intervals=alpha_cis)
+    if speculative is None:
+        return table
+    from .speculative import verdicts_in_place
+
+    return verdicts_in_place(table, speculative)
 
 
 def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
@@ -818,8 +897,11 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
     paths = list(dict.fromkeys(m.path for m in per_run))
     iterations = pd.concat([m.iterations for m in per_run], ignore_index=True)  # each row with its run, as forwards
     note = f"each of {len(per_run)} runs: {note}" if len(warm) == 1 else note
+    sources = tuple((int(m.forwards["run"].iloc[0]) if len(m.forwards) else i + 1, m.path, m.warmup_note)
+                    for i, m in enumerate(per_run))
     return dataclasses.replace(first, forwards=forwards, op_totals=op_totals, iterations=iterations,
-                               warmup_note=note, path="; ".join(paths), has_cuda=all(m.has_cuda for m in per_run))
+                               warmup_note=note, path="; ".join(paths), has_cuda=all(m.has_cuda for m in per_run),
+                               run_sources=sources)
 
 
 def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
@@ -992,4 +1074,5 @@ def cost_coefficient_runs(
     spec = {j: [read.spec[j] for read in reads] for j in spec_models}
     plain_steps = [read.plain_steps for read in reads if read.plain_steps is not None]
     return _assemble(models, names, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len,
-                     [note for read in reads for note in read.notes], [row for read in reads for row in read.share])
+                     [note for read in reads for note in read.notes], [row for read in reads for row in read.share],
+                     numbers=[n for n, read in zip(numbers, reads) if read.plain_steps is not None])

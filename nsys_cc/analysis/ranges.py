@@ -19,6 +19,7 @@ from ..contract import (
     DRAFT_LOGITS_RANGE,
     DRAFT_RANGES,
     DRAFT_SAMPLE_RANGE,
+    ENGINE_RANGE_PREFIX,
     ITERATION_RANGE,
     LOGITS_RANGE,
     PROPOSE_RANGE,
@@ -164,7 +165,7 @@ def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
     if name is None:
         ranges = trace.nvtx_ranges()
     else:  # SQLite reads only these (their nesting among all ranges is still worked out)
-        ranges = trace.nvtx_ranges(names=[name])
+        ranges = trace.nvtx_ranges(names=[name], warn=False)
         if ranges.empty:
             raise not_found(trace, trace.nvtx_ranges(nesting=False), name)
     table = project(trace, ranges)
@@ -187,10 +188,13 @@ MARKED_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "d
                   "ended_on_other_thread", "payload", "open_at_end"]
 
 
-def marked_ranges(trace: Trace, *range_names: str) -> pd.DataFrame:
+def marked_ranges(trace: Trace, *range_names: str, engines: bool = False) -> pd.DataFrame:
     """The ranges named `range_names` (the forwards) and the `MARKERS`, without nesting, in `MARKED_COLUMNS`: what
-    the analysis of a trace reads of it, in one read. On an NVTX-heavy trace SQLite leaves every other range out."""
-    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=MARKER_PREFIXES, nesting=False)
+    the analysis of a trace reads of it, in one read. On an NVTX-heavy trace SQLite leaves every other range out.
+    `engines`: every engine window of an interleaved run too (`nsys_cc:engine …`, a handful of rows), in the same
+    read."""
+    prefixes = (*MARKER_PREFIXES, ENGINE_RANGE_PREFIX) if engines else MARKER_PREFIXES
+    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=prefixes, nesting=False)
     return ranges[MARKED_COLUMNS]
 
 

@@ -25,7 +25,7 @@ from ..views import view
 from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
-from .stats import median
+from .stats import pooled_median
 from .values import Value
 
 if TYPE_CHECKING:
@@ -84,6 +84,9 @@ class ModelForwards(Value):
     token_note: str = ""
     # On a GPU trace: the share of its GPU ops that found no launch and of the kept forwards without GPU work.
     gpu_loss: GpuLoss | None = None
+    # A model pooled over runs (`cost_coefficient_runs`): per run (run number, its trace's path, its warm-up note),
+    # what `of_run` gives back for that run; empty for one trace.
+    run_sources: tuple[tuple[int, str, str], ...] = ()
     # Per-phase rows of the kept forwards, filtered once: summaries, coefficients, the diagnosis and the report
     # ask for them many times (0.4 s per filter at 5 M kernels). `forwards` is final once the model is built.
     _rows: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -144,11 +147,16 @@ class ModelForwards(Value):
         return values[at]
 
     def phase_median(self, phase: str, column: str) -> float:
-        """`stats.median` of `phase_values(phase, column)` (of the finite values; NaN when none), worked out once: the
-        coefficients, the token table and the diagnosis each ask for the same medians of millions of forwards."""
+        """The median of `phase_values(phase, column)` (of the finite values; NaN when none); over several runs each
+        run's median, pooled by their geometric mean (`stats.pooled_median`: the rule c is pooled by, so a pooled c
+        is the pooled draft median ÷ the pooled target median). Worked out once: the coefficients, the token table
+        and the diagnosis each ask for the same medians of millions of forwards."""
         key = (phase, column)
         if key not in self._medians:
-            self._medians[key] = median(self.phase_values(phase, column))
+            values = self.phase_values(phase, column)
+            columns = object.__getattribute__(self, "forwards").columns
+            runs = self.phase_values(phase, "run") if "run" in columns else None
+            self._medians[key] = pooled_median(values, runs)
         return self._medians[key]
 
     @property
@@ -172,7 +180,10 @@ class ModelForwards(Value):
         def part(frame: pd.DataFrame) -> pd.DataFrame:
             return frame[frame["run"] == run] if "run" in frame.columns else frame
 
-        return replace(self, forwards=part(self.forwards), iterations=part(self.iterations))
+        own = {number: (path, note) for number, path, note in self.run_sources}
+        path, note = own.get(int(run), (self.path, self.warmup_note))
+        return replace(self, forwards=part(self.forwards), iterations=part(self.iterations), path=path,
+                       warmup_note=note, run_sources=())
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -183,25 +194,35 @@ class CostCoefficientResult(Value):
 
     - `summary`: model, role, phase, metric, count (forwards with a value of that metric), median_ms, mean_ms,
       p10_ms, p90_ms, std_ms.
-    - `coefficients`: draft, phase, metric, c, ci_low, ci_high (95 % bootstrap; NaN from fewer than two values on a
-      side), draft_median_ms, target_median_ms, n_draft, n_target (tokens with a value on each side), runs (how
-      many runs the forwards come from), then (`analysis.token`) basis ("token": c is the token's — forward +
-      logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward, c_forward_ci_low,
+    - `coefficients`: draft, phase, metric, c, ci_low, ci_high (one run: 95 % bootstrap of its forwards, NaN from
+      fewer than two values on a side; several runs: c = the geometric mean of the runs' own c, its interval the
+      t-interval across runs from three on, NaN from two — `stats`), draft_median_ms, target_median_ms (pooled
+      alike: each run's median, their geometric mean; c = their ratio), n_draft, n_target (tokens with a value on
+      each side), runs (how many runs the forwards come from), then (`analysis.token`) basis ("token": c is the
+      token's — forward + logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward,
+      c_forward_ci_low,
       c_forward_ci_high (the forwards alone), draft_forward_median_ms, draft_logits_median_ms,
       draft_sample_median_ms and the same for the target (the split). The medians and counts are the tokens'.
     - `tokens`: per model, phase and metric, the token's median and its split (`token.TOKEN_COLUMNS`: basis, count,
       token_median_ms, forward_median_ms, logits_median_ms, sample_median_ms).
-    - `forwards`: model, role, range_name, range_id, start_ns, end_ns, payload, kept, phase, kernels, gpu_ops,
-      wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns, then each part's metrics
-      (`logits_wall_ns`, …, `sample_gpu_idle_ns`; NaN where none) — every matching range.
+    - `forwards`: model, role, range_name, run (the run a forward came from: 1 for one trace, 1 … R or the
+      profile's run numbers for runs pooled by `cost_coefficient_runs`), range_id, start_ns, end_ns, payload, kept,
+      phase, kernels, gpu_ops, wall_ns, gpu_span_ns, kernel_sum_ns, gpu_busy_ns, launch_api_ns, gpu_idle_ns, then
+      each part's metrics (`logits_wall_ns`, …, `sample_gpu_idle_ns`; NaN where none) — every matching range.
     - `kernel_summary`: model, role, phase, name, kind, category, calls_per_forward, time_per_forward_ms,
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
     - `diagnosis`: per draft, the numbers on where its forward time goes against the target's
       (`analysis.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its class);
       `render()` and the report say it in sentences (`nsys_cc.report.sentence_text.diagnosis_text`).
-    - `verdicts`: draft, metric, alpha, phase, c, c_low, c_high, best_gamma…, speedup…, break_even_alpha, verdict —
-      what c means at each acceptance rate given (empty when none was).
+    - `verdicts`: draft, metric, alpha, alpha_low, alpha_high, phase, c, c_low, c_high, best_gamma, best_gamma_low,
+      best_gamma_high, speedup, speedup_low, speedup_high, break_even_alpha, max_gamma, outcome
+      (`speedup.VERDICT_COLUMNS`) — what c means at each acceptance rate given (empty when none was); the sentence
+      is `nsys_cc.report.sentence_text.verdict_of(row)`. With speculative runs measured in place, also (for their
+      draft) `speculative.IN_PLACE_VERDICT_COLUMNS`: the γ measured (in_place_gammas), the lowest and highest measured
+      speedup (measured_low, measured_high), the best γ and speedup at α of the cost model fitted on those runs
+      (in_place_best_gamma, in_place_speedup); `outcome` then rests on that forecast, and outcome_c_alone keeps
+      Thm 3.8's with c alone.
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
     - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
@@ -212,8 +233,8 @@ class CostCoefficientResult(Value):
       communication, how often it finished last and by how much); empty when every model ran in one process.
     - `runs`: c per run when every model was profiled in several runs (`cost_coefficient_runs`): draft, phase,
       metric, run, c, ci_low, ci_high (that run's forwards only), draft_median_ms, target_median_ms, n_draft,
-      n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many) and its
-      interval covers the variation between them.
+      n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many): its c is
+      the geometric mean of these, and its interval covers the variation between them (from three runs on).
     - `forward_share`: per run and model whose trace has vLLM's latencies beside it (`X.bench.json`, as `profile`
       leaves it): how much of each benchmark iteration its forward ranges cover (`share.COLUMNS`: run, model,
       iterations, forwards_per_iteration, forward_ms, latency_ms, nvtx_iteration_ms, forward_share, share_min,

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from ..arguments import is_one, many
 from ..errors import InputError
 from . import outputs
-from .coefficient import cost_coefficient, cost_coefficient_runs
+from .coefficient import InterleavedTraceError, cost_coefficient, cost_coefficient_runs
 from .metrics import ALL, DECODE, WALL
 from .result import CostCoefficientResult
 from .spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
@@ -61,12 +61,99 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
     if not listed and not is_one(source):  # [target, *drafts] as one list
         items = many(source, "source")
         source, listed = (items[0], items[1:]) if items else (source, [])
-    if not listed and isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
-        raise InputError(f"{source} is a directory but not a profile's output (no status.json, no completed run-<k>/ "
-                         "folder): give the target's trace and the drafts' traces", param="source")
-    return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
-                            output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
-                            spec_metrics=spec_metrics, engines=engines)
+    notes: list[str] = []
+    if not listed and isinstance(source, (str, os.PathLike)):
+        source, listed, notes = _one_path(os.fspath(source))
+    try:
+        if notes:
+            result = cost_coefficient(source, listed, range_name=range_name, skip_ranges=skip_ranges,
+                                      output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump,
+                                      seed=seed)
+            return dataclasses.replace(result, notes=(*notes, *result.notes))
+        return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
+                                output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
+                                spec_metrics=spec_metrics, engines=engines)
+    except InterleavedTraceError:
+        # each trace holds every model of one interleaved run: analysed as runs (as `profile` analyses them), never
+        # pooled as one model's forwards; names, engines and spec_metrics label the models of one run's traces
+        items = [source, *listed]
+        if names or engines or spec_metrics or not all(isinstance(i, (str, os.PathLike)) for i in items):
+            raise
+        return cost_coefficient_runs([os.fspath(i) for i in items], range_name=range_name, skip_ranges=skip_ranges,
+                                     output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump,
+                                     seed=seed)
+
+
+_GLOB = set("*?[")
+
+
+def _one_path(source: str) -> tuple[str, list[str], list[str]]:
+    """A single path given alone, as (target, drafts, notes): a glob pattern that is no file is expanded (sorted: the
+    runs `out/run-*/trace.sqlite` of a profile); a folder of traces is read when its speculative runs tell the target
+    (`traces_of_folder`); a path that does not exist, a folder that cannot be read so, or one trace alone are errors
+    that say which."""
+    import glob
+
+    if not os.path.exists(source) and _GLOB & set(source):
+        found = sorted(glob.glob(source))
+        if not found:
+            raise InputError(f"{source}: no file matches this pattern", param="source")
+        if len(found) > 1 and not all(_holds_engines(f) for f in found):
+            # plain traces: a pattern's order says nothing of which one is the target
+            raise InputError(f"{source} matches {len(found)} traces ({', '.join(found[:4])}"
+                             f"{', …' if len(found) > 4 else ''}), not all the runs of an interleaved profile: give "
+                             "them in order, the target's first (nsys_cc.analyze(target, [draft, …]))",
+                             param="source")
+        return found[0], found[1:] if len(found) > 1 else _needs_drafts(found[0]), []
+    if not os.path.exists(source):
+        raise InputError(f"{source}: no such file or directory", param="source")
+    if os.path.isdir(source):
+        return traces_of_folder(source)
+    return source, _needs_drafts(source), []
+
+
+def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
+    """(target, [drafts, speculative runs], notes) of a folder of traces that is no profile's output (one made with
+    --separate-processes, kept without its status.json): each trace's label is its file name; the speculative runs
+    (`<draft>.spec-g<γ>`) name their draft, and the one trace left that is neither is the target. InputError naming
+    the traces when the folder says no more than that (no speculative run, or more than one trace left)."""
+    from .spec_labels import LABEL_RE
+
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".sqlite")) or \
+        sorted(f for f in os.listdir(folder) if f.endswith(".nsys-rep"))
+    labels = {f.removesuffix(".sqlite").removesuffix(".nsys-rep"): os.path.join(folder, f) for f in files}
+    spec = {label: m.group("draft") for label in labels if (m := LABEL_RE.match(label))}
+    drafts = sorted({d for d in spec.values() if d in labels})
+    left = [label for label in labels if label not in spec and label not in drafts]
+    if spec and len(left) == 1:
+        target = left[0]
+        note = (f"{folder}: no status.json — read as a folder of traces named by their labels: target {target} (the "
+                f"one trace that is neither a speculative run nor the draft one names), draft(s) "
+                f"{', '.join(drafts) or 'none (heads or proposers without a plain run)'}, speculative run(s) "
+                f"{', '.join(sorted(spec))}")
+        return labels[target], [labels[d] for d in drafts] + [labels[s] for s in sorted(spec)], [note]
+    listed = f" (it holds {len(files)} trace(s): {', '.join(files[:6])}{', …' if len(files) > 6 else ''})" \
+        if files else ""
+    raise InputError(f"{folder} is neither a profile's output directory (no status.json, no completed run-<k>/ "
+                     f"folder) nor a sweep directory (no manifest.json){listed}: give the target's trace, then the "
+                     "drafts' (nsys_cc.analyze(target, [draft, …]))", param="source")
+
+
+def _holds_engines(path: str) -> bool:
+    """Whether the trace at `path` holds the engine windows of an interleaved run (two engines or more)."""
+    from ..contract import ENGINE_RANGE_PREFIX
+    from ..trace import open_trace
+    from .scope import engines
+
+    if not os.path.isfile(path):
+        return False
+    with open_trace(path) as trace:
+        return len(engines(trace.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))) >= 2
+
+
+def _needs_drafts(source: str) -> list[str]:
+    raise InputError(f"{source} is one trace: give the drafts' traces after the target's (nsys_cc.analyze(target, "
+                     "[draft, …])), a profile's output directory, or the traces of interleaved runs", param="drafts")
 
 
 def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, skip_ranges: int | None = None,
@@ -140,7 +227,10 @@ def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output
 
 def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> dict[str, float]:
     """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
-    where there is no interval yet."""
+    where there is no interval across runs yet (fewer than `stats.MIN_RUNS` runs: one run's bootstrap says nothing of
+    the next run, and two runs give none)."""
+    from .stats import MIN_RUNS
+
     coef = result.coefficients
     out = {}
     for d in drafts:
@@ -150,6 +240,9 @@ def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> di
             out[d] = math.inf
             continue
         r = rows.iloc[0]
+        if int(r["runs"]) < MIN_RUNS:
+            out[d] = math.inf
+            continue
         half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
         out[d] = half if math.isfinite(half) else math.inf
     return out

@@ -8,18 +8,14 @@ engine's part of the trace is read by its engine's windows (`scope`) into the st
 runs, each engine's steps are pooled (step and iteration numbers kept apart per run, a `run` column added), its
 spec-decode counters summed, and `speculative.analyze_speculative` measures the pooled runs as it measures single ones.
 
-Then the intervals are made to cover the runs, as c's are (`stats.runs_ratio_of_medians`: two-level bootstrap, Student's
-t on R − 1 degrees of freedom), with two or more runs:
-- measured_speedup_ci_low/_ci_high: tokens per step × the interval of median(plain decode step) ÷ median(verify
-  step) across runs;
-- verify_ms, step_ms, other_ms, draft_forward_ms, decode_ms, decode_step_ms (their `_ci_low`/`_ci_high`):
-  `stats.runs_median_ci` of their values per run; verify_factor and c_in_place: `stats.runs_ratio_of_medians`;
-- the same figures on every metric (`by_metric`: draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
-  other_ms, and the token figures c_in_place_forward, c_in_place_decode, draft_catchup_ms, draft_later_ms,
-  draft_token_ms, verify_token_ms, decode_token_ms, propose_ms on wall and on each GPU metric the traces have), so
-  that its wall rows stay the table's figures;
-- forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted run's relative half-width of
-  the measured speedup across runs (how far the forecast may miss from the runs' own spread alone).
+Each figure is then pooled as c is (`stats`): per run — a median of that run's steps, or a ratio of medians
+within the run (the measured speedup: tokens per step × median(plain decode step) ÷ median(verify step) of the same
+run; verify_factor, c_in_place, …) — then the geometric mean of the runs' values, which lies within them
+(`speculative.metric_figures`, `speculative.by_run`). Intervals across runs from three runs on (Student's t on the
+log scale, R − 1 degrees of freedom); two runs give none, and each run's own values are in
+`SpeculativeAnalysis.runs`; forecast_tolerance: the root sum of squares of the held-out run's and the widest fitted
+run's relative half-width of the measured speedup across runs (with two runs, how far the farther run lies from the
+pooled value).
 """
 
 from __future__ import annotations
@@ -35,11 +31,10 @@ import pandas as pd
 
 from ..contract import DEFAULT_RANGE
 from . import acceptance as acceptance_mod, speculative as spec_mod
-from .metrics import WALL
 from .ranges import forward_range, marked_ranges
 from .scope import engine_range, in_scope
-from .stats import runs_median_ci, runs_ratio_of_medians
-from .steps import StepTable, metric_columns, step_table, with_gpu_metrics, with_latencies
+from .stats import MIN_RUNS
+from .steps import StepTable, step_table, with_gpu_metrics, with_latencies
 
 __all__ = ["SpecEngine", "analyze_pooled", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
@@ -77,11 +72,14 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     return table, runs
 
 
-def pool_tables(tables: Sequence[StepTable]) -> StepTable:
+def pool_tables(tables: Sequence[StepTable], numbers: Sequence[int] | None = None) -> StepTable:
     """One step table from the same engine's tables of several runs: steps and their draft forwards with step and
-    iteration numbers kept apart per run, a `run` column (1 …), iterations summed, latencies joined."""
+    iteration numbers kept apart per run, a `run` column on both (`numbers`, default 1 …), iterations summed,
+    latencies joined."""
+    numbers = list(range(1, len(tables) + 1)) if numbers is None else [int(k) for k in numbers]
     if len(tables) == 1:
-        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=1))
+        return dataclasses.replace(tables[0], steps=tables[0].steps.assign(run=numbers[0]),
+                                   draft_forwards=tables[0].draft_forwards.assign(run=numbers[0]))
     steps, drafts, lat = [], [], []
     step_offset = iter_offset = 0
     for i, t in enumerate(tables):
@@ -90,8 +88,8 @@ def pool_tables(tables: Sequence[StepTable]) -> StepTable:
         s["step"] = s["step"] + step_offset
         d = t.draft_forwards.copy()
         d["step"] = np.where(d["step"] >= 0, d["step"] + step_offset, d["step"])
-        steps.append(s.assign(run=i + 1))
-        drafts.append(d)
+        steps.append(s.assign(run=numbers[i]))
+        drafts.append(d.assign(run=numbers[i]))
         ids = [*t.steps["step"].to_numpy().tolist(), *t.draft_forwards["step"].to_numpy().tolist()]
         step_offset += max(ids, default=-1) + 1
         iters = t.steps["iteration"]
@@ -142,9 +140,9 @@ def pool_stats(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> accept
         num_draft_tokens=tokens, num_accepted=accepted, accepted_per_position=tuple(per_pos))
 
 
-def _pool_runs(per_run: Sequence[spec_mod.SpecRun]) -> spec_mod.SpecRun:
+def _pool_runs(per_run: Sequence[spec_mod.SpecRun], numbers: Sequence[int] | None = None) -> spec_mod.SpecRun:
     first = per_run[0]
-    table = pool_tables([r.steps for r in per_run])
+    table = pool_tables([r.steps for r in per_run], numbers)
     notes = list(dict.fromkeys(n for r in per_run for n in r.notes))
     if replays := replayed_runs([r.acceptance for r in per_run]):
         notes.append(f"{first.name}: {replays} of {len(per_run)} runs counted the same drafts and accepted tokens as "
@@ -152,12 +150,6 @@ def _pool_runs(per_run: Sequence[spec_mod.SpecRun]) -> spec_mod.SpecRun:
     return dataclasses.replace(first, path="; ".join(dict.fromkeys(r.path for r in per_run)), steps=table,
                                acceptance=pool_stats([r.acceptance for r in per_run]),
                                latencies_s=table.latencies_s, notes=notes)
-
-
-def _rel_half(value: float, lo: float, hi: float) -> float:
-    if not (value > 0 and math.isfinite(lo) and math.isfinite(hi)):
-        return math.nan
-    return max(value - lo, hi - value) / value
 
 
 def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], plain: str,
@@ -175,107 +167,48 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
 def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Sequence[spec_mod.SpecRun]], *,
                    c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
                    output_len: int | None = None, acceptance: Sequence[float] = (),
-                   seed: int = 0) -> spec_mod.SpeculativeAnalysis:
+                   seed: int = 0, numbers: Sequence[int] | None = None) -> spec_mod.SpeculativeAnalysis:
     """The speculative analysis of runs already read: per run the plain target's step table (`plain_tables`), per
     speculative engine its run of each of those runs (`per_engine`, in the same run order); one run is measured as
-    it is, several are pooled with intervals across them (module docstring)."""
+    it is, several are pooled (module docstring). `numbers`: the runs' numbers (default 1, 2, …)."""
     if len(plain_tables) == 1:
         return spec_mod.analyze_speculative(plain_tables[0], [rs[0] for rs in per_engine], c_standalone=c_standalone,
                                             output_len=output_len, acceptance=acceptance, seed=seed)
     per_label = {rs[0].name: list(rs) for rs in per_engine}
-    analysis = spec_mod.analyze_speculative(pool_tables(plain_tables), [_pool_runs(rs) for rs in per_label.values()],
+    analysis = spec_mod.analyze_speculative(pool_tables(plain_tables, numbers),
+                                            [_pool_runs(rs, numbers) for rs in per_label.values()],
                                             c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
                                             seed=seed)
-    n = len(plain_tables)
-    memo: dict[tuple[str, str], dict] = {}  # an engine's wall-clock figures serve both tables: bootstrapped once
-    return dataclasses.replace(analysis, table=_across_runs(analysis.table, plain_tables, per_label, seed, memo),
-                               by_metric=_by_metric_across_runs(analysis.by_metric, plain_tables, per_label, seed,
-                                                                memo),
-                               notes=(*analysis.notes, f"intervals of the speculative figures cover the variation "
-                                      f"between {n} runs (two-level bootstrap, Student's t on {n - 1} "
-                                      "degrees of freedom)"))
+    return dataclasses.replace(analysis, notes=(*analysis.notes, runs_note(len(plain_tables)),
+                                                *_disagreement(analysis)))
 
 
-def _column(frame: pd.DataFrame, column: str) -> np.ndarray:
-    """`frame[column]` as floats; NaN throughout when a run's steps lack it (a run without that metric)."""
-    return frame[column].to_numpy(dtype=float) if column in frame else np.full(len(frame), np.nan)
-
-
-def _metric_intervals(metric: str, plain: Sequence[StepTable], runs: Sequence[spec_mod.SpecRun],
-                      seed: int) -> dict[str, tuple[float, float, float]]:
-    """The by-metric figures of one engine's runs with their intervals across runs (`spec_mod.BY_METRIC_FIGURES`)."""
-    target, _, other, _ = metric_columns(metric)
-    decode = [_column(t.of_kind("decode"), target) for t in plain]
-    verify = [r.steps.of_kind("verify") for r in runs]
-    v_target = [_column(v, target) for v in verify]
-    drafts = [spec_mod.draft_forwards_of(r, v, metric) for r, v in zip(runs, verify)]
-    # issue 29: the token figures, on the basis the pooled analysis used (`speculative.token_basis`)
-    basis = spec_mod.token_basis(plain[0], runs[0]) if plain and runs else "forward"
-    tok = [spec_mod.token_arrays(r, v, metric, basis) for r, v in zip(runs, verify)]
-    d_token = [spec_mod.token_of_target(t.of_kind("decode"), metric, basis) for t in plain]
-
-    def each(key: str) -> list[np.ndarray]:
-        return [t[key] for t in tok]
-
-    forward_c = runs_ratio_of_medians(drafts, v_target, seed=seed)
-    return {"draft_forward_ms": runs_median_ci(drafts, seed=seed), "verify_ms": runs_median_ci(v_target, seed=seed),
-            "decode_ms": runs_median_ci(decode, seed=seed),
-            "verify_factor": runs_ratio_of_medians(v_target, decode, seed=seed),
-            "c_in_place": (runs_ratio_of_medians(each("draft_token"), each("verify_token"), seed=seed)
-                           if basis == "token" else forward_c),
-            "other_ms": runs_median_ci([_column(v, other) for v in verify], seed=seed),
-            "c_in_place_forward": forward_c,
-            "c_in_place_decode": runs_ratio_of_medians(each("draft_token"), d_token, seed=seed),
-            **{f"{key}_ms": runs_median_ci(each(key), seed=seed)
-               for key in ("draft_catchup", "draft_later", "draft_token", "verify_token")},
-            "decode_token_ms": runs_median_ci(d_token, seed=seed),
-            "propose_ms": runs_median_ci([x[np.isfinite(x)] for x in each("propose")], seed=seed)}
-
-
-def _memo_intervals(memo: dict[tuple[str, str], dict], metric: str, plain: Sequence[StepTable], name: str,
-                    per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int) -> dict:
-    """`_metric_intervals` of engine `name` on `metric`, worked out once per pooled analysis (`memo`)."""
-    if (metric, name) not in memo:
-        memo[(metric, name)] = _metric_intervals(metric, plain, per_label[name], seed)
-    return memo[(metric, name)]
-
-
-def _by_metric_across_runs(by_metric: pd.DataFrame, plain: Sequence[StepTable],
-                           per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int,
-                           memo: dict[tuple[str, str], dict]) -> pd.DataFrame:
-    """`by_metric`'s intervals recomputed across runs (module docstring)."""
-    by_metric = by_metric.copy()
-    for i, row in by_metric.iterrows():
-        for fig, (_, lo, hi) in _memo_intervals(memo, row["metric"], plain, row["name"], per_label, seed).items():
-            by_metric.at[i, f"{fig}_ci_low"], by_metric.at[i, f"{fig}_ci_high"] = lo, hi
-    return by_metric
-
-
-def _across_runs(table: pd.DataFrame, plain: Sequence[StepTable],
-                 per_label: Mapping[str, Sequence[spec_mod.SpecRun]], seed: int,
-                 memo: dict[tuple[str, str], dict]) -> pd.DataFrame:
-    """The table's intervals recomputed across runs (module docstring)."""
-    table = table.copy()
-    decode = [t.of_kind("decode") for t in plain]
-    dec_step = [d["step_ms"].to_numpy(dtype=float) for d in decode]
-    halves: dict[str, float] = {}
-    for i, row in table.iterrows():
-        verify = [r.steps.of_kind("verify") for r in per_label[row["name"]]]
-        v_step = [v["step_ms"].to_numpy(dtype=float) for v in verify]
-        ratio, lo, hi = runs_ratio_of_medians(dec_step, v_step, seed=seed)
-        tps = row["tokens_per_step"]
-        table.at[i, "measured_speedup_ci_low"], table.at[i, "measured_speedup_ci_high"] = tps * lo, tps * hi
-        halves[row["name"]] = _rel_half(tps * ratio, tps * lo, tps * hi)
-        for col, values in (("step_ms", v_step), ("decode_step_ms", dec_step)):
-            _, c_lo, c_hi = runs_median_ci(values, seed=seed)
-            table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
-        for col, (_, c_lo, c_hi) in _memo_intervals(memo, WALL, plain, row["name"], per_label, seed).items():
-            table.at[i, f"{col}_ci_low"], table.at[i, f"{col}_ci_high"] = c_lo, c_hi
-    for i, row in table.iterrows():
-        fitted = [int(g) for g in str(row["held_out_fit_gammas"] or "").split(",") if g]
-        if not fitted or not math.isfinite(row["forecast_error"]):
+def _disagreement(analysis: spec_mod.SpeculativeAnalysis) -> list[str]:
+    """A note per engine whose runs disagree on its measured speedup: an interval across runs more than 2-fold wide
+    (three runs or more), or two runs more than 2-fold apart."""
+    out = []
+    for r in analysis.table.itertuples():
+        mine = analysis.runs[(analysis.runs["name"] == r.name) & (analysis.runs["figure"] == "measured_speedup")]
+        values = mine["value"].to_numpy(dtype=float)
+        values = values[np.isfinite(values) & (values > 0)]
+        if values.size < 2:
             continue
-        others = [halves[r["name"]] for _, r in table.iterrows()
-                  if r["draft"] == row["draft"] and r["gamma"] in fitted]
-        table.at[i, "forecast_tolerance"] = float(math.hypot(halves[row["name"]], max(others, default=0.0)))
-    return table
+        lo, hi = r.measured_speedup_ci_low, r.measured_speedup_ci_high
+        wide = math.isfinite(lo) and lo > 0 and hi > 2 * lo
+        if wide or values.max() > 2 * values.min():
+            out.append(f"{r.name}: its {values.size} runs disagree on the measured speedup ({values.min():.3g}× to "
+                       f"{values.max():.3g}×" + (f", interval {lo:.3g}–{hi:.3g}" if wide else "") + "): the pooled "
+                       f"{r.measured_speedup:.3g}× is their geometric mean; look for a slow spell in one run and "
+                       "profile more runs")
+    return out
+
+
+def runs_note(n: int) -> str:
+    """What the speculative figures' intervals rest on when `n` runs were pooled."""
+    if n >= MIN_RUNS:
+        return (f"the speculative figures pool {n} runs: each figure per run (a median, or a ratio of medians within "
+                f"the run), then their geometric mean; intervals across runs: Student's t on the log scale "
+                f"({n - 1} degrees of freedom)")
+    return (f"the speculative figures pool {n} runs: each figure per run (a median, or a ratio of medians within the "
+            f"run), then their geometric mean; {n} runs give no interval: each figure shows its runs' values (their "
+            f"table: `runs`); profile at least {MIN_RUNS} runs for intervals")

@@ -102,7 +102,7 @@ from .latencies import trace_stem
 from .metrics import DECODE, GPU_BUSY, PREFILL, VERIFY, WALL
 from .spec_labels import LABEL_RE
 from .speedup import expected_tokens, walltime_factor
-from .stats import median_ci, ratio_of_medians
+from .stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
 from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .values import Value
 
@@ -185,6 +185,9 @@ DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "metric", "order", "part", "f
 DECOMPOSITION_PARTS = ("tokens per step", "verify ≠ decode", "draft forwards", "outside time", "medians do not add",
                        "measured")
 FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
+# `SpeculativeAnalysis.runs`: where runs were pooled, each run's own value of each figure (BY_METRIC_FIGURES on every
+# metric, measured_speedup on wall), what the pooled figure is the geometric mean of.
+RUN_COLUMNS = ["name", "draft", "gamma", "metric", "figure", "run", "value"]
 
 
 def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
@@ -292,6 +295,9 @@ class SpeculativeAnalysis(Value):
       kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
       other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
     - `metric`: the headline metric (gpu_busy when every run has it, else wall; module docstring).
+    - `runs`: where the runs of a profile were pooled (`spec_runs`), each run's own value of every figure
+      (RUN_COLUMNS: name, draft, gamma, metric, figure, run, value): each table figure is their geometric mean;
+      empty for one run.
     """
 
     table: pd.DataFrame
@@ -304,6 +310,7 @@ class SpeculativeAnalysis(Value):
     notes: tuple[str, ...]
     by_metric: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BY_METRIC_COLUMNS))
     metric: str = WALL
+    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))
 
     def __repr__(self) -> str:
         table = object.__getattribute__(self, "table")
@@ -407,32 +414,71 @@ def _finite(values: np.ndarray) -> np.ndarray:
     return values[np.isfinite(values)]
 
 
+def by_run(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """A step frame's rows by run (its `run` column: runs pooled by `spec_runs.pool_tables`), ascending; one run
+    (number 1) without the column."""
+    if "run" not in frame.columns or frame.empty:
+        return {1: frame}
+    runs = frame["run"].to_numpy()
+    return {int(k): frame[runs == k] for k in np.unique(runs)}
+
+
+def _pooled_median(per_run: Mapping[int, np.ndarray], seed: int, interval: bool = True) -> Pooled:
+    """`stats.runs_median_ci` of arrays keyed by run number: each run's median, pooled (one run: its bootstrap)."""
+    keys = sorted(per_run)
+    return runs_median_ci([per_run[k] for k in keys], seed=seed, numbers=keys, interval=interval)
+
+
+def _pooled_ratio(num: Mapping[int, np.ndarray], den: Mapping[int, np.ndarray], seed: int) -> Pooled:
+    """`stats.runs_ratio_of_medians` of arrays keyed by run number, over the runs both sides have: each run's ratio
+    of medians (like with like: the same process), pooled (one run: its bootstrap)."""
+    keys = sorted(set(num) & set(den))
+    return runs_ratio_of_medians([num[k] for k in keys], [den[k] for k in keys], seed=seed, numbers=keys)
+
+
+def _median_by_run(values, runs) -> float:
+    """The median of step values pooled over their runs (`stats.pooled_median`: each run's, then their geometric
+    mean); `runs` the run number of each value (None: one run)."""
+    return pooled_median(np.asarray(values, dtype=float), None if runs is None else np.asarray(runs))
+
+
+def _runs_column(frame: pd.DataFrame):
+    return frame["run"].to_numpy() if "run" in frame.columns else None
+
+
 def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, metric: str,
-                   seed: int, basis: str = "forward") -> dict[str, tuple[float, float, float]]:
-    """The BY_METRIC_FIGURES of one run on `metric`, each (median, low, high): `verify` its verify steps, `decode`
-    the plain run's decode steps, `basis` "token" or "forward" (`token_basis`; module docstring). Steps whose value of
-    the metric is unknown are left out."""
+                   seed: int, basis: str = "forward") -> dict[str, Pooled]:
+    """The BY_METRIC_FIGURES of one run on `metric`, each a `stats.Pooled` (median, low, high, and each run's own
+    value): `verify` its verify steps, `decode` the plain run's decode steps, `basis` "token" or "forward"
+    (`token_basis`; module docstring). Steps whose value of the metric is unknown are left out. Runs pooled
+    (`spec_runs`: a `run` column) give each figure per run — a median, or a ratio of medians within the run — then
+    their geometric mean (`stats.runs_ratio_of_medians`, `stats.runs_median_ci`); one run, its steps' bootstrap."""
     target, drafts, other, _ = metric_columns(metric)
-    v_target = verify[target].to_numpy(dtype=float)
-    d_target = decode[target].to_numpy(dtype=float)
-    draft_fw = draft_forwards_of(run, verify, metric)
-    tok = token_arrays(run, verify, metric, basis)
-    d_token = token_of_target(decode, metric, basis)
-    forward_c = ratio_of_medians(draft_fw, v_target, seed=seed)
-    return {"draft_forward_ms": median_ci(draft_fw, seed=seed), "verify_ms": median_ci(v_target, seed=seed),
-            "decode_ms": median_ci(d_target, seed=seed),
-            "verify_factor": ratio_of_medians(v_target, d_target, seed=seed),
-            "c_in_place": (ratio_of_medians(tok["draft_token"], tok["verify_token"], seed=seed) if basis == "token"
+    v_runs, d_runs = by_run(verify), by_run(decode)
+    v_target = {k: v[target].to_numpy(dtype=float) for k, v in v_runs.items()}
+    d_target = {k: d[target].to_numpy(dtype=float) for k, d in d_runs.items()}
+    draft_fw = {k: draft_forwards_of(run, v, metric) for k, v in v_runs.items()}
+    tok = {k: token_arrays(run, v, metric, basis) for k, v in v_runs.items()}
+    d_token = {k: token_of_target(d, metric, basis) for k, d in d_runs.items()}
+
+    def each(key: str) -> dict[int, np.ndarray]:
+        return {k: t[key] for k, t in tok.items()}
+
+    forward_c = _pooled_ratio(draft_fw, v_target, seed)
+    return {"draft_forward_ms": _pooled_median(draft_fw, seed), "verify_ms": _pooled_median(v_target, seed),
+            "decode_ms": _pooled_median(d_target, seed),
+            "verify_factor": _pooled_ratio(v_target, d_target, seed),
+            "c_in_place": (_pooled_ratio(each("draft_token"), each("verify_token"), seed) if basis == "token"
                            else forward_c),
-            "other_ms": median_ci(verify[other].to_numpy(dtype=float), seed=seed),
+            "other_ms": _pooled_median({k: v[other].to_numpy(dtype=float) for k, v in v_runs.items()}, seed),
             "c_in_place_forward": forward_c,
-            "c_in_place_decode": ratio_of_medians(tok["draft_token"], d_token, seed=seed),
-            "draft_catchup_ms": median_ci(tok["draft_catchup"], seed=seed),
-            "draft_later_ms": median_ci(tok["draft_later"], seed=seed),
-            "draft_token_ms": median_ci(tok["draft_token"], seed=seed),
-            "verify_token_ms": median_ci(tok["verify_token"], seed=seed),
-            "decode_token_ms": median_ci(d_token, seed=seed),
-            "propose_ms": median_ci(_finite(tok["propose"]), seed=seed)}
+            "c_in_place_decode": _pooled_ratio(each("draft_token"), d_token, seed),
+            "draft_catchup_ms": _pooled_median(each("draft_catchup"), seed),
+            "draft_later_ms": _pooled_median(each("draft_later"), seed),
+            "draft_token_ms": _pooled_median(each("draft_token"), seed),
+            "verify_token_ms": _pooled_median(each("verify_token"), seed),
+            "decode_token_ms": _pooled_median(d_token, seed),
+            "propose_ms": _pooled_median({k: _finite(x) for k, x in each("propose").items()}, seed)}
 
 
 def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:
@@ -453,7 +499,9 @@ def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> for
         v = r.steps.of_kind(VERIFY)
         if v.empty or metric not in r.steps.metrics:
             continue
-        parts.append((r.gamma, _median(v[drafts]) / r.gamma, _median(v[target]), _median(v[other])))
+        at = _runs_column(v)
+        parts.append((r.gamma, _median_by_run(v[drafts], at) / r.gamma, _median_by_run(v[target], at),
+                      _median_by_run(v[other], at)))
     if not parts:
         return None
     g, d, vv, o = zip(*parts)
@@ -490,15 +538,17 @@ def analyze_speculative(
     out_len = float(output_len) if output_len else plain.forwards_per_iteration
     if not output_len and not math.isfinite(out_len):
         notes.append("output length unknown (no iteration ranges, no output_len): tokens per step from the metrics")
-    d_fwd, d_lo, d_hi = median_ci(decode["target_ms"].to_numpy(), seed=seed)
-    d_step, ds_lo, ds_hi = median_ci(decode["step_ms"].to_numpy(), seed=seed)
-    decode_other = float(np.median(decode["other_ms"]))
+    d_runs = by_run(decode)  # runs pooled (`spec_runs`): each figure per run, then pooled (module docstring)
+    d_fwd, d_lo, d_hi = _pooled_median({k: d["target_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}, seed)
+    dec_step = {k: d["step_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}
+    d_step, ds_lo, ds_hi = _pooled_median(dec_step, seed)
+    decode_other = _median_by_run(decode["other_ms"], _runs_column(decode))
     notes.append(f"plain target: steps from {plain.rule} ({plain.rule_detail})")
     by_draft: dict[str, list[SpecRun]] = {}
     for r in runs:
         by_draft.setdefault(r.draft, []).append(r)
         notes += r.notes
-    figures: dict[str, dict[str, dict[str, tuple[float, float, float]]]] = {}  # run → metric → figure
+    figures: dict[str, dict[str, dict[str, Pooled]]] = {}  # run → metric → figure
     for r in runs:
         v = r.steps.of_kind(VERIFY)
         if v.empty:
@@ -524,6 +574,7 @@ def analyze_speculative(
             notes.append(f"{dr}: the cost model is fitted on one γ only: verify and outside time are taken as "
                          "constant in γ (profile two or more γ for a forecast at other γ)")
     rows, decomposition, by_metric, step_frames = [], [], [], [plain.steps.assign(run="(plain target)")]
+    run_rows: list[dict] = []  # each run's own figures, where runs were pooled (`SpeculativeAnalysis.runs`)
     for r in runs:
         v = r.steps.of_kind(VERIFY)
         step_frames.append(r.steps.steps.assign(run=r.name))
@@ -533,10 +584,11 @@ def analyze_speculative(
             continue
         wall = figures[r.name][WALL]
         draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
-        verify_ms, v_lo, v_hi = median_ci(v["target_ms"].to_numpy(), seed=seed)
-        other_ms, o_lo, o_hi = median_ci(v["other_ms"].to_numpy(), seed=seed)
-        step_ms, s_lo, s_hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
-        vf = ratio_of_medians(v["target_ms"].to_numpy(), decode["target_ms"].to_numpy(), seed=seed)
+        verify_ms, v_lo, v_hi = wall["verify_ms"]
+        other_ms, o_lo, o_hi = wall["other_ms"]
+        v_step = {k: x["step_ms"].to_numpy(dtype=float) for k, x in by_run(v).items()}
+        step_ms, s_lo, s_hi = _pooled_median(v_step, seed)
+        vf = wall["verify_factor"]
         cin = wall["c_in_place"]
         basis = token_basis(plain, r)
         tok = token_arrays(r, v, WALL, basis)
@@ -553,8 +605,12 @@ def analyze_speculative(
             alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
         else:
             alpha, source, alpha_vllm = alpha_from_tokens(tps, r.gamma), "tokens per step", math.nan
-        sp = ratio_of_medians(decode["step_ms"].to_numpy(), v["step_ms"].to_numpy(), seed=seed)
+        sp = _pooled_ratio(dec_step, v_step, seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
+        if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step (shown where no interval)
+            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": WALL,
+                          "figure": "measured_speedup", "run": k, "value": tps * x}
+                         for k, x in zip(sp.numbers, sp.runs)]
         bench = _bench_speedup(plain, r, out_len)
         leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
                      if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)
@@ -578,7 +634,13 @@ def analyze_speculative(
         if held:
             error = predicted["cost_model_held_out"] / measured[0] - 1
             tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
-        draft_step = float(np.median(v["draft_ms"]))
+            if sp.n_runs > 1:  # runs pooled: how far the forecast may miss from the runs' own spread
+                tolerance = _tolerance(_runs_uncertainty(sp), [_runs_uncertainty(
+                    _pooled_ratio(dec_step, {k: x["step_ms"].to_numpy(dtype=float)
+                                             for k, x in by_run(o.steps.of_kind(VERIFY)).items()}, seed))
+                    for o in others])
+        at = _runs_column(v)
+        draft_step = _median_by_run(v["draft_ms"], at)
         impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
                                            interval=(measured[1], measured[2]))
         rows.append({
@@ -607,12 +669,16 @@ def analyze_speculative(
             "draft_catchup_ms_ci95": _ci(*wall["draft_catchup_ms"][1:]),
             "draft_catchup_tokens": _median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
             "draft_later_ms": wall["draft_later_ms"][0], "draft_later_ms_ci95": _ci(*wall["draft_later_ms"][1:]),
-            "draft_logits_ms": _median(tok["draft_logits"]), "draft_sample_ms": _median(tok["draft_sample"]),
+            "draft_logits_ms": _median_by_run(tok["draft_logits"], at),
+            "draft_sample_ms": _median_by_run(tok["draft_sample"], at),
             "draft_token_ms": wall["draft_token_ms"][0], "draft_token_ms_ci95": _ci(*wall["draft_token_ms"][1:]),
-            "verify_logits_ms": _median(tok["verify_logits"]), "verify_sample_ms": _median(tok["verify_sample"]),
+            "verify_logits_ms": _median_by_run(tok["verify_logits"], at),
+            "verify_sample_ms": _median_by_run(tok["verify_sample"], at),
             "verify_token_ms": wall["verify_token_ms"][0], "verify_token_ms_ci95": _ci(*wall["verify_token_ms"][1:]),
-            "decode_logits_ms": _median(decode["target_logits_ms"]) if "target_logits_ms" in decode else math.nan,
-            "decode_sample_ms": _median(decode["target_sample_ms"]) if "target_sample_ms" in decode else math.nan,
+            "decode_logits_ms": (_median_by_run(decode["target_logits_ms"], _runs_column(decode))
+                                 if "target_logits_ms" in decode else math.nan),
+            "decode_sample_ms": (_median_by_run(decode["target_sample_ms"], _runs_column(decode))
+                                 if "target_sample_ms" in decode else math.nan),
             "decode_token_ms": wall["decode_token_ms"][0], "decode_token_ms_ci95": _ci(*wall["decode_token_ms"][1:]),
             "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": _ci(*wall["propose_ms"][1:]),
             "c_propose": c_propose,
@@ -625,14 +691,60 @@ def analyze_speculative(
                                  for c, x in zip((fig, f"{fig}_ci_low", f"{fig}_ci_high"), f[fig])},
                               **dict(zip(("c_standalone", "c_standalone_ci_low", "c_standalone_ci_high"),
                                          standalone.get((r.draft, metric), (math.nan,) * 3)))})
+            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric, "figure": fig,
+                          "run": k, "value": x}
+                         for fig in BY_METRIC_FIGURES if f[fig].n_runs > 1 for k, x in zip(f[fig].numbers, f[fig].runs)]
+            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
+                          "figure": "c_standalone", "run": k, "value": x}
+                         for k, x in sorted(getattr(standalone.get((r.draft, metric)), "runs", {}).items())]
             decomposition += _decompose(r.name, r.draft, r.gamma, metric, tps, d_step, f["decode_ms"][0],
-                                        f["verify_ms"][0], _median(v[metric_columns(metric)[1]]), f["other_ms"][0],
+                                        f["verify_ms"][0], _median_by_run(v[metric_columns(metric)[1]], at),
+                                        f["other_ms"][0],
                                         step_ms)
     table = flat_table(rows)
     forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
     steps = pd.concat(step_frames, ignore_index=True)
     return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
-                               tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline)
+                               tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline,
+                               pd.DataFrame(run_rows, columns=RUN_COLUMNS))
+
+
+# The columns `verdicts_in_place` adds to the verdicts table (`speedup.VERDICT_COLUMNS`), after `outcome`.
+IN_PLACE_VERDICT_COLUMNS = ["outcome_c_alone", "in_place_gammas", "measured_low", "measured_high",
+                            "in_place_best_gamma", "in_place_speedup"]
+
+
+def verdicts_in_place(verdicts: pd.DataFrame, spec: SpeculativeAnalysis | None) -> pd.DataFrame:
+    """The verdicts table (`speedup.verdicts`: Thm 3.8 priced with c alone) resting on the speculative runs where a
+    draft has them (issue 43: one result, one answer): per row of such a draft, the γ measured in place
+    (`in_place_gammas`), the lowest and highest measured speedup (`measured_low`, `measured_high`), the best γ and
+    speedup at the row's α of the cost model fitted on those runs (`in_place_best_gamma`, `in_place_speedup`: what
+    `speculative.best` gives), and `outcome` from that forecast ("speeds-up" above 1, else "slows-down"); the Thm 3.8
+    category stays as `outcome_c_alone`. Drafts without runs keep their row (these columns NaN, `outcome_c_alone`
+    = `outcome`)."""
+    out = verdicts.copy()
+    out["outcome_c_alone"] = out["outcome"]
+    for col in IN_PLACE_VERDICT_COLUMNS[1:]:
+        out[col] = pd.Series([None] * len(out), dtype=object) if col == "in_place_gammas" else math.nan
+    if spec is None or spec.table.empty or out.empty:
+        out["in_place_best_gamma"] = out["in_place_best_gamma"].astype("Int64")
+        return out
+    for i, row in out.iterrows():
+        runs = spec.table[spec.table["draft"] == row["draft"]]
+        model = spec.models.get(row["draft"])
+        if runs.empty:
+            continue
+        measured = runs["measured_speedup"].to_numpy(dtype=float)
+        out.at[i, "in_place_gammas"] = ",".join(str(int(g)) for g in sorted(runs["gamma"]))
+        if np.isfinite(measured).any():
+            out.at[i, "measured_low"], out.at[i, "measured_high"] = np.nanmin(measured), np.nanmax(measured)
+        if model is not None and math.isfinite(row["alpha"]):
+            g, speedup = model.best_gamma(float(row["alpha"]))
+            out.at[i, "in_place_best_gamma"], out.at[i, "in_place_speedup"] = g, speedup
+            if math.isfinite(speedup):
+                out.at[i, "outcome"] = "speeds-up" if speedup > 1 else "slows-down"
+    out["in_place_best_gamma"] = out["in_place_best_gamma"].astype("Int64")
+    return out
 
 
 # A draft's in-place cost this many times its standalone c is worth a note: Thm 3.8 priced alone is then optimistic.
@@ -679,24 +791,34 @@ def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tu
 
 class StandaloneC(tuple):
     """(c, low, high) of a plain draft run's decode phase, and `basis`: "token" when that c prices a token (its
-    coefficients row says so), "forward" when it is the forwards' alone. A plain tuple reads as "forward"."""
+    coefficients row says so), "forward" when it is the forwards' alone. A plain tuple reads as "forward". `runs`:
+    each run's own c where c pools several (run number → c), else empty."""
 
     basis: str
+    runs: dict[int, float]
 
-    def __new__(cls, values: tuple[float, float, float], basis: str = "forward") -> StandaloneC:
+    def __new__(cls, values: tuple[float, float, float], basis: str = "forward",
+                runs: Mapping[int, float] | None = None) -> StandaloneC:
         self = super().__new__(cls, values)
         self.basis = basis
+        self.runs = dict(runs or {})
         return self
 
 
-def standalone_c(coefficients: pd.DataFrame) -> dict[str | tuple[str, str], tuple[float, float, float]]:
+def standalone_c(coefficients: pd.DataFrame,
+                 per_run: pd.DataFrame | None = None) -> dict[str | tuple[str, str], tuple[float, float, float]]:
     """(c, low, high) per (draft, metric) of a coefficients table's decode phase (`StandaloneC`, with the row's
-    `basis` where the table has one): `analyze_speculative`'s c_standalone."""
+    `basis` where the table has one, and each run's c from `per_run`, the result's `runs`): `analyze_speculative`'s
+    c_standalone."""
     decode = coefficients[coefficients["phase"] == DECODE]
     has_basis = "basis" in decode
+    runs: dict[tuple[str, str], dict[int, float]] = {}
+    if per_run is not None and not per_run.empty:
+        for r in per_run[per_run["phase"] == DECODE].itertuples():
+            runs.setdefault((str(r.draft), str(r.metric)), {})[int(r.run)] = float(r.c)
     return {(str(r.draft), str(r.metric)): StandaloneC(
                 (float(r.c), float(r.ci_low), float(r.ci_high)),
-                "token" if has_basis and r.basis == "token" else "forward")
+                "token" if has_basis and r.basis == "token" else "forward", runs.get((str(r.draft), str(r.metric))))
             for r in decode.itertuples()}
 
 
@@ -721,6 +843,17 @@ def _uncertainty(run: SpecRun, seed: int) -> float:
     if len(per_iter) >= 2:
         half = max(half, float(per_iter.max() - per_iter.min()) / 2 / med)
     return half
+
+
+def _runs_uncertainty(measured: Pooled) -> float:
+    """How well a figure pooled over runs is known, relative to it: the relative half-width of its interval across
+    runs (three runs or more), else how far its farthest run lies from it (two runs: no interval)."""
+    value, lo, hi = measured
+    if not value > 0:
+        return math.nan
+    if math.isfinite(lo) and math.isfinite(hi):
+        return max(value - lo, hi - value) / value
+    return max((abs(x / value - 1) for x in measured.runs), default=math.nan)
 
 
 def _tolerance(held_out: float, fitted: Sequence[float]) -> float:

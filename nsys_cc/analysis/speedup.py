@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # the model itself needs no pandas (`nsys-cc speedup` runs wi
 
 __all__ = [
     "DEFAULT_MAX_GAMMA", "VERDICT_COLUMNS", "Judgement", "best_gamma", "expected_tokens", "judge", "judge_all",
+    "unbounded",
     "operations_factor",
     "outcome", "speedup_marks", "verdicts", "walltime_factor",
 ]
@@ -94,10 +95,21 @@ def _scalar_or_array(arr: np.ndarray):
     return arr[()] if arr.ndim == 0 else arr
 
 
-def expected_tokens(alpha, gamma):
-    """E(α, γ) = (1 − α^(γ+1)) / (1 − α): tokens produced per iteration (Leviathan et al. Eq. 1); γ + 1 at α = 1."""
-    a = _array(alpha, "α", 0.0, 1.0)
+def _gamma(gamma) -> np.ndarray:
+    """γ as an array of whole numbers ≥ 0 (NaN marks one not measured): the draft proposes whole tokens, and E(α, γ)
+    at γ = 2.5 is no speedup of any run (InputError naming γ)."""
     g = _array(gamma, "γ")
+    frac = np.isfinite(g) & (g != np.floor(g))
+    if np.any(frac):
+        raise InputError(f"γ must be a whole number of draft tokens, not {g[frac].flat[0]:g}", param="gamma")
+    return g
+
+
+def expected_tokens(alpha, gamma):
+    """E(α, γ) = (1 − α^(γ+1)) / (1 − α): tokens produced per iteration (Leviathan et al. Eq. 1); γ + 1 at α = 1.
+    γ: whole numbers ≥ 0 (InputError otherwise)."""
+    a = _array(alpha, "α", 0.0, 1.0)
+    g = _gamma(gamma)
     with np.errstate(divide="ignore", invalid="ignore"):
         # expm1/log keep 1 − α^(γ+1) accurate when α is close to 1; log(0) = −inf gives E = 1 at α = 0.
         closed = -np.expm1((g + 1.0) * np.log(a)) / (1.0 - a)
@@ -105,8 +117,9 @@ def expected_tokens(alpha, gamma):
 
 
 def walltime_factor(alpha, gamma, c):
-    """S(α, γ, c) = E(α, γ) / (γc + 1): expected walltime improvement over plain decoding (Thm 3.8)."""
-    g = _array(gamma, "γ")
+    """S(α, γ, c) = E(α, γ) / (γc + 1): expected walltime improvement over plain decoding (Thm 3.8); γ a whole
+    number (InputError otherwise)."""
+    g = _gamma(gamma)
     cc = _array(c, "c")
     with np.errstate(over="ignore"):  # γc beyond float range: S is 0 to the last digit, no warning
         return _scalar_or_array(np.asarray(expected_tokens(alpha, g)) / (g * cc + 1.0))
@@ -114,7 +127,7 @@ def walltime_factor(alpha, gamma, c):
 
 def operations_factor(alpha, gamma, c_hat):
     """(γĉ + γ + 1) / E(α, γ): expected factor of arithmetic operations (Thm 3.11), ĉ the operations ratio."""
-    g = _array(gamma, "γ")
+    g = _gamma(gamma)
     ch = _array(c_hat, "ĉ")
     with np.errstate(over="ignore"):
         return _scalar_or_array((g * ch + g + 1.0) / np.asarray(expected_tokens(alpha, g)))
@@ -124,7 +137,10 @@ def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
     """The integer γ in 1…max_gamma that maximises S(α, γ, c) (first maximum kept), and that S.
 
     Returns `(gamma, S)`, broadcast over α and c: `gamma` is an int array (0 where α or c is NaN: no γ was
-    chosen) and `S` a float array (NaN there). Scalars in, numpy scalars out.
+    chosen) and `S` a float array (NaN there). Scalars in, numpy scalars out. Where S grows with every γ — α = 1
+    with c < 1 (S → 1/c), or c = 0 with α > 0 (S → 1/(1 − α)) — no γ is best and this returns the search bound
+    `max_gamma` and S there: `judge` flags it (`Judgement.best_gamma_unbounded`, best_gamma None, best_speedup
+    the limit), and `unbounded(alpha, c)` says where.
     """
     try:
         whole = int(max_gamma) == max_gamma and max_gamma >= 1
@@ -146,6 +162,13 @@ def best_gamma(alpha, c, max_gamma: int = DEFAULT_MAX_GAMMA):
     best_s = np.take_along_axis(s, idx[..., None], axis=-1)[..., 0]
     g = np.where(missing, 0, idx + 1).astype(int)
     return _scalar_or_array(g), _scalar_or_array(np.where(missing, np.nan, best_s))
+
+
+def unbounded(alpha, c):
+    """Where S(α, γ, c) grows with every γ, so that `best_gamma`'s answer is only its search bound: α = 1 with
+    0 ≤ c < 1, or c = 0 with α > 0 (broadcast; a bool array, or a numpy bool for scalars)."""
+    a, cc = np.broadcast_arrays(_array(alpha, "α", 0.0, 1.0), _array(c, "c"))
+    return _scalar_or_array(((a == 1.0) & (cc < 1.0)) | ((cc == 0.0) & (a > 0.0)))
 
 
 # Above this max_gamma, `best_gamma` scans γ in blocks of this many instead of one array of all of them.
@@ -249,6 +272,9 @@ def judge(c: float, alpha: float, gamma: int | None = None, c_low: float = math.
         # S = E(α, γ) rises with every γ: the searched maximum is only the search bound.
         j.update(best_gamma=None, best_speedup=1.0 / (1.0 - alpha) if alpha < 1 else math.inf,
                  best_gamma_unbounded=True)
+    elif alpha == 1 and 0 < c < 1:
+        # every draft accepted: S = (γ + 1)/(γc + 1) rises with every γ towards 1/c; `best_gamma` gives its cap
+        j.update(best_gamma=None, best_speedup=1.0 / c, best_gamma_unbounded=True)
     return Judgement(**j, outcome=outcome(c, alpha))
 
 

@@ -513,7 +513,7 @@ def is_speculative(path: str | os.PathLike) -> bool:
     from ..trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
-        return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False)) is not None
+        return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False, warn=False)) is not None
 
 
 # The columns of a trace's ranges that `step_table` reads.

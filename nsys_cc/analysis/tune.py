@@ -72,6 +72,11 @@ WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | stat
 DEFAULT_MAX_BATCH = 32
 BOOTSTRAP_DRAWS = 400
 Z95 = 1.959963984540054
+# More than this share of the bootstrap's refits blowing up (a step cost at or below 0, or not finite, somewhere on
+# the grid): its percentiles are not read as an interval (`forecast_intervals`).
+MAX_FAILED_DRAWS = 0.05
+# A held-out cell whose forecast misses its measurement by more than this: the schedule is not recommended.
+TRUST_ERROR = 0.10
 
 
 @dataclass(frozen=True)
@@ -439,10 +444,21 @@ class TuneResult:
     workload: str = "server"  # whose schedule `schedule` is (WORKLOADS)
     schedules: dict[str, list[list[int]]] = field(default_factory=dict)  # every workload's schedule
     output_len: int = 0  # the benchmark workload's tokens per sequence (the measured cells'; 0: unknown)
+    # Whether the schedule is recommended (`trust`): False when a held-out cell missed by more than TRUST_ERROR or the
+    # forecast has no usable interval; `trust_reason` says why, `next_steps` what to measure next. `schedule` and
+    # `schedules` are the fitted tables either way; `speculative_config()` and the JSON give them only when trusted.
+    trusted: bool = True
+    trust_reason: str = ""
+    next_steps: str = ""
+    interval_note: str = ""  # why the forecast rows have no interval ("" when they have)
 
-    def speculative_config(self, method: str = "draft_model", workload: str | None = None) -> str | None:
+    def speculative_config(self, method: str = "draft_model", workload: str | None = None, *,
+                           untrusted: bool = False) -> str | None:
         """vLLM's --speculative-config with the schedule (of `workload`, default the result's own; None when no
-        batch size speculates)."""
+        batch size speculates, or when the schedule is not recommended — `trusted` False — unless `untrusted`: the
+        fitted table, e.g. to measure it)."""
+        if not self.trusted and not untrusted:
+            return None
         schedule = self.schedules.get(workload, self.schedule) if workload else self.schedule
         k = max((g for _, _, g in schedule), default=0)
         if k == 0:
@@ -454,12 +470,30 @@ class TuneResult:
         doc["num_speculative_tokens_per_batch_size"] = schedule
         return json.dumps(doc)
 
+    def schedule_doc(self) -> dict:
+        """schedule.json: the schedule to use and its --speculative-config — both null when it is not recommended
+        (`trusted`, `trust_reason`), the fitted tables then under `fitted_num_speculative_tokens_per_batch_size`."""
+        doc: dict = {"trusted": self.trusted,
+                     "num_speculative_tokens_per_batch_size": self.schedule if self.trusted else None,
+                     "speculative_config": self.speculative_config(), "workload": self.workload,
+                     "schedules": {w: sch if self.trusted else None for w, sch in self.schedules.items()}}
+        if not self.trusted:
+            doc.update({"fitted_num_speculative_tokens_per_batch_size": self.schedule,
+                        "fitted_schedules": dict(self.schedules), "not_recommended": self.trust_reason,
+                        "next_steps": self.next_steps})
+        return doc
+
     def to_dict(self) -> dict:
-        return {"num_speculative_tokens_per_batch_size": self.schedule,
+        return {"trusted": self.trusted, "trust_reason": self.trust_reason or None,
+                "next_steps": self.next_steps or None,
+                "num_speculative_tokens_per_batch_size": self.schedule if self.trusted else None,
+                **({} if self.trusted else {"fitted_num_speculative_tokens_per_batch_size": self.schedule}),
                 "speculative_config": self.speculative_config(), "workload": self.workload,
-                "schedules": {w: {"num_speculative_tokens_per_batch_size": sch,
+                "schedules": {w: {"num_speculative_tokens_per_batch_size": sch if self.trusted else None,
+                                  **({} if self.trusted else {"fitted_num_speculative_tokens_per_batch_size": sch}),
                                   "speculative_config": self.speculative_config(workload=w)}
                               for w, sch in self.schedules.items()},
+                "forecast_interval_note": self.interval_note or None,
                 "benchmark_output_len": self.output_len,
                 "no_gain_from_batch_size": self.no_gain_from, "max_batch_size": self.max_batch_size,
                 "max_gamma": self.max_gamma, "target": self.target, "draft": self.draft,
@@ -484,25 +518,85 @@ def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
     return out
 
 
-def _intervals(draws, bs: Sequence[int], gs: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """The bootstrap's 2.5 and 97.5 percentiles of the steady-state speedup for every (B, γ) of bs × gs (arrays
-    indexed [i_b, i_g]): per draw one vectorised step(B, γ) over the grid (what `speedup` computes, cell by cell)."""
+@dataclass(frozen=True)
+class ForecastIntervals:
+    """The bootstrap's percentiles of the steady-state forecast over a grid of (B, γ) (`forecast_intervals`): `low`,
+    `high` indexed [i_b, i_g] (NaN where there is no usable interval), the draws made and those dropped because
+    their refit blew up, and `reason`: why there is no interval anywhere ("" when there are intervals)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    draws: int
+    failed: int
+    reason: str = ""
+    outside: int = 0  # grid points whose estimate fell outside its own percentiles: no interval there
+
+    @property
+    def usable(self) -> bool:
+        return not self.reason and self.outside == 0
+
+
+def _grid_speedups(cost: BatchCostModel, tokens: TokensModel, bs: Sequence[int], gs: Sequence[int]) -> np.ndarray:
+    """The steady-state forecast over bs × gs ([i_b, i_g]); NaN where the step costs nothing or less, or the decode
+    step does (a refit that blew up)."""
     b = np.asarray(bs, dtype=float)[:, None]
     g = np.asarray(gs, dtype=float)[None, :]
-    out = np.full((len(draws), b.size, g.size), np.nan)
-    for k, (cost, tokens) in enumerate(draws):
-        step = cost.step_ms(b, g)
-        e = np.array([tokens.expected(int(x)) for x in gs])[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            out[k] = np.where(step > 0, e * cost.decode_step_ms(b) / step, np.nan)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a grid point no draw could price: NaN
-        return np.nanpercentile(out, 2.5, axis=0), np.nanpercentile(out, 97.5, axis=0)
+    step = np.asarray(cost.step_ms(b, g), dtype=float)
+    dec = np.asarray(cost.decode_step_ms(b), dtype=float)
+    e = np.array([tokens.expected(int(x)) for x in gs])[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((step > 0) & (dec > 0), e * dec / step, np.nan)
 
 
-def _interval(draws, b: int, g: int) -> tuple[float, float]:
-    lo, hi = _intervals(draws, [b], [g])
-    return (float(lo[0, 0]), float(hi[0, 0]))
+def forecast_intervals(draws, bs: Sequence[int], gs: Sequence[int], estimate: np.ndarray | None = None,
+                       cells: Sequence[Cell] = ()) -> ForecastIntervals:
+    """The bootstrap's 2.5 and 97.5 percentiles of the steady-state speedup for every (B, γ) of bs × gs, per draw
+    one vectorised step(B, γ) over the grid (what `speedup` computes, cell by cell). A draw whose refit blew up —
+    a step or decode step at or below 0, or not finite, anywhere on the grid: a negative or infinite speedup — is
+    dropped and counted, not read as a percentile; with more than MAX_FAILED_DRAWS of them, or fitted `cells` whose
+    medians have no interval (the bootstrap would then vary the acceptance alone), there is no interval at all (NaN,
+    and `reason` says why). A grid point whose `estimate` lies outside its own percentiles gets none either."""
+    nb, ng = len(bs), len(gs)
+    nan = np.full((nb, ng), np.nan)
+    missing = _cells_without_interval(cells)
+    if missing:
+        return ForecastIntervals(nan, nan.copy(), len(draws), 0, missing)
+    grids = [_grid_speedups(cost, tokens, bs, gs) for cost, tokens in draws]
+    ok = [x for x in grids if np.isfinite(x).all() and (x > 0).all()]
+    failed = len(grids) - len(ok)
+    if not grids or failed > MAX_FAILED_DRAWS * len(grids):
+        return ForecastIntervals(nan, nan.copy(), len(grids), failed,
+                                 f"{failed} of {len(grids)} bootstrap refits blew up (a step cost at or below 0 "
+                                 f"somewhere from B = 1 to {max(bs)}): the cells' medians are too uncertain for the "
+                                 "model's slopes, and percentiles of the rest would not be a 95 % interval")
+    stack = np.stack(ok)
+    low, high = np.percentile(stack, 2.5, axis=0), np.percentile(stack, 97.5, axis=0)
+    outside = 0
+    if estimate is not None:
+        bad = ~((low <= estimate) & (estimate <= high)) | ~(low > 0)
+        outside = int(bad.sum())
+        low, high = np.where(bad, np.nan, low), np.where(bad, np.nan, high)
+    return ForecastIntervals(low, high, len(grids), failed, "", outside)
+
+
+def _cells_without_interval(cells: Sequence[Cell]) -> str:
+    """Why the fitted cells give the bootstrap nothing to draw from ("" when each has an interval on every part it
+    measured): cells of two runs have none (`stats`: their two values, no interval)."""
+    lacking = [c for c in cells if any(math.isfinite(getattr(c, value)) and not all(map(math.isfinite, getattr(c, ci)))
+                                       for value, ci in PART_FIELDS.values())]
+    if not lacking:
+        return ""
+    return (f"{len(lacking)} of the {len(cells)} fitted cells have no interval on their medians (two runs give their "
+            "two values, no interval), so the bootstrap would vary the acceptance alone")
+
+
+def _interval(intervals: ForecastIntervals, bs: Sequence[int], gs: Sequence[int], b: int,
+              g: int) -> tuple[float, float]:
+    """The forecast interval of (b, γ) from the grid's, NaN off the grid."""
+    if b not in bs or g not in gs:
+        return (math.nan, math.nan)
+    i, j = list(bs).index(b), list(gs).index(g)
+    return (float(intervals.low[i, j]), float(intervals.high[i, j]))
 
 
 def _rel_half(value: float, ci: tuple[float, float]) -> float:
@@ -568,7 +662,9 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
     boot = _draws(fitted, tokens, draws, seed)
     gammas = range(1, max_gamma + 1)
-    ci_low, ci_high = _intervals(boot, range(1, max_batch_size + 1), gammas)
+    batches = range(1, max_batch_size + 1)
+    intervals = forecast_intervals(boot, batches, gammas, _grid_speedups(cost, tokens, batches, gammas), fitted)
+    ci_low, ci_high = intervals.low, intervals.high
     forecast: list[dict] = []
     best: dict[str, list[int]] = {"server": [], "benchmark": []}
     for b in range(1, max_batch_size + 1):
@@ -603,11 +699,16 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
         # like against like: the cell is a benchmark of static batches of output_len tokens; its forecast too
         f = speedup(cost, tokens, c.batch_size, c.gamma, output_len=c.output_len)
         steady = speedup(cost, tokens, c.batch_size, c.gamma)
-        ci = _interval(boot, c.batch_size, c.gamma)
+        here = (intervals if intervals.reason else
+                forecast_intervals(boot, [c.batch_size], [c.gamma], np.array([[steady]]), fitted))
+        ci = (math.nan, math.nan) if here.reason else _interval(here, [c.batch_size], [c.gamma], c.batch_size, c.gamma)
         if c.output_len > 1 and steady > 0:
             ci = (ci[0] * f / steady, ci[1] * f / steady)
         err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
-        tol = math.hypot(_rel_half(c.measured_speedup, c.measured_ci) or 0.0, _rel_half(f, ci) or 0.0)
+        halves = [_rel_half(c.measured_speedup, c.measured_ci), _rel_half(f, ci)]
+        # the runs' own precision: NaN where neither side has an interval (two runs), not ±0 %
+        tol = (math.hypot(*(h if math.isfinite(h) else 0.0 for h in halves)) if any(map(math.isfinite, halves))
+               else math.nan)
         checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label, "output_len": c.output_len,
                        "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0],
                        "forecast_ci_high": ci[1],
@@ -618,12 +719,65 @@ def tune(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_siz
                        "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
                                           else math.nan), "tolerance": tol,
                        "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
-                       "within_10pct": bool(math.isfinite(err) and abs(err) <= 0.10)})
+                       "within_10pct": bool(math.isfinite(err) and abs(err) <= TRUST_ERROR)})
     # the measured cells are benchmarks: the benchmark workload's schedule is the one they can check
     sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"])
+    if intervals.failed and not intervals.reason:
+        notes.append(f"{intervals.failed} of {intervals.draws} bootstrap refits blew up (a step cost at or below 0 "
+                     "somewhere on the grid): dropped, the intervals are the percentiles of the rest")
+    if intervals.outside and not intervals.reason:
+        notes.append(f"{intervals.outside} of {intervals.low.size} forecasts lie outside their own bootstrap "
+                     "percentiles (the refits are skewed there): no interval is given for them")
+    reason, advice = trust(checks, intervals, held_out, fitted)
     return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedules[workload], sched_check,
                       no_gain, max_batch_size, max_gamma, draft, target, notes, workload=workload,
-                      schedules=schedules, output_len=n_out)
+                      schedules=schedules, output_len=n_out, trusted=not reason, trust_reason=reason,
+                      next_steps=advice, interval_note=intervals.reason)
+
+
+def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequence[Cell],
+          fitted: Sequence[Cell] = ()) -> tuple[str, str]:
+    """(why the schedule is not recommended, what to measure next), ("", "") when it is: a held-out cell whose
+    forecast misses its measurement by more than TRUST_ERROR refutes the model the schedule comes from, and a
+    forecast without usable intervals (`forecast_intervals`) says nothing of how far it may be off."""
+    why, next_steps = [], []
+    misses = [c for c in checks if not c["within_10pct"]]
+    if misses:
+        worst = max(misses, key=lambda c: abs(c["error"]) if math.isfinite(c["error"]) else math.inf)
+        why.append(f"{len(misses)} of {len(checks)} held-out cell(s) miss their measurement by more than "
+                   f"{TRUST_ERROR:.0%}".replace("%", " %") + " — " + "; ".join(
+                       f"B={c['batch_size']} γ={c['gamma']}: forecast {c['forecast']:.3g}× vs measured "
+                       f"{c['measured']:.3g}× ({c['error']:+.0%})".replace("%)", " %)") for c in misses)
+                   + ": the cost model the schedule comes from does not forecast cells it was not fitted on")
+        fit_b = sorted({c.batch_size for c in fitted})
+        beyond = sorted({c["batch_size"] for c in misses if fit_b and not fit_b[0] <= c["batch_size"] <= fit_b[-1]})
+        if beyond:
+            wider = ",".join(map(str, sorted({*fit_b, *beyond})))
+            next_steps.append(f"the design's batch sizes span {fit_b[0]}–{fit_b[-1]} and B = "
+                              f"{', '.join(map(str, beyond))} lies beyond them: fit on a design that covers the batch "
+                              f"sizes you serve (e.g. --batch-size {wider}) and keep other cells as checks (--check)")
+        next_steps.append(f"measure again on a quiet machine with at least 3 interleaved runs (--repeat 3 or more), "
+                          f"the missed cell kept as a check (--check {worst['batch_size']}:{worst['gamma']}), so every "
+                          "cell has an interval across runs: a miss larger than that is the model's, a smaller one "
+                          "the machine's")
+    if intervals.reason:
+        why.append(f"the forecast has no usable interval: {intervals.reason}")
+        if "no interval on their medians" in intervals.reason:
+            if not misses:  # the advice on a miss says it already
+                next_steps.append("profile at least 3 interleaved runs (--repeat 3) so every cell's medians have an "
+                                  "interval across runs")
+        else:
+            next_steps.append("measure more iterations and runs per cell (--num-iters, --repeat) so the cells' "
+                              "medians pin the model's slopes down")
+    elif intervals.outside:
+        why.append(f"{intervals.outside} forecast(s) lie outside their own bootstrap interval (the refits are "
+                   "skewed): the forecast's precision is unknown there")
+        next_steps.append("measure more runs per cell (--repeat) so the refits settle around the fit")
+    if not why:
+        return "", ""
+    if not held_out and not misses:
+        next_steps.append("add held-out cells (--check B:γ) to check the forecast on")
+    return "; ".join(why), "; ".join(dict.fromkeys(next_steps))
 
 
 def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None) -> list[dict]:
@@ -791,7 +945,6 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     """The cells of a design directory: at each batch size its speculative engines against its plain target of the
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
-    import warnings
 
     from .coefficient import cost_coefficient_runs
     from .spec_labels import DESIGN_LABEL_RE
@@ -845,7 +998,6 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     per speculative engine in it. The engines that ran vLLM's whole schedule (`Cell.schedule_run`) only with
     `schedule_runs` (they are no fixed-γ cell)."""
     import os
-    import warnings
     from pathlib import Path
 
     from .sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory

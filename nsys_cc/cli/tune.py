@@ -1,7 +1,9 @@
 """`nsys-cc tune`: γ per batch size for vLLM's dynamic speculative decoding, fitted on a design of measured cells and
 checked on cells it was not fitted on (`nsys_cc.tuning`, docs/tune.md).
 
-Exit codes: 0 done; 2 bad input or nothing to fit; 130 Ctrl-C.
+Exit codes: 0 done, the schedule recommended; 3 done, but the schedule is NOT recommended (a held-out cell missed its
+measurement by more than 10 %, or the forecast has no usable interval: the report says why and what to measure next;
+the JSON has "trusted": false, no schedule and no --speculative-config); 2 bad input or nothing to fit; 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -65,6 +67,10 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     interleaved runs (one engine per model serves every batch size), or reads SOURCE (a tune or sweep directory);
     fits the step cost model across batch size, forecasts every batch size and γ 1…max-gamma with an interval,
     checks every measured cell not fitted on, and prints the schedule and the whole --speculative-config.
+
+    Exit codes: 0 the schedule is recommended; 3 it is not (a held-out cell missed its measurement by more than
+    10 %, or the forecast has no usable interval: the report says why and what to measure next, and gives no
+    --speculative-config); 2 bad input.
     """
     from ..tuning import render_text, tune as run
 
@@ -81,3 +87,9 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
         click.echo(render_text(report), nl=False)
     if report.files:
         click.echo(f"report: {report.files['report'].parent}", err=True)
+    if not report.trusted:
+        from ..tuning import UNTRUSTED_EXIT
+
+        click.echo(f"nsys-cc: tune: the schedule is not recommended (NOT RECOMMENDED above: why, and what to measure "
+                   f"next); exit code {UNTRUSTED_EXIT}", err=True)
+        raise SystemExit(UNTRUSTED_EXIT)

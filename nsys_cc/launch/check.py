@@ -35,7 +35,7 @@ def after_export(sqlite: str | Path, *, gpu: bool = False, trace_option: str | N
     work, or a speculative run (`method`: its proposer) without draft ranges, the problem (`gpu_problem`,
     `draft_problem`)."""
     with open_trace(sqlite) as trace:
-        ranges = trace.nvtx_ranges(names=[*FORWARD_RANGES, *DRAFT_RANGES], nesting=False)
+        ranges = trace.nvtx_ranges(names=[*FORWARD_RANGES, *DRAFT_RANGES], nesting=False, warn=False)
         name, count = _forward_range_of(ranges)
         problem = None
         if count and gpu:
@@ -55,7 +55,7 @@ def forward_range(sqlite: str | Path) -> tuple[str, int]:
     `gpu_model_runner: forward` (the plugin's fallback on vLLM layouts it does not know), else
     (`model_executable()`, 0). Only ranges of these two names are read (`after_export` does it all at once)."""
     with open_trace(sqlite) as trace:
-        return _forward_range_of(trace.nvtx_ranges(names=FORWARD_RANGES, nesting=False))
+        return _forward_range_of(trace.nvtx_ranges(names=FORWARD_RANGES, nesting=False, warn=False))
 
 
 # A user's own proposer class: whether it runs a model is unknown, so its runs are not required to hold draft ranges.
@@ -66,7 +66,7 @@ def draft_problem(sqlite: str | Path, method: str | None) -> str | None:
     """Why a speculative run's trace cannot be measured in place (None when it can, or when its proposer `method`
     runs no draft model): it holds no draft-forward range."""
     with open_trace(sqlite) as trace:
-        return _draft_problem(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False), method)
+        return _draft_problem(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False, warn=False), method)
 
 
 def _draft_problem(ranges: pd.DataFrame, method: str | None) -> str | None:
@@ -84,7 +84,8 @@ def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -
     """Why a GPU run's forward ranges (`range_name`) have no GPU work projected onto them, naming the likely causes
     (None when at least one has): `trace_option` is the run's nsys `-t` value."""
     with open_trace(sqlite) as trace:
-        return _gpu_problem(trace, trace.nvtx_ranges(names=[range_name], nesting=False), range_name, trace_option)
+        return _gpu_problem(trace, trace.nvtx_ranges(names=[range_name], nesting=False, warn=False), range_name,
+                            trace_option)
 
 
 def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str | None) -> str | None:

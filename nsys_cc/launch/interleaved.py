@@ -13,7 +13,8 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's `finish`
   on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
   the machine's state during that run (`launch.machine`) and plots them;
-- `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval of every draft
+- `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval (across three
+  runs or more: two give none) of every draft
   (wall-clock) lies within ±P·c; the outcome says whether the precision or `max_repeat` stopped it;
 - the machine's state before and after each run (load average, CPU count, and the GPU clocks when `nvidia-smi`
   answers) is recorded in `run-<k>/done.json` and the report's `machine.csv`; runs made with a load above the CPU

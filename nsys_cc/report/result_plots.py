@@ -161,8 +161,23 @@ def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
             ax.set_ylabel(f"{label} time per forward (ms)")
             ax.set_title(f"{label} per forward")
             ax.grid(axis="y", alpha=0.3)
-        _suptitle(fig, f"Forward time per model and phase\n({result.range_name!r} ranges, warm-up dropped)")
+        _suptitle(fig, f"Forward time per model and phase\n({result.range_name!r} ranges, {_dropped_words(result)})")
     return fig
+
+
+def _dropped_words(result: CostCoefficientResult) -> str:
+    """What the plotted forwards are, as the notes say it: warm-up dropped, or nothing dropped (then the first
+    forward's time against the median, when it stands out: a warm-up nothing marked)."""
+    dropped = [m for m in result.models if not m.forwards["kept"].all()]
+    if dropped:
+        return "warm-up dropped" if len(dropped) == len(result.models) else \
+            f"warm-up dropped for {', '.join(m.name for m in dropped)}"
+    slow = []
+    for m in result.models:
+        wall = m.forwards[WALL_NS].to_numpy(dtype=float) / 1e6
+        if wall.size > 2 and np.isfinite(wall[0]) and wall[0] > 5 * np.nanmedian(wall):
+            slow.append(f"{m.name}'s first {wall[0]:.3g} ms against a {np.nanmedian(wall):.3g} ms median")
+    return "nothing dropped as warm-up" + (f" ({'; '.join(slow)}: skip_ranges drops it)" if slow else "")
 
 
 def _coef_phases(result: CostCoefficientResult) -> list[str]:
@@ -184,6 +199,9 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
     drafts = list(dict.fromkeys(coef["draft"]))
     metrics = [m for m in C_METRICS if m in set(coef["metric"])]
     width = 0.8 / len(metrics)
+    per_run = _run_values(result)
+    top = _coef_top(coef, per_run, result.acceptance)
+    clipped = False
     with matplotlib.rc_context(STYLE):
         fig, axes = _figure(len(phases), max(0.4 * len(drafts) * len(metrics) + 1.2, 4.0), 4.8, sharey=True)
         for ax, phase in zip(axes, phases):
@@ -198,17 +216,28 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
                 finite = True
                 x = np.arange(len(drafts)) + (j - (len(metrics) - 1) / 2) * width
                 lo = np.clip(c - rows["ci_low"].to_numpy(dtype=float), 0, None)
-                hi = np.clip(rows["ci_high"].to_numpy(dtype=float) - c, 0, None)
+                high = rows["ci_high"].to_numpy(dtype=float)
+                over = np.isfinite(high) & (high > top)  # an interval past the axis: drawn to its edge, marked
+                clipped = clipped or bool(over[ok].any())
+                hi = np.clip(np.minimum(high, top) - c, 0, None)
                 ax.errorbar(x[ok], c[ok], yerr=np.nan_to_num(np.vstack([lo[ok], hi[ok]])), fmt="o", capsize=3,
                             color=BY_NAME[metric].color, label=BY_NAME[metric].plot_label)
+                if (over & ok).any():
+                    ax.scatter(x[over & ok], np.full(int((over & ok).sum()), top), marker="^", s=30,
+                               color=BY_NAME[metric].color, clip_on=False, zorder=4)
+                for xi, draft in zip(x, drafts):  # no interval: the runs' own c, small, not a bar
+                    values = per_run.get((draft, phase, metric), [])
+                    if len(values) >= 2 and not np.isfinite(rows.loc[draft, "ci_low"]):
+                        ax.scatter([xi] * len(values), values, marker="x", s=18, color=BY_NAME[metric].color,
+                                   alpha=0.7, label=f"{BY_NAME[metric].plot_label}: each run's c (no interval)")
                 if "c_forward" in rows and (rows["basis"] == "token").any():  # the forward alone, beside the token
                     cf = np.where(rows["basis"].to_numpy() == "token", rows["c_forward"].to_numpy(dtype=float), np.nan)
                     okf = np.isfinite(cf)
                     ax.scatter(x[okf], cf[okf], marker="D", s=22, facecolors="none", edgecolors=BY_NAME[metric].color,
                                label=f"{BY_NAME[metric].plot_label}, forward only")
-                for xi, ci, top in zip(x[ok], c[ok], (c + np.nan_to_num(hi))[ok]):
-                    ax.annotate(f"{ci:.2g}", (xi, top), textcoords="offset points", xytext=(0, 3), ha="center",
-                                fontsize=7, color=BY_NAME[metric].color)
+                for xi, ci in zip(x[ok], c[ok]):  # beside the point: never past the axis, clear of the bars
+                    ax.annotate(f"{ci:.2g}", (xi, ci), textcoords="offset points", xytext=(7, 0), ha="left",
+                                va="center", fontsize=7, color=BY_NAME[metric].color)
             ax.axhline(1.0, color="black", linewidth=1)
             ax.annotate("c = 1", (1.0, 1.0), xycoords=("axes fraction", "data"), xytext=(2, 0),
                         textcoords="offset points", va="center", fontsize=8)
@@ -221,7 +250,7 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
                         transform=ax.transAxes)
             ax.set_xticks(range(len(drafts)), drafts)
             ax.set_xlim(-0.6, len(drafts) - 0.4)
-            ax.set_ylim(bottom=0)
+            ax.set_ylim(0, top)
             ax.set_xlabel("draft model")
             ax.set_title(f"{phase} forwards")
             ax.grid(axis="y", alpha=0.3)
@@ -229,9 +258,35 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
         axes[0].set_ylabel(f"c = median draft ÷ median target {'token' if of_token else 'forward'}")
         _legend_below(fig, axes)
         alphas = "; a speedup needs c < α (dashed: the acceptance rates given)" if result.acceptance else ""
-        _suptitle(fig, f"Cost coefficient c of each draft against {result.target.name} (95 % bootstrap "
-                       f"intervals){alphas}")
+        cut = "; ▲: an interval past the axis (its end in the report's table)" if clipped else ""
+        _suptitle(fig, f"Cost coefficient c of each draft against {result.target.name} (95 % intervals{cut})"
+                       f"{alphas}")
     return fig
+
+
+def _run_values(result: CostCoefficientResult) -> dict[tuple, list[float]]:
+    """(draft, phase, metric) → each run's c (`result.runs`), for the runs' marks where c has no interval."""
+    out: dict[tuple, list[float]] = {}
+    if result.runs.empty:
+        return out
+    for r in result.runs[["draft", "phase", "metric", "c"]].itertuples(index=False):
+        if np.isfinite(r.c):
+            out.setdefault((r.draft, r.phase, r.metric), []).append(float(r.c))
+    return out
+
+
+def _coef_top(coef, per_run: dict, alphas) -> float:
+    """The coefficients axis' top: room above every c, the forwards' c, each run's c, the α lines and c = 1, and
+    above the intervals that stay within three times the largest of those — never scaled to an interval that runs
+    off to hundreds (two runs on Student's t once reached 1321 for c = 0.115): those are cut at the top, marked."""
+    values = [1.0, *map(float, alphas)]
+    for col in ("c", "c_forward"):
+        if col in coef:
+            values += [float(v) for v in coef[col].to_numpy(dtype=float) if np.isfinite(v)]
+    values += [v for vs in per_run.values() for v in vs]
+    base = max(values)
+    highs = [float(v) for v in coef["ci_high"].to_numpy(dtype=float) if np.isfinite(v) and v <= 3 * base]
+    return 1.12 * max([base, *highs])
 
 
 def _breakdown_phases(result: CostCoefficientResult) -> list[str]:

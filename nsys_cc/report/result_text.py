@@ -19,13 +19,13 @@ from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
-from .sentence_text import with_diagnosis, with_verdicts
+from .sentence_text import interval_text, with_diagnosis, with_verdicts
 from .table_text import markdown_table, text_table
 
 SHARE_TITLE = ("Forward share (how much of each benchmark iteration the forward ranges cover, against vLLM's own "
                "latencies)")
-RUNS_TITLE = ("c per run (each run's forwards only; the table above pools the runs: its interval is the pooled c's, "
-              "and a run's own c may lie outside it)")
+RUNS_TITLE = ("c per run (each run's forwards only; the table above pools the runs: its c is the geometric mean of "
+              "these, its interval — from three runs — the spread between them)")
 
 
 def _speculative_text():
@@ -126,14 +126,6 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
     return table.loc[:, [c for c in table.columns if not (table[c] == "–").all()]]
 
 
-def _fmt_c(c: float, lo: float, hi: float) -> str:
-    if c is None or math.isnan(c):
-        return "–"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return f"{c:.3f} [no interval]"
-    return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
-
-
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
     summary, tokens = result.summary, result.tokens
@@ -151,6 +143,7 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     cs: dict[tuple, tuple] = {}
     for r in result.coefficients[["draft", "phase", "metric", "c", "ci_low", "ci_high"]].itertuples(index=False):
         cs.setdefault((r[0], r[1], r[2]), (r[3], r[4], r[5]))
+    per_run = token_text.run_values(result)
     rows = []
     for m in result.models:
         for phase in m.phases:
@@ -163,7 +156,8 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
                     row[f"c {BY_NAME[metric].label}"] = "1 (target)"
                 else:
                     c = cs.get((m.name, phase, metric))
-                    row[f"c {BY_NAME[metric].label}"] = "–" if c is None else _fmt_c(*c)
+                    row[f"c {BY_NAME[metric].label}"] = ("–" if c is None else interval_text(
+                        c[0], c[1], c[2], per_run.get((m.name, phase, metric), ())))
             rows.append(row)
     return pd.DataFrame(rows)
 
@@ -187,6 +181,17 @@ def _c_words(result: CostCoefficientResult) -> str:
         return ("c = median(draft token) / median(target token), a token = its forward + logits + sampling (times: the "
                 "token's medians; c of the forward alone in the split below)")
     return "c = median(draft) / median(target)"
+
+
+def _interval_words(result: CostCoefficientResult) -> str:
+    """What the intervals in the table are: one run's bootstrap, across runs, or none (two runs: their values)."""
+    coef = result.coefficients
+    runs = int(coef["runs"].max()) if len(coef) and "runs" in coef else 1
+    if runs >= 3:
+        return f"c pools {runs} runs (each run's c, their geometric mean), 95 % interval across runs"
+    if runs == 2:
+        return "c pools 2 runs (each run's c, their geometric mean): no interval, the runs' values beside it"
+    return "95 % bootstrap interval"
 
 
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
@@ -233,7 +238,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
-    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}, 95 % bootstrap interval", "",
+    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}", "",
              text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:
@@ -265,7 +270,7 @@ def render_html(result: CostCoefficientResult) -> str:
     diagnosis, the verdicts, the speculative runs measured in place (runs, measured vs predicted speedup, the forecast
     and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
-             f"{html.escape(_c_words(result))}, 95 % bootstrap interval</p>",
+             f"{html.escape(_c_words(result))}; {html.escape(_interval_words(result))}</p>",
              display_table(result).to_html(index=False, escape=True)]
     split = token_text.split_table(result)
     if not split.empty:

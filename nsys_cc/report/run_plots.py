@@ -1,9 +1,11 @@
 """c per run beside the pooled c and its interval across runs (`profile --repeat R`), and the runs' table.
 
 One panel per draft, in the phase c is judged on (decode, else all; wall-clock): each run's c as a point with that
-run's own interval (its forwards only) as a bar, the pooled c as a line and its interval across runs as a band. A run
-outside the band, or bars that do not overlap, show the run-to-run drift that one run's interval cannot. None when
-the result has one run.
+run's own interval (its forwards only) as a bar, the pooled c (the geometric mean of the runs' c, `stats`) as a line
+and its interval across runs as a band (three runs or more; two runs give none, and the title says so). A run outside
+the band, or bars that do not overlap, show the run-to-run drift that one run's interval cannot. c is the token's
+(forward + logits + sampling) where the pair has them, the forwards' otherwise: the axis says which. None when the
+result has one run.
 """
 
 from __future__ import annotations
@@ -71,18 +73,23 @@ def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
             ax.errorbar(x, c, yerr=np.nan_to_num(np.vstack([lo, hi])), fmt="o", capsize=3, color="#4c72b0",
                         label="c of one run (its forwards' 95 % interval)")
             row = pooled[pooled["draft"] == draft]
+            no_band = ""
             if not row.empty:
                 r = row.iloc[0]
-                ax.axhline(r["c"], color="#c44e52", linewidth=1.5, label=f"pooled c = {r['c']:.3g}")
+                ax.axhline(r["c"], color="#c44e52", linewidth=1.5,
+                           label=f"pooled c = {r['c']:.3g} (geometric mean of the runs' c)")
                 if math.isfinite(r["ci_low"]) and math.isfinite(r["ci_high"]):
                     ax.axhspan(r["ci_low"], r["ci_high"], color="#c44e52", alpha=0.15,
                                label=f"95 % interval across runs [{r['ci_low']:.3g}–{r['ci_high']:.3g}]")
+                elif len(sub) == 2:
+                    no_band = "; 2 runs: no interval across runs"
             ax.set_xticks(x)
             ax.set_xlim(x.min() - 0.6, x.max() + 0.6)
             ax.set_xlabel("run")
-            ax.set_title(f"{draft} ({sub['phase'].iloc[0]}, wall-clock)")
+            ax.set_title(f"{draft} ({sub['phase'].iloc[0]}, wall-clock{no_band})")
             ax.grid(axis="y", alpha=0.3)
             ax.legend(loc="best", fontsize=7)
-        axes[0].set_ylabel("c = median draft ÷ median target forward")
+        of_token = "basis" in runs and bool((runs["basis"] == "token").all())
+        axes[0].set_ylabel(f"c = median draft ÷ median target {'token' if of_token else 'forward'}")
         fig.suptitle(f"c of each run against {result.target.name}, and pooled")
     return fig

@@ -1,7 +1,8 @@
 """Sentences: the sentences and number formats a reader sees, shared by every text module. Analysis hands over
 numbers; they are phrased here.
 
-- `sig3`, `fmt_speedup`: numbers as the reports print them.
+- `sig3`, `fmt_speedup`: numbers as the reports print them; `interval_text` a pooled number with its interval, or
+  its runs' values where the runs give none.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
   Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
   `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
@@ -24,6 +25,30 @@ def sig3(x: float) -> str:
     """x rounded (never truncated) to 3 significant digits, trailing zeros kept: 0.688, 0.500, 0.0660, 1.23."""
     s = f"{x:#.3g}"
     return s[:-1] if s.endswith(".") else s
+
+
+def _missing(x) -> bool:
+    return x is None or (isinstance(x, float) and math.isnan(x))
+
+
+def fixed3(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def interval_text(value: float, low: float, high: float, runs=(), digits=fixed3) -> str:
+    """A pooled number as the tables print it: `value [low–high]` with its interval; without one, the runs' own
+    values beside it in words — "(runs 0.146 and 0.231)", never bracketed as a bound — when it pools two or more
+    runs (`runs`), else "[no interval]"; "–" without a value."""
+    if _missing(value):
+        return "–"
+    if not (_missing(low) or _missing(high)):
+        return f"{digits(value)} [{digits(low)}–{digits(high)}]"
+    found = sorted(float(r) for r in runs if not _missing(r))
+    if len(found) == 2:
+        return f"{digits(value)} (runs {digits(found[0])} and {digits(found[1])})"
+    if len(found) > 2:
+        return f"{digits(value)} (runs {digits(found[0])} to {digits(found[-1])})"
+    return f"{digits(value)} [no interval]"
 
 
 def alpha_text(a: float) -> str:
@@ -104,11 +129,41 @@ def _int(x) -> int:
         return 0
 
 
+def _in_place_text(get, has) -> str | None:
+    """The measured part of a verdict where the draft ran in place (`speculative.verdicts_in_place`): the runs'
+    speedups first, then their cost model's forecast at α; None without runs."""
+    if not has("in_place_gammas") or not get("in_place_gammas") or get("in_place_gammas") != get("in_place_gammas"):
+        return None
+    lo, hi = float(get("measured_low")), float(get("measured_high"))
+    measured = ("–" if math.isnan(lo) else f"{fmt_speedup(lo)}×" if lo == hi else
+                f"{fmt_speedup(lo)}–{fmt_speedup(hi)}×")
+    text = f"measured in place at γ {get('in_place_gammas')}: {measured}"
+    s = float(get("in_place_speedup"))
+    if not math.isnan(s):
+        g = _int(get("in_place_best_gamma"))
+        text += (f"; those runs' cost model at α = {alpha_text(float(get('alpha')))}: best γ = {g} gives "
+                 f"{fmt_speedup(s)}× ({'speeds decoding up' if s > 1 else 'slows decoding down'})")
+    return text
+
+
 def verdict_of(j) -> str:
-    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`."""
+    """The verdict sentence of a `Judgement` or of one row (a namedtuple or Series) of `speedup.verdicts`. A row of a
+    draft measured in place (`speculative.verdicts_in_place`) says the measured speedups and their cost model's
+    forecast first, then what Thm 3.8 with c alone would say, and that it leaves out what the runs measured."""
     by_name = isinstance(j, Judgement) or hasattr(j, "_fields")  # a namedtuple row; a Series is read by key
     get = (lambda k: getattr(j, k)) if by_name else j.__getitem__
-    outcome = get("outcome")
+    fields: tuple = tuple(j._fields) if hasattr(j, "_fields") else tuple(getattr(j, "index", ()))
+    measured = None if isinstance(j, Judgement) else _in_place_text(get, lambda k: k in fields)
+    if measured is not None:
+        alone = _verdict_c_alone(j, get, fields, outcome_key="outcome_c_alone")
+        return (f"{measured}; Thm 3.8 with c alone would say: {alone} — it leaves out what the runs measured (the "
+                "verify step's cost above a decode step's, the time outside the forwards)")
+    return _verdict_c_alone(j, get, fields)
+
+
+def _verdict_c_alone(j, get, fields: tuple, outcome_key: str = "outcome") -> str:
+    """The Thm 3.8 verdict sentence of a Judgement or a verdicts row (`verdict_of`)."""
+    outcome = get(outcome_key)
     alpha = float(get("alpha"))
     if outcome == "no-phase":
         return f"no {get('phase')} or all-phase measurement of c: no verdict"
@@ -116,9 +171,13 @@ def verdict_of(j) -> str:
         return f"no measurement of c: no verdict at α = {alpha_text(alpha)}"
     if outcome in ("unbounded", "no-gain"):
         return free_draft_verdict(alpha)
+    c = float(get("c"))
+    if alpha == 1 and 0 < c < 1:  # judge's best_gamma_unbounded: no γ is best, `best_gamma` gave its search bound
+        return (f"every draft token is accepted (α = 1), so S = (γ + 1)/(γc + 1) grows with every γ towards 1/c = "
+                f"{fmt_speedup(1 / c)}× at c = {sig3(c)}: the best γ is unbounded (as large as you can verify)")
     row = not isinstance(j, Judgement)  # the table names the best speedup `speedup`
     best = "speedup" if row else "best_speedup"
-    a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in getattr(j, "index", getattr(j, "_fields", ())) \
+    a_lo, a_hi = (math.nan, math.nan) if not row or "alpha_low" not in fields \
         else (float(get("alpha_low")), float(get("alpha_high")))
     return verdict(c=float(get("c")), c_low=float(get("c_low")), c_high=float(get("c_high")), alpha=alpha,
                    best_gamma=_int(get("best_gamma")), best_gamma_low=_int(get("best_gamma_low")),

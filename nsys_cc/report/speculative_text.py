@@ -6,7 +6,9 @@ leviathan_in_place, held_out_fit_gammas}) and `by_metric`: {METRIC: {each of `BY
 each with its `_ci95`}} for every metric the traces have (wall always, equal to the entry's
 own figures; gpu_span, kernel_sum, gpu_busy with CUDA data); `"speculative_metric"`: the headline metric (gpu_busy on
 GPU traces, else wall; null without speculative runs); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup,
-best} for γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16. NaN becomes null.
+best} for γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16; `"speculative_runs"`: where runs were
+pooled, each run's own value of each figure (`SpeculativeAnalysis.runs`: what the entries' figures are the geometric
+mean of; empty for one run). NaN becomes null.
 
 The printed sections say the metric they use: the runs table shows each run on the headline metric, then on wall.
 """
@@ -20,7 +22,7 @@ import pandas as pd
 
 from ..analysis.metrics import WALL
 from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
-from .sentence_text import fmt_speedup, sig3
+from .sentence_text import fmt_speedup, interval_text, sig3
 
 if TYPE_CHECKING:
     from ..analysis.speculative import SpeculativeAnalysis
@@ -80,17 +82,31 @@ def run_entries(table: pd.DataFrame, by_metric: pd.DataFrame | None = None) -> l
 def to_json(spec: SpeculativeAnalysis | None) -> dict:
     """The top-level `speculative`, `forecast` and `speculative_best` lists (empty without speculative runs)."""
     if spec is None:
-        return {"speculative": [], "speculative_metric": None, "forecast": [], "speculative_best": []}
+        return {"speculative": [], "speculative_metric": None, "speculative_runs": [], "forecast": [],
+                "speculative_best": []}
     return {"speculative": run_entries(spec.table, spec.by_metric), "speculative_metric": spec.metric,
-            "forecast": _records(spec.forecast), "speculative_best": _records(spec.best)}
+            "speculative_runs": _records(spec.runs), "forecast": _records(spec.forecast),
+            "speculative_best": _records(spec.best)}
 
 
-def _ci(value: float, lo: float, hi: float, digits=sig3) -> str:
+def _ci(value: float, lo: float, hi: float, digits=sig3, runs=()) -> str:
+    """A figure with its interval; without one, its runs' values where it pools two or more (`interval_text`)."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "–"
-    if lo is None or (isinstance(lo, float) and math.isnan(lo)):
+    if (lo is None or (isinstance(lo, float) and math.isnan(lo))) and len(runs) < 2:
         return digits(value)
-    return f"{digits(value)} [{digits(lo)}–{digits(hi)}]"
+    return interval_text(value, lo, hi, runs, digits)
+
+
+def run_values(spec: SpeculativeAnalysis) -> dict[tuple[str, str, str], list[float]]:
+    """(run name, metric, figure) → each pooled run's own value (`SpeculativeAnalysis.runs`), in run order."""
+    out: dict[tuple[str, str, str], list[float]] = {}
+    runs = getattr(spec, "runs", None)
+    if runs is None or runs.empty:
+        return out
+    for r in runs.sort_values("run").itertuples(index=False):
+        out.setdefault((r.name, r.metric, r.figure), []).append(float(r.value))
+    return out
 
 
 def _x(v: float) -> str:
@@ -106,6 +122,7 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run and shown metric (`shown_metrics`: the headline first): the in-place figures on that metric
     (medians, ms, with 95 % intervals; Outside = the step's time not covered by the forwards on that metric)."""
     by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
+    per_run = run_values(spec)
     rows = []
     for t in spec.table.to_dict(orient="records"):
         for metric in shown_metrics(spec):
@@ -113,8 +130,9 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
             if r is None:
                 continue
 
-            def ci(col: str, r: dict = r) -> str:
-                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+            def ci(col: str, r: dict = r, metric: str = metric) -> str:
+                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"],
+                           runs=per_run.get((r["name"], metric, col), ()))
 
             rows.append({
                 "Run": t["name"], "γ": t["gamma"], "Metric": metric, "Steps": t["steps"],
@@ -134,6 +152,7 @@ def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     sums, the c of a token in place against the verify and against a plain decode token (a head's c), the forwards'
     c beside it, and a model-free proposer's proposing per step."""
     by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
+    per_run = run_values(spec)
     rows = []
     for t in spec.table.to_dict(orient="records"):
         for metric in shown_metrics(spec):
@@ -141,8 +160,9 @@ def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
             if r is None or "draft_token_ms" not in r:
                 continue
 
-            def ci(col: str, r: dict = r) -> str:
-                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"])
+            def ci(col: str, r: dict = r, metric: str = metric) -> str:
+                return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"],
+                           runs=per_run.get((r["name"], metric, col), ()))
 
             def wall_only(col: str, metric: str = metric, t: dict = t) -> str:
                 return sig3(t[col]) if metric == WALL and not _missing(t[col]) else "–"
@@ -170,12 +190,17 @@ def _missing(v) -> bool:
 def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: measured speedup against the predictions, side by side."""
     rows = []
+    per_run = run_values(spec)
     for r in spec.table.itertuples(index=False):
         held = r.predicted_cost_model_held_out
+        measured = _x(r.measured_speedup)
+        if measured != "–":
+            measured = interval_text(r.measured_speedup, r.measured_speedup_ci_low, r.measured_speedup_ci_high,
+                                     per_run.get((r.name, WALL, "measured_speedup"), ()), fmt_speedup)
+            measured = measured.replace(" ", "× ", 1) if " " in measured else measured + "×"
         rows.append({
             "Run": r.name, "γ": r.gamma, "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
-            "Measured": f"{_x(r.measured_speedup)} [{fmt_speedup(r.measured_speedup_ci_low)}–"
-                        f"{fmt_speedup(r.measured_speedup_ci_high)}]"
+            "Measured": measured
                         + (" (impossible: a measurement problem, see the notes)" if r.measurement_problem else ""),
             "vLLM latency": _x(r.bench_speedup), "Thm 3.8": _x(r.predicted_leviathan),
             "Thm 3.8 in place": _x(r.predicted_leviathan_in_place),
@@ -206,15 +231,19 @@ def check_lines(spec: SpeculativeAnalysis) -> list[str]:
     for r in spec.table.itertuples(index=False):
         if r.forecast_error is None or math.isnan(r.forecast_error):
             continue
-        ok = abs(r.forecast_error) <= r.forecast_tolerance
+        tol = r.forecast_tolerance
+        if tol is None or (isinstance(tol, float) and math.isnan(tol)):
+            against = "the runs' own spread unknown"
+        else:
+            against = f"{'within' if abs(r.forecast_error) <= tol else 'outside'} the runs' own ±{tol:.1%}"
         out.append(f"{r.name}: forecast from γ {r.held_out_fit_gammas} "
                    f"{_x(r.predicted_cost_model_held_out)} vs measured {_x(r.measured_speedup)} "
-                   f"({r.forecast_error:+.1%}; {'within' if ok else 'outside'} the runs' own ±"
-                   f"{r.forecast_tolerance:.1%})")
+                   f"({r.forecast_error:+.1%}; {against})")
     return out
 
 
-HEADER = ("Speculative decoding measured in place (medians with 95 % intervals; speedup = plain decode time per "
+HEADER = ("Speculative decoding measured in place (medians with 95 % intervals — runs pooled by the geometric mean of "
+          "each run's figure, their values beside it where two runs give no interval; speedup = plain decode time per "
           "output token ÷ speculative time per output token, prefill excluded)")
 
 

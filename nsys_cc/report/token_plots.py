@@ -3,7 +3,8 @@ c is judged on), the token's own median marked, and each draft's c of the token 
 
 One column per metric (wall-clock, and GPU busy when the traces have CUDA): the medians in ms above, each part's
 share of the stack below. None when no model has logits or sampling
-ranges (the plot would only repeat the forward times).
+ranges (the plot would only repeat the forward times), or when the target has none (a tensor-parallel target: its token
+is its forward, and a draft's stacked token beside it would not be like with like).
 """
 
 from __future__ import annotations
@@ -31,6 +32,11 @@ def plot_token_split(result: CostCoefficientResult, style: dict) -> Figure | Non
 
     tokens = result.tokens
     if tokens.empty or not (tokens["basis"] == TOKEN).any():
+        return None
+    target = tokens[tokens["model"] == result.target.name]
+    if target.empty or not (target["basis"] == TOKEN).all():
+        # the target's token is its forward alone (tensor-parallel forwards, an older trace): a draft's stacked token
+        # beside it would not be like with like (the bars would imply a c the coefficients do not give)
         return None
     rows = decision_split(tokens)
     metrics = [m for m in (WALL, GPU_BUSY) if m in set(rows["metric"])]

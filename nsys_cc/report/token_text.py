@@ -14,6 +14,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME
 from ..analysis.result import CostCoefficientResult
 from ..analysis.token import SPLIT, TOKEN, decision_split
+from .sentence_text import interval_text
 
 SPLIT_TITLE = ("The token's split: forward + logits + sampling, medians per token (ms), in the phase c is judged on; "
                "Token = the median of the per-token sums")
@@ -27,12 +28,16 @@ def _ms(x) -> str:
     return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
 
 
-def _c(c, lo, hi) -> str:
-    if c is None or (isinstance(c, float) and math.isnan(c)):
-        return "–"
-    if lo is None or hi is None or math.isnan(lo) or math.isnan(hi):
-        return f"{c:.3f} [no interval]"
-    return f"{c:.3f} [{lo:.3f}–{hi:.3f}]"
+def run_values(result: CostCoefficientResult, column: str = "c") -> dict[tuple, list[float]]:
+    """Per (draft, phase, metric), each run's own `column` (c, or c_forward) from `result.runs`, in run order; empty
+    for one run. What a cell shows beside a pooled c that has no interval (two runs: `interval_text`)."""
+    runs = result.runs
+    out: dict[tuple, list[float]] = {}
+    if runs.empty or column not in runs:
+        return out
+    for r in runs.sort_values("run")[["draft", "phase", "metric", column]].itertuples(index=False):
+        out.setdefault((r[0], r[1], r[2]), []).append(float(r[3]))
+    return out
 
 
 def any_token(result: CostCoefficientResult) -> bool:
@@ -48,6 +53,7 @@ def split_table(result: CostCoefficientResult) -> pd.DataFrame:
     if tokens.empty or not (tokens["basis"] == TOKEN).any():
         return pd.DataFrame()
     coef = result.coefficients.set_index(["draft", "phase", "metric"]) if len(result.coefficients) else None
+    runs_c, runs_forward = run_values(result), run_values(result, "c_forward")
     rows = []
     for r in decision_split(tokens).itertuples():
         row = {"Model": r.model, "Phase": r.phase, "Metric": BY_NAME[r.metric].label,
@@ -57,9 +63,12 @@ def split_table(result: CostCoefficientResult) -> pd.DataFrame:
         if r.role == "target":
             row["c token"], row["c forward"] = "1 (target)", "1 (target)"
         elif coef is not None and (r.model, r.phase, r.metric) in coef.index:
-            c = coef.loc[(r.model, r.phase, r.metric)]
-            row["c token"] = _c(c["c"], c["ci_low"], c["ci_high"]) if c["basis"] == TOKEN else "– (no parts)"
-            row["c forward"] = _c(c["c_forward"], c["c_forward_ci_low"], c["c_forward_ci_high"])
+            key = (r.model, r.phase, r.metric)
+            c = coef.loc[key]
+            row["c token"] = (interval_text(c["c"], c["ci_low"], c["ci_high"], runs_c.get(key, ()))
+                              if c["basis"] == TOKEN else "– (no parts)")
+            row["c forward"] = interval_text(c["c_forward"], c["c_forward_ci_low"], c["c_forward_ci_high"],
+                                             runs_forward.get(key, ()))
         else:
             row["c token"] = row["c forward"] = "–"
         rows.append(row)

@@ -41,7 +41,8 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
     for b in bs:
         g = next(gg for s, e, gg in result.schedule if s <= b <= e)
         sched.append(by.get((b, g), 1.0) if g else 1.0)
-    ax.plot(bs, sched, color="black", lw=2.6, alpha=0.55, drawstyle="steps-mid", label="schedule (best γ per B)")
+    ax.plot(bs, sched, color="black", lw=2.6, alpha=0.55, drawstyle="steps-mid",
+            label="schedule (best γ per B)" if result.trusted else "fitted schedule: NOT RECOMMENDED")
     for cells, filled, name in ((result.fitted, True, "measured, fitted"), (result.held_out, False,
                                                                               "measured, held out")):
         for j, c in enumerate(cells):
@@ -69,7 +70,11 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
         title += f" — {result.target} with {result.draft}"
     title += ("\n(a measured cell is a static-batch benchmark: below the steady state where a batch waits for its "
               "slowest sequence)")
-    ax.set_title(title, fontsize=9)
+    if not result.trusted:  # the schedule its own check refutes is drawn, not handed out (issue 43)
+        title += "\nNOT RECOMMENDED: " + ("a held-out cell missed by more than 10 %" if any(
+            not c["within_10pct"] for c in result.checks) else "the forecast has no usable interval") + \
+            " (report.md says why and what to measure next)"
+    ax.set_title(title, fontsize=9, color="black" if result.trusted else "#a00000")
     ax.legend(loc="upper right", ncols=2)
     if path is None:
         return fig

@@ -790,13 +790,19 @@ class KinetoTrace:
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
-                    nesting: bool = True) -> pd.DataFrame:
+                    nesting: bool = True, warn: bool = True) -> pd.DataFrame:
         """The trace's ranges in the columns of an export's NVTX ranges: every `user_annotation` (domain ""); with
         `names` / `prefixes`, those that match (`nsys_cc.trace.nvtx.matches`) and also the `python_function` frames
         that do (domain "python_function": `prefixes=["vllm/v1/spec_decode/"]`, or a frame's full name), by start.
-        `nesting=False`: `level` and `parent_id` <NA>. Nesting is among ranges of the same category on a thread."""
+        `nesting=False`: `level` and `parent_id` <NA>. Nesting is among ranges of the same category on a thread.
+        Names that match nothing warn with the closest names unless `warn=False` (`ExportTrace.nvtx_ranges`)."""
         names = None if names is None else [str(n) for n in many(names, "names")]
         prefixes = [str(p) for p in many(prefixes, "prefixes")]
+        if warn and names and not prefixes:
+            found = self.nvtx_ranges(names, nesting=nesting, warn=False)
+            if found.empty:
+                nvtx.warn_no_such_names(self, names)
+            return found
         whole = names is None and not prefixes
         key = f"nvtx_ranges:{None if names is None else sorted(names)!r}:{sorted(prefixes)!r}:{nesting}"
         if whole and nesting:

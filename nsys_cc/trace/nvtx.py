@@ -378,3 +378,21 @@ def _qualified(name: pd.Categorical, domain: pd.Categorical) -> pd.Categorical:
         d = domain.categories[d_code - 1] if d_code > 0 else ""
         labels.append(None if n is None else (f"{d}:{n}" if d else n))
     return _from_labels(inverse, labels)
+
+
+def warn_no_such_names(trace, names: Collection[str]) -> None:
+    """The NsysCCWarning of a read by names that found none (either reader: `trace` has `path` and `nvtx_ranges`):
+    the trace's closest names (difflib), else its most frequent ones."""
+    import difflib
+    import warnings
+
+    from ..errors import NsysCCWarning
+
+    every = trace.nvtx_ranges(nesting=False)
+    counts = every["qualified_name"].dropna().astype(str).value_counts()
+    known = list(counts.index)
+    near = list(dict.fromkeys(m for n in names for m in difflib.get_close_matches(n, known, n=5, cutoff=0.4)))[:5]
+    listed = near or known[:5]
+    what = "closest names" if near else "names in the trace" if known else "the trace has no named NVTX range"
+    warnings.warn(f"{trace.path}: no NVTX range named {', '.join(map(repr, names))}: an empty frame; {what}"
+                  + (f": {', '.join(map(repr, listed))}" if listed else ""), NsysCCWarning, stacklevel=3)

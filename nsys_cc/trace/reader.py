@@ -374,7 +374,7 @@ class ExportTrace:
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
-                    nesting: bool = True) -> pd.DataFrame:
+                    nesting: bool = True, warn: bool = True) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges; definitions in `nsys_cc.trace.nvtx`.
 
         `names` / `prefixes`: only the ranges whose name or qualified name is one of `names`, or whose name starts
@@ -383,9 +383,17 @@ class ExportTrace:
         `parent_id` are <NA>, not worked out (nesting needs every range of the thread: with `names`, all rows'
         times are read for it).
         A bare string is one name (or prefix), as a one-item list (`nsys_cc.arguments.many`).
+        When `names` (without prefixes) match no range, the empty frame comes with an `NsysCCWarning` naming the
+        trace's closest names (a typo is not silently nothing; `warn=False`: a read that only asks whether a range
+        is there).
         Raises InputError when a range ends before it starts (nsys never writes one; every duration ≥ 0)."""
         names = None if names is None else [str(n) for n in many(names, "names")]
         prefixes = [str(p) for p in many(prefixes, "prefixes")]
+        if warn and names and not prefixes:
+            found = self.nvtx_ranges(names, nesting=nesting, warn=False)
+            if found.empty:
+                nvtx.warn_no_such_names(self, names)
+            return found
         whole = names is None and not prefixes
         if whole and nesting:
             return self._from_file("nvtx_ranges", _checked_ranges)

@@ -193,9 +193,10 @@ class Trace(Protocol):
 
     @lists_columns(("Columns", frames.NVTX_RANGES))
     def nvtx_ranges(self, names: Collection[str] | None = None, *, prefixes: Collection[str] = (),
-                    nesting: bool = True) -> pd.DataFrame:
+                    nesting: bool = True, warn: bool = True) -> pd.DataFrame:
         """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`); `names` / `prefixes` narrow
-        the read to those ranges, `nesting=False` leaves `level` and `parent_id` <NA> (`ExportTrace.nvtx_ranges`)."""
+        the read to those ranges, `nesting=False` leaves `level` and `parent_id` <NA>; names that match nothing
+        warn with the closest names unless `warn=False` (`ExportTrace.nvtx_ranges`)."""
         ...
 
     @lists_columns(("Columns", frames.CUDA_API))
