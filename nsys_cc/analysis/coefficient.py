@@ -804,7 +804,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                     except InputError as exc:
                         notes.append(f"{label}: {exc}: no forward share")
                 if i == 0:
-                    target_markers = steps_mod.markers_of(ranges, name_of_range)
+                    target_markers = steps_mod.markers_of(ranges, name_of_range, trace)
                 del ranges
     plain_steps = None
     if spec:

@@ -536,11 +536,16 @@ def is_speculative(path: str | os.PathLike) -> bool:
 STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
 
 
-def markers_of(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
+def markers_of(ranges: pd.DataFrame, range_name: str, trace=None) -> pd.DataFrame:
     """Of a trace's ranges as read (`ranges.marked_ranges`), what `step_table` needs besides the forwards named
-    `range_name`: the markers, in STEP_INPUT_COLUMNS. With `with_forwards` it makes the step table of a trace whose
-    forwards were kept by its model, without keeping (or reading again) its forward ranges."""
-    return ranges.loc[~matches(ranges, (range_name,)), STEP_INPUT_COLUMNS]
+    `range_name`: the markers, in STEP_INPUT_COLUMNS — with the GPU metrics of the token's parts (`with_gpu_metrics`:
+    a plain decode token on a GPU metric holds its logits' and sampling's GPU work) when the open `trace` is given.
+    With `with_forwards` it makes the step table of a trace whose forwards were kept by its model, without keeping (or
+    reading again) its forward ranges."""
+    markers = ranges.loc[~matches(ranges, (range_name,))]
+    if trace is not None:
+        markers = with_gpu_metrics(trace, markers, range_name)
+    return markers[[*STEP_INPUT_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS if BY_NAME[m].column in markers)]]
 
 
 def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:

@@ -14,6 +14,7 @@ import math
 
 from ..analysis.gpu_time import DISAGREE
 from ..analysis.metrics import BY_NAME, WALL
+from .sentence_text import sig3
 
 TITLE = ("GPU time vs launch time (on a GPU trace c is on GPU time; a range's CPU time is the time the CPU took to "
          "launch its work)")
@@ -34,10 +35,10 @@ def lines(result) -> list[str]:
     for r in table.itertuples(index=False):
         if r.c_disagrees:
             more = "overstates" if r.c_ratio > 1 else "understates"
-            out.append(f"{r.model} ({r.phase}): c on {gpu} is {r.c_gpu:.3g}, c on launch time (CPU) "
-                       f"{r.c_launch:.3g} — {_x(r.c_ratio)} apart: launch time and GPU time disagree; the CPU time of "
-                       f"a step is the time to launch its work, so a c read off it {more} the draft's cost "
-                       f"{_x(r.c_ratio)} — the answer is the GPU c, {r.c_gpu:.3g}")
+            out.append(f"{r.model} ({r.phase}): c on {gpu} is {sig3(r.c_gpu)}, c on launch time (CPU) "
+                       f"{sig3(r.c_launch)} — {_x(r.c_ratio)} apart: launch time and GPU time disagree; the CPU time "
+                       f"of a step is the time to launch its work, so a c read off it {more} the draft's cost "
+                       f"{_x(r.c_ratio)} — the answer is the GPU c, {sig3(r.c_gpu)}")
     for r in table.itertuples(index=False):
         said = []
         if r.disagrees:

@@ -155,6 +155,8 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
                 # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
                 label = metric_label(result, metric)
                 row[f"{label} (ms)"] = ("–" if s is None else "n/a" if not s[0] else f"{s[1]:.3f}")
+                if not result.drafts:  # one trace described alone: no c
+                    continue
                 if m.role == "target":
                     row[f"c {label}"] = "1 (target)"
                 else:
@@ -183,7 +185,7 @@ def _headline_words(result: CostCoefficientResult) -> str:
     """What the table heads with: GPU time on a GPU trace (the CPU's time named as launch time)."""
     if result.headline == WALL:
         return ""
-    return (f"; on the GPU: c on {BY_NAME[result.headline].label} heads (the GPU's time), "
+    return (f"; on the GPU: {'c on ' if result.drafts else ''}{BY_NAME[result.headline].label} heads (the GPU's time), "
             f"'{gpu_time_text.LAUNCH_LABEL}' is each range's CPU time, the time to launch its work")
 
 
@@ -202,6 +204,8 @@ def _long_csv(result: CostCoefficientResult) -> str:
 
 def _c_words(result: CostCoefficientResult) -> str:
     """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
+    if not result.drafts:
+        return "one trace described alone (no draft: no c); times are medians of its forwards' tokens"
     if token_text.any_token(result):
         return ("c = median(draft token) / median(target token), a token = its forward + logits + sampling (times: the "
                 "token's medians; c of the forward alone in the split below)")
@@ -211,6 +215,8 @@ def _c_words(result: CostCoefficientResult) -> str:
 def _interval_words(result: CostCoefficientResult) -> str:
     """What the intervals in the table are: one run's bootstrap, across runs, or none (two runs: their values)."""
     coef = result.coefficients
+    if not result.drafts:
+        return "medians of one run"
     runs = int(coef["runs"].max()) if len(coef) and "runs" in coef else 1
     if runs >= 3:
         return f"c pools {runs} runs (each run's c, their geometric mean), 95 % interval across runs"
@@ -279,7 +285,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     if not result.runs.empty:
         parts += [f"{RUNS_TITLE}:", "", text_table(run_plots.run_table(result)), ""]
     if gpu_time_text.lines(result):
-        parts += [f"{gpu_time_text.TITLE}:"] + [f"* {x}" for x in gpu_time_text.lines(result)] + [""]
+        parts += [f"{gpu_time_text.TITLE}:"] + [f"* {x}" for x in gpu_time_text.lines(result)]
+        parts += [""] if result.drafts else []
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
