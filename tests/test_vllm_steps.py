@@ -53,10 +53,10 @@ class Raw:
             doc = json.load(fh, parse_float=Decimal)
         self.events = doc["traceEvents"]
         x = [e for e in self.events if e.get("ph") == "X"]
-        self.steps = sorted((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["tid"]) for e in x
-                            if e.get("cat") == "user_annotation" and STEP.match(e["name"]))
-        self.frames = sorted((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["tid"]) for e in x
-                             if e.get("cat") == "python_function")
+        self.steps = sorted(((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["tid"]) for e in x
+                             if e.get("cat") == "user_annotation" and STEP.match(e["name"])), key=lambda r: r[1])
+        self.frames = sorted(((e["name"], ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["tid"]) for e in x
+                              if e.get("cat") == "python_function"), key=lambda r: r[1])
 
     def kind(self, step) -> str:
         ctx_req, ctx_tok, gen_req, gen_tok = map(int, STEP.match(step[0]).groups())
@@ -500,6 +500,23 @@ def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
     kept = [s for s in raw.steps if raw.kind(s) == "decode" and s[0] == "execute_context_0(0)_generation_1(1)"]
     c = res.coefficients.set_index(["phase", "metric"]).loc[("decode", "wall"), "draft_median_ms"]
     assert c == pytest.approx(median_ms([s[2] - s[1] for s in kept]), rel=1e-12)
+
+
+def test_the_detailed_step_names_give_the_same_c(tmp_path, plain):
+    """vLLM's detailed_trace_annotation names (`execute_<total>_context_<n>(sq…)_generation_<m>(sq…)`) read as the
+    plain ones: the draft's steps renamed so give the same c per phase."""
+    raw = Raw(DRAFT)
+    names = {}
+    for i, s in enumerate(raw.steps):
+        ctx_req, ctx_tok, gen_req, gen_tok = map(int, STEP.match(s[0]).groups())
+        names[i] = (f"execute_{ctx_tok + gen_tok}_context_{ctx_req}(sq{ctx_tok}sk{ctx_tok}sqsq{ctx_tok ** 2}sqsk"
+                    f"{ctx_tok ** 2})_generation_{gen_req}(sq{gen_tok}sk{32 + i}sqsq{gen_tok}sqsk{32 + i})")
+    detailed = renamed(tmp_path, DRAFT, names, out="tiny-llama-draft-xs.pt.trace.json")
+    assert "sqsq" in names[0] and not Raw(detailed).steps  # none left in the plain form
+    res = nsys_cc.analyze(TARGET, [detailed])
+    got = res.coefficients.set_index(["phase", "metric"])["c"]
+    want = plain.coefficients.set_index(["phase", "metric"])["c"]
+    assert got.to_dict() == pytest.approx(want.to_dict(), rel=1e-12)
 
 
 def test_steps_without_gpu_work_on_a_gpu_trace_are_dropped_with_a_note(tmp_path):

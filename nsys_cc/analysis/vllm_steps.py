@@ -235,17 +235,25 @@ def _sampling(frames: pd.DataFrame, samples: pd.DataFrame, proposers: pd.DataFra
         return _row_frame(samples, VLLM_SAMPLE_RANGE)
     owner = _inside(samples, proposers)
     cut: dict[int, list[tuple[int, int]]] = {}
-    f_tid, f_start, f_end = (frames[c].to_numpy(dtype=np.int64) for c in ("global_tid", "start_ns", "end_ns"))
+    order = np.lexsort((frames["start_ns"].to_numpy(), frames["global_tid"].to_numpy()))
+    f_tid, f_start, f_end = (frames[c].to_numpy(dtype=np.int64)[order] for c in ("global_tid", "start_ns", "end_ns"))
     s_start, s_end = samples["start_ns"].to_numpy(dtype=np.int64), samples["end_ns"].to_numpy(dtype=np.int64)
     s_tid = samples["global_tid"].to_numpy(dtype=np.int64)
-    for p, s in zip(proposers.itertuples(index=False), owner):
+    p_start, p_end = proposers["start_ns"].to_numpy(dtype=np.int64), proposers["end_ns"].to_numpy(dtype=np.int64)
+    # per proposer, the frames of its thread that start inside its sampling frame and no later than it (a window of
+    # the frames sorted by thread and start): those that also end after it hold it
+    tids, first = np.unique(f_tid, return_index=True)
+    block = dict(zip(tids.tolist(), zip(first.tolist(), [*first[1:].tolist(), len(f_tid)])))
+    for k, s in enumerate(owner):
         if s < 0:
             continue
-        holds = ((f_tid == s_tid[s]) & (f_start >= s_start[s]) & (f_end <= s_end[s]) & (f_start <= p.start_ns)
-                 & (f_end >= p.end_ns) & ~((f_start == s_start[s]) & (f_end == s_end[s])))
-        at = np.flatnonzero(holds)
-        lo, hi = (int(f_start[at].min()), int(f_end[at].max())) if at.size else (p.start_ns, p.end_ns)
-        cut.setdefault(int(s), []).append((lo, hi))
+        a0, b0 = block.get(int(s_tid[s]), (0, 0))
+        lo = a0 + int(np.searchsorted(f_start[a0:b0], s_start[s], side="left"))
+        hi = a0 + int(np.searchsorted(f_start[a0:b0], p_start[k], side="right"))
+        w = np.arange(lo, hi)
+        w = w[(f_end[w] >= p_end[k]) & (f_end[w] <= s_end[s]) & ~((f_start[w] == s_start[s]) & (f_end[w] == s_end[s]))]
+        a, b = (int(f_start[w].min()), int(f_end[w].max())) if w.size else (int(p_start[k]), int(p_end[k]))
+        cut.setdefault(int(s), []).append((a, b))
     pieces: list[tuple[int, int, int]] = []  # (sample frame, start, end)
     for i in range(len(samples)):
         t = int(s_start[i])
@@ -263,8 +271,8 @@ def _sampling(frames: pd.DataFrame, samples: pd.DataFrame, proposers: pd.DataFra
 
 def _read(trace) -> VllmSteps | None:
     ranges = trace.nvtx_ranges(prefixes=[VLLM_STEP_PREFIX, *VLLM_FRAME_PREFIXES], nesting=False, warn=False)
-    is_frame = (ranges["domain"].astype(str) != "").to_numpy(dtype=bool)
-    annotations = ranges[~is_frame & ranges["name"].astype(str).str.startswith(VLLM_STEP_PREFIX).to_numpy(dtype=bool)]
+    is_frame = (ranges["domain"] != "").to_numpy(dtype=bool)
+    annotations = ranges[~is_frame & ranges["name"].str.startswith(VLLM_STEP_PREFIX).to_numpy(dtype=bool)]
     if annotations.empty:
         return None
     frames = ranges[is_frame]
@@ -409,6 +417,11 @@ def in_place_notes(label: str, steps) -> list[str]:
     """What a reader of a torch trace's speculative run measured in place must know: the first proposing (after the
     prefill, over the prompt) kept apart, and where the tokens per step come from."""
     out = [n for n in (prefill_proposing_note(label, steps),) if n]
+    if not (steps.steps["kind"] == PREFILL).any():
+        out.append(f"{label}: its trace holds no prefill step (a window of a longer run): it does not say how many "
+                   "tokens a step produced — tokens per step, α and the measured speedup come from vLLM's metrics dump "
+                   "(spec_metrics) where given, else they are unknown")
+        return out
     out.append(f"{label}: tokens per step from the trace = (output tokens − 1) ÷ its verify steps per request, the "
                "output tokens being the plain target's steps per prefill (its trace holds no iteration markers): right "
                "when both traces hold whole requests of the same benchmark (vLLM's latency benchmark with --profile "
