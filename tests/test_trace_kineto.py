@@ -577,7 +577,8 @@ def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_pat
     import random
 
     from nsys_cc.analysis.projection import project
-    from nsys_cc.analysis.ranges import range_table
+    from nsys_cc.analysis.ranges import marked_ranges, range_table
+    from nsys_cc.contract import DEFAULT_RANGE
     from nsys_cc.errors import NsysCCError
 
     data, mutations = mutate(random.Random(seed), fuzz_base)
@@ -591,6 +592,7 @@ def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_pat
             project(trace)
             range_table(trace)
             trace.nvtx_ranges(prefixes=["vllm/", "execute_"], nesting=True)
+            marked_ranges(trace, DEFAULT_RANGE)  # vLLM's step annotations read as the analysis reads them
     except NsysCCError as exc:
         assert "\n" not in str(exc), (seed, mutations)
     except Exception as exc:  # a bug: say which seed and mutations reproduce it
