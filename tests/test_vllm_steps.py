@@ -231,6 +231,11 @@ def test_the_proposer_frames_make_a_speculative_run_measured_in_place(spec):
     tps = (outputs - 1) / len(verify)
     assert row["tokens_per_step"] == pytest.approx(tps, rel=1e-12)
     assert row["measured_speedup"] == pytest.approx(tps * row["decode_step_ms"] / row["step_ms"], rel=1e-12)
+    # and in words: a verify step's verify, proposing (per step, per drafted token) and outside time
+    (said,) = [n for n in spec.speculative.notes if n.startswith("tiny-llama-draft-xs.spec-g2: a verify step")]
+    assert (f"on wall: verify {median_ms(v_wall):.3g} ms, the proposing {median_ms(proposing):.3g} ms "
+            f"({median_ms([x / gamma for x in proposing]):.3g} ms per drafted token, γ = 2), outside both "
+            f"{row['other_ms']:.3g} ms") in said
 
 
 def test_the_first_proposing_after_the_prefill_is_kept_apart(spec):

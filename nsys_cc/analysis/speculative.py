@@ -687,6 +687,7 @@ def analyze_speculative(
         })
         notes += impossible
         notes += _token_notes(r, basis, headline, on_headline, cst if headline == WALL else priced, c_propose)
+        notes += _proposing_notes(r, v, figures[r.name], headline)
         for metric, f in figures[r.name].items():
             by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
                               **{c: x for fig in BY_METRIC_FIGURES
@@ -751,6 +752,25 @@ def verdicts_in_place(verdicts: pd.DataFrame, spec: SpeculativeAnalysis | None) 
 
 # A draft's in-place cost this many times its standalone c is worth a note: Thm 3.8 priced alone is then optimistic.
 IN_PLACE_GAP = 1.2
+
+
+def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, Mapping[str, Pooled]],
+                     headline: str) -> list[str]:
+    """Where the draft range is the proposer, one range per step (vLLM's draft scope, the proposer's frame of a torch
+    trace): a verify step in words on the headline metric and wall — the verify, the proposing per step and per
+    drafted token, the time outside both (medians)."""
+    if run.steps.draft_forwards.empty or not run.steps.steps["draft_forwards"].isna().all():
+        return []
+    parts = []
+    for metric in dict.fromkeys((headline, WALL)):
+        f = figures.get(metric)
+        if f is None:
+            continue
+        per_step = _median_by_run(verify[metric_columns(metric)[1]], _runs_column(verify))
+        parts.append(f"on {metric}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
+                     f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
+                     f"{f['other_ms'][0]:.3g} ms")
+    return [f"{run.name}: a verify step (medians) {'; '.join(parts)}"] if parts else []
 
 
 def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tuple[float, float, float]],
