@@ -61,10 +61,36 @@ SCOPES_STEP = SCOPES_STEP_PREFIX + "get_output"
 # vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
 SCOPES_ALLOCATE = "schedule: allocate_slots"
 
-# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope.
-DRAFT_RANGES = (DRAFT_FORWARD_RANGE, SCOPES_DRAFT)
-# The target-forward range of each kind of trace: the plugin's, else vLLM's own scope.
-FORWARD_RANGES = (FORWARD_RANGE, SCOPES_FORWARD)
+# ---- vLLM's own markers in a PyTorch-profiler (Kineto) trace, read without the plugin (`analysis.vllm_steps`) --------
+# vLLM's worker annotates each engine step (`gpu_worker.py` annotate_profile, a `user_annotation`):
+# `execute_context_<n>(<tokens>)_generation_<m>(<tokens>)`, a token count possibly followed by `_<number>`s
+# (`(888_788544)`), or the detailed form `execute_<total>_context_<n>(sq<tokens>sk…sqsq…sqsk…)_generation_<m>(sq…)`.
+VLLM_STEP_PREFIX = "execute_"
+VLLM_STEP_RE = (r"^execute_context_(?P<ctx_req>\d+)\((?P<ctx_tok>\d+)(?:_\d+)*\)"
+                r"_generation_(?P<gen_req>\d+)\((?P<gen_tok>\d+)(?:_\d+)*\)$")
+VLLM_DETAILED_STEP_RE = (r"^execute_(?P<total>\d+)_context_(?P<ctx_req>\d+)\(sq(?P<ctx_tok>\d+)sk\d+sqsq\d+sqsk\d+\)"
+                         r"_generation_(?P<gen_req>\d+)\(sq(?P<gen_tok>\d+)sk\d+sqsq\d+sqsk\d+\)$")
+# Python frames (`python_function`, traces recorded with_stack) read beside the steps, by the prefixes their names
+# start with, then by these patterns: the runner's sampling (V1 `gpu_model_runner.py`, V2 `gpu/model_runner.py`), the
+# proposer of a speculative run (draft_model, EAGLE, MTP: `…/spec_decode/….py(…): propose`), the engine's step.
+VLLM_FRAME_PREFIXES = ("vllm/v1/worker/", "vllm/v1/spec_decode/", "vllm/v1/engine/core.py(")
+VLLM_SAMPLE_FRAME_RE = r"^vllm/v1/worker/(?:gpu_model_runner|gpu/model_runner)\.py\(\d+\): sample_tokens$"
+VLLM_PROPOSE_FRAME_RE = r"^vllm/v1/(?:worker/gpu/)?spec_decode/\S*\.py\(\d+\): propose$"
+VLLM_ENGINE_STEP_FRAME_RE = r"^vllm/v1/engine/core\.py\(\d+\): step$"
+# The names under which the analysis reads them (rows it makes from the trace; no trace spells them): the steps that
+# are forwards (the forward range of a torch trace), their sampling (`sample_tokens` less the proposing inside it),
+# the proposing (one range per step around all its draft forwards, as vLLM's draft scope), the engine's steps.
+VLLM_STEP_RANGE = "execute_context_…_generation_…"
+VLLM_SAMPLE_RANGE = "…/gpu_model_runner.py(…): sample_tokens"
+VLLM_PROPOSE_RANGE = "…/spec_decode/…: propose"
+VLLM_ENGINE_STEP_RANGE = "…/engine/core.py(…): step"
+
+# The draft-forward range of a speculative run: the plugin's, else vLLM's own scope, else vLLM's proposer frame.
+DRAFT_RANGES = (DRAFT_FORWARD_RANGE, SCOPES_DRAFT, VLLM_PROPOSE_RANGE)
+# Draft ranges that hold all of a step's draft forwards at once (the proposer), not one forward each.
+DRAFT_STEP_RANGES = (SCOPES_DRAFT, VLLM_PROPOSE_RANGE)
+# The target-forward range of each kind of trace: the plugin's, else vLLM's own scope, else vLLM's step annotations.
+FORWARD_RANGES = (FORWARD_RANGE, SCOPES_FORWARD, VLLM_STEP_RANGE)
 
 # ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.live`) --------
 # Step kinds: a prompt (chunk) in the step; every request decoding one token; every request verifying drafts.

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,11 +143,17 @@ def load(path: str | Path) -> dict:
         return json.load(fh)
 
 
-def read_ranges(doc: dict, names: Sequence[str] | None = None) -> list[Range]:
-    """The `user_annotation` events (those named `names`), by start — from the raw JSON, times to ns by their text."""
+def read_ranges(doc: dict, names: Sequence[str] | None = None,
+                frames: Callable[[str], bool] | None = None) -> list[Range]:
+    """The `user_annotation` events (those named `names`) and the `python_function` frames whose name `frames`
+    accepts, by start — from the raw JSON, times to ns by their text."""
     out = []
     for i, e in enumerate(doc["traceEvents"]):
-        if e.get("cat") == "user_annotation" and e.get("ph") == "X" and (names is None or e["name"] in names):
+        if e.get("ph") != "X":
+            continue
+        kept = (e.get("cat") == "user_annotation" and (names is None or e["name"] in names)) or (
+            frames is not None and e.get("cat") == "python_function" and frames(e["name"]))
+        if kept:
             start = round(e["ts"] * 1000)  # ranges of the source: re-read exactly by the writer below
             out.append(Range(i, e["name"], start, start + round(e["dur"] * 1000), e["pid"], e["tid"]))
     return sorted(out, key=lambda r: (r.start, r.index))
@@ -213,14 +220,17 @@ def _x(cat: str, name: str, pid: int, tid: int, start: int, dur: int, args: dict
 
 
 def add_gpu_work(src: str | Path, dst: str | Path, plan: Callable[[Range], list[Launch]],
-                 names: Sequence[str] | None = None, *, gzipped: bool | None = None) -> GpuShapedKineto:
-    """Write `src` with the CUDA activity `plan` gives every `user_annotation` (named `names`) to `dst`; module
-    docstring. `gzipped`: compress (default: when `dst` ends in .gz)."""
+                 names: Sequence[str] | None = None, *, gzipped: bool | None = None,
+                 frames: Callable[[str], bool] | None = None) -> GpuShapedKineto:
+    """Write `src` with the CUDA activity `plan` gives every `user_annotation` (named `names`) and every
+    `python_function` frame `frames` accepts (by name) to `dst`; module docstring. `gzipped`: compress (default: when
+    `dst` ends in .gz). Ranges are planned in start order, so a range nested in another (a frame inside a frame) must
+    launch after the outer range's launches."""
     src, dst = Path(src), Path(dst)
     raw = src.read_bytes()
     text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8", errors="replace")
     doc = json.loads(text, parse_float=_Raw)  # the source's numbers kept as written
-    ranges = _exact(text, read_ranges(json.loads(text), names))
+    ranges = _exact(text, read_ranges(json.loads(text), names, frames))
     added: list[dict] = []
     work: list[Work] = []
     all_ops: list[tuple[int, int, str, str, int]] = []
@@ -332,3 +342,48 @@ def _dumps(doc: dict) -> str:
 
     write(doc)
     return "".join(out) + "\n"
+
+
+# ---- vLLM-shaped GPU work: steps, their sampling and the proposer (issue 42: vLLM's own markers) --------------------
+SAMPLE_FRAME = re.compile(r"^vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
+PROPOSE_FRAME = re.compile(r"^vllm/v1/spec_decode/\S+\.py\(\d+\): propose$")
+
+
+def vllm_frame(name: str) -> bool:
+    """The Python frames `vllm_plan` gives GPU work: the runner's `sample_tokens` and the proposer's `propose`."""
+    return bool(SAMPLE_FRAME.match(name) or PROPOSE_FRAME.match(name))
+
+
+def vllm_plan(step_factor: float = 1.5, *, launch_bound: bool = False, sample_kernels: tuple[int, ...] = (20_000,
+              12_000), propose_factor: float = 0.5, graph: bool = True) -> Callable[[Range], list[Launch]]:
+    """A plan for a vLLM torch trace (`add_gpu_work(..., frames=vllm_frame)`): every step annotation (`execute_…`)
+    launches GPU work — `step_factor` × its wall time over its first 60 % in four launches, the second a CUDA graph
+    of three kernels sharing its correlation id when `graph` (above ~0.6 the work queues back to back and runs past
+    the step: GPU-bound); with `launch_bound`, instead ten launches spread over 90 % of the step, each a kernel of 0.5 %
+    of its wall time (the GPU idles between them); its `sample_tokens` frame two kernels of `sample_kernels` ns
+    launched in its first 1 % (before any proposing inside it); a proposer frame `propose_factor` × its wall time in
+    three launches over its first 60 %."""
+
+    def plan(rng: Range) -> list[Launch]:
+        d = rng.duration
+        if rng.name.startswith("execute_"):
+            if launch_bound:
+                return [Launch(i * d * 9 // 100, 1_000, (max(d // 200, 1),)) for i in range(10)]
+            total = max(int(d * step_factor), 4)
+            each = total // 4
+            step = max(d * 6 // 40, 1)
+            out = []
+            for i in range(4):
+                kernels = (each,) if i != 1 or not graph else (each // 3, each // 3, each - 2 * (each // 3))
+                out.append(Launch(i * step, min(5_000, max(step - 1, 1)), kernels, kind="graph" if len(kernels) > 1
+                                  else "kernel"))
+            return out
+        if SAMPLE_FRAME.match(rng.name):
+            return [Launch(max(d // 200, 1) * (i + 1), 400, (k,)) for i, k in enumerate(sample_kernels)]
+        if PROPOSE_FRAME.match(rng.name):
+            total = max(int(d * propose_factor), 3)
+            step = max(d * 6 // 30, 1)
+            return [Launch(i * step, min(4_000, max(step - 1, 1)), (total // 3,)) for i in range(3)]
+        return []
+
+    return plan

@@ -156,9 +156,10 @@ def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, re
         assert rows.loc[(spec_label(g), "gpu_busy"), "other_ms"] == pytest.approx(statistics.median(idle), rel=1e-9)
 
 
-def test_the_wall_rows_are_the_tables_figures_and_gpu_busy_heads(result):
+def test_the_wall_rows_are_the_tables_figures_and_gpu_span_heads(result):
+    """On a GPU trace the in-place figures are headlined on the GPU span, as c is (issue 42: gpu_busy until then)."""
     spec = result.speculative
-    assert spec.metric == "gpu_busy"
+    assert spec.metric == "gpu_span"
     assert list(spec.by_metric["metric"].unique()) == ["wall", "gpu_span", "kernel_sum", "gpu_busy"]
     wall = spec.by_metric[spec.by_metric["metric"] == "wall"].set_index("name")
     table = spec.table.set_index("name")
@@ -168,13 +169,13 @@ def test_the_wall_rows_are_the_tables_figures_and_gpu_busy_heads(result):
     # the waterfall and the cost model split the steps on the headline metric: its decomposition ends at the measured
     dec = spec.decomposition
     assert set(dec["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
-    for name, rows in dec[dec["metric"] == "gpu_busy"].groupby("name"):
+    for name, rows in dec[dec["metric"] == "gpu_span"].groupby("name"):
         assert rows.sort_values("order")["after"].iloc[-1] == pytest.approx(table.loc[name, "measured_speedup"])
 
 
 def test_json_carries_every_metric_of_every_run(shaped, result):
     doc = json.loads(result.render("json"))
-    assert doc["speculative_metric"] == "gpu_busy"
+    assert doc["speculative_metric"] == "gpu_span"
     keys = {k for f in (*BY_METRIC_FIGURES, "c_standalone") for k in (f, f"{f}_ci95")}  # the token figures too
     assert set(FIGURES) < keys
     for e in doc["speculative"]:
@@ -190,20 +191,20 @@ def test_json_carries_every_metric_of_every_run(shaped, result):
         assert e["by_metric"]["gpu_busy"]["c_in_place"] == pytest.approx(want["c_in_place"], rel=1e-9)
 
 
-def test_the_printed_table_heads_with_gpu_busy_and_shows_wall_beside(shaped):
+def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
     paths = [str(shaped[k].path) for k in (TARGET, PLAIN_DRAFT, *map(spec_label, GAMMAS))]
     res = CliRunner().invoke(cli, ["analyze", *paths], env={"NSYS_CC_QUIET": "1"})
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "Speculative runs (on gpu_busy: the forwards' GPU time, headline; then wall" in out
-    assert "Thm 3.8 with c standalone on gpu_busy" in out
-    assert "Forecast (cost model fitted on all runs of each draft: wall step times, split on gpu_busy)" in out
+    assert "Speculative runs (on gpu_span: the forwards' GPU time, headline; then wall" in out
+    assert "Thm 3.8 with c standalone on gpu_span" in out
+    assert "Forecast (cost model fitted on all runs of each draft: wall step times, split on gpu_span)" in out
     lines = out.splitlines()
     for g in GAMMAS:
-        rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" gpu_busy " in line
+        rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" gpu_span " in line
                                                                                      or " wall " in line)]
-        assert [("gpu_busy" if " gpu_busy " in r else "wall") for r in rows[:2]] == ["gpu_busy", "wall"]
-        for row, metric in zip(rows, ("gpu_busy", "wall")):  # the verify column: the known median on that metric
+        assert [("gpu_span" if " gpu_span " in r else "wall") for r in rows[:2]] == ["gpu_span", "wall"]
+        for row, metric in zip(rows, ("gpu_span", "wall")):  # the verify column: the known median on that metric
             assert f" {by_hand(shaped, g, metric)['verify_ms']:.3g} [" in row
 
 
@@ -268,7 +269,7 @@ def interleaved(tmp_path_factory):
 @pytest.mark.parametrize("metric", ["gpu_busy", "wall"])
 def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleaved, metric):
     runs, work, analysis = interleaved
-    assert analysis.metric == "gpu_busy"
+    assert analysis.metric == "gpu_span"
     rows = analysis.by_metric.set_index(["name", "metric"])
     decode = [[x[1] for x in _engine_steps(p, work[p], TARGET, metric) if x[0] == "decode"] for p, _ in runs]
     for e in ENGINES:
@@ -307,11 +308,11 @@ def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleave
 
 
 def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result):
-    """On a GPU trace Thm 3.8 takes the standalone c on gpu_busy (the known GPU work), not the launch-time c."""
+    """On a GPU trace Thm 3.8 takes the standalone c on gpu_span (the known GPU work), not the launch-time c."""
     table = result.speculative.table.set_index("name")
     for g in GAMMAS:
         row = table.loc[spec_label(g)]
-        a, c = row["alpha"], by_hand(shaped, g, "gpu_busy")["c_standalone"]
+        a, c = row["alpha"], by_hand(shaped, g, "gpu_span")["c_standalone"]
         tokens = g + 1 if a == 1 else (1 - a ** (g + 1)) / (1 - a)
         assert row["predicted_leviathan"] == pytest.approx(tokens / (g * c + 1), rel=1e-9)
 
@@ -320,12 +321,12 @@ def test_without_a_gpu_c_of_the_plain_draft_thm_3_8_falls_back_to_wall_and_says_
     """The plain draft profiled without CUDA data (its real CPU trace): no standalone c on gpu_busy to price with."""
     res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path])
     spec = res.speculative
-    assert spec is not None and spec.metric == "gpu_busy"
+    assert spec is not None and spec.metric == "gpu_span"
     row = spec.table.iloc[0]
     a, c = row["alpha"], row["c_standalone"]
     assert row["predicted_leviathan"] == pytest.approx((1 - a ** 4) / (1 - a) / (3 * c + 1), rel=1e-9)
-    assert any("no c on gpu_busy" in n and "priced with its wall c" in n for n in spec.notes)
-    busy = spec.by_metric.set_index("metric").loc["gpu_busy"]
+    assert any("no c on gpu_span" in n and "priced with its wall c" in n for n in spec.notes)
+    busy = spec.by_metric.set_index("metric").loc["gpu_span"]
     assert np.isnan(busy["c_standalone"]) and np.isfinite(busy["c_in_place"])
 
 
@@ -334,14 +335,14 @@ def test_the_waterfall_and_the_heatmap_name_their_metric(result):
 
     spec = result.speculative
     fig = speculative_plots.waterfall(spec)
-    assert "forwards on gpu_busy (their GPU time), steps on wall" in fig._suptitle.get_text()
+    assert "forwards on gpu_span (their GPU time), steps on wall" in fig._suptitle.get_text()
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == len(GAMMAS)  # one panel per run, drawn on the headline metric only
-    # each panel's bars end at the run's gpu_busy decomposition, not wall's
+    # each panel's bars end at the run's gpu_span decomposition, not wall's
     dec = spec.decomposition
     for ax, g in zip(panels, GAMMAS):
-        rows = dec[(dec["name"] == spec_label(g)) & (dec["metric"] == "gpu_busy")].sort_values("order")
+        rows = dec[(dec["name"] == spec_label(g)) & (dec["metric"] == "gpu_span")].sort_values("order")
         labels = [t.get_text() for t in ax.texts]
         assert f"×{rows['factor'].iloc[1]:.3g}" in labels
     heat = speculative_plots.forecast_heatmap(spec, PLAIN_DRAFT)
-    assert "fitted on wall step times split on gpu_busy" in heat.axes[0].get_title()
+    assert "fitted on wall step times split on gpu_span" in heat.axes[0].get_title()

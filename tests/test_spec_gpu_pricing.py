@@ -182,31 +182,32 @@ def eager(tmp_path_factory):
     return res, made, label
 
 
-def _busy(shaped, name):
-    return {(w.range.start, w.range.end): w.busy_ns / 1e6 for w in shaped.of(name)}
+def _span(shaped, name):
+    """Each range's known GPU span (ms): the headline metric on a GPU trace (issue 42; gpu_busy before)."""
+    return {(w.range.start, w.range.end): w.span_ns / 1e6 for w in shaped.of(name)}
 
 
 def test_in_place_steps_are_priced_with_in_place_costs(eager):
     res, made, label = eager
     spec = res.speculative
-    assert spec.metric == "gpu_busy"
+    assert spec.metric == "gpu_span"
     row = spec.table.set_index("name").loc[label]
     # by hand: a drafted token on the GPU = the step's draft GPU time ÷ γ (logits and sampling launched nothing);
     # the plain target's decode token = its decode forward's GPU time
-    fwd = _busy(made[label], DRAFT)
+    fwd = _span(made[label], DRAFT)
     verify = Steps(made[label].path, GAMMA).of_kind("verify")
     draft_token = [sum(fwd[(d[1], d[2])] for d in s[DRAFT]) / GAMMA for s in verify]
-    plain = _busy(made["tiny-llama-target"], FORWARD)
+    plain = _span(made["tiny-llama-target"], FORWARD)
     decode = [plain[(s[FORWARD][0][1], s[FORWARD][0][2])] for s in Steps(made["tiny-llama-target"].path)
               .of_kind("decode")]
     c_in_place = statistics.median(draft_token) / statistics.median(decode)
-    busy = spec.by_metric.set_index(["name", "metric"]).loc[(label, "gpu_busy")]
+    busy = spec.by_metric.set_index(["name", "metric"]).loc[(label, "gpu_span")]
     assert busy["c_in_place_decode"] == pytest.approx(c_in_place, rel=1e-9)
     alpha = row["alpha"]
     assert row["predicted_leviathan_in_place"] == pytest.approx(
         float(expected_tokens(alpha, GAMMA)) / (GAMMA * c_in_place + 1), rel=1e-9)
-    # Thm 3.8 as before: priced with the draft's standalone c on gpu_busy (its graphed run)
-    alone = _busy(made["tiny-llama-draft-xs"], FORWARD)
+    # Thm 3.8 as before: priced with the draft's standalone c on gpu_span (its graphed run)
+    alone = _span(made["tiny-llama-draft-xs"], FORWARD)
     d_alone = [alone[(s[FORWARD][0][1], s[FORWARD][0][2])] for s in Steps(made["tiny-llama-draft-xs"].path)
                .of_kind("decode")]
     c_alone = statistics.median(d_alone) / statistics.median(decode)
@@ -231,7 +232,7 @@ def test_on_wall_the_two_prices_agree_where_the_draft_is_the_same_model(eager):
 def test_the_printed_speedup_table_shows_both_prices(eager):
     res, _, label = eager
     text = res.render("table")
-    assert "Thm 3.8 in place" in text and "Thm 3.8 with c standalone on gpu_busy" in text
+    assert "Thm 3.8 in place" in text and "Thm 3.8 with c standalone on gpu_span" in text
     line = next(ln for ln in text.splitlines() if ln.startswith(label + " ") and "×" in ln)
     row = res.speculative.table.set_index("name").loc[label]
     assert f"{row['predicted_leviathan_in_place']:.3g}×" in line
@@ -298,7 +299,7 @@ def test_suffix_decodings_proposing_is_priced_on_a_gpu_shaped_trace(tmp_path):
     """vLLM's CPU build refuses suffix decoding (it needs Arctic Inference; `profile` says so, test_spec_heads), so
     its analysis is tested here only: the real n-gram run as a suffix run would be recorded (`suffix.spec-g3`: a
     model-free proposer, its proposing in `nsys_cc:propose`), with GPU work for every target forward. The proposing
-    launches nothing (a suffix tree lives on the CPU): on gpu_busy it adds 0 and Thm 3.8 in place is E(α, γ) ÷ 1; on
+    launches nothing (a suffix tree lives on the CPU): on gpu_span it adds 0 and Thm 3.8 in place is E(α, γ) ÷ 1; on
     wall it is the proposer's CPU time per step, priced against the wall decode token."""
     folder, label = SPEC / "ngram", "suffix.spec-g3"
     plan = steady(0.8, launches=4, names=(FORWARD,))
@@ -307,16 +308,16 @@ def test_suffix_decodings_proposing_is_priced_on_a_gpu_shaped_trace(tmp_path):
     shutil.copy(folder / "ngram.spec-g3.metrics.json", tmp_path / f"{label}.metrics.json")
     res = nsys_cc.cost_coefficient(plain.path, [run.path])
     spec = res.speculative
-    assert spec.metric == "gpu_busy"
+    assert spec.metric == "gpu_span"
     row = spec.table.set_index("name").loc[label]
     assert row["draft"] == "suffix"
     verify = Steps(run.path, GAMMA).of_kind("verify")
     proposing = statistics.median(total(s, PROPOSE) for s in verify)
     assert proposing > 0 and row["propose_ms"] == pytest.approx(proposing, rel=1e-9)
     rows = spec.by_metric.set_index(["name", "metric"])
-    busy, wall = rows.loc[(label, "gpu_busy")], rows.loc[(label, "wall")]
+    busy, wall = rows.loc[(label, "gpu_span")], rows.loc[(label, "wall")]
     assert busy["propose_ms"] == 0.0 and busy["c_in_place_decode"] == 0.0 and busy["draft_token_ms"] == 0.0
-    decode_busy = _busy(plain, FORWARD)
+    decode_busy = _span(plain, FORWARD)
     decode = [decode_busy[(s[FWD][0][1], s[FWD][0][2])] for s in Steps(plain.path).of_kind("decode")]
     assert busy["decode_token_ms"] == pytest.approx(statistics.median(decode), rel=1e-9)  # logits, sampling: 0
     assert row["c_propose"] == 0.0

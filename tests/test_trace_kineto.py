@@ -488,12 +488,24 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
         assert r["ms_per_range"] == pytest.approx(totals[r["kernel"]][1] / 1e6 / len(steps), rel=1e-12)
 
 
-def test_trace_verbs_default_range_and_analyze_give_one_line(gpu_shaped):
+def test_trace_verbs_default_range_reads_vllms_steps_and_else_give_one_line(gpu_shaped, tmp_path):
+    """The default range of a torch trace is vLLM's own step annotations (issue 42 item 2; tests/test_vllm_steps.py
+    checks the numbers); a torch trace without them gets one line naming both what is missing and what it holds."""
     for args in (["kernels", str(gpu_shaped.path)], ["analyze", str(TARGET), str(DRAFT)]):
+        result = cli_in_process(*args)
+        assert result.returncode == 0, result.stderr
+    doc = gsk.load(DRAFT)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "user_annotation":
+            e["name"] = "my_step_" + e["name"]
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(doc))
+    for args in (["kernels", str(bare)], ["analyze", str(TARGET), str(bare)]):
         result = cli_in_process(*args)
         assert result.returncode == 2
         (line,) = result.stderr.strip().splitlines()
-        assert "no range named 'model_executable()'" in line and "execute_context_" in line, line
+        assert "no range named 'model_executable()' and the PyTorch-profiler trace holds no vLLM step annotations" \
+            in line and "my_step_execute_context_" in line, line
 
 
 # -- fuzz: mutated torch traces raise only the project's errors -------------------------------------------------------
@@ -565,7 +577,8 @@ def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_pat
     import random
 
     from nsys_cc.analysis.projection import project
-    from nsys_cc.analysis.ranges import range_table
+    from nsys_cc.analysis.ranges import marked_ranges, range_table
+    from nsys_cc.contract import DEFAULT_RANGE
     from nsys_cc.errors import NsysCCError
 
     data, mutations = mutate(random.Random(seed), fuzz_base)
@@ -579,6 +592,7 @@ def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_pat
             project(trace)
             range_table(trace)
             trace.nvtx_ranges(prefixes=["vllm/", "execute_"], nesting=True)
+            marked_ranges(trace, DEFAULT_RANGE)  # vLLM's step annotations read as the analysis reads them
     except NsysCCError as exc:
         assert "\n" not in str(exc), (seed, mutations)
     except Exception as exc:  # a bug: say which seed and mutations reproduce it

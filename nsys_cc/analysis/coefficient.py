@@ -26,7 +26,14 @@ import pandas as pd
 
 from .. import _compat
 from ..arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
-from ..contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ENGINE_RANGE_PREFIX, ITERATION_RANGE, SCOPES_DRAFT
+from ..contract import (
+    DEFAULT_RANGE,
+    DRAFT_FORWARD_RANGE,
+    ENGINE_RANGE_PREFIX,
+    ITERATION_RANGE,
+    SCOPES_DRAFT,
+    VLLM_STEP_RANGE,
+)
 from ..errors import InputError, RangeNotFoundError
 from ..trace import open_trace
 from ..trace.cuda import dropped_note
@@ -34,6 +41,7 @@ from ..trace.nvtx import matches
 from ..trace.pages import with_small_pages
 from ..trace.source import Trace
 from . import (
+    gpu_time as gpu_time_mod,
     kernel_tables as kernel_mod,
     phases as phase_mod,
     ranks as rank_mod,
@@ -44,7 +52,7 @@ from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
-from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, decision_phase, metrics_for
+from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, WALL, decision_phase, metrics_for
 from .projection import op_totals, project
 from .ranges import (
     by_start,
@@ -234,6 +242,11 @@ def model_of(
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(),
                                           windows=marks.windows)
+    if range_name == VLLM_STEP_RANGE:  # vLLM's step annotations name their phase (`vllm_steps`)
+        from .vllm_steps import phases_of
+
+        phase, detail = phases_of(trace, forwards)
+        rule = PhaseRule("step names", detail)
     forwards["phase"] = phase_mod.phase_column(phase)
     forwards["run"] = run
     totals = pd.DataFrame()
@@ -334,7 +347,7 @@ def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
             raise InputError(f"names: {', '.join(map(repr, twice))} given to more than one trace: each trace needs a "
                              "label of its own", param="names")
         return labels
-    stems = [os.path.basename(p).removesuffix(".sqlite").removesuffix(".nsys-rep") for p in paths]
+    stems = [trace_stem(os.path.basename(p)) for p in paths]
     stems = [s if s.isprintable() else "".join(ch if ch.isprintable() else "?" for ch in s) for s in stems]
     taken, used, out = set(stems), set(), []
     for s in stems:
@@ -530,11 +543,22 @@ def _disagreement_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> li
     return notes
 
 
-def _slow_draft_notes(marks: pd.DataFrame, target: str) -> list[str]:
-    """One note per draft whose c (wall-clock, in the phase it is judged on: `speedup_marks`) is 1 or more: a draft
-    at least as slow as its target cannot speed it up at any acceptance rate or γ (the speedup of Leviathan et al.
-    Thm 3.8 is below 1 for c ≥ 1), which most often means the traces were given the other way round."""
-    return [f"{r.draft}: c = {r.c:.3g} ({r.phase}, wall-clock): its forward takes at least as long as the target's "
+def _marks(coefficients: pd.DataFrame, headline: str) -> pd.DataFrame:
+    """`speedup_marks` on the headline metric (`gpu_time`), a draft without a c on it taking its wall c."""
+    marks = speedup_marks(coefficients, headline)
+    if headline == WALL:
+        return marks
+    wall = speedup_marks(coefficients)
+    return pd.concat([marks, wall[~wall["draft"].isin(marks["draft"])]], ignore_index=True)
+
+
+def _slow_draft_notes(marks: pd.DataFrame, target: str, headline: str = WALL) -> list[str]:
+    """One note per draft whose c (on the headline metric, in the phase it is judged on: `speedup_marks`) is 1 or
+    more: a draft at least as slow as its target cannot speed it up at any acceptance rate or γ (the speedup of
+    Leviathan et al. Thm 3.8 is below 1 for c ≥ 1), which most often means the traces were given the other way
+    round."""
+    on = "wall-clock" if headline == WALL else headline
+    return [f"{r.draft}: c = {r.c:.3g} ({r.phase}, {on}): its forward takes at least as long as the target's "
             f"({target}), so speculative decoding with it cannot be faster at any acceptance rate or γ; if "
             f"{r.draft} is the target, give its trace first" for r in marks.itertuples() if r.c >= 1]
 
@@ -680,6 +704,26 @@ def cost_coefficient(
                      read.share)
 
 
+def target_alone(target: PathLike, *, range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
+                 skip_ranges: int | None = None, output_len: int | None = None,
+                 seed: int = 0) -> CostCoefficientResult:
+    """One trace described alone — its forwards per phase on every metric, its token, launch time against GPU time
+    (`gpu_time`) — with no draft and no c: what `nsys_cc.analyze` gives for one PyTorch-profiler trace of vLLM
+    (`sources`), whose steps name their phases. A speculative run alone has no plain target to be measured against:
+    InputError."""
+    path = one_path(target, "target", plural="drafts")
+    check_range_arguments(skip_ranges, output_len)
+    check_seed(seed)
+    labels = model_names([path], None)
+    read = _read_run([path], labels, _range_names(range_name, [path], labels), [None], skip_ranges=skip_ranges,
+                     output_len=output_len, dumps={}, run=1)
+    models = [read.models[i] for i in sorted(read.models)]
+    if models[0].speculative:
+        raise InputError(f"{path} is a speculative run: give the plain target's trace first, then the drafts' and this "
+                         "one (nsys_cc.analyze(target, [draft, spec_run]))", param="source")
+    return _assemble(models, labels, [], {}, [], None, [], seed, output_len, read.notes, read.share)
+
+
 @dataclasses.dataclass
 class _RunRead:
     """What the traces of one run gave: the plain models and the speculative runs (with whether they hold
@@ -721,6 +765,11 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                 ranges, label, scope = reads.pop(i), labels[i], engines[i]
                 name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
                 notes += [range_note] if range_note else []
+                if name_of_range in (DEFAULT_RANGE, VLLM_STEP_RANGE):  # a torch trace's vLLM steps (`vllm_steps`)
+                    from . import vllm_steps
+
+                    vllm_steps.refuse_unmeasurable(trace, path, label, draft=i > 0)
+                    notes += vllm_steps.notes(trace, label) if name_of_range == VLLM_STEP_RANGE else []
                 # a scoped model's own files are named after its engine: its runs are read as if its trace were there
                 where = path if scope is None else model_stem(path, scope)
                 metrics_path = dumps.get(i)
@@ -732,6 +781,10 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
 
                     spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
+                    if name_of_range == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
+                        from .vllm_steps import in_place_notes
+
+                        spec_run.notes.extend(in_place_notes(label, spec_run.steps))
                     spec[i] = dataclasses.replace(spec_run, path=path), with_model
                 else:
                     if i > 0:
@@ -751,7 +804,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                     except InputError as exc:
                         notes.append(f"{label}: {exc}: no forward share")
                 if i == 0:
-                    target_markers = steps_mod.markers_of(ranges, name_of_range)
+                    target_markers = steps_mod.markers_of(ranges, name_of_range, trace)
                 del ranges
     plain_steps = None
     if spec:
@@ -828,11 +881,12 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
     share of each model and run that has vLLM's latencies (`share`)."""
     coefficients, per_run = token_coefficients(models, seed, _coefficients)  # c of a token (`token`)
     kernel_summary, categories = _kernel_tables(models)
-    marks = speedup_marks(coefficients)
+    headline = gpu_time_mod.headline(models)  # GPU time is the answer on a GPU trace (`gpu_time`)
+    marks = _marks(coefficients, headline)
     forward_share = share_mod.share_table(share_rows)
     notes = [*dict.fromkeys(range_notes), *_model_notes(models), *token_notes(models, coefficients),
              *_interval_notes(coefficients, per_run),
-             *_slow_draft_notes(marks, labels[0]), *share_mod.share_notes(forward_share),
+             *_slow_draft_notes(marks, labels[0], headline), *share_mod.share_notes(forward_share),
              *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
         notes.append(f"{labels[0]}: the target trace is a speculative-decoding run: its verify forwards are phase "
@@ -848,6 +902,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         speculative = spec_runs_mod.analyze_pooled(
             plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients, per_run), output_len=output_len,
             acceptance=alphas, seed=seed, numbers=numbers)
+    tokens = token_table(models)
     return CostCoefficientResult(
         models=tuple(models),
         summary=_summary(models),
@@ -863,8 +918,10 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
         speculative=speculative,
         ranks=rank_mod.rank_table(models),
         runs=per_run,
-        tokens=token_table(models),
+        tokens=tokens,
         forward_share=forward_share,
+        headline=headline,
+        gpu_time=gpu_time_mod.table(models, tokens, coefficients),
     )
 
 

@@ -16,10 +16,18 @@ import numpy as np
 from .. import inputs
 from ..errors import InputError
 
+# A PyTorch-profiler trace's suffixes, longest first (vLLM writes `rank0.<id>.pt.trace.json.gz`).
+KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
+
 
 def trace_stem(path: str | os.PathLike) -> str:
-    """The path without `.sqlite` / `.nsys-rep`: where `X.metrics.json` and `X.bench.json` sit beside `X.sqlite`."""
-    return os.fspath(path).removesuffix(".sqlite").removesuffix(".nsys-rep")
+    """The path without `.sqlite` / `.nsys-rep` (or a torch trace's `.pt.trace.json.gz`, `.json`, …): where
+    `X.metrics.json` and `X.bench.json` sit beside `X.sqlite` — and the model's label, from its file name."""
+    text = os.fspath(path)
+    for suffix in (".sqlite", ".nsys-rep", *KINETO_SUFFIXES):
+        if text.endswith(suffix) and len(text) > len(suffix):
+            return text[: -len(suffix)]
+    return text
 
 
 def model_stem(trace: str | os.PathLike, scope: str | None = None) -> str:

@@ -70,6 +70,9 @@ METRICS: tuple[Metric, ...] = (
            derive=lambda f: f[COLUMNS[GPU_SPAN]] - f[COLUMNS[GPU_BUSY]]),
 )
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+# The metric c and the in-place figures are headlined on where every trace has GPU work (`gpu_time.headline`; wall
+# otherwise): the GPU span — docs/definitions.md, "GPU time is the answer", says why.
+GPU_HEADLINE = GPU_SPAN
 METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
 COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}

@@ -32,6 +32,7 @@ from ..contract import (
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
+    VLLM_STEP_RANGE,
     WARMUP_RANGE,
 )
 from ..errors import RangeNotFoundError
@@ -145,6 +146,10 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     near = closest_names(ranges, name)
     listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
+    if kineto and name == DEFAULT_RANGE:  # a torch trace: say that vLLM's own step annotations are not there either
+        from .vllm_steps import missing_note
+
+        wanted += f" and {missing_note(trace)}" if missing_note(trace) else ""
     return RangeNotFoundError(f"{wanted}; {label}: {', '.join(map(quoted, listed))}{hint}", param=param)
 
 
@@ -195,6 +200,12 @@ def marked_ranges(trace: Trace, *range_names: str, engines: bool = False) -> pd.
     read."""
     prefixes = (*MARKER_PREFIXES, ENGINE_RANGE_PREFIX) if engines else MARKER_PREFIXES
     ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=prefixes, nesting=False)
+    if trace.format == "kineto":  # vLLM's own step annotations and frames, as the analysis reads them (`vllm_steps`)
+        from .vllm_steps import marked
+
+        added = marked(trace)
+        if added is not None and len(added):
+            return pd.concat([ranges[MARKED_COLUMNS], added[MARKED_COLUMNS]], ignore_index=True)
     return ranges[MARKED_COLUMNS]
 
 
@@ -206,6 +217,10 @@ def forward_range(ranges: pd.DataFrame, name: str | None, *, label: str) -> tupl
     VLLM_NVTX_SCOPES_FOR_PROFILING=1), that scope — with the note that says so (None when `name` is kept). `label`:
     the model's label, which the note names."""
     name = DEFAULT_RANGE if name is None else name
+    if name == DEFAULT_RANGE and not matches(ranges, (name,)).any() and matches(ranges, (VLLM_STEP_RANGE,)).any():
+        from .vllm_steps import forward_note  # a torch trace: vLLM's own step annotations
+
+        return VLLM_STEP_RANGE, forward_note(label)
     if name != DEFAULT_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
         return name, None
     return SCOPES_FORWARD, (f"{label}: no {quoted(DEFAULT_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "

@@ -224,10 +224,17 @@ class CostCoefficientResult(Value):
       (in_place_best_gamma, in_place_speedup); `outcome` then rests on that forecast, and outcome_c_alone keeps
       Thm 3.8's with c alone.
     - `notes`: what was dropped and why, how phases were decided, anything the reader must know.
-    - `speedup_marks`: per draft, the c that speculative decoding is judged on (wall-clock, decode else all).
+    - `speedup_marks`: per draft, the c that speculative decoding is judged on (on the headline metric, decode else
+      all).
+    - `headline`: the metric c is headlined on — gpu_span where every trace has GPU work (a range's CPU time is the
+      time to launch its work; `analysis.gpu_time`), else wall.
+    - `gpu_time`: on the GPU, per model (`gpu_time.COLUMNS`): its launch time (wall), GPU span and busy time (token
+      medians of the phase c is judged on), whether launch and GPU time disagree (more than `gpu_time.DISAGREE`×
+      apart), the share of its span the GPU worked and its class (launch-bound: the GPU idles between launches), and
+      per draft its c on launch time against its c on GPU time; empty on a CPU trace.
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
       (`analysis.speculative.SpeculativeAnalysis`: per-run table, its figures on every metric (`by_metric`; headline
-      `metric`: gpu_busy on GPU traces), decomposition, step cost models, forecast);
+      `metric`: gpu_span on GPU traces), decomposition, step cost models, forecast);
       None when no speculative run was given.
     - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
       communication, how often it finished last and by how much); empty when every model ran in one process.
@@ -262,6 +269,10 @@ class CostCoefficientResult(Value):
     tokens: pd.DataFrame = field(default_factory=pd.DataFrame)
     # The forward-share check against vLLM's latencies beside each trace (`share`); empty without them.
     forward_share: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # The metric c is headlined on (`gpu_time.headline`: gpu_span when every trace has GPU work, else wall) and, on
+    # the GPU, launch time against GPU time per model and draft (`gpu_time.table`).
+    headline: str = WALL
+    gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:
@@ -303,7 +314,7 @@ class CostCoefficientResult(Value):
 
     def __repr__(self) -> str:
         coef = self.coefficients
-        wall = coef[coef["metric"] == WALL]
+        wall = coef[coef["metric"] == self.headline]
         parts = []
         for d in self.drafts:
             rows = wall[wall["draft"] == d.name].set_index("phase")
@@ -312,7 +323,7 @@ class CostCoefficientResult(Value):
                 parts.append(f"{d.name}: {rows.at[phase, 'c']:.3g} ({phase})")
         cs = "; ".join(parts) or "no c"
         return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
-                f"{self.range_name!r}; wall-clock c: {cs}>")
+                f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else self.headline}: {cs}>")
 
     # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.views`): the result stays data.
     def _repr_html_(self) -> str:

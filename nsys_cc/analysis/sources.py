@@ -64,6 +64,12 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
     notes: list[str] = []
     if not listed and isinstance(source, (str, os.PathLike)):
         source, listed, notes = _one_path(os.fspath(source))
+        if not listed:  # one PyTorch-profiler trace alone: its steps described, no c (`coefficient.target_alone`)
+            from .coefficient import target_alone
+
+            result = target_alone(source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                                  seed=seed)
+            return dataclasses.replace(result, notes=(*result.notes, *notes))
     try:
         if notes:
             result = cost_coefficient(source, listed, range_name=range_name, skip_ranges=skip_ranges,
@@ -109,7 +115,20 @@ def _one_path(source: str) -> tuple[str, list[str], list[str]]:
         raise InputError(f"{source}: no such file or directory", param="source")
     if os.path.isdir(source):
         return traces_of_folder(source)
+    if _is_torch_trace(source):  # vLLM's own torch trace: it says its steps' phases and GPU time itself
+        return source, [], [f"{source} is one trace: its steps are described alone (no draft, no c); give the drafts' "
+                            "traces after it for c (nsys_cc.analyze(target, [draft, …]))"]
     return source, _needs_drafts(source), []
+
+
+def _is_torch_trace(path: str) -> bool:
+    """Whether `path` is a PyTorch-profiler (Kineto) trace, as `open_trace` tells it (by content)."""
+    from ..trace.kineto import looks_like_json
+
+    try:
+        return os.path.isfile(path) and looks_like_json(path)
+    except InputError:
+        return False
 
 
 def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:

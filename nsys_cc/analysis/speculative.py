@@ -41,10 +41,11 @@ draft_forward_ms (one draft forward's M inside the verify steps), verify_ms, dec
 forward's M), verify_factor = verify ÷ decode, c_in_place = draft forward ÷ verify forward, other_ms; each a median
 with its 95 % interval. On wall these are the figures above, other_ms included. On a GPU a forward range times the CPU
 work of queuing its launches, so its wall figures say little of the GPU's: the GPU metrics say what the forwards cost
-there. The headline metric (`SpeculativeAnalysis.metric`) is gpu_busy when every run has it (the GPU time the
-forwards' work took, overlap counted once: what a step's GPU time is made of), else wall; the decomposition, the step
-cost model and its forecast split each step on it, while the steps themselves (verify step, plain decode step, the
-measured speedup) are wall times on every metric.
+there. The headline metric (`SpeculativeAnalysis.metric`) is the plain c's GPU headline, gpu_span, when every run
+has it (`gpu_time`: the GPU's time from the first op of a forward's work to the end of its last, idle gaps between
+slow launches included: what the step waits for on the GPU; issue 42 — gpu_busy until then), else wall; the
+decomposition, the step cost model and its forecast split each step on it, while the steps themselves (verify step,
+plain decode step, the measured speedup) are wall times on every metric.
 
 Tokens in place (issue 29): c prices what a model does to produce a token — its forward, its logits, its sampling
 (`steps.STEP_PARTS`: the plugin's `nsys_cc:logits`/`nsys_cc:sample` and `nsys_cc:draft_logits`/`nsys_cc:draft_sample`,
@@ -99,7 +100,7 @@ import pandas as pd
 from ..errors import InputError
 from . import acceptance as acceptance_mod, forecast as forecast_mod, plausibility
 from .latencies import trace_stem
-from .metrics import DECODE, GPU_BUSY, PREFILL, VERIFY, WALL
+from .metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VERIFY, WALL
 from .spec_labels import LABEL_RE
 from .speedup import expected_tokens, walltime_factor
 from .stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
@@ -176,8 +177,9 @@ BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_facto
 # Beside them, c_standalone: the plain runs' c on that metric (decode phase), the in-place c's counterpart.
 BY_METRIC_COLUMNS = ["name", "draft", "gamma", "metric",
                      *[c for f in (*BY_METRIC_FIGURES, "c_standalone") for c in (f, f"{f}_ci_low", f"{f}_ci_high")]]
-# The metric whose figures head the speculative output when every run has it (the module docstring says why).
-GPU_HEADLINE = GPU_BUSY
+# The metric whose figures head the speculative output when every run has it: the plain c's GPU headline
+# (`gpu_time`: the GPU span; the module docstring says why).
+GPU_HEADLINE = METRICS_GPU_HEADLINE
 
 DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "metric", "order", "part", "factor", "before", "after"]
 # The decomposition's parts in their order (`_decompose`): `part` is an ordered categorical of these, so sorting,
@@ -294,7 +296,7 @@ class SpeculativeAnalysis(Value):
     - `by_metric`: one row per run and metric the traces have (BY_METRIC_COLUMNS: wall always, then gpu_span,
       kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
       other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
-    - `metric`: the headline metric (gpu_busy when every run has it, else wall; module docstring).
+    - `metric`: the headline metric (gpu_span when every run has it, else wall; module docstring).
     - `runs`: where the runs of a profile were pooled (`spec_runs`), each run's own value of every figure
       (RUN_COLUMNS: name, draft, gamma, metric, figure, run, value): each table figure is their geometric mean;
       empty for one run.
@@ -685,6 +687,7 @@ def analyze_speculative(
         })
         notes += impossible
         notes += _token_notes(r, basis, headline, on_headline, cst if headline == WALL else priced, c_propose)
+        notes += _proposing_notes(r, v, figures[r.name], headline)
         for metric, f in figures[r.name].items():
             by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
                               **{c: x for fig in BY_METRIC_FIGURES
@@ -751,6 +754,25 @@ def verdicts_in_place(verdicts: pd.DataFrame, spec: SpeculativeAnalysis | None) 
 IN_PLACE_GAP = 1.2
 
 
+def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, Mapping[str, Pooled]],
+                     headline: str) -> list[str]:
+    """Where the draft range is the proposer, one range per step (vLLM's draft scope, the proposer's frame of a torch
+    trace): a verify step in words on the headline metric and wall — the verify, the proposing per step and per
+    drafted token, the time outside both (medians)."""
+    if run.steps.draft_forwards.empty or not run.steps.steps["draft_forwards"].isna().all():
+        return []
+    parts = []
+    for metric in dict.fromkeys((headline, WALL)):
+        f = figures.get(metric)
+        if f is None:
+            continue
+        per_step = _median_by_run(verify[metric_columns(metric)[1]], _runs_column(verify))
+        parts.append(f"on {metric}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
+                     f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
+                     f"{f['other_ms'][0]:.3g} ms")
+    return [f"{run.name}: a verify step (medians) {'; '.join(parts)}"] if parts else []
+
+
 def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tuple[float, float, float]],
                  standalone: tuple[float, float, float], c_propose: float) -> list[str]:
     """What a reader of a run's in-place token figures must know (issue 29 items 2–5)."""
@@ -759,7 +781,8 @@ def _token_notes(run: SpecRun, basis: str, metric: str, figures: Mapping[str, tu
         out.append(f"{run.name}: no logits or sampling ranges of the target in its trace or the plain target's (an "
                    "older trace, or a range of the user's own): c in place is the forwards' alone (profile with this "
                    "nsys_cc's plugin for a token's cost)")
-    elif not {"draft_logits", "draft_sample"} & set(run.steps.parts) and not run.steps.draft_forwards.empty:
+    elif (not {"draft_logits", "draft_sample"} & set(run.steps.parts) and not run.steps.draft_forwards.empty
+          and not run.steps.steps["draft_forwards"].isna().all()):  # a proposer's range holds its logits, sampling
         out.append(f"{run.name}: no draft logits or sampling ranges: the draft's token is its forward ranges (a CUDA "
                    "graph replayed whole holds its logits and argmax; an older plugin wrote none)")
     held = run.steps.draft_forwards.get("forwards")

@@ -53,16 +53,19 @@ from ..contract import (
     DEFAULT_RANGE,
     DRAFT_LOGITS_RANGE,
     DRAFT_SAMPLE_RANGE,
+    DRAFT_STEP_RANGES,
     LOGITS_RANGE,
     PROPOSE_RANGE,
     SAMPLE_RANGE,
     SCOPES_ALLOCATE,
-    SCOPES_DRAFT,
     SCOPES_POSTPROCESS,
     SCOPES_SAMPLE,
     SCOPES_STEP,
     SCOPES_STEP_PREFIX,
     STEP_RANGE,
+    VLLM_ENGINE_STEP_RANGE,
+    VLLM_SAMPLE_RANGE,
+    VLLM_STEP_RANGE,
     WARMUP_RANGE,
 )
 from ..errors import InputError
@@ -98,8 +101,11 @@ TARGET_PARTS: dict[str, tuple[str, str]] = {  # part → (the plugin's range, vL
 DRAFT_PARTS: dict[str, str] = {"draft_logits": DRAFT_LOGITS_RANGE, "draft_sample": DRAFT_SAMPLE_RANGE,
                                "propose": PROPOSE_RANGE}
 STEP_PARTS: tuple[str, ...] = (*TARGET_PARTS, *DRAFT_PARTS)
+# The target's parts of vLLM's step annotations in a torch trace (`vllm_steps`): the sampling frame after each step.
+VLLM_TARGET_PARTS: dict[str, str] = {"target_sample": VLLM_SAMPLE_RANGE}
 # Every range name a part can have (what `with_gpu_metrics` projects beside the forwards).
-PART_RANGES: tuple[str, ...] = (*(n for pair in TARGET_PARTS.values() for n in pair), *DRAFT_PARTS.values())
+PART_RANGES: tuple[str, ...] = (*(n for pair in TARGET_PARTS.values() for n in pair), *DRAFT_PARTS.values(),
+                                *VLLM_TARGET_PARTS.values())
 # Per step beside STEP_COLUMNS: the parts' times (NaN when the trace has no range of that part at all: unknown), the
 # step's first draft range (the catch-up forward over the tokens just verified) and its payload, the later draft
 # ranges summed, the draft ranges counted, and the time outside every forward and part (`other_token_ms`).
@@ -324,6 +330,10 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     steps_r = measured(_closed(select(ranges, STEP_RANGE)))
     rule, detail = "step ranges", f"the trace's '{STEP_RANGE}' ranges around each engine step"
     if steps_r.empty:
+        steps_r = measured(_closed(select(ranges, VLLM_ENGINE_STEP_RANGE)))
+        rule, detail = "engine step frames", (f"the engine core's Python frames {VLLM_ENGINE_STEP_RANGE!r} "
+                                              "(EngineCore.step) around each engine step, in a torch trace")
+    if steps_r.empty:
         steps_r = measured(_scope_steps(ranges))
         rule = "vLLM step scopes"
         detail = (f"vLLM's own scopes: from each '{SCOPES_STEP}' to the end of the '{SCOPES_STEP_PREFIX}…' ranges "
@@ -374,7 +384,8 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
     sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
     gamma_known = gamma if gamma is not None else gamma_payload
-    held = forwards_held(knd, d_step, d_payload, gamma_known) if draft_name != SCOPES_DRAFT else np.ones(len(d_step))
+    whole = draft_name in DRAFT_STEP_RANGES  # one draft range per step around all its drafts (the proposer)
+    held = forwards_held(knd, d_step, d_payload, gamma_known) if not whole else np.ones(len(d_step))
     position = (pd.Series(d_step).groupby(d_step).cumcount().to_numpy() if len(d_step)
                 else np.array([], dtype=int))
     held_d = (np.bincount(d_step[dmask], weights=held[dmask], minlength=n_steps) if len(d_start)
@@ -382,7 +393,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     steps = pd.DataFrame({
         "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
         "target_ms": sum_t, "tokens": tok,
-        "draft_ms": sum_d, "draft_forwards": held_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan),
+        "draft_ms": sum_d, "draft_forwards": held_d if not whole else np.full(n_steps, np.nan),
         "other_ms": s_ms - sum_t - sum_d,
     })[STEP_COLUMNS]
     draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload, "position": position,
@@ -395,7 +406,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
     later = dmask & (position > 0) if len(d_start) else np.array([], dtype=bool)
 
     def per_step(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if not len(d_start) or draft_name == SCOPES_DRAFT:
+        if not len(d_start) or whole:
             return np.full(n_steps, np.nan)
         return np.where(separable, np.bincount(d_step[mask], weights=values[mask], minlength=n_steps), np.nan)
 
@@ -416,7 +427,7 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
 
     add_parts(WALL, sum_t, sum_d, d_wall)
     steps["draft_catchup_tokens"] = per_step(d_payload, first)
-    steps["draft_ranges"] = count_d if draft_name != SCOPES_DRAFT else np.full(n_steps, np.nan)
+    steps["draft_ranges"] = count_d if not whole else np.full(n_steps, np.nan)
     for metric in _gpu_metrics_of(target):
         t_col, d_col, o_col, f_col = metric_columns(metric)
         t_val = target[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6
@@ -443,8 +454,8 @@ def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: 
         notes.append(f"no iteration ranges: {n_prefill} iterations counted by their prefill forwards")
     else:
         per_iter = math.nan
-    if draft_name == SCOPES_DRAFT:
-        notes.append(f"draft time per step is vLLM's '{SCOPES_DRAFT}' range (the proposer, its draft forwards and "
+    if whole:
+        notes.append(f"draft time per step is vLLM's {draft_name!r} range (the proposer, its draft forwards and "
                      "its own overhead); one draft forward is taken as that ÷ γ")
     source = next((f.attrs["source"] for f in parts.values() if f is not None and "source" in f.attrs), None)
     return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
@@ -468,6 +479,11 @@ def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.Da
                 continue
             plugin, scope = TARGET_PARTS[part]
             name, source = (plugin, "plugin") if matches(ranges, (plugin,)).any() else (scope, "vLLM scopes")
+            if range_name == VLLM_STEP_RANGE:  # vLLM's step annotations: the frames after them (`vllm_steps`)
+                if part not in VLLM_TARGET_PARTS:
+                    out[part] = None
+                    continue
+                name, source = VLLM_TARGET_PARTS[part], "vLLM frames"
         else:
             name, source = DRAFT_PARTS[part], "plugin"
         found = _closed(select(ranges, name))
@@ -520,11 +536,16 @@ def is_speculative(path: str | os.PathLike) -> bool:
 STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
 
 
-def markers_of(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
+def markers_of(ranges: pd.DataFrame, range_name: str, trace=None) -> pd.DataFrame:
     """Of a trace's ranges as read (`ranges.marked_ranges`), what `step_table` needs besides the forwards named
-    `range_name`: the markers, in STEP_INPUT_COLUMNS. With `with_forwards` it makes the step table of a trace whose
-    forwards were kept by its model, without keeping (or reading again) its forward ranges."""
-    return ranges.loc[~matches(ranges, (range_name,)), STEP_INPUT_COLUMNS]
+    `range_name`: the markers, in STEP_INPUT_COLUMNS — with the GPU metrics of the token's parts (`with_gpu_metrics`:
+    a plain decode token on a GPU metric holds its logits' and sampling's GPU work) when the open `trace` is given.
+    With `with_forwards` it makes the step table of a trace whose forwards were kept by its model, without keeping (or
+    reading again) its forward ranges."""
+    markers = ranges.loc[~matches(ranges, (range_name,))]
+    if trace is not None:
+        markers = with_gpu_metrics(trace, markers, range_name)
+    return markers[[*STEP_INPUT_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS if BY_NAME[m].column in markers)]]
 
 
 def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:

@@ -29,7 +29,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..contract import FORWARD_RANGES, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE
+from ..contract import (
+    FORWARD_RANGES,
+    LOGITS_RANGE,
+    SAMPLE_RANGE,
+    SCOPES_POSTPROCESS,
+    SCOPES_SAMPLE,
+    VLLM_SAMPLE_RANGE,
+    VLLM_STEP_RANGE,
+)
 from ..trace.nvtx import matches
 from .metrics import (
     GPU_BUSY,
@@ -47,11 +55,13 @@ from .projection import project
 from .ranges import quoted
 from .result import ModelForwards
 
-# Where the parts come from: the plugin's ranges, else vLLM's own scopes (part → range name).
+# Where the parts come from: the plugin's ranges, else vLLM's own scopes (part → range name); for vLLM's step
+# annotations in a torch trace, the sampling frame after each step (`vllm_steps`: the logits are inside the step).
 SOURCES: dict[str, dict[str, str]] = {
     "plugin": {"logits": LOGITS_RANGE, "sample": SAMPLE_RANGE},
     "scopes": {"logits": SCOPES_POSTPROCESS, "sample": SCOPES_SAMPLE},
 }
+VLLM_SOURCES: dict[str, dict[str, str]] = {"torch frames": {"sample": VLLM_SAMPLE_RANGE}}
 TOKEN, FORWARD = "token", "forward"  # a coefficient's basis
 
 # Columns a coefficients row gains beside c (now the token's): its basis, the forwards' c with its interval, and the
@@ -113,9 +123,14 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
         return forwards, "", (f"{quoted(range_name)} is a range of your own: c is its ranges' c alone (the logits and "
                               "sampling after a forward are added only to the plugin's or vLLM's forward ranges, "
                               "whose span is known)")
+    sources = VLLM_SOURCES if range_name == VLLM_STEP_RANGE else SOURCES
     found = [(source, {part: matches(ranges, (name,)) for part, name in names.items()})
-             for source, names in SOURCES.items()]
+             for source, names in sources.items()]
     found = [(source, hits) for source, hits in found if any(h.any() for h in hits.values())]
+    if not found and range_name == VLLM_STEP_RANGE:
+        from .vllm_steps import token_note
+
+        return forwards, "", token_note(trace)
     if not found:
         return forwards, "", (f"no logits or sampling ranges after the forwards ({quoted(LOGITS_RANGE)} / "
                               f"{quoted(SAMPLE_RANGE)}, or vLLM's {quoted(SCOPES_POSTPROCESS)} / "

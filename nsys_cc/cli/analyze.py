@@ -26,8 +26,8 @@ from .options import acceptance_option, export_timeout_option, format_option, me
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True,
               help=f"NVTX range around each forward (default: the plugin's '{DEFAULT_RANGE}', else vLLM's own "
-                   f"'{SCOPES_FORWARD}', with a note); once for every trace, or once per trace in order (a trace may "
-                   "then be given twice, with two ranges).")
+                   f"'{SCOPES_FORWARD}' — in a PyTorch-profiler trace vLLM's step annotations —, with a note); once "
+                   "for every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges of each model as warm-up (default: the trace's warm-up marks).")
 @click.option("--output-len", type=int, default=None,
@@ -53,9 +53,11 @@ from .options import acceptance_option, export_timeout_option, format_option, me
 @export_timeout_option
 def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, old_engines, acceptance,
             metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
-    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, one per model); or, given
-    alone, of a profile's output directory (as profile reported it), or of every trace set of a sweep directory or
-    manifest file.
+    """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, or PyTorch-profiler traces
+    .pt.trace.json.gz, one per model); or, given alone, of a profile's output directory (as profile reported it), or
+    of every trace set of a sweep directory or manifest file; one PyTorch-profiler trace alone is described by itself
+    (its steps, launch time against GPU time; no c). On traces with GPU work c is headlined on GPU time (the GPU span),
+    the CPU time named as launch time.
 
     Speculative-decoding runs may follow the drafts: traces holding draft-model forward ranges are recognised as such
     and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each

@@ -10,6 +10,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 
 from ..analysis.dsi import report_heatmaps
+from ..analysis.metrics import WALL
 from ..analysis.result import CostCoefficientResult
 from . import speculative_plots
 from .result_plots import DPI, PLOTS, _file_stem, speedup_figures
@@ -22,7 +23,7 @@ MAX_PLOTTED_DRAFTS = 8
 def plotted(result: CostCoefficientResult, top: int = MAX_PLOTTED_DRAFTS) -> tuple[CostCoefficientResult, str | None]:
     """The result as the plots show it, and a sentence saying what was left out (None when nothing was): every
     draft when there are at most `top`, else the `top` drafts of lowest c (the decision c of `speedup_marks`,
-    wall-clock decode else all; drafts without one last), in their order of the analysis."""
+    on the headline metric, decode else all; drafts without one last), in their order of the analysis."""
     drafts = [m.name for m in result.drafts]
     if len(drafts) <= top:
         return result, None
@@ -41,8 +42,9 @@ def plotted(result: CostCoefficientResult, top: int = MAX_PLOTTED_DRAFTS) -> tup
         categories=rows(result.categories, "model", models),
         diagnosis=rows(result.diagnosis, "draft", keep), verdicts=rows(result.verdicts, "draft", keep),
         speedup_marks=rows(result.speedup_marks, "draft", keep), ranks=rows(result.ranks, "model", models),
-        tokens=rows(result.tokens, "model", models))
-    return view, (f"the plots show {top} of the {len(drafts)} drafts, those of lowest c (wall-clock, decode else all); "
+        tokens=rows(result.tokens, "model", models), gpu_time=rows(result.gpu_time, "model", models))
+    on = "wall-clock" if result.headline == WALL else f"on {result.headline}"
+    return view, (f"the plots show {top} of the {len(drafts)} drafts, those of lowest c ({on}, decode else all); "
                   "the tables hold every draft")
 
 

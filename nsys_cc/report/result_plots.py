@@ -17,7 +17,8 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - token_split: each model's token as forward + logits + sampling (medians per token), c of the token against c of the
   forward alone, when the traces have logits or sampling ranges (`token_plots`).
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
-  at the result's `speedup_marks` (decode-phase wall-clock c, `all` when no decode forward was told apart), with the
+  at the result's `speedup_marks` (decode-phase c on the headline metric — GPU span on a GPU trace, else wall-clock —,
+  `all` when no decode forward was told apart), with the
   DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
 Figures are built without pyplot (no global figure registry, nothing to close) and drawn by Agg when saved.
 """
@@ -466,10 +467,12 @@ def speedup_figures(result: CostCoefficientResult, dsi_maps: Heatmaps) -> dict[s
     marks = result.speedup_marks
     if marks.empty:
         return {}
+    headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.gpu_time`)
+    on = "wall-clock" if headline == WALL else BY_NAME[headline].plot_label
     figs = {}
     for row in marks.itertuples():
         figs[f"speedup_{_file_stem(row.draft)}"] = speedup_plots.speedup_heatmap(
-            row.c, title=f"{row.draft} ({row.phase} wall-clock c = {sig3(row.c)}):\n"
+            row.c, title=f"{row.draft} ({row.phase} {on} c = {sig3(row.c)}):\n"
                          "expected speedup (Leviathan et al. Thm 3.8); black line: S = 1")
     figs["break_even"] = speedup_plots.break_even_chart(marks, alphas=result.acceptance)
     figs["dsi_heatmaps"] = speedup_plots.dsi_heatmaps(dsi_maps, marks)

@@ -17,7 +17,7 @@ import pandas as pd
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
-from . import kernel_text, run_plots, token_text
+from . import gpu_time_text, kernel_text, run_plots, token_text
 from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
 from .sentence_text import interval_text, with_diagnosis, with_verdicts
 from .table_text import markdown_table, text_table
@@ -78,6 +78,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     out = {
         "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
         "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"),
+        "headline_metric": result.headline, "gpu_time": gpu_time_text.records(result),
+        "gpu_time_words": gpu_time_text.lines(result),
         "notes": list(result.notes),
     }
     if result.acceptance:
@@ -129,7 +131,7 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
 def display_table(result: CostCoefficientResult) -> pd.DataFrame:
     """One row per model and phase: count, median time per metric (ms) and c with its interval per metric."""
     summary, tokens = result.summary, result.tokens
-    metrics = [m for m in C_METRICS if m in set(summary["metric"])]
+    metrics = shown_metrics(result)
     # The first row of each (model, phase, metric), looked up by key (a filter of each table per cell cost ~1 ms a
     # cell, most of a small trace's rendering): the token's median (its forward's when the model has no
     # logits/sampling) when there are tokens, else the summary's.
@@ -151,15 +153,40 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
             for metric in metrics:
                 s = medians.get((m.name, phase, metric))
                 # No value of the metric in this phase (kernel metrics of graphs recorded whole): not available.
-                row[f"{BY_NAME[metric].label} (ms)"] = ("–" if s is None else "n/a" if not s[0] else f"{s[1]:.3f}")
+                label = metric_label(result, metric)
+                row[f"{label} (ms)"] = ("–" if s is None else "n/a" if not s[0] else f"{s[1]:.3f}")
+                if not result.drafts:  # one trace described alone: no c
+                    continue
                 if m.role == "target":
-                    row[f"c {BY_NAME[metric].label}"] = "1 (target)"
+                    row[f"c {label}"] = "1 (target)"
                 else:
                     c = cs.get((m.name, phase, metric))
-                    row[f"c {BY_NAME[metric].label}"] = ("–" if c is None else interval_text(
+                    row[f"c {label}"] = ("–" if c is None else interval_text(
                         c[0], c[1], c[2], per_run.get((m.name, phase, metric), ())))
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def shown_metrics(result: CostCoefficientResult) -> list[str]:
+    """The metrics of the c table in the order shown: the headline first (on a GPU trace the GPU span, then the other
+    GPU metrics, then wall as the launch time; `analysis.gpu_time`), else the registry's order."""
+    present = [m for m in C_METRICS if m in set(result.summary["metric"])]
+    if result.headline == WALL or result.headline not in present:
+        return present
+    return [result.headline, *(m for m in present if m not in (result.headline, WALL)), WALL]
+
+
+def metric_label(result: CostCoefficientResult, metric: str) -> str:
+    """A metric's name in the c table: wall is the launch time where c is headlined on the GPU."""
+    return gpu_time_text.LAUNCH_LABEL if metric == WALL and result.headline != WALL else BY_NAME[metric].label
+
+
+def _headline_words(result: CostCoefficientResult) -> str:
+    """What the table heads with: GPU time on a GPU trace (the CPU's time named as launch time)."""
+    if result.headline == WALL:
+        return ""
+    return (f"; on the GPU: {'c on ' if result.drafts else ''}{BY_NAME[result.headline].label} heads (the GPU's time), "
+            f"'{gpu_time_text.LAUNCH_LABEL}' is each range's CPU time, the time to launch its work")
 
 
 def _long_csv(result: CostCoefficientResult) -> str:
@@ -177,6 +204,8 @@ def _long_csv(result: CostCoefficientResult) -> str:
 
 def _c_words(result: CostCoefficientResult) -> str:
     """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
+    if not result.drafts:
+        return "one trace described alone (no draft: no c); times are medians of its forwards' tokens"
     if token_text.any_token(result):
         return ("c = median(draft token) / median(target token), a token = its forward + logits + sampling (times: the "
                 "token's medians; c of the forward alone in the split below)")
@@ -186,6 +215,8 @@ def _c_words(result: CostCoefficientResult) -> str:
 def _interval_words(result: CostCoefficientResult) -> str:
     """What the intervals in the table are: one run's bootstrap, across runs, or none (two runs: their values)."""
     coef = result.coefficients
+    if not result.drafts:
+        return "medians of one run"
     runs = int(coef["runs"].max()) if len(coef) and "runs" in coef else 1
     if runs >= 3:
         return f"c pools {runs} runs (each run's c, their geometric mean), 95 % interval across runs"
@@ -195,9 +226,12 @@ def _interval_words(result: CostCoefficientResult) -> str:
 
 
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
-    """Speedup verdicts on wall time and, for GPU traces, GPU span (all metrics are in the JSON and CSV)."""
+    """Speedup verdicts on the headline metric, then on wall time (and GPU span) (all metrics are in the JSON and
+    CSV)."""
     v = with_verdicts(result.verdicts)
-    v = v[v["metric"].isin((WALL, GPU_SPAN))]
+    order = list(dict.fromkeys((result.headline, WALL, GPU_SPAN)))
+    v = v[v["metric"].isin(order)]
+    v = v.assign(_order=v["metric"].map(order.index)).sort_values(["draft", "_order"], kind="stable")
     return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
 
 
@@ -214,13 +248,15 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     ranks = rank_display(result)
     if fmt == "markdown":
-        parts = [f"{_c_words(result)}.", "", markdown_table(table)]
+        parts = [f"{_c_words(result)}{_headline_words(result)}.", "", markdown_table(table)]
         split = token_text.split_table(result)
         if not split.empty:
             parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
         if not ranks.empty:
             parts += ["", "**Ranks** (each rank's own forward ranges in the kept forwards; last = finished last)", "",
                       markdown_table(ranks)]
+        if gpu_time_text.lines(result):
+            parts += ["", f"**{gpu_time_text.TITLE}**", ""] + [f"- {x}" for x in gpu_time_text.lines(result)]
         parts += ["", "**Diagnosis**", ""]
         parts += [f"- {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
         if result.acceptance:
@@ -238,8 +274,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
-    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}", "",
-             text_table(table), ""]
+    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
+             f"{_headline_words(result)}", "", text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:
         parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]
@@ -248,6 +284,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
                   "its end − the forward's first end", "", text_table(ranks), ""]
     if not result.runs.empty:
         parts += [f"{RUNS_TITLE}:", "", text_table(run_plots.run_table(result)), ""]
+    if gpu_time_text.lines(result):
+        parts += [f"{gpu_time_text.TITLE}:"] + [f"* {x}" for x in gpu_time_text.lines(result)]
+        parts += [""] if result.drafts else []
     parts += [f"* {r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         parts += [""] + [f"* {line}" for line in _verdict_lines(result)]
@@ -270,7 +309,7 @@ def render_html(result: CostCoefficientResult) -> str:
     diagnosis, the verdicts, the speculative runs measured in place (runs, measured vs predicted speedup, the forecast
     and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
-             f"{html.escape(_c_words(result))}; {html.escape(_interval_words(result))}</p>",
+             f"{html.escape(_c_words(result))}; {html.escape(_interval_words(result) + _headline_words(result))}</p>",
              display_table(result).to_html(index=False, escape=True)]
     split = token_text.split_table(result)
     if not split.empty:
@@ -279,6 +318,8 @@ def render_html(result: CostCoefficientResult) -> str:
     if not ranks.empty:
         parts += ["<p><b>Ranks</b> (each rank's own forward ranges in the kept forwards; last = finished last)</p>",
                   ranks.to_html(index=False, escape=True)]
+    if gpu_time_text.lines(result):
+        parts += [f"<p><b>{html.escape(gpu_time_text.TITLE)}</b></p>", _html_list(gpu_time_text.lines(result))]
     lines = [f"{r.draft} ({r.phase}): {r.diagnosis}" for r in with_diagnosis(result).itertuples()]
     if result.acceptance:
         lines += _verdict_lines(result)

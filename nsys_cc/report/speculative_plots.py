@@ -3,7 +3,7 @@
 - waterfall: per speculative run, the measured speedup built up from the ideal one (tokens per step) by one factor
   per broken assumption (verify ≠ decode, draft forwards, outside time, medians do not add), on a log axis so that
   each factor is a bar of its own length; Thm 3.8's prediction and the held-out forecast are marked beside. Drawn on
-  the analysis's headline metric (`SpeculativeAnalysis.metric`: the forwards' gpu_busy on GPU traces, wall on CPU),
+  the analysis's headline metric (`SpeculativeAnalysis.metric`: the forwards' gpu_span on GPU traces, wall on CPU),
   which the title names; the steps themselves are wall times.
 - forecast_heatmap: per draft, the cost model's forecast speedup over γ = 1…8 × α, the S = 1 contour, the best γ
   at each α and the measured runs.

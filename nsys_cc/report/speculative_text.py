@@ -255,7 +255,8 @@ def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
     else:
         others = sorted(set(spec.by_metric["metric"]) - {spec.metric, WALL})
         runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then wall: the forward "
-                "ranges' CPU time" + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
+                "ranges' CPU time, the time to launch their work"
+                + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
         split = f"wall step times, split on {spec.metric}"
     tokens = (f"Tokens in place (per drafted token and per verify, on {spec.metric}"
               + (", then wall" if spec.metric != WALL else "") + "; c in place = draft token ÷ verify token, c vs "

@@ -256,6 +256,22 @@ def trace_sets(source: str | os.PathLike) -> list[TraceSet]:
 
 
 def is_many(path: str | os.PathLike) -> bool:
-    """Whether `path` names many trace sets (a directory or a .json/.csv manifest) rather than one trace."""
+    """Whether `path` names many trace sets (a directory or a .json/.csv manifest) rather than one trace (a
+    PyTorch-profiler trace written as `.json` is one: `_is_torch_trace`)."""
     p = Path(path)
-    return p.is_dir() or p.suffix.lower() in (".json", ".csv")
+    return p.is_dir() or p.suffix.lower() == ".csv" or (p.suffix.lower() == ".json" and not _is_torch_trace(p))
+
+
+# How much of a .json file is read to tell a PyTorch-profiler trace (its top-level keys come first) from a manifest.
+_HEAD_BYTES = 1 << 16
+
+
+def _is_torch_trace(p: Path) -> bool:
+    """Whether the .json file `p` is a PyTorch-profiler (Kineto) trace, not a manifest: its first bytes hold one of
+    the trace's top-level keys (a manifest is a list of trace sets, or {"trace_sets": [...]})."""
+    try:
+        with inputs.open_file(p, "manifest") as fh:  # never a wait (a FIFO is refused, not read)
+            head = fh.read(_HEAD_BYTES)
+    except InputError:
+        return False  # not a regular file: the manifest reader says what it is
+    return any(key in head for key in (b'"traceEvents"', b'"schemaVersion"'))
