@@ -98,10 +98,11 @@ def _quiet_broken_pipe() -> None:
 def one_line(text: str) -> str:
     """`text` with its control characters (a newline or a tab in a file name, an escape sequence) written as
     escapes (`\\n`, `\\x1b`), as range names are quoted: an error stays one line, whatever a path holds. The one
-    place every error line goes through."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    place every error line goes through (`progress.one_line`, which progress lines and the lines naming what was
+    written go through too)."""
+    from ..progress import one_line as escaped
+
+    return escaped(text)
 
 
 def _too_long(exc: OSError) -> str:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..progress import one_line
 from .options import export_timeout_option, format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
@@ -60,7 +61,7 @@ def ranges(file, name, fmt):
         table = range_table(trace, name)
         dropped = dropped_note(trace)
     if dropped:  # the projection left damaged CUDA rows out: said, on stderr so that csv/json stay data
-        click.echo(f"note: {dropped}", err=True)
+        click.echo(one_line(f"note: {dropped}"), err=True)
     if fmt in ("csv", "json"):
         sys.stdout.flush()
         out = sys.stdout.buffer

@@ -95,7 +95,9 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)
-    click.echo(f"table: {result.files['csv']} (and {result.files['parquet'].name})", err=True)
+    from ..progress import one_line
+
+    click.echo(one_line(f"table: {result.files['csv']} (and {result.files['parquet'].name})"), err=True)
     if result.table.empty:
         raise InputError(f"no cell completed: see {result.files.get('cells')}")
     if result.failed:

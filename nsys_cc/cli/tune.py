@@ -80,4 +80,6 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     else:
         click.echo(render_text(report), nl=False)
     if report.files:
-        click.echo(f"report: {report.files['report'].parent}", err=True)
+        from ..progress import one_line
+
+        click.echo(one_line(f"report: {report.files['report'].parent}"), err=True)

@@ -6,11 +6,11 @@ written with their sha256: a later report into the same DIR removes those of the
 (a plot of a draft no longer measured), and nothing else.
 
 The report replaces the earlier one as a whole (`nsys_cc.atomic.publish`): every file is written into a new
-generation folder, DIR/.nsys_cc_report/g-…/, and the report's names in DIR are links through DIR/.nsys_cc_report/current,
-which one rename points at the new generation once all is written, so Ctrl-C, a full disk, a failure or a SIGKILL
-leaves the earlier report (or none) or the new one, never half of one. Nothing outside DIR is written (a link of
-someone else's in DIR is replaced, its target untouched); a file in the way that nsys-cc did not write is refused,
-never overwritten.
+generation folder, DIR/.nsys_cc_report/g-…/, and the report's names in DIR are links through
+DIR/.nsys_cc_report/current, which one rename points at the new generation once all is written, so Ctrl-C, a full
+disk, a failure or a SIGKILL leaves the earlier report (or none) or the new one, never half of one. Nothing outside
+DIR is written (a link of someone else's in DIR is replaced, its target untouched); a file in the way that nsys-cc
+did not write is refused, never overwritten.
 """
 
 from __future__ import annotations
