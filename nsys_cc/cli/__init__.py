@@ -32,9 +32,10 @@ class _Cli(click.Group):
             said = str(exc) if getattr(exc, "said_as_is", False) else in_flags(str(exc), command, exc.param)
             click.echo(f"nsys-cc: error: {one_line(said)}", err=True)
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("nsys-cc: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", None)  # SIGTERM/SIGHUP during a profile (`launch.process.Terminated`)
+            click.echo(f"nsys-cc: {exc}" if signum else "nsys-cc: interrupted", err=True)
+            ctx.exit(128 + (signum or 2))
         except BrokenPipeError:  # `| head -1`: the reader has what it wanted
             _quiet_broken_pipe()
         except OSError as exc:
