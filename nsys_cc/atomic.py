@@ -54,6 +54,11 @@ def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> P
             os.fsync(fh.fileno())
         os.chmod(tmp, mode & ~_umask())
         os.replace(tmp, p)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        if exc.filename is None or os.fspath(exc.filename) == os.fspath(tmp):  # a full disk names the file written
+            raise OSError(exc.errno, exc.strerror, os.fspath(p)) from None
+        raise
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise

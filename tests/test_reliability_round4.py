@@ -363,3 +363,141 @@ def test_a_metrics_position_that_is_no_small_number_is_one_error(tmp_path):
             {"name": "vllm:spec_decode_num_accepted_tokens_per_pos", "labels": {"position": position}, "value": 3}]}))
         with bounded(30), pytest.raises(NsysCCError):
             acceptance.load(dump)
+
+
+# -- one line, never a traceback; errors that name the right thing ---------------------------------------------------
+def test_a_speculative_config_nested_30000_deep_is_one_line():
+    from nsys_cc.launch.plan import parse_speculative_config
+
+    with pytest.raises(InputError, match=r"speculative_config is nested deeper than 200 levels"):
+        parse_speculative_config("[" * 30_000 + "]" * 30_000)
+    done = cli_in_process("profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                          "--speculative-config", '{"a":' * 30_000 + "1" + "}" * 30_000, "--dry-run")
+    assert done.returncode == 2 and "Traceback" not in done.stderr and "RecursionError" not in done.stderr
+    assert done.stderr.startswith("nsys-cc: error: --speculative-config is nested deeper"), done.stderr
+
+
+@pytest.mark.parametrize("value", [str(10**20), str(2**31)])
+def test_an_output_length_no_array_holds_is_one_line(value):
+    """`kernels --output-len 1e20` raised OverflowError in the phases of a GPU trace."""
+    from nsys_cc.analysis.coefficient import check_range_arguments
+
+    with pytest.raises(InputError, match=r"output_len must be at most 2147483647"):
+        check_range_arguments(None, int(value))
+    done = cli_in_process("kernels", str(TARGET), "--output-len", value)
+    assert done.returncode == 2 and done.stderr.startswith("nsys-cc: error: --output-len must be at most"), \
+        done.stderr
+
+
+def test_a_scheduler_that_is_no_dask_is_one_line(tmp_path):
+    """An HTTP server given as --scheduler: Dask read its reply as a frame length and asked for 3 EiB (MemoryError),
+    and the half-made client printed a traceback at exit."""
+    pytest.importorskip("distributed")
+    import contextlib
+    import socket
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(4)
+    port = server.getsockname()[1]
+
+    def serve():
+        for _ in range(4):
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello" * 50)
+                with contextlib.suppress(OSError):
+                    conn.recv(1 << 16)
+
+    threading.Thread(target=serve, daemon=True).start()
+    sets = tmp_path / "sets.json"
+    sets.write_text(json.dumps([{"target": str(TARGET), "drafts": [str(DRAFT)]}]))
+    try:
+        done = subprocess.run([sys.executable, "-c", "from nsys_cc.cli import main; main()", "analyze", str(sets),
+                               "--scheduler", f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, env=ENV,
+                              timeout=120)
+    finally:
+        server.close()
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [done.stderr.strip()] and "is no Dask cluster" in done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
+
+
+def test_a_generator_of_drafts_is_read_once():
+    import nsys_cc
+
+    got = nsys_cc.analyze(TARGET, (d for d in [DRAFT]), names=["t", "d"])
+    want = nsys_cc.analyze(TARGET, [DRAFT], names=["t", "d"])
+    assert _c(got) == _c(want)
+
+
+def test_nvtx_events_as_a_view_is_called_a_view_not_missing(tmp_path):
+    view = shutil.copyfile(TARGET, tmp_path / "view.sqlite")
+    con = sqlite3.connect(view)
+    con.execute("ALTER TABLE NVTX_EVENTS RENAME TO NVTX_RAW")
+    con.execute("CREATE VIEW NVTX_EVENTS AS SELECT * FROM NVTX_RAW")
+    con.commit()
+    con.close()
+    with unchanged(view):
+        done = cli_in_process("analyze", str(view), str(DRAFT))
+    assert done.returncode == 2 and "its NVTX_EVENTS is a view, not the table nsys exports" in done.stderr
+    assert "nsys profile -t nvtx" not in done.stderr
+
+
+def test_a_full_output_file_system_names_the_file(tmp_path, monkeypatch):
+    """A full disk while writing a file under -o said "cannot write the output" and named no file."""
+    import errno
+
+    from nsys_cc import atomic
+
+    real = os.fsync
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", full)
+    with pytest.raises(OSError) as info:
+        atomic.write_text(tmp_path / "status.json", "{}")
+    monkeypatch.setattr(atomic.os, "fsync", real)
+    assert info.value.filename == str(tmp_path / "status.json") and not list(tmp_path.iterdir())
+    from nsys_cc.cli import _cannot_write_output
+
+    with pytest.raises(SystemExit) as code:
+        _cannot_write_output(info.value)
+    assert code.value.code == 2
+
+
+def test_the_full_disk_line_names_the_file(capsys):
+    import errno
+
+    from nsys_cc.cli import _cannot_write_output
+
+    with pytest.raises(SystemExit):
+        _cannot_write_output(OSError(errno.ENOSPC, "No space left on device", "/o/status.json"))
+    assert capsys.readouterr().err.strip() == "nsys-cc: error: cannot write /o/status.json: No space left on device"
+
+
+@pytest.mark.parametrize("verb", ["analyze", "profile", "sweep"])
+def test_an_empty_output_name_is_one_line_not_ignored(tmp_path, verb, monkeypatch):
+    """`-o ''` was silently ignored (exit 0, no report); tune wrote its report into the current directory."""
+    monkeypatch.chdir(tmp_path)
+    args = {"analyze": ["analyze", str(TARGET), str(DRAFT)],
+            "profile": ["profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s", "--device",
+                        "cpu"],
+            "sweep": ["sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s", "--device", "cpu",
+                      "--batch-size", "1"]}[verb]
+    done = cli_in_process(*args, "-o", "")
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and "'--output': the directory name is empty" in lines[0], lines
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow  # a whole report with its plots (~4 s); tune's line is checked in the loop (test_reliability_tune)
+def test_a_newline_in_the_report_name_forges_no_error_line(tmp_path):
+    out = tmp_path / "O\nnsys-cc: error: forged"
+    done = cli_in_process("analyze", str(TARGET), str(DRAFT), "-o", str(out))
+    assert done.returncode == 0, done.stderr
+    assert not [ln for ln in done.stderr.splitlines() if ln.startswith("nsys-cc: error")], done.stderr

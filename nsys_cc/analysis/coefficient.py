@@ -259,6 +259,10 @@ def _duplicated(matched: pd.DataFrame) -> np.ndarray:
     return matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
 
 
+# The largest skip_ranges or output_len taken: a count of ranges or tokens that int32/int64 arithmetic holds.
+MAX_COUNT = 2**31 - 1
+
+
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
     """InputError naming the parameter unless `skip_ranges` is a whole number ≥ 0 and `output_len` one ≥ 1 (None:
     not given); a string, a fraction or a bool is refused, not read as a count."""
@@ -270,6 +274,9 @@ def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> No
                              f"{value!r}", param=param)
         if value < least:
             raise InputError(f"{param} must be ≥ {least}, not {value}", param=param)
+        if value > MAX_COUNT:  # a count the arrays can hold (10²⁰ raised OverflowError in the phases, issue 45)
+            raise InputError(f"{param} must be at most {MAX_COUNT} (2³¹ − 1), not {value}", param=param)
+
 
 
 def check_seed(seed) -> int:

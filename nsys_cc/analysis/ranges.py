@@ -127,6 +127,9 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     "(choose one with range_name)"), `param` the parameter at fault (the CLI writes its flag)."""
     wanted = f"{path or trace.path}: no NVTX range named {quoted(name)}"
     if not trace.has_table("NVTX_EVENTS"):
+        if "NVTX_EVENTS" in getattr(trace, "views", ()):
+            return RangeNotFoundError(f"{wanted}: its NVTX_EVENTS is a view, not the table nsys exports (the file was "
+                                      "edited): export the report again, or make NVTX_EVENTS a table", param=param)
         return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
                                   param=param)
     if ranges.empty:

@@ -18,7 +18,7 @@ import click
 from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
 from ..errors import InputError
 from .flags import in_flags, result_in_flags
-from .options import acceptance_option, export_timeout_option, format_option, metrics_option
+from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
 
 
 @click.command()
@@ -44,7 +44,7 @@ from .options import acceptance_option, export_timeout_option, format_option, me
               help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option()
-@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
 @click.option("--jobs", type=int, default=None,
               help="Many trace sets: local worker processes (default: one per CPU).")

@@ -60,6 +60,7 @@ def ranges(file, name, fmt):
     with open_trace(file) as trace:
         table = range_table(trace, name)
         dropped = dropped_note(trace)
+        view = "NVTX_EVENTS" in getattr(trace, "views", ())
     if dropped:  # the projection left damaged CUDA rows out: said, on stderr so that csv/json stay data
         click.echo(one_line(f"note: {dropped}"), err=True)
     if fmt in ("csv", "json"):
@@ -71,7 +72,9 @@ def ranges(file, name, fmt):
         except BrokenPipeError:  # `| head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     elif table.empty:
-        click.echo(f"no NVTX ranges in {file}", err=True)
+        click.echo(one_line(f"no NVTX ranges in {file}" + (": its NVTX_EVENTS is a view, not the table nsys exports "
+                                                          "(the file was edited); export the report again"
+                                                          if view else "")), err=True)
     else:
         numeric = {c for c in table.columns if c not in ("name", "range_style")}
         click.echo(text_table(table, right=numeric) + "\n", nl=False)

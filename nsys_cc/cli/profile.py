@@ -16,7 +16,7 @@ import click
 
 from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import SECONDS, acceptance_option, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -32,7 +32,7 @@ SPEC_OUTPUT_LEN = 32
               help="Run the target tensor-parallel on N ranks (one process each; vLLM's mp executor).")
 @click.option("--draft-tp", type=int, default=1, show_default=True, metavar="N",
               help="Run every draft tensor-parallel on N ranks.")
-@click.option("-o", "--output", "out_dir", type=click.Path(), default="out/profile",
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
 @click.option("--output-len", type=int, default=32, show_default=True,

@@ -10,7 +10,7 @@ import json
 
 import click
 
-from .options import WholeNumber
+from .options import OUTPUT_DIR, WholeNumber
 
 
 @click.command("tune")
@@ -26,7 +26,7 @@ from .options import WholeNumber
 @click.option("--max-batch-size", type=WholeNumber(), default=32, show_default=True,
               help="The schedule covers batch sizes 1…N.")
 @click.option("--max-gamma", type=WholeNumber(), default=8, show_default=True, help="Largest γ searched.")
-@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Report directory (profiling: the cells go there too; default out/tune). Reading SOURCE: files "
                    "are written only with -o.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")

@@ -167,6 +167,7 @@ class ExportTrace:
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
+        self.views: frozenset[str] = frozenset()  # views among the names (`_count_tables`)
         try:
             with self.reading():
                 self.tables = self._count_tables()
@@ -296,6 +297,9 @@ class ExportTrace:
 
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
+            # a view of a table's name is no table nsys wrote (the file was edited): said as such where the table is
+            # looked for, never read (its rows have no rowid order) nor called missing (issue 45)
+            self.views = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='view'"))
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
             return {name: conn.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchone()[0]
                     for name in names}
