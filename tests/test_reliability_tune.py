@@ -275,3 +275,24 @@ def test_a_newline_in_the_output_name_forges_no_error_line(tmp_path, read_once):
     assert done.returncode == 0, done.stderr
     assert not [ln for ln in done.stderr.splitlines() if ln.startswith("nsys-cc: error")], done.stderr
     assert "report: " + str(tmp_path) + "/O\\nnsys-cc: error: forged" in done.stderr
+
+
+# -- tune pools its cells through the same reader ---------------------------------------------------------------------
+@pytest.mark.parametrize("damage", ["run_twice", "linked_trace"])
+def test_a_rounds_run_counted_twice_is_refused_when_tuning(tmp_path, damage):
+    """A round whose status.json lists run 1 twice, or whose run-2 trace is run-1's (a hard link), was pooled as
+    two runs by `tune` too."""
+    src = tmp_path / "tune"
+    shutil.copytree(FIX, src)
+    last = src / "round-2"
+    if damage == "run_twice":
+        doc = json.loads((last / "status.json").read_text())
+        doc["runs"] = [doc["runs"][0], *doc["runs"]]
+        (last / "status.json").write_text(json.dumps(doc))
+        match = r"status\.json is not a profile's status file \(run 1 is listed twice\)"
+    else:
+        (last / "run-2" / "trace.sqlite").unlink()
+        os.link(last / "run-1" / "trace.sqlite", last / "run-2" / "trace.sqlite")
+        match = r"run-2/trace\.sqlite is the same file as .*run-1/trace\.sqlite \(a link\)"
+    with unchanged(src), pytest.raises(InputError, match=match):
+        tuning.tune(src, plot=False, **QUICK)
