@@ -64,6 +64,12 @@ CHANGES = ("replace", "rename", "symlink", "unlink", "link", "rmdir", "mkdir", "
 def _publish_killed_at(out: Path, k: int, files: dict[str, str]) -> bool:
     """Publish `files` in a forked child that SIGKILLs itself just before its k-th change; True when it was killed
     (False: it finished, having made fewer than k changes)."""
+    return _killed_at(k, lambda: atomic.publish(out, _build(files), manifest=MANIFEST))
+
+
+def _killed_at(k: int, write) -> bool:
+    """`write()` in a forked child that SIGKILLs itself just before its k-th file-system change; True when it was
+    killed (False: it finished, having made fewer than k changes)."""
     pid = os.fork()
     if pid == 0:  # the child: nothing of pytest runs here, only the writer
         try:
@@ -79,7 +85,7 @@ def _publish_killed_at(out: Path, k: int, files: dict[str, str]) -> bool:
 
             for name in CHANGES:
                 setattr(os, name, hook(getattr(os, name)))
-            atomic.publish(out, _build(files), manifest=MANIFEST)
+            write()
         except BaseException:
             os._exit(3)
         os._exit(0)
@@ -228,3 +234,64 @@ def test_withdraw_removes_the_report_at_once_and_keeps_the_users_files(tmp_path)
     assert sorted(removed) == sorted(n for n in OLD if n != "gone.csv")
     assert shown(out) == {"gone.csv": _digest("edited\n")}
     assert sorted(p.name for p in out.iterdir()) == sorted([".nsys_cc.lock", "gone.csv", "notes.txt", "plots"])
+
+
+def _visible(out: Path, stamped=("report.md", "report.json")) -> dict[str, str | None]:
+    """What a reader finds in `out` (links followed; a name leading nowhere is no file), the report's generations,
+    its manifest and the lock aside; the files that hold the time they were written by name only."""
+    found: dict[str, str | None] = {}
+    for p in out.rglob("*"):
+        name = p.relative_to(out).as_posix()
+        if not p.is_file() or name.startswith(".nsys_cc_report") or name == atomic.LOCK_NAME:
+            continue
+        found[name] = None if name in stamped else hashlib.sha256(p.read_bytes()).hexdigest()
+    return found
+
+
+@pytest.mark.slow  # two real reports written ~30 times each (~20 s)
+@pytest.mark.parametrize("command", ["analyze", "tune"])
+def test_a_real_report_killed_at_any_point_is_the_earlier_or_the_new(tmp_path, command):
+    """The same check on the reports the commands write (`write_report` of `analyze -o` and `profile`, tune's
+    `write`): a reader finds every file of the earlier report or every file of the new one."""
+    from conftest import FIXTURES
+
+    if command == "analyze":
+        from nsys_cc import cost_coefficient
+        from nsys_cc.report import write_report
+
+        vllm = FIXTURES / "vllm"
+        first = cost_coefficient(vllm / "tiny-llama-target.sqlite", [vllm / "tiny-llama-draft-s.sqlite"])
+        second = cost_coefficient(vllm / "tiny-llama-target.sqlite", [vllm / "tiny-llama-draft-xs.sqlite"],
+                                  acceptance=[0.7])
+
+        def write(result, out):
+            return lambda: write_report(result, out, plots=False)
+    else:
+        from nsys_cc import tuning
+
+        design = FIXTURES / "tune" / "a99-design"
+        first = tuning.tune(design, max_batch_size=8, draws=20, plot=False)
+        second = tuning.tune(design, max_batch_size=16, max_gamma=4, draws=20, plot=False)
+
+        def write(result, out):
+            return lambda: tuning.write(result, out, plot=False)
+
+    write(first, tmp_path / "old")()
+    write(second, tmp_path / "new")()
+    old, new = _visible(tmp_path / "old"), _visible(tmp_path / "new")
+    assert old != new
+    seen, kills = set(), 0
+    for k in range(1, 400):
+        out = tmp_path / f"O{k}"
+        write(first, out)()
+        killed = _killed_at(k, write(second, out))
+        state = _visible(out)
+        assert state in (old, new), f"killed before change {k}: a mix"
+        seen.add("old" if state == old else "new")
+        shutil.rmtree(out)
+        if not killed:
+            break
+        kills += 1
+    else:
+        pytest.fail("the writer never finished")
+    assert kills >= 10 and seen == {"old", "new"}
