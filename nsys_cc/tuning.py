@@ -162,8 +162,9 @@ def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamm
     cells = max_batch_size * max_gamma
     if cells > MAX_FORECAST_CELLS:
         raise InputError(f"max_batch_size × max_gamma = {max_batch_size} × {max_gamma} = {cells} forecast cells: at "
-                         f"most {MAX_FORECAST_CELLS} (e.g. max_batch_size {MAX_FORECAST_CELLS // max_gamma} with "
-                         f"max_gamma {max_gamma}), so that a forecast takes seconds, not hours",
+                         f"most {MAX_FORECAST_CELLS} (e.g. max_batch_size {max(1, MAX_FORECAST_CELLS // max_gamma)} "
+                         f"with max_gamma {min(max_gamma, MAX_FORECAST_CELLS)}), so that a forecast takes seconds, "
+                         "not hours",
                          param="max_batch_size" if max_batch_size >= max_gamma else "max_gamma")
     if cells * draws > MAX_FORECAST_DRAWS:
         raise InputError(f"draws {draws} × {cells} forecast cells: at most {MAX_FORECAST_DRAWS} bootstrap values "
