@@ -28,12 +28,21 @@ def _mode() -> str:
     return "big"
 
 
+def one_line(text: str) -> str:
+    """`text` with its control characters (a newline or a tab in a file name, an escape sequence) written as
+    escapes (`\\n`, `\\x1b`), as range names are quoted: a line stays one line whatever a path holds, so a name
+    cannot forge a line of its own (`nsys-cc: error: …`). Every error and progress line goes through it."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+
+
 def say(message: str) -> None:
     """Print one progress line unless progress is silenced."""
     if _mode() != "quiet":
         # One write of the whole line: print() writes the text and its newline separately, and a Ctrl-C between the
         # two left a worker's half line for the exit to flush, glued to the parent's "nsys-cc: interrupted".
-        sys.stderr.write(f"[nsys-cc] {wording(message)}\n")
+        sys.stderr.write(f"[nsys-cc] {one_line(wording(message))}\n")
         sys.stderr.flush()
 
 

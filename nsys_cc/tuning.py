@@ -17,9 +17,11 @@ tune's directory (`bs<B>/`, one profile directory per batch size) and a sweep di
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,18 +41,50 @@ CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V
             "against the fixed-γ cells measured at each batch size, not run")
 
 
-def parse_checks(text: str | Sequence[str] | None) -> list[tuple[int, int]]:
-    """'4:2,16:3' → [(4, 2), (16, 3)] (batch size : γ)."""
-    if not text:
+_WHOLE = re.compile(r"[0-9]{1,9}")  # ASCII digits only: `isdigit()` takes '²', which `int()` refuses
+
+
+def _whole(part, name: str, what: str = "a whole number ≥ 1") -> int:
+    """`part` (an int, or its decimal text) as a whole number ≥ 1 below a billion; InputError naming `name`."""
+    if isinstance(part, int) and not isinstance(part, bool) and 1 <= part < 10**9:
+        return part
+    text = part.strip() if isinstance(part, str) else None
+    if text is None or not _WHOLE.fullmatch(text) or int(text) < 1:
+        raise InputError(f"{name}: {part!r} is not {what}", param=name)
+    return int(text)
+
+
+def _items(value, name: str) -> list:
+    """The items of `value`: a string (comma-separated), a number, or a list/tuple/set of them (a generator once)."""
+    if value is None:
         return []
-    items = [text] if isinstance(text, str) else list(text)
+    if isinstance(value, (str, int)) and not isinstance(value, bool):
+        return [value]
+    if isinstance(value, (list, tuple, set, frozenset)) or (hasattr(value, "__iter__")
+                                                            and not isinstance(value, (bytes, dict, float))):
+        return list(value)
+    raise InputError(f"{name}: give whole numbers (e.g. 1,8 or [1, 8]), not {type(value).__name__} {value!r}",
+                     param=name)
+
+
+def parse_checks(text: str | Sequence | None) -> list[tuple[int, int]]:
+    """'4:2,16:3' (or [(4, 2), (16, 3)], or ['4:2', '16:3']) → [(4, 2), (16, 3)] (batch size : γ)."""
     out = []
-    for item in items:
-        for part in (p.strip() for p in str(item).split(",")):
+    for item in _items(text, "check"):
+        if isinstance(item, (tuple, list)):
+            if len(item) != 2:
+                raise InputError(f"check: {item!r} is not a (batch size, γ) pair", param="check")
+            out.append((_whole(item[0], "check", "a batch size ≥ 1"), _whole(item[1], "check", "a γ ≥ 1")))
+            continue
+        if not isinstance(item, str):
+            raise InputError(f"check: {item!r} is not BATCH:GAMMA (e.g. 4:2) or a (batch size, γ) pair",
+                             param="check")
+        for part in (p.strip() for p in item.split(",")):
             if not part:
                 continue
             b, sep, g = part.partition(":")
-            if not sep or not (b.strip().isdigit() and g.strip().isdigit()) or int(b) < 1 or int(g) < 1:
+            if not sep or not (_WHOLE.fullmatch(b.strip()) and _WHOLE.fullmatch(g.strip())) or int(b) < 1 \
+                    or int(g) < 1:
                 raise InputError(f"check: {part!r} is not BATCH:GAMMA with both whole numbers ≥ 1 (e.g. 4:2)",
                                  param="check")
             out.append((int(b), int(g)))
@@ -58,18 +92,12 @@ def parse_checks(text: str | Sequence[str] | None) -> list[tuple[int, int]]:
 
 
 def _ints(value, name: str) -> list[int]:
-    if value is None:
-        return []
-    items = [value] if isinstance(value, (int, str)) else list(value)
     out = []
-    for item in items:
-        for part in (str(item).split(",") if isinstance(item, str) else [item]):
-            part = str(part).strip()
-            if not part:
+    for item in _items(value, name):
+        for part in (item.split(",") if isinstance(item, str) else [item]):
+            if isinstance(part, str) and not part.strip():
                 continue
-            if not part.isdigit() or int(part) < 1:
-                raise InputError(f"{name}: {part!r} is not a whole number ≥ 1", param=name)
-            out.append(int(part))
+            out.append(_whole(part, name))
     return sorted(set(out))
 
 
@@ -137,6 +165,101 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
                          f"{spec[0].reason} (see {out}/status.json)")
 
 
+# The most (batch size, γ) pairs a forecast covers (max_batch_size × max_gamma), and bootstrap values it draws
+# (× draws): 1024 × 8 takes ~1 s and ~40 MB here; batch size 40000 ran on for minutes and gigabytes (issue 45).
+MAX_FORECAST_CELLS = 8192
+MAX_FORECAST_DRAWS = 1 << 25
+TUNE_FILES = (DESIGN_FILE, SCHEDULE_FILE, "forecast.csv", "checks.csv", "report.md", "tune.png")
+
+
+def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamma, draws) -> tuple:
+    """(batch sizes, γ values, checks) of `tune`'s arguments, each checked (InputError naming the parameter), and
+    the forecast's size within its bounds (`MAX_FORECAST_CELLS`, `MAX_FORECAST_DRAWS`)."""
+    bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
+    checks = parse_checks(check)
+    if not isinstance(workload, str) or workload not in model.WORKLOADS:
+        raise InputError(f"workload must be one of {', '.join(model.WORKLOADS)}, not {workload!r}",
+                         param="workload")
+    for name, v in (("max_batch_size", max_batch_size), ("max_gamma", max_gamma), ("draws", draws)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"{name} must be a whole number ≥ 1, not {v!r}", param=name)
+    cells = max_batch_size * max_gamma
+    if cells > MAX_FORECAST_CELLS:
+        raise InputError(f"max_batch_size × max_gamma = {max_batch_size} × {max_gamma} = {cells} forecast cells: at "
+                         f"most {MAX_FORECAST_CELLS} (e.g. max_batch_size {max(1, MAX_FORECAST_CELLS // max_gamma)} "
+                         f"with max_gamma {min(max_gamma, MAX_FORECAST_CELLS)}), so that a forecast takes seconds, "
+                         "not hours",
+                         param="max_batch_size" if max_batch_size >= max_gamma else "max_gamma")
+    if cells * draws > MAX_FORECAST_DRAWS:
+        raise InputError(f"draws {draws} × {cells} forecast cells: at most {MAX_FORECAST_DRAWS} bootstrap values "
+                         f"(draws ≤ {MAX_FORECAST_DRAWS // cells} here)", param="draws")
+    return bs, gs, checks
+
+
+def _one_writer(fn):
+    """`tune` that profiles holds `-o`'s lock (`atomic.Folder.lock`) from its first file to its report, as every
+    writer of a directory does: another nsys-cc writing there waits, then refuses (its arguments checked first)."""
+
+    @functools.wraps(fn)
+    def tune(source=None, **kwargs):
+        if source is not None or not (kwargs.get("target") and kwargs.get("draft")):
+            return fn(source, **kwargs)
+        defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
+        given = {**defaults, **kwargs}
+        _arguments(*(given[k] for k in ("batch_sizes", "speculate", "check", "workload", "max_batch_size",
+                                         "max_gamma", "draws")))
+        out = atomic.check_out_dir(_profiled_out(given["out_dir"]), "the tune run")
+        with atomic.Folder(out).lock("the tune run"):
+            return fn(source, **kwargs)
+
+    return tune
+
+
+def _profiled_out(out_dir) -> str | os.PathLike:
+    return "out/tune" if out_dir is None else out_dir
+
+
+def _round(folder: atomic.Folder, k: int) -> Path:
+    """`round-<k>/` in the tune directory, a real folder of its own (a link there is refused: its runs, status and
+    lock would go wherever it points)."""
+    return folder.mkdir(f"{model.ROUND_PREFIX}{k}")
+
+
+def _design_of(root: Path) -> dict:
+    """The design `tune` recorded in `root/tune.json` ({} without one, or when it is not a tune record); a design
+    whose batch sizes, γ values or models are of the wrong kind (a hand edit) is one InputError naming the file."""
+    try:
+        record = inputs.load_state(root / DESIGN_FILE, "tune record", shape={"design": dict}) or {}
+    except InputError:
+        return {}
+    design = dict(record.get("design", {}))
+    where = f"{os.fspath(root / DESIGN_FILE)}: its design's"
+    for key, name in (("batch_sizes", "batch sizes"), ("speculate", "γ values")):
+        if key in design:
+            try:
+                design[key] = _ints(design[key], key)
+            except InputError as exc:
+                raise InputError(f"{where} {name} {design[key]!r} are not whole numbers ≥ 1 ({exc}); fix the file "
+                                 "or give --batch-size and --speculate") from None
+    for key in ("target", "draft"):
+        if key in design and not isinstance(design[key], str):
+            raise InputError(f"{where} {key} {design[key]!r} is not a model name; fix the file or give --{key}")
+    return design
+
+
+def _publish_design(out: Path, design: dict) -> None:
+    """The tune record with the design alone (`tune.json`), before the first round: the report of the directory
+    from now on (the earlier tune's, whose design this may not be, is replaced as a whole; `atomic.publish`)."""
+    from .report.report_files import MANIFEST
+
+    def build(stage: atomic.Stage) -> None:
+        with stage.file(DESIGN_FILE) as path:
+            path.write_text(json.dumps({"design": design}, indent=1) + "\n")
+
+    atomic.publish(out, build, manifest=MANIFEST, what="the tune report")
+
+
+@_one_writer
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
          batch_sizes=None, speculate=None, check=None, out_dir: str | os.PathLike | None = None,
          max_batch_size: int = model.DEFAULT_MAX_BATCH, max_gamma: int = model.DEFAULT_MAX_GAMMA,
@@ -190,22 +313,18 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         `next_steps` what to measure next; `schedule` is then None, `fitted_schedule` the table, and no
         --speculative-config is given; `nsys-cc tune` exits with code 3).
     """
-    bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
-    checks = parse_checks(check)
-    if workload not in model.WORKLOADS:
-        raise InputError(f"workload must be one of {', '.join(model.WORKLOADS)}, not {workload!r}",
-                         param="workload")
-    for name, v in (("max_batch_size", max_batch_size), ("max_gamma", max_gamma)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise InputError(f"{name} must be a whole number ≥ 1, not {v!r}", param=name)
+    bs, gs, checks = _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamma, draws)
     notes: list[str] = []
+    from .report.report_files import MANIFEST
+
     if source is None:
         if not target or not draft:
             raise InputError("tune needs --target and --draft to profile, or a directory to read", param="target")
-        out = Path(out_dir or "out/tune")
-        atomic.check_out_dir(out, "the tune run")
-        folder = atomic.Folder(out)
+        out = atomic.check_out_dir(_profiled_out(out_dir), "the tune run")
+        folder = atomic.Folder(out)  # every file and round through the one writer, under its lock (`_one_writer`)
         folder.mkdir()
+        # a file of the user's where the report goes: refused now, not after hours of profiling
+        atomic.check_publishable(out, TUNE_FILES, manifest=MANIFEST, what="the tune report")
         bs, gs = bs or [1, 8], gs or [1, 3]
         profile_round = functools.partial(_profile_round, target, draft, input_len=input_len, output_len=output_len,
                                           warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
@@ -219,28 +338,28 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
 
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks,
                         "device": "gpu" if launch_plan.uses_gpu(device) else "cpu"}
-        folder.write_text(DESIGN_FILE, json.dumps({"design": design}, indent=1) + "\n")
-        profile_round(out / f"{model.ROUND_PREFIX}1", cells)
+        _publish_design(out, design)
+        profile_round(_round(folder, 1), cells)
         root = out
         write_to: Path | None = out
     else:
+        if isinstance(source, bytes) or not isinstance(source, (str, os.PathLike)) or not os.fspath(source):
+            raise InputError(f"source: give a tune or sweep directory's path, not {type(source).__name__} "
+                             f"{source!r}", param="source")
         root = Path(source)
         if not root.is_dir():
             raise InputError(f"{os.fspath(source)} is not a tune or sweep directory")
-        design = {}
-        try:
-            record = inputs.load_state(root / DESIGN_FILE, "tune record", shape={"design": dict}) or {}
-            design = record.get("design", {})
-        except InputError:
-            pass
+        design = _design_of(root)
         target = target or design.get("target", "")
         draft = draft or design.get("draft", "")
-        write_to = Path(out_dir) if out_dir is not None else None
+        write_to = atomic.check_out_dir(out_dir, "the tune report") if out_dir is not None else None
+        if write_to is not None:  # a file of the user's in the way: refused before the read, not after
+            atomic.check_publishable(write_to, TUNE_FILES, manifest=MANIFEST, what="the tune report")
     progress.say(f"tune: analysing the cells in {root} …")
     measured, runs = _read(root, seed)
     if source is not None:  # the design given, else the directory's own (else every cell is fitted)
-        bs = bs or [int(b) for b in design.get("batch_sizes", [])]
-        gs = gs or [int(g) for g in design.get("speculate", [])]
+        bs = bs or list(design.get("batch_sizes", []))
+        gs = gs or list(design.get("speculate", []))
     if not model.split_design(measured, bs, gs)[0]:
         raise InputError(f"no measured cell is in the design B ∈ {bs} × γ ∈ {gs}")
     want = set(checks)
@@ -275,7 +394,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             progress.say("tune: the schedule's γ was not measured at " + ", ".join(f"{b}:{g}" for b, g in todo.items())
                          + f": round {rounds + 1} measures them and the γ beside the schedule's at every batch "
                          f"size, with every cell so far (at most {SCHEDULE_ROUNDS} such rounds)")
-            profile_round(root / f"{model.ROUND_PREFIX}{rounds + 1}", cells)
+            profile_round(_round(folder, rounds + 1), cells)
             before = len(measured)
             measured, runs = _read(root, seed)
             result = fit(measured)
@@ -296,7 +415,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         else:
             here = len(model.rounds(root)) + 1
             progress.say(f"tune: round {here}: every cell again and vLLM's whole schedule at each batch size")
-            profile_round(root / f"{model.ROUND_PREFIX}{here}", cells, schedule=config)
+            profile_round(_round(folder, here), cells, schedule=config)
             measured, runs = _read(root, seed)
             result = fit(measured)  # the last round's cells, as always
             result.draft_path = _draft_path(str(draft or ""))
@@ -388,35 +507,46 @@ def _device_of(root: Path) -> str:
     return "cpu"
 
 
-def write(report: TuneReport, out: Path, *, plot: bool = True) -> dict[str, Path]:
-    """tune.json (design kept), schedule.json, forecast.csv, checks.csv, report.md and tune.png in `out`."""
+def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> dict[str, Path]:
+    """tune.json (design kept), schedule.json, forecast.csv, checks.csv, report.md and tune.png in `out`, replacing
+    the earlier report there as a whole, or nothing changes (`atomic.publish`, the report manifest every command
+    shares: a file of the user's in the way is refused, a link is replaced, never written through)."""
     import pandas as pd
 
-    atomic.Folder(out).mkdir()
+    from .report.report_files import MANIFEST
+
+    out = atomic.check_out_dir(out, "the tune report")
     r = report.result
     doc = report.to_dict()
-    try:
-        design = (inputs.load_state(out / DESIGN_FILE, "tune record", shape={"design": dict}) or {}).get("design")
-    except InputError:
-        design = None
+    design = _design_of(out) if out.is_dir() else {}
     if design:
         doc["design"] = design
-    files = {"json": out / DESIGN_FILE, "schedule": out / SCHEDULE_FILE, "forecast": out / "forecast.csv",
-             "checks": out / "checks.csv", "report": out / "report.md"}
-    atomic.write_text(files["json"], json.dumps(_finite(doc), indent=1) + "\n")
-    atomic.write_text(files["schedule"], json.dumps(r.schedule_doc(), indent=1) + "\n")
-    pd.DataFrame(r.forecast).to_csv(files["forecast"], index=False)
-    pd.DataFrame(r.checks or [], columns=["batch_size", "gamma", "label", "forecast", "forecast_ci_low",
-                                          "forecast_ci_high", "forecast_iid", "measured", "measured_ci_low",
-                                          "measured_ci_high", "error", "measured_counters", "error_counters",
-                                          "tolerance", "within_precision", "within_10pct"]
-                 ).to_csv(files["checks"], index=False)
-    atomic.write_text(files["report"], "```\n" + render_text(report) + "```\n")
-    if plot:
-        from .report.tune_plots import plot_tune
+    names = {"json": DESIGN_FILE, "schedule": SCHEDULE_FILE, "forecast": "forecast.csv", "checks": "checks.csv",
+             "report": "report.md", **({"plot": "tune.png"} if plot else {})}
 
-        files["plot"] = Path(plot_tune(r, out / "tune.png"))  # type: ignore[arg-type]
-    return files
+    def build(stage: atomic.Stage) -> None:
+        with stage.file(DESIGN_FILE) as path:
+            path.write_text(json.dumps(_finite(doc), indent=1) + "\n")
+        with stage.file(SCHEDULE_FILE) as path:
+            path.write_text(json.dumps(r.schedule_doc(), indent=1) + "\n")
+        with stage.file("forecast.csv") as path:
+            pd.DataFrame(r.forecast).to_csv(path, index=False)
+        with stage.file("checks.csv") as path:
+            pd.DataFrame(r.checks or [], columns=["batch_size", "gamma", "label", "forecast", "forecast_ci_low",
+                                                  "forecast_ci_high", "forecast_iid", "measured", "measured_ci_low",
+                                                  "measured_ci_high", "error", "measured_counters", "error_counters",
+                                                  "tolerance", "within_precision", "within_10pct"]
+                         ).to_csv(path, index=False)
+        with stage.file("report.md") as path:
+            path.write_text("```\n" + render_text(report) + "```\n")
+        if plot:
+            from .report.tune_plots import plot_tune
+
+            with stage.file("tune.png") as path:
+                plot_tune(r, path)
+
+    written = atomic.publish(out, build, manifest=MANIFEST, what="the tune report")
+    return {kind: written[name] for kind, name in names.items()}
 
 
 def _finite(obj):

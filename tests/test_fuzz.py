@@ -5,7 +5,10 @@ when ../shared/traces/public is present) into tmp_path and mutates the COPY: tru
 flipped, tables or columns dropped, rows deleted or duplicated, values replaced by NULLs, text, blobs, reals,
 huge or negative integers, start/end swapped; and the shapes of issue 25: tables named with quotes, SQL or a newline,
 forward payloads that are no token count (int64 extremes, ±inf), text with a newline, a mutation left committed in a
--wal file beside the copy. Reports (.nsys-rep) get byte-level mutations and go through the
+-wal file beside the copy; issue 32's (nested same-name ranges, bad CUDA ends, int64-extreme ranges) and issue 45's
+(every NVTX row twice, a kernel ending at 2⁶³ − 1, a shared correlationId, zero-length forwards; and in a profile
+directory: latencies that are no time, a run listed twice, a run's trace hard-linked as another's, a label that is
+a path). Reports (.nsys-rep) get byte-level mutations and go through the
 real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
 
 `NSYS_CC_FUZZ_CASES` sets the number of cases: default 15 (`make check`, the edit-test loop), `make test` runs 60,
@@ -209,6 +212,38 @@ def _issue32_shape(rng: random.Random, con: sqlite3.Connection) -> str:
     return "a range from -2**63 to 2**63-1"
 
 
+def _issue45_shape(rng: random.Random, con: sqlite3.Connection) -> str:
+    """Issue 45's crafted exports (tests/test_reliability_round4.py checks each exactly): every NVTX row twice, a
+    kernel ending at 2⁶³ − 1, one correlationId shared by several kernels or launches of a process, zero-length
+    forwards."""
+    tables = _tables(con)
+    shape = rng.choice(["nvtx_twice", "sentinel_end", "shared_correlation", "zero_length"])
+    if shape in ("sentinel_end", "shared_correlation"):
+        cuda = [t for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME") if t in tables]
+        if not cuda:
+            return f"no CUDA table for {shape}"
+        table = rng.choice(cuda)
+        cols = _columns(con, table)
+        _relax(con, table)
+        if shape == "sentinel_end" and "end" in cols:
+            con.execute(f'UPDATE "{table}" SET "end" = ? WHERE rowid = (SELECT min(rowid) FROM "{table}")',
+                        (2**63 - 1,))
+            return f"end = 2**63-1 in one row of {table}"
+        if "correlationId" in cols:
+            con.execute(f'UPDATE "{table}" SET correlationId = (SELECT min(correlationId) FROM "{table}") '
+                        "WHERE abs(random()) % 3 = 0")
+            return f"one correlationId for ~1/3 of {table}"
+        return f"no column for {shape} in {table}"
+    if "NVTX_EVENTS" not in tables or not {"start", "end"} <= set(_columns(con, "NVTX_EVENTS")):
+        return "no NVTX_EVENTS for issue 45"
+    _relax(con, "NVTX_EVENTS")
+    if shape == "nvtx_twice":
+        con.execute("INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS")
+        return "every NVTX row twice"
+    con.execute('UPDATE NVTX_EVENTS SET "end" = start WHERE abs(random()) % 2 = 0')
+    return "zero-length ranges (about half)"
+
+
 def _pending_in_wal(rng: random.Random, path: Path) -> str:
     """Leave `path` as a writer that has not checkpointed leaves it (issue 25): WAL mode, one more mutation
     committed into `path`-wal only. The writer works on a copy elsewhere; both files are copied while it is open."""
@@ -248,6 +283,9 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
             con.commit()
         if rng.random() < 0.2:
             done.append(_issue32_shape(rng, con))
+            con.commit()
+        if rng.random() < 0.2:
+            done.append(_issue45_shape(rng, con))
             con.commit()
     finally:
         con.close()
@@ -377,6 +415,35 @@ def _state_shape(rng: random.Random, path: Path) -> str:
     return f"{path.parent.name}/{path.name}: {kind}"
 
 
+def _issue45_profile_shape(rng: random.Random, out: Path, run: str) -> str:
+    """Issue 45's tampered profile directories: latencies that are no time, a status.json listing a run twice, a
+    run's trace hard-linked as another's, a model label that is a path."""
+    import json
+
+    shape = rng.choice(["latencies", "run_twice", "linked_trace", "path_label"])
+    if shape == "latencies":
+        bench = rng.choice(sorted((out / run).glob("*.bench.json")))
+        doc = json.loads(bench.read_text())
+        doc["latencies"] = [rng.choice([-0.5, 0.0, -1e9, 1e-300]) for _ in doc["latencies"]]
+        bench.write_text(json.dumps(doc))
+        return f"{run}/{bench.name}: latencies that are no time"
+    if shape == "linked_trace":
+        other = next(p for p in sorted(out.glob("run-*")) if p.name != run)
+        (other / "trace.sqlite").unlink()
+        os.link(out / run / "trace.sqlite", other / "trace.sqlite")
+        return f"{other.name}/trace.sqlite a hard link of {run}'s"
+    runs = sorted(int(p.name.split("-")[1]) for p in out.glob("run-*"))
+    labels = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
+    if shape == "path_label":
+        labels[rng.randrange(len(labels))] = rng.choice(["../t", "a/b", "..", "x\ny"])
+    listed = [*runs, runs[0]] if shape == "run_twice" else runs
+    (out / "status.json").write_text(json.dumps({
+        "runs": [{"run": k, "status": "done"} for k in listed], "stopped_by": "repeat",
+        "models": [{"role": "target" if i == 0 else "draft", "label": lab, "status": "done"}
+                   for i, lab in enumerate(labels)]}))
+    return f"status.json: {shape}"
+
+
 @pytest.mark.parametrize("seed", range(max(3, CASES // 5)))
 def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_path):
     """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json
@@ -392,4 +459,20 @@ def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_p
              *[f"{run}/{p.name}" for p in sorted((out / run).glob("*.bench.json"))]]
     mutations = [_state_shape(rng, out / rng.choice(names)) for _ in range(rng.randint(1, 2))]
     with bounded(120):
+        _check(seed, mutations, lambda: analyze_profile(out))
+
+
+@pytest.mark.parametrize("seed", range(max(2, CASES // 5)))
+def test_a_tampered_profile_directory_raises_only_nsys_cc_errors_and_reads_nothing_outside(seed, tmp_path):
+    """Issue 45's shapes of a profile directory: the analysis answers or raises one NsysCCError line, and reads
+    nothing outside the directory (the files beside it are hashed before and after)."""
+    from nsys_cc.analysis.sources import analyze_profile
+
+    rng = random.Random(40_000 + seed)
+    out = tmp_path / "O"
+    shutil.copytree(FIXTURES / "interleaved", out, ignore=shutil.ignore_patterns("spec", "README.md"))
+    shutil.copyfile(FIXTURES / "vllm" / "tiny-llama-target.sqlite", tmp_path / "t.sqlite")  # what `../t` names
+    run = rng.choice(sorted(p.name for p in out.glob("run-*")))
+    mutations = [_issue45_profile_shape(rng, out, run)]
+    with bounded(120), unchanged(tmp_path / "t.sqlite"):
         _check(seed, mutations, lambda: analyze_profile(out))

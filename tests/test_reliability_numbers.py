@@ -133,6 +133,7 @@ def _relaxed(path, table: str) -> None:
 # `make test` (issue 33: two GPU-shaped traces built and analysed twice per case)
 @pytest.mark.parametrize("table, damage", [
     ("CUPTI_ACTIVITY_KIND_KERNEL", "null"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "backwards"),
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "sentinel"),  # issue 45: an end at 2⁶³ − 1, a sentinel, not a time
     pytest.param("CUPTI_ACTIVITY_KIND_KERNEL", "backwards", marks=pytest.mark.slow),
     pytest.param("CUPTI_ACTIVITY_KIND_RUNTIME", "null", marks=pytest.mark.slow)])
 def test_k02_gpu_rows_ending_before_they_start_are_dropped_with_a_note(tmp_path, table, damage):
@@ -147,8 +148,8 @@ def test_k02_gpu_rows_ending_before_they_start_are_dropped_with_a_note(tmp_path,
     (rowid,), = raw_sql(damaged, f"SELECT rowid FROM {table} ORDER BY start LIMIT 1 OFFSET "
                                  f"(SELECT count(*) / 2 FROM {table})")
     con = sqlite3.connect(damaged)
-    con.execute(f"UPDATE {table} SET end = " + ("NULL" if damage == "null" else "start - 5000")
-                + " WHERE rowid = ?", (rowid,))
+    con.execute(f"UPDATE {table} SET end = " + {"null": "NULL", "backwards": "start - 5000",
+                                                 "sentinel": str(2**63 - 1)}[damage] + " WHERE rowid = ?", (rowid,))
     con.commit()
     con.close()
     shutil.copyfile(damaged, pruned)
@@ -189,8 +190,8 @@ def test_k02_ranges_says_which_damaged_rows_its_projection_left_out(tmp_path):
     want = cli("ranges", str(pruned), "--format", "csv")
     assert got.returncode == want.returncode == 0, got.stderr
     assert got.stdout == want.stdout
-    assert "note: dropped 2 CUDA row(s) whose end is missing or before their start (2 of CUPTI_ACTIVITY_KIND_KERNEL)" \
-        in got.stderr and "dropped" not in want.stderr
+    assert ("note: dropped 2 CUDA row(s) whose end is missing or before their start, or past 2⁶² ns (2 of "
+            "CUPTI_ACTIVITY_KIND_KERNEL)") in got.stderr and "dropped" not in want.stderr
 
 
 def test_k02_every_cuda_reader_drops_the_damaged_rows(tmp_path):

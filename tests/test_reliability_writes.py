@@ -239,14 +239,17 @@ def test_O07_a_hand_edited_file_an_old_names_only_manifest_lists_is_refused(tmp_
 OS_ONLY = {"remove", "makedirs", "removedirs", "link"}
 WRITE_CALLS = {"unlink", "rmtree", "rename", "replace", "mkdir", "makedirs", "rmdir", "remove", "write_text",
                "write_bytes", "symlink_to", "removedirs", "link"}
+# Calls that write the file their first argument names (a table, a figure): through the writer only when that is a
+# path `atomic.Stage.file` gave (issue 45: `tune` wrote forecast.csv and tune.png with these, through a link).
+FILE_WRITERS = {"to_csv", "to_parquet", "to_excel", "to_pickle", "savefig", "imsave", "plot_tune"}
 # module → the calls it may make itself, and why (short, explicit)
 ALLOWED = {
     "atomic.py": "the one writer itself",
     "trace/export.py": "the export cache: writes only inside its own checked private folder, under its lock",
-    "report/figure_files.py": "writes plots into the staging folder atomic.publish gives it",
-    "report/sweep_plots.py": "writes plots into the staging folder atomic.publish gives it",
-    "report/report_files.py": "writes into the staging folder atomic.publish gives it",
-    "report/sweep_files.py": "writes into the staging folder atomic.publish gives it",
+    "report/figure_files.py": "make_plots (a library call): writes only the folder its caller names",
+    "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",
+    "report/speedup_plots.py": "a figure saved to the path its caller names (a library call)",
+    "report/tune_plots.py": "plot_tune saves to the path its caller names (tuning.write: a staged file)",
     "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",
@@ -257,8 +260,27 @@ ALLOWED = {
 }
 
 
+def _staged_and_buffers(tree: ast.AST) -> tuple[set[str], set[str]]:
+    """(names bound by `with stage.file(…) as name`: paths in a `publish` staging folder; names bound to an
+    in-memory buffer, `io.StringIO()` / `io.BytesIO()`)."""
+    staged, buffers = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            for item in node.items:
+                call, var = item.context_expr, item.optional_vars
+                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "file" \
+                        and isinstance(var, ast.Name):
+                    staged.add(var.id)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            f = node.value.func
+            if (f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")) in ("StringIO", "BytesIO"):
+                buffers.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return staged, buffers
+
+
 def _write_calls(path: Path) -> list[str]:
     tree = parsed(path)
+    staged, buffers = _staged_and_buffers(tree)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -271,6 +293,18 @@ def _write_calls(path: Path) -> list[str]:
             inner = f.value.func
             if isinstance(inner, ast.Attribute) and inner.attr == "Folder":
                 continue  # atomic.Folder(x).write_text(...)
+        if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in staged:
+            continue  # path.write_text(…) of a staged path: into the staging folder of `atomic.publish`
+        if name in FILE_WRITERS:
+            target = node.args[0] if node.args else next((k.value for k in node.keywords
+                                                          if k.arg in ("path", "path_or_buf", "fname")), None)
+            if name == "plot_tune":
+                target = node.args[1] if len(node.args) > 1 else None
+            if isinstance(target, ast.Name) and target.id in staged | buffers:
+                continue
+            if target is not None:
+                found.append(f"{name} at line {node.lineno}")
+            continue
         via_os = isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in ("os", "shutil")
         if name in OS_ONLY and not via_os:
             continue  # list.remove, DataFrame.rename(columns=…), str.replace(a, b): not files
@@ -298,6 +332,25 @@ def test_the_walker_finds_a_write_around_the_writer(tmp_path):
                    "def f(p):\n    Path(p).unlink()\n    shutil.rmtree(p)\n    open(p, 'w').write('x')\n"
                    "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n")
     assert sorted(c.split(" at")[0] for c in _write_calls(bad)) == ["open(…, 'w')", "replace", "rmtree", "unlink"]
+
+
+def test_the_walker_finds_tables_and_figures_written_around_the_writer(tmp_path):
+    """Issue 45: `tune` wrote forecast.csv (`DataFrame.to_csv`) and tune.png (`savefig`) by path, around the
+    writer, and the walker did not look at those calls; a staged path or an in-memory buffer is no offence."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("import io\n"
+                   "def f(df, fig, out, stage):\n"
+                   "    df.to_csv(out / 'forecast.csv', index=False)\n    fig.savefig(out / 'tune.png')\n"
+                   "    plot_tune(r, out / 'tune.png')\n"
+                   "    with stage.file('checks.csv') as path:\n        df.to_csv(path)\n"
+                   "        path.write_text('x')\n"
+                   "    buf = io.StringIO()\n    df.to_csv(buf)\n    return df.to_csv(index=False)\n")
+    assert sorted(c.split(" at")[0] for c in _write_calls(bad)) == ["plot_tune", "savefig", "to_csv"]
+
+
+def test_tune_writes_its_files_through_the_writer():
+    """tuning.py is no exception to the one writer (it is not in ALLOWED, and the walk finds nothing there)."""
+    assert "tuning.py" not in ALLOWED and _write_calls(PACKAGE / "tuning.py") == []
 
 
 def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):

@@ -320,7 +320,7 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
 
     def fake(target, draft, out, cells, **kw):
         calls.append((out.name, {b: list(g) for b, g in cells.items()}))
-        shutil.copytree(FIX / "round-1", out)
+        shutil.copytree(FIX / "round-1", out, dirs_exist_ok=True)  # `tune` made the round folder (issue 45)
 
     monkeypatch.setattr(tuning, "_profile_round", fake)
     out = tmp_path / "tune"

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -126,8 +127,10 @@ def _positions(rec: dict, name: str) -> list[int]:
     if "values" in rec:
         return [_count(v, name) for v in rec["values"]]
     position = (rec.get("labels") or {}).get("position")  # one Prometheus counter per position
-    if not (isinstance(position, str) and position.isdigit()):
-        raise InputError(f"{name} needs a `values` list or a numeric `position` label")
+    # ASCII digits, at most 4 (γ ≤ 9999): `isdigit()` takes '²', which int() refuses, and a position of 10¹¹
+    # would build a list of 10¹¹ zeros
+    if not (isinstance(position, str) and re.fullmatch(r"[0-9]{1,4}", position)):
+        raise InputError(f"{name} needs a `values` list or a numeric `position` label (0–9999)")
     return [0] * int(position) + [_count(rec.get("value"), name)]
 
 
@@ -228,7 +231,7 @@ def parse_alphas(acceptance) -> list[float]:
                 raise InputError(f"acceptance: {part!r} is not a number", param="acceptance") from None
             if not 0.0 <= a <= 1.0:
                 raise InputError(f"acceptance: {a:g} is outside [0, 1]", param="acceptance")
-            out.append(a)
+            out.append(a + 0.0)  # -0 is 0: never printed "α = -0" (issue 45)
     return out
 
 

@@ -50,7 +50,7 @@ from . import (
 )
 from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
-from .gpu_loss import measure as measure_gpu_loss, warnings as gpu_loss_warnings
+from .gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
 from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, WALL, decision_phase, metrics_for
 from .projection import op_totals, project
@@ -188,6 +188,16 @@ def model_of(
     """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
     markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
     phases, each forward carrying `run`."""
+    # The same row twice (name, thread, start and end): nsys writes each range once, so a copy would only count a
+    # forward, its logits or its sampling (and a marker) twice. Every copy is dropped here, before anything reads
+    # the ranges, and said (issue 45: the forwards' copies alone were, and decode c read 0.852 instead of 0.653).
+    copies = _duplicated(by_start(ranges))
+    if copies.any():
+        ranges = by_start(ranges)
+        twice = ranges["qualified_name"][copies].astype(object).value_counts()
+        ranges = ranges[~copies]
+    else:
+        twice = pd.Series(dtype="int64")
     hit = matches(ranges, (range_name,))
     if not hit.any():
         if scope is not None:
@@ -195,11 +205,6 @@ def model_of(
                                      param="range_name")
         raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
     matched = by_start(ranges[hit])
-    # The same range twice (same thread, start and end): nsys writes each range once, so a copy would only
-    # double the count. Kept once, and said.
-    twice = _duplicated(matched)
-    if twice.any():
-        matched = matched[~twice]
     # A range of the forward's name inside another on the same thread is part of that forward, not one more.
     inner = nested_same_name(matched)
     if inner.any():
@@ -219,9 +224,16 @@ def model_of(
     if unclosed.any():
         warm_note += (f"; dropped {int(unclosed.sum())} {unit[:-1]}(s) never closed (still open when the capture "
                       "ended)")
-    if twice.any():
-        warm_note += (f"; dropped {int(twice.sum())} duplicated row(s) of {_quoted(range_name)} (the same thread, "
-                      "start and end as another row: each range counted once)")
+    if len(twice):  # the forwards' first, as round 3 said them
+        order = [*(n for n in twice.index if n == range_name), *(n for n in twice.index if n != range_name)]
+        warm_note += ("; dropped " + ", ".join(f"{int(twice[n])} duplicated row(s) of {_quoted(str(n))}" for n in order)
+                      + " (the same thread, start and end as another row: each range counted once)")
+    kept_rows = forwards["kept"].to_numpy(dtype=bool)
+    if kept_rows.any() and bool((forwards["end_ns"].to_numpy(np.int64)[kept_rows]
+                                 == forwards["start_ns"].to_numpy(np.int64)[kept_rows]).all()):
+        warm_note += (f"; every kept {_quoted(range_name)} range lasts 0 ns (it ends where it starts): its time, and "
+                      "a c made of it, is 0, which no forward that ran can be (the ranges are damaged, or are markers, "
+                      "not forwards)")
     if inner.any():
         warm_note += (f"; dropped {int(inner.sum())} {_quoted(range_name)} range(s) nested inside another of the same "
                       "name on the same thread (only the outermost of a nested chain is a forward)")
@@ -237,6 +249,8 @@ def model_of(
         )
     has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
     gpu_note = "; ".join(t for t in (gpu_note, dropped_note(trace)) if t)  # damaged CUDA rows, left out, said
+    if trace.has_cuda:  # correlationIds shared where CUPTI never shares them: said whatever was projected
+        gpu_note = "; ".join(t for t in (gpu_note, *shared_id_warnings(trace)) if t)
     loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
     if loss is not None:
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
@@ -271,11 +285,16 @@ def model_of(
 def _duplicated(matched: pd.DataFrame) -> np.ndarray:
     """Rows of `matched` (in start order, `by_start`) equal to an earlier row in name, thread, start and end: a
     boolean array. Equal rows have equal starts, so where no two starts are equal (nsys's rows of one thread, the usual
-    case) there are none and the rows are not hashed (0.3 s at 2 M forwards)."""
+    case) there are none and the rows are not hashed (0.3 s at 2 M forwards); a range and its first child may start
+    together, and then they are."""
     start = matched["start_ns"].to_numpy(dtype=np.int64)
     if len(start) < 2 or bool((start[1:] != start[:-1]).all()):
         return np.zeros(len(start), dtype=bool)
     return matched.duplicated(["qualified_name", "global_tid", "start_ns", "end_ns"]).to_numpy(dtype=bool)
+
+
+# The largest skip_ranges or output_len taken: a count of ranges or tokens that int32/int64 arithmetic holds.
+MAX_COUNT = 2**31 - 1
 
 
 def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> None:
@@ -289,6 +308,9 @@ def check_range_arguments(skip_ranges: int | None, output_len: int | None) -> No
                              f"{value!r}", param=param)
         if value < least:
             raise InputError(f"{param} must be ≥ {least}, not {value}", param=param)
+        if value > MAX_COUNT:  # a count the arrays can hold (10²⁰ raised OverflowError in the phases, issue 45)
+            raise InputError(f"{param} must be at most {MAX_COUNT} (2³¹ − 1), not {value}", param=param)
+
 
 
 def check_seed(seed) -> int:

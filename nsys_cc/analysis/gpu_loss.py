@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from .metrics import COLUMNS, GPU_SPAN
-from .projection import unlaunched_ops
+from .projection import shared_ids, unlaunched_ops
 from .ranges import quoted
 
 # Above this share (of the trace's GPU ops, or of a model's kept forwards) the loss is warned about in a note.
@@ -73,4 +73,21 @@ def warnings(loss: GpuLoss, range_name: str, threshold: float = WARN_SHARE) -> l
                    f"({loss.without_gpu_share:.1%}) launched no GPU work on their own thread: they have no GPU "
                    "metrics and are left out of the GPU metrics' medians (wall counts them) — kernels launched from "
                    "another thread, or their launch records lost")
+    return out
+
+
+def shared_id_warnings(trace) -> list[str]:
+    """The notes on correlationIds shared in ways CUPTI never writes (`projection.Launches`, issue 45): wherever
+    the model's GPU state ends up (ops counted for the wrong range, or for none of the model's), the cause is said."""
+    shared_calls, shared_ops = shared_ids(trace)
+    out = []
+    if shared_ops:
+        out.append(f"warning: {shared_ops:,} GPU ops share their process's correlationId with another op, and the "
+                   "trace traced no CUDA graph node: CUPTI gives each launch its own id, so the export is damaged; "
+                   "they are all counted for the one call with that id, and the ranges that launched them miss "
+                   "their work")
+    if shared_calls:
+        out.append(f"warning: {shared_calls:,} CUDA API calls share their process's correlationId with a call that "
+                   "neither wraps them nor is wrapped by them (CUPTI gives each launch its own id: the export is "
+                   "damaged); their GPU work is counted for the latest of them")
     return out

@@ -53,7 +53,12 @@ def read_latencies(bench_json: str | os.PathLike) -> np.ndarray:
         values = doc["latencies"]
         if not isinstance(values, list):
             raise TypeError(f"latencies is a {type(values).__name__}, not a list")
-        return np.asarray([float(x) for x in values], dtype=float)
+        out = np.asarray([float(x) for x in values], dtype=float)
+        bad = np.flatnonzero(~(np.isfinite(out) & (out > 0)))
+        if len(bad):  # a time an iteration took is a finite positive number of seconds (issue 45: −76 %–75 %)
+            raise ValueError(f"latencies[{bad[0]}] is {values[bad[0]]!r}, not the seconds an iteration took "
+                             f"({len(bad)} of {len(out)} are not)")
+        return out
     except (InputError, OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 

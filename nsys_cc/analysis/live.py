@@ -83,6 +83,17 @@ class LiveEstimate:
     num_speculative_tokens: int | None
 
 
+def _usable(r: StepTimes) -> bool:
+    """Whether a record's numbers are ones a step can have: times finite and ≥ 0 (the period also NaN, unknown),
+    tokens per sequence below 2³¹."""
+    def ok(x) -> bool:
+        return isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+
+    return (ok(r.tokens_per_seq) and r.tokens_per_seq < 2**31 and ok(r.target_s) and ok(r.target_token_s)
+            and all(ok(d) for d in r.draft_s)
+            and all(ok(d) for d in r.draft_token_s) and (ok(r.step_s) or math.isnan(r.step_s)))
+
+
 def verify_line(records: Sequence[StepTimes]) -> tuple[float, float, str]:
     """(intercept_ms, slope_ms, "linear" | "flat") of the target's token against tokens verified per sequence."""
     groups: dict[float, list[float]] = {}
@@ -100,7 +111,10 @@ def verify_line(records: Sequence[StepTimes]) -> tuple[float, float, str]:
 
 
 def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) -> LiveEstimate | None:
-    """The estimate of a window of steps at acceptance rate α (NaN: no forecast); None without a verify step."""
+    """The estimate of a window of steps at acceptance rate α (NaN: no forecast); None without a verify step.
+    Records whose numbers no step can have (`StepRecord.valid`: inf, NaN, negative) are left out; without a
+    measured verify token (c NaN) there is no γ to advise."""
+    records = [r for r in records if _usable(r)]
     verify = [r for r in records if r.kind == VERIFY]
     if not verify:
         return None
@@ -116,10 +130,11 @@ def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) ->
     else:
         decode_ms, source = intercept + slope + outside_ms, "estimated"
     best, speedup, advice = None, math.nan, None
-    if math.isfinite(alpha) and math.isfinite(draft_ms) and math.isfinite(decode_ms) and math.isfinite(outside_ms):
+    measured = verify_ms > 0 and draft_ms > 0  # c is a number: the gauge of γ rests on it (else it stays absent)
+    if measured and all(math.isfinite(x) for x in (alpha, draft_ms, decode_ms, outside_ms, intercept, slope)):
         model = StepCostModel(decode_ms, draft_ms, intercept, slope, outside_ms, 0.0)
         best, speedup = model.best_gamma(min(max(alpha, 0.0), 1.0), max_gamma)
-        advice = best if speedup > 1.0 else 0
+        advice = (best if speedup > 1.0 else 0) if math.isfinite(speedup) else None
     return LiveEstimate(
         steps=len(verify),
         draft_forward_ms=draft_fwd_ms,
@@ -156,7 +171,7 @@ def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float =
     decode: dict[int, list[float]] = {}
     for r in records:
         b = int(getattr(r, "batch", 0) or 0)
-        if b <= 0:
+        if b <= 0 or not _usable(r):
             continue
         if r.kind == VERIFY:
             groups.setdefault(b, []).append(r)
@@ -183,6 +198,8 @@ def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float =
     best = []
     for b in range(1, max_batch_size + 1):
         s = [speedup(cost, tokens, b, g) for g in range(1, max_gamma + 1)]
-        i = int(np.nanargmax(s)) if not np.isnan(s).all() else 0
+        if np.isnan(s).all():  # nothing forecast at this batch size: no schedule rather than "never speculate"
+            return None
+        i = int(np.nanargmax(s))
         best.append(i + 1 if s[i] > 1.0 else 0)
     return schedule_ranges(best)

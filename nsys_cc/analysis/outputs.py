@@ -154,10 +154,23 @@ def _text(entry: dict, key: str, path: Path, required: bool = True) -> str | Non
     return value
 
 
+def label_problem(label: str) -> str | None:
+    """Why `label` cannot be a model's label in a profile directory (its files are `<label>.*` there), or None: one
+    line of printable text that names no other folder (no `/`, not `.` or `..`: a status label `../t` made `analyze`
+    read traces outside the directory, issue 45)."""
+    if not label.strip() or not label.isprintable():
+        return "not one line of printable text"
+    if "/" in label or "\\" in label or label in (".", "..") or label.startswith(".."):
+        return "a path, not a name (its files would be read outside the directory)"
+    return None
+
+
 def _model(entry, path: Path, *, separate: bool) -> OutputModel:
     if not isinstance(entry, dict):
         raise _wrong(path, f"a model entry is {type(entry).__name__}, not an object")
     label = _text(entry, "label", path) or ""
+    if (problem := label_problem(label)) is not None:
+        raise _wrong(path, f"the model label {label!r} is {problem}")
     role = _text(entry, "role", path) or ""
     if role not in ("target", "draft", "speculative"):
         raise _wrong(path, f"model {label!r} has the role {role!r}")
@@ -188,6 +201,10 @@ def run_engines(run_dir: str | os.PathLike) -> dict[str, str] | None:
     if not isinstance(engines, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in engines.items()):
         raise InputError(f"{done} is not an interleaved run's record (no 'engines' by label): profile again")
+    for label in engines:  # the file's fault, said as such (not the --name a user never gave)
+        if (problem := label_problem(label)) is not None:
+            raise InputError(f"{done} is not an interleaved run's record: the engine label {label!r} is {problem}; "
+                             "profile again")
     return engines
 
 
@@ -205,7 +222,22 @@ def _from_runs(path: Path) -> ProfileOutput:
         models.append(OutputModel(label, role, "failed" if missing else "done", "; ".join(missing),
                                   m.group("draft") if m else None, int(m.group("gamma")) if m else None))
     runs = tuple(RunFolder(run_number(f) or 0, f) for f in folders)
+    _one_file_per_run(path, runs)
     return ProfileOutput(path, True, tuple(models), runs)
+
+
+def _one_file_per_run(path: Path, runs) -> None:
+    """InputError when two runs' traces are one file (a hard link, a linked folder): it was pooled as two runs."""
+    seen: dict[tuple[int, int], RunFolder] = {}
+    for run in runs:
+        try:
+            st = os.stat(run.trace)
+        except OSError:
+            continue  # a missing trace is the reader's to say
+        first = seen.setdefault((st.st_dev, st.st_ino), run)
+        if first is not run:
+            raise InputError(f"{run.trace} is the same file as {first.trace} (a link): one run's trace would count as "
+                             f"two runs; remove {run.dir.name}/ from {path}, or profile again")
 
 
 def read_output(path: str | os.PathLike) -> ProfileOutput:
@@ -224,11 +256,17 @@ def read_output(path: str | os.PathLike) -> ProfileOutput:
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise _wrong(p, "neither a list of models nor an object with its runs")
     runs = []
+    seen: set[int] = set()
     for r in doc["runs"]:
-        if not isinstance(r, dict) or isinstance(r.get("run"), bool) or not isinstance(r.get("run"), int):
+        if not isinstance(r, dict) or isinstance(r.get("run"), bool) or not isinstance(r.get("run"), int) \
+                or r["run"] < 1:
             raise _wrong(p, f"a run entry is {r!r}")
+        if r["run"] in seen:  # pooled twice it counted as two runs (issue 45: N 36 → 48)
+            raise _wrong(p, f"run {r['run']} is listed twice")
+        seen.add(r["run"])
         if r.get("status") in DONE_STATES:
             runs.append(RunFolder(r["run"], p / f"{RUN_PREFIX}{r['run']}"))
+    _one_file_per_run(p, runs)
     models = doc.get("models", [])
     if not isinstance(models, list):
         raise _wrong(p, "its 'models' is not a list")

@@ -105,6 +105,12 @@ class Launches:
     # correlationId): they are in no range's projection (`gpu_loss`).
     ops: int = 0
     unlaunched: int = 0
+    # Damage CUPTI never writes (issue 45), each said in a note (`gpu_loss`): API calls sharing their process's
+    # correlationId with a call they neither wrap nor are wrapped by (their ops are counted for the latest), and
+    # GPU ops sharing one with another op of their process in a trace that traced no CUDA graph node (each launch
+    # has its own id; all are counted for the one call that has it, so other ranges miss that work).
+    shared_calls: int = 0
+    shared_ops: int = 0
 
 
 # The joined calls and ops of each open trace, kept while the trace object lives (owned here, not by the reader).
@@ -223,6 +229,8 @@ def _build_launches(trace: Trace) -> Launches:
     call_key, op_key = _join_keys(call_tid, tids, corr, ops.pop("global_pid"), ops.pop("correlation_id"))
     del corr
     op_call = _call_of_ops(call_key, start, op_key)
+    shared_calls = _calls_sharing_a_key(call_key, start, end)
+    shared_ops = _ops_sharing_a_key(trace, op_key, op_call, ops["kind"])
     del call_key, op_key
     unlaunched, n_ops = int((op_call < 0).sum()), len(op_call)
     # Ops grouped by their call, each call's ops by start then row (two stable sorts).
@@ -258,7 +266,53 @@ def _build_launches(trace: Trace) -> Launches:
         threads=_threads(tids, call_tid),
         ops=n_ops,
         unlaunched=unlaunched,
+        shared_calls=shared_calls,
+        shared_ops=shared_ops,
     )
+
+
+def _calls_sharing_a_key(call_key: np.ndarray, start: np.ndarray, end: np.ndarray) -> int:
+    """Calls whose (process, correlationId) another call has too, without one wrapping the other: each of a key's
+    calls must lie inside its earliest-starting (longest) one, as nsys 2022.2's wrapper rows do."""
+    if len(call_key) < 2:
+        return 0
+    order = np.lexsort((-end, start, call_key))
+    k, s, e = call_key[order], start[order], end[order]
+    first = np.r_[True, k[1:] != k[:-1]]
+    dup = ~first | np.r_[k[1:] == k[:-1], False]
+    if not dup.any():
+        return 0
+    head = np.maximum.accumulate(np.where(first, np.arange(len(k)), 0))  # each call's key's outermost call
+    outside = ~first & ((s < s[head]) | (e > e[head]))
+    groups = np.unique(k[outside])
+    return int(np.isin(k, groups).sum()) if len(groups) else 0
+
+
+def _ops_sharing_a_key(trace: Trace, op_key: np.ndarray, op_call: np.ndarray, kind: np.ndarray) -> int:
+    """Kernels, copies and memsets sharing their (process, correlationId) with another of their launch, in a trace
+    that traced no CUDA graph node (whose kernels legitimately share their launch's id); 0 otherwise."""
+    from ..trace.cuda import KERNEL
+
+    keys = op_key[(op_call >= 0) & (kind != OP_KINDS.index("graph"))]
+    if len(keys) < 2:
+        return 0
+    _, counts = np.unique(keys, return_counts=True)
+    shared = int(counts[counts > 1].sum())
+    if not shared:
+        return 0
+    source = sqlite_source(trace)
+    if source is None:  # a PyTorch-profiler trace records a graph's kernels one by one, under its launch's id
+        names = trace.cuda_api()["name"].astype(str)
+        return 0 if names.str.contains("GraphLaunch", regex=False).any() else shared
+    if "graphNodeId" in source.columns(KERNEL):
+        from ..trace.source import quote_identifier
+
+        with source.reading() as conn:  # one row at most: is any kernel a graph's node?
+            node = conn.execute(f"SELECT 1 FROM {quote_identifier(KERNEL)} WHERE graphNodeId IS NOT NULL "
+                                "LIMIT 1").fetchone()
+        if node is not None:  # node-traced graphs: their kernels share their launch's id
+            return 0
+    return shared
 
 
 def unlaunched_ops(trace: Trace) -> tuple[int, int]:
@@ -269,6 +323,14 @@ def unlaunched_ops(trace: Trace) -> tuple[int, int]:
         return ops, ops
     lc = launches(trace)
     return lc.unlaunched, lc.ops
+
+
+def shared_ids(trace: Trace) -> tuple[int, int]:
+    """(API calls, GPU ops) sharing their process's correlationId in ways CUPTI never writes (`Launches`)."""
+    if trace.count("cuda_api") == 0:
+        return 0, 0
+    lc = launches(trace)
+    return lc.shared_calls, lc.shared_ops
 
 
 def _threads(tids: np.ndarray, call_tid: np.ndarray) -> dict[int, tuple[int, int]]:

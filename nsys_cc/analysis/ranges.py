@@ -131,6 +131,9 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     wanted = f"{path or trace.path}: no {'range' if kineto else 'NVTX range'} named {quoted(name)}"
     source = sqlite_source(trace)
     if source is not None and not source.has_table("NVTX_EVENTS"):
+        if "NVTX_EVENTS" in getattr(source, "views", ()):
+            return RangeNotFoundError(f"{wanted}: its NVTX_EVENTS is a view, not the table nsys exports (the file was "
+                                      "edited): export the report again, or make NVTX_EVENTS a table", param=param)
         return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
                                   param=param)
     if ranges.empty:

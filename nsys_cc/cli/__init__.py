@@ -32,9 +32,10 @@ class _Cli(click.Group):
             said = str(exc) if getattr(exc, "said_as_is", False) else in_flags(str(exc), command, exc.param)
             click.echo(f"nsys-cc: error: {one_line(said)}", err=True)
             ctx.exit(exc.exit_code)
-        except KeyboardInterrupt:
-            click.echo("nsys-cc: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:
+            signum = getattr(exc, "signum", None)  # SIGTERM/SIGHUP during a profile (`launch.process.Terminated`)
+            click.echo(f"nsys-cc: {exc}" if signum else "nsys-cc: interrupted", err=True)
+            ctx.exit(128 + (signum or 2))
         except BrokenPipeError:  # `| head -1`: the reader has what it wanted
             _quiet_broken_pipe()
         except OSError as exc:
@@ -98,10 +99,11 @@ def _quiet_broken_pipe() -> None:
 def one_line(text: str) -> str:
     """`text` with its control characters (a newline or a tab in a file name, an escape sequence) written as
     escapes (`\\n`, `\\x1b`), as range names are quoted: an error stays one line, whatever a path holds. The one
-    place every error line goes through."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
+    place every error line goes through (`progress.one_line`, which progress lines and the lines naming what was
+    written go through too)."""
+    from ..progress import one_line as escaped
+
+    return escaped(text)
 
 
 def _too_long(exc: OSError) -> str:
@@ -120,7 +122,9 @@ def _cannot_write_output(exc: OSError) -> None:
     /dev/null so that flushing it at exit fails no more."""
     import sys
 
-    click.echo(f"nsys-cc: error: cannot write the output: {exc.strerror or exc}", err=True)
+    # a file nsys-cc writes (a status, a log; issue 45: a full -o named none), else the output itself
+    what = os.fsdecode(exc.filename) if exc.filename is not None else "the output"
+    click.echo(f"nsys-cc: error: {one_line(f'cannot write {what}: {exc.strerror or exc}')}", err=True)
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -18,7 +18,7 @@ import click
 from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
 from ..errors import InputError
 from .flags import in_flags, result_in_flags
-from .options import acceptance_option, export_timeout_option, format_option, metrics_option
+from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
 
 
 @click.command()
@@ -44,7 +44,7 @@ from .options import acceptance_option, export_timeout_option, format_option, me
               help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option()
-@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
 @click.option("--jobs", type=int, default=None,
               help="Many trace sets: local worker processes (default: one per CPU).")
@@ -67,7 +67,7 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
     from ..front import analyze as analyze_source
     from ..report.result_text import render
 
-    if out_dir:
+    if out_dir is not None:  # `-o ''` is an error, never ignored
         atomic.check_out_dir(out_dir)  # before the analysis, not after
     if old_engines:
         from .._compat import SHIMS
@@ -91,10 +91,11 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
         return _many_sets(result, fmt, out_dir)
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters
     click.echo(render(result, fmt), nl=False)
-    if out_dir:
+    if out_dir is not None:
+        from ..progress import one_line
         from ..report.report_files import write_report  # the figures' matplotlib only when a report is written
 
-        click.echo(f"report: {write_report(result, out_dir)}", err=True)
+        click.echo(one_line(f"report: {write_report(result, out_dir)}"), err=True)
 
 
 def _many_sets(result, fmt, out_dir):
@@ -103,9 +104,11 @@ def _many_sets(result, fmt, out_dir):
 
     notes = [in_flags(f"trace set {name}: FAILED: {reason}") for name, reason in result.failures]
     click.echo(render_sweep(result.table, fmt, notes), nl=False)
-    if out_dir:
+    if out_dir is not None:
+        from ..progress import one_line
+
         files = write_sweep(result.table, out_dir, notes=notes)
-        click.echo(f"table: {files['csv']}", err=True)
+        click.echo(one_line(f"table: {files['csv']}"), err=True)
     if result.table.empty:
         raise InputError("no trace set could be analysed: " + "; ".join(notes))
     if result.failures:

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..progress import one_line
 from .options import export_timeout_option, format_option
 
 FILE = click.argument("file", type=click.Path(dir_okay=True))
@@ -98,8 +99,9 @@ def ranges(file, name, fmt):
         table = range_table(trace, name)
         dropped = dropped_note(trace)
         kineto = trace.format == "kineto"
+        view = "NVTX_EVENTS" in getattr(trace, "views", ())
     if dropped:  # the projection left damaged CUDA rows out: said, on stderr so that csv/json stay data
-        click.echo(f"note: {dropped}", err=True)
+        click.echo(one_line(f"note: {dropped}"), err=True)
     if fmt in ("csv", "json"):
         sys.stdout.flush()
         out = sys.stdout.buffer
@@ -109,7 +111,9 @@ def ranges(file, name, fmt):
         except BrokenPipeError:  # `| head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     elif table.empty:
-        click.echo(f"no {'user_annotation' if kineto else 'NVTX'} ranges in {file}", err=True)
+        click.echo(one_line(f"no {'user_annotation' if kineto else 'NVTX'} ranges in {file}"
+                            + (": its NVTX_EVENTS is a view, not the table nsys exports (the file was edited); "
+                               "export the report again" if view else "")), err=True)
     else:
         numeric = {c for c in table.columns if c not in ("name", "range_style")}
         click.echo(text_table(table, right=numeric) + "\n", nl=False)

@@ -37,6 +37,7 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     from ..analysis.compare import kernel_diff
     from ..analysis.kernels import kernels as kernel_table
     from ..errors import NsysCCWarning
+    from ..progress import one_line
     from ..report import kernel_text
     from .flags import in_flags
 
@@ -51,4 +52,4 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     click.echo(kernel_text.render(table, fmt), nl=False)
     if fmt in ("json", "csv"):
         for note in table.attrs["notes"]:
-            click.echo(f"note: {note}", err=True)
+            click.echo(one_line(f"note: {note}"), err=True)

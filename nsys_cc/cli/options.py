@@ -96,3 +96,16 @@ def check_eager(enforce_eager: bool, cuda_graphs: bool) -> bool:
         click.echo("nsys-cc: warning: --cuda-graphs is deprecated and changes nothing: CUDA graphs are the GPU default "
                    "now (--enforce-eager turns them off)", err=True)
     return enforce_eager
+
+
+class OutputDir(click.Path):
+    """`-o DIR`: a path, never empty (`-o ''` was ignored by `analyze`, and `tune` and `sweep` took it as the current
+    directory, issue 45)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value:
+            self.fail("the directory name is empty: give a new or existing directory", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+OUTPUT_DIR = OutputDir()

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import click
 
+from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import SECONDS, acceptance_option, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, acceptance_option, check_eager, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -31,7 +32,7 @@ SPEC_OUTPUT_LEN = 32
               help="Run the target tensor-parallel on N ranks (one process each; vLLM's mp executor).")
 @click.option("--draft-tp", type=int, default=1, show_default=True, metavar="N",
               help="Run every draft tensor-parallel on N ranks.")
-@click.option("-o", "--output", "out_dir", type=click.Path(), default="out/profile",
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default="out/profile",
               show_default=True, help="Directory for traces, bench JSON, logs and the report; a rerun resumes.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
 @click.option("--output-len", type=int, default=32, show_default=True,
@@ -110,7 +111,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
         for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)
-            click.echo(f"note: {in_flags(note)}", err=True)
+            click.echo(one_line(f"note: {in_flags(note)}"), err=True)
         if outcome.failed:
             raise SystemExit(1)
         return
@@ -120,8 +121,8 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
 
     click.echo(render(result_in_flags(outcome.result), fmt), nl=False)
     for note in outcome.notes:
-        click.echo(f"note: {in_flags(note)}", err=True)
-    click.echo(f"report: {outcome.report}", err=True)
+        click.echo(one_line(f"note: {in_flags(note)}"), err=True)
+    click.echo(one_line(f"report: {outcome.report}"), err=True)
     if outcome.failed:
         failed = f"{len(outcome.failed)} of {len(outcome.runs)} models failed"
         click.echo(f"nsys-cc: {failed}: see the notes above", err=True)

@@ -14,7 +14,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import SECONDS, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, check_eager, format_option
 
 
 @click.command()
@@ -29,7 +29,7 @@ from .options import SECONDS, check_eager, format_option
               help="γ values handed to each cell's `profile --speculate` (speculative runs per draft and γ).")
 @click.option("--target-tp", "target_tps", default=None, metavar="N[,N…]",
               help="Target tensor-parallel sizes (`profile --target-tp`); several make another axis of the grid.")
-@click.option("-o", "--output", "out_dir", type=click.Path(), default="out/sweep", show_default=True,
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default="out/sweep", show_default=True,
               help="Sweep directory: one sub-directory per cell (bs4-in1024), the table and plots; a rerun resumes.")
 @click.option("--output-len", type=int, default=2, show_default=True, help="Generated tokens per sequence.")
 @click.option("--num-iters-warmup", "warmup_iters", type=int, default=5, show_default=True,
@@ -95,7 +95,9 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
         return
     result = run_sweep(spec, grid, scheduler=scheduler)
     click.echo(render_sweep(result.table, fmt, [in_flags(n) for n in result.notes]), nl=False)
-    click.echo(f"table: {result.files['csv']} (and {result.files['parquet'].name})", err=True)
+    from ..progress import one_line
+
+    click.echo(one_line(f"table: {result.files['csv']} (and {result.files['parquet'].name})"), err=True)
     if result.table.empty:
         raise InputError(f"no cell completed: see {result.files.get('cells')}")
     if result.failed:

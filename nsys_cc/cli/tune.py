@@ -12,7 +12,7 @@ import json
 
 import click
 
-from .options import WholeNumber
+from .options import OUTPUT_DIR, WholeNumber
 
 
 @click.command("tune")
@@ -28,7 +28,7 @@ from .options import WholeNumber
 @click.option("--max-batch-size", type=WholeNumber(), default=32, show_default=True,
               help="The schedule covers batch sizes 1…N.")
 @click.option("--max-gamma", type=WholeNumber(), default=8, show_default=True, help="Largest γ searched.")
-@click.option("-o", "--output", "out_dir", type=click.Path(), default=None,
+@click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Report directory (profiling: the cells go there too; default out/tune). Reading SOURCE: files "
                    "are written only with -o.")
 @click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
@@ -86,7 +86,9 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     else:
         click.echo(render_text(report), nl=False)
     if report.files:
-        click.echo(f"report: {report.files['report'].parent}", err=True)
+        from ..progress import one_line
+
+        click.echo(one_line(f"report: {report.files['report'].parent}"), err=True)
     if not report.trusted:
         from ..tuning import UNTRUSTED_EXIT
 

@@ -403,6 +403,21 @@ def write_status(out: Path, outcome: Outcome) -> Path:
     return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
 
 
+def remove_killed_attempts(out: Path) -> list[str]:
+    """Remove every `run-<k>.attempt/` in `out` (under its lock no attempt is live: each is a killed call's, and a
+    run whose earlier call completed it is not attempted again, so its leftover would stay for good); a link there
+    is removed itself. Returns the names removed."""
+    import re
+
+    folder = atomic.Folder(out)
+    gone = []
+    for p in sorted(out.glob(f"{RUN_PREFIX}*.attempt")):
+        if re.fullmatch(rf"{re.escape(RUN_PREFIX)}\d+\.attempt", p.name):
+            folder.remove_tree(p.name)
+            gone.append(p.name)
+    return gone
+
+
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
             nsys_args: Sequence[str], replicas: int = 1,
@@ -414,6 +429,7 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     outcome = Outcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
+    remove_killed_attempts(out)
     total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
     try:
         for k in range(1, max_repeat + 1):

@@ -37,7 +37,7 @@ from .commands import BenchOptions
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
 from .results import ProfileRun, conclude, write_status
-from .resume import is_complete
+from .resume import ATTEMPTS_DIR, is_complete
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -81,6 +81,12 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
+    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
+        atomic.Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
+        return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish)
+
+
+def _profile_models(runs, out, *, force: bool, gpu: bool, timeout: float | None, finish):
     try:
         for i, run in enumerate(runs, 1):
             where = f"[{i}/{len(runs)}] {describe(run)}"

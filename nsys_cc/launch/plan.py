@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..errors import InputError
 from ..trace.nsys import find_nsys
@@ -123,9 +124,16 @@ def parse_speculative_config(text: str | None) -> dict | None:
     """vLLM's speculative config from its JSON text (None stays None); InputError unless it is a JSON object."""
     if text is None:
         return None
+    if not isinstance(text, str):
+        raise InputError(f"speculative_config must be JSON text, not {type(text).__name__} {text!r}",
+                         param="speculative_config")
+    depth = inputs.json_depth(text.encode("utf-8", "surrogatepass"))
+    if depth > inputs.MAX_DEPTH:  # 30 000 deep raised RecursionError (issue 45); vLLM's configs nest 2–3 deep
+        raise InputError(f"speculative_config is nested deeper than {inputs.MAX_DEPTH} levels: it is not a "
+                         "speculative config", param="speculative_config")
     try:
         config = json.loads(text)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise InputError(f"speculative_config is not JSON: {exc}", param="speculative_config") from None
     if not isinstance(config, dict):
         raise InputError(f"speculative_config must be a JSON object, not {text!r}", param="speculative_config")

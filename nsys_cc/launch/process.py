@@ -8,6 +8,7 @@ the interleaved runs of `interleaved`.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import os
@@ -15,8 +16,9 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -102,16 +104,50 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (or SIGHUP) while nsys runs: nsys and everything it started are stopped as on Ctrl-C (a KeyboardInterrupt
+    to every caller: the status says "interrupted", a partial report is made), then nsys-cc ends with 128 + the
+    signal. Without it SIGTERM ended nsys-cc at once and left nsys, in its own session, running (issue 45)."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"terminated by {signal.Signals(signum).name}")
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _terminated_as_interrupted() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise `Terminated` in the block (where their handler is the default, in the main thread;
+    an ignored SIGHUP under nohup stays ignored)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def terminate(signum, frame):
+        raise Terminated(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError, OSError):
+            if signal.getsignal(sig) == signal.SIG_DFL:
+                previous[sig] = signal.signal(sig, terminate)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        return proc.wait(timeout=timeout)
-    except BaseException:
-        _stop(proc)
-        raise
+    with _terminated_as_interrupted():
+        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            return proc.wait(timeout=timeout)
+        except BaseException:
+            _stop(proc)
+            raise
 
 
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment

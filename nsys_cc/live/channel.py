@@ -24,15 +24,17 @@ reads as parts of 0.
 from __future__ import annotations
 
 import dataclasses
+import math
 import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .timing import DRAFT, TARGET, StepRecord, StepTimer, make_clock
+from .timing import DECODE, DRAFT, MIXED, TARGET, VERIFY, StepRecord, StepTimer, make_clock
 
 FIELD = "nsys_cc_live"
 _ROWS = ("kind", "tokens_per_seq", "step_s", "target_s")
 _PENDING = "_nsys_cc_live_pending"
+KINDS = (MIXED, DECODE, VERIFY)
 
 
 def encode(records: Iterable[StepRecord]) -> dict[str, list[float]]:
@@ -52,8 +54,19 @@ def encode(records: Iterable[StepRecord]) -> dict[str, list[float]]:
     return out
 
 
+def _count(x, kinds: tuple[int, ...] | None = None) -> int:
+    """A whole number ≥ 0 (below 2³¹) of the payload, one of `kinds` when given (ValueError otherwise: inf, NaN,
+    −1, 2.5, 1e308, a kind no step has)."""
+    if not (isinstance(x, (int, float)) and math.isfinite(x) and 0 <= x < 2**31 and x == int(x)):
+        raise ValueError(x)
+    if kinds is not None and int(x) not in kinds:
+        raise ValueError(x)
+    return int(x)
+
+
 def decode(payload: dict[str, list[float]] | None) -> list[StepRecord]:
-    """The records of a payload (an empty list for None or a malformed one)."""
+    """The records of a payload (an empty list for None or a malformed one: a count that is no whole number ≥ 0, a
+    time that is no finite number ≥ 0, `StepRecord.valid`)."""
     if not payload:
         return []
     try:
@@ -67,12 +80,12 @@ def decode(payload: dict[str, list[float]] | None) -> list[StepRecord]:
         records, i = [], 0
         for kind, n, step, target, k, tp, b in zip(*(payload[name] for name in (*_ROWS, "num_drafts")),
                                                    target_parts, batches, strict=True):
-            k = int(k)
-            records.append(StepRecord(int(kind), n, step, target, list(drafts[i : i + k]), tp,
-                                      list(draft_parts[i : i + k]), int(b)))
+            k = _count(k)
+            records.append(StepRecord(_count(kind, KINDS), n, step, target, list(drafts[i : i + k]), tp,
+                                      list(draft_parts[i : i + k]), _count(b)))
             i += k
-        return records
-    except (KeyError, TypeError, ValueError):
+        return records if all(r.valid() for r in records) else []
+    except (KeyError, TypeError, ValueError, OverflowError):
         return []
 
 

@@ -148,6 +148,20 @@ class StepRecord:
         period is unknown)."""
         return self.step_s - self.target_token_s - math.fsum(self.draft_token_s)
 
+    def valid(self) -> bool:
+        """Whether every number is one a step can have: times finite and ≥ 0 (the period also NaN, unknown),
+        counts whole and ≥ 0, a draft part per draft forward. A payload that says otherwise (inf, NaN, −1) is
+        no measurement (issue 45: it raised OverflowError, or published a γ from nothing)."""
+        def time_ok(x) -> bool:
+            return isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+
+        return (isinstance(self.kind, int) and isinstance(self.batch, int) and self.batch >= 0
+                and time_ok(self.tokens_per_seq) and self.tokens_per_seq < 2**31
+                and time_ok(self.target_s) and time_ok(self.target_parts_s)
+                and (time_ok(self.step_s) or (isinstance(self.step_s, float) and math.isnan(self.step_s)))
+                and all(time_ok(d) for d in self.draft_s) and all(time_ok(d) for d in self.draft_parts_s)
+                and (not self.draft_parts_s or len(self.draft_parts_s) == len(self.draft_s)))
+
 
 class _OpenStep:
     __slots__ = ("shape", "start", "end", "continued", "forwards")

@@ -5,10 +5,12 @@ document plus the environment), DIR/*.csv (every table), DIR/plots/*.png. DIR/.n
 written with their sha256: a later report into the same DIR removes those of the earlier one it does not write again
 (a plot of a draft no longer measured), and nothing else.
 
-The report replaces the earlier one as a whole (`nsys_cc.atomic.publish`): every file is written into a hidden
-staging folder in DIR first and renamed into place only when all are written, so Ctrl-C, a full disk or a failure
-leaves the earlier report (or none), never half of one. Nothing outside DIR is written (a link in DIR is replaced by
-the file, its target untouched); a file in the way that nsys-cc did not write is refused, never overwritten.
+The report replaces the earlier one as a whole (`nsys_cc.atomic.publish`): every file is written into a new
+generation folder, DIR/.nsys_cc_report/g-…/, and the report's names in DIR are links through
+DIR/.nsys_cc_report/current, which one rename points at the new generation once all is written, so Ctrl-C, a full
+disk, a failure or a SIGKILL leaves the earlier report (or none) or the new one, never half of one. Nothing outside
+DIR is written (a link of someone else's in DIR is replaced, its target untouched); a file in the way that nsys-cc
+did not write is refused, never overwritten.
 """
 
 from __future__ import annotations

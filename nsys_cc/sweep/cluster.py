@@ -48,10 +48,29 @@ def connect(address: str) -> Client:
     except ImportError:
         raise InputError("scheduler (a Dask cluster's address) needs Dask's distributed package: "
                          "pip install 'nsys_cc[dask]'", param="scheduler") from None
+    client = Client.__new__(Client)
     try:
-        return Client(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)
+        client.__init__(address, timeout=CONNECT_TIMEOUT_S, set_as_default=False)  # type: ignore[misc]
+        return client
     except (OSError, TimeoutError) as exc:
-        raise InputError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
+        _forget(client)
+        raise InputError(f"cannot reach the Dask scheduler at {address}: {exc}", param="scheduler") from None
+    except Exception as exc:  # noqa: BLE001 — whatever answered is no Dask scheduler (an HTTP server's reply read
+        # as a frame length asked for 3 EiB, issue 45)
+        _forget(client)
+        why = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
+        raise InputError(f"{address} is no Dask cluster: it did not answer as one ({why}); give a Dask cluster's "
+                         "address (tcp://host:8786)", param="scheduler") from None
+
+
+def _forget(client) -> None:
+    """A client whose connection failed half way, closed without a word (its `__del__` printed a traceback at exit)."""
+    import contextlib
+
+    with contextlib.suppress(Exception):
+        client.close()
+    with contextlib.suppress(Exception):
+        client._Client__loop = None  # `Client.__del__` then has nothing to close
 
 
 def profile_cell_task(spec_doc: dict) -> CellOutcome:

@@ -48,9 +48,12 @@ class Col:
     kind: str = "int"
 
 
-# Rows of a CUDA table whose end is before their start or missing (NULL): CUPTI writes neither, so such a row is
-# damage; as a time it would shift every sum it reaches (a NULL end read as 0 is −start ns). They are dropped by
-# every reader below, and counted per trace and table (`dropped_rows`) so that the analysis says so.
+# Rows of a CUDA table whose end is before their start or missing (NULL), or whose end is past IMPOSSIBLE_NS (the
+# int64 sentinel 2⁶³ − 1, not a time): CUPTI writes none, so such a row is damage; as a time it would shift every sum
+# it reaches (a NULL end read as 0 is −start ns; an end at 2⁶³ − 1 made one range last 576460752195.6 ms and a
+# phase "6941013947022× slower", issue 45). They are dropped by every reader below, and counted per trace and table
+# (`dropped_rows`) so that the analysis says so.
+IMPOSSIBLE_NS = 1 << 62  # ns since the capture began: 146 years
 _DROPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
@@ -69,8 +72,13 @@ def dropped_note(trace: object) -> str:
     if not dropped:
         return ""
     parts = ", ".join(f"{n} of {table}" for table, n in dropped.items())
-    return (f"dropped {sum(dropped.values())} CUDA row(s) whose end is missing or before their start ({parts}): "
-            "CUPTI writes none, the export is damaged; the times are those of the other rows")
+    return (f"dropped {sum(dropped.values())} CUDA row(s) whose end is missing or before their start, or past 2⁶² "
+            f"ns ({parts}): CUPTI writes none, the export is damaged; the times are those of the other rows")
+
+
+def _damaged(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Rows whose end is missing (NULL_INT, before any start), before their start, or past IMPOSSIBLE_NS."""
+    return (end < start) | (end >= IMPOSSIBLE_NS)
 
 
 def _timed(trace: TraceSource, table: str, data: dict) -> np.ndarray | None:
@@ -78,7 +86,7 @@ def _timed(trace: TraceSource, table: str, data: dict) -> np.ndarray | None:
     whose end is there and not before their start; the others are counted in `dropped_rows`."""
     if "start_ns" not in data or "end_ns" not in data:
         return None
-    bad = np.asarray(data["end_ns"]) < np.asarray(data["start_ns"])  # a NULL end reads as NULL_INT: < any start
+    bad = _damaged(np.asarray(data["start_ns"]), np.asarray(data["end_ns"]))
     n = int(bad.sum())
     if not n:
         return None
@@ -288,7 +296,7 @@ def _op_columns(trace: TraceSource, common: list[Col]) -> dict:
         "name": names,
     }
     out.update(whole)
-    bad = whole["end_ns"] < whole["start_ns"]  # a NULL end reads as NULL_INT (`_read_arrays`)
+    bad = _damaged(whole["start_ns"], whole["end_ns"])
     if not bad.any():
         return out
     for i, table in enumerate(OP_TABLES):

@@ -23,6 +23,7 @@ application's bytes) is read with U+FFFD in place of the bad bytes.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -87,23 +88,34 @@ def connect(database: str, *, uri: bool = False, check_same_thread: bool = True)
     assert isinstance(conn, BoundedConnection)
     conn.limit = query_timeout()
     if conn.limit is not None:
-        def started(_sql: str) -> None:
-            conn.started = time.monotonic()
+        # Python code in a SQLite callback is where a Ctrl-C lands during a long statement, and SQLite swallows what
+        # a callback raises: the trace callback is therefore C code (a deque's append: no Python frame, so no
+        # signal handler runs in it), and a KeyboardInterrupt in `check` stops the statement, which `too_slow`
+        # turns back into a KeyboardInterrupt (issue 45: a Ctrl-C once read as a corrupt file, its cell skipped).
+        begun: collections.deque = collections.deque(maxlen=1)
 
         def check() -> int:
-            if time.monotonic() - conn.started > (conn.limit or 0):
+            if begun:  # a statement began since the last look: its clock starts now
+                begun.clear()
+                conn.started = time.monotonic()
+            elif time.monotonic() - conn.started > (conn.limit or 0):
                 conn.expired = True
                 return 1  # SQLite stops the statement
             return 0
 
         conn.started = time.monotonic()
-        conn.set_trace_callback(started)
+        conn.set_trace_callback(begun.append)
         conn.set_progress_handler(check, PROGRESS_STEPS)
     return conn
 
 
-def too_slow(conn: sqlite3.Connection | None, source: str) -> InputError | None:
-    """The one line for a statement `connect`'s bound stopped (None when it was not stopped by it)."""
+def too_slow(conn: sqlite3.Connection | None, source: str, exc: BaseException | None = None) -> InputError | None:
+    """The one line for a statement `connect`'s bound stopped (None when it was not stopped by it). A statement
+    stopped otherwise (`exc`, SQLite's "interrupted") was stopped by a KeyboardInterrupt raised in the bound's own
+    check (SQLite swallows it): raised again here."""
+    if isinstance(conn, BoundedConnection) and not conn.expired and conn.limit is not None \
+            and isinstance(exc, sqlite3.OperationalError) and str(exc) == "interrupted":
+        raise KeyboardInterrupt
     if not isinstance(conn, BoundedConnection) or not conn.expired:
         return None
     conn.expired = False
@@ -159,6 +171,7 @@ class ExportTrace:
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
+        self.views: frozenset[str] = frozenset()  # views among the names (`_count_tables`)
         try:
             with self.reading():
                 self.tables = self._count_tables()
@@ -253,7 +266,7 @@ class ExportTrace:
         try:
             yield conn
         except sqlite3.OperationalError as exc:
-            slow = too_slow(conn, self._source)
+            slow = too_slow(conn, self._source, exc)
             if slow is not None:
                 raise slow from None
             if "no such" not in str(exc):
@@ -288,6 +301,9 @@ class ExportTrace:
 
     def _count_tables(self) -> dict[str, int]:
         with self.reading() as conn:
+            # a view of a table's name is no table nsys wrote (the file was edited): said as such where the table is
+            # looked for, never read (its rows have no rowid order) nor called missing (issue 45)
+            self.views = frozenset(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='view'"))
             names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]
             return {name: conn.execute(f"SELECT count(*) FROM {quote_identifier(name)}").fetchone()[0]
                     for name in names}
@@ -531,8 +547,8 @@ def _private_copy(path: Path, side: Path) -> tuple[Path, tempfile.TemporaryDirec
             conn = connect(str(copy))
             try:
                 conn.execute("PRAGMA journal_mode=DELETE").fetchall()  # checkpoints a WAL, rolls a journal back
-            except sqlite3.Error:
-                slow = too_slow(conn, str(path))
+            except sqlite3.Error as exc:
+                slow = too_slow(conn, str(path), exc)
                 if slow is not None:
                     raise slow from None
                 raise
