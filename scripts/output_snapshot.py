@@ -45,6 +45,8 @@ TRACE_SETS = {
     "interleaved-spec": [f"{F}/interleaved/spec"],
     "tune-bs1": [f"{F}/tune/a99/bs1"],
     "tp": [f"{F}/tp/tiny-llama-target.tp2.sqlite", f"{F}/vllm/tiny-llama-draft-xs.sqlite"],
+    "torch": [f"{F}/torch/tiny-llama-target.pt.trace.json.gz", f"{F}/torch/tiny-llama-draft-xs.pt.trace.json.gz",
+              f"{F}/torch/tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"],
 }
 FORMATS = ("table", "json", "csv", "markdown")
 
@@ -63,8 +65,8 @@ def commands() -> list[tuple[str, list[str]]]:
         out.append((f"tune-a99-{fmt}", ["tune", f"{F}/tune/a99", "--format", fmt]))
     out.append(("tune-a99-design-report", ["tune", f"{F}/tune/a99-design", "-o", "{OUT}/report"]))
     for trace in (f"{F}/vllm/tiny-llama-target.sqlite", f"{F}/nvtx/nvtx_cases.sqlite",
-                  f"{F}/tp/tiny-llama-target.tp2.sqlite"):
-        stem = Path(trace).stem
+                  f"{F}/tp/tiny-llama-target.tp2.sqlite", f"{F}/torch/tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"):
+        stem = f"{Path(trace).parent.name}-{Path(trace).name.split('.')[0]}"
         out.append((f"info-{stem}", ["info", trace, "--format", "json"]))
         out.append((f"ranges-{stem}", ["ranges", trace, "--format", "csv"]))
     out.append(("kernels-vllm", ["kernels", *TRACE_SETS["vllm"][::2]]))
@@ -78,6 +80,7 @@ _GENERATED = re.compile(rb"(generated\"?:\s*\"?)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^
 # The report directory's own bookkeeping (its lock, the manifest of the files it wrote with their hashes): the files
 # themselves are compared.
 _BOOKKEEPING = {".nsys_cc.lock", ".nsys_cc_report.json"}
+_STORE = ".nsys_cc_report"  # the hidden folder of a report's generations (nsys_cc.atomic.publish)
 
 
 def _normalise(data: bytes, out: Path) -> bytes:
@@ -98,6 +101,12 @@ def run_one(name: str, argv: list[str], out: Path, nsys_cc: str) -> None:
     (folder / "stderr").write_bytes(_normalise(p.stderr, out))
     # text files of a report normalised like the streams; PNGs by their hash (matplotlib's output is deterministic)
     for f in sorted(folder.rglob("*")):
+        if any(part.startswith(_STORE) for part in f.relative_to(folder).parts):
+            continue  # a report's generations: its names in the folder (links into them) are what is compared
+        if f.is_symlink():  # a report name: the file it shows, as a reader sees it
+            data = f.read_bytes()
+            f.unlink()
+            f.write_bytes(data)
         if f.is_file() and f.name in _BOOKKEEPING:
             f.unlink()
         elif f.is_file() and f.suffix in {".md", ".json", ".csv", ".txt", ".html"}:
@@ -105,6 +114,15 @@ def run_one(name: str, argv: list[str], out: Path, nsys_cc: str) -> None:
         elif f.is_file() and f.suffix == ".png":
             f.with_suffix(".png.sha256").write_text(hashlib.sha256(f.read_bytes()).hexdigest() + "\n")
             f.unlink()
+    _drop_stores(folder)
+
+
+def _drop_stores(folder: Path) -> None:
+    for store in sorted(folder.rglob(_STORE + "*"), reverse=True):
+        if store.is_dir() and not store.is_symlink():
+            shutil.rmtree(store)
+        else:
+            store.unlink()
 
 
 def snapshot(out: Path, jobs: int) -> None:
