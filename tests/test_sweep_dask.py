@@ -47,7 +47,7 @@ VLLM_FIXTURES = REPO / "fixtures" / "vllm"
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
 BENCH = BenchOptions(output_len=2, warmup_iters=1, iters=2)
-RUNS = {"repeat": 2, "replicas": 1}  # the least an interval across runs needs
+RUNS = {"repeat": 2, "replicas": 1}  # the least that pools runs (two give no interval: docs/definitions.md)
 
 
 @pytest.fixture(scope="module")
@@ -173,7 +173,8 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     assert list(table.columns) == list(ref.columns)
     key = ["cell", "draft", "phase", "metric", "batch_size", "input_len"]
     assert table[key].equals(ref[key])
-    assert table["c"].notna().all() and (table["ci_low"] <= table["c"]).all() and (table["c"] <= table["ci_high"]).all()
+    # every cell pooled from its two runs, without an interval (two runs support none), the same on the cluster
+    assert table["c"].notna().all() and table[["ci_low", "ci_high"]].isna().all().all()
     attempts = table.groupby("cell")["attempts"].first().to_dict()
     assert attempts[killed["cell"]] == 2 and set(attempts.values()) <= {1, 2}
     assert sum(v == 1 for v in attempts.values()) == 1
