@@ -448,7 +448,7 @@ def _tampered_profile(rng: random.Random, out: Path, run: str) -> str:
 def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_path):
     """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json
     or a bench JSON replaced by a FIFO, a deep or misshapen document, or garbage: `analyze` answers or raises an
-    NsysCCError of one line, never waits (docs/reliability.md: D05, D06, P13)."""
+    NsysCCError of one line, never waits."""
     from nsys_cc.analysis.sources import analyze_profile
 
     rng = random.Random(30_000 + seed)
