@@ -105,13 +105,14 @@ bench-loops: setup
 bench-cli: $(STAMPS)/venv
 	$(PY) benchmarks/cli_startup.py
 
-# NVTX-heavy exports (issue 15/33): `analyze` and `ranges` of the C program's 6 M-range export against a stdlib
-# fetchall of it (goal ≤ 1.0×), nsys stats' nvtxsum checked; the export is built once under benchmarks/data/ (the
-# first run profiles it: ~2 min on 2 cores). The 15 M and 16 M-range sizes: benchmarks/nvtx_run.py without flags.
+# NVTX-heavy exports (millions of ranges, no CUDA): `analyze` and `ranges` of the C program's 6 M-range export
+# against a stdlib fetchall of it (goal ≤ 1.0×), nsys stats' nvtxsum checked; the export is built once under
+# benchmarks/data/ (the first run profiles it: ~2 min on 2 cores). The 15 M and 16 M-range sizes:
+# benchmarks/nvtx_run.py without flags.
 bench-nvtx: setup
 	$(PY) benchmarks/nvtx_run.py --program 2M --generated "" --repeat 3
 
-# PyTorch-profiler traces (issue 42): the Kineto reader on a generated 100 MB trace (.json and .json.gz) against a plain
+# PyTorch-profiler traces: the Kineto reader on a generated 100 MB trace (.json and .json.gz) against a plain
 # json.load of it (goal ≤ 1.5× its time, ≤ 2× its peak memory) and HTA's parser (goal: faster), each in a fresh
 # process, median of 3; the trace is generated once under benchmarks/data/ (~3 min in all on 2 cores).
 bench-kineto: setup

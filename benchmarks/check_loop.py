@@ -12,7 +12,7 @@ development machine it did by ~10 % at load 5; the wall time on a quiet machine 
 
 Usage: `python benchmarks/check_loop.py [--runs 1] [--cold] [--check] [--target check]` (part of `make bench`).
 `--check`: exit 1 when the median misses the goal. Results go to `benchmarks/results/check-<time>.json`
-(git-ignored); docs/PERFORMANCE.md keeps the latest.
+(git-ignored); docs/PERFORMANCE.md keeps the latest, and the runs it cites in `benchmarks/records/`.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ The command is the demo's own (`make -s print-demo-profile`: the Makefile holds 
 sent to a fresh directory (`--out`, default out/bench-demo, removed first), so a resume never shortens it. Printed
 beside the results: the machine (CPU model, cores) and the load average before and after; the profile's own progress
 lines go to stderr as it runs. `--analyze-only DIR` skips the profile and judges an existing output directory (e.g.
-`fixtures/interleaved`, or an `out/demo` made earlier). Results go to `benchmarks/results/demo-<time>.json`.
+`fixtures/interleaved`, or an `out/demo` made earlier). Results go to `benchmarks/results/demo-<time>.json`
+(git-ignored; the runs docs/PERFORMANCE.md cites are kept in `benchmarks/records/`).
 
 Usage: `python benchmarks/demo_profile.py [--out out/bench-demo] [--analyze-only DIR] [--check]`
 (part of `make bench`).

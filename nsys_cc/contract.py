@@ -25,7 +25,7 @@ WARMUP_RANGE = "nsys_cc:warmup"
 # Each all-reduce of vLLM's CPU build inside a forward (tensor parallel on the CPU); payload: bytes reduced.
 ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 
-# The rest of a token's work after a forward (issue 29: c is the cost of a token, not of a forward). Each range is
+# The rest of a token's work after a forward (c is the cost of a token, not of a forward). Each range is
 # written on the thread that ran the forward, after it and before the next forward; the analysis ties it to the
 # forward that ended last before it on that thread (`analysis.token`). Payload: rows, one per position whose logits
 # are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the

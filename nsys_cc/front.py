@@ -80,7 +80,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
 
     engines = _compat.renamed("scopes=", scopes, engines, "engines")
     if drafts is not None and not is_one(drafts):
-        drafts = many(drafts, "drafts")  # read once: a generator was consumed here and then seen empty (issue 45)
+        drafts = many(drafts, "drafts")  # read once: a generator was consumed here and then seen empty
     one = drafts is None or (not is_one(drafts) and not drafts)
     if one and is_one(source) and isinstance(source, (str, os.PathLike)) and not outputs.is_profile_output(source):
         from .sweep.manifest import MANIFEST_NAME, is_many

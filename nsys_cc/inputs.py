@@ -8,7 +8,7 @@ its shape (`check_shape`). Every failure is an InputError naming the file as `wh
 "manifest", a "profile status file"). The tool's own state files (a cache record, a run's `done.json`, a sweep
 cell's `status.json`) are read through `load_state`: a state file that is not a regular file, or not the shape its
 writer writes, is *unreadable state* — None, with the reason handed to the caller's note — never a wait and never
-a traceback (issue 32: C05, D05, D06, P13).
+a traceback.
 
 A test (tests/test_reliability_reads.py) walks the package for `open(`, `read_text(`, `read_bytes(`, `json.load(`
 and `sqlite3.connect(` calls outside this module, the trace reader's connection function and the writer.
@@ -251,8 +251,8 @@ def check_shape(doc: Any, shape: Any, where: str, at: str = "") -> Any:
 def seconds(value: Any, name: str, *, default: float | None = None, param: str | None = None) -> float | None:
     """A time bound as given (a flag's value, an environment variable's text): seconds ≥ 0, 0 meaning no limit
     (None); `default` when `value` is None or blank. NaN, inf, a negative number or no number at all is an
-    InputError naming `name` (`param`: the library parameter, for the CLI's flag; issue 32, P10/P11: one validator
-    for every timeout)."""
+    InputError naming `name` (`param`: the library parameter, for the CLI's flag; one validator for every
+    timeout)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return default
     try:

@@ -344,7 +344,7 @@ def _dumps(doc: dict) -> str:
     return "".join(out) + "\n"
 
 
-# ---- vLLM-shaped GPU work: steps, their sampling and the proposer (issue 42: vLLM's own markers) --------------------
+# ---- vLLM-shaped GPU work: steps, their sampling and the proposer (vLLM's own markers) ------------------------------
 SAMPLE_FRAME = re.compile(r"^vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
 PROPOSE_FRAME = re.compile(r"^vllm/v1/spec_decode/\S+\.py\(\d+\): propose$")
 

@@ -17,7 +17,7 @@ VLLM = ROOT / "fixtures" / "vllm"
 HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_manager", "scipy")
 
 SPEC = ROOT / "fixtures" / "spec"
-# The speculative analysis and its text: a plain analyze needs none of them (issue 33).
+# The speculative analysis and its text: a plain analyze needs none of them (a quick CLI loads no more).
 SPECULATIVE = ("nsys_cc.analysis.speculative", "nsys_cc.analysis.spec_runs", "nsys_cc.analysis.forecast",
                "nsys_cc.report.speculative_text")
 
@@ -62,7 +62,7 @@ def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine(
     assert "pandas" in got  # the analysis itself is pandas
 
 
-# slow (issue 33: a real process, ~4 s on a loaded 2-core machine): the same small-read rule as analyze's, whose test
+# slow (a real process, ~4 s on a loaded 2-core machine): the same small-read rule as analyze's, whose test
 # above stays in `make check`
 @pytest.mark.slow
 def test_kernels_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
@@ -82,7 +82,7 @@ def test_the_small_read_rule(monkeypatch):
 
 
 # a real process each: `make check` keeps the speculative trace as the target (the benchmark's case, the one where
-# the speculative analysis could be wrongly taken in); the plain target is `make test`'s (issue 33)
+# the speculative analysis could be wrongly taken in); the plain target is `make test`'s
 @pytest.mark.parametrize("target", [pytest.param(VLLM / "tiny-llama-target.sqlite", marks=pytest.mark.slow),
                                     SPEC / "vllm_scopes.spec-g3.sqlite"])
 def test_a_plain_analyze_loads_no_speculative_analysis(target):

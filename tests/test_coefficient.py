@@ -80,7 +80,7 @@ def test_phase_counts_and_medians_match_raw_rows(result, path, name):
 
 
 def test_coefficients_are_ratios_of_raw_medians(result):
-    """c is the token's (issue 29): the median of each forward + its logits + its sampling; c_forward the forwards'."""
+    """c is the token's: the median of each forward + its logits + its sampling; c_forward the forwards'."""
     target = raw_model(TARGET)
     for path, name in zip(DRAFTS, NAMES[1:]):
         draft = raw_model(path)

@@ -1,4 +1,4 @@
-"""Analyses of one .nsys-rep at once share the export cache safely (issue 7).
+"""Analyses of one .nsys-rep at once share the export cache safely.
 
 Each process runs the real `nsys-cc` on the real fixture report with one empty cache directory. nsys is reached
 through a shim that holds every `nsys export` at a barrier until all processes have arrived, so the exports

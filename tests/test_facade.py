@@ -138,7 +138,7 @@ def test_short_repr_and_html_view(result):
     assert result.render("table") == nsys_cc.render(result, "table")
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_write_report_replaces_its_own_earlier_files_only(tmp_path, result):
     mine = tmp_path / "notes.txt"
     mine.write_text("the user's")

@@ -1,4 +1,4 @@
-"""The front door (issue 31): `nsys_cc.analyze(source)` takes what `nsys-cc analyze` takes — traces, a profile's output
+"""The front door: `nsys_cc.analyze(source)` takes what `nsys-cc analyze` takes — traces, a profile's output
 directory as it is (interleaved, speculative, one process per model, tensor-parallel), a sweep directory or a
 manifest — and gives the numbers the CLI prints. Each case is checked against the CLI's JSON and against the analysis
 written the long way (the traces given one by one to `cost_coefficient` / `cost_coefficient_runs`); the profile

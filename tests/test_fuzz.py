@@ -1,15 +1,15 @@
-"""Fuzzing the reader and the analysis with mutated real exports (issue 7).
+"""Fuzzing the reader and the analysis with mutated real exports: never a traceback, never a changed input.
 
 Every case copies a real export (the project's fixtures made by the real nsys 2022.4, plus two public GPU traces
 when ../shared/traces/public is present) into tmp_path and mutates the COPY: truncated at a random offset, bytes
 flipped, tables or columns dropped, rows deleted or duplicated, values replaced by NULLs, text, blobs, reals,
-huge or negative integers, start/end swapped; and the shapes of issue 25: tables named with quotes, SQL or a newline,
+huge or negative integers, start/end swapped; and hostile shapes: tables named with quotes, SQL or a newline,
 forward payloads that are no token count (int64 extremes, ±inf), text with a newline, a mutation left committed in a
--wal file beside the copy; issue 32's (nested same-name ranges, bad CUDA ends, int64-extreme ranges) and issue 45's
-(every NVTX row twice, a kernel ending at 2⁶³ − 1, a shared correlationId, zero-length forwards; and in a profile
-directory: latencies that are no time, a run listed twice, a run's trace hard-linked as another's, a label that is
-a path). Reports (.nsys-rep) get byte-level mutations and go through the
-real `nsys export`. The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
+-wal file beside the copy; hostile numbers (nested same-name ranges, bad CUDA ends, int64-extreme ranges) and forged
+exports (every NVTX row twice, a kernel ending at 2⁶³ − 1, a shared correlationId, zero-length forwards; and in a
+profile directory: latencies that are no time, a run listed twice, a run's trace hard-linked as another's, a label
+that is a path). Reports (.nsys-rep) get byte-level mutations and go through the real `nsys export`.
+The library may then succeed or raise an `NsysCCError`; any other exception is a bug.
 
 `NSYS_CC_FUZZ_CASES` sets the number of cases: default 15 (`make check`, the edit-test loop), `make test` runs 60,
 `make fuzz` 2000. Case i uses `random.Random(i)`, so a failure names the seed and the mutations that reproduce it.
@@ -33,7 +33,7 @@ from nsys_cc.analysis.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 
-CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "15"))  # 30 until issue 33: ~2 s of the loop's CPU
+CASES = int(os.environ.get("NSYS_CC_FUZZ_CASES", "15"))  # 30 once: ~2 s of the loop's CPU
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,12 @@ ODD_VALUES = (
     None, "abc", "", "12", "-7", 0, -1, 1, 59, 60, 75, 2**63 - 1, -(2**63), 2**31, 1.5, -0.0, float("inf"), 1e300,
     b"\x00\xff", "\u0000", "前向 🚀", "x" * 5000, "two\nlines", float("-inf"),
 )
-# Table names a file may hold (issue 25): each must be read as one name, never as SQL.
+# Table names a file may hold: each must be read as one name, never as SQL.
 ODD_TABLE_NAMES = (
     'a"b', "x'y", "sp ace", "前向", "t\nu", '" OR 1=1 --',
     't" , (WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT max(x) FROM c) AS z --',
 )
-# Payload columns of NVTX_EVENTS and values that are no token count (issue 25).
+# Payload columns of NVTX_EVENTS and values that are no token count.
 PAYLOAD_VALUES = (2**63 - 1, -(2**63), float("inf"), float("-inf"), 0, -1, 0.5, 1e300)
 
 
@@ -184,8 +184,8 @@ def _odd_payload(rng: random.Random, con: sqlite3.Connection) -> str:
     return f"payload {col} = {value!r} in ~1/4 of push/pop ranges"
 
 
-def _issue32_shape(rng: random.Random, con: sqlite3.Connection) -> str:
-    """Issue 32's hostile numbers: every push/pop range given a nested child of its own name, a CUDA row with a NULL
+def _hostile_numbers(rng: random.Random, con: sqlite3.Connection) -> str:
+    """Hostile numbers: every push/pop range given a nested child of its own name, a CUDA row with a NULL
     or backwards end, or a range from −2⁶³ to 2⁶³−1 (tests/test_reliability_numbers.py checks each exactly)."""
     shape = rng.choice(["nested", "gpu_end", "extremes"])
     tables = _tables(con)
@@ -200,7 +200,7 @@ def _issue32_shape(rng: random.Random, con: sqlite3.Connection) -> str:
         con.execute(f'UPDATE "{table}" SET "end" = {end} WHERE abs(random()) % 8 = 0')
         return f"end = {end} in ~1/8 of {table}"
     if "NVTX_EVENTS" not in tables or not {"start", "end", "eventType"} <= set(_columns(con, "NVTX_EVENTS")):
-        return "no NVTX_EVENTS for issue 32"
+        return "no NVTX_EVENTS for hostile numbers"
     _relax(con, "NVTX_EVENTS")
     if shape == "nested":
         con.execute('INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS WHERE eventType = 59 AND "end" - start > 2')
@@ -212,8 +212,8 @@ def _issue32_shape(rng: random.Random, con: sqlite3.Connection) -> str:
     return "a range from -2**63 to 2**63-1"
 
 
-def _issue45_shape(rng: random.Random, con: sqlite3.Connection) -> str:
-    """Issue 45's crafted exports (tests/test_reliability_round4.py checks each exactly): every NVTX row twice, a
+def _crafted_export(rng: random.Random, con: sqlite3.Connection) -> str:
+    """Crafted exports (tests/test_reliability_round4.py checks each exactly): every NVTX row twice, a
     kernel ending at 2⁶³ − 1, one correlationId shared by several kernels or launches of a process, zero-length
     forwards."""
     tables = _tables(con)
@@ -235,7 +235,7 @@ def _issue45_shape(rng: random.Random, con: sqlite3.Connection) -> str:
             return f"one correlationId for ~1/3 of {table}"
         return f"no column for {shape} in {table}"
     if "NVTX_EVENTS" not in tables or not {"start", "end"} <= set(_columns(con, "NVTX_EVENTS")):
-        return "no NVTX_EVENTS for issue 45"
+        return "no NVTX_EVENTS for a crafted export"
     _relax(con, "NVTX_EVENTS")
     if shape == "nvtx_twice":
         con.execute("INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS")
@@ -245,7 +245,7 @@ def _issue45_shape(rng: random.Random, con: sqlite3.Connection) -> str:
 
 
 def _pending_in_wal(rng: random.Random, path: Path) -> str:
-    """Leave `path` as a writer that has not checkpointed leaves it (issue 25): WAL mode, one more mutation
+    """Leave `path` as a writer that has not checkpointed leaves it: WAL mode, one more mutation
     committed into `path`-wal only. The writer works on a copy elsewhere; both files are copied while it is open."""
     work = path.parent / "writer"
     work.mkdir()
@@ -282,10 +282,10 @@ def mutate_sqlite(rng: random.Random, src: Path, dst: Path) -> list[str]:
             done.append(_odd_payload(rng, con))
             con.commit()
         if rng.random() < 0.2:
-            done.append(_issue32_shape(rng, con))
+            done.append(_hostile_numbers(rng, con))
             con.commit()
         if rng.random() < 0.2:
-            done.append(_issue45_shape(rng, con))
+            done.append(_crafted_export(rng, con))
             con.commit()
     finally:
         con.close()
@@ -348,7 +348,7 @@ def test_mutated_report_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir, ns
         _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
 
 
-# -- issue 32: the reads and waits — a slow column, and the tool's own files in any shape ------------------------------
+# -- the reads and waits: a slow column, and the tool's own files in any shape --------------------------------------
 def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
     """One NVTX_EVENTS column the reader reads turned into a generated column that costs ~0.3 s a row (a string of
     millions of characters built and scanned per row, its length depending on the row), its values unchanged."""
@@ -415,8 +415,8 @@ def _state_shape(rng: random.Random, path: Path) -> str:
     return f"{path.parent.name}/{path.name}: {kind}"
 
 
-def _issue45_profile_shape(rng: random.Random, out: Path, run: str) -> str:
-    """Issue 45's tampered profile directories: latencies that are no time, a status.json listing a run twice, a
+def _tampered_profile(rng: random.Random, out: Path, run: str) -> str:
+    """Tampered profile directories: latencies that are no time, a status.json listing a run twice, a
     run's trace hard-linked as another's, a model label that is a path."""
     import json
 
@@ -448,7 +448,7 @@ def _issue45_profile_shape(rng: random.Random, out: Path, run: str) -> str:
 def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_path):
     """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json
     or a bench JSON replaced by a FIFO, a deep or misshapen document, or garbage: `analyze` answers or raises an
-    NsysCCError of one line, never waits (issue 32: D05, D06, P13)."""
+    NsysCCError of one line, never waits."""
     from nsys_cc.analysis.sources import analyze_profile
 
     rng = random.Random(30_000 + seed)
@@ -464,7 +464,7 @@ def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_p
 
 @pytest.mark.parametrize("seed", range(max(2, CASES // 5)))
 def test_a_tampered_profile_directory_raises_only_nsys_cc_errors_and_reads_nothing_outside(seed, tmp_path):
-    """Issue 45's shapes of a profile directory: the analysis answers or raises one NsysCCError line, and reads
+    """Tampered shapes of a profile directory: the analysis answers or raises one NsysCCError line, and reads
     nothing outside the directory (the files beside it are hashed before and after)."""
     from nsys_cc.analysis.sources import analyze_profile
 
@@ -473,6 +473,6 @@ def test_a_tampered_profile_directory_raises_only_nsys_cc_errors_and_reads_nothi
     shutil.copytree(FIXTURES / "interleaved", out, ignore=shutil.ignore_patterns("spec", "README.md"))
     shutil.copyfile(FIXTURES / "vllm" / "tiny-llama-target.sqlite", tmp_path / "t.sqlite")  # what `../t` names
     run = rng.choice(sorted(p.name for p in out.glob("run-*")))
-    mutations = [_issue45_profile_shape(rng, out, run)]
+    mutations = [_tampered_profile(rng, out, run)]
     with bounded(120), unchanged(tmp_path / "t.sqlite"):
         _check(seed, mutations, lambda: analyze_profile(out))

@@ -1,4 +1,4 @@
-"""Partial CUDA loss is said, not silent (issue 29 item 5c), on GPU-shaped traces (`gpu_shaped`: real CPU traces with
+"""Partial CUDA loss is said, not silent, on GPU-shaped traces (`gpu_shaped`: real CPU traces with
 CUDA activity added whose every forward's GPU work is known; they are not GPU traces).
 
 A launch record that CUPTI dropped is modelled by deleting the CUDA API rows of some forwards: their kernels then

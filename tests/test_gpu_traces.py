@@ -1,4 +1,4 @@
-"""The GPU-traces run (scripts/gpu_traces, issue 21 item 6) dry-run on the CPU under the real nsys 2022.4:
+"""The GPU-traces run (scripts/gpu_traces: traces made on a GPU machine) dry-run on the CPU under the real nsys 2022.4:
 
 - `nvtx_ctypes` (the pure-Python NVTX3 client the GPU machine's Python 3.12 uses instead of the cp311 `nvtx` wheel)
   records push/pop ranges with their int64 payloads, nested as pushed; without a tool it does nothing;

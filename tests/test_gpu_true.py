@@ -1,11 +1,11 @@
-"""GPU-true measurement on GPU-shaped traces (issue 21): real CPU traces with asynchronous GPU work added by
+"""GPU-true measurement on GPU-shaped traces: real CPU traces with asynchronous GPU work added by
 `gpu_shaped`, each forward's GPU work known exactly. They are not GPU traces; they check what a GPU trace would give.
 
 - the projection finds exactly the GPU work each forward launched, also when it runs past the range's end;
 - c on the GPU metrics is the ratio of the known medians;
-- forwards outside every benchmark iteration (vLLM's own warm-up) are dropped, with a note (item 3);
-- lost CUDA data is said loudly, naming the range (item 4);
-- graphs recorded whole give no kernel metrics rather than 0 (item 5).
+- forwards outside every benchmark iteration (vLLM's own warm-up) are dropped, with a note;
+- lost CUDA data is said loudly, naming the range;
+- graphs recorded whole give no kernel metrics rather than 0.
 """
 
 from __future__ import annotations

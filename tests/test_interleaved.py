@@ -1,4 +1,4 @@
-"""Interleaved runs (issue 22): one process holding every model, several runs, c pooled with an interval across runs.
+"""Interleaved runs: one process holding every model, several runs, c pooled with an interval across runs.
 
 The fixtures are three real interleaved runs (fixtures/interleaved/README.md); every expectation is computed here with
 raw SQL on the exports and the driver's own JSON, never read back from nsys_cc.
@@ -31,7 +31,7 @@ def _ranges(sqlite, name: str) -> list[tuple[int, int, int]]:
 
 def _decode_ms(run, label: str, token: bool = True) -> np.ndarray:
     """Durations (ms) of the decode forwards (payload = the batch) that start inside the model's engine ranges and
-    outside every warm-up range: raw SQL, independent of the analysis. token: each forward's token instead (issue 29):
+    outside every warm-up range: raw SQL, independent of the analysis. token: each forward's token instead:
     its duration + the `nsys_cc:logits` and `nsys_cc:sample` ranges between its end and the next forward's start (one
     thread in these traces)."""
     sqlite = run / "trace.sqlite"
@@ -79,7 +79,7 @@ def test_one_run_read_per_model_by_scope_matches_raw_sql():
 
 
 def test_without_a_scope_the_models_of_one_process_are_not_mixed():
-    # issue 43 item 6: read whole, a trace of three engines gave one model of every engine's forwards (c 0.98–1.03
+    # read whole, a trace of three engines gave one model of every engine's forwards (c 0.98–1.03
     # where each engine's own gives 0.30–0.33); now it is refused, naming the engines and the calls that read it
     sqlite = str(RUNS[0] / "trace.sqlite")
     with pytest.raises(coefficient.InterleavedTraceError, match="3 engines: tiny-llama-target") as err:
@@ -103,7 +103,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
     for label in LABELS[1:]:
         d = [_decode_ms(r, label) for r in RUNS]
         row = result.coefficients.set_index(["draft", "phase", "metric"]).loc[(label, "decode", "wall")]
-        # issue 43: each run's c (its own medians), then their geometric mean and the t-interval of their logs
+        # pooled: each run's c (its own medians), then their geometric mean and the t-interval of their logs
         cs = np.log([np.median(di) / np.median(ti) for di, ti in zip(d, t)])
         half = 4.303 * cs.std(ddof=1) / np.sqrt(3)  # t(0.975, 2 degrees of freedom)
         assert row["c"] == pytest.approx(np.exp(cs.mean()))
@@ -129,7 +129,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
     assert any("c pools 3 runs" in n and "geometric mean" in n for n in result.notes)
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_runs_are_reported_in_every_format(tmp_path):
     result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                engines=[LABELS] * 3)

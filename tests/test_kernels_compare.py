@@ -196,7 +196,7 @@ def test_kernel_diff_of_target_and_draft_is_the_known_difference(shaped, engine,
         diff[diff["category"] == "GEMM"]["delta_ms_per_range"].sum())
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     target, draft = shaped
     res = nsys_cc.cost_coefficient(target.path, draft.path)
@@ -220,7 +220,7 @@ def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     assert (tmp_path / "plots" / "kernel_diff.png").stat().st_size > 0
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_graph_recorded_whole_is_one_row_and_a_note(tmp_path):
     shaped = add_gpu_work(DRAFT, tmp_path / "graphs.sqlite", named_plan(DRAFT_KERNELS, graph="whole"), names=(FORWARD,))
     table = nsys_cc.kernels(shaped.path)
@@ -244,7 +244,7 @@ def test_cpu_traces_have_no_kernels_and_say_why():
 
 # ---- the public GPU traces ------------------------------------------------------------------------------------------
 # a public trace read by each engine (~1 s each): `make check` keeps the default engine (arrow); that the two engines
-# read the same rows is tests/test_trace_bulk.py::test_engines_agree_on_real_exports's, in the loop (issue 33)
+# read the same rows is tests/test_trace_bulk.py::test_engines_agree_on_real_exports's, in the loop
 @pytest.mark.parametrize("engine", [e if e == "arrow" else pytest.param(e, marks=pytest.mark.slow) for e in ENGINES])
 def test_two_ranges_of_a_public_trace_against_sql(public_dir, engine, monkeypatch):
     monkeypatch.setenv(bulk.ENGINE_ENV, engine)
@@ -280,7 +280,7 @@ def test_a_public_pair_of_traces_against_sql(public_dir, engine, monkeypatch):
         assert r.b_ms_per_range == pytest.approx(ob.get(key, [0, 0])[1] / nb / 1e6, rel=1e-12)
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_tensor_parallel_forwards_add_their_ranks_kernels(public_dir):
     """Two ranks per forward: a "range" is one forward, its ranks' GPU ops added. The two runs' ncclGroupEnd ranges
     that launched nothing are left out of the forwards; every kernel launched inside one counts."""

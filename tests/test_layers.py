@@ -179,7 +179,7 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
     assert views == "True True tiny-llama-draft-s True"
 
 
-# ---- the analysis is built in the analysis floor, called from the front door (issue 31) ---------------------------
+# ---- the analysis is built in the analysis floor, called from the front door --------------------------------------
 # What builds an analysis or its report directory: a module under launch/ or cli/ that imports one of these builds an
 # analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.sources` below it). The CLI may
 # write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.

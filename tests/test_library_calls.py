@@ -1,4 +1,4 @@
-"""Issue 31's names that mean one thing, as a caller meets them: an engine's window in an interleaved trace is given
+"""Names that mean one thing, as a caller meets them: an engine's window in an interleaved trace is given
 by `engines=` (`--engine`), never by "scope" (vLLM's own NVTX scopes); the old `scopes=` / `--scope` still answer,
 through `_compat`, with the version they go in."""
 

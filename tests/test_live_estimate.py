@@ -72,7 +72,7 @@ def test_no_gamma_pays_at_zero_acceptance_and_observed_decode_steps_are_used():
 
 
 def test_live_c_is_of_tokens_with_the_forwards_c_beside_it():
-    """Issue 29: a verify token = its forward + logits + rejection sampling, a draft token its forward + its parts;
+    """A verify token = its forward + logits + rejection sampling, a draft token its forward + its parts;
     c is their medians' ratio, the outside time what no token holds, and c_forward the forwards' alone."""
     def step(target, parts, drafts, draft_parts, period):
         return StepRecord(VERIFY, 4.0, period / 1e3, target / 1e3, [d / 1e3 for d in drafts], parts / 1e3,

@@ -144,7 +144,7 @@ PARTS = ("nsys_cc:logits", "nsys_cc:sample", "nsys_cc:draft_logits", "nsys_cc:dr
 
 def nvtx_forwards(sqlite: Path) -> list[tuple[str, int, int, int]]:
     """(name, payload, start, end) of every forward range of the trace and of the logits and sampling ranges after
-    them (issue 29), in start order."""
+    them (the rest of each token's work), in start order."""
     with sqlite3.connect(sqlite) as conn:
         return conn.execute(
             "SELECT coalesce(e.text, s.value), e.int64Value, e.start, e.end FROM NVTX_EVENTS e "
@@ -223,7 +223,7 @@ def test_live_c_on_metrics_agrees_with_the_in_place_c_of_a_trace_of_the_same_ser
     mean_verify = value(metrics, "nsys_cc:verify_forward_seconds_sum") / verify_count
     assert 0.0005 < mean_verify < 1.0  # seconds: a 4-layer × 512 forward on a CPU
     assert live_c == pytest.approx(trace_c, rel=0.10), (live_c, trace_c)
-    # Issue 29: that c is of tokens (forward + logits + sampling); the forwards' c is beside it, on both sides.
+    # That c is of tokens (forward + logits + sampling); the forwards' c is beside it, on both sides.
     forward_c, _ = in_place_c(nvtx_forwards(sqlite), token=False)
     assert value(metrics, "nsys_cc:cost_coefficient_forward") == pytest.approx(forward_c, rel=0.10)
     assert abs(trace_c - forward_c) > 0.02 * forward_c  # the parts are there, and weigh

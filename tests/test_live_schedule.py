@@ -1,4 +1,4 @@
-"""issue 30 item 6: the live per-batch-size schedule, from steps of several batch sizes (made from a known model, so
+"""The live per-batch-size schedule, from steps of several batch sizes (made from a known model, so
 the schedule must be that model's), and the batch size carried through the channel."""
 
 from __future__ import annotations

@@ -198,7 +198,7 @@ def test_stats_field_survives_msgpack_and_is_ignored_by_a_receiver_without_it():
 
 
 def test_logits_and_sampling_join_the_forward_before_them_and_leave_the_outside_time():
-    """Issue 29: a token is its forward, its logits and its sampling; the target's parts add to the target, a draft's
+    """A token is its forward, its logits and its sampling; the target's parts add to the target, a draft's
     to the draft forward before it, and the step's outside time is what no token's work holds."""
     ticks = Ticks()
     timer = StepTimer(CpuClock(ticks))

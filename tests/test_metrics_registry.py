@@ -1,6 +1,6 @@
 """The metric registry's rule (`analysis/metrics.py`: "every module that names a metric reads it here"): a metric's
 name (`wall`, `gpu_span`, …) or its per-forward column (`wall_ns`, …) written as a string literal anywhere in the
-package outside the registry is a second spelling of it. Issue 31 found about ten modules that spelled them; those
+package outside the registry is a second spelling of it. About ten modules once spelled them; any
 not moved yet are listed by name with how many literals they hold, and the list only shrinks (a module that gains
 one, or a new module that spells one, fails; so does an entry whose count went down and was not lowered here).
 Docstrings and f-strings do not count: only a constant that is exactly a metric's name or column."""
@@ -15,7 +15,7 @@ from nsys_cc.analysis.metrics import METRICS
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 SPELLINGS = {m.name for m in METRICS} | {m.column for m in METRICS}
 
-# module → metric literals it still holds. Empty since issue 31: every module reads the names from the registry
+# module → metric literals it still holds. Empty: every module reads the names from the registry
 # (projection's own output columns `kernel_sum_ns`, `gpu_busy_ns`, `launch_api_ns` are the metrics' columns, so
 # projection.py and ranges.py read them there too, as `KERNEL_SUM_NS`, …). An entry may come back only with a reason.
 NOT_MOVED_YET: dict[str, int] = {}

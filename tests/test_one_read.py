@@ -70,8 +70,8 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
 
 
 def test_gpu_shaped_speculative_runs_projected_without_a_second_read(tmp_path, counted):
-    """The GPU metrics of a speculative run's forwards (issue 21 item 1) come from projecting the ranges already read:
-    the trace's NVTX ranges are still read once (GPU-shaped copies of the real fixtures, `gpu_shaped`)."""
+    """The GPU metrics of a speculative run's forwards (in place, on every metric) come from projecting the ranges
+    already read: the trace's NVTX ranges are still read once (GPU-shaped copies of the real fixtures, `gpu_shaped`)."""
     from gpu_shaped import add_gpu_work, steady
 
     labels = ("tiny-llama-target", "tiny-llama-draft-xs", "tiny-llama-draft-xs.spec-g3")

@@ -54,7 +54,7 @@ def _within_binomial_error(measured: float, built: float, n: int) -> bool:
     return abs(measured - built) <= 4 * sigma + 0.01
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_target_computes_the_drafts_hidden_states(models):
     import torch  # here, not at collection: every test worker would pay its import
 

@@ -67,7 +67,7 @@ def _hlines(ax) -> set[float]:
 
 
 @pytest.mark.public
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
     paths = figures.make_plots(gpu_result, tmp_path / "plots")
     names = [p.name for p in paths]
@@ -80,7 +80,7 @@ def test_gpu_result_writes_every_plot_at_150_dpi(gpu_result, tmp_path):
         assert _png_size(p) == (round(w * plots.DPI), round(h * plots.DPI))
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_cpu_only_result_makes_no_gpu_plots(cpu_result, tmp_path):
     assert not any(m.has_cuda for m in cpu_result.models)
     names = {p.name for p in figures.make_plots(cpu_result, tmp_path)}
@@ -115,7 +115,7 @@ def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu
     # `all` (the mix of both phases, with a much wider interval) is left out when prefill and decode are known.
     phases = ["prefill", "decode"]
     assert [ax.get_title() for ax in fig.axes] == [f"{p} forwards" for p in phases]
-    assert "c = median draft ÷ median target token" == fig.axes[0].get_ylabel()  # c of a token (issue 29)
+    assert "c = median draft ÷ median target token" == fig.axes[0].get_ylabel()  # c of a token, not of a forward
     assert "against tiny-llama-target" in fig.get_suptitle()
     for ax, phase in zip(fig.axes, phases):
         assert {1.0, *ALPHAS} <= _hlines(ax)

@@ -36,7 +36,7 @@ def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
     return runs
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
     runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
@@ -59,7 +59,7 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     assert [float(r[share]) for r in rows] == [r["forward_share"] for r in report["forward_share"]]
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
     outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
@@ -76,7 +76,7 @@ def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     assert [s["status"] for s in status] == ["done", "failed"]
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
     sources = iter(["tiny-llama-target", "tiny-llama-draft-s"])
 

@@ -164,7 +164,7 @@ def test_a_resumed_run_says_force_as_the_library_or_the_cli_spells_it():
     assert progress.wording is str  # outside a verb, progress lines are the library's words
 
 
-# Published config.json values (Hugging Face Hub) of the models in vLLM issue #6468.
+# Published config.json values (Hugging Face Hub) of the models in https://github.com/vllm-project/vllm/issues/6468.
 PUBLISHED = {
     "llama-68m-shape": (2, 768, 12, 12, 3072, 32000),
     "llama-160m-shape": (12, 768, 12, 12, 3072, 32000),
@@ -288,7 +288,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     ("(pid=1) WARNING 1 [base.py:380] ValueError: Tokenizer not available\nall good\n", "all good"),
     ("RuntimeError: first\nstarting\nKilled\n", "Killed"),
     ("", "empty log"),
-    # vLLM refusing an option (argparse), then nsys writing its report: the refusal, not the report's path (issue 25)
+    # vLLM refusing an option (argparse), then nsys writing its report: the refusal, not the report's path
     ("$ nsys profile …\nusage: python -m nsys_cc.launch.bench [-h]\n       [--disable-log-stats]\n"
      "python -m nsys_cc.launch.bench: error: unrecognized arguments: --no-such-flag\n"
      "Generating '/tmp/nsys-report-2048.qdstrm'\n[1/1] [====100%] m.nsys-rep\nGenerated:\n    /o/m.nsys-rep\n",
@@ -311,7 +311,7 @@ def test_failure_notes_name_the_model_and_its_log(tmp_path):
     assert results.failure_notes(runs) == [note]
 
 
-# -- every run's files are its own (issue 25) ----------------------------------------------------------------------
+# -- every run's files are its own -----------------------------------------------------------------------------------
 def _model_dir(root: Path, name: str) -> str:
     path = root / "models" / name
     path.mkdir(parents=True)

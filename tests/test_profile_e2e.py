@@ -170,7 +170,7 @@ def test_a_rerun_resumes_completed_models(run):
 
 
 def test_a_failing_rerun_changes_nothing_and_says_why(run):
-    """Issue 25: a rerun with an option vLLM refuses used to delete every trace before the new attempt started, and
+    """A rerun with an option vLLM refuses used to delete every trace before the new attempt started, and
     printed a path as the reason. Now the traces, bench files, markers and report stay byte for byte, and the reason
     is vLLM's own line."""
     bad = run["failing_rerun"]

@@ -1,4 +1,4 @@
-"""`run_model`'s checks of what a run recorded (issue 21), with stand-in commands in place of nsys and vLLM:
+"""`run_model`'s checks of what a run recorded, with stand-in commands in place of nsys and vLLM:
 
 - a `--device gpu` run whose forward ranges have no GPU work projected onto them fails, naming the likely cause
   (GPU-shaped traces from `gpu_shaped`: launches on another thread, CUPTI that lost the GPU activity, no CUDA at all,

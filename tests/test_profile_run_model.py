@@ -149,7 +149,7 @@ def test_other_failures_are_not_retried(tmp_path):
     assert run.status == "failed" and (tmp_path / "m.tried").read_text() == "x"
 
 
-# -- a rerun never loses finished work (issue 25) -------------------------------------------------------------------
+# -- a rerun never loses finished work ---------------------------------------------------------------------------------
 def _trace_set(run: plan.ModelRun) -> list[Path]:
     f = run.files
     return [f.report, f.sqlite, f.bench_json, f.done]
@@ -173,7 +173,7 @@ FAIL_AFTER_WRITING = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; ope
     (WRITE_OUTPUTS, "import sys; sys.exit('RuntimeError: export broke')",
      "nsys export failed (exit 1): RuntimeError: export broke"),
     (WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')", "m.sqlite"),
-    # waits its 2 s bound (issue 33): in `make test`; the loop keeps the other failed reruns above, a timeout's kill
+    # waits its 2 s bound: in `make test`; the loop keeps the other failed reruns above, a timeout's kill
     # (test_a_timeout_kills_the_whole_process_tree) and a hanging export's (tests/test_reliability.py)
     pytest.param(WRITE_OUTPUTS, "import time; time.sleep(600)", "timed out after 2 s (timeout=2)",
                  marks=pytest.mark.slow),

@@ -1,4 +1,4 @@
-"""Every bad input gets one clear line and exit code 2, and no input file ever changes (issue 7).
+"""Every bad input gets one clear line and exit code 2, and no input file ever changes.
 
 The corpus is built at test time in tmp_path from the project's real fixtures (made by the real nsys 2022.4):
 copies that are truncated, overwritten, renamed, or edited with SQL. The SQL edits make files nsys itself would
@@ -171,7 +171,7 @@ def gzipped_export(tmp: Path) -> Case:
 @case(*FILE_VERBS)
 def json_given_as_a_trace(tmp: Path) -> Case:
     shutil.copyfile(VLLM / "tiny-llama-target.bench.json", tmp / "bench.json")
-    # a JSON file is read as a possible PyTorch-profiler trace (issue 42): the line says what it lacks
+    # a JSON file is read as a possible PyTorch-profiler trace: the line says what it lacks
     return on_file(tmp / "bench.json", r"bench\.json is a JSON object without 'traceEvents': neither a "
                    r"PyTorch-profiler \(Kineto\) trace nor an Nsight Systems export$")
 
@@ -459,7 +459,7 @@ def metrics_dump_not_json(tmp: Path) -> Case:
                    reads=[tmp / "metrics.json"])
 
 
-# -- issue 25: labels, outputs, hangs, odd arguments ------------------------------------------------------------------
+# -- labels, outputs, hangs, odd arguments ---------------------------------------------------------------------------
 @case()
 def the_same_label_twice(tmp: Path) -> Case:
     """It used to be accepted, and the target's rows got the draft's c."""
@@ -637,7 +637,7 @@ def option_value_of_the_wrong_type(tmp: Path) -> Case:
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
 # A case that waits for its bound (the hanging export: 1 s each) runs one verb in `make check`, the others in
-# `make test`: the bound is the same code for every verb (issue 33).
+# `make test`: the bound is the same code for every verb.
 WAITS = {"nsys_export_that_hangs"}
 NSYS_FREE_RUNS = [(name, verb) if name not in WAITS or verb == "analyze" else
                   pytest.param(name, verb, marks=pytest.mark.slow)
@@ -771,7 +771,7 @@ def test_unicode_and_very_long_range_names(tmp_path, reference, name):
         renamed.append(copy)
     with unchanged(*renamed):
         # ":lead" is also what newer nsys prints for the default domain: the query may name it with or without ":"
-        # A range of the user's own gets no logits/sampling added (issue 29): its c is the forwards' c.
+        # A range of the user's own gets no logits/sampling added: its c is the forwards' c.
         assert c_values(*renamed, "--range", name) == c_values(TARGET, DRAFT, key="c_forward")
 
 
@@ -885,7 +885,7 @@ def test_wal_mode_export_is_read_without_side_files(tmp_path, reference):
         assert c_values(wal, DRAFT) == reference
 
 
-# -- issue 25 ----------------------------------------------------------------------------------------------------------
+# -- labels made from file names, reruns, reports written over ------------------------------------------------------
 def test_labels_made_from_file_names_never_meet(tmp_path):
     """Two traces called x get x#1 and x#2 — unless a third trace is called x#2: then x#1, x#3, x#2 (it used to be
     x#1, x#2, x#2, and two models' rows were mixed)."""
@@ -913,7 +913,7 @@ def _report_files(out: Path) -> dict[str, str]:
     return {k: v for k, v in sha256_tree(out).items() if not k.startswith(("inputs", "mine", ".nsys_cc_report/"))}
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path, small_result):
     """`DIR/summary.csv` linked to the input trace: the report used to be written through the link, over the trace."""
     from nsys_cc.report import write_report
@@ -933,7 +933,7 @@ def test_a_link_in_the_report_directory_is_replaced_not_written_through(tmp_path
     assert (out / "summary.csv").read_text().startswith("model,")
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
     """`-o` = the folder of the inputs, holding an earlier report's manifest that lists `draft.sqlite` (by name, as
     the first manifests did, or even with the file's real hash): the input stays."""
@@ -953,7 +953,7 @@ def test_a_stale_manifest_never_removes_an_input(tmp_path, small_result):
         assert (out / "report.md").is_file()
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_result):
     from nsys_cc import cost_coefficient
     from nsys_cc.report import write_report
@@ -979,7 +979,7 @@ def test_only_files_the_report_wrote_are_removed_or_replaced(tmp_path, small_res
     assert _report_files(out) == before
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_result):
     from nsys_cc.report import write_report
 
@@ -996,7 +996,7 @@ def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_resul
     assert sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME) == ["plots"]
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_ctrl_c_while_writing_leaves_the_earlier_report(tmp_path, small_result, monkeypatch):
     """It used to leave `plots/` alone (the report's other files gone or half written)."""
     from matplotlib.figure import Figure
@@ -1022,7 +1022,7 @@ def test_ctrl_c_while_writing_leaves_the_earlier_report(tmp_path, small_result, 
     assert [p.name for p in out.iterdir() if p.name.startswith(".nsys_cc_report.json.tmp")] == []
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, small_result, monkeypatch):
     """SIGINT in the middle of the renames: they all happen first, then KeyboardInterrupt — the new report whole."""
     import signal
@@ -1055,7 +1055,7 @@ def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, sm
     assert not (out / "speedup.csv").exists()
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_file_too_large_is_named_and_nothing_else_changes(tmp_path):
     """A real `nsys-cc analyze -o` under a file-size limit (as a full disk would fail it): one line naming the file
     that could not be written; the earlier report stays byte for byte, no staging folder is left."""
@@ -1258,7 +1258,7 @@ def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch,
 
 
 # -- no traceback: file names that are not UTF-8, a reader that goes away, Ctrl-C with workers, extremes --------------
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_file_names_that_are_not_utf8(tmp_path, reference):
     """A file name is bytes; one that is not UTF-8 used to end in an internal error (UnicodeEncodeError)."""
     folder = os.fsencode(tmp_path)
@@ -1283,7 +1283,7 @@ def test_file_names_that_are_not_utf8(tmp_path, reference):
 
 
 # a real process each (~0.7 s of CPU): `make check` keeps a verb that reads traces and one that reads none; the
-# two other verbs, the same exit through `main`, are `make test`'s (issue 33)
+# two other verbs, the same exit through `main`, are `make test`'s
 @pytest.mark.parametrize("args", [
     ["analyze", str(TARGET), str(DRAFT), "--format", "json"],
     pytest.param(["info", str(TARGET)], marks=pytest.mark.slow),
@@ -1305,7 +1305,7 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(args):
     assert (done.returncode, done.stderr) == (141, "")
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
     """SIGINT reaches every process of the terminal's group; the workers used to print a traceback each. Now the
     parent alone answers (one line, exit 130) and no worker is left."""
@@ -1411,7 +1411,7 @@ def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
     assert any("dropped 20 duplicated row(s) of 'model_executable()'" in n for n in doc["notes"])
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_many_drafts_give_few_readable_plots(tmp_path):
     """300 drafts used to give 305 PNGs, some 100 000 px wide. Beyond 8 drafts the plots show the target and the 8
     drafts of lowest c; report.md says so and every table keeps all of them."""

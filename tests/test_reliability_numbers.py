@@ -1,4 +1,4 @@
-"""Issue 32, numbers and messages: a hostile trace or argument never changes a number without a word, never gets an
+"""Numbers and messages: a hostile trace or argument never changes a number without a word, never gets an
 unclear error or a traceback (docs/reliability.md, "Numbers never change without a word").
 
 Inputs are copies of the real fixtures (fixtures/, made by the real nsys 2022.4 and vLLM's CPU build) with hostile rows
@@ -130,14 +130,14 @@ def _relaxed(path, table: str) -> None:
 
 
 # each damage and each table in `make check` (a NULL kernel end, a backwards runtime call), the other two pairings in
-# `make test` (issue 33: two GPU-shaped traces built and analysed twice per case)
+# `make test` (two GPU-shaped traces built and analysed twice per case)
 @pytest.mark.parametrize("table, damage", [
     ("CUPTI_ACTIVITY_KIND_KERNEL", "null"), ("CUPTI_ACTIVITY_KIND_RUNTIME", "backwards"),
-    ("CUPTI_ACTIVITY_KIND_KERNEL", "sentinel"),  # issue 45: an end at 2⁶³ − 1, a sentinel, not a time
+    ("CUPTI_ACTIVITY_KIND_KERNEL", "sentinel"),  # an end at 2⁶³ − 1: a sentinel, not a time
     pytest.param("CUPTI_ACTIVITY_KIND_KERNEL", "backwards", marks=pytest.mark.slow),
     pytest.param("CUPTI_ACTIVITY_KIND_RUNTIME", "null", marks=pytest.mark.slow)])
 def test_k02_gpu_rows_ending_before_they_start_are_dropped_with_a_note(tmp_path, table, damage):
-    """Without the fix a NULL end reads as 0 (ms per range −1744.6 in the issue) and a backwards kernel as a negative
+    """Without the fix a NULL end reads as 0 (ms per range −1744.6 once) and a backwards kernel as a negative
     time: the damaged trace must give exactly the numbers of the trace with that row deleted by plain SQL."""
     shaped = add_gpu_work(SPEC_TARGET, tmp_path / "t.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))
     draft = add_gpu_work(SPEC_DRAFT, tmp_path / "d.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))
@@ -169,7 +169,7 @@ def test_k02_gpu_rows_ending_before_they_start_are_dropped_with_a_note(tmp_path,
     assert f"1 of {table}" in note and note.startswith("t: ")
 
 
-# slow (issue 33: two real processes on a GPU-shaped trace): the readers' drop and note are the quick K02 test's above
+# slow (two real processes on a GPU-shaped trace): the readers' drop and note are the quick K02 test's above
 @pytest.mark.slow
 def test_k02_ranges_says_which_damaged_rows_its_projection_left_out(tmp_path):
     """`nsys-cc ranges` projects through the same readers: its table is the pruned trace's, and stderr says so."""
@@ -349,7 +349,7 @@ def test_n10_a_name_or_path_too_long_is_one_line(tmp_path, where):
 
 
 def test_x01_output_to_a_full_device_is_one_line(tmp_path):
-    """`analyze … > /dev/full`: ENOSPC is one line and exit 2 (held before this issue; kept by a test)."""
+    """`analyze … > /dev/full`: ENOSPC is one line and exit 2 (it held already; a test keeps it)."""
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full on this system")
     with open("/dev/full", "w") as full:

@@ -1,4 +1,4 @@
-"""Issue 32, the reads-and-waits half: every file read through one opener, every wait through one bound.
+"""Reads and waits: every file read through one opener, every wait through one bound.
 
 Each hang case plants a real FIFO (`os.mkfifo`) where nsys-cc reads one of its own files (an export-cache record,
 a profile's `status.json`, a run's `done.json`, a sweep cell's record) and runs the code under a bound — a CLI run

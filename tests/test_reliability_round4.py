@@ -1,7 +1,7 @@
-"""Issue 45 (round 4): hangs and runaway work, tracebacks, errors that name the wrong thing, and numbers that
-changed without a word — each case of the issue a test that fails without its fix (tune's own cases are in
-tests/test_reliability_tune.py, the report's SIGKILL in tests/test_reliability_swap.py). Files outside `-o` are
-hashed before and after where a case writes.
+"""Hangs and runaway work, tracebacks, errors that name the wrong thing, and numbers that changed without a word,
+on crafted exports and tampered profile directories — each case a test that fails without its fix (tune's own
+cases are in tests/test_reliability_tune.py, the report's SIGKILL in tests/test_reliability_swap.py). Files outside
+`-o` are hashed before and after where a case writes.
 """
 
 from __future__ import annotations

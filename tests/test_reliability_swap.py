@@ -1,4 +1,4 @@
-"""Issue 45 (round 4): a report replaced under SIGKILL is the earlier one or the new one, never a mix — for every
+"""A report replaced under SIGKILL is the earlier one or the new one, never a mix — for every
 command, since every report (`analyze -o`, `profile`, `tune`, the sweep table) is put in place by `atomic.publish`.
 
 The writer is killed (a real SIGKILL, in a forked child) before each of its file-system changes in turn — every

@@ -1,6 +1,6 @@
-"""Issue 45 (round 4): `tune` writes through the same writer, manifest and lock as every other command.
+"""`tune` writes through the same writer, manifest and lock as every other command.
 
-Each data-safety case plants the shape the issue found (a link out of `-o`, the user's own report.md or tune.json, a
+Each data-safety case plants a hostile shape (a link out of `-o`, the user's own report.md or tune.json, a
 `round-1` link, a full disk, another writer holding the lock) and hashes every file outside `-o` (the `outside`
 folder: the links' targets) before and after. The fixture's cells are read once (`cells`): what is under test is
 what `tune` writes, not the read (tests/test_tune_design.py reads). Profiling is faked (`_profile_round` lays down

@@ -1,6 +1,6 @@
-"""Issue 32, the data-safety half: no file is ever lost, nothing is written outside `-o`.
+"""Data safety: no file is ever lost, nothing is written outside `-o`.
 
-Each case plants the hostile shape the issue found (a link out of `-o`, a user's files where nsys-cc writes, a cache
+Each case plants a hostile shape (a link out of `-o`, a user's files where nsys-cc writes, a cache
 folder someone else may write in, two writers at once) and hashes every file outside `-o` (the `outside` folder: the
 links' targets, the user's own files) before and after. The last test walks the package for write/remove calls that
 do not go through the one writer (`atomic.Folder`, `atomic.write_*`, `atomic.publish`) or the export cache's ledger.
@@ -198,7 +198,7 @@ def small_result():
     return cost_coefficient(TARGET, [DRAFT])
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_path, small_result, monkeypatch):
     from nsys_cc.report import write_report
 
@@ -240,7 +240,7 @@ OS_ONLY = {"remove", "makedirs", "removedirs", "link"}
 WRITE_CALLS = {"unlink", "rmtree", "rename", "replace", "mkdir", "makedirs", "rmdir", "remove", "write_text",
                "write_bytes", "symlink_to", "removedirs", "link"}
 # Calls that write the file their first argument names (a table, a figure): through the writer only when that is a
-# path `atomic.Stage.file` gave (issue 45: `tune` wrote forecast.csv and tune.png with these, through a link).
+# path `atomic.Stage.file` gave (`tune` once wrote forecast.csv and tune.png with these, through a link).
 FILE_WRITERS = {"to_csv", "to_parquet", "to_excel", "to_pickle", "savefig", "imsave", "plot_tune"}
 # module → the calls it may make itself, and why (short, explicit)
 ALLOWED = {
@@ -335,7 +335,7 @@ def test_the_walker_finds_a_write_around_the_writer(tmp_path):
 
 
 def test_the_walker_finds_tables_and_figures_written_around_the_writer(tmp_path):
-    """Issue 45: `tune` wrote forecast.csv (`DataFrame.to_csv`) and tune.png (`savefig`) by path, around the
+    """`tune` once wrote forecast.csv (`DataFrame.to_csv`) and tune.png (`savefig`) by path, around the
     writer, and the walker did not look at those calls; a staged path or an in-memory buffer is no offence."""
     bad = tmp_path / "bad.py"
     bad.write_text("import io\n"

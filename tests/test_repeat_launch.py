@@ -76,7 +76,7 @@ def _profile(out, **kwargs):
     return front.profile(TARGET, DRAFTS, out, OPTIONS, device="cpu", **kwargs)
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_path, fake_runs):
     outcome = _profile(tmp_path)
     assert fake_runs == list(range(1, interleaved.DEFAULT_REPEAT + 1))
@@ -93,7 +93,7 @@ def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_pat
     assert len(machine) == 2 * interleaved.DEFAULT_REPEAT and machine[0]["load_1m"] == 0.5 and machine[0]["cpus"] == 2
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     from nsys_cc.analysis.coefficient import cost_coefficient_runs
 
@@ -117,7 +117,7 @@ def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
     assert any("stopped by the precision" in n for n in outcome.notes)
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_max_repeat_stops_a_precision_that_is_not_reached_and_says_so(tmp_path, fake_runs):
     outcome = _profile(tmp_path, repeat=2, precision=0.001, max_repeat=3)
     assert fake_runs == [1, 2, 3] and outcome.stopped_by == "max_repeat"
@@ -125,7 +125,7 @@ def test_max_repeat_stops_a_precision_that_is_not_reached_and_says_so(tmp_path, 
     assert "stopped by max_repeat (3) before the precision" in note and "asked ±0.1%" in note
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_rerun_keeps_completed_runs_and_force_redoes_them(tmp_path, fake_runs):
     _profile(tmp_path, repeat=2)
     assert fake_runs == [1, 2]
@@ -149,7 +149,7 @@ def test_two_failed_runs_in_a_row_stop_and_a_single_failure_is_noted(tmp_path, f
 
 def test_an_engine_that_cannot_be_built_leaves_the_runs_and_with_no_draft_left_they_stop(tmp_path, fake_runs):
     """A draft whose vLLM engine could not be built (a config error: it fails alike in every run) is left out of the
-    later runs; when no draft is left, the runs stop at once (issue 30's fresh-machine tune ran five more target-only
+    later runs; when no draft is left, the runs stop at once (a tune on a fresh machine once ran five more target-only
     runs before saying nothing was measured), and the notes say why."""
     fake_runs.plan.update({1: f"unbuilt:{DRAFTS[1]}"})
     outcome = _profile(tmp_path / "a", repeat=3)
@@ -174,7 +174,7 @@ def test_ctrl_c_keeps_the_runs_completed_and_reports_them(tmp_path, fake_runs):
     assert {r["run"] for r in report["runs"]} == {1, 2}
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_a_run_on_a_busy_machine_gets_a_note(tmp_path, fake_runs):
     fake_runs.plan.update({2: "busy"})
     outcome = _profile(tmp_path, repeat=2)
@@ -369,7 +369,7 @@ def _per_trace(out, runs, n: int) -> dict[str, int]:
     return {os.path.realpath(out / f"run-{k}" / "trace.sqlite"): n for k in runs}
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_again(tmp_path, fake_runs, counted):
     """The pooled analysis reads each run's trace once; the forward-share check then measures each run's models as
     that run saw them (its forwards, its iterations, its bench JSON), not run 1's iterations for every run."""

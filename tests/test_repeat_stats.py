@@ -1,4 +1,4 @@
-"""Intervals that mean what they say (issue 22): the NaN rule, c over several runs with its interval across them,
+"""Intervals that mean what they say: the NaN rule, c over several runs with its interval across them,
 Student's t, and the Wilson interval of α — each checked against values worked out independently here."""
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def test_t_beyond_the_table_is_the_normal_and_zero_df_is_refused():
         stats.t975(0)
 
 
-# ---- c over several runs (issue 43: each run's c, then their geometric mean) ---------------------------------------
+# ---- c over several runs (each run's c, then their geometric mean) -------------------------------------------------
 
 def _by_hand(drafts, targets):
     """The oracle: each run's median ÷ median with numpy, then the geometric mean and the log-scale t-interval
@@ -87,7 +87,7 @@ def test_c_over_runs_is_the_geometric_mean_of_the_runs_c_with_the_t_interval_of_
 
 
 def test_runs_five_times_apart_pool_within_them_where_raw_medians_did_not():
-    # the issue's case: one run 5× slower as a whole, and with more forwards; the median of every forward pooled
+    # one run 5× slower as a whole, and with more forwards; the median of every forward pooled
     # (the old definition) lands in the slow run on both sides and the ratio of those medians lies outside both runs
     rng = np.random.default_rng(3)
     fast_t, slow_t = rng.normal(7.0, 0.3, 20), rng.normal(38.0, 2.0, 60)
@@ -144,7 +144,7 @@ def _simulated_runs(rng, c_true: float, spread: float, runs: int, n: int = 100):
     return drafts, targets
 
 
-# 150 trials each: three runs (the demo's least) in `make check`, five in `make test` (issue 33)
+# 150 trials each: three runs (the demo's least) in `make check`, five in `make test`
 @pytest.mark.parametrize("runs", [3, pytest.param(5, marks=pytest.mark.slow)])
 def test_the_interval_across_runs_covers_c_as_often_as_it_says(runs):
     rng = np.random.default_rng(runs)
@@ -174,7 +174,7 @@ def test_runs_median_ci_pools_the_runs_medians():
     assert lo < m < hi
 
 
-# ---- a single run's bootstrap: usable or none (issue 43) -----------------------------------------------------------
+# ---- a single run's bootstrap: usable or none ---------------------------------------------------------------------
 
 def test_a_bootstrap_reaching_zero_is_no_interval():
     # most draft values are 0 (a part that launched no GPU work): resampled medians of 0 give a low end of 0

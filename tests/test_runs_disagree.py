@@ -1,5 +1,5 @@
-"""Numbers that hold when runs disagree (issue 43): c pooled from its runs' own c, intervals a user can use, no
-schedule its own check refutes, one answer per result — each case of the issue against an oracle worked out here
+"""Numbers that hold when runs disagree: c pooled from its runs' own c, intervals a user can use, no
+schedule its own check refutes, one answer per result — each case against an oracle worked out here
 (plain SQL on the fixtures, the formulas by hand), and a property test over run sets whose speeds differ up to 5×."""
 
 from __future__ import annotations
@@ -65,12 +65,12 @@ def spec_result():
         return nsys_cc.analyze(str(SPEC))
 
 
-# ---- item 1: the pooled c lies within its runs -------------------------------------------------------------------
+# ---- the pooled c lies within its runs ---------------------------------------------------------------------------
 
 def test_the_pooled_decode_c_is_the_geometric_mean_of_the_runs_c_from_sql(spec_result):
     runs = [SPEC / f"run-{k}" / "trace.sqlite" for k in (1, 2)]
     cs = [np.median(_decode_tokens(r, DRAFT)) / np.median(_decode_tokens(r, TARGET)) for r in runs]
-    assert cs == pytest.approx([0.146, 0.231], abs=5e-4)  # the issue's runs
+    assert cs == pytest.approx([0.146, 0.231], abs=5e-4)  # two runs that disagree
     row = spec_result.coefficients.set_index(["draft", "phase", "metric"]).loc[(DRAFT, "decode", WALL)]
     assert row["c"] == pytest.approx(math.sqrt(cs[0] * cs[1]))  # not 0.115, outside both
     assert min(cs) <= row["c"] <= max(cs)
@@ -95,7 +95,7 @@ def test_a_tune_cell_pools_within_its_runs():
         assert row["c"] == pytest.approx(math.exp(np.log(per["c"]).mean()))
 
 
-# ---- item 2: intervals a user can use, in place too --------------------------------------------------------------
+# ---- intervals a user can use, in place too ----------------------------------------------------------------------
 
 def test_the_in_place_figures_of_two_runs_show_their_runs_not_a_bound(spec_result):
     spec = spec_result.speculative
@@ -136,7 +136,7 @@ def test_a_bootstrap_interval_never_reaches_zero_or_misses_its_estimate():
         assert (math.isnan(lo) and math.isnan(hi)) or _usable(c, lo, hi)
 
 
-# ---- items 3 and 4: tune's forecast intervals and its trust rule --------------------------------------------------
+# ---- tune's forecast intervals and its trust rule ----------------------------------------------------------------
 
 def test_tune_refuses_the_schedule_its_own_check_refutes_on_the_design_fixture():
     with warnings.catch_warnings():
@@ -191,7 +191,7 @@ def _cells(spread: float, seed: int = 0) -> list[t.Cell]:
 
 def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
     # medians known to a factor 40 (what two runs on t(1) gave the a99-design cells): many refits give a step cost at
-    # or below 0 somewhere — never read as percentiles (the issue's 3.7× [-311–5.11])
+    # or below 0 somewhere — never read as percentiles (it once printed 3.7× [-311–5.11])
     r = t.tune(_cells(40.0), max_batch_size=16, draws=200)
     assert r.interval_note and "refits blew up" in r.interval_note
     assert all(math.isnan(f["speedup_ci_low"]) for f in r.forecast)
@@ -218,7 +218,7 @@ def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
             assert "B=4 γ=2" in r.trust_reason and r.next_steps
 
 
-# ---- item 5: one answer per result ---------------------------------------------------------------------------------
+# ---- one answer per result -----------------------------------------------------------------------------------------
 
 def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
     pair = FIXTURES / "spec" / "pair-a50"
@@ -242,7 +242,7 @@ def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
     assert "slows decoding down" in line and "leaves out" in line
 
 
-# ---- item 6: a list of interleaved run traces ------------------------------------------------------------------------
+# ---- a list of interleaved run traces --------------------------------------------------------------------------------
 
 RUN_TRACES = [FIXTURES / "interleaved" / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
 

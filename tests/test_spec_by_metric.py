@@ -1,4 +1,4 @@
-"""The in-place speculative figures on every metric (issue 21 item 1), on GPU-shaped traces: copies of the real CPU
+"""The in-place speculative figures on every metric, on GPU-shaped traces: copies of the real CPU
 spec-decode fixtures (fixtures/spec, fixtures/interleaved/spec) with asynchronous GPU work added by `gpu_shaped`, each
 forward's GPU work known exactly. They are NOT GPU traces; they check what the analysis makes of a GPU trace.
 
@@ -87,7 +87,7 @@ def by_hand(shaped, gamma, metric):
     other = [s[1] - _value(work, s[2][0], metric) - sum(_value(work, d, metric) for d in s[3]) for s in verify]
     d_plain = Raw(str(shaped[PLAIN_DRAFT].path)).of_kind("decode")
     c_alone = statistics.median(_value(work, s[2][0], metric) for s in d_plain) / statistics.median(dec)
-    # a token's parts (issue 29): their wall time; no GPU work was written for them, so 0 on the GPU metrics
+    # a token's parts (logits, sampling): their wall time; no GPU work was written for them, so 0 on the GPU metrics
     parts = _parts(shaped[spec_label(gamma)].path, verify, metric)
     draft_token = [(sum(_value(work, d, metric) for d in s[3]) + parts[i][1]) / gamma for i, s in enumerate(verify)]
     v_token = [_value(work, s[2][0], metric) + parts[i][0] for i, s in enumerate(verify)]
@@ -157,7 +157,7 @@ def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, re
 
 
 def test_the_wall_rows_are_the_tables_figures_and_gpu_span_heads(result):
-    """On a GPU trace the in-place figures are headlined on the GPU span, as c is (issue 42: gpu_busy until then)."""
+    """On a GPU trace the in-place figures are headlined on the GPU span, as c is (not gpu_busy)."""
     spec = result.speculative
     assert spec.metric == "gpu_span"
     assert list(spec.by_metric["metric"].unique()) == ["wall", "gpu_span", "kernel_sum", "gpu_busy"]
@@ -281,7 +281,7 @@ def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleave
         d_token = [[(sum(x[2]) + x[5]) / e.gamma for x in s] for s in steps]
         row = rows.loc[(e.label, metric)]
 
-        def med(runs):  # issue 43, by hand: each run's median, then their geometric mean
+        def med(runs):  # c pooled from its runs, by hand: each run's median, then their geometric mean
             return [float(np.median(r)) for r in runs]
 
         def ratio(num, den):  # each run's ratio of medians, like with like

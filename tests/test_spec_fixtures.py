@@ -17,7 +17,7 @@ PAIRS = [(SPEC, "tiny-llama-target", "tiny-llama-draft-xs", (1, 2, 3)),
          (SPEC / "pair-a50", "pair-target-a50", "pair-draft", (1, 2, 3)),
          (SPEC / "pair-a99", "pair-target", "pair-draft", (2,))]
 SPEC_RUNS = [(folder, draft, g) for folder, _, draft, gammas in PAIRS for g in gammas]
-# The rest of a token's work (issue 29): the target's logits and sampling, the draft's. The tiny and the known-α pairs'
+# The rest of a token's work: the target's logits and sampling, the draft's. The tiny and the known-α pairs'
 # runs were made on a quiet machine before the plugin wrote them (fixtures/spec/README.md) and hold none; their layout
 # is checked wherever a run has them (batch4's runs, below, were made with them).
 PARTS = ("nsys_cc:logits", "nsys_cc:sample", "nsys_cc:draft_logits", "nsys_cc:draft_sample")

@@ -1,4 +1,4 @@
-"""GPU pricing a GPU run would otherwise get wrong (issue 29 item 5, read from vLLM 0.32's V2 runner), on GPU-shaped
+"""GPU pricing a GPU run would otherwise get wrong (read from vLLM 0.32's V2 runner), on GPU-shaped
 traces: copies of the real CPU spec-decode fixtures with known GPU work added by `gpu_shaped` (NOT GPU traces).
 
 (a) V2 runs a standalone draft's speculator eagerly (`StandaloneARSpeculator`) while the draft's own run replays full
@@ -183,7 +183,7 @@ def eager(tmp_path_factory):
 
 
 def _span(shaped, name):
-    """Each range's known GPU span (ms): the headline metric on a GPU trace (issue 42; gpu_busy before)."""
+    """Each range's known GPU span (ms): the headline metric on a GPU trace."""
     return {(w.range.start, w.range.end): w.span_ns / 1e6 for w in shaped.of(name)}
 
 

@@ -1,4 +1,4 @@
-"""Profiling the methods servers run (issue 29 item 3): EAGLE and EAGLE-3 heads shipped for `tiny-llama-target`,
+"""Profiling the methods servers run: EAGLE and EAGLE-3 heads shipped for `tiny-llama-target`,
 MTP with a target that has an MTP layer (`tiny-mimo-target`); their plans and the commands vLLM gets (no vLLM run).
 """
 

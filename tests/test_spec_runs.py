@@ -1,4 +1,4 @@
-"""Speculative runs pooled over interleaved runs (issue 22 item 6): step tables and counters of several runs made into
+"""Speculative runs pooled over interleaved runs: step tables and counters of several runs made into
 one, checked against values worked out by hand here."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
     assert replayed == 1
 
 
-# a read of the whole a50 grid (~2.5 s, issue 33): in `make test`; the loop keeps the counters counted once above and
+# a read of the whole a50 grid (~2.5 s): in `make test`; the loop keeps the counters counted once above and
 # tune's notes on hand-made cells (test_tune.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
 @pytest.mark.slow
 def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
@@ -145,7 +145,7 @@ def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_r
         tps = (OUTPUT_LEN - 1) / per_iter
         row = table.loc[e.label]
         assert row["tokens_per_step"] == pytest.approx(tps)
-        # issue 43: each run's step ratio (its own plain decode steps against its own verify steps), then their
+        # pooled: each run's step ratio (its own plain decode steps against its own verify steps), then their
         # geometric mean, which lies between the runs'
         ratios = [statistics.median(plain[sqlite]) / statistics.median([ms for ms, _ in per_run[sqlite]])
                   for sqlite, _ in runs]
@@ -174,7 +174,7 @@ def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_r
     assert math.isfinite(table.loc[f"{DRAFT}.spec-g2", "forecast_tolerance"])
 
 
-# the CLI's JSON of the directory against spec_runs' reader (~2 s, issue 33): in `make test`; the loop keeps the chain
+# the CLI's JSON of the directory against spec_runs' reader (~2 s): in `make test`; the loop keeps the chain
 # link by link: the CLI's numbers = analyze's of the directory
 # (test_front.py::test_interleaved_speculative_runs_give_the_numbers_the_cli_prints), a directory of interleaved runs =
 # its runs written out (test_user_calls.py::test_a_profile_directory_of_interleaved_runs_is_read_as_it_is) and those =

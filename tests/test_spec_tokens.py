@@ -1,4 +1,4 @@
-"""A token's cost measured in place (issue 29 items 2–4): the speculative runs' draft and verify tokens (forward +
+"""A token's cost measured in place: the speculative runs' draft and verify tokens (forward +
 logits + sampling), a head's catch-up forward apart from its later ones, a model-free proposer's proposing, and
 Thm 3.8 priced with them — on the real CPU fixtures (fixtures/spec/heads: EAGLE, EAGLE-3 and MTP made by vLLM's CPU
 build; fixtures/spec/ngram; the tiny pair), every figure recomputed from the raw NVTX rows with plain SQL.

@@ -1,4 +1,5 @@
-"""Speculative runs measured in place (issue 12), on the real CPU fixtures in fixtures/spec (`make fixtures`).
+"""Speculative runs measured in place (c, verify cost, step overhead), on the real CPU fixtures in fixtures/spec
+(`make fixtures`).
 
 Every number the analysis reports is recomputed here from the raw NVTX rows (sqlite3 on NVTX_EVENTS, the statistics
 module), not through nsys_cc's reader or analysis: the step rule, the verify/draft/outside split, the medians, the
@@ -130,7 +131,7 @@ def expected(alpha, gamma):
 
 
 class Measured:
-    """The issue's numbers for one speculative run, by hand."""
+    """The in-place figures of one speculative run, by hand."""
 
     def __init__(self, plain: Raw, draft_plain: Raw, label: str):
         self.alpha, self.gamma = alpha_iid_by_hand(label)
@@ -187,7 +188,7 @@ def test_every_figure_matches_the_raw_rows(tiny, by_hand, gamma):
     assert r["verify_factor"] == pytest.approx(h.verify_ms / h.decode_ms, rel=1e-9)
     assert r["c_in_place_forward"] == pytest.approx(h.draft_forward_ms / h.verify_ms, rel=1e-9)
     # These runs were made before the plugin wrote the token ranges (fixtures/spec/README.md): c in place stays the
-    # forwards' (basis "forward", issue 29), the token figures are the forwards alone, and a note says so.
+    # forwards' (basis "forward", not the token's), the token figures are the forwards alone, and a note says so.
     tokens = token_by_hand(SPEC / f"{TARGET}.sqlite", SPEC / f"{spec_label(gamma)}.sqlite", gamma)
     assert r["basis"] == "forward"
     assert r["c_in_place"] == r["c_in_place_forward"]
@@ -483,7 +484,7 @@ def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path,
     from nsys_cc.report import figure_files, write_report
 
     # only the speculative figures drawn: they are what this checks; the report's other figures are
-    # tests/test_plots.py's (drawing them was ~3 of this test's 4 s, issue 33)
+    # tests/test_plots.py's (drawing them was ~3 of this test's 4 s, too long for `make check`)
     makers = figure_files._makers
     monkeypatch.setattr(figure_files, "_makers",
                         lambda result: ((n, m) for n, m in makers(result) if n.startswith("speculative_")))
@@ -554,7 +555,7 @@ def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
 # ---- the known-α pair (real weights: nsys_cc.launch.pair) -------------------------------------------------------
 
 PAIR_FIT, PAIR_KNOB = "pair-a50", "pair-a99"
-FORECAST_GOAL = 0.10  # issue 12: the forecast within 10 % of every run it was not fitted on
+FORECAST_GOAL = 0.10  # the forecast's goal: within 10 % of every run it was not fitted on
 
 
 def pair_analysis(folder: str, target: str):
@@ -601,7 +602,7 @@ def pair_hand() -> dict:
 
 
 # The claim of docs/speculative.md (and the README's example): the known-α pair's held-out forecasts miss by −6.9 %,
-# +8.6 % and −10.4 % (γ = 1, 2, 3), against the runs' own ±5.7 %; the tests hold γ = 1, 2 to issue 12's goal of 10 %.
+# +8.6 % and −10.4 % (γ = 1, 2, 3), against the runs' own ±5.7 %; the tests hold γ = 1, 2 to the forecast goal, 10 %.
 # γ = 3 misses it by 0.4 points since the tokens per step are the mean of the iterations' step counts (14, 19 and 20
 # steps: the median, 19, gave −3.7 % by the luck of which iteration is in the middle); docs/speculative.md says so.
 PAIR_README_ERRORS = {1: -0.069, 2: 0.086, 3: -0.104}
@@ -648,7 +649,7 @@ def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):
     assert abs(forecast / kh.measured - 1) <= FORECAST_GOAL, (forecast, kh.measured)
 
 
-@pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
+@pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
     # The fixtures as the output folder of a finished `profile --speculate 1,2,3` (runs marked done by hand).
     from nsys_cc.launch import launcher

@@ -162,7 +162,7 @@ def test_an_ngram_run_is_measured_in_place_not_taken_for_a_draft():
 
 def test_a_trace_labelled_speculative_without_draft_forwards_or_metrics_dump_is_an_error(tmp_path):
     # Without its dump nothing shows the ngram run speculated, yet its label says it did: measured as a plain draft it
-    # would give a c of the target against itself, so it is refused with what to do (issue 21's rule).
+    # would give a c of the target against itself, so it is refused with what to do.
     copy = tmp_path / "ngram.spec-g3.sqlite"
     shutil.copy(NGRAM / "ngram.spec-g3.sqlite", copy)
     with pytest.raises(nsys_cc.NsysCCError, match=r"labelled as a speculative run \('ngram.spec-g3'\)"):

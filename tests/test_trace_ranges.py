@@ -71,7 +71,7 @@ def test_range_table_unknown_name(trace):
 ])
 def test_a_name_in_a_domain_is_read_from_domains_only(trace, nvtx_fixture, query, where):
     """The narrowed read's SQL (`nvtx._name_filter`) leaves out the default domain's ranges named like the part after
-    a query's ':' (issue 33: `nsys_cc:sample` read every `sample` range of an NVTX-heavy program, a third of its
+    a query's ':' (`nsys_cc:sample` once read every `sample` range of an NVTX-heavy program, a third of its
     rows): the rows SQLite returns for it, against plain SQL; and the read itself."""
     from nsys_cc.trace.nvtx import _WHERE, _name_filter
 

@@ -1,4 +1,4 @@
-"""issue 30: γ per batch size — the cost model across B, tokens per step from the per-position counters, the schedule
+"""γ per batch size — the cost model across B, tokens per step from the per-position counters, the schedule
 vLLM takes, the held-out checks; on hand-made cells (the oracle is the formula written out) and on fixtures/tune (real
 interleaved runs at B 1, 4, 8, 16 made by `make fixtures`)."""
 
@@ -189,7 +189,7 @@ def a50_json(tmp_path_factory):
         p = cli_in_process("tune", str(FIX / "a50"), "--batch-size", "1,8", "--speculate", "1,3",
                            "--max-batch-size", "16", "--format", "json", "-o", str(out))
     # two runs a cell: no interval on the cells' medians, so none on the forecast, and the schedule is not
-    # recommended (issue 43: exit code 3, the reasons in the JSON)
+    # recommended (exit code 3, the reasons in the JSON)
     assert p.returncode == 3, p.stderr
     return json.loads(p.stdout), out
 
@@ -250,7 +250,7 @@ def test_fixture_measured_cells_are_the_analysis_figures(a50_json):
 def test_reading_leaves_the_fixtures_as_they_were():
     with unchanged(FIX / "a50"):
         p = _cli("tune", str(FIX / "a50"), "--max-batch-size", "4")
-    assert p.returncode == 3, p.stderr  # two runs a cell: not recommended (issue 43)
+    assert p.returncode == 3, p.stderr  # two runs a cell: not recommended
     assert "num_speculative_tokens_per_batch_size" in p.stdout and "NOT RECOMMENDED" in p.stdout
 
 
@@ -291,7 +291,7 @@ print("SCHEDULE", json.dumps([list(x) for x in sc.num_speculative_tokens_per_bat
 @pytest.mark.vllm
 @pytest.mark.slow
 def test_vllms_cpu_build_starts_with_the_schedule():
-    """issue 30 done-when: vLLM's CPU build starts with tune's schedule in --speculative-config (it keeps the table
+    """vLLM's CPU build starts with tune's schedule in --speculative-config (it keeps the table
     in its config; its V1 runner does not act on it, docs/tune.md)."""
     r = t.tune([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN], max_batch_size=32, draws=10,
                draft="pair-draft")
@@ -334,7 +334,7 @@ def test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back():
 
 def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
     # what the per-forward rule did: the median draft forward is the catch-up at γ = 1 and a later one at γ = 3, so
-    # one line through them prices γ = 7 with neither (the case issue 30's long-γ check missed)
+    # one line through them prices γ = 7 with neither (the case a check of long γ once missed)
     cells = [_split_cell(b, g) for b, g in DESIGN]
     cells = [t.Cell(**{**c.__dict__, "draft_forward_ms": c.draft_catchup_ms if c.gamma == 1 else c.draft_later_ms})
              for c in cells]
@@ -346,7 +346,7 @@ def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
     assert abs(float(one_price.drafts_ms(8, 7)) / true_drafts - 1) > 0.03  # 13.44 against 12.78 ms
 
 
-# another read of the a50 grid (~3.5 s, issue 33): in `make test`; the loop keeps the payload's check on the design
+# another read of the a50 grid (~3.5 s): in `make test`; the loop keeps the payload's check on the design
 # fixture (test_tune_design.py::test_each_cell_is_its_own_batch_size_in_the_shared_engine) and the draft rule's on
 # cells made by hand (test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back above)
 @pytest.mark.slow

@@ -1,4 +1,4 @@
-"""Issue 30: the whole tune design in the same interleaved runs. One vLLM engine per model serves every batch size
+"""The whole tune design in the same interleaved runs. One vLLM engine per model serves every batch size
 (the driver's `--share-batch-sizes`), each (model, batch size) one label of it with its own windows, latencies and
 counters; `fixtures/tune/a99-design/` is such a directory, made by `make fixtures` (scripts/make_tune_fixtures.sh).
 Expectations are written by hand or read from the fixture's files and trace with plain SQL."""
@@ -177,7 +177,7 @@ def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cell
     assert labels[8] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
 
 
-# a second read of the fixture (~3.5 s, issue 33): the loop keeps tune's read of the last round
+# a second read of the fixture (~3.5 s): the loop keeps tune's read of the last round
 # (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: its cells are round-2's)
 @pytest.mark.slow
 def test_a_tune_directory_is_read_at_its_last_round():
@@ -267,7 +267,7 @@ def _schedule_table() -> tuple[int, list[list[int]]]:
     return config["num_speculative_tokens"], config["num_speculative_tokens_per_batch_size"]
 
 
-# a third read of the fixture's last round (~3.5 s, issue 33): the loop keeps tune's read of the schedule runs
+# a third read of the fixture's last round (~3.5 s): the loop keeps tune's read of the schedule runs
 # (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: a schedule check at every batch size)
 @pytest.mark.slow
 def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_everywhere():
@@ -284,7 +284,7 @@ def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_e
     assert any(g != k for _, _, g in table), f"the fixture's table {table} gives k everywhere: nothing shown"
 
 
-@pytest.mark.slow  # the oracle reads two batch sizes' engines again (issue 33): the loop keeps the tune of the fixture
+@pytest.mark.slow  # the oracle reads two batch sizes' engines again: the loop keeps the tune of the fixture
 def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
     import nsys_cc
 
@@ -309,7 +309,7 @@ def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
     assert "vLLM running the whole schedule" in render_text(rep)
 
 
-@pytest.mark.slow  # two tunes of the fixture (issue 33): in `make test`
+@pytest.mark.slow  # two tunes of the fixture: in `make test`
 def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, monkeypatch):
     """The profiling path without vLLM: round 1 lays down the fixture; round 2 must ask for every cell of round 1
     and the schedule's γ where it was not measured, in one round (laid down as the same fixture: it measures
@@ -320,7 +320,7 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
 
     def fake(target, draft, out, cells, **kw):
         calls.append((out.name, {b: list(g) for b, g in cells.items()}))
-        shutil.copytree(FIX / "round-1", out, dirs_exist_ok=True)  # `tune` made the round folder (issue 45)
+        shutil.copytree(FIX / "round-1", out, dirs_exist_ok=True)  # `tune` made the round folder
 
     monkeypatch.setattr(tuning, "_profile_round", fake)
     out = tmp_path / "tune"

@@ -1,4 +1,4 @@
-"""issue 30 follow-up: the schedule check compares like with like (the measured cells are static-batch benchmarks,
+"""The schedule check compares like with like (the measured cells are static-batch benchmarks,
 so the benchmark workload's schedule is the one they check; a server's steady-state schedule is shown beside it),
 and the static-batch forecast of steps per iteration against the steps the fixture traces hold (plain SQL)."""
 
@@ -137,7 +137,7 @@ def test_both_schedules_are_given_and_workload_chooses_the_one_written(a99_cells
         assert res.schedule == t.schedule_ranges(best)
     doc = bench.to_dict()
     assert doc["workload"] == "benchmark"
-    # the fixture's cells are of two runs (no interval): not recommended, the fitted tables kept apart (issue 43)
+    # the fixture's cells are of two runs (no interval): not recommended, the fitted tables kept apart
     assert doc["trusted"] is False and doc["num_speculative_tokens_per_batch_size"] is None
     assert doc["fitted_num_speculative_tokens_per_batch_size"] == doc["schedules"]["benchmark"][
         "fitted_num_speculative_tokens_per_batch_size"] == bench.schedule
@@ -153,12 +153,12 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600)
 
 
-# The CLI's end of the test above, in a real process reading the whole a99 grid again: `make test` only (issue 33).
+# The CLI's end of the test above, in a real process reading the whole a99 grid again: `make test` only.
 @pytest.mark.slow
 def test_cli_workload(a99_cells):
     p = _cli("tune", str(FIX / "a99"), "--batch-size", "1,8", "--speculate", "1,3", "--workload", "benchmark",
              "--format", "json")
-    assert p.returncode == 3, p.stderr  # two runs a cell: not recommended (issue 43)
+    assert p.returncode == 3, p.stderr  # two runs a cell: not recommended
     doc = json.loads(p.stdout)
     assert doc["workload"] == "benchmark"
     key = "fitted_num_speculative_tokens_per_batch_size"

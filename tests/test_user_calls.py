@@ -1,4 +1,4 @@
-"""Calls a notebook user makes that used to mislead (issue 23): each now works as the user means it, or raises an
+"""Calls a notebook user makes that used to mislead: each now works as the user means it, or raises an
 NsysCCError that says what to pass. Real fixtures; numbers checked against the raw rows (stdlib SQL) or against the
 call written the long way (a list of one item), never against what the call under test just computed alone."""
 
@@ -204,7 +204,7 @@ ONE_ITEM = {
 
 
 def test_runs_refuse_one_label_for_two_models():
-    # as cost_coefficient does (issue 25: duplicate labels are an error in the library too): the target's and the
+    # as cost_coefficient does (duplicate labels are an error in the library as in the CLI): the target's and the
     # draft's rows would carry the same name
     with pytest.raises(InputError, match=r"^names: 'a' given to more than one trace") as err:
         nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["a", "a"])
@@ -292,7 +292,7 @@ def test_changing_a_table_handed_out_changes_nothing_the_result_says(request, wh
         snapshot = get().copy(deep=True)
         frame = get()
         if len(frame.columns):
-            frame[frame.columns[0]] = 99  # the issue's `res.coefficients["c"] = 99`, on every table
+            frame[frame.columns[0]] = 99  # as a user's `res.coefficients["c"] = 99`, on every table
             if len(frame):
                 frame.iloc[0, 0] = 98
         frame["added"] = 1
@@ -458,7 +458,7 @@ def test_a_newer_report_says_no_export_done_before_its_error(tmp_path, monkeypat
 
 
 
-# ---- wrong numbers, silently (issue 31) ---------------------------------------------------------------------------
+# ---- wrong numbers, silently ----------------------------------------------------------------------------------------
 INTERLEAVED = FIXTURES / "interleaved"
 ISPEC = INTERLEAVED / "spec"
 SPEC_LABELS = ["tiny-llama-target", "tiny-llama-draft-xs", *[f"tiny-llama-draft-xs.spec-g{g}" for g in (1, 2, 3)]]
@@ -617,7 +617,7 @@ def test_a_draft_slower_than_its_target_gets_a_note():
     assert not [n for n in nsys_cc.cost_coefficient(TARGET, DRAFT_XS).notes if "cannot be faster" in n]
 
 
-# ---- the other calls that misled (issue 31) -----------------------------------------------------------------------
+# ---- the other calls that misled ------------------------------------------------------------------------------------
 def test_runs_take_a_range_per_model_as_cost_coefficient_does():
     # range_name=[…] raised TypeError (unhashable list) although documented "as for cost_coefficient"
     two = ["gpu_model_runner: forward", "model_executable()"]
@@ -799,7 +799,7 @@ def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monk
     assert exported == [other]
 
 
-# ---- run numbers: one count, 1 … N (issue 31) ---------------------------------------------------------------------
+# ---- run numbers: one count, 1 … N ----------------------------------------------------------------------------------
 def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
     # res.runs and runs.csv said 0…2 where the JSON, the text and the run-<k> folders said 1…3
     res = interleaved_result
@@ -837,7 +837,7 @@ def test_best_gamma_of_none_is_refused_not_a_gamma_of_zero(alpha, c):
 
 
 def test_every_old_name_warns_through_the_one_compat_list():
-    # issue 31: shims with no caller outside the tests are gone; the rest are listed, with the version they go in
+    # shims with no caller outside the tests are gone; the rest are listed, with the version they go in
     from nsys_cc import _compat
     from nsys_cc.launch import launcher
     from nsys_cc.sweep import run as sweep_run, table as sweep_table

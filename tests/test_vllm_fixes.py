@@ -97,7 +97,7 @@ print(loaded)
 
 
 def test_the_ops_load_as_on_an_avx2_only_cpu(vllm_module):
-    """The fixture's op loading on the path vLLM takes on an AVX2-only CPU (issue 33: `make test` died there with
+    """The fixture's op loading on the path vLLM takes on an AVX2-only CPU (`make test` once died there with
     `Illegal instruction`): with AVX-512 reported absent, vLLM's AVX2 build is the one loaded and `vllm._C` is not."""
     import os
     import subprocess

@@ -1,4 +1,4 @@
-"""The rest of a draft's token in the plugin (issue 29 item 1, proposer side): the draft's logits and its sampling
+"""The rest of a draft's token in the plugin (proposer side): the draft's logits and its sampling
 (`nsys_cc:draft_logits`, `nsys_cc:draft_sample`) after each draft forward, and a model-free proposer's proposing
 (`nsys_cc:propose`).
 

@@ -119,7 +119,7 @@ def test_speculative_run_traces_draft_forwards_and_steps_under_their_own_names(t
     assert [s[3] for s in steps] == target
     for step in steps:
         inside = [r for r in ranges if step[1] < r[1] and r[2] < step[2] and r[4] == step[4]]
-        # Each forward followed by the rest of its token's work: its logits, then its sampling (issue 29).
+        # Each forward followed by the rest of its token's work: its logits, then its sampling.
         assert [r[0] for r in inside] == ["model_executable()", "nsys_cc:logits", "nsys_cc:sample",
                                           *["draft_model_executable()", "nsys_cc:draft_logits",
                                             "nsys_cc:draft_sample"] * 3]

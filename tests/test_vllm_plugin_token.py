@@ -1,4 +1,4 @@
-"""The rest of a token's work in the plugin's ranges (issue 29 item 1): the target's logits (`nsys_cc:logits`) and its
+"""The rest of a token's work in the plugin's ranges: the target's logits (`nsys_cc:logits`) and its
 sampling (`nsys_cc:sample`) after every target forward, on both runners.
 
 - V1 (`vllm.v1.worker.gpu_model_runner`, what the CPU build runs): for real, vLLM under nsys, the ranges read back

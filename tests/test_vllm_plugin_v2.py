@@ -1,5 +1,5 @@
 """The plugin on vLLM's GPU model runner (Model Runner V2) and its speculators, against the real vLLM 0.32 classes
-the CPU build ships (`vllm.v1.worker.gpu…`), issue 21 item 2.
+the CPU build ships (`vllm.v1.worker.gpu…`): what a GPU run of vLLM takes.
 
 The CPU build never runs V2 (it falls back to V1), so the real methods are called here with stand-ins where a GPU
 would be needed: a captured graph is an object whose `replay()` is recorded, `torch.cuda.graph` / `CUDAGraph` and

@@ -1,4 +1,4 @@
-"""vLLM's own torch-profiler traces analysed with no plugin and no --range (issue 42 items 2 and 3).
+"""vLLM's own torch-profiler traces analysed with no plugin and no --range: vLLM's step markers are the default range.
 
 Every figure is checked against an independent recomputation from the raw JSON: `json.load` and plain Python, times
 through their decimal text (exact ns), steps by their names (a regular expression written here, not the contract's),

@@ -122,7 +122,7 @@ def _cannot_write_output(exc: OSError) -> None:
     /dev/null so that flushing it at exit fails no more."""
     import sys
 
-    # a file nsys-cc writes (a status, a log; issue 45: a full -o named none), else the output itself
+    # a file nsys-cc writes (a status, a log: a full -o once named none), else the output itself
     what = os.fsdecode(exc.filename) if exc.filename is not None else "the output"
     click.echo(f"nsys-cc: error: {one_line(f'cannot write {what}: {exc.strerror or exc}')}", err=True)
     try:

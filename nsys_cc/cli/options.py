@@ -27,7 +27,7 @@ def format_option(choices: tuple[str, ...] = FORMATS, help: str | None = None):
 
 class Seconds(click.ParamType):
     """A time bound in seconds (`nsys_cc.inputs.seconds`: finite, ≥ 0; 0: no limit, given on as 0). NaN, inf, a
-    negative number or a word is one error line naming the flag (issue 32, P10/P11)."""
+    negative number or a word is one error line naming the flag."""
 
     name = "seconds"
 
@@ -100,7 +100,7 @@ def check_eager(enforce_eager: bool, cuda_graphs: bool) -> bool:
 
 class OutputDir(click.Path):
     """`-o DIR`: a path, never empty (`-o ''` was ignored by `analyze`, and `tune` and `sweep` took it as the current
-    directory, issue 45)."""
+    directory)."""
 
     def convert(self, value, param, ctx):
         if isinstance(value, str) and not value:

@@ -2,9 +2,10 @@
 
 An argument is, in this order:
 1. a shipped shape: a name in `SHAPES` (a `config.json` under `nsys_cc/launch/models/<name>/`; with
-   `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models in
-   vLLM issue #6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos (target 4 layers ×
-   hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt tokens from);
+   `--load-format dummy` vLLM needs nothing else). The `*-shape` ones copy the configs of the models measured in
+   https://github.com/vllm-project/vllm/issues/6468; the `tiny-llama-*` ones are small LLaMA configs for CPU demos
+   (target 4 layers × hidden 512, drafts 2 × 256 and 1 × 128; vocab 10000, the range vLLM's benchmark draws prompt
+   tokens from);
    the heads (`HEADS`) are drafters that run on a target's hidden states, not alone: `tiny-llama-eagle` (an EAGLE
    head: 1 LLaMA layer × 512 over the target's last hidden states) and `tiny-llama-eagle3` (an EAGLE-3 head: 1 layer
    × 512 over three of the target's layers, 1, 2 and 3, concatenated) for `tiny-llama-target`, and

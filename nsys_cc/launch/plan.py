@@ -128,7 +128,7 @@ def parse_speculative_config(text: str | None) -> dict | None:
         raise InputError(f"speculative_config must be JSON text, not {type(text).__name__} {text!r}",
                          param="speculative_config")
     depth = inputs.json_depth(text.encode("utf-8", "surrogatepass"))
-    if depth > inputs.MAX_DEPTH:  # 30 000 deep raised RecursionError (issue 45); vLLM's configs nest 2–3 deep
+    if depth > inputs.MAX_DEPTH:  # 30 000 deep raised RecursionError; vLLM's configs nest 2–3 deep
         raise InputError(f"speculative_config is nested deeper than {inputs.MAX_DEPTH} levels: it is not a "
                          "speculative config", param="speculative_config")
     try:

@@ -107,7 +107,7 @@ def _stop(proc: subprocess.Popen) -> None:
 class Terminated(KeyboardInterrupt):
     """SIGTERM (or SIGHUP) while nsys runs: nsys and everything it started are stopped as on Ctrl-C (a KeyboardInterrupt
     to every caller: the status says "interrupted", a partial report is made), then nsys-cc ends with 128 + the
-    signal. Without it SIGTERM ended nsys-cc at once and left nsys, in its own session, running (issue 45)."""
+    signal. Without it SIGTERM ended nsys-cc at once and left nsys, in its own session, running."""
 
     def __init__(self, signum: int):
         super().__init__(f"terminated by {signal.Signals(signum).name}")
@@ -274,7 +274,7 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
 def run_model(run: ModelRun, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
     A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
-    reason says the rerun failed and why (issue 32, P15). See `_run_model`."""
+    reason says the rerun failed and why. See `_run_model`."""
     _run_model(run, timeout=timeout)
     if run.status == "failed" and is_complete(run):
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "

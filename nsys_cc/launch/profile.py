@@ -104,7 +104,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
     nsys_args = [str(a) for a in many(nsys_args, "nsys_args")]
     options = DEFAULT_OPTIONS if options is None else options
-    # the one rule for every bound: nan, inf or a negative number never reaches the benchmark (issue 32, P10/P11)
+    # the one rule for every bound: nan, inf or a negative number never reaches the benchmark
     timeout = inputs.seconds(timeout, "timeout", default=launcher.DEFAULT_TIMEOUT_S, param="timeout") or 0
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)

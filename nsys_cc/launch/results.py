@@ -71,7 +71,7 @@ STATUS = "status.json"
 
 def status_is_ours(data: bytes) -> bool:
     """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
-    replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
+    replaced; a user's own `status.json` in `-o` is refused, never written over."""
     try:
         doc = inputs.parse_json(data, "profile status file")
     except InputError:

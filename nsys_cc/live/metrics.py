@@ -18,7 +18,7 @@ Metrics (labels `model_name` = the served model name and `engine` = the engine i
 - `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α; 0 when no γ beats plain
   decoding at that α (a real answer, never a placeholder);
 - `nsys_cc:best_num_speculative_tokens_per_batch_size` (gauge, labels `batch_size_min`, `batch_size_max`): the best
-  γ for each batch-size range, vLLM's `num_speculative_tokens_per_batch_size` read off `/metrics` (issue 30): the
+  γ for each batch-size range, vLLM's `num_speculative_tokens_per_batch_size` read off `/metrics`: the
   window's verify steps grouped by batch size, fitted with `nsys_cc.analysis.tune`'s model
   (`analysis.live.batch_schedule`), tokens per step from vLLM's per-position counts; ranges up to the engine's
   max_num_seqs; one batch size seen: the model is flat in B (one range, its γ);

@@ -2,7 +2,7 @@
 
 What is timed (one `StepRecord` per engine step that scheduled tokens):
 - each forward of the target model and each forward of the draft model, from its start to its end;
-- the rest of each forward's token (issue 29): its logits and its sampling (the plugin's `nsys_cc:logits` /
+- the rest of each forward's token: its logits and its sampling (the plugin's `nsys_cc:logits` /
   `nsys_cc:sample` work and a draft's `nsys_cc:draft_logits` / `nsys_cc:draft_sample`), each part added to the
   forward before it of the same role;
 - the step as a whole: from the start of the runner's `execute_model` for this step to its start for the next
@@ -151,7 +151,7 @@ class StepRecord:
     def valid(self) -> bool:
         """Whether every number is one a step can have: times finite and ≥ 0 (the period also NaN, unknown),
         counts whole and ≥ 0, a draft part per draft forward. A payload that says otherwise (inf, NaN, −1) is
-        no measurement (issue 45: it raised OverflowError, or published a γ from nothing)."""
+        no measurement (it raised OverflowError, or published a γ from nothing)."""
         def time_ok(x) -> bool:
             return isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
 

@@ -1,4 +1,4 @@
-"""GPU time against launch time, in words (issue 42 item 3): what `analysis.gpu_time` found, as the text, markdown and
+"""GPU time against launch time, in words: what `analysis.gpu_time` found, as the text, markdown and
 JSON renderings of a result say it.
 
 On a GPU trace c is headlined on GPU time (`CostCoefficientResult.headline`, the GPU span); a range's CPU time is the

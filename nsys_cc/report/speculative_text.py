@@ -146,7 +146,7 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
 
 
 def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
-    """One row per run and shown metric: what a drafted token and a verify cost in place (issue 29), the draft's
+    """One row per run and shown metric: what a drafted token and a verify token cost in place, the draft's
     catch-up forward (over the tokens just verified; its payload in brackets) apart from its later forwards, the
     draft's and the verify's logits and sampling (wall only: the split is measured on the CPU ranges), the token
     sums, the c of a token in place against the verify and against a plain decode token (a head's c), the forwards'

@@ -70,7 +70,7 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
         title += f" — {result.target} with {result.draft}"
     title += ("\n(a measured cell is a static-batch benchmark: below the steady state where a batch waits for its "
               "slowest sequence)")
-    if not result.trusted:  # the schedule its own check refutes is drawn, not handed out (issue 43)
+    if not result.trusted:  # the schedule its own check refutes is drawn, not handed out
         title += "\nNOT RECOMMENDED: " + ("a held-out cell missed by more than 10 %" if any(
             not c["within_10pct"] for c in result.checks) else "the forecast has no usable interval") + \
             " (report.md says why and what to measure next)"

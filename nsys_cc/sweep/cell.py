@@ -55,7 +55,7 @@ ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
 COMPLETE = ("done", "resumed")
 # What the cell's own files hold (`_write_outcome`, `_new_attempt`): a file of any other shape (or not a regular file)
-# is unreadable state — the cell is run again, with a note — never a wait or a traceback (issue 32, D05/D06).
+# is unreadable state — the cell is run again, with a note — never a wait or a traceback.
 OUTCOME_SHAPE = {"cell": str, "status": str, "reason": inputs.Optional(str), "attempts": inputs.Optional(int),
                  "seconds": inputs.Optional(float),
                  "trace_set": inputs.Optional(({"profile": str}, {"target": str, "drafts": list}))}

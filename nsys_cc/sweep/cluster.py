@@ -56,7 +56,7 @@ def connect(address: str) -> Client:
         _forget(client)
         raise InputError(f"cannot reach the Dask scheduler at {address}: {exc}", param="scheduler") from None
     except Exception as exc:  # noqa: BLE001 — whatever answered is no Dask scheduler (an HTTP server's reply read
-        # as a frame length asked for 3 EiB, issue 45)
+        # as a frame length asked for 3 EiB)
         _forget(client)
         why = " ".join(f"{type(exc).__name__}: {exc}".split())[:160]
         raise InputError(f"{address} is no Dask cluster: it did not answer as one ({why}); give a Dask cluster's "

@@ -107,11 +107,11 @@ class SweepSpec:
         if not self.drafts:
             raise InputError("give at least one draft (drafts)")
         if not isinstance(self.out_dir, (str, os.PathLike)) or isinstance(self.out_dir, bytes) \
-                or not os.fspath(self.out_dir):  # '' was the current directory (issue 45)
+                or not os.fspath(self.out_dir):  # '' was the current directory
             raise InputError(f"out_dir: give the sweep a directory, not {self.out_dir!r}", param="out_dir")
         object.__setattr__(self, "out_dir", os.path.abspath(self.out_dir))
         object.__setattr__(self, "speculate", positive_ints(self.speculate, "speculate"))
-        # the one rule for every bound (issue 32, P10/P11): 0 or None, no limit
+        # the one rule for every bound: 0 or None, no limit
         object.__setattr__(self, "timeout", inputs.seconds(self.timeout, "timeout", param="timeout"))
 
     def cell(self, cell: Cell) -> CellSpec:

@@ -51,7 +51,7 @@ class Col:
 # Rows of a CUDA table whose end is before their start or missing (NULL), or whose end is past IMPOSSIBLE_NS (the
 # int64 sentinel 2⁶³ − 1, not a time): CUPTI writes none, so such a row is damage; as a time it would shift every sum
 # it reaches (a NULL end read as 0 is −start ns; an end at 2⁶³ − 1 made one range last 576460752195.6 ms and a
-# phase "6941013947022× slower", issue 45). They are dropped by every reader below, and counted per trace and table
+# phase "6941013947022× slower"). They are dropped by every reader below, and counted per trace and table
 # (`dropped_rows`) so that the analysis says so.
 IMPOSSIBLE_NS = 1 << 62  # ns since the capture began: 146 years
 _DROPPED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -44,7 +44,7 @@ def readonly_uri(path: str | os.PathLike) -> str:
     return f"file:{urllib.parse.quote(os.fsencode(Path(path).resolve()))}?mode=ro&immutable=1"
 
 
-# Seconds one SQL statement may run (issue 32, G01: a generated column or view can make a query run for hours, and
+# Seconds one SQL statement may run (a generated column or view can make a query run for hours, and
 # SIGALRM cannot interrupt SQLite): $NSYS_CC_QUERY_TIMEOUT, 0 for no limit.
 ENV_QUERY_TIMEOUT = "NSYS_CC_QUERY_TIMEOUT"
 DEFAULT_QUERY_TIMEOUT_S = 600.0
