@@ -50,7 +50,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             skip_ranges: int | None = None, output_len: int | None = None, engines: Sequence[str | None] | None = None,
             acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
             spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
-            scheduler: str | None = None, scopes: Sequence[str | None] | None = None,
+            scheduler: str | None = None,
             ) -> CostCoefficientResult | AnalysisResult:
     """c of each draft against its target, from whatever `source` is (module docstring).
 
@@ -70,15 +70,12 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
-        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
-    from . import _compat
     from .analysis import outputs, sources
 
-    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     if drafts is not None and not is_one(drafts):
         drafts = many(drafts, "drafts")  # read once: a generator was consumed here and then seen empty (issue 45)
     one = drafts is None or (not is_one(drafts) and not drafts)

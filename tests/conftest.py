@@ -267,8 +267,7 @@ def _environment_restored():
 def events(monkeypatch):
     """The vLLM plugin's NVTX calls recorded instead of made: pushes as (name, payload), pops as "pop"; fresh
     per-thread state and iteration count for each test (no vLLM, no nsys)."""
-    from nsys_cc.launch import vllm_plugin as plugin
-    from nsys_cc.vllm import nvtx_backend
+    from nsys_cc.vllm import nvtx_backend, plugin
 
     log: list = []
     monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(

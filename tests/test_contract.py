@@ -82,8 +82,9 @@ def test_the_contract_imports_nothing():
 
 def test_writer_and_readers_share_the_names():
     from nsys_cc.analysis import phases, ranges, ranks
-    from nsys_cc.launch import commands, vllm_plugin
+    from nsys_cc.launch import commands
     from nsys_cc.sweep import manifest
+    from nsys_cc.vllm import plugin as vllm_plugin
 
     assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.DEFAULT_RANGE
     assert vllm_plugin.DRAFT_FORWARD_RANGE in contract.DRAFT_RANGES

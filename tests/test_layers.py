@@ -31,7 +31,7 @@ from conftest import parsed
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
-    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments", "_compat"}),
+    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments"}),
     ("trace", {"trace"}),
     ("analysis", {"analysis"}),
     ("report", {"report"}),

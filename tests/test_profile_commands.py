@@ -117,16 +117,8 @@ def test_dry_run_on_a_gpu_uses_cuda_graphs_by_default_and_traces_them_node_by_no
     assert eager.exit_code == 0 and all("--enforce-eager" in ln for ln in eager_profiles)
 
 
-def test_the_deprecated_cuda_graphs_flag_changes_nothing_and_says_so():
-    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
-    plain, old = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--cuda-graphs"])
-    assert old.exit_code == 0 and old.stdout == plain.stdout
-    assert "--cuda-graphs is deprecated" in old.stderr and "--enforce-eager" in old.stderr
-    assert "--cuda-graphs" not in CliRunner().invoke(cli, ["profile", "--help"]).output
-
-
 @pytest.mark.parametrize("args, message", [
-    (["--cuda-graphs", "--enforce-eager"], "--cuda-graphs and --enforce-eager contradict each other"),
+    (["--cuda-graphs"], "No such option '--cuda-graphs'"),
     (["--output-len", "0"], "--output-len must be ≥ 1"),
     (["--num-iters-warmup", "-1"], "--num-iters-warmup must be ≥ 0"),
 ])

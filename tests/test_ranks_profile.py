@@ -156,7 +156,7 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
 
     import torch
 
-    from nsys_cc.launch import vllm_plugin as plugin
+    from nsys_cc.vllm import plugin
 
     comm_cls, runner_cls = _fakes()
     assert plugin._patch_cpu_communicator(SimpleNamespace(CpuCommunicator=comm_cls))
@@ -179,7 +179,7 @@ def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch)
 
     import torch
 
-    from nsys_cc.launch import vllm_plugin as plugin
+    from nsys_cc.vllm import plugin
 
     monkeypatch.setattr(plugin, "_warned", False)
     monkeypatch.delenv("VLLM_NVTX_SCOPES_FOR_PROFILING", raising=False)

@@ -14,7 +14,7 @@ import types
 import pytest
 
 from conftest import LazyModule
-from nsys_cc.launch import vllm_plugin as plugin
+from nsys_cc.vllm import plugin
 
 torch = LazyModule("torch")  # imported by the first test that uses it: not by every worker that collects this
 

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import LazyModule
 from nsys_cc import contract
-from nsys_cc.launch import vllm_plugin as plugin
+from nsys_cc.vllm import plugin
 
 FWD, DRAFT = contract.FORWARD_RANGE, contract.DRAFT_FORWARD_RANGE
 LOGITS, SAMPLE, PROPOSE = contract.DRAFT_LOGITS_RANGE, contract.DRAFT_SAMPLE_RANGE, contract.PROPOSE_RANGE
@@ -198,7 +198,7 @@ SCENARIOS = textwrap.dedent('''
     import importlib, json, types
     import numpy as np
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
     from nsys_cc.vllm import nvtx_backend
 
     log = []

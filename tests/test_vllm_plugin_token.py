@@ -30,7 +30,7 @@ pytestmark = pytest.mark.vllm
 DRIVER = textwrap.dedent("""
     import sys
     if __name__ == "__main__":
-        from nsys_cc.launch import vllm_plugin
+        from nsys_cc.vllm import plugin as vllm_plugin
         vllm_plugin.register()
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
@@ -111,7 +111,7 @@ def test_v1_speculative_run_samples_gamma_plus_one_rows_per_request_with_the_rej
 V2_SCENARIOS = textwrap.dedent('''
     import importlib, json, types
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
     from nsys_cc.vllm import nvtx_backend
 
     log = []

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.vllm
 SCENARIOS = textwrap.dedent('''
     import contextlib, importlib, inspect, json, types
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
     from nsys_cc.vllm import nvtx_backend
 
     log = []

@@ -84,20 +84,6 @@ class WholeNumber(click.ParamType):
         return int(number)
 
 
-def check_eager(enforce_eager: bool, cuda_graphs: bool) -> bool:
-    """`--enforce-eager`, after the deprecated `--cuda-graphs`: CUDA graphs are the GPU default now, so that flag
-    changes nothing (a warning says so) and contradicts `--enforce-eager` (an error)."""
-    from ..errors import InputError
-
-    if cuda_graphs and enforce_eager:
-        raise InputError("--cuda-graphs and --enforce-eager contradict each other: CUDA graphs are the GPU default, "
-                         "--enforce-eager turns them off")
-    if cuda_graphs:
-        click.echo("nsys-cc: warning: --cuda-graphs is deprecated and changes nothing: CUDA graphs are the GPU default "
-                   "now (--enforce-eager turns them off)", err=True)
-    return enforce_eager
-
-
 class OutputDir(click.Path):
     """`-o DIR`: a path, never empty (`-o ''` was ignored by `analyze`, and `tune` and `sweep` took it as the current
     directory, issue 45)."""

@@ -16,7 +16,7 @@ import click
 
 from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import OUTPUT_DIR, SECONDS, acceptance_option, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -65,8 +65,6 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--enforce-eager", is_flag=True,
               help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
                    "run is always eager).")
-@click.option("--cuda-graphs", is_flag=True, hidden=True,
-              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -84,7 +82,7 @@ SPEC_OUTPUT_LEN = 32
 @format_option(help="Format of the table printed at the end.")
 def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
             iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config, enforce_eager,
-            cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+            vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from .. import front
     from ..analysis.acceptance import parse_alphas
@@ -99,7 +97,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
             "separate": separate, "replicas": replicas}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=warmup_iters, iters=iters,
-                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
+                           enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
         click.echo(profile_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,

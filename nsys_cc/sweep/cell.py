@@ -47,7 +47,7 @@ from .. import atomic, inputs, progress
 from ..errors import InputError, NsysCCError
 from . import table as table_mod
 from .grid import CellSpec
-from .manifest import OLD_KEYS, TraceSet
+from .manifest import TraceSet
 
 STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
@@ -158,7 +158,6 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 def _trace_set_from(doc: dict) -> TraceSet:
     """The trace set of a cell.json: the cell's profile directory, or (a cell of a sweep made before cells were
     profiles of their own, one process per model) its target's and drafts' traces."""
-    doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     if doc.get("profile") is not None:
         return TraceSet(**{"range_name": None, **doc})
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
