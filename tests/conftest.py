@@ -181,7 +181,7 @@ def one_per_family(paths, families: tuple[str, ...] | None = None) -> list:
 
 def sha256_tree(path: str | Path) -> dict[str, str]:
     """sha256 of a file, or of every file under a directory, keyed by path relative to `path`. The `-o` lock
-    (`atomic.LOCK_NAME`) counts by its presence only: it holds the pid of its latest writer."""
+    (`files.folder.LOCK_NAME`) counts by its presence only: it holds the pid of its latest writer."""
     root = Path(path)
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     return {str(f.relative_to(root)) if f != root else f.name:

@@ -122,7 +122,7 @@ def test_nan_and_infinity_are_no_json_numbers():
 
 # -- C05: a FIFO as an export-cache record ---------------------------------------------------------------------------
 def test_C05_a_fifo_as_a_cache_record_is_exported_again_never_waited_on(tmp_path):
-    from nsys_cc import atomic
+    from nsys_cc.files import users
     from nsys_cc.trace import export as export_mod
 
     cache = tmp_path / "cache"
@@ -131,7 +131,7 @@ def test_C05_a_fifo_as_a_cache_record_is_exported_again_never_waited_on(tmp_path
     entry = cache / f"{digest}.sqlite"
     shutil.copyfile(TARGET, entry)
     os.mkfifo(export_mod._record_path(entry))
-    assert atomic.my_uid() == os.stat(entry).st_uid
+    assert users.my_uid() == os.stat(entry).st_uid
     with prompt(15):
         assert export_mod._cached(entry, REPORT, digest) is False  # not trusted: exported again
 
@@ -230,11 +230,11 @@ def test_a_fifo_as_the_cells_lock_file_is_refused_not_waited_on(tmp_path):
 
 
 def test_a_deep_report_manifest_is_no_manifest_not_a_recursion_error(tmp_path):
-    from nsys_cc import atomic
+    from nsys_cc.files import publishing
     from nsys_cc.report.report_files import MANIFEST
 
     (tmp_path / MANIFEST).write_text(DEEP)
-    earlier = atomic._read_manifest(tmp_path / MANIFEST)
+    earlier = publishing._read_manifest(tmp_path / MANIFEST)
     assert earlier.hashes == {} and earlier.by_name == set()
 
 
@@ -387,7 +387,7 @@ READ_CALLS = {"open", "read_text", "read_bytes", "read_parquet", "read_csv", "re
 # (module, function) → why it may read by itself. Everything else reads through `nsys_cc.inputs`.
 ALLOWED = {
     ("inputs.py", "*"): "the one opener itself",
-    ("atomic.py", "*"): "the one writer: its own temporary files, fsynced and hashed as it writes them",
+    ("files/publishing.py", "*"): "the one writer: its own generations' files, hashed as it writes them",
     ("trace/reader.py", "connect"): "the one SQLite connection function (the query bound on every connection)",
     ("trace/bulk.py", "_arrow_batches"): "ADBC's connection (no progress handler: bounded between batches)",
     ("vllm/interleave.py", "_has_children"): "the kernel's /proc lists of this process's children, not a user's file",

@@ -451,7 +451,7 @@ def test_a_full_output_file_system_names_the_file(tmp_path, monkeypatch):
     """A full disk while writing a file under -o said "cannot write the output" and named no file."""
     import errno
 
-    from nsys_cc import atomic
+    from nsys_cc.files import atomic
 
     real = os.fsync
 

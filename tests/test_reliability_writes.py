@@ -3,7 +3,8 @@
 Each case plants the hostile shape the issue found (a link out of `-o`, a user's files where nsys-cc writes, a cache
 folder someone else may write in, two writers at once) and hashes every file outside `-o` (the `outside` folder: the
 links' targets, the user's own files) before and after. The last test walks the package for write/remove calls that
-do not go through the one writer (`atomic.Folder`, `atomic.write_*`, `atomic.publish`) or the export cache's ledger.
+do not go through the one writer (`nsys_cc.files`: `Folder`, `atomic.write_*`, `publishing.publish`) or the export
+cache's ledger.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, package_offenders, parsed, sha256_tree, unchanged
-from nsys_cc import atomic
 from nsys_cc.errors import InputError
+from nsys_cc.files import users
 from nsys_cc.trace import export as export_mod
 
 VLLM = FIXTURES / "vllm"
@@ -93,7 +94,7 @@ def test_C02_a_cache_folder_of_another_user_is_refused_and_its_entries_never_tru
     cache = _planted_cache(tmp_path, 0o700)
     digest = export_mod.content_hash(REPORT)
     assert export_mod._valid(cache / f"{digest}.sqlite", REPORT, digest)  # as yours, the planted record matches
-    monkeypatch.setattr(atomic, "my_uid", lambda: os.geteuid() + 4242)  # now the folder is someone else's
+    monkeypatch.setattr(users, "my_uid", lambda: os.geteuid() + 4242)  # now the folder is someone else's
     assert not export_mod._valid(cache / f"{digest}.sqlite", REPORT, digest)
     with unchanged(cache), pytest.raises(InputError, match=r"belongs to user id \d+, not to you"):
         export_mod.export_report(REPORT, cache_dir=cache)
@@ -205,8 +206,8 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
     out = tmp_path / "X"
     write_report(small_result, out)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from nsys_cc import atomic\n"
-        f"with atomic.Folder({str(out)!r}).lock():\n"
+        "import sys, time; from nsys_cc.files.folder import Folder\n"
+        f"with Folder({str(out)!r}).lock():\n"
         "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     try:
@@ -240,11 +241,13 @@ OS_ONLY = {"remove", "makedirs", "removedirs", "link"}
 WRITE_CALLS = {"unlink", "rmtree", "rename", "replace", "mkdir", "makedirs", "rmdir", "remove", "write_text",
                "write_bytes", "symlink_to", "removedirs", "link"}
 # Calls that write the file their first argument names (a table, a figure): through the writer only when that is a
-# path `atomic.Stage.file` gave (issue 45: `tune` wrote forecast.csv and tune.png with these, through a link).
+# path `publishing.Stage.file` gave (issue 45: `tune` wrote forecast.csv and tune.png with these, through a link).
 FILE_WRITERS = {"to_csv", "to_parquet", "to_excel", "to_pickle", "savefig", "imsave", "plot_tune"}
 # module → the calls it may make itself, and why (short, explicit)
 ALLOWED = {
-    "atomic.py": "the one writer itself",
+    "files/atomic.py": "the one writer itself: a file written whole",
+    "files/folder.py": "the one writer itself: every write, folder, removal and rename under -o",
+    "files/publishing.py": "the one writer itself: a report's generations, put in place by one rename",
     "trace/export.py": "the export cache: writes only inside its own checked private folder, under its lock",
     "report/figure_files.py": "make_plots (a library call): writes only the folder its caller names",
     "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",
@@ -254,7 +257,7 @@ ALLOWED = {
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",
     "sweep/cluster.py": "a cluster job's spec file in the cell folder (made by Folder.mkdir in the cell)",
-    "sweep/cell.py": "the cell folder itself (spec.dir.mkdir) before its files go through atomic.Folder",
+    "sweep/cell.py": "the cell folder itself (spec.dir.mkdir) before its files go through Folder",
     "sweep/run.py": "the sweep's -o folder itself (out.mkdir)",
     "launch/process.py": "the -o folder itself (prepare: out.mkdir), before anything in it is written",
 }
@@ -291,10 +294,10 @@ def _write_calls(path: Path) -> list[str]:
             continue  # through the one writer
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call):
             inner = f.value.func
-            if isinstance(inner, ast.Attribute) and inner.attr == "Folder":
-                continue  # atomic.Folder(x).write_text(...)
+            if (inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")) == "Folder":
+                continue  # Folder(x).write_text(...), files.folder.Folder(x).write_text(...)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in staged:
-            continue  # path.write_text(…) of a staged path: into the staging folder of `atomic.publish`
+            continue  # path.write_text(…) of a staged path: into the staging folder of `publishing.publish`
         if name in FILE_WRITERS:
             target = node.args[0] if node.args else next((k.value for k in node.keywords
                                                           if k.arg in ("path", "path_or_buf", "fname")), None)
@@ -321,7 +324,7 @@ def _write_calls(path: Path) -> list[str]:
 
 def test_every_write_under_the_package_goes_through_the_one_writer():
     offenders = package_offenders(lambda path, rel: [] if rel in ALLOWED else _write_calls(path))
-    assert offenders == {}, ("writes/removals outside atomic.Folder (route them through it, or add the module to "
+    assert offenders == {}, ("writes/removals outside Folder (route them through it, or add the module to "
                              f"ALLOWED with the reason): {offenders}")
 
 
@@ -330,7 +333,7 @@ def test_the_walker_finds_a_write_around_the_writer(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os, shutil\nfrom pathlib import Path\n"
                    "def f(p):\n    Path(p).unlink()\n    shutil.rmtree(p)\n    open(p, 'w').write('x')\n"
-                   "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n")
+                   "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n    Folder(p).write_text('fine')\n")
     assert sorted(c.split(" at")[0] for c in _write_calls(bad)) == ["open(…, 'w')", "replace", "rmtree", "unlink"]
 
 

@@ -61,12 +61,12 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
     and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
     belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
     """
-    from .. import atomic
+    from ..files.folder import check_out_dir
     from ..front import analyze as analyze_source
     from ..report.result_text import render
 
     if out_dir is not None:  # `-o ''` is an error, never ignored
-        atomic.check_out_dir(out_dir)  # before the analysis, not after
+        check_out_dir(out_dir)  # before the analysis, not after
     pairs = {}
     for item in spec_metrics:
         trace, sep, dump = item.partition("=")

@@ -40,7 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT as ENV_METRICS_DIR,
@@ -49,6 +49,9 @@ from ..contract import (
     INTERLEAVE_MODULE,
 )
 from ..errors import InputError, NsysCCError
+from ..files import atomic
+from ..files.folder import Folder, check_out_dir
+from ..files.signals import signals_deferred
 from . import eta, plan, process, results
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
 from .machine import machine_notes, machine_state, machine_table
@@ -215,7 +218,7 @@ def _restore_replaced(run: Run) -> None:
     old = _replaced(run)
     if not (old.is_dir() and not old.is_symlink() and (old / "done.json").is_file()):
         return
-    folder = atomic.Folder(run.dir.parent)
+    folder = Folder(run.dir.parent)
     with contextlib.suppress(OSError, InputError):
         if os.path.lexists(run.dir):
             folder.remove_tree(old)
@@ -260,7 +263,7 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
 
 def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
     tmp = attempt.files.out_dir
-    folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
+    folder = Folder(run.dir.parent)  # every change under -o through the no-follow writer
     _restore_replaced(run)
     before = machine_state(gpu)
     if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
@@ -309,7 +312,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                   "speculative": [e.label for e in engines if e.speculative
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
         atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
-        with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
+        with signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
             # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
             # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
             if os.path.lexists(run.dir):
@@ -409,7 +412,7 @@ def remove_killed_attempts(out: Path) -> list[str]:
     is removed itself. Returns the names removed."""
     import re
 
-    folder = atomic.Folder(out)
+    folder = Folder(out)
     gone = []
     for p in sorted(out.glob(f"{RUN_PREFIX}*.attempt")):
         if re.fullmatch(rf"{re.escape(RUN_PREFIX)}\d+\.attempt", p.name):
@@ -645,9 +648,9 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
     nsys = require_nsys()
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
-    out = atomic.check_out_dir(out_dir, "the profile run").resolve()
+    out = check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])
-    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir
+    with Folder(out).lock("the profile run"):  # one writer per out_dir
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                               max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,

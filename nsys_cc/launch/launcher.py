@@ -31,7 +31,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from .. import atomic, progress
+from .. import progress
+from ..files.folder import Folder, check_out_dir
 from ..trace.nsys import require_nsys
 from .commands import BenchOptions
 from .plan import config_models, describe, plan, uses_gpu
@@ -72,7 +73,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     from ..analysis.coefficient import check_seed
 
     check_seed(seed)  # before minutes of profiling, not after
-    atomic.check_out_dir(out_dir, "the profile run")
+    check_out_dir(out_dir, "the profile run")
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
@@ -81,8 +82,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
-    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
-        atomic.Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
+    with Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
+        Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
         return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish)
 
 

@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
+from ..files.folder import Folder
 from ..trace.nsys import nsys_version
 from . import check
 from .commands import ModelCommands
@@ -243,7 +244,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
     `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
     env = {**os.environ, **cmds.env}
-    with atomic.Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
+    with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
@@ -293,7 +294,7 @@ def _run_model(run: ModelRun, *, timeout: float | None) -> None:
     t0 = time.perf_counter()
     try:
         try:
-            atomic.Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
+            Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
         except OSError as exc:
             run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
             return

@@ -15,9 +15,10 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .. import atomic, inputs
+from .. import inputs
 from ..arguments import many
 from ..errors import InputError
+from ..files.folder import check_out_dir
 from . import plan
 from .commands import BenchOptions
 from .interleaved import (
@@ -114,7 +115,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                                 finish=finish)
     if precision is not None and measure is None:
         raise TypeError("launch.profile.profile(precision=…) needs measure= (nsys_cc.profile gives it)")
-    atomic.check_out_dir(out_dir, "the profile run")
+    check_out_dir(out_dir, "the profile run")
     return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
                                trace=trace, nsys_args=nsys_args,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import atomic, inputs
+from .. import inputs
 from ..errors import InputError
+from ..files import publishing
+from ..files.folder import Folder
 from . import check
 from .plan import ModelRun, describe
 
@@ -83,12 +85,12 @@ def status_is_ours(data: bytes) -> bool:
 
 def check_status_file(out_dir: Path) -> None:
     """Before the first run: InputError when `out_dir/status.json` is a file a profile did not write."""
-    atomic.Folder(out_dir).check_own(STATUS, status_is_ours, "profile's status")
+    Folder(out_dir).check_own(STATUS, status_is_ours, "profile's status")
 
 
 def write_status_file(out_dir: Path, text: str) -> Path:
     """`out_dir/status.json` replaced by `text`, through the one writer, only over a profile's own status file."""
-    return atomic.Folder(out_dir).write_own(STATUS, text, status_is_ours, "profile's status")
+    return Folder(out_dir).write_own(STATUS, text, status_is_ours, "profile's status")
 
 
 def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
@@ -154,7 +156,7 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
     stale = sorted(replaced & described)
     if not stale:
         return []
-    removed = atomic.withdraw(out, manifest=MANIFEST)
+    removed = publishing.withdraw(out, manifest=MANIFEST)
     if not removed:
         return []
     return [f"the earlier report in {out} was removed: it described {', '.join(Path(p).name for p in stale)}, which "

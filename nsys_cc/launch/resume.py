@@ -8,8 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
-from .. import atomic, inputs
+from .. import inputs
 from ..contract import FORWARD_RANGE
+from ..files.folder import Folder
+from ..files.signals import signals_deferred
 from .commands import ModelCommands, ModelFiles
 from .plan import ModelRun
 
@@ -52,7 +54,7 @@ def staged(run: ModelRun) -> ModelCommands:
 
 def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
     """Remove an attempt's files, and its directory when nothing else is left in it."""
-    folder = atomic.Folder(files.out_dir.parent)  # no link followed (a linked attempts folder is refused)
+    folder = Folder(files.out_dir.parent)  # no link followed (a linked attempts folder is refused)
     folder.mkdir(files.out_dir.name)
     for key in TRACE_SET:
         folder.remove(getattr(files, key))
@@ -63,10 +65,10 @@ def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
 def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
     """Move a completed attempt's trace set over the earlier one, then write the marker. The earlier marker goes
     first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
-    complete; Ctrl-C waits for the renames (`atomic.signals_deferred`)."""
+    complete; Ctrl-C waits for the renames (`signals_deferred`)."""
     final = run.files
-    folder = atomic.Folder(final.out_dir)
-    with atomic.signals_deferred():
+    folder = Folder(final.out_dir)
+    with signals_deferred():
         folder.remove(final.done)
         for key in TRACE_SET:
             src = getattr(attempt, key)

@@ -43,8 +43,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..errors import InputError, NsysCCError
+from ..files.folder import Folder
 from . import table as table_mod
 from .grid import CellSpec
 from .manifest import TraceSet
@@ -100,7 +101,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def _write_json(path: Path, doc: dict) -> None:
-    atomic.Folder(path.parent).write_text(path.name, json.dumps(doc, indent=2) + "\n")  # no link followed
+    Folder(path.parent).write_text(path.name, json.dumps(doc, indent=2) + "\n")  # no link followed
 
 
 def _new_attempt(spec: CellSpec) -> tuple[int, bool]:

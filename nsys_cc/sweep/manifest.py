@@ -38,9 +38,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import atomic, inputs
+from .. import inputs
 from ..contract import DEFAULT_RANGE
 from ..errors import InputError
+from ..files import atomic
 
 MANIFEST_NAME = "manifest.json"
 _LIST_SEP = ";"

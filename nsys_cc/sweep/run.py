@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, progress
+from .. import progress
 from ..analysis.coefficient import check_seed
 from ..errors import InputError
+from ..files.folder import check_out_dir
 from . import table as table_mod
 from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
@@ -81,7 +82,7 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
     """
     check_cells(spec, cells)
     check_seed(spec.seed)
-    out = atomic.check_out_dir(spec.out_dir, "the sweep")
+    out = check_out_dir(spec.out_dir, "the sweep")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
