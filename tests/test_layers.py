@@ -4,7 +4,8 @@ Every import of the package's own modules counts, wherever it is written (module
 `TYPE_CHECKING`): each one is an arrow a reader has to follow. The layers, lowest first:
 
 - base: `contract` (the NVTX and environment names), `errors`, `progress`, `version`, `views` (a result's views, bound
-  from above), `files` (files written whole, through one writer), `inputs` (files read without waiting),
+  from above), `files` (files written whole, through one writer), `formats` (the files nsys-cc writes and reads
+  back, one module per format), `inputs` (files read without waiting),
   `arguments` (how the public API reads a list-like argument) — import nothing above them;
 - `trace`: reading Nsight Systems exports;
 - `analysis`: the measurements, as data (a result binds its views from above: `report` registers them);
@@ -31,7 +32,7 @@ from conftest import parsed
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
-    ("base", {"contract", "errors", "progress", "version", "views", "files", "inputs", "arguments"}),
+    ("base", {"contract", "errors", "progress", "version", "views", "files", "formats", "inputs", "arguments"}),
     ("trace", {"trace"}),
     ("analysis", {"analysis"}),
     ("report", {"report"}),

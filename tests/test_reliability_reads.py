@@ -162,13 +162,13 @@ def test_D05_analyze_of_a_profile_whose_status_json_is_a_fifo_is_one_line(tmp_pa
 
 
 def test_D05_profile_into_a_dir_whose_status_json_is_a_fifo_refuses_it(tmp_path):
-    from nsys_cc.launch.results import check_status_file
+    from nsys_cc.formats import status_json
 
     out = tmp_path / "O"
     out.mkdir()
     os.mkfifo(out / "status.json")
     with prompt(15), pytest.raises(InputError, match="status.json is in the way"):
-        check_status_file(out)
+        status_json.check_writable(out)
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -193,11 +193,12 @@ def test_D06_analyze_of_a_misshapen_status_json_is_one_line(tmp_path, text, frag
 @pytest.mark.parametrize("text", ['{"runs": [1, 2]}', "[1, 2]", '{"cell": "c"}', '{"cell": 1, "status": "done"}',
                                   DEEP, "not json"])
 def test_D06_a_sweep_cells_misshapen_record_is_unreadable_state_run_again(tmp_path, text, capsys):
+    from nsys_cc.formats import cell_json
     from nsys_cc.sweep import cell
 
     d = tmp_path / "cell-1"
     d.mkdir()
-    (d / cell.STATUS_FILE).write_text(text)
+    (d / cell_json.NAME).write_text(text)
     spec = SimpleNamespace(dir=d, fingerprint=lambda: {"x": 1})
     with unchanged(d):
         assert cell.read_outcome(spec) is None
@@ -206,12 +207,13 @@ def test_D06_a_sweep_cells_misshapen_record_is_unreadable_state_run_again(tmp_pa
 
 
 def test_D05_a_sweep_cells_record_and_attempts_as_fifos_are_never_waited_on(tmp_path):
+    from nsys_cc.formats import attempts_json, cell_json
     from nsys_cc.sweep import cell
 
     d = tmp_path / "cell-1"
     d.mkdir()
-    os.mkfifo(d / cell.STATUS_FILE)
-    os.mkfifo(d / cell.ATTEMPTS_FILE)
+    os.mkfifo(d / cell_json.NAME)
+    os.mkfifo(d / attempts_json.NAME)
     spec = SimpleNamespace(dir=d, fingerprint=lambda: {"x": 1}, sweep=SimpleNamespace(run_id="r"))
     with prompt(15):
         assert cell.read_outcome(spec) is None

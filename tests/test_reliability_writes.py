@@ -179,16 +179,16 @@ def test_P12_a_linked_log_is_replaced_its_target_untouched(tmp_path, outside):
 
 
 def test_SWP1_a_linked_attempts_tmp_is_never_written_through(tmp_path, outside):
-    from nsys_cc.sweep import cell
+    from nsys_cc.formats import attempts_json
 
     d = tmp_path / "O" / "cell-1"
     d.mkdir(parents=True)
-    (d / f"{cell.ATTEMPTS_FILE}.tmp").symlink_to(outside / "precious.txt")
-    (d / cell.ATTEMPTS_FILE).symlink_to(outside / "x.bench.json")
+    (d / f"{attempts_json.NAME}.tmp").symlink_to(outside / "precious.txt")
+    (d / attempts_json.NAME).symlink_to(outside / "x.bench.json")
     with unchanged(outside):
-        cell._write_json(d / cell.ATTEMPTS_FILE, {"starts": []})
-    assert json.loads((d / cell.ATTEMPTS_FILE).read_text()) == {"starts": []}
-    assert not (d / cell.ATTEMPTS_FILE).is_symlink()
+        attempts_json.write(d, [])
+    assert json.loads((d / attempts_json.NAME).read_text()) == {"starts": []}
+    assert not (d / attempts_json.NAME).is_symlink()
 
 
 # -- reports: one writer at a time, nothing proven by a name alone -----------------------------------------------------
@@ -255,6 +255,8 @@ ALLOWED = {
     "report/tune_plots.py": "plot_tune saves to the path its caller names (tuning.write: a staged file)",
     "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
+    "formats/interleaved_json.py": "the driver's record, written inside the benchmark process (its attempt folder)",
+    "formats/bench_json.py": "the driver's latencies, written inside the benchmark process (its attempt folder)",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",
     "sweep/cluster.py": "a cluster job's spec file in the cell folder (made by Folder.mkdir in the cell)",
     "sweep/cell.py": "the cell folder itself (spec.dir.mkdir) before its files go through Folder",

@@ -19,10 +19,11 @@ import pytest
 
 import nsys_cc
 from nsys_cc.errors import InputError
+from nsys_cc.formats import attempts_json
 from nsys_cc.launch import launcher, profile as profile_mod
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import profiled, table as table_mod
-from nsys_cc.sweep.cell import ATTEMPTS_FILE, read_outcome, run_cell
+from nsys_cc.sweep.cell import read_outcome, run_cell
 from nsys_cc.sweep.grid import Cell, SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import sweep
@@ -118,7 +119,7 @@ def test_a_rerun_keeps_done_cells_and_retries_failed_ones(tmp_path, monkeypatch)
     t = pd.read_csv(tmp_path / "sw" / "sweep.csv")
     assert t.groupby("cell")["attempts"].first().to_dict() == {"bs1-in8": 1, "bs2-in8": 2}
     assert any("bs2-in8" in n and "attempt 2" in n for n in result.notes)
-    starts = json.loads((tmp_path / "sw" / "bs2-in8" / ATTEMPTS_FILE).read_text())["starts"]
+    starts = json.loads((tmp_path / "sw" / "bs2-in8" / attempts_json.NAME).read_text())["starts"]
     assert len(starts) == 2 and starts[0]["run_id"] != starts[1]["run_id"]
 
     # Different benchmark settings: the kept cells are not what is asked for any more.

@@ -25,12 +25,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import inputs
 from ..errors import InputError
+from ..formats import done_json, status_json
 from .spec_labels import LABEL_RE
 
-STATUS = "status.json"
-DONE = "done.json"
+STATUS = status_json.NAME
+DONE = done_json.NAME
 RUN_TRACE = "trace.sqlite"
 RUN_PREFIX = "run-"
 RUN_DIR_RE = re.compile(r"^run-(?P<k>[1-9][0-9]*)$")
@@ -100,16 +100,9 @@ def run_number(path: str | os.PathLike) -> int | None:
     return int(m.group("k")) if m else None
 
 
-def _json(path: Path, what: str):
-    return inputs.load_json(path, what)  # a regular file only, nested at most inputs.MAX_DEPTH deep
-
-
 def _status(path: Path):
     """The parsed status.json of `path`, None when there is none (a missing file, not a broken one)."""
-    status = path / STATUS
-    if not os.path.lexists(status):
-        return None
-    return _json(status, "profile status file")
+    return status_json.read(path)
 
 
 def _run_folders(path: Path) -> list[Path]:
@@ -133,10 +126,8 @@ def is_profile_output(path: str | os.PathLike) -> bool:
         return (p / STATUS).exists()  # a broken status file is still a profile's: reading it says what is wrong
     if doc is not None and _run_folders(p):
         return True  # completed runs beside a status.json: a profile's, whatever the file says (reading it tells)
-    if isinstance(doc, dict):
-        return isinstance(doc.get("runs"), list)
-    if isinstance(doc, list):
-        return bool(doc) and all(isinstance(e, dict) and "label" in e for e in doc)
+    if isinstance(doc, (dict, list)):
+        return doc != [] and status_json.has_its_shape(doc)
     return bool(_run_folders(p))
 
 
@@ -196,7 +187,7 @@ def run_engines(run_dir: str | os.PathLike) -> dict[str, str] | None:
     done = Path(run_dir) / DONE
     if not done.is_file():
         return None
-    doc = _json(done, "run record")
+    doc = done_json.read_run(run_dir)
     engines = doc.get("engines") if isinstance(doc, dict) else None
     if not isinstance(engines, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in engines.items()):

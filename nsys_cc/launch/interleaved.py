@@ -31,7 +31,6 @@ rerun never destroys a completed run. `status.json` lists every run.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import subprocess
@@ -40,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import inputs, progress
+from .. import progress
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT as ENV_METRICS_DIR,
@@ -49,9 +48,9 @@ from ..contract import (
     INTERLEAVE_MODULE,
 )
 from ..errors import InputError, NsysCCError
-from ..files import atomic
 from ..files.folder import Folder, check_out_dir
 from ..files.signals import signals_deferred
+from ..formats import done_json, interleaved_json, status_json
 from . import eta, plan, process, results
 from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
 from .machine import machine_notes, machine_state, machine_table
@@ -175,7 +174,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
     files = ModelFiles(d, "trace")
     profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
     profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
-                str(d / "interleaved.json")]
+                str(d / interleaved_json.NAME)]
     if any(e.batch_size is not None for e in engines):
         profile.append(SHARE_FLAG)
     for _ in range(replicas):
@@ -216,7 +215,7 @@ def _restore_replaced(run: Run) -> None:
     """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
     `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
     old = _replaced(run)
-    if not (old.is_dir() and not old.is_symlink() and (old / "done.json").is_file()):
+    if not (old.is_dir() and not old.is_symlink() and (old / done_json.NAME).is_file()):
         return
     folder = Folder(run.dir.parent)
     with contextlib.suppress(OSError, InputError):
@@ -226,17 +225,10 @@ def _restore_replaced(run: Run) -> None:
             folder.replace(old, run.dir)
 
 
-# What a run's done.json holds (written last by `_execute`), and what the benchmark driver writes
-# (`nsys_cc.vllm.interleave`): a file of any other shape is a record nsys-cc did not write.
-DONE_SHAPE = {"commands": str, "machine": inputs.Optional(dict), "engines": inputs.Optional(inputs.MapOf(str)),
-              "notes": inputs.Optional(inputs.ListOf(str)), "speculative": inputs.Optional(inputs.ListOf(str))}
-DRIVER_SHAPE = {"engines": inputs.ListOf({"label": str, "error": inputs.Optional(str)})}
-
-
 def is_complete(run: Run) -> bool:
     """Whether an earlier call left this run complete, made with the same commands."""
     _restore_replaced(run)
-    marker = inputs.load_state(run.dir / "done.json", "run record", shape=DONE_SHAPE)
+    marker = done_json.load_run(run.dir)
     if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
         return False
     if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
@@ -267,7 +259,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
     _restore_replaced(run)
     before = machine_state(gpu)
     if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
-                                                           and (run.dir / "done.json").is_file()):
+                                                           and (run.dir / done_json.NAME).is_file()):
         run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
                                             "away or choose another out_dir")
         return
@@ -276,14 +268,14 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
     t0 = time.perf_counter()
     log_path = tmp / "log"
     try:
-        driver = tmp / "interleaved.json"
+        driver = tmp / interleaved_json.NAME
         problem = process.profile_and_export(attempt, log_path, shown=run.commands.shell(),
                                              outputs=(attempt.files.report, driver), who=f"run {run.index}",
                                              timeout=timeout)
         if problem:
             run.status, run.reason = "failed", problem
             return
-        doc = inputs.load_json(driver, "benchmark record", shape=DRIVER_SHAPE)
+        doc = interleaved_json.read(driver)
         errors: dict[str, str] = {}
         built: dict[str, list[bool]] = {}
         for entry in doc.get("engines", []):
@@ -311,7 +303,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                   "forward_ranges": counts, "notes": run.notes,
                   "speculative": [e.label for e in engines if e.speculative
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
-        atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
+        done_json.write_run(tmp, marker)
         with signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
             # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
             # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
@@ -403,7 +395,7 @@ def write_status(out: Path, outcome: Outcome) -> Path:
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {}),
                        **({"batch_size": e.batch_size} if e.batch_size is not None else {})}
                       for e in outcome.engines]}
-    return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
+    return status_json.write(out, doc)
 
 
 def remove_killed_attempts(out: Path) -> list[str]:

@@ -26,12 +26,12 @@ from .. import inputs, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
+from ..formats import status_json
 from ..trace.nsys import nsys_version
 from . import check
 from .commands import ModelCommands
 from .models import Model
 from .plan import ModelRun
-from .results import check_status_file
 from .resume import commit, discard, is_complete, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
@@ -266,7 +266,7 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
-    check_status_file(out)  # a user's own status.json there: refused now, not after the first model
+    status_json.check_writable(out)  # a user's own status.json there: refused now, not after the first model
     for model in {m.spec: m for m in models if m.kind == "pair"}.values():
         with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
             model.prepare()

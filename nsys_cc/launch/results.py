@@ -6,16 +6,14 @@ report), handed down as `profile`'s `finish`: nothing under launch/ builds an an
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .. import inputs
-from ..errors import InputError
 from ..files import publishing
-from ..files.folder import Folder
+from ..formats import status_json
 from . import check
 from .plan import ModelRun, describe
 
@@ -68,34 +66,9 @@ class ProfileRun:
                                  r.files.metrics) for r in self.runs if r.speculative and r.ok]
 
 
-STATUS = "status.json"
-
-
-def status_is_ours(data: bytes) -> bool:
-    """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
-    replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
-    try:
-        doc = inputs.parse_json(data, "profile status file")
-    except InputError:
-        return False
-    if isinstance(doc, dict):
-        return isinstance(doc.get("runs"), list)
-    return isinstance(doc, list) and all(isinstance(e, dict) and "label" in e for e in doc)
-
-
-def check_status_file(out_dir: Path) -> None:
-    """Before the first run: InputError when `out_dir/status.json` is a file a profile did not write."""
-    Folder(out_dir).check_own(STATUS, status_is_ours, "profile's status")
-
-
-def write_status_file(out_dir: Path, text: str) -> Path:
-    """`out_dir/status.json` replaced by `text`, through the one writer, only over a profile's own status file."""
-    return Folder(out_dir).write_own(STATUS, text, status_is_ours, "profile's status")
-
-
 def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
     """`status.json`: every model's state, reason and files (rewritten after each model)."""
-    return write_status_file(out_dir, json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
+    return status_json.write(out_dir, [r.to_dict() for r in runs])
 
 
 def failure_notes(runs: Sequence[ModelRun]) -> list[str]:

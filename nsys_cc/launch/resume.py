@@ -6,24 +6,20 @@ one only once it completed (`commit`), so a failed or interrupted attempt leaves
 from __future__ import annotations
 
 import dataclasses
-import json
 
-from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..files.folder import Folder
 from ..files.signals import signals_deferred
+from ..formats import done_json
 from .commands import ModelCommands, ModelFiles
 from .plan import ModelRun
-
-# What a `<label>.done.json` holds (written by the launcher): anything else is a marker nsys-cc did not write.
-DONE_SHAPE = {"commands": str, "range": inputs.Optional(str)}
 
 
 def is_complete(run: ModelRun) -> bool:
     """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
     is the forward range it recorded)."""
     f = run.files
-    marker = inputs.load_state(f.done, "run record", shape=DONE_SHAPE)
+    marker = done_json.load_model(f.done)
     if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written: rerun
         return False
     if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
@@ -74,4 +70,4 @@ def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
             src = getattr(attempt, key)
             if src.is_file():
                 folder.replace(src, getattr(final, key))
-        folder.write_text(final.done, json.dumps(marker, indent=2) + "\n")
+        folder.write_text(final.done, done_json.text(marker))

@@ -30,7 +30,6 @@ import ctypes
 import dataclasses
 import fcntl
 import io
-import json
 import os
 import signal
 import socket
@@ -45,22 +44,14 @@ import pandas as pd
 
 from .. import inputs, progress
 from ..errors import InputError, NsysCCError
-from ..files.folder import Folder
+from ..formats import attempts_json, cell_json
 from . import table as table_mod
 from .grid import CellSpec
 from .manifest import TraceSet
 
-STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
-ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
 COMPLETE = ("done", "resumed")
-# What the cell's own files hold (`_write_outcome`, `_new_attempt`): a file of any other shape (or not a regular file)
-# is unreadable state — the cell is run again, with a note — never a wait or a traceback (issue 32, D05/D06).
-OUTCOME_SHAPE = {"cell": str, "status": str, "reason": inputs.Optional(str), "attempts": inputs.Optional(int),
-                 "seconds": inputs.Optional(float),
-                 "trace_set": inputs.Optional(({"profile": str}, {"target": str, "drafts": list}))}
-ATTEMPTS_SHAPE = {"starts": inputs.ListOf(dict)}
 
 
 @dataclass
@@ -100,26 +91,20 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_json(path: Path, doc: dict) -> None:
-    Folder(path.parent).write_text(path.name, json.dumps(doc, indent=2) + "\n")  # no link followed
-
-
 def _new_attempt(spec: CellSpec) -> tuple[int, bool]:
     """Record a start of the cell; (attempts so far, whether this sweep invocation started it before)."""
-    path = spec.dir / ATTEMPTS_FILE
-    doc = inputs.load_state(path, "cell's attempts record", shape=ATTEMPTS_SHAPE, on_unreadable=_unreadable)
+    doc = attempts_json.load(spec.dir, on_unreadable=_unreadable)
     starts = doc["starts"] if doc else []
     again = any(s.get("run_id") == spec.sweep.run_id for s in starts) if spec.sweep.run_id else False
     starts.append({"host": socket.gethostname(), "pid": os.getpid(), "run_id": spec.sweep.run_id,
                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    _write_json(path, {"starts": starts})
+    attempts_json.write(spec.dir, starts)
     return len(starts), again
 
 
 def read_outcome(spec: CellSpec) -> CellOutcome | None:
     """The outcome an earlier attempt left in the cell directory (None when there is none)."""
-    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE,
-                            on_unreadable=_unreadable)
+    doc = cell_json.load(spec.dir, on_unreadable=_unreadable)
     if doc is None:
         return None
     rows = table_mod.empty()
@@ -134,7 +119,7 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
     try:
         trace_set = _trace_set_from(ts) if ts else None
     except (TypeError, KeyError, ValueError) as exc:  # a trace set of other fields than TraceSet's
-        _unreadable(f"the cell's status file {spec.dir / STATUS_FILE} holds no trace set nsys-cc wrote ({exc})")
+        _unreadable(f"the cell's status file {spec.dir / cell_json.NAME} holds no trace set nsys-cc wrote ({exc})")
         return None
     return CellOutcome(doc["cell"], doc["status"], doc.get("reason") or "", doc.get("attempts") or 0,
                        doc.get("seconds") or 0.0, trace_set, rows)
@@ -167,7 +152,7 @@ def _trace_set_from(doc: dict) -> TraceSet:
 
 def kept_outcome(spec: CellSpec) -> CellOutcome | None:
     """The earlier outcome when it is complete and was made with the same parameters (then nothing is rerun)."""
-    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE)
+    doc = cell_json.load(spec.dir)
     fingerprint = doc.get("parameters") if doc else None
     if fingerprint != spec.fingerprint():
         return None
@@ -184,7 +169,7 @@ def _write_outcome(spec: CellSpec, outcome: CellOutcome) -> None:
     doc = {**outcome.to_dict(), "parameters": spec.fingerprint(),
            "trace_set": None if ts is None else ts.to_dict() if ts.profile is not None else {
                **ts.to_dict(), "target": ts.target, "drafts": list(ts.drafts), "speculative": list(ts.speculative)}}
-    _write_json(spec.dir / STATUS_FILE, doc)
+    cell_json.write(spec.dir, doc)
 
 
 def _trace_set(spec: CellSpec, run) -> TraceSet | None:
