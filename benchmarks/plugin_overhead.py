@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from nsys_cc.launch import commands, models  # noqa: E402
 from nsys_cc.trace.nsys import require_nsys  # noqa: E402
-from nsys_cc.vllm import plugin as vllm_plugin  # noqa: E402
+from nsys_cc.vllm import nvtx_backend, plugin as vllm_plugin  # noqa: E402
+from nsys_cc.vllm.hooks import ranges  # noqa: E402
 
 
 def bench_once(model: str, plugin: bool, opts: commands.BenchOptions, under_nsys: bool, work: Path) -> float:
@@ -77,10 +78,10 @@ def per_forward() -> dict:
     sched = types.SimpleNamespace(total_num_scheduled_tokens=1)
     runner = Runner()
     plain = min(timeit.repeat(lambda: runner.execute_model(sched), number=20_000, repeat=7)) / 20_000
-    vllm_plugin._backend = vllm_plugin.nvtx_backend.choose()
+    ranges.backend = nvtx_backend.choose()
     vllm_plugin._patch_v1_runner(types.SimpleNamespace(GPUModelRunner=Runner))
     wrapped = min(timeit.repeat(lambda: runner.execute_model(sched), number=20_000, repeat=7)) / 20_000
-    return {"backend": vllm_plugin._backend.name, "plain_ns": plain * 1e9, "wrapped_ns": wrapped * 1e9,
+    return {"backend": ranges.backend.name, "plain_ns": plain * 1e9, "wrapped_ns": wrapped * 1e9,
             "added_ns": (wrapped - plain) * 1e9}
 
 

@@ -267,13 +267,14 @@ def _environment_restored():
 def events(monkeypatch):
     """The vLLM plugin's NVTX calls recorded instead of made: pushes as (name, payload), pops as "pop"; fresh
     per-thread state and iteration count for each test (no vLLM, no nsys)."""
-    from nsys_cc.vllm import nvtx_backend, plugin
+    from nsys_cc.vllm import nvtx_backend
+    from nsys_cc.vllm.hooks import ranges, steps
 
     log: list = []
-    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
+    monkeypatch.setattr(ranges, "backend", nvtx_backend.Backend(
         "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
-    monkeypatch.setattr(plugin, "_state", plugin._State())
-    monkeypatch.setattr(plugin, "_generate_calls", 0)
+    monkeypatch.setattr(ranges, "state", ranges.State())
+    monkeypatch.setattr(steps, "generate_calls", 0)
     return log
 
 
