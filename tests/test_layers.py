@@ -39,6 +39,7 @@ LAYERS = [
     ("live", {"live"}),
     ("vllm", {"vllm"}),
     ("launch", {"launch"}),
+    ("workflows", {"workflows"}),
     ("sweep", {"sweep"}),
     ("front", {"front", "tuning"}),
     ("cli", {"cli"}),

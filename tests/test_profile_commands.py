@@ -10,17 +10,18 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import unchanged
-from nsys_cc import front
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models, plan, process, results
 from nsys_cc.launch.commands import BenchOptions, ModelFiles
+from nsys_cc.workflows import profile as profile_workflow
 
 
 def _profile(*args, **kwargs):
-    """`launcher.profile` as the front door runs it: its directory analysed and reported (`front.finish`)."""
+    """`launcher.profile_separately` as the profile workflow runs it: its directory analysed and reported
+    (`workflows.profile.finish`)."""
     options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
-    return launcher.profile(*args, finish=lambda run: front.finish(run, options), **kwargs)
+    return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
 
 NSYS = "/opt/nsys/bin/nsys"
 
@@ -432,5 +433,5 @@ def test_each_launch_name_is_taken_from_its_own_module():
         annotations = set(re.findall(r"\b[A-Za-z_]\w*\b", "".join(
             ast.unparse(n.annotation) for n in ast.walk(tree) if isinstance(n, ast.arg) and n.annotation is not None)))
         assert sorted(imported - used - annotations - {"annotations"}) == [], path.name
-    # the facade's profile is the front door's (the runs of launch.profile, then the analysis of what they wrote)
+    # the facade's profile is the front door's (the profile workflow: the runs, then the analysis of what they wrote)
     assert importlib.import_module("nsys_cc.front").profile is __import__("nsys_cc").profile

@@ -450,14 +450,15 @@ def test_the_walker_finds_a_read_around_the_opener(tmp_path):
 
 @pytest.mark.parametrize("value", [float("nan"), -5, float("inf"), "soon"])
 def test_P10_P11_the_library_checks_its_timeouts_by_the_same_rule(tmp_path, value, monkeypatch):
-    from nsys_cc.launch import launcher, profile as main_path
+    from nsys_cc.launch import launcher
     from nsys_cc.sweep.grid import SweepSpec
+    from nsys_cc.workflows import profile as main_path
 
     def never(*a, **kw):
         pytest.fail(f"profiled with timeout={value!r}")
 
     monkeypatch.setattr(main_path, "profile_interleaved", never)
-    monkeypatch.setattr(launcher, "profile", never)
+    monkeypatch.setattr(launcher, "profile_separately", never)
     with pytest.raises(InputError, match="^timeout must be") as exc:
         main_path.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path / "O", timeout=value)
     assert exc.value.param == "timeout"

@@ -18,8 +18,9 @@ from nsys_cc import front
 from nsys_cc.analysis import sources as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import interleaved, process, profile as profile_mod
+from nsys_cc.launch import interleaved, process
 from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
 # wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.

@@ -215,11 +215,12 @@ def _same_refusal(a, b, says: str) -> bool:
 
 def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
-    from nsys_cc.launch import launcher, profile as profile_mod
+    from nsys_cc.launch import launcher
+    from nsys_cc.workflows import profile as profile_mod
 
     seen = []
     monkeypatch.setattr(profile_mod, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
-    monkeypatch.setattr(launcher, "profile", lambda *a, **k: seen.append(("separate", a, k)))
+    monkeypatch.setattr(launcher, "profile_separately", lambda *a, **k: seen.append(("separate", a, k)))
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
                     acceptance=0.8)
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "b", speculate=2, separate=True)
@@ -227,9 +228,7 @@ def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
     # acceptance is the analysis' (the runs take none): a lone one reaches it, in the finish handed down, as a list
     assert "acceptance" not in k and k["finish"].keywords["acceptance"] == [0.8]
-    from nsys_cc.sweep import profiled
-
-    assert k["finish"].func is profiled.finish  # the one end of a profile, which every sweep cell ends with too
+    assert k["finish"].func is profile_mod.finish  # the one end of a profile, which every sweep cell ends with too
     assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
     assert "acceptance" not in kb and kb["finish"].keywords["acceptance"] == []
 

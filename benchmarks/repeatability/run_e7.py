@@ -18,7 +18,7 @@ ap.add_argument("--warmup", type=int, default=5)
 ap.add_argument("--draft", default="tiny-llama-draft-xs")
 a = ap.parse_args()
 t0 = time.time()
-r = launcher.profile("tiny-llama-target", [a.draft], a.out, BenchOptions(output_len=32, iters=a.iters,
+r = launcher.profile_separately("tiny-llama-target", [a.draft], a.out, BenchOptions(output_len=32, iters=a.iters,
                      warmup_iters=a.warmup), device="cpu", repeat=a.repeat, replicas=a.replicas)
 print(r.result.render() if r.result else r.notes)
 print(f"wall {time.time() - t0:.0f} s")

@@ -1,10 +1,10 @@
-"""Making traces, the host side: vLLM's latency benchmark under `nsys profile`, per model, then the analysis.
+"""Making traces, the host side: vLLM's latency benchmark under `nsys profile` — the runs of the profile workflow
+(`nsys_cc.workflows.profile`, which chooses between interleaved runs and one process per model and hands the
+analysis down as `finish`).
 
 - `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α
   pair's weights.
 - `commands`: the exact nsys and benchmark command lines.
-- `profile`: `profile` and `dry_run`, the main path (`nsys_cc.profile`, `nsys-cc profile`, sweep cells): interleaved
-  runs by default, one process per model where they cannot be interleaved or with `separate`.
 - `interleaved`: the interleaved runs (every model in one process, repeated; engines, runs, the precision loop),
   which share `plan` and `process`; `machine`: the machine's state around each run.
 - `launcher`: one process per model, orchestrating `plan` (the runs, their labels and commands),

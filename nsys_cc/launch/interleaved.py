@@ -1,5 +1,5 @@
-"""The interleaved runs, the default path of `launch.profile`: every model in ONE process, iterations interleaved,
-repeated R times, c across the runs.
+"""The interleaved runs, the default way of the profile workflow (`nsys_cc.workflows.profile`): every model in ONE
+process, iterations interleaved, repeated R times, c across the runs.
 
 Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM process settles at its own speed
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
@@ -618,7 +618,7 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
     """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`, handed to `finish` (the
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
     loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
-    `finish` above (`sweep.profiled.profile`)."""
+    `finish` above (`workflows.profile.profile`)."""
     validate(repeat, precision, max_repeat, replicas)  # before the models are resolved: the options' errors first
     gpu = plan.uses_gpu(device)
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)

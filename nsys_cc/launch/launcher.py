@@ -1,6 +1,7 @@
-"""One process per model, the path `launch.profile` takes with `separate`, tensor-parallel models and a speculative
-config without drafts: profile each model in turn under nsys with vLLM's latency benchmark, then hand the directory
-to `finish` (the front door's analysis, as `analyze` makes it, and the report).
+"""One process per model, the way the profile workflow (`nsys_cc.workflows.profile`) takes with `separate`,
+tensor-parallel models and a speculative config without drafts: profile each model in turn under nsys with vLLM's
+latency benchmark, then hand the directory to `finish` (the workflow's analysis, as `analyze` makes it, and the
+report).
 
 For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
@@ -43,16 +44,16 @@ from .resume import ATTEMPTS_DIR, is_complete
 DEFAULT_TIMEOUT_S = 1800
 
 
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
-            *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
-            trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0, speculate: Sequence[int] = (),
-            speculative_config: str | None = None, target_tp: int = 1, draft_tp: int = 1,
-            finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
-    """Profile the target and every draft, one process per model, then hand the directory to `finish` (the front
-    door's analysis and report, `nsys_cc.front.finish`; none: the runs only; see the module docstring).
-    `nsys_cc.profile` (`nsys_cc.front.profile` → `launch.profile.profile`, what `nsys-cc profile` runs) times every
-    model in one process per run, over several runs, and comes here for what it cannot interleave and for
-    `separate`.
+def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.PathLike,
+                       options: BenchOptions = BenchOptions(), *, device: str = "auto",
+                       timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
+                       trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0,
+                       speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+                       draft_tp: int = 1, finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
+    """Profile the target and every draft, one process per model, then hand the directory to `finish` (the
+    workflow's analysis and report, `workflows.profile.finish`; none: the runs only; see the module docstring).
+    The profile workflow (`nsys_cc.profile`, `nsys-cc profile`) times every model in one process per run, over
+    several runs, and comes here for what it cannot interleave and for `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -66,7 +67,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
         finish: called with the `ProfileRun` (`results.conclude`) at the end, Ctrl-C included, when it is
-            `analysable`; it analyses the directory and writes the report (`nsys_cc.front.finish`).
+            `analysable`; it analyses the directory and writes the report (`workflows.profile.finish`).
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """

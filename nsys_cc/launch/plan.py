@@ -1,5 +1,6 @@
-"""Planning the one-process-per-model runs of `launcher.profile`: which runs there are (target, drafts, speculative
-runs), their labels, roles and exact commands, checked before anything runs; the device choice; `dry_run`.
+"""Planning the one-process-per-model runs of `launcher.profile_separately`: which runs there are (target, drafts,
+speculative runs), their labels, roles and exact commands, checked before anything runs; the device choice;
+`dry_run`.
 
 Nothing here starts a process or writes a file (`detect_gpu` asks `nvidia-smi -L` only).
 """

@@ -1,8 +1,8 @@
 """One cell of a sweep: a `profile` run in the cell's own sub-directory, its tidy table, and what a rerun keeps.
 
-The cell is profiled as `nsys_cc.profile` profiles (`sweep.profiled.profile`: interleaved runs by default, one process
-per model with `separate` or where `profile` needs it), so its directory is a profile directory and its rows are those
-of `nsys_cc.analyze(cell_dir)` (the same analysis, `sweep.profiled.finish`, and its report).
+The cell is profiled as `nsys_cc.profile` profiles (`workflows.profile.profile`: interleaved runs by default, one
+process per model with `separate` or where `profile` needs it), so its directory is a profile directory and its rows
+are those of `nsys_cc.analyze(cell_dir)` (the same analysis, `workflows.profile.finish`, and its report).
 
 Files in the cell directory, besides what `profile` writes there (run-<k>/ folders or one trace per model, logs,
 status.json, the report):
@@ -187,15 +187,15 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
-    `profile` is `sweep.profiled.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
+    `profile` is `workflows.profile.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
     `separate` or the cell needs it, then the analysis `nsys_cc.analyze(cell_dir)` makes, and its report), unless
     given (the tests give a stand-in); `starting` is called when the cell is about to be profiled (not when it is
     kept).
     """
     if profile is None:
-        from . import profiled
+        from ..workflows import profile as workflow
 
-        profile = profiled.profile
+        profile = workflow.profile
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)

@@ -61,7 +61,7 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
 
 def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
-    (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`launch.profile.choose`: `repeat`,
+    (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`workflows.profile.choose`: `repeat`,
     `precision`, `max_repeat`, `replicas` out of range, or given to a cell in separate processes)."""
     from ..launch.plan import check_speculate_ranks
 
