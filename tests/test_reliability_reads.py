@@ -242,7 +242,7 @@ def test_a_deep_report_manifest_is_no_manifest_not_a_recursion_error(tmp_path):
 
 # -- P13: a run's done.json a FIFO -------------------------------------------------------------------------------------
 def _interleaved_run(out: Path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
 
     py = [sys.executable, "-c"]
@@ -251,7 +251,7 @@ def _interleaved_run(out: Path):
 
 
 def test_P13_a_fifo_as_an_interleaved_runs_done_json_is_not_a_completed_run(tmp_path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -263,7 +263,7 @@ def test_P13_a_fifo_as_an_interleaved_runs_done_json_is_not_a_completed_run(tmp_
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"commands": 3}', DEEP, '{"commands": "x", "engines": [1]}'])
 def test_D06_a_misshapen_done_json_is_not_a_completed_run_never_a_traceback(tmp_path, text):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)

@@ -102,7 +102,7 @@ def test_C02_a_cache_folder_of_another_user_is_refused_and_its_entries_never_tru
 
 # -- profile: run folders, attempts, logs, status ----------------------------------------------------------------------
 def _interleaved_run(out: Path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
 
     py = [sys.executable, "-c"]
@@ -113,7 +113,7 @@ def _interleaved_run(out: Path):
 
 
 def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_path, outside):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -126,7 +126,7 @@ def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_p
 
 
 def test_P04_a_linked_attempt_folder_is_removed_itself_not_followed(tmp_path, outside):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     out.mkdir()
@@ -364,7 +364,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     import shutil
 
     from nsys_cc.analysis.outputs import read_output
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved as repeat, interleaved_run
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
@@ -374,7 +374,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     done.write_text(json.dumps({**marker, "commands": run.commands.shell()}))
     outcome = repeat.Outcome([run], [], "repeat")
     with unchanged(out / "run-1"):
-        repeat.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
+        interleaved_run.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
         repeat.write_status(out, outcome)
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
     assert [r.number for r in read_output(out).runs] == [1]
@@ -418,7 +418,7 @@ def test_O10_a_sigkill_between_the_run_renames_leaves_the_earlier_run_which_come
     is removed."""
     import shutil
 
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1.replaced")
@@ -437,7 +437,7 @@ def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside
     """The success path of the set-aside rename: run-1/ becomes the new run, no run-1.replaced/ stays."""
     import shutil
 
-    from nsys_cc.launch import interleaved as repeat, process
+    from nsys_cc.launch import interleaved_run as repeat, process
     from nsys_cc.launch.models import resolve
 
     new = FIXTURES / "interleaved" / "run-2"

@@ -18,7 +18,7 @@ from nsys_cc import front
 from nsys_cc.analysis import sources as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import interleaved, process
+from nsys_cc.launch import interleaved, interleaved_run, process
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.workflows import profile as profile_mod
 
@@ -65,7 +65,7 @@ def fake_runs(monkeypatch):
                                                        "engines": run.engines}))
         run.status = "done"
 
-    monkeypatch.setattr(interleaved, "execute", fake_execute)
+    monkeypatch.setattr(interleaved_run, "execute", fake_execute)
     monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan

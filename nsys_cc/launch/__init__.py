@@ -5,8 +5,10 @@ analysis down as `finish`).
 - `models`: shipped model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α
   pair's weights.
 - `commands`: the exact nsys and benchmark command lines.
-- `interleaved`: the interleaved runs (every model in one process, repeated; engines, runs, the precision loop),
-  which share `plan` and `process`; `machine`: the machine's state around each run.
+- `interleaved`: the interleaved runs (every model in one process, repeated; which engines, the runs one after
+  another, the precision loop, what they did), each made by `interleaved_run` (one run: its engines, commands,
+  execution in an attempt folder, its record); they share `plan` and `process`; `machine`: the machine's state
+  around each run.
 - `launcher`: one process per model, orchestrating `plan` (the runs, their labels and commands),
   `process` (nsys subprocesses, timeouts, retries, one model's attempt), `resume` (what a rerun keeps: markers,
   the attempts directory, the publish) and `results` (status.json; the report of the analysis floor's reading of
