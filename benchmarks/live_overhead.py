@@ -106,7 +106,7 @@ def per_step_front_end(gamma: int, window: int = 256) -> dict:
     """µs per step of the API server's stat logger, and ms per window estimate."""
     from nsys_cc.analysis.live import estimate
     from nsys_cc.live import channel
-    from nsys_cc.live.metrics import LiveStatLogger
+    from nsys_cc.live.stat_logger import LiveStatLogger
     from nsys_cc.live.timing import VERIFY, StepRecord
 
     record = StepRecord(VERIFY, gamma + 1.0, 0.02, 0.009, [0.0007] * gamma)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.views`; loads nothing heavy)
+from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.result_views`; loads nothing heavy)
 from .version import __version__ as __version__  # (in __all__)
 
 # name → (module, attribute); attribute None: the module itself.

@@ -27,7 +27,7 @@ from .errors import InputError, NsysCCError
 if TYPE_CHECKING:
     from .analysis.result import CostCoefficientResult
     from .launch.commands import BenchOptions
-    from .launch.results import ProfileRun
+    from .launch.results import ProfileOutcome
     from .sweep.table import AnalysisResult
 
 __all__ = ["ManifestError", "analyze", "profile"]
@@ -121,7 +121,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileRun:
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileOutcome:
     """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does.
 
     By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
@@ -156,7 +156,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         replicas: engines of each model in a run (default 2).
         separate: one process per model (repeat 1 only).
     Returns:
-        A `launch.results.ProfileRun`: the runs, the notes, and `result` and `report` when the target and a draft
+        A `launch.results.ProfileOutcome`: the runs, the notes, and `result` and `report` when the target and a draft
         (or a speculative run) completed.
     """
     from .workflows import profile as workflow

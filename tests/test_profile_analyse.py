@@ -25,7 +25,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
 
 
-def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
+def _runs(out: Path, sources: list[str]) -> list[plan.ModelLaunch]:
     """Runs planned for the tiny models, completed from copies of the fixture traces `sources` (in run order)."""
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
                          OPTIONS, nsys="nsys", gpu=False)

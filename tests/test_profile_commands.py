@@ -232,7 +232,7 @@ def test_nvtx_versions_that_nsys_does_not_record_are_flagged(monkeypatch, nvtx_v
     assert not warned or "pip install nvtx==0.2.11" in warnings[0]
 
 
-def _run_for(tmp_path, **opts) -> plan.ModelRun:
+def _run_for(tmp_path, **opts) -> plan.ModelLaunch:
     return launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(**opts), nsys=NSYS,
                          gpu=False)[0]
 
@@ -258,7 +258,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileOutcome(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
@@ -312,7 +312,7 @@ def _model_dir(root: Path, name: str) -> str:
     return str(path)
 
 
-def _file_names(runs: list[plan.ModelRun]) -> list[str]:
+def _file_names(runs: list[plan.ModelLaunch]) -> list[str]:
     f = [r.files for r in runs]
     return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
                                             files.metrics)]

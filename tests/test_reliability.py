@@ -1247,7 +1247,7 @@ def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch,
     did not start. Every logger vLLM builds gets the default window; the log says so once."""
     import logging
 
-    from nsys_cc.live import metrics
+    from nsys_cc.live import stat_logger as metrics
 
     monkeypatch.setenv(metrics.ENV_WINDOW, value)
     monkeypatch.setattr(metrics, "_warned", set())

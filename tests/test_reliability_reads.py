@@ -276,11 +276,11 @@ def test_P13_a_fifo_as_a_models_done_json_is_not_a_completed_model(tmp_path):
     from nsys_cc.launch import resume
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
     from nsys_cc.launch.models import resolve
-    from nsys_cc.launch.plan import ModelRun
+    from nsys_cc.launch.plan import ModelLaunch
 
     out = tmp_path / "O"
     out.mkdir()
-    run = ModelRun("target", resolve("tiny-llama-target"),
+    run = ModelLaunch("target", resolve("tiny-llama-target"),
                    ModelCommands({}, [sys.executable, "-c", "pass"], [sys.executable, "-c", "pass"],
                                  ModelFiles(out, "m")))
     shutil.copyfile(TARGET, run.files.sqlite)

@@ -145,9 +145,9 @@ def _model_run(out: Path):
     py = [sys.executable, "-c"]
     cmds = ModelCommands({}, [*py, "raise SystemExit('RuntimeError: engine core died')"], [*py, "pass"],
                          ModelFiles(out, "m"))
-    from nsys_cc.launch.plan import ModelRun
+    from nsys_cc.launch.plan import ModelLaunch
 
-    return ModelRun("target", resolve("tiny-llama-target"), cmds)
+    return ModelLaunch("target", resolve("tiny-llama-target"), cmds)
 
 
 def test_P05_a_linked_attempts_folder_is_refused_its_files_kept(tmp_path, outside):
@@ -372,7 +372,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     done = out / "run-1" / "done.json"
     marker = json.loads(done.read_text())
     done.write_text(json.dumps({**marker, "commands": run.commands.shell()}))
-    outcome = repeat.Outcome([run], [], "repeat")
+    outcome = repeat.InterleavedOutcome([run], [], "repeat")
     with unchanged(out / "run-1"):
         interleaved_run.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
         repeat.write_status(out, outcome)

@@ -3,7 +3,7 @@ choice between interleaved runs and separate processes (`profile`'s); a cell's r
 gives them; sweep directories of the old layout (one process per model) still read.
 
 The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and
-`launcher.profile_separately` (a ProfileRun-shaped value); real profiles are in test_sweep_dask.py.
+`launcher.profile_separately` (a ProfileOutcome-shaped value); real profiles are in test_sweep_dask.py.
 """
 
 from __future__ import annotations
@@ -170,13 +170,13 @@ def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake
 def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **kwargs):
     """Stands in for the interleaved runs: the speculative interleaved fixture's two runs and status.json are what
     they wrote; then the analysis handed down (`finish`), as the real runs end."""
-    from nsys_cc.launch.results import ProfileRun
+    from nsys_cc.launch.results import ProfileOutcome
 
     out = Path(out_dir)
     for part in ("run-1", "run-2"):
         shutil.copytree(FIXTURES / "interleaved" / "spec" / part, out / part)
     shutil.copy(FIXTURES / "interleaved" / "spec" / "status.json", out / "status.json")
-    return finish(ProfileRun(out, [], analysable=True))
+    return finish(ProfileOutcome(out, [], analysable=True))
 
 
 # three analyses of the speculative interleaved fixture (~4.5 s, issue 33): in `make test`; the loop keeps a set's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..report.choices import FORMATS
+from ..report.render_formats import FORMATS
 
 # Each option's `dest` is the library parameter it feeds, so that the error handler can name the flag of a parameter
 # the library's message names (`NsysCCError.param`).

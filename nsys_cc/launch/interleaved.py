@@ -83,8 +83,9 @@ def validate(repeat: int, precision: float | None, max_repeat: int | None, repli
 
 
 @dataclass
-class Outcome:
-    """What the interleaved runs did: the runs, the models that took part, and why they stopped."""
+class InterleavedOutcome:
+    """What the interleaved runs did: the runs, the models that took part, and why they stopped (`conclude` makes
+    of it the `results.ProfileOutcome` that `profile` returns)."""
 
     runs: list[Run]
     engines: list[Engine]
@@ -108,7 +109,7 @@ class Outcome:
         return "failed", "; ".join(f"run {i}: {why}" for i, why in missing)
 
 
-def write_status(out: Path, outcome: Outcome) -> Path:
+def write_status(out: Path, outcome: InterleavedOutcome) -> Path:
     """`status.json`: every interleaved run's state, and each model's."""
     doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
@@ -122,12 +123,12 @@ def write_status(out: Path, outcome: Outcome) -> Path:
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
             nsys_args: Sequence[str], replicas: int = 1,
-            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
+            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> InterleavedOutcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
     (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
-    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
+    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its `outcome`
     attribute."""
-    outcome = Outcome([], engines, "repeat")
+    outcome = InterleavedOutcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
     interleaved_run.remove_killed_attempts(out)
@@ -190,13 +191,13 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     return outcome
 
 
-def _plain_labels(outcome: Outcome) -> list[str]:
+def _plain_labels(outcome: InterleavedOutcome) -> list[str]:
     """The target and the plain drafts with forwards in every completed run (the models c is pooled over; the
     speculative engines are measured in place beside them)."""
     return [e.label for e in outcome.engines if not e.speculative and outcome.model_status(e.label)[0] == "done"]
 
 
-def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str:
+def stop_note(outcome: InterleavedOutcome, precision: float | None, max_repeat: int) -> str:
     """One sentence on how many runs were made and what stopped them."""
     n = len(outcome.completed)
     made = f"{n} interleaved run(s) completed of {len(outcome.runs)} made"
@@ -238,7 +239,7 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
 
     spec = plan.speculative_runs(models[0], models[1:], gammas, config, carrier)
     # one label, one engine's windows: two engines labelled alike would mix their ranges (compared without case)
-    plan.refuse_shared_labels([plan.ModelRun("target" if i == 0 else "draft", m, carrier(m))
+    plan.refuse_shared_labels([plan.ModelLaunch("target" if i == 0 else "draft", m, carrier(m))
                                for i, m in enumerate(models)] + spec)
     n = (len(models) + len(spec)) * replicas
     out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
@@ -321,8 +322,8 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
                         speculative_config: str | None = None,
                         measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                        finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
-    """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`, handed to `finish` (the
+                        finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
+    """`profile` with interleaved runs (module docstring); returns a `results.ProfileOutcome`, handed to `finish` (the
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
     loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
     `finish` above (`workflows.profile.profile`)."""
@@ -338,7 +339,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
                     timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str], repeat: int,
                     precision: float | None = None, max_repeat: int | None = None, replicas: int = 1,
                     measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                    finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
+                    finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
     """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
     `out_dir`, as `profile_interleaved` describes."""
     from ..trace.nsys import require_nsys
@@ -367,21 +368,21 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
         return finish(done) if finish is not None and done.analysable else done
 
 
-def _model_runs(outcome: Outcome):
-    """One `plan.ModelRun` per model, its status over the runs (for the CLI's exit status and notes)."""
+def _model_runs(outcome: InterleavedOutcome):
+    """One `plan.ModelLaunch` per model, its status over the runs (for the CLI's exit status and notes)."""
     first = outcome.runs[0] if outcome.runs else None
     out = []
     for e in outcome.engines:
         commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
-        mr = plan.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
+        mr = plan.ModelLaunch(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
         mr.status, mr.reason = outcome.model_status(e.label)
         mr.seconds = sum(r.seconds for r in outcome.runs)
         out.append(mr)
     return out
 
 
-def conclude(outcome: Outcome, out: Path, *, precision: float | None = None,
-             max_repeat: int = DEFAULT_REPEAT) -> results.ProfileRun:
+def conclude(outcome: InterleavedOutcome, out: Path, *, precision: float | None = None,
+             max_repeat: int = DEFAULT_REPEAT) -> results.ProfileOutcome:
     """What the runs did, as `profile` returns it: each model's status over the runs, the notes (how the runs
     stopped, what failed; with enough to analyse, the runs' own notes and the machine's state) and the `machine`
     table, and whether the directory holds what `nsys-cc analyze OUT` analyses (`analysable`: the target and a plain
@@ -390,7 +391,7 @@ def conclude(outcome: Outcome, out: Path, *, precision: float | None = None,
     notes = [stop_note(outcome, precision, max_repeat)]
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
     notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
-    result = results.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
+    result = results.ProfileOutcome(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
     labels = _plain_labels(outcome)
     done = outcome.completed
     if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:

@@ -24,7 +24,7 @@ each draft D and γ one run of the target with `--speculative-config {"method": 
 `<D>.spec-g<γ>`, role "speculative", with vLLM's metrics dumped to `<label>.metrics.json`. `speculative_config`
 without `speculate` is one run with that JSON as given, labelled after its draft model (or its method, e.g.
 `ngram.spec-g3`) and its `num_speculative_tokens`. Every run uses the same benchmark options. The plain analysis
-compares the plain runs; the speculative traces are handed on as `ProfileRun.speculative`.
+compares the plain runs; the speculative traces are handed on as `ProfileOutcome.speculative`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from ..trace.nsys import require_nsys
 from .commands import BenchOptions
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
-from .results import ProfileRun, conclude, write_status
+from .results import ProfileOutcome, conclude, write_status
 from .resume import ATTEMPTS_DIR, is_complete
 
 DEFAULT_TIMEOUT_S = 1800
@@ -49,7 +49,8 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
                        timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
                        trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0,
                        speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-                       draft_tp: int = 1, finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
+                       draft_tp: int = 1,
+                       finish: Callable[[ProfileOutcome], ProfileOutcome] | None = None) -> ProfileOutcome:
     """Profile the target and every draft, one process per model, then hand the directory to `finish` (the
     workflow's analysis and report, `workflows.profile.finish`; none: the runs only; see the module docstring).
     The profile workflow (`nsys_cc.profile`, `nsys-cc profile`) times every model in one process per run, over
@@ -66,10 +67,10 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
-        finish: called with the `ProfileRun` (`results.conclude`) at the end, Ctrl-C included, when it is
+        finish: called with the `ProfileOutcome` (`results.conclude`) at the end, Ctrl-C included, when it is
             `analysable`; it analyses the directory and writes the report (`workflows.profile.finish`).
     Returns:
-        A `ProfileRun`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
+        A `ProfileOutcome`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
     from ..analysis.coefficient import check_seed
 

@@ -31,7 +31,7 @@ from ..trace.nsys import nsys_version
 from . import check
 from .commands import ModelCommands
 from .models import Model
-from .plan import ModelRun
+from .plan import ModelLaunch
 from .resume import commit, discard, is_complete, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
@@ -272,7 +272,7 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
             model.prepare()
 
 
-def run_model(run: ModelRun, *, timeout: float | None) -> None:
+def run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
     A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
     reason says the rerun failed and why (issue 32, P15). See `_run_model`."""
@@ -282,7 +282,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
                                              "earlier complete trace set was kept")
 
 
-def _run_model(run: ModelRun, *, timeout: float | None) -> None:
+def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model (`run_model`).
 
     The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it

@@ -12,10 +12,10 @@ from ..files.folder import Folder
 from ..files.signals import signals_deferred
 from ..formats import done_json
 from .commands import ModelCommands, ModelFiles
-from .plan import ModelRun
+from .plan import ModelLaunch
 
 
-def is_complete(run: ModelRun) -> bool:
+def is_complete(run: ModelLaunch) -> bool:
     """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
     is the forward range it recorded)."""
     f = run.files
@@ -37,7 +37,7 @@ ATTEMPTS_DIR = ".nsys-cc-attempts"
 TRACE_SET = ("report", "sqlite", "bench_json", "metrics")
 
 
-def staged(run: ModelRun) -> ModelCommands:
+def staged(run: ModelLaunch) -> ModelCommands:
     """The run's commands with every file of its trace set under `<out_dir>/ATTEMPTS_DIR` (same names): what an
     attempt executes. Each argument and environment value that is one of those paths is replaced, nothing else."""
     final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
@@ -58,7 +58,7 @@ def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
         folder.rmdir(files.out_dir.name)
 
 
-def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
+def commit(run: ModelLaunch, attempt: ModelFiles, marker: dict) -> None:
     """Move a completed attempt's trace set over the earlier one, then write the marker. The earlier marker goes
     first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
     complete; Ctrl-C waits for the renames (`signals_deferred`)."""

@@ -29,7 +29,7 @@ from ..launch.interleaved import (
     profile_interleaved,
     validate,
 )
-from ..launch.results import ProfileRun
+from ..launch.results import ProfileOutcome
 
 
 def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
@@ -37,11 +37,11 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: float | str | Sequence[float | str] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileRun:
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileOutcome:
     """The runs (interleaved, or one process per model: module docstring), then `finish`: the analysis of the
-    directory and its report. The arguments are `nsys_cc.profile`'s (its docstring says each); the arguments are
-    checked before minutes of profiling (the seed, the timeout, the runs' own). Returns the `ProfileRun`, its `result`
-    and `report` set when the runs left enough to analyse."""
+    directory and its report. The arguments are `nsys_cc.profile`'s (its docstring says each), checked before
+    minutes of profiling (the seed, the timeout, the runs' own). Returns the `ProfileOutcome`, its `result` and
+    `report` set when the runs left enough to analyse."""
     from ..analysis.coefficient import check_seed
     from ..analysis.sources import decode_precision_of
 
@@ -68,8 +68,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                                finish=done)
 
 
-def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
-           seed: int = 0) -> ProfileRun:
+def finish(run: ProfileOutcome, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
+           seed: int = 0) -> ProfileOutcome:
     """The end of `profile`: the analysis of the directory the runs wrote, as `nsys_cc.analyze(run.out_dir)` makes it
     (`analysis.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's state), when
     the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its `result` and
