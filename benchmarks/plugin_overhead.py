@@ -40,7 +40,7 @@ def bench_once(model: str, plugin: bool, opts: commands.BenchOptions, under_nsys
     """vLLM's avg_latency (s) of one benchmark run with the plugin on or off."""
     out = work / f"run-{plugin}-{len(list(work.iterdir()))}"
     args = commands.bench_args(model, out.with_suffix(".json"), opts, gpu=False)
-    env = {**os.environ, **commands.bench_env(opts, gpu=False), vllm_plugin.ENV_ENABLE: "1" if plugin else "0"}
+    env = {**os.environ, **commands.bench_env(opts, gpu=False), vllm_plugin.ENV_PLUGIN: "1" if plugin else "0"}
     if under_nsys:
         args = [require_nsys(), "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true",
                 "-o", str(out), *args]

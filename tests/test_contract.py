@@ -87,7 +87,7 @@ def test_writer_and_readers_share_the_names():
     from nsys_cc.vllm import plugin as vllm_plugin
     from nsys_cc.vllm.hooks import forwards, steps
 
-    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.DEFAULT_RANGE
+    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.FORWARD_RANGE
     assert vllm_plugin.DRAFT_FORWARD_RANGE in contract.DRAFT_RANGES
     # the one read of a trace (`ranges.marked_ranges`) asks for every marker the plugin writes
     assert {steps.WARMUP_RANGE, steps.ITERATION_RANGE, steps.STEP_RANGE,
@@ -95,7 +95,7 @@ def test_writer_and_readers_share_the_names():
     assert ranks.ALL_REDUCE_RANGE == forwards.ALL_REDUCE_RANGE
     assert phases.WARMUP_RANGE == steps.WARMUP_RANGE
     env = commands.bench_env(commands.BenchOptions(warmup_iters=3), gpu=False, environ={})
-    assert env[vllm_plugin.ENV_ENABLE] == "1" and env[steps.ENV_WARMUP] == "3"
+    assert env[vllm_plugin.ENV_PLUGIN] == "1" and env[steps.ENV_WARMUP_ITERS] == "3"
 
 
 @pytest.mark.parametrize("written", ["nsys_cc:warmup", ":nsys_cc:warmup"])

@@ -226,7 +226,7 @@ def test_v2_draft_speculator(events):
 
 
 def test_generate_calls_are_marked_warmup_then_iteration(events, monkeypatch):
-    monkeypatch.setenv(steps.ENV_WARMUP, "2")
+    monkeypatch.setenv(steps.ENV_WARMUP_ITERS, "2")
 
     class LLM:
         def generate(self, prompts, sampling_params=None, use_tqdm=True):
@@ -244,9 +244,9 @@ def test_generate_calls_are_marked_warmup_then_iteration(events, monkeypatch):
 @pytest.mark.parametrize("value, expected", [(None, 0), ("4", 4), ("-1", 0), ("x", 0)])
 def test_warmup_iterations_from_the_environment(monkeypatch, value, expected):
     if value is None:
-        monkeypatch.delenv(steps.ENV_WARMUP, raising=False)
+        monkeypatch.delenv(steps.ENV_WARMUP_ITERS, raising=False)
     else:
-        monkeypatch.setenv(steps.ENV_WARMUP, value)
+        monkeypatch.setenv(steps.ENV_WARMUP_ITERS, value)
     assert steps.warmup_iterations() == expected
 
 
@@ -268,12 +268,12 @@ def test_unknown_layout_warns_once_and_turns_on_vllms_scopes(monkeypatch, capsys
 
 
 def test_register_does_nothing_unless_enabled(monkeypatch):
-    monkeypatch.delenv(plugin.ENV_ENABLE, raising=False)
+    monkeypatch.delenv(plugin.ENV_PLUGIN, raising=False)
     monkeypatch.setattr(plugin, "_registered", False)
     before = list(sys.meta_path)
     plugin.register()
     assert sys.meta_path == before and not plugin._registered
-    monkeypatch.setenv(plugin.ENV_ENABLE, "0")
+    monkeypatch.setenv(plugin.ENV_PLUGIN, "0")
     plugin.register()
     assert sys.meta_path == before and not plugin._registered
 
@@ -292,7 +292,7 @@ def test_register_patches_modules_when_they_are_imported(monkeypatch, tmp_path, 
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(plugin._PATCHES, "fakevllm_nsyscc.runner", plugin._patch_v1_runner)
-    monkeypatch.setenv(plugin.ENV_ENABLE, "1")
+    monkeypatch.setenv(plugin.ENV_PLUGIN, "1")
     monkeypatch.setattr(plugin, "_registered", False)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
     monkeypatch.setattr(plugin.nvtx_backend, "choose", lambda: ranges.backend)

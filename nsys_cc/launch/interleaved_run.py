@@ -22,8 +22,8 @@ from pathlib import Path
 from .. import progress
 from ..contract import (
     ENGINE_RANGE_PREFIX,
-    ENV_METRICS_OUT as ENV_METRICS_DIR,
-    ENV_WARMUP_ITERS as ENV_WARMUP,
+    ENV_METRICS_OUT,
+    ENV_WARMUP_ITERS,
     FORWARD_RANGE,
     INTERLEAVE_MODULE,
 )
@@ -148,9 +148,9 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
         for e in engines:
             profile += ["--engine", e.label, *e.options]
     env = bench_env(opts, gpu=gpu)
-    env[ENV_WARMUP] = str(opts.warmup_iters * len(engines) * replicas)
+    env[ENV_WARMUP_ITERS] = str(opts.warmup_iters * len(engines) * replicas)
     if any(e.speculative for e in engines):
-        env[ENV_METRICS_DIR] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
+        env[ENV_METRICS_OUT] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
     if not gpu and KV_SPACE_ENV not in os.environ:
         env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)

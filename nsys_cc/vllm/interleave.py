@@ -59,7 +59,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, INTERLEAVE_MODULE
+from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT, INTERLEAVE_MODULE
 from ..formats import bench_json, interleaved_json
 
 ENGINE_FLAG = "--engine"
@@ -67,7 +67,7 @@ SHARE_FLAG = "--share-batch-sizes"
 # vLLM's spec-decode counter names (`analysis.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
-__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
+__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_OUT", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
            "round_order", "shared_engines", "split_argv"]
 
 
@@ -211,7 +211,7 @@ def main(argv: list[str]) -> None:
     from vllm.inputs import TokensPrompt
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    metrics_dir = os.environ.get(ENV_METRICS_DIR)
+    metrics_dir = os.environ.get(ENV_METRICS_OUT)
     backend = choose()
     engines: list[dict] = []
     for index, (label, options) in enumerate(groups):

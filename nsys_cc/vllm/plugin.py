@@ -25,9 +25,9 @@ from typing import Any
 from .. import live as _live
 from ..contract import (  # the names this plugin reads, spelled once for the plugin and the analysis
     DRAFT_FORWARD_RANGE,
-    ENV_PLUGIN as ENV_ENABLE,
+    ENV_PLUGIN,
     FORWARD_RANGE,
-    SCOPES_FORWARD as VLLM_SCOPES_RANGE,
+    SCOPES_FORWARD,
     VLLM_SCOPES_ENV,
 )
 from . import nvtx_backend
@@ -40,7 +40,7 @@ _warned = False
 
 def enabled() -> bool:
     """Whether the environment asks for the plugin (`NSYS_CC_PLUGIN` set and not "0")."""
-    return os.environ.get(ENV_ENABLE, "") not in ("", "0")
+    return os.environ.get(ENV_PLUGIN, "") not in ("", "0")
 
 
 def register() -> None:
@@ -231,7 +231,7 @@ def _apply(name: str, module: Any) -> None:
     if not _PATCHES[name](module):
         _warn(
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
-            f"falling back to vLLM's own NVTX scopes (analyse with range_name='{VLLM_SCOPES_RANGE}')"
+            f"falling back to vLLM's own NVTX scopes (analyse with range_name='{SCOPES_FORWARD}')"
         )
         os.environ[VLLM_SCOPES_ENV] = "1"
 

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ...contract import ENV_WARMUP_ITERS as ENV_WARMUP, ITERATION_RANGE, STEP_RANGE, WARMUP_RANGE
+from ...contract import ENV_WARMUP_ITERS, ITERATION_RANGE, STEP_RANGE, WARMUP_RANGE
 from . import ranges
 
 generate_calls = 0  # `LLM.generate` calls so far in this process
@@ -18,7 +18,7 @@ generate_calls = 0  # `LLM.generate` calls so far in this process
 def warmup_iterations() -> int:
     """N from `NSYS_CC_WARMUP_ITERS` (first N `LLM.generate` calls are warm-up); 0 when unset or invalid."""
     try:
-        return max(0, int(os.environ.get(ENV_WARMUP, "0")))
+        return max(0, int(os.environ.get(ENV_WARMUP_ITERS, "0")))
     except ValueError:
         return 0
 
