@@ -77,14 +77,15 @@ def per_step_worker(batch: int, gamma: int) -> dict:
     os.environ.pop("NSYS_CC_PLUGIN", None)
     from nsys_cc.live import channel
     from nsys_cc.vllm import plugin as vllm_plugin
+    from nsys_cc.vllm.hooks import forwards, ranges
 
     so = scheduler_output(batch, gamma)
     plain_cls = fake_runner_classes(gamma)
     live_cls = fake_runner_classes(gamma)
-    vllm_plugin._live_on = True
+    ranges.live_on = True
     vllm_plugin._patch_v1_runner(types.SimpleNamespace(GPUModelRunner=live_cls))
     plain, live = plain_cls(), live_cls()
-    vllm_plugin.hook_module(live.drafter, vllm_plugin.DRAFT_FORWARD_RANGE, scheduled=False)
+    forwards.hook_module(live.drafter, vllm_plugin.DRAFT_FORWARD_RANGE, scheduled=False)
     channel._timer = None
 
     def step(runner):
@@ -105,7 +106,7 @@ def per_step_front_end(gamma: int, window: int = 256) -> dict:
     """µs per step of the API server's stat logger, and ms per window estimate."""
     from nsys_cc.analysis.live import estimate
     from nsys_cc.live import channel
-    from nsys_cc.live.metrics import LiveStatLogger
+    from nsys_cc.live.stat_logger import LiveStatLogger
     from nsys_cc.live.timing import VERIFY, StepRecord
 
     record = StepRecord(VERIFY, gamma + 1.0, 0.02, 0.009, [0.0007] * gamma)

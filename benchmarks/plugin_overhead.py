@@ -32,14 +32,15 @@ sys.path.insert(0, str(REPO))
 
 from nsys_cc.launch import commands, models  # noqa: E402
 from nsys_cc.trace.nsys import require_nsys  # noqa: E402
-from nsys_cc.vllm import plugin as vllm_plugin  # noqa: E402
+from nsys_cc.vllm import nvtx_backend, plugin as vllm_plugin  # noqa: E402
+from nsys_cc.vllm.hooks import ranges  # noqa: E402
 
 
 def bench_once(model: str, plugin: bool, opts: commands.BenchOptions, under_nsys: bool, work: Path) -> float:
     """vLLM's avg_latency (s) of one benchmark run with the plugin on or off."""
     out = work / f"run-{plugin}-{len(list(work.iterdir()))}"
     args = commands.bench_args(model, out.with_suffix(".json"), opts, gpu=False)
-    env = {**os.environ, **commands.bench_env(opts, gpu=False), vllm_plugin.ENV_ENABLE: "1" if plugin else "0"}
+    env = {**os.environ, **commands.bench_env(opts, gpu=False), vllm_plugin.ENV_PLUGIN: "1" if plugin else "0"}
     if under_nsys:
         args = [require_nsys(), "profile", "-t", "nvtx", "-s", "none", "--cpuctxsw=none", "-f", "true",
                 "-o", str(out), *args]
@@ -77,10 +78,10 @@ def per_forward() -> dict:
     sched = types.SimpleNamespace(total_num_scheduled_tokens=1)
     runner = Runner()
     plain = min(timeit.repeat(lambda: runner.execute_model(sched), number=20_000, repeat=7)) / 20_000
-    vllm_plugin._backend = vllm_plugin.nvtx_backend.choose()
+    ranges.backend = nvtx_backend.choose()
     vllm_plugin._patch_v1_runner(types.SimpleNamespace(GPUModelRunner=Runner))
     wrapped = min(timeit.repeat(lambda: runner.execute_model(sched), number=20_000, repeat=7)) / 20_000
-    return {"backend": vllm_plugin._backend.name, "plain_ns": plain * 1e9, "wrapped_ns": wrapped * 1e9,
+    return {"backend": ranges.backend.name, "plain_ns": plain * 1e9, "wrapped_ns": wrapped * 1e9,
             "added_ns": (wrapped - plain) * 1e9}
 
 

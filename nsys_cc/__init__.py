@@ -12,7 +12,7 @@ What a notebook needs, all here:
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
   the draft saves time (`nsys_cc.analysis.kernels`, `nsys_cc.analysis.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
-  above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the runs of `nsys_cc.launch.profile`, then `analyze`);
+  above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the profile workflow, `nsys_cc.workflows.profile`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
   whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.views`; loads nothing heavy)
+from . import report as _report  # noqa: F401  (binds a result's views, `nsys_cc.result_views`; loads nothing heavy)
 from .version import __version__ as __version__  # (in __all__)
 
 # name → (module, attribute); attribute None: the module itself.

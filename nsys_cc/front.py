@@ -10,10 +10,9 @@
 It sits above the floors it chooses between (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls
 it once and renders what it returns.
 
-`profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: the runs
-(`launch.profile.profile`, interleaved by default), then the analysis of the directory they wrote as `analyze(out_dir)`
-makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`. Both
-are `sweep.profiled`'s, which each sweep cell calls as well: a cell's directory is a profile directory.
+`profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: its
+docstring and one call into the profile workflow (`nsys_cc.workflows.profile`: the runs, then the analysis of the
+directory they wrote as `analyze(out_dir)` makes it, and its report), which each sweep cell calls as well.
 """
 
 from __future__ import annotations
@@ -28,10 +27,10 @@ from .errors import InputError, NsysCCError
 if TYPE_CHECKING:
     from .analysis.result import CostCoefficientResult
     from .launch.commands import BenchOptions
-    from .launch.results import ProfileRun
+    from .launch.results import ProfileOutcome
     from .sweep.table import AnalysisResult
 
-__all__ = ["ManifestError", "analyze", "finish", "profile"]
+__all__ = ["ManifestError", "analyze", "profile"]
 
 # The options of one trace set: a manifest sets its range and output length per set.
 ONE_SET_ONLY = ("names", "range_name", "skip_ranges", "output_len", "engines", "acceptance", "metrics_dump",
@@ -50,7 +49,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             skip_ranges: int | None = None, output_len: int | None = None, engines: Sequence[str | None] | None = None,
             acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
             spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
-            scheduler: str | None = None, scopes: Sequence[str | None] | None = None,
+            scheduler: str | None = None,
             ) -> CostCoefficientResult | AnalysisResult:
     """c of each draft against its target, from whatever `source` is (module docstring).
 
@@ -70,15 +69,12 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
-        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
-    from . import _compat
     from .analysis import outputs, sources
 
-    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     if drafts is not None and not is_one(drafts):
         drafts = many(drafts, "drafts")  # read once: a generator was consumed here and then seen empty
     one = drafts is None or (not is_one(drafts) and not drafts)
@@ -125,32 +121,48 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileRun:
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileOutcome:
     """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does.
 
-    The runs are `launch.profile.profile`'s (its docstring has every argument: interleaved runs by default, `repeat`
-    of them, `precision`, `replicas`; one process per model with `separate`, for tensor-parallel models and a
-    speculative config without drafts); the analysis is the one `analyze(out_dir)` makes of the directory they wrote
-    (`finish`), with `acceptance` and `seed`. Each cell of a sweep is this same call (`sweep.profiled.profile`).
+    By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
+    `repeat` runs one after another, c pooled over the runs with an interval across them; speculative runs
+    (`speculate`, `speculative_config` with drafts) join the same processes. One process per model with `separate`,
+    for tensor-parallel models and for a speculative config without drafts. The analysis is the one
+    `analyze(out_dir)` makes of the directory written, and its report is written there. Each cell of a sweep is this
+    same workflow (`nsys_cc.workflows.profile`).
 
+    Args:
+        target: the target model: a shipped shape (e.g. `llama-2-7b-shape`, `tiny-llama-target`), a directory with a
+            config.json, or a Hugging Face id.
+        drafts: the draft models, same forms (none with a speculative config that needs no draft model: ngram).
+        out_dir: where traces, vLLM's latencies, logs, status.json and the report go (created; a rerun resumes).
+        options: the benchmark's options (`launch.commands.BenchOptions`; default 32 output tokens).
+        device: "auto" (GPU when `nvidia-smi -L` lists one), "cpu" or "gpu".
+        timeout: seconds allowed per run (per model with one process each) for the benchmark and for the export
+            (default 1800; 0 or None: no limit).
+        force: profile again what an earlier call completed in `out_dir`.
+        trace: nsys `-t` instead of the platform default.
+        nsys_args: extra `nsys profile` options.
+        acceptance: α values to judge the speedup with (the analysis').
+        seed: the bootstrap intervals' seed (checked before the runs).
+        speculate: γ values: also run the target speculatively with each draft at each γ.
+        speculative_config: vLLM's speculative config JSON: the base of the `speculate` runs, or alone one more run.
+        target_tp: tensor-parallel ranks of the target (one process per model when not 1).
+        draft_tp: tensor-parallel ranks of each draft.
+        repeat: interleaved runs (≥ 1; default 6).
+        precision: keep adding runs until every draft's decode c interval lies within ±precision·c (e.g. 0.05), at
+            most `max_repeat` runs (default 30).
+        max_repeat: the most runs a `precision` may make.
+        replicas: engines of each model in a run (default 2).
+        separate: one process per model (repeat 1 only).
     Returns:
-        A `launch.results.ProfileRun`: the runs, the notes, and `result` and `report` when the target and a draft
+        A `launch.results.ProfileOutcome`: the runs, the notes, and `result` and `report` when the target and a draft
         (or a speculative run) completed.
     """
-    from .sweep import profiled
+    from .workflows import profile as workflow
 
-    return profiled.profile(target, drafts, out_dir, options, acceptance=acceptance, seed=seed, device=device,
-                            timeout=timeout, force=force, trace=trace, nsys_args=nsys_args, speculate=speculate,
+    return workflow.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
+                            trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed, speculate=speculate,
                             speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                             repeat=repeat, precision=precision, max_repeat=max_repeat, replicas=replicas,
                             separate=separate)
-
-
-def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float] = (),
-           seed: int = 0) -> ProfileRun:
-    """The end of `profile`: the analysis of the directory the runs wrote, as `analyze(run.out_dir)` makes it, and its
-    report, when the runs left enough to analyse — `sweep.profiled.finish`, which every sweep cell ends with too.
-    Returns `run`, its `result` and `report` set."""
-    from .sweep import profiled
-
-    return profiled.finish(run, options, acceptance=acceptance, seed=seed)

@@ -26,9 +26,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic, inputs, progress
+from . import inputs, progress
 from .analysis import tune as model
 from .errors import InputError
+from .files import publishing
+from .files.folder import Folder, check_out_dir
 
 DESIGN_FILE = "tune.json"
 SCHEDULE_FILE = "schedule.json"
@@ -197,7 +199,7 @@ def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamm
 
 
 def _one_writer(fn):
-    """`tune` that profiles holds `-o`'s lock (`atomic.Folder.lock`) from its first file to its report, as every
+    """`tune` that profiles holds `-o`'s lock (`Folder.lock`) from its first file to its report, as every
     writer of a directory does: another nsys-cc writing there waits, then refuses (its arguments checked first)."""
 
     @functools.wraps(fn)
@@ -208,8 +210,8 @@ def _one_writer(fn):
         given = {**defaults, **kwargs}
         _arguments(*(given[k] for k in ("batch_sizes", "speculate", "check", "workload", "max_batch_size",
                                          "max_gamma", "draws")))
-        out = atomic.check_out_dir(_profiled_out(given["out_dir"]), "the tune run")
-        with atomic.Folder(out).lock("the tune run"):
+        out = check_out_dir(_profiled_out(given["out_dir"]), "the tune run")
+        with Folder(out).lock("the tune run"):
             return fn(source, **kwargs)
 
     return tune
@@ -219,7 +221,7 @@ def _profiled_out(out_dir) -> str | os.PathLike:
     return "out/tune" if out_dir is None else out_dir
 
 
-def _round(folder: atomic.Folder, k: int) -> Path:
+def _round(folder: Folder, k: int) -> Path:
     """`round-<k>/` in the tune directory, a real folder of its own (a link there is refused: its runs, status and
     lock would go wherever it points)."""
     return folder.mkdir(f"{model.ROUND_PREFIX}{k}")
@@ -249,14 +251,14 @@ def _design_of(root: Path) -> dict:
 
 def _publish_design(out: Path, design: dict) -> None:
     """The tune record with the design alone (`tune.json`), before the first round: the report of the directory
-    from now on (the earlier tune's, whose design this may not be, is replaced as a whole; `atomic.publish`)."""
+    from now on (the earlier tune's, whose design this may not be, is replaced as a whole; `publishing.publish`)."""
     from .report.report_files import MANIFEST
 
-    def build(stage: atomic.Stage) -> None:
+    def build(stage: publishing.Stage) -> None:
         with stage.file(DESIGN_FILE) as path:
             path.write_text(json.dumps({"design": design}, indent=1) + "\n")
 
-    atomic.publish(out, build, manifest=MANIFEST, what="the tune report")
+    publishing.publish(out, build, manifest=MANIFEST, what="the tune report")
 
 
 @_one_writer
@@ -320,11 +322,11 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if source is None:
         if not target or not draft:
             raise InputError("tune needs --target and --draft to profile, or a directory to read", param="target")
-        out = atomic.check_out_dir(_profiled_out(out_dir), "the tune run")
-        folder = atomic.Folder(out)  # every file and round through the one writer, under its lock (`_one_writer`)
+        out = check_out_dir(_profiled_out(out_dir), "the tune run")
+        folder = Folder(out)  # every file and round through the one writer, under its lock (`_one_writer`)
         folder.mkdir()
         # a file of the user's where the report goes: refused now, not after hours of profiling
-        atomic.check_publishable(out, TUNE_FILES, manifest=MANIFEST, what="the tune report")
+        publishing.check_publishable(out, TUNE_FILES, manifest=MANIFEST, what="the tune report")
         bs, gs = bs or [1, 8], gs or [1, 3]
         profile_round = functools.partial(_profile_round, target, draft, input_len=input_len, output_len=output_len,
                                           warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
@@ -352,9 +354,9 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         design = _design_of(root)
         target = target or design.get("target", "")
         draft = draft or design.get("draft", "")
-        write_to = atomic.check_out_dir(out_dir, "the tune report") if out_dir is not None else None
+        write_to = check_out_dir(out_dir, "the tune report") if out_dir is not None else None
         if write_to is not None:  # a file of the user's in the way: refused before the read, not after
-            atomic.check_publishable(write_to, TUNE_FILES, manifest=MANIFEST, what="the tune report")
+            publishing.check_publishable(write_to, TUNE_FILES, manifest=MANIFEST, what="the tune report")
     progress.say(f"tune: analysing the cells in {root} …")
     measured, runs = _read(root, seed)
     if source is not None:  # the design given, else the directory's own (else every cell is fitted)
@@ -509,13 +511,13 @@ def _device_of(root: Path) -> str:
 
 def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> dict[str, Path]:
     """tune.json (design kept), schedule.json, forecast.csv, checks.csv, report.md and tune.png in `out`, replacing
-    the earlier report there as a whole, or nothing changes (`atomic.publish`, the report manifest every command
+    the earlier report there as a whole, or nothing changes (`publishing.publish`, the report manifest every command
     shares: a file of the user's in the way is refused, a link is replaced, never written through)."""
     import pandas as pd
 
     from .report.report_files import MANIFEST
 
-    out = atomic.check_out_dir(out, "the tune report")
+    out = check_out_dir(out, "the tune report")
     r = report.result
     doc = report.to_dict()
     design = _design_of(out) if out.is_dir() else {}
@@ -524,7 +526,7 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
     names = {"json": DESIGN_FILE, "schedule": SCHEDULE_FILE, "forecast": "forecast.csv", "checks": "checks.csv",
              "report": "report.md", **({"plot": "tune.png"} if plot else {})}
 
-    def build(stage: atomic.Stage) -> None:
+    def build(stage: publishing.Stage) -> None:
         with stage.file(DESIGN_FILE) as path:
             path.write_text(json.dumps(_finite(doc), indent=1) + "\n")
         with stage.file(SCHEDULE_FILE) as path:
@@ -545,7 +547,7 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
             with stage.file("tune.png") as path:
                 plot_tune(r, path)
 
-    written = atomic.publish(out, build, manifest=MANIFEST, what="the tune report")
+    written = publishing.publish(out, build, manifest=MANIFEST, what="the tune report")
     return {kind: written[name] for kind, name in names.items()}
 
 

@@ -80,7 +80,7 @@ _GENERATED = re.compile(rb"(generated\"?:\s*\"?)\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[^
 # The report directory's own bookkeeping (its lock, the manifest of the files it wrote with their hashes): the files
 # themselves are compared.
 _BOOKKEEPING = {".nsys_cc.lock", ".nsys_cc_report.json"}
-_STORE = ".nsys_cc_report"  # the hidden folder of a report's generations (nsys_cc.atomic.publish)
+_STORE = ".nsys_cc_report"  # the hidden folder of a report's generations (nsys_cc.files.publishing.publish)
 
 
 def _normalise(data: bytes, out: Path) -> bytes:

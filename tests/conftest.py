@@ -181,7 +181,7 @@ def one_per_family(paths, families: tuple[str, ...] | None = None) -> list:
 
 def sha256_tree(path: str | Path) -> dict[str, str]:
     """sha256 of a file, or of every file under a directory, keyed by path relative to `path`. The `-o` lock
-    (`atomic.LOCK_NAME`) counts by its presence only: it holds the pid of its latest writer."""
+    (`files.folder.LOCK_NAME`) counts by its presence only: it holds the pid of its latest writer."""
     root = Path(path)
     files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
     return {str(f.relative_to(root)) if f != root else f.name:
@@ -267,14 +267,14 @@ def _environment_restored():
 def events(monkeypatch):
     """The vLLM plugin's NVTX calls recorded instead of made: pushes as (name, payload), pops as "pop"; fresh
     per-thread state and iteration count for each test (no vLLM, no nsys)."""
-    from nsys_cc.launch import vllm_plugin as plugin
     from nsys_cc.vllm import nvtx_backend
+    from nsys_cc.vllm.hooks import ranges, steps
 
     log: list = []
-    monkeypatch.setattr(plugin, "_backend", nvtx_backend.Backend(
+    monkeypatch.setattr(ranges, "backend", nvtx_backend.Backend(
         "record", True, lambda name, payload: log.append((name, payload)), lambda: log.append("pop")))
-    monkeypatch.setattr(plugin, "_state", plugin._State())
-    monkeypatch.setattr(plugin, "_generate_calls", 0)
+    monkeypatch.setattr(ranges, "state", ranges.State())
+    monkeypatch.setattr(steps, "generate_calls", 0)
     return log
 
 

@@ -82,15 +82,6 @@ def test_trace_info_is_a_small_frozen_value(nvtx_fixture):
     assert json.loads(run("info", str(nvtx_fixture), "--format", "json").stdout) == info.to_dict()
 
 
-def test_trace_summary_is_a_deprecated_alias_of_info(nvtx_fixture):
-    from nsys_cc.trace import open_trace
-
-    with open_trace(nvtx_fixture) as t:
-        with pytest.warns(DeprecationWarning, match=r"goes in nsys_cc 0\.2\.0: use Trace\.info\(\)"):
-            old = t.summary()
-        assert old == t.info().to_dict()
-
-
 def test_ranges_csv_is_every_range(nvtx_fixture):
     result = run("ranges", str(nvtx_fixture), "--format", "csv")
     table = pd.read_csv(io.StringIO(result.stdout))

@@ -82,18 +82,20 @@ def test_the_contract_imports_nothing():
 
 def test_writer_and_readers_share_the_names():
     from nsys_cc.analysis import phases, ranges, ranks
-    from nsys_cc.launch import commands, vllm_plugin
+    from nsys_cc.launch import commands
     from nsys_cc.sweep import manifest
+    from nsys_cc.vllm import plugin as vllm_plugin
+    from nsys_cc.vllm.hooks import forwards, steps
 
-    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.DEFAULT_RANGE
+    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.FORWARD_RANGE
     assert vllm_plugin.DRAFT_FORWARD_RANGE in contract.DRAFT_RANGES
     # the one read of a trace (`ranges.marked_ranges`) asks for every marker the plugin writes
-    assert {vllm_plugin.WARMUP_RANGE, vllm_plugin.ITERATION_RANGE, vllm_plugin.STEP_RANGE,
-            vllm_plugin.ALL_REDUCE_RANGE, vllm_plugin.DRAFT_FORWARD_RANGE} <= set(ranges.MARKERS)
-    assert ranks.ALL_REDUCE_RANGE == vllm_plugin.ALL_REDUCE_RANGE
-    assert phases.WARMUP_RANGE == vllm_plugin.WARMUP_RANGE
+    assert {steps.WARMUP_RANGE, steps.ITERATION_RANGE, steps.STEP_RANGE,
+            forwards.ALL_REDUCE_RANGE, vllm_plugin.DRAFT_FORWARD_RANGE} <= set(ranges.MARKERS)
+    assert ranks.ALL_REDUCE_RANGE == forwards.ALL_REDUCE_RANGE
+    assert phases.WARMUP_RANGE == steps.WARMUP_RANGE
     env = commands.bench_env(commands.BenchOptions(warmup_iters=3), gpu=False, environ={})
-    assert env[vllm_plugin.ENV_ENABLE] == "1" and env[vllm_plugin.ENV_WARMUP] == "3"
+    assert env[vllm_plugin.ENV_PLUGIN] == "1" and env[steps.ENV_WARMUP_ITERS] == "3"
 
 
 @pytest.mark.parametrize("written", ["nsys_cc:warmup", ":nsys_cc:warmup"])

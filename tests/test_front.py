@@ -236,10 +236,10 @@ def test_no_module_of_launch_or_cli_builds_an_analysis(room):
 # ---- profile = the runs, then analyze(out_dir), then the report -----------------------------------------------------
 def test_the_end_of_profile_is_the_analysis_analyze_makes_of_its_directory(tmp_path):
     # profile's runs hand the directory they wrote to the front door's finish (a sweep cell to the same one,
-    # `sweep.profiled.finish`): the result is the one nsys_cc.analyze(out_dir) gives, the report is written beside it
+    # `workflows.profile.finish`): the result is the one nsys_cc.analyze(out_dir) gives, the report is written beside it
     # with the runs' notes
     from nsys_cc.launch import results
-    from nsys_cc.sweep import profiled
+    from nsys_cc.workflows import profile as profile_workflow
 
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
@@ -248,14 +248,14 @@ def test_the_end_of_profile_is_the_analysis_analyze_makes_of_its_directory(tmp_p
         run.status, run.range_name = "done", "model_executable()"
     concluded = results.conclude(runs, out)
     assert concluded.analysable and concluded.result is None and concluded.report is None  # launch analyses nothing
-    done = nsys_cc.front.finish(concluded, OPTIONS)
+    done = profile_workflow.finish(concluded, OPTIONS)
     assert done.result == nsys_cc.analyze(out)
     assert done.report is not None and json.loads((out / "report.json").read_text())["models"]
-    again = profiled.finish(results.conclude(runs, out), OPTIONS)
+    again = profile_workflow.finish(results.conclude(runs, out), OPTIONS)
     assert again.result == done.result
     runs[0].status = "failed"  # no target: nothing to analyse, and finish leaves the run as it is
     failed = results.conclude(runs, out)
-    assert not failed.analysable and nsys_cc.front.finish(failed, OPTIONS).result is None
+    assert not failed.analysable and profile_workflow.finish(failed, OPTIONS).result is None
 
 
 def test_the_cli_profiles_through_the_front_door():

@@ -3,8 +3,9 @@
 Every import of the package's own modules counts, wherever it is written (module level, inside a function, under
 `TYPE_CHECKING`): each one is an arrow a reader has to follow. The layers, lowest first:
 
-- base: `contract` (the NVTX and environment names), `errors`, `progress`, `version`, `views` (a result's views, bound
-  from above), `atomic` (files written whole), `inputs` (files read without waiting), `arguments` (how the public API
+- base: `contract` (the NVTX and environment names), `errors`, `progress`, `version`, `result_views` (a result's
+  views, bound from above), `files` (files written whole, through one writer), `formats` (the files nsys-cc writes
+  and reads back, one module per format), `inputs` (files read without waiting), `arguments` (how the public API
   reads a list-like argument) — import nothing above them;
 - `trace`: reading Nsight Systems exports;
 - `analysis`: the measurements, as data (a result binds its views from above: `report` registers them);
@@ -14,6 +15,7 @@ Every import of the package's own modules counts, wherever it is written (module
 - `vllm`: what runs inside vLLM's processes (the plugin, which carries the live timing; vLLM fixes; the NVTX binding;
   the benchmark driver) — nothing below imports it, and it imports nothing of the host side above;
 - `launch`: the host side of `profile` (plans, commands, processes, the checks of a fresh export);
+- `workflows`: what `profile` (and `tune`) do from their arguments to their report;
 - `sweep`: many profiles and many analyses, locally or on Dask, on top of `launch`;
 - `front`: the library's front door (`nsys_cc.analyze`: one call for every source `analyze` takes);
 - `cli`: the click verbs;
@@ -31,13 +33,14 @@ from conftest import parsed
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
-    ("base", {"contract", "errors", "progress", "version", "views", "atomic", "inputs", "arguments", "_compat"}),
+    ("base", {"contract", "errors", "progress", "version", "result_views", "files", "formats", "inputs", "arguments"}),
     ("trace", {"trace"}),
     ("analysis", {"analysis"}),
     ("report", {"report"}),
     ("live", {"live"}),
     ("vllm", {"vllm"}),
     ("launch", {"launch"}),
+    ("workflows", {"workflows"}),
     ("sweep", {"sweep"}),
     ("front", {"front", "tuning"}),
     ("cli", {"cli"}),

@@ -15,7 +15,7 @@ SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
 
 def test_dashboard_queries_only_metrics_the_live_logger_exports():
-    from nsys_cc.live.metrics import _collectors
+    from nsys_cc.live.stat_logger import _collectors
 
     m = _collectors()
     exported = {c._name for c in (m.draft, m.verify, m.outside, m.steps, m.c, m.best_gamma, m.window_steps)}

@@ -21,7 +21,7 @@ def stats(records, spec=None):
 
 
 def logger(name):
-    from nsys_cc.live.metrics import LiveStatLogger
+    from nsys_cc.live.stat_logger import LiveStatLogger
 
     return LiveStatLogger(SimpleNamespace(model_config=SimpleNamespace(served_model_name=name)), 0)
 

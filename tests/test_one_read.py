@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 import nsys_cc
-from nsys_cc import front
 from nsys_cc.analysis.coefficient import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.workflows import profile as profile_workflow
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
 # wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
@@ -61,7 +61,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
         shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
-    outcome = front.finish(launcher.conclude(runs, tmp_path), options)
+    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), options)
     assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.result.notes)
     opens, reads = counted
     paths = [r.files.sqlite for r in runs]

@@ -166,7 +166,7 @@ LIVE = textwrap.dedent("""
     import json, sys
     if __name__ == "__main__":
         import numpy as np
-        from nsys_cc.launch import vllm_plugin
+        from nsys_cc.vllm import plugin as vllm_plugin
         vllm_plugin.register()  # with its correction of vLLM's CPU expand kernel (nsys_cc.vllm.fixes)
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt

@@ -8,23 +8,24 @@ from pathlib import Path
 
 import pytest
 
-from nsys_cc import front
 from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.report.result_text import SHARE_TITLE
+from nsys_cc.workflows import profile as profile_workflow
 
 
 def _profile(*args, **kwargs):
-    """`launcher.profile` as the front door runs it: its directory analysed and reported (`front.finish`)."""
+    """`launcher.profile_separately` as the profile workflow runs it: its directory analysed and reported
+    (`workflows.profile.finish`)."""
     options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
-    return launcher.profile(*args, finish=lambda run: front.finish(run, options), **kwargs)
+    return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
 
 
-def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
+def _runs(out: Path, sources: list[str]) -> list[plan.ModelLaunch]:
     """Runs planned for the tiny models, completed from copies of the fixture traces `sources` (in run order)."""
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
                          OPTIONS, nsys="nsys", gpu=False)
@@ -40,7 +41,7 @@ def _runs(out: Path, sources: list[str]) -> list[plan.ModelRun]:
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
     runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
-    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
@@ -62,14 +63,14 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
-    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert outcome.result.range_name == "gpu_model_runner: forward"
     assert any("measured vLLM's own forward scope 'gpu_model_runner: forward'" in n for n in outcome.result.notes)
 
 
 def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "tiny-llama-draft-s"])
-    outcome = front.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
     assert outcome.result is None and outcome.report is None
     assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
     status = json.loads((tmp_path / "status.json").read_text())

@@ -10,17 +10,18 @@ import pytest
 from click.testing import CliRunner
 
 from conftest import unchanged
-from nsys_cc import front
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models, plan, process, results
 from nsys_cc.launch.commands import BenchOptions, ModelFiles
+from nsys_cc.workflows import profile as profile_workflow
 
 
 def _profile(*args, **kwargs):
-    """`launcher.profile` as the front door runs it: its directory analysed and reported (`front.finish`)."""
+    """`launcher.profile_separately` as the profile workflow runs it: its directory analysed and reported
+    (`workflows.profile.finish`)."""
     options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
-    return launcher.profile(*args, finish=lambda run: front.finish(run, options), **kwargs)
+    return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
 
 NSYS = "/opt/nsys/bin/nsys"
 
@@ -117,16 +118,8 @@ def test_dry_run_on_a_gpu_uses_cuda_graphs_by_default_and_traces_them_node_by_no
     assert eager.exit_code == 0 and all("--enforce-eager" in ln for ln in eager_profiles)
 
 
-def test_the_deprecated_cuda_graphs_flag_changes_nothing_and_says_so():
-    args = ["profile", "--target", "llama-2-7b-shape", "--draft", "llama-68m-shape", "--device", "gpu", "--dry-run"]
-    plain, old = CliRunner().invoke(cli, args), CliRunner().invoke(cli, [*args, "--cuda-graphs"])
-    assert old.exit_code == 0 and old.stdout == plain.stdout
-    assert "--cuda-graphs is deprecated" in old.stderr and "--enforce-eager" in old.stderr
-    assert "--cuda-graphs" not in CliRunner().invoke(cli, ["profile", "--help"]).output
-
-
 @pytest.mark.parametrize("args, message", [
-    (["--cuda-graphs", "--enforce-eager"], "--cuda-graphs and --enforce-eager contradict each other"),
+    (["--cuda-graphs"], "No such option '--cuda-graphs'"),
     (["--output-len", "0"], "--output-len must be ≥ 1"),
     (["--num-iters-warmup", "-1"], "--num-iters-warmup must be ≥ 0"),
 ])
@@ -239,7 +232,7 @@ def test_nvtx_versions_that_nsys_does_not_record_are_flagged(monkeypatch, nvtx_v
     assert not warned or "pip install nvtx==0.2.11" in warnings[0]
 
 
-def _run_for(tmp_path, **opts) -> plan.ModelRun:
+def _run_for(tmp_path, **opts) -> plan.ModelLaunch:
     return launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(**opts), nsys=NSYS,
                          gpu=False)[0]
 
@@ -265,7 +258,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileRun(out, runs))
+    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileOutcome(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
     nsys = launcher.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
@@ -319,7 +312,7 @@ def _model_dir(root: Path, name: str) -> str:
     return str(path)
 
 
-def _file_names(runs: list[plan.ModelRun]) -> list[str]:
+def _file_names(runs: list[plan.ModelLaunch]) -> list[str]:
     f = [r.files for r in runs]
     return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
                                             files.metrics)]
@@ -440,5 +433,5 @@ def test_each_launch_name_is_taken_from_its_own_module():
         annotations = set(re.findall(r"\b[A-Za-z_]\w*\b", "".join(
             ast.unparse(n.annotation) for n in ast.walk(tree) if isinstance(n, ast.arg) and n.annotation is not None)))
         assert sorted(imported - used - annotations - {"annotations"}) == [], path.name
-    # the facade's profile is the front door's (the runs of launch.profile, then the analysis of what they wrote)
+    # the facade's profile is the front door's (the profile workflow: the runs, then the analysis of what they wrote)
     assert importlib.import_module("nsys_cc.front").profile is __import__("nsys_cc").profile

@@ -28,7 +28,7 @@ WRITE_OUTPUTS = ("import os; b = os.environ['NSYS_CC_TEST_FILES']; "
 
 
 def _run(tmp_path: Path, export: Path, *, gpu: bool = False, trace: str = "cuda,nvtx,osrt",
-         method: str | None = None) -> plan.ModelRun:
+         method: str | None = None) -> plan.ModelLaunch:
     """A run whose 'profile' writes the benchmark's outputs and whose 'export' copies `export` into place."""
     files = ModelFiles(tmp_path, "m")
     py = [sys.executable, "-c"]
@@ -36,7 +36,7 @@ def _run(tmp_path: Path, export: Path, *, gpu: bool = False, trace: str = "cuda,
     cmds = ModelCommands({"NSYS_CC_TEST_FILES": str(tmp_path / "m")}, [*py, WRITE_OUTPUTS, "-t", trace],
                          [*py, copy], files, gpu=gpu)
     role = "speculative" if method else "target"
-    return plan.ModelRun(role, resolve("tiny-llama-target"), cmds, method=method)
+    return plan.ModelLaunch(role, resolve("tiny-llama-target"), cmds, method=method)
 
 
 def _outcome(run):

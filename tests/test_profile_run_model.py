@@ -19,12 +19,12 @@ from nsys_cc.launch.models import resolve
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
 
 
-def _run(tmp_path: Path, profile_code: str, export_code: str) -> plan.ModelRun:
+def _run(tmp_path: Path, profile_code: str, export_code: str) -> plan.ModelLaunch:
     files = ModelFiles(tmp_path, "m")
     py = [sys.executable, "-c"]
     env = {"NSYS_CC_TEST_FILES": str(tmp_path / "m"), "NSYS_CC_TEST_TRIED": str(tmp_path / "m.tried")}
     cmds = ModelCommands(env, [*py, profile_code], [*py, export_code], files)
-    return plan.ModelRun("target", resolve("tiny-llama-target"), cmds)
+    return plan.ModelLaunch("target", resolve("tiny-llama-target"), cmds)
 
 
 WRITE_OUTPUTS = ("import os; b = os.environ['NSYS_CC_TEST_FILES']; "
@@ -150,12 +150,12 @@ def test_other_failures_are_not_retried(tmp_path):
 
 
 # -- a rerun never loses finished work ---------------------------------------------------------------------------------
-def _trace_set(run: plan.ModelRun) -> list[Path]:
+def _trace_set(run: plan.ModelLaunch) -> list[Path]:
     f = run.files
     return [f.report, f.sqlite, f.bench_json, f.done]
 
 
-def _complete(tmp_path: Path) -> plan.ModelRun:
+def _complete(tmp_path: Path) -> plan.ModelLaunch:
     run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert run.status == "done"

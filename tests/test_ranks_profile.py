@@ -156,7 +156,8 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
 
     import torch
 
-    from nsys_cc.launch import vllm_plugin as plugin
+    from nsys_cc.vllm import plugin
+    from nsys_cc.vllm.hooks import forwards
 
     comm_cls, runner_cls = _fakes()
     assert plugin._patch_cpu_communicator(SimpleNamespace(CpuCommunicator=comm_cls))
@@ -165,7 +166,7 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     runner.comm = comm_cls()
     out = runner.execute_model(SimpleNamespace(total_num_scheduled_tokens=3))
     assert out.tolist() == [2.0] * 4
-    assert events == [(plugin.FORWARD_RANGE, 3), (plugin.ALL_REDUCE_RANGE, 8), "pop", "pop"]
+    assert events == [(plugin.FORWARD_RANGE, 3), (forwards.ALL_REDUCE_RANGE, 8), "pop", "pop"]
     # Outside a forward (vLLM's start-up and warm-up collectives) no range is written.
     events.clear()
     comm_cls().all_reduce(torch.ones(2))
@@ -179,7 +180,7 @@ def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch)
 
     import torch
 
-    from nsys_cc.launch import vllm_plugin as plugin
+    from nsys_cc.vllm import plugin
 
     monkeypatch.setattr(plugin, "_warned", False)
     monkeypatch.delenv("VLLM_NVTX_SCOPES_FOR_PROFILING", raising=False)

@@ -991,7 +991,7 @@ def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_resul
     with pytest.raises(InputError, match=r"a folder on its way is a link or a file"):
         write_report(small_result, out)
     assert list(elsewhere.iterdir()) == []
-    from nsys_cc.atomic import LOCK_NAME  # the -o lock (hidden, empty but for a pid) stays: a lock file is reused
+    from nsys_cc.files import LOCK_NAME  # the -o lock (hidden, empty but for a pid) stays: a lock file is reused
 
     assert sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME) == ["plots"]
 
@@ -1027,7 +1027,8 @@ def test_ctrl_c_while_putting_files_in_place_waits_for_the_last_one(tmp_path, sm
     """SIGINT in the middle of the renames: they all happen first, then KeyboardInterrupt — the new report whole."""
     import signal
 
-    from nsys_cc import atomic, cost_coefficient
+    from nsys_cc import cost_coefficient
+    from nsys_cc.files import atomic
     from nsys_cc.report import write_report
 
     out = tmp_path / "out"
@@ -1246,7 +1247,7 @@ def test_a_bad_live_window_gives_one_warning_and_the_default(value, monkeypatch,
     did not start. Every logger vLLM builds gets the default window; the log says so once."""
     import logging
 
-    from nsys_cc.live import metrics
+    from nsys_cc.live import stat_logger as metrics
 
     monkeypatch.setenv(metrics.ENV_WINDOW, value)
     monkeypatch.setattr(metrics, "_warned", set())

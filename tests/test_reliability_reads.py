@@ -122,7 +122,7 @@ def test_nan_and_infinity_are_no_json_numbers():
 
 # -- C05: a FIFO as an export-cache record ---------------------------------------------------------------------------
 def test_C05_a_fifo_as_a_cache_record_is_exported_again_never_waited_on(tmp_path):
-    from nsys_cc import atomic
+    from nsys_cc.files import users
     from nsys_cc.trace import export as export_mod
 
     cache = tmp_path / "cache"
@@ -131,7 +131,7 @@ def test_C05_a_fifo_as_a_cache_record_is_exported_again_never_waited_on(tmp_path
     entry = cache / f"{digest}.sqlite"
     shutil.copyfile(TARGET, entry)
     os.mkfifo(export_mod._record_path(entry))
-    assert atomic.my_uid() == os.stat(entry).st_uid
+    assert users.my_uid() == os.stat(entry).st_uid
     with prompt(15):
         assert export_mod._cached(entry, REPORT, digest) is False  # not trusted: exported again
 
@@ -162,13 +162,13 @@ def test_D05_analyze_of_a_profile_whose_status_json_is_a_fifo_is_one_line(tmp_pa
 
 
 def test_D05_profile_into_a_dir_whose_status_json_is_a_fifo_refuses_it(tmp_path):
-    from nsys_cc.launch.results import check_status_file
+    from nsys_cc.formats import status_json
 
     out = tmp_path / "O"
     out.mkdir()
     os.mkfifo(out / "status.json")
     with prompt(15), pytest.raises(InputError, match="status.json is in the way"):
-        check_status_file(out)
+        status_json.check_writable(out)
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -193,11 +193,12 @@ def test_D06_analyze_of_a_misshapen_status_json_is_one_line(tmp_path, text, frag
 @pytest.mark.parametrize("text", ['{"runs": [1, 2]}', "[1, 2]", '{"cell": "c"}', '{"cell": 1, "status": "done"}',
                                   DEEP, "not json"])
 def test_D06_a_sweep_cells_misshapen_record_is_unreadable_state_run_again(tmp_path, text, capsys):
+    from nsys_cc.formats import cell_json
     from nsys_cc.sweep import cell
 
     d = tmp_path / "cell-1"
     d.mkdir()
-    (d / cell.STATUS_FILE).write_text(text)
+    (d / cell_json.NAME).write_text(text)
     spec = SimpleNamespace(dir=d, fingerprint=lambda: {"x": 1})
     with unchanged(d):
         assert cell.read_outcome(spec) is None
@@ -206,12 +207,13 @@ def test_D06_a_sweep_cells_misshapen_record_is_unreadable_state_run_again(tmp_pa
 
 
 def test_D05_a_sweep_cells_record_and_attempts_as_fifos_are_never_waited_on(tmp_path):
+    from nsys_cc.formats import attempts_json, cell_json
     from nsys_cc.sweep import cell
 
     d = tmp_path / "cell-1"
     d.mkdir()
-    os.mkfifo(d / cell.STATUS_FILE)
-    os.mkfifo(d / cell.ATTEMPTS_FILE)
+    os.mkfifo(d / cell_json.NAME)
+    os.mkfifo(d / attempts_json.NAME)
     spec = SimpleNamespace(dir=d, fingerprint=lambda: {"x": 1}, sweep=SimpleNamespace(run_id="r"))
     with prompt(15):
         assert cell.read_outcome(spec) is None
@@ -230,17 +232,17 @@ def test_a_fifo_as_the_cells_lock_file_is_refused_not_waited_on(tmp_path):
 
 
 def test_a_deep_report_manifest_is_no_manifest_not_a_recursion_error(tmp_path):
-    from nsys_cc import atomic
+    from nsys_cc.files import publishing
     from nsys_cc.report.report_files import MANIFEST
 
     (tmp_path / MANIFEST).write_text(DEEP)
-    earlier = atomic._read_manifest(tmp_path / MANIFEST)
+    earlier = publishing._read_manifest(tmp_path / MANIFEST)
     assert earlier.hashes == {} and earlier.by_name == set()
 
 
 # -- P13: a run's done.json a FIFO -------------------------------------------------------------------------------------
 def _interleaved_run(out: Path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
 
     py = [sys.executable, "-c"]
@@ -249,7 +251,7 @@ def _interleaved_run(out: Path):
 
 
 def test_P13_a_fifo_as_an_interleaved_runs_done_json_is_not_a_completed_run(tmp_path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -261,7 +263,7 @@ def test_P13_a_fifo_as_an_interleaved_runs_done_json_is_not_a_completed_run(tmp_
 
 @pytest.mark.parametrize("text", ["[1, 2]", '{"commands": 3}', DEEP, '{"commands": "x", "engines": [1]}'])
 def test_D06_a_misshapen_done_json_is_not_a_completed_run_never_a_traceback(tmp_path, text):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -274,11 +276,11 @@ def test_P13_a_fifo_as_a_models_done_json_is_not_a_completed_model(tmp_path):
     from nsys_cc.launch import resume
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
     from nsys_cc.launch.models import resolve
-    from nsys_cc.launch.plan import ModelRun
+    from nsys_cc.launch.plan import ModelLaunch
 
     out = tmp_path / "O"
     out.mkdir()
-    run = ModelRun("target", resolve("tiny-llama-target"),
+    run = ModelLaunch("target", resolve("tiny-llama-target"),
                    ModelCommands({}, [sys.executable, "-c", "pass"], [sys.executable, "-c", "pass"],
                                  ModelFiles(out, "m")))
     shutil.copyfile(TARGET, run.files.sqlite)
@@ -387,7 +389,7 @@ READ_CALLS = {"open", "read_text", "read_bytes", "read_parquet", "read_csv", "re
 # (module, function) → why it may read by itself. Everything else reads through `nsys_cc.inputs`.
 ALLOWED = {
     ("inputs.py", "*"): "the one opener itself",
-    ("atomic.py", "*"): "the one writer: its own temporary files, fsynced and hashed as it writes them",
+    ("files/publishing.py", "*"): "the one writer: its own generations' files, hashed as it writes them",
     ("trace/reader.py", "connect"): "the one SQLite connection function (the query bound on every connection)",
     ("trace/bulk.py", "_arrow_batches"): "ADBC's connection (no progress handler: bounded between batches)",
     ("vllm/interleave.py", "_has_children"): "the kernel's /proc lists of this process's children, not a user's file",
@@ -448,14 +450,15 @@ def test_the_walker_finds_a_read_around_the_opener(tmp_path):
 
 @pytest.mark.parametrize("value", [float("nan"), -5, float("inf"), "soon"])
 def test_P10_P11_the_library_checks_its_timeouts_by_the_same_rule(tmp_path, value, monkeypatch):
-    from nsys_cc.launch import launcher, profile as main_path
+    from nsys_cc.launch import launcher
     from nsys_cc.sweep.grid import SweepSpec
+    from nsys_cc.workflows import profile as main_path
 
     def never(*a, **kw):
         pytest.fail(f"profiled with timeout={value!r}")
 
     monkeypatch.setattr(main_path, "profile_interleaved", never)
-    monkeypatch.setattr(launcher, "profile", never)
+    monkeypatch.setattr(launcher, "profile_separately", never)
     with pytest.raises(InputError, match="^timeout must be") as exc:
         main_path.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path / "O", timeout=value)
     assert exc.value.param == "timeout"

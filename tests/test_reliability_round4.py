@@ -125,7 +125,7 @@ def test_the_query_bound_still_stops_a_slow_query(tmp_path, cache_dir, monkeypat
 def test_attempts_a_kill_left_are_removed_by_the_next_profile(tmp_path, monkeypatch):
     """`run-1.attempt/` survived a SIGKILL and the next profile (run-1 was complete, so never attempted again),
     though the docs say the next profile removes it."""
-    from nsys_cc.launch import interleaved
+    from nsys_cc.launch import interleaved, interleaved_run
     from nsys_cc.launch.commands import BenchOptions
     from nsys_cc.launch.models import resolve
 
@@ -136,7 +136,7 @@ def test_attempts_a_kill_left_are_removed_by_the_next_profile(tmp_path, monkeypa
         (out / name / "log").write_text("a killed attempt\n")
     (out / "run-1.attemptive").mkdir()  # not an attempt's name: the user's
     (out / "run-1.attemptive" / "mine.txt").write_text("mine\n")
-    monkeypatch.setattr(interleaved, "execute", lambda run, *a, **kw: setattr(run, "status", "failed"))
+    monkeypatch.setattr(interleaved_run, "execute", lambda run, *a, **kw: setattr(run, "status", "failed"))
     engines = [interleaved.Engine("target", resolve("tiny-llama-target"), ()),
                interleaved.Engine("draft", resolve("tiny-llama-draft-s"), ())]
     with unchanged(out / "run-1.attemptive"):
@@ -451,7 +451,7 @@ def test_a_full_output_file_system_names_the_file(tmp_path, monkeypatch):
     """A full disk while writing a file under -o said "cannot write the output" and named no file."""
     import errno
 
-    from nsys_cc import atomic
+    from nsys_cc.files import atomic
 
     real = os.fsync
 

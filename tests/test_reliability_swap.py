@@ -1,5 +1,5 @@
 """A report replaced under SIGKILL is the earlier one or the new one, never a mix — for every
-command, since every report (`analyze -o`, `profile`, `tune`, the sweep table) is put in place by `atomic.publish`.
+command, since every report (`analyze -o`, `profile`, `tune`, the sweep table) is put in place by `publishing.publish`.
 
 The writer is killed (a real SIGKILL, in a forked child) before each of its file-system changes in turn — every
 rename, link, unlink, folder made or removed — and what a reader then finds at the report's names (links followed;
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import sha256_tree, unchanged
-from nsys_cc import atomic
 from nsys_cc.errors import InputError
+from nsys_cc.files import atomic, publishing
+from nsys_cc.files.folder import LOCK_NAME
 
 MANIFEST = ".nsys_cc_report.json"
 OLD = {"report.md": "the earlier report\n", "summary.csv": "model,c\nd,0.5\n", "gone.csv": "only in the earlier\n",
@@ -32,7 +33,7 @@ NEW = {"report.md": "the new report\n", "summary.csv": "model,c\nd,0.25\n", "new
 
 
 def _build(files: dict[str, str]):
-    def build(stage: atomic.Stage) -> None:
+    def build(stage: publishing.Stage) -> None:
         for name, text in files.items():
             with stage.file(name) as path:
                 path.write_text(text)
@@ -64,7 +65,7 @@ CHANGES = ("replace", "rename", "symlink", "unlink", "link", "rmdir", "mkdir", "
 def _publish_killed_at(out: Path, k: int, files: dict[str, str]) -> bool:
     """Publish `files` in a forked child that SIGKILLs itself just before its k-th change; True when it was killed
     (False: it finished, having made fewer than k changes)."""
-    return _killed_at(k, lambda: atomic.publish(out, _build(files), manifest=MANIFEST))
+    return _killed_at(k, lambda: publishing.publish(out, _build(files), manifest=MANIFEST))
 
 
 def _killed_at(k: int, write) -> bool:
@@ -98,8 +99,9 @@ def _killed_at(k: int, write) -> bool:
 
 
 def _no_leftovers(out: Path) -> None:
-    store = out / atomic.store_of(MANIFEST)
-    assert sorted(p.name for p in store.iterdir()) == sorted([atomic.CURRENT, os.readlink(store / atomic.CURRENT)])
+    store = out / publishing.store_of(MANIFEST)
+    current = publishing.CURRENT
+    assert sorted(p.name for p in store.iterdir()) == sorted([current, os.readlink(store / current)])
     dangling = [p for p in out.rglob("*") if p.is_symlink() and not p.exists()]
     assert dangling == []
 
@@ -120,7 +122,7 @@ def _earlier_report(out: Path, layout: str, monkeypatch) -> None:
             raise OSError(errno.EPERM, "Operation not permitted")
 
         monkeypatch.setattr(atomic.os, "symlink", no_links)
-    atomic.publish(out, _build(OLD), manifest=MANIFEST)
+    publishing.publish(out, _build(OLD), manifest=MANIFEST)
     monkeypatch.undo()
     if layout == "round-3":
         assert not (out / "report.md").is_symlink() and not (out / MANIFEST).is_symlink()
@@ -145,7 +147,7 @@ def test_a_sigkill_at_any_point_leaves_the_earlier_report_or_the_new_one(tmp_pat
             assert state in (EARLIER, LATER), f"killed before change {k}: a mix {state}"
             seen.add("earlier" if state == EARLIER else "new")
             # the next write finds what the kill left and shows the new report, leaving nothing behind
-            atomic.publish(out, _build(NEW), manifest=MANIFEST)
+            publishing.publish(out, _build(NEW), manifest=MANIFEST)
         assert shown(out) == LATER and {"notes.txt": sha256_tree(out / "notes.txt")} == mine
         _no_leftovers(out)
         shutil.rmtree(out)
@@ -163,16 +165,16 @@ def test_on_a_file_system_without_links_the_report_is_put_in_place_file_by_file(
 
     monkeypatch.setattr(atomic.os, "symlink", no_links)
     out = tmp_path / "O"
-    atomic.publish(out, _build(OLD), manifest=MANIFEST)
-    atomic.publish(out, _build(NEW), manifest=MANIFEST)
+    publishing.publish(out, _build(OLD), manifest=MANIFEST)
+    publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert shown(out) == LATER and not any(p.is_symlink() for p in out.rglob("*"))
-    assert not (out / atomic.store_of(MANIFEST)).exists()
+    assert not (out / publishing.store_of(MANIFEST)).exists()
 
 
 def test_a_round_3_report_is_taken_over_and_its_stale_files_removed(tmp_path, monkeypatch):
     out = tmp_path / "O"
     _earlier_report(out, "round-3", monkeypatch)
-    atomic.publish(out, _build(NEW), manifest=MANIFEST)
+    publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert shown(out) == LATER and not (out / "gone.csv").exists() and not (out / "plots" / "old.png").exists()
     assert json.loads((out / MANIFEST).read_text())["files"] == LATER
     _no_leftovers(out)
@@ -183,29 +185,29 @@ def test_a_file_edited_through_its_link_is_never_lost(tmp_path):
     user's own plain file, which they can move away; `gone.csv` edited, which the next report does not write: it
     stays, the user's own plain file."""
     out = tmp_path / "O"
-    atomic.publish(out, _build(OLD), manifest=MANIFEST)
+    publishing.publish(out, _build(OLD), manifest=MANIFEST)
     (out / "report.md").write_text("my notes on the run\n")
     (out / "gone.csv").write_text("my own table now\n")
     before = shown(out)
     with pytest.raises(InputError, match=r"report\.md is in the way: nsys-cc did not write it, or it changed since"):
-        atomic.publish(out, _build(NEW), manifest=MANIFEST)
+        publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert shown(out) == before and not (out / "report.md").is_symlink()
     (out / "report.md").rename(tmp_path / "my-notes.md")  # "move it away"
-    atomic.publish(out, _build(NEW), manifest=MANIFEST)
+    publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert (tmp_path / "my-notes.md").read_text() == "my notes on the run\n"
     assert (out / "gone.csv").read_text() == "my own table now\n" and not (out / "gone.csv").is_symlink()
     assert shown(out) == {**LATER, "gone.csv": _digest("my own table now\n")}
     with pytest.raises(InputError, match=r"gone\.csv is in the way"):  # now the user's: never written over
-        atomic.publish(out, _build(OLD), manifest=MANIFEST)
+        publishing.publish(out, _build(OLD), manifest=MANIFEST)
 
 
 def test_an_edited_file_whose_link_was_moved_is_refused_not_lost(tmp_path):
     out = tmp_path / "O"
-    atomic.publish(out, _build(OLD), manifest=MANIFEST)
+    publishing.publish(out, _build(OLD), manifest=MANIFEST)
     (out / "summary.csv").write_text("edited\n")
     (out / "summary.csv").rename(out / "kept.csv")  # the link moved: it still leads to the edited file
     with pytest.raises(InputError, match=r"summary\.csv was edited since nsys-cc wrote it, and .* no longer leads"):
-        atomic.publish(out, _build(NEW), manifest=MANIFEST)
+        publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert (out / "kept.csv").read_text() == "edited\n"
 
 
@@ -214,23 +216,23 @@ def test_a_planted_current_link_or_store_link_leads_nowhere_outside(tmp_path, ou
     nothing outside written."""
     out = tmp_path / "O"
     out.mkdir()
-    (out / atomic.store_of(MANIFEST)).symlink_to(outside, target_is_directory=True)
+    (out / publishing.store_of(MANIFEST)).symlink_to(outside, target_is_directory=True)
     with unchanged(outside), pytest.raises(InputError, match=r"is a link or a file where nsys-cc needs a folder"):
-        atomic.publish(out, _build(NEW), manifest=MANIFEST)
-    (out / atomic.store_of(MANIFEST)).unlink()
-    (out / atomic.store_of(MANIFEST)).mkdir()
-    (out / atomic.store_of(MANIFEST) / atomic.CURRENT).symlink_to("../../outside", target_is_directory=True)
+        publishing.publish(out, _build(NEW), manifest=MANIFEST)
+    (out / publishing.store_of(MANIFEST)).unlink()
+    (out / publishing.store_of(MANIFEST)).mkdir()
+    (out / publishing.store_of(MANIFEST) / publishing.CURRENT).symlink_to("../../outside", target_is_directory=True)
     with unchanged(outside):
-        atomic.publish(out, _build(NEW), manifest=MANIFEST)
+        publishing.publish(out, _build(NEW), manifest=MANIFEST)
     assert shown(out) == LATER
 
 
 def test_withdraw_removes_the_report_at_once_and_keeps_the_users_files(tmp_path):
     out = tmp_path / "O"
-    atomic.publish(out, _build(OLD), manifest=MANIFEST)
+    publishing.publish(out, _build(OLD), manifest=MANIFEST)
     (out / "notes.txt").write_text("mine\n")
     (out / "gone.csv").write_text("edited\n")
-    removed = atomic.withdraw(out, manifest=MANIFEST)
+    removed = publishing.withdraw(out, manifest=MANIFEST)
     assert sorted(removed) == sorted(n for n in OLD if n != "gone.csv")
     assert shown(out) == {"gone.csv": _digest("edited\n")}
     assert sorted(p.name for p in out.iterdir()) == sorted([".nsys_cc.lock", "gone.csv", "notes.txt", "plots"])
@@ -242,7 +244,7 @@ def _visible(out: Path, stamped=("report.md", "report.json")) -> dict[str, str |
     found: dict[str, str | None] = {}
     for p in out.rglob("*"):
         name = p.relative_to(out).as_posix()
-        if not p.is_file() or name.startswith(".nsys_cc_report") or name == atomic.LOCK_NAME:
+        if not p.is_file() or name.startswith(".nsys_cc_report") or name == LOCK_NAME:
             continue
         found[name] = None if name in stamped else hashlib.sha256(p.read_bytes()).hexdigest()
     return found

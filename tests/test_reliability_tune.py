@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, cli_in_process, sha256_tree, unchanged
-from nsys_cc import atomic, tuning
+from nsys_cc import tuning
 from nsys_cc.errors import InputError
+from nsys_cc.files import publishing
 
 FIX = FIXTURES / "tune" / "a99-design"
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
@@ -122,7 +123,7 @@ def test_a_profiling_tune_writes_through_the_writer_and_rereads_its_design(tmp_p
     assert doc["design"]["batch_sizes"] == [1, 8] and doc["design"]["check"] == [[4, 2], [16, 3]]
     manifest = json.loads((out / ".nsys_cc_report.json").read_text())["files"]
     assert set(manifest) == {"tune.json", "schedule.json", "forecast.csv", "checks.csv", "report.md"}
-    assert all(atomic.sha256(out / n) == d for n, d in manifest.items())
+    assert all(publishing.sha256(out / n) == d for n, d in manifest.items())
     assert set(rep.files) == {"json", "schedule", "forecast", "checks", "report"}
     again = _profile(out)  # a rerun replaces its own report (the rounds are its own too)
     assert again.files["report"] == out / "report.md"
@@ -156,8 +157,8 @@ def test_tune_waits_for_the_lock_another_writer_holds_then_refuses(tmp_path, rea
     out = tmp_path / "O"
     out.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from nsys_cc import atomic\n"
-        f"with atomic.Folder({str(out)!r}).lock():\n"
+        "import time; from nsys_cc.files.folder import Folder\n"
+        f"with Folder({str(out)!r}).lock():\n"
         "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     try:
@@ -183,8 +184,8 @@ def test_a_profiling_tune_holds_the_lock_while_it_profiles(tmp_path, read_once, 
     def fake(target, draft, round_dir, cells, **kw):
         shutil.copytree(FIX / "round-1", round_dir, dirs_exist_ok=True)
         probe = subprocess.run([sys.executable, "-c", (
-            "from nsys_cc import atomic\n"
-            f"with atomic.Folder({str(out)!r}).lock(): print('got it')")], capture_output=True, text=True,
+            "from nsys_cc.files.folder import Folder\n"
+            f"with Folder({str(out)!r}).lock(): print('got it')")], capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": str(PACKAGE.parent), "NSYS_CC_LOCK_WAIT": "0"})
         seen.append(probe.stderr)
 

@@ -3,7 +3,8 @@
 Each case plants a hostile shape (a link out of `-o`, a user's files where nsys-cc writes, a cache
 folder someone else may write in, two writers at once) and hashes every file outside `-o` (the `outside` folder: the
 links' targets, the user's own files) before and after. The last test walks the package for write/remove calls that
-do not go through the one writer (`atomic.Folder`, `atomic.write_*`, `atomic.publish`) or the export cache's ledger.
+do not go through the one writer (`nsys_cc.files`: `Folder`, `atomic.write_*`, `publishing.publish`) or the export
+cache's ledger.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, package_offenders, parsed, sha256_tree, unchanged
-from nsys_cc import atomic
 from nsys_cc.errors import InputError
+from nsys_cc.files import users
 from nsys_cc.trace import export as export_mod
 
 VLLM = FIXTURES / "vllm"
@@ -93,7 +94,7 @@ def test_C02_a_cache_folder_of_another_user_is_refused_and_its_entries_never_tru
     cache = _planted_cache(tmp_path, 0o700)
     digest = export_mod.content_hash(REPORT)
     assert export_mod._valid(cache / f"{digest}.sqlite", REPORT, digest)  # as yours, the planted record matches
-    monkeypatch.setattr(atomic, "my_uid", lambda: os.geteuid() + 4242)  # now the folder is someone else's
+    monkeypatch.setattr(users, "my_uid", lambda: os.geteuid() + 4242)  # now the folder is someone else's
     assert not export_mod._valid(cache / f"{digest}.sqlite", REPORT, digest)
     with unchanged(cache), pytest.raises(InputError, match=r"belongs to user id \d+, not to you"):
         export_mod.export_report(REPORT, cache_dir=cache)
@@ -101,7 +102,7 @@ def test_C02_a_cache_folder_of_another_user_is_refused_and_its_entries_never_tru
 
 # -- profile: run folders, attempts, logs, status ----------------------------------------------------------------------
 def _interleaved_run(out: Path):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
     from nsys_cc.launch.commands import ModelCommands, ModelFiles
 
     py = [sys.executable, "-c"]
@@ -112,7 +113,7 @@ def _interleaved_run(out: Path):
 
 
 def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_path, outside):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     (out / "run-1").mkdir(parents=True)
@@ -125,7 +126,7 @@ def test_P02_a_users_run_folder_without_done_json_is_refused_never_deleted(tmp_p
 
 
 def test_P04_a_linked_attempt_folder_is_removed_itself_not_followed(tmp_path, outside):
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     out.mkdir()
@@ -144,9 +145,9 @@ def _model_run(out: Path):
     py = [sys.executable, "-c"]
     cmds = ModelCommands({}, [*py, "raise SystemExit('RuntimeError: engine core died')"], [*py, "pass"],
                          ModelFiles(out, "m"))
-    from nsys_cc.launch.plan import ModelRun
+    from nsys_cc.launch.plan import ModelLaunch
 
-    return ModelRun("target", resolve("tiny-llama-target"), cmds)
+    return ModelLaunch("target", resolve("tiny-llama-target"), cmds)
 
 
 def test_P05_a_linked_attempts_folder_is_refused_its_files_kept(tmp_path, outside):
@@ -178,16 +179,16 @@ def test_P12_a_linked_log_is_replaced_its_target_untouched(tmp_path, outside):
 
 
 def test_SWP1_a_linked_attempts_tmp_is_never_written_through(tmp_path, outside):
-    from nsys_cc.sweep import cell
+    from nsys_cc.formats import attempts_json
 
     d = tmp_path / "O" / "cell-1"
     d.mkdir(parents=True)
-    (d / f"{cell.ATTEMPTS_FILE}.tmp").symlink_to(outside / "precious.txt")
-    (d / cell.ATTEMPTS_FILE).symlink_to(outside / "x.bench.json")
+    (d / f"{attempts_json.NAME}.tmp").symlink_to(outside / "precious.txt")
+    (d / attempts_json.NAME).symlink_to(outside / "x.bench.json")
     with unchanged(outside):
-        cell._write_json(d / cell.ATTEMPTS_FILE, {"starts": []})
-    assert json.loads((d / cell.ATTEMPTS_FILE).read_text()) == {"starts": []}
-    assert not (d / cell.ATTEMPTS_FILE).is_symlink()
+        attempts_json.write(d, [])
+    assert json.loads((d / attempts_json.NAME).read_text()) == {"starts": []}
+    assert not (d / attempts_json.NAME).is_symlink()
 
 
 # -- reports: one writer at a time, nothing proven by a name alone -----------------------------------------------------
@@ -205,8 +206,8 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
     out = tmp_path / "X"
     write_report(small_result, out)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from nsys_cc import atomic\n"
-        f"with atomic.Folder({str(out)!r}).lock():\n"
+        "import sys, time; from nsys_cc.files.folder import Folder\n"
+        f"with Folder({str(out)!r}).lock():\n"
         "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
     try:
@@ -240,11 +241,13 @@ OS_ONLY = {"remove", "makedirs", "removedirs", "link"}
 WRITE_CALLS = {"unlink", "rmtree", "rename", "replace", "mkdir", "makedirs", "rmdir", "remove", "write_text",
                "write_bytes", "symlink_to", "removedirs", "link"}
 # Calls that write the file their first argument names (a table, a figure): through the writer only when that is a
-# path `atomic.Stage.file` gave (`tune` once wrote forecast.csv and tune.png with these, through a link).
+# path `publishing.Stage.file` gave (`tune` once wrote forecast.csv and tune.png with these, through a link).
 FILE_WRITERS = {"to_csv", "to_parquet", "to_excel", "to_pickle", "savefig", "imsave", "plot_tune"}
 # module → the calls it may make itself, and why (short, explicit)
 ALLOWED = {
-    "atomic.py": "the one writer itself",
+    "files/atomic.py": "the one writer itself: a file written whole",
+    "files/folder.py": "the one writer itself: every write, folder, removal and rename under -o",
+    "files/publishing.py": "the one writer itself: a report's generations, put in place by one rename",
     "trace/export.py": "the export cache: writes only inside its own checked private folder, under its lock",
     "report/figure_files.py": "make_plots (a library call): writes only the folder its caller names",
     "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",
@@ -252,9 +255,11 @@ ALLOWED = {
     "report/tune_plots.py": "plot_tune saves to the path its caller names (tuning.write: a staged file)",
     "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
+    "formats/interleaved_json.py": "the driver's record, written inside the benchmark process (its attempt folder)",
+    "formats/bench_json.py": "the driver's latencies, written inside the benchmark process (its attempt folder)",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",
     "sweep/cluster.py": "a cluster job's spec file in the cell folder (made by Folder.mkdir in the cell)",
-    "sweep/cell.py": "the cell folder itself (spec.dir.mkdir) before its files go through atomic.Folder",
+    "sweep/cell.py": "the cell folder itself (spec.dir.mkdir) before its files go through Folder",
     "sweep/run.py": "the sweep's -o folder itself (out.mkdir)",
     "launch/process.py": "the -o folder itself (prepare: out.mkdir), before anything in it is written",
 }
@@ -291,10 +296,10 @@ def _write_calls(path: Path) -> list[str]:
             continue  # through the one writer
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Call):
             inner = f.value.func
-            if isinstance(inner, ast.Attribute) and inner.attr == "Folder":
-                continue  # atomic.Folder(x).write_text(...)
+            if (inner.attr if isinstance(inner, ast.Attribute) else getattr(inner, "id", "")) == "Folder":
+                continue  # Folder(x).write_text(...), files.folder.Folder(x).write_text(...)
         if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id in staged:
-            continue  # path.write_text(…) of a staged path: into the staging folder of `atomic.publish`
+            continue  # path.write_text(…) of a staged path: into the staging folder of `publishing.publish`
         if name in FILE_WRITERS:
             target = node.args[0] if node.args else next((k.value for k in node.keywords
                                                           if k.arg in ("path", "path_or_buf", "fname")), None)
@@ -321,7 +326,7 @@ def _write_calls(path: Path) -> list[str]:
 
 def test_every_write_under_the_package_goes_through_the_one_writer():
     offenders = package_offenders(lambda path, rel: [] if rel in ALLOWED else _write_calls(path))
-    assert offenders == {}, ("writes/removals outside atomic.Folder (route them through it, or add the module to "
+    assert offenders == {}, ("writes/removals outside Folder (route them through it, or add the module to "
                              f"ALLOWED with the reason): {offenders}")
 
 
@@ -330,7 +335,7 @@ def test_the_walker_finds_a_write_around_the_writer(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("import os, shutil\nfrom pathlib import Path\n"
                    "def f(p):\n    Path(p).unlink()\n    shutil.rmtree(p)\n    open(p, 'w').write('x')\n"
-                   "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n")
+                   "    os.replace(p, p)\n    atomic.write_text(p, 'fine')\n    Folder(p).write_text('fine')\n")
     assert sorted(c.split(" at")[0] for c in _write_calls(bad)) == ["open(…, 'w')", "replace", "rmtree", "unlink"]
 
 
@@ -359,7 +364,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     import shutil
 
     from nsys_cc.analysis.outputs import read_output
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved as repeat, interleaved_run
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
@@ -367,9 +372,9 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     done = out / "run-1" / "done.json"
     marker = json.loads(done.read_text())
     done.write_text(json.dumps({**marker, "commands": run.commands.shell()}))
-    outcome = repeat.Outcome([run], [], "repeat")
+    outcome = repeat.InterleavedOutcome([run], [], "repeat")
     with unchanged(out / "run-1"):
-        repeat.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
+        interleaved_run.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
         repeat.write_status(out, outcome)
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
     assert [r.number for r in read_output(out).runs] == [1]
@@ -413,7 +418,7 @@ def test_O10_a_sigkill_between_the_run_renames_leaves_the_earlier_run_which_come
     is removed."""
     import shutil
 
-    from nsys_cc.launch import interleaved as repeat
+    from nsys_cc.launch import interleaved_run as repeat
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1.replaced")
@@ -432,7 +437,7 @@ def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside
     """The success path of the set-aside rename: run-1/ becomes the new run, no run-1.replaced/ stays."""
     import shutil
 
-    from nsys_cc.launch import interleaved as repeat, process
+    from nsys_cc.launch import interleaved_run as repeat, process
     from nsys_cc.launch.models import resolve
 
     new = FIXTURES / "interleaved" / "run-2"

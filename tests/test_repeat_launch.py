@@ -18,8 +18,9 @@ from nsys_cc import front
 from nsys_cc.analysis import sources as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import interleaved, process, profile as profile_mod
+from nsys_cc.launch import interleaved, interleaved_run, process
 from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
 # wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
@@ -64,7 +65,7 @@ def fake_runs(monkeypatch):
                                                        "engines": run.engines}))
         run.status = "done"
 
-    monkeypatch.setattr(interleaved, "execute", fake_execute)
+    monkeypatch.setattr(interleaved_run, "execute", fake_execute)
     monkeypatch.setattr(process, "preflight", lambda nsys: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan

@@ -173,7 +173,7 @@ def test_cli_errors_name_the_flags(args, message):
 def test_the_profile_run_hands_completed_speculative_traces_to_the_analysis(tmp_path):
     runs = _plan(tmp_path, drafts=["tiny-llama-draft-xs"], speculate=[1, 2])
     runs[-2].status, runs[-1].status = "done", "failed"
-    outcome = launcher.ProfileRun(Path(tmp_path), runs)
+    outcome = launcher.ProfileOutcome(Path(tmp_path), runs)
     (trace,) = outcome.speculative
     assert (trace.label, trace.draft, trace.gamma) == ("tiny-llama-draft-xs.spec-g1", "tiny-llama-draft-xs", 1)
     assert trace.sqlite.name == "tiny-llama-draft-xs.spec-g1.sqlite"

@@ -6,7 +6,8 @@ traces: copies of the real CPU spec-decode fixtures with known GPU work added by
     promises too much. The analysis keeps `leviathan` (priced with c standalone) and adds `leviathan_in_place`
     (priced with the draft's token in place ÷ the plain target's decode token), and says so.
 (b) V2's EAGLE/MTP replay the γ − 1 later draft forwards as one fused CUDA graph, one `draft_model_executable()` range
-    whose payload counts them (`plugin._counting_capture`): the in-place figures divide it by the forwards it holds.
+    whose payload counts them (`hooks.forwards.counting_capture`): the in-place figures divide it by the forwards
+    it holds.
 """
 
 from __future__ import annotations

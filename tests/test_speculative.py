@@ -22,8 +22,8 @@ from click.testing import CliRunner
 from test_spec_tokens import by_hand as token_by_hand
 
 import nsys_cc
-from nsys_cc import front
 from nsys_cc.cli import cli
+from nsys_cc.workflows import profile as profile_workflow
 
 SPEC = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
 TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
@@ -661,7 +661,7 @@ def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
                          gpu=False, speculate=list(GAMMAS))
     for r in runs:
         r.status = "done"
-    outcome = front.finish(launcher.conclude(runs, tmp_path), BenchOptions(output_len=32))
+    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), BenchOptions(output_len=32))
     spec = outcome.result.speculative
     assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
     assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]

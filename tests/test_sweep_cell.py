@@ -2,8 +2,8 @@
 choice between interleaved runs and separate processes (`profile`'s); a cell's rows as `nsys_cc.analyze(cell_dir)`
 gives them; sweep directories of the old layout (one process per model) still read.
 
-The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and `launcher.profile` (a
-ProfileRun-shaped value); real profiles are in test_sweep_dask.py.
+The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and
+`launcher.profile_separately` (a ProfileOutcome-shaped value); real profiles are in test_sweep_dask.py.
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ import pytest
 
 import nsys_cc
 from nsys_cc.errors import InputError
-from nsys_cc.launch import launcher, profile as profile_mod
+from nsys_cc.formats import attempts_json
+from nsys_cc.launch import launcher
 from nsys_cc.launch.commands import BenchOptions
-from nsys_cc.sweep import profiled, table as table_mod
-from nsys_cc.sweep.cell import ATTEMPTS_FILE, read_outcome, run_cell
+from nsys_cc.sweep import table as table_mod
+from nsys_cc.sweep.cell import read_outcome, run_cell
 from nsys_cc.sweep.grid import Cell, SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import sweep
+from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
 # wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
@@ -35,7 +37,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
 
 class FakeProfile:
-    """Answers like the runs (`profile_interleaved`, `launcher.profile`): c = batch_size / 100 (prefill) and
+    """Answers like the runs (`profile_interleaved`, `launcher.profile_separately`): c = batch_size / 100 (prefill) and
     input_len / 10000 (decode). `finish`, the cell's analysis of its directory, is recorded, not called: this stand-in
     answers with its result."""
 
@@ -66,9 +68,9 @@ class FakeProfile:
 
 
 def runs_by(monkeypatch, fake) -> None:
-    """`fake` as both ways `launch.profile.profile` runs the models, each call saying which it took."""
+    """`fake` as both ways `workflows.profile.profile` runs the models, each call saying which it took."""
     monkeypatch.setattr(profile_mod, "profile_interleaved", functools.partial(fake, path="interleaved"))
-    monkeypatch.setattr(launcher, "profile", functools.partial(fake, path="separate"))
+    monkeypatch.setattr(launcher, "profile_separately", functools.partial(fake, path="separate"))
 
 
 @pytest.fixture()
@@ -118,7 +120,7 @@ def test_a_rerun_keeps_done_cells_and_retries_failed_ones(tmp_path, monkeypatch)
     t = pd.read_csv(tmp_path / "sw" / "sweep.csv")
     assert t.groupby("cell")["attempts"].first().to_dict() == {"bs1-in8": 1, "bs2-in8": 2}
     assert any("bs2-in8" in n and "attempt 2" in n for n in result.notes)
-    starts = json.loads((tmp_path / "sw" / "bs2-in8" / ATTEMPTS_FILE).read_text())["starts"]
+    starts = json.loads((tmp_path / "sw" / "bs2-in8" / attempts_json.NAME).read_text())["starts"]
     assert len(starts) == 2 and starts[0]["run_id"] != starts[1]["run_id"]
 
     # Different benchmark settings: the kept cells are not what is asked for any more.
@@ -137,7 +139,7 @@ def test_force_redoes_a_cell_once_per_sweep_not_on_its_retry(tmp_path, fake):
 
 
 def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake):
-    # a cell is profiled as nsys_cc.profile profiles (`launch.profile.profile`'s choice): interleaved runs by default,
+    # a cell is profiled as nsys_cc.profile profiles (the workflow's choice): interleaved runs by default,
     # one process per model when asked (separate) or needed (the target on two ranks); its runs' arguments reach them
     sweep(SweepSpec("T", ("D",), str(tmp_path / "a")), [Cell(1, 8)])
     sweep(SweepSpec("T", ("D",), str(tmp_path / "b"), separate=True), [Cell(1, 8)])
@@ -150,7 +152,7 @@ def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake):
         "repeat": 3, "replicas": 1, "precision": 0.1, "max_repeat": 5}
     # the analysis handed down is the front door's own: its finish, and its precision measure, with the sweep's seed
     for call in fake.calls:
-        assert call["finish"].func is profiled.finish and call["finish"].keywords["seed"] == 0
+        assert call["finish"].func is profile_mod.finish and call["finish"].keywords["seed"] == 0
     assert fake.calls[3]["measure"].keywords["seed"] == 0
     assert fake.calls[3]["finish"].keywords["options"].output_len == BenchOptions().output_len
 
@@ -168,13 +170,13 @@ def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake
 def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **kwargs):
     """Stands in for the interleaved runs: the speculative interleaved fixture's two runs and status.json are what
     they wrote; then the analysis handed down (`finish`), as the real runs end."""
-    from nsys_cc.launch.results import ProfileRun
+    from nsys_cc.launch.results import ProfileOutcome
 
     out = Path(out_dir)
     for part in ("run-1", "run-2"):
         shutil.copytree(FIXTURES / "interleaved" / "spec" / part, out / part)
     shutil.copy(FIXTURES / "interleaved" / "spec" / "status.json", out / "status.json")
-    return finish(ProfileRun(out, [], analysable=True))
+    return finish(ProfileOutcome(out, [], analysable=True))
 
 
 # three analyses of the speculative interleaved fixture (~4.5 s): in `make test`; the loop keeps a set's

@@ -30,9 +30,9 @@ import nsys_cc
 from conftest import processes_mentioning
 from nsys_cc.analysis.coefficient import cost_coefficient
 from nsys_cc.cli import cli
+from nsys_cc.formats import attempts_json
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.sweep import table as table_mod
-from nsys_cc.sweep.cell import ATTEMPTS_FILE
 from nsys_cc.sweep.grid import SweepSpec, cells
 from nsys_cc.sweep.manifest import read_manifest
 from nsys_cc.sweep.run import analyze_many, sweep
@@ -123,7 +123,7 @@ def _kill_the_worker_of_a_running_cell(out: Path, stop: threading.Event) -> dict
     while not stop.is_set():
         for cell_dir in sorted(out.glob("bs*")):
             logs = list(cell_dir.glob("run-*.attempt/log"))  # the run being made (`interleaved.execute`)
-            attempts = cell_dir / ATTEMPTS_FILE
+            attempts = cell_dir / attempts_json.NAME
             if not (logs and attempts.is_file() and "$ " in logs[0].read_text(errors="replace")):
                 continue
             time.sleep(3.0)  # vLLM is starting up inside nsys
@@ -178,7 +178,7 @@ def test_a_sweep_on_the_cluster_survives_a_killed_worker_and_matches_the_local_s
     attempts = table.groupby("cell")["attempts"].first().to_dict()
     assert attempts[killed["cell"]] == 2 and set(attempts.values()) <= {1, 2}
     assert sum(v == 1 for v in attempts.values()) == 1
-    starts = json.loads((out / killed["cell"] / ATTEMPTS_FILE).read_text())["starts"]
+    starts = json.loads((out / killed["cell"] / attempts_json.NAME).read_text())["starts"]
     assert starts[0]["pid"] == killed["runner"] and starts[1]["pid"] != killed["runner"]
     assert any(killed["cell"] in n and "attempt 2" in n for n in remote.notes)
     # The lost attempt's runner, nsys and vLLM were stopped with their worker: nothing of them is left running.

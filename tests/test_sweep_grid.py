@@ -120,24 +120,22 @@ def test_a_profile_set_is_analysed_as_analyze_reads_its_directory():
 def test_a_json_manifest_resolves_paths_against_its_own_directory(tmp_path):
     (tmp_path / "runs").mkdir()
     doc = [{"name": "a", "target": "runs/t.sqlite", "drafts": ["runs/d.sqlite", "/abs/e.sqlite"], "batch_size": 4,
-            "input_len": 64, "output_len": 2, "range": "fwd"},
+            "input_len": 64, "output_len": 2, "range_name": "fwd"},
            {"target": "t2.sqlite", "drafts": ["d2.sqlite"]}]
     path = tmp_path / "runs" / "m.json"
     path.write_text(json.dumps(doc))
     a, b = read_manifest(path)
     assert a == TraceSet("a", str(tmp_path / "runs" / "runs/t.sqlite"),
                          (str(tmp_path / "runs" / "runs/d.sqlite"), "/abs/e.sqlite"), batch_size=4, input_len=64,
-                         output_len=2, range_name="fwd")  # "range": the key's name in older manifests
+                         output_len=2, range_name="fwd")
     assert b.name == "set-2" and b.batch_size is None and b.range_name == "model_executable()"
-    with pytest.warns(DeprecationWarning, match="range_name"):
-        assert a.range == "fwd"
     # Written back relative to the new manifest's directory, it reads back to the same sets.
     again = write_manifest([a, b], tmp_path / "copy.json")
     assert read_manifest(again) == [a, b]
     assert json.loads(again.read_text())["trace_sets"][0]["range_name"] == "fwd"
-    doc[0]["range_name"] = "other"
+    doc[0]["range"] = doc[0].pop("range_name")  # the key's name before 0.1.0: no longer read
     path.write_text(json.dumps(doc))
-    with pytest.raises(InputError, match="gives both range and range_name"):
+    with pytest.raises(InputError, match=r"entry 1 has unknown key\(s\) range "):
         read_manifest(path)
     assert json.loads(again.read_text())["trace_sets"][0]["target"] == "runs/runs/t.sqlite"
 

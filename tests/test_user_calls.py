@@ -164,14 +164,12 @@ ONE_ITEM = {
                                                          alphas=v),
         0.7, lambda a, b: len(a.axes[0].lines) == len(b.axes[0].lines) == 2),
     ("write_report", "extra_notes"): None,  # test_write_report_takes_one_note
-    ("cost_coefficient", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
     ("cost_coefficient", "engines"): (lambda v: nsys_cc.cost_coefficient(TARGET, DRAFT_S, engines=v), "tgt",
                                      lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
     ("cost_coefficient_runs", "runs"): (lambda v: nsys_cc.cost_coefficient_runs(v, names=["t", "d"]),
                                         [TARGET, DRAFT_S], lambda a, b: a == b and len(a.coefficients) > 0),
     ("cost_coefficient_runs", "names"): (lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=v), "tgt",
                                          lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 models")),
-    ("cost_coefficient_runs", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
     ("cost_coefficient_runs", "engines"): (
         lambda v: nsys_cc.cost_coefficient_runs([[TARGET, DRAFT_S]], names=["t", "d"], engines=v), "tgt",
         lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
@@ -191,7 +189,6 @@ ONE_ITEM = {
                            lambda a, b: _same_refusal(a, b, "names has 1 label(s) for 2 traces")),
     ("analyze", "range_name"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, range_name=v), "model_executable()",
                                 lambda a, b: a == b),
-    ("analyze", "scopes"): None,  # the deprecated name of engines (tests/test_library_calls.py)
     ("analyze", "engines"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, engines=v), "tgt",
                             lambda a, b: _same_refusal(a, b, "engines has 1 entries for 2 traces")),
     ("analyze", "acceptance"): (lambda v: nsys_cc.analyze(TARGET, DRAFT_S, acceptance=v).acceptance, "0.8",
@@ -218,11 +215,12 @@ def _same_refusal(a, b, says: str) -> bool:
 
 def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
-    from nsys_cc.launch import launcher, profile as profile_mod
+    from nsys_cc.launch import launcher
+    from nsys_cc.workflows import profile as profile_mod
 
     seen = []
     monkeypatch.setattr(profile_mod, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
-    monkeypatch.setattr(launcher, "profile", lambda *a, **k: seen.append(("separate", a, k)))
+    monkeypatch.setattr(launcher, "profile_separately", lambda *a, **k: seen.append(("separate", a, k)))
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
                     acceptance=0.8)
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "b", speculate=2, separate=True)
@@ -230,9 +228,7 @@ def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
     # acceptance is the analysis' (the runs take none): a lone one reaches it, in the finish handed down, as a list
     assert "acceptance" not in k and k["finish"].keywords["acceptance"] == [0.8]
-    from nsys_cc.sweep import profiled
-
-    assert k["finish"].func is profiled.finish  # the one end of a profile, which every sweep cell ends with too
+    assert k["finish"].func is profile_mod.finish  # the one end of a profile, which every sweep cell ends with too
     assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
     assert "acceptance" not in kb and kb["finish"].keywords["acceptance"] == []
 
@@ -836,19 +832,18 @@ def test_best_gamma_of_none_is_refused_not_a_gamma_of_zero(alpha, c):
     assert nsys_cc.speedup.best_gamma(0.8, 0.1)[0] >= 1  # a number is still a γ
 
 
-def test_every_old_name_warns_through_the_one_compat_list():
-    # shims with no caller outside the tests are gone; the rest are listed, with the version they go in
-    from nsys_cc import _compat
-    from nsys_cc.launch import launcher
-    from nsys_cc.sweep import run as sweep_run, table as sweep_table
+def test_no_old_name_is_answered():
+    # 0.1.0 carries no shim: no module warns of a deprecation, no CLI option is hidden, the old names are gone
+    import click
+
     from nsys_cc.sweep.manifest import TraceSet
 
-    assert not hasattr(launcher, "analyse") and not hasattr(sweep_run, "analyse_many")
-    assert not hasattr(sweep_table, "analyse_set")
     package = REPO / "nsys_cc"
-    warners = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
-                     if "DeprecationWarning" in p.read_text())
-    assert warners == ["_compat.py"]
-    assert all(re.fullmatch(r"\d+\.\d+\.\d+", v) for _, v in _compat.SHIMS.values())
-    with pytest.warns(DeprecationWarning, match=r"TraceSet\.range is deprecated and goes in nsys_cc 0\.2\.0"):
-        assert TraceSet("a", "t.sqlite", ("d.sqlite",), range_name="fwd").range == "fwd"
+    assert [p.name for p in package.rglob("*.py") if "DeprecationWarning" in p.read_text()] == []
+    hidden = [f"{name} {o.opts}" for name, command in cli.commands.items() for o in command.params
+              if isinstance(o, click.Option) and o.hidden]
+    assert hidden == []
+    assert not (package / "_compat.py").exists() and not (package / "launch" / "vllm_plugin.py").exists()
+    assert not hasattr(TraceSet, "range") and not hasattr(nsys_cc.Trace, "summary")
+    with pytest.raises(TypeError, match="scopes"):
+        nsys_cc.cost_coefficient(TARGET, DRAFT_S, scopes=["a", "b"])

@@ -71,7 +71,7 @@ def test_the_patch_is_installed_once_and_can_be_turned_off(monkeypatch):
     class Untouched:
         _expand_kernel_impl = staticmethod(original)
 
-    monkeypatch.setenv(vllm_fixes.ENV_FIXES, "0")
+    monkeypatch.setenv(vllm_fixes.ENV_VLLM_FIXES, "0")
     vllm_fixes.patch_cpu_triton_utils(Untouched)
     assert Untouched._expand_kernel_impl is original
 

@@ -14,7 +14,8 @@ import types
 import pytest
 
 from conftest import LazyModule
-from nsys_cc.launch import vllm_plugin as plugin
+from nsys_cc.vllm import plugin
+from nsys_cc.vllm.hooks import forwards, ranges, steps
 
 torch = LazyModule("torch")  # imported by the first test that uses it: not by every worker that collects this
 
@@ -82,7 +83,7 @@ def test_forward_range_pops_when_the_forward_raises(events):
     with pytest.raises(RuntimeError):
         GPUModelRunner().execute_model(Sched(2))
     assert events == [(FWD, 2), "pop"]
-    assert plugin._state.depth == 0
+    assert ranges.state.depth == 0
 
 
 @functools.cache
@@ -171,13 +172,13 @@ def test_v2_dummy_profile_and_capture_forwards_get_no_range(events):
 def test_v2_hooks_are_installed_once_per_model(events):
     runner = _v2_classes()()
     runner.load_model()
-    assert plugin.hook_module(runner.model, FWD, scheduled=True)
+    assert forwards.hook_module(runner.model, FWD, scheduled=True)
     runner.execute_model(Sched(2))
     assert events == [(FWD, 2), "pop"]
 
 
 def test_a_graph_wrapper_that_is_not_a_module_is_left_alone():
-    assert not plugin.hook_module(object(), FWD, scheduled=True)
+    assert not forwards.hook_module(object(), FWD, scheduled=True)
 
 
 def test_v1_draft_forwards_are_named_apart_and_count_their_input(events):
@@ -225,7 +226,7 @@ def test_v2_draft_speculator(events):
 
 
 def test_generate_calls_are_marked_warmup_then_iteration(events, monkeypatch):
-    monkeypatch.setenv(plugin.ENV_WARMUP, "2")
+    monkeypatch.setenv(steps.ENV_WARMUP_ITERS, "2")
 
     class LLM:
         def generate(self, prompts, sampling_params=None, use_tqdm=True):
@@ -236,17 +237,17 @@ def test_generate_calls_are_marked_warmup_then_iteration(events, monkeypatch):
     for batch in (3, 3, 3):
         llm.generate([{"prompt_token_ids": [1]}] * batch)
     llm.generate(prompts={"prompt_token_ids": [1]})
-    warm, it = plugin.WARMUP_RANGE, plugin.ITERATION_RANGE
+    warm, it = steps.WARMUP_RANGE, steps.ITERATION_RANGE
     assert events == [(warm, 3), "pop", (warm, 3), "pop", (it, 3), "pop", (it, 1), "pop"]
 
 
 @pytest.mark.parametrize("value, expected", [(None, 0), ("4", 4), ("-1", 0), ("x", 0)])
 def test_warmup_iterations_from_the_environment(monkeypatch, value, expected):
     if value is None:
-        monkeypatch.delenv(plugin.ENV_WARMUP, raising=False)
+        monkeypatch.delenv(steps.ENV_WARMUP_ITERS, raising=False)
     else:
-        monkeypatch.setenv(plugin.ENV_WARMUP, value)
-    assert plugin.warmup_iterations() == expected
+        monkeypatch.setenv(steps.ENV_WARMUP_ITERS, value)
+    assert steps.warmup_iterations() == expected
 
 
 def test_unknown_layout_warns_once_and_turns_on_vllms_scopes(monkeypatch, capsys):
@@ -267,12 +268,12 @@ def test_unknown_layout_warns_once_and_turns_on_vllms_scopes(monkeypatch, capsys
 
 
 def test_register_does_nothing_unless_enabled(monkeypatch):
-    monkeypatch.delenv(plugin.ENV_ENABLE, raising=False)
+    monkeypatch.delenv(plugin.ENV_PLUGIN, raising=False)
     monkeypatch.setattr(plugin, "_registered", False)
     before = list(sys.meta_path)
     plugin.register()
     assert sys.meta_path == before and not plugin._registered
-    monkeypatch.setenv(plugin.ENV_ENABLE, "0")
+    monkeypatch.setenv(plugin.ENV_PLUGIN, "0")
     plugin.register()
     assert sys.meta_path == before and not plugin._registered
 
@@ -291,10 +292,10 @@ def test_register_patches_modules_when_they_are_imported(monkeypatch, tmp_path, 
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setitem(plugin._PATCHES, "fakevllm_nsyscc.runner", plugin._patch_v1_runner)
-    monkeypatch.setenv(plugin.ENV_ENABLE, "1")
+    monkeypatch.setenv(plugin.ENV_PLUGIN, "1")
     monkeypatch.setattr(plugin, "_registered", False)
     monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
-    monkeypatch.setattr(plugin.nvtx_backend, "choose", lambda: plugin._backend)
+    monkeypatch.setattr(plugin.nvtx_backend, "choose", lambda: ranges.backend)
     plugin.register()
     plugin._registered = False
     plugin.register()

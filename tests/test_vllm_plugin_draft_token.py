@@ -21,7 +21,8 @@ import pytest
 
 from conftest import LazyModule
 from nsys_cc import contract
-from nsys_cc.launch import vllm_plugin as plugin
+from nsys_cc.vllm import plugin
+from nsys_cc.vllm.hooks import drafts, forwards, ranges
 
 FWD, DRAFT = contract.FORWARD_RANGE, contract.DRAFT_FORWARD_RANGE
 LOGITS, SAMPLE, PROPOSE = contract.DRAFT_LOGITS_RANGE, contract.DRAFT_SAMPLE_RANGE, contract.PROPOSE_RANGE
@@ -84,7 +85,7 @@ def test_v1_each_draft_forward_is_followed_by_its_logits_then_its_sampling(event
     drafter.propose(3, batch=2)
     token = [(LOGITS, 2), "pop", (SAMPLE, 2), "pop"]
     assert events == [(DRAFT, 8), "pop", *token, (DRAFT, 2), "pop", *token, (DRAFT, 2), "pop", *token]
-    assert plugin._state.draft_sampling == 0 and not plugin._state.draft_sample_open
+    assert ranges.state.draft_sampling == 0 and not ranges.state.draft_sample_open
 
 
 def test_only_the_draft_models_logits_are_wrapped_not_its_class(events):
@@ -122,21 +123,21 @@ def test_sampling_closes_when_it_raises(events):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError):
-        plugin._draft_sampling(lambda self, h: broken(self.model.compute_logits(h)))(drafter, torch.zeros(2, 4))
+        drafts.draft_sampling(lambda self, h: broken(self.model.compute_logits(h)))(drafter, torch.zeros(2, 4))
     assert events == [(LOGITS, 2), "pop", (SAMPLE, 2), "pop"]
-    assert plugin._state.draft_sampling == 0 and not plugin._state.draft_sample_open
+    assert ranges.state.draft_sampling == 0 and not ranges.state.draft_sample_open
 
 
 def test_logits_inside_a_forward_range_add_nothing(events):
     """A graph replay holds its logits (V2's fused drafts): inside an open forward no logits range is written."""
     model = Head()
-    plugin.hook_module(model, DRAFT, scheduled=False)
-    plugin._hook_draft_logits(model)
-    plugin._enter(DRAFT, lambda kw: 4, {})
+    forwards.hook_module(model, DRAFT, scheduled=False)
+    drafts.hook_draft_logits(model)
+    ranges.enter(DRAFT, lambda kw: 4, {})
     try:
         model.compute_logits(torch.zeros(4, 4))
     finally:
-        plugin._exit()
+        ranges.leave()
     assert events == [(DRAFT, 4), "pop"]
 
 
@@ -198,11 +199,12 @@ SCENARIOS = textwrap.dedent('''
     import importlib, json, types
     import numpy as np
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
+    from nsys_cc.vllm.hooks import drafts, forwards, ranges
     from nsys_cc.vllm import nvtx_backend
 
     log = []
-    p._backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
+    ranges.backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
     for name in ("vllm.v1.spec_decode.llm_base_proposer", "vllm.v1.worker.gpu.spec_decode.speculator",
                  "vllm.v1.spec_decode.ngram_proposer", "vllm.v1.spec_decode.suffix_decoding",
                  "vllm.v1.spec_decode.ngram_proposer_gpu", "vllm.v1.worker.gpu.spec_decode.ngram.speculator"):
@@ -221,7 +223,7 @@ SCENARIOS = textwrap.dedent('''
     out = {}
     v1 = object.__new__(SpecDecodeBaseProposer)
     v1.model = Head()
-    p._hook_draft_logits(v1.model)
+    drafts.hook_draft_logits(v1.model)
     v1.use_local_argmax_reduction = v1.use_heterogeneous_vocab = v1._enable_probabilistic_draft_probs = False
     tokens, probs = v1._sample_draft_tokens(torch.zeros(3, 4), types.SimpleNamespace(all_greedy=True))
     out["v1_greedy"] = [log[:], list(tokens.shape), probs]

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.vllm
 
 LAYOUT_PROBE = textwrap.dedent("""
     import importlib, inspect, json
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
 
     def params(cls, name):
         fn = getattr(getattr(cls, name), "__nsys_cc_original__", getattr(cls, name))
@@ -71,7 +71,7 @@ def test_installed_vllm_has_the_layout_the_plugin_patches():
 SPEC_DRIVER = textwrap.dedent("""
     import sys
     if __name__ == "__main__":
-        from nsys_cc.launch import vllm_plugin
+        from nsys_cc.vllm import plugin as vllm_plugin
         vllm_plugin.register()
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt

@@ -30,7 +30,8 @@ pytestmark = pytest.mark.vllm
 DRIVER = textwrap.dedent("""
     import sys
     if __name__ == "__main__":
-        from nsys_cc.launch import vllm_plugin
+        from nsys_cc.vllm import plugin as vllm_plugin
+        from nsys_cc.vllm.hooks import forwards, ranges, sampling
         vllm_plugin.register()
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
@@ -111,11 +112,12 @@ def test_v1_speculative_run_samples_gamma_plus_one_rows_per_request_with_the_rej
 V2_SCENARIOS = textwrap.dedent('''
     import importlib, json, types
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
+    from nsys_cc.vllm.hooks import forwards, ranges, sampling
     from nsys_cc.vllm import nvtx_backend
 
     log = []
-    p._backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
+    ranges.backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
     assert p._PATCHES["vllm.v1.worker.gpu.model_runner"](importlib.import_module("vllm.v1.worker.gpu.model_runner"))
     from vllm.v1.worker.gpu.model_runner import GPUModelRunner
 
@@ -147,8 +149,8 @@ V2_SCENARIOS = textwrap.dedent('''
     out = {}
     # The runner's execute_model (wrapped by the plugin) hooks the model's logits before the step runs.
     sched = types.SimpleNamespace(total_num_scheduled_tokens=6)
-    p._with_scheduled_tokens(lambda self, so: None)(runner, sched)
-    out["tag"] = getattr(runner.model, p._LOGITS_TAG, None)
+    forwards.with_scheduled_tokens(lambda self, so: None)(runner, sched)
+    out["tag"] = getattr(runner.model, sampling.LOGITS_TAG, None)
     batch = types.SimpleNamespace(logits_indices=torch.tensor([2, 5]), num_reqs=2, num_draft_tokens=0)
     runner.sample(torch.zeros(6, 4), batch, None)
     out["plain"] = take()
@@ -165,7 +167,7 @@ V2_SCENARIOS = textwrap.dedent('''
     other = Model()
     other.compute_logits(torch.zeros(2, 4))
     out["other"] = take()
-    out["silenced"] = hasattr(vars(GPUModelRunner)["_dummy_sampler_run"], p._ORIGINAL)
+    out["silenced"] = hasattr(vars(GPUModelRunner)["_dummy_sampler_run"], ranges.ORIGINAL)
     print("RESULT " + json.dumps(out))
 ''')
 

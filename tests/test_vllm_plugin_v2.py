@@ -24,11 +24,12 @@ pytestmark = pytest.mark.vllm
 SCENARIOS = textwrap.dedent('''
     import contextlib, importlib, inspect, json, types
     import torch
-    from nsys_cc.launch import vllm_plugin as p
+    from nsys_cc.vllm import plugin as p
+    from nsys_cc.vllm.hooks import forwards, ranges
     from nsys_cc.vllm import nvtx_backend
 
     log = []
-    p._backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
+    ranges.backend = nvtx_backend.Backend("record", True, lambda n, v: log.append([n, v]), lambda: log.append("pop"))
     for name in ("vllm.v1.worker.gpu.cudagraph_utils", "vllm.v1.worker.gpu.spec_decode.speculator",
                  "vllm.v1.worker.gpu.model_runner", "vllm.v1.spec_decode.llm_base_proposer",
                  "vllm.compilation.breakable_cudagraph"):
@@ -76,11 +77,11 @@ SCENARIOS = textwrap.dedent('''
     def in_step(tokens, fn):
         """Inside the runner's execute_model for a step scheduling `tokens` (what the plugin's wrapper sets)."""
         sched = types.SimpleNamespace(total_num_scheduled_tokens=tokens)
-        return p._with_scheduled_tokens(lambda self, so: fn())(None, sched)
+        return forwards.with_scheduled_tokens(lambda self, so: fn())(None, sched)
 
     # --- target (ModelCudaGraphManager): full graph replay, piecewise, eager ---
     target = Tiny()
-    p.hook_module(target, p.FORWARD_RANGE, scheduled=True)
+    forwards.hook_module(target, p.FORWARD_RANGE, scheduled=True)
     d = full(8)
     m = manager(cg.ModelCudaGraphManager, {d: Graph()})
     m.is_last_pp_rank, m.use_aux_hidden_state_outputs, m.hidden_states = True, False, torch.zeros(16, 4)
@@ -105,9 +106,9 @@ SCENARIOS = textwrap.dedent('''
 
     eagle = speculator(EagleSpeculator)
     eagle.load_model(target)
-    out["draft_tag"] = getattr(eagle.model, p._MODULE_TAG, None)
+    out["draft_tag"] = getattr(eagle.model, forwards.MODULE_TAG, None)
     out["capture_silenced"] = [c.__name__ for c in (TargetDependentARSpeculator,)
-                               if hasattr(vars(c)["capture"], p._ORIGINAL)]
+                               if hasattr(vars(c)["capture"], ranges.ORIGINAL)]
     eagle.model(input_ids=torch.zeros(3), positions=torch.zeros(3))
     out["draft_eager"] = take()
 
@@ -133,14 +134,14 @@ SCENARIOS = textwrap.dedent('''
 
         # As in a real run: the runner's capture_model is silenced, and the speculator's manager calls the base's
         # capture (SpeculatorCudaGraphManager.capture → super().capture(create_forward_fn, …)).
-        p._call_quietly(True, cg.CudaGraphManager.capture, (mgr, create_forward_fn, "capturing"), {})
+        ranges.call_quietly(True, cg.CudaGraphManager.capture, (mgr, create_forward_fn, "capturing"), {})
         return mgr
 
     gamma = 3
     decode = full(4)
     fused = captured(SpeculatorCudaGraphManager, [decode], gamma - 1)
     out["capture_ranges"] = [e for e in take() if e != "module"]
-    out["captured_forwards"] = fused.__dict__.get(p._GRAPH_FORWARDS, {}).get(decode)
+    out["captured_forwards"] = fused.__dict__.get(forwards.GRAPH_FORWARDS, {}).get(decode)
 
     # --- EAGLE's real fused multi-step decode replaying its full graph: one draft range for γ − 1 forwards ---
     eagle.decode_cudagraph_manager = fused
@@ -188,13 +189,13 @@ SCENARIOS = textwrap.dedent('''
     out["v1_breakable"] = take()
 
     # --- V1: a proposer subclass that overrides dummy_run (DFlash) has it silenced once a model is loaded ---
-    load = p._hooking_loaded_model(p.DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",))(
+    load = forwards.hooking_loaded_model(p.DRAFT_FORWARD_RANGE, scheduled=False, quiet=("dummy_run",))(
         lambda self, target_model: setattr(self, "model", Tiny()))
     load(object.__new__(DFlashProposer), target)
-    out["v1_dflash_dummy_silenced"] = hasattr(vars(DFlashProposer)["dummy_run"], p._ORIGINAL)
+    out["v1_dflash_dummy_silenced"] = hasattr(vars(DFlashProposer)["dummy_run"], ranges.ORIGINAL)
 
     # --- the V2 runner's own dummy, profile and capture forwards are silenced ---
-    out["runner_silenced"] = {f: hasattr(vars(GPUModelRunner)[f], p._ORIGINAL)
+    out["runner_silenced"] = {f: hasattr(vars(GPUModelRunner)[f], ranges.ORIGINAL)
                               for f in ("_dummy_run", "profile_run", "capture_model")}
     print("RESULT " + json.dumps(out))
 ''')

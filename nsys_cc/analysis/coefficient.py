@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .. import _compat
 from ..arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
 from ..contract import (
     DEFAULT_RANGE,
@@ -656,7 +655,6 @@ def cost_coefficient(
     seed: int = 0,
     spec_metrics: Mapping[str, PathLike] | None = None,
     engines: Sequence[str | None] | None = None,
-    scopes: Sequence[str | None] | None = None,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
@@ -685,11 +683,9 @@ def cost_coefficient(
         engines: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
             `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
-        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
-    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     opened: dict[str, Trace] = {}  # traces given open (`open_trace`): read as they are, left open
 
     def path_of_trace(value, param: str) -> str:
@@ -1075,7 +1071,6 @@ def cost_coefficient_runs(
     acceptance: float | str | Sequence[float | str] = (),
     metrics_dump: PathLike | None = None,
     seed: int = 0,
-    scopes: Sequence[Sequence[str | None]] | None = None,
 ) -> CostCoefficientResult:
     """c of each draft against the target over several runs of every model (`profile --repeat R`).
 
@@ -1092,13 +1087,11 @@ def cost_coefficient_runs(
             pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
         range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
             `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
-        scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult` over the pooled runs: per model the forwards of every run (column `run`, 1 … R; an
         interleaved profile's own run numbers, its `run-<k>` folders', when read as it is), c = the ratio of the
         pooled medians with the interval across runs, and `runs`, c per run (the same numbers).
     """
-    engines = _compat.renamed("scopes=", scopes, engines, "engines")
     listed = many(runs, "runs")
     numbers: list[int] | None = None
     if listed and all(is_one(r) for r in listed):

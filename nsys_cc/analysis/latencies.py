@@ -1,4 +1,5 @@
-"""vLLM's own per-iteration latencies: the `--output-json` of its latency benchmark (`X.bench.json`), the one reader.
+"""vLLM's own per-iteration latencies: where the `--output-json` of its latency benchmark (`X.bench.json`) sits, read
+by `formats.bench_json`.
 
 `nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
 `latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
@@ -13,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import inputs
 from ..errors import InputError
+from ..formats.bench_json import read_latencies
 
 # A PyTorch-profiler trace's suffixes, longest first (vLLM writes `rank0.<id>.pt.trace.json.gz`).
 KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
@@ -43,24 +44,6 @@ def model_stem(trace: str | os.PathLike, scope: str | None = None) -> str:
 def bench_json_of(trace: str | os.PathLike) -> Path:
     """`X.bench.json` beside the trace `X.sqlite` (or `X.nsys-rep`)."""
     return Path(trace_stem(trace) + ".bench.json")
-
-
-def read_latencies(bench_json: str | os.PathLike) -> np.ndarray:
-    """vLLM's per-iteration latencies in seconds (float array, possibly empty) from its latency `--output-json`.
-    Raises InputError when the file cannot be read or is not such a file."""
-    try:
-        doc = inputs.load_json(bench_json, "vLLM latency JSON")
-        values = doc["latencies"]
-        if not isinstance(values, list):
-            raise TypeError(f"latencies is a {type(values).__name__}, not a list")
-        out = np.asarray([float(x) for x in values], dtype=float)
-        bad = np.flatnonzero(~(np.isfinite(out) & (out > 0)))
-        if len(bad):  # a time an iteration took is a finite positive number of seconds (issue 45: −76 %–75 %)
-            raise ValueError(f"latencies[{bad[0]}] is {values[bad[0]]!r}, not the seconds an iteration took "
-                             f"({len(bad)} of {len(out)} are not)")
-        return out
-    except (InputError, OSError, ValueError, KeyError, TypeError) as exc:
-        raise InputError(f"{bench_json} is not a vLLM latency --output-json: {exc}") from None
 
 
 def latencies_beside(trace: str | os.PathLike) -> tuple[np.ndarray | None, str | None]:

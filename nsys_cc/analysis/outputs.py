@@ -25,12 +25,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import inputs
 from ..errors import InputError
+from ..formats import done_json, status_json
 from .spec_labels import LABEL_RE
 
-STATUS = "status.json"
-DONE = "done.json"
 RUN_TRACE = "trace.sqlite"
 RUN_PREFIX = "run-"
 RUN_DIR_RE = re.compile(r"^run-(?P<k>[1-9][0-9]*)$")
@@ -100,22 +98,15 @@ def run_number(path: str | os.PathLike) -> int | None:
     return int(m.group("k")) if m else None
 
 
-def _json(path: Path, what: str):
-    return inputs.load_json(path, what)  # a regular file only, nested at most inputs.MAX_DEPTH deep
-
-
 def _status(path: Path):
     """The parsed status.json of `path`, None when there is none (a missing file, not a broken one)."""
-    status = path / STATUS
-    if not os.path.lexists(status):
-        return None
-    return _json(status, "profile status file")
+    return status_json.read(path)
 
 
 def _run_folders(path: Path) -> list[Path]:
     """The `run-<k>` folders of `path` that hold a `done.json` (a completed run), by k."""
     try:
-        found = [p for p in path.iterdir() if run_number(p) is not None and (p / DONE).is_file()]
+        found = [p for p in path.iterdir() if run_number(p) is not None and (p / done_json.NAME).is_file()]
     except OSError:
         return []
     return sorted(found, key=lambda p: run_number(p) or 0)
@@ -130,19 +121,17 @@ def is_profile_output(path: str | os.PathLike) -> bool:
     try:
         doc = _status(p)
     except InputError:
-        return (p / STATUS).exists()  # a broken status file is still a profile's: reading it says what is wrong
+        return (p / status_json.NAME).exists()  # a broken status file is still a profile's: reading it says why
     if doc is not None and _run_folders(p):
         return True  # completed runs beside a status.json: a profile's, whatever the file says (reading it tells)
-    if isinstance(doc, dict):
-        return isinstance(doc.get("runs"), list)
-    if isinstance(doc, list):
-        return bool(doc) and all(isinstance(e, dict) and "label" in e for e in doc)
+    if isinstance(doc, (dict, list)):
+        return doc != [] and status_json.has_its_shape(doc)
     return bool(_run_folders(p))
 
 
 def _wrong(path: Path, why: str) -> InputError:
-    return InputError(f"{path / STATUS} is not a profile's status file ({why}): analyse the traces one by one, or "
-                      "profile again")
+    return InputError(f"{path / status_json.NAME} is not a profile's status file ({why}): analyse the traces one by "
+                      "one, or profile again")
 
 
 def _text(entry: dict, key: str, path: Path, required: bool = True) -> str | None:
@@ -193,10 +182,10 @@ def _model(entry, path: Path, *, separate: bool) -> OutputModel:
 def run_engines(run_dir: str | os.PathLike) -> dict[str, str] | None:
     """The engines of an interleaved run's folder, in the run's order (target first), each with how it fared
     ("done" or why not), from its `done.json`; None when the folder has none."""
-    done = Path(run_dir) / DONE
+    done = Path(run_dir) / done_json.NAME
     if not done.is_file():
         return None
-    doc = _json(done, "run record")
+    doc = done_json.read_run(run_dir)
     engines = doc.get("engines") if isinstance(doc, dict) else None
     if not isinstance(engines, dict) or not all(isinstance(k, str) and isinstance(v, str)
                                                  for k, v in engines.items()):
@@ -249,7 +238,8 @@ def read_output(path: str | os.PathLike) -> ProfileOutput:
     doc = _status(p)
     if doc is None:
         if not _run_folders(p):
-            raise InputError(f"{p} holds no {STATUS} and no completed run-<k>/ folder: it is not a profile's output")
+            raise InputError(f"{p} holds no {status_json.NAME} and no completed run-<k>/ folder: it is not a "
+                             "profile's output")
         return _from_runs(p)
     if isinstance(doc, list):
         return ProfileOutput(p, False, tuple(_model(e, p, separate=True) for e in doc))

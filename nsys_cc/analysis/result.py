@@ -2,8 +2,8 @@
 
 Nothing here reads a trace, computes a statistic (but a phase's medians, remembered: `phase_median`) or writes a
 file. The result's few methods are conveniences for a notebook (`render`, `figures`, `write_report`): they hand the
-result to the views `nsys_cc.report` binds from above (`nsys_cc.views`); the report owns every rendering, and nothing
-here imports it.
+result to the views `nsys_cc.report` binds from above (`nsys_cc.result_views`); the report owns every rendering, and
+nothing here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
 Every table a result hands out is the caller's own, and results compare by value (`values.Value`).
@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..result_views import view
 from ..trace.source import handed_out
-from ..views import view
 from . import kernel_tables as kernel_mod
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from .phases import PhaseRule
@@ -325,7 +325,7 @@ class CostCoefficientResult(Value):
         return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
                 f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else self.headline}: {cs}>")
 
-    # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.views`): the result stays data.
+    # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.result_views`): the result is data.
     def _repr_html_(self) -> str:
         return view("render_html")(self)
 

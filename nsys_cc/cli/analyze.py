@@ -36,8 +36,6 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.option("--engine", "engines", multiple=True, metavar="LABEL",
               help="For a trace that holds several models (an interleaved run of profile): the engine label of each "
                    "trace's model, once per trace in order; that model's ranges only are read (its engine window).")
-@click.option("--scope", "old_engines", multiple=True, metavar="LABEL", hidden=True,
-              help="The old name of --engine (deprecated, goes in 0.2.0).")
 @acceptance_option
 @metrics_option
 @click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
@@ -51,7 +49,7 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, old_engines, acceptance,
+def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, acceptance,
             metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, or PyTorch-profiler traces
     .pt.trace.json.gz, one per model); or, given alone, of a profile's output directory (as profile reported it), or
@@ -63,20 +61,12 @@ def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines,
     and measured in place (verify, draft and outside time per step, measured vs predicted speedup, a forecast); each
     belongs to the draft named before `.spec-g<γ>` in its label (file name or --name), or to the only draft.
     """
-    from .. import atomic
+    from ..files.folder import check_out_dir
     from ..front import analyze as analyze_source
     from ..report.result_text import render
 
     if out_dir is not None:  # `-o ''` is an error, never ignored
-        atomic.check_out_dir(out_dir)  # before the analysis, not after
-    if old_engines:
-        from .._compat import SHIMS
-
-        if engines:
-            raise InputError("give --engine only (--scope is its old name)")
-        new, removed_in = SHIMS["--scope"]
-        click.echo(f"note: --scope is deprecated and goes in nsys-cc {removed_in}: use {new}", err=True)
-        engines = old_engines
+        check_out_dir(out_dir)  # before the analysis, not after
     pairs = {}
     for item in spec_metrics:
         trace, sep, dump = item.partition("=")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..report.choices import FORMATS
+from ..report.render_formats import FORMATS
 
 # Each option's `dest` is the library parameter it feeds, so that the error handler can name the flag of a parameter
 # the library's message names (`NsysCCError.param`).
@@ -82,20 +82,6 @@ class WholeNumber(click.ParamType):
         if not number.is_integer():
             self.fail(f"{value!r} is not a whole number", param, ctx)
         return int(number)
-
-
-def check_eager(enforce_eager: bool, cuda_graphs: bool) -> bool:
-    """`--enforce-eager`, after the deprecated `--cuda-graphs`: CUDA graphs are the GPU default now, so that flag
-    changes nothing (a warning says so) and contradicts `--enforce-eager` (an error)."""
-    from ..errors import InputError
-
-    if cuda_graphs and enforce_eager:
-        raise InputError("--cuda-graphs and --enforce-eager contradict each other: CUDA graphs are the GPU default, "
-                         "--enforce-eager turns them off")
-    if cuda_graphs:
-        click.echo("nsys-cc: warning: --cuda-graphs is deprecated and changes nothing: CUDA graphs are the GPU default "
-                   "now (--enforce-eager turns them off)", err=True)
-    return enforce_eager
 
 
 class OutputDir(click.Path):

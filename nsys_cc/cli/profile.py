@@ -16,12 +16,12 @@ import click
 
 from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import OUTPUT_DIR, SECONDS, acceptance_option, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, acceptance_option, format_option
 
 SPEC_OUTPUT_LEN = 32
 
 
-@click.command()
+@click.command("profile")
 @click.option("--target", required=True, metavar="MODEL",
               help="Target model: a shipped shape (e.g. llama-2-7b-shape, tiny-llama-target), a directory with a "
                    "config.json, or a Hugging Face id.")
@@ -65,8 +65,6 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--enforce-eager", is_flag=True,
               help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
                    "run is always eager).")
-@click.option("--cuda-graphs", is_flag=True, hidden=True,
-              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
@@ -82,16 +80,17 @@ SPEC_OUTPUT_LEN = 32
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
-            iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config, enforce_eager,
-            cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
+def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
+                    iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config,
+                    enforce_eager, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed,
+                    fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from .. import front
     from ..analysis.acceptance import parse_alphas
     from ..errors import ProfileError
-    from ..launch import profile as profile_mod
     from ..launch.commands import BenchOptions
     from ..launch.plan import parse_gammas
+    from ..workflows import profile as workflow
 
     gammas = parse_gammas(speculate) if speculate is not None else ()
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
@@ -99,11 +98,11 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
             "separate": separate, "replicas": replicas}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=warmup_iters, iters=iters,
-                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
+                           enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
     if dry_run:
-        click.echo(profile_mod.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
-                                       nsys_args=nsys_args, **spec), nl=False)
+        click.echo(workflow.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
+                                    nsys_args=nsys_args, **spec), nl=False)
         return
     outcome = front.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,

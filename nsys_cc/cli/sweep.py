@@ -14,7 +14,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import OUTPUT_DIR, SECONDS, check_eager, format_option
+from .options import OUTPUT_DIR, SECONDS, format_option
 
 
 @click.command()
@@ -38,8 +38,6 @@ from .options import OUTPUT_DIR, SECONDS, check_eager, format_option
 @click.option("--enforce-eager", is_flag=True,
               help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
                    "run is always eager).")
-@click.option("--cuda-graphs", is_flag=True, hidden=True,
-              help="Deprecated, no effect: CUDA graphs are the GPU default (--enforce-eager opts out).")
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
@@ -69,7 +67,7 @@ from .options import OUTPUT_DIR, SECONDS, check_eager, format_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, enforce_eager, cuda_graphs, vllm_args, device, nsys_trace, nsys_args, repeat, precision, max_repeat,
+          iters, enforce_eager, vllm_args, device, nsys_trace, nsys_args, repeat, precision, max_repeat,
           replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
@@ -78,7 +76,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     from ..sweep.run import check_cells, sweep as run_sweep
 
     options = BenchOptions(output_len=output_len, warmup_iters=warmup_iters, iters=iters,
-                           enforce_eager=check_eager(enforce_eager, cuda_graphs), vllm_args=tuple(vllm_args))
+                           enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
     grid = cells(batch_sizes, input_lens, target_tps)
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
                      device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,

@@ -1,5 +1,5 @@
-"""The interleaved runs, the default path of `launch.profile`: every model in ONE process, iterations interleaved,
-repeated R times, c across the runs.
+"""The interleaved runs, the default way of the profile workflow (`nsys_cc.workflows.profile`): every model in ONE
+process, iterations interleaved, repeated R times, c across the runs.
 
 Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM process settles at its own speed
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
@@ -30,28 +30,20 @@ rerun never destroys a completed run. `status.json` lists every run.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import math
 import os
-import subprocess
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import atomic, inputs, progress
-from ..contract import (
-    ENGINE_RANGE_PREFIX,
-    ENV_METRICS_OUT as ENV_METRICS_DIR,
-    ENV_WARMUP_ITERS as ENV_WARMUP,
-    FORWARD_RANGE,
-    INTERLEAVE_MODULE,
-)
-from ..errors import InputError, NsysCCError
-from . import eta, plan, process, results
-from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
-from .machine import machine_notes, machine_state, machine_table
+from .. import progress
+from ..errors import InputError
+from ..files.folder import Folder, check_out_dir
+from ..formats import status_json
+from . import eta, interleaved_run, plan, process, results
+from .commands import BenchOptions, ModelCommands, ModelFiles
+from .interleaved_run import RUN_PREFIX, Engine, Run, engine_options, run_commands
+from .machine import machine_notes, machine_table
 from .models import Model, resolve_all
 
 DEFAULT_REPEAT = 6
@@ -62,272 +54,11 @@ DEFAULT_REPLICAS = 2
 # What a default profile runs per engine and run: 5 warm-up and 5 measured iterations of one 128-token prefill and 31
 # one-token decode steps: 155 decode forwards per engine and run, 1860 per model in a default profile.
 DEFAULT_OPTIONS = BenchOptions(output_len=32)
-# KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
-# holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
-CPU_KV_CACHE_BYTES = 256 * 1024 * 1024
-RUN_PREFIX = "run-"
-KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
-
-
-@dataclass(frozen=True)
-class Engine:
-    """One model of an interleaved run: role (target | draft | speculative), the resolved model (for a speculative
-    engine the target, labelled `<draft>.spec-g<γ>`), vLLM's options for it, and for a speculative engine its draft's
-    label (or proposer) and γ."""
-
-    role: str
-    model: Model
-    options: tuple[str, ...]
-    draft: str | None = None
-    gamma: int | None = None
-    batch_size: int | None = None  # a tune design's engine (`design_engines`): the batch size its label runs at
-
-    @property
-    def speculative(self) -> bool:
-        return self.role == "speculative"
-
-    @property
-    def label(self) -> str:
-        return self.model.label
-
-
-@dataclass
-class Run:
-    """One interleaved run (one process): its commands, what happened, and the machine around it.
-
-    status: "planned", "done", "resumed" (complete from an earlier call), "failed", "interrupted", "not run".
-    engines: per label, "done" or the reason it has no forwards in this run.
-    """
-
-    index: int
-    dir: Path
-    commands: ModelCommands
-    status: str = "planned"
-    reason: str = ""
-    seconds: float = 0.0
-    machine: dict = field(default_factory=dict)
-    engines: dict[str, str] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.status in ("done", "resumed")
-
-    @property
-    def sqlite(self) -> Path:
-        return self.dir / "trace.sqlite"
-
-    @property
-    def log(self) -> Path:
-        return self.dir / "log"
-
-    def bench_json(self, label: str) -> Path:
-        return self.dir / f"{label}.bench.json"
-
-    def metrics(self, label: str) -> Path:
-        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
-        return self.dir / f"{label}.metrics.json"
-
-    def to_dict(self) -> dict:
-        return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
-                "seconds": round(self.seconds, 1), "machine": self.machine, "engines": self.engines,
-                "notes": self.notes}
-
-
-def run_dir(out: Path, index: int) -> Path:
-    return out / f"{RUN_PREFIX}{index}"
 
 
 def engines_for(target: str, drafts: Sequence[str]) -> list[Model]:
     """The resolved models of a profile, target first (names resolved as `plan.plan` resolves them)."""
     return resolve_all([target, *drafts])
-
-
-def engine_options(model: Model, opts: BenchOptions, *, gpu: bool, engines: int) -> tuple[str, ...]:
-    """vLLM's latency-benchmark options for one engine of an interleaved run: those of `nsys_cc.launch.bench` for
-    the model (`commands.bench_args`) without the program and `--output-json`; on a GPU the memory share is split
-    between the engines (each takes 0.9 ÷ engines of the GPU unless `vllm_args` says otherwise)."""
-    args = bench_args(model.path, Path("unused.json"), opts, gpu=gpu, python="python", load_format=model.load_format)
-    args = args[3:]  # python -m nsys_cc.launch.bench
-    i = args.index("--output-json")
-    del args[i:i + 2]
-    if gpu and engines > 1 and not any(a.startswith("--gpu-memory-utilization") for a in opts.vllm_args):
-        args += ["--gpu-memory-utilization", f"{0.9 / engines:.2f}"]
-    if not gpu and not any(a.startswith("--kv-cache-memory-bytes") for a in opts.vllm_args):
-        args += ["--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES)]
-    return tuple(args)
-
-
-def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
-                 trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
-                 where: Path | None = None, replicas: int = 1) -> ModelCommands:
-    """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
-    every model, in the order target, drafts, target, drafts, …; engines of a tune design (`design_engines`) share
-    one vLLM engine across batch sizes (the driver's `--share-batch-sizes`)."""
-    import sys
-
-    from ..vllm.interleave import SHARE_FLAG
-
-    d = where or run_dir(out, index)
-    files = ModelFiles(d, "trace")
-    profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
-    profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
-                str(d / "interleaved.json")]
-    if any(e.batch_size is not None for e in engines):
-        profile.append(SHARE_FLAG)
-    for _ in range(replicas):
-        for e in engines:
-            profile += ["--engine", e.label, *e.options]
-    env = bench_env(opts, gpu=gpu)
-    env[ENV_WARMUP] = str(opts.warmup_iters * len(engines) * replicas)
-    if any(e.speculative for e in engines):
-        env[ENV_METRICS_DIR] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
-    if not gpu and KV_SPACE_ENV not in os.environ:
-        env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
-    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
-
-
-def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
-    """Forward ranges inside each engine's windows of an interleaved trace."""
-    from ..analysis.scope import in_scope
-    from ..trace import open_trace
-
-    with open_trace(str(sqlite)) as trace:
-        ranges = trace.nvtx_ranges(names=[FORWARD_RANGE], prefixes=[ENGINE_RANGE_PREFIX], nesting=False)
-    out = {}
-    for label in labels:
-        try:
-            scoped = in_scope(ranges, label)
-        except NsysCCError:
-            out[label] = 0
-            continue
-        out[label] = int((scoped["name"].astype(str) == FORWARD_RANGE).sum())
-    return out
-
-
-def _replaced(run: Run) -> Path:
-    return run.dir.with_name(f"{run.dir.name}.replaced")
-
-
-def _restore_replaced(run: Run) -> None:
-    """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
-    `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
-    old = _replaced(run)
-    if not (old.is_dir() and not old.is_symlink() and (old / "done.json").is_file()):
-        return
-    folder = atomic.Folder(run.dir.parent)
-    with contextlib.suppress(OSError, InputError):
-        if os.path.lexists(run.dir):
-            folder.remove_tree(old)
-        else:
-            folder.replace(old, run.dir)
-
-
-# What a run's done.json holds (written last by `_execute`), and what the benchmark driver writes
-# (`nsys_cc.vllm.interleave`): a file of any other shape is a record nsys-cc did not write.
-DONE_SHAPE = {"commands": str, "machine": inputs.Optional(dict), "engines": inputs.Optional(inputs.MapOf(str)),
-              "notes": inputs.Optional(inputs.ListOf(str)), "speculative": inputs.Optional(inputs.ListOf(str))}
-DRIVER_SHAPE = {"engines": inputs.ListOf({"label": str, "error": inputs.Optional(str)})}
-
-
-def is_complete(run: Run) -> bool:
-    """Whether an earlier call left this run complete, made with the same commands."""
-    _restore_replaced(run)
-    marker = inputs.load_state(run.dir / "done.json", "run record", shape=DONE_SHAPE)
-    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
-        return False
-    if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
-        return False
-    if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
-        return False
-    run.machine = marker.get("machine", {})
-    run.engines = marker.get("engines", {})
-    run.notes = list(marker.get("notes", []))
-    return True
-
-
-def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
-    """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
-    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
-    fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
-    the rerun failed and why (issue 32, P15)."""
-    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
-    if run.status == "failed" and is_complete(run):
-        log = attempt.files.out_dir / "log"
-        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
-                                             "completed run was kept")
-
-
-def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
-    tmp = attempt.files.out_dir
-    folder = atomic.Folder(run.dir.parent)  # every change under -o through the no-follow writer
-    _restore_replaced(run)
-    before = machine_state(gpu)
-    if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
-                                                           and (run.dir / "done.json").is_file()):
-        run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
-                                            "away or choose another out_dir")
-        return
-    folder.remove_tree(tmp)  # a killed attempt's leftovers (a link there: the link itself)
-    folder.mkdir(tmp)
-    t0 = time.perf_counter()
-    log_path = tmp / "log"
-    try:
-        driver = tmp / "interleaved.json"
-        problem = process.profile_and_export(attempt, log_path, shown=run.commands.shell(),
-                                             outputs=(attempt.files.report, driver), who=f"run {run.index}",
-                                             timeout=timeout)
-        if problem:
-            run.status, run.reason = "failed", problem
-            return
-        doc = inputs.load_json(driver, "benchmark record", shape=DRIVER_SHAPE)
-        errors: dict[str, str] = {}
-        built: dict[str, list[bool]] = {}
-        for entry in doc.get("engines", []):
-            built.setdefault(entry["label"], []).append(not entry.get("error"))
-            if entry.get("error"):
-                errors.setdefault(entry["label"], entry["error"])
-        counts = engine_forwards(attempt.files.sqlite, [e.label for e in engines])
-        for label, ok in built.items():
-            if counts.get(label, 0) and not all(ok):
-                run.notes.append(f"run {run.index}: {ok.count(False)} of {len(ok)} engines of {label} could not be "
-                                 f"built ({errors[label]}); the others were measured")
-        for e in engines:
-            if counts.get(e.label, 0) == 0 and e.label in errors:
-                run.engines[e.label] = f"its engine could not be built: {errors[e.label]}"
-            elif counts.get(e.label, 0) == 0:
-                run.engines[e.label] = (f"no {FORWARD_RANGE} ranges inside its engine's windows (plugin not loaded "
-                                        "or nvtx not recorded: see the log)")
-            else:
-                run.engines[e.label] = "done"
-        run.machine = {"before": before, "after": machine_state(gpu)}
-        if run.engines.get(engines[0].label) != "done":
-            run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
-            return
-        marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
-                  "forward_ranges": counts, "notes": run.notes,
-                  "speculative": [e.label for e in engines if e.speculative
-                                  and (tmp / f"{e.label}.metrics.json").is_file()]}
-        atomic.write_text(tmp / "done.json", json.dumps(marker, indent=2) + "\n")
-        with atomic.signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
-            # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
-            # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
-            if os.path.lexists(run.dir):
-                folder.replace(run.dir, _replaced(run))
-            folder.replace(tmp, run.dir)
-            folder.remove_tree(_replaced(run))
-        run.status = "done"
-    except subprocess.TimeoutExpired:
-        run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
-    except (NsysCCError, ValueError, OSError) as exc:
-        run.status, run.reason = "failed", str(exc)
-    except KeyboardInterrupt:
-        run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
-        raise
-    finally:
-        run.seconds = time.perf_counter() - t0
-        if not run.machine:
-            run.machine = {"before": before, "after": machine_state(gpu)}
 
 
 def validate(repeat: int, precision: float | None, max_repeat: int | None, replicas: int = 1) -> tuple[int, int]:
@@ -352,8 +83,9 @@ def validate(repeat: int, precision: float | None, max_repeat: int | None, repli
 
 
 @dataclass
-class Outcome:
-    """What the interleaved runs did: the runs, the models that took part, and why they stopped."""
+class InterleavedOutcome:
+    """What the interleaved runs did: the runs, the models that took part, and why they stopped (`conclude` makes
+    of it the `results.ProfileOutcome` that `profile` returns)."""
 
     runs: list[Run]
     engines: list[Engine]
@@ -377,22 +109,7 @@ class Outcome:
         return "failed", "; ".join(f"run {i}: {why}" for i, why in missing)
 
 
-def _say_run(run: Run, total: str) -> None:
-    where = f"[run {run.index}/{total}]"
-    load = run.machine.get("before", {}).get("load_1m")
-    cpus = run.machine.get("before", {}).get("cpus")
-    state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
-    if run.status == "resumed" and run.reason:
-        progress.say(f"{where}: {run.reason}, in {run.dir}")
-    elif run.status == "resumed":
-        progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
-    elif run.ok:
-        progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
-    else:
-        progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})")
-
-
-def write_status(out: Path, outcome: Outcome) -> Path:
+def write_status(out: Path, outcome: InterleavedOutcome) -> Path:
     """`status.json`: every interleaved run's state, and each model's."""
     doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
@@ -400,43 +117,29 @@ def write_status(out: Path, outcome: Outcome) -> Path:
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {}),
                        **({"batch_size": e.batch_size} if e.batch_size is not None else {})}
                       for e in outcome.engines]}
-    return results.write_status_file(out, json.dumps(doc, indent=2) + "\n")
-
-
-def remove_killed_attempts(out: Path) -> list[str]:
-    """Remove every `run-<k>.attempt/` in `out` (under its lock no attempt is live: each is a killed call's, and a
-    run whose earlier call completed it is not attempted again, so its leftover would stay for good); a link there
-    is removed itself. Returns the names removed."""
-    import re
-
-    folder = atomic.Folder(out)
-    gone = []
-    for p in sorted(out.glob(f"{RUN_PREFIX}*.attempt")):
-        if re.fullmatch(rf"{re.escape(RUN_PREFIX)}\d+\.attempt", p.name):
-            folder.remove_tree(p.name)
-            gone.append(p.name)
-    return gone
+    return status_json.write(out, doc)
 
 
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
             nsys_args: Sequence[str], replicas: int = 1,
-            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
+            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> InterleavedOutcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
     (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
-    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
+    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its `outcome`
     attribute."""
-    outcome = Outcome([], engines, "repeat")
+    outcome = InterleavedOutcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
-    remove_killed_attempts(out)
+    interleaved_run.remove_killed_attempts(out)
     total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
     try:
         for k in range(1, max_repeat + 1):
-            run = Run(k, run_dir(out, k), run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace,
-                                                       nsys_extra=nsys_args, replicas=replicas))
+            run = Run(k, interleaved_run.run_dir(out, k), run_commands(nsys, out, k, active, options, gpu=gpu,
+                                                                       trace=trace, nsys_extra=nsys_args,
+                                                                       replicas=replicas))
             outcome.runs.append(run)
-            if not force and is_complete(run):
+            if not force and interleaved_run.is_complete(run):
                 run.status = "resumed"
             else:
                 left = eta.remaining([r.seconds for r in outcome.runs if r.status == "done"], made=k - 1,
@@ -447,8 +150,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                              f"under nsys ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
                                        where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas)
-                execute(run, active, attempt, gpu=gpu, timeout=timeout)
-            _say_run(run, total)
+                interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
+            interleaved_run.say_run(run, total)
             write_status(out, outcome)
             failures_in_a_row = 0 if run.ok else failures_in_a_row + 1
             if failures_in_a_row >= 2:
@@ -488,13 +191,13 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     return outcome
 
 
-def _plain_labels(outcome: Outcome) -> list[str]:
+def _plain_labels(outcome: InterleavedOutcome) -> list[str]:
     """The target and the plain drafts with forwards in every completed run (the models c is pooled over; the
     speculative engines are measured in place beside them)."""
     return [e.label for e in outcome.engines if not e.speculative and outcome.model_status(e.label)[0] == "done"]
 
 
-def stop_note(outcome: Outcome, precision: float | None, max_repeat: int) -> str:
+def stop_note(outcome: InterleavedOutcome, precision: float | None, max_repeat: int) -> str:
     """One sentence on how many runs were made and what stopped them."""
     n = len(outcome.completed)
     made = f"{n} interleaved run(s) completed of {len(outcome.runs)} made"
@@ -536,7 +239,7 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
 
     spec = plan.speculative_runs(models[0], models[1:], gammas, config, carrier)
     # one label, one engine's windows: two engines labelled alike would mix their ranges (compared without case)
-    plan.refuse_shared_labels([plan.ModelRun("target" if i == 0 else "draft", m, carrier(m))
+    plan.refuse_shared_labels([plan.ModelLaunch("target" if i == 0 else "draft", m, carrier(m))
                                for i, m in enumerate(models)] + spec)
     n = (len(models) + len(spec)) * replicas
     out = [Engine("target" if i == 0 else "draft", m, engine_options(m, options, gpu=gpu, engines=n))
@@ -619,11 +322,11 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
                         speculative_config: str | None = None,
                         measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                        finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
-    """`profile` with interleaved runs (module docstring); returns a `results.ProfileRun`, handed to `finish` (the
+                        finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
+    """`profile` with interleaved runs (module docstring); returns a `results.ProfileOutcome`, handed to `finish` (the
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
     loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
-    `finish` above (`sweep.profiled.profile`)."""
+    `finish` above (`workflows.profile.profile`)."""
     validate(repeat, precision, max_repeat, replicas)  # before the models are resolved: the options' errors first
     gpu = plan.uses_gpu(device)
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
@@ -636,7 +339,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
                     timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str], repeat: int,
                     precision: float | None = None, max_repeat: int | None = None, replicas: int = 1,
                     measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                    finish: Callable[[results.ProfileRun], results.ProfileRun] | None = None):
+                    finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
     """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
     `out_dir`, as `profile_interleaved` describes."""
     from ..trace.nsys import require_nsys
@@ -645,9 +348,9 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
     nsys = require_nsys()
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
-    out = atomic.check_out_dir(out_dir, "the profile run").resolve()
+    out = check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])
-    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir
+    with Folder(out).lock("the profile run"):  # one writer per out_dir
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                               max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
@@ -665,21 +368,21 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
         return finish(done) if finish is not None and done.analysable else done
 
 
-def _model_runs(outcome: Outcome):
-    """One `plan.ModelRun` per model, its status over the runs (for the CLI's exit status and notes)."""
+def _model_runs(outcome: InterleavedOutcome):
+    """One `plan.ModelLaunch` per model, its status over the runs (for the CLI's exit status and notes)."""
     first = outcome.runs[0] if outcome.runs else None
     out = []
     for e in outcome.engines:
         commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
-        mr = plan.ModelRun(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
+        mr = plan.ModelLaunch(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
         mr.status, mr.reason = outcome.model_status(e.label)
         mr.seconds = sum(r.seconds for r in outcome.runs)
         out.append(mr)
     return out
 
 
-def conclude(outcome: Outcome, out: Path, *, precision: float | None = None,
-             max_repeat: int = DEFAULT_REPEAT) -> results.ProfileRun:
+def conclude(outcome: InterleavedOutcome, out: Path, *, precision: float | None = None,
+             max_repeat: int = DEFAULT_REPEAT) -> results.ProfileOutcome:
     """What the runs did, as `profile` returns it: each model's status over the runs, the notes (how the runs
     stopped, what failed; with enough to analyse, the runs' own notes and the machine's state) and the `machine`
     table, and whether the directory holds what `nsys-cc analyze OUT` analyses (`analysable`: the target and a plain
@@ -688,7 +391,7 @@ def conclude(outcome: Outcome, out: Path, *, precision: float | None = None,
     notes = [stop_note(outcome, precision, max_repeat)]
     notes += [f"{mr.role} {mr.model.label}: FAILED: {mr.reason}" for mr in runs if not mr.ok]
     notes += [f"run {r.index}: FAILED: {r.reason}; log: {r.log}" for r in outcome.runs if not r.ok and r.reason]
-    result = results.ProfileRun(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
+    result = results.ProfileOutcome(out, runs, notes=notes, interleaved=outcome.runs, stopped_by=outcome.stopped_by)
     labels = _plain_labels(outcome)
     done = outcome.completed
     if not done or len(labels) < 2 or labels[0] != outcome.engines[0].label:

@@ -1,6 +1,7 @@
-"""One process per model, the path `launch.profile` takes with `separate`, tensor-parallel models and a speculative
-config without drafts: profile each model in turn under nsys with vLLM's latency benchmark, then hand the directory
-to `finish` (the front door's analysis, as `analyze` makes it, and the report).
+"""One process per model, the way the profile workflow (`nsys_cc.workflows.profile`) takes with `separate`,
+tensor-parallel models and a speculative config without drafts: profile each model in turn under nsys with vLLM's
+latency benchmark, then hand the directory to `finish` (the workflow's analysis, as `analyze` makes it, and the
+report).
 
 For every model in turn (target first): `nsys profile … python -m nsys_cc.vllm.bench …` with the NVTX plugin
 on, `nsys export` to SQLite, a check that the trace holds forward ranges, then a `<label>.done.json` marker.
@@ -23,7 +24,7 @@ each draft D and γ one run of the target with `--speculative-config {"method": 
 `<D>.spec-g<γ>`, role "speculative", with vLLM's metrics dumped to `<label>.metrics.json`. `speculative_config`
 without `speculate` is one run with that JSON as given, labelled after its draft model (or its method, e.g.
 `ngram.spec-g3`) and its `num_speculative_tokens`. Every run uses the same benchmark options. The plain analysis
-compares the plain runs; the speculative traces are handed on as `ProfileRun.speculative`.
+compares the plain runs; the speculative traces are handed on as `ProfileOutcome.speculative`.
 """
 
 from __future__ import annotations
@@ -31,27 +32,29 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 
-from .. import atomic, progress
+from .. import progress
+from ..files.folder import Folder, check_out_dir
 from ..trace.nsys import require_nsys
 from .commands import BenchOptions
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
-from .results import ProfileRun, conclude, write_status
+from .results import ProfileOutcome, conclude, write_status
 from .resume import ATTEMPTS_DIR, is_complete
 
 DEFAULT_TIMEOUT_S = 1800
 
 
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
-            *, device: str = "auto", timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
-            trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0, speculate: Sequence[int] = (),
-            speculative_config: str | None = None, target_tp: int = 1, draft_tp: int = 1,
-            finish: Callable[[ProfileRun], ProfileRun] | None = None) -> ProfileRun:
-    """Profile the target and every draft, one process per model, then hand the directory to `finish` (the front
-    door's analysis and report, `nsys_cc.front.finish`; none: the runs only; see the module docstring).
-    `nsys_cc.profile` (`nsys_cc.front.profile` → `launch.profile.profile`, what `nsys-cc profile` runs) times every
-    model in one process per run, over several runs, and comes here for what it cannot interleave and for
-    `separate`.
+def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.PathLike,
+                       options: BenchOptions = BenchOptions(), *, device: str = "auto",
+                       timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
+                       trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0,
+                       speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
+                       draft_tp: int = 1,
+                       finish: Callable[[ProfileOutcome], ProfileOutcome] | None = None) -> ProfileOutcome:
+    """Profile the target and every draft, one process per model, then hand the directory to `finish` (the
+    workflow's analysis and report, `workflows.profile.finish`; none: the runs only; see the module docstring).
+    The profile workflow (`nsys_cc.profile`, `nsys-cc profile`) times every model in one process per run, over
+    several runs, and comes here for what it cannot interleave and for `separate`.
 
     Args:
         target, drafts: model names (shipped shapes, directories with a config.json, Hugging Face ids).
@@ -64,15 +67,15 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         speculate: γ values of the speculative runs (each draft with `draft_model`); speculative_config: vLLM's
             speculative config JSON, the base of those runs, or alone one more run (module docstring).
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
-        finish: called with the `ProfileRun` (`results.conclude`) at the end, Ctrl-C included, when it is
-            `analysable`; it analyses the directory and writes the report (`nsys_cc.front.finish`).
+        finish: called with the `ProfileOutcome` (`results.conclude`) at the end, Ctrl-C included, when it is
+            `analysable`; it analyses the directory and writes the report (`workflows.profile.finish`).
     Returns:
-        A `ProfileRun`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
+        A `ProfileOutcome`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
     from ..analysis.coefficient import check_seed
 
     check_seed(seed)  # before minutes of profiling, not after
-    atomic.check_out_dir(out_dir, "the profile run")
+    check_out_dir(out_dir, "the profile run")
     gpu = uses_gpu(device)
     nsys = require_nsys()
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
@@ -81,8 +84,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
-    with atomic.Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
-        atomic.Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
+    with Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
+        Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
         return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish)
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 
 
 class Run(Protocol):
-    """What the machine notes read of an interleaved run (`interleaved.Run`; a protocol, so that this module
+    """What the machine notes read of an interleaved run (`interleaved_run.Run`; a protocol, so that this module
     imports nothing of the engines')."""
 
     index: int

@@ -1,5 +1,6 @@
-"""Planning the one-process-per-model runs of `launcher.profile`: which runs there are (target, drafts, speculative
-runs), their labels, roles and exact commands, checked before anything runs; the device choice; `dry_run`.
+"""Planning the one-process-per-model runs of `launcher.profile_separately`: which runs there are (target, drafts,
+speculative runs), their labels, roles and exact commands, checked before anything runs; the device choice;
+`dry_run`.
 
 Nothing here starts a process or writes a file (`detect_gpu` asks `nvidia-smi -L` only).
 """
@@ -28,8 +29,9 @@ DEFAULT_SPEC_METHOD = "draft_model"
 
 
 @dataclass
-class ModelRun:
-    """One model's part of a profile: its commands and, after running, `status` and `reason`.
+class ModelLaunch:
+    """One model's part of a profile (its launch): its commands and, after running, `status` and `reason`. With one
+    process per model it is one run (one process under the profiler); with interleaved runs its status over them.
 
     role: "target", "draft" or "speculative" (the target run with a speculative config; `model` is then the
     target with the run's label, `draft` the draft's label — or the proposer's method when it has no draft
@@ -203,9 +205,9 @@ def proposer_label(config: dict, drafts: Sequence[Model] = ()) -> str:
 
 
 def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[int], config: dict | None,
-                     make: Callable[[Model, str], ModelCommands]) -> list[ModelRun]:
+                     make: Callable[[Model, str], ModelCommands]) -> list[ModelLaunch]:
     """The speculative runs (see the module docstring); `make(model, json)` gives a run's commands."""
-    runs: list[ModelRun] = []
+    runs: list[ModelLaunch] = []
     for draft in drafts:
         if draft.spec in HEADS:
             method, head_target = HEADS[draft.spec]
@@ -230,7 +232,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
                 label = f"{draft.label}.spec-g{gamma}"
                 spec = _spec_json({**base, "model": draft.path, "num_speculative_tokens": gamma})
                 spec_model = Model(target.spec, target.path, label, target.kind)
-                runs.append(ModelRun("speculative", spec_model, make(spec_model, spec), draft=draft.label,
+                runs.append(ModelLaunch("speculative", spec_model, make(spec_model, spec), draft=draft.label,
                                      gamma=gamma, method=base["method"]))
     elif config is not None:
         k = config.get("num_speculative_tokens")
@@ -239,7 +241,7 @@ def speculative_runs(target: Model, drafts: Sequence[Model], gammas: Sequence[in
                              "values are given", param="speculative_config")
         proposer = proposer_label(config, drafts)
         spec_model = Model(target.spec, target.path, f"{proposer}.spec-g{k}", target.kind)
-        runs.append(ModelRun("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
+        runs.append(ModelLaunch("speculative", spec_model, make(spec_model, _spec_json(config)), draft=proposer,
                              gamma=k, method=config.get("method")))
     return runs
 
@@ -258,7 +260,7 @@ def check_options(options: BenchOptions) -> None:
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
          nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
          speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-         draft_tp: int = 1) -> list[ModelRun]:
+         draft_tp: int = 1) -> list[ModelLaunch]:
     """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
     resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring).
     `target_tp` / `draft_tp`: tensor-parallel ranks of the plain target / draft runs (1: one process); a model on
@@ -283,19 +285,19 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
         return m if tp == 1 else Model(m.spec, m.path, f"{m.label}.tp{tp}", m.kind)
 
     tps = [target_tp] + [draft_tp] * (len(models) - 1)
-    plain = [ModelRun("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
+    plain = [ModelLaunch("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
              for i, (m, tp) in enumerate(zip(models, tps))]
     runs = plain + speculative_runs(models[0], models[1:], gammas, config, make)
     refuse_shared_labels(runs)
     return runs
 
 
-def refuse_shared_labels(runs: Sequence[ModelRun]) -> None:
+def refuse_shared_labels(runs: Sequence[ModelLaunch]) -> None:
     """Two runs with one label would write the same files: refused before anything runs. `resolve_all` keeps the
     models' own labels apart; this catches the labels made from them (`<label>.tpN`, `<draft>.spec-g<γ>`) meeting
     another model's (a draft folder named `<target>.tp2`, a draft `x.spec-g1` beside `x` with γ = 1). Compared without
     case, as a case-insensitive file system would."""
-    first: dict[str, ModelRun] = {}
+    first: dict[str, ModelLaunch] = {}
     for run in runs:
         other = first.setdefault(run.model.label.casefold(), run)
         if other is not run:
@@ -305,7 +307,7 @@ def refuse_shared_labels(runs: Sequence[ModelRun]) -> None:
                 f"{run.model.spec!r}); rename one model's folder", param="drafts")
 
 
-def describe(run: ModelRun) -> str:
+def describe(run: ModelLaunch) -> str:
     """Role and label, and for a speculative run its draft and γ."""
     extra = f" (draft {run.draft}, γ = {run.gamma})" if run.speculative else ""
     return f"{run.role} {run.model.label}{extra}"

@@ -22,15 +22,16 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
+from ..files.folder import Folder
+from ..formats import status_json
 from ..trace.nsys import nsys_version
 from . import check
 from .commands import ModelCommands
 from .models import Model
-from .plan import ModelRun
-from .results import check_status_file
+from .plan import ModelLaunch
 from .resume import commit, discard, is_complete, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
@@ -243,7 +244,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
     `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
     env = {**os.environ, **cmds.env}
-    with atomic.Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
+    with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
@@ -265,13 +266,13 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise InputError(f"cannot create the output directory {out}: {exc.strerror}") from None
-    check_status_file(out)  # a user's own status.json there: refused now, not after the first model
+    status_json.check_writable(out)  # a user's own status.json there: refused now, not after the first model
     for model in {m.spec: m for m in models if m.kind == "pair"}.values():
         with progress.step(f"{model.spec}: known-α pair weights in {Path(model.path).parent}", always=True):
             model.prepare()
 
 
-def run_model(run: ModelRun, *, timeout: float | None) -> None:
+def run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
     A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
     reason says the rerun failed and why. See `_run_model`."""
@@ -281,7 +282,7 @@ def run_model(run: ModelRun, *, timeout: float | None) -> None:
                                              "earlier complete trace set was kept")
 
 
-def _run_model(run: ModelRun, *, timeout: float | None) -> None:
+def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model (`run_model`).
 
     The attempt writes under `ATTEMPTS_DIR` (`staged`) and its trace set replaces an earlier one only when it
@@ -293,7 +294,7 @@ def _run_model(run: ModelRun, *, timeout: float | None) -> None:
     t0 = time.perf_counter()
     try:
         try:
-            atomic.Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
+            Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
         except OSError as exc:
             run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
             return

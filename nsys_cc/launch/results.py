@@ -1,21 +1,21 @@
 """The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, whether
-there is enough to analyse (`conclude`), and what `profile` returns (`ProfileRun`). The analysis of the directory
+there is enough to analyse (`conclude`), and what `profile` returns (`ProfileOutcome`). The analysis of the directory
 written and its report are the front door's (`nsys_cc.front.profile`: `analysis.sources.analyze_profile`, then the
 report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .. import atomic, inputs
-from ..errors import InputError
+from .. import inputs
+from ..files import publishing
+from ..formats import status_json
 from . import check
-from .plan import ModelRun, describe
+from .plan import ModelLaunch, describe
 
 if TYPE_CHECKING:
     from ..analysis.coefficient import CostCoefficientResult
@@ -34,16 +34,18 @@ class SpeculativeTrace:
 
 
 @dataclass
-class ProfileRun:
-    """What `profile` did: every model's run, and the analysis and report when there was enough to analyse.
+class ProfileOutcome:
+    """What `profile` did: every model's launch (`runs`, one `plan.ModelLaunch` per model), and the analysis and
+    report when there was enough to analyse.
 
     With interleaved runs (`interleaved`; every model in one process per run) `runs` has one entry per model (status
-    "done" when it has forwards in every completed run) and `interleaved` the runs themselves (`interleaved.Run`);
+    "done" when it has forwards in every completed run) and `interleaved` the runs themselves
+    (`interleaved_run.Run`);
     `stopped_by` says what ended them ("repeat", "precision", "max_repeat", "failures", "interrupted", or "unbuilt":
     no draft's or speculative engine could be built)."""
 
     out_dir: Path
-    runs: list[ModelRun]
+    runs: list[ModelLaunch]
     result: CostCoefficientResult | None = None
     report: Path | None = None
     notes: list[str] = field(default_factory=list)
@@ -56,7 +58,7 @@ class ProfileRun:
     tables: dict = field(default_factory=dict)
 
     @property
-    def failed(self) -> list[ModelRun]:
+    def failed(self) -> list[ModelLaunch]:
         return [r for r in self.runs if not r.ok]
 
     @property
@@ -66,46 +68,21 @@ class ProfileRun:
                                  r.files.metrics) for r in self.runs if r.speculative and r.ok]
 
 
-STATUS = "status.json"
-
-
-def status_is_ours(data: bytes) -> bool:
-    """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
-    replaced; a user's own `status.json` in `-o` is refused, never written over."""
-    try:
-        doc = inputs.parse_json(data, "profile status file")
-    except InputError:
-        return False
-    if isinstance(doc, dict):
-        return isinstance(doc.get("runs"), list)
-    return isinstance(doc, list) and all(isinstance(e, dict) and "label" in e for e in doc)
-
-
-def check_status_file(out_dir: Path) -> None:
-    """Before the first run: InputError when `out_dir/status.json` is a file a profile did not write."""
-    atomic.Folder(out_dir).check_own(STATUS, status_is_ours, "profile's status")
-
-
-def write_status_file(out_dir: Path, text: str) -> Path:
-    """`out_dir/status.json` replaced by `text`, through the one writer, only over a profile's own status file."""
-    return atomic.Folder(out_dir).write_own(STATUS, text, status_is_ours, "profile's status")
-
-
-def write_status(out_dir: Path, runs: Sequence[ModelRun]) -> Path:
+def write_status(out_dir: Path, runs: Sequence[ModelLaunch]) -> Path:
     """`status.json`: every model's state, reason and files (rewritten after each model)."""
-    return write_status_file(out_dir, json.dumps([r.to_dict() for r in runs], indent=2) + "\n")
+    return status_json.write(out_dir, [r.to_dict() for r in runs])
 
 
-def failure_notes(runs: Sequence[ModelRun]) -> list[str]:
+def failure_notes(runs: Sequence[ModelLaunch]) -> list[str]:
     """One line per model that did not complete: role, label, what happened, where its log is."""
     return [f"{describe(r)}: {r.status.upper()}: {r.reason or 'not run'}; log: {r.files.log}"
             for r in runs if not r.ok]
 
 
-def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
+def conclude(runs: list[ModelLaunch], out: Path) -> ProfileOutcome:
     """The status of every model, and whether the directory holds what `nsys-cc analyze OUT` analyses
-    (`ProfileRun.analysable`: the completed target, drafts and speculative runs); the speculative runs are listed in
-    the notes and handed on as `ProfileRun.speculative`. The analysis itself is `finish`'s (`nsys_cc.front`).
+    (`ProfileOutcome.analysable`: the completed target, drafts and speculative runs); the speculative runs are listed in
+    the notes and handed on as `ProfileOutcome.speculative`. The analysis itself is `finish`'s (`nsys_cc.front`).
 
     Forwards are the ranges the target's trace holds (`model_executable()`, or vLLM's own scope when the plugin
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
@@ -120,7 +97,7 @@ def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
             run.reason = f"its forwards are {run.range_name!r} ranges, the target's {range_name!r}"
     write_status(out, runs)
     done = [r for r in runs if r.ok and not r.speculative]
-    outcome = ProfileRun(out, runs, notes=failure_notes(runs))
+    outcome = ProfileOutcome(out, runs, notes=failure_notes(runs))
     # A proposer without a draft model (ngram) has no draft forwards: the analysis measures its steps with none, when
     # its spec-decode counters show it proposed tokens (an ngram run that found no match proposed none: the analysis
     # says so in its notes).
@@ -140,7 +117,7 @@ def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
     return outcome
 
 
-def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
+def _withdraw_stale_report(out: Path, runs: Sequence[ModelLaunch]) -> list[str]:
     """When no new report could be made but this run replaced a trace the earlier report in `out` was made of, that
     report no longer describes the files beside it: it is removed (only what the report writer can prove it wrote),
     and a note says so. An earlier report of traces left as they were stays."""
@@ -154,7 +131,7 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelRun]) -> list[str]:
     stale = sorted(replaced & described)
     if not stale:
         return []
-    removed = atomic.withdraw(out, manifest=MANIFEST)
+    removed = publishing.withdraw(out, manifest=MANIFEST)
     if not removed:
         return []
     return [f"the earlier report in {out} was removed: it described {', '.join(Path(p).name for p in stale)}, which "

@@ -6,22 +6,20 @@ one only once it completed (`commit`), so a failed or interrupted attempt leaves
 from __future__ import annotations
 
 import dataclasses
-import json
 
-from .. import atomic, inputs
 from ..contract import FORWARD_RANGE
+from ..files.folder import Folder
+from ..files.signals import signals_deferred
+from ..formats import done_json
 from .commands import ModelCommands, ModelFiles
-from .plan import ModelRun
-
-# What a `<label>.done.json` holds (written by the launcher): anything else is a marker nsys-cc did not write.
-DONE_SHAPE = {"commands": str, "range": inputs.Optional(str)}
+from .plan import ModelLaunch
 
 
-def is_complete(run: ModelRun) -> bool:
+def is_complete(run: ModelLaunch) -> bool:
     """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
     is the forward range it recorded)."""
     f = run.files
-    marker = inputs.load_state(f.done, "run record", shape=DONE_SHAPE)
+    marker = done_json.load_model(f.done)
     if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written: rerun
         return False
     if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
@@ -39,7 +37,7 @@ ATTEMPTS_DIR = ".nsys-cc-attempts"
 TRACE_SET = ("report", "sqlite", "bench_json", "metrics")
 
 
-def staged(run: ModelRun) -> ModelCommands:
+def staged(run: ModelLaunch) -> ModelCommands:
     """The run's commands with every file of its trace set under `<out_dir>/ATTEMPTS_DIR` (same names): what an
     attempt executes. Each argument and environment value that is one of those paths is replaced, nothing else."""
     final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
@@ -52,7 +50,7 @@ def staged(run: ModelRun) -> ModelCommands:
 
 def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
     """Remove an attempt's files, and its directory when nothing else is left in it."""
-    folder = atomic.Folder(files.out_dir.parent)  # no link followed (a linked attempts folder is refused)
+    folder = Folder(files.out_dir.parent)  # no link followed (a linked attempts folder is refused)
     folder.mkdir(files.out_dir.name)
     for key in TRACE_SET:
         folder.remove(getattr(files, key))
@@ -60,16 +58,16 @@ def discard(files: ModelFiles, *, rmdir: bool = True) -> None:
         folder.rmdir(files.out_dir.name)
 
 
-def commit(run: ModelRun, attempt: ModelFiles, marker: dict) -> None:
+def commit(run: ModelLaunch, attempt: ModelFiles, marker: dict) -> None:
     """Move a completed attempt's trace set over the earlier one, then write the marker. The earlier marker goes
     first, so a process killed in between leaves the model incomplete (profiled again), never a mix called
-    complete; Ctrl-C waits for the renames (`atomic.signals_deferred`)."""
+    complete; Ctrl-C waits for the renames (`signals_deferred`)."""
     final = run.files
-    folder = atomic.Folder(final.out_dir)
-    with atomic.signals_deferred():
+    folder = Folder(final.out_dir)
+    with signals_deferred():
         folder.remove(final.done)
         for key in TRACE_SET:
             src = getattr(attempt, key)
             if src.is_file():
                 folder.replace(src, getattr(final, key))
-        folder.write_text(final.done, json.dumps(marker, indent=2) + "\n")
+        folder.write_text(final.done, done_json.text(marker))

@@ -3,7 +3,7 @@
 Switched on by `NSYS_CC_LIVE=1` (independent of `NSYS_CC_PLUGIN`, the NVTX switch); the vLLM plugin
 (`nsys_cc.vllm.plugin`) applies `PATCHES` in every vLLM process. The parts, in the order the numbers travel:
 `timing` (worker: forwards and steps timed), `channel` (worker → engine core → API server, inside vLLM's
-`SchedulerStats`), `metrics` (API server: Prometheus metrics on `/metrics` and a log line), with the estimate in
+`SchedulerStats`), `stat_logger` (API server: Prometheus metrics on `/metrics` and a log line), with the estimate in
 `nsys_cc.analysis.live` and its words in `nsys_cc.report.live_text`.
 """
 
@@ -25,7 +25,7 @@ def _patch_loggers(module: Any, wrap: Callable) -> bool:
     cls = getattr(module, "StatLoggerManager", None)
     if cls is None or getattr(module, "StatLoggerBase", None) is None:
         return False
-    from .metrics import with_live_logger
+    from .stat_logger import with_live_logger
 
     return wrap(cls, "__init__", with_live_logger)
 

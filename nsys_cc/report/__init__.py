@@ -2,8 +2,8 @@
 
 The names below load on first use, so that importing one small module of this package (`report.live_text`, which the
 live stat logger imports inside vLLM's API server) does not import matplotlib and every figure at server start-up.
-Importing the package binds a result's views (`res.render()`, `res.figures()`, …; `nsys_cc.views`) to the functions
-here, each loaded when first called: the analysis returns data and imports nothing of this package.
+Importing the package binds a result's views (`res.render()`, `res.figures()`, …; `nsys_cc.result_views`) to the
+functions here, each loaded when first called: the analysis returns data and imports nothing of this package.
 """
 
 from __future__ import annotations
@@ -11,24 +11,25 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-from .. import views
+from .. import result_views
 
 if TYPE_CHECKING:
-    from .choices import FORMATS
     from .figure_files import make_figures, make_plots
+    from .render_formats import FORMATS
     from .report_files import write_report
     from .result_text import render, render_html, result_to_dict
 
 _LAZY = {
     "make_figures": ".figure_files", "make_plots": ".figure_files",
-    "FORMATS": ".choices", "render": ".result_text", "render_html": ".result_text", "result_to_dict": ".result_text",
+    "FORMATS": ".render_formats", "render": ".result_text", "render_html": ".result_text",
+    "result_to_dict": ".result_text",
     "write_report": ".report_files",
 }
 
 __all__ = ["FORMATS", "make_figures", "make_plots", "render", "render_html", "result_to_dict", "write_report"]
 
 
-# A result's views (`nsys_cc.views`) → the module and function here that render it.
+# A result's views (`nsys_cc.result_views`) → the module and function here that render it.
 VIEWS = {"render": (".result_text", "render"), "render_html": (".result_text", "render_html"),
          "to_dict": (".result_text", "result_to_dict"), "figures": (".figure_files", "make_figures"),
          "write_report": (".report_files", "write_report")}
@@ -45,7 +46,7 @@ def _loading(module: str, name: str):
 
 def _bind_views() -> None:
     for view, (module, name) in VIEWS.items():
-        views.bind(view, _loading(module, name))
+        result_views.bind(view, _loading(module, name))
 
 
 _bind_views()

@@ -15,7 +15,7 @@ import math
 
 import pandas as pd
 
-from .choices import format_of
+from .render_formats import format_of
 from .table_text import markdown_table, text_table
 
 FORMATS = ("table", "json", "csv", "markdown")

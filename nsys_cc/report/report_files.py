@@ -5,7 +5,7 @@ document plus the environment), DIR/*.csv (every table), DIR/plots/*.png. DIR/.n
 written with their sha256: a later report into the same DIR removes those of the earlier one it does not write again
 (a plot of a draft no longer measured), and nothing else.
 
-The report replaces the earlier one as a whole (`nsys_cc.atomic.publish`): every file is written into a new
+The report replaces the earlier one as a whole (`nsys_cc.files.publishing.publish`): every file is written into a new
 generation folder, DIR/.nsys_cc_report/g-…/, and the report's names in DIR are links through
 DIR/.nsys_cc_report/current, which one rename points at the new generation once all is written, so Ctrl-C, a full
 disk, a failure or a SIGKILL leaves the earlier report (or none) or the new one, never half of one. Nothing outside
@@ -25,10 +25,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic
 from ..analysis.result import CostCoefficientResult
 from ..arguments import many
 from ..errors import InputError
+from ..files import publishing
 from .figure_files import iter_figures, plotted
 from .result_plots import DPI
 from .result_text import render, result_to_dict
@@ -71,13 +71,13 @@ def write_report(
                          param="out_dir")
     notes = [str(n) for n in many(extra_notes, "extra_notes")]
 
-    def build(stage: atomic.Stage) -> None:
+    def build(stage: publishing.Stage) -> None:
         _write(stage, result, notes, extra_tables, plots)
 
-    return atomic.publish(out_dir, build, manifest=MANIFEST)["report.md"]
+    return publishing.publish(out_dir, build, manifest=MANIFEST)["report.md"]
 
 
-def _write(stage: atomic.Stage, result: CostCoefficientResult, extra_notes: Sequence[str],
+def _write(stage: publishing.Stage, result: CostCoefficientResult, extra_notes: Sequence[str],
            extra_tables: Mapping[str, pd.DataFrame] | None, plots: bool) -> None:
     env = environment()
     tables = {

@@ -18,7 +18,7 @@ from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, token_text
-from .choices import FORMATS as FORMATS, format_of  # FORMATS' home is choices.py
+from .render_formats import FORMATS as FORMATS, format_of  # FORMATS' home is render_formats.py
 from .sentence_text import interval_text, with_diagnosis, with_verdicts
 from .table_text import markdown_table, text_table
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 from ..analysis.speedup import Judgement
-from .choices import format_of
+from .render_formats import format_of
 from .sentence_text import fmt_speedup, sig3, verdict_of
 from .table_text import text_rows
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic
+from ..files import publishing
 from .sweep_plots import DPI, sweep_figures
 
 SWEEP_MANIFEST = ".nsys_cc_sweep.json"
@@ -21,11 +21,11 @@ SWEEP_MANIFEST = ".nsys_cc_sweep.json"
 def write_sweep(table: pd.DataFrame, out_dir: str | os.PathLike, *, cells: Sequence[dict] = (),
                 notes: Sequence[str] = (), plots: bool = True) -> dict[str, Path]:
     """Write sweep.csv, sweep.parquet, cells.json (when `cells`) and the plots; return their paths by kind. They
-    replace the earlier ones as a whole, or nothing changes (`nsys_cc.atomic.publish`, its manifest
+    replace the earlier ones as a whole, or nothing changes (`nsys_cc.files.publishing.publish`, its manifest
     `.nsys_cc_sweep.json`)."""
     kinds: dict[str, str] = {}
 
-    def build(stage: atomic.Stage) -> None:
+    def build(stage: publishing.Stage) -> None:
         with stage.file("sweep.csv") as path:
             table.to_csv(path, index=False)
         with stage.file("sweep.parquet") as path:
@@ -42,5 +42,5 @@ def write_sweep(table: pd.DataFrame, out_dir: str | os.PathLike, *, cells: Seque
                     fig.savefig(path, dpi=DPI)
                 kinds[stem] = f"plots/{stem}.png"
 
-    written = atomic.publish(out_dir, build, manifest=SWEEP_MANIFEST, what="the sweep table")
+    written = publishing.publish(out_dir, build, manifest=SWEEP_MANIFEST, what="the sweep table")
     return {kind: written[name] for kind, name in kinds.items()}

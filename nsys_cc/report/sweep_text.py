@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from .choices import format_of
+from .render_formats import format_of
 from .table_text import markdown_table, text_table
 
 # What c and its interval are in every row (as `analyze` computes them for the cell's directory): the token's cost

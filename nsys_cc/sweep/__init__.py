@@ -3,9 +3,8 @@
 - `grid`: the cells of a sweep (batch size × input length × target ranks) and what each cell profiles (`CellSpec`).
 - `manifest`: trace sets — many (target, drafts, parameters) groups of existing traces — read from a sweep
   directory or a manifest file.
-- `profiled`: one profile as `nsys_cc.profile` makes it (the runs, then the analysis `nsys_cc.analyze` makes of their
-  directory, and its report) — the front door's `profile` and every cell call it.
-- `cell`: one cell: a `profile` run in its own sub-directory (a profile directory), its tidy table, resume marker
+- `cell`: one cell: the profile workflow (`nsys_cc.workflows.profile`, what `nsys_cc.profile` runs) in its own
+  sub-directory (a profile directory), its tidy table, resume marker
   and attempt count.
 - `run`: a whole sweep and the analysis of many trace sets, locally (cells in turn, analyses in a process pool).
 - `cluster`: the same on a Dask distributed cluster (`dask[distributed]` is imported only there).

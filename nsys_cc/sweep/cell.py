@@ -1,8 +1,8 @@
 """One cell of a sweep: a `profile` run in the cell's own sub-directory, its tidy table, and what a rerun keeps.
 
-The cell is profiled as `nsys_cc.profile` profiles (`sweep.profiled.profile`: interleaved runs by default, one process
-per model with `separate` or where `profile` needs it), so its directory is a profile directory and its rows are those
-of `nsys_cc.analyze(cell_dir)` (the same analysis, `sweep.profiled.finish`, and its report).
+The cell is profiled as `nsys_cc.profile` profiles (`workflows.profile.profile`: interleaved runs by default, one
+process per model with `separate` or where `profile` needs it), so its directory is a profile directory and its rows
+are those of `nsys_cc.analyze(cell_dir)` (the same analysis, `workflows.profile.finish`, and its report).
 
 Files in the cell directory, besides what `profile` writes there (run-<k>/ folders or one trace per model, logs,
 status.json, the report):
@@ -30,7 +30,6 @@ import ctypes
 import dataclasses
 import fcntl
 import io
-import json
 import os
 import signal
 import socket
@@ -43,23 +42,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..errors import InputError, NsysCCError
+from ..formats import attempts_json, cell_json
 from . import table as table_mod
 from .grid import CellSpec
-from .manifest import OLD_KEYS, TraceSet
+from .manifest import TraceSet
 
-STATUS_FILE = "cell.json"
 TABLE_FILE = "cell.parquet"
-ATTEMPTS_FILE = "attempts.json"
 LOCK_FILE = ".cell.lock"
 COMPLETE = ("done", "resumed")
-# What the cell's own files hold (`_write_outcome`, `_new_attempt`): a file of any other shape (or not a regular file)
-# is unreadable state — the cell is run again, with a note — never a wait or a traceback.
-OUTCOME_SHAPE = {"cell": str, "status": str, "reason": inputs.Optional(str), "attempts": inputs.Optional(int),
-                 "seconds": inputs.Optional(float),
-                 "trace_set": inputs.Optional(({"profile": str}, {"target": str, "drafts": list}))}
-ATTEMPTS_SHAPE = {"starts": inputs.ListOf(dict)}
 
 
 @dataclass
@@ -99,26 +91,20 @@ def _locked(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def _write_json(path: Path, doc: dict) -> None:
-    atomic.Folder(path.parent).write_text(path.name, json.dumps(doc, indent=2) + "\n")  # no link followed
-
-
 def _new_attempt(spec: CellSpec) -> tuple[int, bool]:
     """Record a start of the cell; (attempts so far, whether this sweep invocation started it before)."""
-    path = spec.dir / ATTEMPTS_FILE
-    doc = inputs.load_state(path, "cell's attempts record", shape=ATTEMPTS_SHAPE, on_unreadable=_unreadable)
+    doc = attempts_json.load(spec.dir, on_unreadable=_unreadable)
     starts = doc["starts"] if doc else []
     again = any(s.get("run_id") == spec.sweep.run_id for s in starts) if spec.sweep.run_id else False
     starts.append({"host": socket.gethostname(), "pid": os.getpid(), "run_id": spec.sweep.run_id,
                    "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-    _write_json(path, {"starts": starts})
+    attempts_json.write(spec.dir, starts)
     return len(starts), again
 
 
 def read_outcome(spec: CellSpec) -> CellOutcome | None:
     """The outcome an earlier attempt left in the cell directory (None when there is none)."""
-    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE,
-                            on_unreadable=_unreadable)
+    doc = cell_json.load(spec.dir, on_unreadable=_unreadable)
     if doc is None:
         return None
     rows = table_mod.empty()
@@ -133,7 +119,7 @@ def read_outcome(spec: CellSpec) -> CellOutcome | None:
     try:
         trace_set = _trace_set_from(ts) if ts else None
     except (TypeError, KeyError, ValueError) as exc:  # a trace set of other fields than TraceSet's
-        _unreadable(f"the cell's status file {spec.dir / STATUS_FILE} holds no trace set nsys-cc wrote ({exc})")
+        _unreadable(f"the cell's status file {spec.dir / cell_json.NAME} holds no trace set nsys-cc wrote ({exc})")
         return None
     return CellOutcome(doc["cell"], doc["status"], doc.get("reason") or "", doc.get("attempts") or 0,
                        doc.get("seconds") or 0.0, trace_set, rows)
@@ -158,7 +144,6 @@ def announce(index: int, total: int, outcome: CellOutcome) -> None:
 def _trace_set_from(doc: dict) -> TraceSet:
     """The trace set of a cell.json: the cell's profile directory, or (a cell of a sweep made before cells were
     profiles of their own, one process per model) its target's and drafts' traces."""
-    doc = {OLD_KEYS.get(k, k): v for k, v in doc.items()}  # a status.json written by an older nsys_cc
     if doc.get("profile") is not None:
         return TraceSet(**{"range_name": None, **doc})
     return TraceSet(**{**doc, "drafts": tuple(doc["drafts"]), "speculative": tuple(doc.get("speculative") or ()),
@@ -167,7 +152,7 @@ def _trace_set_from(doc: dict) -> TraceSet:
 
 def kept_outcome(spec: CellSpec) -> CellOutcome | None:
     """The earlier outcome when it is complete and was made with the same parameters (then nothing is rerun)."""
-    doc = inputs.load_state(spec.dir / STATUS_FILE, "cell's status file", shape=OUTCOME_SHAPE)
+    doc = cell_json.load(spec.dir)
     fingerprint = doc.get("parameters") if doc else None
     if fingerprint != spec.fingerprint():
         return None
@@ -184,7 +169,7 @@ def _write_outcome(spec: CellSpec, outcome: CellOutcome) -> None:
     doc = {**outcome.to_dict(), "parameters": spec.fingerprint(),
            "trace_set": None if ts is None else ts.to_dict() if ts.profile is not None else {
                **ts.to_dict(), "target": ts.target, "drafts": list(ts.drafts), "speculative": list(ts.speculative)}}
-    _write_json(spec.dir / STATUS_FILE, doc)
+    cell_json.write(spec.dir, doc)
 
 
 def _trace_set(spec: CellSpec, run) -> TraceSet | None:
@@ -202,15 +187,15 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
-    `profile` is `sweep.profiled.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
+    `profile` is `workflows.profile.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
     `separate` or the cell needs it, then the analysis `nsys_cc.analyze(cell_dir)` makes, and its report), unless
     given (the tests give a stand-in); `starting` is called when the cell is about to be profiled (not when it is
     kept).
     """
     if profile is None:
-        from . import profiled
+        from ..workflows import profile as workflow
 
-        profile = profiled.profile
+        profile = workflow.profile
     spec.dir.mkdir(parents=True, exist_ok=True)
     with _locked(spec.dir):
         kept = None if spec.sweep.force else kept_outcome(spec)

@@ -139,7 +139,7 @@ class CellSpec:
                                    input_len=self.cell.input_len)
 
     def profile_kwargs(self) -> dict:
-        """Keyword arguments of `sweep.profiled.profile` (`nsys_cc.profile`'s) besides target, drafts, out_dir and
+        """Keyword arguments of `workflows.profile.profile` (`nsys_cc.profile`'s) besides target, drafts, out_dir and
         options; the runs' own (`RUN_KEYS`) only where the sweep sets them."""
         s = self.sweep
         kwargs: dict = {"device": s.device, "timeout": s.timeout, "force": s.force, "trace": s.trace,
@@ -152,21 +152,21 @@ class CellSpec:
         return kwargs
 
     def interleaves(self) -> bool:
-        """Whether the cell makes interleaved runs, as `profile` chooses (`launch.profile.choose`, which checks the
+        """Whether the cell makes interleaved runs, as `profile` chooses (`workflows.profile.choose`, which checks the
         runs' arguments: InputError)."""
-        from ..launch.profile import choose
+        from ..workflows.profile import choose
 
         kwargs = self.profile_kwargs()
         return choose(self.sweep.drafts, speculate=kwargs.get("speculate", ()), target_tp=kwargs.get("target_tp", 1),
                       **{k: kwargs[k] for k in RUN_KEYS if k in kwargs})
 
     def dry_run(self) -> str:
-        """The exact commands the cell's `profile` would run (`launch.profile.dry_run`: interleaved runs, or one block
-        per model, as the cell chooses); runs nothing, creates nothing."""
-        from ..launch import profile as profile_mod
+        """The exact commands the cell's `profile` would run (`workflows.profile.dry_run`: interleaved runs, or one
+        block per model, as the cell chooses); runs nothing, creates nothing."""
+        from ..workflows.profile import dry_run
 
         kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("timeout", "force", "seed")}
-        return profile_mod.dry_run(self.sweep.target, list(self.sweep.drafts), self.dir, self.options, **kwargs)
+        return dry_run(self.sweep.target, list(self.sweep.drafts), self.dir, self.options, **kwargs)
 
     def fingerprint(self) -> dict:
         """What decides whether an earlier run of this cell can be kept (everything but `force` and `seed`). A cell

@@ -38,15 +38,14 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import atomic, inputs
-from ..contract import DEFAULT_RANGE
+from .. import inputs
+from ..contract import FORWARD_RANGE
 from ..errors import InputError
+from ..files import atomic
 
 MANIFEST_NAME = "manifest.json"
 _LIST_SEP = ";"
 _INT_KEYS = ("batch_size", "input_len", "target_tp", "output_len")
-# Keys of older manifests → the field they fill now.
-OLD_KEYS = {"range": "range_name"}
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ class TraceSet:
     input_len: int | None = None
     target_tp: int | None = None
     output_len: int | None = None
-    range_name: str | None = DEFAULT_RANGE
+    range_name: str | None = FORWARD_RANGE
     speculative: tuple[str, ...] = ()
     profile: str | None = None
 
@@ -72,14 +71,6 @@ class TraceSet:
                              "profile, or target and drafts, not both")
         if self.profile is None and (not self.target or not self.drafts):
             raise InputError(f"trace set {self.name} needs a target and at least one draft (or a profile directory)")
-
-    @property
-    def range(self) -> str | None:
-        """Deprecated: `range_name` (the library's one name for the forward range)."""
-        from .._compat import warn
-
-        warn("TraceSet.range")
-        return self.range_name
 
     def to_dict(self, relative_to: str | os.PathLike | None = None) -> dict:
         """The manifest entry; paths under `relative_to` (when given) relative to it, others as they are."""
@@ -104,12 +95,6 @@ def _entry(raw: dict, index: int, base: Path, where: str) -> TraceSet:
     fields = set(TraceSet.__dataclass_fields__)
     if None in raw:  # csv.DictReader puts the fields of a row longer than the header under None
         raise InputError(f"{at} has more fields than the header ({len(raw) - 1 + len(raw[None])})")
-    for old, new in OLD_KEYS.items():
-        if old in raw:
-            if raw.get(new) not in (None, "") and raw[new] != raw[old]:
-                raise InputError(f"{where}: entry {index + 1} gives both {old} and {new} ({old} is the older "
-                                 f"name of {new}): give {new} only")
-            raw = {**{k: v for k, v in raw.items() if k != old}, new: raw[new] if raw.get(new) else raw[old]}
     unknown = sorted(str(k) for k in set(raw) - fields)
     if unknown:
         raise InputError(f"{at} has unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(fields))})")

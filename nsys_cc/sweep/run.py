@@ -22,9 +22,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from .. import atomic, progress
+from .. import progress
 from ..analysis.coefficient import check_seed
 from ..errors import InputError
+from ..files.folder import check_out_dir
 from . import table as table_mod
 from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell
 from .grid import Cell, CellSpec, SweepSpec
@@ -60,7 +61,7 @@ def _run_here(pending: list[tuple[int, CellSpec]], total: int, outcomes: dict[st
 
 def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     """Refuse what no cell could profile, before any runs: speculation with the target on several ranks
-    (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`launch.profile.choose`: `repeat`,
+    (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`workflows.profile.choose`: `repeat`,
     `precision`, `max_repeat`, `replicas` out of range, or given to a cell in separate processes)."""
     from ..launch.plan import check_speculate_ranks
 
@@ -81,7 +82,7 @@ def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = Non
     """
     check_cells(spec, cells)
     check_seed(spec.seed)
-    out = atomic.check_out_dir(spec.out_dir, "the sweep")
+    out = check_out_dir(spec.out_dir, "the sweep")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

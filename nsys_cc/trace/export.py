@@ -28,8 +28,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import atomic, inputs, progress
+from .. import inputs, progress
 from ..errors import ExportError, InputError, NsysNotFoundError
+from ..files import atomic, users
+from ..files.folder import Folder
 from .nsys import find_nsys, nsys_version
 from .source import is_sqlite
 
@@ -82,8 +84,8 @@ def _private(folder: Path) -> Path:
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         problems.append("it is not a directory of its own (a link or a file)")
     else:
-        if st.st_uid != atomic.my_uid():
-            problems.append(f"it belongs to user id {st.st_uid}, not to you ({atomic.my_uid()})")
+        if st.st_uid != users.my_uid():
+            problems.append(f"it belongs to user id {st.st_uid}, not to you ({users.my_uid()})")
         if st.st_mode & 0o077:
             problems.append(f"others may use it (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)")
     if problems:
@@ -94,7 +96,7 @@ def _private(folder: Path) -> Path:
 
 def _trusted(folder: Path) -> Path:
     """`folder` once checked to be a cache of this user's: a real directory (not a link) owned by you
-    (`atomic.my_uid`) that no one else may write (no group or world write bit). InputError otherwise: another user
+    (`users.my_uid`) that no one else may write (no group or world write bit). InputError otherwise: another user
     could have planted exports there, which an analysis would read as yours."""
     try:
         st = os.lstat(folder)
@@ -104,8 +106,8 @@ def _trusted(folder: Path) -> Path:
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
         problems.append("it is not a directory of its own (a link or a file)")
     else:
-        if st.st_uid != atomic.my_uid():
-            problems.append(f"it belongs to user id {st.st_uid}, not to you ({atomic.my_uid()})")
+        if st.st_uid != users.my_uid():
+            problems.append(f"it belongs to user id {st.st_uid}, not to you ({users.my_uid()})")
         if st.st_mode & 0o022:
             problems.append(f"others may write in it (mode {stat.S_IMODE(st.st_mode):04o})")
     if problems:
@@ -175,7 +177,7 @@ def _valid(entry: Path, report: Path, digest: str) -> bool:
         with _cache_lock(entry.parent, exclusive=False):
             record = inputs.load_json(_record_path(entry), "export cache record", shape=RECORD_SHAPE)
             st = entry.stat()
-            if {st.st_uid, _record_path(entry).stat().st_uid} != {atomic.my_uid()}:
+            if {st.st_uid, _record_path(entry).stat().st_uid} != {users.my_uid()}:
                 return False  # written by someone else: never trusted
     except (OSError, InputError):  # none, a FIFO or another special file, not JSON, misshapen: exported again (C05)
         return False
@@ -233,21 +235,21 @@ def _record_temporary(cache: Path, name: str, *, add: bool) -> None:
         names = _ledger(cache)
         names = names | {name} if add else names - {name}
         if names:
-            atomic.Folder(cache).write_text(LEDGER, json.dumps({"temporaries": sorted(names)}) + "\n", mode=0o600)
+            Folder(cache).write_text(LEDGER, json.dumps({"temporaries": sorted(names)}) + "\n", mode=0o600)
         else:  # nothing under way: no ledger (the cache holds its entries and their records only)
-            atomic.Folder(cache).remove(LEDGER)
+            Folder(cache).remove(LEDGER)
 
 
 def _remove_stale_temporaries(cache: Path) -> None:
     """Delete the temporary exports that killed exports left in the cache, older than a day: only those its
     ledger records as its own (best effort)."""
     limit = time.time() - STALE_TEMP_SECONDS
-    folder = atomic.Folder(cache)
+    folder = Folder(cache)
     for name in sorted(_ledger(cache)):
         leftover = cache / name
         try:
             st = os.lstat(leftover)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == atomic.my_uid() and st.st_mtime < limit:
+            if stat.S_ISREG(st.st_mode) and st.st_uid == users.my_uid() and st.st_mtime < limit:
                 folder.remove(name)
         except FileNotFoundError:
             pass

@@ -365,14 +365,6 @@ class ExportTrace:
                          schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
                          tables=MappingProxyType(dict(self.tables)))
 
-    def summary(self) -> dict:
-        """Deprecated: `info()` (a `TraceInfo`; `info().to_dict()` is this dict). `summary` is the analysis
-        result's statistics table (`CostCoefficientResult.summary`); a trace's facts are its `info`."""
-        from .._compat import warn
-
-        warn("Trace.summary()")
-        return self.info().to_dict()
-
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
     def has_loaded(self, table: str) -> bool:
         """True when the accessor named `table` ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches",

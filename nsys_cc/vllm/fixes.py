@@ -21,11 +21,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ..contract import ENV_VLLM_FIXES as ENV_FIXES
+from ..contract import ENV_VLLM_FIXES
 
 
 def enabled() -> bool:
-    return os.environ.get(ENV_FIXES, "1") != "0"
+    return os.environ.get(ENV_VLLM_FIXES, "1") != "0"
 
 
 def fixed_expand(original: Callable) -> Callable:

@@ -19,10 +19,11 @@ warm-up rounds × engines).
 What the trace holds besides the plugin's ranges: around every generate call of an engine labelled `LABEL`, an NVTX
 range `nsys_cc:engine LABEL` (payload: the engine's index, 0-based in the order given), so the analysis keeps each
 model's forwards, steps and markers apart (`scope`). What the driver writes: `--output-json` (format
-"nsys_cc.interleaved": per engine its label, index, latencies of the measured iterations in seconds, warm-up
-latencies, and the error when it could not be built) and, per label, `<dir of --output-json>/<LABEL>.bench.json` in
-the latency benchmark's format (avg_latency, latencies, percentiles; the latencies of every instance of that label in
-the order they ran, as its iteration ranges are), so the measurement check reads it as it reads a single model's.
+"nsys_cc.interleaved", `formats.interleaved_json`: per engine its label, index, latencies of the measured iterations
+in seconds, warm-up latencies, and the error when it could not be built) and, per label,
+`<dir of --output-json>/<LABEL>.bench.json` in the latency benchmark's format (`formats.bench_json`: avg_latency,
+latencies, percentiles; the latencies of every instance of that label in the order they ran, as its iteration ranges
+are), so the measurement check reads it as it reads a single model's.
 With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters are dumped to `DIR/<LABEL>.metrics.json`
 (`analysis.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole benchmark
 (warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step statistics
@@ -52,22 +53,21 @@ lets nsys collect their traces, so it runs as before.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, INTERLEAVE_MODULE
+from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT, INTERLEAVE_MODULE
+from ..formats import bench_json, interleaved_json
 
 ENGINE_FLAG = "--engine"
 SHARE_FLAG = "--share-batch-sizes"
-FORMAT = "nsys_cc.interleaved"
 # vLLM's spec-decode counter names (`analysis.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
-__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
+__all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_OUT", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
            "round_order", "shared_engines", "split_argv"]
 
 
@@ -188,16 +188,6 @@ def as_metric_records(totals: dict) -> list[dict]:
             {"name": SPEC_COUNTERS[3], "labels": {}, "values": [int(n) for n in totals.get("per_pos", [])]}]
 
 
-def _bench_json(latencies: list[float]) -> dict:
-    import numpy as np
-
-    lat = np.asarray(latencies, dtype=float)
-    percentiles = [10, 25, 50, 75, 90, 99]
-    return {"avg_latency": float(lat.mean()) if lat.size else None, "latencies": lat.tolist(),
-            "percentiles": {str(p): float(v) for p, v in zip(percentiles, np.percentile(lat, percentiles))}
-            if lat.size else {}}
-
-
 def main(argv: list[str]) -> None:
     import argparse
 
@@ -221,7 +211,7 @@ def main(argv: list[str]) -> None:
     from vllm.inputs import TokensPrompt
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    metrics_dir = os.environ.get(ENV_METRICS_DIR)
+    metrics_dir = os.environ.get(ENV_METRICS_OUT)
     backend = choose()
     engines: list[dict] = []
     for index, (label, options) in enumerate(groups):
@@ -273,13 +263,10 @@ def main(argv: list[str]) -> None:
             (e["warmup_latencies"] if i < warmup else e["latencies"]).append(elapsed)
             if i >= warmup:
                 by_label.setdefault(e["label"], []).append(elapsed)
-    doc = {"format": FORMAT, "version": 1, "warmup_iterations": warmup, "iterations": iters, "engines": []}
-    for e in engines:
-        doc["engines"].append({"label": e["label"], "index": e["index"], "error": e["error"],
-                               "speculative": e["speculative"], "latencies": e["latencies"],
-                               "warmup_latencies": e["warmup_latencies"]})
+    records = [{"label": e["label"], "index": e["index"], "error": e["error"], "speculative": e["speculative"],
+                "latencies": e["latencies"], "warmup_latencies": e["warmup_latencies"]} for e in engines]
     for label, latencies in by_label.items():
-        (out.parent / f"{label}.bench.json").write_text(json.dumps(_bench_json(latencies), indent=1))
+        bench_json.write(out.parent / f"{label}.bench.json", latencies)
     counters: dict[str, dict] = {}
     for e in live:
         if e.get("counted"):
@@ -296,7 +283,7 @@ def main(argv: list[str]) -> None:
         from ..analysis.acceptance import dump_metrics
 
         dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    interleaved_json.write(out, warmup_iterations=warmup, iterations=iters, engines=records)
 
 
 def _has_children(tasks: Path = Path("/proc/self/task")) -> bool:

@@ -1,14 +1,7 @@
-"""Files written so that nobody ever sees half of one, and signals that wait until a change is complete.
-
-- `write_text(path, text)` / `write_bytes`: into a temporary file in the same directory, flushed, then renamed over
-  `path` (`os.replace`, atomic on POSIX): a reader sees the old content or the new, never a mix; a failure (a full
-  disk, a file too large, Ctrl-C) leaves the old file as it was. A symbolic link at `path` is replaced by the file,
-  its target is never written.
-- `signals_deferred()`: SIGINT, SIGTERM and SIGHUP received inside it take effect when it ends (as
-  KeyboardInterrupt, or the signal's own handler), so a few renames that belong together are not split by Ctrl-C.
-- `publish(out_dir, build, manifest=…)`: a directory's files (a report) replaced as a whole — by one rename, so that
-  even a SIGKILL leaves the earlier report or the new one (its names are links into a generation folder) — touching
-  only files it wrote and can prove it wrote (their sha256 in a manifest); see its docstring.
+"""A report directory's files replaced as a whole: `publish(out_dir, build, manifest=…)` — by one rename, so that even
+a SIGKILL leaves the earlier report or the new one (its names are links into a generation folder) — touching only
+files it wrote and can prove it wrote (their sha256 in a manifest); `withdraw` removes such a report; see their
+docstrings. The report of `-o DIR`, the sweep table and the tune report are all published here.
 """
 
 from __future__ import annotations
@@ -20,97 +13,18 @@ import json
 import os
 import re
 import shutil
-import signal
 import stat
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from . import inputs
-from .errors import InputError
-
-DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def temporary_beside(path: str | os.PathLike, *, suffix: str = ".tmp") -> Path:
-    """A new empty file, hidden, in the directory of `path` (so that a rename onto `path` is atomic)."""
-    p = Path(path)
-    fd, name = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name[:80]}.", suffix=suffix)
-    os.close(fd)
-    return Path(name)
-
-
-def write_bytes(path: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> Path:
-    """Write `data` to `path` atomically (module docstring); returns `path`. Raises OSError (the old file intact)."""
-    p = Path(path)
-    tmp = temporary_beside(p)
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, mode & ~_umask())
-        os.replace(tmp, p)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        if exc.filename is None or os.fspath(exc.filename) == os.fspath(tmp):  # a full disk names the file written
-            raise OSError(exc.errno, exc.strerror, os.fspath(p)) from None
-        raise
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return p
-
-
-def write_text(path: str | os.PathLike, text: str, *, mode: int = 0o644) -> Path:
-    """`write_bytes` of `text` in UTF-8."""
-    return write_bytes(path, text.encode("utf-8"), mode=mode)
-
-
-_UMASK: int | None = None
-
-
-def _umask() -> int:
-    global _UMASK
-    if _UMASK is None:
-        current = os.umask(0o022)
-        os.umask(current)
-        _UMASK = current
-    return _UMASK
-
-
-@contextlib.contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM/SIGHUP until the block ends, then act on the first one received (module docstring).
-    Outside the main thread (where Python delivers signals) it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    received: list[signal.Signals] = []
-    previous: dict[signal.Signals, object] = {}
-    for sig in DEFERRED_SIGNALS:
-        try:
-            previous[sig] = signal.signal(sig, lambda signum, frame: received.append(signal.Signals(signum)))
-        except (ValueError, OSError):  # not settable here (e.g. an embedded interpreter)
-            pass
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)  # type: ignore[arg-type]
-        if received:
-            first = received[0]
-            handler = previous.get(first)
-            if callable(handler):
-                handler(first, None)
-            elif handler == signal.SIG_DFL:
-                if first == signal.SIGINT:
-                    raise KeyboardInterrupt
-                os.kill(os.getpid(), first)
-
+from .. import inputs
+from ..errors import InputError
+from .atomic import current_umask, write_bytes, write_text
+from .folder import Folder, check_out_dir, is_inside, is_plain, os_reason
+from .signals import signals_deferred
 
 # -- a directory of files replaced as a whole (the report of `-o DIR`, the sweep table) ------------------------------
 MANIFEST_FORMAT = "nsys_cc.report_manifest"
@@ -138,13 +52,9 @@ def sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)
-
-
 def _named(exc: OSError) -> str:
     """`exc`'s reason and, when it names one, the file it concerns."""
-    return _why(exc) + (f" ({os.fsdecode(exc.filename)})" if exc.filename is not None else "")
+    return os_reason(exc) + (f" ({os.fsdecode(exc.filename)})" if exc.filename is not None else "")
 
 
 def store_of(manifest: str) -> str:
@@ -180,7 +90,7 @@ class Stage:
             path.parent.mkdir(parents=True, exist_ok=True)
             yield path
         except OSError as exc:
-            raise InputError(f"cannot write {self.out / name}: {_why(exc)}; nothing in {self.out} was changed",
+            raise InputError(f"cannot write {self.out / name}: {os_reason(exc)}; nothing in {self.out} was changed",
                              param="out_dir") from None
         if name not in self.names:
             self.names.append(name)
@@ -225,11 +135,6 @@ def _read_manifest(path: Path) -> _Earlier:
     return earlier
 
 
-def _plain(name: str) -> bool:
-    parts = PurePosixPath(name).parts
-    return bool(parts) and not PurePosixPath(name).is_absolute() and not any(p in ("", ".", "..") for p in parts)
-
-
 def _generation(store: Path) -> Path | None:
     """The generation `store/current` names: a real folder in `store` (anything else: none)."""
     try:
@@ -255,22 +160,10 @@ def _earlier(out: Path, manifest: str) -> _Earlier:
     if gen is not None:
         recorded = _read_manifest(gen / GENERATION_MANIFEST).hashes
         earlier.generation = gen
-        earlier.files = {n: next(iter(d)) for n, d in recorded.items() if len(d) == 1 and _plain(n)}
+        earlier.files = {n: next(iter(d)) for n, d in recorded.items() if len(d) == 1 and is_plain(n)}
         for name, digest in earlier.files.items():
             earlier.hashes.setdefault(name, set()).add(digest)
     return earlier
-
-
-def _inside(out: Path, name: str) -> bool:
-    """Whether `name` is a plain relative path whose folders inside `out` are real folders (no link leads out)."""
-    if not _plain(name):
-        return False
-    folder = out
-    for part in Path(name).parts[:-1]:
-        folder = folder / part
-        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            return False
-    return True
 
 
 def _remove_stale_staging(out: Path, prefix: str) -> None:
@@ -284,7 +177,7 @@ def _remove_stale_staging(out: Path, prefix: str) -> None:
 def _unlink_ours(out: Path, store: str, names) -> None:
     """Remove the links `publish` placed at `names` in `out` (a link saying anything else, or a file, stays)."""
     for name in names:
-        if _plain(name) and _inside(out, name) and _ours(out / name, link_text(name, store)):
+        if is_plain(name) and is_inside(out, name) and _ours(out / name, link_text(name, store)):
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(out / name)
 
@@ -303,23 +196,6 @@ def _remove_stale_generations(out: Path, store: Path, earlier: _Earlier) -> None
             left = _read_manifest(entry / GENERATION_MANIFEST).hashes
             _unlink_ours(out, store.name, [n for n in left if n not in earlier.files])
             shutil.rmtree(entry, ignore_errors=True)
-
-
-def check_out_dir(out_dir: str | os.PathLike, what: str = "the report") -> Path:
-    """`out_dir` as a Path; InputError (naming `out_dir`) when it is empty or names something that is not a
-    directory."""
-    if isinstance(out_dir, bytes):
-        raise InputError(f"out_dir: give the directory's path as text, not bytes {out_dir!r}", param="out_dir")
-    if not isinstance(out_dir, (str, os.PathLike)):
-        raise InputError(f"out_dir: give {what}'s directory as a path, not {type(out_dir).__name__} {out_dir!r}",
-                         param="out_dir")
-    if not os.fspath(out_dir):
-        raise InputError(f"out_dir is empty: give {what} a directory (a new or existing one)", param="out_dir")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise InputError(f"out_dir {out} is an existing file: {what} needs a directory (give a new or existing "
-                         "directory)", param="out_dir")
-    return out
 
 
 def publish(out_dir: str | os.PathLike, build: Callable[[Stage], None], *, manifest: str,
@@ -426,7 +302,7 @@ def _check(out: Path, store: str, names: list[str], new: dict[str, str], earlier
     changed = set(_edited(earlier))
     for name in names:
         dest = out / name
-        if not _inside(out, name):
+        if not is_inside(out, name):
             raise InputError(f"cannot write {dest}: a folder on its way is a link or a file (nsys-cc writes only "
                              f"inside {out}); nothing was changed", param="out_dir")
         if name in changed:
@@ -450,7 +326,7 @@ def _older_layout(out: Path, names: list[str], new: dict[str, str], earlier: _Ea
     name only recorded, proven and of a kind `publish` writes (they are then removed as stale)."""
     found = {}
     for name in {*names, *earlier.hashes}:
-        if not _inside(out, name):
+        if not is_inside(out, name):
             continue
         try:
             if not stat.S_ISREG(os.lstat(out / name).st_mode):
@@ -480,7 +356,7 @@ def _place_link(out: Path, store: Path, name: str, text: str) -> None:
     dest = out / name
     if _ours(dest, text):
         return
-    dest.parent.mkdir(parents=True, exist_ok=True)  # `_inside` checked: no link on the way
+    dest.parent.mkdir(parents=True, exist_ok=True)  # `is_inside` checked: no link on the way
     tmp = store / f"{CURRENT}.tmp-link-{os.getpid()}-{time.monotonic_ns()}"
     os.symlink(text, tmp)
     try:
@@ -503,7 +379,7 @@ def _show(store: Path, gen: Path) -> None:
 def _new_generation(store: Path) -> Path:
     """A new empty generation folder in `store`, readable as the report's files were (mode 0777 less the umask)."""
     gen = Path(tempfile.mkdtemp(dir=store, prefix=GENERATION_PREFIX))
-    os.chmod(gen, 0o777 & ~_umask())
+    os.chmod(gen, 0o777 & ~current_umask())
     return gen
 
 
@@ -589,7 +465,7 @@ def _commit(out: Path, staging: Path, names: list[str], earlier: _Earlier, manif
         # Until the last rename, both the earlier and the new contents count as written by this writer.
         write_text(manifest_path, _manifest_text(new, earlier.hashes))
     except OSError as exc:
-        raise InputError(f"cannot write {manifest_path}: {_why(exc)}; nothing in {out} was changed",
+        raise InputError(f"cannot write {manifest_path}: {os_reason(exc)}; nothing in {out} was changed",
                          param="out_dir") from None
     backup = staging / ".earlier"
     moved: list[tuple[Path, Path | None]] = []
@@ -620,7 +496,7 @@ def _commit(out: Path, staging: Path, names: list[str], earlier: _Earlier, manif
                 write_bytes(manifest_path, earlier.text)
             else:
                 manifest_path.unlink()
-        raise InputError(f"cannot put {dest} in place: {_why(exc)}; the earlier files in {out} were left as they "
+        raise InputError(f"cannot put {dest} in place: {os_reason(exc)}; the earlier files in {out} were left as they "
                          "were", param="out_dir") from None
     with contextlib.suppress(OSError):  # the transitional manifest above is a correct record too
         write_text(manifest_path, _manifest_text(new))
@@ -632,7 +508,7 @@ def _remove_proven(out: Path, hashes: dict[str, set[str]]) -> list[str]:
     with one of the contents recorded; return the names removed."""
     removed = []
     for name, digests in hashes.items():
-        if not name.endswith(REMOVABLE_SUFFIXES) or not _inside(out, name):
+        if not name.endswith(REMOVABLE_SUFFIXES) or not is_inside(out, name):
             continue
         stale = out / name
         with contextlib.suppress(OSError):
@@ -669,177 +545,3 @@ def withdraw(out_dir: str | os.PathLike, *, manifest: str) -> list[str]:
             with contextlib.suppress(OSError):
                 (out / manifest).unlink()
     return removed
-
-
-# -- the one way anything under `-o DIR` is written, made or removed ------------------------------------------------
-LOCK_NAME = ".nsys_cc.lock"
-# Seconds a second writer of the same `-o DIR` waits for the first before it refuses ($NSYS_CC_LOCK_WAIT).
-DEFAULT_LOCK_WAIT_S = 30.0
-
-
-_HELD: set[str] = set()  # the folders this process holds the lock of
-
-
-def my_uid() -> int:
-    """The user id files must belong to, to be trusted (a function, so that a test can play another user)."""
-    return os.geteuid()
-
-
-class Folder:
-    """A directory (`-o DIR`) that every writer goes through: each name is a plain relative path whose folders are
-    real folders inside it, so no write, folder, removal or rename ever follows a link out of it. A link where a
-    file is written is replaced by the file (its target untouched); a link where a folder is needed is refused (an
-    InputError); a link that is removed is removed itself, never what it points to. `lock()`: one writer at a time."""
-
-    def __init__(self, root: str | os.PathLike):
-        self.root = Path(root)
-
-    def path(self, name: str | os.PathLike) -> Path:
-        """`root/name` once checked that no folder on its way is a link or a file (InputError otherwise); `name`
-        may also be a path already under `root`."""
-        p = Path(name)
-        try:
-            p = p.relative_to(self.root)
-        except ValueError:
-            if p.is_absolute():
-                raise InputError(f"cannot write {p}: nsys-cc writes only inside {self.root}",
-                                 param="out_dir") from None
-        if not _inside(self.root, str(p)):
-            raise InputError(f"cannot write {self.root / p}: a folder on its way is a link or a file (nsys-cc writes "
-                             f"only inside {self.root})", param="out_dir")
-        return self.root / p
-
-    def mkdir(self, name: str | os.PathLike = "", *, mode: int = 0o777) -> Path:
-        """`root/name` as a real folder (made with its parents as needed); a link or a file there is refused."""
-        parts = self.path(name).relative_to(self.root).parts if str(name) not in ("", ".") else ()
-        folder = self.root
-        for part in ("", *parts):
-            folder = folder / part if part else folder
-            try:
-                os.mkdir(folder, mode)
-            except FileExistsError:
-                pass
-            except FileNotFoundError:
-                folder.mkdir(parents=True, mode=mode)  # only for root's own parents (the user's path)
-            if folder.is_symlink() or not folder.is_dir():
-                raise InputError(f"{folder} is a link or a file where nsys-cc needs a folder of its own (move it "
-                                 "away or choose another directory)", param="out_dir")
-        return folder
-
-    def write_text(self, name: str | os.PathLike, text: str, *, mode: int = 0o644) -> Path:
-        return write_text(self.path(name), text, mode=mode)
-
-    def write_bytes(self, name: str | os.PathLike, data: bytes, *, mode: int = 0o644) -> Path:
-        return write_bytes(self.path(name), data, mode=mode)
-
-    def check_own(self, name: str | os.PathLike, ours: Callable[[bytes], bool], what: str = "nsys-cc") -> Path:
-        """`root/name`, checked to be absent, a link (which a write replaces) or a regular file `ours(its bytes)`
-        accepts as one this writer makes; otherwise (a user's own file of that name) an InputError, nothing
-        changed."""
-        p = self.path(name)
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            return p
-        if stat.S_ISLNK(st.st_mode):
-            return p
-        try:
-            mine = stat.S_ISREG(st.st_mode) and ours(inputs.read_bytes(p, f"{what} file"))
-        except (OSError, InputError):
-            mine = False
-        if not mine:
-            raise InputError(f"{p} is in the way: it is not a {what} file (move it away or choose another out_dir); "
-                             "nothing was changed", param="out_dir")
-        return p
-
-    def write_own(self, name: str | os.PathLike, text: str, ours: Callable[[bytes], bool],
-                  what: str = "nsys-cc") -> Path:
-        """`write_text`, but a file already there is replaced only when `ours` accepts it (`check_own`)."""
-        return write_text(self.check_own(name, ours, what), text)
-
-    def open_new(self, name: str | os.PathLike, mode: str = "w"):
-        """`name` opened for writing afresh (a log): whatever was there (a file, a link) is removed first, and the
-        file is created without following a link (O_EXCL | O_NOFOLLOW)."""
-        p = self.path(name)
-        self.remove(p)
-        fd = os.open(p, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        return os.fdopen(fd, mode)
-
-    def remove(self, name: str | os.PathLike) -> None:
-        """Remove the file (or the link itself) at `name`; nothing when absent; a real folder is left."""
-        p = self.path(name)
-        with contextlib.suppress(FileNotFoundError, IsADirectoryError):
-            if not stat.S_ISDIR(os.lstat(p).st_mode):
-                os.unlink(p)
-
-    def remove_tree(self, name: str | os.PathLike) -> None:
-        """Remove the folder `name` and all in it (links inside removed themselves, never followed); a link there
-        is removed itself; nothing when absent."""
-        p = self.path(name)
-        try:
-            st = os.lstat(p)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(p)  # fd-based on Linux: never follows a link inside
-        else:
-            os.unlink(p)
-
-    def rmdir(self, name: str | os.PathLike) -> None:
-        """Remove the folder `name` when it is empty (best effort)."""
-        with contextlib.suppress(OSError):
-            os.rmdir(self.path(name))
-
-    def replace(self, src: str | os.PathLike, dst: str | os.PathLike) -> None:
-        """Rename `src` over `dst`, both inside (`os.replace`; a link at `dst` is replaced, never followed)."""
-        os.replace(self.path(src), self.path(dst))
-
-    @contextlib.contextmanager
-    def lock(self, what: str = "write", wait: float | None = None) -> Iterator[None]:
-        """Hold `root/.nsys_cc.lock` (fcntl.flock) for the block: a second writer of the same folder waits up to
-        `wait` seconds (default `$NSYS_CC_LOCK_WAIT` or DEFAULT_LOCK_WAIT_S), then refuses with one line naming
-        the process that holds it. Released when the block ends or the process dies (SIGKILL included)."""
-        import fcntl
-
-        if wait is None:
-            # the one validator of every bound (nan would wait forever); 0 here: do not wait
-            wait = inputs.seconds(os.environ.get("NSYS_CC_LOCK_WAIT", ""), "NSYS_CC_LOCK_WAIT",
-                                  default=DEFAULT_LOCK_WAIT_S) or 0.0
-        try:
-            self.mkdir()
-        except OSError as exc:
-            raise InputError(f"cannot write {what} to {self.root}: {_why(exc)}", param="out_dir") from None
-        key = os.path.realpath(self.root)
-        if key in _HELD:  # this process holds it already (profile's report written by analyze): re-entrant
-            yield
-            return
-        p = self.path(LOCK_NAME)
-        try:
-            fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                os.close(fd)
-                raise OSError(0, "not a regular file")
-        except OSError as exc:
-            raise InputError(f"cannot lock {self.root} for {what} ({p}: {_why(exc)})", param="out_dir") from None
-        try:
-            deadline = time.monotonic() + max(wait, 0.0)
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
-                        raise InputError(f"another nsys-cc (pid {holder}) is writing {self.root}: wait for it to "
-                                         f"finish, or choose another directory (waited {wait:g} s)",
-                                         param="out_dir") from None
-                    time.sleep(0.1)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-            _HELD.add(key)
-            try:
-                yield
-            finally:
-                _HELD.discard(key)
-        finally:
-            os.close(fd)

@@ -1,0 +1,323 @@
+"""One interleaved run: one process under `nsys profile` (`nsys_cc.vllm.interleave`) holding engines of every model,
+their iterations alternating, in its folder `run-<k>/` (`launch.interleaved` makes the runs one after another).
+
+- `Engine`: one model instance of the run (target, draft or speculative engine) with vLLM's options for it;
+- `Run`: the run — its commands (`run_commands`), what happened, the machine around it;
+- `execute`: the run made in `run-<k>.attempt/` and renamed over `run-<k>/` only once it completed (a failing rerun
+  never destroys a completed run; a run set aside is put back after a kill, `_restore_replaced`), its `done.json`
+  written last; `is_complete`: whether an earlier call left the run complete with the same commands (a rerun keeps
+  it); `engine_forwards`: the forward ranges inside each engine's windows of a fresh trace.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import progress
+from ..contract import (
+    ENGINE_RANGE_PREFIX,
+    ENV_METRICS_OUT,
+    ENV_WARMUP_ITERS,
+    FORWARD_RANGE,
+    INTERLEAVE_MODULE,
+)
+from ..errors import InputError, NsysCCError
+from ..files.folder import Folder
+from ..files.signals import signals_deferred
+from ..formats import done_json, interleaved_json
+from . import process
+from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
+from .machine import machine_state
+from .models import Model
+
+# KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
+# holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
+CPU_KV_CACHE_BYTES = 256 * 1024 * 1024
+RUN_PREFIX = "run-"
+KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One model of an interleaved run: role (target | draft | speculative), the resolved model (for a speculative
+    engine the target, labelled `<draft>.spec-g<γ>`), vLLM's options for it, and for a speculative engine its draft's
+    label (or proposer) and γ."""
+
+    role: str
+    model: Model
+    options: tuple[str, ...]
+    draft: str | None = None
+    gamma: int | None = None
+    batch_size: int | None = None  # a tune design's engine (`interleaved.design_engines`): the batch size it runs
+
+    @property
+    def speculative(self) -> bool:
+        return self.role == "speculative"
+
+    @property
+    def label(self) -> str:
+        return self.model.label
+
+
+@dataclass
+class Run:
+    """One interleaved run (one process): its commands, what happened, and the machine around it.
+
+    status: "planned", "done", "resumed" (complete from an earlier call), "failed", "interrupted", "not run".
+    engines: per label, "done" or the reason it has no forwards in this run.
+    """
+
+    index: int
+    dir: Path
+    commands: ModelCommands
+    status: str = "planned"
+    reason: str = ""
+    seconds: float = 0.0
+    machine: dict = field(default_factory=dict)
+    engines: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("done", "resumed")
+
+    @property
+    def sqlite(self) -> Path:
+        return self.dir / "trace.sqlite"
+
+    @property
+    def log(self) -> Path:
+        return self.dir / "log"
+
+    def bench_json(self, label: str) -> Path:
+        return self.dir / f"{label}.bench.json"
+
+    def metrics(self, label: str) -> Path:
+        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
+        return self.dir / f"{label}.metrics.json"
+
+    def to_dict(self) -> dict:
+        return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
+                "seconds": round(self.seconds, 1), "machine": self.machine, "engines": self.engines,
+                "notes": self.notes}
+
+
+def run_dir(out: Path, index: int) -> Path:
+    return out / f"{RUN_PREFIX}{index}"
+
+
+def engine_options(model: Model, opts: BenchOptions, *, gpu: bool, engines: int) -> tuple[str, ...]:
+    """vLLM's latency-benchmark options for one engine of an interleaved run: those of `nsys_cc.launch.bench` for
+    the model (`commands.bench_args`) without the program and `--output-json`; on a GPU the memory share is split
+    between the engines (each takes 0.9 ÷ engines of the GPU unless `vllm_args` says otherwise)."""
+    args = bench_args(model.path, Path("unused.json"), opts, gpu=gpu, python="python", load_format=model.load_format)
+    args = args[3:]  # python -m nsys_cc.launch.bench
+    i = args.index("--output-json")
+    del args[i:i + 2]
+    if gpu and engines > 1 and not any(a.startswith("--gpu-memory-utilization") for a in opts.vllm_args):
+        args += ["--gpu-memory-utilization", f"{0.9 / engines:.2f}"]
+    if not gpu and not any(a.startswith("--kv-cache-memory-bytes") for a in opts.vllm_args):
+        args += ["--kv-cache-memory-bytes", str(CPU_KV_CACHE_BYTES)]
+    return tuple(args)
+
+
+def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
+                 trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
+                 where: Path | None = None, replicas: int = 1) -> ModelCommands:
+    """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
+    every model, in the order target, drafts, target, drafts, …; engines of a tune design
+    (`interleaved.design_engines`) share one vLLM engine across batch sizes (the driver's `--share-batch-sizes`)."""
+    import sys
+
+    from ..vllm.interleave import SHARE_FLAG
+
+    d = where or run_dir(out, index)
+    files = ModelFiles(d, "trace")
+    profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
+    profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
+                str(d / interleaved_json.NAME)]
+    if any(e.batch_size is not None for e in engines):
+        profile.append(SHARE_FLAG)
+    for _ in range(replicas):
+        for e in engines:
+            profile += ["--engine", e.label, *e.options]
+    env = bench_env(opts, gpu=gpu)
+    env[ENV_WARMUP_ITERS] = str(opts.warmup_iters * len(engines) * replicas)
+    if any(e.speculative for e in engines):
+        env[ENV_METRICS_OUT] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
+    if not gpu and KV_SPACE_ENV not in os.environ:
+        env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
+    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
+
+
+def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
+    """Forward ranges inside each engine's windows of an interleaved trace."""
+    from ..analysis.scope import in_scope
+    from ..trace import open_trace
+
+    with open_trace(str(sqlite)) as trace:
+        ranges = trace.nvtx_ranges(names=[FORWARD_RANGE], prefixes=[ENGINE_RANGE_PREFIX], nesting=False)
+    out = {}
+    for label in labels:
+        try:
+            scoped = in_scope(ranges, label)
+        except NsysCCError:
+            out[label] = 0
+            continue
+        out[label] = int((scoped["name"].astype(str) == FORWARD_RANGE).sum())
+    return out
+
+
+def _replaced(run: Run) -> Path:
+    return run.dir.with_name(f"{run.dir.name}.replaced")
+
+
+def _restore_replaced(run: Run) -> None:
+    """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
+    `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
+    old = _replaced(run)
+    if not (old.is_dir() and not old.is_symlink() and (old / done_json.NAME).is_file()):
+        return
+    folder = Folder(run.dir.parent)
+    with contextlib.suppress(OSError, InputError):
+        if os.path.lexists(run.dir):
+            folder.remove_tree(old)
+        else:
+            folder.replace(old, run.dir)
+
+
+def is_complete(run: Run) -> bool:
+    """Whether an earlier call left this run complete, made with the same commands."""
+    _restore_replaced(run)
+    marker = done_json.load_run(run.dir)
+    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
+        return False
+    if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
+        return False
+    if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
+        return False
+    run.machine = marker.get("machine", {})
+    run.engines = marker.get("engines", {})
+    run.notes = list(marker.get("notes", []))
+    return True
+
+
+def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
+    """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
+    `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
+    fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
+    the rerun failed and why (issue 32, P15)."""
+    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    if run.status == "failed" and is_complete(run):
+        log = attempt.files.out_dir / "log"
+        run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
+                                             "completed run was kept")
+
+
+def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu: bool, timeout: float | None) -> None:
+    tmp = attempt.files.out_dir
+    folder = Folder(run.dir.parent)  # every change under -o through the no-follow writer
+    _restore_replaced(run)
+    before = machine_state(gpu)
+    if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
+                                                           and (run.dir / done_json.NAME).is_file()):
+        run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
+                                            "away or choose another out_dir")
+        return
+    folder.remove_tree(tmp)  # a killed attempt's leftovers (a link there: the link itself)
+    folder.mkdir(tmp)
+    t0 = time.perf_counter()
+    log_path = tmp / "log"
+    try:
+        driver = tmp / interleaved_json.NAME
+        problem = process.profile_and_export(attempt, log_path, shown=run.commands.shell(),
+                                             outputs=(attempt.files.report, driver), who=f"run {run.index}",
+                                             timeout=timeout)
+        if problem:
+            run.status, run.reason = "failed", problem
+            return
+        doc = interleaved_json.read(driver)
+        errors: dict[str, str] = {}
+        built: dict[str, list[bool]] = {}
+        for entry in doc.get("engines", []):
+            built.setdefault(entry["label"], []).append(not entry.get("error"))
+            if entry.get("error"):
+                errors.setdefault(entry["label"], entry["error"])
+        counts = engine_forwards(attempt.files.sqlite, [e.label for e in engines])
+        for label, ok in built.items():
+            if counts.get(label, 0) and not all(ok):
+                run.notes.append(f"run {run.index}: {ok.count(False)} of {len(ok)} engines of {label} could not be "
+                                 f"built ({errors[label]}); the others were measured")
+        for e in engines:
+            if counts.get(e.label, 0) == 0 and e.label in errors:
+                run.engines[e.label] = f"its engine could not be built: {errors[e.label]}"
+            elif counts.get(e.label, 0) == 0:
+                run.engines[e.label] = (f"no {FORWARD_RANGE} ranges inside its engine's windows (plugin not loaded "
+                                        "or nvtx not recorded: see the log)")
+            else:
+                run.engines[e.label] = "done"
+        run.machine = {"before": before, "after": machine_state(gpu)}
+        if run.engines.get(engines[0].label) != "done":
+            run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
+            return
+        marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
+                  "forward_ranges": counts, "notes": run.notes,
+                  "speculative": [e.label for e in engines if e.speculative
+                                  and (tmp / f"{e.label}.metrics.json").is_file()]}
+        done_json.write_run(tmp, marker)
+        with signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
+            # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
+            # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
+            if os.path.lexists(run.dir):
+                folder.replace(run.dir, _replaced(run))
+            folder.replace(tmp, run.dir)
+            folder.remove_tree(_replaced(run))
+        run.status = "done"
+    except subprocess.TimeoutExpired:
+        run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
+    except (NsysCCError, ValueError, OSError) as exc:
+        run.status, run.reason = "failed", str(exc)
+    except KeyboardInterrupt:
+        run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
+        raise
+    finally:
+        run.seconds = time.perf_counter() - t0
+        if not run.machine:
+            run.machine = {"before": before, "after": machine_state(gpu)}
+
+
+def say_run(run: Run, total: str) -> None:
+    """One progress line for a run made or kept (`total`: the runs to make, as said)."""
+    where = f"[run {run.index}/{total}]"
+    load = run.machine.get("before", {}).get("load_1m")
+    cpus = run.machine.get("before", {}).get("cpus")
+    state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
+    if run.status == "resumed" and run.reason:
+        progress.say(f"{where}: {run.reason}, in {run.dir}")
+    elif run.status == "resumed":
+        progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
+    elif run.ok:
+        progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
+    else:
+        progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})")
+
+
+def remove_killed_attempts(out: Path) -> list[str]:
+    """Remove every `run-<k>.attempt/` in `out` (under its lock no attempt is live: each is a killed call's, and a
+    run whose earlier call completed it is not attempted again, so its leftover would stay for good); a link there
+    is removed itself. Returns the names removed."""
+    import re
+
+    folder = Folder(out)
+    gone = []
+    for p in sorted(out.glob(f"{RUN_PREFIX}*.attempt")):
+        if re.fullmatch(rf"{re.escape(RUN_PREFIX)}\d+\.attempt", p.name):
+            folder.remove_tree(p.name)
+            gone.append(p.name)
+    return gone

@@ -1,0 +1,92 @@
+"""Engine steps and benchmark iterations: `nsys_cc:step` around each engine step, from the moment the scheduler has
+scheduled it to its end (payload: the tokens scheduled for the target; a step that schedules nothing gets none), and
+`nsys_cc:warmup` / `nsys_cc:iteration` around each `LLM.generate` call (the first `NSYS_CC_WARMUP_ITERS` are
+warm-up; payload: the prompts in the call)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from ...contract import ENV_WARMUP_ITERS, ITERATION_RANGE, STEP_RANGE, WARMUP_RANGE
+from . import ranges
+
+generate_calls = 0  # `LLM.generate` calls so far in this process
+
+
+def warmup_iterations() -> int:
+    """N from `NSYS_CC_WARMUP_ITERS` (first N `LLM.generate` calls are warm-up); 0 when unset or invalid."""
+    try:
+        return max(0, int(os.environ.get(ENV_WARMUP_ITERS, "0")))
+    except ValueError:
+        return 0
+
+
+def as_iteration(original: Callable) -> Callable:
+    def generate(self, *args, **kwargs):
+        global generate_calls
+        prompts = args[0] if args else kwargs.get("prompts")
+        batch = len(prompts) if isinstance(prompts, (list, tuple)) else 1
+        name = WARMUP_RANGE if generate_calls < warmup_iterations() else ITERATION_RANGE
+        generate_calls += 1
+        ranges.backend.push(name, batch)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            ranges.backend.pop()
+
+    return generate
+
+
+def as_step(core_of: Callable[[Any], Any]) -> Callable[[Callable], Callable]:
+    """An engine-step method: the outermost call on a thread owns the `nsys_cc:step` range that the engine core's
+    scheduler opens (see `_hook_scheduler`); `core_of(self)` is that engine core (None: not a step here)."""
+
+    def make(original: Callable) -> Callable:
+        def step(self, *args, **kwargs):
+            core = core_of(self)
+            if core is None:
+                return original(self, *args, **kwargs)
+            _hook_scheduler(core)
+            state = ranges.state
+            state.steps += 1
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                state.steps -= 1
+                if state.steps == 0 and state.step_pushed:
+                    state.step_pushed = False
+                    ranges.backend.pop()
+
+        return step
+
+    return make
+
+
+def _hook_scheduler(core: Any) -> None:
+    """Wrap `core.scheduler.schedule` on the instance, once: when it returns inside a step, open the step's range."""
+    scheduler = getattr(core, "scheduler", None)
+    schedule = getattr(scheduler, "schedule", None)
+    if scheduler is None or schedule is None or getattr(schedule, ranges.ORIGINAL, None) is not None:
+        return
+
+    def scheduled(*args, **kwargs):
+        output = schedule(*args, **kwargs)
+        state = ranges.state
+        tokens = getattr(output, "total_num_scheduled_tokens", None)
+        if state.steps and not state.step_pushed and not state.quiet and tokens != 0:
+            ranges.backend.push(STEP_RANGE, tokens or 0)
+            state.step_pushed = True
+        return output
+
+    setattr(scheduled, ranges.ORIGINAL, schedule)
+    try:
+        scheduler.schedule = scheduled
+    except AttributeError:  # a scheduler with __slots__: no step ranges rather than a failed run
+        pass
+
+
+def inproc_core(engine: Any) -> Any:
+    """The in-process engine core behind an `LLMEngine` (None when the engine core runs in another process)."""
+    return getattr(getattr(engine, "engine_core", None), "engine_core", None)

@@ -1,0 +1,1 @@
+"""The workflows: what `profile` and `tune` do from their arguments to their report, one module each."""
