@@ -991,7 +991,7 @@ def test_a_link_on_the_way_out_of_the_directory_is_refused(tmp_path, small_resul
     with pytest.raises(InputError, match=r"a folder on its way is a link or a file"):
         write_report(small_result, out)
     assert list(elsewhere.iterdir()) == []
-    from nsys_cc.files import LOCK_NAME  # the -o lock (hidden, empty but for a pid) stays: a lock file is reused
+    from nsys_cc.files.folder import LOCK_NAME  # the -o lock (hidden, empty but for a pid) stays: a lock file is reused
 
     assert sorted(p.name for p in out.iterdir() if p.name != LOCK_NAME) == ["plots"]
 
