@@ -56,7 +56,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "project": ("nsys_cc.analysis.projection", "project"),
     "speedup": ("nsys_cc.analysis.speedup", None),
     "dsi": ("nsys_cc.analysis.dsi", None),
-    "acceptance": ("nsys_cc.analysis.acceptance", None),
+    "acceptance": ("nsys_cc.analysis.profile_dir.acceptance", None),
     "metrics": ("nsys_cc.analysis.metrics", None),
     "forecast": ("nsys_cc.analysis.forecast", None),
     "StepCostModel": ("nsys_cc.analysis.forecast", "StepCostModel"),
@@ -73,13 +73,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
-    from .analysis import (
-        acceptance as acceptance,
-        dsi as dsi,
-        forecast as forecast,
-        metrics as metrics,
-        speedup as speedup,
-    )
+    from .analysis import dsi as dsi, forecast as forecast, metrics as metrics, speedup as speedup
     from .analysis.coefficient import (
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
@@ -87,6 +81,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .analysis.compare import kernel_diff as kernel_diff
     from .analysis.forecast import StepCostModel as StepCostModel
     from .analysis.kernels import kernels as kernels
+    from .analysis.profile_dir import acceptance as acceptance
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .errors import NsysCCError as NsysCCError

@@ -1,8 +1,8 @@
 """The contract between what runs inside vLLM and what reads its traces: every name spelled once.
 
 The vLLM plugin (`nsys_cc.vllm.plugin`) writes these NVTX ranges, the analysis (`nsys_cc.analysis`) and the
-measurement check (`nsys_cc.analysis.share`) read them, and the launcher (`nsys_cc.launch`) sets the environment
-variables that the code inside vLLM reads. Every other module imports the names from here; a test
+measurement check (`nsys_cc.analysis.profile_dir.forward_share`) read them, and the launcher (`nsys_cc.launch`) sets the
+environment variables that the code inside vLLM reads. Every other module imports the names from here; a test
 (`tests/test_contract.py`) fails when one of them is spelled anywhere else in the package's code.
 
 This module imports nothing: the plugin imports it in every vLLM process.

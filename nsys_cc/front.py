@@ -76,7 +76,8 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
     from . import _compat
-    from .analysis import outputs, sources
+    from .analysis import sources
+    from .analysis.profile_dir import outputs
 
     engines = _compat.renamed("scopes=", scopes, engines, "engines")
     if drafts is not None and not is_one(drafts):

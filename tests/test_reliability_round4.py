@@ -346,7 +346,7 @@ def test_the_estimator_leaves_out_records_of_impossible_numbers(field, value):
 
 
 def test_acceptance_minus_zero_is_zero():
-    from nsys_cc.analysis.acceptance import parse_alphas
+    from nsys_cc.analysis.profile_dir.acceptance import parse_alphas
 
     (a,) = parse_alphas("-0")
     assert math.copysign(1.0, a) == 1.0
@@ -355,7 +355,7 @@ def test_acceptance_minus_zero_is_zero():
 
 
 def test_a_metrics_position_that_is_no_small_number_is_one_error(tmp_path):
-    from nsys_cc.analysis import acceptance
+    from nsys_cc.analysis.profile_dir import acceptance
 
     for position in ("²", "99999999999"):
         dump = tmp_path / "m.json"

@@ -250,7 +250,7 @@ ALLOWED = {
     "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",
     "report/speedup_plots.py": "a figure saved to the path its caller names (a library call)",
     "report/tune_plots.py": "plot_tune saves to the path its caller names (tuning.write: a staged file)",
-    "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
+    "analysis/profile_dir/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
     "launch/pair.py": "the known-α pair's weights, in the model cache (not -o)",
     "sweep/cluster.py": "a cluster job's spec file in the cell folder (made by Folder.mkdir in the cell)",
@@ -358,7 +358,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     complete (with the rerun's failure as its reason), and the analysis still finds it."""
     import shutil
 
-    from nsys_cc.analysis.outputs import read_output
+    from nsys_cc.analysis.profile_dir.outputs import read_output
     from nsys_cc.launch import interleaved as repeat
 
     out = tmp_path / "O"

@@ -283,7 +283,7 @@ def test_an_interleaved_gpu_run_shares_the_gpu_between_its_engines():
 def test_the_driver_counts_each_speculative_engines_own_steps():
     from types import SimpleNamespace
 
-    from nsys_cc.analysis.acceptance import from_metrics
+    from nsys_cc.analysis.profile_dir.acceptance import from_metrics
     from nsys_cc.vllm import interleave
 
     seen = []
@@ -352,7 +352,7 @@ def _shares_as_read_alone(out, labels, runs) -> None:
     """The report's forward-share rows: one per run and model, each equal to the same model read from that run's
     trace alone (`load_model` by its engine's windows) against that run's bench JSON."""
     from nsys_cc.analysis.coefficient import load_model
-    from nsys_cc.analysis.share import share_row
+    from nsys_cc.analysis.profile_dir.forward_share import share_row
 
     share = json.loads((out / "report.json").read_text())["forward_share"]
     assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in runs for lb in labels)

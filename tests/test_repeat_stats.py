@@ -206,7 +206,7 @@ def test_wilson_without_trials_is_nan_and_impossible_counts_are_refused():
 # ---- α's interval carried into the speedup ------------------------------------------------------------------------
 
 def test_alpha_from_the_counters_has_a_wilson_interval():
-    from nsys_cc.analysis.acceptance import AcceptanceStats
+    from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 
     # 40 drafts of 3 tokens, 30 tokens accepted, 10 drafts accepted in full: 30 drafts met a rejection
     s = AcceptanceStats(alpha=30 / 120, per_position=(), num_drafts=40, num_draft_tokens=120, num_accepted=30,

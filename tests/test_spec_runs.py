@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from nsys_cc.analysis import spec_runs, steps
-from nsys_cc.analysis.acceptance import AcceptanceStats
+from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 
 
 def _table(step_ms, iteration, drafts_in, latencies, kind="verify"):

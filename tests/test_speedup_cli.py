@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from nsys_cc.analysis import acceptance
+from nsys_cc.analysis.profile_dir import acceptance
 from nsys_cc.cli import cli
 
 

@@ -45,14 +45,15 @@ from . import (
     kernel_tables as kernel_mod,
     phases as phase_mod,
     ranks as rank_mod,
-    share as share_mod,
     steps as steps_mod,
 )
-from .acceptance import alphas_with_source, measured_alpha
 from .diagnosis import diagnose
 from .gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
-from .latencies import model_stem, trace_stem
 from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, WALL, decision_phase, metrics_for
+from .profile_dir import forward_share as share_mod
+from .profile_dir.acceptance import alphas_with_source, measured_alpha
+from .profile_dir.latencies import model_stem, trace_stem
+from .profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
 from .projection import op_totals, project
 from .ranges import (
     by_start,
@@ -66,7 +67,6 @@ from .ranges import (
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, engines as engines_in, in_scope
-from .spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
 from .speedup import speedup_marks, verdicts
 from .stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
@@ -991,7 +991,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
     an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
     the runs' engines."""
     from ..trace import open_trace
-    from . import outputs
+    from .profile_dir import outputs
     from .scope import engines as engines_in
 
     if len(items) == 1 and outputs.is_profile_output(items[0]):

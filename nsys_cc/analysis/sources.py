@@ -21,11 +21,11 @@ from collections.abc import Mapping, Sequence
 
 from ..arguments import is_one, many
 from ..errors import InputError
-from . import outputs
 from .coefficient import InterleavedTraceError, cost_coefficient, cost_coefficient_runs
 from .metrics import ALL, DECODE, WALL
+from .profile_dir import outputs
+from .profile_dir.spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 from .result import CostCoefficientResult
-from .spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 
 __all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
 
@@ -136,7 +136,7 @@ def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
     --separate-processes, kept without its status.json): each trace's label is its file name; the speculative runs
     (`<draft>.spec-g<γ>`) name their draft, and the one trace left that is neither is the target. InputError naming
     the traces when the folder says no more than that (no speculative run, or more than one trace left)."""
-    from .spec_labels import LABEL_RE
+    from .profile_dir.spec_labels import LABEL_RE
 
     files = sorted(f for f in os.listdir(folder) if f.endswith(".sqlite")) or \
         sorted(f for f in os.listdir(folder) if f.endswith(".nsys-rep"))

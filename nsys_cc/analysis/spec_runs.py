@@ -30,7 +30,8 @@ import numpy as np
 import pandas as pd
 
 from ..contract import DEFAULT_RANGE
-from . import acceptance as acceptance_mod, speculative as spec_mod
+from . import speculative as spec_mod
+from .profile_dir import acceptance as acceptance_mod
 from .ranges import forward_range, marked_ranges
 from .scope import engine_range, in_scope
 from .stats import MIN_RUNS

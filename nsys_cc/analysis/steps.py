@@ -71,7 +71,6 @@ from ..contract import (
 from ..errors import InputError
 from ..trace.nvtx import matches
 from ..trace.source import handed_out
-from .latencies import latencies_beside
 from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
 from .phases import (
     containing,
@@ -82,6 +81,7 @@ from .phases import (
     verify_tokens,
     warmup_mask,
 )
+from .profile_dir.latencies import latencies_beside
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, select
 
 # Kinds of a step beyond the phases of its target forward (both left out of every figure).

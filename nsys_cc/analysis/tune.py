@@ -65,7 +65,7 @@ import numpy as np
 
 from .. import inputs
 from ..errors import InputError
-from .acceptance import AcceptanceStats
+from .profile_dir.acceptance import AcceptanceStats
 
 DEFAULT_MAX_GAMMA = 8
 WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | static batches of the cells' length
@@ -852,7 +852,7 @@ def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
     runs were replays."""
     from pathlib import Path
 
-    from . import acceptance as acceptance_mod
+    from .profile_dir import acceptance as acceptance_mod
     from .spec_runs import pool_stats, replayed_runs
 
     d = Path(directory)
@@ -914,8 +914,8 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
     size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
-    from . import outputs
-    from .spec_labels import DESIGN_LABEL_RE, LABEL_RE
+    from .profile_dir import outputs
+    from .profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
 
     if not outputs.is_profile_output(directory):
         return None
@@ -947,7 +947,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     import os
 
     from .coefficient import cost_coefficient_runs
-    from .spec_labels import DESIGN_LABEL_RE
+    from .profile_dir.spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []
     for b, (target, spec) in labels.items():

@@ -87,7 +87,7 @@ def profile(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len,
             cuda_graphs, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from .. import front
-    from ..analysis.acceptance import parse_alphas
+    from ..analysis.profile_dir.acceptance import parse_alphas
     from ..errors import ProfileError
     from ..launch import profile as profile_mod
     from ..launch.commands import BenchOptions

@@ -51,7 +51,7 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     if max_gamma < 1:
         raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
     c_low, c_high = _interval(ci, c)
-    from ..analysis.acceptance import alphas_with_source
+    from ..analysis.profile_dir.acceptance import alphas_with_source
     from ..analysis.speedup import judge_all
     from ..report.speedup_text import render_judgements
 

@@ -125,7 +125,7 @@ class Run:
         return self.dir / f"{label}.bench.json"
 
     def metrics(self, label: str) -> Path:
-        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
+        """A speculative engine's spec-decode counters (`analysis.profile_dir.acceptance` dump)."""
         return self.dir / f"{label}.metrics.json"
 
     def to_dict(self) -> dict:

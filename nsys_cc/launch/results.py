@@ -70,8 +70,8 @@ STATUS = "status.json"
 
 
 def status_is_ours(data: bytes) -> bool:
-    """Whether `data` is a profile's status.json (either layout, `analysis.outputs`): only such a file is ever
-    replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
+    """Whether `data` is a profile's status.json (either layout, `analysis.profile_dir.outputs`): only such a file is
+    ever replaced; a user's own `status.json` in `-o` is refused, never written over (issue 32, P12)."""
     try:
         doc = inputs.parse_json(data, "profile status file")
     except InputError:
@@ -111,7 +111,7 @@ def conclude(runs: list[ModelRun], out: Path) -> ProfileRun:
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
     as failed.
     """
-    from ..analysis.spec_labels import proposes_without_model
+    from ..analysis.profile_dir.spec_labels import proposes_without_model
 
     range_name = runs[0].range_name
     for run in runs[1:]:

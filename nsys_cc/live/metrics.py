@@ -30,9 +30,9 @@ Verify steps are defined in `nsys_cc.live.timing`, the estimate in `nsys_cc.anal
 The window (`NSYS_CC_LIVE_WINDOW` = N, default 256): the last N verify steps, from which c, the draft, verify and
 outside medians and the forecast's step costs come; beside it the last N plain decode steps (their periods are the
 forecast's plain decode step when there are enough, `analysis.live.MIN_STEPS`); and α, the i.i.d. acceptance rate
-(`nsys_cc.analysis.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts in the statistics that carried the window's
-verify steps (vLLM hands both over in the same `SchedulerStats`, the records one step late: the window's α may count
-a step more or less than its steps). Steps with a prompt in them (`mixed`) are counted, never in the window.
+(`nsys_cc.analysis.profile_dir.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts in the statistics that carried
+the window's verify steps (vLLM hands both over in the same `SchedulerStats`, the records one step late: the window's α
+may count a step more or less than its steps). Steps with a prompt in them (`mixed`) are counted, never in the window.
 The gauges are refreshed when records arrive (at most once a second once an estimate exists) and at each of vLLM's
 stats logs (every `VLLM_LOG_STATS_INTERVAL` seconds), when the log line is written too.
 """
@@ -48,8 +48,8 @@ from typing import Any
 
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-from ..analysis.acceptance import AcceptanceStats
 from ..analysis.live import LiveEstimate, batch_schedule, estimate
+from ..analysis.profile_dir.acceptance import AcceptanceStats
 from ..contract import ENV_LIVE_WINDOW
 from ..report.live_text import live_line
 from . import channel

@@ -24,11 +24,11 @@ latencies, and the error when it could not be built) and, per label, `<dir of --
 the latency benchmark's format (avg_latency, latencies, percentiles; the latencies of every instance of that label in
 the order they ran, as its iteration ranges are), so the measurement check reads it as it reads a single model's.
 With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters are dumped to `DIR/<LABEL>.metrics.json`
-(`analysis.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole benchmark
-(warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step statistics
-(`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's Prometheus
-registry, which is the process's, and in a process with several engines it holds the last engine's counters only
-(verified with two speculative engines, docs/REPEATABILITY.md).
+(`analysis.profile_dir.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole
+benchmark (warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step
+statistics (`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's
+Prometheus registry, which is the process's, and in a process with several engines it holds the last engine's counters
+only (verified with two speculative engines, docs/REPEATABILITY.md).
 
 With `--share-batch-sizes` (before the first `--engine`; `nsys-cc tune`'s design runs), groups whose options differ
 only in `--batch-size` are one engine: `LLM` is built once (the k-th group of those options at a batch size shares
@@ -64,7 +64,7 @@ from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT as ENV_METRICS_DIR, 
 ENGINE_FLAG = "--engine"
 SHARE_FLAG = "--share-batch-sizes"
 FORMAT = "nsys_cc.interleaved"
-# vLLM's spec-decode counter names (`analysis.acceptance` reads them).
+# vLLM's spec-decode counter names (`analysis.profile_dir.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
 __all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
@@ -181,7 +181,8 @@ def count_spec_decoding(llm, totals: dict | Callable[[], dict]) -> bool:
 
 
 def as_metric_records(totals: dict) -> list[dict]:
-    """`count_spec_decoding`'s totals as the metric records `analysis.acceptance` reads (vLLM's counter names)."""
+    """`count_spec_decoding`'s totals as the metric records `analysis.profile_dir.acceptance` reads (vLLM's counter
+    names)."""
     return [{"name": SPEC_COUNTERS[0], "labels": {}, "value": int(totals.get("num_drafts", 0))},
             {"name": SPEC_COUNTERS[1], "labels": {}, "value": int(totals.get("num_draft_tokens", 0))},
             {"name": SPEC_COUNTERS[2], "labels": {}, "value": int(totals.get("num_accepted_tokens", 0))},
@@ -293,7 +294,7 @@ def main(argv: list[str]) -> None:
                 else:
                     total[key] = total.get(key, 0) + value
     for label, total in counters.items():
-        from ..analysis.acceptance import dump_metrics
+        from ..analysis.profile_dir.acceptance import dump_metrics
 
         dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
     out.write_text(json.dumps(doc, indent=1) + "\n")

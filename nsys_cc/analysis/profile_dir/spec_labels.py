@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 
-from ..errors import InputError
+from ...errors import InputError
 from . import acceptance as acceptance_mod
 from .latencies import trace_stem
 

@@ -2,8 +2,8 @@
 
 `nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
 `latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
-forward-share check (`nsys_cc.analysis.share`) pairs them with the trace's iteration ranges; the speculative analysis
-cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
+forward-share check (`nsys_cc.analysis.profile_dir.forward_share`) pairs them with the trace's iteration ranges; the
+speculative analysis cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import inputs
-from ..errors import InputError
+from ... import inputs
+from ...errors import InputError
 
 # A PyTorch-profiler trace's suffixes, longest first (vLLM writes `rank0.<id>.pt.trace.json.gz`).
 KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")

@@ -37,8 +37,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from .. import inputs
-from ..errors import InputError
+from ... import inputs
+from ...errors import InputError
 
 DUMP_FORMAT = "nsys_cc.vllm_metrics"
 DUMP_VERSION = 1
@@ -81,7 +81,7 @@ class AcceptanceStats:
     @property
     def alpha_iid_ci95(self) -> tuple[float, float]:
         """The 95 % Wilson interval of `alpha_iid` (NaN without the per-position vector)."""
-        from .stats import wilson
+        from ..stats import wilson
 
         return wilson(self.num_accepted, self.judged_tokens) if self.judged_tokens else (math.nan, math.nan)
 

@@ -25,8 +25,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import inputs
-from ..errors import InputError
+from ... import inputs
+from ...errors import InputError
 from .spec_labels import LABEL_RE
 
 STATUS = "status.json"
