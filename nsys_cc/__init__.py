@@ -54,8 +54,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Trace": ("nsys_cc.trace", "Trace"),
     "TraceInfo": ("nsys_cc.trace", "TraceInfo"),
     "project": ("nsys_cc.analysis.projection", "project"),
-    "speedup": ("nsys_cc.analysis.speedup", None),
-    "dsi": ("nsys_cc.analysis.dsi", None),
+    "speedup": ("nsys_cc.analysis.theory.speedup", None),
+    "dsi": ("nsys_cc.analysis.theory.dsi", None),
     "acceptance": ("nsys_cc.analysis.profile_dir.acceptance", None),
     "metrics": ("nsys_cc.analysis.metrics", None),
     "forecast": ("nsys_cc.analysis.forecast", None),
@@ -73,7 +73,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
-    from .analysis import dsi as dsi, forecast as forecast, metrics as metrics, speedup as speedup
+    from .analysis import forecast as forecast, metrics as metrics
     from .analysis.coefficient import (
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
@@ -84,6 +84,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .analysis.profile_dir import acceptance as acceptance
     from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
+    from .analysis.theory import dsi as dsi, speedup as speedup
     from .errors import NsysCCError as NsysCCError
     from .front import analyze as analyze, profile as profile
     from .report import (

@@ -219,7 +219,7 @@ def test_alpha_from_the_counters_has_a_wilson_interval():
 def test_the_speedup_interval_carries_alphas():
     import pandas as pd
 
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     coef = pd.DataFrame([{"draft": "d", "phase": "decode", "metric": "wall", "c": 0.13, "ci_low": 0.12,
                           "ci_high": 0.14}])
@@ -240,7 +240,7 @@ def test_the_speedup_interval_carries_alphas():
 
 
 def test_the_best_gamma_never_falls_as_alpha_grows():
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     alphas = np.linspace(0.0, 0.99, 100)
     for c in (0.01, 0.05, 0.13, 0.3, 0.6):

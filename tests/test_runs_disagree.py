@@ -314,7 +314,7 @@ def test_a_folder_of_traces_called_profile_output_is_read():
 
 
 def test_gamma_is_a_whole_number_and_alpha_one_is_flagged_unbounded():
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     with pytest.raises(InputError, match="whole number") as err:
         speedup.walltime_factor(0.5, 2.5, 0.1)

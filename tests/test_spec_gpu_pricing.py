@@ -23,7 +23,7 @@ from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, LOGITS, PROPOSE, SA
 
 import nsys_cc
 from nsys_cc.analysis import speculative as spec_mod
-from nsys_cc.analysis.speedup import expected_tokens
+from nsys_cc.analysis.theory.speedup import expected_tokens
 
 GAMMA = 3
 

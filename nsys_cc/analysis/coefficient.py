@@ -67,8 +67,8 @@ from .ranges import (
 )
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
 from .scope import engine_range, engines as engines_in, in_scope
-from .speedup import speedup_marks, verdicts
 from .stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
+from .theory.speedup import speedup_marks, verdicts
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
 
 if TYPE_CHECKING:

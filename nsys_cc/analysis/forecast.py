@@ -25,7 +25,7 @@ import numpy as np
 
 from ..arguments import many
 from ..errors import InputError
-from .speedup import expected_tokens as _expected_tokens
+from .theory.speedup import expected_tokens as _expected_tokens
 
 # γ searched for the best γ; the forecast table lists 1…FORECAST_GAMMAS.
 DEFAULT_MAX_GAMMA = 16

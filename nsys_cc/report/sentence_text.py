@@ -4,8 +4,8 @@ numbers; they are phrased here.
 - `sig3`, `fmt_speedup`: numbers as the reports print them; `interval_text` a pooled number with its interval, or
   its runs' values where the runs give none.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
-  Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
-  `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
+  Thm 3.8), from `analysis.theory.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
+  `analysis.theory.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
 - `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.diagnosis`'s numbers;
   `with_diagnosis` adds the `diagnosis` column to the result's diagnosis table.
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..analysis.speedup import Judgement
+from ..analysis.theory.speedup import Judgement
 
 if TYPE_CHECKING:  # pandas is not loaded for words alone (`nsys-cc speedup` prints its verdicts without it)
     import pandas as pd

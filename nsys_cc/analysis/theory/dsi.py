@@ -31,8 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arguments import many
-from ..errors import InputError
+from ...arguments import many
+from ...errors import InputError
 
 # Timor et al.'s defaults: 7 target servers; heatmaps clip c ≥ 0.01 and α to [0.01, 0.99].
 DEFAULT_SERVERS = 7

@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..arguments import many
-from ..errors import InputError
-from .metrics import DECODE, WALL, decision_phase
+from ...arguments import many
+from ...errors import InputError
+from ..metrics import DECODE, WALL, decision_phase
 
 if TYPE_CHECKING:  # the model itself needs no pandas (`nsys-cc speedup` runs without it); the tables below do
     import pandas as pd
