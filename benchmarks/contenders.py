@@ -91,8 +91,8 @@ def ranges_csv(path: str) -> dict:
 
 
 def reader(path: str) -> dict:
-    """The reads `analyze` makes of one export (see `nsys_cc.analysis.projection.launches`): NVTX ranges, and the
-    API calls' and GPU ops' columns the projection and kernel breakdown need."""
+    """The reads `analyze` makes of one export (see `nsys_cc.analysis.forwards.projection.launches`): NVTX ranges, and
+    the API calls' and GPU ops' columns the projection and kernel breakdown need."""
     from nsys_cc.trace import open_trace
     from nsys_cc.trace.cuda import api_times, op_times
 
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> None:
     elif name == "nvtx_raw":
         run = lambda: nvtx_raw_scan(path)  # noqa: E731
     elif name == "ranges":
-        import nsys_cc.analysis.projection  # noqa: F401
+        import nsys_cc.analysis.forwards.projection  # noqa: F401
         import nsys_cc.cli  # noqa: F401
         import nsys_cc.report.table_text  # noqa: F401
 

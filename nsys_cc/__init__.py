@@ -53,7 +53,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "open_trace": ("nsys_cc.trace", "open_trace"),
     "Trace": ("nsys_cc.trace", "Trace"),
     "TraceInfo": ("nsys_cc.trace", "TraceInfo"),
-    "project": ("nsys_cc.analysis.projection", "project"),
+    "project": ("nsys_cc.analysis.forwards.projection", "project"),
     "speedup": ("nsys_cc.analysis.theory.speedup", None),
     "dsi": ("nsys_cc.analysis.theory.dsi", None),
     "acceptance": ("nsys_cc.analysis.profile_dir.acceptance", None),
@@ -80,9 +80,9 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     )
     from .analysis.compare import kernel_diff as kernel_diff
     from .analysis.forecast import StepCostModel as StepCostModel
+    from .analysis.forwards.projection import project as project
     from .analysis.kernels import kernels as kernels
     from .analysis.profile_dir import acceptance as acceptance
-    from .analysis.projection import project as project
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .analysis.theory import dsi as dsi, speedup as speedup
     from .errors import NsysCCError as NsysCCError

@@ -61,7 +61,8 @@ SCOPES_STEP = SCOPES_STEP_PREFIX + "get_output"
 # vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
 SCOPES_ALLOCATE = "schedule: allocate_slots"
 
-# ---- vLLM's own markers in a PyTorch-profiler (Kineto) trace, read without the plugin (`analysis.vllm_steps`) --------
+# ---- vLLM's own markers in a PyTorch-profiler (Kineto) trace, read without the plugin (`analysis.forwards.vllm_steps`)
+# --------
 # vLLM's worker annotates each engine step (`gpu_worker.py` annotate_profile, a `user_annotation`):
 # `execute_context_<n>(<tokens>)_generation_<m>(<tokens>)`, a token count possibly followed by `_<number>`s
 # (`(888_788544)`), or the detailed form `execute_<total>_context_<n>(sq<tokens>sk…sqsq…sqsk…)_generation_<m>(sq…)`.

@@ -28,8 +28,8 @@ import pytest
 
 from conftest import FIXTURES, PUBLIC, bounded, unchanged
 from nsys_cc.analysis.coefficient import cost_coefficient
-from nsys_cc.analysis.projection import project
-from nsys_cc.analysis.ranges import range_table
+from nsys_cc.analysis.forwards.projection import project
+from nsys_cc.analysis.forwards.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 

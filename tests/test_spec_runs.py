@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import spec_runs, steps
+from nsys_cc.analysis import spec_runs
+from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 
 

@@ -576,8 +576,8 @@ def mutate(rng, text: str) -> tuple[bytes, list[str]]:
 def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_path):
     import random
 
-    from nsys_cc.analysis.projection import project
-    from nsys_cc.analysis.ranges import marked_ranges, range_table
+    from nsys_cc.analysis.forwards.projection import project
+    from nsys_cc.analysis.forwards.ranges import marked_ranges, range_table
     from nsys_cc.contract import DEFAULT_RANGE
     from nsys_cc.errors import NsysCCError
 

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from nsys_cc.analysis.phases import _containing
+from nsys_cc.analysis.forwards.phases import _containing
 from nsys_cc.trace import open_trace
 
 PREFIX = "nsys_cc:engine "

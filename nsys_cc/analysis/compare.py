@@ -15,8 +15,8 @@ from ..arguments import file_identity
 from ..contract import DEFAULT_RANGE
 from ..errors import InputError
 from ..trace.source import Trace
-from . import kernel_tables as kernel_mod
 from .coefficient import check_range_arguments, model_names
+from .forwards import kernel_tables as kernel_mod
 from .kernels import (
     TraceLike,
     choose_phase,

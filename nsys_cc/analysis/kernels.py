@@ -32,10 +32,10 @@ from ..errors import InputError, NsysCCWarning
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.source import Trace
-from . import kernel_tables as kernel_mod
 from .coefficient import check_range_arguments, model_names, model_of
+from .forwards import kernel_tables as kernel_mod
+from .forwards.ranges import forward_range, marked_ranges, not_found
 from .metrics import ALL, PHASES, decision_phase
-from .ranges import forward_range, marked_ranges, not_found
 from .result import ModelForwards
 
 TraceLike = str | os.PathLike | Trace

@@ -22,17 +22,17 @@ import pandas as pd
 from ..errors import InputError
 from ..trace.source import handed_out
 from ..views import view
-from . import kernel_tables as kernel_mod
+from .forwards import kernel_tables as kernel_mod
+from .forwards.phases import PhaseRule
 from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
-from .phases import PhaseRule
 from .stats import pooled_median
 from .values import Value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .gpu_loss import GpuLoss
-    from .ranks import Ranks
+    from .forwards.gpu_loss import GpuLoss
+    from .forwards.ranks import Ranks
     from .speculative import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
@@ -56,11 +56,11 @@ class ModelForwards(Value):
     `token_parts`: where the logits and sampling tied to each forward came from (`analysis.token`: "plugin",
     "scopes", or "" when the trace has none); their per-forward metrics are the columns `logits_<metric>_ns` and
     `sample_<metric>_ns` of `forwards` (NaN for a forward without that part), and `token_note` says what to know.
-    `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.gpu_loss`: GPU ops that found
-    no launching call, kept forwards that launched no GPU work); `gpu_note` warns when either share is above 1 %.
+    `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.forwards.gpu_loss`: GPU ops that
+    found no launching call, kept forwards that launched no GPU work); `gpu_note` warns when either share is above 1 %.
     which the forward-share check (`share`) pairs with vLLM's latencies (`of_run` for one run of a pooled model).
-    `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.ranks`), how they
-    became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
+    `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.forwards.ranks`), how
+    they became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
     """
 
     name: str

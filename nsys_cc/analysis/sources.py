@@ -162,7 +162,7 @@ def _holds_engines(path: str) -> bool:
     """Whether the trace at `path` holds the engine windows of an interleaved run (two engines or more)."""
     from ..contract import ENGINE_RANGE_PREFIX
     from ..trace import open_trace
-    from .scope import engines
+    from .forwards.engines import engines
 
     if not os.path.isfile(path):
         return False

@@ -31,11 +31,11 @@ import pandas as pd
 
 from ..contract import DEFAULT_RANGE
 from . import speculative as spec_mod
+from .forwards.engines import engine_range, in_scope
+from .forwards.ranges import forward_range, marked_ranges
+from .forwards.steps import StepTable, step_table, with_gpu_metrics, with_latencies
 from .profile_dir import acceptance as acceptance_mod
-from .ranges import forward_range, marked_ranges
-from .scope import engine_range, in_scope
 from .stats import MIN_RUNS
-from .steps import StepTable, step_table, with_gpu_metrics, with_latencies
 
 __all__ = ["SpecEngine", "analyze_pooled", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 

@@ -99,12 +99,12 @@ import pandas as pd
 
 from ..errors import InputError
 from . import forecast as forecast_mod, plausibility
+from .forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VERIFY, WALL
 from .profile_dir import acceptance as acceptance_mod
 from .profile_dir.latencies import trace_stem
 from .profile_dir.spec_labels import LABEL_RE
 from .stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
-from .steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from .theory.speedup import expected_tokens, walltime_factor
 from .values import Value
 

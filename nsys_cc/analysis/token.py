@@ -39,6 +39,8 @@ from ..contract import (
     VLLM_STEP_RANGE,
 )
 from ..trace.nvtx import matches
+from .forwards.projection import project
+from .forwards.ranges import quoted
 from .metrics import (
     GPU_BUSY,
     GPU_IDLE,
@@ -51,8 +53,6 @@ from .metrics import (
     metrics_for,
     part_column,
 )
-from .projection import project
-from .ranges import quoted
 from .result import ModelForwards
 
 # Where the parts come from: the plugin's ranges, else vLLM's own scopes (part → range name); for vLLM's step
@@ -128,7 +128,7 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
              for source, names in sources.items()]
     found = [(source, hits) for source, hits in found if any(h.any() for h in hits.values())]
     if not found and range_name == VLLM_STEP_RANGE:
-        from .vllm_steps import token_note
+        from .forwards.vllm_steps import token_note
 
         return forwards, "", token_note(trace)
     if not found:

@@ -89,7 +89,7 @@ def _kineto_lines(about) -> list[str]:
 def ranges(file, name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA); of a
     PyTorch-profiler trace, every user_annotation range (torch.profiler.record_function)."""
-    from ..analysis.ranges import range_table
+    from ..analysis.forwards.ranges import range_table
     from ..report.table_files import write_csv, write_json_records
     from ..report.table_text import text_table
     from ..trace import open_trace

@@ -8,7 +8,8 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
 - a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds `replicas` engines of every
   model (the target, the drafts, and with `speculate` one speculative engine per draft and γ) and alternates their
   benchmark iterations, so load bursts and the process's own state hit every model alike; its trace
-  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
+  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges
+  (`analysis.forwards.engines`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
   (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's `finish`
   on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
@@ -189,7 +190,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
 
 def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     """Forward ranges inside each engine's windows of an interleaved trace."""
-    from ..analysis.scope import in_scope
+    from ..analysis.forwards.engines import in_scope
     from ..trace import open_trace
 
     with open_trace(str(sqlite)) as trace:

@@ -34,7 +34,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..analysis import kernel_tables as kernel_mod
+from ..analysis.forwards import kernel_tables as kernel_mod
 from ..analysis.metrics import (
     BY_NAME,
     C_METRICS,

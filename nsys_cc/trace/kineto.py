@@ -3,7 +3,8 @@
 vLLM's torch profiler, `torch.profiler.profile(...).export_chrome_trace`, SGLang and TensorRT-LLM's PyTorch backend
 write one such file per process (`*.pt.trace.json.gz`; `.json` too): an object whose `traceEvents` list holds every
 event. `KinetoTrace` reads it once, read-only, and gives the tables of an Nsight Systems export with the same columns,
-dtypes and units (int64 ns; `frames.py`), so that the projection (`nsys_cc.analysis.projection`), its CUDA-graph
+dtypes and units (int64 ns; `frames.py`), so that the projection (`nsys_cc.analysis.forwards.projection`), its
+CUDA-graph
 attribution and the analyses built on it need no second code path:
 
 - ranges (`nvtx_ranges`): `user_annotation` events (`torch.profiler.record_function`, Kineto's NVTX; vLLM's

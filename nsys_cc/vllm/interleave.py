@@ -72,7 +72,8 @@ __all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_DIR", "SHARE_FLAG", "count_spec_d
 
 
 def engine_range(label: str) -> str:
-    """The NVTX range around each generate call of the engine labelled `label` (`analysis.scope.engine_range`)."""
+    """The NVTX range around each generate call of the engine labelled `label`
+    (`analysis.forwards.engines.engine_range`)."""
     return ENGINE_RANGE_PREFIX + label
 
 

@@ -5,7 +5,7 @@ windows in an interleaved run), from what the analysis read of the trace (nothin
 - forward_ms_i = the sum of the durations of the forward ranges (the range measured: `model_executable()`, or vLLM's
   own `gpu_model_runner: forward`) that start inside iteration range i (any thread or process: the rule the analysis
   uses for warm-up); for a model on several tensor-parallel ranks each forward counts once, from its first rank's
-  start to its last rank's end (`analysis.ranks`); a forward still open when the capture ended (its end is the
+  start to its last rank's end (`analysis.forwards.ranks`); a forward still open when the capture ended (its end is the
   trace's) is left out, as the analysis drops it;
 - latency_ms_i = vLLM's own latency of iteration i, `latencies[i]` in the benchmark's `--output-json` beside the
   trace (`X.bench.json`; `<label>.bench.json` in an interleaved run's folder: `latencies.model_stem`), perf_counter

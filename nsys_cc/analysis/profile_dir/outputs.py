@@ -5,10 +5,10 @@ Two layouts:
 
 - **interleaved runs** (the default `profile`): `O/status.json` is an object, `{"runs": [{"run": k, "status": …},
   …], "models": [{"role", "label", "status", "draft"?, "gamma"?}, …], "stopped_by": …}`; completed run k is the
-  folder `O/run-<k>/`: `trace.sqlite` holds every model (told apart by their engines' windows, `analysis.scope`),
-  `<label>.bench.json` and (a speculative engine) `<label>.metrics.json` are each model's own, `done.json` (written
-  last) lists the run's engines and how each fared. A directory of such run folders without a `status.json` (copied
-  runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
+  folder `O/run-<k>/`: `trace.sqlite` holds every model (told apart by their engines' windows,
+  `analysis.forwards.engines`), `<label>.bench.json` and (a speculative engine) `<label>.metrics.json` are each model's
+  own, `done.json` (written last) lists the run's engines and how each fared. A directory of such run folders without a
+  `status.json` (copied runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
 - **one process per model** (`profile --separate`, tensor-parallel models, a speculative config alone):
   `O/status.json` is a list, one entry per model `{"role", "label", "status", "range", "sqlite", "bench_json",
   "metrics"?, "draft"?, "gamma"?}`; model L's files are `O/L.sqlite`, `O/L.bench.json`, `O/L.metrics.json`.

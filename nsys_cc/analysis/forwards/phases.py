@@ -36,9 +36,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
-from ..trace.nvtx import matches
-from .metrics import ALL, COLUMNS, DECODE, GPU_SPAN, PREFILL, VERIFY, WALL
+from ...contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
+from ...trace.nvtx import matches
+from ..metrics import ALL, COLUMNS, DECODE, GPU_SPAN, PREFILL, VERIFY, WALL
 from .ranges import by_start
 
 

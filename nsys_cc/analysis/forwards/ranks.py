@@ -39,14 +39,14 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..contract import ALL_REDUCE_RANGE
-from ..trace.bulk import PID_MASK
-from ..trace.nvtx import matches
+from ...contract import ALL_REDUCE_RANGE
+from ...trace.bulk import PID_MASK
+from ...trace.nvtx import matches
+from ..metrics import GPU_BUSY_NS, GPU_IDLE_NS, GPU_SPAN_NS, KERNEL_SUM_NS, LAUNCH_API_NS, WALL_NS
+from ..stats import describe
+from ..values import Value
 from . import kernel_tables as kernel_mod
-from .metrics import GPU_BUSY_NS, GPU_IDLE_NS, GPU_SPAN_NS, KERNEL_SUM_NS, LAUNCH_API_NS, WALL_NS
 from .projection import op_totals, union_by_group
-from .stats import describe
-from .values import Value
 
 MAX_OFFSET = 64
 # Columns added over ranks (NaN when no rank has a value: a CPU trace, or no rank launched GPU work).

@@ -12,7 +12,7 @@ import difflib
 import numpy as np
 import pandas as pd
 
-from ..contract import (
+from ...contract import (
     ALL_REDUCE_RANGE,
     DEFAULT_RANGE,
     DRAFT_FORWARD_RANGE,
@@ -35,11 +35,11 @@ from ..contract import (
     VLLM_STEP_RANGE,
     WARMUP_RANGE,
 )
-from ..errors import RangeNotFoundError
-from ..trace.nvtx import clean_name, matches
-from ..trace.pages import with_small_pages
-from ..trace.source import Trace, sqlite_source
-from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS
+from ...errors import RangeNotFoundError
+from ...trace.nvtx import clean_name, matches
+from ...trace.pages import with_small_pages
+from ...trace.source import Trace, sqlite_source
+from ..metrics import GPU_BUSY_NS, KERNEL_SUM_NS
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
 NAME_CHARS = 80

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .metrics import COLUMNS, GPU_SPAN
+from ..metrics import COLUMNS, GPU_SPAN
 from .projection import shared_ids, unlaunched_ops
 from .ranges import quoted
 

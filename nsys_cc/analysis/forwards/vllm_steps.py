@@ -52,7 +52,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..contract import (
+from ...contract import (
     DEFAULT_RANGE,
     VLLM_DETAILED_STEP_RE,
     VLLM_ENGINE_STEP_FRAME_RE,
@@ -66,8 +66,8 @@ from ..contract import (
     VLLM_STEP_RANGE,
     VLLM_STEP_RE,
 )
-from ..errors import InputError
-from .metrics import ALL, DECODE, GPU_BUSY, GPU_SPAN, PREFILL, VERIFY
+from ...errors import InputError
+from ..metrics import ALL, DECODE, GPU_BUSY, GPU_SPAN, PREFILL, VERIFY
 
 # A step's kinds besides the phases: both context and generation requests; no tokens.
 MIXED, EMPTY = "mixed", "empty"

@@ -47,13 +47,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..trace.bulk import PID_MASK
-from ..trace.cuda import OP_KINDS, api_times, op_times
-from ..trace.frames import NVTX_RANGES, Column, lists_columns, names
-from ..trace.pages import with_small_pages
-from ..trace.source import Trace, handed_out, sqlite_source
-from .metrics import GPU_BUSY_NS, KERNEL_SUM_NS, LAUNCH_API_NS
+from ...errors import InputError
+from ...trace.bulk import PID_MASK
+from ...trace.cuda import OP_KINDS, api_times, op_times
+from ...trace.frames import NVTX_RANGES, Column, lists_columns, names
+from ...trace.pages import with_small_pages
+from ...trace.source import Trace, handed_out, sqlite_source
+from ..metrics import GPU_BUSY_NS, KERNEL_SUM_NS, LAUNCH_API_NS
 
 # The columns `project` adds (Int64, <NA> when the range launched nothing, was not projected, or the trace has no
 # CUDA API table); definitions in the module docstring.
@@ -291,7 +291,7 @@ def _calls_sharing_a_key(call_key: np.ndarray, start: np.ndarray, end: np.ndarra
 def _ops_sharing_a_key(trace: Trace, op_key: np.ndarray, op_call: np.ndarray, kind: np.ndarray) -> int:
     """Kernels, copies and memsets sharing their (process, correlationId) with another of their launch, in a trace
     that traced no CUDA graph node (whose kernels legitimately share their launch's id); 0 otherwise."""
-    from ..trace.cuda import KERNEL
+    from ...trace.cuda import KERNEL
 
     keys = op_key[(op_call >= 0) & (kind != OP_KINDS.index("graph"))]
     if len(keys) < 2:
@@ -305,7 +305,7 @@ def _ops_sharing_a_key(trace: Trace, op_key: np.ndarray, op_call: np.ndarray, ki
         names = trace.cuda_api()["name"].astype(str)
         return 0 if names.str.contains("GraphLaunch", regex=False).any() else shared
     if "graphNodeId" in source.columns(KERNEL):
-        from ..trace.source import quote_identifier
+        from ...trace.source import quote_identifier
 
         with source.reading() as conn:  # one row at most: is any kernel a graph's node?
             node = conn.execute(f"SELECT 1 FROM {quote_identifier(KERNEL)} WHERE graphNodeId IS NOT NULL "
@@ -454,15 +454,15 @@ def _exact_calls(lc: Launches, ranges: pd.DataFrame, lo, hi, ok) -> dict[int, np
 @with_small_pages
 def project(trace: Trace | str | os.PathLike, ranges: pd.DataFrame | None = None) -> pd.DataFrame:
     """`ranges` (default: `trace.nvtx_ranges()`) with their GPU projection; same rows and index (`ranges` itself is
-    left as it was). Definitions in the module docstring (`nsys_cc.analysis.projection`). `trace`: an open `Trace`,
-    or a trace's path (opened and closed here).
+    left as it was). Definitions in the module docstring (`nsys_cc.analysis.forwards.projection`). `trace`: an open
+    `Trace`, or a trace's path (opened and closed here).
 
     In a `CostCoefficientResult` these are per-forward metrics under the metric names (`analysis.metrics`):
     duration_ns → wall_ns, proj_duration_ns → gpu_span_ns; kernel_sum_ns, gpu_busy_ns, launch_api_ns keep their
     names, and gpu_idle_ns = gpu_span_ns − gpu_busy_ns is added.
     """
     if isinstance(trace, (str, os.PathLike)):
-        from ..trace import open_trace
+        from ...trace import open_trace
 
         with open_trace(trace) as opened:
             return project(opened, ranges)

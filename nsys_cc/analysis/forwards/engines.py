@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..contract import ENGINE_RANGE_PREFIX
-from ..errors import RangeNotFoundError
+from ...contract import ENGINE_RANGE_PREFIX
+from ...errors import RangeNotFoundError
 from .phases import _containing
 from .ranges import by_start
 

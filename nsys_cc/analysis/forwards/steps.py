@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..contract import (
+from ...contract import (
     DEFAULT_RANGE,
     DRAFT_LOGITS_RANGE,
     DRAFT_SAMPLE_RANGE,
@@ -68,10 +68,11 @@ from ..contract import (
     VLLM_STEP_RANGE,
     WARMUP_RANGE,
 )
-from ..errors import InputError
-from ..trace.nvtx import matches
-from ..trace.source import handed_out
-from .metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
+from ...errors import InputError
+from ...trace.nvtx import matches
+from ...trace.source import handed_out
+from ..metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
+from ..profile_dir.latencies import latencies_beside
 from .phases import (
     containing,
     marker_sets,
@@ -81,7 +82,6 @@ from .phases import (
     verify_tokens,
     warmup_mask,
 )
-from .profile_dir.latencies import latencies_beside
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, select
 
 # Kinds of a step beyond the phases of its target forward (both left out of every figure).
@@ -469,7 +469,7 @@ def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.Da
     `attrs["source"]`: "plugin" or "vLLM scopes"), or None when the trace has no range of that part. The target's
     parts are read for the plugin's forwards or vLLM's forward scope only (the plugin's ranges win), never for a
     range of the user's own."""
-    from ..contract import FORWARD_RANGES
+    from ...contract import FORWARD_RANGES
 
     out: dict[str, pd.DataFrame | None] = {}
     for part in STEP_PARTS:
@@ -513,7 +513,7 @@ def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *,
                     speculative: bool = False) -> StepTable:
     """`step_table` of the trace at `path`, with vLLM's latencies beside it (`with_latencies`); opens the trace.
     (`cost_coefficient` reads each trace once and builds its step table from what it read.)"""
-    from ..trace import open_trace
+    from ...trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
         ranges = marked_ranges(trace, range_name)
@@ -525,8 +525,8 @@ def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *,
 
 def is_speculative(path: str | os.PathLike) -> bool:
     """Whether the trace at `path` holds draft-model forward ranges (a speculative-decoding run); opens the trace."""
-    from ..contract import DRAFT_RANGES
-    from ..trace import open_trace
+    from ...contract import DRAFT_RANGES
+    from ...trace import open_trace
 
     with open_trace(os.fspath(path)) as trace:
         return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False, warn=False)) is not None
