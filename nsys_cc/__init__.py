@@ -20,7 +20,7 @@ What a notebook needs, all here:
   `walltime_factor`, `judge`, …) and `dsi` (the DSI simulation, Timor et al. 2024);
 - `write_report`, `render`, `make_figures`, and the plot modules `plots` and `speedup_plots`;
 - `forecast` / `StepCostModel`: the step cost model fitted on speculative runs measured in place
-  (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative`);
+  (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative.in_place`);
 - `NsysCCError`: the base of every error a user can cause.
 
 The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.vllm.plugin`)
@@ -58,8 +58,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "dsi": ("nsys_cc.analysis.theory.dsi", None),
     "acceptance": ("nsys_cc.analysis.profile_dir.acceptance", None),
     "metrics": ("nsys_cc.analysis.metrics", None),
-    "forecast": ("nsys_cc.analysis.forecast", None),
-    "StepCostModel": ("nsys_cc.analysis.forecast", "StepCostModel"),
+    "forecast": ("nsys_cc.analysis.speculative.forecast", None),
+    "StepCostModel": ("nsys_cc.analysis.speculative.forecast", "StepCostModel"),
     "write_report": ("nsys_cc.report", "write_report"),
     "render": ("nsys_cc.report", "render"),
     "make_figures": ("nsys_cc.report", "make_figures"),
@@ -73,17 +73,18 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
-    from .analysis import forecast as forecast, metrics as metrics
+    from .analysis import metrics as metrics
     from .analysis.coefficient import (
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
     )
     from .analysis.compare import kernel_diff as kernel_diff
-    from .analysis.forecast import StepCostModel as StepCostModel
     from .analysis.forwards.projection import project as project
     from .analysis.kernels import kernels as kernels
     from .analysis.profile_dir import acceptance as acceptance
     from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
+    from .analysis.speculative import forecast as forecast
+    from .analysis.speculative.forecast import StepCostModel as StepCostModel
     from .analysis.theory import dsi as dsi, speedup as speedup
     from .errors import NsysCCError as NsysCCError
     from .front import analyze as analyze, profile as profile

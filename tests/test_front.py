@@ -209,7 +209,7 @@ def test_the_front_door_is_in_the_facade():
 
 
 # ---- the house: no analysis built above the analysis floor ------------------------------------------------------
-FLOOR_INSIDES = {"nsys_cc.analysis.spec_runs", "nsys_cc.analysis.profile_dir.forward_share",
+FLOOR_INSIDES = {"nsys_cc.analysis.speculative.pooled", "nsys_cc.analysis.profile_dir.forward_share",
                  "nsys_cc.analysis.forwards.steps"}
 FLOOR_NAMES = {"models_of_trace", "load_model", "standalone_c", "analyze_runs", "analyze_speculative", "share_row"}
 

@@ -263,8 +263,8 @@ def test_n14_compare_kernels_knows_a_hard_link_is_the_same_trace(tmp_path):
     (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).walltime_factor(0.8, v, 0.3), "gamma"),
     (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
     (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).operations_factor(0.8, 3, v), "c_hat"),
-    (lambda v: __import__("nsys_cc.analysis.forecast", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
-    (lambda v: __import__("nsys_cc.analysis.forecast", fromlist=["x"]).StepCostModel(
+    (lambda v: __import__("nsys_cc.analysis.speculative.forecast", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
+    (lambda v: __import__("nsys_cc.analysis.speculative.forecast", fromlist=["x"]).StepCostModel(
         10.0, 1.0, 5.0, 0.5, 1.0, 0.1).best_gamma(v), "alpha"),
 ])
 def test_l26_a_lone_nan_or_inf_is_refused_naming_the_parameter(call, param, bad):

@@ -251,7 +251,7 @@ def test_the_best_gamma_never_falls_as_alpha_grows():
 # ---- impossible speedups ------------------------------------------------------------------------------------------
 
 def test_a_speedup_above_one_at_alpha_zero_is_a_measurement_problem():
-    from nsys_cc.analysis.plausibility import problems
+    from nsys_cc.analysis.speculative.plausibility import problems
 
     (note,) = problems(name="d.spec-g1", measured=1.084, alpha=0.0, tokens_per_step=1.0, interval=(1.05, 1.12))
     assert note.startswith("d.spec-g1: MEASUREMENT PROBLEM: a measured speedup of 1.08× [1.05–1.12] at α = 0")
@@ -260,7 +260,7 @@ def test_a_speedup_above_one_at_alpha_zero_is_a_measurement_problem():
 
 
 def test_a_speedup_above_the_tokens_per_step_is_a_measurement_problem():
-    from nsys_cc.analysis.plausibility import problems
+    from nsys_cc.analysis.speculative.plausibility import problems
 
     (note,) = problems(name="d", measured=1.9, alpha=0.5, tokens_per_step=1.75)
     assert "above the 1.75 tokens per step" in note

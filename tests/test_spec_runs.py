@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import spec_runs
 from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.speculative import pooled as spec_runs
 
 
 def _table(step_ms, iteration, drafts_in, latencies, kind="verify"):

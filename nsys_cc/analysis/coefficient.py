@@ -67,7 +67,7 @@ from .theory.speedup import speedup_marks, verdicts
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
 
 if TYPE_CHECKING:
-    from .speculative import SpecRun
+    from .speculative.in_place import SpecRun
 
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
            "cost_coefficient_runs", "load_model"]
@@ -794,7 +794,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                 if with_model or (i > 0 and model_free_label(label)
                                   and proposes_without_model(where, metrics_path)):
                     # the speculative analysis is imported only when a speculative run is among the inputs
-                    from . import speculative as spec_mod
+                    from .speculative import in_place as spec_mod
 
                     spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
@@ -911,7 +911,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
                      "run first, then the drafts and the speculative runs")
     speculative = None
     if spec:
-        from . import spec_runs as spec_runs_mod, speculative as spec_mod
+        from .speculative import in_place as spec_mod, pooled as spec_runs_mod
 
         draft_labels = [m.name for m in models[1:]]
         per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
@@ -948,7 +948,7 @@ def _verdicts(coefficients: pd.DataFrame, alphas: list[float], alpha_cis: list, 
     table = verdicts(coefficients, alphas, alpha_intervals=alpha_cis)
     if speculative is None:
         return table
-    from .speculative import verdicts_in_place
+    from .speculative.in_place import verdicts_in_place
 
     return verdicts_in_place(table, speculative)
 

@@ -17,7 +17,7 @@ forward with its logits and sampling (issue 29; the draft's own logits and sampl
 - `decode_step_ms`: the median period of the window's DECODE steps when it has at least `MIN_STEPS` of them
   (`decode_source` = "observed"); else verify(1) + outside_ms ("estimated": a speculative step's outside time holds
   the proposer's bookkeeping too, so this overstates a plain step slightly, in speculation's favour);
-- the forecast (`nsys_cc.analysis.forecast.StepCostModel`): draft_token_ms, the verify line, other(γ) =
+- the forecast (`nsys_cc.analysis.speculative.forecast.StepCostModel`): draft_token_ms, the verify line, other(γ) =
   outside_ms for every γ (one γ is observed, so its growth with γ is not), decode_step_ms; `best_gamma` and
   `best_speedup` at α over γ = 1…max_gamma; `num_speculative_tokens` = 0 when even the best γ is slower than plain
   decoding (best_speedup ≤ 1), else best_gamma.
@@ -33,7 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from ..contract import LIVE_DECODE as DECODE, LIVE_VERIFY as VERIFY
-from .forecast import StepCostModel
+from .speculative.forecast import StepCostModel
 from .stats import median
 
 MIN_STEPS = 3

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from .forwards.gpu_loss import GpuLoss
     from .forwards.ranks import Ranks
-    from .speculative import SpeculativeAnalysis
+    from .speculative.in_place import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels",
@@ -233,8 +233,8 @@ class CostCoefficientResult(Value):
       apart), the share of its span the GPU worked and its class (launch-bound: the GPU idles between launches), and
       per draft its c on launch time against its c on GPU time; empty on a CPU trace.
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
-      (`analysis.speculative.SpeculativeAnalysis`: per-run table, its figures on every metric (`by_metric`; headline
-      `metric`: gpu_span on GPU traces), decomposition, step cost models, forecast);
+      (`analysis.speculative.in_place.SpeculativeAnalysis`: per-run table, its figures on every metric (`by_metric`;
+      headline `metric`: gpu_span on GPU traces), decomposition, step cost models, forecast);
       None when no speculative run was given.
     - `ranks`: per model on several tensor-parallel ranks, phase and rank: `ranks.RANK_COLUMNS` (its own time, its
       communication, how often it finished last and by how much); empty when every model ran in one process.

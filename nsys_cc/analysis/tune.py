@@ -853,7 +853,7 @@ def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
     from pathlib import Path
 
     from .profile_dir import acceptance as acceptance_mod
-    from .spec_runs import pool_stats, replayed_runs
+    from .speculative.pooled import pool_stats, replayed_runs
 
     d = Path(directory)
     paths = sorted(d.glob(f"run-*/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))

@@ -21,7 +21,7 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   answers) is recorded in `run-<k>/done.json` and the report's `machine.csv`; runs made with a load above the CPU
   count get a note.
 - speculative engines are measured in place against the plain target of the same runs, pooled over the runs
-  (`analysis.spec_runs`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
+  (`analysis.speculative.pooled`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
 
 Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
 per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`

@@ -1,4 +1,5 @@
-"""Plots of the speculative analysis (`analysis.speculative`); they draw what the analysis computed, nothing more.
+"""Plots of the speculative analysis (`analysis.speculative.in_place`); they draw what the analysis computed, nothing
+more.
 
 - waterfall: per speculative run, the measured speedup built up from the ideal one (tokens per step) by one factor
   per broken assumption (verify ≠ decode, draft forwards, outside time, medians do not add), on a log axis so that
@@ -24,7 +25,7 @@ from ..analysis.metrics import WALL
 from .sentence_text import fmt_speedup
 
 if TYPE_CHECKING:
-    from ..analysis.speculative import SpeculativeAnalysis
+    from ..analysis.speculative.in_place import SpeculativeAnalysis
 
 _UP, _DOWN, _ENDS = "#55a868", "#c44e52", "#4c72b0"
 MAX_COLUMNS = 4  # waterfall panels per row

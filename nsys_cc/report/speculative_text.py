@@ -1,4 +1,5 @@
-"""Words and serialisation of the speculative analysis (`analysis.speculative`): JSON entries, the text section.
+"""Words and serialisation of the speculative analysis (`analysis.speculative.in_place`): JSON entries, the text
+section.
 
 JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
 in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,
@@ -21,11 +22,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..analysis.metrics import WALL
-from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
+from ..analysis.speculative.in_place import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
 from .sentence_text import fmt_speedup, interval_text, sig3
 
 if TYPE_CHECKING:
-    from ..analysis.speculative import SpeculativeAnalysis
+    from ..analysis.speculative.in_place import SpeculativeAnalysis
 
 
 def _clean(v):

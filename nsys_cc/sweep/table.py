@@ -6,8 +6,8 @@ Columns (`COLUMNS`):
 - batch_size, input_len: the cell's benchmark settings (empty for a trace set whose manifest does not say);
 - gamma: empty for plain runs (c = draft forward ÷ target forward, Def. 3.7: pooled over a cell's interleaved runs, or
   from one process per model); for a speculative run with γ proposed tokens per step, c is the in-place c of that run
-  (draft forward ÷ verify forward, both measured inside the speculative run's steps: `analysis.speculative`), phase
-  "decode", metric "wall";
+  (draft forward ÷ verify forward, both measured inside the speculative run's steps: `analysis.speculative.in_place`),
+  phase "decode", metric "wall";
 - c, ci_low, ci_high: c and its 95 % bootstrap interval;
 - target_tp: the target's tensor-parallel size when the sweep set it (empty otherwise);
 - cell: the cell (sub-directory) or trace-set name;

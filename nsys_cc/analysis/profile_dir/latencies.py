@@ -3,7 +3,7 @@
 `nsys-cc profile` leaves `X.bench.json` beside each trace `X.sqlite` (and `X.metrics.json` beside a speculative run).
 `latencies` holds one entry per measured iteration, in seconds: perf_counter around one `LLM.generate` call. The
 forward-share check (`nsys_cc.analysis.profile_dir.forward_share`) pairs them with the trace's iteration ranges; the
-speculative analysis cross-checks its measured speedup with them (`nsys_cc.analysis.speculative`).
+speculative analysis cross-checks its measured speedup with them (`nsys_cc.analysis.speculative.in_place`).
 """
 
 from __future__ import annotations

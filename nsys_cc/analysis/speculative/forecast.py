@@ -23,9 +23,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..arguments import many
-from ..errors import InputError
-from .theory.speedup import expected_tokens as _expected_tokens
+from ...arguments import many
+from ...errors import InputError
+from ..theory.speedup import expected_tokens as _expected_tokens
 
 # γ searched for the best γ; the forecast table lists 1…FORECAST_GAMMAS.
 DEFAULT_MAX_GAMMA = 16

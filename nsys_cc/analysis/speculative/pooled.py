@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..contract import DEFAULT_RANGE
-from . import speculative as spec_mod
-from .forwards.engines import engine_range, in_scope
-from .forwards.ranges import forward_range, marked_ranges
-from .forwards.steps import StepTable, step_table, with_gpu_metrics, with_latencies
-from .profile_dir import acceptance as acceptance_mod
-from .stats import MIN_RUNS
+from ...contract import DEFAULT_RANGE
+from ..forwards.engines import engine_range, in_scope
+from ..forwards.ranges import forward_range, marked_ranges
+from ..forwards.steps import StepTable, step_table, with_gpu_metrics, with_latencies
+from ..profile_dir import acceptance as acceptance_mod
+from ..stats import MIN_RUNS
+from . import in_place as spec_mod
 
 __all__ = ["SpecEngine", "analyze_pooled", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
@@ -53,7 +53,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
              range_name: str) -> tuple[StepTable, list[spec_mod.SpecRun]]:
     """One interleaved run's plain target steps (engine `plain`) and speculative runs (`engines`), each read by its
     engine's windows; latencies from `<run_dir>/<label>.bench.json`, counters from `<label>.metrics.json`."""
-    from ..trace import open_trace
+    from ...trace import open_trace
 
     run_dir = Path(run_dir)
     labels = [plain, *(e.label for e in engines)]

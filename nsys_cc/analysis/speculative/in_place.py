@@ -97,16 +97,16 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
+from ...errors import InputError
+from ..forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
+from ..metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VERIFY, WALL
+from ..profile_dir import acceptance as acceptance_mod
+from ..profile_dir.latencies import trace_stem
+from ..profile_dir.spec_labels import LABEL_RE
+from ..stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
+from ..theory.speedup import expected_tokens, walltime_factor
+from ..values import Value
 from . import forecast as forecast_mod, plausibility
-from .forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
-from .metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VERIFY, WALL
-from .profile_dir import acceptance as acceptance_mod
-from .profile_dir.latencies import trace_stem
-from .profile_dir.spec_labels import LABEL_RE
-from .stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
-from .theory.speedup import expected_tokens, walltime_factor
-from .values import Value
 
 # The forecast heatmap's α grid.
 ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
