@@ -43,13 +43,13 @@ from .version import __version__ as __version__  # (in __all__)
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "analyze": ("nsys_cc.front", "analyze"),
-    "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
-    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
+    "cost_coefficient": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient"),
+    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
     "kernels": ("nsys_cc.analysis.kernels", "kernels"),
     "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
-    "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
-    "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
+    "CostCoefficientResult": ("nsys_cc.analysis.coefficient.result", "CostCoefficientResult"),
+    "ModelForwards": ("nsys_cc.analysis.coefficient.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
     "Trace": ("nsys_cc.trace", "Trace"),
     "TraceInfo": ("nsys_cc.trace", "TraceInfo"),
@@ -74,15 +74,18 @@ __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
     from .analysis import metrics as metrics
-    from .analysis.coefficient import (
+    from .analysis.coefficient.measure import (
         cost_coefficient as cost_coefficient,
         cost_coefficient_runs as cost_coefficient_runs,
+    )
+    from .analysis.coefficient.result import (
+        CostCoefficientResult as CostCoefficientResult,
+        ModelForwards as ModelForwards,
     )
     from .analysis.compare import kernel_diff as kernel_diff
     from .analysis.forwards.projection import project as project
     from .analysis.kernels import kernels as kernels
     from .analysis.profile_dir import acceptance as acceptance
-    from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
     from .analysis.speculative import forecast as forecast
     from .analysis.speculative.forecast import StepCostModel as StepCostModel
     from .analysis.theory import dsi as dsi, speedup as speedup

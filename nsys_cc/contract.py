@@ -27,8 +27,8 @@ ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 
 # The rest of a token's work after a forward (issue 29: c is the cost of a token, not of a forward). Each range is
 # written on the thread that ran the forward, after it and before the next forward; the analysis ties it to the
-# forward that ended last before it on that thread (`analysis.token`). Payload: rows, one per position whose logits
-# are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the
+# forward that ended last before it on that thread (`analysis.coefficient.token`). Payload: rows, one per position whose
+# logits are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the
 # forward's own payload, which ties them —, a prefill's one per request.
 # The target's logits: `compute_logits` (the LM head and vLLM's LogitsProcessor); payload: rows computed.
 LOGITS_RANGE = "nsys_cc:logits"

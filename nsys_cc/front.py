@@ -3,7 +3,7 @@
 `source` is one of:
 - a trace (`.sqlite` or `.nsys-rep`) with `drafts`, or a list [target, *drafts] — `cost_coefficient`;
 - a profile's output directory as it is (interleaved runs, one process per model; plain, speculative,
-  tensor-parallel) — `analysis.sources.analyze_profile`: the numbers `profile` reported;
+  tensor-parallel) — `analysis.coefficient.sources.analyze_profile`: the numbers `profile` reported;
 - a sweep directory or a manifest file (.json/.csv) of many trace sets — `sweep.run.analyze_many`, in parallel (a
   local process pool, `jobs`, or a Dask cluster, `scheduler`): an `AnalysisResult` (the tidy table, the failures).
 
@@ -12,8 +12,8 @@ it once and renders what it returns.
 
 `profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: the runs
 (`launch.profile.profile`, interleaved by default), then the analysis of the directory they wrote as `analyze(out_dir)`
-makes it (`analysis.sources.analyze_profile`) and its report (`finish`), under the run's own lock on `out_dir`. Both
-are `sweep.profiled`'s, which each sweep cell calls as well: a cell's directory is a profile directory.
+makes it (`analysis.coefficient.sources.analyze_profile`) and its report (`finish`), under the run's own lock on
+`out_dir`. Both are `sweep.profiled`'s, which each sweep cell calls as well: a cell's directory is a profile directory.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .arguments import is_one, many
 from .errors import InputError, NsysCCError
 
 if TYPE_CHECKING:
-    from .analysis.result import CostCoefficientResult
+    from .analysis.coefficient.result import CostCoefficientResult
     from .launch.commands import BenchOptions
     from .launch.results import ProfileRun
     from .sweep.table import AnalysisResult
@@ -76,7 +76,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
     from . import _compat
-    from .analysis import sources
+    from .analysis.coefficient import sources
     from .analysis.profile_dir import outputs
 
     engines = _compat.renamed("scopes=", scopes, engines, "engines")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from nsys_cc.analysis import coefficient
+from nsys_cc.analysis.coefficient import measure as coefficient
 from nsys_cc.errors import RangeNotFoundError
 
 RUNS = [FIXTURES / "interleaved" / f"run-{k}" for k in (1, 2, 3)]

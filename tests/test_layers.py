@@ -165,7 +165,7 @@ def test_a_results_views_are_bound_from_above():
     # res.to_dict() and res.figures() still work, through the views nsys_cc.report binds when nsys_cc is imported
     code = """
 import sys
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 fixtures = sys.argv[1]
 res = cost_coefficient(f"{fixtures}/tiny-llama-target.sqlite", f"{fixtures}/tiny-llama-draft-s.sqlite")
 print(sorted(m for m in sys.modules if m.startswith("nsys_cc.report.")))
@@ -181,8 +181,8 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
 
 # ---- the analysis is built in the analysis floor, called from the front door (issue 31) ---------------------------
 # What builds an analysis or its report directory: a module under launch/ or cli/ that imports one of these builds an
-# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.sources` below it). The CLI may
-# write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
+# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.coefficient.sources` below it). The
+# CLI may write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
 BUILDERS = {"cost_coefficient", "cost_coefficient_runs", "analyze_profile", "analyze_source", "write_report"}
 RENDERERS = {"write_report"}
 # Modules under launch/ or cli/ allowed a builder: none (`profile` hands the analysis of its directory down from the

@@ -20,7 +20,7 @@ import pytest
 from gpu_shaped import FORWARD, add_gpu_work, steady
 
 from conftest import FIXTURES, cli_in_process, raw_sql, unchanged
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.errors import NsysCCError
 
 TARGET = FIXTURES / "vllm" / "tiny-llama-target.sqlite"

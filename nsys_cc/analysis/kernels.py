@@ -32,11 +32,11 @@ from ..errors import InputError, NsysCCWarning
 from ..trace import open_trace
 from ..trace.nvtx import matches
 from ..trace.source import Trace
-from .coefficient import check_range_arguments, model_names, model_of
+from .coefficient.measure import check_range_arguments, model_names, model_of
+from .coefficient.result import ModelForwards
 from .forwards import kernel_tables as kernel_mod
 from .forwards.ranges import forward_range, marked_ranges, not_found
 from .metrics import ALL, PHASES, decision_phase
-from .result import ModelForwards
 
 TraceLike = str | os.PathLike | Trace
 

@@ -946,7 +946,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
 
-    from .coefficient import cost_coefficient_runs
+    from .coefficient.measure import cost_coefficient_runs
     from .profile_dir.spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []
@@ -1000,7 +1000,7 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     import os
     from pathlib import Path
 
-    from .sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
+    from .coefficient.sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
 
     root = Path(directory)
     if not root.is_dir():

@@ -11,8 +11,8 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges
   (`analysis.forwards.engines`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
-  (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's `finish`
-  on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
+  (`analysis.coefficient.measure.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's
+  `finish` on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
   the machine's state during that run (`launch.machine`) and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval (across three
   runs or more: two give none) of every draft
@@ -424,8 +424,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             nsys_args: Sequence[str], replicas: int = 1,
             measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
-    (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
-    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
+    (the front door's `analysis.coefficient.sources.decode_precision_of`) gives each draft's decode c precision after a
+    run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
     attribute."""
     outcome = Outcome([], engines, "repeat")
     active = list(engines)

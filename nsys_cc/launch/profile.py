@@ -90,14 +90,15 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             most `max_repeat` runs (default `DEFAULT_MAX_REPEAT`).
         replicas: engines of each model in a run (default `DEFAULT_REPLICAS`).
         separate: one process per model (repeat 1 only).
-        measure: with a `precision`, each draft's decode c precision from the runs so far (`analysis.sources.
+        measure: with a `precision`, each draft's decode c precision from the runs so far
+        (`analysis.coefficient.sources.
             decode_precision_of`); required with a precision.
         finish: the analysis and report of the directory, when it holds enough (`ProfileRun.analysable`);
             none: the runs only (`result` and `report` stay None).
     Returns:
         A `results.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
     """
-    from ..analysis.coefficient import check_seed
+    from ..analysis.coefficient.measure import check_seed
     from . import launcher
 
     check_seed(seed)  # before minutes of profiling, not after

@@ -1,7 +1,7 @@
 """The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, whether
 there is enough to analyse (`conclude`), and what `profile` returns (`ProfileRun`). The analysis of the directory
-written and its report are the front door's (`nsys_cc.front.profile`: `analysis.sources.analyze_profile`, then the
-report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
+written and its report are the front door's (`nsys_cc.front.profile`: `analysis.coefficient.sources.analyze_profile`,
+then the report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import check
 from .plan import ModelRun, describe
 
 if TYPE_CHECKING:
-    from ..analysis.coefficient import CostCoefficientResult
+    from ..analysis.coefficient.measure import CostCoefficientResult
 
 
 @dataclass(frozen=True)

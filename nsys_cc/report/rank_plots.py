@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from ..analysis.result import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 
 def plot_rank_lag(result: "CostCoefficientResult", style: dict) -> Figure | None:

@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic
-from ..analysis.result import CostCoefficientResult
+from ..analysis.coefficient.result import CostCoefficientResult
 from ..arguments import many
 from ..errors import InputError
 from .figure_files import iter_figures, plotted

@@ -34,6 +34,7 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from ..analysis.coefficient.result import CostCoefficientResult, ModelForwards
 from ..analysis.forwards import kernel_tables as kernel_mod
 from ..analysis.metrics import (
     BY_NAME,
@@ -46,7 +47,6 @@ from ..analysis.metrics import (
     WALL_NS,
     in_order,
 )
-from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
 from ..analysis.theory.dsi import Heatmaps
 from . import rank_plots, run_plots, speedup_plots, token_plots
@@ -467,7 +467,7 @@ def speedup_figures(result: CostCoefficientResult, dsi_maps: Heatmaps) -> dict[s
     marks = result.speedup_marks
     if marks.empty:
         return {}
-    headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.gpu_time`)
+    headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.coefficient.gpu_time`)
     on = "wall-clock" if headline == WALL else BY_NAME[headline].plot_label
     figs = {}
     for row in marks.itertuples():

@@ -6,7 +6,7 @@ numbers; they are phrased here.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
   Thm 3.8), from `analysis.theory.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
   `analysis.theory.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
-- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.diagnosis`'s numbers;
+- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.coefficient.diagnosis`'s numbers;
   `with_diagnosis` adds the `diagnosis` column to the result's diagnosis table.
 """
 
@@ -213,8 +213,8 @@ def _top_kernels_text(top: pd.DataFrame) -> str | None:
 
 
 def diagnosis_text(result, row) -> str:
-    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.diagnosis`) and the
-    result's kernel tables."""
+    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.coefficient.diagnosis`) and
+    the result's kernel tables."""
     if not row.gpu:
         why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
                else "no GPU work launched inside the forward ranges on their own threads")
@@ -237,7 +237,7 @@ def diagnosis_text(result, row) -> str:
             "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
             "lower c)."
         )
-    from ..analysis.diagnosis import category_comparison, top_kernels
+    from ..analysis.coefficient.diagnosis import category_comparison, top_kernels
 
     for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),
                  _top_kernels_text(top_kernels(result.kernel_summary, row.draft, row.phase))):

@@ -5,8 +5,8 @@ Symbols (docs/SPECDEC.md in the repository):
 - α ∈ [0, 1], the acceptance rate: the expected probability that one draft token is accepted (i.i.d. model).
 - γ ≥ 0, the number of draft tokens proposed per iteration (vLLM's `num_speculative_tokens`).
 - c ≥ 0, the cost coefficient (Def. 3.7): the time a draft takes to produce one token ÷ the target's, decode step —
-  nsys_cc's c of a token (forward + logits + sampling, `analysis.token`; a result's `c` column, with `c_forward`, the
-  forwards' alone, beside it).
+  nsys_cc's c of a token (forward + logits + sampling, `analysis.coefficient.token`; a result's `c` column, with
+  `c_forward`, the forwards' alone, beside it).
 - ĉ ≥ 0, the same ratio for arithmetic operations (Thm 3.11).
 
 Numbers defined here:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import GPU_BUSY_NS, GPU_SPAN_NS, LAUNCH_API_NS, WALL_NS, decision_phase
+from ..metrics import GPU_BUSY_NS, GPU_SPAN_NS, LAUNCH_API_NS, WALL_NS, decision_phase
 from .result import ModelForwards
 
 DIAGNOSIS_COLUMNS = [

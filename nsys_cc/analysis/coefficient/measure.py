@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from .. import _compat
-from ..arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
-from ..contract import (
+from ... import _compat
+from ...arguments import file_identity, is_one, many, one_path, path_of, paths as arg_paths
+from ...contract import (
     DEFAULT_RANGE,
     DRAFT_FORWARD_RANGE,
     ENGINE_RANGE_PREFIX,
@@ -34,19 +34,17 @@ from ..contract import (
     SCOPES_DRAFT,
     VLLM_STEP_RANGE,
 )
-from ..errors import InputError, RangeNotFoundError
-from ..trace import open_trace
-from ..trace.cuda import dropped_note
-from ..trace.nvtx import matches
-from ..trace.pages import with_small_pages
-from ..trace.source import Trace
-from . import gpu_time as gpu_time_mod
-from .diagnosis import diagnose
-from .forwards import kernel_tables as kernel_mod, phases as phase_mod, ranks as rank_mod, steps as steps_mod
-from .forwards.engines import engine_range, engines as engines_in, in_scope
-from .forwards.gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
-from .forwards.projection import op_totals, project
-from .forwards.ranges import (
+from ...errors import InputError, RangeNotFoundError
+from ...trace import open_trace
+from ...trace.cuda import dropped_note
+from ...trace.nvtx import matches
+from ...trace.pages import with_small_pages
+from ...trace.source import Trace
+from ..forwards import kernel_tables as kernel_mod, phases as phase_mod, ranks as rank_mod, steps as steps_mod
+from ..forwards.engines import engine_range, engines as engines_in, in_scope
+from ..forwards.gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
+from ..forwards.projection import op_totals, project
+from ..forwards.ranges import (
     by_start,
     draft_range_of,
     forward_range,
@@ -56,18 +54,20 @@ from .forwards.ranges import (
     quoted,
     select,
 )
-from .metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, WALL, decision_phase, metrics_for
-from .profile_dir import forward_share as share_mod
-from .profile_dir.acceptance import alphas_with_source, measured_alpha
-from .profile_dir.latencies import model_stem, trace_stem
-from .profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
+from ..metrics import ALL, C_METRICS, COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS, WALL, decision_phase, metrics_for
+from ..profile_dir import forward_share as share_mod
+from ..profile_dir.acceptance import alphas_with_source, measured_alpha
+from ..profile_dir.latencies import model_stem, trace_stem
+from ..profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model, refuse_mixed_batch_sizes
+from ..stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
+from ..theory.speedup import speedup_marks, verdicts
+from . import gpu_time as gpu_time_mod
+from .diagnosis import diagnose
 from .result import CostCoefficientResult, ModelForwards, PhaseRule
-from .stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
-from .theory.speedup import speedup_marks, verdicts
 from .token import PART_COLUMNS, coefficients as token_coefficients, notes as token_notes, token_table, with_parts
 
 if TYPE_CHECKING:
-    from .speculative.in_place import SpecRun
+    from ..speculative.in_place import SpecRun
 
 __all__ = ["DEFAULT_RANGE", "CostCoefficientResult", "ModelForwards", "PhaseRule", "cost_coefficient",
            "cost_coefficient_runs", "load_model"]
@@ -252,7 +252,7 @@ def model_of(
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(),
                                           windows=marks.windows)
     if range_name == VLLM_STEP_RANGE:  # vLLM's step annotations name their phase (`vllm_steps`)
-        from .forwards.vllm_steps import phases_of
+        from ..forwards.vllm_steps import phases_of
 
         phase, detail = phases_of(trace, forwards)
         rule = PhaseRule("step names", detail)
@@ -783,7 +783,7 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                 name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
                 notes += [range_note] if range_note else []
                 if name_of_range in (DEFAULT_RANGE, VLLM_STEP_RANGE):  # a torch trace's vLLM steps (`vllm_steps`)
-                    from .forwards import vllm_steps
+                    from ..forwards import vllm_steps
 
                     vllm_steps.refuse_unmeasurable(trace, path, label, draft=i > 0)
                     notes += vllm_steps.notes(trace, label) if name_of_range == VLLM_STEP_RANGE else []
@@ -794,12 +794,12 @@ def _read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence
                 if with_model or (i > 0 and model_free_label(label)
                                   and proposes_without_model(where, metrics_path)):
                     # the speculative analysis is imported only when a speculative run is among the inputs
-                    from .speculative import in_place as spec_mod
+                    from ..speculative import in_place as spec_mod
 
                     spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
                     if name_of_range == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
-                        from .forwards.vllm_steps import in_place_notes
+                        from ..forwards.vllm_steps import in_place_notes
 
                         spec_run.notes.extend(in_place_notes(label, spec_run.steps))
                     spec[i] = dataclasses.replace(spec_run, path=path), with_model
@@ -911,7 +911,7 @@ def _assemble(models: list[ModelForwards], labels: list[str], plain_steps: Seque
                      "run first, then the drafts and the speculative runs")
     speculative = None
     if spec:
-        from .speculative import in_place as spec_mod, pooled as spec_runs_mod
+        from ..speculative import in_place as spec_mod, pooled as spec_runs_mod
 
         draft_labels = [m.name for m in models[1:]]
         per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
@@ -948,7 +948,7 @@ def _verdicts(coefficients: pd.DataFrame, alphas: list[float], alpha_cis: list, 
     table = verdicts(coefficients, alphas, alpha_intervals=alpha_cis)
     if speculative is None:
         return table
-    from .speculative.in_place import verdicts_in_place
+    from ..speculative.in_place import verdicts_in_place
 
     return verdicts_in_place(table, speculative)
 
@@ -985,9 +985,9 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
     model, the models its engines (`names`, when given, choose and order them, target first). None when no item is
     an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
     the runs' engines."""
-    from ..trace import open_trace
-    from .forwards.engines import engines as engines_in
-    from .profile_dir import outputs
+    from ...trace import open_trace
+    from ..forwards.engines import engines as engines_in
+    from ..profile_dir import outputs
 
     if len(items) == 1 and outputs.is_profile_output(items[0]):
         out = outputs.read_output(items[0])

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..contract import (
+from ...contract import (
     FORWARD_RANGES,
     LOGITS_RANGE,
     SAMPLE_RANGE,
@@ -38,10 +38,10 @@ from ..contract import (
     VLLM_SAMPLE_RANGE,
     VLLM_STEP_RANGE,
 )
-from ..trace.nvtx import matches
-from .forwards.projection import project
-from .forwards.ranges import quoted
-from .metrics import (
+from ...trace.nvtx import matches
+from ..forwards.projection import project
+from ..forwards.ranges import quoted
+from ..metrics import (
     GPU_BUSY,
     GPU_IDLE,
     GPU_SPAN,
@@ -128,7 +128,7 @@ def with_parts(trace, ranges: pd.DataFrame, forwards: pd.DataFrame, range_name: 
              for source, names in sources.items()]
     found = [(source, hits) for source, hits in found if any(h.any() for h in hits.values())]
     if not found and range_name == VLLM_STEP_RANGE:
-        from .forwards.vllm_steps import token_note
+        from ..forwards.vllm_steps import token_note
 
         return forwards, "", token_note(trace)
     if not found:

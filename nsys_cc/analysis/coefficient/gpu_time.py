@@ -32,8 +32,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from ..metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
 from .diagnosis import boundness
-from .metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
 
 # Launch time and GPU time (or the c of each) disagree when one is more than this many times the other.
 DISAGREE = 1.5

@@ -19,21 +19,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
-from ..trace.source import handed_out
-from ..views import view
-from .forwards import kernel_tables as kernel_mod
-from .forwards.phases import PhaseRule
-from .metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
-from .stats import pooled_median
-from .values import Value
+from ...errors import InputError
+from ...trace.source import handed_out
+from ...views import view
+from ..forwards import kernel_tables as kernel_mod
+from ..forwards.phases import PhaseRule
+from ..metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
+from ..stats import pooled_median
+from ..values import Value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from .forwards.gpu_loss import GpuLoss
-    from .forwards.ranks import Ranks
-    from .speculative.in_place import SpeculativeAnalysis
+    from ..forwards.gpu_loss import GpuLoss
+    from ..forwards.ranks import Ranks
+    from ..speculative.in_place import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels",
@@ -53,7 +53,7 @@ class ModelForwards(Value):
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
     `iterations`: the trace's measured benchmark iterations (start_ns, end_ns, payload, run; empty without them),
     which the forward-share check of `profile` pairs with vLLM's latencies (`of_run` for one run of a pooled model).
-    `token_parts`: where the logits and sampling tied to each forward came from (`analysis.token`: "plugin",
+    `token_parts`: where the logits and sampling tied to each forward came from (`analysis.coefficient.token`: "plugin",
     "scopes", or "" when the trace has none); their per-forward metrics are the columns `logits_<metric>_ns` and
     `sample_<metric>_ns` of `forwards` (NaN for a forward without that part), and `token_note` says what to know.
     `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.forwards.gpu_loss`: GPU ops that
@@ -198,8 +198,8 @@ class CostCoefficientResult(Value):
       fewer than two values on a side; several runs: c = the geometric mean of the runs' own c, its interval the
       t-interval across runs from three on, NaN from two — `stats`), draft_median_ms, target_median_ms (pooled
       alike: each run's median, their geometric mean; c = their ratio), n_draft, n_target (tokens with a value on
-      each side), runs (how many runs the forwards come from), then (`analysis.token`) basis ("token": c is the
-      token's — forward + logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward,
+      each side), runs (how many runs the forwards come from), then (`analysis.coefficient.token`) basis ("token": c is
+      the token's — forward + logits + sampling —, "forward": either side has no parts, c is the forwards'), c_forward,
       c_forward_ci_low,
       c_forward_ci_high (the forwards alone), draft_forward_median_ms, draft_logits_median_ms,
       draft_sample_median_ms and the same for the target (the split). The medians and counts are the tokens'.
@@ -213,8 +213,8 @@ class CostCoefficientResult(Value):
       mean_duration_ms, share — GPU ops per forward of the kept forwards (`Trace.kernels()` has the raw rows).
     - `categories`: model, role, phase, category, calls_per_forward, time_per_forward_ms, share.
     - `diagnosis`: per draft, the numbers on where its forward time goes against the target's
-      (`analysis.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its class);
-      `render()` and the report say it in sentences (`nsys_cc.report.sentence_text.diagnosis_text`).
+      (`analysis.coefficient.diagnosis.DIAGNOSIS_COLUMNS`: phase, medians, c on wall and GPU busy, busy share and its
+      class); `render()` and the report say it in sentences (`nsys_cc.report.sentence_text.diagnosis_text`).
     - `verdicts`: draft, metric, alpha, alpha_low, alpha_high, phase, c, c_low, c_high, best_gamma, best_gamma_low,
       best_gamma_high, speedup, speedup_low, speedup_high, break_even_alpha, max_gamma, outcome
       (`speedup.VERDICT_COLUMNS`) — what c means at each acceptance rate given (empty when none was); the sentence
@@ -227,7 +227,7 @@ class CostCoefficientResult(Value):
     - `speedup_marks`: per draft, the c that speculative decoding is judged on (on the headline metric, decode else
       all).
     - `headline`: the metric c is headlined on — gpu_span where every trace has GPU work (a range's CPU time is the
-      time to launch its work; `analysis.gpu_time`), else wall.
+      time to launch its work; `analysis.coefficient.gpu_time`), else wall.
     - `gpu_time`: on the GPU, per model (`gpu_time.COLUMNS`): its launch time (wall), GPU span and busy time (token
       medians of the phase c is judged on), whether launch and GPU time disagree (more than `gpu_time.DISAGREE`×
       apart), the share of its span the GPU worked and its class (launch-bound: the GPU idles between launches), and

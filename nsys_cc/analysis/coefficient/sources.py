@@ -19,12 +19,12 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 
-from ..arguments import is_one, many
-from ..errors import InputError
-from .coefficient import InterleavedTraceError, cost_coefficient, cost_coefficient_runs
-from .metrics import ALL, DECODE, WALL
-from .profile_dir import outputs
-from .profile_dir.spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
+from ...arguments import is_one, many
+from ...errors import InputError
+from ..metrics import ALL, DECODE, WALL
+from ..profile_dir import outputs
+from ..profile_dir.spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
+from .measure import InterleavedTraceError, cost_coefficient, cost_coefficient_runs
 from .result import CostCoefficientResult
 
 __all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
@@ -65,7 +65,7 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
     if not listed and isinstance(source, (str, os.PathLike)):
         source, listed, notes = _one_path(os.fspath(source))
         if not listed:  # one PyTorch-profiler trace alone: its steps described, no c (`coefficient.target_alone`)
-            from .coefficient import target_alone
+            from .measure import target_alone
 
             result = target_alone(source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                   seed=seed)
@@ -123,7 +123,7 @@ def _one_path(source: str) -> tuple[str, list[str], list[str]]:
 
 def _is_torch_trace(path: str) -> bool:
     """Whether `path` is a PyTorch-profiler (Kineto) trace, as `open_trace` tells it (by content)."""
-    from ..trace.kineto import looks_like_json
+    from ...trace.kineto import looks_like_json
 
     try:
         return os.path.isfile(path) and looks_like_json(path)
@@ -136,7 +136,7 @@ def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
     --separate-processes, kept without its status.json): each trace's label is its file name; the speculative runs
     (`<draft>.spec-g<γ>`) name their draft, and the one trace left that is neither is the target. InputError naming
     the traces when the folder says no more than that (no speculative run, or more than one trace left)."""
-    from .profile_dir.spec_labels import LABEL_RE
+    from ..profile_dir.spec_labels import LABEL_RE
 
     files = sorted(f for f in os.listdir(folder) if f.endswith(".sqlite")) or \
         sorted(f for f in os.listdir(folder) if f.endswith(".nsys-rep"))
@@ -160,9 +160,9 @@ def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
 
 def _holds_engines(path: str) -> bool:
     """Whether the trace at `path` holds the engine windows of an interleaved run (two engines or more)."""
-    from ..contract import ENGINE_RANGE_PREFIX
-    from ..trace import open_trace
-    from .forwards.engines import engines
+    from ...contract import ENGINE_RANGE_PREFIX
+    from ...trace import open_trace
+    from ..forwards.engines import engines
 
     if not os.path.isfile(path):
         return False
@@ -248,7 +248,7 @@ def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> di
     """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
     where there is no interval across runs yet (fewer than `stats.MIN_RUNS` runs: one run's bootstrap says nothing of
     the next run, and two runs give none)."""
-    from .stats import MIN_RUNS
+    from ..stats import MIN_RUNS
 
     coef = result.coefficients
     out = {}
