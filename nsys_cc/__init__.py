@@ -10,7 +10,7 @@ What a notebook needs, all here:
   `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
 - `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
-  the draft saves time (`nsys_cc.analysis.kernels`, `nsys_cc.analysis.compare`);
+  the draft saves time (`nsys_cc.analysis.kernels.per_kernel`, `nsys_cc.analysis.kernels.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
   above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the runs of `nsys_cc.launch.profile`, then `analyze`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
@@ -46,8 +46,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
-    "kernels": ("nsys_cc.analysis.kernels", "kernels"),
-    "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
+    "kernels": ("nsys_cc.analysis.kernels.per_kernel", "kernels"),
+    "kernel_diff": ("nsys_cc.analysis.kernels.compare", "kernel_diff"),
     "CostCoefficientResult": ("nsys_cc.analysis.coefficient.result", "CostCoefficientResult"),
     "ModelForwards": ("nsys_cc.analysis.coefficient.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
@@ -82,9 +82,9 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         CostCoefficientResult as CostCoefficientResult,
         ModelForwards as ModelForwards,
     )
-    from .analysis.compare import kernel_diff as kernel_diff
     from .analysis.forwards.projection import project as project
-    from .analysis.kernels import kernels as kernels
+    from .analysis.kernels.compare import kernel_diff as kernel_diff
+    from .analysis.kernels.per_kernel import kernels as kernels
     from .analysis.profile_dir import acceptance as acceptance
     from .analysis.speculative import forecast as forecast
     from .analysis.speculative.forecast import StepCostModel as StepCostModel

@@ -244,7 +244,7 @@ def test_n14_a_link_to_the_target_given_as_draft_is_refused(tmp_path, link):
 
 
 def test_n14_compare_kernels_knows_a_hard_link_is_the_same_trace(tmp_path):
-    from nsys_cc.analysis.compare import kernel_diff
+    from nsys_cc.analysis.kernels.compare import kernel_diff
 
     target = tmp_path / "t.sqlite"
     shutil.copyfile(TARGET, target)

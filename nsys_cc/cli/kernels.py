@@ -34,8 +34,8 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     """
     import warnings
 
-    from ..analysis.compare import kernel_diff
-    from ..analysis.kernels import kernels as kernel_table
+    from ..analysis.kernels.compare import kernel_diff
+    from ..analysis.kernels.per_kernel import kernels as kernel_table
     from ..errors import NsysCCWarning
     from ..progress import one_line
     from ..report import kernel_text

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..arguments import file_identity
-from ..contract import DEFAULT_RANGE
-from ..errors import InputError
-from ..trace.source import Trace
-from .coefficient.measure import check_range_arguments, model_names
-from .forwards import kernel_tables as kernel_mod
-from .kernels import (
+from ...arguments import file_identity
+from ...contract import DEFAULT_RANGE
+from ...errors import InputError
+from ...trace.source import Trace
+from ..coefficient.measure import check_range_arguments, model_names
+from ..forwards import kernel_tables as kernel_mod
+from .per_kernel import (
     TraceLike,
     choose_phase,
     default_phase_notes,

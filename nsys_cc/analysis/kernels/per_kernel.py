@@ -26,17 +26,17 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..arguments import path_of
-from ..contract import DEFAULT_RANGE
-from ..errors import InputError, NsysCCWarning
-from ..trace import open_trace
-from ..trace.nvtx import matches
-from ..trace.source import Trace
-from .coefficient.measure import check_range_arguments, model_names, model_of
-from .coefficient.result import ModelForwards
-from .forwards import kernel_tables as kernel_mod
-from .forwards.ranges import forward_range, marked_ranges, not_found
-from .metrics import ALL, PHASES, decision_phase
+from ...arguments import path_of
+from ...contract import DEFAULT_RANGE
+from ...errors import InputError, NsysCCWarning
+from ...trace import open_trace
+from ...trace.nvtx import matches
+from ...trace.source import Trace
+from ..coefficient.measure import check_range_arguments, model_names, model_of
+from ..coefficient.result import ModelForwards
+from ..forwards import kernel_tables as kernel_mod
+from ..forwards.ranges import forward_range, marked_ranges, not_found
+from ..metrics import ALL, PHASES, decision_phase
 
 TraceLike = str | os.PathLike | Trace
 
