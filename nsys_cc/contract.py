@@ -93,7 +93,7 @@ DRAFT_STEP_RANGES = (SCOPES_DRAFT, VLLM_PROPOSE_RANGE)
 # The target-forward range of each kind of trace: the plugin's, else vLLM's own scope, else vLLM's step annotations.
 FORWARD_RANGES = (FORWARD_RANGE, SCOPES_FORWARD, VLLM_STEP_RANGE)
 
-# ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.live`) --------
+# ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.tune.live`) --------
 # Step kinds: a prompt (chunk) in the step; every request decoding one token; every request verifying drafts.
 LIVE_MIXED, LIVE_DECODE, LIVE_VERIFY = 0, 1, 2
 

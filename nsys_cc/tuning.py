@@ -1,6 +1,6 @@
 """`nsys_cc.tune` / `nsys-cc tune`: profile a design of (batch size, γ) cells, fit the step cost model across the batch,
 forecast every batch size and γ, check the cells it was not fitted on, and write the schedule vLLM's dynamic
-speculative decoding takes (`analysis.tune` has the model; docs/tune.md the whole story).
+speculative decoding takes (`analysis.tune.model` has the model; docs/tune.md the whole story).
 
 Directory layout (what profiling writes, what reading takes): `DIR/round-1/`, one interleaved profile directory
 holding EVERY cell, design and held-out alike, in the same runs: per batch size B the plain target (`bs<B>.<target>`)
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import atomic, inputs, progress
-from .analysis import tune as model
+from .analysis.tune import model as model
 from .errors import InputError
 
 DESIGN_FILE = "tune.json"
@@ -103,7 +103,7 @@ def _ints(value, name: str) -> list[int]:
 
 @dataclass
 class TuneReport:
-    """The fit (`result`, an `analysis.tune.TuneResult`) and the files written (`files`, empty without out_dir).
+    """The fit (`result`, an `analysis.tune.model.TuneResult`) and the files written (`files`, empty without out_dir).
     `trusted`: whether the schedule is recommended (False when a held-out cell missed its measurement by more than
     10 % or the forecast has no usable interval: `trust_reason` says why, `next_steps` what to measure next; the
     fitted table is then `fitted_schedule`, and `schedule` None)."""
@@ -440,7 +440,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
 
 def _read(root: Path, seed: int) -> tuple[list, list]:
     """(the fixed-γ cells, the engines that ran vLLM's whole schedule) of a tune directory's last round, from one
-    read of it (`analysis.tune.read_cells`)."""
+    read of it (`analysis.tune.model.read_cells`)."""
     every = model.read_cells(root, seed=seed, schedule_runs=True)
     cells = [c for c in every if not c.schedule_run]
     if not cells:

@@ -3,9 +3,9 @@ the schedule must be that model's), and the batch size carried through the chann
 
 from __future__ import annotations
 
-from nsys_cc.analysis import tune as t
-from nsys_cc.analysis.live import batch_schedule
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.tune import model as t
+from nsys_cc.analysis.tune.live import batch_schedule
 from nsys_cc.live import channel
 from nsys_cc.live.timing import DECODE, VERIFY, StepRecord
 

@@ -306,7 +306,7 @@ def _steps(target_s=0.01, n=20):
 
 def test_no_gamma_is_advised_from_a_window_with_no_measured_verify_token():
     """The gauge published best γ when the verify token measured 0 (c NaN): a γ from nothing."""
-    from nsys_cc.analysis.live import estimate
+    from nsys_cc.analysis.tune.live import estimate
 
     assert estimate(_steps(), 0.7).num_speculative_tokens is not None  # a measured window advises a γ
     est = estimate(_steps(target_s=0.0), 0.7)
@@ -317,7 +317,7 @@ def test_no_gamma_is_advised_from_a_window_with_no_measured_verify_token():
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, -1.0, 1e308])
 def test_a_payload_of_impossible_numbers_is_no_record_never_an_exception(column, value):
     """inf in a count raised OverflowError out of the stat logger (inside vLLM's API server)."""
-    from nsys_cc.analysis.live import estimate
+    from nsys_cc.analysis.tune.live import estimate
     from nsys_cc.live import channel
 
     payload = channel.encode(_steps(n=3))
@@ -334,7 +334,7 @@ def test_a_payload_of_impossible_numbers_is_no_record_never_an_exception(column,
 def test_the_estimator_leaves_out_records_of_impossible_numbers(field, value):
     from dataclasses import replace
 
-    from nsys_cc.analysis.live import batch_schedule, estimate
+    from nsys_cc.analysis.tune.live import batch_schedule, estimate
 
     good = _steps()
     bad = [replace(r, **{field: value}) for r in _steps(n=5)]

@@ -17,13 +17,14 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import nsys_cc
 from conftest import FIXTURES, cli_in_process
-from nsys_cc.analysis import stats, tune as t
+from nsys_cc.analysis import stats
 from nsys_cc.analysis.coefficient import measure as coefficient
 from nsys_cc.analysis.coefficient.result import ModelForwards
 from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
 from nsys_cc.analysis.speculative import in_place as speculative, pooled as spec_runs
+from nsys_cc.analysis.tune import model as t
 from nsys_cc.errors import InputError, NsysCCWarning
 
 SPEC = FIXTURES / "interleaved" / "spec"

@@ -64,7 +64,7 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
     # fixtures/tune: the two interleaved runs of a cell, one process each, seeded alike by vLLM's benchmark
     import json
 
-    from nsys_cc.analysis import tune
+    from nsys_cc.analysis.tune import model as tune
 
     cell = FIXTURES / "tune" / "a50" / "bs8"
     docs = [json.loads((cell / f"run-{k}" / "pair-draft.spec-g3.metrics.json").read_text()) for k in (1, 2)]
@@ -79,7 +79,7 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
 # tune's notes on hand-made cells (test_tune.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
 @pytest.mark.slow
 def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
-    from nsys_cc.analysis import tune
+    from nsys_cc.analysis.tune import model as tune
 
     cells = [c for c in tune.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
     result = tune.tune(cells, draws=10, max_batch_size=8)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_in_process, unchanged
-from nsys_cc.analysis import tune as t
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.tune import model as t
 from nsys_cc.errors import InputError
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"

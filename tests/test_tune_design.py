@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import cli_in_process
-from nsys_cc.analysis import tune as t
+from nsys_cc.analysis.tune import model as t
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune" / "a99-design"

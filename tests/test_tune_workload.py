@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsys_cc.analysis import tune as t
+from nsys_cc.analysis.tune import model as t
 from nsys_cc.errors import InputError
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"

@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import inputs
-from ..errors import InputError
-from .profile_dir.acceptance import AcceptanceStats
+from ... import inputs
+from ...errors import InputError
+from ..profile_dir.acceptance import AcceptanceStats
 
 DEFAULT_MAX_GAMMA = 8
 WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | static batches of the cells' length
@@ -852,8 +852,8 @@ def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
     runs were replays."""
     from pathlib import Path
 
-    from .profile_dir import acceptance as acceptance_mod
-    from .speculative.pooled import pool_stats, replayed_runs
+    from ..profile_dir import acceptance as acceptance_mod
+    from ..speculative.pooled import pool_stats, replayed_runs
 
     d = Path(directory)
     paths = sorted(d.glob(f"run-*/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))
@@ -914,8 +914,8 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
     size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
-    from .profile_dir import outputs
-    from .profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
+    from ..profile_dir import outputs
+    from ..profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
 
     if not outputs.is_profile_output(directory):
         return None
@@ -946,8 +946,8 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
 
-    from .coefficient.measure import cost_coefficient_runs
-    from .profile_dir.spec_labels import DESIGN_LABEL_RE
+    from ..coefficient.measure import cost_coefficient_runs
+    from ..profile_dir.spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []
     for b, (target, spec) in labels.items():
@@ -1000,7 +1000,7 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     import os
     from pathlib import Path
 
-    from .coefficient.sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
+    from ..coefficient.sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
 
     root = Path(directory)
     if not root.is_dir():
@@ -1027,7 +1027,7 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
                 warnings.simplefilter("ignore")
                 result = analyze(os.fspath(sub), seed=seed)
         except InputError as exc:  # a cell not profiled yet, or broken: the others still count
-            from .. import progress
+            from ... import progress
 
             progress.say(f"tune: {sub.name} skipped: {exc}")
             continue

@@ -32,9 +32,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ..contract import LIVE_DECODE as DECODE, LIVE_VERIFY as VERIFY
-from .speculative.forecast import StepCostModel
-from .stats import median
+from ...contract import LIVE_DECODE as DECODE, LIVE_VERIFY as VERIFY
+from ..speculative.forecast import StepCostModel
+from ..stats import median
 
 MIN_STEPS = 3
 
@@ -160,12 +160,12 @@ def estimate(records: Sequence[StepTimes], alpha: float, max_gamma: int = 16) ->
 def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float = math.nan,
                    max_batch_size: int = 256, max_gamma: int = 8) -> list[list[int]] | None:
     """The best γ per batch-size range from the window's steps, as vLLM's num_speculative_tokens_per_batch_size:
-    the model of `nsys_cc.analysis.tune` (issue 30) fitted on the window's VERIFY steps grouped by batch size (each
-    group of at least MIN_STEPS steps one cell: its median draft token, verify token and outside time) and its DECODE
-    steps (plain step period per batch size; where none is observed, verify(B, 0) + the cell's outside time).
+    the model of `nsys_cc.analysis.tune.model` (issue 30) fitted on the window's VERIFY steps grouped by batch size
+    (each group of at least MIN_STEPS steps one cell: its median draft token, verify token and outside time) and its
+    DECODE steps (plain step period per batch size; where none is observed, verify(B, 0) + the cell's outside time).
     Tokens per step from `acceptance` (an `AcceptanceStats` with per-position counts; else i.i.d. at `alpha`).
     None without verify steps at one batch size or more (a record without a batch size, 0, counts for none)."""
-    from .tune import Cell, TokensModel, fit_cost, schedule_ranges, speedup, tokens_model
+    from .model import Cell, TokensModel, fit_cost, schedule_ranges, speedup, tokens_model
 
     groups: dict[int, list[StepTimes]] = {}
     decode: dict[int, list[float]] = {}
