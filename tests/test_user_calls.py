@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 import nsys_cc
 from conftest import FIXTURES, REPO, raw_sql
+from nsys_cc.analysis.result_values import same
 from nsys_cc.analysis.speculative import in_place as spec_mod, pooled as spec_runs
-from nsys_cc.analysis.values import same
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
 from nsys_cc.report import speculative_text

@@ -25,8 +25,8 @@ from ...views import view
 from ..forwards import kernel_tables as kernel_mod
 from ..forwards.phases import PhaseRule
 from ..metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
+from ..result_values import Value
 from ..stats import pooled_median
-from ..values import Value
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

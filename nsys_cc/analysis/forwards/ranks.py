@@ -43,8 +43,8 @@ from ...contract import ALL_REDUCE_RANGE
 from ...trace.bulk import PID_MASK
 from ...trace.nvtx import matches
 from ..metrics import GPU_BUSY_NS, GPU_IDLE_NS, GPU_SPAN_NS, KERNEL_SUM_NS, LAUNCH_API_NS, WALL_NS
+from ..result_values import Value
 from ..stats import describe
-from ..values import Value
 from . import kernel_tables as kernel_mod
 from .projection import op_totals, union_by_group
 

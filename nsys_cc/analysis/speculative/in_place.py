@@ -103,9 +103,9 @@ from ..metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VER
 from ..profile_dir import acceptance as acceptance_mod
 from ..profile_dir.latencies import trace_stem
 from ..profile_dir.spec_labels import LABEL_RE
+from ..result_values import Value
 from ..stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
 from ..theory.speedup import expected_tokens, walltime_factor
-from ..values import Value
 from . import forecast as forecast_mod, plausibility
 
 # The forecast heatmap's α grid.
