@@ -7,7 +7,11 @@ Every import of the package's own modules counts, wherever it is written (module
   from above), `atomic` (files written whole), `inputs` (files read without waiting), `arguments` (how the public API
   reads a list-like argument) — import nothing above them;
 - `trace`: reading Nsight Systems exports;
-- `analysis`: the measurements, as data (a result binds its views from above: `report` registers them);
+- `analysis`: the measurements, as data (a result binds its views from above: `report` registers them), in rooms
+  by question, ordered too (`ANALYSIS_ROOMS`, lowest first): its top modules (`metrics`, `stats`, `result_values`),
+  then `profile_dir` (what a profile left beside its traces), `theory` (the speedup model, DSI), `forwards` (one
+  model's forwards in one trace), `speculative` (runs measured in place), `coefficient` (c, the result), `kernels`,
+  `tune` — a module imports only its own room, the rooms below it and the top modules;
 - `report`: every rendering of a result (text, files, figures);
 - `live`: live c inside a vLLM server (its timing in the worker, its stat logger in the API server), on top of the
   analysis (the estimate) and the report (its log line);
@@ -133,6 +137,70 @@ def circles(root: Path) -> list[list[str]]:
 
 def test_no_import_runs_upward():
     assert upward(PACKAGE) == []
+
+
+# The rooms inside analysis/, lowest first; None: the analysis's top modules (ANALYSIS_TOP), below every room.
+ANALYSIS_TOP = {"metrics", "stats", "result_values"}
+ANALYSIS_ROOMS = [None, "profile_dir", "theory", "forwards", "speculative", "coefficient", "kernels", "tune"]
+
+
+def analysis_room(module: str) -> int:
+    """Position of an analysis module's room in ANALYSIS_ROOMS (the package `nsys_cc.analysis` itself: its top)."""
+    parts = module.split(".")
+    if len(parts) == 2 or (len(parts) == 3 and parts[2] in ANALYSIS_TOP):
+        return 0
+    if parts[2] in ANALYSIS_ROOMS:
+        return ANALYSIS_ROOMS.index(parts[2])
+    raise AssertionError(f"{module} belongs to no room of the analysis: add it to ANALYSIS_ROOMS or ANALYSIS_TOP in "
+                         f"{Path(__file__).name}")
+
+
+def upward_in_analysis(root: Path) -> list[str]:
+    """The imports inside analysis/ that run from a room to one above it (or from a top module to any room)."""
+    def name(i: int) -> str:
+        return ANALYSIS_ROOMS[i] or "top"
+
+    inside = f"{root.name}.analysis"
+    out = []
+    for a, targets in imports(root).items():
+        if a != inside and not a.startswith(inside + "."):
+            continue
+        for b in targets:
+            if (b == inside or b.startswith(inside + ".")) and analysis_room(b) > analysis_room(a):
+                out.append(f"{a} → {b} ({name(analysis_room(a))} → {name(analysis_room(b))})")
+    return sorted(out)
+
+
+def test_no_import_runs_upward_inside_the_analysis():
+    assert upward_in_analysis(PACKAGE) == []
+
+
+def test_every_analysis_module_has_a_room():
+    for name in modules(PACKAGE):
+        if name.startswith("nsys_cc.analysis."):
+            analysis_room(name)
+
+
+def test_the_top_of_the_analysis_stays_small():
+    # at most 8 modules at analysis/'s top (its __init__ included): the rest is in rooms by question
+    top = sorted(p.name for p in (PACKAGE / "analysis").glob("*.py"))
+    assert len(top) <= 8, top
+    assert set(top) == {"__init__.py", *(f"{m}.py" for m in ANALYSIS_TOP)}
+
+
+def test_the_room_check_finds_an_arrow_up_the_analysis(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    for sub in ("analysis", "analysis/forwards", "analysis/coefficient"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "stats.py").write_text("def f():\n    from .forwards.ranges import x\n")
+    (pkg / "analysis" / "forwards" / "ranges.py").write_text("from ..coefficient import result\nx = 1\n")
+    (pkg / "analysis" / "coefficient" / "result.py").write_text("from ..forwards.ranges import x\n"
+                                                                "from .. import stats\n")
+    assert upward_in_analysis(pkg) == [
+        "nsys_cc.analysis.forwards.ranges → nsys_cc.analysis.coefficient.result (forwards → coefficient)",
+        "nsys_cc.analysis.stats → nsys_cc.analysis.forwards.ranges (top → forwards)"]
 
 
 def test_no_import_circle():

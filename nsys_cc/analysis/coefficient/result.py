@@ -6,7 +6,7 @@ result to the views `nsys_cc.report` binds from above (`nsys_cc.views`); the rep
 here imports it.
 
 Units are in the column names: `_ns` for per-forward times (as in the trace), `_ms` for summaries, counts bare.
-Every table a result hands out is the caller's own, and results compare by value (`values.Value`).
+Every table a result hands out is the caller's own, and results compare by value (`result_values.Value`).
 """
 
 from __future__ import annotations
