@@ -44,7 +44,7 @@ from .version import __version__ as __version__  # (in __all__)
 _LAZY: dict[str, tuple[str, str | None]] = {
     "analyze": ("nsys_cc.front", "analyze"),
     "cost_coefficient": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient"),
-    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient_runs"),
+    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.over_runs", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
     "kernels": ("nsys_cc.analysis.kernels.per_kernel", "kernels"),
     "kernel_diff": ("nsys_cc.analysis.kernels.compare", "kernel_diff"),
@@ -74,10 +74,8 @@ __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
     from .analysis import metrics as metrics
-    from .analysis.coefficient.measure import (
-        cost_coefficient as cost_coefficient,
-        cost_coefficient_runs as cost_coefficient_runs,
-    )
+    from .analysis.coefficient.measure import cost_coefficient as cost_coefficient
+    from .analysis.coefficient.over_runs import cost_coefficient_runs as cost_coefficient_runs
     from .analysis.coefficient.result import (
         CostCoefficientResult as CostCoefficientResult,
         ModelForwards as ModelForwards,

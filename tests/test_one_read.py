@@ -14,7 +14,7 @@ import pytest
 
 import nsys_cc
 from nsys_cc import front
-from nsys_cc.analysis.coefficient.measure import load_model
+from nsys_cc.analysis.coefficient.model import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
 

@@ -380,7 +380,7 @@ def test_a_speculative_config_nested_30000_deep_is_one_line():
 @pytest.mark.parametrize("value", [str(10**20), str(2**31)])
 def test_an_output_length_no_array_holds_is_one_line(value):
     """`kernels --output-len 1e20` raised OverflowError in the phases of a GPU trace."""
-    from nsys_cc.analysis.coefficient.measure import check_range_arguments
+    from nsys_cc.analysis.coefficient.arguments import check_range_arguments
 
     with pytest.raises(InputError, match=r"output_len must be at most 2147483647"):
         check_range_arguments(None, int(value))

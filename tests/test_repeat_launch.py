@@ -95,7 +95,7 @@ def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_pat
 
 @pytest.mark.slow  # 4 s or more on 2 cores (issue 33): in `make test`, not the edit-test loop
 def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
-    from nsys_cc.analysis.coefficient.measure import cost_coefficient_runs
+    from nsys_cc.analysis.coefficient.over_runs import cost_coefficient_runs
 
     # Runs 2 and 3 of the fixtures, alternating: run 1 caught a slow spell of the loaded machine (its target's decode
     # at 22 ms against 8), and with it three runs know c only to ±400 %, which no precision (< 1) can ask for.
@@ -351,7 +351,7 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
 def _shares_as_read_alone(out, labels, runs) -> None:
     """The report's forward-share rows: one per run and model, each equal to the same model read from that run's
     trace alone (`load_model` by its engine's windows) against that run's bench JSON."""
-    from nsys_cc.analysis.coefficient.measure import load_model
+    from nsys_cc.analysis.coefficient.model import load_model
     from nsys_cc.analysis.profile_dir.forward_share import share_row
 
     share = json.loads((out / "report.json").read_text())["forward_share"]

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import nsys_cc
 from conftest import FIXTURES, cli_in_process
 from nsys_cc.analysis import stats
-from nsys_cc.analysis.coefficient import measure as coefficient
+from nsys_cc.analysis.coefficient.assemble import assemble
+from nsys_cc.analysis.coefficient.model import MODEL_COLUMNS, InterleavedTraceError
 from nsys_cc.analysis.coefficient.result import ModelForwards
 from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.forwards.phases import PhaseRule
@@ -259,7 +260,7 @@ def test_a_list_of_interleaved_run_traces_is_analysed_as_runs():
         c = res.coefficients.set_index(["draft", "phase", "metric"]).loc[(draft, "decode", WALL), "c"]
         assert c == pytest.approx(math.exp(np.mean(np.log(cs))))  # each run's own engines, SQL: not ~1.0
         assert 0.15 < c < 0.5
-    with pytest.raises(coefficient.InterleavedTraceError, match="holds every model of an interleaved run"):
+    with pytest.raises(InterleavedTraceError, match="holds every model of an interleaved run"):
         nsys_cc.cost_coefficient(RUN_TRACES[0], RUN_TRACES[1:])
 
 
@@ -353,7 +354,7 @@ def test_the_plots_say_what_they_show(spec_result):
 
 def _model(name: str, role: str, per_run: list[np.ndarray]) -> ModelForwards:
     n = sum(len(v) for v in per_run)
-    frame = pd.DataFrame({c: np.full(n, np.nan) for c in coefficient.MODEL_COLUMNS})
+    frame = pd.DataFrame({c: np.full(n, np.nan) for c in MODEL_COLUMNS})
     frame["qualified_name"] = "model_executable()"
     frame["kept"], frame["open_at_end"], frame["phase"] = True, False, "decode"
     frame["run"] = np.concatenate([np.full(len(v), k + 1) for k, v in enumerate(per_run)])
@@ -384,7 +385,7 @@ def _within(values, pooled: float) -> bool:
 @given(run_sets())
 def test_analyze_pools_within_the_runs_and_every_interval_holds(runs):
     target_runs, draft_runs = runs
-    res = coefficient._assemble([_model("t", "target", target_runs), _model("d", "draft", draft_runs)], ["t", "d"],
+    res = assemble([_model("t", "target", target_runs), _model("d", "draft", draft_runs)], ["t", "d"],
                                 [], {}, [], None, [], 0, None)
     row = res.coefficients.iloc[0]
     own = [np.median(d) / np.median(tv) for d, tv in zip(draft_runs, target_runs)]

@@ -11,7 +11,7 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges
   (`analysis.forwards.engines`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
-  (`analysis.coefficient.measure.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's
+  (`analysis.coefficient.over_runs.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's
   `finish` on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
   the machine's state during that run (`launch.machine`) and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval (across three

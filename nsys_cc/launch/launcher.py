@@ -69,7 +69,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     Returns:
         A `ProfileRun`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
-    from ..analysis.coefficient.measure import check_seed
+    from ..analysis.coefficient.arguments import check_seed
 
     check_seed(seed)  # before minutes of profiling, not after
     atomic.check_out_dir(out_dir, "the profile run")

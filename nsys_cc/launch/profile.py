@@ -98,7 +98,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     Returns:
         A `results.ProfileRun` (with `interleaved`, the runs, and `stopped_by`, what ended them).
     """
-    from ..analysis.coefficient.measure import check_seed
+    from ..analysis.coefficient.arguments import check_seed
     from . import launcher
 
     check_seed(seed)  # before minutes of profiling, not after

@@ -18,7 +18,7 @@ from . import check
 from .plan import ModelRun, describe
 
 if TYPE_CHECKING:
-    from ..analysis.coefficient.measure import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 
 @dataclass(frozen=True)

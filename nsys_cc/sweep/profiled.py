@@ -33,7 +33,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     separate processes included), then `finish` with `acceptance` and `seed`; the precision loop's c between runs
     with the same `seed`. Returns the `ProfileRun`, its `result` and `report` set when the runs left enough to
     analyse."""
-    from ..analysis.coefficient.measure import check_seed
+    from ..analysis.coefficient.arguments import check_seed
     from ..analysis.coefficient.sources import decode_precision_of
     from ..launch import profile as launch_profile
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import atomic, progress
-from ..analysis.coefficient.measure import check_seed
+from ..analysis.coefficient.arguments import check_seed
 from ..errors import InputError
 from . import table as table_mod
 from .cell import CellOutcome, announce, kept_outcome, read_outcome, run_cell

@@ -24,7 +24,9 @@ from ...errors import InputError
 from ..metrics import ALL, DECODE, WALL
 from ..profile_dir import outputs
 from ..profile_dir.spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
-from .measure import InterleavedTraceError, cost_coefficient, cost_coefficient_runs
+from .measure import cost_coefficient
+from .model import InterleavedTraceError
+from .over_runs import cost_coefficient_runs
 from .result import CostCoefficientResult
 
 __all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
@@ -232,7 +234,6 @@ def _separate(out: outputs.ProfileOutput, target: outputs.OutputModel, *, range_
 def _model_free(m: outputs.OutputModel) -> bool:
     label = LABEL_RE.match(m.label)
     return (m.draft or (label.group("draft") if label else "")) in MODEL_FREE_METHODS
-
 
 
 def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output_len: int | None = None,

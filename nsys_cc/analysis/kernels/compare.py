@@ -15,7 +15,7 @@ from ...arguments import file_identity
 from ...contract import DEFAULT_RANGE
 from ...errors import InputError
 from ...trace.source import Trace
-from ..coefficient.measure import check_range_arguments, model_names
+from ..coefficient.arguments import check_range_arguments, model_names
 from ..forwards import kernel_tables as kernel_mod
 from .per_kernel import (
     TraceLike,

@@ -32,7 +32,8 @@ from ...errors import InputError, NsysCCWarning
 from ...trace import open_trace
 from ...trace.nvtx import matches
 from ...trace.source import Trace
-from ..coefficient.measure import check_range_arguments, model_names, model_of
+from ..coefficient.arguments import check_range_arguments, model_names
+from ..coefficient.model import model_of
 from ..coefficient.result import ModelForwards
 from ..forwards import kernel_tables as kernel_mod
 from ..forwards.ranges import forward_range, marked_ranges, not_found

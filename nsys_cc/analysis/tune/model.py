@@ -946,7 +946,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
 
-    from ..coefficient.measure import cost_coefficient_runs
+    from ..coefficient.over_runs import cost_coefficient_runs
     from ..profile_dir.spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []

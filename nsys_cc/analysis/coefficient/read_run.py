@@ -1,0 +1,163 @@
+"""The traces of one run read once: each trace opened once for every model it holds, its ranges read once and
+handed on — the target's and a plain draft's to their model (`model`), a speculative run's to its steps
+(`speculative.in_place`), vLLM's latencies beside a trace to the forward share (`profile_dir.forward_share`)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from ...contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT, VLLM_STEP_RANGE
+from ...errors import InputError
+from ...trace import open_trace
+from ...trace.source import Trace
+from ..forwards import phases as phase_mod, steps as steps_mod
+from ..forwards.ranges import draft_range_of, forward_range, select
+from ..profile_dir import forward_share as share_mod
+from ..profile_dir.latencies import model_stem, trace_stem
+from ..profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model
+from .model import model_of, scoped_reads
+from .result import ModelForwards
+
+if TYPE_CHECKING:
+    from ..speculative.in_place import SpecRun
+
+
+def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None:
+    """A draft trace labelled speculative (`<draft>.spec-g<γ>`), or given a spec-decode metrics dump (`dumped`: in
+    spec_metrics; or `X.metrics.json` beside it, `where` = its files' stem), must hold draft-model forward ranges:
+    without them it would be measured as a plain draft and give a wrong c."""
+    if LABEL_RE.match(label):
+        why = f"is labelled as a speculative run ({label!r})"
+    elif dumped:
+        why = "was given a spec-decode metrics dump (spec_metrics)"
+    elif os.path.exists(trace_stem(where) + ".metrics.json"):
+        beside = os.path.basename(trace_stem(where)) + ".metrics.json"
+        why = f"has a spec-decode metrics dump beside it ({beside})"
+    else:
+        return
+    raise InputError(
+        f"{path} {why} but holds no draft-model forward ranges ('{DRAFT_FORWARD_RANGE}', or vLLM's "
+        f"'{SCOPES_DRAFT}'): the plugin recorded no draft forward (see the profile log's nsys-cc "
+        "warnings: a vLLM whose proposer it does not wrap), or the proposer runs no draft model (ngram, "
+        "suffix: label it '<method>.spec-g<γ>', e.g. 'ngram.spec-g3', to measure it in place); measured as a plain "
+        "draft its c would be wrong: leave it out (or rename it if it is a plain draft run)", param="drafts")
+
+
+@dataclasses.dataclass
+class RunRead:
+    """What the traces of one run gave: the plain models and the speculative runs (with whether they hold
+    draft-model forwards) by model index, the plain target's step table when a speculative run needs it, and the
+    notes on the forward ranges chosen."""
+
+    models: dict[int, ModelForwards]
+    spec: dict[int, tuple[SpecRun, bool]]
+    plain_steps: steps_mod.StepTable | None
+    notes: list[str]
+    share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
+
+
+def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
+              engines: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
+              dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> RunRead:
+    """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `engines`, is
+    opened and read once for all of them).
+
+    Each trace's ranges are read once (`ranges.marked_ranges`), then handed on: the target's and a plain draft's to
+    its model, a speculative run's to its steps. A run is speculative when it holds draft-forward ranges (inside its
+    engine's windows when it is one engine of an interleaved run), or (a proposer that runs no model, ngram) when its
+    label says so and its metrics dump holds the counters; a draft labelled or dumped as speculative without them is
+    an error (`_refuse_mislabelled`). A model's own files (vLLM's latencies, its metrics dump) sit beside its trace,
+    or in an interleaved run's folder under its engine's label (`latencies.model_stem`); `dumps`: the metrics dumps
+    given, by model index; `opened`: traces given open, by path (read, not closed). Of the target, what its own
+    engine steps need besides the forwards its model keeps (the markers, a few columns) is kept until the other
+    traces say whether a speculative run needs them."""
+    loaded: dict[int, ModelForwards] = {}
+    spec: dict[int, tuple[SpecRun, bool]] = {}
+    target_markers = None
+    notes: list[str] = []
+    shares: dict[int, dict] = {}
+    for path, group in _same_trace(paths).items():
+        given = (opened or {}).get(path)
+        with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
+            reads = _group_reads(trace, path, group, range_names, engines)
+            for i in group:
+                ranges, label, scope = reads.pop(i), labels[i], engines[i]
+                name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
+                notes += [range_note] if range_note else []
+                if name_of_range in (DEFAULT_RANGE, VLLM_STEP_RANGE):  # a torch trace's vLLM steps (`vllm_steps`)
+                    from ..forwards import vllm_steps
+
+                    vllm_steps.refuse_unmeasurable(trace, path, label, draft=i > 0)
+                    notes += vllm_steps.notes(trace, label) if name_of_range == VLLM_STEP_RANGE else []
+                # a scoped model's own files are named after its engine: its runs are read as if its trace were there
+                where = path if scope is None else model_stem(path, scope)
+                metrics_path = dumps.get(i)
+                with_model = i > 0 and draft_range_of(ranges) is not None
+                if with_model or (i > 0 and model_free_label(label)
+                                  and proposes_without_model(where, metrics_path)):
+                    # the speculative analysis is imported only when a speculative run is among the inputs
+                    from ..speculative import in_place as spec_mod
+
+                    spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
+                                                 ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
+                    if name_of_range == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
+                        from ..forwards.vllm_steps import in_place_notes
+
+                        spec_run.notes.extend(in_place_notes(label, spec_run.steps))
+                    spec[i] = dataclasses.replace(spec_run, path=path), with_model
+                else:
+                    if i > 0:
+                        _refuse_mislabelled(path, where, label, i in dumps)
+                    loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
+                                         range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
+                                         scope=scope, run=run)
+                bench = model_stem(path, scope) + ".bench.json"
+                if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`share`)
+                    if i in loaded:
+                        forwards, iterations = loaded[i].forwards, loaded[i].iterations
+                    else:
+                        forwards = select(ranges, name_of_range)
+                        iterations = phase_mod.markers(ranges, (ITERATION_RANGE,))
+                    try:
+                        shares[i] = share_mod.share_row(label, forwards, iterations, bench, run)
+                    except InputError as exc:
+                        notes.append(f"{label}: {exc}: no forward share")
+                if i == 0:
+                    target_markers = steps_mod.markers_of(ranges, name_of_range, trace)
+                del ranges
+    plain_steps = None
+    if spec:
+        target = loaded[0]
+        if target.ranks is not None and target.ranks.count > 1:
+            raise InputError(f"{labels[0]} runs on {target.ranks.count} tensor-parallel ranks: speculative runs are "
+                             "measured in place against a plain target on one process (give one, or leave the "
+                             "speculative traces out)")
+        plain_steps = steps_mod.with_latencies(
+            steps_mod.step_table(steps_mod.with_forwards(target_markers, target), target.range_name),
+            model_stem(paths[0], engines[0]))
+    return RunRead(loaded, spec, plain_steps, notes, [shares[i] for i in sorted(shares)])
+
+
+def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
+    """The models' indexes per trace path, in the order the paths first come."""
+    groups: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        groups.setdefault(os.fspath(path), []).append(i)
+    return groups
+
+
+def _group_reads(trace, path: str, group: Sequence[int], range_names: Sequence[str],
+                 engines: Sequence[str | None]) -> dict[int, pd.DataFrame]:
+    """The ranges of each model in `group` (indexes of the models of one open trace): one read for all the models
+    that look for the same range name (`scoped_reads`), each its engine's part."""
+    out: dict[int, pd.DataFrame] = {}
+    for name in dict.fromkeys(range_names[i] for i in group):
+        js = [i for i in group if range_names[i] == name]
+        out.update(zip(js, scoped_reads(trace, name, [engines[i] for i in js], path)))
+    return out
