@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import atomic, inputs, progress
-from .analysis.tune import model as model
+from .analysis.tune import directories, schedule
 from .errors import InputError
 
 DESIGN_FILE = "tune.json"
@@ -103,12 +103,12 @@ def _ints(value, name: str) -> list[int]:
 
 @dataclass
 class TuneReport:
-    """The fit (`result`, an `analysis.tune.model.TuneResult`) and the files written (`files`, empty without out_dir).
-    `trusted`: whether the schedule is recommended (False when a held-out cell missed its measurement by more than
-    10 % or the forecast has no usable interval: `trust_reason` says why, `next_steps` what to measure next; the
+    """The fit (`result`, an `analysis.tune.schedule.TuneResult`) and the files written (`files`, empty without
+    out_dir). `trusted`: whether the schedule is recommended (False when a held-out cell missed its measurement by more
+    than 10 % or the forecast has no usable interval: `trust_reason` says why, `next_steps` what to measure next; the
     fitted table is then `fitted_schedule`, and `schedule` None)."""
 
-    result: model.TuneResult
+    result: schedule.TuneResult
     files: dict[str, Path] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
@@ -177,8 +177,8 @@ def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamm
     the forecast's size within its bounds (`MAX_FORECAST_CELLS`, `MAX_FORECAST_DRAWS`)."""
     bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
     checks = parse_checks(check)
-    if not isinstance(workload, str) or workload not in model.WORKLOADS:
-        raise InputError(f"workload must be one of {', '.join(model.WORKLOADS)}, not {workload!r}",
+    if not isinstance(workload, str) or workload not in schedule.WORKLOADS:
+        raise InputError(f"workload must be one of {', '.join(schedule.WORKLOADS)}, not {workload!r}",
                          param="workload")
     for name, v in (("max_batch_size", max_batch_size), ("max_gamma", max_gamma), ("draws", draws)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1:
@@ -222,7 +222,7 @@ def _profiled_out(out_dir) -> str | os.PathLike:
 def _round(folder: atomic.Folder, k: int) -> Path:
     """`round-<k>/` in the tune directory, a real folder of its own (a link there is refused: its runs, status and
     lock would go wherever it points)."""
-    return folder.mkdir(f"{model.ROUND_PREFIX}{k}")
+    return folder.mkdir(f"{directories.ROUND_PREFIX}{k}")
 
 
 def _design_of(root: Path) -> dict:
@@ -262,10 +262,10 @@ def _publish_design(out: Path, design: dict) -> None:
 @_one_writer
 def tune(source: str | os.PathLike | None = None, *, target: str | None = None, draft: str | None = None,
          batch_sizes=None, speculate=None, check=None, out_dir: str | os.PathLike | None = None,
-         max_batch_size: int = model.DEFAULT_MAX_BATCH, max_gamma: int = model.DEFAULT_MAX_GAMMA,
+         max_batch_size: int = schedule.DEFAULT_MAX_BATCH, max_gamma: int = schedule.DEFAULT_MAX_GAMMA,
          input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
          replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
-         draws: int = model.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True,
+         draws: int = schedule.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True,
          workload: str = "server", run_schedule: bool | None = None) -> TuneReport:
     """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
 
@@ -360,7 +360,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if source is not None:  # the design given, else the directory's own (else every cell is fitted)
         bs = bs or list(design.get("batch_sizes", []))
         gs = gs or list(design.get("speculate", []))
-    if not model.split_design(measured, bs, gs)[0]:
+    if not schedule.split_design(measured, bs, gs)[0]:
         raise InputError(f"no measured cell is in the design B ∈ {bs} × γ ∈ {gs}")
     want = set(checks)
     missing = sorted(want - {c.key for c in measured})
@@ -369,10 +369,10 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if not draft:  # a directory without tune.json: the draft its speculative engines are labelled after
         draft = next((c.label.split(".spec-g")[0] for c in measured if ".spec-g" in c.label), "")
 
-    def fit(cells: list) -> model.TuneResult:
-        return model.tune(*model.split_design(cells, bs, gs), max_batch_size=max_batch_size, max_gamma=max_gamma,
-                          draws=draws, seed=seed, target=str(target or ""), draft=str(draft or ""),
-                          workload=workload)
+    def fit(cells: list) -> schedule.TuneResult:
+        return schedule.fit_schedule(*schedule.split_design(cells, bs, gs), max_batch_size=max_batch_size,
+                                     max_gamma=max_gamma, draws=draws, seed=seed, target=str(target or ""),
+                                     draft=str(draft or ""), workload=workload)
 
     result = fit(measured)
     if source is None and confirm:
@@ -413,7 +413,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         if config is None:
             notes.append("schedule run: the benchmark workload's schedule speculates nowhere: nothing to run")
         else:
-            here = len(model.rounds(root)) + 1
+            here = len(directories.rounds(root)) + 1
             progress.say(f"tune: round {here}: every cell again and vLLM's whole schedule at each batch size")
             profile_round(_round(folder, here), cells, schedule=config)
             measured, runs = _read(root, seed)
@@ -421,10 +421,10 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             result.draft_path = _draft_path(str(draft or ""))
     recorded = design.get("device")
     device_used: str = recorded if recorded in ("cpu", "gpu") else _device_of(root)
-    if runs and (design_dir := model.latest_round(root)) is not None:  # the last read's round ran the schedule
+    if runs and (design_dir := directories.latest_round(root)) is not None:  # the last read's round ran the schedule
         table = json.loads(next(iter(_schedule_configs(design_dir)), "{}")).get(
             "num_speculative_tokens_per_batch_size", [])
-        result.schedule_check = model.with_schedule_runs(result.schedule_check, runs, measured, table,
+        result.schedule_check = schedule.with_schedule_runs(result.schedule_check, runs, measured, table,
                                                          device=device_used)
         if table != result.schedules.get("benchmark"):
             notes.append(f"schedule run: the table run, {json.dumps(table)}, is the previous fit's; this round's "
@@ -440,8 +440,8 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
 
 def _read(root: Path, seed: int) -> tuple[list, list]:
     """(the fixed-γ cells, the engines that ran vLLM's whole schedule) of a tune directory's last round, from one
-    read of it (`analysis.tune.model.read_cells`)."""
-    every = model.read_cells(root, seed=seed, schedule_runs=True)
+    read of it (`analysis.tune.directories.read_cells`)."""
+    every = directories.read_cells(root, seed=seed, schedule_runs=True)
     cells = [c for c in every if not c.schedule_run]
     if not cells:
         raise InputError(f"{os.fspath(root)}: no speculative cell with forwards in its runs (only the schedule's)")
@@ -465,7 +465,7 @@ def _schedule_configs(design_dir: Path) -> list[str]:
     return []
 
 
-def _neighbourhood(result: model.TuneResult, max_gamma: int) -> dict[int, list[int]]:
+def _neighbourhood(result: schedule.TuneResult, max_gamma: int) -> dict[int, list[int]]:
     """Batch size → the benchmark schedule's γ there and the γ beside it (γ − 1, γ + 1 within 1…max_gamma), at every
     measured batch size (γ = 0: 1, the shortest speculation, beside not speculating)."""
     out = {}
@@ -475,7 +475,7 @@ def _neighbourhood(result: model.TuneResult, max_gamma: int) -> dict[int, list[i
     return out
 
 
-def _unmeasured(result: model.TuneResult) -> dict[int, int]:
+def _unmeasured(result: schedule.TuneResult) -> dict[int, int]:
     """Batch size → the benchmark schedule's γ there, where that γ was not measured at that batch size."""
     return {s["batch_size"]: s["schedule_gamma"] for s in result.schedule_check
             if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
@@ -606,7 +606,7 @@ def render_text(report: TuneReport) -> str:
                         if math.isfinite(c['measured_counters']) else "")
                      + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
                         > 0.005 * c['forecast_steady_state'] else ""))
-    other = [w for w in model.WORKLOADS if w != r.workload]
+    other = [w for w in schedule.WORKLOADS if w != r.workload]
     lines.append("Schedule check (the benchmark workload's schedule — static batches of "
                  f"{r.output_len or '?'} tokens, as the cells were measured — against the best fixed γ measured at "
                  "each batch size; the server's γ beside it):")

@@ -25,7 +25,7 @@ from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
 from nsys_cc.analysis.speculative import in_place as speculative, pooled as spec_runs
-from nsys_cc.analysis.tune import model as t
+from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError, NsysCCWarning
 
 SPEC = FIXTURES / "interleaved" / "spec"
@@ -178,7 +178,7 @@ def test_the_cli_refuses_the_design_fixtures_schedule_with_exit_code_3(tmp_path)
     assert "NOT RECOMMENDED" in text and "Measure next" in text and "--speculative-config '" not in text
 
 
-def _cells(spread: float, seed: int = 0) -> list[t.Cell]:
+def _cells(spread: float, seed: int = 0) -> list[tune_model.Cell]:
     """Cells of a known cost model, each median v with the interval [v / (1 + spread), v · (1 + spread)]."""
     rng = np.random.default_rng(seed)
     out = []
@@ -187,22 +187,22 @@ def _cells(spread: float, seed: int = 0) -> list[t.Cell]:
                      other_ms=3.0 + 0.5 * b + 0.2 * b * g, decode_step_ms=5.0 + 0.5 * b)
         cis = {f.replace("_ms", "_ci"): (v / (1 + spread), v * (1 + spread)) for f, v in parts.items()}
         per_pos = tuple([180, 160, 140][:g])
-        stats_ = t.AcceptanceStats(alpha=sum(per_pos) / (200 * g), per_position=(), num_drafts=200,
+        stats_ = tune_model.AcceptanceStats(alpha=sum(per_pos) / (200 * g), per_position=(), num_drafts=200,
                                    num_draft_tokens=200 * g, num_accepted=sum(per_pos), accepted_per_position=per_pos)
-        out.append(t.Cell(batch_size=b, gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)), acceptance=stats_,
-                          **parts, **cis))
+        out.append(tune_model.Cell(batch_size=b, gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)),
+                                   acceptance=stats_, **parts, **cis))
     return out
 
 
 def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
     # medians known to a factor 40 (what two runs on t(1) gave the a99-design cells): many refits give a step cost at
     # or below 0 somewhere — never read as percentiles (the issue's 3.7× [-311–5.11])
-    r = t.tune(_cells(40.0), max_batch_size=16, draws=200)
+    r = tune_schedule.fit_schedule(_cells(40.0), max_batch_size=16, draws=200)
     assert r.interval_note and "refits blew up" in r.interval_note
     assert all(math.isnan(f["speedup_ci_low"]) for f in r.forecast)
     assert not r.trusted and "no usable interval" in r.trust_reason
     # ±5 %: every refit holds, every interval contains its forecast, in (0, ∞)
-    ok = t.tune(_cells(0.05), max_batch_size=16, draws=200)
+    ok = tune_schedule.fit_schedule(_cells(0.05), max_batch_size=16, draws=200)
     assert not ok.interval_note
     for f in ok.forecast:
         assert _usable(f["speedup"], f["speedup_ci_low"], f["speedup_ci_high"]), f
@@ -210,10 +210,10 @@ def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
 
 def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
     fitted = _cells(0.05)
-    truth = t.speedup(t.fit_cost(fitted), t.tokens_model(fitted), 4, 2)
+    truth = tune_model.speedup(tune_model.fit_cost(fitted), tune_model.tokens_model(fitted), 4, 2)
     for factor, trusted in ((1.05, True), (1.3, False)):
         held = dataclasses.replace(fitted[0], batch_size=4, gamma=2, measured_speedup=truth * factor)
-        r = t.tune(fitted, [held], max_batch_size=8, draws=100)
+        r = tune_schedule.fit_schedule(fitted, [held], max_batch_size=8, draws=100)
         assert r.trusted is trusted, (factor, r.trust_reason)
         assert r.speculative_config(untrusted=True) is not None  # the fitted table speculates somewhere
         assert (r.speculative_config() is None) is (not trusted)
@@ -437,7 +437,7 @@ def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.floats(0.01, 40.0), st.integers(0, 1000))
 def test_tune_forecast_intervals_hold_or_are_none(spread, seed):
-    r = t.tune(_cells(spread, seed), max_batch_size=8, max_gamma=4, draws=60, seed=seed)
+    r = tune_schedule.fit_schedule(_cells(spread, seed), max_batch_size=8, max_gamma=4, draws=60, seed=seed)
     for f in r.forecast:
         if math.isfinite(f["speedup"]):
             assert f["speedup"] > 0

@@ -165,7 +165,8 @@ def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float =
     DECODE steps (plain step period per batch size; where none is observed, verify(B, 0) + the cell's outside time).
     Tokens per step from `acceptance` (an `AcceptanceStats` with per-position counts; else i.i.d. at `alpha`).
     None without verify steps at one batch size or more (a record without a batch size, 0, counts for none)."""
-    from .model import Cell, TokensModel, fit_cost, schedule_ranges, speedup, tokens_model
+    from .model import Cell, TokensModel, fit_cost, speedup, tokens_model
+    from .schedule import schedule_ranges
 
     groups: dict[int, list[StepTimes]] = {}
     decode: dict[int, list[float]] = {}
