@@ -18,7 +18,8 @@ HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_
 
 SPEC = ROOT / "fixtures" / "spec"
 # The speculative analysis and its text: a plain analyze needs none of them (issue 33).
-SPECULATIVE = ("nsys_cc.analysis.speculative.in_place", "nsys_cc.analysis.speculative.pooled",
+SPECULATIVE = ("nsys_cc.analysis.speculative.in_place", "nsys_cc.analysis.speculative.runs",
+               "nsys_cc.analysis.speculative.tables", "nsys_cc.analysis.speculative.pooled",
                "nsys_cc.analysis.speculative.forecast", "nsys_cc.report.speculative_text")
 
 PROBE = """

@@ -24,7 +24,7 @@ from nsys_cc.analysis.coefficient.result import ModelForwards
 from nsys_cc.analysis.forwards import steps
 from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
-from nsys_cc.analysis.speculative import in_place as speculative, pooled as spec_runs
+from nsys_cc.analysis.speculative import pooled as spec_runs, runs as spec_run, tables as spec_tables
 from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError, NsysCCWarning
 
@@ -416,13 +416,13 @@ def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs
     rng = np.random.default_rng(data.draw(st.integers(0, 10_000)))
     speeds = [data.draw(st.floats(1.0, 5.0)) for _ in range(n_runs)]
     plain = [_step_table(10 * s * np.exp(rng.normal(0, 0.05, 12)), "decode") for s in speeds]
-    spec = [speculative.SpecRun("d.spec-g2", "d", 2, "x", _step_table(13 * s * np.exp(rng.normal(0, 0.05, 12)),
+    spec = [spec_run.SpecRun("d.spec-g2", "d", 2, "x", _step_table(13 * s * np.exp(rng.normal(0, 0.05, 12)),
                                                                       "verify", 2), None, None, None)
             for s in speeds]
     analysis = spec_runs.analyze_pooled(plain, [spec], output_len=5)
     row = analysis.table.iloc[0]
     values = analysis.runs
-    for fig in ("measured_speedup", *speculative.BY_METRIC_FIGURES):
+    for fig in ("measured_speedup", *spec_tables.BY_METRIC_FIGURES):
         own = values[values["figure"] == fig]["value"].to_numpy(dtype=float)
         source = row if fig == "measured_speedup" else analysis.by_metric.iloc[0]
         value, lo, hi = source[fig], source[f"{fig}_ci_low"], source[f"{fig}_ci_high"]
@@ -450,7 +450,7 @@ def test_runs_that_disagree_on_the_measured_speedup_are_said():
     rng = np.random.default_rng(5)
     plain = [_step_table(10 * np.exp(rng.normal(0, 0.02, 12)), "decode") for _ in range(3)]
     # the third run's verify steps 3× slower against its own plain steps: its speedup, not just its speed, differs
-    spec = [speculative.SpecRun("d.spec-g2", "d", 2, "x", _step_table(f * 13 * np.exp(rng.normal(0, 0.02, 12)),
+    spec = [spec_run.SpecRun("d.spec-g2", "d", 2, "x", _step_table(f * 13 * np.exp(rng.normal(0, 0.02, 12)),
                                                                       "verify", 2), None, None, None)
             for f in (1.0, 1.05, 3.0)]
     analysis = spec_runs.analyze_pooled(plain, [spec], output_len=5)

@@ -22,7 +22,7 @@ from .result import CostCoefficientResult, ModelForwards
 from .token import coefficients as token_coefficients, notes as token_notes, token_table
 
 if TYPE_CHECKING:
-    from ..speculative.in_place import SpecRun
+    from ..speculative.runs import SpecRun
 
 
 RUN_COLUMNS = ["draft", "phase", "metric", "run", "c", "ci_low", "ci_high", "draft_median_ms", "target_median_ms",
@@ -235,13 +235,15 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
                      "run first, then the drafts and the speculative runs")
     speculative = None
     if spec:
-        from ..speculative import in_place as spec_mod, pooled as spec_runs_mod
+        from ..speculative import pooled as spec_runs_mod
+        from ..speculative.in_place import standalone_c
+        from ..speculative.runs import draft_of
 
         draft_labels = [m.name for m in models[1:]]
-        per_engine = [[dataclasses.replace(run, draft=spec_mod.draft_of(run.name, draft_labels, with_model))
+        per_engine = [[dataclasses.replace(run, draft=draft_of(run.name, draft_labels, with_model))
                        for run, with_model in runs] for runs in spec.values()]
         speculative = spec_runs_mod.analyze_pooled(
-            plain_steps, per_engine, c_standalone=spec_mod.standalone_c(coefficients, per_run), output_len=output_len,
+            plain_steps, per_engine, c_standalone=standalone_c(coefficients, per_run), output_len=output_len,
             acceptance=alphas, seed=seed, numbers=numbers)
     tokens = token_table(models)
     return CostCoefficientResult(

@@ -25,7 +25,7 @@ from .model import model_of, scoped_reads
 from .result import ModelForwards
 
 if TYPE_CHECKING:
-    from ..speculative.in_place import SpecRun
+    from ..speculative.runs import SpecRun
 
 
 def _refuse_mislabelled(path: str, where: str, label: str, dumped: bool) -> None:
@@ -102,9 +102,9 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
                 if with_model or (i > 0 and model_free_label(label)
                                   and proposes_without_model(where, metrics_path)):
                     # the speculative analysis is imported only when a speculative run is among the inputs
-                    from ..speculative import in_place as spec_mod
+                    from ..speculative.runs import load_run
 
-                    spec_run = spec_mod.load_run(where, label, "", name_of_range, metrics_path,
+                    spec_run = load_run(where, label, "", name_of_range, metrics_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
                     if name_of_range == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
                         from ..forwards.vllm_steps import in_place_notes

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from ..forwards.gpu_loss import GpuLoss
     from ..forwards.ranks import Ranks
-    from ..speculative.in_place import SpeculativeAnalysis
+    from ..speculative.tables import SpeculativeAnalysis
 
 # Columns of `CostCoefficientResult.forwards`, after `model, role`.
 FORWARD_COLUMNS = ["range_name", "run", "range_id", "start_ns", "end_ns", "payload", "kept", "phase", "kernels",

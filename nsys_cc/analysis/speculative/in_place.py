@@ -90,237 +90,44 @@ speedup exactly. It is given on every metric (`metric` column: F, V, R and O on 
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
-from ..metrics import DECODE, GPU_HEADLINE as METRICS_GPU_HEADLINE, PREFILL, VERIFY, WALL
-from ..profile_dir import acceptance as acceptance_mod
-from ..profile_dir.latencies import trace_stem
-from ..profile_dir.spec_labels import LABEL_RE
-from ..result_values import Value
-from ..stats import Pooled, median_ci, pooled_median, runs_median_ci, runs_ratio_of_medians
+from ..forwards.steps import StepTable, metric_columns
+from ..metrics import DECODE, PREFILL, VERIFY, WALL
+from ..stats import Pooled, median_ci
 from ..theory.speedup import expected_tokens, walltime_factor
 from . import forecast as forecast_mod, plausibility
-
-# The forecast heatmap's α grid.
-ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
-
-# The keys of a run's row as `analyze_speculative` builds it, and of its JSON entry (`*_ci95` [low, high],
-# `predicted_speedup` a dict); the table flattens them (`TABLE_COLUMNS`).
-SPEC_COLUMNS = [
-    "name", "draft", "gamma", "path", "step_rule", "steps", "iterations", "draft_forward_ms", "draft_forward_ms_ci95",
-    "draft_forwards_per_step", "verify_ms", "verify_ms_ci95", "decode_ms", "decode_ms_ci95", "verify_factor",
-    "verify_factor_ci95", "c_in_place", "c_in_place_ci95", "c_standalone", "c_standalone_ci95", "other_ms",
-    "other_ms_ci95", "decode_other_ms", "step_ms", "step_ms_ci95", "decode_step_ms", "decode_step_ms_ci95",
-    "draft_step_ms", "tokens_per_step", "tokens_per_step_metrics", "alpha", "alpha_source", "alpha_vllm",
-    "measured_speedup", "measured_speedup_ci95", "bench_speedup", "bench_difference", "predicted_speedup",
-    "forecast_error", "forecast_tolerance", "measurement_problem",
-    # issue 29: a token's cost in place (module docstring, "Tokens in place")
-    "basis", "c_in_place_forward", "c_in_place_forward_ci95", "c_in_place_decode", "c_in_place_decode_ci95",
-    "draft_catchup_ms", "draft_catchup_ms_ci95", "draft_catchup_tokens", "draft_later_ms", "draft_later_ms_ci95",
-    "draft_logits_ms", "draft_sample_ms", "draft_token_ms", "draft_token_ms_ci95", "verify_logits_ms",
-    "verify_sample_ms", "verify_token_ms", "verify_token_ms_ci95", "decode_logits_ms", "decode_sample_ms",
-    "decode_token_ms", "decode_token_ms_ci95", "propose_ms", "propose_ms_ci95", "c_propose",
-]
-# The predictions of a run (`predicted_speedup` of a row as built), each a column `predicted_<key>` of the table.
-PREDICTIONS = ("leviathan", "cost_model", "cost_model_held_out", "leviathan_in_place")
-
-
-def _flat_columns(columns: Sequence[str]) -> list[str]:
-    """The table's columns from a row's keys (`SPEC_COLUMNS`): each `X_ci95` [low, high] becomes `X_ci_low`,
-    `X_ci_high` (as `coefficients` has ci_low, ci_high), `predicted_speedup` one column per prediction and
-    `held_out_fit_gammas` (the γ the held-out model was fitted on, comma-separated; "" when none)."""
-    out: list[str] = []
-    for col in columns:
-        if col.endswith("_ci95"):
-            out += [f"{col[:-5]}_ci_low", f"{col[:-5]}_ci_high"]
-        elif col == "predicted_speedup":
-            out += [f"predicted_{k}" for k in PREDICTIONS] + ["held_out_fit_gammas"]
-        else:
-            out.append(col)
-    return out
-
-
-# Columns of `SpeculativeAnalysis.table`, in order: one value per cell (numbers, text).
-TABLE_COLUMNS = _flat_columns(SPEC_COLUMNS)
-
-
-def flat_table(rows: Sequence[Mapping]) -> pd.DataFrame:
-    """The per-run table (`TABLE_COLUMNS`) from rows keyed by `SPEC_COLUMNS` (intervals as [low, high], predictions as
-    a dict), every cell a single value."""
-    flat = []
-    for row in rows:
-        out: dict = {}
-        for col, value in row.items():
-            if col.endswith("_ci95"):
-                lo, hi = value if value is not None and len(value) == 2 else (math.nan, math.nan)
-                out[f"{col[:-5]}_ci_low"], out[f"{col[:-5]}_ci_high"] = lo, hi
-            elif col == "predicted_speedup":
-                out.update({f"predicted_{k}": value.get(k, math.nan) for k in PREDICTIONS})
-                out["held_out_fit_gammas"] = ",".join(str(g) for g in value.get("held_out_fit_gammas", []))
-            else:
-                out[col] = value
-        flat.append(out)
-    return pd.DataFrame(flat, columns=TABLE_COLUMNS)
-
-
-# The figures of a run on each metric (`SpeculativeAnalysis.by_metric`, JSON `by_metric`), each with its interval.
-BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms",
-                     # issue 29: the token's cost in place on that metric (`token_arrays`)
-                     "c_in_place_forward", "c_in_place_decode", "draft_catchup_ms", "draft_later_ms",
-                     "draft_token_ms", "verify_token_ms", "decode_token_ms", "propose_ms")
-# Beside them, c_standalone: the plain runs' c on that metric (decode phase), the in-place c's counterpart.
-BY_METRIC_COLUMNS = ["name", "draft", "gamma", "metric",
-                     *[c for f in (*BY_METRIC_FIGURES, "c_standalone") for c in (f, f"{f}_ci_low", f"{f}_ci_high")]]
-# The metric whose figures head the speculative output when every run has it: the plain c's GPU headline
-# (`gpu_time`: the GPU span; the module docstring says why).
-GPU_HEADLINE = METRICS_GPU_HEADLINE
-
-DECOMPOSITION_COLUMNS = ["name", "draft", "gamma", "metric", "order", "part", "factor", "before", "after"]
-# The decomposition's parts in their order (`_decompose`): `part` is an ordered categorical of these, so sorting,
-# grouping and pivoting keep the waterfall's order.
-DECOMPOSITION_PARTS = ("tokens per step", "verify ≠ decode", "draft forwards", "outside time", "medians do not add",
-                       "measured")
-FORECAST_COLUMNS = ["draft", "gamma", "alpha", "alpha_source", "speedup", "best"]
-# `SpeculativeAnalysis.runs`: where runs were pooled, each run's own value of each figure (BY_METRIC_FIGURES on every
-# metric, measured_speedup on wall), what the pooled figure is the geometric mean of.
-RUN_COLUMNS = ["name", "draft", "gamma", "metric", "figure", "run", "value"]
-
-
-def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
-    """The α whose expected tokens per step E(α, γ) equals `tokens_per_step` (bisection; E rises with α)."""
-    if not (math.isfinite(tokens_per_step) and gamma >= 1):
-        return math.nan
-    if tokens_per_step <= 1:
-        return 0.0
-    if tokens_per_step >= gamma + 1:
-        return 1.0
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if float(expected_tokens(mid, gamma)) < tokens_per_step:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
-
-
-@dataclass
-class SpecRun:
-    """One speculative run as read: its label, draft, γ, steps and vLLM's counters and latencies."""
-
-    name: str
-    draft: str
-    gamma: int
-    path: str
-    steps: StepTable
-    acceptance: acceptance_mod.AcceptanceStats | None
-    metrics_path: str | None
-    latencies_s: np.ndarray | None
-    notes: list[str] = field(default_factory=list)
-
-
-def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
-    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts` (or, for a
-    proposer without a draft model, `model=False`, whatever it is: `ngram`), else the only draft, else that label (a
-    draft without a plain run: no standalone c)."""
-    m = LABEL_RE.match(name)
-    if m and (m.group("draft") in drafts or not model):
-        return m.group("draft")
-    if len(drafts) == 1:
-        return drafts[0]
-    if m:
-        return m.group("draft")
-    raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
-
-
-def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: str | None = None, *,
-             ranges: pd.DataFrame | None = None) -> SpecRun:
-    """Read one speculative run: its steps, the metrics dump (`metrics_path`, else `X.metrics.json` beside the
-    trace when present) and vLLM's latencies (`X.bench.json`). `ranges`: the trace's ranges as already read
-    (`ranges.marked_ranges`); without them the trace at `path` is opened and read here."""
-    notes: list[str] = []
-    beside = trace_stem(path) + ".metrics.json"
-    if metrics_path is None and os.path.exists(beside):
-        metrics_path = beside
-    stats = acceptance_mod.load(metrics_path) if metrics_path else None
-    gamma_label = LABEL_RE.match(name)
-    gamma = stats.num_speculative_tokens if stats is not None else None
-    if ranges is None:
-        table = read_step_table(path, range_name, gamma=gamma, speculative=True)
-    else:
-        table = with_latencies(step_table(ranges, range_name, gamma=gamma, speculative=True), path)
-    if table.draft_forwards.empty:
-        notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
-                     "forward costs nothing here, the proposer's work is in the time outside the forwards")
-    if gamma is None:
-        gamma = table.gamma_from_payload
-        if gamma is None and gamma_label:
-            gamma = int(gamma_label.group("gamma"))
-            notes.append(f"{name}: γ = {gamma} from its label (no metrics dump, no verify payload)")
-    if gamma is None:
-        raise InputError(f"{path}: cannot tell γ (no metrics dump, no verify payload, no '.spec-g<γ>' label)")
-    if gamma_label and int(gamma_label.group("gamma")) != gamma:
-        notes.append(f"{name}: its label says γ = {gamma_label.group('gamma')}, the run used γ = {gamma}")
-    if stats is None:
-        notes.append(f"{name}: no metrics dump ({os.path.basename(beside)}): α inferred from the tokens per step")
-    notes += [f"{name}: {n}" for n in table.notes]
-    return SpecRun(name, draft, int(gamma), str(path), table, stats, metrics_path, table.latencies_s, notes)
-
-
-def _ci(lo: float, hi: float) -> list[float]:
-    return [lo, hi]
-
-
-@dataclass(frozen=True, eq=False)
-class SpeculativeAnalysis(Value):
-    """Everything measured and predicted about the speculative runs (each table is a DataFrame of one value per cell,
-    handed out as the caller's own, `values.Value`).
-
-    - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
-      `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`).
-    - `decomposition`: the waterfall factors per run and metric, in order (DECOMPOSITION_COLUMNS; `part` an ordered
-      categorical of DECOMPOSITION_PARTS; see the module docstring); the waterfall draws `metric`'s.
-    - `models`: the `StepCostModel` of each draft, fitted on all its runs (each step split on `metric`).
-    - `forecast`: speedup at γ = 1…8 at each draft's measured α and each given α (FORECAST_COLUMNS).
-    - `grid`: the forecast over γ = 1…8 × α in ALPHA_GRID for the heatmap (draft, gamma, alpha, speedup, best:
-      whether that γ is the best of 1…8 at that α).
-    - `best`: per draft and α, the best γ in 1…16 and its forecast speedup.
-    - `steps`: every kept step of every run, plain target included (`run` column).
-    - `notes`: how steps were found, what was left out, where α came from.
-    - `by_metric`: one row per run and metric the traces have (BY_METRIC_COLUMNS: wall always, then gpu_span,
-      kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
-      other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
-    - `metric`: the headline metric (gpu_span when every run has it, else wall; module docstring).
-    - `runs`: where the runs of a profile were pooled (`spec_runs`), each run's own value of every figure
-      (RUN_COLUMNS: name, draft, gamma, metric, figure, run, value): each table figure is their geometric mean;
-      empty for one run.
-    """
-
-    table: pd.DataFrame
-    decomposition: pd.DataFrame
-    models: dict[str, forecast_mod.StepCostModel]
-    forecast: pd.DataFrame
-    grid: pd.DataFrame
-    best: pd.DataFrame
-    steps: pd.DataFrame
-    notes: tuple[str, ...]
-    by_metric: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BY_METRIC_COLUMNS))
-    metric: str = WALL
-    runs: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=RUN_COLUMNS))
-
-    def __repr__(self) -> str:
-        table = object.__getattribute__(self, "table")
-        runs = ", ".join(f"{r.name} (γ {r.gamma}): {r.measured_speedup:.3g}×" for r in table.itertuples())
-        return (f"<SpeculativeAnalysis of {len(table)} run(s) of {len(set(table['draft']))} draft(s), measured speedup "
-                f"{runs or 'none'}; headline metric {self.metric}; tables: table, by_metric, decomposition, forecast, "
-                f"grid, best, steps; models: {', '.join(self.models) or 'none'}; {len(self.notes)} note(s)>")
+from .runs import (
+    SpecRun,
+    alpha_from_tokens,
+    by_run,
+    median_by_run,
+    metric_figures,
+    nan_median,
+    pooled_by_run,
+    pooled_ratio_by_run,
+    run_metrics,
+    runs_column,
+    token_arrays,
+    token_basis,
+)
+from .tables import (
+    ALPHA_GRID,
+    BY_METRIC_COLUMNS,
+    BY_METRIC_FIGURES,
+    FORECAST_COLUMNS,
+    GPU_HEADLINE,
+    IN_PLACE_VERDICT_COLUMNS,
+    RUN_COLUMNS,
+    SpeculativeAnalysis,
+    ci_pair,
+    decomposition_table,
+    flat_table,
+)
 
 
 def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
@@ -352,149 +159,6 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     return metrics, metrics
 
 
-def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = WALL, *, later: bool = False) -> np.ndarray:
-    """One draft forward's `metric` (ms) for each draft range inside `verify` (the run's verify steps): the range's
-    value ÷ the forwards it holds (a fused multi-step graph holds γ − 1, `steps.forwards_held`); with vLLM's scopes
-    (one draft range per step) a step's drafts ÷ γ. `later`: only the ranges after each step's first (the catch-up)."""
-    _, drafts, _, one = metric_columns(metric)
-    if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
-        return np.array([]) if later else verify[drafts].to_numpy(dtype=float) / run.gamma
-    fw = run.steps.draft_forwards
-    inside = fw["step"].isin(verify["step"].to_numpy()).to_numpy()
-    if later and "position" in fw:
-        inside = inside & (fw["position"].to_numpy() > 0)
-    if one not in fw:
-        return np.full(int(inside.sum()), np.nan)
-    held = fw["forwards"].to_numpy(dtype=float) if "forwards" in fw else np.ones(len(fw))
-    return fw[one].to_numpy(dtype=float)[inside] / held[inside]
-
-
-def token_basis(plain: StepTable, run: SpecRun) -> str:
-    """"token" when both the plain target run and the speculative run have the target's logits or sampling ranges
-    (the in-place figures then price tokens: forward + logits + sampling), else "forward" (the forwards alone)."""
-    target_parts = {"target_logits", "target_sample"}
-    return "token" if target_parts & set(plain.parts) and target_parts & set(run.steps.parts) else "forward"
-
-
-def _nan0(frame: pd.DataFrame, column: str) -> np.ndarray:
-    return np.nan_to_num(frame[column].to_numpy(dtype=float), nan=0.0) if column in frame else np.zeros(len(frame))
-
-
-def token_of_target(steps: pd.DataFrame, metric: str, basis: str) -> np.ndarray:
-    """Per step, the target's token on `metric`: its forward, plus its logits and sampling on the token basis."""
-    target = steps[metric_columns(metric)[0]].to_numpy(dtype=float)
-    if basis != "token":
-        return target
-    cols = part_columns(metric)
-    return target + _nan0(steps, cols["target_logits"]) + _nan0(steps, cols["target_sample"])
-
-
-def token_arrays(run: SpecRun, verify: pd.DataFrame, metric: str, basis: str) -> dict[str, np.ndarray]:
-    """The per-step (per-forward for `draft_later`) arrays the token figures of a run are medians of, on `metric`:
-    `draft_token` (the step's draft work ÷ γ: its draft forwards, plus their logits and sampling on the token basis),
-    `verify_token` (`token_of_target`), `draft_catchup` (the step's first draft forward, where it has one of its own),
-    `draft_later` (each later draft forward, a fused range divided by the forwards it holds), `draft_logits`,
-    `draft_sample` (the step's ÷ γ), `verify_logits`, `verify_sample` and `propose` (the proposer's CPU time in the
-    step; NaN when the trace has no proposing ranges)."""
-    _, drafts, _, _ = metric_columns(metric)
-    cols = part_columns(metric)
-    work = verify[drafts].to_numpy(dtype=float)
-    if basis == "token":
-        work = work + _nan0(verify, cols["draft_logits"]) + _nan0(verify, cols["draft_sample"])
-    catchup = verify[cols["draft_catchup"]].to_numpy(dtype=float) if cols["draft_catchup"] in verify else np.array([])
-    out = {"draft_token": work / run.gamma, "verify_token": token_of_target(verify, metric, basis),
-           "draft_catchup": catchup[np.isfinite(catchup)],
-           "draft_later": draft_forwards_of(run, verify, metric, later=True)}
-    for part, col in (("draft_logits", "draft_logits"), ("draft_sample", "draft_sample")):
-        values = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
-        out[part] = values / run.gamma
-    for part, col in (("verify_logits", "target_logits"), ("verify_sample", "target_sample"), ("propose", "propose")):
-        out[part] = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
-    return out
-
-
-def _finite(values: np.ndarray) -> np.ndarray:
-    return values[np.isfinite(values)]
-
-
-def by_run(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """A step frame's rows by run (its `run` column: runs pooled by `spec_runs.pool_tables`), ascending; one run
-    (number 1) without the column."""
-    if "run" not in frame.columns or frame.empty:
-        return {1: frame}
-    runs = frame["run"].to_numpy()
-    return {int(k): frame[runs == k] for k in np.unique(runs)}
-
-
-def _pooled_median(per_run: Mapping[int, np.ndarray], seed: int, interval: bool = True) -> Pooled:
-    """`stats.runs_median_ci` of arrays keyed by run number: each run's median, pooled (one run: its bootstrap)."""
-    keys = sorted(per_run)
-    return runs_median_ci([per_run[k] for k in keys], seed=seed, numbers=keys, interval=interval)
-
-
-def _pooled_ratio(num: Mapping[int, np.ndarray], den: Mapping[int, np.ndarray], seed: int) -> Pooled:
-    """`stats.runs_ratio_of_medians` of arrays keyed by run number, over the runs both sides have: each run's ratio
-    of medians (like with like: the same process), pooled (one run: its bootstrap)."""
-    keys = sorted(set(num) & set(den))
-    return runs_ratio_of_medians([num[k] for k in keys], [den[k] for k in keys], seed=seed, numbers=keys)
-
-
-def _median_by_run(values, runs) -> float:
-    """The median of step values pooled over their runs (`stats.pooled_median`: each run's, then their geometric
-    mean); `runs` the run number of each value (None: one run)."""
-    return pooled_median(np.asarray(values, dtype=float), None if runs is None else np.asarray(runs))
-
-
-def _runs_column(frame: pd.DataFrame):
-    return frame["run"].to_numpy() if "run" in frame.columns else None
-
-
-def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, metric: str,
-                   seed: int, basis: str = "forward") -> dict[str, Pooled]:
-    """The BY_METRIC_FIGURES of one run on `metric`, each a `stats.Pooled` (median, low, high, and each run's own
-    value): `verify` its verify steps, `decode` the plain run's decode steps, `basis` "token" or "forward"
-    (`token_basis`; module docstring). Steps whose value of the metric is unknown are left out. Runs pooled
-    (`spec_runs`: a `run` column) give each figure per run — a median, or a ratio of medians within the run — then
-    their geometric mean (`stats.runs_ratio_of_medians`, `stats.runs_median_ci`); one run, its steps' bootstrap."""
-    target, drafts, other, _ = metric_columns(metric)
-    v_runs, d_runs = by_run(verify), by_run(decode)
-    v_target = {k: v[target].to_numpy(dtype=float) for k, v in v_runs.items()}
-    d_target = {k: d[target].to_numpy(dtype=float) for k, d in d_runs.items()}
-    draft_fw = {k: draft_forwards_of(run, v, metric) for k, v in v_runs.items()}
-    tok = {k: token_arrays(run, v, metric, basis) for k, v in v_runs.items()}
-    d_token = {k: token_of_target(d, metric, basis) for k, d in d_runs.items()}
-
-    def each(key: str) -> dict[int, np.ndarray]:
-        return {k: t[key] for k, t in tok.items()}
-
-    forward_c = _pooled_ratio(draft_fw, v_target, seed)
-    return {"draft_forward_ms": _pooled_median(draft_fw, seed), "verify_ms": _pooled_median(v_target, seed),
-            "decode_ms": _pooled_median(d_target, seed),
-            "verify_factor": _pooled_ratio(v_target, d_target, seed),
-            "c_in_place": (_pooled_ratio(each("draft_token"), each("verify_token"), seed) if basis == "token"
-                           else forward_c),
-            "other_ms": _pooled_median({k: v[other].to_numpy(dtype=float) for k, v in v_runs.items()}, seed),
-            "c_in_place_forward": forward_c,
-            "c_in_place_decode": _pooled_ratio(each("draft_token"), d_token, seed),
-            "draft_catchup_ms": _pooled_median(each("draft_catchup"), seed),
-            "draft_later_ms": _pooled_median(each("draft_later"), seed),
-            "draft_token_ms": _pooled_median(each("draft_token"), seed),
-            "verify_token_ms": _pooled_median(each("verify_token"), seed),
-            "decode_token_ms": _pooled_median(d_token, seed),
-            "propose_ms": _pooled_median({k: _finite(x) for k, x in each("propose").items()}, seed)}
-
-
-def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:
-    """The metrics a run is measured on: wall, then each GPU metric both its steps and the plain run's have."""
-    return [m for m in run.steps.metrics if m in plain.metrics]
-
-
-def _median(values) -> float:
-    v = np.asarray(values, dtype=float)
-    v = v[~np.isnan(v)]
-    return float(np.median(v)) if v.size else math.nan
-
-
 def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> forecast_mod.StepCostModel | None:
     target, drafts, other, _ = metric_columns(metric)
     parts = []
@@ -502,9 +166,9 @@ def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> for
         v = r.steps.of_kind(VERIFY)
         if v.empty or metric not in r.steps.metrics:
             continue
-        at = _runs_column(v)
-        parts.append((r.gamma, _median_by_run(v[drafts], at) / r.gamma, _median_by_run(v[target], at),
-                      _median_by_run(v[other], at)))
+        at = runs_column(v)
+        parts.append((r.gamma, median_by_run(v[drafts], at) / r.gamma, median_by_run(v[target], at),
+                      median_by_run(v[other], at)))
     if not parts:
         return None
     g, d, vv, o = zip(*parts)
@@ -542,10 +206,10 @@ def analyze_speculative(
     if not output_len and not math.isfinite(out_len):
         notes.append("output length unknown (no iteration ranges, no output_len): tokens per step from the metrics")
     d_runs = by_run(decode)  # runs pooled (`spec_runs`): each figure per run, then pooled (module docstring)
-    d_fwd, d_lo, d_hi = _pooled_median({k: d["target_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}, seed)
+    d_fwd, d_lo, d_hi = pooled_by_run({k: d["target_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}, seed)
     dec_step = {k: d["step_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}
-    d_step, ds_lo, ds_hi = _pooled_median(dec_step, seed)
-    decode_other = _median_by_run(decode["other_ms"], _runs_column(decode))
+    d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)
+    decode_other = median_by_run(decode["other_ms"], runs_column(decode))
     notes.append(f"plain target: steps from {plain.rule} ({plain.rule_detail})")
     by_draft: dict[str, list[SpecRun]] = {}
     for r in runs:
@@ -590,7 +254,7 @@ def analyze_speculative(
         verify_ms, v_lo, v_hi = wall["verify_ms"]
         other_ms, o_lo, o_hi = wall["other_ms"]
         v_step = {k: x["step_ms"].to_numpy(dtype=float) for k, x in by_run(v).items()}
-        step_ms, s_lo, s_hi = _pooled_median(v_step, seed)
+        step_ms, s_lo, s_hi = pooled_by_run(v_step, seed)
         vf = wall["verify_factor"]
         cin = wall["c_in_place"]
         basis = token_basis(plain, r)
@@ -608,7 +272,7 @@ def analyze_speculative(
             alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
         else:
             alpha, source, alpha_vllm = alpha_from_tokens(tps, r.gamma), "tokens per step", math.nan
-        sp = _pooled_ratio(dec_step, v_step, seed)
+        sp = pooled_ratio_by_run(dec_step, v_step, seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
         if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step (shown where no interval)
             run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": WALL,
@@ -639,51 +303,53 @@ def analyze_speculative(
             tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
             if sp.n_runs > 1:  # runs pooled: how far the forecast may miss from the runs' own spread
                 tolerance = _tolerance(_runs_uncertainty(sp), [_runs_uncertainty(
-                    _pooled_ratio(dec_step, {k: x["step_ms"].to_numpy(dtype=float)
+                    pooled_ratio_by_run(dec_step, {k: x["step_ms"].to_numpy(dtype=float)
                                              for k, x in by_run(o.steps.of_kind(VERIFY)).items()}, seed))
                     for o in others])
-        at = _runs_column(v)
-        draft_step = _median_by_run(v["draft_ms"], at)
+        at = runs_column(v)
+        draft_step = median_by_run(v["draft_ms"], at)
         impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
                                            interval=(measured[1], measured[2]))
         rows.append({
             "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
             "steps": len(v), "iterations": r.steps.iterations,
-            "draft_forward_ms": draft_ms, "draft_forward_ms_ci95": _ci(dr_lo, dr_hi),
+            "draft_forward_ms": draft_ms, "draft_forward_ms_ci95": ci_pair(dr_lo, dr_hi),
             "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
             else math.nan,
-            "verify_ms": verify_ms, "verify_ms_ci95": _ci(v_lo, v_hi), "decode_ms": d_fwd,
-            "decode_ms_ci95": _ci(d_lo, d_hi), "verify_factor": vf[0], "verify_factor_ci95": _ci(vf[1], vf[2]),
-            "c_in_place": cin[0], "c_in_place_ci95": _ci(cin[1], cin[2]), "c_standalone": cst[0],
-            "c_standalone_ci95": _ci(cst[1], cst[2]), "other_ms": other_ms, "other_ms_ci95": _ci(o_lo, o_hi),
-            "decode_other_ms": decode_other, "step_ms": step_ms, "step_ms_ci95": _ci(s_lo, s_hi),
-            "decode_step_ms": d_step, "decode_step_ms_ci95": _ci(ds_lo, ds_hi), "draft_step_ms": draft_step,
+            "verify_ms": verify_ms, "verify_ms_ci95": ci_pair(v_lo, v_hi), "decode_ms": d_fwd,
+            "decode_ms_ci95": ci_pair(d_lo, d_hi), "verify_factor": vf[0], "verify_factor_ci95": ci_pair(vf[1], vf[2]),
+            "c_in_place": cin[0], "c_in_place_ci95": ci_pair(cin[1], cin[2]), "c_standalone": cst[0],
+            "c_standalone_ci95": ci_pair(cst[1], cst[2]), "other_ms": other_ms, "other_ms_ci95": ci_pair(o_lo, o_hi),
+            "decode_other_ms": decode_other, "step_ms": step_ms, "step_ms_ci95": ci_pair(s_lo, s_hi),
+            "decode_step_ms": d_step, "decode_step_ms_ci95": ci_pair(ds_lo, ds_hi), "draft_step_ms": draft_step,
             "tokens_per_step": tps, "tokens_per_step_metrics": tps_metrics, "alpha": alpha, "alpha_source": source,
             "alpha_vllm": alpha_vllm, "measured_speedup": measured[0],
-            "measured_speedup_ci95": _ci(measured[1], measured[2]), "bench_speedup": bench,
+            "measured_speedup_ci95": ci_pair(measured[1], measured[2]), "bench_speedup": bench,
             "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
             "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
             "measurement_problem": "; ".join(impossible),
             "basis": basis, "c_in_place_forward": wall["c_in_place_forward"][0],
-            "c_in_place_forward_ci95": _ci(*wall["c_in_place_forward"][1:]),
+            "c_in_place_forward_ci95": ci_pair(*wall["c_in_place_forward"][1:]),
             "c_in_place_decode": wall["c_in_place_decode"][0],
-            "c_in_place_decode_ci95": _ci(*wall["c_in_place_decode"][1:]),
+            "c_in_place_decode_ci95": ci_pair(*wall["c_in_place_decode"][1:]),
             "draft_catchup_ms": wall["draft_catchup_ms"][0],
-            "draft_catchup_ms_ci95": _ci(*wall["draft_catchup_ms"][1:]),
-            "draft_catchup_tokens": _median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
-            "draft_later_ms": wall["draft_later_ms"][0], "draft_later_ms_ci95": _ci(*wall["draft_later_ms"][1:]),
-            "draft_logits_ms": _median_by_run(tok["draft_logits"], at),
-            "draft_sample_ms": _median_by_run(tok["draft_sample"], at),
-            "draft_token_ms": wall["draft_token_ms"][0], "draft_token_ms_ci95": _ci(*wall["draft_token_ms"][1:]),
-            "verify_logits_ms": _median_by_run(tok["verify_logits"], at),
-            "verify_sample_ms": _median_by_run(tok["verify_sample"], at),
-            "verify_token_ms": wall["verify_token_ms"][0], "verify_token_ms_ci95": _ci(*wall["verify_token_ms"][1:]),
-            "decode_logits_ms": (_median_by_run(decode["target_logits_ms"], _runs_column(decode))
+            "draft_catchup_ms_ci95": ci_pair(*wall["draft_catchup_ms"][1:]),
+            "draft_catchup_tokens": nan_median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
+            "draft_later_ms": wall["draft_later_ms"][0], "draft_later_ms_ci95": ci_pair(*wall["draft_later_ms"][1:]),
+            "draft_logits_ms": median_by_run(tok["draft_logits"], at),
+            "draft_sample_ms": median_by_run(tok["draft_sample"], at),
+            "draft_token_ms": wall["draft_token_ms"][0], "draft_token_ms_ci95": ci_pair(*wall["draft_token_ms"][1:]),
+            "verify_logits_ms": median_by_run(tok["verify_logits"], at),
+            "verify_sample_ms": median_by_run(tok["verify_sample"], at),
+            "verify_token_ms": wall["verify_token_ms"][0],
+            "verify_token_ms_ci95": ci_pair(*wall["verify_token_ms"][1:]),
+            "decode_logits_ms": (median_by_run(decode["target_logits_ms"], runs_column(decode))
                                  if "target_logits_ms" in decode else math.nan),
-            "decode_sample_ms": (_median_by_run(decode["target_sample_ms"], _runs_column(decode))
+            "decode_sample_ms": (median_by_run(decode["target_sample_ms"], runs_column(decode))
                                  if "target_sample_ms" in decode else math.nan),
-            "decode_token_ms": wall["decode_token_ms"][0], "decode_token_ms_ci95": _ci(*wall["decode_token_ms"][1:]),
-            "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": _ci(*wall["propose_ms"][1:]),
+            "decode_token_ms": wall["decode_token_ms"][0],
+            "decode_token_ms_ci95": ci_pair(*wall["decode_token_ms"][1:]),
+            "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": ci_pair(*wall["propose_ms"][1:]),
             "c_propose": c_propose,
         })
         notes += impossible
@@ -702,7 +368,7 @@ def analyze_speculative(
                           "figure": "c_standalone", "run": k, "value": x}
                          for k, x in sorted(getattr(standalone.get((r.draft, metric)), "runs", {}).items())]
             decomposition += _decompose(r.name, r.draft, r.gamma, metric, tps, d_step, f["decode_ms"][0],
-                                        f["verify_ms"][0], _median_by_run(v[metric_columns(metric)[1]], at),
+                                        f["verify_ms"][0], median_by_run(v[metric_columns(metric)[1]], at),
                                         f["other_ms"][0],
                                         step_ms)
     table = flat_table(rows)
@@ -711,11 +377,6 @@ def analyze_speculative(
     return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
                                tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline,
                                pd.DataFrame(run_rows, columns=RUN_COLUMNS))
-
-
-# The columns `verdicts_in_place` adds to the verdicts table (`speedup.VERDICT_COLUMNS`), after `outcome`.
-IN_PLACE_VERDICT_COLUMNS = ["outcome_c_alone", "in_place_gammas", "measured_low", "measured_high",
-                            "in_place_best_gamma", "in_place_speedup"]
 
 
 def verdicts_in_place(verdicts: pd.DataFrame, spec: SpeculativeAnalysis | None) -> pd.DataFrame:
@@ -767,7 +428,7 @@ def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, M
         f = figures.get(metric)
         if f is None:
             continue
-        per_step = _median_by_run(verify[metric_columns(metric)[1]], _runs_column(verify))
+        per_step = median_by_run(verify[metric_columns(metric)[1]], runs_column(verify))
         parts.append(f"on {metric}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
                      f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
                      f"{f['other_ms'][0]:.3g} ms")
@@ -844,13 +505,6 @@ def standalone_c(coefficients: pd.DataFrame,
                 (float(r.c), float(r.ci_low), float(r.ci_high)),
                 "token" if has_basis and r.basis == "token" else "forward", runs.get((str(r.draft), str(r.metric))))
             for r in decode.itertuples()}
-
-
-def decomposition_table(rows: Sequence[Mapping]) -> pd.DataFrame:
-    """The decomposition (DECOMPOSITION_COLUMNS) from `_decompose`'s rows, `part` ordered as the waterfall."""
-    frame = pd.DataFrame(list(rows), columns=DECOMPOSITION_COLUMNS)
-    frame["part"] = pd.Categorical(frame["part"], categories=DECOMPOSITION_PARTS, ordered=True)
-    return frame
 
 
 def _uncertainty(run: SpecRun, seed: int) -> float:

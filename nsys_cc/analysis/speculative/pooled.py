@@ -35,7 +35,9 @@ from ..forwards.ranges import forward_range, marked_ranges
 from ..forwards.steps import StepTable, step_table, with_gpu_metrics, with_latencies
 from ..profile_dir import acceptance as acceptance_mod
 from ..stats import MIN_RUNS
-from . import in_place as spec_mod
+from .in_place import analyze_speculative
+from .runs import SpecRun, load_run
+from .tables import SpeculativeAnalysis
 
 __all__ = ["SpecEngine", "analyze_pooled", "analyze_runs", "pool_stats", "pool_tables", "read_run"]
 
@@ -50,7 +52,7 @@ class SpecEngine:
 
 
 def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, engines: Sequence[SpecEngine],
-             range_name: str) -> tuple[StepTable, list[spec_mod.SpecRun]]:
+             range_name: str) -> tuple[StepTable, list[SpecRun]]:
     """One interleaved run's plain target steps (engine `plain`) and speculative runs (`engines`), each read by its
     engine's windows; latencies from `<run_dir>/<label>.bench.json`, counters from `<label>.metrics.json`."""
     from ...trace import open_trace
@@ -66,7 +68,7 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
     runs = []
     for e in engines:
         metrics = run_dir / f"{e.label}.metrics.json"
-        run = spec_mod.load_run(str(run_dir / f"{e.label}.sqlite"), e.label, e.draft, range_name,
+        run = load_run(str(run_dir / f"{e.label}.sqlite"), e.label, e.draft, range_name,
                                 str(metrics) if metrics.is_file() else None,
                                 ranges=in_scope(ranges, e.label, path=os.fspath(sqlite)))
         runs.append(dataclasses.replace(run, path=os.fspath(sqlite)))
@@ -141,7 +143,7 @@ def pool_stats(stats: Sequence[acceptance_mod.AcceptanceStats | None]) -> accept
         num_draft_tokens=tokens, num_accepted=accepted, accepted_per_position=tuple(per_pos))
 
 
-def _pool_runs(per_run: Sequence[spec_mod.SpecRun], numbers: Sequence[int] | None = None) -> spec_mod.SpecRun:
+def _pool_runs(per_run: Sequence[SpecRun], numbers: Sequence[int] | None = None) -> SpecRun:
     first = per_run[0]
     table = pool_tables([r.steps for r in per_run], numbers)
     notes = list(dict.fromkeys(n for r in per_run for n in r.notes))
@@ -157,7 +159,7 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
                  engines: Sequence[SpecEngine], *, range_name: str = DEFAULT_RANGE,
                  c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
                  output_len: int | None = None, acceptance: Sequence[float] = (),
-                 seed: int = 0) -> spec_mod.SpeculativeAnalysis:
+                 seed: int = 0) -> SpeculativeAnalysis:
     """The speculative engines of interleaved runs ((trace, run directory) each) against the plain target engine
     `plain` of the same runs, pooled (module docstring)."""
     read = [read_run(sqlite, run_dir, plain, engines, range_name) for sqlite, run_dir in runs]
@@ -165,18 +167,18 @@ def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], pl
                           c_standalone=c_standalone, output_len=output_len, acceptance=acceptance, seed=seed)
 
 
-def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Sequence[spec_mod.SpecRun]], *,
+def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Sequence[SpecRun]], *,
                    c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
                    output_len: int | None = None, acceptance: Sequence[float] = (),
-                   seed: int = 0, numbers: Sequence[int] | None = None) -> spec_mod.SpeculativeAnalysis:
+                   seed: int = 0, numbers: Sequence[int] | None = None) -> SpeculativeAnalysis:
     """The speculative analysis of runs already read: per run the plain target's step table (`plain_tables`), per
     speculative engine its run of each of those runs (`per_engine`, in the same run order); one run is measured as
     it is, several are pooled (module docstring). `numbers`: the runs' numbers (default 1, 2, …)."""
     if len(plain_tables) == 1:
-        return spec_mod.analyze_speculative(plain_tables[0], [rs[0] for rs in per_engine], c_standalone=c_standalone,
+        return analyze_speculative(plain_tables[0], [rs[0] for rs in per_engine], c_standalone=c_standalone,
                                             output_len=output_len, acceptance=acceptance, seed=seed)
     per_label = {rs[0].name: list(rs) for rs in per_engine}
-    analysis = spec_mod.analyze_speculative(pool_tables(plain_tables, numbers),
+    analysis = analyze_speculative(pool_tables(plain_tables, numbers),
                                             [_pool_runs(rs, numbers) for rs in per_label.values()],
                                             c_standalone=c_standalone, output_len=output_len, acceptance=acceptance,
                                             seed=seed)
@@ -184,7 +186,7 @@ def analyze_pooled(plain_tables: Sequence[StepTable], per_engine: Sequence[Seque
                                                 *_disagreement(analysis)))
 
 
-def _disagreement(analysis: spec_mod.SpeculativeAnalysis) -> list[str]:
+def _disagreement(analysis: SpeculativeAnalysis) -> list[str]:
     """A note per engine whose runs disagree on its measured speedup: an interval across runs more than 2-fold wide
     (three runs or more), or two runs more than 2-fold apart."""
     out = []
