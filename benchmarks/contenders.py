@@ -91,7 +91,7 @@ def ranges_csv(path: str) -> dict:
 
 
 def reader(path: str) -> dict:
-    """The reads `analyze` makes of one export (see `nsys_cc.analysis.forwards.projection.launches`): NVTX ranges, and
+    """The reads `analyze` makes of one export (see `nsys_cc.analysis.forwards.launches.launches`): NVTX ranges, and
     the API calls' and GPU ops' columns the projection and kernel breakdown need."""
     from nsys_cc.trace import open_trace
     from nsys_cc.trace.cuda import api_times, op_times

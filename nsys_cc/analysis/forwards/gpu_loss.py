@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import COLUMNS, GPU_SPAN
-from .projection import shared_ids, unlaunched_ops
+from .launches import shared_ids, unlaunched_ops
 from .ranges import quoted
 
 # Above this share (of the trace's GPU ops, or of a model's kept forwards) the loss is warned about in a note.
@@ -77,7 +77,7 @@ def warnings(loss: GpuLoss, range_name: str, threshold: float = WARN_SHARE) -> l
 
 
 def shared_id_warnings(trace) -> list[str]:
-    """The notes on correlationIds shared in ways CUPTI never writes (`projection.Launches`, issue 45): wherever
+    """The notes on correlationIds shared in ways CUPTI never writes (`launches.Launches`, issue 45): wherever
     the model's GPU state ends up (ops counted for the wrong range, or for none of the model's), the cause is said."""
     shared_calls, shared_ops = shared_ids(trace)
     out = []
