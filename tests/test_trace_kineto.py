@@ -27,7 +27,7 @@ from conftest import FIXTURES, PUBLIC, cli_in_process, unchanged
 from nsys_cc.errors import InputError, TraceClosedError
 from nsys_cc.trace import KinetoTrace, open_trace, sqlite_source
 from nsys_cc.trace.frames import TABLES, names
-from nsys_cc.trace.kineto import ns_of
+from nsys_cc.trace.kineto_events import ns_of
 
 TORCH = FIXTURES / "torch"
 TARGET = TORCH / "tiny-llama-target.pt.trace.json.gz"

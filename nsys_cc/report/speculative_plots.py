@@ -1,5 +1,4 @@
-"""Plots of the speculative analysis (`analysis.speculative.in_place`); they draw what the analysis computed, nothing
-more.
+"""Plots of the speculative analysis (`analysis.speculative`); they draw what the analysis computed, nothing more.
 
 - waterfall: per speculative run, the measured speedup built up from the ideal one (tokens per step) by one factor
   per broken assumption (verify ≠ decode, draft forwards, outside time, medians do not add), on a log axis so that

@@ -1,5 +1,4 @@
-"""Words and serialisation of the speculative analysis (`analysis.speculative.in_place`): JSON entries, the text
-section.
+"""Words and serialisation of the speculative analysis (`analysis.speculative`): JSON entries, the text section.
 
 JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
 in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,

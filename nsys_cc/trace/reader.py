@@ -429,7 +429,7 @@ def _kind(path: Path) -> str:
         return "sqlite"
     if is_report(path) or path.suffix.lower() in REPORT_SUFFIXES:
         return "report"
-    from .kineto import looks_like_json
+    from .kineto_events import looks_like_json
 
     if looks_like_json(path):
         return "json"

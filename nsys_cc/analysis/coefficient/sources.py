@@ -125,7 +125,7 @@ def _one_path(source: str) -> tuple[str, list[str], list[str]]:
 
 def _is_torch_trace(path: str) -> bool:
     """Whether `path` is a PyTorch-profiler (Kineto) trace, as `open_trace` tells it (by content)."""
-    from ...trace.kineto import looks_like_json
+    from ...trace.kineto_events import looks_like_json
 
     try:
         return os.path.isfile(path) and looks_like_json(path)
