@@ -66,7 +66,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "plots": ("nsys_cc.report.result_plots", None),
     "speedup_plots": ("nsys_cc.report.speedup_plots", None),
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
-    "tune": ("nsys_cc.tuning", "tune"),
+    "tune": ("nsys_cc.workflows.tune", "tune"),
 }
 
 # The public API: every lazy name, and the version.
@@ -97,7 +97,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         write_report as write_report,
     )
     from .trace import Trace as Trace, TraceInfo as TraceInfo, open_trace as open_trace
-    from .tuning import tune as tune
+    from .workflows.tune import tune as tune
 
 
 def __getattr__(name: str):

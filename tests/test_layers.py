@@ -18,6 +18,7 @@ Every import of the package's own modules counts, wherever it is written (module
 - `vllm`: what runs inside vLLM's processes (the plugin, which carries the live timing; vLLM fixes; the NVTX binding;
   the benchmark driver) — nothing below imports it, and it imports nothing of the host side above;
 - `launch`: the host side of `profile` (plans, commands, processes, the checks of a fresh export);
+- `workflows`: a verb from its arguments to its report, one module each (`tune`: profile a design, fit, write);
 - `sweep`: many profiles and many analyses, locally or on Dask, on top of `launch`;
 - `front`: the library's front door (`nsys_cc.analyze`: one call for every source `analyze` takes);
 - `cli`: the click verbs;
@@ -31,6 +32,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import parsed
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
@@ -42,8 +45,9 @@ LAYERS = [
     ("live", {"live"}),
     ("vllm", {"vllm"}),
     ("launch", {"launch"}),
+    ("workflows", {"workflows"}),
     ("sweep", {"sweep"}),
-    ("front", {"front", "tuning"}),
+    ("front", {"front"}),
     ("cli", {"cli"}),
 ]
 
@@ -295,3 +299,39 @@ def test_the_builder_check_finds_an_import_and_a_call(tmp_path):
     (pkg / "front" / "d.py").write_text("from ..analysis.coefficient import cost_coefficient\n")  # the front door
     assert builders_imported(pkg) == {"nsys_cc.launch.a": {"analyze_profile"},
                                       "nsys_cc.launch.b": {"cost_coefficient_runs"}}
+
+
+# ---- one workflow, one place -------------------------------------------------------------------------------------
+def definitions(root: Path, name: str) -> list[str]:
+    """The modules of the package that define a function called `name` (at any depth, methods included)."""
+    return sorted(mod for mod, path in modules(root).items() for node in ast.walk(parsed(path))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
+
+
+@pytest.mark.parametrize("name", ["analyze", "tune"])
+def test_a_workflow_is_defined_once(name):
+    # the facade names it lazily (`nsys_cc.__init__._LAZY`), the workflow defines it: one definition, no second
+    # `tune()` or `analyze()` of another signature beside it (the click commands are `<verb>_command`)
+    assert len(definitions(PACKAGE, name)) == 1, definitions(PACKAGE, name)
+
+
+def private_imports(root: Path, room: str) -> list[str]:
+    """`from X import _name` in the modules of `room`: a private name of another module used from outside it."""
+    return sorted(f"{mod}: {alias.name}" for mod, path in modules(root).items() if mod.split(".")[1:2] == [room]
+                  for node in ast.walk(parsed(path)) if isinstance(node, ast.ImportFrom)
+                  for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__"))
+
+
+def test_the_cli_imports_no_private_name():
+    assert private_imports(PACKAGE, "cli") == []
+
+
+def test_the_workflow_checks_find_a_second_definition_and_a_private_import(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "__init__.py").write_text("")
+    (pkg / "tuning.py").write_text("def tune():\n    def tune():\n        pass\n")
+    (pkg / "cli" / "tune.py").write_text("from ..tuning import _finite, tune\n")
+    assert definitions(pkg, "tune") == ["nsys_cc.tuning", "nsys_cc.tuning"]
+    assert private_imports(pkg, "cli") == ["nsys_cc.cli.tune: _finite"]

@@ -133,7 +133,7 @@ def test_schedule_ranges():
 def test_bad_input_is_one_line():
     with pytest.raises(InputError):
         tune_schedule.fit_schedule([], max_batch_size=4)
-    from nsys_cc.tuning import parse_checks
+    from nsys_cc.workflows.tune import parse_checks
 
     assert parse_checks("4:2, 16:3") == [(4, 2), (16, 3)]
     for bad in ("4", "4:0", "a:2", "4:2:1"):

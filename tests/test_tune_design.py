@@ -123,9 +123,9 @@ def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path
 def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monkeypatch, tmp_path):
     """Every speculative engine failing (on a fresh machine: vLLM could not find the draft) is said with the first
     one's reason, not as "no cell directory" after a read of rounds that measured nothing."""
-    from nsys_cc import tuning
     from nsys_cc.errors import InputError
     from nsys_cc.launch import interleaved
+    from nsys_cc.workflows import tune as tuning
 
     why = "its engine could not be built: ValidationError: Invalid repository ID"
     runs = [SimpleNamespace(role="target", ok=True, model=SimpleNamespace(label="bs1.pair-target"), reason=""),
@@ -144,7 +144,7 @@ def test_a_cpu_design_whose_user_set_the_thread_binding_reads_as_cpu(tmp_path):
     environment (benchmarks/tune_check.py sets it) no VLLM_CPU_ variable is left in it, and a read of the design said
     the GPU's note ("on a GPU, … runs it") for a CPU run. Its CPU engines' KV cache bytes still say CPU; a design
     profiled now also records its device."""
-    from nsys_cc import tuning
+    from nsys_cc.workflows import tune as tuning
 
     done = json.loads((FIX / "round-1" / "run-1" / "done.json").read_text())
     commands = done["commands"].replace("VLLM_CPU_OMP_THREADS_BIND=nobind ", "")
@@ -305,9 +305,9 @@ def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
         assert row["schedule_run_gap"] == pytest.approx(row["schedule_run_measured"] / max([1.0, *fixed.values()]) - 1)
         assert row["schedule_run_table"] == table
         assert "ignores the table" in row["schedule_run_note"]
-    from nsys_cc.tuning import render_text
+    from nsys_cc.report.tune_text import render_text
 
-    assert "vLLM running the whole schedule" in render_text(rep)
+    assert "vLLM running the whole schedule" in render_text(rep.result, rep.notes)
 
 
 @pytest.mark.slow  # two tunes of the fixture (issue 33): in `make test`
@@ -315,7 +315,7 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     """The profiling path without vLLM: round 1 lays down the fixture; round 2 must ask for every cell of round 1
     and the schedule's γ where it was not measured, in one round (laid down as the same fixture: it measures
     nothing new, so the rounds stop and the note names what is still unmeasured)."""
-    from nsys_cc import tuning
+    from nsys_cc.workflows import tune as tuning
 
     calls: list[tuple[str, dict[int, list[int]]]] = []
 

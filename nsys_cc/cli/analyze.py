@@ -21,7 +21,7 @@ from .flags import in_flags, result_in_flags
 from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
 
 
-@click.command()
+@click.command("analyze")
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True,
@@ -51,8 +51,8 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, old_engines, acceptance,
-            metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
+def analyze_command(target, drafts, range_name, skip_ranges, output_len, names, engines, old_engines, acceptance,
+                    metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, or PyTorch-profiler traces
     .pt.trace.json.gz, one per model); or, given alone, of a profile's output directory (as profile reported it), or
     of every trace set of a sweep directory or manifest file; one PyTorch-profiler trace alone is described by itself

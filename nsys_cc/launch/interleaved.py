@@ -553,7 +553,7 @@ DESIGN_LABEL = "bs{batch}.{label}"  # a tune design's engine label: the batch si
 
 def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], options: BenchOptions,
                    gpu: bool, schedule: str | None = None) -> list[Engine]:
-    """The engines of a tune design measured in ONE process (`nsys_cc.tuning`): at every batch size B of `cells`
+    """The engines of a tune design measured in ONE process (`nsys_cc.workflows.tune`): at every batch size B of `cells`
     (B → the γ values measured there) the plain target, labelled `bs<B>.<target>`, and one speculative engine per γ,
     `bs<B>.<draft>.spec-g<γ>`. The driver builds one vLLM engine per model (the target, one speculative engine per γ)
     and runs it at every batch size (`--share-batch-sizes`): the options of one model differ only in the batch

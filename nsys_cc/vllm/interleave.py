@@ -34,7 +34,7 @@ With `--share-batch-sizes` (before the first `--engine`; `nsys-cc tune`'s design
 only in `--batch-size` are one engine: `LLM` is built once (the k-th group of those options at a batch size shares
 with the k-th at every other, so replicas stay apart) and each group is one label of it, run at its own batch size,
 with its own latencies, engine windows and counters. One engine then serves every batch size of the design, so every
-cell is measured on the same weights in the same process (`nsys_cc.tuning`).
+cell is measured on the same weights in the same process (`nsys_cc.workflows.tune`).
 
 An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
 under `__main__` (vLLM may start processes that re-import the main module).

@@ -143,7 +143,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     return cells
 
 
-ROUND_PREFIX = "round-"  # a tune's rounds: round-1/, round-2/, … (`nsys_cc.tuning`)
+ROUND_PREFIX = "round-"  # a tune's rounds: round-1/, round-2/, … (`nsys_cc.workflows.tune`)
 
 
 def rounds(directory) -> list:

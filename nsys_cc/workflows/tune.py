@@ -1,6 +1,7 @@
 """`nsys_cc.tune` / `nsys-cc tune`: profile a design of (batch size, γ) cells, fit the step cost model across the batch,
 forecast every batch size and γ, check the cells it was not fitted on, and write the schedule vLLM's dynamic
-speculative decoding takes (`analysis.tune.model` has the model; docs/tune.md the whole story).
+speculative decoding takes (`analysis.tune` has the model, the schedule and the reading of tune directories;
+`report.tune_text` the words; docs/tune.md the whole story). The facade's `nsys_cc.tune` is this `tune`.
 
 Directory layout (what profiling writes, what reading takes): `DIR/round-1/`, one interleaved profile directory
 holding EVERY cell, design and held-out alike, in the same runs: per batch size B the plain target (`bs<B>.<target>`)
@@ -19,23 +20,20 @@ from __future__ import annotations
 import functools
 import inspect
 import json
-import math
 import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import atomic, inputs, progress
-from .analysis.tune import directories, schedule
-from .errors import InputError
+from .. import atomic, inputs, progress
+from ..analysis.tune import directories, schedule
+from ..errors import InputError
+from ..report.tune_text import render_json, render_text
 
 DESIGN_FILE = "tune.json"
 SCHEDULE_FILE = "schedule.json"
 SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
-# `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneReport.trusted` False): distinct from 1 (some
-# run failed) and 2 (bad input).
-UNTRUSTED_EXIT = 3
 CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
             "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
             "against the fixed-γ cells measured at each batch size, not run")
@@ -146,8 +144,8 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
     """Every cell of `cells` (batch size → γ values) in the same interleaved runs, into `out` (a round's directory):
     one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
     --speculative-config), an engine running it at every batch size besides."""
-    from .launch import interleaved, plan
-    from .launch.commands import BenchOptions
+    from ..launch import interleaved, plan
+    from ..launch.commands import BenchOptions
 
     options = BenchOptions(input_len=input_len, output_len=output_len, warmup_iters=warmup_iters, iters=iters)
     gpu = plan.uses_gpu(device)
@@ -201,7 +199,7 @@ def _one_writer(fn):
     writer of a directory does: another nsys-cc writing there waits, then refuses (its arguments checked first)."""
 
     @functools.wraps(fn)
-    def tune(source=None, **kwargs):
+    def locked(source=None, **kwargs):
         if source is not None or not (kwargs.get("target") and kwargs.get("draft")):
             return fn(source, **kwargs)
         defaults = {k: v.default for k, v in inspect.signature(fn).parameters.items()}
@@ -212,7 +210,7 @@ def _one_writer(fn):
         with atomic.Folder(out).lock("the tune run"):
             return fn(source, **kwargs)
 
-    return tune
+    return locked
 
 
 def _profiled_out(out_dir) -> str | os.PathLike:
@@ -250,7 +248,7 @@ def _design_of(root: Path) -> dict:
 def _publish_design(out: Path, design: dict) -> None:
     """The tune record with the design alone (`tune.json`), before the first round: the report of the directory
     from now on (the earlier tune's, whose design this may not be, is replaced as a whole; `atomic.publish`)."""
-    from .report.report_files import MANIFEST
+    from ..report.report_files import MANIFEST
 
     def build(stage: atomic.Stage) -> None:
         with stage.file(DESIGN_FILE) as path:
@@ -315,7 +313,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     """
     bs, gs, checks = _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamma, draws)
     notes: list[str] = []
-    from .report.report_files import MANIFEST
+    from ..report.report_files import MANIFEST
 
     if source is None:
         if not target or not draft:
@@ -334,7 +332,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             cells.setdefault(b, [])
             if g not in cells[b]:
                 cells[b] = sorted([*cells[b], g])
-        from .launch import plan as launch_plan
+        from ..launch import plan as launch_plan
 
         design: dict = {"target": target, "draft": draft, "batch_sizes": bs, "speculate": gs, "check": checks,
                         "device": "gpu" if launch_plan.uses_gpu(device) else "cpu"}
@@ -405,7 +403,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
                          + ", ".join(f"{b}:{g}" for b, g in left.items()) + " (its check there is n/a)")
     result.draft_path = _draft_path(str(draft or ""))
     if source is None and run_schedule is None:  # the default: on a GPU only
-        from .launch import plan as launch_plan
+        from ..launch import plan as launch_plan
 
         run_schedule = launch_plan.uses_gpu(device)
     if source is None and run_schedule:
@@ -487,7 +485,7 @@ def _draft_path(draft: str) -> str:
     if not draft:
         return ""
     try:
-        from .launch.models import resolve
+        from ..launch.models import resolve
 
         m = resolve(draft)
     except Exception:  # an unknown name: the config keeps the name as given
@@ -513,7 +511,7 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
     shares: a file of the user's in the way is refused, a link is replaced, never written through)."""
     import pandas as pd
 
-    from .report.report_files import MANIFEST
+    from ..report.report_files import MANIFEST
 
     out = atomic.check_out_dir(out, "the tune report")
     r = report.result
@@ -526,7 +524,7 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
 
     def build(stage: atomic.Stage) -> None:
         with stage.file(DESIGN_FILE) as path:
-            path.write_text(json.dumps(_finite(doc), indent=1) + "\n")
+            path.write_text(render_json(doc) + "\n")
         with stage.file(SCHEDULE_FILE) as path:
             path.write_text(json.dumps(r.schedule_doc(), indent=1) + "\n")
         with stage.file("forecast.csv") as path:
@@ -538,113 +536,15 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
                                                   "tolerance", "within_precision", "within_10pct"]
                          ).to_csv(path, index=False)
         with stage.file("report.md") as path:
-            path.write_text("```\n" + render_text(report) + "```\n")
+            path.write_text("```\n" + render_text(report.result, report.notes) + "```\n")
         if plot:
-            from .report.tune_plots import plot_tune
+            from ..report.tune_plots import plot_tune
 
             with stage.file("tune.png") as path:
                 plot_tune(r, path)
 
     written = atomic.publish(out, build, manifest=MANIFEST, what="the tune report")
     return {kind: written[name] for kind, name in names.items()}
-
-
-def _finite(obj):
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
-
-
-def _x(v: float) -> str:
-    return f"{v:.3g}×" if math.isfinite(v) else "n/a"
-
-
-def _ci(lo: float, hi: float) -> str:
-    """" [low–high]" of an interval, " (no interval)" without one (never a bracket around numbers that are none)."""
-    return f" [{lo:.3g}–{hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else " (no interval)"
-
-
-def render_text(report: TuneReport) -> str:
-    r = report.result
-    lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
-             + ", ".join(f"B={c.batch_size} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
-             "Tokens per step from vLLM's per-position counters: a_i = "
-             + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
-             + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
-             "",
-             f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
-             f"{'γ=3':>7}  {'γ=4':>7}"]
-    by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
-    key = "speedup" if r.workload == "server" else "speedup_benchmark"  # the forecast the schedule is chosen on
-    lines[-1] += f"   ({r.workload} workload)"
-    measured_b = {c.batch_size for c in [*r.fitted, *r.held_out]}
-    starts = {s for s, _, _ in r.schedule}
-    show = sorted({1, r.max_batch_size, *starts, *(b for b in measured_b if b <= r.max_batch_size)})
-    for b in show:
-        g = next(gg for s, e, gg in r.schedule if s <= b <= e)
-        f = by.get((b, g))
-        best = f"{_x(f[key])}{_ci(f[key + '_ci_low'], f[key + '_ci_high'])}" if f else "1× (plain)"
-        iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
-        row = [_x(by[(b, k)][key]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
-        lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
-    lines.append("")
-    lines.append("Held-out check (cells the model was not fitted on):")
-    if not r.checks:
-        lines.append("  none measured: add --check B:γ (e.g. 4:2,16:3) to profile some")
-    for c in r.checks:
-        own = (f"{'within' if c['within_precision'] else 'outside'} the runs' own ±{c['tolerance']:.1%}"
-               if math.isfinite(c["tolerance"]) else "no interval on either side to compare with")
-        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])}"
-                     f"{_ci(c['forecast_ci_low'], c['forecast_ci_high'])} vs measured {_x(c['measured'])} "
-                     f"({c['error']:+.1%}; {own}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
-                     + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
-                        f"measured {_x(c['measured_counters'])} ({c['error_counters']:+.1%})"
-                        if math.isfinite(c['measured_counters']) else "")
-                     + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
-                        > 0.005 * c['forecast_steady_state'] else ""))
-    other = [w for w in schedule.WORKLOADS if w != r.workload]
-    lines.append("Schedule check (the benchmark workload's schedule — static batches of "
-                 f"{r.output_len or '?'} tokens, as the cells were measured — against the best fixed γ measured at "
-                 "each batch size; the server's γ beside it):")
-    for s in r.schedule_check:
-        m = s["schedule_measured"]
-        lines.append(f"  B={s['batch_size']}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
-                     f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
-                     + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
-                        else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
-                             f"{s['measured_gammas']})")
-                     + (f"; server γ={s['server_gamma']}"
-                        + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
-                           if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']
-                           else "") if "server_gamma" in s else "")
-                     + (f"; vLLM running the whole schedule: {_x(s['schedule_run_measured'])}"
-                        f"{_ci(s['schedule_run_ci_low'], s['schedule_run_ci_high'])} "
-                        f"({s['schedule_run_gap']:+.1%} against the best fixed γ"
-                        + (f"; {s['schedule_run_note']}" if s["schedule_run_note"] else "") + ")"
-                        if "schedule_run_measured" in s else ""))
-    lines.append("")
-    if not r.trusted:  # the schedule its own check refutes is not handed out (issue 43)
-        lines += [f"NOT RECOMMENDED: {r.trust_reason}.", f"Measure next: {r.next_steps}.",
-                  "The fitted table below is for inspection only; no --speculative-config is given (exit code "
-                  f"{UNTRUSTED_EXIT}).", ""]
-    fitted = "" if r.trusted else ", fitted, not recommended"
-    lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload{fitted}): {json.dumps(r.schedule)}")
-    for w in other:
-        if w in r.schedules:
-            lines.append(f"  {w} workload's schedule{fitted}: {json.dumps(r.schedules[w])} (--workload {w})")
-    if r.no_gain_from is not None:
-        lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
-    cfg = r.speculative_config()
-    lines.append(f"--speculative-config '{cfg}'" if cfg else
-                 "--speculative-config: none (not recommended: see above)" if not r.trusted else
-                 "--speculative-config: none (no batch size speculates)")
-    for n in [*r.notes, *report.notes]:
-        lines.append(f"note: {n}")
-    return "\n".join(lines) + "\n"
 
 
 def validate_with_vllm(schedule) -> list[tuple[int, int, int]]:
