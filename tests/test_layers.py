@@ -253,8 +253,8 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
 
 # ---- the analysis is built in the analysis floor, called from the front door (issue 31) ---------------------------
 # What builds an analysis or its report directory: a module under launch/ or cli/ that imports one of these builds an
-# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.coefficient.sources` below it). The
-# CLI may write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
+# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.coefficient.source_kinds` below it).
+# The CLI may write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
 BUILDERS = {"cost_coefficient", "cost_coefficient_runs", "analyze_profile", "analyze_source", "write_report"}
 RENDERERS = {"write_report"}
 # Modules under launch/ or cli/ allowed a builder: none (`profile` hands the analysis of its directory down from the

@@ -218,7 +218,7 @@ def test_zero_length_forwards_are_said(tmp_path):
 @pytest.mark.parametrize("value", [-0.5, 0, float("nan")])
 def test_latencies_that_are_no_time_give_no_forward_share(tmp_path, value):
     """Negative bench latencies printed "per run −76 %–75 %"; now the file is no latency record, said in a note."""
-    from nsys_cc.analysis.coefficient.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved", out, ignore=shutil.ignore_patterns("spec", "README.md"))
@@ -249,7 +249,7 @@ def profile_dir(tmp_path):
 
 
 def test_a_run_listed_twice_is_refused_not_pooled_twice(profile_dir):
-    from nsys_cc.analysis.coefficient.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     _status(profile_dir, [1, 2, 3])
     analyze_profile(profile_dir)  # as profile wrote it
@@ -260,7 +260,7 @@ def test_a_run_listed_twice_is_refused_not_pooled_twice(profile_dir):
 
 
 def test_a_trace_linked_as_another_runs_is_refused_not_pooled_as_a_second_run(profile_dir):
-    from nsys_cc.analysis.coefficient.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     (profile_dir / "run-2" / "trace.sqlite").unlink()
     os.link(profile_dir / "run-1" / "trace.sqlite", profile_dir / "run-2" / "trace.sqlite")
@@ -274,7 +274,7 @@ def test_a_trace_linked_as_another_runs_is_refused_not_pooled_as_a_second_run(pr
 
 def test_a_label_that_is_a_path_reads_nothing_outside(tmp_path):
     """A status label `../t` made `analyze` read `../t.sqlite`, outside the profile directory."""
-    from nsys_cc.analysis.coefficient.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     out = tmp_path / "O"
     out.mkdir()

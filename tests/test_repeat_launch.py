@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from nsys_cc import front
-from nsys_cc.analysis.coefficient import sources as analysis_sources
+from nsys_cc.analysis.coefficient import of_profile as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import interleaved, process, profile as profile_mod

@@ -13,7 +13,7 @@
   the directory written).
 - `check`: the checks of a fresh export (its forward range, GPU work, draft ranges); the forward-share check and
   every analysis of what was written are the analysis floor's (`analysis.profile_dir.forward_share`,
-  `analysis.coefficient.sources`).
+  `analysis.coefficient.of_profile`).
 - `vllm_plugin`: the plugin's old import path (the plugin is `nsys_cc.vllm.plugin`).
 
 What runs inside vLLM's processes (the plugin, its vLLM fix, the NVTX binding, the benchmark driver run under nsys)

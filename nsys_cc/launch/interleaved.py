@@ -424,8 +424,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             nsys_args: Sequence[str], replicas: int = 1,
             measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> Outcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
-    (the front door's `analysis.coefficient.sources.decode_precision_of`) gives each draft's decode c precision after a
-    run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
+    (the front door's `analysis.coefficient.of_profile.decode_precision_of`) gives each draft's decode c precision after
+    a run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `Outcome` attached as its `outcome`
     attribute."""
     outcome = Outcome([], engines, "repeat")
     active = list(engines)

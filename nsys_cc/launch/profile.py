@@ -91,8 +91,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         replicas: engines of each model in a run (default `DEFAULT_REPLICAS`).
         separate: one process per model (repeat 1 only).
         measure: with a `precision`, each draft's decode c precision from the runs so far
-        (`analysis.coefficient.sources.
-            decode_precision_of`); required with a precision.
+            (`analysis.coefficient.of_profile.decode_precision_of`); required with a precision.
         finish: the analysis and report of the directory, when it holds enough (`ProfileRun.analysable`);
             none: the runs only (`result` and `report` stay None).
     Returns:

@@ -1,6 +1,6 @@
 """The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, whether
 there is enough to analyse (`conclude`), and what `profile` returns (`ProfileRun`). The analysis of the directory
-written and its report are the front door's (`nsys_cc.front.profile`: `analysis.coefficient.sources.analyze_profile`,
+written and its report are the front door's (`nsys_cc.front.profile`: `analysis.coefficient.of_profile.analyze_profile`,
 then the report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
 """
 

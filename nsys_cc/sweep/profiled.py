@@ -2,10 +2,10 @@
 
 - `profile`: the runs (`launch.profile.profile`: interleaved runs by default, one process per model with `separate`,
   for tensor-parallel models, and for a speculative config without drafts), with the analysis handed down: the
-  precision loop's c between runs (`measure`: `analysis.coefficient.sources.decode_precision_of`) and the end
+  precision loop's c between runs (`measure`: `analysis.coefficient.of_profile.decode_precision_of`) and the end
   (`finish`);
 - `finish`: the analysis of the directory the runs wrote, as `nsys_cc.analyze(out_dir)` makes it
-  (`analysis.coefficient.sources.analyze_profile`), and its report with the runs' notes and tables.
+  (`analysis.coefficient.of_profile.analyze_profile`), and its report with the runs' notes and tables.
 
 A sweep cell's directory is therefore a profile directory, and its rows are those of `nsys_cc.analyze(cell_dir)`.
 This lives in the sweep floor, the lowest that may build an analysis around the runs (nothing under `launch/`
@@ -34,7 +34,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     with the same `seed`. Returns the `ProfileRun`, its `result` and `report` set when the runs left enough to
     analyse."""
     from ..analysis.coefficient.arguments import check_seed
-    from ..analysis.coefficient.sources import decode_precision_of
+    from ..analysis.coefficient.of_profile import decode_precision_of
     from ..launch import profile as launch_profile
 
     check_seed(seed)  # before minutes of profiling, not after
@@ -47,11 +47,11 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 def finish(run: ProfileRun, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
            seed: int = 0) -> ProfileRun:
     """The end of `profile`: the analysis of the directory the runs wrote, as `nsys_cc.analyze(run.out_dir)` makes it
-    (`analysis.coefficient.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's
+    (`analysis.coefficient.of_profile.analyze_profile`), and its report with the runs' notes and tables (the machine's
     state), when the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its
     `result` and `report` set."""
     from .. import progress
-    from ..analysis.coefficient.sources import analyze_profile
+    from ..analysis.coefficient.of_profile import analyze_profile
     from ..report import write_report
 
     if not run.analysable:

@@ -100,10 +100,10 @@ class AnalysisResult:
 
 def analyze_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
     """The tidy rows of one trace set, analysed as `nsys_cc.analyze` analyses its source
-    (`analysis.coefficient.sources.analyze_source`): a profile directory as it is (`trace_set.profile`: a sweep cell's),
-    else the target's trace with the drafts' and the speculative runs'. Only the table leaves (the traces and
+    (`analysis.coefficient.source_kinds.analyze_source`): a profile directory as it is (`trace_set.profile`: a sweep
+    cell's), else the target's trace with the drafts' and the speculative runs'. Only the table leaves (the traces and
     per-forward frames are dropped here, so a worker of a pool hands back kilobytes)."""
-    from ..analysis.coefficient.sources import analyze_source
+    from ..analysis.coefficient.source_kinds import analyze_source
 
     if trace_set.profile is not None:
         result = analyze_source(trace_set.profile, range_name=trace_set.range_name, output_len=trace_set.output_len,

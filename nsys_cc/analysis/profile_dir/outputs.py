@@ -1,6 +1,6 @@
 """What a `profile` left in its output directory, as the analysis reads it: which models it profiled, which of them
 completed, and for interleaved runs which runs completed. Nothing here measures
-(`nsys_cc.analysis.coefficient.sources` does).
+(`nsys_cc.analysis.coefficient.source_kinds` does).
 
 Two layouts:
 

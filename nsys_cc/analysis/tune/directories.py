@@ -178,7 +178,7 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     import os
     from pathlib import Path
 
-    from ..coefficient.sources import analyze_source as analyze  # what nsys_cc.analyze does with a profile directory
+    from ..coefficient.source_kinds import analyze_source as analyze  # what nsys_cc.analyze does with a directory
 
     root = Path(directory)
     if not root.is_dir():

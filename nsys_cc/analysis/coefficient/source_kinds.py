@@ -1,55 +1,87 @@
-"""The analysis of one source as `nsys-cc analyze` takes it: trace files, or a profile's output directory as it is.
+"""What `analyze` was given, decided once (`decide`), and the analysis that kind of source gets (`analyze_given`).
 
-- traces: `coefficient.cost_coefficient(target, drafts, …)` (speculative runs among the drafts measured in place);
-- a profile's output directory (`outputs`: what `profile` left), read as `profile` itself analyses it at its end —
-  interleaved runs: every completed run pooled, each model by its engine's windows, the speculative engines measured
-  in place against the same runs' plain target (`coefficient.cost_coefficient_runs`); one process per model (plain,
-  speculative, tensor-parallel): the completed target, drafts and speculative runs (`cost_coefficient`). Either way
-  the forward share of each model against vLLM's latencies is in the result (`share`).
+The kinds (`Given.kind`):
+- `PROFILE`: a profile's output directory as it is (`profile_dir.outputs.is_profile_output`), analysed as `profile`
+  itself analysed it at its end (`of_profile.analyze_profile`);
+- `MANY`: many trace sets, a sweep directory or a manifest file — only when the caller says what those are
+  (`is_many`: the manifest's format is the sweep's, above this floor; `nsys_cc.front.analyze` runs them in parallel);
+- `TRACES`: the target and the drafts (a list given alone is [target, *drafts]): measured by `measure.cost_coefficient`
+  (speculative runs among the drafts measured in place), or, when each trace holds every model of one interleaved run,
+  as runs (`over_runs.cost_coefficient_runs`). One path given alone is expanded first (`_one_path`): a glob pattern,
+  a folder of traces named by their labels (`traces_of_folder`), or one PyTorch-profiler trace described alone
+  (`measure.target_alone`).
 
 The forward range is the caller's `range_name`, else the plugin's or vLLM's own scope, decided per trace as `profile`
-decided it (`ranges.forward_range`, with its note) and passed down. Many trace
-sets (a sweep directory, a manifest) are `nsys_cc.front.analyze`'s: it runs them in parallel, above this floor.
+decided it (`forwards.ranges.forward_range`, with its note) and passed down.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from ...arguments import is_one, many
 from ...errors import InputError
-from ..metrics import ALL, DECODE, WALL
 from ..profile_dir import outputs
-from ..profile_dir.spec_labels import LABEL_RE, MODEL_FREE_METHODS, proposes_without_model
 from .measure import cost_coefficient
 from .model import InterleavedTraceError
+from .of_profile import analyze_profile
 from .over_runs import cost_coefficient_runs
 from .result import CostCoefficientResult
 
-__all__ = ["analyze_profile", "analyze_source", "decode_precision", "decode_precision_of", "is_profile_output"]
+__all__ = ["MANY", "PROFILE", "TRACES", "Given", "analyze_given", "analyze_source", "decide", "traces_of_folder"]
 
-is_profile_output = outputs.is_profile_output
+PROFILE, MANY, TRACES = "profile", "many", "traces"
 
 # What names the models of traces given one by one: a profile's directory names them itself.
 _TRACES_ONLY = ("names", "engines", "spec_metrics")
 
 
-def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
-                   range_name: str | Sequence[str] | Mapping[str, str] | None = None,
-                   skip_ranges: int | None = None, output_len: int | None = None,
-                   engines: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
-                   spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
-    """c of each draft against the target from `source`: a profile's output directory alone (`analyze_profile`),
-    else the target's trace with `drafts` (`cost_coefficient`; the other arguments are its own). A list of traces
-    as `source` alone is [target, *drafts]."""
+@dataclasses.dataclass(frozen=True)
+class Given:
+    """What `analyze` was given, once decided (`decide`): its `kind`, and `source` (the directory or manifest of a
+    PROFILE or MANY; the target of TRACES: a path, an open `Trace`, or one path to expand) with `drafts` (TRACES)."""
+
+    kind: str
+    source: Any
+    drafts: tuple = ()
+
+
+def decide(source, drafts=None, *, is_many: Callable[[str | os.PathLike], bool] | None = None) -> Given:
+    """What `source` (with `drafts`) is, decided once for every analysis of it (module docstring). `is_many`: whether
+    a path given alone is many trace sets (a sweep directory, a manifest); without it, never."""
     listed = [] if drafts is None else many(drafts, "drafts")
-    if not listed and is_one(source) and isinstance(source, (str, os.PathLike)) and outputs.is_profile_output(source):
-        given = {"names": names, "engines": engines, "spec_metrics": spec_metrics}
+    if not listed and is_one(source) and isinstance(source, (str, os.PathLike)):
+        if outputs.is_profile_output(source):
+            return Given(PROFILE, source)
+        if is_many is not None and is_many(source):
+            return Given(MANY, source)
+    if not listed and not is_one(source):  # [target, *drafts] as one list
+        items = many(source, "source")
+        source, listed = (items[0], items[1:]) if items else (source, [])
+    return Given(TRACES, source, tuple(listed))
+
+
+def analyze_source(source, drafts=None, **kwargs) -> CostCoefficientResult:
+    """c of each draft against the target from one trace set as `nsys-cc analyze` takes it: `analyze_given` of what
+    `decide` makes of `source` and `drafts` (the other arguments are `analyze_given`'s)."""
+    return analyze_given(decide(source, drafts), **kwargs)
+
+
+def analyze_given(given: Given, *, names: Sequence[str] | None = None,
+                  range_name: str | Sequence[str] | Mapping[str, str] | None = None,
+                  skip_ranges: int | None = None, output_len: int | None = None,
+                  engines: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
+                  spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
+    """c of each draft against the target from a source already decided (`decide`): a profile's output directory
+    (`of_profile.analyze_profile`), else the target's trace with the drafts (`measure.cost_coefficient`; the other
+    arguments are its own). MANY is the caller's (InputError here)."""
+    if given.kind == PROFILE:
+        passed = {"names": names, "engines": engines, "spec_metrics": spec_metrics}
         for param in _TRACES_ONLY:
-            if given[param]:
+            if passed[param]:
                 raise InputError(f"{param} applies to traces given one by one; a profile directory labels its models "
                                  "itself", param=param)
         if range_name is not None and not isinstance(range_name, str):
@@ -58,15 +90,16 @@ def analyze_source(source, drafts=None, *, names: Sequence[str] | None = None,
                 raise InputError("range_name: give one forward range for a profile directory (its models were "
                                  "profiled alike), not one per model", param="range_name")
             range_name = ranges[0] if ranges else None
-        return analyze_profile(source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+        return analyze_profile(given.source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
-    if not listed and not is_one(source):  # [target, *drafts] as one list
-        items = many(source, "source")
-        source, listed = (items[0], items[1:]) if items else (source, [])
+    if given.kind != TRACES:
+        raise InputError(f"{os.fspath(given.source)} holds many trace sets: analyse it with nsys_cc.analyze",
+                         param="source")
+    source, listed = given.source, list(given.drafts)
     notes: list[str] = []
     if not listed and isinstance(source, (str, os.PathLike)):
         source, listed, notes = _one_path(os.fspath(source))
-        if not listed:  # one PyTorch-profiler trace alone: its steps described, no c (`coefficient.target_alone`)
+        if not listed:  # one PyTorch-profiler trace alone: its steps described, no c (`measure.target_alone`)
             from .measure import target_alone
 
             result = target_alone(source, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
@@ -176,93 +209,3 @@ def _needs_drafts(source: str) -> list[str]:
     raise InputError(f"{source} is one trace: give the drafts' traces after the target's (nsys_cc.analyze(target, "
                      "[draft, …])), a profile's output directory, or the traces of interleaved runs", param="drafts")
 
-
-def analyze_profile(path: str | os.PathLike, *, range_name: str | None = None, skip_ranges: int | None = None,
-                    output_len: int | None = None, acceptance=(), metrics_dump=None,
-                    seed: int = 0) -> CostCoefficientResult:
-    """The analysis of a profile's output directory as it is (module docstring): the numbers `profile` reported at
-    its end, and `nsys-cc analyze DIR` prints. InputError when it holds nothing to analyse (no completed target and
-    draft)."""
-    out = outputs.read_output(path)
-    done = out.done
-    target = next((m for m in out.models if m.role == "target"), None)
-    if target is None or not target.done:
-        why = ("its status file lists no target" if target is None
-               else f"target {target.label}: {target.reason or 'not completed'}")
-        raise InputError(f"{out.path}: nothing to analyse ({why}; see its status.json)")
-    if out.interleaved:
-        if not out.runs:
-            raise InputError(f"{out.path}: no completed interleaved run (see its status.json)")
-        labels = [m.label for m in done]
-        if len(labels) < 2:
-            raise InputError(f"{out.path}: no draft has forwards in every completed run (see its status.json)")
-        return cost_coefficient_runs(path, names=labels, range_name=range_name, skip_ranges=skip_ranges,
-                                     output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump,
-                                     seed=seed)
-    return _separate(out, target, range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
-                     acceptance=acceptance, metrics_dump=metrics_dump, seed=seed)
-
-
-def _separate(out: outputs.ProfileOutput, target: outputs.OutputModel, *, range_name, skip_ranges, output_len,
-              acceptance, metrics_dump, seed) -> CostCoefficientResult:
-    """One process per model: the target's trace, the completed drafts', then the speculative runs' — those of a
-    proposer without a draft model only when its counters show it proposed tokens (an ngram run that found no match
-    proposed none: nothing to measure in place)."""
-    assert target.trace is not None
-    notes: list[str] = []
-    rest = []
-    for m in out.done:
-        if m is target or m.trace is None:
-            continue
-        if m.speculative and _model_free(m) and not proposes_without_model(m.trace):
-            notes.append(f"speculative run {m.label}: no draft model, and vLLM's spec-decode counters show no token "
-                         "proposed: nothing to measure in place")
-            continue
-        rest.append(m)
-    if not rest:
-        raise InputError(f"{out.path}: nothing to analyse (no completed draft or speculative run besides the target; "
-                         "see its status.json)")
-    # the range: the caller's, else decided for each trace as `profile` decided it (the plugin's, else vLLM's own
-    # scope, with its note)
-    result = cost_coefficient(target.trace, [m.trace for m in rest if m.trace is not None],
-                              names=[target.label, *(m.label for m in rest)], range_name=range_name,
-                              skip_ranges=skip_ranges, output_len=output_len, acceptance=acceptance,
-                              metrics_dump=metrics_dump, seed=seed)
-    return dataclasses.replace(result, notes=(*result.notes, *notes)) if notes else result
-
-
-def _model_free(m: outputs.OutputModel) -> bool:
-    label = LABEL_RE.match(m.label)
-    return (m.draft or (label.group("draft") if label else "")) in MODEL_FREE_METHODS
-
-
-def decode_precision_of(out: str | os.PathLike, labels: Sequence[str], *, output_len: int | None = None,
-                        seed: int = 0) -> dict[str, float]:
-    """The precision loop's measure between interleaved runs (`profile(precision=…)`): c pooled over the completed
-    runs in `out` of the models `labels` (target first; the speculative engines left out) and each draft's
-    `decode_precision`."""
-    result = cost_coefficient_runs(out, names=list(labels), output_len=output_len, seed=seed)
-    return decode_precision(result, labels[1:])
-
-
-def decode_precision(result: CostCoefficientResult, drafts: Sequence[str]) -> dict[str, float]:
-    """Per draft, the relative half-width of its decode c interval (wall-clock), max(c − low, high − c) ÷ c; inf
-    where there is no interval across runs yet (fewer than `stats.MIN_RUNS` runs: one run's bootstrap says nothing of
-    the next run, and two runs give none)."""
-    from ..stats import MIN_RUNS
-
-    coef = result.coefficients
-    out = {}
-    for d in drafts:
-        rows = coef[(coef["draft"] == d) & (coef["metric"] == WALL)]
-        rows = rows[rows["phase"] == DECODE] if (rows["phase"] == DECODE).any() else rows[rows["phase"] == ALL]
-        if rows.empty:
-            out[d] = math.inf
-            continue
-        r = rows.iloc[0]
-        if int(r["runs"]) < MIN_RUNS:
-            out[d] = math.inf
-            continue
-        half = max(r["c"] - r["ci_low"], r["ci_high"] - r["c"]) / r["c"] if r["c"] > 0 else math.nan
-        out[d] = half if math.isfinite(half) else math.inf
-    return out
