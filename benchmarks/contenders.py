@@ -9,7 +9,7 @@
 - `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads of it.
 - `nvtx_raw`: the floor for NVTX-heavy exports: a stdlib `fetchall` of NVTX_EVENTS' start, end, text, textId,
   globalTid, eventType (issue 15's yardstick).
-- `ranges`: `nsys-cc ranges EXPORT --name model_executable() --format csv` (output to /dev/null).
+- `ranges`: `nsys-cc ranges EXPORT --range model_executable() --format csv` (output to /dev/null).
 - `analyze_many`: `cost_coefficient(EXPORT, [DRAFT, …])` with several big traces (peak memory: about one trace).
 - `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
   kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
@@ -70,7 +70,7 @@ def nvtx_raw_scan(path: str) -> dict:
 
 
 def ranges_csv(path: str) -> dict:
-    """`nsys-cc ranges EXPORT --name model_executable() --format csv`, its output to /dev/null."""
+    """`nsys-cc ranges EXPORT --range model_executable() --format csv`, its output to /dev/null."""
     import os
 
     from nsys_cc.cli import main as cli_main
@@ -79,7 +79,7 @@ def ranges_csv(path: str) -> dict:
     with open(os.devnull, "wb") as null:
         os.dup2(null.fileno(), 1)
         try:
-            cli_main(["ranges", path, "--name", "model_executable()", "--format", "csv"])
+            cli_main(["ranges", path, "--range", "model_executable()", "--format", "csv"])
         except SystemExit as exc:
             if exc.code:
                 raise

@@ -12,7 +12,9 @@ name or qualified name ("domain:name") equals it, after dropping one leading ":"
 """
 
 # ---- NVTX ranges nsys_cc's plugin writes (push/pop, default domain; payloads in the plugin's docstring) ----------
-# Each forward of the target model; payload: tokens scheduled in it.
+# Each forward of the target model; payload: tokens scheduled in it. The forward range (`range_name`, the CLI's
+# `--range`) when none is given; `analysis.forwards.ranges.forward_range` settles that default per trace (this, else
+# vLLM's own forward scope, else vLLM's step annotations in a PyTorch-profiler trace).
 FORWARD_RANGE = "model_executable()"
 # Each forward of a draft model in a speculative run; its presence makes a trace speculative.
 DRAFT_FORWARD_RANGE = "draft_model_executable()"
@@ -43,9 +45,6 @@ DRAFT_SAMPLE_RANGE = "nsys_cc:draft_sample"
 # requests it proposes for (an NVTX payload is fixed when the range opens, before the proposer has proposed; the
 # tokens it proposed are the next verify forward's beyond one per request).
 PROPOSE_RANGE = "nsys_cc:propose"
-
-# The user's range (`range_name`, the CLI's `--range`) when none is given.
-DEFAULT_RANGE = FORWARD_RANGE
 
 # ---- vLLM's own NVTX scopes (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`), read when a trace has no plugin ranges ----------
 VLLM_SCOPES_ENV = "VLLM_NVTX_SCOPES_FOR_PROFILING"

@@ -85,7 +85,7 @@ def test_writer_and_readers_share_the_names():
     from nsys_cc.launch import commands, vllm_plugin
     from nsys_cc.sweep import manifest
 
-    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.DEFAULT_RANGE
+    assert vllm_plugin.FORWARD_RANGE == contract.FORWARD_RANGE == manifest.FORWARD_RANGE
     assert vllm_plugin.DRAFT_FORWARD_RANGE in contract.DRAFT_RANGES
     # the one read of a trace (`ranges.marked_ranges`) asks for every marker the plugin writes
     assert {vllm_plugin.WARMUP_RANGE, vllm_plugin.ITERATION_RANGE, vllm_plugin.STEP_RANGE,

@@ -15,8 +15,9 @@ import pytest
 
 from conftest import FIXTURES
 from nsys_cc.analysis.coefficient.measure import cost_coefficient
-from nsys_cc.analysis.coefficient.model import InterleavedTraceError, load_model
+from nsys_cc.analysis.coefficient.model import load_model
 from nsys_cc.analysis.coefficient.over_runs import cost_coefficient_runs
+from nsys_cc.analysis.forwards.engines import InterleavedTraceError
 from nsys_cc.errors import RangeNotFoundError
 
 RUNS = [FIXTURES / "interleaved" / f"run-{k}" for k in (1, 2, 3)]
@@ -87,14 +88,14 @@ def test_without_a_scope_the_models_of_one_process_are_not_mixed():
     with pytest.raises(InterleavedTraceError, match="3 engines: tiny-llama-target") as err:
         load_model(sqlite, name="all", role="target")
     assert err.value.param == "engines" and "cost_coefficient_runs" in str(err.value)
-    alone = load_model(sqlite, name="t", role="target", scope=LABELS[0])
+    alone = load_model(sqlite, name="t", role="target", engine=LABELS[0])
     assert len(alone.phase_rows("decode")) == len(_decode_ms(RUNS[0], LABELS[0], token=False))
 
 
 def test_an_unknown_scope_names_the_engines_the_trace_has():
     sqlite = str(RUNS[0] / "trace.sqlite")
     with pytest.raises(RangeNotFoundError, match="no 'nsys_cc:engine nope' ranges.*tiny-llama-target") as err:
-        load_model(sqlite, name="x", role="target", scope="nope")
+        load_model(sqlite, name="x", role="target", engine="nope")
     assert err.value.param == "engines"
 
 

@@ -356,7 +356,7 @@ def export_without_string_ids(tmp: Path) -> Case:
 def zero_ranges_of_the_name(tmp: Path) -> Case:
     return Case(
         {"analyze": [str(TARGET), str(DRAFT), "--range", "model_executable"],
-         "ranges": [str(TARGET), "--name", "model_executable"]},
+         "ranges": [str(TARGET), "--range", "model_executable"]},
         {"analyze": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; closest names: "
                     r"'model_executable\(\)' \(choose one with --range\)$",
          "ranges": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; "

@@ -358,7 +358,7 @@ def _shares_as_read_alone(out, labels, runs) -> None:
     assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in runs for lb in labels)
     for row in share:
         run_dir = out / f"run-{row['run']}"
-        model = load_model(run_dir / "trace.sqlite", name=row["model"], role="model", scope=row["model"])
+        model = load_model(run_dir / "trace.sqlite", name=row["model"], role="model", engine=row["model"])
         alone = share_row(model.name, model.forwards, model.iterations, run_dir / f"{row['model']}.bench.json",
                           row["run"])
         for key in ("iterations", "forward_ms", "latency_ms", "nvtx_iteration_ms", "forward_share"):

@@ -19,9 +19,10 @@ import nsys_cc
 from conftest import FIXTURES, cli_in_process
 from nsys_cc.analysis import stats
 from nsys_cc.analysis.coefficient.assemble import assemble
-from nsys_cc.analysis.coefficient.model import MODEL_COLUMNS, InterleavedTraceError
+from nsys_cc.analysis.coefficient.model import MODEL_COLUMNS
 from nsys_cc.analysis.coefficient.result import ModelForwards
 from nsys_cc.analysis.forwards import steps
+from nsys_cc.analysis.forwards.engines import InterleavedTraceError
 from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
 from nsys_cc.analysis.speculative import pooled as spec_runs, runs as spec_run, tables as spec_tables

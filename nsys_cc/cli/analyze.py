@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import click
 
-from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
+from ..contract import FORWARD_RANGE, SCOPES_FORWARD
 from ..errors import InputError
 from .flags import in_flags, result_in_flags
 from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
@@ -25,7 +25,7 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True,
-              help=f"NVTX range around each forward (default: the plugin's '{DEFAULT_RANGE}', else vLLM's own "
+              help=f"NVTX range around each forward (default: the plugin's '{FORWARD_RANGE}', else vLLM's own "
                    f"'{SCOPES_FORWARD}' — in a PyTorch-profiler trace vLLM's step annotations —, with a note); once "
                    "for every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,

@@ -190,7 +190,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
 
 def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     """Forward ranges inside each engine's windows of an interleaved trace."""
-    from ..analysis.forwards.engines import in_scope
+    from ..analysis.forwards.engines import in_engine
     from ..trace import open_trace
 
     with open_trace(str(sqlite)) as trace:
@@ -198,7 +198,7 @@ def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     out = {}
     for label in labels:
         try:
-            scoped = in_scope(ranges, label)
+            scoped = in_engine(ranges, label)
         except NsysCCError:
             out[label] = 0
             continue

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .. import atomic, inputs
-from ..contract import DEFAULT_RANGE
+from ..contract import FORWARD_RANGE
 from ..errors import InputError
 
 MANIFEST_NAME = "manifest.json"
@@ -62,7 +62,7 @@ class TraceSet:
     input_len: int | None = None
     target_tp: int | None = None
     output_len: int | None = None
-    range_name: str | None = DEFAULT_RANGE
+    range_name: str | None = FORWARD_RANGE
     speculative: tuple[str, ...] = ()
     profile: str | None = None
 

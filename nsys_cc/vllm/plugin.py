@@ -130,7 +130,7 @@ from ..contract import (  # the names this plugin writes and reads, spelled once
     LOGITS_RANGE,
     PROPOSE_RANGE,
     SAMPLE_RANGE,
-    SCOPES_FORWARD as VLLM_SCOPES_RANGE,
+    SCOPES_FORWARD,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
     WARMUP_RANGE,
@@ -935,7 +935,7 @@ def _apply(name: str, module: Any) -> None:
     if not _PATCHES[name](module):
         _warn(
             f"vLLM's {name} is not laid out as nsys_cc expects (another vLLM version?): "
-            f"falling back to vLLM's own NVTX scopes (analyse with range_name='{VLLM_SCOPES_RANGE}')"
+            f"falling back to vLLM's own NVTX scopes (analyse with range_name='{SCOPES_FORWARD}')"
         )
         os.environ[VLLM_SCOPES_ENV] = "1"
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ...arguments import file_identity, many
-from ...contract import DEFAULT_RANGE
 from ...errors import InputError
+from ..forwards.ranges import forward_names
 from ..profile_dir.acceptance import measured_alpha
 from ..profile_dir.latencies import trace_stem
 
@@ -74,12 +74,12 @@ def model_names(paths: Sequence[str], names: Sequence[str] | None) -> list[str]:
 
 
 def range_name_per_trace(range_name: str | Sequence[str] | Mapping[str, str] | None, paths: list[str],
-                 labels: list[str]) -> list[str]:
-    """One range name per trace: the same for all (a string), one per trace in order (a sequence), or by model
-    label (a mapping; labels it does not name get the default range). None (for all, or for one) is the default
-    range: the plugin's, else vLLM's own forward scope (`ranges.forward_range`)."""
+                         labels: list[str]) -> list[str | None]:
+    """One forward range name per trace: the same for all (a string), one per trace in order (a sequence), or by
+    model label (a mapping; labels it does not name get the default). None (for all, or for one) is the default, which
+    each trace settles when it is read (`forwards.ranges.forward_range`: the plugin's range, else vLLM's own)."""
     if range_name is None:
-        return [DEFAULT_RANGE] * len(paths)
+        return [None] * len(paths)
     if isinstance(range_name, str):
         return [_one_range(range_name)] * len(paths)
     if isinstance(range_name, Mapping):
@@ -97,30 +97,30 @@ def range_name_per_trace(range_name: str | Sequence[str] | Mapping[str, str] | N
     return names
 
 
-def _one_range(value) -> str:
-    """One forward range name as given: a non-empty string, or None for the default range."""
+def _one_range(value) -> str | None:
+    """One forward range name as given: a non-empty string, or None for the default."""
     if value is None:
-        return DEFAULT_RANGE
+        return None
     if not isinstance(value, str) or not value:
         raise InputError(f"range_name: {value!r} is not an NVTX range name (a non-empty string, or None for the "
                          "default)", param="range_name")
     return value
 
 
-def check_distinct(paths: Sequence[str], range_names: Sequence[str],
-                    engines: Sequence[str | None] | None = None) -> None:
-    """A trace may appear twice only with a different range or scope: the same forwards cannot be compared with
-    themselves."""
-    seen: dict[tuple[tuple, str, str | None], str] = {}
-    for p, r, sc in zip(paths, range_names, engines or [None] * len(paths)):
-        key = (file_identity(p), r, sc)  # a link (hard or symbolic) to a trace given is that trace
+def check_distinct(paths: Sequence[str], range_names: Sequence[str | None],
+                   engines: Sequence[str | None] | None = None) -> None:
+    """A trace may appear twice only with a different forward range or engine: the same forwards cannot be compared
+    with themselves."""
+    seen: dict[tuple[tuple, tuple[str, ...], str | None], str] = {}
+    for p, r, engine in zip(paths, range_names, engines or [None] * len(paths)):
+        key = (file_identity(p), forward_names(r), engine)  # a link (hard or symbolic) to a trace given is that trace
         if key in seen:
             raise InputError(f"{p} is given twice (as {seen[key]!r} too): each model needs its own trace")
         seen[key] = p
 
 
 def engine_per_trace(engines: Sequence[str | None] | None, n: int) -> list[str | None]:
-    """One scope per trace ([target, *drafts]); None for all when not given."""
+    """One engine label per trace ([target, *drafts]; None: the whole trace); None for all when not given."""
     if engines is None:
         return [None] * n
     out = [None if s is None else str(s) for s in many(engines, "engines")]
@@ -131,7 +131,7 @@ def engine_per_trace(engines: Sequence[str | None] | None, n: int) -> list[str |
 
 
 def spec_metrics_per_model(spec_metrics: Mapping | None, paths: Sequence[str], labels: Sequence[str],
-                  engines: Sequence[str | None]) -> dict[int, str]:
+                           engines: Sequence[str | None]) -> dict[int, str]:
     """The metrics dumps given (`spec_metrics`: by trace path, or by model label) per model index. A key that is
     neither a trace given (read whole) nor a model's label is refused: its dump would be ignored."""
     if spec_metrics is None:
@@ -144,8 +144,8 @@ def spec_metrics_per_model(spec_metrics: Mapping | None, paths: Sequence[str], l
         text = os.fspath(key) if isinstance(key, (str, os.PathLike)) else str(key)
         hits = [i for i, label in enumerate(labels) if label == text]
         if not hits:
-            hits = [i for i, (p, sc) in enumerate(zip(paths, engines))
-                    if sc is None and file_identity(p) == file_identity(text)]
+            hits = [i for i, (p, engine) in enumerate(zip(paths, engines))
+                    if engine is None and file_identity(p) == file_identity(text)]
         if not hits:
             raise InputError(f"spec_metrics: {text!r} is neither a trace given (read whole) nor a model's label "
                              f"({', '.join(map(repr, labels))}): its dump would be ignored", param="spec_metrics")

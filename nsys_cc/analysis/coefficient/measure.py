@@ -21,7 +21,6 @@ from collections.abc import Mapping, Sequence
 
 from ... import _compat
 from ...arguments import is_one, many, one_path, path_of
-from ...contract import DEFAULT_RANGE
 from ...errors import InputError
 from ...trace.pages import with_small_pages
 from ...trace.source import Trace
@@ -50,7 +49,7 @@ def cost_coefficient(
     drafts: PathLike | Trace | Sequence[PathLike | Trace],
     *,
     names: Sequence[str] | None = None,
-    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = None,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -74,7 +73,8 @@ def cost_coefficient(
         range_name: the NVTX range around each forward (`model_executable()`; vLLM's own: `gpu_model_runner: forward`):
             one name for every trace, a sequence with one per trace ([target, *drafts]), or a mapping from a model's
             label to its name (others get the default). A trace may be given twice with two different ranges. The
-            default (or None): the plugin's `model_executable()`, else vLLM's own forward scope, with a note.
+            default (None), settled per trace: the plugin's `model_executable()`, else vLLM's own forward scope (in
+            a PyTorch-profiler trace, vLLM's step annotations), with a note (`forwards.ranges.forward_range`).
         skip_ranges: drop the first N matching ranges of each model (default: use the trace's warm-up markers).
         output_len: the benchmark's output length, to tell prefill from decode when ranges carry no payload.
         acceptance: acceptance rates α at which to judge each draft (speedup verdicts): a number, a sequence of
@@ -86,7 +86,7 @@ def cost_coefficient(
             that names no trace given and no label is refused.
         engines: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
-            `nsys_cc:engine` windows are read (`scope`). One trace may then be given once per model.
+            `nsys_cc:engine` windows are read (`forwards.engines`). One trace may then be given once per model.
         scopes: the old name of `engines` (deprecated, goes in 0.2.0).
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
@@ -112,14 +112,14 @@ def cost_coefficient(
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = alpha_intervals(alphas, metrics_dump)
-    sc = engine_per_trace(engines, len(paths))
+    per_trace = engine_per_trace(engines, len(paths))
     labels = model_names(paths, names)
-    if not names and any(sc):  # a model read by its engine's windows is called by its engine's label
-        labels = [scope or label for scope, label in zip(sc, labels)]
+    if not names and any(per_trace):  # a model read by its engine's windows is called by its engine's label
+        labels = [engine or label for engine, label in zip(per_trace, labels)]
     range_names = range_name_per_trace(range_name, paths, labels)
-    check_distinct(paths, range_names, sc)
-    dumps = spec_metrics_per_model(spec_metrics, paths, labels, sc)
-    read = read_run(paths, labels, range_names, sc, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
+    check_distinct(paths, range_names, per_trace)
+    dumps = spec_metrics_per_model(spec_metrics, paths, labels, per_trace)
+    read = read_run(paths, labels, range_names, per_trace, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
                      run=1, opened=opened)
     models = [read.models[i] for i in sorted(read.models)]
     spec = {i: [read.spec[i]] for i in sorted(read.spec)}
@@ -128,7 +128,7 @@ def cost_coefficient(
                      read.share)
 
 
-def target_alone(target: PathLike, *, range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
+def target_alone(target: PathLike, *, range_name: str | Sequence[str] | Mapping[str, str] | None = None,
                  skip_ranges: int | None = None, output_len: int | None = None,
                  seed: int = 0) -> CostCoefficientResult:
     """One trace described alone — its forwards per phase on every metric, its token, launch time against GPU time

@@ -1,5 +1,5 @@
 """One model read from one trace: its forward ranges with the per-forward metrics, warm-up flags and phases
-(`model_of`, `load_model`), one engine's part of a trace that holds several (`scoped_reads`), and what is said of
+(`model_of`, `load_model`; one engine's part of a trace that holds several: `forwards.engines`), and what is said of
 the ranges on the way (copies and nested ranges dropped, forwards never closed, GPU work missing or lost)."""
 
 from __future__ import annotations
@@ -10,16 +10,24 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ...contract import DEFAULT_RANGE, ENGINE_RANGE_PREFIX, VLLM_STEP_RANGE
-from ...errors import InputError, RangeNotFoundError
+from ...contract import VLLM_STEP_RANGE
+from ...errors import RangeNotFoundError
 from ...trace import open_trace
 from ...trace.cuda import dropped_note
 from ...trace.nvtx import matches
 from ..forwards import phases as phase_mod, ranks as rank_mod
-from ..forwards.engines import engine_range, engines as engines_in, in_scope
+from ..forwards.engines import engine_windows, split_by_engine
 from ..forwards.gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
 from ..forwards.projection import op_totals, project
-from ..forwards.ranges import by_start, draft_range_of, marked_ranges, nested_same_name, not_found, quoted
+from ..forwards.ranges import (
+    by_start,
+    draft_range_of,
+    forward_range,
+    marked_ranges,
+    nested_same_name,
+    not_found,
+    quoted,
+)
 from ..metrics import COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS
 from .arguments import PathLike
 from .result import ModelForwards, PhaseRule
@@ -59,62 +67,37 @@ def load_model(
     *,
     name: str,
     role: str,
-    range_name: str = DEFAULT_RANGE,
+    range_name: str | None = None,
     skip_ranges: int | None = None,
     output_len: int | None = None,
-    scope: str | None = None,
+    engine: str | None = None,
     run: int = 1,
 ) -> ModelForwards:
     """Read one trace and return its forward ranges with metrics, warm-up flags and phases (opens the trace;
-    `cost_coefficient` opens each trace once and hands what it read to `model_of`). scope: the engine label of the
-    model in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `scope`); run: the
-    run number its forwards carry (`cost_coefficient_runs`)."""
-    (model,) = models_of_trace(path, names=[name], roles=[role], engines=[scope], range_name=range_name,
+    `cost_coefficient` opens each trace once and hands what it read to `model_of`). range_name: the forward range
+    (None: the default, settled per trace by `forwards.ranges.forward_range`); engine: the engine label of the model
+    in a trace that holds several (only ranges inside its `nsys_cc:engine` windows are read, `forwards.engines`); run:
+    the run number its forwards carry (`cost_coefficient_runs`)."""
+    (model,) = models_of_trace(path, names=[name], roles=[role], engines=[engine], range_name=range_name,
                                skip_ranges=skip_ranges, output_len=output_len, run=run)
     return model
 
 
 def models_of_trace(path: PathLike, *, names: Sequence[str], roles: Sequence[str], engines: Sequence[str | None],
-                    range_name: str = DEFAULT_RANGE, skip_ranges: int | None = None, output_len: int | None = None,
+                    range_name: str | None = None, skip_ranges: int | None = None, output_len: int | None = None,
                     run: int = 1) -> list[ModelForwards]:
     """`load_model` for several engines of one trace (`names`, `roles`, `engines` side by side): the trace opened once
-    and its ranges read once for all of them (`scoped_reads`)."""
+    and its ranges read once for all of them (`forwards.engines.split_by_engine`)."""
     path = os.fspath(path)
     with open_trace(path) as trace:
-        return [model_of(trace, ranges, path=path, name=name, role=role, range_name=range_name,
-                         skip_ranges=skip_ranges, output_len=output_len, scope=scope, run=run)
-                for name, role, scope, ranges in zip(names, roles, engines,
-                                                     scoped_reads(trace, range_name, engines, path))]
-
-
-class InterleavedTraceError(InputError):
-    """A trace read whole that holds the engine windows of an interleaved run (several models in one process): read
-    whole, their forwards would be pooled as one model's. `path`, `engines`: the trace and its engines' labels."""
-
-    def __init__(self, path: str, engines: Sequence[str]):
-        self.path, self.engines = path, list(engines)
-        super().__init__(
-            f"{path} holds every model of an interleaved run ({len(engines)} engines: {', '.join(engines)}): read "
-            "whole, their forwards would be pooled as one model's. Analyse interleaved runs as runs — "
-            "nsys_cc.analyze([run-1/trace.sqlite, run-2/trace.sqlite, …]) or nsys_cc.cost_coefficient_runs(…) with "
-            "those traces (each run's engines are its models) — or pick one engine per trace with engines=[…]",
-            param="engines")
-
-
-def scoped_reads(trace, range_name: str, engines: Sequence[str | None], path: str) -> list[pd.DataFrame]:
-    """`ranges.marked_ranges` for several models of one open trace from one read: per scope, the ranges inside
-    that engine's windows (`scope.in_scope`); for None, the whole trace's (without the engine windows). A trace read
-    whole (a None scope) that holds the windows of two or more engines is an `InterleavedTraceError`: its models'
-    forwards would mix."""
-    named = list(dict.fromkeys(engine_range(s) for s in engines if s is not None))
-    ranges = marked_ranges(trace, range_name, *named, engines=any(s is None for s in engines))
-    is_engine = ranges["name"].astype(str).str.startswith(ENGINE_RANGE_PREFIX).to_numpy(dtype=bool)
-    whole = ranges[~is_engine] if is_engine.any() else ranges
-    if any(s is None for s in engines) and is_engine.any():
-        found = engines_in(ranges[is_engine])
-        if len(found) >= 2:
-            raise InterleavedTraceError(path, found)
-    return [whole if s is None else in_scope(ranges, s, path=path, trace=trace) for s in engines]
+        ranges = marked_ranges(trace, range_name, *engine_windows(engines), engines=None in engines)
+        out = []
+        for name, role, engine, part in zip(names, roles, engines,
+                                            split_by_engine(ranges, engines, path=path, trace=trace)):
+            forward, _ = forward_range(part, range_name, label=name)
+            out.append(model_of(trace, part, path=path, name=name, role=role, range_name=forward,
+                                skip_ranges=skip_ranges, output_len=output_len, engine=engine, run=run))
+        return out
 
 
 def model_of(
@@ -124,15 +107,16 @@ def model_of(
     path: str,
     name: str,
     role: str,
-    range_name: str = DEFAULT_RANGE,
+    range_name: str,
     skip_ranges: int | None = None,
     output_len: int | None = None,
-    scope: str | None = None,
+    engine: str | None = None,
     run: int = 1,
 ) -> ModelForwards:
-    """One model from its open `trace` and the ranges read of it (`ranges.marked_ranges`: the forwards and the
-    markers, nothing else; one engine's part when `scope` says which): forward ranges with metrics, warm-up flags and
-    phases, each forward carrying `run`."""
+    """One model from its open `trace` and the ranges read of it (`forwards.ranges.marked_ranges`: the forwards and
+    the markers, nothing else; one engine's part when `engine` says which): the forward ranges of `range_name` (the
+    forward range decided for this trace, `forward_range`) with metrics, warm-up flags and phases, each forward
+    carrying `run`."""
     # The same row twice (name, thread, start and end): nsys writes each range once, so a copy would only count a
     # forward, its logits or its sampling (and a marker) twice. Every copy is dropped here, before anything reads
     # the ranges, and said (issue 45: the forwards' copies alone were, and decode c read 0.852 instead of 0.653).
@@ -145,8 +129,8 @@ def model_of(
         twice = pd.Series(dtype="int64")
     hit = matches(ranges, (range_name,))
     if not hit.any():
-        if scope is not None:
-            raise RangeNotFoundError(f"{path}: no {_quoted(range_name)} ranges inside engine {scope!r}'s windows",
+        if engine is not None:
+            raise RangeNotFoundError(f"{path}: no {_quoted(range_name)} ranges inside engine {engine!r}'s windows",
                                      param="range_name")
         raise _no_such_range(trace, trace.nvtx_ranges(nesting=False), path, range_name)
     matched = by_start(ranges[hit])

@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import _compat
 from ...arguments import is_one, many, path_of, paths as arg_paths
-from ...contract import DEFAULT_RANGE, ENGINE_RANGE_PREFIX
+from ...contract import ENGINE_RANGE_PREFIX
 from ...errors import InputError
 from ...trace.pages import with_small_pages
 from ..profile_dir.acceptance import alphas_with_source
@@ -61,12 +61,12 @@ def _merge_runs(per_run: list[ModelForwards]) -> ModelForwards:
 def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
     """A flat list given as `runs`, when its items are interleaved runs: a profile's output directory alone (its
     completed runs, `outputs`), run folders (`run-<k>/`, their `trace.sqlite`) or traces that hold every model of one
-    run (`nsys_cc:engine` windows, `scope`). Then (runs, names, engines, run numbers): each run its trace once per
-    model, the models its engines (`names`, when given, choose and order them, target first). None when no item is
-    an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
+    run (`nsys_cc:engine` windows, `forwards.engines`). Then (runs, names, engines, run numbers): each run its trace
+    once per model, the models its engines (`names`, when given, choose and order them, target first). None when no item
+    is an interleaved run (a flat list is then one run, a trace per model). InputError for a mix, or names that are not
     the runs' engines."""
     from ...trace import open_trace
-    from ..forwards.engines import engines as engines_in
+    from ..forwards.engines import engine_labels
     from ..profile_dir import outputs
 
     if len(items) == 1 and outputs.is_profile_output(items[0]):
@@ -103,7 +103,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
                 trace, found = item, None
             if found is None:
                 with open_trace(trace) as t:
-                    found = engines_in(t.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))
+                    found = engine_labels(t.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))
             traces.append(trace)
             per_item.append(found)
         if not any(per_item):
@@ -144,7 +144,7 @@ def cost_coefficient_runs(
     *,
     names: Sequence[str] | None = None,
     engines: Sequence[Sequence[str | None]] | None = None,
-    range_name: str | Sequence[str] | Mapping[str, str] | None = DEFAULT_RANGE,
+    range_name: str | Sequence[str] | Mapping[str, str] | None = None,
     skip_ranges: int | None = None,
     output_len: int | None = None,
     acceptance: float | str | Sequence[float | str] = (),
@@ -184,14 +184,14 @@ def cost_coefficient_runs(
             listed, names, engines, numbers = found
     run_paths = [arg_paths(r, "runs") for r in listed]
     names = None if names is None else [str(n) for n in many(names, "names")]
-    run_scopes: list[list | None] | None = None
+    run_engines: list[list | None] | None = None
     if engines is not None:
         per_run = many(engines, "engines")
         if len(run_paths) == 1 and len(per_run) > 1 and all(s is None or is_one(s) for s in per_run):
             per_run = [per_run]  # the one run's engines, not wrapped in a list of runs
-        run_scopes = [None if s is None else many(s, "engines") for s in per_run]
-        if len(run_scopes) != len(run_paths):
-            raise InputError(f"engines has {len(run_scopes)} entries for {len(run_paths)} runs: give one list per run",
+        run_engines = [None if s is None else many(s, "engines") for s in per_run]
+        if len(run_engines) != len(run_paths):
+            raise InputError(f"engines has {len(run_engines)} entries for {len(run_paths)} runs: give one list per run",
                              param="engines")
     if not run_paths:
         raise InputError("give at least one run", param="runs")
@@ -202,21 +202,22 @@ def cost_coefficient_runs(
         raise InputError("every run must hold the same models (target first, then the drafts)", param="runs")
     if names is not None and len(names) != n:
         raise InputError(f"names has {len(names)} label(s) for {n} models per run", param="names")
-    if names is None and run_scopes is not None and run_scopes[0] is not None and all(run_scopes[0]):
-        names = [str(s) for s in run_scopes[0]]  # a model read by its engine's windows is called by its label
+    if names is None and run_engines is not None and run_engines[0] is not None and all(run_engines[0]):
+        names = [str(s) for s in run_engines[0]]  # a model read by its engine's windows is called by its label
     names = model_names(run_paths[0], names)  # each label once, one line of printable text
     check_range_arguments(skip_ranges, output_len)
     check_seed(seed)
     alphas, alpha_note = alphas_with_source(acceptance, metrics_dump)
     alpha_cis = alpha_intervals(alphas, metrics_dump)
-    all_scopes = [engine_per_trace(None if run_scopes is None else run_scopes[i], n) for i in range(len(run_paths))]
+    per_run_engines = [engine_per_trace(None if run_engines is None else run_engines[i], n)
+                       for i in range(len(run_paths))]
     numbers = list(range(1, len(run_paths) + 1)) if numbers is None else numbers
     range_names = range_name_per_trace(range_name, run_paths[0], names)
     reads = []
-    for number, paths, sc in zip(numbers, run_paths, all_scopes):
-        check_distinct(paths, range_names, sc)
-        reads.append(read_run(paths, names, range_names, sc, skip_ranges=skip_ranges, output_len=output_len,
-                               dumps={}, run=number))
+    for number, paths, engines_of_run in zip(numbers, run_paths, per_run_engines):
+        check_distinct(paths, range_names, engines_of_run)
+        reads.append(read_run(paths, names, range_names, engines_of_run, skip_ranges=skip_ranges,
+                              output_len=output_len, dumps={}, run=number))
     spec_models = sorted(reads[0].spec)
     for i, read in enumerate(reads[1:], start=1):
         if sorted(read.spec) != spec_models:

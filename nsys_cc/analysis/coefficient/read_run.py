@@ -12,16 +12,17 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from ...contract import DEFAULT_RANGE, DRAFT_FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT, VLLM_STEP_RANGE
+from ...contract import DRAFT_FORWARD_RANGE, FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT, VLLM_STEP_RANGE
 from ...errors import InputError
 from ...trace import open_trace
 from ...trace.source import Trace
 from ..forwards import phases as phase_mod, steps as steps_mod
-from ..forwards.ranges import draft_range_of, forward_range, select
+from ..forwards.engines import engine_windows, split_by_engine
+from ..forwards.ranges import draft_range_of, forward_range, marked_ranges, select
 from ..profile_dir import forward_share as share_mod
 from ..profile_dir.latencies import model_stem, trace_stem
 from ..profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model
-from .model import model_of, scoped_reads
+from .model import model_of
 from .result import ModelForwards
 
 if TYPE_CHECKING:
@@ -62,13 +63,15 @@ class RunRead:
     share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
 
 
-def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str],
+def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str | None],
               engines: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
               dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> RunRead:
     """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `engines`, is
     opened and read once for all of them).
 
-    Each trace's ranges are read once (`ranges.marked_ranges`), then handed on: the target's and a plain draft's to
+    Each trace's ranges are read once (`forwards.ranges.marked_ranges`, split among its engines' models), the forward
+    range decided for each model (`forwards.ranges.forward_range`: `range_names`, None for the default), then the
+    ranges handed on: the target's and a plain draft's to
     its model, a speculative run's to its steps. A run is speculative when it holds draft-forward ranges (inside its
     engine's windows when it is one engine of an interleaved run), or (a proposer that runs no model, ngram) when its
     label says so and its metrics dump holds the counters; a draft labelled or dumped as speculative without them is
@@ -85,18 +88,23 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
     for path, group in _same_trace(paths).items():
         given = (opened or {}).get(path)
         with contextlib.nullcontext(given) if given is not None else open_trace(path) as trace:
-            reads = _group_reads(trace, path, group, range_names, engines)
+            parts: dict[int, pd.DataFrame] = {}
+            for asked in dict.fromkeys(range_names[i] for i in group):  # one read per range name given
+                js = [i for i in group if range_names[i] == asked]
+                read = marked_ranges(trace, asked, *engine_windows([engines[i] for i in js]),
+                                     engines=any(engines[i] is None for i in js))
+                parts.update(zip(js, split_by_engine(read, [engines[i] for i in js], path=path, trace=trace)))
             for i in group:
-                ranges, label, scope = reads.pop(i), labels[i], engines[i]
-                name_of_range, range_note = forward_range(ranges, range_names[i], label=label)
+                ranges, label, engine = parts.pop(i), labels[i], engines[i]
+                range_name, range_note = forward_range(ranges, range_names[i], label=label)
                 notes += [range_note] if range_note else []
-                if name_of_range in (DEFAULT_RANGE, VLLM_STEP_RANGE):  # a torch trace's vLLM steps (`vllm_steps`)
+                if range_name in (FORWARD_RANGE, VLLM_STEP_RANGE):  # a torch trace's vLLM steps (`vllm_steps`)
                     from ..forwards import vllm_steps
 
                     vllm_steps.refuse_unmeasurable(trace, path, label, draft=i > 0)
-                    notes += vllm_steps.notes(trace, label) if name_of_range == VLLM_STEP_RANGE else []
-                # a scoped model's own files are named after its engine: its runs are read as if its trace were there
-                where = path if scope is None else model_stem(path, scope)
+                    notes += vllm_steps.notes(trace, label) if range_name == VLLM_STEP_RANGE else []
+                # an engine's model's own files are named after its engine: its runs are read as if its trace were there
+                where = path if engine is None else model_stem(path, engine)
                 metrics_path = dumps.get(i)
                 with_model = i > 0 and draft_range_of(ranges) is not None
                 if with_model or (i > 0 and model_free_label(label)
@@ -104,9 +112,9 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
                     # the speculative analysis is imported only when a speculative run is among the inputs
                     from ..speculative.runs import load_run
 
-                    spec_run = load_run(where, label, "", name_of_range, metrics_path,
-                                                 ranges=steps_mod.with_gpu_metrics(trace, ranges, name_of_range))
-                    if name_of_range == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
+                    spec_run = load_run(where, label, "", range_name, metrics_path,
+                                                 ranges=steps_mod.with_gpu_metrics(trace, ranges, range_name))
+                    if range_name == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
                         from ..forwards.vllm_steps import in_place_notes
 
                         spec_run.notes.extend(in_place_notes(label, spec_run.steps))
@@ -115,21 +123,21 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
                     if i > 0:
                         _refuse_mislabelled(path, where, label, i in dumps)
                     loaded[i] = model_of(trace, ranges, path=path, name=label, role="target" if i == 0 else "draft",
-                                         range_name=name_of_range, skip_ranges=skip_ranges, output_len=output_len,
-                                         scope=scope, run=run)
-                bench = model_stem(path, scope) + ".bench.json"
+                                         range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
+                                         engine=engine, run=run)
+                bench = model_stem(path, engine) + ".bench.json"
                 if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`share`)
                     if i in loaded:
                         forwards, iterations = loaded[i].forwards, loaded[i].iterations
                     else:
-                        forwards = select(ranges, name_of_range)
+                        forwards = select(ranges, range_name)
                         iterations = phase_mod.markers(ranges, (ITERATION_RANGE,))
                     try:
                         shares[i] = share_mod.share_row(label, forwards, iterations, bench, run)
                     except InputError as exc:
                         notes.append(f"{label}: {exc}: no forward share")
                 if i == 0:
-                    target_markers = steps_mod.markers_of(ranges, name_of_range, trace)
+                    target_markers = steps_mod.markers_of(ranges, range_name, trace)
                 del ranges
     plain_steps = None
     if spec:
@@ -150,14 +158,3 @@ def _same_trace(paths: Sequence[str]) -> dict[str, list[int]]:
     for i, path in enumerate(paths):
         groups.setdefault(os.fspath(path), []).append(i)
     return groups
-
-
-def _group_reads(trace, path: str, group: Sequence[int], range_names: Sequence[str],
-                 engines: Sequence[str | None]) -> dict[int, pd.DataFrame]:
-    """The ranges of each model in `group` (indexes of the models of one open trace): one read for all the models
-    that look for the same range name (`scoped_reads`), each its engine's part."""
-    out: dict[int, pd.DataFrame] = {}
-    for name in dict.fromkeys(range_names[i] for i in group):
-        js = [i for i in group if range_names[i] == name]
-        out.update(zip(js, scoped_reads(trace, name, [engines[i] for i in js], path)))
-    return out

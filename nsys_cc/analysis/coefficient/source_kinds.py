@@ -24,9 +24,9 @@ from typing import Any
 
 from ...arguments import is_one, many
 from ...errors import InputError
+from ..forwards.engines import InterleavedTraceError
 from ..profile_dir import outputs
 from .measure import cost_coefficient
-from .model import InterleavedTraceError
 from .of_profile import analyze_profile
 from .over_runs import cost_coefficient_runs
 from .result import CostCoefficientResult
@@ -197,12 +197,12 @@ def _holds_engines(path: str) -> bool:
     """Whether the trace at `path` holds the engine windows of an interleaved run (two engines or more)."""
     from ...contract import ENGINE_RANGE_PREFIX
     from ...trace import open_trace
-    from ..forwards.engines import engines
+    from ..forwards.engines import engine_labels
 
     if not os.path.isfile(path):
         return False
     with open_trace(path) as trace:
-        return len(engines(trace.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))) >= 2
+        return len(engine_labels(trace.nvtx_ranges(prefixes=[ENGINE_RANGE_PREFIX], nesting=False))) >= 2
 
 
 def _needs_drafts(source: str) -> list[str]:

@@ -14,12 +14,12 @@ import pandas as pd
 
 from ...contract import (
     ALL_REDUCE_RANGE,
-    DEFAULT_RANGE,
     DRAFT_FORWARD_RANGE,
     DRAFT_LOGITS_RANGE,
     DRAFT_RANGES,
     DRAFT_SAMPLE_RANGE,
     ENGINE_RANGE_PREFIX,
+    FORWARD_RANGE,
     ITERATION_RANGE,
     LOGITS_RANGE,
     PROPOSE_RANGE,
@@ -149,7 +149,7 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     near = closest_names(ranges, name)
     listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
-    if kineto and name == DEFAULT_RANGE:  # a torch trace: say that vLLM's own step annotations are not there either
+    if kineto and name == FORWARD_RANGE:  # a torch trace: say that vLLM's own step annotations are not there either
         from .vllm_steps import missing_note
 
         wanted += f" and {missing_note(trace)}" if missing_note(trace) else ""
@@ -164,30 +164,30 @@ TABLE_COLUMNS = [
 
 
 @with_small_pages
-def range_table(trace: Trace, name: str | None = None) -> pd.DataFrame:
-    """One row per NVTX range (only those named `name` when given) with its GPU projection, columns
+def range_table(trace: Trace, range_name: str | None = None) -> pd.DataFrame:
+    """One row per NVTX range (only those named `range_name` when given) with its GPU projection, columns
     TABLE_COLUMNS (`name` is the qualified name). GPU columns are <NA> where the range launched nothing
     or the trace has no CUDA data. Raises RangeNotFoundError for an unknown name."""
     from .projection import project
 
-    if name is None:
+    if range_name is None:
         ranges = trace.nvtx_ranges()
     else:  # SQLite reads only these (their nesting among all ranges is still worked out)
-        ranges = trace.nvtx_ranges(names=[name], warn=False)
+        ranges = trace.nvtx_ranges(names=[range_name], warn=False)
         if ranges.empty:
-            raise not_found(trace, trace.nvtx_ranges(nesting=False), name)
+            raise not_found(trace, trace.nvtx_ranges(nesting=False), range_name)
     table = project(trace, ranges)
     table["name"] = table["qualified_name"]
     return table[TABLE_COLUMNS].reset_index(drop=True)
 
 
-# Every range the analysis looks at besides the forwards: warm-up and iteration markers, speculative steps and
-# drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling (plugin and vLLM
-# scopes, `token`), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`). `marked_ranges` reads only
-# these.
-MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_FORWARD, SCOPES_DRAFT,
-           SCOPES_ALLOCATE, ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE,
-           DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
+# Every range the analysis looks at besides the forwards (`forward_names`): warm-up and iteration markers,
+# speculative steps and drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling
+# (plugin and vLLM scopes, `token`), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`).
+# `marked_ranges` reads only these.
+MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_DRAFT, SCOPES_ALLOCATE,
+           ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE, DRAFT_LOGITS_RANGE,
+           DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
 MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
 
 # The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost
@@ -196,13 +196,25 @@ MARKED_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "d
                   "ended_on_other_thread", "payload", "open_at_end"]
 
 
-def marked_ranges(trace: Trace, *range_names: str, engines: bool = False) -> pd.DataFrame:
-    """The ranges named `range_names` (the forwards) and the `MARKERS`, without nesting, in `MARKED_COLUMNS`: what
-    the analysis of a trace reads of it, in one read. On an NVTX-heavy trace SQLite leaves every other range out.
-    `engines`: every engine window of an interleaved run too (`nsys_cc:engine …`, a handful of rows), in the same
-    read."""
+def forward_names(range_name: str | None) -> tuple[str, ...]:
+    """The range names read for the forward range `range_name` before the trace says which one it is (`forward_range`
+    decides): the name given; for the default (None, or the plugin's `FORWARD_RANGE`) the plugin's range and vLLM's
+    own forward scope, which it falls back to (vLLM's step annotations of a PyTorch-profiler trace come with
+    `vllm_steps.marked`)."""
+    if range_name is None or range_name == FORWARD_RANGE:
+        return FORWARD_RANGE, SCOPES_FORWARD
+    return (range_name,)
+
+
+def marked_ranges(trace: Trace, *range_names: str | None, engines: bool = False) -> pd.DataFrame:
+    """The forward ranges `range_names` (each with what its default falls back to: `forward_names`) and the
+    `MARKERS`, without nesting, in `MARKED_COLUMNS`: what the analysis of a trace reads of it, in one read. On an
+    NVTX-heavy trace SQLite leaves every other range out. `engines`: every engine window of an interleaved run too
+    (`nsys_cc:engine …`, a handful of rows), in the same read; other names (one engine's windows) may be among
+    `range_names`."""
     prefixes = (*MARKER_PREFIXES, ENGINE_RANGE_PREFIX) if engines else MARKER_PREFIXES
-    ranges = trace.nvtx_ranges(names=[*range_names, *MARKERS], prefixes=prefixes, nesting=False)
+    names = dict.fromkeys(n for r in range_names for n in forward_names(r))
+    ranges = trace.nvtx_ranges(names=[*names, *MARKERS], prefixes=prefixes, nesting=False)
     if trace.format == "kineto":  # vLLM's own step annotations and frames, as the analysis reads them (`vllm_steps`)
         from .vllm_steps import marked
 
@@ -212,21 +224,22 @@ def marked_ranges(trace: Trace, *range_names: str, engines: bool = False) -> pd.
     return ranges[MARKED_COLUMNS]
 
 
-def forward_range(ranges: pd.DataFrame, name: str | None, *, label: str) -> tuple[str, str | None]:
-    """The forward range to measure in a trace whose ranges are `ranges` (`marked_ranges`, which reads vLLM's own
-    scopes too), decided once per trace and passed down to everything that reads its forwards: `name`; or, when
-    `name` is the default range (`model_executable()`, the plugin's; None says the same) and the trace has none of
-    it but holds vLLM's own forward scope (`gpu_model_runner: forward`: a trace made the built-in way,
-    VLLM_NVTX_SCOPES_FOR_PROFILING=1), that scope — with the note that says so (None when `name` is kept). `label`:
-    the model's label, which the note names."""
-    name = DEFAULT_RANGE if name is None else name
-    if name == DEFAULT_RANGE and not matches(ranges, (name,)).any() and matches(ranges, (VLLM_STEP_RANGE,)).any():
+def forward_range(ranges: pd.DataFrame, range_name: str | None, *, label: str) -> tuple[str, str | None]:
+    """THE place the forward range's default is settled: the range to measure in a trace whose ranges are `ranges`
+    (`marked_ranges`, which reads what the default falls back to: `forward_names`), decided once per trace and passed
+    down to everything that reads its forwards. `range_name` when one is given; the default (None, or the plugin's
+    `model_executable()`, which says the same) is the plugin's range, else — a trace without it — vLLM's own step
+    annotations of a PyTorch-profiler trace (`vllm_steps`), else vLLM's own forward scope (`gpu_model_runner:
+    forward`: a trace made the built-in way, VLLM_NVTX_SCOPES_FOR_PROFILING=1), with the note that says so (None when
+    the range is kept). `label`: the model's label, which the note names."""
+    name = FORWARD_RANGE if range_name is None else range_name
+    if name == FORWARD_RANGE and not matches(ranges, (name,)).any() and matches(ranges, (VLLM_STEP_RANGE,)).any():
         from .vllm_steps import forward_note  # a torch trace: vLLM's own step annotations
 
         return VLLM_STEP_RANGE, forward_note(label)
-    if name != DEFAULT_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
+    if name != FORWARD_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
         return name, None
-    return SCOPES_FORWARD, (f"{label}: no {quoted(DEFAULT_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "
+    return SCOPES_FORWARD, (f"{label}: no {quoted(FORWARD_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "
                             f"own forward scope {quoted(SCOPES_FORWARD)} ({VLLM_SCOPES_ENV}=1) instead; "
                             "choose another range with range_name")
 

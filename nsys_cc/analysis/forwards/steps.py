@@ -50,7 +50,6 @@ import numpy as np
 import pandas as pd
 
 from ...contract import (
-    DEFAULT_RANGE,
     DRAFT_LOGITS_RANGE,
     DRAFT_SAMPLE_RANGE,
     DRAFT_STEP_RANGES,
@@ -199,7 +198,7 @@ def _gpu_metrics_of(forwards: pd.DataFrame) -> list[str]:
     return [m for m in STEP_METRICS if BY_NAME[m].column in forwards and forwards[BY_NAME[m].column].notna().any()]
 
 
-def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE) -> pd.DataFrame:
+def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
     """`ranges` (a trace's ranges as read, `ranges.marked_ranges`, of the open `trace`) with the GPU metrics of its
     target and draft forward ranges (`projection.project`, columns `<metric>_ns` of STEP_METRICS; NaN where unknown
     and on every other range), for `step_table`; `ranges` as they are when the trace has no CUDA data. Reads the
@@ -252,7 +251,7 @@ def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def step_table(ranges: pd.DataFrame, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = None,
                speculative: bool = False) -> StepTable:
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`ranges.marked_ranges`, or all of
     `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump). `speculative`: the trace is a
@@ -509,7 +508,7 @@ def with_latencies(table: StepTable, path: str | os.PathLike) -> StepTable:
     return dataclasses.replace(table, latencies_s=latencies, notes=table.notes + ((note,) if note else ()))
 
 
-def read_step_table(path: str | os.PathLike, range_name: str = DEFAULT_RANGE, *, gamma: int | None = None,
+def read_step_table(path: str | os.PathLike, range_name: str | None = None, *, gamma: int | None = None,
                     speculative: bool = False) -> StepTable:
     """`step_table` of the trace at `path`, with vLLM's latencies beside it (`with_latencies`); opens the trace.
     (`cost_coefficient` reads each trace once and builds its step table from what it read.)"""

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ...contract import (
-    DEFAULT_RANGE,
+    FORWARD_RANGE,
     VLLM_DETAILED_STEP_RE,
     VLLM_ENGINE_STEP_FRAME_RE,
     VLLM_ENGINE_STEP_RANGE,
@@ -365,7 +365,7 @@ def notes(trace, label: str) -> list[str]:
 
 def forward_note(label: str) -> str:
     """What `ranges.forward_range` says when it measures a torch trace's vLLM steps."""
-    return (f"{label}: no {DEFAULT_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured vLLM's own step "
+    return (f"{label}: no {FORWARD_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured vLLM's own step "
             f"annotations ({VLLM_STEP_RANGE!r}, one per engine step, its phase and tokens read from its name) as the "
             "forwards; choose another range with range_name")
 

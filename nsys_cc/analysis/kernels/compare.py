@@ -12,11 +12,11 @@ from __future__ import annotations
 import pandas as pd
 
 from ...arguments import file_identity
-from ...contract import DEFAULT_RANGE
 from ...errors import InputError
 from ...trace.source import Trace
 from ..coefficient.arguments import check_range_arguments, model_names
 from ..forwards import kernel_tables as kernel_mod
+from ..forwards.ranges import forward_names
 from .per_kernel import (
     TraceLike,
     choose_phase,
@@ -29,7 +29,7 @@ from .per_kernel import (
 )
 
 
-def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | None = DEFAULT_RANGE,
+def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | None = None,
                 range_name_b: str | None = None, phase: str | None = None, skip_ranges: int | None = None,
                 output_len: int | None = None) -> pd.DataFrame:
     """Two sets of forward ranges compared kernel by kernel: two traces (a target and a draft), or two ranges of one
@@ -57,11 +57,12 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
     one_trace = b is None or b is a or (not isinstance(b, Trace) and not isinstance(a, Trace)
                                         and file_identity(trace_path(a, "a")) == file_identity(trace_path(b, "b")))
     if one_trace:
-        if name_a == name_b:
+        if forward_names(name_a) == forward_names(name_b):
             raise InputError("a and b are the same trace and the same range: give b (another trace) or range_name_b "
                              "(another range of a)", param="range_name_b")
-        side_a, side_b = read_sides(a, "a", [(name_a, name_a, "range_name"), (name_b, name_b, "range_name_b")],
-                                 skip_ranges, output_len)
+        label_a, label_b = forward_names(name_a)[0], forward_names(name_b)[0]  # each side called by its range
+        side_a, side_b = read_sides(a, "a", [(label_a, name_a, "range_name"), (label_b, name_b, "range_name_b")],
+                                    skip_ranges, output_len)
     else:
         assert b is not None
         label_a, label_b = model_names([trace_path(a, "a"), trace_path(b, "b")], None)

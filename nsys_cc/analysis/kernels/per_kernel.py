@@ -27,7 +27,6 @@ from dataclasses import dataclass
 import pandas as pd
 
 from ...arguments import path_of
-from ...contract import DEFAULT_RANGE
 from ...errors import InputError, NsysCCWarning
 from ...trace import open_trace
 from ...trace.nvtx import matches
@@ -50,7 +49,7 @@ class Side:
     notes: tuple[str, ...]
 
 
-def read_sides(trace_like: TraceLike, param: str, wants: Sequence[tuple[str, str, str]], skip_ranges: int | None,
+def read_sides(trace_like: TraceLike, param: str, wants: Sequence[tuple[str, str | None, str]], skip_ranges: int | None,
             output_len: int | None) -> list[Side]:
     """Read the ranges `wants` ((label, range name, the parameter naming it), one per set) of one trace, given as a
     path (opened and closed here) or as an open `Trace` (left open)."""
@@ -61,16 +60,16 @@ def read_sides(trace_like: TraceLike, param: str, wants: Sequence[tuple[str, str
         return read_side(trace, path, wants, skip_ranges, output_len)
 
 
-def read_side(trace: Trace, path: str, wants: Sequence[tuple[str, str, str]], skip_ranges: int | None,
+def read_side(trace: Trace, path: str, wants: Sequence[tuple[str, str | None, str]], skip_ranges: int | None,
           output_len: int | None) -> list[Side]:
-    ranges = marked_ranges(trace, *dict.fromkeys(name for _, name, _ in wants))
+    ranges = marked_ranges(trace, *dict.fromkeys(asked for _, asked, _ in wants))
     out = []
-    for label, name, param in wants:
-        name, note = forward_range(ranges, name, label=label)
-        if not matches(ranges, (name,)).any():
-            raise not_found(trace, trace.nvtx_ranges(nesting=False), name, path=path,
+    for label, asked, param in wants:
+        range_name, note = forward_range(ranges, asked, label=label)
+        if not matches(ranges, (range_name,)).any():
+            raise not_found(trace, trace.nvtx_ranges(nesting=False), range_name, path=path,
                             hint=f" (choose one with {param})", param=param)
-        model = model_of(trace, ranges, path=path, name=label, role="model", range_name=name,
+        model = model_of(trace, ranges, path=path, name=label, role="model", range_name=range_name,
                          skip_ranges=skip_ranges, output_len=output_len)
         rule = model.phase_rule
         confidence = "" if rule.confidence == "exact" else f" (confidence: {rule.confidence})"
@@ -133,7 +132,7 @@ def empty_notes(table: pd.DataFrame, sides: Sequence[Side]) -> list[str]:
     return [f"no GPU operation in these ranges, so nothing to list ({why})"]
 
 
-def kernels(trace: TraceLike, *, range_name: str | None = DEFAULT_RANGE, phase: str | None = None,
+def kernels(trace: TraceLike, *, range_name: str | None = None, phase: str | None = None,
             skip_ranges: int | None = None, output_len: int | None = None) -> pd.DataFrame:
     """The GPU operations launched inside the kept forward ranges of one phase of a trace, one row per name.
 
@@ -165,9 +164,10 @@ def trace_path(trace_like: TraceLike, param: str) -> str:
     return trace_like.path if isinstance(trace_like, Trace) else path_of(trace_like, param)
 
 
-def range_name_of(value, param: str) -> str:
-    if value is None:  # the default range (the plugin's, else vLLM's own forward scope)
-        return DEFAULT_RANGE
+def range_name_of(value, param: str) -> str | None:
+    """`value` as a forward range name (None: the default, settled per trace by `forward_range`)."""
+    if value is None:
+        return None
     if not isinstance(value, str) or not value:
         raise InputError(f"{param} must be one NVTX range name (a non-empty string), not {value!r}", param=param)
     return value

@@ -30,14 +30,14 @@ def trace_stem(path: str | os.PathLike) -> str:
     return text
 
 
-def model_stem(trace: str | os.PathLike, scope: str | None = None) -> str:
+def model_stem(trace: str | os.PathLike, engine: str | None = None) -> str:
     """Where a model's own files sit, without their suffix (`X.bench.json`, `X.metrics.json`): beside its trace
-    `X.sqlite`, `X`; for the engine labelled `scope` of an interleaved run's trace (`run-<k>/trace.sqlite`, which
-    holds every model), `run-<k>/<scope>`: `profile` writes `<label>.bench.json` and `<label>.metrics.json` in the
+    `X.sqlite`, `X`; for the engine labelled `engine` of an interleaved run's trace (`run-<k>/trace.sqlite`, which
+    holds every model), `run-<k>/<engine>`: `profile` writes `<label>.bench.json` and `<label>.metrics.json` in the
     run's folder."""
-    if scope is None:
+    if engine is None:
         return trace_stem(trace)
-    return os.path.join(os.path.dirname(os.fspath(trace)), scope)
+    return os.path.join(os.path.dirname(os.fspath(trace)), engine)
 
 
 def bench_json_of(trace: str | os.PathLike) -> Path:

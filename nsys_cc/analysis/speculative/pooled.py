@@ -4,8 +4,8 @@ process, run after run, pooled, with intervals that cover the variation between 
 An interleaved profile with speculation (`nsys_cc.launch.interleaved`) holds, in each run (one process, one trace), the
 plain target, the drafts and one engine per (draft, γ) — `<draft>.spec-g<γ>` — their iterations alternating, so a
 speculative engine's verify steps and the plain target's decode steps are timed in the same seconds. Per run, each
-engine's part of the trace is read by its engine's windows (`scope`) into the step tables of `speculative`; across
-runs, each engine's steps are pooled (step and iteration numbers kept apart per run, a `run` column added), its
+engine's part of the trace is read by its engine's windows (`forwards.engines`) into the step tables of `speculative`;
+across runs, each engine's steps are pooled (step and iteration numbers kept apart per run, a `run` column added), its
 spec-decode counters summed, and `speculative.analyze_speculative` measures the pooled runs as it measures single ones.
 
 Each figure is then pooled as c is (`stats`): per run — a median of that run's steps, or a ratio of medians
@@ -29,8 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...contract import DEFAULT_RANGE
-from ..forwards.engines import engine_range, in_scope
+from ..forwards.engines import engine_range, in_engine
 from ..forwards.ranges import forward_range, marked_ranges
 from ..forwards.steps import StepTable, step_table, with_gpu_metrics, with_latencies
 from ..profile_dir import acceptance as acceptance_mod
@@ -52,7 +51,7 @@ class SpecEngine:
 
 
 def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, engines: Sequence[SpecEngine],
-             range_name: str) -> tuple[StepTable, list[SpecRun]]:
+             range_name: str | None) -> tuple[StepTable, list[SpecRun]]:
     """One interleaved run's plain target steps (engine `plain`) and speculative runs (`engines`), each read by its
     engine's windows; latencies from `<run_dir>/<label>.bench.json`, counters from `<label>.metrics.json`."""
     from ...trace import open_trace
@@ -63,14 +62,14 @@ def read_run(sqlite: str | os.PathLike, run_dir: str | os.PathLike, plain: str, 
         ranges = marked_ranges(trace, range_name, *[engine_range(label) for label in labels])
         range_name, _ = forward_range(ranges, range_name, label=plain)  # decided once for the trace
         ranges = with_gpu_metrics(trace, ranges, range_name)
-    table = with_latencies(step_table(in_scope(ranges, plain, path=os.fspath(sqlite)), range_name),
+    table = with_latencies(step_table(in_engine(ranges, plain, path=os.fspath(sqlite)), range_name),
                            run_dir / f"{plain}.sqlite")
     runs = []
     for e in engines:
         metrics = run_dir / f"{e.label}.metrics.json"
         run = load_run(str(run_dir / f"{e.label}.sqlite"), e.label, e.draft, range_name,
                                 str(metrics) if metrics.is_file() else None,
-                                ranges=in_scope(ranges, e.label, path=os.fspath(sqlite)))
+                                ranges=in_engine(ranges, e.label, path=os.fspath(sqlite)))
         runs.append(dataclasses.replace(run, path=os.fspath(sqlite)))
     return table, runs
 
@@ -156,7 +155,7 @@ def _pool_runs(per_run: Sequence[SpecRun], numbers: Sequence[int] | None = None)
 
 
 def analyze_runs(runs: Sequence[tuple[str | os.PathLike, str | os.PathLike]], plain: str,
-                 engines: Sequence[SpecEngine], *, range_name: str = DEFAULT_RANGE,
+                 engines: Sequence[SpecEngine], *, range_name: str | None = None,
                  c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None = None,
                  output_len: int | None = None, acceptance: Sequence[float] = (),
                  seed: int = 0) -> SpeculativeAnalysis:
