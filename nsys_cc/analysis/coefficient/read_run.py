@@ -64,8 +64,8 @@ class RunRead:
 
 
 def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str | None],
-              engines: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
-              dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> RunRead:
+             engines: Sequence[str | None], *, skip_ranges: int | None, output_len: int | None,
+             dumps: Mapping[int, str], run: int, opened: Mapping[str, Trace] | None = None) -> RunRead:
     """Read the traces of one run of [target, *drafts] (`paths`; a trace given once per model, with `engines`, is
     opened and read once for all of them).
 
@@ -105,14 +105,14 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
                     notes += vllm_steps.notes(trace, label) if range_name == VLLM_STEP_RANGE else []
                 # an engine's model's own files are named after its engine: its runs are read as if its trace were there
                 where = path if engine is None else model_stem(path, engine)
-                metrics_path = dumps.get(i)
+                dump_path = dumps.get(i)
                 with_model = i > 0 and draft_range_of(ranges) is not None
                 if with_model or (i > 0 and model_free_label(label)
-                                  and proposes_without_model(where, metrics_path)):
+                                  and proposes_without_model(where, dump_path)):
                     # the speculative analysis is imported only when a speculative run is among the inputs
                     from ..speculative.runs import load_run
 
-                    spec_run = load_run(where, label, "", range_name, metrics_path,
+                    spec_run = load_run(where, label, "", range_name, dump_path,
                                                  ranges=steps_mod.with_gpu_metrics(trace, ranges, range_name))
                     if range_name == VLLM_STEP_RANGE:  # the first proposing runs over the prompt: kept apart
                         from ..forwards.vllm_steps import in_place_notes

@@ -25,10 +25,10 @@ DESIGN_LABEL_RE = re.compile(r"^bs(?P<batch>\d+)\.(?P<model>.+)$")
 MODEL_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
 
 
-def beside_metrics(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> str | None:
-    """The metrics dump of a trace: `metrics_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
-    if metrics_path is not None:
-        return os.fspath(metrics_path)
+def dump_beside(path: str | os.PathLike, dump_path: str | os.PathLike | None = None) -> str | None:
+    """The metrics dump of a trace: `dump_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
+    if dump_path is not None:
+        return os.fspath(dump_path)
     beside = trace_stem(path) + ".metrics.json"
     return beside if os.path.exists(beside) else None
 
@@ -39,11 +39,11 @@ def model_free_label(label: str) -> bool:
     return m is not None and m.group("draft") in MODEL_FREE_METHODS
 
 
-def proposes_without_model(path: str | os.PathLike, metrics_path: str | os.PathLike | None = None) -> bool:
+def proposes_without_model(path: str | os.PathLike, dump_path: str | os.PathLike | None = None) -> bool:
     """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
-    or `metrics_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
+    or `dump_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
     ngram) leaves them. A plain run dumps no metrics; a dump that cannot be read says nothing."""
-    dump = beside_metrics(path, metrics_path)
+    dump = dump_beside(path, dump_path)
     if dump is None:
         return False
     try:

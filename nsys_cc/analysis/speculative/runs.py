@@ -50,7 +50,7 @@ class SpecRun:
     path: str
     steps: StepTable
     acceptance: acceptance_mod.AcceptanceStats | None
-    metrics_path: str | None
+    dump_path: str | None
     latencies_s: np.ndarray | None
     notes: list[str] = field(default_factory=list)
 
@@ -69,16 +69,16 @@ def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
     raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
 
 
-def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: str | None = None, *,
+def load_run(path: str, name: str, draft: str, range_name: str, dump_path: str | None = None, *,
              ranges: pd.DataFrame | None = None) -> SpecRun:
-    """Read one speculative run: its steps, the metrics dump (`metrics_path`, else `X.metrics.json` beside the
+    """Read one speculative run: its steps, the metrics dump (`dump_path`, else `X.metrics.json` beside the
     trace when present) and vLLM's latencies (`X.bench.json`). `ranges`: the trace's ranges as already read
     (`ranges.marked_ranges`); without them the trace at `path` is opened and read here."""
     notes: list[str] = []
     beside = trace_stem(path) + ".metrics.json"
-    if metrics_path is None and os.path.exists(beside):
-        metrics_path = beside
-    stats = acceptance_mod.load(metrics_path) if metrics_path else None
+    if dump_path is None and os.path.exists(beside):
+        dump_path = beside
+    stats = acceptance_mod.load(dump_path) if dump_path else None
     gamma_label = LABEL_RE.match(name)
     gamma = stats.num_speculative_tokens if stats is not None else None
     if ranges is None:
@@ -100,7 +100,7 @@ def load_run(path: str, name: str, draft: str, range_name: str, metrics_path: st
     if stats is None:
         notes.append(f"{name}: no metrics dump ({os.path.basename(beside)}): α inferred from the tokens per step")
     notes += [f"{name}: {n}" for n in table.notes]
-    return SpecRun(name, draft, int(gamma), str(path), table, stats, metrics_path, table.latencies_s, notes)
+    return SpecRun(name, draft, int(gamma), str(path), table, stats, dump_path, table.latencies_s, notes)
 
 
 def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = WALL, *, later: bool = False) -> np.ndarray:
