@@ -270,10 +270,10 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
 
 def _verdicts(coefficients: pd.DataFrame, alphas: list[float], alpha_cis: list, speculative) -> pd.DataFrame:
     """The speedup verdicts: Thm 3.8 with c alone; where a draft was measured in place, resting on its runs
-    (`speculative.verdicts_in_place`: the measured speedups and their cost model's forecast first)."""
+    (`speculative.tables.verdicts_in_place`: the measured speedups and their cost model's forecast first)."""
     table = verdicts(coefficients, alphas, alpha_intervals=alpha_cis)
     if speculative is None:
         return table
-    from ..speculative.in_place import verdicts_in_place
+    from ..speculative.tables import verdicts_in_place
 
     return verdicts_in_place(table, speculative)

@@ -121,7 +121,6 @@ from .tables import (
     BY_METRIC_FIGURES,
     FORECAST_COLUMNS,
     GPU_HEADLINE,
-    IN_PLACE_VERDICT_COLUMNS,
     RUN_COLUMNS,
     SpeculativeAnalysis,
     ci_pair,
@@ -377,39 +376,6 @@ def analyze_speculative(
     return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
                                tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline,
                                pd.DataFrame(run_rows, columns=RUN_COLUMNS))
-
-
-def verdicts_in_place(verdicts: pd.DataFrame, spec: SpeculativeAnalysis | None) -> pd.DataFrame:
-    """The verdicts table (`speedup.verdicts`: Thm 3.8 priced with c alone) resting on the speculative runs where a
-    draft has them (issue 43: one result, one answer): per row of such a draft, the γ measured in place
-    (`in_place_gammas`), the lowest and highest measured speedup (`measured_low`, `measured_high`), the best γ and
-    speedup at the row's α of the cost model fitted on those runs (`in_place_best_gamma`, `in_place_speedup`: what
-    `speculative.best` gives), and `outcome` from that forecast ("speeds-up" above 1, else "slows-down"); the Thm 3.8
-    category stays as `outcome_c_alone`. Drafts without runs keep their row (these columns NaN, `outcome_c_alone`
-    = `outcome`)."""
-    out = verdicts.copy()
-    out["outcome_c_alone"] = out["outcome"]
-    for col in IN_PLACE_VERDICT_COLUMNS[1:]:
-        out[col] = pd.Series([None] * len(out), dtype=object) if col == "in_place_gammas" else math.nan
-    if spec is None or spec.table.empty or out.empty:
-        out["in_place_best_gamma"] = out["in_place_best_gamma"].astype("Int64")
-        return out
-    for i, row in out.iterrows():
-        runs = spec.table[spec.table["draft"] == row["draft"]]
-        model = spec.models.get(row["draft"])
-        if runs.empty:
-            continue
-        measured = runs["measured_speedup"].to_numpy(dtype=float)
-        out.at[i, "in_place_gammas"] = ",".join(str(int(g)) for g in sorted(runs["gamma"]))
-        if np.isfinite(measured).any():
-            out.at[i, "measured_low"], out.at[i, "measured_high"] = np.nanmin(measured), np.nanmax(measured)
-        if model is not None and math.isfinite(row["alpha"]):
-            g, speedup = model.best_gamma(float(row["alpha"]))
-            out.at[i, "in_place_best_gamma"], out.at[i, "in_place_speedup"] = g, speedup
-            if math.isfinite(speedup):
-                out.at[i, "outcome"] = "speeds-up" if speedup > 1 else "slows-down"
-    out["in_place_best_gamma"] = out["in_place_best_gamma"].astype("Int64")
-    return out
 
 
 # A draft's in-place cost this many times its standalone c is worth a note: Thm 3.8 priced alone is then optimistic.
