@@ -18,7 +18,7 @@ warm-up rounds × engines).
 
 What the trace holds besides the plugin's ranges: around every generate call of an engine labelled `LABEL`, an NVTX
 range `nsys_cc:engine LABEL` (payload: the engine's index, 0-based in the order given), so the analysis keeps each
-model's forwards, steps and markers apart (`scope`). What the driver writes: `--output-json` (format
+model's forwards, steps and markers apart (`analysis.forwards.engines`). What the driver writes: `--output-json` (format
 "nsys_cc.interleaved": per engine its label, index, latencies of the measured iterations in seconds, warm-up
 latencies, and the error when it could not be built) and, per label, `<dir of --output-json>/<LABEL>.bench.json` in
 the latency benchmark's format (avg_latency, latencies, percentiles; the latencies of every instance of that label in

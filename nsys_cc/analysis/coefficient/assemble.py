@@ -218,8 +218,8 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
               share_rows: Sequence[dict] = (), numbers: Sequence[int] | None = None) -> CostCoefficientResult:
     """The result from the loaded plain models and the speculative runs: per speculative engine its run of each run
     ((run, has draft-model forwards) each), measured in place against the plain target's steps of the same runs
-    (`plain_steps`, one table per run; pooled over several, `spec_runs.analyze_pooled`); `share_rows`: the forward
-    share of each model and run that has vLLM's latencies (`share`)."""
+    (`plain_steps`, one table per run; pooled over several, `speculative.pooled.analyze_pooled`); `share_rows`: the
+    forward share of each model and run that has vLLM's latencies (`profile_dir.forward_share`)."""
     coefficients, per_run = token_coefficients(models, seed, _coefficients)  # c of a token (`token`)
     kernel_summary, categories = _kernel_tables(models)
     headline = gpu_time_mod.headline(models)  # GPU time is the answer on a GPU trace (`gpu_time`)

@@ -133,7 +133,7 @@ def target_alone(target: PathLike, *, range_name: str | Sequence[str] | Mapping[
                  seed: int = 0) -> CostCoefficientResult:
     """One trace described alone — its forwards per phase on every metric, its token, launch time against GPU time
     (`gpu_time`) — with no draft and no c: what `nsys_cc.analyze` gives for one PyTorch-profiler trace of vLLM
-    (`sources`), whose steps name their phases. A speculative run alone has no plain target to be measured against:
+    (`source_kinds`), whose steps name their phases. A speculative run alone has no plain target to be measured against:
     InputError."""
     path = one_path(target, "target", plural="drafts")
     check_range_arguments(skip_ranges, output_len)

@@ -164,7 +164,7 @@ def cost_coefficient_runs(
             interleaved runs given as they are, the engines to take, target first (default: every engine).
         engines: per run, the engine label of each trace's model (None: the whole trace); default None everywhere.
             Speculative engines among them (draft-model forward ranges inside their windows) are measured in place,
-            pooled over the runs (`spec_runs.analyze_pooled`; the result's `speculative`).
+            pooled over the runs (`speculative.pooled.analyze_pooled`; the result's `speculative`).
         range_name: as for `cost_coefficient` (one name, one per model of a run, or by label), as are
             `skip_ranges`, `output_len`, `acceptance`, `metrics_dump` and `seed`.
         scopes: the old name of `engines` (deprecated, goes in 0.2.0).

@@ -60,7 +60,7 @@ class RunRead:
     spec: dict[int, tuple[SpecRun, bool]]
     plain_steps: steps_mod.StepTable | None
     notes: list[str]
-    share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`share.share_row`)
+    share: list[dict] = dataclasses.field(default_factory=list)  # the forward-share rows (`forward_share.share_row`)
 
 
 def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[str | None],
@@ -126,7 +126,7 @@ def read_run(paths: Sequence[str], labels: Sequence[str], range_names: Sequence[
                                          range_name=range_name, skip_ranges=skip_ranges, output_len=output_len,
                                          engine=engine, run=run)
                 bench = model_stem(path, engine) + ".bench.json"
-                if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`share`)
+                if os.path.isfile(bench):  # vLLM's latencies: the forward-share check (`profile_dir.forward_share`)
                     if i in loaded:
                         forwards, iterations = loaded[i].forwards, loaded[i].iterations
                     else:

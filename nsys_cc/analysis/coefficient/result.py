@@ -1,4 +1,4 @@
-"""The data model of a cost-coefficient measurement: plain values, built once by `coefficient.cost_coefficient`.
+"""The data model of a cost-coefficient measurement: plain values, built once by `coefficient.measure.cost_coefficient`.
 
 Nothing here reads a trace, computes a statistic (but a phase's medians, remembered: `phase_median`) or writes a
 file. The result's few methods are conveniences for a notebook (`render`, `figures`, `write_report`): they hand the
@@ -47,7 +47,7 @@ class ModelForwards(Value):
     `forwards` holds every range named `range_name` (warm-up included), one row per range: `kept` (False for
     warm-up and ranges never closed), `phase` (prefill | decode, or all where the phases were not told apart) and
     the per-forward metrics in ns (`metrics.METRICS`), beside range_id, qualified_name, pid, tid, start_ns, end_ns,
-    payload, open_at_end, kernels and gpu_ops (`coefficient.MODEL_COLUMNS`: only these are kept of the trace, so
+    payload, open_at_end, kernels and gpu_ops (`coefficient.model.MODEL_COLUMNS`: only these are kept of the trace, so
     a model holds its forwards' columns, not its trace). `op_totals`: the kept forwards' GPU ops per (group = phase,
     kind, name): count, duration_ns. `gpu_note` says why there are no GPU metrics when `has_cuda` is False.
     `speculative`: the trace also holds draft-model forward ranges (a speculative-decoding run).
@@ -58,9 +58,10 @@ class ModelForwards(Value):
     `sample_<metric>_ns` of `forwards` (NaN for a forward without that part), and `token_note` says what to know.
     `gpu_loss`: on a GPU trace, how much GPU work was lost without an error (`analysis.forwards.gpu_loss`: GPU ops that
     found no launching call, kept forwards that launched no GPU work); `gpu_note` warns when either share is above 1 %.
-    which the forward-share check (`share`) pairs with vLLM's latencies (`of_run` for one run of a pooled model).
-    `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks, `analysis.forwards.ranks`), how
-    they became steps; each row of `forwards` is then a step (one range per rank), and `ranks.ranges` has the ranges.
+    which the forward-share check (`profile_dir.forward_share`) pairs with vLLM's latencies (`of_run` for one run of a
+    pooled model). `ranks`: when the forward ranges lie in several processes (tensor-parallel ranks,
+    `analysis.forwards.ranks`), how they became steps; each row of `forwards` is then a step (one range per rank), and
+    `ranks.ranges` has the ranges.
     """
 
     name: str
@@ -243,7 +244,7 @@ class CostCoefficientResult(Value):
       n_target; empty for one run. `coefficients` then pools the runs (its `runs` column says how many): its c is
       the geometric mean of these, and its interval covers the variation between them (from three runs on).
     - `forward_share`: per run and model whose trace has vLLM's latencies beside it (`X.bench.json`, as `profile`
-      leaves it): how much of each benchmark iteration its forward ranges cover (`share.COLUMNS`: run, model,
+      leaves it): how much of each benchmark iteration its forward ranges cover (`forward_share.COLUMNS`: run, model,
       iterations, forwards_per_iteration, forward_ms, latency_ms, nvtx_iteration_ms, forward_share, share_min,
       share_max); empty without them.
     - `kernel_diff`: each draft's GPU ops against the target's, per forward of the phase c is judged on: draft, phase,
@@ -267,7 +268,8 @@ class CostCoefficientResult(Value):
     ranks: pd.DataFrame = field(default_factory=pd.DataFrame)
     runs: pd.DataFrame = field(default_factory=pd.DataFrame)
     tokens: pd.DataFrame = field(default_factory=pd.DataFrame)
-    # The forward-share check against vLLM's latencies beside each trace (`share`); empty without them.
+    # The forward-share check against vLLM's latencies beside each trace (`profile_dir.forward_share`); empty without
+    # them.
     forward_share: pd.DataFrame = field(default_factory=pd.DataFrame)
     # The metric c is headlined on (`gpu_time.headline`: gpu_span when every trace has GPU work, else wall) and, on
     # the GPU, launch time against GPU time per model and draft (`gpu_time.table`).

@@ -218,7 +218,7 @@ Compute = Callable[[ModelForwards, list[ModelForwards], int], tuple[pd.DataFrame
 
 def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(coefficients, c per run) with c = the token's (`compute`: the forwards' coefficients of a target and its
-    drafts, `coefficient._coefficients`, run once on the forwards and once on the tokens). Each row gains
+    drafts, `coefficient.assemble._coefficients`, run once on the forwards and once on the tokens). Each row gains
     EXTRA_COLUMNS; a pair where either side has no parts, or not the same, keeps the forwards' c (basis "forward")."""
     target, drafts = models[0], list(models[1:])
     fwd, fwd_runs = compute(target, drafts, seed)

@@ -6,7 +6,7 @@ process that was not traced) belongs to no range and is in no forward's metrics;
 GPU work on its own thread (its kernels were launched from another thread, or their records were lost) has no GPU
 metrics and is left out of the GPU metrics' medians, while wall counts it. Both shares are reported for every model
 of a GPU trace (`GpuLoss`, the result's `models[].gpu_loss` in JSON) and a note warns when either is above
-`WARN_SHARE`. A trace with no GPU metrics at all is `coefficient._gpu_state`'s case, said there.
+`WARN_SHARE`. A trace with no GPU metrics at all is `coefficient.model._gpu_state`'s case, said there.
 """
 
 from __future__ import annotations

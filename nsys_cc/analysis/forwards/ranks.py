@@ -66,7 +66,7 @@ RANK_COLUMNS = ["model", "role", "phase", "rank", "pid", "device", "forwards", "
 @dataclass(eq=False)
 class Ranks(Value):
     """How one model's forward ranges in several processes became its forwards (its tables are handed out as the
-    caller's own, `values.Value`).
+    caller's own, `result_values.Value`).
 
     - `count`: number of ranks; `processes`: rank, pid, global_pid, device (CUDA device ids, "" on CPU).
     - `ranges`: every matching range (the per-process forwards, their own metrics) with `rank` and `forward`

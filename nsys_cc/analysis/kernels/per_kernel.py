@@ -1,7 +1,7 @@
 """Kernels per forward range: where does a model's GPU time go, kernel by kernel (`nsys_cc.kernels`,
 `nsys-cc kernels`), and the reading of a trace's forward ranges that `compare.kernel_diff` shares.
 
-The ranges are read as `cost_coefficient` reads a model's forwards (`coefficient.model_of`): the ranges named
+The ranges are read as `cost_coefficient` reads a model's forwards (`coefficient.model.model_of`): the ranges named
 `range_name` (the default `model_executable()`, or vLLM's own `gpu_model_runner: forward` when a trace has only that,
 with a note), warm-up dropped (the trace's `nsys_cc:warmup` marks, or `skip_ranges`), ranges never closed dropped,
 each kept one given its phase; on several tensor-parallel ranks a "range" is one forward (a range per rank, their GPU

@@ -3,8 +3,8 @@
 A speculative run is labelled `<draft>.spec-g<γ>` (`profile --speculate`; `LABEL_RE`), a proposer without a draft
 model by its method (`ngram.spec-g3`, `MODEL_FREE_METHODS`), and such a run leaves vLLM's spec-decode counters in its
 metrics dump (`X.metrics.json` beside `X.sqlite`). Every `analyze` asks these questions of each draft, so they live
-here, light, and the speculative analysis (`speculative`, `spec_runs`, `steps`' step tables, `forecast`) is imported
-only when a speculative run is among the inputs.
+here, light, and the speculative analysis (`speculative`: `in_place`, `pooled`, `forecast`; `steps`' step tables) is
+imported only when a speculative run is among the inputs.
 """
 
 from __future__ import annotations

@@ -204,7 +204,7 @@ def analyze_speculative(
     out_len = float(output_len) if output_len else plain.forwards_per_iteration
     if not output_len and not math.isfinite(out_len):
         notes.append("output length unknown (no iteration ranges, no output_len): tokens per step from the metrics")
-    d_runs = by_run(decode)  # runs pooled (`spec_runs`): each figure per run, then pooled (module docstring)
+    d_runs = by_run(decode)  # runs pooled (`speculative.pooled`): each figure per run, then pooled (module docstring)
     d_fwd, d_lo, d_hi = pooled_by_run({k: d["target_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}, seed)
     dec_step = {k: d["step_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}
     d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)

@@ -6,7 +6,7 @@ plain target, the drafts and one engine per (draft, γ) — `<draft>.spec-g<γ>`
 speculative engine's verify steps and the plain target's decode steps are timed in the same seconds. Per run, each
 engine's part of the trace is read by its engine's windows (`forwards.engines`) into the step tables of `speculative`;
 across runs, each engine's steps are pooled (step and iteration numbers kept apart per run, a `run` column added), its
-spec-decode counters summed, and `speculative.analyze_speculative` measures the pooled runs as it measures single ones.
+spec-decode counters summed, and `in_place.analyze_speculative` measures the pooled runs as it measures single ones.
 
 Each figure is then pooled as c is (`stats`): per run — a median of that run's steps, or a ratio of medians
 within the run (the measured speedup: tokens per step × median(plain decode step) ÷ median(verify step) of the same

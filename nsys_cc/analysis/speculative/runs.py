@@ -169,7 +169,7 @@ def _finite(values: np.ndarray) -> np.ndarray:
 
 
 def by_run(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
-    """A step frame's rows by run (its `run` column: runs pooled by `spec_runs.pool_tables`), ascending; one run
+    """A step frame's rows by run (its `run` column: runs pooled by `pooled.pool_tables`), ascending; one run
     (number 1) without the column."""
     if "run" not in frame.columns or frame.empty:
         return {1: frame}
@@ -205,7 +205,7 @@ def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, met
     """The BY_METRIC_FIGURES of one run on `metric`, each a `stats.Pooled` (median, low, high, and each run's own
     value): `verify` its verify steps, `decode` the plain run's decode steps, `basis` "token" or "forward"
     (`token_basis`; module docstring). Steps whose value of the metric is unknown are left out. Runs pooled
-    (`spec_runs`: a `run` column) give each figure per run — a median, or a ratio of medians within the run — then
+    (`pooled`: a `run` column) give each figure per run — a median, or a ratio of medians within the run — then
     their geometric mean (`stats.runs_ratio_of_medians`, `stats.runs_median_ci`); one run, its steps' bootstrap."""
     target, drafts, other, _ = metric_columns(metric)
     v_runs, d_runs = by_run(verify), by_run(decode)

@@ -122,7 +122,7 @@ def ci_pair(lo: float, hi: float) -> list[float]:
 @dataclass(frozen=True, eq=False)
 class SpeculativeAnalysis(Value):
     """Everything measured and predicted about the speculative runs (each table is a DataFrame of one value per cell,
-    handed out as the caller's own, `values.Value`).
+    handed out as the caller's own, `result_values.Value`).
 
     - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
       `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`).
@@ -139,7 +139,7 @@ class SpeculativeAnalysis(Value):
       kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
       other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
     - `metric`: the headline metric (gpu_span when every run has it, else wall; module docstring).
-    - `runs`: where the runs of a profile were pooled (`spec_runs`), each run's own value of every figure
+    - `runs`: where the runs of a profile were pooled (`speculative.pooled`), each run's own value of every figure
       (RUN_COLUMNS: name, draft, gamma, metric, figure, run, value): each table figure is their geometric mean;
       empty for one run.
     """

@@ -121,7 +121,7 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
 
 def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int) -> list[Cell]:
     """The cells of a design directory: at each batch size its speculative engines against its plain target of the
-    same runs (`coefficient.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
+    same runs (`coefficient.over_runs.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
 
     from ..coefficient.over_runs import cost_coefficient_runs

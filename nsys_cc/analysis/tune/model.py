@@ -2,7 +2,7 @@
 counters, the schedule vLLM's dynamic speculative decoding takes, and its check on cells it was not fitted on.
 
 Cells. A cell is one (batch size B, γ) measured in place: a speculative engine of an interleaved profile at batch B
-against the plain target of the same runs (`spec_runs`). Per cell, the medians over verify steps (and their
+against the plain target of the same runs (`speculative.pooled`). Per cell, the medians over verify steps (and their
 intervals across runs) of: one draft forward, the verify forward of γ + 1 tokens per sequence, the time outside
 forwards, and the plain target's decode step; the measured speedup; vLLM's per-position acceptance counters.
 
@@ -101,7 +101,8 @@ class Cell:
     # an engine running vLLM's whole schedule (`SCHEDULE_MARK` in its label; `gamma` is its num_speculative_tokens):
     # not a fixed-γ cell, never fitted or checked, compared with the fixed-γ cells of its round (`with_schedule_runs`)
     schedule_run: bool = False
-    replayed_runs: int = 0  # runs whose counters replay another run's exactly, counted once (`spec_runs.pool_stats`)
+    # runs whose counters replay another run's exactly, counted once (`speculative.pooled.pool_stats`)
+    replayed_runs: int = 0
 
     @property
     def key(self) -> tuple[int, int]:
