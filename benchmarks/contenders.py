@@ -9,7 +9,7 @@
 - `reader`: nsys_cc's reader alone: open the export and read what `analyze` reads of it.
 - `nvtx_raw`: the floor for NVTX-heavy exports: a stdlib `fetchall` of NVTX_EVENTS' start, end, text, textId,
   globalTid, eventType (issue 15's yardstick).
-- `ranges`: `nsys-cc ranges EXPORT --name model_executable() --format csv` (output to /dev/null).
+- `ranges`: `nsys-cc ranges EXPORT --range model_executable() --format csv` (output to /dev/null).
 - `analyze_many`: `cost_coefficient(EXPORT, [DRAFT, …])` with several big traces (peak memory: about one trace).
 - `analyze`: nsys_cc's full `analyze` path, `cost_coefficient(EXPORT, [DRAFT])`: ranges, projection, phases,
   kernel breakdown, coefficient with bootstrap intervals, diagnosis. DRAFT is a small export (its share of
@@ -70,7 +70,7 @@ def nvtx_raw_scan(path: str) -> dict:
 
 
 def ranges_csv(path: str) -> dict:
-    """`nsys-cc ranges EXPORT --name model_executable() --format csv`, its output to /dev/null."""
+    """`nsys-cc ranges EXPORT --range model_executable() --format csv`, its output to /dev/null."""
     import os
 
     from nsys_cc.cli import main as cli_main
@@ -79,7 +79,7 @@ def ranges_csv(path: str) -> dict:
     with open(os.devnull, "wb") as null:
         os.dup2(null.fileno(), 1)
         try:
-            cli_main(["ranges", path, "--name", "model_executable()", "--format", "csv"])
+            cli_main(["ranges", path, "--range", "model_executable()", "--format", "csv"])
         except SystemExit as exc:
             if exc.code:
                 raise
@@ -91,8 +91,8 @@ def ranges_csv(path: str) -> dict:
 
 
 def reader(path: str) -> dict:
-    """The reads `analyze` makes of one export (see `nsys_cc.analysis.projection.launches`): NVTX ranges, and the
-    API calls' and GPU ops' columns the projection and kernel breakdown need."""
+    """The reads `analyze` makes of one export (see `nsys_cc.analysis.forwards.launches.launches`): NVTX ranges, and
+    the API calls' and GPU ops' columns the projection and kernel breakdown need."""
     from nsys_cc.trace import open_trace
     from nsys_cc.trace.cuda import api_times, op_times
 
@@ -104,7 +104,7 @@ def reader(path: str) -> dict:
 
 
 def analyze(path: str, draft: str) -> dict:
-    from nsys_cc.analysis.coefficient import cost_coefficient
+    from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
     result = cost_coefficient(path, [draft])
     c = result.coefficients
@@ -115,7 +115,7 @@ def analyze(path: str, draft: str) -> dict:
 
 def analyze_many(path: str, drafts: list[str]) -> dict:
     """`cost_coefficient(EXPORT, DRAFTS)` with several big traces: its peak memory should be about one trace's."""
-    from nsys_cc.analysis.coefficient import cost_coefficient
+    from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
     result = cost_coefficient(path, drafts)
     return {"traces": 1 + len(drafts), "forwards": [int(m.kept.shape[0]) for m in result.models]}
@@ -128,7 +128,7 @@ def main(argv: list[str]) -> None:
     elif name == "nvtx_raw":
         run = lambda: nvtx_raw_scan(path)  # noqa: E731
     elif name == "ranges":
-        import nsys_cc.analysis.projection  # noqa: F401
+        import nsys_cc.analysis.forwards.projection  # noqa: F401
         import nsys_cc.cli  # noqa: F401
         import nsys_cc.report.table_text  # noqa: F401
 
@@ -136,11 +136,11 @@ def main(argv: list[str]) -> None:
     elif name == "reader":
         run = lambda: reader(path)  # noqa: E731
     elif name == "analyze_many":
-        from nsys_cc.analysis import coefficient  # noqa: F401  (imports are not the work timed)
+        from nsys_cc.analysis.coefficient import measure  # noqa: F401  (imports are not the work timed)
 
         run = lambda: analyze_many(path, rest)  # noqa: E731
     elif name == "analyze":
-        from nsys_cc.analysis import coefficient  # noqa: F401  (imports are not the work timed)
+        from nsys_cc.analysis.coefficient import measure  # noqa: F401  (imports are not the work timed)
 
         run = lambda: analyze(path, rest[0])  # noqa: E731
     else:

@@ -104,7 +104,7 @@ def per_step_worker(batch: int, gamma: int) -> dict:
 
 def per_step_front_end(gamma: int, window: int = 256) -> dict:
     """µs per step of the API server's stat logger, and ms per window estimate."""
-    from nsys_cc.analysis.live import estimate
+    from nsys_cc.analysis.tune.live import estimate
     from nsys_cc.live import channel
     from nsys_cc.live.stat_logger import LiveStatLogger
     from nsys_cc.live.timing import VERIFY, StepRecord

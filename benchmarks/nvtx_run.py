@@ -9,7 +9,7 @@ Exports, each cached under `benchmarks/data/` (git-ignored):
   forwards, i.e. `--generated 5333334`).
 Contenders, each in a fresh process, interleaved, page cache warm (`benchmarks/contenders.py`):
 - `nvtx_raw`: stdlib `fetchall` of NVTX_EVENTS' start, end, text, textId, globalTid, eventType (the floor);
-- `ranges`: `nsys-cc ranges EXPORT --name "model_executable()" --format csv` (to /dev/null);
+- `ranges`: `nsys-cc ranges EXPORT --range "model_executable()" --format csv` (to /dev/null);
 - `analyze`: `cost_coefficient(EXPORT, [DRAFT])` (DRAFT: the same shape at 10k forwards);
 - `nsys stats -r nvtxsum` (whole process), whose per-name counts and totals are checked against nsys_cc's.
 Times: the work itself (after imports) for the Python contenders, the whole process for nsys. Peak RSS: VmHWM.

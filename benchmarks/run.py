@@ -153,7 +153,7 @@ def compare_with_nsys(path: Path, csv_path: str, sample: int, seed: int) -> dict
     the same projected start, duration, op count, level and parent."""
     import pandas as pd
 
-    from nsys_cc.analysis.projection import project
+    from nsys_cc.analysis.forwards.projection import project
     from nsys_cc.trace import open_trace
 
     with open(csv_path, newline="") as fh:

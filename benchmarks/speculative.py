@@ -31,7 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from nsys_cc.analysis import forecast  # noqa: E402
+from nsys_cc.analysis.speculative import forecast  # noqa: E402
 
 BENCH = ["--input-len", "128", "--output-len", "32", "--batch-size", "1", "--device", "cpu"]
 # One profile each: (output folder, target, draft, γ list, the pair it belongs to). Each pair's model is fitted on the

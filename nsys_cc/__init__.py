@@ -10,7 +10,7 @@ What a notebook needs, all here:
   `cost_coefficient_runs(runs, ...)` the same over several runs of every model (`.runs`);
 - `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
-  the draft saves time (`nsys_cc.analysis.kernels`, `nsys_cc.analysis.compare`);
+  the draft saves time (`nsys_cc.analysis.kernels.per_kernel`, `nsys_cc.analysis.kernels.compare`);
 - `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
   above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the profile workflow, `nsys_cc.workflows.profile`);
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
@@ -20,7 +20,7 @@ What a notebook needs, all here:
   `walltime_factor`, `judge`, …) and `dsi` (the DSI simulation, Timor et al. 2024);
 - `write_report`, `render`, `make_figures`, and the plot modules `plots` and `speedup_plots`;
 - `forecast` / `StepCostModel`: the step cost model fitted on speculative runs measured in place
-  (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative`);
+  (`CostCoefficientResult.speculative`, `nsys_cc.analysis.speculative.in_place`);
 - `NsysCCError`: the base of every error a user can cause.
 
 The names are imported on first use (PEP 562), not when `nsys_cc` is: the vLLM plugin (`nsys_cc.vllm.plugin`)
@@ -43,52 +43,50 @@ from .version import __version__ as __version__  # (in __all__)
 # name → (module, attribute); attribute None: the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "analyze": ("nsys_cc.front", "analyze"),
-    "cost_coefficient": ("nsys_cc.analysis.coefficient", "cost_coefficient"),
-    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient", "cost_coefficient_runs"),
+    "cost_coefficient": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient"),
+    "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.over_runs", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
-    "kernels": ("nsys_cc.analysis.kernels", "kernels"),
-    "kernel_diff": ("nsys_cc.analysis.compare", "kernel_diff"),
-    "CostCoefficientResult": ("nsys_cc.analysis.result", "CostCoefficientResult"),
-    "ModelForwards": ("nsys_cc.analysis.result", "ModelForwards"),
+    "kernels": ("nsys_cc.analysis.kernels.per_kernel", "kernels"),
+    "kernel_diff": ("nsys_cc.analysis.kernels.compare", "kernel_diff"),
+    "CostCoefficientResult": ("nsys_cc.analysis.coefficient.result", "CostCoefficientResult"),
+    "ModelForwards": ("nsys_cc.analysis.coefficient.result", "ModelForwards"),
     "open_trace": ("nsys_cc.trace", "open_trace"),
     "Trace": ("nsys_cc.trace", "Trace"),
     "TraceInfo": ("nsys_cc.trace", "TraceInfo"),
-    "project": ("nsys_cc.analysis.projection", "project"),
-    "speedup": ("nsys_cc.analysis.speedup", None),
-    "dsi": ("nsys_cc.analysis.dsi", None),
-    "acceptance": ("nsys_cc.analysis.acceptance", None),
+    "project": ("nsys_cc.analysis.forwards.projection", "project"),
+    "speedup": ("nsys_cc.analysis.theory.speedup", None),
+    "dsi": ("nsys_cc.analysis.theory.dsi", None),
+    "acceptance": ("nsys_cc.analysis.profile_dir.acceptance", None),
     "metrics": ("nsys_cc.analysis.metrics", None),
-    "forecast": ("nsys_cc.analysis.forecast", None),
-    "StepCostModel": ("nsys_cc.analysis.forecast", "StepCostModel"),
+    "forecast": ("nsys_cc.analysis.speculative.forecast", None),
+    "StepCostModel": ("nsys_cc.analysis.speculative.forecast", "StepCostModel"),
     "write_report": ("nsys_cc.report", "write_report"),
     "render": ("nsys_cc.report", "render"),
     "make_figures": ("nsys_cc.report", "make_figures"),
     "plots": ("nsys_cc.report.result_plots", None),
     "speedup_plots": ("nsys_cc.report.speedup_plots", None),
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
-    "tune": ("nsys_cc.tuning", "tune"),
+    "tune": ("nsys_cc.workflows.tune", "tune"),
 }
 
 # The public API: every lazy name, and the version.
 __all__ = sorted([*_LAZY, "__version__"])
 
 if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`: a re-export)
-    from .analysis import (
-        acceptance as acceptance,
-        dsi as dsi,
-        forecast as forecast,
-        metrics as metrics,
-        speedup as speedup,
+    from .analysis import metrics as metrics
+    from .analysis.coefficient.measure import cost_coefficient as cost_coefficient
+    from .analysis.coefficient.over_runs import cost_coefficient_runs as cost_coefficient_runs
+    from .analysis.coefficient.result import (
+        CostCoefficientResult as CostCoefficientResult,
+        ModelForwards as ModelForwards,
     )
-    from .analysis.coefficient import (
-        cost_coefficient as cost_coefficient,
-        cost_coefficient_runs as cost_coefficient_runs,
-    )
-    from .analysis.compare import kernel_diff as kernel_diff
-    from .analysis.forecast import StepCostModel as StepCostModel
-    from .analysis.kernels import kernels as kernels
-    from .analysis.projection import project as project
-    from .analysis.result import CostCoefficientResult as CostCoefficientResult, ModelForwards as ModelForwards
+    from .analysis.forwards.projection import project as project
+    from .analysis.kernels.compare import kernel_diff as kernel_diff
+    from .analysis.kernels.per_kernel import kernels as kernels
+    from .analysis.profile_dir import acceptance as acceptance
+    from .analysis.speculative import forecast as forecast
+    from .analysis.speculative.forecast import StepCostModel as StepCostModel
+    from .analysis.theory import dsi as dsi, speedup as speedup
     from .errors import NsysCCError as NsysCCError
     from .front import analyze as analyze, profile as profile
     from .report import (
@@ -99,7 +97,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         write_report as write_report,
     )
     from .trace import Trace as Trace, TraceInfo as TraceInfo, open_trace as open_trace
-    from .tuning import tune as tune
+    from .workflows.tune import tune as tune
 
 
 def __getattr__(name: str):

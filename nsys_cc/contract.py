@@ -1,8 +1,8 @@
 """The contract between what runs inside vLLM and what reads its traces: every name spelled once.
 
 The vLLM plugin (`nsys_cc.vllm.plugin`) writes these NVTX ranges, the analysis (`nsys_cc.analysis`) and the
-measurement check (`nsys_cc.analysis.share`) read them, and the launcher (`nsys_cc.launch`) sets the environment
-variables that the code inside vLLM reads. Every other module imports the names from here; a test
+measurement check (`nsys_cc.analysis.profile_dir.forward_share`) read them, and the launcher (`nsys_cc.launch`) sets the
+environment variables that the code inside vLLM reads. Every other module imports the names from here; a test
 (`tests/test_contract.py`) fails when one of them is spelled anywhere else in the package's code.
 
 This module imports nothing: the plugin imports it in every vLLM process.
@@ -12,7 +12,9 @@ name or qualified name ("domain:name") equals it, after dropping one leading ":"
 """
 
 # ---- NVTX ranges nsys_cc's plugin writes (push/pop, default domain; payloads in the plugin's docstring) ----------
-# Each forward of the target model; payload: tokens scheduled in it.
+# Each forward of the target model; payload: tokens scheduled in it. The forward range (`range_name`, the CLI's
+# `--range`) when none is given; `analysis.forwards.ranges.forward_range` settles that default per trace (this, else
+# vLLM's own forward scope, else vLLM's step annotations in a PyTorch-profiler trace).
 FORWARD_RANGE = "model_executable()"
 # Each forward of a draft model in a speculative run; its presence makes a trace speculative.
 DRAFT_FORWARD_RANGE = "draft_model_executable()"
@@ -27,8 +29,8 @@ ALL_REDUCE_RANGE = "nsys_cc:all_reduce"
 
 # The rest of a token's work after a forward (c is the cost of a token, not of a forward). Each range is
 # written on the thread that ran the forward, after it and before the next forward; the analysis ties it to the
-# forward that ended last before it on that thread (`analysis.token`). Payload: rows, one per position whose logits
-# are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the
+# forward that ended last before it on that thread (`analysis.coefficient.token`). Payload: rows, one per position whose
+# logits are computed (sampled): a decode forward's requests, a verify forward's (γ + 1) per request — then equal to the
 # forward's own payload, which ties them —, a prefill's one per request.
 # The target's logits: `compute_logits` (the LM head and vLLM's LogitsProcessor); payload: rows computed.
 LOGITS_RANGE = "nsys_cc:logits"
@@ -44,9 +46,6 @@ DRAFT_SAMPLE_RANGE = "nsys_cc:draft_sample"
 # tokens it proposed are the next verify forward's beyond one per request).
 PROPOSE_RANGE = "nsys_cc:propose"
 
-# The user's range (`range_name`, the CLI's `--range`) when none is given.
-DEFAULT_RANGE = FORWARD_RANGE
-
 # ---- vLLM's own NVTX scopes (`VLLM_NVTX_SCOPES_FOR_PROFILING=1`), read when a trace has no plugin ranges ----------
 VLLM_SCOPES_ENV = "VLLM_NVTX_SCOPES_FOR_PROFILING"
 SCOPES_FORWARD = "gpu_model_runner: forward"
@@ -61,7 +60,8 @@ SCOPES_STEP = SCOPES_STEP_PREFIX + "get_output"
 # vLLM's scheduler scopes slot allocation for running requests only: a step without it schedules a new request.
 SCOPES_ALLOCATE = "schedule: allocate_slots"
 
-# ---- vLLM's own markers in a PyTorch-profiler (Kineto) trace, read without the plugin (`analysis.vllm_steps`) --------
+# ---- vLLM's own markers in a PyTorch-profiler (Kineto) trace, read without the plugin (`analysis.forwards.vllm_steps`)
+# --------
 # vLLM's worker annotates each engine step (`gpu_worker.py` annotate_profile, a `user_annotation`):
 # `execute_context_<n>(<tokens>)_generation_<m>(<tokens>)`, a token count possibly followed by `_<number>`s
 # (`(888_788544)`), or the detailed form `execute_<total>_context_<n>(sq<tokens>sk…sqsq…sqsk…)_generation_<m>(sq…)`.
@@ -92,7 +92,7 @@ DRAFT_STEP_RANGES = (SCOPES_DRAFT, VLLM_PROPOSE_RANGE)
 # The target-forward range of each kind of trace: the plugin's, else vLLM's own scope, else vLLM's step annotations.
 FORWARD_RANGES = (FORWARD_RANGE, SCOPES_FORWARD, VLLM_STEP_RANGE)
 
-# ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.live`) --------
+# ---- Live timing records (written by `nsys_cc.live.timing` inside vLLM, read by `nsys_cc.analysis.tune.live`) --------
 # Step kinds: a prompt (chunk) in the step; every request decoding one token; every request verifying drafts.
 LIVE_MIXED, LIVE_DECODE, LIVE_VERIFY = 0, 1, 2
 

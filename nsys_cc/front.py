@@ -3,12 +3,13 @@
 `source` is one of:
 - a trace (`.sqlite` or `.nsys-rep`) with `drafts`, or a list [target, *drafts] — `cost_coefficient`;
 - a profile's output directory as it is (interleaved runs, one process per model; plain, speculative,
-  tensor-parallel) — `analysis.sources.analyze_profile`: the numbers `profile` reported;
+  tensor-parallel) — `analysis.coefficient.of_profile.analyze_profile`: the numbers `profile` reported;
 - a sweep directory or a manifest file (.json/.csv) of many trace sets — `sweep.run.analyze_many`, in parallel (a
   local process pool, `jobs`, or a Dask cluster, `scheduler`): an `AnalysisResult` (the tidy table, the failures).
 
-It sits above the floors it chooses between (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls
-it once and renders what it returns.
+What the source is, is decided once (`analysis.coefficient.source_kinds.decide`; whether a path is many trace sets
+is the sweep's manifest's to say, `_is_many`), then analysed as that kind. It sits above the floors it chooses between
+(the analysis, the sweeps); the CLI's `analyze` parses its flags, calls it once and renders what it returns.
 
 `profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: its
 docstring and one call into the profile workflow (`nsys_cc.workflows.profile`: the runs, then the analysis of the
@@ -25,7 +26,7 @@ from .arguments import is_one, many
 from .errors import InputError, NsysCCError
 
 if TYPE_CHECKING:
-    from .analysis.result import CostCoefficientResult
+    from .analysis.coefficient.result import CostCoefficientResult
     from .launch.commands import BenchOptions
     from .launch.results import ProfileOutcome
     from .sweep.table import AnalysisResult
@@ -73,36 +74,38 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
     """
-    from .analysis import outputs, sources
+    from .analysis.coefficient import source_kinds
 
     if drafts is not None and not is_one(drafts):
         drafts = many(drafts, "drafts")  # read once: a generator was consumed here and then seen empty
-    one = drafts is None or (not is_one(drafts) and not drafts)
-    if one and is_one(source) and isinstance(source, (str, os.PathLike)) and not outputs.is_profile_output(source):
-        from .sweep.manifest import MANIFEST_NAME, is_many
-
-        if os.path.isdir(source) and not os.path.isfile(os.path.join(source, MANIFEST_NAME)):
-            # a folder of traces (a profile's without its status.json): `sources` reads it when it can tell the
-            # target, else says which traces it holds
-            return sources.analyze_source(source, names=names, range_name=range_name, skip_ranges=skip_ranges,
-                                          output_len=output_len, engines=engines, acceptance=acceptance,
-                                          metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
-        if is_many(source):
-            given = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
-                     "engines": engines, "acceptance": acceptance, "metrics_dump": metrics_dump,
-                     "spec_metrics": spec_metrics}
-            for param in ONE_SET_ONLY:
-                value = given[param]
-                if value is not None and not (isinstance(value, (tuple, list)) and not value):
-                    raise InputError(f"{param} applies to one trace set; a manifest sets range_name and output_len "
-                                     "per set", param=param)
-            return _many(source, seed=seed, jobs=jobs, scheduler=scheduler)
+    given = source_kinds.decide(source, drafts, is_many=_is_many)  # what the source is: decided here, once
+    if given.kind == source_kinds.MANY:
+        passed = {"names": names, "range_name": range_name, "skip_ranges": skip_ranges, "output_len": output_len,
+                  "engines": engines, "acceptance": acceptance, "metrics_dump": metrics_dump,
+                  "spec_metrics": spec_metrics}
+        for param in ONE_SET_ONLY:
+            value = passed[param]
+            if value is not None and not (isinstance(value, (tuple, list)) and not value):
+                raise InputError(f"{param} applies to one trace set; a manifest sets range_name and output_len "
+                                 "per set", param=param)
+        return _many(given.source, seed=seed, jobs=jobs, scheduler=scheduler)
     for param, value in (("jobs", jobs), ("scheduler", scheduler)):
         if value is not None:
             raise InputError(f"{param} applies to many trace sets (a sweep directory or a manifest)", param=param)
-    return sources.analyze_source(source, drafts, names=names, range_name=range_name, skip_ranges=skip_ranges,
-                                  output_len=output_len, engines=engines, acceptance=acceptance,
-                                  metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
+    return source_kinds.analyze_given(given, names=names, range_name=range_name, skip_ranges=skip_ranges,
+                                      output_len=output_len, engines=engines, acceptance=acceptance,
+                                      metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
+
+
+def _is_many(path: str | os.PathLike) -> bool:
+    """Whether a path given alone (no profile's output directory) is many trace sets: a directory holding a sweep's
+    manifest, or a manifest file (.json that is no PyTorch-profiler trace, .csv). A directory without one is a folder
+    of traces (`source_kinds.traces_of_folder`)."""
+    from .sweep.manifest import MANIFEST_NAME, is_many
+
+    if os.path.isdir(path):
+        return os.path.isfile(os.path.join(path, MANIFEST_NAME))
+    return is_many(path)
 
 
 def _many(source, *, seed: int, jobs: int | None, scheduler: str | None) -> AnalysisResult:

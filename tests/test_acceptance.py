@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from nsys_cc.analysis import acceptance
+from nsys_cc.analysis.profile_dir import acceptance
 from nsys_cc.errors import InputError
 
 LABELS = {"model_name": "m", "engine": "0"}

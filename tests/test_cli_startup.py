@@ -18,8 +18,9 @@ HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_
 
 SPEC = ROOT / "fixtures" / "spec"
 # The speculative analysis and its text: a plain analyze needs none of them (a quick CLI loads no more).
-SPECULATIVE = ("nsys_cc.analysis.speculative", "nsys_cc.analysis.spec_runs", "nsys_cc.analysis.forecast",
-               "nsys_cc.report.speculative_text")
+SPECULATIVE = ("nsys_cc.analysis.speculative.in_place", "nsys_cc.analysis.speculative.runs",
+               "nsys_cc.analysis.speculative.tables", "nsys_cc.analysis.speculative.pooled",
+               "nsys_cc.analysis.speculative.forecast", "nsys_cc.report.speculative_text")
 
 PROBE = """
 import json, sys

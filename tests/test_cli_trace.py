@@ -98,14 +98,14 @@ def test_ranges_csv_is_every_range(nvtx_fixture):
 @pytest.mark.parametrize("name, count", [("inner", 2), (":outer", 2), ("domain_inline", 1),
                                          ("nsys_cc.fixture:domain_inline", 1)])
 def test_ranges_by_name(nvtx_fixture, name, count):
-    result = run("ranges", str(nvtx_fixture), "--name", name, "--format", "json")
+    result = run("ranges", str(nvtx_fixture), "--range", name, "--format", "json")
     records = json.loads(result.stdout)
     assert len(records) == count
     assert all(r["name"].endswith(name.lstrip(":")) for r in records)
 
 
 def test_ranges_table_format(nvtx_fixture):
-    result = run("ranges", str(nvtx_fixture), "--name", "worker_inner")
+    result = run("ranges", str(nvtx_fixture), "--range", "worker_inner")
     header, rule, row = result.stdout.splitlines()
     assert header.split()[:3] == ["range_id", "name", "range_style"] and set(rule) <= {"-", " "}
     (rid,), = raw_sql(nvtx_fixture, "SELECT rowid FROM NVTX_EVENTS WHERE text = 'worker_inner'")
@@ -137,7 +137,7 @@ def _bad_inputs(tmp_path: Path, fixture: Path) -> list[tuple[list[str], str]]:
         (["info", str(tmp_path / "missing.sqlite")], "no such file"),
         (["info", str(empty)], "empty"),
         (["ranges", str(text)], "neither an Nsight Systems SQLite export"),
-        (["ranges", str(fixture), "--name", "innr"], "closest names: 'inner'"),
+        (["ranges", str(fixture), "--range", "innr"], "closest names: 'inner'"),
     ]
 
 
@@ -165,7 +165,7 @@ def test_real_console_script(nvtx_fixture, tmp_path):
     exe = Path(sys.executable).with_name("nsys-cc")
     if not exe.exists():
         exe = REPO / ".venv" / "bin" / "nsys-cc"
-    ok = subprocess.run([str(exe), "ranges", str(nvtx_fixture), "--format", "csv", "--name", "middle"],
+    ok = subprocess.run([str(exe), "ranges", str(nvtx_fixture), "--format", "csv", "--range", "middle"],
                         capture_output=True, text=True)
     assert ok.returncode == 0, ok.stderr
     assert pd.read_csv(io.StringIO(ok.stdout))["name"].tolist() == ["middle", "middle"]

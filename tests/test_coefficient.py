@@ -222,3 +222,26 @@ def test_library_errors_are_typed():
         cost_coefficient(str(TARGET), [str(DRAFTS[0])], range_name="nope")
     with pytest.raises(InputError):
         cost_coefficient(str(TARGET), [])
+
+
+def test_the_default_forward_range_reads_vllm_scope_because_it_is_the_default():
+    """The fallback to vLLM's own forward scope is the default's, said where the default is settled
+    (`forwards.ranges.forward_range`) and read because the default asks for it (`forward_names`) — not because a
+    list of other markers happens to hold it: a range of the user's own reads no vLLM scope."""
+    from nsys_cc.analysis.forwards.ranges import MARKERS, forward_names, forward_range, marked_ranges
+    from nsys_cc.contract import FORWARD_RANGE, SCOPES_FORWARD
+    from nsys_cc.trace import open_trace
+
+    assert SCOPES_FORWARD not in MARKERS
+    assert forward_names(None) == forward_names(FORWARD_RANGE) == (FORWARD_RANGE, SCOPES_FORWARD)
+    with open_trace(VLLM / "vllm_scopes.sqlite") as trace:
+        default, own = marked_ranges(trace, None), marked_ranges(trace, "my_range")
+        n_scope = raw_sql(VLLM / "vllm_scopes.sqlite",
+                          "SELECT count(*) FROM NVTX_EVENTS e LEFT JOIN StringIds s ON e.textId = s.id "
+                          f"WHERE coalesce(e.text, s.value) = '{SCOPES_FORWARD}'")[0][0]
+    assert n_scope > 0
+    assert int((default["name"] == SCOPES_FORWARD).sum()) == n_scope
+    assert not (own["name"] == SCOPES_FORWARD).any()
+    range_name, note = forward_range(default, None, label="m")
+    assert range_name == SCOPES_FORWARD and "own forward scope" in note
+    assert forward_range(own, "my_range", label="m") == ("my_range", None)

@@ -81,7 +81,7 @@ def test_the_contract_imports_nothing():
 
 
 def test_writer_and_readers_share_the_names():
-    from nsys_cc.analysis import phases, ranges, ranks
+    from nsys_cc.analysis.forwards import phases, ranges, ranks
     from nsys_cc.launch import commands
     from nsys_cc.sweep import manifest
     from nsys_cc.vllm import plugin as vllm_plugin
@@ -101,7 +101,7 @@ def test_writer_and_readers_share_the_names():
 @pytest.mark.parametrize("written", ["nsys_cc:warmup", ":nsys_cc:warmup"])
 def test_one_matching_rule_for_markers(written):
     # a marker written in the default domain by a newer nsys (":name") is the same marker for every reader
-    from nsys_cc.analysis.phases import markers
+    from nsys_cc.analysis.forwards.phases import markers
 
     ranges = pd.DataFrame({"name": pd.Categorical([written.lstrip(":"), "model_executable()"]),
                            "qualified_name": pd.Categorical([written.lstrip(":"), "model_executable()"]),

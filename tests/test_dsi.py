@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from nsys_cc.analysis import dsi
+from nsys_cc.analysis.theory import dsi
 from nsys_cc.errors import InputError
 
 

@@ -1,4 +1,4 @@
-"""The StepCostModel of `nsys_cc.analysis.forecast` (the contract's API) against hand-computed values."""
+"""The StepCostModel of `nsys_cc.analysis.speculative.forecast` (the contract's API) against hand-computed values."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from nsys_cc.analysis import forecast
+from nsys_cc.analysis.speculative import forecast
 from nsys_cc.errors import InputError
 
 M = forecast.StepCostModel(decode_step_ms=10.0, draft_forward_ms=1.0, verify_intercept_ms=4.0, verify_slope_ms=1.0,

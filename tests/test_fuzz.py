@@ -27,9 +27,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, PUBLIC, bounded, unchanged
-from nsys_cc.analysis.coefficient import cost_coefficient
-from nsys_cc.analysis.projection import project
-from nsys_cc.analysis.ranges import range_table
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
+from nsys_cc.analysis.forwards.projection import project
+from nsys_cc.analysis.forwards.ranges import range_table
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 
@@ -449,7 +449,7 @@ def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_p
     """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json
     or a bench JSON replaced by a FIFO, a deep or misshapen document, or garbage: `analyze` answers or raises an
     NsysCCError of one line, never waits."""
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     rng = random.Random(30_000 + seed)
     out = tmp_path / "O"
@@ -466,7 +466,7 @@ def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_p
 def test_a_tampered_profile_directory_raises_only_nsys_cc_errors_and_reads_nothing_outside(seed, tmp_path):
     """Tampered shapes of a profile directory: the analysis answers or raises one NsysCCError line, and reads
     nothing outside the directory (the files beside it are hashed before and after)."""
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     rng = random.Random(40_000 + seed)
     out = tmp_path / "O"

@@ -14,8 +14,8 @@ import pytest
 from gpu_shaped import FORWARD, add_gpu_work, steady
 
 from conftest import FIXTURES, raw_sql
-from nsys_cc.analysis.coefficient import cost_coefficient
-from nsys_cc.analysis.gpu_loss import WARN_SHARE
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
+from nsys_cc.analysis.forwards.gpu_loss import WARN_SHARE
 
 TARGET = FIXTURES / "spec" / "tiny-llama-target.sqlite"
 DRAFT = FIXTURES / "spec" / "tiny-llama-draft-xs.sqlite"

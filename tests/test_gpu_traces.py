@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, raw_sql, run_nsys_profile
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
 SCRIPTS = REPO / "scripts" / "gpu_traces"
 NAMES = "SELECT coalesce(e.text, s.value), e.int64Value, e.start, e.\"end\" FROM NVTX_EVENTS e " \

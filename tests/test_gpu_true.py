@@ -19,8 +19,9 @@ from click.testing import CliRunner
 from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, read_ranges, steady
 
 from conftest import FIXTURES, raw_sql, unchanged
-from nsys_cc.analysis.coefficient import cost_coefficient, load_model
-from nsys_cc.analysis.projection import project
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
+from nsys_cc.analysis.coefficient.model import load_model
+from nsys_cc.analysis.forwards.projection import project
 from nsys_cc.cli import cli
 from nsys_cc.trace import open_trace
 

@@ -14,7 +14,10 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from nsys_cc.analysis import coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
+from nsys_cc.analysis.coefficient.model import load_model
+from nsys_cc.analysis.coefficient.over_runs import cost_coefficient_runs
+from nsys_cc.analysis.forwards.engines import InterleavedTraceError
 from nsys_cc.errors import RangeNotFoundError
 
 RUNS = [FIXTURES / "interleaved" / f"run-{k}" for k in (1, 2, 3)]
@@ -64,7 +67,7 @@ def test_the_fixture_holds_two_engines_of_each_model_per_run():
 def test_one_run_read_per_model_by_scope_matches_raw_sql():
     run = RUNS[0]
     sqlite = str(run / "trace.sqlite")
-    result = coefficient.cost_coefficient(sqlite, [sqlite, sqlite], names=LABELS, engines=LABELS)
+    result = cost_coefficient(sqlite, [sqlite, sqlite], names=LABELS, engines=LABELS)
     coef = result.coefficients.set_index(["draft", "phase", "metric"])
     t = _decode_ms(run, LABELS[0])
     for label in LABELS[1:]:
@@ -82,22 +85,22 @@ def test_without_a_scope_the_models_of_one_process_are_not_mixed():
     # read whole, a trace of three engines gave one model of every engine's forwards (c 0.98–1.03
     # where each engine's own gives 0.30–0.33); now it is refused, naming the engines and the calls that read it
     sqlite = str(RUNS[0] / "trace.sqlite")
-    with pytest.raises(coefficient.InterleavedTraceError, match="3 engines: tiny-llama-target") as err:
-        coefficient.load_model(sqlite, name="all", role="target")
+    with pytest.raises(InterleavedTraceError, match="3 engines: tiny-llama-target") as err:
+        load_model(sqlite, name="all", role="target")
     assert err.value.param == "engines" and "cost_coefficient_runs" in str(err.value)
-    alone = coefficient.load_model(sqlite, name="t", role="target", scope=LABELS[0])
+    alone = load_model(sqlite, name="t", role="target", engine=LABELS[0])
     assert len(alone.phase_rows("decode")) == len(_decode_ms(RUNS[0], LABELS[0], token=False))
 
 
 def test_an_unknown_scope_names_the_engines_the_trace_has():
     sqlite = str(RUNS[0] / "trace.sqlite")
     with pytest.raises(RangeNotFoundError, match="no 'nsys_cc:engine nope' ranges.*tiny-llama-target") as err:
-        coefficient.load_model(sqlite, name="x", role="target", scope="nope")
+        load_model(sqlite, name="x", role="target", engine="nope")
     assert err.value.param == "engines"
 
 
 def test_runs_pool_into_one_c_with_c_per_run_beside_it():
-    result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
+    result = cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                engines=[LABELS] * 3)
     t = [_decode_ms(r, LABELS[0]) for r in RUNS]
     for label in LABELS[1:]:
@@ -131,7 +134,7 @@ def test_runs_pool_into_one_c_with_c_per_run_beside_it():
 
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_runs_are_reported_in_every_format(tmp_path):
-    result = coefficient.cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
+    result = cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                engines=[LABELS] * 3)
     text = result.render("table")
     runs_part = text[text.index("c per run"):]
@@ -146,7 +149,7 @@ def test_the_runs_are_reported_in_every_format(tmp_path):
 
 
 def test_one_run_through_the_runs_function_keeps_the_one_run_interval():
-    one = coefficient.cost_coefficient_runs([[RUNS[1] / "trace.sqlite"] * 3], names=LABELS, engines=[LABELS])
+    one = cost_coefficient_runs([[RUNS[1] / "trace.sqlite"] * 3], names=LABELS, engines=[LABELS])
     row = one.coefficients.set_index(["draft", "phase", "metric"]).loc[(LABELS[2], "decode", "wall")]
     assert math.isfinite(row["ci_low"]) and row["runs"] == 1 and one.runs.empty
 
@@ -155,14 +158,14 @@ def test_runs_must_hold_the_same_models():
     from nsys_cc.errors import InputError
 
     with pytest.raises(InputError, match="same models"):
-        coefficient.cost_coefficient_runs([[RUNS[0] / "trace.sqlite"] * 3, [RUNS[1] / "trace.sqlite"] * 2],
+        cost_coefficient_runs([[RUNS[0] / "trace.sqlite"] * 3, [RUNS[1] / "trace.sqlite"] * 2],
                                           names=LABELS)
 
 
 def test_the_forward_share_reads_each_models_part_of_the_trace():
     run = RUNS[0]
     trace = run / "trace.sqlite"
-    share = coefficient.cost_coefficient(trace, [trace] * (len(LABELS) - 1), engines=LABELS).forward_share
+    share = cost_coefficient(trace, [trace] * (len(LABELS) - 1), engines=LABELS).forward_share
     assert list(share["model"]) == LABELS
     latencies = {label: json.loads((run / f"{label}.bench.json").read_text())["latencies"] for label in LABELS}
     assert list(share["iterations"]) == [len(latencies[label]) for label in LABELS] == [4, 4, 4]

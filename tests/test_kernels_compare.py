@@ -22,7 +22,7 @@ from gpu_shaped import FORWARD, GpuShaped, Launch, Range, add_gpu_work
 
 import nsys_cc
 from conftest import FIXTURES, PUBLIC, raw_sql, unchanged
-from nsys_cc.analysis import kernel_tables as kernel_mod
+from nsys_cc.analysis.forwards import kernel_tables as kernel_mod
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, RangeNotFoundError
 from nsys_cc.report import kernel_text

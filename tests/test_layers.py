@@ -8,14 +8,18 @@ Every import of the package's own modules counts, wherever it is written (module
   and reads back, one module per format), `inputs` (files read without waiting), `arguments` (how the public API
   reads a list-like argument) — import nothing above them;
 - `trace`: reading Nsight Systems exports;
-- `analysis`: the measurements, as data (a result binds its views from above: `report` registers them);
+- `analysis`: the measurements, as data (a result binds its views from above: `report` registers them), in rooms
+  by question, ordered too (`ANALYSIS_ROOMS`, lowest first): its top modules (`metrics`, `stats`, `result_values`),
+  then `profile_dir` (what a profile left beside its traces), `theory` (the speedup model, DSI), `forwards` (one
+  model's forwards in one trace), `speculative` (runs measured in place), `coefficient` (c, the result), `kernels`,
+  `tune` — a module imports only its own room, the rooms below it and the top modules;
 - `report`: every rendering of a result (text, files, figures);
 - `live`: live c inside a vLLM server (its timing in the worker, its stat logger in the API server), on top of the
   analysis (the estimate) and the report (its log line);
 - `vllm`: what runs inside vLLM's processes (the plugin, which carries the live timing; vLLM fixes; the NVTX binding;
   the benchmark driver) — nothing below imports it, and it imports nothing of the host side above;
 - `launch`: the host side of `profile` (plans, commands, processes, the checks of a fresh export);
-- `workflows`: what `profile` (and `tune`) do from their arguments to their report;
+- `workflows`: a verb from its arguments to its report, one module each (`tune`: profile a design, fit, write);
 - `sweep`: many profiles and many analyses, locally or on Dask, on top of `launch`;
 - `front`: the library's front door (`nsys_cc.analyze`: one call for every source `analyze` takes);
 - `cli`: the click verbs;
@@ -28,6 +32,8 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import parsed
 
@@ -42,7 +48,7 @@ LAYERS = [
     ("launch", {"launch"}),
     ("workflows", {"workflows"}),
     ("sweep", {"sweep"}),
-    ("front", {"front", "tuning"}),
+    ("front", {"front"}),
     ("cli", {"cli"}),
 ]
 
@@ -138,6 +144,70 @@ def test_no_import_runs_upward():
     assert upward(PACKAGE) == []
 
 
+# The rooms inside analysis/, lowest first; None: the analysis's top modules (ANALYSIS_TOP), below every room.
+ANALYSIS_TOP = {"metrics", "stats", "result_values"}
+ANALYSIS_ROOMS = [None, "profile_dir", "theory", "forwards", "speculative", "coefficient", "kernels", "tune"]
+
+
+def analysis_room(module: str) -> int:
+    """Position of an analysis module's room in ANALYSIS_ROOMS (the package `nsys_cc.analysis` itself: its top)."""
+    parts = module.split(".")
+    if len(parts) == 2 or (len(parts) == 3 and parts[2] in ANALYSIS_TOP):
+        return 0
+    if parts[2] in ANALYSIS_ROOMS:
+        return ANALYSIS_ROOMS.index(parts[2])
+    raise AssertionError(f"{module} belongs to no room of the analysis: add it to ANALYSIS_ROOMS or ANALYSIS_TOP in "
+                         f"{Path(__file__).name}")
+
+
+def upward_in_analysis(root: Path) -> list[str]:
+    """The imports inside analysis/ that run from a room to one above it (or from a top module to any room)."""
+    def name(i: int) -> str:
+        return ANALYSIS_ROOMS[i] or "top"
+
+    inside = f"{root.name}.analysis"
+    out = []
+    for a, targets in imports(root).items():
+        if a != inside and not a.startswith(inside + "."):
+            continue
+        for b in targets:
+            if (b == inside or b.startswith(inside + ".")) and analysis_room(b) > analysis_room(a):
+                out.append(f"{a} → {b} ({name(analysis_room(a))} → {name(analysis_room(b))})")
+    return sorted(out)
+
+
+def test_no_import_runs_upward_inside_the_analysis():
+    assert upward_in_analysis(PACKAGE) == []
+
+
+def test_every_analysis_module_has_a_room():
+    for name in modules(PACKAGE):
+        if name.startswith("nsys_cc.analysis."):
+            analysis_room(name)
+
+
+def test_the_top_of_the_analysis_stays_small():
+    # at most 8 modules at analysis/'s top (its __init__ included): the rest is in rooms by question
+    top = sorted(p.name for p in (PACKAGE / "analysis").glob("*.py"))
+    assert len(top) <= 8, top
+    assert set(top) == {"__init__.py", *(f"{m}.py" for m in ANALYSIS_TOP)}
+
+
+def test_the_room_check_finds_an_arrow_up_the_analysis(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    for sub in ("analysis", "analysis/forwards", "analysis/coefficient"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "stats.py").write_text("def f():\n    from .forwards.ranges import x\n")
+    (pkg / "analysis" / "forwards" / "ranges.py").write_text("from ..coefficient import result\nx = 1\n")
+    (pkg / "analysis" / "coefficient" / "result.py").write_text("from ..forwards.ranges import x\n"
+                                                                "from .. import stats\n")
+    assert upward_in_analysis(pkg) == [
+        "nsys_cc.analysis.forwards.ranges → nsys_cc.analysis.coefficient.result (forwards → coefficient)",
+        "nsys_cc.analysis.stats → nsys_cc.analysis.forwards.ranges (top → forwards)"]
+
+
 def test_no_import_circle():
     assert circles(PACKAGE) == []
 
@@ -168,7 +238,7 @@ def test_a_results_views_are_bound_from_above():
     # res.to_dict() and res.figures() still work, through the views nsys_cc.report binds when nsys_cc is imported
     code = """
 import sys
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 fixtures = sys.argv[1]
 res = cost_coefficient(f"{fixtures}/tiny-llama-target.sqlite", f"{fixtures}/tiny-llama-draft-s.sqlite")
 print(sorted(m for m in sys.modules if m.startswith("nsys_cc.report.")))
@@ -184,8 +254,8 @@ print("tiny-llama-draft-s" in res.render("markdown"), "<table" in res._repr_html
 
 # ---- the analysis is built in the analysis floor, called from the front door --------------------------------------
 # What builds an analysis or its report directory: a module under launch/ or cli/ that imports one of these builds an
-# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.sources` below it). The CLI may
-# write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
+# analysis itself instead of calling the front door (`nsys_cc.analyze`; `analysis.coefficient.source_kinds` below it).
+# The CLI may write the report directory of a result it was handed (rendering): `write_report` counts for launch/ only.
 BUILDERS = {"cost_coefficient", "cost_coefficient_runs", "analyze_profile", "analyze_source", "write_report"}
 RENDERERS = {"write_report"}
 # Modules under launch/ or cli/ allowed a builder: none (`profile` hands the analysis of its directory down from the
@@ -230,3 +300,70 @@ def test_the_builder_check_finds_an_import_and_a_call(tmp_path):
     (pkg / "front" / "d.py").write_text("from ..analysis.coefficient import cost_coefficient\n")  # the front door
     assert builders_imported(pkg) == {"nsys_cc.launch.a": {"analyze_profile"},
                                       "nsys_cc.launch.b": {"cost_coefficient_runs"}}
+
+
+# ---- one workflow, one place -------------------------------------------------------------------------------------
+def definitions(root: Path, name: str) -> list[str]:
+    """The modules of the package that define a function called `name` (at any depth, methods included)."""
+    return sorted(mod for mod, path in modules(root).items() for node in ast.walk(parsed(path))
+                  if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
+
+
+@pytest.mark.parametrize("name", ["analyze", "tune"])
+def test_a_workflow_is_defined_once(name):
+    # the facade names it lazily (`nsys_cc.__init__._LAZY`), the workflow defines it: one definition, no second
+    # `tune()` or `analyze()` of another signature beside it (the click commands are `<verb>_command`)
+    assert len(definitions(PACKAGE, name)) == 1, definitions(PACKAGE, name)
+
+
+def private_imports(root: Path, room: str) -> list[str]:
+    """`from X import _name` in the modules of `room`: a private name of another module used from outside it."""
+    return sorted(f"{mod}: {alias.name}" for mod, path in modules(root).items() if mod.split(".")[1:2] == [room]
+                  for node in ast.walk(parsed(path)) if isinstance(node, ast.ImportFrom)
+                  for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__"))
+
+
+def test_the_cli_imports_no_private_name():
+    assert private_imports(PACKAGE, "cli") == []
+
+
+def test_the_workflow_checks_find_a_second_definition_and_a_private_import(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "__init__.py").write_text("")
+    (pkg / "tuning.py").write_text("def tune():\n    def tune():\n        pass\n")
+    (pkg / "cli" / "tune.py").write_text("from ..tuning import _finite, tune\n")
+    assert definitions(pkg, "tune") == ["nsys_cc.tuning", "nsys_cc.tuning"]
+    assert private_imports(pkg, "cli") == ["nsys_cc.cli.tune: _finite"]
+
+
+# ---- modules of one job -------------------------------------------------------------------------------------------
+MAX_LINES = 600
+# The rooms whose modules are held to MAX_LINES here (the others are being split: add them as they are).
+SIZED_ROOMS = ("analysis", "trace", "workflows")
+
+
+def long_modules(root: Path, rooms: tuple[str, ...] = SIZED_ROOMS, limit: int = MAX_LINES) -> dict[str, int]:
+    """The modules under `rooms` longer than `limit` lines, with their length."""
+    out = {}
+    for name, path in modules(root).items():
+        if name.split(".")[1:2] and name.split(".")[1] in rooms:
+            n = len(path.read_text().splitlines())
+            if n > limit:
+                out[name] = n
+    return out
+
+
+def test_no_module_of_the_analysis_or_the_trace_readers_is_over_600_lines():
+    assert long_modules(PACKAGE) == {}
+
+
+def test_the_length_check_counts_lines(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    (pkg / "analysis").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "analysis" / "__init__.py").write_text("")
+    (pkg / "analysis" / "big.py").write_text("x = 1\n" * 601)
+    (pkg / "analysis" / "fine.py").write_text("x = 1\n" * 600)
+    assert long_modules(pkg) == {"nsys_cc.analysis.big": 601}

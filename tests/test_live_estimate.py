@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from nsys_cc.analysis.forecast import StepCostModel, expected_tokens
-from nsys_cc.analysis.live import estimate, verify_line
+from nsys_cc.analysis.speculative.forecast import StepCostModel, expected_tokens
+from nsys_cc.analysis.tune.live import estimate, verify_line
 from nsys_cc.live.timing import DECODE, MIXED, VERIFY, StepRecord
 from nsys_cc.report.live_text import live_line
 

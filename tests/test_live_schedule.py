@@ -3,9 +3,9 @@ the schedule must be that model's), and the batch size carried through the chann
 
 from __future__ import annotations
 
-from nsys_cc.analysis import tune as t
-from nsys_cc.analysis.acceptance import AcceptanceStats
-from nsys_cc.analysis.live import batch_schedule
+from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
+from nsys_cc.analysis.tune.live import batch_schedule
 from nsys_cc.live import channel
 from nsys_cc.live.timing import DECODE, VERIFY, StepRecord
 
@@ -31,14 +31,14 @@ def _stats() -> AcceptanceStats:
 def test_the_live_schedule_is_the_tune_model_of_the_steps():
     records = _steps(1, 3) + _steps(8, 3) + _steps(16, 3)
     got = batch_schedule(records, _stats(), max_batch_size=64, max_gamma=8)
-    cost = t.BatchCostModel((3.0, 0.6), (0.5, 0.1), (2.0, 0.8), (1.0, 0.2, 0.0))
-    tokens = t.tokens_model([t.Cell(1, 3, 0, 0, 0, 0, 1.0, acceptance=_stats())])
+    cost = tune_model.BatchCostModel((3.0, 0.6), (0.5, 0.1), (2.0, 0.8), (1.0, 0.2, 0.0))
+    tokens = tune_model.tokens_model([tune_model.Cell(1, 3, 0, 0, 0, 0, 1.0, acceptance=_stats())])
     best = []
     for b in range(1, 65):
-        s = [t.speedup(cost, tokens, b, g) for g in range(1, 9)]
+        s = [tune_model.speedup(cost, tokens, b, g) for g in range(1, 9)]
         i = max(range(8), key=lambda k: s[k])
         best.append(i + 1 if s[i] > 1 else 0)
-    assert got == t.schedule_ranges(best)
+    assert got == tune_schedule.schedule_ranges(best)
     assert got[0][2] > 0 and got[-1][2] == 0  # speculates at small batches, not at large ones: what the model says
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import nsys_cc
-from nsys_cc.analysis.coefficient import load_model
+from nsys_cc.analysis.coefficient.model import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.workflows import profile as profile_workflow
@@ -105,7 +105,7 @@ def test_one_trace_given_once_per_model_with_scopes_is_opened_and_read_once(coun
     assert once_each(opens, [run]) and once_each(reads, [run])
     # each model is still its own engine's: the same forwards as a model read alone by its scope
     for model in res.models:
-        alone = load_model(run, name=model.name, role=model.role, scope=model.name)
+        alone = load_model(run, name=model.name, role=model.role, engine=model.name)
         assert list(model.forwards["start_ns"]) == list(alone.forwards["start_ns"])
 
 

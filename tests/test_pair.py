@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_cc.analysis import acceptance
+from nsys_cc.analysis.profile_dir import acceptance
 from nsys_cc.launch import pair
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
@@ -170,7 +170,7 @@ LIVE = textwrap.dedent("""
         vllm_plugin.register()  # with its correction of vLLM's CPU expand kernel (nsys_cc.vllm.fixes)
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
-        from nsys_cc.analysis.acceptance import from_metrics
+        from nsys_cc.analysis.profile_dir.acceptance import from_metrics
         llm = LLM(model=sys.argv[1], load_format="auto", skip_tokenizer_init=True, enforce_eager=True,
                   gpu_memory_utilization=0.3, disable_log_stats=False, max_model_len=256,
                   speculative_config={"method": "draft_model", "model": sys.argv[2], "num_speculative_tokens": 3})

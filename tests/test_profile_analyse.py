@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from nsys_cc.analysis.share import COLUMNS as SHARE_COLUMNS
+from nsys_cc.analysis.profile_dir.forward_share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.report.result_text import SHARE_TITLE

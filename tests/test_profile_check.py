@@ -1,6 +1,6 @@
 """The forward-share check on the committed vLLM fixtures, against sums computed in SQL here: the analysis's own
-(`CostCoefficientResult.forward_share`, `nsys_cc.analysis.share`), made whenever vLLM's latencies sit beside a trace;
-and `profile`'s check of a fresh export (`launch.check`)."""
+(`CostCoefficientResult.forward_share`, `nsys_cc.analysis.profile_dir.forward_share`), made whenever vLLM's latencies
+sit beside a trace; and `profile`'s check of a fresh export (`launch.check`)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import projection
+from nsys_cc.analysis.forwards import projection
 from nsys_cc.trace import open_trace
 
 pytestmark = [pytest.mark.public]

@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 from conftest import PUBLIC, raw_sql, unchanged, union_length
-from nsys_cc.analysis.projection import project, range_ops
-from nsys_cc.analysis.ranges import name_counts
+from nsys_cc.analysis.forwards.projection import project, range_ops
+from nsys_cc.analysis.forwards.ranges import name_counts
 from nsys_cc.trace import open_trace
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]

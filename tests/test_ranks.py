@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES, raw_sql, unchanged
 from nsys_cc import cost_coefficient
-from nsys_cc.analysis.ranks import forward_bounds, match
+from nsys_cc.analysis.forwards.ranks import forward_bounds, match
 from nsys_cc.cli import cli
 
 TP = FIXTURES / "tp"

@@ -23,7 +23,7 @@ import pytest
 
 from conftest import PUBLIC, raw_sql, unchanged, union_length
 from nsys_cc import cost_coefficient
-from nsys_cc.analysis.kernel_tables import categorise
+from nsys_cc.analysis.forwards.kernel_tables import categorise
 
 pytestmark = [pytest.mark.public, pytest.mark.nsys]
 

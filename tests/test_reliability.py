@@ -356,7 +356,7 @@ def export_without_string_ids(tmp: Path) -> Case:
 def zero_ranges_of_the_name(tmp: Path) -> Case:
     return Case(
         {"analyze": [str(TARGET), str(DRAFT), "--range", "model_executable"],
-         "ranges": [str(TARGET), "--name", "model_executable"]},
+         "ranges": [str(TARGET), "--range", "model_executable"]},
         {"analyze": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; closest names: "
                     r"'model_executable\(\)' \(choose one with --range\)$",
          "ranges": r"tiny-llama-target\.sqlite: no NVTX range named 'model_executable'; "
@@ -1343,7 +1343,7 @@ def test_ctrl_c_while_workers_analyse_many_sets_is_one_line(tmp_path):
 def test_speedup_over_a_huge_range_of_gamma_needs_no_array(tmp_path):
     """`speedup --c 0 --max-gamma 1e9` built an array of 1e9 values (MemoryError, or the OOM killer); the search is
     now block by block. The answer for γ up to 1e18 is the one found over 1…65536 (the maximum lies far below)."""
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     for alpha, c in ((0.8, 0.0), (0.6, 0.05), (0.99, 0.01), (1.0, 0.5), (1.0, 2.0), (0.0, 0.1), (0.9, 1e308)):
         small = speedup.best_gamma(alpha, c, max_gamma=speedup.SCAN_CHUNK)

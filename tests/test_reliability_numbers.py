@@ -20,7 +20,7 @@ import pytest
 from gpu_shaped import FORWARD, add_gpu_work, steady
 
 from conftest import FIXTURES, cli_in_process, raw_sql, unchanged
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.errors import NsysCCError
 
 TARGET = FIXTURES / "vllm" / "tiny-llama-target.sqlite"
@@ -244,7 +244,7 @@ def test_n14_a_link_to_the_target_given_as_draft_is_refused(tmp_path, link):
 
 
 def test_n14_compare_kernels_knows_a_hard_link_is_the_same_trace(tmp_path):
-    from nsys_cc.analysis.compare import kernel_diff
+    from nsys_cc.analysis.kernels.compare import kernel_diff
 
     target = tmp_path / "t.sqlite"
     shutil.copyfile(TARGET, target)
@@ -257,14 +257,14 @@ def test_n14_compare_kernels_knows_a_hard_link_is_the_same_trace(tmp_path):
 
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
 @pytest.mark.parametrize("call, param", [
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).best_gamma(alpha=v, c=0.3), "alpha"),
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).best_gamma(alpha=0.8, c=v), "c"),
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).walltime_factor(0.8, 3, v), "c"),
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).walltime_factor(0.8, v, 0.3), "gamma"),
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
-    (lambda v: __import__("nsys_cc.analysis.speedup", fromlist=["x"]).operations_factor(0.8, 3, v), "c_hat"),
-    (lambda v: __import__("nsys_cc.analysis.forecast", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
-    (lambda v: __import__("nsys_cc.analysis.forecast", fromlist=["x"]).StepCostModel(
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).best_gamma(alpha=v, c=0.3), "alpha"),
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).best_gamma(alpha=0.8, c=v), "c"),
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).walltime_factor(0.8, 3, v), "c"),
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).walltime_factor(0.8, v, 0.3), "gamma"),
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
+    (lambda v: __import__("nsys_cc.analysis.theory.speedup", fromlist=["x"]).operations_factor(0.8, 3, v), "c_hat"),
+    (lambda v: __import__("nsys_cc.analysis.speculative.forecast", fromlist=["x"]).expected_tokens(v, 3), "alpha"),
+    (lambda v: __import__("nsys_cc.analysis.speculative.forecast", fromlist=["x"]).StepCostModel(
         10.0, 1.0, 5.0, 0.5, 1.0, 0.1).best_gamma(v), "alpha"),
 ])
 def test_l26_a_lone_nan_or_inf_is_refused_naming_the_parameter(call, param, bad):
@@ -276,7 +276,7 @@ def test_l26_a_lone_nan_or_inf_is_refused_naming_the_parameter(call, param, bad)
 
 def test_l26_an_array_may_still_mark_a_value_not_measured_with_nan():
     """The documented broadcast (a draft without a measurement is NaN) is kept: only a lone NaN is refused."""
-    from nsys_cc.analysis.speedup import best_gamma
+    from nsys_cc.analysis.theory.speedup import best_gamma
 
     g, s = best_gamma([0.8, math.nan], 0.1)
     assert g[1] == 0 and math.isnan(s[1])

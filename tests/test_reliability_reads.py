@@ -333,7 +333,7 @@ def test_G01_a_slow_generated_column_is_stopped_by_the_query_bound_naming_its_kn
 
 def test_G01_every_connection_has_the_bound(tmp_path, monkeypatch):
     """The library's own connection function stops a slow statement (a recursive CTE: no file needed)."""
-    from nsys_cc.trace.reader import connect, too_slow
+    from nsys_cc.trace.connection import connect, too_slow
 
     monkeypatch.setenv("NSYS_CC_QUERY_TIMEOUT", "0.5")
     conn = connect(":memory:")
@@ -390,7 +390,7 @@ READ_CALLS = {"open", "read_text", "read_bytes", "read_parquet", "read_csv", "re
 ALLOWED = {
     ("inputs.py", "*"): "the one opener itself",
     ("files/publishing.py", "*"): "the one writer: its own generations' files, hashed as it writes them",
-    ("trace/reader.py", "connect"): "the one SQLite connection function (the query bound on every connection)",
+    ("trace/connection.py", "connect"): "the one SQLite connection function (the query bound on every connection)",
     ("trace/bulk.py", "_arrow_batches"): "ADBC's connection (no progress handler: bounded between batches)",
     ("vllm/interleave.py", "_has_children"): "the kernel's /proc lists of this process's children, not a user's file",
 }

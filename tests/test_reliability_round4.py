@@ -172,7 +172,7 @@ def test_every_nvtx_row_duplicated_counts_logits_and_sampling_once_too(tmp_path)
     """`INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS`: the forwards were counted once with a note, but the
     logits and sampling twice — decode c 0.852 instead of 0.653. The c is now the untouched trace's, and the note
     names every range it dropped copies of."""
-    from nsys_cc.analysis.coefficient import cost_coefficient
+    from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
     doubled = _relaxed_copy(TARGET, tmp_path / "doubled.sqlite", "INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS")
     with unchanged(doubled, DRAFT):
@@ -189,7 +189,7 @@ def test_a_correlation_id_shared_by_every_kernel_is_said(tmp_path):
     id and the ranges that launched them missing their work — 16 GEMM rows gone without a note."""
     from gpu_shaped import FORWARD, add_gpu_work, steady
 
-    from nsys_cc.analysis.coefficient import cost_coefficient
+    from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
     spec = FIXTURES / "spec"
     shaped = add_gpu_work(spec / "tiny-llama-target.sqlite", tmp_path / "t.sqlite", steady(1.5, names=(FORWARD,)),
@@ -207,7 +207,7 @@ def test_a_correlation_id_shared_by_every_kernel_is_said(tmp_path):
 
 
 def test_zero_length_forwards_are_said(tmp_path):
-    from nsys_cc.analysis.coefficient import cost_coefficient
+    from nsys_cc.analysis.coefficient.measure import cost_coefficient
 
     flat = _relaxed_copy(DRAFT, tmp_path / "d.sqlite", 'UPDATE NVTX_EVENTS SET "end" = start WHERE textId = '
                          "(SELECT id FROM StringIds WHERE value = 'model_executable()')")
@@ -218,7 +218,7 @@ def test_zero_length_forwards_are_said(tmp_path):
 @pytest.mark.parametrize("value", [-0.5, 0, float("nan")])
 def test_latencies_that_are_no_time_give_no_forward_share(tmp_path, value):
     """Negative bench latencies printed "per run −76 %–75 %"; now the file is no latency record, said in a note."""
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved", out, ignore=shutil.ignore_patterns("spec", "README.md"))
@@ -249,7 +249,7 @@ def profile_dir(tmp_path):
 
 
 def test_a_run_listed_twice_is_refused_not_pooled_twice(profile_dir):
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     _status(profile_dir, [1, 2, 3])
     analyze_profile(profile_dir)  # as profile wrote it
@@ -260,7 +260,7 @@ def test_a_run_listed_twice_is_refused_not_pooled_twice(profile_dir):
 
 
 def test_a_trace_linked_as_another_runs_is_refused_not_pooled_as_a_second_run(profile_dir):
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     (profile_dir / "run-2" / "trace.sqlite").unlink()
     os.link(profile_dir / "run-1" / "trace.sqlite", profile_dir / "run-2" / "trace.sqlite")
@@ -274,7 +274,7 @@ def test_a_trace_linked_as_another_runs_is_refused_not_pooled_as_a_second_run(pr
 
 def test_a_label_that_is_a_path_reads_nothing_outside(tmp_path):
     """A status label `../t` made `analyze` read `../t.sqlite`, outside the profile directory."""
-    from nsys_cc.analysis.sources import analyze_profile
+    from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
     out = tmp_path / "O"
     out.mkdir()
@@ -306,7 +306,7 @@ def _steps(target_s=0.01, n=20):
 
 def test_no_gamma_is_advised_from_a_window_with_no_measured_verify_token():
     """The gauge published best γ when the verify token measured 0 (c NaN): a γ from nothing."""
-    from nsys_cc.analysis.live import estimate
+    from nsys_cc.analysis.tune.live import estimate
 
     assert estimate(_steps(), 0.7).num_speculative_tokens is not None  # a measured window advises a γ
     est = estimate(_steps(target_s=0.0), 0.7)
@@ -317,7 +317,7 @@ def test_no_gamma_is_advised_from_a_window_with_no_measured_verify_token():
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, -1.0, 1e308])
 def test_a_payload_of_impossible_numbers_is_no_record_never_an_exception(column, value):
     """inf in a count raised OverflowError out of the stat logger (inside vLLM's API server)."""
-    from nsys_cc.analysis.live import estimate
+    from nsys_cc.analysis.tune.live import estimate
     from nsys_cc.live import channel
 
     payload = channel.encode(_steps(n=3))
@@ -334,7 +334,7 @@ def test_a_payload_of_impossible_numbers_is_no_record_never_an_exception(column,
 def test_the_estimator_leaves_out_records_of_impossible_numbers(field, value):
     from dataclasses import replace
 
-    from nsys_cc.analysis.live import batch_schedule, estimate
+    from nsys_cc.analysis.tune.live import batch_schedule, estimate
 
     good = _steps()
     bad = [replace(r, **{field: value}) for r in _steps(n=5)]
@@ -346,7 +346,7 @@ def test_the_estimator_leaves_out_records_of_impossible_numbers(field, value):
 
 
 def test_acceptance_minus_zero_is_zero():
-    from nsys_cc.analysis.acceptance import parse_alphas
+    from nsys_cc.analysis.profile_dir.acceptance import parse_alphas
 
     (a,) = parse_alphas("-0")
     assert math.copysign(1.0, a) == 1.0
@@ -355,7 +355,7 @@ def test_acceptance_minus_zero_is_zero():
 
 
 def test_a_metrics_position_that_is_no_small_number_is_one_error(tmp_path):
-    from nsys_cc.analysis import acceptance
+    from nsys_cc.analysis.profile_dir import acceptance
 
     for position in ("²", "99999999999"):
         dump = tmp_path / "m.json"
@@ -380,7 +380,7 @@ def test_a_speculative_config_nested_30000_deep_is_one_line():
 @pytest.mark.parametrize("value", [str(10**20), str(2**31)])
 def test_an_output_length_no_array_holds_is_one_line(value):
     """`kernels --output-len 1e20` raised OverflowError in the phases of a GPU trace."""
-    from nsys_cc.analysis.coefficient import check_range_arguments
+    from nsys_cc.analysis.coefficient.arguments import check_range_arguments
 
     with pytest.raises(InputError, match=r"output_len must be at most 2147483647"):
         check_range_arguments(None, int(value))

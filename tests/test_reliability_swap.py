@@ -269,7 +269,7 @@ def test_a_real_report_killed_at_any_point_is_the_earlier_or_the_new(tmp_path, c
         def write(result, out):
             return lambda: write_report(result, out, plots=False)
     else:
-        from nsys_cc import tuning
+        from nsys_cc.workflows import tune as tuning
 
         design = FIXTURES / "tune" / "a99-design"
         first = tuning.tune(design, max_batch_size=8, draws=20, plot=False)

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, cli_in_process, sha256_tree, unchanged
-from nsys_cc import tuning
 from nsys_cc.errors import InputError
 from nsys_cc.files import publishing
+from nsys_cc.workflows import tune as tuning
 
 FIX = FIXTURES / "tune" / "a99-design"
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"

@@ -252,8 +252,8 @@ ALLOWED = {
     "report/figure_files.py": "make_plots (a library call): writes only the folder its caller names",
     "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",
     "report/speedup_plots.py": "a figure saved to the path its caller names (a library call)",
-    "report/tune_plots.py": "plot_tune saves to the path its caller names (tuning.write: a staged file)",
-    "analysis/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
+    "report/tune_plots.py": "plot_tune saves to the path its caller names (workflows/tune.py write: a staged file)",
+    "analysis/profile_dir/acceptance.py": "writes only the file its caller names (a library call: the user's own path)",
     "vllm/interleave.py": "runs inside the benchmark process, writing the attempt files it was given",
     "formats/interleaved_json.py": "the driver's record, written inside the benchmark process (its attempt folder)",
     "formats/bench_json.py": "the driver's latencies, written inside the benchmark process (its attempt folder)",
@@ -354,8 +354,8 @@ def test_the_walker_finds_tables_and_figures_written_around_the_writer(tmp_path)
 
 
 def test_tune_writes_its_files_through_the_writer():
-    """tuning.py is no exception to the one writer (it is not in ALLOWED, and the walk finds nothing there)."""
-    assert "tuning.py" not in ALLOWED and _write_calls(PACKAGE / "tuning.py") == []
+    """The tune workflow is no exception to the one writer (it is not in ALLOWED, and the walk finds nothing there)."""
+    assert "workflows/tune.py" not in ALLOWED and _write_calls(PACKAGE / "workflows" / "tune.py") == []
 
 
 def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
@@ -363,7 +363,7 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     complete (with the rerun's failure as its reason), and the analysis still finds it."""
     import shutil
 
-    from nsys_cc.analysis.outputs import read_output
+    from nsys_cc.analysis.profile_dir.outputs import read_output
     from nsys_cc.launch import interleaved as repeat, interleaved_run
 
     out = tmp_path / "O"

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from conftest import FIXTURES
 from nsys_cc import front
-from nsys_cc.analysis import sources as analysis_sources
+from nsys_cc.analysis.coefficient import of_profile as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import interleaved, interleaved_run, process
@@ -96,7 +96,7 @@ def test_default_profile_makes_the_default_number_of_runs_and_pools_them(tmp_pat
 
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_precision_stops_as_soon_as_it_is_reached(tmp_path, fake_runs):
-    from nsys_cc.analysis.coefficient import cost_coefficient_runs
+    from nsys_cc.analysis.coefficient.over_runs import cost_coefficient_runs
 
     # Runs 2 and 3 of the fixtures, alternating: run 1 caught a slow spell of the loaded machine (its target's decode
     # at 22 ms against 8), and with it three runs know c only to ±400 %, which no precision (< 1) can ask for.
@@ -284,7 +284,7 @@ def test_an_interleaved_gpu_run_shares_the_gpu_between_its_engines():
 def test_the_driver_counts_each_speculative_engines_own_steps():
     from types import SimpleNamespace
 
-    from nsys_cc.analysis.acceptance import from_metrics
+    from nsys_cc.analysis.profile_dir.acceptance import from_metrics
     from nsys_cc.vllm import interleave
 
     seen = []
@@ -352,14 +352,14 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
 def _shares_as_read_alone(out, labels, runs) -> None:
     """The report's forward-share rows: one per run and model, each equal to the same model read from that run's
     trace alone (`load_model` by its engine's windows) against that run's bench JSON."""
-    from nsys_cc.analysis.coefficient import load_model
-    from nsys_cc.analysis.share import share_row
+    from nsys_cc.analysis.coefficient.model import load_model
+    from nsys_cc.analysis.profile_dir.forward_share import share_row
 
     share = json.loads((out / "report.json").read_text())["forward_share"]
     assert sorted((row["run"], row["model"]) for row in share) == sorted((k, lb) for k in runs for lb in labels)
     for row in share:
         run_dir = out / f"run-{row['run']}"
-        model = load_model(run_dir / "trace.sqlite", name=row["model"], role="model", scope=row["model"])
+        model = load_model(run_dir / "trace.sqlite", name=row["model"], role="model", engine=row["model"])
         alone = share_row(model.name, model.forwards, model.iterations, run_dir / f"{row['model']}.bench.json",
                           row["run"])
         for key in ("iterations", "forward_ms", "latency_ms", "nvtx_iteration_ms", "forward_share"):

@@ -206,7 +206,7 @@ def test_wilson_without_trials_is_nan_and_impossible_counts_are_refused():
 # ---- α's interval carried into the speedup ------------------------------------------------------------------------
 
 def test_alpha_from_the_counters_has_a_wilson_interval():
-    from nsys_cc.analysis.acceptance import AcceptanceStats
+    from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 
     # 40 drafts of 3 tokens, 30 tokens accepted, 10 drafts accepted in full: 30 drafts met a rejection
     s = AcceptanceStats(alpha=30 / 120, per_position=(), num_drafts=40, num_draft_tokens=120, num_accepted=30,
@@ -219,7 +219,7 @@ def test_alpha_from_the_counters_has_a_wilson_interval():
 def test_the_speedup_interval_carries_alphas():
     import pandas as pd
 
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     coef = pd.DataFrame([{"draft": "d", "phase": "decode", "metric": "wall", "c": 0.13, "ci_low": 0.12,
                           "ci_high": 0.14}])
@@ -240,7 +240,7 @@ def test_the_speedup_interval_carries_alphas():
 
 
 def test_the_best_gamma_never_falls_as_alpha_grows():
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     alphas = np.linspace(0.0, 0.99, 100)
     for c in (0.01, 0.05, 0.13, 0.3, 0.6):
@@ -251,7 +251,7 @@ def test_the_best_gamma_never_falls_as_alpha_grows():
 # ---- impossible speedups ------------------------------------------------------------------------------------------
 
 def test_a_speedup_above_one_at_alpha_zero_is_a_measurement_problem():
-    from nsys_cc.analysis.plausibility import problems
+    from nsys_cc.analysis.speculative.plausibility import problems
 
     (note,) = problems(name="d.spec-g1", measured=1.084, alpha=0.0, tokens_per_step=1.0, interval=(1.05, 1.12))
     assert note.startswith("d.spec-g1: MEASUREMENT PROBLEM: a measured speedup of 1.08× [1.05–1.12] at α = 0")
@@ -260,7 +260,7 @@ def test_a_speedup_above_one_at_alpha_zero_is_a_measurement_problem():
 
 
 def test_a_speedup_above_the_tokens_per_step_is_a_measurement_problem():
-    from nsys_cc.analysis.plausibility import problems
+    from nsys_cc.analysis.speculative.plausibility import problems
 
     (note,) = problems(name="d", measured=1.9, alpha=0.5, tokens_per_step=1.75)
     assert "above the 1.75 tokens per step" in note

@@ -17,10 +17,16 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 import nsys_cc
 from conftest import FIXTURES, cli_in_process
-from nsys_cc.analysis import coefficient, spec_runs, speculative, stats, steps, tune as t
+from nsys_cc.analysis import stats
+from nsys_cc.analysis.coefficient.assemble import assemble
+from nsys_cc.analysis.coefficient.model import MODEL_COLUMNS
+from nsys_cc.analysis.coefficient.result import ModelForwards
+from nsys_cc.analysis.forwards import steps
+from nsys_cc.analysis.forwards.engines import InterleavedTraceError
+from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
-from nsys_cc.analysis.phases import PhaseRule
-from nsys_cc.analysis.result import ModelForwards
+from nsys_cc.analysis.speculative import pooled as spec_runs, runs as spec_run, tables as spec_tables
+from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError, NsysCCWarning
 
 SPEC = FIXTURES / "interleaved" / "spec"
@@ -173,7 +179,7 @@ def test_the_cli_refuses_the_design_fixtures_schedule_with_exit_code_3(tmp_path)
     assert "NOT RECOMMENDED" in text and "Measure next" in text and "--speculative-config '" not in text
 
 
-def _cells(spread: float, seed: int = 0) -> list[t.Cell]:
+def _cells(spread: float, seed: int = 0) -> list[tune_model.Cell]:
     """Cells of a known cost model, each median v with the interval [v / (1 + spread), v · (1 + spread)]."""
     rng = np.random.default_rng(seed)
     out = []
@@ -182,22 +188,22 @@ def _cells(spread: float, seed: int = 0) -> list[t.Cell]:
                      other_ms=3.0 + 0.5 * b + 0.2 * b * g, decode_step_ms=5.0 + 0.5 * b)
         cis = {f.replace("_ms", "_ci"): (v / (1 + spread), v * (1 + spread)) for f, v in parts.items()}
         per_pos = tuple([180, 160, 140][:g])
-        stats_ = t.AcceptanceStats(alpha=sum(per_pos) / (200 * g), per_position=(), num_drafts=200,
+        stats_ = tune_model.AcceptanceStats(alpha=sum(per_pos) / (200 * g), per_position=(), num_drafts=200,
                                    num_draft_tokens=200 * g, num_accepted=sum(per_pos), accepted_per_position=per_pos)
-        out.append(t.Cell(batch_size=b, gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)), acceptance=stats_,
-                          **parts, **cis))
+        out.append(tune_model.Cell(batch_size=b, gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)),
+                                   acceptance=stats_, **parts, **cis))
     return out
 
 
 def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
     # medians known to a factor 40 (what two runs on t(1) gave the a99-design cells): many refits give a step cost at
     # or below 0 somewhere — never read as percentiles (it once printed 3.7× [-311–5.11])
-    r = t.tune(_cells(40.0), max_batch_size=16, draws=200)
+    r = tune_schedule.fit_schedule(_cells(40.0), max_batch_size=16, draws=200)
     assert r.interval_note and "refits blew up" in r.interval_note
     assert all(math.isnan(f["speedup_ci_low"]) for f in r.forecast)
     assert not r.trusted and "no usable interval" in r.trust_reason
     # ±5 %: every refit holds, every interval contains its forecast, in (0, ∞)
-    ok = t.tune(_cells(0.05), max_batch_size=16, draws=200)
+    ok = tune_schedule.fit_schedule(_cells(0.05), max_batch_size=16, draws=200)
     assert not ok.interval_note
     for f in ok.forecast:
         assert _usable(f["speedup"], f["speedup_ci_low"], f["speedup_ci_high"]), f
@@ -205,10 +211,10 @@ def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
 
 def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
     fitted = _cells(0.05)
-    truth = t.speedup(t.fit_cost(fitted), t.tokens_model(fitted), 4, 2)
+    truth = tune_model.speedup(tune_model.fit_cost(fitted), tune_model.tokens_model(fitted), 4, 2)
     for factor, trusted in ((1.05, True), (1.3, False)):
         held = dataclasses.replace(fitted[0], batch_size=4, gamma=2, measured_speedup=truth * factor)
-        r = t.tune(fitted, [held], max_batch_size=8, draws=100)
+        r = tune_schedule.fit_schedule(fitted, [held], max_batch_size=8, draws=100)
         assert r.trusted is trusted, (factor, r.trust_reason)
         assert r.speculative_config(untrusted=True) is not None  # the fitted table speculates somewhere
         assert (r.speculative_config() is None) is (not trusted)
@@ -255,7 +261,7 @@ def test_a_list_of_interleaved_run_traces_is_analysed_as_runs():
         c = res.coefficients.set_index(["draft", "phase", "metric"]).loc[(draft, "decode", WALL), "c"]
         assert c == pytest.approx(math.exp(np.mean(np.log(cs))))  # each run's own engines, SQL: not ~1.0
         assert 0.15 < c < 0.5
-    with pytest.raises(coefficient.InterleavedTraceError, match="holds every model of an interleaved run"):
+    with pytest.raises(InterleavedTraceError, match="holds every model of an interleaved run"):
         nsys_cc.cost_coefficient(RUN_TRACES[0], RUN_TRACES[1:])
 
 
@@ -314,7 +320,7 @@ def test_a_folder_of_traces_called_profile_output_is_read():
 
 
 def test_gamma_is_a_whole_number_and_alpha_one_is_flagged_unbounded():
-    from nsys_cc.analysis import speedup
+    from nsys_cc.analysis.theory import speedup
 
     with pytest.raises(InputError, match="whole number") as err:
         speedup.walltime_factor(0.5, 2.5, 0.1)
@@ -349,7 +355,7 @@ def test_the_plots_say_what_they_show(spec_result):
 
 def _model(name: str, role: str, per_run: list[np.ndarray]) -> ModelForwards:
     n = sum(len(v) for v in per_run)
-    frame = pd.DataFrame({c: np.full(n, np.nan) for c in coefficient.MODEL_COLUMNS})
+    frame = pd.DataFrame({c: np.full(n, np.nan) for c in MODEL_COLUMNS})
     frame["qualified_name"] = "model_executable()"
     frame["kept"], frame["open_at_end"], frame["phase"] = True, False, "decode"
     frame["run"] = np.concatenate([np.full(len(v), k + 1) for k, v in enumerate(per_run)])
@@ -380,7 +386,7 @@ def _within(values, pooled: float) -> bool:
 @given(run_sets())
 def test_analyze_pools_within_the_runs_and_every_interval_holds(runs):
     target_runs, draft_runs = runs
-    res = coefficient._assemble([_model("t", "target", target_runs), _model("d", "draft", draft_runs)], ["t", "d"],
+    res = assemble([_model("t", "target", target_runs), _model("d", "draft", draft_runs)], ["t", "d"],
                                 [], {}, [], None, [], 0, None)
     row = res.coefficients.iloc[0]
     own = [np.median(d) / np.median(tv) for d, tv in zip(draft_runs, target_runs)]
@@ -411,13 +417,13 @@ def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs
     rng = np.random.default_rng(data.draw(st.integers(0, 10_000)))
     speeds = [data.draw(st.floats(1.0, 5.0)) for _ in range(n_runs)]
     plain = [_step_table(10 * s * np.exp(rng.normal(0, 0.05, 12)), "decode") for s in speeds]
-    spec = [speculative.SpecRun("d.spec-g2", "d", 2, "x", _step_table(13 * s * np.exp(rng.normal(0, 0.05, 12)),
+    spec = [spec_run.SpecRun("d.spec-g2", "d", 2, "x", _step_table(13 * s * np.exp(rng.normal(0, 0.05, 12)),
                                                                       "verify", 2), None, None, None)
             for s in speeds]
     analysis = spec_runs.analyze_pooled(plain, [spec], output_len=5)
     row = analysis.table.iloc[0]
     values = analysis.runs
-    for fig in ("measured_speedup", *speculative.BY_METRIC_FIGURES):
+    for fig in ("measured_speedup", *spec_tables.BY_METRIC_FIGURES):
         own = values[values["figure"] == fig]["value"].to_numpy(dtype=float)
         source = row if fig == "measured_speedup" else analysis.by_metric.iloc[0]
         value, lo, hi = source[fig], source[f"{fig}_ci_low"], source[f"{fig}_ci_high"]
@@ -432,7 +438,7 @@ def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.floats(0.01, 40.0), st.integers(0, 1000))
 def test_tune_forecast_intervals_hold_or_are_none(spread, seed):
-    r = t.tune(_cells(spread, seed), max_batch_size=8, max_gamma=4, draws=60, seed=seed)
+    r = tune_schedule.fit_schedule(_cells(spread, seed), max_batch_size=8, max_gamma=4, draws=60, seed=seed)
     for f in r.forecast:
         if math.isfinite(f["speedup"]):
             assert f["speedup"] > 0
@@ -445,7 +451,7 @@ def test_runs_that_disagree_on_the_measured_speedup_are_said():
     rng = np.random.default_rng(5)
     plain = [_step_table(10 * np.exp(rng.normal(0, 0.02, 12)), "decode") for _ in range(3)]
     # the third run's verify steps 3× slower against its own plain steps: its speedup, not just its speed, differs
-    spec = [speculative.SpecRun("d.spec-g2", "d", 2, "x", _step_table(f * 13 * np.exp(rng.normal(0, 0.02, 12)),
+    spec = [spec_run.SpecRun("d.spec-g2", "d", 2, "x", _step_table(f * 13 * np.exp(rng.normal(0, 0.02, 12)),
                                                                       "verify", 2), None, None, None)
             for f in (1.0, 1.05, 3.0)]
     analysis = spec_runs.analyze_pooled(plain, [spec], output_len=5)

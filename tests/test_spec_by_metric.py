@@ -26,8 +26,8 @@ from test_speculative import SPEC, Raw, trace
 
 import nsys_cc
 from conftest import FIXTURES
-from nsys_cc.analysis import spec_runs
-from nsys_cc.analysis.speculative import BY_METRIC_FIGURES
+from nsys_cc.analysis.speculative import pooled as spec_runs
+from nsys_cc.analysis.speculative.tables import BY_METRIC_FIGURES
 from nsys_cc.cli import cli
 
 TARGET, PLAIN_DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"

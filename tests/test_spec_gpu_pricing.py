@@ -23,8 +23,8 @@ from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, steady
 from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, LOGITS, PROPOSE, SAMPLE, SPEC, STEP, Steps, ms, total
 
 import nsys_cc
-from nsys_cc.analysis import speculative as spec_mod
-from nsys_cc.analysis.speedup import expected_tokens
+from nsys_cc.analysis.speculative import in_place as spec_mod
+from nsys_cc.analysis.theory.speedup import expected_tokens
 
 GAMMA = 3
 

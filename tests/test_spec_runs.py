@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import spec_runs, steps
-from nsys_cc.analysis.acceptance import AcceptanceStats
+from nsys_cc.analysis.forwards import steps
+from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.speculative import pooled as spec_runs
 
 
 def _table(step_ms, iteration, drafts_in, latencies, kind="verify"):
@@ -63,7 +64,7 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
     # fixtures/tune: the two interleaved runs of a cell, one process each, seeded alike by vLLM's benchmark
     import json
 
-    from nsys_cc.analysis import tune
+    from nsys_cc.analysis.tune import directories as tune
 
     cell = FIXTURES / "tune" / "a50" / "bs8"
     docs = [json.loads((cell / f"run-{k}" / "pair-draft.spec-g3.metrics.json").read_text()) for k in (1, 2)]
@@ -78,17 +79,17 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
 # tune's notes on hand-made cells (test_tune.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
 @pytest.mark.slow
 def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
-    from nsys_cc.analysis import tune
+    from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
 
-    cells = [c for c in tune.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
-    result = tune.tune(cells, draws=10, max_batch_size=8)
+    cells = [c for c in tune_dirs.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
+    result = tune_schedule.fit_schedule(cells, draws=10, max_batch_size=8)
     note = next(n for n in result.notes if "replay another run's exactly" in n)
     assert note.startswith("in every cell the spec-decode counters of 1 run(s) replay")  # both runs alike, each cell
     # a cell without a replay among them: the cells that replay are named
     import dataclasses
 
     mixed = [dataclasses.replace(c, replayed_runs=0) if c.key == (1, 1) else c for c in cells]
-    note = next(n for n in tune.tune(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
+    note = next(n for n in tune_schedule.fit_schedule(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
     assert "of 3 cell(s)" in note and "B=8 γ=3 (1 of its runs)" in note and "B=1 γ=1" not in note
 
 

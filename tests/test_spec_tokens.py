@@ -16,7 +16,7 @@ import pytest
 
 import nsys_cc
 from conftest import FIXTURES
-from nsys_cc.analysis.speedup import expected_tokens
+from nsys_cc.analysis.theory.speedup import expected_tokens
 
 SPEC = FIXTURES / "spec"
 HEADS = SPEC / "heads"

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import assume, given, settings, strategies as st
 
-from nsys_cc.analysis import speedup
+from nsys_cc.analysis.theory import speedup
 from nsys_cc.errors import InputError
 from nsys_cc.report import sentence_text
 
@@ -201,7 +201,7 @@ def test_verdicts_reject_missing_columns_and_bad_alpha():
 
 
 def test_judge_at_c_zero_says_the_best_gamma_is_unbounded():
-    from nsys_cc.analysis.speedup import judge
+    from nsys_cc.analysis.theory.speedup import judge
     from nsys_cc.report.sentence_text import verdict_of
 
     j = judge(0.0, 0.8, gamma=2)

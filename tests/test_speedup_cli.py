@@ -7,7 +7,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from nsys_cc.analysis import acceptance
+from nsys_cc.analysis.profile_dir import acceptance
 from nsys_cc.cli import cli
 
 
@@ -108,8 +108,9 @@ def test_c_zero_is_a_free_draft_whose_best_gamma_is_unbounded():
 
 
 def test_the_verb_is_the_librarys_judgements_in_the_reports_words():
-    # one library call (analysis.speedup.judge_all) and one rendering (report.speedup_text): the verb adds nothing
-    from nsys_cc.analysis.speedup import DEFAULT_MAX_GAMMA, judge_all
+    # one library call (analysis.theory.speedup.judge_all) and one rendering (report.speedup_text): the verb adds
+    # nothing of its own
+    from nsys_cc.analysis.theory.speedup import DEFAULT_MAX_GAMMA, judge_all
     from nsys_cc.cli import speedup as verb
     from nsys_cc.report.speedup_text import render_judgements
 

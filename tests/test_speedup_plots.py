@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import dsi
+from nsys_cc.analysis.theory import dsi
 from nsys_cc.errors import InputError
 from nsys_cc.report import speedup_plots
 

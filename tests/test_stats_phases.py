@@ -4,7 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import kernel_tables as kernels, phases, stats
+from nsys_cc.analysis import stats
+from nsys_cc.analysis.forwards import kernel_tables as kernels, phases
 
 
 def test_describe_matches_hand_computed_values():

@@ -28,7 +28,7 @@ from click.testing import CliRunner
 
 import nsys_cc
 from conftest import processes_mentioning
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.cli import cli
 from nsys_cc.formats import attempts_json
 from nsys_cc.launch.commands import BenchOptions

@@ -18,7 +18,7 @@ from gpu_shaped import FORWARD, Launch, add_gpu_work
 
 from conftest import FIXTURES, raw_sql
 from nsys_cc import cost_coefficient
-from nsys_cc.analysis.token import tie
+from nsys_cc.analysis.coefficient.token import tie
 
 VLLM = FIXTURES / "vllm"
 TARGET, DRAFT_S, DRAFT_XS = (VLLM / f"{m}.sqlite" for m in ("tiny-llama-target", "tiny-llama-draft-s",

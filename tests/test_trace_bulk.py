@@ -16,7 +16,7 @@ import pandas as pd
 import pytest
 
 from conftest import FIXTURES, PUBLIC, REPO, one_per_family
-from nsys_cc.analysis.projection import op_totals, project, range_ops
+from nsys_cc.analysis.forwards.projection import op_totals, project, range_ops
 from nsys_cc.trace import bulk, open_trace
 
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -15,7 +15,7 @@ import pytest
 
 import nsys_cc
 from conftest import FIXTURES
-from nsys_cc.analysis.projection import PROJECTION, project
+from nsys_cc.analysis.forwards.projection import PROJECTION, project
 from nsys_cc.trace import ExportTrace, Trace, frames, open_trace
 
 FIXTURE_TRACES = [FIXTURES / "vllm" / "tiny-llama-target.sqlite", FIXTURES / "nvtx" / "nvtx_cases.sqlite"]

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from conftest import PUBLIC, unchanged
-from nsys_cc.analysis.projection import project
-from nsys_cc.analysis.ranges import range_table
+from nsys_cc.analysis.forwards.projection import project
+from nsys_cc.analysis.forwards.ranges import range_table
 from nsys_cc.trace import ExportTrace, Trace, TraceSource, open_trace
 
 GPU_TRACE = PUBLIC / "Sh1mwww__llama3-inference__real_inference_simulation.sqlite"

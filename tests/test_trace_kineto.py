@@ -27,7 +27,7 @@ from conftest import FIXTURES, PUBLIC, cli_in_process, unchanged
 from nsys_cc.errors import InputError, TraceClosedError
 from nsys_cc.trace import KinetoTrace, open_trace, sqlite_source
 from nsys_cc.trace.frames import TABLES, names
-from nsys_cc.trace.kineto import ns_of
+from nsys_cc.trace.kineto_events import ns_of
 
 TORCH = FIXTURES / "torch"
 TARGET = TORCH / "tiny-llama-target.pt.trace.json.gz"
@@ -463,7 +463,7 @@ def test_info_verb(gpu_shaped):
 def test_ranges_verb_gives_the_projection(gpu_shaped):
     import io
 
-    result = cli_in_process("ranges", str(gpu_shaped.path), "--name", gsk.STEP, "--format", "csv")
+    result = cli_in_process("ranges", str(gpu_shaped.path), "--range", gsk.STEP, "--format", "csv")
     assert result.returncode == 0, result.stderr
     table = pd.read_csv(io.StringIO(result.stdout))
     work = gpu_shaped.of(gsk.STEP)
@@ -576,9 +576,9 @@ def mutate(rng, text: str) -> tuple[bytes, list[str]]:
 def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_path):
     import random
 
-    from nsys_cc.analysis.projection import project
-    from nsys_cc.analysis.ranges import marked_ranges, range_table
-    from nsys_cc.contract import DEFAULT_RANGE
+    from nsys_cc.analysis.forwards.projection import project
+    from nsys_cc.analysis.forwards.ranges import marked_ranges, range_table
+    from nsys_cc.contract import FORWARD_RANGE
     from nsys_cc.errors import NsysCCError
 
     data, mutations = mutate(random.Random(seed), fuzz_base)
@@ -592,7 +592,7 @@ def test_mutated_torch_traces_raise_only_nsys_cc_errors(seed, fuzz_base, tmp_pat
             project(trace)
             range_table(trace)
             trace.nvtx_ranges(prefixes=["vllm/", "execute_"], nesting=True)
-            marked_ranges(trace, DEFAULT_RANGE)  # vLLM's step annotations read as the analysis reads them
+            marked_ranges(trace, FORWARD_RANGE)  # vLLM's step annotations read as the analysis reads them
     except NsysCCError as exc:
         assert "\n" not in str(exc), (seed, mutations)
     except Exception as exc:  # a bug: say which seed and mutations reproduce it

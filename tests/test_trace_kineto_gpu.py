@@ -31,7 +31,8 @@ import pytest
 from test_trace_kineto import DRAFT, SPEC, TARGET, public_b200
 
 from conftest import FIXTURES, union_length
-from nsys_cc.analysis.projection import op_totals, project, range_ops, unlaunched_ops
+from nsys_cc.analysis.forwards.launches import unlaunched_ops
+from nsys_cc.analysis.forwards.projection import op_totals, project, range_ops
 from nsys_cc.trace import open_trace
 
 GPU_COLUMNS = ["proj_start_ns", "proj_end_ns", "proj_duration_ns", "gpu_ops", "kernels", "kernel_sum_ns",

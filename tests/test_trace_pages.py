@@ -6,7 +6,7 @@ import pytest
 from numpy._core.multiarray import _get_madvise_hugepage, _set_madvise_hugepage
 
 from conftest import FIXTURES
-from nsys_cc.analysis.coefficient import cost_coefficient
+from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.errors import NsysCCError
 from nsys_cc.trace import open_trace
 from nsys_cc.trace.pages import small_pages

@@ -1,12 +1,12 @@
-"""`nsys_cc.analysis.ranges`: selecting ranges by name, counting names, "closest names" hints — on the NVTX fixture,
-expectations from raw SQL."""
+"""`nsys_cc.analysis.forwards.ranges`: selecting ranges by name, counting names, "closest names" hints — on the NVTX
+fixture, expectations from raw SQL."""
 
 from __future__ import annotations
 
 import pytest
 
 from conftest import raw_sql
-from nsys_cc.analysis.ranges import closest_names, name_counts, range_table, select
+from nsys_cc.analysis.forwards.ranges import closest_names, name_counts, range_table, select
 from nsys_cc.errors import RangeNotFoundError
 from nsys_cc.trace import open_trace
 

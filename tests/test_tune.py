@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from conftest import cli_in_process, unchanged
-from nsys_cc.analysis import tune as t
-from nsys_cc.analysis.acceptance import AcceptanceStats
+from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
+from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"
@@ -34,12 +34,12 @@ def _ci5(x: float) -> tuple[float, float]:
     return (0.95 * x, 1.05 * x)
 
 
-def _cell(b: int, g: int, stats: AcceptanceStats | None = None, speedup: float = 1.0) -> t.Cell:
+def _cell(b: int, g: int, stats: AcceptanceStats | None = None, speedup: float = 1.0) -> tune_model.Cell:
     p, d, v, o = TRUE["p"], TRUE["d"], TRUE["v"], TRUE["o"]
     draft, verify = d[0] + d[1] * b, v[0] + v[1] * b * (g + 1)
     other, decode = o[0] + o[1] * b + o[2] * b * g, p[0] + p[1] * b
     # each median ±5 %, as cells of three runs or more have (two runs give no interval: the forecast none either)
-    return t.Cell(batch_size=b, gamma=g, draft_forward_ms=draft, verify_ms=verify, other_ms=other,
+    return tune_model.Cell(batch_size=b, gamma=g, draft_forward_ms=draft, verify_ms=verify, other_ms=other,
                   decode_step_ms=decode, measured_speedup=speedup, measured_ci=_ci5(speedup), acceptance=stats,
                   draft_forward_ci=_ci5(draft), verify_ci=_ci5(verify), other_ci=_ci5(other),
                   decode_step_ci=_ci5(decode))
@@ -49,7 +49,7 @@ DESIGN = [(1, 1), (1, 3), (8, 1), (8, 3)]
 
 
 def test_the_fit_gives_back_the_model_the_cells_were_made_from():
-    m = t.fit_cost([_cell(b, g) for b, g in DESIGN])
+    m = tune_model.fit_cost([_cell(b, g) for b, g in DESIGN])
     assert m.decode == pytest.approx(TRUE["p"], abs=1e-9)
     assert m.draft == pytest.approx(TRUE["d"], abs=1e-9)
     assert m.verify == pytest.approx(TRUE["v"], abs=1e-9)
@@ -61,14 +61,14 @@ def test_the_fit_gives_back_the_model_the_cells_were_made_from():
 def test_a_falling_slope_is_noise_and_is_fitted_flat():
     cells = [_cell(b, g) for b, g in DESIGN]
     # the draft forward measured faster at B = 8 than at B = 1 (load): no negative per-sequence cost
-    cells = [t.Cell(**{**c.__dict__, "draft_forward_ms": 1.0 if c.batch_size == 1 else 0.8}) for c in cells]
-    m = t.fit_cost(cells)
+    cells = [tune_model.Cell(**{**c.__dict__, "draft_forward_ms": 1.0 if c.batch_size == 1 else 0.8}) for c in cells]
+    m = tune_model.fit_cost(cells)
     assert m.draft == pytest.approx((0.9, 0.0))
 
 
 def test_tokens_per_step_from_the_per_position_counters_with_the_iid_tail():
     # γ = 3: 100 drafts, first 1/2/3 accepted 50/25/12 times; γ = 1: 100 drafts, 48 accepted.
-    tok = t.tokens_model([_cell(1, 3, _stats(100, [50, 25, 12])), _cell(8, 1, _stats(100, [48]))])
+    tok = tune_model.tokens_model([_cell(1, 3, _stats(100, [50, 25, 12])), _cell(8, 1, _stats(100, [48]))])
     assert tok.rates == pytest.approx((98 / 200, 25 / 100, 12 / 100))
     # i.i.d. α: accepted ÷ (accepted + drafts that met a rejection) = (87 + 48) ÷ (135 + (100 − 12) + (100 − 48))
     alpha = 135 / (135 + 88 + 52)
@@ -80,13 +80,13 @@ def test_tokens_per_step_from_the_per_position_counters_with_the_iid_tail():
 
 
 def test_rates_never_rise_with_the_position():
-    tok = t.tokens_model([_cell(1, 2, _stats(10, [3, 5]))])  # 5 of 10 accepted in full but only 3 first: noise
+    tok = tune_model.tokens_model([_cell(1, 2, _stats(10, [3, 5]))])  # 5 of 10 accepted in full but only 3 first: noise
     assert tok.rates == pytest.approx((0.3, 0.3))
 
 
 def test_the_schedule_takes_the_best_gamma_per_batch_size_and_0_where_none_pays():
     cells = [_cell(b, g, _stats(200, [180, 160, 140][:g])) for b, g in DESIGN]
-    r = t.tune(cells, max_batch_size=64, max_gamma=8, draws=30)
+    r = tune_schedule.fit_schedule(cells, max_batch_size=64, max_gamma=8, draws=30)
     by = {(f["batch_size"], f["gamma"]): f["speedup"] for f in r.forecast}
     assert len(r.forecast) == 64 * 8
     for b in range(1, 65):
@@ -106,11 +106,11 @@ def test_the_schedule_takes_the_best_gamma_per_batch_size_and_0_where_none_pays(
 
 def test_held_out_cells_are_checked_against_their_measurement():
     fitted = [_cell(b, g, _stats(200, [100, 50, 25][:g])) for b, g in DESIGN]
-    tok = t.tokens_model(fitted)
-    m = t.fit_cost(fitted)
+    tok = tune_model.tokens_model(fitted)
+    m = tune_model.fit_cost(fitted)
     truth = tok.expected(2) * float(m.decode_step_ms(4)) / float(m.step_ms(4, 2))
     held = [_cell(4, 2, None, speedup=truth * 1.2)]
-    r = t.tune(fitted, held, max_batch_size=8, draws=30)
+    r = tune_schedule.fit_schedule(fitted, held, max_batch_size=8, draws=30)
     (c,) = r.checks
     assert c["forecast"] == pytest.approx(truth)
     assert c["error"] == pytest.approx(1 / 1.2 - 1)
@@ -118,8 +118,8 @@ def test_held_out_cells_are_checked_against_their_measurement():
 
 
 def test_speculative_config_names_the_largest_gamma_and_the_schedule():
-    r = t.tune([_cell(b, g, _stats(200, [199, 198, 197][:g])) for b, g in DESIGN], max_batch_size=16, draws=10,
-               draft="pair-draft")
+    r = tune_schedule.fit_schedule([_cell(b, g, _stats(200, [199, 198, 197][:g])) for b, g in DESIGN],
+                                   max_batch_size=16, draws=10, draft="pair-draft")
     cfg = json.loads(r.speculative_config() or "{}")
     assert cfg["num_speculative_tokens_per_batch_size"] == r.schedule
     assert cfg["num_speculative_tokens"] == max(g for _, _, g in r.schedule) > 0
@@ -127,13 +127,13 @@ def test_speculative_config_names_the_largest_gamma_and_the_schedule():
 
 
 def test_schedule_ranges():
-    assert t.schedule_ranges([3, 3, 1, 1, 1, 0]) == [[1, 2, 3], [3, 5, 1], [6, 6, 0]]
+    assert tune_schedule.schedule_ranges([3, 3, 1, 1, 1, 0]) == [[1, 2, 3], [3, 5, 1], [6, 6, 0]]
 
 
 def test_bad_input_is_one_line():
     with pytest.raises(InputError):
-        t.tune([], max_batch_size=4)
-    from nsys_cc.tuning import parse_checks
+        tune_schedule.fit_schedule([], max_batch_size=4)
+    from nsys_cc.workflows.tune import parse_checks
 
     assert parse_checks("4:2, 16:3") == [(4, 2), (16, 3)]
     for bad in ("4", "4:0", "a:2", "4:2:1"):
@@ -147,7 +147,8 @@ def test_schedule_passes_vllms_validator(vllm_module):
         validate_and_normalize_dynamic_sd_schedule,
     )
 
-    r = t.tune([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN], max_batch_size=32, draws=10)
+    r = tune_schedule.fit_schedule([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN],
+                                   max_batch_size=32, draws=10)
     assert validate_and_normalize_dynamic_sd_schedule(r.schedule) == [tuple(x) for x in r.schedule]
     k = max(g for _, _, g in r.schedule)
     if k:
@@ -162,12 +163,12 @@ def test_replayed_counters_are_said_for_every_cell_or_cell_by_cell():
     import dataclasses
 
     cells = [dataclasses.replace(_cell(b, g, _stats(200, [190, 180, 170][:g])), replayed_runs=1) for b, g in DESIGN]
-    note = next(n for n in t.tune(cells, draws=10, max_batch_size=8).notes if "replay another" in n)
+    note = next(n for n in tune_schedule.fit_schedule(cells, draws=10, max_batch_size=8).notes if "replay another" in n)
     assert note.startswith("in every cell the spec-decode counters of 1 run(s) replay another run's exactly")
     mixed = [dataclasses.replace(c, replayed_runs=0) if c.key == (1, 1) else c for c in cells]
-    note = next(n for n in t.tune(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
+    note = next(n for n in tune_schedule.fit_schedule(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
     assert "of 3 cell(s)" in note and "B=8 γ=3 (1 of its runs)" in note and "B=1 γ=1" not in note
-    assert not any("replay another" in n for n in t.tune(
+    assert not any("replay another" in n for n in tune_schedule.fit_schedule(
         [dataclasses.replace(c, replayed_runs=0) for c in cells], draws=10, max_batch_size=8).notes)
 
 
@@ -263,12 +264,13 @@ def test_cli_bad_input_one_line(args):
 
 
 def test_a_static_batch_of_n_tokens_steps_until_its_slowest_sequence_is_done():
-    sure = t.TokensModel((1.0, 1.0, 1.0), 1.0)  # every draft accepted: γ + 1 tokens a step, the last one cut short
+    # every draft accepted: γ + 1 tokens a step, the last one cut short
+    sure = tune_model.TokensModel((1.0, 1.0, 1.0), 1.0)
     assert sure.static_batch(2, 4, 7) == pytest.approx(7 / 3)
     assert sure.static_batch(3, 16, 31) == pytest.approx(31 / 8)
-    never = t.TokensModel((0.0,), 0.0)
+    never = tune_model.TokensModel((0.0,), 0.0)
     assert never.static_batch(1, 8, 7) == pytest.approx(1.0)
-    half = t.TokensModel((0.5,), 0.5)
+    half = tune_model.TokensModel((0.5,), 0.5)
     # one sequence, γ = 1: 1 or 2 tokens a step; a batch of 16 waits for the unluckiest: fewer tokens per step
     one, many = half.static_batch(1, 1, 31), half.static_batch(1, 16, 31)
     assert 1.0 < many < one < half.expected(1) + 0.02
@@ -293,8 +295,8 @@ print("SCHEDULE", json.dumps([list(x) for x in sc.num_speculative_tokens_per_bat
 def test_vllms_cpu_build_starts_with_the_schedule():
     """vLLM's CPU build starts with tune's schedule in --speculative-config (it keeps the table
     in its config; its V1 runner does not act on it, docs/tune.md)."""
-    r = t.tune([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN], max_batch_size=32, draws=10,
-               draft="pair-draft")
+    r = tune_schedule.fit_schedule([_cell(b, g, _stats(200, [190, 180, 170][:g])) for b, g in DESIGN],
+                                   max_batch_size=32, draws=10, draft="pair-draft")
     cfg = r.speculative_config()
     assert cfg is not None
     env = {**__import__("os").environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0", "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -312,15 +314,16 @@ def test_vllms_cpu_build_starts_with_the_schedule():
 SPLIT = dict(k=(0.9, 0.08), l=(0.7, 0.04))
 
 
-def _split_cell(b: int, g: int) -> t.Cell:
+def _split_cell(b: int, g: int) -> tune_model.Cell:
     k, lt = SPLIT["k"], SPLIT["l"]
     c = _cell(b, g)
-    return t.Cell(**{**c.__dict__, "draft_catchup_ms": k[0] + k[1] * b * (g + 2), "draft_catchup_tokens": b * (g + 2),
-                     "draft_later_ms": lt[0] + lt[1] * b if g >= 2 else float("nan")})
+    return tune_model.Cell(**{**c.__dict__, "draft_catchup_ms": k[0] + k[1] * b * (g + 2),
+                              "draft_catchup_tokens": b * (g + 2),
+                              "draft_later_ms": lt[0] + lt[1] * b if g >= 2 else float("nan")})
 
 
 def test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back():
-    m = t.fit_cost([_split_cell(b, g) for b, g in DESIGN])
+    m = tune_model.fit_cost([_split_cell(b, g) for b, g in DESIGN])
     assert m.draft_rule == "catch-up and later"
     assert m.catchup == pytest.approx(SPLIT["k"], abs=1e-9)
     assert m.later == pytest.approx(SPLIT["l"], abs=1e-9)
@@ -336,10 +339,12 @@ def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
     # what the per-forward rule did: the median draft forward is the catch-up at γ = 1 and a later one at γ = 3, so
     # one line through them prices γ = 7 with neither (the case a check of long γ once missed)
     cells = [_split_cell(b, g) for b, g in DESIGN]
-    cells = [t.Cell(**{**c.__dict__, "draft_forward_ms": c.draft_catchup_ms if c.gamma == 1 else c.draft_later_ms})
+    cells = [tune_model.Cell(**{**c.__dict__,
+                                "draft_forward_ms": c.draft_catchup_ms if c.gamma == 1 else c.draft_later_ms})
              for c in cells]
-    split = t.fit_cost(cells)
-    one_price = t.fit_cost([t.Cell(**{**c.__dict__, "draft_catchup_ms": float("nan")}) for c in cells])
+    split = tune_model.fit_cost(cells)
+    one_price = tune_model.fit_cost([tune_model.Cell(**{**c.__dict__, "draft_catchup_ms": float("nan")})
+                                     for c in cells])
     assert one_price.draft_rule == "per forward"
     true_drafts = (0.9 + 0.08 * 8 * 9) + 6 * (0.7 + 0.04 * 8)
     assert float(split.drafts_ms(8, 7)) == pytest.approx(true_drafts)
@@ -352,9 +357,9 @@ def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
 @pytest.mark.slow
 def test_the_fixtures_catch_up_payload_is_the_tokens_just_verified_plus_one_a_sequence():
     # vLLM 0.32's draft proposer runs its first forward over B·(γ + 2) tokens; the plugin records the payload
-    cells = {c.key: c for c in t.read_cells(FIX / "a50")}
+    cells = {c.key: c for c in tune_dirs.read_cells(FIX / "a50")}
     for (b, g) in [(1, 1), (1, 3), (8, 1), (8, 3), (4, 2)]:
         assert cells[(b, g)].draft_catchup_tokens == b * (g + 2), (b, g)
         assert (cells[(b, g)].draft_later_ms > 0) == (g >= 2)
-    fit, _ = t.split_design(list(cells.values()), [1, 8], [1, 3])
-    assert t.fit_cost(fit).draft_rule == "catch-up and later"
+    fit, _ = tune_schedule.split_design(list(cells.values()), [1, 8], [1, 3])
+    assert tune_model.fit_cost(fit).draft_rule == "catch-up and later"

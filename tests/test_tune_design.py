@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import cli_in_process
-from nsys_cc.analysis import tune as t
+from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune" / "a99-design"
@@ -123,9 +123,9 @@ def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path
 def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monkeypatch, tmp_path):
     """Every speculative engine failing (on a fresh machine: vLLM could not find the draft) is said with the first
     one's reason, not as "no cell directory" after a read of rounds that measured nothing."""
-    from nsys_cc import tuning
     from nsys_cc.errors import InputError
     from nsys_cc.launch import interleaved
+    from nsys_cc.workflows import tune as tuning
 
     why = "its engine could not be built: ValidationError: Invalid repository ID"
     runs = [SimpleNamespace(role="target", ok=True, model=SimpleNamespace(label="bs1.pair-target"), reason=""),
@@ -144,7 +144,7 @@ def test_a_cpu_design_whose_user_set_the_thread_binding_reads_as_cpu(tmp_path):
     environment (benchmarks/tune_check.py sets it) no VLLM_CPU_ variable is left in it, and a read of the design said
     the GPU's note ("on a GPU, … runs it") for a CPU run. Its CPU engines' KV cache bytes still say CPU; a design
     profiled now also records its device."""
-    from nsys_cc import tuning
+    from nsys_cc.workflows import tune as tuning
 
     done = json.loads((FIX / "round-1" / "run-1" / "done.json").read_text())
     commands = done["commands"].replace("VLLM_CPU_OMP_THREADS_BIND=nobind ", "")
@@ -165,14 +165,14 @@ def test_a_cpu_design_whose_user_set_the_thread_binding_reads_as_cpu(tmp_path):
 def cells():
     if not (FIX / "round-1" / "status.json").is_file():
         pytest.fail("fixtures/tune/a99-design missing: run make fixtures")
-    return {c.key: c for c in t.read_cells(FIX / "round-1")}
+    return {c.key: c for c in tune_dirs.read_cells(FIX / "round-1")}
 
 
 def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
     assert set(cells) == CELLS
     assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
     assert all(c.source.startswith(str(FIX / "round-1")) for c in cells.values())
-    labels = t.design_labels(FIX / "round-1")
+    labels = tune_dirs.design_labels(FIX / "round-1")
     assert labels is not None and sorted(labels) == [1, 4, 8, 16]
     assert labels[8] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
 
@@ -181,7 +181,8 @@ def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cell
 # (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: its cells are round-2's)
 @pytest.mark.slow
 def test_a_tune_directory_is_read_at_its_last_round():
-    latest = t.read_cells(FIX)  # the tune directory: its last round, round-2 (every cell again, the schedule run)
+    # the tune directory: its last round, round-2 (every cell again, the schedule run)
+    latest = tune_dirs.read_cells(FIX)
     assert {c.key for c in latest} == CELLS and all(c.source.startswith(str(FIX / "round-2")) for c in latest)
 
 
@@ -272,7 +273,7 @@ def _schedule_table() -> tuple[int, list[list[int]]]:
 @pytest.mark.slow
 def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_everywhere():
     k, table = _schedule_table()
-    runs = [c for c in t.read_cells(FIX / "round-2", schedule_runs=True) if c.schedule_run]
+    runs = [c for c in tune_dirs.read_cells(FIX / "round-2", schedule_runs=True) if c.schedule_run]
     assert sorted(c.batch_size for c in runs) == [1, 4, 8, 16]
     assert {c.label for c in runs} == {f"pair-draft.schedule.spec-g{k}"} and all(c.gamma == k for c in runs)
     # vLLM's own counters: draft tokens per draft = k at every batch size, whatever γ the table gives there (the
@@ -304,9 +305,9 @@ def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
         assert row["schedule_run_gap"] == pytest.approx(row["schedule_run_measured"] / max([1.0, *fixed.values()]) - 1)
         assert row["schedule_run_table"] == table
         assert "ignores the table" in row["schedule_run_note"]
-    from nsys_cc.tuning import render_text
+    from nsys_cc.report.tune_text import render_text
 
-    assert "vLLM running the whole schedule" in render_text(rep)
+    assert "vLLM running the whole schedule" in render_text(rep.result, rep.notes)
 
 
 @pytest.mark.slow  # two tunes of the fixture: in `make test`
@@ -314,7 +315,7 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     """The profiling path without vLLM: round 1 lays down the fixture; round 2 must ask for every cell of round 1
     and the schedule's γ where it was not measured, in one round (laid down as the same fixture: it measures
     nothing new, so the rounds stop and the note names what is still unmeasured)."""
-    from nsys_cc import tuning
+    from nsys_cc.workflows import tune as tuning
 
     calls: list[tuple[str, dict[int, list[int]]]] = []
 
@@ -327,7 +328,8 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
                       draws=20, plot=False)
     assert calls[0] == ("round-1", {1: [1, 3], 8: [1, 3], 4: [2], 16: [3]})
-    first = t.tune(*t.split_design(t.read_cells(FIX), [1, 8], [1, 3]), max_batch_size=16, draws=20)
+    first = tune_schedule.fit_schedule(*tune_schedule.split_design(tune_dirs.read_cells(FIX), [1, 8], [1, 3]),
+                                       max_batch_size=16, draws=20)
     todo = {s["batch_size"]: s["schedule_gamma"] for s in first.schedule_check
             if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
     assert todo, "the α ≈ 1 fixture chooses a γ that was not measured: round 2 has work"
@@ -339,7 +341,7 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     assert calls[1][1] == {b: sorted({*calls[0][1][b], *beside[b]}) for b in calls[0][1]}
     assert len(calls) == 2  # round 2 measured nothing new: another round would do the same
     assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
-    assert t.latest_round(out) == out / "round-2"
+    assert tune_dirs.latest_round(out) == out / "round-2"
 
 
 def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):

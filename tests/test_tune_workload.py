@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nsys_cc.analysis import tune as t
+from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError
 
 FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"
@@ -24,7 +24,7 @@ DESIGN_B, DESIGN_G = [1, 8], [1, 3]
 def a99_cells():
     if not (FIX / "a99" / "bs1").is_dir():
         pytest.skip("fixtures/tune/a99 missing: make fixtures")
-    return t.read_cells(FIX / "a99")
+    return tune_dirs.read_cells(FIX / "a99")
 
 
 def _steps_by_sql(cell_dir: Path, label: str) -> list[int]:
@@ -65,7 +65,7 @@ def test_forecast_steps_per_iteration_match_the_steps_in_the_fixture_traces(a99_
     for c in a99_cells:
         measured = _steps_by_sql(Path(c.source), c.label)
         assert len(measured) >= 2, (c.key, measured)
-        own = t.tokens_model([c])  # this cell's own per-position counters: what its iterations drew
+        own = tune_model.tokens_model([c])  # this cell's own per-position counters: what its iterations drew
         n = c.output_len - 1
         assert n == 7
         forecast = n / own.static_batch(c.gamma, c.batch_size, n)
@@ -76,19 +76,19 @@ def test_forecast_steps_per_iteration_match_the_steps_in_the_fixture_traces(a99_
     assert seen == 6
     big = next(c for c in a99_cells if c.key == (16, 3))
     assert np.mean(_steps_by_sql(Path(big.source), big.label)) == 3
-    assert 7 / t.tokens_model([big]).expected(3) < 2.0  # what a steady-state count would have said
+    assert 7 / tune_model.tokens_model([big]).expected(3) < 2.0  # what a steady-state count would have said
 
 
 @pytest.fixture(scope="module")
 def a99_result(a99_cells):
-    fitted, held = t.split_design(a99_cells, DESIGN_B, DESIGN_G)
-    return t.tune(fitted, held, draws=40), a99_cells
+    fitted, held = tune_schedule.split_design(a99_cells, DESIGN_B, DESIGN_G)
+    return tune_schedule.fit_schedule(fitted, held, draws=40), a99_cells
 
 
 def test_the_schedule_check_uses_the_benchmark_workloads_gamma(a99_result):
     r, cells = a99_result
     by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
-    tokens = t.tokens_model(cells)
+    tokens = tune_model.tokens_model(cells)
     server_differs = 0
     for row in r.schedule_check:
         b = row["batch_size"]
@@ -122,9 +122,9 @@ def test_the_schedule_check_uses_the_benchmark_workloads_gamma(a99_result):
 
 
 def test_both_schedules_are_given_and_workload_chooses_the_one_written(a99_cells):
-    fitted, held = t.split_design(a99_cells, DESIGN_B, DESIGN_G)
-    server = t.tune(fitted, held, draws=20)
-    bench = t.tune(fitted, held, draws=20, workload="benchmark")
+    fitted, held = tune_schedule.split_design(a99_cells, DESIGN_B, DESIGN_G)
+    server = tune_schedule.fit_schedule(fitted, held, draws=20)
+    bench = tune_schedule.fit_schedule(fitted, held, draws=20, workload="benchmark")
     assert server.schedules == bench.schedules
     assert server.schedule == server.schedules["server"] != bench.schedule == bench.schedules["benchmark"]
     # each workload's table is its forecast's best γ per batch size
@@ -134,7 +134,7 @@ def test_both_schedules_are_given_and_workload_chooses_the_one_written(a99_cells
             row = {f["gamma"]: f[key] for f in res.forecast if f["batch_size"] == b}
             g = max(row, key=lambda k: row[k])
             best.append(g if row[g] > 1 else 0)
-        assert res.schedule == t.schedule_ranges(best)
+        assert res.schedule == tune_schedule.schedule_ranges(best)
     doc = bench.to_dict()
     assert doc["workload"] == "benchmark"
     # the fixture's cells are of two runs (no interval): not recommended, the fitted tables kept apart
@@ -145,7 +145,7 @@ def test_both_schedules_are_given_and_workload_chooses_the_one_written(a99_cells
     assert json.loads(server.speculative_config(untrusted=True) or "{}")["num_speculative_tokens_per_batch_size"] \
         == server.schedule
     with pytest.raises(InputError):
-        t.tune(fitted, held, draws=5, workload="steady")
+        tune_schedule.fit_schedule(fitted, held, draws=5, workload="steady")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

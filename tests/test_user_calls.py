@@ -24,8 +24,8 @@ from click.testing import CliRunner
 
 import nsys_cc
 from conftest import FIXTURES, REPO, raw_sql
-from nsys_cc.analysis import spec_runs, speculative as spec_mod
-from nsys_cc.analysis.values import same
+from nsys_cc.analysis.result_values import same
+from nsys_cc.analysis.speculative import in_place as spec_mod, pooled as spec_runs, tables as spec_tables
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, NsysCCError, TraceClosedError
 from nsys_cc.report import speculative_text
@@ -340,7 +340,7 @@ def test_the_speculative_frames_hold_one_value_per_cell(spec_result):
         for col in frame.columns:
             assert not frame[col].map(lambda v: isinstance(v, (list, tuple, dict, np.ndarray))).any(), (name, col)
     t = spec.table
-    assert list(t.columns) == spec_mod.TABLE_COLUMNS
+    assert list(t.columns) == spec_tables.TABLE_COLUMNS
     # each interval right after its value, as `coefficients` has c, ci_low, ci_high
     i = list(t.columns).index("measured_speedup")
     assert list(t.columns)[i:i + 3] == ["measured_speedup", "measured_speedup_ci_low", "measured_speedup_ci_high"]
@@ -358,9 +358,9 @@ def test_the_speculative_frames_hold_one_value_per_cell(spec_result):
 
 def test_the_decomposition_comes_in_the_waterfalls_order(spec_result):
     dec = spec_result.speculative.decomposition
-    assert dec["part"].cat.ordered and list(dec["part"].cat.categories) == list(spec_mod.DECOMPOSITION_PARTS)
+    assert dec["part"].cat.ordered and list(dec["part"].cat.categories) == list(spec_tables.DECOMPOSITION_PARTS)
     wide = dec.pivot(index="part", columns="name", values="factor")  # sorts its index: the waterfall's order
-    assert list(wide.index) == list(spec_mod.DECOMPOSITION_PARTS)
+    assert list(wide.index) == list(spec_tables.DECOMPOSITION_PARTS)
     # the product of the factors is the measured speedup of each run
     for name, rows in dec.groupby("name"):
         product = math.prod(rows.sort_values("part")["factor"].dropna())

@@ -22,7 +22,7 @@ import pytest
 
 import nsys_cc
 from conftest import FIXTURES, PUBLIC, cli_in_process
-from nsys_cc.analysis import vllm_steps
+from nsys_cc.analysis.forwards import vllm_steps
 from nsys_cc.errors import InputError
 
 TORCH = FIXTURES / "torch"

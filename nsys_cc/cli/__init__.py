@@ -155,6 +155,6 @@ def main(argv: list[str] | None = None) -> None:
 # Each verb lives in its own module, a click command that knows nothing of the group.
 from . import analyze, inspect, kernels, profile, speedup, sweep, tune  # noqa: E402
 
-for _command in (analyze.analyze, inspect.info, inspect.ranges, kernels.kernels, profile.profile_command,
-                 speedup.speedup, sweep.sweep, tune.tune):
+for _command in (analyze.analyze_command, inspect.info, inspect.ranges, kernels.kernels, profile.profile_command,
+                 speedup.speedup, sweep.sweep, tune.tune_command):
     cli.add_command(_command)

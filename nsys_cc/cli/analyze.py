@@ -15,17 +15,17 @@ from __future__ import annotations
 
 import click
 
-from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
+from ..contract import FORWARD_RANGE, SCOPES_FORWARD
 from ..errors import InputError
 from .flags import in_flags, result_in_flags
 from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
 
 
-@click.command()
+@click.command("analyze")
 @click.argument("target", type=click.Path(dir_okay=True))
 @click.argument("drafts", nargs=-1, type=click.Path(dir_okay=True))
 @click.option("--range", "range_name", multiple=True,
-              help=f"NVTX range around each forward (default: the plugin's '{DEFAULT_RANGE}', else vLLM's own "
+              help=f"NVTX range around each forward (default: the plugin's '{FORWARD_RANGE}', else vLLM's own "
                    f"'{SCOPES_FORWARD}' — in a PyTorch-profiler trace vLLM's step annotations —, with a note); once "
                    "for every trace, or once per trace in order (a trace may then be given twice, with two ranges).")
 @click.option("--skip-ranges", type=int, default=None,
@@ -49,8 +49,8 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
-def analyze(target, drafts, range_name, skip_ranges, output_len, names, engines, acceptance,
-            metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
+def analyze_command(target, drafts, range_name, skip_ranges, output_len, names, engines, acceptance,
+                    metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, or PyTorch-profiler traces
     .pt.trace.json.gz, one per model); or, given alone, of a profile's output directory (as profile reported it), or
     of every trace set of a sweep directory or manifest file; one PyTorch-profiler trace alone is described by itself

@@ -83,20 +83,21 @@ def _kineto_lines(about) -> list[str]:
 
 @click.command()
 @FILE
-@click.option("--name", default=None, help="Only ranges of this name (plain or 'domain:name').")
+@click.option("--range", "range_name", default=None, metavar="NAME",
+              help="Only ranges of this name (plain or 'domain:name').")
 @format_option(("table", "csv", "json"))
 @export_timeout_option
-def ranges(file, name, fmt):
+def ranges(file, range_name, fmt):
     """Every NVTX range of FILE with its projection on the GPU (empty GPU cells: nothing launched, or no CUDA); of a
     PyTorch-profiler trace, every user_annotation range (torch.profiler.record_function)."""
-    from ..analysis.ranges import range_table
+    from ..analysis.forwards.ranges import range_table
     from ..report.table_files import write_csv, write_json_records
     from ..report.table_text import text_table
     from ..trace import open_trace
     from ..trace.cuda import dropped_note
 
     with open_trace(file) as trace:
-        table = range_table(trace, name)
+        table = range_table(trace, range_name)
         dropped = dropped_note(trace)
         kineto = trace.format == "kineto"
         view = "NVTX_EVENTS" in getattr(trace, "views", ())

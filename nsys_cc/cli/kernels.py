@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import click
 
-from ..contract import DEFAULT_RANGE, SCOPES_FORWARD
+from ..contract import FORWARD_RANGE, SCOPES_FORWARD
 from .options import export_timeout_option, format_option
 
 
 @click.command()
 @click.argument("a", type=click.Path(dir_okay=True))
 @click.argument("b", required=False, type=click.Path(dir_okay=True))
-@click.option("--range", "range_name", default=DEFAULT_RANGE, show_default=True,
+@click.option("--range", "range_name", default=FORWARD_RANGE, show_default=True,
               help=f"NVTX range around each forward of A (vLLM's own '{SCOPES_FORWARD}' is used, with a note, when "
                    "the trace has only that).")
 @click.option("--range-b", "range_name_b", default=None,
@@ -34,8 +34,8 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     """
     import warnings
 
-    from ..analysis.compare import kernel_diff
-    from ..analysis.kernels import kernels as kernel_table
+    from ..analysis.kernels.compare import kernel_diff
+    from ..analysis.kernels.per_kernel import kernels as kernel_table
     from ..errors import NsysCCWarning
     from ..progress import one_line
     from ..report import kernel_text

@@ -15,7 +15,7 @@ acceptance_option = click.option(
 
 metrics_option = click.option(
     "--metrics", "metrics_dump", type=click.Path(), default=None,
-    help="vLLM spec-decode metrics dump (nsys_cc.analysis.acceptance.dump_metrics) to read α from.",
+    help="vLLM spec-decode metrics dump (nsys_cc.analysis.profile_dir.acceptance.dump_metrics) to read α from.",
 )
 
 

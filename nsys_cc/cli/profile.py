@@ -86,7 +86,7 @@ def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, out
                     fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
     from .. import front
-    from ..analysis.acceptance import parse_alphas
+    from ..analysis.profile_dir.acceptance import parse_alphas
     from ..errors import ProfileError
     from ..launch.commands import BenchOptions
     from ..launch.plan import parse_gammas

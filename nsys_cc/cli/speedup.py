@@ -10,7 +10,8 @@ from ..errors import InputError
 from .flags import in_flags
 from .options import WholeNumber, acceptance_option, format_option, metrics_option
 
-DEFAULT_MAX_GAMMA = 99  # analysis.speedup.DEFAULT_MAX_GAMMA, which a test keeps equal (the verb's help loads no numpy)
+# analysis.theory.speedup.DEFAULT_MAX_GAMMA, which a test keeps equal (the verb's help loads no numpy)
+DEFAULT_MAX_GAMMA = 99
 
 
 def _interval(text: str | None, c: float) -> tuple[float, float]:
@@ -51,8 +52,8 @@ def speedup(c, acceptance, metrics_dump, gamma, max_gamma, ci, fmt):
     if max_gamma < 1:
         raise InputError(f"--max-gamma must be ≥ 1, not {max_gamma}")
     c_low, c_high = _interval(ci, c)
-    from ..analysis.acceptance import alphas_with_source
-    from ..analysis.speedup import judge_all
+    from ..analysis.profile_dir.acceptance import alphas_with_source
+    from ..analysis.theory.speedup import judge_all
     from ..report.speedup_text import render_judgements
 
     alphas, note = alphas_with_source(acceptance, metrics_dump)

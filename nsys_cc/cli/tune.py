@@ -1,5 +1,5 @@
 """`nsys-cc tune`: γ per batch size for vLLM's dynamic speculative decoding, fitted on a design of measured cells and
-checked on cells it was not fitted on (`nsys_cc.tuning`, docs/tune.md).
+checked on cells it was not fitted on (`nsys_cc.workflows.tune`, docs/tune.md).
 
 Exit codes: 0 done, the schedule recommended; 3 done, but the schedule is NOT recommended (a held-out cell missed its
 measurement by more than 10 %, or the forecast has no usable interval: the report says why and what to measure next;
@@ -7,8 +7,6 @@ the JSON has "trusted": false, no schedule and no --speculative-config); 2 bad i
 """
 
 from __future__ import annotations
-
-import json
 
 import click
 
@@ -58,7 +56,7 @@ from .options import OUTPUT_DIR, WholeNumber
                    "cells of that round [default: on a GPU only; vLLM's CPU (V1) runner ignores the table].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
+def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
          output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, workload,
          run_schedule, seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
@@ -72,26 +70,23 @@ def tune(source, target, draft, batch_sizes, speculate, check, max_batch_size, m
     10 %, or the forecast has no usable interval: the report says why and what to measure next, and gives no
     --speculative-config); 2 bad input.
     """
-    from ..tuning import render_text, tune as run
+    from ..report.tune_text import UNTRUSTED_EXIT, render_json, render_text
+    from ..workflows.tune import tune
 
-    report = run(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
+    report = tune(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
                  device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
                  workload=workload, run_schedule=run_schedule)
     if fmt == "json":
-        from ..tuning import _finite
-
-        click.echo(json.dumps(_finite(report.to_dict()), indent=1))
+        click.echo(render_json(report.to_dict()))
     else:
-        click.echo(render_text(report), nl=False)
+        click.echo(render_text(report.result, report.notes), nl=False)
     if report.files:
         from ..progress import one_line
 
         click.echo(one_line(f"report: {report.files['report'].parent}"), err=True)
     if not report.trusted:
-        from ..tuning import UNTRUSTED_EXIT
-
         click.echo(f"nsys-cc: tune: the schedule is not recommended (NOT RECOMMENDED above: why, and what to measure "
                    f"next); exit code {UNTRUSTED_EXIT}", err=True)
         raise SystemExit(UNTRUSTED_EXIT)

@@ -10,7 +10,7 @@ Two layouts:
   "bench_json", "nsys_rep", "draft"?, "gamma"?, "metrics"?}`.
 
 The writer (`launch`) replaces only a file of either shape (`is_ours`): a user's own `status.json` in `-o` is refused,
-never written over. The reader (`analysis.outputs`) reads the entries.
+never written over. The reader (`analysis.profile_dir.outputs`) reads the entries.
 """
 
 from __future__ import annotations

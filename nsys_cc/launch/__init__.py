@@ -14,7 +14,8 @@ analysis down as `finish`).
   the attempts directory, the publish) and `results` (status.json; the report of the analysis floor's reading of
   the directory written).
 - `check`: the checks of a fresh export (its forward range, GPU work, draft ranges); the forward-share check and
-  every analysis of what was written are the analysis floor's (`analysis.share`, `analysis.sources`).
+  every analysis of what was written are the analysis floor's (`analysis.profile_dir.forward_share`,
+  `analysis.coefficient.of_profile`).
 
 What runs inside vLLM's processes (the plugin, its vLLM fix, the NVTX binding, the benchmark driver run under nsys)
 is `nsys_cc.vllm`. Nothing is imported here.

@@ -1,7 +1,8 @@
 """What `profile` checks of a fresh export before it keeps a run: which forward range it holds and how many (the
-analysis's own decision, `analysis.ranges.forward_range`: the plugin's `model_executable()`, else vLLM's own
+analysis's own decision, `analysis.forwards.ranges.forward_range`: the plugin's `model_executable()`, else vLLM's own
 `gpu_model_runner: forward`), whether a GPU run's forwards have GPU work, and whether a speculative run holds the
-draft ranges it needs. (The forward-share check against vLLM's latencies is the analysis's: `analysis.share`.)
+draft ranges it needs. (The forward-share check against vLLM's latencies is the analysis's:
+`analysis.profile_dir.forward_share`.)
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.ranges import forward_range as decided_range
-from ..analysis.spec_labels import MODEL_FREE_METHODS
+from ..analysis.forwards.ranges import forward_range as decided_range
+from ..analysis.profile_dir.spec_labels import MODEL_FREE_METHODS
 from ..contract import DRAFT_FORWARD_RANGE, DRAFT_RANGES, FORWARD_RANGES
 from ..trace import open_trace
 from ..trace.nvtx import matches
@@ -89,7 +90,7 @@ def gpu_problem(sqlite: str | Path, range_name: str, trace_option: str | None) -
 
 
 def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str | None) -> str | None:
-    from ..analysis.projection import project
+    from ..analysis.forwards.projection import project
 
     traced = (trace_option or "").split(",")
     forwards = 0

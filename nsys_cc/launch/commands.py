@@ -108,7 +108,8 @@ class ModelFiles:
 
     @property
     def metrics(self) -> Path:
-        """vLLM's metrics dump (speculative runs only): `nsys_cc.analysis.acceptance.dump_metrics` format."""
+        """vLLM's metrics dump (speculative runs only): `nsys_cc.analysis.profile_dir.acceptance.dump_metrics`
+        format."""
         return self._path(".metrics.json")
 
     @property

@@ -8,10 +8,11 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
 - a **run** is one process under `nsys profile` (`nsys_cc.vllm.interleave`) that holds `replicas` engines of every
   model (the target, the drafts, and with `speculate` one speculative engine per draft and γ) and alternates their
   benchmark iterations, so load bursts and the process's own state hit every model alike; its trace
-  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges (`analysis.scope`);
+  `run-<k>/trace.sqlite` holds every model, told apart by the `nsys_cc:engine <label>` ranges
+  (`analysis.forwards.engines`);
 - `repeat` runs are made one after another; c pools them and its interval covers the variation between runs
-  (`analysis.coefficient.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's `finish`
-  on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
+  (`analysis.coefficient.over_runs.cost_coefficient_runs`, `stats.runs_ratio_of_medians`, called by the front door's
+  `finish` on the directory written, as `nsys-cc analyze OUT` reads it); the report lists c per run beside
   the machine's state during that run (`launch.machine`) and plots them;
 - `precision` P: runs are added (from `repeat`, at most `max_repeat`) until the decode c interval (across three
   runs or more: two give none) of every draft
@@ -20,7 +21,7 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
   answers) is recorded in `run-<k>/done.json` and the report's `machine.csv`; runs made with a load above the CPU
   count get a note.
 - speculative engines are measured in place against the plain target of the same runs, pooled over the runs
-  (`analysis.spec_runs`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
+  (`analysis.speculative.pooled`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
 
 Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
 per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`
@@ -125,9 +126,9 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
             nsys_args: Sequence[str], replicas: int = 1,
             measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> InterleavedOutcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
-    (the front door's `analysis.sources.decode_precision_of`) gives each draft's decode c precision after a run.
-    Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its `outcome`
-    attribute."""
+    (the front door's `analysis.coefficient.of_profile.decode_precision_of`) gives each draft's decode c precision after
+    a run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its
+    `outcome` attribute."""
     outcome = InterleavedOutcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
@@ -255,7 +256,7 @@ DESIGN_LABEL = "bs{batch}.{label}"  # a tune design's engine label: the batch si
 
 def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], options: BenchOptions,
                    gpu: bool, schedule: str | None = None) -> list[Engine]:
-    """The engines of a tune design measured in ONE process (`nsys_cc.tuning`): at every batch size B of `cells`
+    """The engines of a tune design measured in ONE process (`nsys_cc.workflows.tune`): at every batch size B of `cells`
     (B → the γ values measured there) the plain target, labelled `bs<B>.<target>`, and one speculative engine per γ,
     `bs<B>.<draft>.spec-g<γ>`. The driver builds one vLLM engine per model (the target, one speculative engine per γ)
     and runs it at every batch size (`--share-batch-sizes`): the options of one model differ only in the batch

@@ -99,7 +99,7 @@ class Run:
         return self.dir / f"{label}.bench.json"
 
     def metrics(self, label: str) -> Path:
-        """A speculative engine's spec-decode counters (`analysis.acceptance` dump)."""
+        """A speculative engine's spec-decode counters (`analysis.profile_dir.acceptance` dump)."""
         return self.dir / f"{label}.metrics.json"
 
     def to_dict(self) -> dict:
@@ -158,7 +158,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
 
 def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     """Forward ranges inside each engine's windows of an interleaved trace."""
-    from ..analysis.scope import in_scope
+    from ..analysis.forwards.engines import in_engine
     from ..trace import open_trace
 
     with open_trace(str(sqlite)) as trace:
@@ -166,7 +166,7 @@ def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
     out = {}
     for label in labels:
         try:
-            scoped = in_scope(ranges, label)
+            scoped = in_engine(ranges, label)
         except NsysCCError:
             out[label] = 0
             continue

@@ -72,7 +72,7 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
     Returns:
         A `ProfileOutcome`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
-    from ..analysis.coefficient import check_seed
+    from ..analysis.coefficient.arguments import check_seed
 
     check_seed(seed)  # before minutes of profiling, not after
     check_out_dir(out_dir, "the profile run")

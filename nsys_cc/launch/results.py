@@ -1,7 +1,7 @@
 """The end of a one-process-per-model profile: `status.json`, the notes on the runs that did not complete, whether
 there is enough to analyse (`conclude`), and what `profile` returns (`ProfileOutcome`). The analysis of the directory
-written and its report are the front door's (`nsys_cc.front.profile`: `analysis.sources.analyze_profile`, then the
-report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
+written and its report are the front door's (`nsys_cc.front.profile`: `analysis.coefficient.of_profile.analyze_profile`,
+then the report), handed down as `profile`'s `finish`: nothing under launch/ builds an analysis.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from . import check
 from .plan import ModelLaunch, describe
 
 if TYPE_CHECKING:
-    from ..analysis.coefficient import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ def conclude(runs: list[ModelLaunch], out: Path) -> ProfileOutcome:
     fell back to it); a draft (or speculative run) traced with the other kind cannot be compared and is reported
     as failed.
     """
-    from ..analysis.spec_labels import proposes_without_model
+    from ..analysis.profile_dir.spec_labels import proposes_without_model
 
     range_name = runs[0].range_name
     for run in runs[1:]:

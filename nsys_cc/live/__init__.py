@@ -4,7 +4,7 @@ Switched on by `NSYS_CC_LIVE=1` (independent of `NSYS_CC_PLUGIN`, the NVTX switc
 (`nsys_cc.vllm.plugin`) applies `PATCHES` in every vLLM process. The parts, in the order the numbers travel:
 `timing` (worker: forwards and steps timed), `channel` (worker → engine core → API server, inside vLLM's
 `SchedulerStats`), `stat_logger` (API server: Prometheus metrics on `/metrics` and a log line), with the estimate in
-`nsys_cc.analysis.live` and its words in `nsys_cc.report.live_text`.
+`nsys_cc.analysis.tune.live` and its words in `nsys_cc.report.live_text`.
 """
 
 from __future__ import annotations

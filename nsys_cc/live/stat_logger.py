@@ -14,25 +14,25 @@ Metrics (labels `model_name` = the served model name and `engine` = the engine i
   logits, sampling);
 - `nsys_cc:engine_steps_total` (counter, label `kind` = verify | decode | mixed): steps timed;
 - `nsys_cc:cost_coefficient` (gauge): c of the window, of a token (forward + logits + sampling,
-  `nsys_cc.analysis.live`); `nsys_cc:cost_coefficient_forward` (gauge): the forwards' alone;
+  `nsys_cc.analysis.tune.live`); `nsys_cc:cost_coefficient_forward` (gauge): the forwards' alone;
 - `nsys_cc:best_num_speculative_tokens` (gauge): the forecast's best γ at the window's α; 0 when no γ beats plain
   decoding at that α (a real answer, never a placeholder);
 - `nsys_cc:best_num_speculative_tokens_per_batch_size` (gauge, labels `batch_size_min`, `batch_size_max`): the best
   γ for each batch-size range, vLLM's `num_speculative_tokens_per_batch_size` read off `/metrics`: the
-  window's verify steps grouped by batch size, fitted with `nsys_cc.analysis.tune`'s model
-  (`analysis.live.batch_schedule`), tokens per step from vLLM's per-position counts; ranges up to the engine's
+  window's verify steps grouped by batch size, fitted with `nsys_cc.analysis.tune.model`'s model
+  (`analysis.tune.live.batch_schedule`), tokens per step from vLLM's per-position counts; ranges up to the engine's
   max_num_seqs; one batch size seen: the model is flat in B (one range, its γ);
 - `nsys_cc:window_verify_steps` (gauge): how many verify steps the two gauges above rest on.
 A gauge without an estimate is absent from `/metrics` (never 0): the three appear with the first estimate (the first
 verify step; the best γ once vLLM has also counted drafts), and a value that stops being defined reads NaN.
-Verify steps are defined in `nsys_cc.live.timing`, the estimate in `nsys_cc.analysis.live`.
+Verify steps are defined in `nsys_cc.live.timing`, the estimate in `nsys_cc.analysis.tune.live`.
 
 The window (`NSYS_CC_LIVE_WINDOW` = N, default 256): the last N verify steps, from which c, the draft, verify and
 outside medians and the forecast's step costs come; beside it the last N plain decode steps (their periods are the
-forecast's plain decode step when there are enough, `analysis.live.MIN_STEPS`); and α, the i.i.d. acceptance rate
-(`nsys_cc.analysis.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts in the statistics that carried the window's
-verify steps (vLLM hands both over in the same `SchedulerStats`, the records one step late: the window's α may count
-a step more or less than its steps). Steps with a prompt in them (`mixed`) are counted, never in the window.
+forecast's plain decode step when there are enough, `analysis.tune.live.MIN_STEPS`); and α, the i.i.d. acceptance rate
+(`nsys_cc.analysis.profile_dir.acceptance.AcceptanceStats.alpha_iid`) of vLLM's counts in the statistics that carried
+the window's verify steps (vLLM hands both over in the same `SchedulerStats`, the records one step late: the window's α
+may count a step more or less than its steps). Steps with a prompt in them (`mixed`) are counted, never in the window.
 The gauges are refreshed when records arrive (at most once a second once an estimate exists) and at each of vLLM's
 stats logs (every `VLLM_LOG_STATS_INTERVAL` seconds), when the log line is written too.
 """
@@ -48,8 +48,8 @@ from typing import Any
 
 from vllm.v1.metrics.loggers import StatLoggerBase
 
-from ..analysis.acceptance import AcceptanceStats
-from ..analysis.live import LiveEstimate, batch_schedule, estimate
+from ..analysis.profile_dir.acceptance import AcceptanceStats
+from ..analysis.tune.live import LiveEstimate, batch_schedule, estimate
 from ..contract import ENV_LIVE_WINDOW
 from ..report.live_text import live_line
 from . import channel

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from ..analysis.dsi import report_heatmaps
+from ..analysis.coefficient.result import CostCoefficientResult
 from ..analysis.metrics import WALL
-from ..analysis.result import CostCoefficientResult
+from ..analysis.theory.dsi import report_heatmaps
 from . import speculative_plots
 from .result_plots import DPI, PLOTS, _file_stem, speedup_figures
 

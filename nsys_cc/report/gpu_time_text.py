@@ -1,5 +1,5 @@
-"""GPU time against launch time, in words: what `analysis.gpu_time` found, as the text, markdown and
-JSON renderings of a result say it.
+"""GPU time against launch time, in words: what `analysis.coefficient.gpu_time` found, as the text,
+markdown and JSON renderings of a result say it.
 
 On a GPU trace c is headlined on GPU time (`CostCoefficientResult.headline`, the GPU span); a range's CPU time is the
 time to launch its work, named so ("launch time"). `lines` says, per draft, when c on launch time and c on GPU time
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.gpu_time import DISAGREE
+from ..analysis.coefficient.gpu_time import DISAGREE
 from ..analysis.metrics import BY_NAME, WALL
 from .sentence_text import sig3
 

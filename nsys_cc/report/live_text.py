@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.live import LiveEstimate
+from ..analysis.tune.live import LiveEstimate
 
 
 def _ms(value: float) -> str:

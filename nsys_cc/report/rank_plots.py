@@ -1,8 +1,8 @@
 """Plot of tensor-parallel ranks: how far behind the forward's first finisher each rank ended, forward by forward.
 
-One panel per model that ran on several ranks (`analysis.ranks`), over its kept forwards in time order: each rank's lag
-(its forward range's end − the forward's earliest end, ms) as a line, so a rank that is always last, or a forward where
-one rank stalled, is seen at once. None when no model has ranks.
+One panel per model that ran on several ranks (`analysis.forwards.ranks`), over its kept forwards in time order: each
+rank's lag (its forward range's end − the forward's earliest end, ms) as a line, so a rank that is always last, or a
+forward where one rank stalled, is seen at once. None when no model has ranks.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 if TYPE_CHECKING:
-    from ..analysis.result import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 
 def plot_rank_lag(result: "CostCoefficientResult", style: dict) -> Figure | None:

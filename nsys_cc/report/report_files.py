@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..analysis.result import CostCoefficientResult
+from ..analysis.coefficient.result import CostCoefficientResult
 from ..arguments import many
 from ..errors import InputError
 from ..files import publishing

@@ -19,7 +19,7 @@ has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_fig
 - speedup_<draft>, break_even, dsi_heatmaps: what each draft's c means for speculative decoding (`speedup_plots`),
   at the result's `speedup_marks` (decode-phase c on the headline metric — GPU span on a GPU trace, else wall-clock —,
   `all` when no decode forward was told apart), with the
-  DSI simulation's numbers handed in (`analysis.dsi.report_heatmaps`).
+  DSI simulation's numbers handed in (`analysis.theory.dsi.report_heatmaps`).
 Figures are built without pyplot (no global figure registry, nothing to close) and drawn by Agg when saved.
 """
 
@@ -34,8 +34,8 @@ import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from ..analysis import kernel_tables as kernel_mod
-from ..analysis.dsi import Heatmaps
+from ..analysis.coefficient.result import CostCoefficientResult, ModelForwards
+from ..analysis.forwards import kernel_tables as kernel_mod
 from ..analysis.metrics import (
     BY_NAME,
     C_METRICS,
@@ -47,8 +47,8 @@ from ..analysis.metrics import (
     WALL_NS,
     in_order,
 )
-from ..analysis.result import CostCoefficientResult, ModelForwards
 from ..analysis.stats import median
+from ..analysis.theory.dsi import Heatmaps
 from . import rank_plots, run_plots, speedup_plots, token_plots
 from .sentence_text import sig3
 
@@ -463,11 +463,11 @@ def _file_stem(name: str) -> str:
 
 def speedup_figures(result: CostCoefficientResult, dsi_maps: Heatmaps) -> dict[str, Figure]:
     """The speedup model's plots for the measured drafts (see the module docstring), by file stem; empty when no draft
-    has a finite c. `dsi_maps`: the simulated DSI speedups to draw (`analysis.dsi.report_heatmaps`)."""
+    has a finite c. `dsi_maps`: the simulated DSI speedups to draw (`analysis.theory.dsi.report_heatmaps`)."""
     marks = result.speedup_marks
     if marks.empty:
         return {}
-    headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.gpu_time`)
+    headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.coefficient.gpu_time`)
     on = "wall-clock" if headline == WALL else BY_NAME[headline].plot_label
     figs = {}
     for row in marks.itertuples():

@@ -14,8 +14,8 @@ import math
 
 import pandas as pd
 
+from ..analysis.coefficient.result import CostCoefficientResult
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
-from ..analysis.result import CostCoefficientResult
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, token_text
 from .render_formats import FORMATS as FORMATS, format_of  # FORMATS' home is render_formats.py
@@ -169,7 +169,7 @@ def display_table(result: CostCoefficientResult) -> pd.DataFrame:
 
 def shown_metrics(result: CostCoefficientResult) -> list[str]:
     """The metrics of the c table in the order shown: the headline first (on a GPU trace the GPU span, then the other
-    GPU metrics, then wall as the launch time; `analysis.gpu_time`), else the registry's order."""
+    GPU metrics, then wall as the launch time; `analysis.coefficient.gpu_time`), else the registry's order."""
     present = [m for m in C_METRICS if m in set(result.summary["metric"])]
     if result.headline == WALL or result.headline not in present:
         return present

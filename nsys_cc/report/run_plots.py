@@ -21,7 +21,7 @@ from ..analysis.metrics import WALL, decision_phase
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..analysis.result import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 
 def decision_rows(frame: pd.DataFrame, metric: str = WALL) -> pd.DataFrame:

@@ -4,9 +4,9 @@ numbers; they are phrased here.
 - `sig3`, `fmt_speedup`: numbers as the reports print them; `interval_text` a pooled number with its interval, or
   its runs' values where the runs give none.
 - `verdict`: one sentence on what a cost coefficient c means at an acceptance rate α (Leviathan et al. Cor. 3.9,
-  Thm 3.8), from `analysis.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
-  `analysis.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
-- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.diagnosis`'s numbers;
+  Thm 3.8), from `analysis.theory.speedup.judge`'s numbers; `verdict_of` phrases a `Judgement` or a row of
+  `analysis.theory.speedup.verdicts`, `with_verdicts` adds the `verdict` column to that table.
+- `diagnosis_text`: where a draft's forward time goes, in sentences, from `analysis.coefficient.diagnosis`'s numbers;
   `with_diagnosis` adds the `diagnosis` column to the result's diagnosis table.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..analysis.speedup import Judgement
+from ..analysis.theory.speedup import Judgement
 
 if TYPE_CHECKING:  # pandas is not loaded for words alone (`nsys-cc speedup` prints its verdicts without it)
     import pandas as pd
@@ -213,8 +213,8 @@ def _top_kernels_text(top: pd.DataFrame) -> str | None:
 
 
 def diagnosis_text(result, row) -> str:
-    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.diagnosis`) and the
-    result's kernel tables."""
+    """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.coefficient.diagnosis`) and
+    the result's kernel tables."""
     if not row.gpu:
         why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
                else "no GPU work launched inside the forward ranges on their own threads")
@@ -237,7 +237,7 @@ def diagnosis_text(result, row) -> str:
             "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
             "lower c)."
         )
-    from ..analysis.diagnosis import category_comparison, top_kernels
+    from ..analysis.coefficient.diagnosis import category_comparison, top_kernels
 
     for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),
                  _top_kernels_text(top_kernels(result.kernel_summary, row.draft, row.phase))):

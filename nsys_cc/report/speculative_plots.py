@@ -24,7 +24,7 @@ from ..analysis.metrics import WALL
 from .sentence_text import fmt_speedup
 
 if TYPE_CHECKING:
-    from ..analysis.speculative import SpeculativeAnalysis
+    from ..analysis.speculative.tables import SpeculativeAnalysis
 
 _UP, _DOWN, _ENDS = "#55a868", "#c44e52", "#4c72b0"
 MAX_COLUMNS = 4  # waterfall panels per row

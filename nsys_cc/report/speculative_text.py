@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from ..analysis.metrics import WALL
-from ..analysis.speculative import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
+from ..analysis.speculative.tables import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
 from .sentence_text import fmt_speedup, interval_text, sig3
 
 if TYPE_CHECKING:
-    from ..analysis.speculative import SpeculativeAnalysis
+    from ..analysis.speculative.tables import SpeculativeAnalysis
 
 
 def _clean(v):

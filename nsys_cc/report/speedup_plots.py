@@ -18,8 +18,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
 
-from ..analysis import speedup
-from ..analysis.dsi import Heatmaps
+from ..analysis.theory import speedup
+from ..analysis.theory.dsi import Heatmaps
 from ..arguments import many
 from ..errors import InputError
 from .sentence_text import sig3

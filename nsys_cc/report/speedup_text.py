@@ -1,4 +1,4 @@
-"""What a cost coefficient c means at given acceptance rates (`analysis.speedup.judge_all`), as `nsys-cc speedup`
+"""What a cost coefficient c means at given acceptance rates (`analysis.theory.speedup.judge_all`), as `nsys-cc speedup`
 prints it: a table with a verdict per α, or JSON. Plain rows only: no pandas is loaded for this verb.
 
 JSON: one object per α (a single object when there is one α) with `JSON_KEYS`; `acceptance` is α; a number that is
@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 
-from ..analysis.speedup import Judgement
+from ..analysis.theory.speedup import Judgement
 from .render_formats import format_of
 from .sentence_text import fmt_speedup, sig3, verdict_of
 from .table_text import text_rows

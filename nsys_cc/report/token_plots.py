@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..analysis.coefficient.token import SPLIT, TOKEN, decision_split
 from ..analysis.metrics import BY_NAME, GPU_BUSY, PART_LABELS, WALL
-from ..analysis.token import SPLIT, TOKEN, decision_split
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from ..analysis.result import CostCoefficientResult
+    from ..analysis.coefficient.result import CostCoefficientResult
 
 COLORS = {"forward": "#4c72b0", "logits": "#dd8452", "sample": "#55a868"}
 

@@ -1,4 +1,5 @@
-"""The cost of a token in the text renderings and the JSON: the split table and the records (`analysis.token`).
+"""The cost of a token in the text renderings and the JSON: the split table and the records
+(`analysis.coefficient.token`).
 
 The split table shows, per model in the phase c is judged on (decode, else all) and per metric, the medians of the
 forward, its logits and its sampling, the token's median (the median of the per-token sums, not the sum of the three
@@ -11,9 +12,9 @@ import math
 
 import pandas as pd
 
+from ..analysis.coefficient.result import CostCoefficientResult
+from ..analysis.coefficient.token import SPLIT, TOKEN, decision_split
 from ..analysis.metrics import BY_NAME
-from ..analysis.result import CostCoefficientResult
-from ..analysis.token import SPLIT, TOKEN, decision_split
 from .sentence_text import interval_text
 
 SPLIT_TITLE = ("The token's split: forward + logits + sampling, medians per token (ms), in the phase c is judged on; "

@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import FormatStrFormatter
 
-from ..analysis.tune import TuneResult
+from ..analysis.tune.schedule import TuneResult
 
 
 def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 3, 4, 6, 8)) -> Path | Figure:

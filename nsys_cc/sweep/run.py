@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from .. import progress
-from ..analysis.coefficient import check_seed
+from ..analysis.coefficient.arguments import check_seed
 from ..errors import InputError
 from ..files.folder import check_out_dir
 from . import table as table_mod

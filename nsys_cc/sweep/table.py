@@ -6,8 +6,8 @@ Columns (`COLUMNS`):
 - batch_size, input_len: the cell's benchmark settings (empty for a trace set whose manifest does not say);
 - gamma: empty for plain runs (c = draft forward ÷ target forward, Def. 3.7: pooled over a cell's interleaved runs, or
   from one process per model); for a speculative run with γ proposed tokens per step, c is the in-place c of that run
-  (draft forward ÷ verify forward, both measured inside the speculative run's steps: `analysis.speculative`), phase
-  "decode", metric "wall";
+  (draft forward ÷ verify forward, both measured inside the speculative run's steps: `analysis.speculative.in_place`),
+  phase "decode", metric "wall";
 - c, ci_low, ci_high: c and its 95 % bootstrap interval;
 - target_tp: the target's tensor-parallel size when the sweep set it (empty otherwise);
 - cell: the cell (sub-directory) or trace-set name;
@@ -100,10 +100,10 @@ class AnalysisResult:
 
 def analyze_set(trace_set: TraceSet, seed: int = 0, attempts: int = 1) -> pd.DataFrame:
     """The tidy rows of one trace set, analysed as `nsys_cc.analyze` analyses its source
-    (`analysis.sources.analyze_source`): a profile directory as it is (`trace_set.profile`: a sweep cell's), else the
-    target's trace with the drafts' and the speculative runs'. Only the table leaves (the traces and per-forward
-    frames are dropped here, so a worker of a pool hands back kilobytes)."""
-    from ..analysis.sources import analyze_source
+    (`analysis.coefficient.source_kinds.analyze_source`): a profile directory as it is (`trace_set.profile`: a sweep
+    cell's), else the target's trace with the drafts' and the speculative runs'. Only the table leaves (the traces and
+    per-forward frames are dropped here, so a worker of a pool hands back kilobytes)."""
+    from ..analysis.coefficient.source_kinds import analyze_source
 
     if trace_set.profile is not None:
         result = analyze_source(trace_set.profile, range_name=trace_set.range_name, output_len=trace_set.output_len,

@@ -292,7 +292,7 @@ def _arrow_batches(uri: str, sql: str) -> Iterator:
         try:
             cur.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cur.execute(sql)
-            # ADBC has no progress handler: the bound is checked between batches (`reader.connect` for the rest)
+            # ADBC has no progress handler: the bound is checked between batches (`connection.connect` for the rest)
             limit, start = query_timeout(), time.monotonic()
             for batch in cur.fetch_record_batch():
                 if limit is not None and time.monotonic() - start > limit:

@@ -1,10 +1,10 @@
 """What the readers and analyses may ask of a trace: the `TraceSource` and `Trace` protocols, and the two facts
 about an export file that every opener shares (the SQLite magic bytes, the read-only URI).
 
-Analyses (`nsys_cc.analysis.projection`, …) take a `Trace`: what every reader gives, whatever the file's format.
-`ExportTrace` (`reader.py`, an Nsight Systems export) implements it and `TraceSource`, the SQLite reading surface the
-table readers (`cuda.py`, `nvtx.py`, `bulk.py`) need; `KinetoTrace` (`kineto.py`, a PyTorch-profiler trace) only
-`Trace`. The few users of what only an export has ask `sqlite_source(trace)` for it (None for another format).
+Analyses (`nsys_cc.analysis.forwards.projection`, …) take a `Trace`: what every reader gives, whatever the file's
+format. `ExportTrace` (`reader.py`, an Nsight Systems export) implements it and `TraceSource`, the SQLite reading
+surface the table readers (`cuda.py`, `nvtx.py`, `bulk.py`) need; `KinetoTrace` (`kineto.py`, a PyTorch-profiler trace)
+only `Trace`. The few users of what only an export has ask `sqlite_source(trace)` for it (None for another format).
 Analyses keep what they derive from a trace in their own caches keyed by the trace object
 (`weakref.WeakKeyDictionary`), not on the reader.
 

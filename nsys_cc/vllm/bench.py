@@ -7,7 +7,7 @@ allow-list without `nsys_cc` cannot switch it off in this process. vLLM's import
 `__main__` (vLLM starts worker processes that re-import the main module).
 
 With env `NSYS_CC_METRICS_OUT=PATH`, vLLM's metrics (`LLM.get_metrics()`, which holds the spec-decode counters)
-are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.acceptance.dump_metrics`. The counters
+are dumped to PATH at the end of the benchmark with `nsys_cc.analysis.profile_dir.acceptance.dump_metrics`. The counters
 cover the whole benchmark, warm-up iterations included. `get_metrics()` needs stat logging, which the latency
 benchmark leaves on (`--disable-log-stats` would turn it off: the dump then fails with vLLM's message).
 
@@ -53,7 +53,7 @@ def main(argv: list[str]) -> None:
     add_cli_args(parser)
     run_latency(parser.parse_args(argv))
     if metrics_out:
-        from ..analysis.acceptance import dump_metrics
+        from ..analysis.profile_dir.acceptance import dump_metrics
 
         if not engines:
             sys.exit(f"{BENCH_MODULE}: no LLM was created, no metrics for {metrics_out}")

@@ -18,24 +18,24 @@ warm-up rounds × engines).
 
 What the trace holds besides the plugin's ranges: around every generate call of an engine labelled `LABEL`, an NVTX
 range `nsys_cc:engine LABEL` (payload: the engine's index, 0-based in the order given), so the analysis keeps each
-model's forwards, steps and markers apart (`scope`). What the driver writes: `--output-json` (format
+model's forwards, steps and markers apart (`analysis.forwards.engines`). What the driver writes: `--output-json` (format
 "nsys_cc.interleaved", `formats.interleaved_json`: per engine its label, index, latencies of the measured iterations
 in seconds, warm-up latencies, and the error when it could not be built) and, per label,
 `<dir of --output-json>/<LABEL>.bench.json` in the latency benchmark's format (`formats.bench_json`: avg_latency,
 latencies, percentiles; the latencies of every instance of that label in the order they ran, as its iteration ranges
 are), so the measurement check reads it as it reads a single model's.
 With `NSYS_CC_METRICS_OUT=DIR`, each speculative label's spec-decode counters are dumped to `DIR/<LABEL>.metrics.json`
-(`analysis.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole benchmark
-(warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step statistics
-(`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's Prometheus
-registry, which is the process's, and in a process with several engines it holds the last engine's counters only
-(verified with two speculative engines, docs/REPEATABILITY.md).
+(`analysis.profile_dir.acceptance.dump_metrics`, vLLM's counter names), summed over its engines and over the whole
+benchmark (warm-up included, as `nsys_cc.launch.bench` dumps them). They are counted from each engine's own step
+statistics (`SchedulerStats.spec_decoding_stats`, as its stat loggers receive them): `LLM.get_metrics()` reads vLLM's
+Prometheus registry, which is the process's, and in a process with several engines it holds the last engine's counters
+only (verified with two speculative engines, docs/REPEATABILITY.md).
 
 With `--share-batch-sizes` (before the first `--engine`; `nsys-cc tune`'s design runs), groups whose options differ
 only in `--batch-size` are one engine: `LLM` is built once (the k-th group of those options at a batch size shares
 with the k-th at every other, so replicas stay apart) and each group is one label of it, run at its own batch size,
 with its own latencies, engine windows and counters. One engine then serves every batch size of the design, so every
-cell is measured on the same weights in the same process (`nsys_cc.tuning`).
+cell is measured on the same weights in the same process (`nsys_cc.workflows.tune`).
 
 An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
 under `__main__` (vLLM may start processes that re-import the main module).
@@ -64,7 +64,7 @@ from ..formats import bench_json, interleaved_json
 
 ENGINE_FLAG = "--engine"
 SHARE_FLAG = "--share-batch-sizes"
-# vLLM's spec-decode counter names (`analysis.acceptance` reads them).
+# vLLM's spec-decode counter names (`analysis.profile_dir.acceptance` reads them).
 SPEC_COUNTERS = ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
                  "vllm:spec_decode_num_accepted_tokens", "vllm:spec_decode_num_accepted_tokens_per_pos")
 __all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_OUT", "SHARE_FLAG", "count_spec_decoding", "engine_range", "main",
@@ -72,7 +72,8 @@ __all__ = ["ENGINE_RANGE_PREFIX", "ENV_METRICS_OUT", "SHARE_FLAG", "count_spec_d
 
 
 def engine_range(label: str) -> str:
-    """The NVTX range around each generate call of the engine labelled `label` (`analysis.scope.engine_range`)."""
+    """The NVTX range around each generate call of the engine labelled `label`
+    (`analysis.forwards.engines.engine_range`)."""
     return ENGINE_RANGE_PREFIX + label
 
 
@@ -181,7 +182,8 @@ def count_spec_decoding(llm, totals: dict | Callable[[], dict]) -> bool:
 
 
 def as_metric_records(totals: dict) -> list[dict]:
-    """`count_spec_decoding`'s totals as the metric records `analysis.acceptance` reads (vLLM's counter names)."""
+    """`count_spec_decoding`'s totals as the metric records `analysis.profile_dir.acceptance` reads (vLLM's counter
+    names)."""
     return [{"name": SPEC_COUNTERS[0], "labels": {}, "value": int(totals.get("num_drafts", 0))},
             {"name": SPEC_COUNTERS[1], "labels": {}, "value": int(totals.get("num_draft_tokens", 0))},
             {"name": SPEC_COUNTERS[2], "labels": {}, "value": int(totals.get("num_accepted_tokens", 0))},
@@ -280,7 +282,7 @@ def main(argv: list[str]) -> None:
                 else:
                     total[key] = total.get(key, 0) + value
     for label, total in counters.items():
-        from ..analysis.acceptance import dump_metrics
+        from ..analysis.profile_dir.acceptance import dump_metrics
 
         dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
     interleaved_json.write(out, warmup_iterations=warmup, iterations=iters, engines=records)

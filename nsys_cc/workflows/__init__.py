@@ -1,1 +1,1 @@
-"""The workflows: what `profile` and `tune` do from their arguments to their report, one module each."""
+"""The workflows, one module each: what a verb does from its arguments to its report (`profile`, `tune`)."""

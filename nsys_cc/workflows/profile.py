@@ -42,8 +42,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     directory and its report. The arguments are `nsys_cc.profile`'s (its docstring says each), checked before
     minutes of profiling (the seed, the timeout, the runs' own). Returns the `ProfileOutcome`, its `result` and
     `report` set when the runs left enough to analyse."""
-    from ..analysis.coefficient import check_seed
-    from ..analysis.sources import decode_precision_of
+    from ..analysis.coefficient.arguments import check_seed
+    from ..analysis.coefficient.of_profile import decode_precision_of
 
     check_seed(seed)  # before minutes of profiling, not after
     options = DEFAULT_OPTIONS if options is None else options
@@ -71,10 +71,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 def finish(run: ProfileOutcome, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
            seed: int = 0) -> ProfileOutcome:
     """The end of `profile`: the analysis of the directory the runs wrote, as `nsys_cc.analyze(run.out_dir)` makes it
-    (`analysis.sources.analyze_profile`), and its report with the runs' notes and tables (the machine's state), when
-    the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its `result` and
-    `report` set."""
-    from ..analysis.sources import analyze_profile
+    (`analysis.coefficient.of_profile.analyze_profile`), and its report with the runs' notes and tables (the machine's
+    state), when the runs left enough to analyse (`run.analysable`, `launch.results.conclude`). Returns `run`, its
+    `result` and `report` set."""
+    from ..analysis.coefficient.of_profile import analyze_profile
     from ..report import write_report
 
     if not run.analysable:

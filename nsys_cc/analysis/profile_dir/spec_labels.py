@@ -1,0 +1,64 @@
+"""What says, before any speculative analysis, that a run is speculative: its label and its metrics dump.
+
+A speculative run is labelled `<draft>.spec-g<γ>` (`profile --speculate`; `LABEL_RE`), a proposer without a draft
+model by its method (`ngram.spec-g3`, `MODEL_FREE_METHODS`), and such a run leaves vLLM's spec-decode counters in its
+metrics dump (`X.metrics.json` beside `X.sqlite`). Every `analyze` asks these questions of each draft, so they live
+here, light, and the speculative analysis (`speculative`: `in_place`, `pooled`, `forecast`; `steps`' step tables) is
+imported only when a speculative run is among the inputs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from ...errors import InputError
+from . import acceptance as acceptance_mod
+from .latencies import trace_stem
+
+LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
+# An engine of a tune design (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>, the batch size first, so that a
+# speculative engine's label still ends in `.spec-g<γ>`.
+DESIGN_LABEL_RE = re.compile(r"^bs(?P<batch>\d+)\.(?P<model>.+)$")
+
+# vLLM's proposers that run no draft model: their runs hold no draft-forward ranges (nothing to range).
+MODEL_FREE_METHODS = ("ngram", "ngram_gpu", "suffix")
+
+
+def dump_beside(path: str | os.PathLike, dump_path: str | os.PathLike | None = None) -> str | None:
+    """The metrics dump of a trace: `dump_path` when given, else `X.metrics.json` beside `X.sqlite` when present."""
+    if dump_path is not None:
+        return os.fspath(dump_path)
+    beside = trace_stem(path) + ".metrics.json"
+    return beside if os.path.exists(beside) else None
+
+
+def model_free_label(label: str) -> bool:
+    """Whether a run's label names a proposer without a draft model (`ngram.spec-g3`, as `profile` labels it)."""
+    m = LABEL_RE.match(label)
+    return m is not None and m.group("draft") in MODEL_FREE_METHODS
+
+
+def proposes_without_model(path: str | os.PathLike, dump_path: str | os.PathLike | None = None) -> bool:
+    """Whether a trace without draft-forward ranges is a speculative run all the same: its metrics dump (beside it,
+    or `dump_path`) holds vLLM's spec-decode counters, as a run of a proposer without a draft model (vLLM's
+    ngram) leaves them. A plain run dumps no metrics; a dump that cannot be read says nothing."""
+    dump = dump_beside(path, dump_path)
+    if dump is None:
+        return False
+    try:
+        return acceptance_mod.load(dump).num_speculative_tokens > 0
+    except InputError:
+        return False
+
+
+def refuse_mixed_batch_sizes(labels, where: str) -> None:
+    """InputError when `labels` (the engines one analysis takes) are a tune design's engines of several batch sizes
+    (`bs<B>.<model>`, `nsys-cc tune`'s `round-<k>/`): read together, every speculative engine would be measured
+    against the first batch size's plain target, and the other batch sizes' targets taken for drafts."""
+    sizes = {int(m.group("batch")) for m in map(DESIGN_LABEL_RE.match, labels) if m}
+    if len(sizes) > 1:
+        raise InputError(f"{where} is a tune design (batch sizes {', '.join(map(str, sorted(sizes)))} in the same "
+                         "runs, one plain target each): read it with `nsys-cc tune` on its tune directory "
+                         "(nsys_cc.tune), or one batch size's engines of a run: nsys-cc analyze T T --engine "
+                         "bs<B>.<target> --engine bs<B>.<draft>.spec-g<γ> (T: a run's trace.sqlite)", param="runs")

@@ -1,0 +1,246 @@
+"""One speculative run read in place: its engine steps (`SpecRun`, `load_run`: the run's step table from its forward
+ranges, `forwards.steps`), the draft it belongs to (`draft_of`), and the per-step arrays of its tokens and figures on
+one metric, pooled over runs (`metric_figures`: each a median with its interval). Definitions: `in_place`."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ...errors import InputError
+from ..forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
+from ..metrics import WALL
+from ..profile_dir import acceptance as acceptance_mod
+from ..profile_dir.latencies import trace_stem
+from ..profile_dir.spec_labels import LABEL_RE
+from ..stats import Pooled, pooled_median, runs_median_ci, runs_ratio_of_medians
+from ..theory.speedup import expected_tokens
+
+
+def alpha_from_tokens(tokens_per_step: float, gamma: int) -> float:
+    """The α whose expected tokens per step E(α, γ) equals `tokens_per_step` (bisection; E rises with α)."""
+    if not (math.isfinite(tokens_per_step) and gamma >= 1):
+        return math.nan
+    if tokens_per_step <= 1:
+        return 0.0
+    if tokens_per_step >= gamma + 1:
+        return 1.0
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if float(expected_tokens(mid, gamma)) < tokens_per_step:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+@dataclass
+class SpecRun:
+    """One speculative run as read: its label, draft, γ, steps and vLLM's counters and latencies."""
+
+    name: str
+    draft: str
+    gamma: int
+    path: str
+    steps: StepTable
+    acceptance: acceptance_mod.AcceptanceStats | None
+    dump_path: str | None
+    latencies_s: np.ndarray | None
+    notes: list[str] = field(default_factory=list)
+
+
+def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
+    """The draft a speculative run belongs to: the label before `.spec-g<γ>` when it is one of `drafts` (or, for a
+    proposer without a draft model, `model=False`, whatever it is: `ngram`), else the only draft, else that label (a
+    draft without a plain run: no standalone c)."""
+    m = LABEL_RE.match(name)
+    if m and (m.group("draft") in drafts or not model):
+        return m.group("draft")
+    if len(drafts) == 1:
+        return drafts[0]
+    if m:
+        return m.group("draft")
+    raise InputError(f"speculative trace {name!r}: cannot tell its draft; label it '<draft>.spec-g<γ>' (names=)")
+
+
+def load_run(path: str, name: str, draft: str, range_name: str, dump_path: str | None = None, *,
+             ranges: pd.DataFrame | None = None) -> SpecRun:
+    """Read one speculative run: its steps, the metrics dump (`dump_path`, else `X.metrics.json` beside the
+    trace when present) and vLLM's latencies (`X.bench.json`). `ranges`: the trace's ranges as already read
+    (`ranges.marked_ranges`); without them the trace at `path` is opened and read here."""
+    notes: list[str] = []
+    beside = trace_stem(path) + ".metrics.json"
+    if dump_path is None and os.path.exists(beside):
+        dump_path = beside
+    stats = acceptance_mod.load(dump_path) if dump_path else None
+    gamma_label = LABEL_RE.match(name)
+    gamma = stats.num_speculative_tokens if stats is not None else None
+    if ranges is None:
+        table = read_step_table(path, range_name, gamma=gamma, speculative=True)
+    else:
+        table = with_latencies(step_table(ranges, range_name, gamma=gamma, speculative=True), path)
+    if table.draft_forwards.empty:
+        notes.append(f"{name}: no draft-model forwards (a proposer without a draft model, such as ngram): a draft "
+                     "forward costs nothing here, the proposer's work is in the time outside the forwards")
+    if gamma is None:
+        gamma = table.gamma_from_payload
+        if gamma is None and gamma_label:
+            gamma = int(gamma_label.group("gamma"))
+            notes.append(f"{name}: γ = {gamma} from its label (no metrics dump, no verify payload)")
+    if gamma is None:
+        raise InputError(f"{path}: cannot tell γ (no metrics dump, no verify payload, no '.spec-g<γ>' label)")
+    if gamma_label and int(gamma_label.group("gamma")) != gamma:
+        notes.append(f"{name}: its label says γ = {gamma_label.group('gamma')}, the run used γ = {gamma}")
+    if stats is None:
+        notes.append(f"{name}: no metrics dump ({os.path.basename(beside)}): α inferred from the tokens per step")
+    notes += [f"{name}: {n}" for n in table.notes]
+    return SpecRun(name, draft, int(gamma), str(path), table, stats, dump_path, table.latencies_s, notes)
+
+
+def draft_forwards_of(run: SpecRun, verify: pd.DataFrame, metric: str = WALL, *, later: bool = False) -> np.ndarray:
+    """One draft forward's `metric` (ms) for each draft range inside `verify` (the run's verify steps): the range's
+    value ÷ the forwards it holds (a fused multi-step graph holds γ − 1, `steps.forwards_held`); with vLLM's scopes
+    (one draft range per step) a step's drafts ÷ γ. `later`: only the ranges after each step's first (the catch-up)."""
+    _, drafts, _, one = metric_columns(metric)
+    if run.steps.steps["draft_forwards"].isna().all():  # vLLM scopes: one draft range per step
+        return np.array([]) if later else verify[drafts].to_numpy(dtype=float) / run.gamma
+    fw = run.steps.draft_forwards
+    inside = fw["step"].isin(verify["step"].to_numpy()).to_numpy()
+    if later and "position" in fw:
+        inside = inside & (fw["position"].to_numpy() > 0)
+    if one not in fw:
+        return np.full(int(inside.sum()), np.nan)
+    held = fw["forwards"].to_numpy(dtype=float) if "forwards" in fw else np.ones(len(fw))
+    return fw[one].to_numpy(dtype=float)[inside] / held[inside]
+
+
+def token_basis(plain: StepTable, run: SpecRun) -> str:
+    """"token" when both the plain target run and the speculative run have the target's logits or sampling ranges
+    (the in-place figures then price tokens: forward + logits + sampling), else "forward" (the forwards alone)."""
+    target_parts = {"target_logits", "target_sample"}
+    return "token" if target_parts & set(plain.parts) and target_parts & set(run.steps.parts) else "forward"
+
+
+def _nan0(frame: pd.DataFrame, column: str) -> np.ndarray:
+    return np.nan_to_num(frame[column].to_numpy(dtype=float), nan=0.0) if column in frame else np.zeros(len(frame))
+
+
+def token_of_target(steps: pd.DataFrame, metric: str, basis: str) -> np.ndarray:
+    """Per step, the target's token on `metric`: its forward, plus its logits and sampling on the token basis."""
+    target = steps[metric_columns(metric)[0]].to_numpy(dtype=float)
+    if basis != "token":
+        return target
+    cols = part_columns(metric)
+    return target + _nan0(steps, cols["target_logits"]) + _nan0(steps, cols["target_sample"])
+
+
+def token_arrays(run: SpecRun, verify: pd.DataFrame, metric: str, basis: str) -> dict[str, np.ndarray]:
+    """The per-step (per-forward for `draft_later`) arrays the token figures of a run are medians of, on `metric`:
+    `draft_token` (the step's draft work ÷ γ: its draft forwards, plus their logits and sampling on the token basis),
+    `verify_token` (`token_of_target`), `draft_catchup` (the step's first draft forward, where it has one of its own),
+    `draft_later` (each later draft forward, a fused range divided by the forwards it holds), `draft_logits`,
+    `draft_sample` (the step's ÷ γ), `verify_logits`, `verify_sample` and `propose` (the proposer's CPU time in the
+    step; NaN when the trace has no proposing ranges)."""
+    _, drafts, _, _ = metric_columns(metric)
+    cols = part_columns(metric)
+    work = verify[drafts].to_numpy(dtype=float)
+    if basis == "token":
+        work = work + _nan0(verify, cols["draft_logits"]) + _nan0(verify, cols["draft_sample"])
+    catchup = verify[cols["draft_catchup"]].to_numpy(dtype=float) if cols["draft_catchup"] in verify else np.array([])
+    out = {"draft_token": work / run.gamma, "verify_token": token_of_target(verify, metric, basis),
+           "draft_catchup": catchup[np.isfinite(catchup)],
+           "draft_later": draft_forwards_of(run, verify, metric, later=True)}
+    for part, col in (("draft_logits", "draft_logits"), ("draft_sample", "draft_sample")):
+        values = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
+        out[part] = values / run.gamma
+    for part, col in (("verify_logits", "target_logits"), ("verify_sample", "target_sample"), ("propose", "propose")):
+        out[part] = verify[cols[col]].to_numpy(dtype=float) if cols[col] in verify else np.full(len(verify), np.nan)
+    return out
+
+
+def _finite(values: np.ndarray) -> np.ndarray:
+    return values[np.isfinite(values)]
+
+
+def by_run(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
+    """A step frame's rows by run (its `run` column: runs pooled by `pooled.pool_tables`), ascending; one run
+    (number 1) without the column."""
+    if "run" not in frame.columns or frame.empty:
+        return {1: frame}
+    runs = frame["run"].to_numpy()
+    return {int(k): frame[runs == k] for k in np.unique(runs)}
+
+
+def pooled_by_run(per_run: Mapping[int, np.ndarray], seed: int, interval: bool = True) -> Pooled:
+    """`stats.runs_median_ci` of arrays keyed by run number: each run's median, pooled (one run: its bootstrap)."""
+    keys = sorted(per_run)
+    return runs_median_ci([per_run[k] for k in keys], seed=seed, numbers=keys, interval=interval)
+
+
+def pooled_ratio_by_run(num: Mapping[int, np.ndarray], den: Mapping[int, np.ndarray], seed: int) -> Pooled:
+    """`stats.runs_ratio_of_medians` of arrays keyed by run number, over the runs both sides have: each run's ratio
+    of medians (like with like: the same process), pooled (one run: its bootstrap)."""
+    keys = sorted(set(num) & set(den))
+    return runs_ratio_of_medians([num[k] for k in keys], [den[k] for k in keys], seed=seed, numbers=keys)
+
+
+def median_by_run(values, runs) -> float:
+    """The median of step values pooled over their runs (`stats.pooled_median`: each run's, then their geometric
+    mean); `runs` the run number of each value (None: one run)."""
+    return pooled_median(np.asarray(values, dtype=float), None if runs is None else np.asarray(runs))
+
+
+def runs_column(frame: pd.DataFrame):
+    return frame["run"].to_numpy() if "run" in frame.columns else None
+
+
+def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, metric: str,
+                   seed: int, basis: str = "forward") -> dict[str, Pooled]:
+    """The BY_METRIC_FIGURES of one run on `metric`, each a `stats.Pooled` (median, low, high, and each run's own
+    value): `verify` its verify steps, `decode` the plain run's decode steps, `basis` "token" or "forward"
+    (`token_basis`; module docstring). Steps whose value of the metric is unknown are left out. Runs pooled
+    (`pooled`: a `run` column) give each figure per run — a median, or a ratio of medians within the run — then
+    their geometric mean (`stats.runs_ratio_of_medians`, `stats.runs_median_ci`); one run, its steps' bootstrap."""
+    target, drafts, other, _ = metric_columns(metric)
+    v_runs, d_runs = by_run(verify), by_run(decode)
+    v_target = {k: v[target].to_numpy(dtype=float) for k, v in v_runs.items()}
+    d_target = {k: d[target].to_numpy(dtype=float) for k, d in d_runs.items()}
+    draft_fw = {k: draft_forwards_of(run, v, metric) for k, v in v_runs.items()}
+    tok = {k: token_arrays(run, v, metric, basis) for k, v in v_runs.items()}
+    d_token = {k: token_of_target(d, metric, basis) for k, d in d_runs.items()}
+
+    def each(key: str) -> dict[int, np.ndarray]:
+        return {k: t[key] for k, t in tok.items()}
+
+    forward_c = pooled_ratio_by_run(draft_fw, v_target, seed)
+    return {"draft_forward_ms": pooled_by_run(draft_fw, seed), "verify_ms": pooled_by_run(v_target, seed),
+            "decode_ms": pooled_by_run(d_target, seed),
+            "verify_factor": pooled_ratio_by_run(v_target, d_target, seed),
+            "c_in_place": (pooled_ratio_by_run(each("draft_token"), each("verify_token"), seed) if basis == "token"
+                           else forward_c),
+            "other_ms": pooled_by_run({k: v[other].to_numpy(dtype=float) for k, v in v_runs.items()}, seed),
+            "c_in_place_forward": forward_c,
+            "c_in_place_decode": pooled_ratio_by_run(each("draft_token"), d_token, seed),
+            "draft_catchup_ms": pooled_by_run(each("draft_catchup"), seed),
+            "draft_later_ms": pooled_by_run(each("draft_later"), seed),
+            "draft_token_ms": pooled_by_run(each("draft_token"), seed),
+            "verify_token_ms": pooled_by_run(each("verify_token"), seed),
+            "decode_token_ms": pooled_by_run(d_token, seed),
+            "propose_ms": pooled_by_run({k: _finite(x) for k, x in each("propose").items()}, seed)}
+
+
+def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:
+    """The metrics a run is measured on: wall, then each GPU metric both its steps and the plain run's have."""
+    return [m for m in run.steps.metrics if m in plain.metrics]
+
+
+def nan_median(values) -> float:
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    return float(np.median(v)) if v.size else math.nan

@@ -1,0 +1,460 @@
+"""From the fitted model to vLLM's schedule (`model` has the definitions): the forecast of every batch size and γ with
+its bootstrap interval, the best γ per batch size as vLLM's `num_speculative_tokens_per_batch_size` ranges (one
+schedule per workload), the check of the forecast on cells it was not fitted on, and whether the schedule is trusted
+(`fit_schedule` does it all; `TuneResult` holds it)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...errors import InputError
+from .model import (
+    COST_PARTS,
+    PART_FIELDS,
+    BatchCostModel,
+    Cell,
+    TokensModel,
+    cell_values,
+    fit_cost,
+    sd_from_interval,
+    speedup,
+    tokens_model,
+)
+
+DEFAULT_MAX_GAMMA = 8
+WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | static batches of the cells' length
+DEFAULT_MAX_BATCH = 32
+BOOTSTRAP_DRAWS = 400
+# More than this share of the bootstrap's refits blowing up (a step cost at or below 0, or not finite, somewhere on
+# the grid): its percentiles are not read as an interval (`forecast_intervals`).
+MAX_FAILED_DRAWS = 0.05
+# A held-out cell whose forecast misses its measurement by more than this: the schedule is not recommended.
+TRUST_ERROR = 0.10
+
+
+@dataclass
+class TuneResult:
+    """What `tune` gives: the model, forecasts per (B, γ), the held-out checks, the schedule and its check."""
+
+    cost: BatchCostModel
+    tokens: TokensModel
+    fitted: list[Cell]
+    held_out: list[Cell]
+    forecast: list[dict]
+    checks: list[dict]
+    schedule: list[list[int]]
+    schedule_check: list[dict]
+    no_gain_from: int | None
+    max_batch_size: int
+    max_gamma: int
+    draft: str = ""
+    target: str = ""
+    notes: list[str] = field(default_factory=list)
+    draft_path: str = ""  # what vLLM's config names as the draft model (its folder), when known
+    workload: str = "server"  # whose schedule `schedule` is (WORKLOADS)
+    schedules: dict[str, list[list[int]]] = field(default_factory=dict)  # every workload's schedule
+    output_len: int = 0  # the benchmark workload's tokens per sequence (the measured cells'; 0: unknown)
+    # Whether the schedule is recommended (`trust`): False when a held-out cell missed by more than TRUST_ERROR or the
+    # forecast has no usable interval; `trust_reason` says why, `next_steps` what to measure next. `schedule` and
+    # `schedules` are the fitted tables either way; `speculative_config()` and the JSON give them only when trusted.
+    trusted: bool = True
+    trust_reason: str = ""
+    next_steps: str = ""
+    interval_note: str = ""  # why the forecast rows have no interval ("" when they have)
+
+    def speculative_config(self, method: str = "draft_model", workload: str | None = None, *,
+                           untrusted: bool = False) -> str | None:
+        """vLLM's --speculative-config with the schedule (of `workload`, default the result's own; None when no
+        batch size speculates, or when the schedule is not recommended — `trusted` False — unless `untrusted`: the
+        fitted table, e.g. to measure it)."""
+        if not self.trusted and not untrusted:
+            return None
+        schedule = self.schedules.get(workload, self.schedule) if workload else self.schedule
+        k = max((g for _, _, g in schedule), default=0)
+        if k == 0:
+            return None
+        doc: dict = {"method": method}
+        if self.draft_path or self.draft:
+            doc["model"] = self.draft_path or self.draft
+        doc["num_speculative_tokens"] = k
+        doc["num_speculative_tokens_per_batch_size"] = schedule
+        return json.dumps(doc)
+
+    def schedule_doc(self) -> dict:
+        """schedule.json: the schedule to use and its --speculative-config — both null when it is not recommended
+        (`trusted`, `trust_reason`), the fitted tables then under `fitted_num_speculative_tokens_per_batch_size`."""
+        doc: dict = {"trusted": self.trusted,
+                     "num_speculative_tokens_per_batch_size": self.schedule if self.trusted else None,
+                     "speculative_config": self.speculative_config(), "workload": self.workload,
+                     "schedules": {w: sch if self.trusted else None for w, sch in self.schedules.items()}}
+        if not self.trusted:
+            doc.update({"fitted_num_speculative_tokens_per_batch_size": self.schedule,
+                        "fitted_schedules": dict(self.schedules), "not_recommended": self.trust_reason,
+                        "next_steps": self.next_steps})
+        return doc
+
+    def to_dict(self) -> dict:
+        return {"trusted": self.trusted, "trust_reason": self.trust_reason or None,
+                "next_steps": self.next_steps or None,
+                "num_speculative_tokens_per_batch_size": self.schedule if self.trusted else None,
+                **({} if self.trusted else {"fitted_num_speculative_tokens_per_batch_size": self.schedule}),
+                "speculative_config": self.speculative_config(), "workload": self.workload,
+                "schedules": {w: {"num_speculative_tokens_per_batch_size": sch if self.trusted else None,
+                                  **({} if self.trusted else {"fitted_num_speculative_tokens_per_batch_size": sch}),
+                                  "speculative_config": self.speculative_config(workload=w)}
+                              for w, sch in self.schedules.items()},
+                "forecast_interval_note": self.interval_note or None,
+                "benchmark_output_len": self.output_len,
+                "no_gain_from_batch_size": self.no_gain_from, "max_batch_size": self.max_batch_size,
+                "max_gamma": self.max_gamma, "target": self.target, "draft": self.draft,
+                "model": self.cost.to_dict(), "model_text": self.cost.describe(),
+                "tokens": {"per_position": list(self.tokens.rates), "alpha_iid": self.tokens.alpha,
+                           "measured_positions": self.tokens.measured_positions,
+                           "extrapolation": "i.i.d. tail: a_i = a_(K-1) * alpha^(i-K+1) past the measured K"},
+                "forecast": self.forecast, "checks": self.checks, "schedule_check": self.schedule_check,
+                "fitted_cells": [c.to_dict() for c in self.fitted],
+                "held_out_cells": [c.to_dict() for c in self.held_out], "notes": self.notes}
+
+
+def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
+    rng = np.random.default_rng(seed)
+    base = cell_values(cells)
+    sds = {k: np.array([sd_from_interval(getattr(c, value), getattr(c, ci)) for c in cells])
+           for k, (value, ci) in PART_FIELDS.items()}
+    out = []
+    for _ in range(n):
+        vals = {k: base[k] + rng.standard_normal(len(cells)) * sds[k] for k in COST_PARTS}
+        out.append((fit_cost(cells, vals), tokens.draw(rng)))
+    return out
+
+
+@dataclass(frozen=True)
+class ForecastIntervals:
+    """The bootstrap's percentiles of the steady-state forecast over a grid of (B, γ) (`forecast_intervals`): `low`,
+    `high` indexed [i_b, i_g] (NaN where there is no usable interval), the draws made and those dropped because
+    their refit blew up, and `reason`: why there is no interval anywhere ("" when there are intervals)."""
+
+    low: np.ndarray
+    high: np.ndarray
+    draws: int
+    failed: int
+    reason: str = ""
+    outside: int = 0  # grid points whose estimate fell outside its own percentiles: no interval there
+
+    @property
+    def usable(self) -> bool:
+        return not self.reason and self.outside == 0
+
+
+def _grid_speedups(cost: BatchCostModel, tokens: TokensModel, bs: Sequence[int], gs: Sequence[int]) -> np.ndarray:
+    """The steady-state forecast over bs × gs ([i_b, i_g]); NaN where the step costs nothing or less, or the decode
+    step does (a refit that blew up)."""
+    b = np.asarray(bs, dtype=float)[:, None]
+    g = np.asarray(gs, dtype=float)[None, :]
+    step = np.asarray(cost.step_ms(b, g), dtype=float)
+    dec = np.asarray(cost.decode_step_ms(b), dtype=float)
+    e = np.array([tokens.expected(int(x)) for x in gs])[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((step > 0) & (dec > 0), e * dec / step, np.nan)
+
+
+def forecast_intervals(draws, bs: Sequence[int], gs: Sequence[int], estimate: np.ndarray | None = None,
+                       cells: Sequence[Cell] = ()) -> ForecastIntervals:
+    """The bootstrap's 2.5 and 97.5 percentiles of the steady-state speedup for every (B, γ) of bs × gs, per draw
+    one vectorised step(B, γ) over the grid (what `speedup` computes, cell by cell). A draw whose refit blew up —
+    a step or decode step at or below 0, or not finite, anywhere on the grid: a negative or infinite speedup — is
+    dropped and counted, not read as a percentile; with more than MAX_FAILED_DRAWS of them, or fitted `cells` whose
+    medians have no interval (the bootstrap would then vary the acceptance alone), there is no interval at all (NaN,
+    and `reason` says why). A grid point whose `estimate` lies outside its own percentiles gets none either."""
+    nb, ng = len(bs), len(gs)
+    nan = np.full((nb, ng), np.nan)
+    missing = _cells_without_interval(cells)
+    if missing:
+        return ForecastIntervals(nan, nan.copy(), len(draws), 0, missing)
+    grids = [_grid_speedups(cost, tokens, bs, gs) for cost, tokens in draws]
+    ok = [x for x in grids if np.isfinite(x).all() and (x > 0).all()]
+    failed = len(grids) - len(ok)
+    if not grids or failed > MAX_FAILED_DRAWS * len(grids):
+        return ForecastIntervals(nan, nan.copy(), len(grids), failed,
+                                 f"{failed} of {len(grids)} bootstrap refits blew up (a step cost at or below 0 "
+                                 f"somewhere from B = 1 to {max(bs)}): the cells' medians are too uncertain for the "
+                                 "model's slopes, and percentiles of the rest would not be a 95 % interval")
+    stack = np.stack(ok)
+    low, high = np.percentile(stack, 2.5, axis=0), np.percentile(stack, 97.5, axis=0)
+    outside = 0
+    if estimate is not None:
+        bad = ~((low <= estimate) & (estimate <= high)) | ~(low > 0)
+        outside = int(bad.sum())
+        low, high = np.where(bad, np.nan, low), np.where(bad, np.nan, high)
+    return ForecastIntervals(low, high, len(grids), failed, "", outside)
+
+
+def _cells_without_interval(cells: Sequence[Cell]) -> str:
+    """Why the fitted cells give the bootstrap nothing to draw from ("" when each has an interval on every part it
+    measured): cells of two runs have none (`stats`: their two values, no interval)."""
+    lacking = [c for c in cells if any(math.isfinite(getattr(c, value)) and not all(map(math.isfinite, getattr(c, ci)))
+                                       for value, ci in PART_FIELDS.values())]
+    if not lacking:
+        return ""
+    return (f"{len(lacking)} of the {len(cells)} fitted cells have no interval on their medians (two runs give their "
+            "two values, no interval), so the bootstrap would vary the acceptance alone")
+
+
+def _interval(intervals: ForecastIntervals, bs: Sequence[int], gs: Sequence[int], b: int,
+              g: int) -> tuple[float, float]:
+    """The forecast interval of (b, γ) from the grid's, NaN off the grid."""
+    if b not in bs or g not in gs:
+        return (math.nan, math.nan)
+    i, j = list(bs).index(b), list(gs).index(g)
+    return (float(intervals.low[i, j]), float(intervals.high[i, j]))
+
+
+def _rel_half(value: float, ci: tuple[float, float]) -> float:
+    lo, hi = ci
+    if not (value > 0 and math.isfinite(lo) and math.isfinite(hi)):
+        return math.nan
+    return max(value - lo, hi - value) / value
+
+
+def schedule_ranges(best: Sequence[int]) -> list[list[int]]:
+    """[[start, end, γ], …] (inclusive, 1-based) from the best γ of batch sizes 1, 2, …"""
+    out: list[list[int]] = []
+    for i, g in enumerate(best, 1):
+        if out and out[-1][2] == g:
+            out[-1][1] = i
+        else:
+            out.append([i, i, int(g)])
+    return out
+
+
+def _no_gain_from(best: Sequence[int]) -> int | None:
+    no_gain = None
+    for i in range(len(best), 0, -1):
+        if best[i - 1] != 0:
+            break
+        no_gain = i
+    return no_gain
+
+
+def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_size: int = DEFAULT_MAX_BATCH,
+         max_gamma: int = DEFAULT_MAX_GAMMA, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, target: str = "",
+         draft: str = "", workload: str = "server", output_len: int | None = None) -> TuneResult:
+    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma, check `held_out`, choose the schedule.
+
+    Two schedules are chosen (`WORKLOADS`): the server's, on the steady-state forecast (E(γ) tokens per step: a
+    continuously batched server, what vLLM's table is for), and the benchmark's, on the static-batch forecast of B
+    sequences of `output_len` tokens waiting for the slowest (default: the measured cells' output length) — what a
+    measured cell is. `workload` says which one is `schedule` (and the --speculative-config); the schedule check
+    compares the benchmark's with the measured cells, like with like."""
+    if max_batch_size < 1 or max_gamma < 1:
+        raise InputError("max_batch_size and max_gamma must be ≥ 1")
+    if workload not in WORKLOADS:
+        raise InputError(f"workload must be one of {', '.join(WORKLOADS)}, not {workload!r}", param="workload")
+    fitted = list(fitted)
+    if not fitted:
+        raise InputError("no measured cell to fit on")
+    notes: list[str] = []
+    if len({c.batch_size for c in fitted}) < 2:
+        notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
+                     "extrapolate in B; profile a second batch size)")
+    cells_all = [*fitted, *held_out]
+    if replays := [c for c in cells_all if c.replayed_runs]:
+        why = "(vLLM seeds every run alike: the same tokens, the same drafts), counted once"
+        counts = {c.replayed_runs for c in replays}
+        if len(replays) == len(cells_all) and len(counts) == 1:
+            notes.append(f"in every cell the spec-decode counters of {counts.pop()} run(s) replay another run's "
+                         f"exactly {why}")
+        else:
+            notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly {why}: "
+                         + ", ".join(f"B={c.batch_size} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
+    n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
+    cost = fit_cost(fitted)
+    tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
+    boot = _draws(fitted, tokens, draws, seed)
+    gammas = range(1, max_gamma + 1)
+    batches = range(1, max_batch_size + 1)
+    intervals = forecast_intervals(boot, batches, gammas, _grid_speedups(cost, tokens, batches, gammas), fitted)
+    ci_low, ci_high = intervals.low, intervals.high
+    forecast: list[dict] = []
+    best: dict[str, list[int]] = {"server": [], "benchmark": []}
+    for b in range(1, max_batch_size + 1):
+        row_best = {"server": (0, 1.0), "benchmark": (0, 1.0)}
+        for g in gammas:
+            s = speedup(cost, tokens, b, g)
+            e_bench = tokens.static_batch(g, b, n_out - 1) if n_out > 1 else tokens.expected(g)
+            s_bench = s * e_bench / tokens.expected(g)  # the same step, the benchmark's tokens per step
+            lo, hi = float(ci_low[b - 1, g - 1]), float(ci_high[b - 1, g - 1])
+            scale = s_bench / s if s > 0 else math.nan
+            forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
+                             "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
+                             "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
+                             "speedup_iid": speedup(cost, tokens, b, g, iid=True),
+                             "tokens_per_step_benchmark": e_bench,
+                             "speedup_benchmark": s_bench, "speedup_benchmark_ci_low": lo * scale,
+                             "speedup_benchmark_ci_high": hi * scale,
+                             "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
+            for w, v in (("server", s), ("benchmark", s_bench)):
+                if math.isfinite(v) and v > row_best[w][1]:
+                    row_best[w] = (g, v)
+        for w in best:
+            best[w].append(row_best[w][0])
+    schedules = {w: schedule_ranges(best[w]) for w in WORKLOADS}
+    if n_out <= 1:
+        notes.append("the benchmark's output length is unknown: its schedule is the server's (steady state)")
+    no_gain = _no_gain_from(best[workload])
+    if no_gain == 1 and best[workload][0] == 0:
+        notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
+    checks = []
+    for c in held_out:
+        # like against like: the cell is a benchmark of static batches of output_len tokens; its forecast too
+        f = speedup(cost, tokens, c.batch_size, c.gamma, output_len=c.output_len)
+        steady = speedup(cost, tokens, c.batch_size, c.gamma)
+        here = (intervals if intervals.reason else
+                forecast_intervals(boot, [c.batch_size], [c.gamma], np.array([[steady]]), fitted))
+        ci = (math.nan, math.nan) if here.reason else _interval(here, [c.batch_size], [c.gamma], c.batch_size, c.gamma)
+        if c.output_len > 1 and steady > 0:
+            ci = (ci[0] * f / steady, ci[1] * f / steady)
+        err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
+        halves = [_rel_half(c.measured_speedup, c.measured_ci), _rel_half(f, ci)]
+        # the runs' own precision: NaN where neither side has an interval (two runs), not ±0 %
+        tol = (math.hypot(*(h if math.isfinite(h) else 0.0 for h in halves)) if any(map(math.isfinite, halves))
+               else math.nan)
+        checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label, "output_len": c.output_len,
+                       "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0],
+                       "forecast_ci_high": ci[1],
+                       "forecast_iid": speedup(cost, tokens, c.batch_size, c.gamma, iid=True),
+                       "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0],
+                       "measured_ci_high": c.measured_ci[1], "error": err,
+                       "measured_counters": c.measured_counters_speedup,
+                       "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
+                                          else math.nan), "tolerance": tol,
+                       "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
+                       "within_10pct": bool(math.isfinite(err) and abs(err) <= TRUST_ERROR)})
+    # the measured cells are benchmarks: the benchmark workload's schedule is the one they can check
+    sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"])
+    if intervals.failed and not intervals.reason:
+        notes.append(f"{intervals.failed} of {intervals.draws} bootstrap refits blew up (a step cost at or below 0 "
+                     "somewhere on the grid): dropped, the intervals are the percentiles of the rest")
+    if intervals.outside and not intervals.reason:
+        notes.append(f"{intervals.outside} of {intervals.low.size} forecasts lie outside their own bootstrap "
+                     "percentiles (the refits are skewed there): no interval is given for them")
+    reason, advice = trust(checks, intervals, held_out, fitted)
+    return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedules[workload], sched_check,
+                      no_gain, max_batch_size, max_gamma, draft, target, notes, workload=workload,
+                      schedules=schedules, output_len=n_out, trusted=not reason, trust_reason=reason,
+                      next_steps=advice, interval_note=intervals.reason)
+
+
+def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequence[Cell],
+          fitted: Sequence[Cell] = ()) -> tuple[str, str]:
+    """(why the schedule is not recommended, what to measure next), ("", "") when it is: a held-out cell whose
+    forecast misses its measurement by more than TRUST_ERROR refutes the model the schedule comes from, and a
+    forecast without usable intervals (`forecast_intervals`) says nothing of how far it may be off."""
+    why, next_steps = [], []
+    misses = [c for c in checks if not c["within_10pct"]]
+    if misses:
+        worst = max(misses, key=lambda c: abs(c["error"]) if math.isfinite(c["error"]) else math.inf)
+        why.append(f"{len(misses)} of {len(checks)} held-out cell(s) miss their measurement by more than "
+                   f"{TRUST_ERROR:.0%}".replace("%", " %") + " — " + "; ".join(
+                       f"B={c['batch_size']} γ={c['gamma']}: forecast {c['forecast']:.3g}× vs measured "
+                       f"{c['measured']:.3g}× ({c['error']:+.0%})".replace("%)", " %)") for c in misses)
+                   + ": the cost model the schedule comes from does not forecast cells it was not fitted on")
+        fit_b = sorted({c.batch_size for c in fitted})
+        beyond = sorted({c["batch_size"] for c in misses if fit_b and not fit_b[0] <= c["batch_size"] <= fit_b[-1]})
+        if beyond:
+            wider = ",".join(map(str, sorted({*fit_b, *beyond})))
+            next_steps.append(f"the design's batch sizes span {fit_b[0]}–{fit_b[-1]} and B = "
+                              f"{', '.join(map(str, beyond))} lies beyond them: fit on a design that covers the batch "
+                              f"sizes you serve (e.g. --batch-size {wider}) and keep other cells as checks (--check)")
+        next_steps.append(f"measure again on a quiet machine with at least 3 interleaved runs (--repeat 3 or more), "
+                          f"the missed cell kept as a check (--check {worst['batch_size']}:{worst['gamma']}), so every "
+                          "cell has an interval across runs: a miss larger than that is the model's, a smaller one "
+                          "the machine's")
+    if intervals.reason:
+        why.append(f"the forecast has no usable interval: {intervals.reason}")
+        if "no interval on their medians" in intervals.reason:
+            if not misses:  # the advice on a miss says it already
+                next_steps.append("profile at least 3 interleaved runs (--repeat 3) so every cell's medians have an "
+                                  "interval across runs")
+        else:
+            next_steps.append("measure more iterations and runs per cell (--num-iters, --repeat) so the cells' "
+                              "medians pin the model's slopes down")
+    elif intervals.outside:
+        why.append(f"{intervals.outside} forecast(s) lie outside their own bootstrap interval (the refits are "
+                   "skewed): the forecast's precision is unknown there")
+        next_steps.append("measure more runs per cell (--repeat) so the refits settle around the fit")
+    if not why:
+        return "", ""
+    if not held_out and not misses:
+        next_steps.append("add held-out cells (--check B:γ) to check the forecast on")
+    return "; ".join(why), "; ".join(dict.fromkeys(next_steps))
+
+
+def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None) -> list[dict]:
+    """Per measured batch size: the schedule's γ (`best`, per batch size 1, 2, …: the benchmark workload's) against
+    the best fixed γ measured there (γ = 0 is the plain target: speedup 1). The schedule's measured speedup is
+    unknown (NaN) when its γ was not measured at that B. `server`: the server workload's γ per batch size, shown
+    beside it (with its measured speedup where that γ was measured; not what the bar checks)."""
+
+    def at(seq: Sequence[int], b: int) -> int:
+        return seq[b - 1] if b <= len(seq) else (seq[-1] if seq else 0)
+
+    out = []
+    for b in sorted({c.batch_size for c in cells}):
+        here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == b}
+        here.setdefault(0, 1.0)
+        g_best = max(here, key=lambda g: here[g])
+        g_sched = at(best, b)
+        m = here.get(g_sched, math.nan)
+        gap = m / here[g_best] - 1 if math.isfinite(m) else math.nan
+        row = {"batch_size": b, "workload": "benchmark", "schedule_gamma": g_sched, "schedule_measured": m,
+               "best_fixed_gamma": g_best, "best_fixed_measured": here[g_best], "gap": gap,
+               "within_5pct": bool(math.isfinite(gap) and gap >= -0.05), "measured_gammas": sorted(here)}
+        if server is not None:
+            g_server = at(server, b)
+            m_server = here.get(g_server, math.nan)
+            row.update({"server_gamma": g_server, "server_measured": m_server,
+                        "server_gap": m_server / here[g_best] - 1 if math.isfinite(m_server) else math.nan})
+        out.append(row)
+    return out
+
+
+def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequence[Cell], table: Sequence,
+                       *, device: str) -> list[dict]:
+    """The schedule check's rows with the engines that ran vLLM's whole schedule (`table`, one engine serving every
+    batch size) beside them: per batch size its measured speedup and interval, and its gap to the best fixed γ
+    measured in the same round (`cells`: that round's fixed-γ cells; γ = 0 is the plain target). On the CPU vLLM
+    0.32's V1 runner ignores the table, so the engine ran its num_speculative_tokens at every batch size: said in
+    `schedule_run_note`."""
+    by_b = {c.batch_size: c for c in runs}
+    out = []
+    for row in rows:
+        row = dict(row)
+        run = by_b.get(row["batch_size"])
+        if run is not None:
+            here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == row["batch_size"]}
+            here.setdefault(0, 1.0)
+            best = max(here.values())
+            row.update({"schedule_run_measured": run.measured_speedup, "schedule_run_ci_low": run.measured_ci[0],
+                        "schedule_run_ci_high": run.measured_ci[1], "schedule_run_gap": run.measured_speedup / best - 1,
+                        "schedule_run_table": [list(r) for r in table],
+                        "schedule_run_note": "" if device == "gpu" else
+                        f"the CPU build's V1 runner ignores the table: γ = {run.gamma} ran at every batch size"})
+        out.append(row)
+    return out
+
+
+def split_design(cells: Sequence[Cell], batch_sizes: Sequence[int] | None,
+                 gammas: Sequence[int] | None) -> tuple[list[Cell], list[Cell]]:
+    """(fitted, held out): the cells of the design B × γ and the rest (every cell fitted without a design)."""
+    if not batch_sizes and not gammas:
+        return list(cells), []
+    bs = set(batch_sizes or {c.batch_size for c in cells})
+    gs = set(gammas or {c.gamma for c in cells})
+    fit = [c for c in cells if c.batch_size in bs and c.gamma in gs]
+    return fit, [c for c in cells if not (c.batch_size in bs and c.gamma in gs)]

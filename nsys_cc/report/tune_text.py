@@ -1,0 +1,124 @@
+"""The words of `nsys-cc tune` (`nsys_cc.workflows.tune`): the text it prints and report.md holds (`render_text`), and
+its JSON (`render_json`: tune.json and `--format json`, every non-finite number as null)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ..analysis.tune.schedule import WORKLOADS
+
+if TYPE_CHECKING:
+    from ..analysis.tune.schedule import TuneResult
+
+# `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneResult.trusted` False): distinct from 1 (some
+# run failed) and 2 (bad input). The text says it where it says why.
+UNTRUSTED_EXIT = 3
+
+
+def render_json(doc: dict) -> str:
+    """`doc` (`TuneReport.to_dict()`, with the design in tune.json) as the JSON `tune` prints and writes."""
+    return json.dumps(finite(doc), indent=1)
+
+
+def finite(obj):
+    """`obj` with every non-finite float (NaN, ±inf) as None: JSON has no NaN."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    return obj
+
+
+def _x(v: float) -> str:
+    return f"{v:.3g}×" if math.isfinite(v) else "n/a"
+
+
+def _ci(lo: float, hi: float) -> str:
+    """" [low–high]" of an interval, " (no interval)" without one (never a bracket around numbers that are none)."""
+    return f" [{lo:.3g}–{hi:.3g}]" if math.isfinite(lo) and math.isfinite(hi) else " (no interval)"
+
+
+def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
+    """The text `nsys-cc tune` prints (and report.md holds): the step cost model, the forecast per batch size, the
+    held-out and schedule checks, the schedule and its --speculative-config, the notes (`result`'s, then `notes`)."""
+    r = result
+    lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
+             + ", ".join(f"B={c.batch_size} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
+             "Tokens per step from vLLM's per-position counters: a_i = "
+             + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
+             + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
+             "",
+             f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
+             f"{'γ=3':>7}  {'γ=4':>7}"]
+    by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
+    key = "speedup" if r.workload == "server" else "speedup_benchmark"  # the forecast the schedule is chosen on
+    lines[-1] += f"   ({r.workload} workload)"
+    measured_b = {c.batch_size for c in [*r.fitted, *r.held_out]}
+    starts = {s for s, _, _ in r.schedule}
+    show = sorted({1, r.max_batch_size, *starts, *(b for b in measured_b if b <= r.max_batch_size)})
+    for b in show:
+        g = next(gg for s, e, gg in r.schedule if s <= b <= e)
+        f = by.get((b, g))
+        best = f"{_x(f[key])}{_ci(f[key + '_ci_low'], f[key + '_ci_high'])}" if f else "1× (plain)"
+        iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
+        row = [_x(by[(b, k)][key]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
+        lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
+    lines.append("")
+    lines.append("Held-out check (cells the model was not fitted on):")
+    if not r.checks:
+        lines.append("  none measured: add --check B:γ (e.g. 4:2,16:3) to profile some")
+    for c in r.checks:
+        own = (f"{'within' if c['within_precision'] else 'outside'} the runs' own ±{c['tolerance']:.1%}"
+               if math.isfinite(c["tolerance"]) else "no interval on either side to compare with")
+        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])}"
+                     f"{_ci(c['forecast_ci_low'], c['forecast_ci_high'])} vs measured {_x(c['measured'])} "
+                     f"({c['error']:+.1%}; {own}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
+                     + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
+                        f"measured {_x(c['measured_counters'])} ({c['error_counters']:+.1%})"
+                        if math.isfinite(c['measured_counters']) else "")
+                     + (f"; i.i.d. α: {_x(c['forecast_iid'])}" if abs(c['forecast_iid'] - c['forecast_steady_state'])
+                        > 0.005 * c['forecast_steady_state'] else ""))
+    other = [w for w in WORKLOADS if w != r.workload]
+    lines.append("Schedule check (the benchmark workload's schedule — static batches of "
+                 f"{r.output_len or '?'} tokens, as the cells were measured — against the best fixed γ measured at "
+                 "each batch size; the server's γ beside it):")
+    for s in r.schedule_check:
+        m = s["schedule_measured"]
+        lines.append(f"  B={s['batch_size']}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
+                     f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
+                     + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
+                        else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
+                             f"{s['measured_gammas']})")
+                     + (f"; server γ={s['server_gamma']}"
+                        + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
+                           if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']
+                           else "") if "server_gamma" in s else "")
+                     + (f"; vLLM running the whole schedule: {_x(s['schedule_run_measured'])}"
+                        f"{_ci(s['schedule_run_ci_low'], s['schedule_run_ci_high'])} "
+                        f"({s['schedule_run_gap']:+.1%} against the best fixed γ"
+                        + (f"; {s['schedule_run_note']}" if s["schedule_run_note"] else "") + ")"
+                        if "schedule_run_measured" in s else ""))
+    lines.append("")
+    if not r.trusted:  # the schedule its own check refutes is not handed out (issue 43)
+        lines += [f"NOT RECOMMENDED: {r.trust_reason}.", f"Measure next: {r.next_steps}.",
+                  "The fitted table below is for inspection only; no --speculative-config is given (exit code "
+                  f"{UNTRUSTED_EXIT}).", ""]
+    fitted = "" if r.trusted else ", fitted, not recommended"
+    lines.append(f"num_speculative_tokens_per_batch_size ({r.workload} workload{fitted}): {json.dumps(r.schedule)}")
+    for w in other:
+        if w in r.schedules:
+            lines.append(f"  {w} workload's schedule{fitted}: {json.dumps(r.schedules[w])} (--workload {w})")
+    if r.no_gain_from is not None:
+        lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
+    cfg = r.speculative_config()
+    lines.append(f"--speculative-config '{cfg}'" if cfg else
+                 "--speculative-config: none (not recommended: see above)" if not r.trusted else
+                 "--speculative-config: none (no batch size speculates)")
+    for n in [*r.notes, *notes]:
+        lines.append(f"note: {n}")
+    return "\n".join(lines) + "\n"
