@@ -76,28 +76,21 @@ def _private(folder: Path) -> Path:
     """`folder` once it is checked to be private: a real directory (not a link), owned by this user, with no access
     for anyone else (mode 0700). The temporary directory is shared: another user could make the folder first and
     fill it with exports of their own, which an analysis would then read. Checked on every use; InputError if not."""
-    try:
-        st = os.lstat(folder)
-    except OSError as exc:
-        raise InputError(f"cannot use the export cache {folder}: {exc.strerror}") from None
-    problems = []
-    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        problems.append("it is not a directory of its own (a link or a file)")
-    else:
-        if st.st_uid != users.my_uid():
-            problems.append(f"it belongs to user id {st.st_uid}, not to you ({users.my_uid()})")
-        if st.st_mode & 0o077:
-            problems.append(f"others may use it (mode {stat.S_IMODE(st.st_mode):04o}, not 0700)")
-    if problems:
-        raise InputError(f"the export cache {folder} is not private: {'; '.join(problems)} — someone else may have "
-                         "made it; remove it, or set NSYS_CC_CACHE to a directory of your own")
-    return folder
+    return _owned(folder, 0o077, "others may use it (mode {mode}, not 0700)", "is not private",
+                  "someone else may have made it")
 
 
 def _trusted(folder: Path) -> Path:
     """`folder` once checked to be a cache of this user's: a real directory (not a link) owned by you
     (`users.my_uid`) that no one else may write (no group or world write bit). InputError otherwise: another user
     could have planted exports there, which an analysis would read as yours."""
+    return _owned(folder, 0o022, "others may write in it (mode {mode})", "is not yours alone",
+                  "its entries cannot be trusted")
+
+
+def _owned(folder: Path, others: int, others_problem: str, verdict: str, consequence: str) -> Path:
+    """`folder` when it is a real directory of this user's whose mode has none of the bits `others`; else InputError
+    saying every problem (`others_problem` formatted with the mode), `verdict` and `consequence`."""
     try:
         st = os.lstat(folder)
     except OSError as exc:
@@ -108,11 +101,11 @@ def _trusted(folder: Path) -> Path:
     else:
         if st.st_uid != users.my_uid():
             problems.append(f"it belongs to user id {st.st_uid}, not to you ({users.my_uid()})")
-        if st.st_mode & 0o022:
-            problems.append(f"others may write in it (mode {stat.S_IMODE(st.st_mode):04o})")
+        if st.st_mode & others:
+            problems.append(others_problem.format(mode=f"{stat.S_IMODE(st.st_mode):04o}"))
     if problems:
-        raise InputError(f"the export cache {folder} is not yours alone: {'; '.join(problems)} — its entries "
-                         "cannot be trusted; remove it, or set NSYS_CC_CACHE to a directory of your own")
+        raise InputError(f"the export cache {folder} {verdict}: {'; '.join(problems)} — {consequence}; remove it, or "
+                         "set NSYS_CC_CACHE to a directory of your own")
     return folder
 
 

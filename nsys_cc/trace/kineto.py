@@ -49,7 +49,7 @@ import pandas as pd
 
 from .. import progress
 from ..arguments import many
-from ..errors import InputError, TraceClosedError
+from ..errors import InputError
 from . import frames, nvtx
 from .bulk import NULL_INT, PID_MASK, nullable
 from .frames import lists_columns
@@ -75,7 +75,7 @@ from .kineto_events import (
 )
 from .nesting import NO_PARENT, nest
 from .pages import small_pages
-from .source import TraceInfo, handed_out
+from .source import Closable, TraceInfo, handed_out
 
 FORMAT = "kineto"
 
@@ -97,7 +97,7 @@ _COPY_NAME = re.compile(r"Memcpy\s+(\S+)")
 TABLES = frames.TABLES
 
 
-class KinetoTrace:
+class KinetoTrace(Closable):
     """One PyTorch-profiler (Kineto) trace, read whole once and kept in memory (implements `nsys_cc.trace.Trace`;
     module docstring for what is mapped). Open it with `nsys_cc.open_trace(path)`.
 
@@ -281,15 +281,6 @@ class KinetoTrace:
         """Forget the tables (a closed trace answers no more queries: TraceClosedError; `info()` and `path` stay)."""
         self._closed = True
         self._tables.clear()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TraceClosedError(f"{self.path}: the trace is closed (its `with` block ended, or close() was called): "
-                                   "open it again with nsys_cc.open_trace(path), or query it inside the block")
 
     def __repr__(self) -> str:
         return (f"Trace({self.path!r}, PyTorch profiler (Kineto), {sum(self.event_counts.values()):,} events"

@@ -38,13 +38,13 @@ import pandas as pd
 
 from .. import inputs, progress
 from ..arguments import many, one_path
-from ..errors import InputError, TraceClosedError
+from ..errors import InputError
 from . import cuda, frames, nvtx
 from .connection import connect, connect_readonly, too_slow
 from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
-from .source import TraceInfo, handed_out, is_sqlite, quote_identifier
+from .source import Closable, TraceInfo, handed_out, is_sqlite, quote_identifier
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
@@ -65,7 +65,7 @@ def _quote(exc: BaseException) -> str:
     return text if len(text) <= QUOTE_CHARS else text[: QUOTE_CHARS - 1] + "…"
 
 
-class ExportTrace:
+class ExportTrace(Closable):
     """One Nsight Systems export, opened read-only (implements the `nsys_cc.trace.Trace` protocol).
 
     Attributes:
@@ -146,16 +146,6 @@ class ExportTrace:
 
                 self._engine = create_engine("sqlite://", creator=self._connect)
             return self._engine
-
-    @property
-    def closed(self) -> bool:
-        """Whether `close()` was called (the end of a `with open_trace(…)` block calls it)."""
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise TraceClosedError(f"{self.path}: the trace is closed (its `with` block ended, or close() was called): "
-                                   "open it again with nsys_cc.open_trace(path), or query it inside the block")
 
     def _connection(self) -> sqlite3.Connection:
         """This thread's read-only connection to the export (opened on first use, kept until `close`)."""

@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import pandas as pd
 
 from .. import inputs
+from ..errors import TraceClosedError
 from . import frames
 from .frames import lists_columns
 
@@ -133,6 +134,24 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+class Closable:
+    """What a trace reader shares about being closed: `closed`, and `_check_open` before every read (a closed trace
+    answers no more queries: TraceClosedError). The reader sets `_closed` (False when opened, True in `close()`)."""
+
+    path: str
+    _closed: bool
+
+    @property
+    def closed(self) -> bool:
+        """Whether `close()` was called (the end of a `with open_trace(…)` block calls it)."""
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TraceClosedError(f"{self.path}: the trace is closed (its `with` block ended, or close() was called): "
+                                   "open it again with nsys_cc.open_trace(path), or query it inside the block")
 
 
 @runtime_checkable
