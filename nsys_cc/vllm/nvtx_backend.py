@@ -72,5 +72,5 @@ def choose() -> Backend:
     if os.environ.get(ENV_TORCH_RANGES, "") not in ("", "0"):
         from . import torch_backend
 
-        return torch_backend.backend()
+        return Backend(torch_backend.NAME, True, *torch_backend.functions())
     return _nvtx_backend() or _torch_backend() or NONE
