@@ -74,3 +74,4 @@ def test_the_kineto_reader_gives_names_and_payloads(tmp_path):
     with open_trace(path) as trace:  # the name filter sees the split names
         only = trace.nvtx_ranges(names=["model_executable()"], nesting=False)
     assert sorted(only["payload"].tolist()) == [1.0, 128.0]
+
