@@ -9,7 +9,8 @@ No cost when no profiler runs: a push first asks torch whether a profiler is on 
 opens nothing when none is; only then does it pay for the range (torch's `record_function` op, ~13 µs a range on the
 2-core development machine, most of it the op's dispatch, outside the range's own times). Each thread keeps the stack
 of its open ranges, so that a range opened before the profiler started is closed as nothing, and one opened while it
-ran is closed even after it stopped. Measured by `benchmarks/plugin_overhead.py` (docs/PERFORMANCE.md).
+ran is closed even after it stopped (tests/vllm/test_torch_backend.py). The route's whole cost against nsys:
+`benchmarks/torch_vs_nsys.py` (docs/PERFORMANCE.md).
 
 torch is imported when the functions are made (`functions()`), inside a vLLM process that has it already.
 """

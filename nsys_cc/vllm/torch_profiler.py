@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .. import inputs
 from ..contract import ENV_TORCH_SETTINGS, ENV_TORCH_TRACE, TORCH_SETTINGS
 from ..files.folder import Folder
 
@@ -101,7 +102,7 @@ class Recording:
             _disable_profiler().save(str(raw))
         if self.path.name.endswith(".gz"):
             packed = f".{self.path.name}.tmp"
-            with open(raw, "rb") as src, folder.open_new(packed, "wb") as dst, \
+            with inputs.open_file(raw, "torch profiler's trace") as src, folder.open_new(packed, "wb") as dst, \
                     gzip.GzipFile(fileobj=dst, mode="wb", compresslevel=COMPRESS_LEVEL, mtime=0) as gz:
                 shutil.copyfileobj(src, gz, 1 << 20)
             folder.remove(raw)
