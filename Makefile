@@ -7,7 +7,7 @@ STAMPS := .stamps
 # Tests run in parallel workers; vLLM runs are heavy, so two workers on the 2-core CI machine.
 PYTEST_WORKERS ?= 2
 
-.PHONY: setup nsys demo demo-spec lint check test docs fixtures bench bench-cli bench-nvtx bench-kineto bench-loops print-demo-profile fuzz notebook clean
+.PHONY: setup nsys demo demo-spec lint check test docs fixtures bench bench-cli bench-nvtx bench-kineto bench-torch bench-loops print-demo-profile fuzz notebook clean
 
 setup: $(STAMPS)/venv nsys
 
@@ -92,7 +92,7 @@ docs: $(STAMPS)/venv
 fixtures: setup
 	scripts/make_fixtures.sh
 
-bench: setup bench-cli bench-nvtx bench-kineto bench-loops
+bench: setup bench-cli bench-nvtx bench-kineto bench-torch bench-loops
 	$(PY) benchmarks/run.py
 
 # The loops a developer waits on, each beside its goal: `make check` (≤ 60 s) and the demo's profile (≤ 3 min).
@@ -117,6 +117,11 @@ bench-nvtx: setup
 # process, median of 3; the trace is generated once under benchmarks/data/ (~3 min in all on 2 cores).
 bench-kineto: setup
 	$(PY) benchmarks/kineto_read.py --repeat 3
+
+# The torch route against the nsys route on the tiny pair (vLLM's CPU build): decode c and its interval per route, each
+# model's overhead under the torch profiler (default settings and ops,stack); ~5 min on 2 cores.
+bench-torch: setup
+	$(PY) benchmarks/torch_vs_nsys.py --repeat 3
 
 fuzz: setup
 	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py

@@ -103,6 +103,29 @@ ENV_METRICS_OUT = "NSYS_CC_METRICS_OUT"  # where the benchmark driver dumps vLLM
 ENV_VLLM_FIXES = "NSYS_CC_VLLM_FIXES"  # "0": vLLM's CPU build runs without nsys_cc's correction
 ENV_LIVE = "NSYS_CC_LIVE"  # "1": live timing and metrics
 ENV_LIVE_WINDOW = "NSYS_CC_LIVE_WINDOW"  # verify steps in the live estimate's window
+ENV_TORCH_RANGES = "NSYS_CC_TORCH_RANGES"  # "1": the plugin's ranges are torch.profiler ranges instead of NVTX
+ENV_TORCH_TRACE = "NSYS_CC_TORCH_TRACE"  # the benchmark driver runs the torch profiler and writes its trace here
+ENV_TORCH_SETTINGS = "NSYS_CC_TORCH_SETTINGS"  # the driver's torch-profiler settings (`TORCH_SETTINGS`, by commas)
+
+# ---- The torch route (`profile --profiler torch`): the plugin's ranges as torch.profiler ranges ---------------------
+# With `ENV_TORCH_RANGES=1` the plugin opens each of its ranges as a `torch.profiler.record_function` range (a Kineto
+# `user_annotation`) under the same name. Kineto keeps no argument of such a range, so its payload travels in its
+# name: `PAYLOAD_NAME.format(name=…, payload=…)`, e.g. "model_executable()#128". The Kineto reader splits such a name
+# back into the range's name and payload by `PAYLOAD_NAME_RE`, for the plugin's own ranges only (`PAYLOAD_RANGES`, and
+# the engine ranges `ENGINE_RANGE_PREFIX` + label): another program's "layer#3" keeps its name.
+PAYLOAD_NAME = "{name}#{payload}"
+PAYLOAD_NAME_RE = r"^(?P<name>.+)#(?P<payload>-?[0-9]{1,18})$"
+PAYLOAD_RANGES = (FORWARD_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, ITERATION_RANGE, WARMUP_RANGE, ALL_REDUCE_RANGE,
+                  LOGITS_RANGE, SAMPLE_RANGE, DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
+# The driver's profiler settings (`ENV_TORCH_SETTINGS`): nothing by default — the plugin's ranges alone (Kineto's
+# user_annotation scope) plus, with CUDA, the launches and GPU work — the least the profiler costs for what the analysis
+# reads (benchmarks/torch_vs_nsys.py); "ops" also records every aten operator (cpu_op events), "stack" the Python
+# frames (with_stack: python_function events), "shapes" the operators' input shapes (record_shapes).
+TORCH_SETTINGS = ("ops", "stack", "shapes")
+# What records a profile's runs (`profile --profiler`): nsys (NVTX ranges, an export to SQLite) or the torch profiler
+# (the ranges above, a Kineto trace per run or model: `<label>` + TORCH_TRACE_SUFFIX, `run-<k>/trace` + it).
+PROFILERS = ("nsys", "torch")
+TORCH_TRACE_SUFFIX = ".pt.trace.json.gz"
 
 # The module vLLM's latency benchmark runs as under nsys (`python -m …`).
 BENCH_MODULE = "nsys_cc.vllm.bench"

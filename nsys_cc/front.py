@@ -124,8 +124,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileOutcome:
-    """Profile the target and every draft with vLLM under nsys, then analyse and report: what `nsys-cc profile` does.
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
+            profiler: str = "nsys") -> ProfileOutcome:
+    """Profile the target and every draft with vLLM under nsys (or its torch profiler), then analyse and report: what
+    `nsys-cc profile` does.
 
     By default every model is timed in one process per run (their iterations interleaved, `replicas` engines of each),
     `repeat` runs one after another, c pooled over the runs with an interval across them; speculative runs
@@ -158,6 +160,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         max_repeat: the most runs a `precision` may make.
         replicas: engines of each model in a run (default 2).
         separate: one process per model (repeat 1 only).
+        profiler: "nsys" (the default), or "torch": vLLM's torch profiler in the benchmark's process, the plugin's
+            ranges as torch.profiler ranges, no nsys needed (no tensor parallel, no trace/nsys_args; docs/profile.md).
     Returns:
         A `launch.results.ProfileOutcome`: the runs, the notes, and `result` and `report` when the target and a draft
         (or a speculative run) completed.
@@ -168,4 +172,4 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                             trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed, speculate=speculate,
                             speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                             repeat=repeat, precision=precision, max_repeat=max_repeat, replicas=replicas,
-                            separate=separate)
+                            separate=separate, profiler=profiler)

@@ -60,4 +60,23 @@ for label, frame in (("tiny-llama-target", "sample_tokens"), ("tiny-llama-draft-
     if not steps or (frame and not frames):
         sys.exit(f"{label}: the trace lacks vLLM's step annotations or the '{frame}' frames")
 PY
-ls -l "$out"
+
+# 4. The torch route of the project's own launcher: an interleaved profile directory made by
+# `nsys-cc profile --profiler torch` (no nsys), 2 runs of the tiny pair, few iterations: fixtures/torch/profile/, which
+# `nsys-cc analyze fixtures/torch/profile` reads as any profile directory. Logs, the report and the paths written
+# into status.json are where the run was made, so only what the analysis reads is kept (status.json's paths are not
+# read: the files are looked up in the folder itself).
+prof=$work/profile
+PYTHONPATH=${PYTHONPATH:-$PWD} "$py" -c 'import sys; from nsys_cc.cli import main; main(sys.argv[1:])' \
+  profile --profiler torch --target tiny-llama-target \
+  --draft tiny-llama-draft-xs --repeat 2 --replicas 1 --input-len 32 --output-len 4 --num-iters-warmup 1 \
+  --num-iters 3 --device cpu -o "$prof" > "$work/profile.log" 2>&1 || { tail -30 "$work/profile.log"; exit 1; }
+rm -rf "$out/profile"
+mkdir -p "$out/profile"
+cp "$prof/status.json" "$out/profile/"
+for run in "$prof"/run-*/; do
+  k=$(basename "$run")
+  mkdir -p "$out/profile/$k"
+  cp "$run"/trace.pt.trace.json.gz "$run"/done.json "$run"/interleaved.json "$run"/*.bench.json "$out/profile/$k/"
+done
+ls -l "$out" "$out/profile"/*

@@ -19,6 +19,15 @@ metrics_option = click.option(
 )
 
 
+def profiler_option(verb: str = "profile"):
+    """`--profiler {nsys,torch}`: what records the runs (`workflows.profile`)."""
+    return click.option(
+        "--profiler", type=click.Choice(["nsys", "torch"]), default="nsys", show_default=True,
+        help=f"What records the {verb}'s runs: nsys (NVTX ranges, exported to SQLite) or torch (vLLM's torch profiler "
+             "in the benchmark's process, the plugin's ranges as torch.profiler ranges: no nsys needed, no tensor "
+             "parallel; docs/profile.md).")
+
+
 def format_option(choices: tuple[str, ...] = FORMATS, help: str | None = None):
     """`--format`, its choices from `nsys_cc.report.FORMATS` (or the subset a verb renders)."""
     return click.option("--format", "fmt", type=click.Choice(list(choices)), default=choices[0], show_default=True,

@@ -16,7 +16,7 @@ import click
 
 from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import OUTPUT_DIR, SECONDS, acceptance_option, format_option
+from .options import OUTPUT_DIR, SECONDS, acceptance_option, format_option, profiler_option
 
 SPEC_OUTPUT_LEN = 32
 
@@ -69,6 +69,7 @@ SPEC_OUTPUT_LEN = 32
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one).")
+@profiler_option()
 @click.option("--nsys-trace", default=None, metavar="LIST",
               help="nsys -t value instead of the platform default (e.g. nvtx for the smallest traces).")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
@@ -82,9 +83,10 @@ SPEC_OUTPUT_LEN = 32
 @format_option(help="Format of the table printed at the end.")
 def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
                     iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config,
-                    enforce_eager, vllm_args, device, nsys_trace, nsys_args, timeout, force, dry_run, acceptance, seed,
-                    fmt):
-    """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys, then report the cost coefficient c."""
+                    enforce_eager, vllm_args, device, profiler, nsys_trace, nsys_args, timeout, force, dry_run,
+                    acceptance, seed, fmt):
+    """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys (or vLLM's torch profiler: --profiler
+    torch), then report the cost coefficient c."""
     from .. import front
     from ..analysis.profile_dir.acceptance import parse_alphas
     from ..errors import ProfileError
@@ -95,7 +97,7 @@ def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, out
     gammas = parse_gammas(speculate) if speculate is not None else ()
     spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
             "draft_tp": draft_tp, "repeat": repeat, "precision": precision, "max_repeat": max_repeat,
-            "separate": separate, "replicas": replicas}
+            "separate": separate, "replicas": replicas, "profiler": profiler}
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=warmup_iters, iters=iters,
                            enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))

@@ -14,7 +14,7 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import OUTPUT_DIR, SECONDS, format_option
+from .options import OUTPUT_DIR, SECONDS, format_option, profiler_option
 
 
 @click.command()
@@ -41,6 +41,7 @@ from .options import OUTPUT_DIR, SECONDS, format_option
 @click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
+@profiler_option("sweep")
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value instead of the platform default.")
 @click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", help="Extra `nsys profile` option (repeatable).")
 @click.option("--repeat", type=int, default=None, metavar="R",
@@ -67,7 +68,7 @@ from .options import OUTPUT_DIR, SECONDS, format_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, enforce_eager, vllm_args, device, nsys_trace, nsys_args, repeat, precision, max_repeat,
+          iters, enforce_eager, vllm_args, device, profiler, nsys_trace, nsys_args, repeat, precision, max_repeat,
           replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
@@ -81,7 +82,7 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
                      device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
                      force=force, separate=separate, repeat=repeat, replicas=replicas, precision=precision,
-                     max_repeat=max_repeat)
+                     max_repeat=max_repeat, profiler=profiler)
     check_cells(spec, grid)
     if dry_run:
         for c in grid:

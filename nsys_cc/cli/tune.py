@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import click
 
-from .options import OUTPUT_DIR, WholeNumber
+from .options import OUTPUT_DIR, WholeNumber, profiler_option
 
 
 @click.command("tune")
@@ -37,6 +37,7 @@ from .options import OUTPUT_DIR, WholeNumber
               help="Interleaved runs per round (every cell in every run).")
 @click.option("--replicas", type=int, default=1, show_default=True, help="Engines of each model per run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
+@profiler_option("tune")
 @click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value (e.g. nvtx for the smallest traces).")
 @click.option("--force", is_flag=True, help="Profile again cells that an earlier run completed.")
 @click.option("--no-plot", is_flag=True, help="Do not draw tune.png.")
@@ -57,8 +58,8 @@ from .options import OUTPUT_DIR, WholeNumber
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
-         output_len, warmup_iters, iters, repeat, replicas, device, nsys_trace, force, no_plot, no_confirm, workload,
-         run_schedule, seed, fmt):
+         output_len, warmup_iters, iters, repeat, replicas, device, profiler, nsys_trace, force, no_plot, no_confirm,
+         workload, run_schedule, seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design and the --check cells, all in the same
@@ -77,7 +78,7 @@ def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
                  device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
-                 workload=workload, run_schedule=run_schedule)
+                 workload=workload, run_schedule=run_schedule, profiler=profiler)
     if fmt == "json":
         click.echo(render_json(report.to_dict()))
     else:

@@ -3,11 +3,12 @@
 Two layouts:
 
 - interleaved runs (the default `profile`): an object `{"runs": [{"run": k, "dir", "status", "reason", "seconds",
-  "machine", "engines", "notes"}, …], "stopped_by": …, "models": [{"role", "model", "label", "status", "reason",
-  "draft"?, "gamma"?, "batch_size"?}, …]}`;
+  "machine", "engines", "notes", "profiler", "trace"}, …], "profiler": "nsys" | "torch", "stopped_by": …,
+  "models": [{"role", "model", "label", "status", "reason", "draft"?, "gamma"?, "batch_size"?}, …]}`;
 - one process per model (`profile --separate-processes`, tensor-parallel models, a speculative config alone): a list,
-  one entry per model `{"role", "model", "label", "status", "reason", "seconds", "range", "log", "sqlite",
-  "bench_json", "nsys_rep", "draft"?, "gamma"?, "metrics"?}`.
+  one entry per model `{"role", "model", "label", "status", "reason", "seconds", "range", "log", "bench_json",
+  "profiler", "trace", "sqlite"?, "nsys_rep"?, "draft"?, "gamma"?, "metrics"?}` (`trace`: the trace the analysis reads,
+  the SQLite export or the torch route's `<label>.pt.trace.json.gz`; `sqlite` and `nsys_rep` under nsys only).
 
 The writer (`launch`) replaces only a file of either shape (`is_ours`): a user's own `status.json` in `-o` is refused,
 never written over. The reader (`analysis.profile_dir.outputs`) reads the entries.

@@ -94,14 +94,14 @@ def _gpu_problem(trace, ranges: pd.DataFrame, range_name: str, trace_option: str
 
     traced = (trace_option or "").split(",")
     forwards = 0
-    calls = trace.count("cuda_api")
+    calls = trace.count("cuda_api")  # (the torch route's trace: its cuda_runtime/cuda_driver events)
     gpu_activity = bool(trace.has_cuda)
     if calls and gpu_activity:
         matched = ranges[matches(ranges, (range_name,))]
         forwards = len(matched)
         if (project(trace, matched)["gpu_ops"].fillna(0) > 0).any():
             return None
-    if "cuda" not in traced:
+    if trace_option is not None and "cuda" not in traced:
         return (f"no GPU work was recorded: the nsys trace option -t {trace_option} leaves out cuda (CUDA tracing); "
                 "profile with the default, or add cuda to it")
     if not calls:

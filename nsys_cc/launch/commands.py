@@ -1,4 +1,9 @@
-"""The exact command lines `nsys-cc profile` runs for one model: `nsys profile … bench`, then `nsys export`.
+"""The exact command lines `nsys-cc profile` runs for one model: `nsys profile … bench`, then `nsys export`; on the
+torch route (`profiler="torch"`, `profile --profiler torch`) the benchmark alone under plain Python, with
+`NSYS_CC_TORCH_RANGES=1` (the plugin's ranges as torch.profiler ranges) and
+`NSYS_CC_TORCH_TRACE=<label>.pt.trace.json.gz` (the driver runs the torch profiler and writes its trace there:
+`nsys_cc.vllm.torch_profiler`), and no export. vLLM's engine then runs in the driver's process
+(`VLLM_ENABLE_V1_MULTIPROCESSING=0` on the GPU too), where the profiler is.
 
 Nothing here runs anything, so `--dry-run` prints what a real run would execute, byte for byte.
 
@@ -39,7 +44,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..contract import BENCH_MODULE, ENV_METRICS_OUT, ENV_PLUGIN, ENV_WARMUP_ITERS
+from ..contract import (
+    BENCH_MODULE,
+    ENV_METRICS_OUT,
+    ENV_PLUGIN,
+    ENV_TORCH_RANGES,
+    ENV_TORCH_TRACE,
+    ENV_WARMUP_ITERS,
+    PROFILERS,
+    TORCH_TRACE_SUFFIX,
+)
 
 GPU_TRACE = "cuda,nvtx,osrt,cublas,cudnn"
 CPU_TRACE = "nvtx,osrt"
@@ -55,6 +69,8 @@ CPU_MEMORY_UTILIZATION = "0.3"
 # worker was killed at 5 s, and on a loaded machine (load 8 on 2 cores) both ranks' traces lost their last iteration's
 # forwards. Only the slow exits wait longer: a worker that is done exits at once.
 SHUTDOWN_ENV = {"VLLM_WORKER_SHUTDOWN_TIMEOUT_SECONDS": "120"}
+# The torch route: the torch profiler runs in the driver's process, so vLLM's engine must run there too.
+TORCH_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 @dataclass(frozen=True)
@@ -78,10 +94,12 @@ class BenchOptions:
 
 @dataclass(frozen=True)
 class ModelFiles:
-    """Everything kept for one model in the output directory, named after its label."""
+    """Everything kept for one model in the output directory, named after its label; `profiler` ("nsys" or "torch")
+    decides which trace the run leaves (`trace`)."""
 
     out_dir: Path
     label: str
+    profiler: str = "nsys"
 
     def _path(self, suffix: str) -> Path:
         return self.out_dir / f"{self.label}{suffix}"
@@ -97,6 +115,16 @@ class ModelFiles:
     @property
     def sqlite(self) -> Path:
         return self._path(".sqlite")
+
+    @property
+    def trace(self) -> Path:
+        """The trace the checks and the analysis read: the SQLite export (nsys) or the torch profiler's Kineto trace."""
+        return self.sqlite if self.profiler == "nsys" else self._path(TORCH_TRACE_SUFFIX)
+
+    @property
+    def recorded(self) -> Path:
+        """What the profiler itself writes: the .nsys-rep report (exported to `sqlite` next), or the torch trace."""
+        return self.report if self.profiler == "nsys" else self.trace
 
     @property
     def bench_json(self) -> Path:
@@ -134,9 +162,9 @@ class ModelCommands:
         return self.profile[self.profile.index("-t") + 1] if "-t" in self.profile else None
 
     def shell(self) -> str:
-        """The commands as a shell would run them (for `--dry-run` and the log)."""
+        """The commands as a shell would run them (for `--dry-run` and the log); the torch route has no export."""
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
-        return f"{env} {shlex.join(self.profile)}\n{shlex.join(self.export)}"
+        return f"{env} {shlex.join(self.profile)}" + (f"\n{shlex.join(self.export)}" if self.export else "")
 
 
 def nsys_profile_args(nsys: str, out_base: Path, *, gpu: bool, trace: str | None = None,
@@ -191,6 +219,23 @@ def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.
     return env
 
 
+def check_profiler(profiler: str) -> str:
+    """`profiler` when it is one of `contract.PROFILERS`, else InputError naming the parameter."""
+    if profiler not in PROFILERS:
+        from ..errors import InputError
+
+        raise InputError(f"profiler must be {' or '.join(PROFILERS)}, not {profiler!r}", param="profiler")
+    return profiler
+
+
+def torch_env(trace: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The torch route's additions to a run's environment: the plugin's ranges as torch.profiler ranges, the trace's
+    path for the driver's profiler, and vLLM's engine in the driver's process (the user's environment wins)."""
+    env = {ENV_TORCH_RANGES: "1", ENV_TORCH_TRACE: str(trace)}
+    env.update({k: v for k, v in TORCH_ENV.items() if k not in environ})
+    return env
+
+
 def export_args(nsys: str, report: Path, sqlite: Path) -> list[str]:
     """`nsys export` of one report into SQLite at `sqlite` (overwriting)."""
     return [nsys, "export", "--type", "sqlite", "-f", "true", "-o", str(sqlite), str(report)]
@@ -202,13 +247,14 @@ def model_commands(nsys: str, model: str, files: ModelFiles, opts: BenchOptions,
                    load_format: str = "dummy", tp: int = 1) -> ModelCommands:
     """Both command lines and the environment for profiling `model` into `files` (speculatively when
     `speculative_config`, vLLM's JSON, is given: then vLLM's metrics are dumped to `files.metrics`), on `tp`
-    tensor-parallel ranks."""
-    profile = [
-        *nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra, tp=tp),
-        *bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config,
-                    load_format=load_format, tp=tp),
-    ]
+    tensor-parallel ranks; on the torch route (`files.profiler` "torch") the benchmark alone, no export."""
+    bench = bench_args(model, files.bench_json, opts, gpu=gpu, speculative_config=speculative_config,
+                       load_format=load_format, tp=tp)
     env = bench_env(opts, gpu=gpu, environ=environ, tp=tp)
     if speculative_config is not None:
         env[ENV_METRICS_OUT] = str(files.metrics)
+    if files.profiler == "torch":
+        env.update(torch_env(files.trace, environ))
+        return ModelCommands(env, bench, [], files, gpu=gpu)
+    profile = [*nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra, tp=tp), *bench]
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files, gpu=gpu)

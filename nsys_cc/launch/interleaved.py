@@ -23,10 +23,13 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
 - speculative engines are measured in place against the plain target of the same runs, pooled over the runs
   (`analysis.speculative.pooled`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
 
-Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite, interleaved.json (the driver's latencies), `<label>.bench.json`
-per model, log and done.json (written last, with the commands: a rerun keeps a run whose commands match, `force`
-redoes it). A run is made in `run-<k>.attempt/` and renamed over `run-<k>/` only when it completed, so a failing
-rerun never destroys a completed run. `status.json` lists every run.
+On the torch route (`profiler` "torch", `profile --profiler torch`) a run is the driver under plain Python, its torch
+profiler writing `run-<k>/trace.pt.trace.json.gz` (no nsys, no export; `commands`); everything else is the same.
+
+Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite (or trace.pt.trace.json.gz), interleaved.json (the driver's
+latencies), `<label>.bench.json` per model, log and done.json (written last, with the commands: a rerun keeps a run
+whose commands match, `force` redoes it). A run is made in `run-<k>.attempt/` and renamed over `run-<k>/` only when it
+completed, so a failing rerun never destroys a completed run. `status.json` lists every run.
 """
 
 from __future__ import annotations
@@ -110,9 +113,9 @@ class InterleavedOutcome:
         return "failed", "; ".join(f"run {i}: {why}" for i, why in missing)
 
 
-def write_status(out: Path, outcome: InterleavedOutcome) -> Path:
-    """`status.json`: every interleaved run's state, and each model's."""
-    doc = {"runs": [r.to_dict() for r in outcome.runs], "stopped_by": outcome.stopped_by,
+def write_status(out: Path, outcome: InterleavedOutcome, profiler: str = "nsys") -> Path:
+    """`status.json`: every interleaved run's state, and each model's, and which profiler recorded the runs."""
+    doc = {"runs": [r.to_dict() for r in outcome.runs], "profiler": profiler, "stopped_by": outcome.stopped_by,
            "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
                        "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
                        **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {}),
@@ -124,7 +127,8 @@ def write_status(out: Path, outcome: InterleavedOutcome) -> Path:
 def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
             precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
             nsys_args: Sequence[str], replicas: int = 1,
-            measure: Callable[[Path, list[str]], dict[str, float]] | None = None) -> InterleavedOutcome:
+            measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
+            profiler: str = "nsys") -> InterleavedOutcome:
     """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
     (the front door's `analysis.coefficient.of_profile.decode_precision_of`) gives each draft's decode c precision after
     a run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its
@@ -138,7 +142,7 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
         for k in range(1, max_repeat + 1):
             run = Run(k, interleaved_run.run_dir(out, k), run_commands(nsys, out, k, active, options, gpu=gpu,
                                                                        trace=trace, nsys_extra=nsys_args,
-                                                                       replicas=replicas))
+                                                                       replicas=replicas, profiler=profiler))
             outcome.runs.append(run)
             if not force and interleaved_run.is_complete(run):
                 run.status = "resumed"
@@ -147,13 +151,14 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                                      repeat=repeat, max_repeat=max_repeat if precision is not None else None,
                                      precision=precision,
                                      worst=max(outcome.precision.values(), default=None) if outcome.precision else None)
+                under = "nsys" if profiler == "nsys" else "the torch profiler"
                 progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
-                             f"under nsys ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
+                             f"under {under} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                                       where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas)
+                                       where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas, profiler=profiler)
                 interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
             interleaved_run.say_run(run, total)
-            write_status(out, outcome)
+            write_status(out, outcome, profiler)
             failures_in_a_row = 0 if run.ok else failures_in_a_row + 1
             if failures_in_a_row >= 2:
                 outcome.stopped_by = "failures"
@@ -185,10 +190,10 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
         for r in outcome.runs:
             if r.status == "planned":
                 r.status = "not run"
-        write_status(out, outcome)
+        write_status(out, outcome, profiler)
         exc.outcome = outcome  # type: ignore[attr-defined]
         raise
-    write_status(out, outcome)
+    write_status(out, outcome, profiler)
     return outcome
 
 
@@ -305,16 +310,16 @@ def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         nsys: str,
             gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
             max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
-            speculative_config: str | None = None) -> str:
+            speculative_config: str | None = None, profiler: str = "nsys") -> str:
     """The commands of the first interleaved run, and how many runs would be made."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     out = Path(out_dir).resolve()
     cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                        replicas=replicas)
+                        replicas=replicas, profiler=profiler)
     runs = f"{repeat}" if precision is None else f"{repeat} to {max_repeat} (until ±{precision:.1%})"
     return (f"# interleaved run 1 of {runs}: {' + '.join(e.label for e in engines)} in one process "
-            f"({'GPU' if gpu else 'CPU'}); run k writes {out}/{RUN_PREFIX}k/\n{cmds.shell()}\n")
+            f"({'GPU' if gpu else 'CPU'}, {profiler}); run k writes {out}/{RUN_PREFIX}k/\n{cmds.shell()}\n")
 
 
 def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
@@ -323,7 +328,8 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
                         max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
                         speculative_config: str | None = None,
                         measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                        finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
+                        finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None,
+                        profiler: str = "nsys"):
     """`profile` with interleaved runs (module docstring); returns a `results.ProfileOutcome`, handed to `finish` (the
     front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
     loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
@@ -333,20 +339,21 @@ def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     return profile_engines(engines, out_dir, options, gpu=gpu, timeout=timeout, force=force, trace=trace,
                            nsys_args=nsys_args, repeat=repeat, precision=precision, max_repeat=max_repeat,
-                           replicas=replicas, measure=measure, finish=finish)
+                           replicas=replicas, measure=measure, finish=finish, profiler=profiler)
 
 
 def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: BenchOptions, *, gpu: bool,
                     timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str], repeat: int,
                     precision: float | None = None, max_repeat: int | None = None, replicas: int = 1,
                     measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                    finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None):
+                    finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None,
+                    profiler: str = "nsys"):
     """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
-    `out_dir`, as `profile_interleaved` describes."""
+    `out_dir`, as `profile_interleaved` describes; `profiler` "torch": the torch route, no nsys needed."""
     from ..trace.nsys import require_nsys
 
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    nsys = require_nsys()
+    nsys = require_nsys() if profiler == "nsys" else ""
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = check_out_dir(out_dir, "the profile run").resolve()
@@ -355,7 +362,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
         try:
             outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
                               max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                              replicas=replicas, measure=measure)
+                              replicas=replicas, measure=measure, profiler=profiler)
         except KeyboardInterrupt as exc:
             partial = getattr(exc, "outcome", None)
             if partial is not None and partial.completed:

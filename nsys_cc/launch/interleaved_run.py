@@ -1,5 +1,6 @@
 """One interleaved run: one process under `nsys profile` (`nsys_cc.vllm.interleave`) holding engines of every model,
-their iterations alternating, in its folder `run-<k>/` (`launch.interleaved` makes the runs one after another).
+their iterations alternating, in its folder `run-<k>/` (`launch.interleaved` makes the runs one after another); on the
+torch route the driver under plain Python, running the torch profiler itself (`trace.pt.trace.json.gz`, no export).
 
 - `Engine`: one model instance of the run (target, draft or speculative engine) with vLLM's options for it;
 - `Run`: the run — its commands (`run_commands`), what happened, the machine around it;
@@ -32,7 +33,16 @@ from ..files.folder import Folder
 from ..files.signals import signals_deferred
 from ..formats import done_json, interleaved_json
 from . import process
-from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env, export_args, nsys_profile_args
+from .commands import (
+    BenchOptions,
+    ModelCommands,
+    ModelFiles,
+    bench_args,
+    bench_env,
+    export_args,
+    nsys_profile_args,
+    torch_env,
+)
 from .machine import machine_state
 from .models import Model
 
@@ -88,8 +98,13 @@ class Run:
         return self.status in ("done", "resumed")
 
     @property
-    def sqlite(self) -> Path:
-        return self.dir / "trace.sqlite"
+    def trace(self) -> Path:
+        """The run's trace: `trace.sqlite` (nsys) or `trace.pt.trace.json.gz` (the torch route)."""
+        return self.dir / self.commands.files.trace.name
+
+    @property
+    def profiler(self) -> str:
+        return self.commands.files.profiler
 
     @property
     def log(self) -> Path:
@@ -105,7 +120,7 @@ class Run:
     def to_dict(self) -> dict:
         return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
                 "seconds": round(self.seconds, 1), "machine": self.machine, "engines": self.engines,
-                "notes": self.notes}
+                "notes": self.notes, "profiler": self.profiler, "trace": str(self.trace)}
 
 
 def run_dir(out: Path, index: int) -> Path:
@@ -129,17 +144,19 @@ def engine_options(model: Model, opts: BenchOptions, *, gpu: bool, engines: int)
 
 def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
                  trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
-                 where: Path | None = None, replicas: int = 1) -> ModelCommands:
+                 where: Path | None = None, replicas: int = 1, profiler: str = "nsys") -> ModelCommands:
     """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
     every model, in the order target, drafts, target, drafts, …; engines of a tune design
-    (`interleaved.design_engines`) share one vLLM engine across batch sizes (the driver's `--share-batch-sizes`)."""
+    (`interleaved.design_engines`) share one vLLM engine across batch sizes (the driver's `--share-batch-sizes`).
+    `profiler` "torch": the driver alone, its torch profiler writing `trace.pt.trace.json.gz`, no export."""
     import sys
 
     from ..vllm.interleave import SHARE_FLAG
 
     d = where or run_dir(out, index)
-    files = ModelFiles(d, "trace")
-    profile = nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
+    files = ModelFiles(d, "trace", profiler)
+    torch = profiler == "torch"
+    profile = [] if torch else nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
     profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
                 str(d / interleaved_json.NAME)]
     if any(e.batch_size is not None for e in engines):
@@ -153,15 +170,18 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
         env[ENV_METRICS_OUT] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
     if not gpu and KV_SPACE_ENV not in os.environ:
         env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
+    if torch:
+        env.update(torch_env(files.trace))
+        return ModelCommands(env, profile, [], files)
     return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
 
 
-def engine_forwards(sqlite: Path, labels: Sequence[str]) -> dict[str, int]:
-    """Forward ranges inside each engine's windows of an interleaved trace."""
+def engine_forwards(path: Path, labels: Sequence[str]) -> dict[str, int]:
+    """Forward ranges inside each engine's windows of an interleaved trace (an nsys export or a torch trace)."""
     from ..analysis.forwards.engines import in_engine
     from ..trace import open_trace
 
-    with open_trace(str(sqlite)) as trace:
+    with open_trace(str(path)) as trace:
         ranges = trace.nvtx_ranges(names=[FORWARD_RANGE], prefixes=[ENGINE_RANGE_PREFIX], nesting=False)
     out = {}
     for label in labels:
@@ -198,7 +218,7 @@ def is_complete(run: Run) -> bool:
     marker = done_json.load_run(run.dir)
     if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
         return False
-    if marker.get("commands") != run.commands.shell() or not run.sqlite.is_file():
+    if marker.get("commands") != run.commands.shell() or not run.trace.is_file():
         return False
     if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
         return False
@@ -237,7 +257,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
     try:
         driver = tmp / interleaved_json.NAME
         problem = process.profile_and_export(attempt, log_path, shown=run.commands.shell(),
-                                             outputs=(attempt.files.report, driver), who=f"run {run.index}",
+                                             outputs=(attempt.files.recorded, driver), who=f"run {run.index}",
                                              timeout=timeout)
         if problem:
             run.status, run.reason = "failed", problem
@@ -249,7 +269,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
             built.setdefault(entry["label"], []).append(not entry.get("error"))
             if entry.get("error"):
                 errors.setdefault(entry["label"], entry["error"])
-        counts = engine_forwards(attempt.files.sqlite, [e.label for e in engines])
+        counts = engine_forwards(attempt.files.trace, [e.label for e in engines])
         for label, ok in built.items():
             if counts.get(label, 0) and not all(ok):
                 run.notes.append(f"run {run.index}: {ok.count(False)} of {len(ok)} engines of {label} could not be "
@@ -259,15 +279,15 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                 run.engines[e.label] = f"its engine could not be built: {errors[e.label]}"
             elif counts.get(e.label, 0) == 0:
                 run.engines[e.label] = (f"no {FORWARD_RANGE} ranges inside its engine's windows (plugin not loaded "
-                                        "or nvtx not recorded: see the log)")
+                                        f"or its ranges not recorded by {run.profiler}: see the log)")
             else:
                 run.engines[e.label] = "done"
         run.machine = {"before": before, "after": machine_state(gpu)}
         if run.engines.get(engines[0].label) != "done":
             run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
             return
-        marker = {"commands": run.commands.shell(), "machine": run.machine, "engines": run.engines,
-                  "forward_ranges": counts, "notes": run.notes,
+        marker = {"commands": run.commands.shell(), "profiler": run.profiler, "machine": run.machine,
+                  "engines": run.engines, "forward_ranges": counts, "notes": run.notes,
                   "speculative": [e.label for e in engines if e.speculative
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
         done_json.write_run(tmp, marker)

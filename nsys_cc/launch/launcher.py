@@ -49,8 +49,8 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
                        timeout: float | None = DEFAULT_TIMEOUT_S, force: bool = False,
                        trace: str | None = None, nsys_args: Sequence[str] = (), seed: int = 0,
                        speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-                       draft_tp: int = 1,
-                       finish: Callable[[ProfileOutcome], ProfileOutcome] | None = None) -> ProfileOutcome:
+                       draft_tp: int = 1, finish: Callable[[ProfileOutcome], ProfileOutcome] | None = None,
+                       profiler: str = "nsys") -> ProfileOutcome:
     """Profile the target and every draft, one process per model, then hand the directory to `finish` (the
     workflow's analysis and report, `workflows.profile.finish`; none: the runs only; see the module docstring).
     The profile workflow (`nsys_cc.profile`, `nsys-cc profile`) times every model in one process per run, over
@@ -69,6 +69,7 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
         target_tp, draft_tp: tensor-parallel ranks of the target and of each draft (one process each when 1).
         finish: called with the `ProfileOutcome` (`results.conclude`) at the end, Ctrl-C included, when it is
             `analysable`; it analyses the directory and writes the report (`workflows.profile.finish`).
+        profiler: "nsys", or "torch": vLLM's torch profiler instead, no nsys needed (`commands`).
     Returns:
         A `ProfileOutcome`; `result`/`report` stay None when the target or every draft failed, or without `finish`.
     """
@@ -77,19 +78,20 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
     check_seed(seed)  # before minutes of profiling, not after
     check_out_dir(out_dir, "the profile run")
     gpu = uses_gpu(device)
-    nsys = require_nsys()
+    nsys = require_nsys() if profiler == "nsys" else ""
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
-                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
+                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
+                profiler=profiler)
     for warning in preflight(nsys):
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
     with Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
         Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
-        return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish)
+        return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish, profiler=profiler)
 
 
-def _profile_models(runs, out, *, force: bool, gpu: bool, timeout: float | None, finish):
+def _profile_models(runs, out, *, force: bool, gpu: bool, timeout: float | None, finish, profiler: str = "nsys"):
     try:
         for i, run in enumerate(runs, 1):
             where = f"[{i}/{len(runs)}] {describe(run)}"
@@ -97,7 +99,8 @@ def _profile_models(runs, out, *, force: bool, gpu: bool, timeout: float | None,
                 run.status = "resumed"
                 progress.say(f"{where}: already complete in {out} (force=True profiles it again)")
                 continue
-            progress.say(f"{where}: profiling under nsys ({'GPU' if gpu else 'CPU'}) …")
+            under = "nsys" if profiler == "nsys" else "the torch profiler"
+            progress.say(f"{where}: profiling under {under} ({'GPU' if gpu else 'CPU'}) …")
             run_model(run, timeout=timeout)
             if run.status == "resumed":  # a rerun that failed, the earlier trace set kept
                 progress.say(f"{where}: {run.reason}")

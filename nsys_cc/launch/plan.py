@@ -67,7 +67,9 @@ class ModelLaunch:
         f = self.files
         out = {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
                "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
-               "sqlite": str(f.sqlite), "bench_json": str(f.bench_json), "nsys_rep": str(f.report)}
+               "bench_json": str(f.bench_json), "profiler": f.profiler, "trace": str(f.trace)}
+        if f.profiler == "nsys":
+            out.update(sqlite=str(f.sqlite), nsys_rep=str(f.report))
         if self.speculative:
             out.update(draft=self.draft, gamma=self.gamma, metrics=str(f.metrics))
         return out
@@ -260,11 +262,12 @@ def check_options(options: BenchOptions) -> None:
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
          nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
          speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-         draft_tp: int = 1) -> list[ModelLaunch]:
+         draft_tp: int = 1, profiler: str = "nsys") -> list[ModelLaunch]:
     """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
     resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring).
     `target_tp` / `draft_tp`: tensor-parallel ranks of the plain target / draft runs (1: one process); a model on
-    N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process."""
+    N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process. `profiler`: "nsys", or "torch" (the
+    torch route: `commands.model_commands`)."""
     config = parse_speculative_config(speculative_config)
     gammas = parse_gammas(speculate) if speculate else []
     check_speculate_ranks(bool(gammas) or config is not None, target_tp)
@@ -278,7 +281,7 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
     models = resolve_all([target, *drafts])
 
     def make(m: Model, spec: str | None = None, tp: int = 1) -> ModelCommands:
-        return model_commands(nsys, m.path, ModelFiles(out, m.label), options, gpu=gpu, trace=trace,
+        return model_commands(nsys, m.path, ModelFiles(out, m.label, profiler), options, gpu=gpu, trace=trace,
                               nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format, tp=tp)
 
     def on_ranks(m: Model, tp: int) -> Model:
@@ -316,11 +319,12 @@ def describe(run: ModelLaunch) -> str:
 def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
             *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1) -> str:
+            draft_tp: int = 1, profiler: str = "nsys") -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
-    nsys = find_nsys() or "nsys"
+    nsys = (find_nsys() or "nsys") if profiler == "nsys" else ""
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
-                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp)
+                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
+                profiler=profiler)
     blocks = [f"# {describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
     return "\n\n".join(blocks) + "\n"

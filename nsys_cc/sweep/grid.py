@@ -99,6 +99,7 @@ class SweepSpec:
     replicas: int | None = None
     precision: float | None = None
     max_repeat: int | None = None
+    profiler: str = "nsys"  # what records each cell's runs (`profile --profiler`): "nsys" or "torch"
     # Which sweep invocation this is (set by `run.sweep`): `force` redoes a cell only on that invocation's first
     # attempt, so a cell retried after a lost worker keeps the models the lost attempt completed.
     run_id: str = ""
@@ -148,6 +149,8 @@ class CellSpec:
             kwargs["speculate"] = list(s.speculate)
         if self.cell.target_tp is not None:
             kwargs["target_tp"] = self.cell.target_tp
+        if s.profiler != "nsys":  # (an nsys cell keeps the fingerprint cells had before the option)
+            kwargs["profiler"] = s.profiler
         kwargs.update({k: getattr(s, k) for k in RUN_KEYS if getattr(s, k) is not None and getattr(s, k) is not False})
         return kwargs
 
@@ -158,7 +161,7 @@ class CellSpec:
 
         kwargs = self.profile_kwargs()
         return choose(self.sweep.drafts, speculate=kwargs.get("speculate", ()), target_tp=kwargs.get("target_tp", 1),
-                      **{k: kwargs[k] for k in RUN_KEYS if k in kwargs})
+                      profiler=self.sweep.profiler, **{k: kwargs[k] for k in RUN_KEYS if k in kwargs})
 
     def dry_run(self) -> str:
         """The exact commands the cell's `profile` would run (`workflows.profile.dry_run`: interleaved runs, or one

@@ -64,7 +64,9 @@ def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     (`plan.check_speculate_ranks`), and runs' arguments a cell cannot take (`workflows.profile.choose`: `repeat`,
     `precision`, `max_repeat`, `replicas` out of range, or given to a cell in separate processes)."""
     from ..launch.plan import check_speculate_ranks
+    from ..workflows.profile import check_profiler
 
+    check_profiler(spec.profiler, trace=spec.trace, nsys_args=spec.nsys_args)
     for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
         check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
     for c in cells:

@@ -75,6 +75,7 @@ from .kineto_events import (
 )
 from .nesting import NO_PARENT, nest
 from .pages import small_pages
+from .payload_names import split_payloads
 from .source import Closable, TraceInfo, handed_out
 
 FORMAT = "kineto"
@@ -152,6 +153,7 @@ class KinetoTrace(Closable):
         self._metadata_events(events, [i for i in no_cat if events[i].get("ph") == "M"])
 
         ranges = spans_of(events, kept[RANGE])
+        ranges._names, ranges.payload = split_payloads(ranges._names or [])  # the torch route's payloads
         frames_ = spans_of(events, kept[FRAME])
         runtime = spans_of(events, kept[API_RUNTIME])
         driver = spans_of(events, kept[API_DRIVER])
@@ -378,7 +380,7 @@ class KinetoTrace(Closable):
             "ended_on_other_thread": np.zeros(n, dtype=bool),
             "level": level[rows].astype(np.int64) if nesting else nullable(missing),
             "parent_id": nullable(parent_id[rows] if nesting else missing),
-            "payload": np.full(n, np.nan),
+            "payload": np.full(n, np.nan) if spans.payload is None else spans.payload[rows],
             "category": nullable(missing),
             "open_at_end": np.zeros(n, dtype=bool),
         }, copy=False)

@@ -329,6 +329,7 @@ class Spans:
         self._names: list[str] | None = names
         self._name: pd.Categorical | None = None
         self.gtid = np.empty(0, dtype=np.int64)
+        self.payload: np.ndarray | None = None  # the plugin's payloads in the names (`payload_names`), if any
 
     @property
     def name(self) -> pd.Categorical:

@@ -37,6 +37,11 @@ with the k-th at every other, so replicas stay apart) and each group is one labe
 with its own latencies, engine windows and counters. One engine then serves every batch size of the design, so every
 cell is measured on the same weights in the same process (`nsys_cc.workflows.tune`).
 
+On the torch route (`profile --profiler torch`: `NSYS_CC_TORCH_TRACE=PATH`, no nsys) the driver runs the PyTorch
+profiler around the rounds (`torch_profiler`: from the first round's first generate call to the last round's last),
+writes its trace to PATH before its records, and the ranges above are torch.profiler ranges, their payloads in their
+names (`torch_backend`).
+
 An engine that cannot be built is recorded with its error and left out; the others still run. vLLM's import stays
 under `__main__` (vLLM may start processes that re-import the main module).
 
@@ -193,10 +198,11 @@ def as_metric_records(totals: dict) -> list[dict]:
 def main(argv: list[str]) -> None:
     import argparse
 
-    from . import fixes as vllm_fixes, plugin as vllm_plugin
+    from . import fixes as vllm_fixes, plugin as vllm_plugin, torch_profiler
     from .nvtx_backend import choose
 
     vllm_plugin.register()
+    recording = torch_profiler.from_environment()  # the torch route: the profiler around the iterations
     vllm_fixes.install()
     head_parser = argparse.ArgumentParser(prog=f"python -m {INTERLEAVE_MODULE}")
     head_parser.add_argument("--output-json", required=True)
@@ -251,6 +257,8 @@ def main(argv: list[str]) -> None:
     by_label: dict[str, list[float]] = {}  # measured latencies per label, every instance, in the order they ran
     warmup = max(e["args"].num_iters_warmup for e in live)
     iters = max(e["args"].num_iters for e in live)
+    if recording is not None:
+        recording.start()
     for i in range(warmup + iters):
         for e in round_order(live, i, shuffle=head_args.share_batch_sizes):
             if "counting_into" in e["owner"]:
@@ -265,6 +273,8 @@ def main(argv: list[str]) -> None:
             (e["warmup_latencies"] if i < warmup else e["latencies"]).append(elapsed)
             if i >= warmup:
                 by_label.setdefault(e["label"], []).append(elapsed)
+    if recording is not None:
+        recording.stop()  # the trace first: a run without it never has its records
     records = [{"label": e["label"], "index": e["index"], "error": e["error"], "speculative": e["speculative"],
                 "latencies": e["latencies"], "warmup_latencies": e["warmup_latencies"]} for e in engines]
     for label, latencies in by_label.items():

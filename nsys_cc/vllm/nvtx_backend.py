@@ -10,14 +10,20 @@ Choice of binding, in order:
    so phases (prefill/decode) cannot be read from the trace. Used only when `nvtx` is not importable.
 3. Nothing: ranges become no-ops, and `backend()` says so.
 
+On the torch route (`profile --profiler torch`, `NSYS_CC_TORCH_RANGES=1`) the ranges are torch.profiler ranges
+instead (`torch_backend`), with their payload in their name.
+
 Ranges are in NVTX's default domain with the registered-string name given, so the trace shows exactly that
 name (2022.4 exports put it in `StringIds` through `textId`; newer ones may prefix `:` for the default domain).
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import NamedTuple
+
+from ..contract import ENV_TORCH_RANGES
 
 
 class Backend(NamedTuple):
@@ -60,5 +66,11 @@ def _torch_backend() -> Backend | None:
 
 
 def choose() -> Backend:
-    """The best binding importable in this process (see the module docstring for the order)."""
+    """The binding of this process: the torch.profiler ranges of the torch route when the launcher asks for them
+    (`NSYS_CC_TORCH_RANGES=1`, `torch_backend`), else the best NVTX binding importable (see the module docstring for
+    the order)."""
+    if os.environ.get(ENV_TORCH_RANGES, "") not in ("", "0"):
+        from . import torch_backend
+
+        return Backend(torch_backend.NAME, True, *torch_backend.functions())
     return _nvtx_backend() or _torch_backend() or NONE

@@ -7,6 +7,10 @@ The runs: interleaved by default (`launch.interleaved`: every model in one proce
 over them); one process per model (`launch.launcher`) with `separate`, for tensor-parallel models and for a
 speculative config without drafts (`interleaves`). Nothing under `launch/` builds an analysis: the precision loop's
 c between runs is handed down as `measure`, the analysis and report of the directory as `finish`.
+
+`profiler` picks what records the runs: "nsys" (the default: NVTX ranges, an export to SQLite) or "torch" (vLLM's torch
+profiler in the benchmark's own process, the plugin's ranges as torch.profiler ranges: no nsys needed); the runs, the
+precision loop, `speculate` and the analysis are the same on both (`check_profiler` says what the torch route refuses).
 """
 
 from __future__ import annotations
@@ -17,10 +21,11 @@ from collections.abc import Sequence
 
 from .. import inputs, progress
 from ..arguments import many
+from ..contract import ENV_TORCH_SETTINGS
 from ..errors import InputError
 from ..files.folder import check_out_dir
 from ..launch import launcher, plan
-from ..launch.commands import BenchOptions
+from ..launch.commands import BenchOptions, check_profiler as known_profiler
 from ..launch.interleaved import (
     DEFAULT_OPTIONS,
     DEFAULT_REPEAT,
@@ -37,7 +42,8 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             nsys_args: Sequence[str] = (), acceptance: float | str | Sequence[float | str] = (), seed: int = 0,
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> ProfileOutcome:
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
+            profiler: str = "nsys") -> ProfileOutcome:
     """The runs (interleaved, or one process per model: module docstring), then `finish`: the analysis of the
     directory and its report. The arguments are `nsys_cc.profile`'s (its docstring says each), checked before
     minutes of profiling (the seed, the timeout, the runs' own). Returns the `ProfileOutcome`, its `result` and
@@ -46,6 +52,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     from ..analysis.coefficient.of_profile import decode_precision_of
 
     check_seed(seed)  # before minutes of profiling, not after
+    check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp, trace=trace, nsys_args=nsys_args)
     options = DEFAULT_OPTIONS if options is None else options
     done = functools.partial(finish, options=options, acceptance=many(acceptance, "acceptance"), seed=seed)
     drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
@@ -57,7 +64,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         return launcher.profile_separately(target, drafts, out_dir, options, device=device, timeout=timeout or None,
                                            force=force, trace=trace, nsys_args=nsys_args, seed=seed,
                                            speculate=speculate, speculative_config=speculative_config,
-                                           target_tp=target_tp, draft_tp=draft_tp, finish=done)
+                                           target_tp=target_tp, draft_tp=draft_tp, finish=done, profiler=profiler)
     check_out_dir(out_dir, "the profile run")
     measure = functools.partial(decode_precision_of, output_len=options.output_len, seed=seed)
     return profile_interleaved(target, drafts, out_dir, options, device=device, timeout=timeout or None, force=force,
@@ -65,7 +72,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
                                speculate=speculate, speculative_config=speculative_config, measure=measure,
-                               finish=done)
+                               finish=done, profiler=profiler)
 
 
 def finish(run: ProfileOutcome, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
@@ -90,22 +97,44 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
             speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
             draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> str:
+            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
+            profiler: str = "nsys") -> str:
     """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
     per model (`plan.dry_run`)."""
     from ..trace.nsys import find_nsys
 
+    check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp, trace=trace, nsys_args=nsys_args)
     options = DEFAULT_OPTIONS if options is None else options
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
         return plan.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
                             speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
-                            draft_tp=draft_tp)
-    return dry_run_interleaved(target, drafts, out_dir, options, nsys=find_nsys() or "nsys",
+                            draft_tp=draft_tp, profiler=profiler)
+    nsys = (find_nsys() or "nsys") if profiler == "nsys" else ""
+    return dry_run_interleaved(target, drafts, out_dir, options, nsys=nsys,
                                gpu=plan.uses_gpu(device), trace=trace, nsys_args=nsys_args,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
-                               speculate=speculate, speculative_config=speculative_config)
+                               speculate=speculate, speculative_config=speculative_config, profiler=profiler)
+
+
+def check_profiler(profiler: str, *, target_tp: int = 1, draft_tp: int = 1, trace: str | None = None,
+                   nsys_args: Sequence[str] = ()) -> None:
+    """InputError (naming the parameter) unless `profiler` is "nsys" or "torch", and for "torch" what its route cannot
+    do: tensor-parallel models (their ranks run in vLLM's worker processes, out of reach of the profiler that runs in
+    the benchmark's process) and nsys's own options."""
+    known_profiler(profiler)
+    if profiler != "torch":
+        return
+    for param, tp in (("target_tp", target_tp), ("draft_tp", draft_tp)):
+        if tp != 1:
+            raise InputError(f"profiler torch with {param} {tp}: the torch profiler runs in the benchmark's process "
+                             "and does not see vLLM's tensor-parallel workers; profile tensor-parallel models with "
+                             "profiler nsys", param=param)
+    if trace is not None or list(nsys_args):
+        which = "trace" if trace is not None else "nsys_args"
+        raise InputError(f"{which} is an nsys option, which the torch route does not take ({ENV_TORCH_SETTINGS} "
+                         "chooses what its profiler records)", param=which)
 
 
 def interleaves(speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
@@ -129,10 +158,12 @@ def refuse_repeat(repeat: int | None, precision: float | None, max_repeat: int |
 
 def choose(drafts: Sequence[str], *, speculate: Sequence[int] = (), speculative_config: str | None = None,
            target_tp: int = 1, draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-           max_repeat: int | None = None, replicas: int | None = None, separate: bool = False) -> bool:
+           max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
+           profiler: str = "nsys") -> bool:
     """Whether `profile` makes interleaved runs with these arguments (`interleaves`), after the checks `profile` makes
     of them before it starts (InputError): for a caller that checks many profiles before any runs (a sweep's
     cells)."""
+    check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp)
     if interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         validate(DEFAULT_REPEAT if repeat is None else repeat, precision, max_repeat,
                  DEFAULT_REPLICAS if replicas is None else replicas)

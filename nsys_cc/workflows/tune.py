@@ -142,7 +142,7 @@ class TuneReport:
 
 def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int]], *, input_len: int,
                    output_len: int, warmup_iters: int, iters: int, repeat: int, replicas: int, device: str,
-                   trace: str | None, force: bool, schedule: str | None = None) -> None:
+                   trace: str | None, force: bool, schedule: str | None = None, profiler: str = "nsys") -> None:
     """Every cell of `cells` (batch size → γ values) in the same interleaved runs, into `out` (a round's directory):
     one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
     --speculative-config), an engine running it at every batch size besides."""
@@ -156,7 +156,7 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
                                                    for b, gs in sorted(cells.items()))
                  + (", vLLM's schedule at each" if schedule else "") + f", in the same {repeat} interleaved run(s) …")
     done = interleaved.profile_engines(engines, out, options, gpu=gpu, timeout=None, force=force, trace=trace,
-                                       nsys_args=(), repeat=repeat, replicas=replicas)
+                                       nsys_args=(), repeat=repeat, replicas=replicas, profiler=profiler)
     if not any(r.ok for r in done.interleaved):
         raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
     spec = [mr for mr in done.runs if mr.role == "speculative"]
@@ -266,7 +266,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
          input_len: int = 128, output_len: int = 32, warmup_iters: int = 2, iters: int = 5, repeat: int = 3,
          replicas: int = 1, device: str = "auto", trace: str | None = None, force: bool = False, seed: int = 0,
          draws: int = schedule.BOOTSTRAP_DRAWS, plot: bool = True, confirm: bool = True,
-         workload: str = "server", run_schedule: bool | None = None) -> TuneReport:
+         workload: str = "server", run_schedule: bool | None = None, profiler: str = "nsys") -> TuneReport:
     """γ per batch size for vLLM's dynamic speculative decoding (module docstring).
 
     Args:
@@ -305,6 +305,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
             whole schedule in its --speculative-config at each measured batch size (vLLM's V2 GPU runner reads the
             table), compared in the schedule check with the fixed-γ cells of that round; None (default): on a GPU
             only (on the CPU, vLLM's V1 runner ignores the table and runs num_speculative_tokens everywhere).
+        profiler: what records the rounds' runs (profiling): "nsys", or "torch" (vLLM's torch profiler, no nsys).
 
     Returns:
         A `TuneReport`; its files (tune.json, schedule.json, forecast.csv, checks.csv, tune.png, report.md). It is
@@ -320,6 +321,9 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
     if source is None:
         if not target or not draft:
             raise InputError("tune needs --target and --draft to profile, or a directory to read", param="target")
+        from .profile import check_profiler
+
+        check_profiler(profiler, trace=trace)
         out = check_out_dir(_profiled_out(out_dir), "the tune run")
         folder = Folder(out)  # every file and round through the one writer, under its lock (`_one_writer`)
         folder.mkdir()
@@ -328,7 +332,7 @@ def tune(source: str | os.PathLike | None = None, *, target: str | None = None, 
         bs, gs = bs or [1, 8], gs or [1, 3]
         profile_round = functools.partial(_profile_round, target, draft, input_len=input_len, output_len=output_len,
                                           warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
-                                          device=device, trace=trace, force=force)
+                                          device=device, trace=trace, force=force, profiler=profiler)
         cells: dict[int, list[int]] = {b: list(gs) for b in bs}
         for b, g in checks:
             cells.setdefault(b, [])

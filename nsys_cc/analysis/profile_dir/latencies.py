@@ -14,11 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ...contract import TORCH_TRACE_SUFFIX
 from ...errors import InputError
 from ...formats.bench_json import read_latencies
 
 # A PyTorch-profiler trace's suffixes, longest first (vLLM writes `rank0.<id>.pt.trace.json.gz`).
-KINETO_SUFFIXES = (".pt.trace.json.gz", ".pt.trace.json", ".json.gz", ".json")
+KINETO_SUFFIXES = (TORCH_TRACE_SUFFIX, TORCH_TRACE_SUFFIX.removesuffix(".gz"), ".json.gz", ".json")
 
 
 def trace_stem(path: str | os.PathLike) -> str:

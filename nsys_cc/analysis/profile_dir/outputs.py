@@ -4,15 +4,16 @@ completed, and for interleaved runs which runs completed. Nothing here measures
 
 Two layouts:
 
-- **interleaved runs** (the default `profile`): `O/status.json` is an object, `{"runs": [{"run": k, "status": …},
-  …], "models": [{"role", "label", "status", "draft"?, "gamma"?}, …], "stopped_by": …}`; completed run k is the
-  folder `O/run-<k>/`: `trace.sqlite` holds every model (told apart by their engines' windows,
-  `analysis.forwards.engines`), `<label>.bench.json` and (a speculative engine) `<label>.metrics.json` are each model's
-  own, `done.json` (written last) lists the run's engines and how each fared. A directory of such run folders without a
-  `status.json` (copied runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
+- **interleaved runs** (the default `profile`): `O/status.json` is an object, `{"runs": [{"run": k, "status": …}, …],
+  "models": [{"role", "label", "status", "draft"?, "gamma"?}, …], "stopped_by": …}`; completed run k is the folder
+  `O/run-<k>/`: `trace.sqlite` (the torch route: `trace.pt.trace.json.gz`) holds every model (told apart by their
+  engines' windows, `analysis.forwards.engines`), `<label>.bench.json` and (a speculative engine) `<label>.metrics.json`
+  are each model's own, `done.json` (written last) lists the run's engines and how each fared. A directory of such run
+  folders without a `status.json` (copied runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
 - **one process per model** (`profile --separate`, tensor-parallel models, a speculative config alone):
-  `O/status.json` is a list, one entry per model `{"role", "label", "status", "range", "sqlite", "bench_json",
-  "metrics"?, "draft"?, "gamma"?}`; model L's files are `O/L.sqlite`, `O/L.bench.json`, `O/L.metrics.json`.
+  `O/status.json` is a list, one entry per model `{"role", "label", "status", "range", "trace" (older files:
+  "sqlite"), "bench_json", "metrics"?, "draft"?, "gamma"?}`; model L's files are `O/L.sqlite` (the torch route:
+  `O/L.pt.trace.json.gz`), `O/L.bench.json`, `O/L.metrics.json`.
 
 Paths recorded in these files are absolute where `profile` ran; the files are looked up in `O` itself, so a profile
 directory that was moved or copied reads the same. A status file that is not what `profile` writes is an InputError
@@ -26,11 +27,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ...contract import TORCH_TRACE_SUFFIX
 from ...errors import InputError
 from ...formats import done_json, status_json
 from .spec_labels import LABEL_RE
 
 RUN_TRACE = "trace.sqlite"
+RUN_TORCH_TRACE = "trace" + TORCH_TRACE_SUFFIX  # the torch route's (`profile --profiler torch`)
 RUN_PREFIX = "run-"
 RUN_DIR_RE = re.compile(r"^run-(?P<k>[1-9][0-9]*)$")
 DONE_STATES = ("done", "resumed")
@@ -73,6 +76,10 @@ class RunFolder:
 
     @property
     def trace(self) -> Path:
+        """The run's trace: `trace.sqlite` (nsys), else the torch route's `trace.pt.trace.json.gz` when only it is
+        there."""
+        if not (self.dir / RUN_TRACE).exists() and (self.dir / RUN_TORCH_TRACE).exists():
+            return self.dir / RUN_TORCH_TRACE
         return self.dir / RUN_TRACE
 
 
@@ -171,7 +178,7 @@ def _model(entry, path: Path, *, separate: bool) -> OutputModel:
         raise _wrong(path, f"model {label!r} has γ {gamma!r}")
     trace = None
     if separate:
-        recorded = entry.get("sqlite")
+        recorded = entry.get("trace") or entry.get("sqlite")  # `trace`: either route's; older files: `sqlite`
         name = Path(recorded).name if isinstance(recorded, str) and recorded else f"{label}.sqlite"
         trace = path / name
     reason = entry.get("reason")

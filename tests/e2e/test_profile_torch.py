@@ -1,0 +1,113 @@
+"""`nsys-cc profile --profiler torch` end to end on the CPU: real vLLM (CPU build), the interleaving driver running the
+torch profiler itself, no nsys, the report. What the traces hold is read here from the raw Kineto JSON (gzip + json),
+never through nsys_cc."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.vllm
+
+NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
+TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
+INPUT_LEN, OUTPUT_LEN, WARMUP, ITERS, RUNS, GAMMA = 32, 4, 1, 2, 2, 2
+SPEC = f"{DRAFT}.spec-g{GAMMA}"
+
+
+def annotations(trace: Path) -> list[tuple[str, float, float]]:
+    """(name, start µs, end µs) of every user_annotation of a Kineto trace, from the raw JSON."""
+    with gzip.open(trace, "rt") as fh:
+        events = json.load(fh)["traceEvents"]
+    return [(e["name"], float(e["ts"]), float(e["ts"]) + float(e["dur"])) for e in events
+            if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
+
+
+def forward_payloads(trace: Path, label: str) -> list[int]:
+    """The payloads of `model_executable()#N` annotations inside the engine windows of `label`."""
+    marks = annotations(trace)
+    windows = [(s, e) for n, s, e in marks if re.fullmatch(rf"nsys_cc:engine {re.escape(label)}#-?\d+", n)]
+    out = []
+    for name, s, _ in marks:
+        m = re.fullmatch(r"model_executable\(\)#(\d+)", name)
+        if m and any(a <= s <= b for a, b in windows):
+            out.append(int(m.group(1)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    out = tmp_path_factory.mktemp("torch_route") / "out"
+    cmd = [NSYS_CC, "profile", "--profiler", "torch", "--target", TARGET, "--draft", DRAFT, "--repeat", str(RUNS),
+           "--replicas", "1", "--speculate", str(GAMMA), "--input-len", str(INPUT_LEN), "--output-len",
+           str(OUTPUT_LEN), "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu",
+           "-o", str(out), "--format", "json"]
+    env = {k: v for k, v in os.environ.items() if k not in ("NSYS", "NSYS_CC_NSYS_PREFIX")}
+    env["PATH"] = str(Path(sys.executable).parent) + ":/usr/bin:/bin"  # no nsys on the way
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
+    return out, res
+
+
+def test_it_runs_without_nsys_and_says_which_profiler(profiled):
+    out, res = profiled
+    assert res.returncode == 0, res.stderr[-3000:]
+    status = json.loads((out / "status.json").read_text())
+    assert status["profiler"] == "torch"
+    for k in range(1, RUNS + 1):
+        run = out / f"run-{k}"
+        assert (run / "trace.pt.trace.json.gz").is_file()
+        assert not list(run.glob("*.sqlite")) and not list(run.glob("*.nsys-rep"))
+        assert json.loads((run / "done.json").read_text())["profiler"] == "torch"
+
+
+def test_the_payloads_came_through(profiled):
+    out, res = profiled
+    assert res.returncode == 0, res.stderr[-3000:]
+    for k in range(1, RUNS + 1):
+        trace = out / f"run-{k}" / "trace.pt.trace.json.gz"
+        for label in (TARGET, DRAFT):
+            payloads = forward_payloads(trace, label)
+            # per iteration (warm-up included) one prefill of the prompt and OUTPUT_LEN − 1 one-token decodes
+            assert sorted(payloads) == sorted([INPUT_LEN, *[1] * (OUTPUT_LEN - 1)] * (WARMUP + ITERS)), label
+        verify = forward_payloads(trace, SPEC)
+        assert INPUT_LEN in verify and GAMMA + 1 in verify  # the target's verify of 1 + γ tokens
+
+
+def test_c_per_phase_and_the_report_names_the_torch_traces(profiled):
+    out, res = profiled
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    rows = [r for r in report["coefficients"] if r["draft"] == DRAFT and r["metric"] == "wall"]
+    by_phase = {r["phase"]: r["c"] for r in rows}
+    assert set(by_phase) >= {"prefill", "decode"} and all(0 < c < 1 for c in by_phase.values())
+    paths = " ".join(m["path"] for m in report["models"])
+    assert all(str(out / f"run-{k}" / "trace.pt.trace.json.gz") in paths for k in range(1, RUNS + 1))
+    assert "sqlite" not in paths
+
+
+def test_the_speculative_engine_is_measured_in_place(profiled):
+    out, res = profiled
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((out / "report.json").read_text())
+    (spec,) = [r for r in report["speculative"] if r["name"] == SPEC]
+    assert spec["gamma"] == GAMMA and spec["steps"] > 0 and spec["draft_forward_ms"] > 0
+    assert "trace.pt.trace.json.gz" in spec["path"]
+
+
+def test_analyze_of_the_directory_gives_the_same_c(profiled):
+    out, res = profiled
+    assert res.returncode == 0, res.stderr[-3000:]
+    again = subprocess.run([NSYS_CC, "analyze", str(out), "--format", "json"], capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    first = json.loads((out / "report.json").read_text())["coefficients"]
+    second = json.loads(again.stdout)["coefficients"]
+    pick = {(r["draft"], r["phase"], r["metric"]): r["c"] for r in first}
+    assert pick == {(r["draft"], r["phase"], r["metric"]): r["c"] for r in second}
