@@ -49,10 +49,20 @@ def profiled(tmp_path_factory):
            "--replicas", "1", "--speculate", str(GAMMA), "--input-len", str(INPUT_LEN), "--output-len",
            str(OUTPUT_LEN), "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu",
            "-o", str(out), "--format", "json"]
-    env = {k: v for k, v in os.environ.items() if k not in ("NSYS", "NSYS_CC_NSYS_PREFIX")}
-    env["PATH"] = str(Path(sys.executable).parent) + ":/usr/bin:/bin"  # no nsys on the way
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=env)
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=without_nsys(out.parent))
     return out, res
+
+
+def without_nsys(where: Path) -> dict[str, str]:
+    """The environment with NSYS pointing at a stand-in that records being called and fails: nsys_cc takes $NSYS
+    before any nsys on PATH or beside nsys-cc (`trace.nsys.find_nsys`), so a torch route that ran nsys at any step
+    leaves `where/nsys-called` behind (the check in each test below)."""
+    fake = where / "fake-nsys"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" >> {where / 'nsys-called'}\nexit 1\n")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "NSYS_CC_NSYS_PREFIX"}
+    env["NSYS"] = str(fake)
+    return env
 
 
 def test_it_runs_without_nsys_and_says_which_profiler(profiled):
@@ -60,6 +70,7 @@ def test_it_runs_without_nsys_and_says_which_profiler(profiled):
     assert res.returncode == 0, res.stderr[-3000:]
     status = json.loads((out / "status.json").read_text())
     assert status["profiler"] == "torch"
+    assert not (out.parent / "nsys-called").exists(), (out.parent / "nsys-called").read_text()
     for k in range(1, RUNS + 1):
         run = out / f"run-{k}"
         assert (run / "trace.pt.trace.json.gz").is_file()
@@ -111,3 +122,28 @@ def test_analyze_of_the_directory_gives_the_same_c(profiled):
     second = json.loads(again.stdout)["coefficients"]
     pick = {(r["draft"], r["phase"], r["metric"]): r["c"] for r in first}
     assert pick == {(r["draft"], r["phase"], r["metric"]): r["c"] for r in second}
+
+
+def test_tune_profiles_its_design_on_the_torch_route(tmp_path):
+    """`tune --profiler torch`: the design's cells in interleaved torch-profiled runs (no nsys called), fitted and
+    checked as on the nsys route — a tune.json whose cells were read from the runs' Kineto traces."""
+    out = tmp_path / "tune"
+    cmd = [NSYS_CC, "tune", "--profiler", "torch", "--target", TARGET, "--draft", DRAFT, "--batch-size", "1,2",
+           "--speculate", "1,2", "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
+           "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--repeat", "2", "--device", "cpu",
+           "--no-confirm", "--no-plot", "--max-batch-size", "4", "-o", str(out), "--format", "json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1800, env=without_nsys(tmp_path))
+    # 0: recommended; 3: measured and fitted but not recommended (two runs give the forecast no interval)
+    assert res.returncode in (0, 3), res.stderr[-3000:]
+    assert not (tmp_path / "nsys-called").exists()
+    traces = sorted(out.glob("round-*/**/trace.pt.trace.json.gz"))
+    assert len(traces) >= 2, sorted(p.relative_to(out) for p in out.rglob("*") if p.is_file())[:40]
+    assert not list(out.rglob("*.sqlite")) and not list(out.rglob("*.nsys-rep"))
+    doc = json.loads(res.stdout)
+    cells = {(c["batch_size"], c["gamma"]) for c in doc["fitted_cells"] + doc["held_out_cells"]}
+    assert {(1, 1), (1, 2), (2, 1), (2, 2)} <= cells, cells
+    assert all(c["verify_ms"] > 0 and c["draft_forward_ms"] > 0 for c in doc["fitted_cells"])
+    for trace in traces[:1]:  # each batch size's verify steps are in the raw trace: 1 + γ tokens per sequence
+        verify = {int(m.group(1)) for n, _, _ in annotations(trace)
+                  if (m := re.fullmatch(r"model_executable\(\)#(\d+)", n))}
+        assert {2, 3, 4, 6} & verify, sorted(verify)
