@@ -8,11 +8,11 @@ Docstrings and f-strings do not count: only a constant that is exactly a metric'
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
+from conftest import REPO
 from nsys_cc.analysis.metrics import METRICS
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+PACKAGE = REPO / "nsys_cc"
 SPELLINGS = {m.name for m in METRICS} | {m.column for m in METRICS}
 
 # module → metric literals it still holds. Empty: every module reads the names from the registry

@@ -59,7 +59,8 @@ def test_table_says_plainly_that_the_seed_draft_loses_at_half_acceptance():
 
 def test_alpha_from_a_metrics_dump(tmp_path):
     path = tmp_path / "metrics.json"
-    # Records with the fields of vLLM's metric classes (test_acceptance.py checks those classes themselves).
+    # Records with the fields of vLLM's metric classes (tests/analysis/profile_dir/test_acceptance.py checks those
+    # classes themselves).
     acceptance.dump_metrics([
         {"name": acceptance.DRAFTS, "labels": {}, "value": 100},
         {"name": acceptance.DRAFT_TOKENS, "labels": {}, "value": 300},

@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
+ROOT = REPO
 VLLM = ROOT / "fixtures" / "vllm"
 HEAVY = ("pandas", "sqlalchemy", "matplotlib", "numpy", "pyarrow", "adbc_driver_manager", "scipy")
 

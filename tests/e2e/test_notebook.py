@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import nbformat
 import pytest
 from jupyter_client.kernelspec import NATIVE_KERNEL_NAME
 from nbclient import NotebookClient
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "cost_coefficient.ipynb"
+from conftest import REPO
+
+NOTEBOOK = REPO / "notebooks" / "cost_coefficient.ipynb"
 # Per cell, only against a hung kernel: the notebook's speed is not what this test checks.
 CELL_TIMEOUT_S = 600
 

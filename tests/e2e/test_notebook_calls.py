@@ -23,7 +23,7 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import FIXTURES, REPO, raw_sql
+from conftest import FIXTURES, REPO, raw_sql, room_module
 from nsys_cc.analysis.result_values import same
 from nsys_cc.analysis.speculative import in_place as spec_mod, pooled as spec_runs, tables as spec_tables
 from nsys_cc.cli import cli
@@ -437,7 +437,7 @@ def test_the_cli_uses_vllms_scopes_too():
 
 @pytest.mark.parametrize("quiet", [False, True])
 def test_a_newer_report_says_no_export_done_before_its_error(tmp_path, monkeypatch, nsys_bin, quiet):
-    from test_reliability import newer_report
+    newer_report = room_module("reliability/test_bad_input.py").newer_report
 
     monkeypatch.setenv("NSYS_CC_CACHE", str(tmp_path / "cache"))
     if quiet:

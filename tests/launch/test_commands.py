@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from conftest import unchanged
+from conftest import REPO, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models, plan, process, results
@@ -352,7 +352,7 @@ def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path
     assert not out.exists()
 
 
-VLLM_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+VLLM_FIXTURES = REPO / "fixtures" / "vllm"
 
 
 def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
@@ -418,7 +418,7 @@ def test_each_launch_name_is_taken_from_its_own_module():
     import ast
     import importlib
 
-    root = Path(__file__).resolve().parents[1]
+    root = REPO
     launch = root / "nsys_cc" / "launch"
     assert not (launch / "repeat.py").exists()
     for path in launch.glob("*.py"):

@@ -23,7 +23,8 @@ from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
-# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+# wrote, and drawing the figures was most of their time; tests/report/test_result_plots.py and the plots/ tests draw
+# them.
 pytestmark = pytest.mark.usefixtures("no_figures")
 
 TARGET, DRAFTS = "tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"]

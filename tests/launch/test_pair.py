@@ -13,14 +13,14 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from nsys_cc.analysis.profile_dir import acceptance
 from nsys_cc.launch import pair
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
+FIXTURES = REPO / "fixtures" / "spec"
 
 
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import unchanged
+from conftest import REPO, unchanged
 from nsys_cc.launch import check, launcher, plan, process, resume
 from nsys_cc.launch.commands import BenchOptions, ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
+FIXTURE = REPO / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
 
 
 def _run(tmp_path: Path, profile_code: str, export_code: str) -> plan.ModelLaunch:
@@ -174,7 +174,7 @@ FAIL_AFTER_WRITING = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; ope
      "nsys export failed (exit 1): RuntimeError: export broke"),
     (WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')", "m.sqlite"),
     # waits its 2 s bound: in `make test`; the loop keeps the other failed reruns above, a timeout's kill
-    # (test_a_timeout_kills_the_whole_process_tree) and a hanging export's (tests/test_reliability.py)
+    # (test_a_timeout_kills_the_whole_process_tree) and a hanging export's (tests/reliability/test_bad_input.py)
     pytest.param(WRITE_OUTPUTS, "import time; time.sleep(600)", "timed out after 2 s (timeout=2)",
                  marks=pytest.mark.slow),
 ])

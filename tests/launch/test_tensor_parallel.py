@@ -17,6 +17,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from conftest import REPO, room_module
 from nsys_cc.cli import cli
 
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
@@ -234,8 +235,8 @@ def test_a_sweep_speculating_over_target_ranks_is_refused_before_any_cell(tmp_pa
 
 
 def test_the_analysis_refuses_speculative_runs_against_a_target_on_several_ranks():
-    spec = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
-    target = Path(__file__).resolve().parents[1] / "fixtures" / "tp" / "tiny-llama-target.tp2.sqlite"
+    spec = REPO / "fixtures" / "spec"
+    target = REPO / "fixtures" / "tp" / "tiny-llama-target.tp2.sqlite"
     res = CliRunner().invoke(cli, ["analyze", str(target), str(spec / "tiny-llama-draft-xs.sqlite"),
                                    str(spec / "tiny-llama-draft-xs.spec-g1.sqlite")])
     assert res.exit_code == 2
@@ -248,7 +249,7 @@ def test_the_analysis_refuses_speculative_runs_against_a_target_on_several_ranks
 def test_a_sweep_hands_target_tp_to_a_real_profile(tmp_path, nsys_bin):
     """`sweep --target-tp 2`: the cell's real `profile` runs the target on two ranks (its forwards in two processes of
     the trace), and the sweep table's rows carry target_tp 2 with the c of those steps, recomputed from the exports."""
-    from test_ranks import raw_steps
+    raw_steps = room_module("analysis/forwards/test_ranks.py").raw_steps
 
     out = tmp_path / "sw"
     cmd = [NSYS_CC, "sweep", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-xs", "--target-tp", "2",

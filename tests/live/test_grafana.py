@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO
+
 pytestmark = pytest.mark.vllm  # the metric names come from the stat logger, a vLLM StatLoggerBase
 
-DASHBOARD = Path(__file__).resolve().parents[1] / "docs" / "grafana" / "nsys_cc_live.json"
+DASHBOARD = REPO / "docs" / "grafana" / "nsys_cc_live.json"
 SUFFIXES = ("_bucket", "_sum", "_count", "_total")
 
 

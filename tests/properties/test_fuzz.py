@@ -186,7 +186,7 @@ def _odd_payload(rng: random.Random, con: sqlite3.Connection) -> str:
 
 def _hostile_numbers(rng: random.Random, con: sqlite3.Connection) -> str:
     """Hostile numbers: every push/pop range given a nested child of its own name, a CUDA row with a NULL
-    or backwards end, or a range from −2⁶³ to 2⁶³−1 (tests/test_reliability_numbers.py checks each exactly)."""
+    or backwards end, or a range from −2⁶³ to 2⁶³−1 (tests/reliability/test_numbers.py checks each exactly)."""
     shape = rng.choice(["nested", "gpu_end", "extremes"])
     tables = _tables(con)
     if shape == "gpu_end":
@@ -213,7 +213,7 @@ def _hostile_numbers(rng: random.Random, con: sqlite3.Connection) -> str:
 
 
 def _crafted_export(rng: random.Random, con: sqlite3.Connection) -> str:
-    """Crafted exports (tests/test_reliability_round4.py checks each exactly): every NVTX row twice, a
+    """Crafted exports (tests/reliability/test_hangs_and_errors.py checks each exactly): every NVTX row twice, a
     kernel ending at 2⁶³ − 1, one correlationId shared by several kernels or launches of a process, zero-length
     forwards."""
     tables = _tables(con)

@@ -8,21 +8,22 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.analysis.coefficient.model import load_model
 from nsys_cc.launch import check, launcher
 from nsys_cc.launch.commands import BenchOptions
 from nsys_cc.workflows import profile as profile_workflow
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
-# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+# wrote, and drawing the figures was most of their time; tests/report/test_result_plots.py and the plots/ tests draw
+# them.
 pytestmark = pytest.mark.usefixtures("no_figures")
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = REPO / "fixtures"
 VLLM, SPEC, TP = FIXTURES / "vllm", FIXTURES / "spec", FIXTURES / "tp"
 
 

@@ -163,7 +163,8 @@ def test_tune_refuses_the_schedule_its_own_check_refutes_on_the_design_fixture()
 
 
 # the CLI's end on the same fixture (a second read of it, ~2 s): `make test`; in `make check` the CLI's exit code 3 and
-# its JSON and files are test_tune.py's on fixtures/tune/a50 (two runs a cell: not recommended either)
+# its JSON and files are tests/analysis/tune/test_model.py's on fixtures/tune/a50 (two runs a cell: not recommended
+# either)
 @pytest.mark.slow
 def test_the_cli_refuses_the_design_fixtures_schedule_with_exit_code_3(tmp_path):
     p = cli_in_process("tune", str(FIXTURES / "tune" / "a99-design"), "--no-plot", "--format", "json",

@@ -1,6 +1,7 @@
 """Hangs and runaway work, tracebacks, errors that name the wrong thing, and numbers that changed without a word,
 on crafted exports and tampered profile directories — each case a test that fails without its fix (tune's own
-cases are in tests/test_reliability_tune.py, the report's SIGKILL in tests/test_reliability_swap.py). Files outside
+cases are in tests/reliability/test_tune_writes.py, the report's SIGKILL in tests/reliability/test_report_swap.py).
+Files outside
 `-o` are hashed before and after where a case writes.
 """
 
@@ -20,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, bounded, cli_in_process, unchanged
+from conftest import FIXTURES, REPO, bounded, cli_in_process, unchanged
 from nsys_cc.errors import InputError, NsysCCError
 
-PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+PACKAGE = REPO / "nsys_cc"
 VLLM = FIXTURES / "vllm"
 TARGET = VLLM / "tiny-llama-target.sqlite"
 DRAFT = VLLM / "tiny-llama-draft-s.sqlite"

@@ -36,7 +36,7 @@ def cli(*args: str) -> subprocess.CompletedProcess:
     """The CLI's answer, in this process (`conftest.cli_in_process`): these cases check the line it says and its exit
     status, the same code path as a real process's; the real process itself (start-up, a traceback printed by the
     interpreter, a real file descriptor) is checked by `test_x01_output_to_a_full_device_is_one_line` here and
-    `tests/test_reliability.py::test_real_process_prints_no_traceback`."""
+    `tests/reliability/test_bad_input.py::test_real_process_prints_no_traceback`."""
     return cli_in_process(*args)
 
 

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, bounded, package_offenders, parsed, unchanged
+from conftest import FIXTURES, REPO, bounded, package_offenders, parsed, unchanged
 from nsys_cc import inputs
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
@@ -37,7 +37,7 @@ TARGET = VLLM / "tiny-llama-target.sqlite"
 DRAFT = VLLM / "tiny-llama-draft-s.sqlite"
 REPORT = VLLM / "tiny-llama-target.nsys-rep"
 INTERLEAVED = FIXTURES / "interleaved"
-PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+PACKAGE = REPO / "nsys_cc"
 # A hang in a subprocess fails after this many seconds (every case below answers in a few).
 HANG_S = 60
 
@@ -318,7 +318,7 @@ def _slow_trace(dst: Path) -> Path:
 
 
 # A real process spinning for its 1 s bound: in `make test`. In `make check` the same bound stops the same kind of
-# column inside the readers (tests/test_fuzz.py::test_a_slow_query_is_stopped_by_the_query_bound) and a slow
+# column inside the readers (tests/properties/test_fuzz.py::test_a_slow_query_is_stopped_by_the_query_bound) and a slow
 # statement on the library's own connection (below); the real-process error line is test_reliability's.
 @pytest.mark.slow
 def test_G01_a_slow_generated_column_is_stopped_by_the_query_bound_naming_its_knob(tmp_path):
@@ -415,7 +415,7 @@ def _read_calls(path: Path, rel: str) -> list[str]:
                         found.append(f"os.open({flags}) at line {child.lineno}")
                 elif call == "open" and len(child.args) > 1 and isinstance(child.args[1], ast.Constant) \
                         and any(c in str(child.args[1].value) for c in "wax"):
-                    pass  # a write: the write walker's (tests/test_reliability_writes.py)
+                    pass  # a write: the write walker's (tests/reliability/test_writes.py)
                 elif call in READ_CALLS and child.args and isinstance(child.args[0], ast.Call) \
                         and ast.unparse(child.args[0].func).endswith("BytesIO"):
                     pass  # parses bytes the opener read

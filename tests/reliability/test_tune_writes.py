@@ -3,7 +3,7 @@
 Each data-safety case plants a hostile shape (a link out of `-o`, the user's own report.md or tune.json, a
 `round-1` link, a full disk, another writer holding the lock) and hashes every file outside `-o` (the `outside`
 folder: the links' targets) before and after. The fixture's cells are read once (`cells`): what is under test is
-what `tune` writes, not the read (tests/test_tune_design.py reads). Profiling is faked (`_profile_round` lays down
+what `tune` writes, not the read (tests/workflows/test_tune.py reads). Profiling is faked (`_profile_round` lays down
 the fixture's round), so nothing waits on vLLM.
 """
 
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, cli_in_process, sha256_tree, unchanged
+from conftest import FIXTURES, REPO, cli_in_process, sha256_tree, unchanged
 from nsys_cc.errors import InputError
 from nsys_cc.files import publishing
 from nsys_cc.workflows import tune as tuning
 
 FIX = FIXTURES / "tune" / "a99-design"
-PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+PACKAGE = REPO / "nsys_cc"
 QUICK = dict(max_batch_size=16, draws=20)
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, package_offenders, parsed, sha256_tree, unchanged
+from conftest import FIXTURES, REPO, package_offenders, parsed, sha256_tree, unchanged
 from nsys_cc.errors import InputError
 from nsys_cc.files import users
 from nsys_cc.trace import export as export_mod
@@ -29,7 +29,7 @@ VLLM = FIXTURES / "vllm"
 TARGET = VLLM / "tiny-llama-target.sqlite"
 DRAFT = VLLM / "tiny-llama-draft-s.sqlite"
 REPORT = VLLM / "tiny-llama-target.nsys-rep"
-PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
+PACKAGE = REPO / "nsys_cc"
 
 
 @pytest.fixture

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.report import figure_files as figures, result_plots as plots
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 VLLM = ROOT / "fixtures" / "vllm"
 TARGET = VLLM / "tiny-llama-target.sqlite"
 DRAFTS = [VLLM / "tiny-llama-draft-s.sqlite", VLLM / "tiny-llama-draft-xs.sqlite"]

@@ -3,7 +3,7 @@ choice between interleaved runs and separate processes (`profile`'s); a cell's r
 gives them; sweep directories of the old layout (one process per model) still read.
 
 The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and
-`launcher.profile_separately` (a ProfileOutcome-shaped value); real profiles are in test_sweep_dask.py.
+`launcher.profile_separately` (a ProfileOutcome-shaped value); real profiles are in test_cluster.py.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.errors import InputError
 from nsys_cc.formats import attempts_json
 from nsys_cc.launch import launcher
@@ -30,10 +31,11 @@ from nsys_cc.sweep.run import sweep
 from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
-# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+# wrote, and drawing the figures was most of their time; tests/report/test_result_plots.py and the plots/ tests draw
+# them.
 pytestmark = pytest.mark.usefixtures("no_figures")
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = REPO / "fixtures"
 
 
 class FakeProfile:
@@ -180,7 +182,7 @@ def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **k
 
 
 # three analyses of the speculative interleaved fixture (~4.5 s): in `make test`; the loop keeps a set's
-# rows as analyze gives them (test_sweep_grid.py::test_a_profile_set_is_analysed_as_analyze_reads_its_directory)
+# rows as analyze gives them (test_grid.py::test_a_profile_set_is_analysed_as_analyze_reads_its_directory)
 # and a sweep's cells, table and manifest (test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which)
 @pytest.mark.slow
 def test_a_cells_rows_are_what_analyze_gives_its_directory(tmp_path, monkeypatch):

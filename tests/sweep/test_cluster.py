@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import processes_mentioning
+from conftest import REPO, processes_mentioning
 from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.cli import cli
 from nsys_cc.formats import attempts_json
@@ -39,10 +39,10 @@ from nsys_cc.sweep.run import analyze_many, sweep
 
 # A real cluster (worker processes started and stopped here) is an end-to-end check: `make test` runs it, the edit-test
 # loop (`make check`) leaves it out; the Dask-free paths (no import without a scheduler, the one-line error without
-# Dask, a complete rerun needing no cluster) are checked there by test_sweep_grid.py and test_sweep_cell.py.
+# Dask, a complete rerun needing no cluster) are checked there by test_grid.py and test_cell.py.
 pytestmark = pytest.mark.slow
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = REPO
 VLLM_FIXTURES = REPO / "fixtures" / "vllm"
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
@@ -92,7 +92,8 @@ def test_analysis_on_the_cluster_equals_the_local_pool_and_each_set_alone(cluste
 
 
 def test_the_cli_prints_the_same_table_from_the_cluster(cluster, manifest, tmp_path):
-    # in this process (the console script's own process is tested in test_cli_trace.py); the work runs on the cluster
+    # in this process (the console script's own process is tested in tests/cli/test_inspect.py); the work runs on the
+    # cluster
     here = CliRunner().invoke(cli, ["analyze", str(manifest), "--format", "csv", "--jobs", "1"])
     there = CliRunner().invoke(cli, ["analyze", str(manifest), "--format", "csv", "--scheduler",
                                      cluster.scheduler_address, "-o", str(tmp_path / "out")])
@@ -215,7 +216,7 @@ def _recording_cell_task(log: Path, hold_s: float):
     so it reports through a file)."""
     def task(spec_doc: dict):
         from distributed import get_worker
-        from test_sweep_cell import FakeProfile
+        from test_cell import FakeProfile
 
         from nsys_cc.sweep.cell import run_cell
         from nsys_cc.sweep.grid import CellSpec

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from conftest import REPO
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch.commands import BenchOptions
@@ -27,7 +28,7 @@ from nsys_cc.sweep.manifest import (
 
 
 def nsys_cc(*args: str):
-    """`nsys-cc ARGS` in this process (the console script's own process is tested in test_cli_trace.py)."""
+    """`nsys-cc ARGS` in this process (the console script's own process is tested in tests/cli/test_inspect.py)."""
     return CliRunner().invoke(cli, list(args))
 
 
@@ -108,7 +109,7 @@ def test_a_profile_set_is_analysed_as_analyze_reads_its_directory():
     # what nsys_cc.analyze(DIR) gives: the interleaved fixture's three runs pooled, by engine
     import nsys_cc as lib
 
-    runs = Path(__file__).resolve().parents[1] / "fixtures" / "interleaved"
+    runs = REPO / "fixtures" / "interleaved"
     rows = table_mod.analyze_set(TraceSet("runs", profile=str(runs), batch_size=2, input_len=64, output_len=4,
                                           range_name=None))
     want = table_mod.from_result(lib.analyze(runs, output_len=4), cell="runs", batch_size=2, input_len=64,
@@ -221,7 +222,7 @@ def in_place_c_by_hand(path: Path, gamma: int) -> float:
 
 
 def test_speculative_traces_in_a_manifest_are_analysed_in_place(tmp_path):
-    spec = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
+    spec = REPO / "fixtures" / "spec"
     rel = Path(os.path.relpath(spec, tmp_path))
     path = tmp_path / "m.json"
     path.write_text(json.dumps([{"name": "s", "target": str(rel / "tiny-llama-target.sqlite"),
@@ -250,7 +251,7 @@ def test_without_a_scheduler_nothing_imports_dask_and_with_one_a_missing_dask_is
     """`distributed` made unimportable: many-set analysis still runs locally; --scheduler says what to install."""
     for name in ("distributed", "dask"):  # None in sys.modules: any import of it raises ImportError
         monkeypatch.setitem(sys.modules, name, None)
-    vllm = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+    vllm = REPO / "fixtures" / "vllm"
     (tmp_path / "m.json").write_text(json.dumps([{"target": str(vllm / "tiny-llama-target.sqlite"),
                                                   "drafts": [str(vllm / "tiny-llama-draft-xs.sqlite")]}]))
     here = nsys_cc("analyze", str(tmp_path / "m.json"), "--format", "csv")

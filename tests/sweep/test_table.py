@@ -1,6 +1,7 @@
 """A sweep's table on real speculative traces: one row per γ with the in-place c of that run (the table's gamma
 column), beside the plain rows with an empty gamma. The in-place c itself is recomputed from raw NVTX rows in
-test_speculative.py; here the table must carry it for every run, with its interval, and nothing else."""
+tests/analysis/speculative/test_in_place.py; here the table must carry it for every run, with its interval, and nothing
+else."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ import pandas as pd
 import pytest
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.sweep import table as table_mod
 
-SPEC = Path(__file__).resolve().parents[1] / "fixtures" / "spec"
+SPEC = REPO / "fixtures" / "spec"
 DRAFT = "tiny-llama-draft-xs"
 
 

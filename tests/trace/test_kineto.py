@@ -489,7 +489,7 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
 
 
 def test_trace_verbs_default_range_reads_vllms_steps_and_else_give_one_line(gpu_shaped, tmp_path):
-    """The default range of a torch trace is vLLM's own step annotations (tests/test_vllm_steps.py
+    """The default range of a torch trace is vLLM's own step annotations (tests/analysis/forwards/test_vllm_steps.py
     checks the numbers); a torch trace without them gets one line naming both what is missing and what it holds."""
     for args in (["kernels", str(gpu_shaped.path)], ["analyze", str(TARGET), str(DRAFT)]):
         result = cli_in_process(*args)

@@ -28,7 +28,7 @@ import gpu_shaped_kineto as gsk
 import numpy as np
 import pandas as pd
 import pytest
-from test_trace_kineto import DRAFT, SPEC, TARGET, public_b200
+from test_kineto import DRAFT, SPEC, TARGET, public_b200
 
 from conftest import FIXTURES, union_length
 from nsys_cc.analysis.forwards.launches import unlaunched_ops

@@ -88,7 +88,7 @@ torch.cpu._is_avx512_supported = lambda: False  # vLLM's platform now takes the 
 torch.cpu._is_avx512_bf16_supported = lambda: False
 import sys
 sys.path.insert(0, {tests!r})
-import test_vllm_fixes as t
+import test_fixes as t
 t._load_vllm_ops()
 import vllm
 loaded = sorted({line.rsplit("/", 1)[-1].strip() for line in open("/proc/self/maps") if "/vllm/_C" in line})

@@ -1,6 +1,6 @@
 """How the interleaving driver ends (`nsys_cc.vllm.interleave.leave`): through C's `exit`, skipping vLLM's shutdown,
 only when every engine is in its process and it has no child process. That the trace keeps every range after such an
-end is checked on real runs by tests/test_repeat_e2e.py (exact forward counts per engine in every run)."""
+end is checked on real runs by tests/e2e/test_profile_interleaved.py (exact forward counts per engine in every run)."""
 
 from __future__ import annotations
 

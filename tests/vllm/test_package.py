@@ -7,9 +7,10 @@ import importlib.metadata
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import REPO
+
+ROOT = REPO
 
 
 def test_entry_point_names_the_plugin_in_the_vllm_package():

@@ -6,7 +6,7 @@ sampling (`nsys_cc:sample`) after every target forward, on both runners.
   per request).
 - V2 (`vllm.v1.worker.gpu.model_runner`, in the CPU build but never run by it): the runner's real `sample` and
   `_dummy_sampler_run` called on a stand-in runner whose model and samplers record what runs, NVTX calls going to a
-  recording backend (as tests/test_vllm_plugin_v2.py does), in a child process.
+  recording backend (as tests/vllm/test_plugin_v2.py does), in a child process.
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-SPEC = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
+from conftest import REPO
+
+SPEC = REPO / "fixtures" / "spec"
 INPUT_LEN, OUTPUT_LEN, WARMUP, ITERS = 128, 32, 1, 3
 # (folder, plain target, draft, γ values)
 PAIRS = [(SPEC, "tiny-llama-target", "tiny-llama-draft-xs", (1, 2, 3)),

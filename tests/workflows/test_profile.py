@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from nsys_cc.analysis.profile_dir.forward_share import COLUMNS as SHARE_COLUMNS
 from nsys_cc.launch import check, launcher, plan
 from nsys_cc.launch.commands import BenchOptions
@@ -21,7 +22,7 @@ def _profile(*args, **kwargs):
     options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
     return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+FIXTURES = REPO / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
 
 

@@ -14,11 +14,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from conftest import cli_in_process
+from conftest import REPO, cli_in_process
 from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune" / "a99-design"
+FIX = REPO / "fixtures" / "tune" / "a99-design"
 CELLS = {(1, 1), (1, 3), (8, 1), (8, 3), (4, 2), (16, 3)}
 
 
@@ -352,7 +352,8 @@ def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_agai
         nsys_cc.analyze(str(FIX / "round-1"))
     with pytest.raises(InputError, match="tune design"):  # the same read without the front door
         nsys_cc.cost_coefficient_runs(str(FIX / "round-1"))
-    p = cli_in_process("analyze", str(FIX / "round-1"))  # the CLI's line (its real process: tests/test_reliability.py)
+    # the CLI's line (its real process: tests/reliability/test_bad_input.py)
+    p = cli_in_process("analyze", str(FIX / "round-1"))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1 and "nsys-cc tune" in p.stderr, p.stderr
     # one batch size's engines, given by hand, read as any interleaved run's

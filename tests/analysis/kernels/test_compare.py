@@ -244,7 +244,7 @@ def test_cpu_traces_have_no_kernels_and_say_why():
 
 # ---- the public GPU traces ------------------------------------------------------------------------------------------
 # a public trace read by each engine (~1 s each): `make check` keeps the default engine (arrow); that the two engines
-# read the same rows is tests/test_trace_bulk.py::test_engines_agree_on_real_exports's, in the loop
+# read the same rows is tests/trace/test_bulk.py::test_engines_agree_on_real_exports's, in the loop
 @pytest.mark.parametrize("engine", [e if e == "arrow" else pytest.param(e, marks=pytest.mark.slow) for e in ENGINES])
 def test_two_ranges_of_a_public_trace_against_sql(public_dir, engine, monkeypatch):
     monkeypatch.setenv(bulk.ENGINE_ENV, engine)

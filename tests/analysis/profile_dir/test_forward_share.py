@@ -8,15 +8,15 @@ import json
 import shutil
 import sqlite3
 import statistics
-from pathlib import Path
 
 import pytest
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.errors import InputError
 from nsys_cc.launch import check
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "vllm"
+FIXTURES = REPO / "fixtures" / "vllm"
 MODELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
 
 PER_ITERATION_SQL = """

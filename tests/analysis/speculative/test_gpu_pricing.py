@@ -20,7 +20,7 @@ import statistics
 import pandas as pd
 import pytest
 from gpu_shaped import DRAFT, FORWARD, Launch, add_gpu_work, steady
-from test_spec_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, LOGITS, PROPOSE, SAMPLE, SPEC, STEP, Steps, ms, total
+from test_in_place_tokens import D_LOGITS, D_SAMPLE, FWD, HEADS, LOGITS, PROPOSE, SAMPLE, SPEC, STEP, Steps, ms, total
 
 import nsys_cc
 from nsys_cc.analysis.speculative import in_place as spec_mod

@@ -15,17 +15,17 @@ import math
 import shutil
 import sqlite3
 import statistics
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_spec_tokens import by_hand as token_by_hand
+from test_in_place_tokens import by_hand as token_by_hand
 
 import nsys_cc
+from conftest import REPO
 from nsys_cc.cli import cli
 from nsys_cc.workflows import profile as profile_workflow
 
-SPEC = Path(__file__).resolve().parent.parent / "fixtures" / "spec"
+SPEC = REPO / "fixtures" / "spec"
 TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
 GAMMAS = (1, 2, 3)
 
@@ -484,7 +484,7 @@ def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path,
     from nsys_cc.report import figure_files, write_report
 
     # only the speculative figures drawn: they are what this checks; the report's other figures are
-    # tests/test_plots.py's (drawing them was ~3 of this test's 4 s, too long for `make check`)
+    # tests/report/test_result_plots.py's (drawing them was ~3 of this test's 4 s, too long for `make check`)
     makers = figure_files._makers
     monkeypatch.setattr(figure_files, "_makers",
                         lambda result: ((n, m) for n, m in makers(result) if n.startswith("speculative_")))

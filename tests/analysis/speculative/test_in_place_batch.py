@@ -15,11 +15,12 @@ import statistics
 from pathlib import Path
 
 import pytest
-from test_speculative import expected, fit_by_hand, raw_ranges
+from test_in_place import expected, fit_by_hand, raw_ranges
 
 import nsys_cc
+from conftest import REPO
 
-BATCH4 = Path(__file__).resolve().parent.parent / "fixtures" / "spec" / "batch4"
+BATCH4 = REPO / "fixtures" / "spec" / "batch4"
 TARGET = BATCH4 / "tiny-llama-target.sqlite"
 DRAFTS = ("tiny-llama-draft-xs", "tiny-llama-draft-s")
 GAMMAS = (1, 3)

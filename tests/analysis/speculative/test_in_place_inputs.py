@@ -6,7 +6,7 @@ real fixtures in fixtures/spec with what a run left beside its trace removed or 
 - γ: the dump's per-position vector, else the verify payload (tokens verified per sequence − 1), else the label
   `<draft>.spec-g<γ>`; a label that disagrees with the run is noted; without any of the three, one error line.
 
-Expected numbers come from the raw rows and the dumps by hand (helpers of test_speculative.py).
+Expected numbers come from the raw rows and the dumps by hand (helpers of test_in_place.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from test_speculative import SPEC, Raw, alpha_iid_by_hand, metrics, raw_ranges, trace
+from test_in_place import SPEC, Raw, alpha_iid_by_hand, metrics, raw_ranges, trace
 
 import nsys_cc
 from nsys_cc.cli import cli

@@ -76,7 +76,8 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
 
 
 # a read of the whole a50 grid (~2.5 s): in `make test`; the loop keeps the counters counted once above and
-# tune's notes on hand-made cells (test_tune.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
+# tune's notes on hand-made cells
+# (tests/analysis/tune/test_model.py::test_replayed_counters_are_said_for_every_cell_or_cell_by_cell)
 @pytest.mark.slow
 def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
     from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
@@ -178,8 +179,10 @@ def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_r
 # the CLI's JSON of the directory against spec_runs' reader (~2 s): in `make test`; the loop keeps the chain
 # link by link: the CLI's numbers = analyze's of the directory
 # (test_front.py::test_interleaved_speculative_runs_give_the_numbers_the_cli_prints), a directory of interleaved runs =
-# its runs written out (test_user_calls.py::test_a_profile_directory_of_interleaved_runs_is_read_as_it_is) and those =
-# spec_runs' reader (test_user_calls.py::test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does)
+# its runs written out
+# (tests/e2e/test_notebook_calls.py::test_a_profile_directory_of_interleaved_runs_is_read_as_it_is) and those =
+# spec_runs' reader
+# (tests/e2e/test_notebook_calls.py::test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does)
 @pytest.mark.slow
 def test_analyze_reads_a_speculative_profile_directory():
     from click.testing import CliRunner

@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 from gpu_shaped import DRAFT, FORWARD, add_gpu_work, steady
-from test_spec_tokens import raw_rows
-from test_speculative import SPEC, Raw, trace
+from test_in_place import SPEC, Raw, trace
+from test_in_place_tokens import raw_rows
 
 import nsys_cc
 from conftest import FIXTURES

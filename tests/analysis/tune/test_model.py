@@ -7,16 +7,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import cli_in_process, unchanged
+from conftest import REPO, cli_in_process, unchanged
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"
+FIX = REPO / "fixtures" / "tune"
 
 
 def _stats(drafts: int, per_pos: list[int]) -> AcceptanceStats:
@@ -159,7 +158,7 @@ def test_schedule_passes_vllms_validator(vllm_module):
 
 def test_replayed_counters_are_said_for_every_cell_or_cell_by_cell():
     # cells made by hand, each with a run whose counters replay another's (the fixture's runs do:
-    # tests/test_spec_runs.py); the note says it once when every cell has as many, else names the cells
+    # tests/analysis/speculative/test_runs.py); the note says it once when every cell has as many, else names the cells
     import dataclasses
 
     cells = [dataclasses.replace(_cell(b, g, _stats(200, [190, 180, 170][:g])), replayed_runs=1) for b, g in DESIGN]
@@ -307,7 +306,7 @@ def test_vllms_cpu_build_starts_with_the_schedule():
     assert json.loads(line.removeprefix("SCHEDULE ").rsplit(" ", 1)[0]) == r.schedule
 
 
-# The profiling path (rounds of every cell in the same runs): tests/test_tune_design.py.
+# The profiling path (rounds of every cell in the same runs): tests/workflows/test_tune.py.
 
 # The draft's forwards apart: a catch-up forward over B·(γ + 2) tokens (vLLM 0.32's draft proposer) and γ − 1 later
 # forwards of B tokens, each cell's medians written from known lines.
@@ -352,7 +351,8 @@ def test_one_price_per_draft_forward_misprices_gamma_away_from_the_design():
 
 
 # another read of the a50 grid (~3.5 s): in `make test`; the loop keeps the payload's check on the design
-# fixture (test_tune_design.py::test_each_cell_is_its_own_batch_size_in_the_shared_engine) and the draft rule's on
+# fixture (tests/workflows/test_tune.py::test_each_cell_is_its_own_batch_size_in_the_shared_engine) and the draft
+# rule's on
 # cells made by hand (test_the_catch_up_and_later_forwards_are_priced_apart_and_given_back above)
 @pytest.mark.slow
 def test_the_fixtures_catch_up_payload_is_the_tokens_just_verified_plus_one_a_sequence():

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import REPO
 from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError
 
-FIX = Path(__file__).resolve().parent.parent / "fixtures" / "tune"
+FIX = REPO / "fixtures" / "tune"
 DESIGN_B, DESIGN_G = [1, 8], [1, 3]
 
 
