@@ -205,42 +205,6 @@ def test_a_manifest_is_many_trace_sets(tmp_path):
     assert err.value.param == "skip_ranges"
 
 
-def test_what_the_source_is_is_decided_once(monkeypatch):
-    """`analyze` asks what its source is once (`source_kinds.decide`), then analyses that kind: a profile's output
-    directory is not asked about again on the way to its analysis (front and the analysis each asked before)."""
-    from nsys_cc.analysis.coefficient import source_kinds
-    from nsys_cc.analysis.profile_dir import outputs
-
-    asked: list = []
-    real = outputs.is_profile_output
-    monkeypatch.setattr(outputs, "is_profile_output", lambda p: asked.append(p) or real(p))
-
-    class Reached(Exception):
-        pass
-
-    def reached(path, **kwargs):
-        raise Reached(len(asked))
-
-    monkeypatch.setattr(source_kinds, "analyze_profile", reached)
-    with pytest.raises(Reached) as got:
-        nsys_cc.analyze(INTERLEAVED / "spec")
-    assert got.value.args == (1,)
-
-
-def test_the_kinds_of_source(tmp_path):
-    from nsys_cc.analysis.coefficient.source_kinds import MANY, PROFILE, TRACES, decide
-
-    traces = [VLLM / f"{m}.sqlite" for m in PLAIN]
-    manifest = tmp_path / "m.csv"
-    manifest.write_text("name,target,drafts\n")
-    assert decide(INTERLEAVED / "spec").kind == PROFILE
-    assert (decide(manifest, is_many=lambda p: True).kind, decide(manifest).kind) == (MANY, TRACES)
-    listed = decide(traces)  # [target, *drafts] as one list
-    assert (listed.kind, listed.source, listed.drafts) == (TRACES, traces[0], tuple(traces[1:]))
-    given = decide(traces[0], traces[1:], is_many=lambda p: True)  # drafts given: one trace set, whatever the path
-    assert (given.kind, given.source, given.drafts) == (TRACES, traces[0], tuple(traces[1:]))
-
-
 def test_jobs_apply_to_many_trace_sets_whatever_the_one_set_is(tmp_path):
     # a folder of traces is one trace set: jobs and scheduler are refused for it as for traces given one by one
     # (the folder's own decision once skipped that check, and said what the folder lacked instead)

@@ -1,4 +1,5 @@
-"""The bootstrap of medians (`stats._boot_medians`) against brute-force resampling."""
+"""`analysis.stats`: the summary of a sample and the ratio of medians against values worked out by hand, the bootstrap
+of medians (`stats._boot_medians`) against brute-force resampling."""
 
 import numpy as np
 import pytest
@@ -46,3 +47,34 @@ def test_bootstrap_medians_of_many_forwards_are_the_order_statistics_a_full_sort
         u2 = u + (1 - u) * rng.beta(1, n - k, size=stats.N_BOOT)
         want = (want + s[np.minimum((u2 * n).astype(np.int64), n - 1)]) / 2
     assert np.array_equal(got, want)
+
+
+def test_describe_matches_hand_computed_values():
+    d = stats.describe([1.0, 2.0, 3.0, 4.0, 100.0])
+    assert d["median"] == 3.0
+    assert d["mean"] == 22.0
+    # numpy linear interpolation: p10 at rank 0.4 → 1 + 0.4·(2−1); p90 at rank 3.6 → 4 + 0.6·(100−4)
+    assert d["p10"] == pytest.approx(1.4)
+    assert d["p90"] == pytest.approx(61.6)
+    assert d["std"] == pytest.approx(np.sqrt(((np.array([1, 2, 3, 4, 100]) - 22.0) ** 2).sum() / 4))
+
+
+def test_describe_single_and_empty():
+    assert stats.describe([5.0])["std"] == 0.0
+    assert np.isnan(stats.describe([])["median"])
+
+
+def test_ratio_of_medians_is_ratio_and_interval_brackets_it():
+    rng = np.random.default_rng(1)
+    draft = rng.normal(2.0, 0.1, 200)
+    target = rng.normal(4.0, 0.2, 200)
+    c, lo, hi = stats.ratio_of_medians(draft, target, seed=3)
+    assert c == pytest.approx(np.median(draft) / np.median(target))
+    assert lo < c < hi
+    assert hi - lo < 0.05  # 200 samples with 5 % spread: a tight interval
+    assert (c, lo, hi) == stats.ratio_of_medians(draft, target, seed=3)  # seeded → reproducible
+    assert (lo, hi) != stats.ratio_of_medians(draft, target, seed=4)[1:]
+
+
+def test_ratio_of_medians_constant_samples_have_zero_width():
+    assert stats.ratio_of_medians([1.0] * 5, [4.0] * 7) == (0.25, 0.25, 0.25)

@@ -1,42 +1,11 @@
-"""Statistics, phase rules and kernel categories, checked against values worked out by hand."""
+"""Phase rules (`analysis.forwards.phases`) and kernel categories (`analysis.forwards.kernel_tables`), checked against
+values worked out by hand."""
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from nsys_cc.analysis import stats
 from nsys_cc.analysis.forwards import kernel_tables as kernels, phases
-
-
-def test_describe_matches_hand_computed_values():
-    d = stats.describe([1.0, 2.0, 3.0, 4.0, 100.0])
-    assert d["median"] == 3.0
-    assert d["mean"] == 22.0
-    # numpy linear interpolation: p10 at rank 0.4 → 1 + 0.4·(2−1); p90 at rank 3.6 → 4 + 0.6·(100−4)
-    assert d["p10"] == pytest.approx(1.4)
-    assert d["p90"] == pytest.approx(61.6)
-    assert d["std"] == pytest.approx(np.sqrt(((np.array([1, 2, 3, 4, 100]) - 22.0) ** 2).sum() / 4))
-
-
-def test_describe_single_and_empty():
-    assert stats.describe([5.0])["std"] == 0.0
-    assert np.isnan(stats.describe([])["median"])
-
-
-def test_ratio_of_medians_is_ratio_and_interval_brackets_it():
-    rng = np.random.default_rng(1)
-    draft = rng.normal(2.0, 0.1, 200)
-    target = rng.normal(4.0, 0.2, 200)
-    c, lo, hi = stats.ratio_of_medians(draft, target, seed=3)
-    assert c == pytest.approx(np.median(draft) / np.median(target))
-    assert lo < c < hi
-    assert hi - lo < 0.05  # 200 samples with 5 % spread: a tight interval
-    assert (c, lo, hi) == stats.ratio_of_medians(draft, target, seed=3)  # seeded → reproducible
-    assert (lo, hi) != stats.ratio_of_medians(draft, target, seed=4)[1:]
-
-
-def test_ratio_of_medians_constant_samples_have_zero_width():
-    assert stats.ratio_of_medians([1.0] * 5, [4.0] * 7) == (0.25, 0.25, 0.25)
 
 
 def test_best_split_finds_the_prefill_group():
