@@ -14,6 +14,7 @@ from conftest import REPO, cli_in_process, unchanged
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
 from nsys_cc.errors import InputError
+from nsys_cc.formats import tune_json
 
 FIX = REPO / "fixtures" / "tune"
 
@@ -227,7 +228,10 @@ def test_fixture_json_holds_the_schedule_forecast_and_checks(a50_json):
     assert doc["num_speculative_tokens_per_batch_size"] is None and doc["speculative_config"] is None
     sched = doc["fitted_num_speculative_tokens_per_batch_size"]
     assert sched[0][0] == 1 and sched[-1][1] == 16
-    saved = json.loads((out / "schedule.json").read_text())
+    saved = tune_json.read_schedule(out)  # the tune's own files, read back through their format
+    assert saved is not None and saved == json.loads((out / "schedule.json").read_text())
+    record = json.loads((out / tune_json.NAME).read_text())
+    assert {k: v for k, v in record.items() if k != "design"} == doc  # tune.json is what --format json printed
     assert saved["trusted"] is False and saved["num_speculative_tokens_per_batch_size"] is None
     assert saved["fitted_num_speculative_tokens_per_batch_size"] == sched and saved["speculative_config"] is None
     assert (out / "tune.png").stat().st_size > 10_000
