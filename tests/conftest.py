@@ -22,7 +22,8 @@
   independent oracle for reader tests.
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
-- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it).
+- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it); `nodes(path)`:
+  every node of it, listed once.
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
   (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
@@ -150,6 +151,19 @@ def parsed(path: str | Path) -> ast.Module:
     if key not in _PARSED:
         _PARSED[key] = ast.parse(path.read_text(), str(path))
     return _PARSED[key]
+
+
+_NODES: dict[int, tuple[ast.AST, ...]] = {}
+
+
+def nodes(path: str | Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file's AST (`ast.walk(parsed(path))`), listed once per test process while the file is
+    unchanged: the package walkers (layers, contract names, metrics, the one opener and writer, the front door) each
+    walk the same ~165 modules, ~3 M nodes a walk. Read them, never change them."""
+    tree = parsed(path)
+    if id(tree) not in _NODES:
+        _NODES[id(tree)] = tuple(ast.walk(tree))
+    return _NODES[id(tree)]
 
 
 def package_offenders(find) -> dict[str, list[str]]:

@@ -16,7 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import FIXTURES, parsed, raw_sql
+from conftest import FIXTURES, nodes, raw_sql
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import launcher
@@ -230,8 +230,7 @@ def test_no_module_of_launch_or_cli_builds_an_analysis(room):
     # result's speculative analysis in
     found = []
     for path in sorted((PACKAGE / room).rglob("*.py")):
-        tree = parsed(path)
-        for node in ast.walk(tree):
+        for node in nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module:
                 module = ("nsys_cc." + node.module.lstrip(".")) if node.level else node.module
                 module = module.replace("nsys_cc..", "nsys_cc.")

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import parsed
+from conftest import nodes
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
@@ -70,7 +70,7 @@ def imports(root: Path) -> dict[str, set[str]]:
     for name, path in mods.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         out: set[str] = set()
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             if isinstance(node, ast.Import):
                 out |= {a.name for a in node.names if a.name.split(".")[0] == root.name}
             elif isinstance(node, ast.ImportFrom):
@@ -273,7 +273,7 @@ def builders_imported(root: Path, rooms: tuple[str, ...] = ("launch", "cli")) ->
             continue
         builders = BUILDERS - (RENDERERS if room == "cli" else set())
         found: set[str] = set()
-        for node in ast.walk(parsed(path)):
+        for node in nodes(path):
             if isinstance(node, ast.ImportFrom):
                 found |= {a.name for a in node.names} & builders
             elif isinstance(node, ast.Attribute) and node.attr in builders:
@@ -305,7 +305,7 @@ def test_the_builder_check_finds_an_import_and_a_call(tmp_path):
 # ---- one workflow, one place -------------------------------------------------------------------------------------
 def definitions(root: Path, name: str) -> list[str]:
     """The modules of the package that define a function called `name` (at any depth, methods included)."""
-    return sorted(mod for mod, path in modules(root).items() for node in ast.walk(parsed(path))
+    return sorted(mod for mod, path in modules(root).items() for node in nodes(path)
                   if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name)
 
 
@@ -325,7 +325,7 @@ def test_a_verb_has_at_most_two_definitions_in_the_package(name):
 def private_imports(root: Path, room: str) -> list[str]:
     """`from X import _name` in the modules of `room`: a private name of another module used from outside it."""
     return sorted(f"{mod}: {alias.name}" for mod, path in modules(root).items() if mod.split(".")[1:2] == [room]
-                  for node in ast.walk(parsed(path)) if isinstance(node, ast.ImportFrom)
+                  for node in nodes(path) if isinstance(node, ast.ImportFrom)
                   for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__"))
 
 

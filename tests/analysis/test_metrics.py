@@ -8,8 +8,9 @@ Docstrings and f-strings do not count: only a constant that is exactly a metric'
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
-from conftest import REPO
+from conftest import REPO, nodes
 from nsys_cc.analysis.metrics import METRICS
 
 PACKAGE = REPO / "nsys_cc"
@@ -21,28 +22,29 @@ SPELLINGS = {m.name for m in METRICS} | {m.column for m in METRICS}
 NOT_MOVED_YET: dict[str, int] = {}
 
 
-def metric_literals(source: str, spellings: set[str] = SPELLINGS) -> int:
-    """String constants in `source` that are exactly a metric's name or column (docstrings left out)."""
-    tree = ast.parse(source)
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+def metric_literals(path: Path, spellings: set[str] = SPELLINGS) -> int:
+    """String constants in the module at `path` that are exactly a metric's name or column (docstrings left out)."""
+    walked = nodes(path)
+    docstrings = {id(node.body[0].value) for node in walked
                   if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
                   and node.body and isinstance(node.body[0], ast.Expr)
                   and isinstance(node.body[0].value, ast.Constant)}
-    return sum(1 for node in ast.walk(tree) if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    return sum(1 for node in walked if isinstance(node, ast.Constant) and isinstance(node.value, str)
                and node.value in spellings and id(node) not in docstrings)
 
 
 def test_no_module_spells_a_metric_the_registry_names():
     found = {p.relative_to(PACKAGE).as_posix(): n for p in sorted(PACKAGE.rglob("*.py"))
              if p.name != "metrics.py" or p.parent.name != "analysis"
-             if (n := metric_literals(p.read_text()))}
+             if (n := metric_literals(p))}
     assert found == NOT_MOVED_YET
 
 
-def test_the_walker_counts_literals_not_docstrings_or_other_strings():
+def test_the_walker_counts_literals_not_docstrings_or_other_strings(tmp_path):
     code = '''"""wall"""
 def f(df, metric="wall"):
     """gpu_span"""
     return df["gpu_span_ns"], f"{metric}_ns", "walls", "wall-clock"
 '''
-    assert metric_literals(code) == 2
+    (tmp_path / "m.py").write_text(code)
+    assert metric_literals(tmp_path / "m.py") == 2

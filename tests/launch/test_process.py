@@ -69,6 +69,8 @@ def test_a_trace_without_forward_ranges_fails(tmp_path):
     assert run.status == "failed" and "no model_executable() ranges" in run.reason
 
 
+# a real process tree waited on past its 2 s timeout (~3 s of wall, idle): in `make test`, not the edit-test loop
+@pytest.mark.slow
 def test_a_timeout_kills_the_whole_process_tree(tmp_path):
     pid_file = tmp_path / "grandchild.pid"
     hang = ("import subprocess, sys, time; "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, package_offenders, parsed, sha256_tree, unchanged
+from conftest import FIXTURES, REPO, nodes, package_offenders, sha256_tree, unchanged
 from nsys_cc.errors import InputError
 from nsys_cc.files import users
 from nsys_cc.trace import export as export_mod
@@ -265,11 +265,11 @@ ALLOWED = {
 }
 
 
-def _staged_and_buffers(tree: ast.AST) -> tuple[set[str], set[str]]:
+def _staged_and_buffers(path: Path) -> tuple[set[str], set[str]]:
     """(names bound by `with stage.file(…) as name`: paths in a `publish` staging folder; names bound to an
     in-memory buffer, `io.StringIO()` / `io.BytesIO()`)."""
     staged, buffers = set(), set()
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if isinstance(node, (ast.With, ast.AsyncWith)):
             for item in node.items:
                 call, var = item.context_expr, item.optional_vars
@@ -284,10 +284,9 @@ def _staged_and_buffers(tree: ast.AST) -> tuple[set[str], set[str]]:
 
 
 def _write_calls(path: Path) -> list[str]:
-    tree = parsed(path)
-    staged, buffers = _staged_and_buffers(tree)
+    staged, buffers = _staged_and_buffers(path)
     found = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if not isinstance(node, ast.Call):
             continue
         f = node.func
