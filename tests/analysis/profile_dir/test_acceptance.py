@@ -143,7 +143,7 @@ _VLLM_SCRIPT = textwrap.dedent('''
     if __name__ == "__main__":
         from vllm import LLM, SamplingParams
         from vllm.inputs import TokensPrompt
-        from nsys_cc.analysis import acceptance
+        from nsys_cc.analysis.profile_dir import acceptance
         work = Path(sys.argv[1])
         target = config(work / "target", 128, 2, 2, 256)
         runs = {"random": config(work / "draft", 64, 1, 2, 128), "same": target}
