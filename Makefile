@@ -68,7 +68,7 @@ lint: $(STAMPS)/venv
 # them all. NSYS_CC_TEST_BUDGET: after the run, the tests that took longer than that many seconds are named (a
 # warning with where they belong, not a failure).
 # `--dist loadscope`: a module's tests go to one worker, so a module-scoped fixture (an analysis of the tune fixture
-# grid, the known-α pair's models) is built once, not once per worker (tests/test_tune.py's took ~18 s on each of the
+# grid, the known-α pair's models) is built once, not once per worker (tests/analysis/tune/test_model.py's took ~18 s on each of the
 # two workers before). PYTHONDONTWRITEBYTECODE is emptied for pytest only: with it set (some shells and containers
 # do), every worker re-compiles and re-rewrites the asserts of every test module at each run, ~4 s of CPU a worker.
 check: lint
@@ -124,7 +124,7 @@ bench-torch: setup
 	$(PY) benchmarks/torch_vs_nsys.py --repeat 3
 
 fuzz: setup
-	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/test_fuzz.py
+	NSYS_CC_FUZZ_CASES=2000 $(PY) -m pytest -n $(PYTEST_WORKERS) -q tests/properties/test_fuzz.py
 
 clean:
 	rm -rf $(STAMPS) out build site *.egg-info

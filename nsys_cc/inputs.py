@@ -10,7 +10,7 @@ cell's `status.json`) are read through `load_state`: a state file that is not a 
 writer writes, is *unreadable state* — None, with the reason handed to the caller's note — never a wait and never
 a traceback.
 
-A test (tests/test_reliability_reads.py) walks the package for `open(`, `read_text(`, `read_bytes(`, `json.load(`
+A test (tests/reliability/test_reads.py) walks the package for `open(`, `read_text(`, `read_bytes(`, `json.load(`
 and `sqlite3.connect(` calls outside this module, the trace reader's connection function and the writer.
 
 This module imports nothing of the package but its errors: every layer uses it.

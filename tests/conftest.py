@@ -10,8 +10,8 @@
 - `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
   `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves out. Test
   modules import vLLM inside tests or fixtures, not at module level: every test worker collects every module. Torch
-  too: the plugin tests whose fake models subclass `torch.nn.Module` (tests/test_vllm_plugin.py,
-  tests/test_vllm_plugin_draft_token.py) make them in their tests, with `torch = LazyModule("torch")` at the top.
+  too: the plugin tests whose fake models subclass `torch.nn.Module` (tests/vllm/test_plugin.py,
+  tests/vllm/test_plugin_draft_token.py) make them in their tests, with `torch = LazyModule("torch")` at the top.
 - Hypothesis runs without its per-example deadline (profile `nsys_cc`): timing is not what those tests check,
   and a busy 2-core CI machine would make it flaky.
 - `fixtures_dir`: <repo>/fixtures. `nvtx_fixture`: fixtures/nvtx/nvtx_cases.sqlite (made by `make fixtures`).
@@ -22,7 +22,8 @@
   independent oracle for reader tests.
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
-- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it).
+- `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it); `nodes(path)`:
+  every node of it, listed once.
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
   (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
@@ -33,11 +34,13 @@ from __future__ import annotations
 import ast
 import contextlib
 import hashlib
+import importlib.util
 import os
 import re
 import signal
 import sqlite3
 import subprocess
+import sys
 import urllib.parse
 from pathlib import Path
 
@@ -47,6 +50,7 @@ from hypothesis import settings
 from nsys_cc.trace.nsys import BIN_IN_PREFIX, find_nsys
 
 REPO = Path(__file__).resolve().parents[1]
+TESTS = REPO / "tests"
 FIXTURES = REPO / "fixtures"
 PACKAGE = REPO / "nsys_cc"
 PUBLIC = REPO.parent / "shared" / "traces" / "public"
@@ -119,6 +123,21 @@ class LazyModule:
         return getattr(importlib.import_module(self._name), attr)
 
 
+def room_module(path: str):
+    """The test module at `path` (relative to tests/, e.g. "analysis/forwards/test_ranks.py"), for a test of another
+    room that uses its helpers. The rooms are folders, not packages (no `__init__.py`: pytest imports each test module
+    under its basename, with its own folder on sys.path), so a module of the same folder is imported by its name and
+    one of another folder through here: by its path, under the same name pytest gives it, whichever test runs first."""
+    name = Path(path).stem
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, TESTS / path)
+        assert spec is not None and spec.loader is not None, path
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 _PARSED: dict[tuple[str, int, int], ast.Module] = {}
 
 
@@ -132,6 +151,19 @@ def parsed(path: str | Path) -> ast.Module:
     if key not in _PARSED:
         _PARSED[key] = ast.parse(path.read_text(), str(path))
     return _PARSED[key]
+
+
+_NODES: dict[int, tuple[ast.AST, ...]] = {}
+
+
+def nodes(path: str | Path) -> tuple[ast.AST, ...]:
+    """Every node of a source file's AST (`ast.walk(parsed(path))`), listed once per test process while the file is
+    unchanged: the package walkers (layers, contract names, metrics, the one opener and writer, the front door) each
+    walk the same ~165 modules, ~3 M nodes a walk. Read them, never change them."""
+    tree = parsed(path)
+    if id(tree) not in _NODES:
+        _NODES[id(tree)] = tuple(ast.walk(tree))
+    return _NODES[id(tree)]
 
 
 def package_offenders(find) -> dict[str, list[str]]:
@@ -321,7 +353,7 @@ def no_figures(request, monkeypatch):
     analysis wrote (its tables, report.json, the runs' status), not its figures: drawing a small report's nine
     figures, or a sweep's two after each cell, is most of such a test's time (~1 s a figure on 2 cores). A test that
     looks at the figures in a module that uses this marks itself `figures`; they are drawn and checked where they are
-    the subject (tests/test_plots.py, the tests that look in plots/). Production code is unchanged."""
+    the subject (tests/report/test_result_plots.py, the tests that look in plots/). Production code is unchanged."""
     if request.node.get_closest_marker("figures"):
         return
     from nsys_cc.report import report_files, sweep_files

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import parsed
+from conftest import nodes, parsed
 from nsys_cc import contract
 from nsys_cc.trace.nvtx import matches
 
@@ -44,9 +44,8 @@ def spelled_outside(root: Path) -> list[str]:
     for path in sorted(root.rglob("*.py")):
         if path.name == "contract.py" and path.parent == root:
             continue
-        tree = parsed(path)
-        docs = _docstrings(tree)
-        for node in ast.walk(tree):
+        docs = _docstrings(parsed(path))
+        for node in nodes(path):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
                 for name, pattern in patterns.items():
                     if pattern.search(node.value):

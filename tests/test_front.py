@@ -16,14 +16,15 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import FIXTURES, parsed, raw_sql
+from conftest import FIXTURES, nodes, raw_sql
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import launcher
 from nsys_cc.launch.commands import BenchOptions
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
-# wrote, and drawing the figures was most of their time; tests/test_plots.py and the plots/ tests draw them.
+# wrote, and drawing the figures was most of their time; tests/report/test_result_plots.py and the plots/ tests draw
+# them.
 pytestmark = pytest.mark.usefixtures("no_figures")
 
 VLLM, SPEC, TP = FIXTURES / "vllm", FIXTURES / "spec", FIXTURES / "tp"
@@ -204,42 +205,6 @@ def test_a_manifest_is_many_trace_sets(tmp_path):
     assert err.value.param == "skip_ranges"
 
 
-def test_what_the_source_is_is_decided_once(monkeypatch):
-    """`analyze` asks what its source is once (`source_kinds.decide`), then analyses that kind: a profile's output
-    directory is not asked about again on the way to its analysis (front and the analysis each asked before)."""
-    from nsys_cc.analysis.coefficient import source_kinds
-    from nsys_cc.analysis.profile_dir import outputs
-
-    asked: list = []
-    real = outputs.is_profile_output
-    monkeypatch.setattr(outputs, "is_profile_output", lambda p: asked.append(p) or real(p))
-
-    class Reached(Exception):
-        pass
-
-    def reached(path, **kwargs):
-        raise Reached(len(asked))
-
-    monkeypatch.setattr(source_kinds, "analyze_profile", reached)
-    with pytest.raises(Reached) as got:
-        nsys_cc.analyze(INTERLEAVED / "spec")
-    assert got.value.args == (1,)
-
-
-def test_the_kinds_of_source(tmp_path):
-    from nsys_cc.analysis.coefficient.source_kinds import MANY, PROFILE, TRACES, decide
-
-    traces = [VLLM / f"{m}.sqlite" for m in PLAIN]
-    manifest = tmp_path / "m.csv"
-    manifest.write_text("name,target,drafts\n")
-    assert decide(INTERLEAVED / "spec").kind == PROFILE
-    assert (decide(manifest, is_many=lambda p: True).kind, decide(manifest).kind) == (MANY, TRACES)
-    listed = decide(traces)  # [target, *drafts] as one list
-    assert (listed.kind, listed.source, listed.drafts) == (TRACES, traces[0], tuple(traces[1:]))
-    given = decide(traces[0], traces[1:], is_many=lambda p: True)  # drafts given: one trace set, whatever the path
-    assert (given.kind, given.source, given.drafts) == (TRACES, traces[0], tuple(traces[1:]))
-
-
 def test_jobs_apply_to_many_trace_sets_whatever_the_one_set_is(tmp_path):
     # a folder of traces is one trace set: jobs and scheduler are refused for it as for traces given one by one
     # (the folder's own decision once skipped that check, and said what the folder lacked instead)
@@ -265,8 +230,7 @@ def test_no_module_of_launch_or_cli_builds_an_analysis(room):
     # result's speculative analysis in
     found = []
     for path in sorted((PACKAGE / room).rglob("*.py")):
-        tree = parsed(path)
-        for node in ast.walk(tree):
+        for node in nodes(path):
             if isinstance(node, ast.ImportFrom) and node.module:
                 module = ("nsys_cc." + node.module.lstrip(".")) if node.level else node.module
                 module = module.replace("nsys_cc..", "nsys_cc.")

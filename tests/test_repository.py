@@ -5,6 +5,11 @@
 - The tests say what they test: no test file, name or comment cites an issue number (in prose or in a name); an
   issue number tells a newcomer nothing, and the issue is history, not the behaviour under test.
 - The package's citations of issue numbers only go down (those left are in modules being split; each split drops them).
+- The tests mirror the package: at least 90 % of the test files are in a room named after a folder of the package
+  (`tests/analysis/forwards/` for `nsys_cc/analysis/forwards/`), in a suite that cuts across rooms (`e2e/`,
+  `properties/`, `reliability/`), or at the top named after a top-level module (`test_front.py` for
+  `nsys_cc/front.py`); every test file's name is unique in the tree (the rooms are folders, not packages: pytest
+  imports each test module under its basename).
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ from conftest import PACKAGE, REPO
 TESTS = REPO / "tests"
 # "issue", "issues" or "_issue" followed by a number, in any case, with a space, "#", "_" or nothing between; a link
 # to an issue elsewhere (…/issues/<number>: a citation with an address) passes.
+# The suites that test no one room: whole workflows, properties that hold everywhere, bad input and data safety.
+CROSS_CUTTING = ("e2e", "properties", "reliability")
+MIRRORED_SHARE = 0.9
 ISSUE_NUMBER = re.compile(r"(?<![a-z])issues?[ _#-]*\d+", re.IGNORECASE)
 # The package's citations left, in modules being split (analysis/, vllm/plugin.py, tuning.py, trace/reader.py,
 # launch/interleaved.py) or removed (_compat.py). Lower it when one goes; it never rises.
@@ -98,3 +106,49 @@ def test_the_packages_issue_citations_only_go_down():
         "\n".join(found)
     assert len(found) == PACKAGE_CITATIONS_LEFT, (
         f"{PACKAGE_CITATIONS_LEFT - len(found)} citation(s) fewer: lower PACKAGE_CITATIONS_LEFT to {len(found)}")
+
+
+def misplaced(tests: Path, package: Path) -> list[str]:
+    """The test files (`test_*.py` under `tests`, relative posix paths) that are neither in a room named after a
+    folder of `package` holding modules, nor in a cross-cutting suite, nor at the top named after a top-level
+    module. The package's folders are listed here, not from the tests: the package is the oracle."""
+    rooms = {p.parent.relative_to(package).as_posix() for p in package.rglob("*.py") if p.parent != package}
+    modules = {p.stem for p in package.glob("*.py")}
+    out = []
+    for path in sorted(tests.rglob("test_*.py")):
+        rel = path.relative_to(tests)
+        if len(rel.parts) == 1:
+            ok = rel.stem.removeprefix("test_") in modules
+        else:
+            ok = rel.parts[0] in CROSS_CUTTING or rel.parent.as_posix() in rooms
+        if not ok:
+            out.append(rel.as_posix())
+    return out
+
+
+def test_the_tests_mirror_the_package():
+    files = sorted(TESTS.rglob("test_*.py"))
+    assert len(files) > 50, "the tests were not found"
+    off = misplaced(TESTS, PACKAGE)
+    assert 1 - len(off) / len(files) >= MIRRORED_SHARE, (
+        f"{len(off)} of {len(files)} test files are in no room of the package (tests/<room>/ after nsys_cc/<room>/, "
+        f"or {', '.join(CROSS_CUTTING)}) nor named after a top-level module: {off}")
+
+
+def test_every_test_files_name_is_unique():
+    names = [p.name for p in TESTS.rglob("test_*.py")]
+    assert sorted(n for n in set(names) if names.count(n) > 1) == []
+
+
+def test_the_mirror_check_finds_a_test_outside_every_room(tmp_path):
+    package, tests = tmp_path / "pkg", tmp_path / "tests"
+    for module in ("front.py", "trace/reader.py", "launch/models/config.json"):
+        (package / module).parent.mkdir(parents=True, exist_ok=True)
+        (package / module).write_text("")
+    for test in ("test_front.py", "test_user_calls.py", "trace/test_reader.py", "traces/test_reader2.py",
+                 "e2e/test_profile.py", "launch/models/test_config.py", "launch/test_plan.py"):
+        (tests / test).parent.mkdir(parents=True, exist_ok=True)
+        (tests / test).write_text("")
+    # launch/models/ holds no module (data only), and launch/ none at all: neither is a room
+    assert misplaced(tests, package) == ["launch/models/test_config.py", "launch/test_plan.py",
+                                         "test_user_calls.py", "traces/test_reader2.py"]

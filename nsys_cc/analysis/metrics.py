@@ -55,7 +55,7 @@ class Metric:
         return f"{self.name}_ns"
 
 
-# The metrics' names, spelled here once (`tests/test_metrics_registry.py` fails on a metric's name or column spelled
+# The metrics' names, spelled here once (`tests/analysis/test_metrics.py` fails on a metric's name or column spelled
 # anywhere else in the package): a module that names one imports it, its per-forward column is `COLUMNS[name]`.
 WALL, GPU_SPAN, KERNEL_SUM, GPU_BUSY, LAUNCH_API, GPU_IDLE = (
     "wall", "gpu_span", "kernel_sum", "gpu_busy", "launch_api", "gpu_idle")

@@ -71,7 +71,8 @@ def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch
     10 %, or the forecast has no usable interval: the report says why and what to measure next, and gives no
     --speculative-config); 2 bad input.
     """
-    from ..report.tune_text import UNTRUSTED_EXIT, render_json, render_text
+    from ..formats import tune_json
+    from ..report.tune_text import UNTRUSTED_EXIT, render_text
     from ..workflows.tune import tune
 
     report = tune(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
@@ -80,7 +81,7 @@ def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch
                  device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
                  workload=workload, run_schedule=run_schedule, profiler=profiler)
     if fmt == "json":
-        click.echo(render_json(report.to_dict()))
+        click.echo(tune_json.dumps(report.to_dict()))
     else:
         click.echo(render_text(report.result, report.notes), nl=False)
     if report.files:

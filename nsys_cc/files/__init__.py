@@ -8,6 +8,6 @@
 - `publishing`: `publish` / `withdraw` — a report directory's files replaced as a whole (generations switched by one
   rename), touching only files it can prove it wrote.
 
-Every module of the package that writes under `-o` goes through these (tests/test_reliability_writes.py walks the
+Every module of the package that writes under `-o` goes through these (tests/reliability/test_writes.py walks the
 package for writes around them). They import nothing of the package but `errors` and `inputs`.
 """

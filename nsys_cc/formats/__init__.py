@@ -4,7 +4,8 @@
 - `done_json`: the record a completed run leaves last (`run-<k>/done.json`, `<label>.done.json`);
 - `interleaved_json`: the benchmark driver's record of an interleaved run (`run-<k>/interleaved.json`);
 - `bench_json`: a model's per-iteration latencies (`X.bench.json`, vLLM's latency benchmark's `--output-json`);
-- `cell_json`, `attempts_json`: a sweep cell's outcome and its starts.
+- `cell_json`, `attempts_json`: a sweep cell's outcome and its starts;
+- `tune_json`: a tune directory's `tune.json` (the design, then the report's record) and `schedule.json`.
 
 Each module names its file, says what it holds, and gives the shape every reader checks (`inputs.check_shape`): a
 file of another shape is a file nsys-cc did not write. vLLM's spec-decode metrics dump is `nsys_cc.acceptance`'s

@@ -1,6 +1,6 @@
 """How many interleaved runs remain and about how long they take: the numbers of `profile`'s progress line.
 
-Pure arithmetic on what the runs so far took, so that it is tested with made-up durations (tests/test_eta.py):
+Pure arithmetic on what the runs so far took, so that it is tested with made-up durations (tests/launch/test_eta.py):
 
 - a fixed number of runs (`repeat`, no precision): the runs left are `repeat - done`;
 - with a precision P: at least `repeat - done` (the first `repeat` are always made), at most `max_repeat - done`,

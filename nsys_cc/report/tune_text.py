@@ -1,5 +1,5 @@
-"""The words of `nsys-cc tune` (`nsys_cc.workflows.tune`): the text it prints and report.md holds (`render_text`), and
-its JSON (`render_json`: tune.json and `--format json`, every non-finite number as null)."""
+"""The words of `nsys-cc tune` (`nsys_cc.workflows.tune`): the text it prints and report.md holds (`render_text`).
+Its JSON (tune.json, `--format json`) is `nsys_cc.formats.tune_json`'s."""
 
 from __future__ import annotations
 
@@ -16,22 +16,6 @@ if TYPE_CHECKING:
 # `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneResult.trusted` False): distinct from 1 (some
 # run failed) and 2 (bad input). The text says it where it says why.
 UNTRUSTED_EXIT = 3
-
-
-def render_json(doc: dict) -> str:
-    """`doc` (`TuneReport.to_dict()`, with the design in tune.json) as the JSON `tune` prints and writes."""
-    return json.dumps(finite(doc), indent=1)
-
-
-def finite(obj):
-    """`obj` with every non-finite float (NaN, ±inf) as None: JSON has no NaN."""
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    if isinstance(obj, dict):
-        return {k: finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [finite(v) for v in obj]
-    return obj
 
 
 def _x(v: float) -> str:

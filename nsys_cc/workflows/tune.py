@@ -31,10 +31,9 @@ from ..analysis.tune import directories, schedule
 from ..errors import InputError
 from ..files import publishing
 from ..files.folder import Folder, check_out_dir
-from ..report.tune_text import render_json, render_text
+from ..formats import tune_json
+from ..report.tune_text import render_text
 
-DESIGN_FILE = "tune.json"
-SCHEDULE_FILE = "schedule.json"
 SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
 CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
             "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
@@ -169,7 +168,7 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
 # (× draws): 1024 × 8 takes ~1 s and ~40 MB here; batch size 40000 ran on for minutes and gigabytes (issue 45).
 MAX_FORECAST_CELLS = 8192
 MAX_FORECAST_DRAWS = 1 << 25
-TUNE_FILES = (DESIGN_FILE, SCHEDULE_FILE, "forecast.csv", "checks.csv", "report.md", "tune.png")
+TUNE_FILES = (tune_json.NAME, tune_json.SCHEDULE_NAME, "forecast.csv", "checks.csv", "report.md", "tune.png")
 
 
 def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamma, draws) -> tuple:
@@ -228,12 +227,8 @@ def _round(folder: Folder, k: int) -> Path:
 def _design_of(root: Path) -> dict:
     """The design `tune` recorded in `root/tune.json` ({} without one, or when it is not a tune record); a design
     whose batch sizes, γ values or models are of the wrong kind (a hand edit) is one InputError naming the file."""
-    try:
-        record = inputs.load_state(root / DESIGN_FILE, "tune record", shape={"design": dict}) or {}
-    except InputError:
-        return {}
-    design = dict(record.get("design", {}))
-    where = f"{os.fspath(root / DESIGN_FILE)}: its design's"
+    design = tune_json.read_design(root)
+    where = f"{os.fspath(root / tune_json.NAME)}: its design's"
     for key, name in (("batch_sizes", "batch sizes"), ("speculate", "γ values")):
         if key in design:
             try:
@@ -253,8 +248,8 @@ def _publish_design(out: Path, design: dict) -> None:
     from ..report.report_files import MANIFEST
 
     def build(stage: publishing.Stage) -> None:
-        with stage.file(DESIGN_FILE) as path:
-            path.write_text(json.dumps({"design": design}, indent=1) + "\n")
+        with stage.file(tune_json.NAME) as path:
+            path.write_text(tune_json.design_text(design))
 
     publishing.publish(out, build, manifest=MANIFEST, what="the tune report")
 
@@ -525,14 +520,14 @@ def write(report: TuneReport, out: str | os.PathLike, *, plot: bool = True) -> d
     design = _design_of(out) if out.is_dir() else {}
     if design:
         doc["design"] = design
-    names = {"json": DESIGN_FILE, "schedule": SCHEDULE_FILE, "forecast": "forecast.csv", "checks": "checks.csv",
-             "report": "report.md", **({"plot": "tune.png"} if plot else {})}
+    names = {"json": tune_json.NAME, "schedule": tune_json.SCHEDULE_NAME, "forecast": "forecast.csv",
+             "checks": "checks.csv", "report": "report.md", **({"plot": "tune.png"} if plot else {})}
 
     def build(stage: publishing.Stage) -> None:
-        with stage.file(DESIGN_FILE) as path:
-            path.write_text(render_json(doc) + "\n")
-        with stage.file(SCHEDULE_FILE) as path:
-            path.write_text(json.dumps(r.schedule_doc(), indent=1) + "\n")
+        with stage.file(tune_json.NAME) as path:
+            path.write_text(tune_json.text(doc))
+        with stage.file(tune_json.SCHEDULE_NAME) as path:
+            path.write_text(tune_json.schedule_text(r.schedule_doc()))
         with stage.file("forecast.csv") as path:
             pd.DataFrame(r.forecast).to_csv(path, index=False)
         with stage.file("checks.csv") as path:

@@ -10,7 +10,7 @@ call is a no-op, as with NVTX itself.
 
 Why: the GPU machine has Python 3.12 and no `nvtx` package (the packed nvtx 0.2.11 wheel is cp311 only);
 `torch.cuda.nvtx` takes no payload. Any Python 3 with ctypes works. Tested under the real nsys 2022.4 on the CPU
-(`tests/test_gpu_traces.py`).
+(`tests/e2e/test_gpu_traces.py`).
 
     from nvtx_ctypes import NVTX
     NVTX.push("model_executable()", 128); ...; NVTX.pop()

@@ -9,7 +9,7 @@
 #   run(command="bash scripts/gpu_traces/run_on_device.sh", carry=["gpu_pack"], timeout_s=560)
 # Env: NSYS_PREFIX (default .nsys) or NSYS_ROOT (the nsight-systems directory itself); PACK_DIR (default gpu_pack);
 # PACK_NO_TAR=1 leaves the unpacked tree PACK_DIR/nsys instead of the archive; XZ_LEVEL (default 6) its compression
-# (the CPU dry run in tests/test_gpu_traces.py packs with 0: fast).
+# (the CPU dry run in tests/e2e/test_gpu_traces.py packs with 0: fast).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=${NSYS_ROOT:-${NSYS_PREFIX:-.nsys}/usr/lib/nsight-systems}

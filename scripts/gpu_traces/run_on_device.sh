@@ -17,7 +17,7 @@
 # GRAPH_TRACE rows and cudaGraphLaunch calls) into $OUT/summary.tsv, and comes back as $OUT/NAME.nsys-rep.xz; the
 # log is $OUT/run.log. Back on the CPU machine: xz -d, nsys export, nsys-cc analyze (fixtures/gpu/, item 7).
 #
-# Env overrides (the CPU dry run in tests/test_gpu_traces.py sets them): PACK (default gpu_pack), PYTHON (python3),
+# Env overrides (the CPU dry run in tests/e2e/test_gpu_traces.py sets them): PACK (default gpu_pack), PYTHON (python3),
 # TARGET_MODEL, DRAFT_MODEL, RUNS (names below, in order), INPUT_LEN, DECODE, WARMUP, ITERS, TRACE (nsys -t, default
 # cuda,nvtx: osrt made a small run's .qdstrm 23 MB, over what comes back), DEADLINE, EXPECT_GPU (auto|0|1).
 set -uo pipefail

@@ -18,7 +18,7 @@ token ever accepted): after the target's prefill the draft prefills the prompt, 
 forward of G + 1 tokens (`model_executable()`, payload G + 1) followed by G one-token draft forwards
 (`draft_model_executable()`, payload 1), inside `nsys_cc:step` (payload G + 1).
 
-Runs on the CPU too (float32), which is how it is tested before a GPU run (`tests/test_gpu_traces.py`).
+Runs on the CPU too (float32), which is how it is tested before a GPU run (`tests/e2e/test_gpu_traces.py`).
 
     python3 workload.py --model llama-68m-shape [--input-len 128] [--decode 8] [--warmup 3] [--iters 10] [--graphs]
                         [--draft llama-68m-shape --gamma 3] [--sync step|forward] [--device cuda|cpu]

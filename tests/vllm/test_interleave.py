@@ -1,0 +1,54 @@
+"""How the interleaving driver ends (`nsys_cc.vllm.interleave.leave`): through C's `exit`, skipping vLLM's shutdown,
+only when every engine is in its process and it has no child process. That the trace keeps every range after such an
+end is checked on real runs by tests/e2e/test_profile_interleaved.py (exact forward counts per engine in every run)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from nsys_cc.vllm.interleave import _has_children, fast_exit_allowed
+
+IN_PROCESS = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
+def test_the_fast_end_needs_in_process_engines_and_no_child():
+    assert fast_exit_allowed(IN_PROCESS, lambda: False)
+    assert not fast_exit_allowed(IN_PROCESS, lambda: True)  # an engine-core or worker process runs
+    assert not fast_exit_allowed({}, lambda: False)  # vLLM's default: engine cores are processes
+    assert not fast_exit_allowed({"VLLM_ENABLE_V1_MULTIPROCESSING": "1"}, lambda: False)
+
+
+def test_a_child_process_is_seen_while_it_runs():
+    before = _has_children()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        assert _has_children()
+    finally:
+        child.kill()
+        child.wait()
+    assert not before and not _has_children()
+
+
+def test_without_procs_children_lists_a_child_is_assumed(tmp_path):
+    assert _has_children(tmp_path / "missing")  # no /proc: cannot tell
+    assert _has_children(tmp_path)  # a task folder without children lists (a kernel without them)
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "children").write_text("")
+    assert not _has_children(tmp_path)
+    (tmp_path / "1" / "children").write_text("4242 ")
+    assert _has_children(tmp_path)
+
+
+def test_a_program_that_leaves_fast_keeps_its_exit_status_and_output(tmp_path):
+    out = tmp_path / "written.txt"
+    code = ("import sys; from nsys_cc.vllm.interleave import leave; "
+            f"open({str(out)!r}, 'w').write('done'); print('unflushed', end=''); sys.stderr.write('err'); leave(); "
+            "sys.exit(3)")  # only reached when leave() returned
+    fast = subprocess.run([sys.executable, "-c", code], env={**IN_PROCESS, "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=120)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (0, "unflushed", "err")
+    assert out.read_text() == "done"
+    slow = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                          text=True, timeout=120)
+    assert slow.returncode == 3  # vLLM's shutdown (Python's own end) where processes may need it
