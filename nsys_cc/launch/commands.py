@@ -219,13 +219,28 @@ def bench_env(opts: BenchOptions, *, gpu: bool, environ: Mapping[str, str] = os.
     return env
 
 
-def check_profiler(profiler: str) -> str:
+def known_profiler(profiler: str) -> str:
     """`profiler` when it is one of `contract.PROFILERS`, else InputError naming the parameter."""
     if profiler not in PROFILERS:
         from ..errors import InputError
 
         raise InputError(f"profiler must be {' or '.join(PROFILERS)}, not {profiler!r}", param="profiler")
     return profiler
+
+
+# What a route's runs are made under, as the progress lines and a failed run's reason say it.
+UNDER = {"nsys": "nsys", "torch": "the torch profiler"}
+
+
+def nsys_for(profiler: str, *, shown_only: bool = False) -> str:
+    """The nsys binary a route runs: on the nsys route `require_nsys()` (NsysNotFoundError when there is none), or
+    with `shown_only` (commands printed, not run) `find_nsys()` or plain "nsys"; "" on the torch route, which runs no
+    nsys."""
+    if profiler != "nsys":
+        return ""
+    from ..trace.nsys import find_nsys, require_nsys
+
+    return (find_nsys() or "nsys") if shown_only else require_nsys()
 
 
 def torch_env(trace: Path, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -45,7 +45,7 @@ from ..errors import InputError
 from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
 from . import eta, interleaved_run, plan, process, results
-from .commands import BenchOptions, ModelCommands, ModelFiles
+from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
 from .interleaved_run import RUN_PREFIX, Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
 from .models import Model, resolve_all
@@ -151,9 +151,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                                      repeat=repeat, max_repeat=max_repeat if precision is not None else None,
                                      precision=precision,
                                      worst=max(outcome.precision.values(), default=None) if outcome.precision else None)
-                under = "nsys" if profiler == "nsys" else "the torch profiler"
                 progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
-                             f"under {under} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
+                             f"under {UNDER[profiler]} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
                                        where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas, profiler=profiler)
                 interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
@@ -350,10 +349,8 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
                     profiler: str = "nsys"):
     """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
     `out_dir`, as `profile_interleaved` describes; `profiler` "torch": the torch route, no nsys needed."""
-    from ..trace.nsys import require_nsys
-
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    nsys = require_nsys() if profiler == "nsys" else ""
+    nsys = nsys_for(profiler)
     for warning in process.preflight(nsys):
         progress.say(f"warning: {warning}")
     out = check_out_dir(out_dir, "the profile run").resolve()

@@ -34,8 +34,7 @@ from collections.abc import Callable, Sequence
 
 from .. import progress
 from ..files.folder import Folder, check_out_dir
-from ..trace.nsys import require_nsys
-from .commands import BenchOptions
+from .commands import UNDER, BenchOptions, nsys_for
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
 from .results import ProfileOutcome, conclude, write_status
@@ -78,7 +77,7 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
     check_seed(seed)  # before minutes of profiling, not after
     check_out_dir(out_dir, "the profile run")
     gpu = uses_gpu(device)
-    nsys = require_nsys() if profiler == "nsys" else ""
+    nsys = nsys_for(profiler)
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                 profiler=profiler)
@@ -99,8 +98,7 @@ def _profile_models(runs, out, *, force: bool, gpu: bool, timeout: float | None,
                 run.status = "resumed"
                 progress.say(f"{where}: already complete in {out} (force=True profiles it again)")
                 continue
-            under = "nsys" if profiler == "nsys" else "the torch profiler"
-            progress.say(f"{where}: profiling under {under} ({'GPU' if gpu else 'CPU'}) …")
+            progress.say(f"{where}: profiling under {UNDER[profiler]} ({'GPU' if gpu else 'CPU'}) …")
             run_model(run, timeout=timeout)
             if run.status == "resumed":  # a rerun that failed, the earlier trace set kept
                 progress.say(f"{where}: {run.reason}")

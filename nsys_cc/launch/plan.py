@@ -20,8 +20,7 @@ from pathlib import Path
 from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..errors import InputError
-from ..trace.nsys import find_nsys
-from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
+from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands, nsys_for
 from .models import HEADS, MTP_TARGETS, Model, head_for, resolve, resolve_all
 
 ROLES = ("target", "draft", "speculative")
@@ -322,7 +321,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             draft_tp: int = 1, profiler: str = "nsys") -> str:
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
-    nsys = (find_nsys() or "nsys") if profiler == "nsys" else ""
+    nsys = nsys_for(profiler, shown_only=True)
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                 profiler=profiler)

@@ -29,7 +29,7 @@ from ..files.folder import Folder
 from ..formats import status_json
 from ..trace.nsys import nsys_version
 from . import check
-from .commands import ModelCommands
+from .commands import UNDER, ModelCommands
 from .models import Model
 from .plan import ModelLaunch
 from .resume import commit, discard, is_complete, staged
@@ -252,8 +252,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
-            under = "nsys" if cmds.export else "the torch profiler"
-            return f"benchmark under {under} failed (exit {rc}): {failure_reason(log_path)}"
+            return f"benchmark under {UNDER[cmds.files.profiler]} failed (exit {rc}): {failure_reason(log_path)}"
         problem = checked()
         if problem:
             return problem

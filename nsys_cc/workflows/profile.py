@@ -25,7 +25,7 @@ from ..contract import ENV_TORCH_SETTINGS
 from ..errors import InputError
 from ..files.folder import check_out_dir
 from ..launch import launcher, plan
-from ..launch.commands import BenchOptions, check_profiler as known_profiler
+from ..launch.commands import BenchOptions, known_profiler, nsys_for
 from ..launch.interleaved import (
     DEFAULT_OPTIONS,
     DEFAULT_REPEAT,
@@ -101,8 +101,6 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
             profiler: str = "nsys") -> str:
     """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
     per model (`plan.dry_run`)."""
-    from ..trace.nsys import find_nsys
-
     check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp, trace=trace, nsys_args=nsys_args)
     options = DEFAULT_OPTIONS if options is None else options
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
@@ -110,7 +108,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         return plan.dry_run(target, drafts, out_dir, options, device=device, trace=trace, nsys_args=nsys_args,
                             speculate=speculate, speculative_config=speculative_config, target_tp=target_tp,
                             draft_tp=draft_tp, profiler=profiler)
-    nsys = (find_nsys() or "nsys") if profiler == "nsys" else ""
+    nsys = nsys_for(profiler, shown_only=True)
     return dry_run_interleaved(target, drafts, out_dir, options, nsys=nsys,
                                gpu=plan.uses_gpu(device), trace=trace, nsys_args=nsys_args,
                                repeat=DEFAULT_REPEAT if repeat is None else repeat, precision=precision,

@@ -14,6 +14,7 @@ from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
 from nsys_cc.launch import commands, launcher, models, plan, process, results
 from nsys_cc.launch.commands import BenchOptions, ModelFiles
+from nsys_cc.trace import nsys as trace_nsys
 from nsys_cc.workflows import profile as profile_workflow
 
 
@@ -260,7 +261,7 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
     monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileOutcome(out, runs))
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
-    nsys = launcher.require_nsys()
+    nsys = trace_nsys.require_nsys()
     runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
     for run in runs:
         run.files.sqlite.write_text("x")
@@ -372,7 +373,7 @@ def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
 
     monkeypatch.setattr(launcher, "run_model", fake_run_model)
     monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
-    monkeypatch.setattr(launcher, "require_nsys", lambda: NSYS)
+    monkeypatch.setattr(trace_nsys, "require_nsys", lambda: NSYS)  # the route's nsys (commands.nsys_for)
 
 
 # With its figures (seven PNGs drawn: most of its 3 s) in `make test`; without them in `make check`, where the same
