@@ -359,7 +359,7 @@ def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
     return f"NVTX_EVENTS.{column} a slow generated column"
 
 
-# each case spins for its 1 s bound: 1 case in `make check`, 4 in `make test`
+# each case spins for its 0.3 s bound: 1 case in `make check`, 4 in `make test`
 @pytest.mark.parametrize("seed", range(max(1, CASES // 15)))
 def test_a_slow_query_is_stopped_by_the_query_bound(seed, tmp_path, cache_dir, monkeypatch):
     """Every query the reader makes is bounded (NSYS_CC_QUERY_TIMEOUT): a column made slow ends in an NsysCCError
@@ -376,7 +376,7 @@ def test_a_slow_query_is_stopped_by_the_query_bound(seed, tmp_path, cache_dir, m
         con.commit()
     finally:
         con.close()
-    monkeypatch.setenv("NSYS_CC_QUERY_TIMEOUT", "1")
+    monkeypatch.setenv("NSYS_CC_QUERY_TIMEOUT", "0.3")
     with unchanged(mutated, pristine), bounded(120):
         _check(seed, mutations, lambda: exercise(mutated, pristine, base.range_name, cache_dir))
 

@@ -538,10 +538,10 @@ def _hanging_nsys(tmp: Path) -> Path:
 def nsys_export_that_hangs(tmp: Path) -> Case:
     """An export that never ends (a cold cache and a stuck nsys) used to wait forever."""
     shutil.copyfile(REPORT, tmp / "r.nsys-rep")
-    c = on_file(tmp / "r.nsys-rep", r"^nsys export of .*r\.nsys-rep did not finish within 1 s \(--timeout=1\); allow "
-                                    r"more time \(0: no limit\), or export it yourself and pass the \.sqlite$",
+    c = on_file(tmp / "r.nsys-rep", r"^nsys export of .*r\.nsys-rep did not finish within 0\.3 s \(--timeout=0\.3\); "
+                                    r"allow more time \(0: no limit\), or export it yourself and pass the \.sqlite$",
                 env={"NSYS": str(_hanging_nsys(tmp))})
-    c.runs = {verb: [*args, "--timeout", "1"] for verb, args in c.runs.items()}
+    c.runs = {verb: [*args, "--timeout", "0.3"] for verb, args in c.runs.items()}
     return c
 
 
@@ -638,7 +638,7 @@ def option_value_of_the_wrong_type(tmp: Path) -> Case:
 
 
 CASE_RUNS = [(name, verb) for name, verbs in VERBS.items() for verb in verbs]
-# A case that waits for its bound (the hanging export: 1 s each) runs one verb in `make check`, the others in
+# A case that waits for its bound (the hanging export: 0.3 s each) runs one verb in `make check`, the others in
 # `make test`: the bound is the same code for every verb.
 WAITS = {"nsys_export_that_hangs"}
 NSYS_FREE_RUNS = [(name, verb) if name not in WAITS or verb == "analyze" else
