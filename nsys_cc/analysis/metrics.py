@@ -97,6 +97,9 @@ PART_COLUMNS: tuple[str, ...] = tuple(part_column(p, m.name) for p in PARTS for 
 ALL, PREFILL, DECODE, VERIFY = "all", "prefill", "decode", "verify"
 # verify: a speculative run's target forward checking γ draft tokens (phases.py); no plain draft has it.
 PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE, VERIFY)
+# Kinds of a step that are no phase, left out of every figure: both prefill and decode requests in it (chunked
+# prefill beside running decodes); no tokens (no target forward, or a vLLM step that schedules none).
+MIXED, EMPTY = "mixed", "empty"
 
 
 def metrics_for(has_cuda: bool) -> tuple[Metric, ...]:

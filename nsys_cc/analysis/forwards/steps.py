@@ -70,7 +70,7 @@ from ...contract import (
 from ...errors import InputError
 from ...trace.nvtx import matches
 from ...trace.source import handed_out
-from ..metrics import BY_NAME, DECODE, METRICS, PREFILL, VERIFY, WALL
+from ..metrics import BY_NAME, DECODE, EMPTY, METRICS, MIXED, PREFILL, VERIFY, WALL
 from ..profile_dir.latencies import latencies_beside
 from .phases import (
     containing,
@@ -82,9 +82,6 @@ from .phases import (
     warmup_mask,
 )
 from .ranges import by_start, draft_range_of, forward_range, marked_ranges, select
-
-# Kinds of a step beyond the phases of its target forward (both left out of every figure).
-EMPTY, MIXED = "empty", "mixed"
 
 STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
                 "other_ms"]

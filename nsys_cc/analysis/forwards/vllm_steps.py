@@ -67,10 +67,8 @@ from ...contract import (
     VLLM_STEP_RE,
 )
 from ...errors import InputError
-from ..metrics import ALL, DECODE, GPU_BUSY, GPU_SPAN, PREFILL, VERIFY
+from ..metrics import ALL, DECODE, EMPTY, GPU_BUSY, GPU_SPAN, MIXED, PREFILL, VERIFY
 
-# A step's kinds besides the phases: both context and generation requests; no tokens.
-MIXED, EMPTY = "mixed", "empty"
 # The columns of the rows `marked` adds (`ranges.MARKED_COLUMNS`).
 ROW_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
                "ended_on_other_thread", "payload", "open_at_end"]
