@@ -41,12 +41,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import progress
+from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..errors import InputError
 from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
 from . import eta, interleaved_run, plan, process, results
 from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
-from .interleaved_run import RUN_PREFIX, Engine, Run, engine_options, run_commands
+from .interleaved_run import Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
 from .models import Model, resolve_all
 
@@ -378,7 +379,8 @@ def _model_runs(outcome: InterleavedOutcome):
     first = outcome.runs[0] if outcome.runs else None
     out = []
     for e in outcome.engines:
-        commands = first.commands if first is not None else ModelCommands({}, [], [], ModelFiles(Path("."), "trace"))
+        commands = (first.commands if first is not None
+                    else ModelCommands({}, [], [], ModelFiles(Path("."), RUN_TRACE_LABEL)))
         mr = plan.ModelLaunch(e.role, e.model, commands, draft=e.draft, gamma=e.gamma)
         mr.status, mr.reason = outcome.model_status(e.label)
         mr.seconds = sum(r.seconds for r in outcome.runs)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import progress
+from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..contract import (
     ENGINE_RANGE_PREFIX,
     ENV_METRICS_OUT,
@@ -49,7 +50,6 @@ from .models import Model
 # KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
 # holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
 CPU_KV_CACHE_BYTES = 256 * 1024 * 1024
-RUN_PREFIX = "run-"
 KV_SPACE_ENV = "VLLM_CPU_KVCACHE_SPACE"
 
 
@@ -154,7 +154,7 @@ def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], op
     from ..vllm.interleave import SHARE_FLAG
 
     d = where or run_dir(out, index)
-    files = ModelFiles(d, "trace", profiler)
+    files = ModelFiles(d, RUN_TRACE_LABEL, profiler)
     torch = profiler == "torch"
     profile = [] if torch else nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
     profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",

@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import inputs, progress
+from ..analysis.profile_dir.outputs import RUN_GLOB
 from ..analysis.tune import directories, schedule
 from ..errors import InputError
 from ..files import publishing
 from ..files.folder import Folder, check_out_dir
-from ..formats import tune_json
+from ..formats import done_json, tune_json
 from ..report.tune_text import render_text
 
 SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
@@ -451,7 +452,7 @@ def _schedule_configs(design_dir: Path) -> list[str]:
     """The --speculative-config of a round's schedule engines, as its runs' records give the command."""
     import shlex
 
-    for done in sorted(design_dir.glob("run-*/done.json")):
+    for done in sorted(design_dir.glob(f"{RUN_GLOB}/{done_json.NAME}")):
         try:
             commands = json.loads(inputs.read_text(done, "run record", errors="replace")).get("commands", "")
             argv = shlex.split(commands) if isinstance(commands, str) else []
@@ -495,7 +496,7 @@ def _draft_path(draft: str) -> str:
 
 
 def _device_of(root: Path) -> str:
-    for done in [*root.glob("round-*/run-*/done.json"), *root.glob("bs*/run-*/done.json")]:
+    for done in [*root.glob(f"round-*/{RUN_GLOB}/{done_json.NAME}"), *root.glob(f"bs*/{RUN_GLOB}/{done_json.NAME}")]:
         try:
             text = inputs.read_text(done, "run record", errors="replace")
         except InputError:

@@ -32,9 +32,13 @@ from ...errors import InputError
 from ...formats import done_json, status_json
 from .spec_labels import LABEL_RE
 
-RUN_TRACE = "trace.sqlite"
-RUN_TORCH_TRACE = "trace" + TORCH_TRACE_SUFFIX  # the torch route's (`profile --profiler torch`)
+# Run k of an interleaved profile keeps its files in `run-<k>/`, its trace under the label `trace` (written by
+# `launch.interleaved_run`, which takes these names from here).
 RUN_PREFIX = "run-"
+RUN_GLOB = RUN_PREFIX + "*"  # every run's folder
+RUN_TRACE_LABEL = "trace"
+RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"
+RUN_TORCH_TRACE = RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX  # the torch route's (`profile --profiler torch`)
 RUN_DIR_RE = re.compile(r"^run-(?P<k>[1-9][0-9]*)$")
 DONE_STATES = ("done", "resumed")
 

@@ -11,6 +11,8 @@ import warnings
 
 from ... import inputs
 from ...errors import InputError
+from ...formats import done_json
+from ..profile_dir import outputs
 from ..profile_dir.acceptance import AcceptanceStats
 from .model import Cell
 
@@ -34,7 +36,7 @@ def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
     from ..speculative.pooled import pool_stats, replayed_runs
 
     d = Path(directory)
-    paths = sorted(d.glob(f"run-*/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))
+    paths = sorted(d.glob(f"{outputs.RUN_GLOB}/{label}.metrics.json")) or sorted(d.glob(f"{label}.metrics.json"))
     if not paths:
         return None, 0
     stats = [acceptance_mod.load(p) for p in paths]
@@ -56,7 +58,8 @@ def _output_len(directory) -> int:
     import re
     from pathlib import Path
 
-    for done in sorted(Path(directory).glob("run-*/done.json")) + sorted(Path(directory).glob("*.done.json")):
+    d = Path(directory)
+    for done in sorted(d.glob(f"{outputs.RUN_GLOB}/{done_json.NAME}")) + sorted(d.glob(f"*.{done_json.NAME}")):
         try:
             m = re.search(r"--output-len[\"', =]+(\d+)", inputs.read_text(done, "run record", errors="replace"))
         except InputError:
@@ -92,7 +95,6 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
     size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
-    from ..profile_dir import outputs
     from ..profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
 
     if not outputs.is_profile_output(directory):
