@@ -147,3 +147,46 @@ def test_tune_profiles_its_design_on_the_torch_route(tmp_path):
         verify = {int(m.group(1)) for n, _, _ in annotations(trace)
                   if (m := re.fullmatch(r"model_executable\(\)#(\d+)", n))}
         assert {2, 3, 4, 6} & verify, sorted(verify)
+
+
+def all_payloads(trace: Path, name: str = "model_executable()") -> list[int]:
+    """The payloads of every `name#N` annotation of a Kineto trace (a trace of one model: no engine windows)."""
+    return [int(m.group(1)) for n, _, _ in annotations(trace) if (m := re.fullmatch(rf"{re.escape(name)}#(\d+)", n))]
+
+
+def test_separate_processes_on_the_torch_route(tmp_path):
+    """`--separate-processes --profiler torch`: one process and one Kineto trace per model, named after its label
+    (`<label>.pt.trace.json.gz`, no engine windows), no nsys called; the payloads in each model's own trace; c from
+    the report and from `analyze` of the directory the same."""
+    out = tmp_path / "out"
+    cmd = [NSYS_CC, "profile", "--profiler", "torch", "--separate-processes", "--target", TARGET, "--draft", DRAFT,
+           "--speculate", str(GAMMA), "--input-len", str(INPUT_LEN), "--output-len", str(OUTPUT_LEN),
+           "--num-iters-warmup", str(WARMUP), "--num-iters", str(ITERS), "--device", "cpu", "-o", str(out),
+           "--format", "json"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, env=without_nsys(tmp_path))
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not (tmp_path / "nsys-called").exists(), (tmp_path / "nsys-called").read_text()
+    assert not list(out.glob("*.sqlite")) and not list(out.glob("*.nsys-rep")) and not list(out.glob("run-*"))
+    status = {m["label"]: m for m in json.loads((out / "status.json").read_text())}
+    assert set(status) == {TARGET, DRAFT, SPEC}
+    iterations = WARMUP + ITERS
+    for label, m in status.items():
+        trace = out / f"{label}.pt.trace.json.gz"
+        assert m["status"] == "done" and m["profiler"] == "torch" and m["trace"] == str(trace)
+        payloads = all_payloads(trace)
+        if label == SPEC:  # per iteration one prefill, then verifies of 1 + γ tokens
+            assert payloads.count(INPUT_LEN) == iterations and set(payloads) == {INPUT_LEN, GAMMA + 1}, payloads
+            assert all_payloads(trace, "draft_model_executable()"), "no draft forward in the speculative run"
+        else:  # per iteration one prefill of the prompt and OUTPUT_LEN − 1 one-token decodes
+            assert sorted(payloads) == sorted([INPUT_LEN, *[1] * (OUTPUT_LEN - 1)] * iterations), label
+    report = json.loads((out / "report.json").read_text())
+    assert sorted(m["path"] for m in report["models"]) == sorted(str(out / f"{x}.pt.trace.json.gz")
+                                                                 for x in (TARGET, DRAFT))
+    (spec,) = [r for r in report["speculative"] if r["name"] == SPEC]
+    assert spec["gamma"] == GAMMA and spec["steps"] > 0 and spec["draft_forward_ms"] > 0
+    first = {(r["draft"], r["phase"], r["metric"]): r["c"] for r in report["coefficients"]}
+    assert {p for d, p, _ in first if d == DRAFT} >= {"prefill", "decode"} and all(0 < c < 1 for c in first.values())
+    again = subprocess.run([NSYS_CC, "analyze", str(out), "--format", "json"], capture_output=True, text=True,
+                           timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert first == {(r["draft"], r["phase"], r["metric"]): r["c"] for r in json.loads(again.stdout)["coefficients"]}
