@@ -19,7 +19,8 @@
 - `sha256_tree(path)`: {relative path: sha256} of a file or of every file under a directory;
   `unchanged(*paths)`: a context manager asserting that the files are byte-identical afterwards.
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
-  independent oracle for reader tests.
+  independent oracle for reader tests; `named_ranges(path, name)` the NVTX ranges of one name by it, and
+  `decode_tokens_ms(sqlite, label, batch)` an interleaved run's decode tokens of one engine (the pooled-c oracle).
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
 - `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it); `nodes(path)`:
@@ -35,6 +36,7 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import math
 import os
 import re
 import signal
@@ -44,6 +46,7 @@ import sys
 import urllib.parse
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
@@ -281,6 +284,34 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def named_ranges(path: str | Path, name: str) -> list[tuple[int, int, int | None]]:
+    """(start, end, int64 payload) of every NVTX range called `name` (inline text or a StringIds id), by start."""
+    return raw_sql(path, "SELECT e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s "
+                         "ON s.id = e.textId WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start",
+                   (name,))
+
+
+def decode_tokens_ms(sqlite: str | Path, label: str, batch: int, *, token: bool = True) -> np.ndarray:
+    """The oracle of an interleaved run's decode tokens, by raw SQL: ms of each forward of `batch` tokens (its payload)
+    that starts inside engine `label`'s windows and outside every warm-up range; `token`: plus the `nsys_cc:logits`
+    and `nsys_cc:sample` ranges between its end and the next forward's start (exactly those two: one thread)."""
+    windows = named_ranges(sqlite, f"nsys_cc:engine {label}")
+    warm = named_ranges(sqlite, "nsys_cc:warmup")
+    forwards = named_ranges(sqlite, "model_executable()")
+    parts = named_ranges(sqlite, "nsys_cc:logits") + named_ranges(sqlite, "nsys_cc:sample")
+    out = []
+    for i, (start, end, payload) in enumerate(forwards):
+        if payload != batch or not any(s <= start <= e for s, e, _ in windows):
+            continue
+        if any(s <= start <= e for s, e, _ in warm):
+            continue
+        until = forwards[i + 1][0] if i + 1 < len(forwards) else math.inf
+        mine = [e - s for s, e, _ in parts if end <= s < until]
+        assert len(mine) == 2, (label, start, mine)  # its logits and its sampling
+        out.append((end - start + (sum(mine) if token else 0)) / 1e6)
+    return np.array(out)
 
 
 @pytest.fixture(autouse=True)

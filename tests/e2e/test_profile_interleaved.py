@@ -4,7 +4,6 @@ own JSON, never read back from nsys_cc."""
 
 from __future__ import annotations
 
-import bisect
 import json
 import sqlite3
 import statistics
@@ -14,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import decode_tokens_ms, named_ranges
+
 pytestmark = pytest.mark.vllm
 
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
@@ -21,30 +22,10 @@ TARGET, DRAFT = "tiny-llama-target", "tiny-llama-draft-xs"
 INPUT_LEN, OUTPUT_LEN, BATCH, WARMUP, ITERS, RUNS = 32, 4, 2, 1, 2, 2
 
 
-def _ranges(sqlite: Path, name: str) -> list[tuple[int, int, int | None]]:
-    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
-        return conn.execute(
-            "SELECT e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
-
-
 def _decode_ms(sqlite: Path, label: str, *, token: bool = False) -> list[float]:
-    """A model's decode forwards in its engine's windows (not in a warm-up), in ms; with `token`, each forward plus
-    its token's logits and sampling: every `nsys_cc:logits`/`nsys_cc:sample` range counts for the forward that
-    started last before it (one thread), when that forward had ended by then (docs/definitions.md)."""
-    windows = _ranges(sqlite, f"nsys_cc:engine {label}")
-    warm = _ranges(sqlite, "nsys_cc:warmup")
-    forwards = _ranges(sqlite, "model_executable()")
-    cost = [float(e - s) for s, e, _ in forwards]
-    if token:
-        starts = [s for s, _, _ in forwards]
-        for name in ("nsys_cc:logits", "nsys_cc:sample"):
-            for ps, pe, _ in _ranges(sqlite, name):
-                k = bisect.bisect_right(starts, ps) - 1
-                if k >= 0 and forwards[k][1] <= ps:
-                    cost[k] += pe - ps
-    return [cost[i] / 1e6 for i, (s, _, p) in enumerate(forwards)
-            if p == BATCH and any(a <= s <= b for a, b, _ in windows) and not any(a <= s <= b for a, b, _ in warm)]
+    """A model's decode forwards (with `token`, tokens) in its engine's windows, not in a warm-up, ms: the raw-SQL
+    oracle (conftest.decode_tokens_ms)."""
+    return list(decode_tokens_ms(sqlite, label, BATCH, token=token))
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +56,7 @@ def test_every_run_is_one_process_holding_every_model(profiled):
                                 "WHERE s.value = 'model_executable()'").fetchall()
         assert len(tids) == 1
         for label in (TARGET, DRAFT):
-            assert len(_ranges(sqlite, f"nsys_cc:engine {label}")) == 2 * (WARMUP + ITERS)
+            assert len(named_ranges(sqlite, f"nsys_cc:engine {label}")) == 2 * (WARMUP + ITERS)
             assert len(_decode_ms(sqlite, label)) == 2 * ITERS * (OUTPUT_LEN - 1)
         machine = json.loads((run / "done.json").read_text())["machine"]
         assert machine["before"]["cpus"] >= 1 and "load_1m" in machine["after"]

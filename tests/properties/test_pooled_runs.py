@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sqlite3
 import warnings
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 import nsys_cc
-from conftest import FIXTURES, cli_in_process
+from conftest import FIXTURES, cli_in_process, decode_tokens_ms
 from nsys_cc.analysis import stats
 from nsys_cc.analysis.coefficient.assemble import assemble
 from nsys_cc.analysis.coefficient.model import MODEL_COLUMNS
@@ -37,33 +36,6 @@ def _usable(value: float, low: float, high: float) -> bool:
     return 0 < low <= value <= high < math.inf
 
 
-# ---- the oracle: each run's decode tokens by plain SQL ------------------------------------------------------------
-
-def _ranges(sqlite, name: str) -> list[tuple[int, int, int]]:
-    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
-        return conn.execute(
-            "SELECT e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
-
-
-def _decode_tokens(sqlite, label: str, batch: int = 1) -> np.ndarray:
-    """ms of each decode token (a forward of `batch` tokens inside the engine's windows, outside warm-up, plus the
-    logits and sampling ranges between its end and the next forward's start) of engine `label`."""
-    windows = _ranges(sqlite, f"nsys_cc:engine {label}")
-    warm = _ranges(sqlite, "nsys_cc:warmup")
-    forwards = _ranges(sqlite, "model_executable()")
-    parts = _ranges(sqlite, "nsys_cc:logits") + _ranges(sqlite, "nsys_cc:sample")
-    out = []
-    for i, (start, end, payload) in enumerate(forwards):
-        if payload != batch or not any(s <= start <= e for s, e, _ in windows):
-            continue
-        if any(s <= start <= e for s, e, _ in warm):
-            continue
-        until = forwards[i + 1][0] if i + 1 < len(forwards) else math.inf
-        out.append((end - start + sum(e - s for s, e, _ in parts if end <= s < until)) / 1e6)
-    return np.array(out)
-
-
 @pytest.fixture(scope="module")
 def spec_result():
     with warnings.catch_warnings():
@@ -75,7 +47,7 @@ def spec_result():
 
 def test_the_pooled_decode_c_is_the_geometric_mean_of_the_runs_c_from_sql(spec_result):
     runs = [SPEC / f"run-{k}" / "trace.sqlite" for k in (1, 2)]
-    cs = [np.median(_decode_tokens(r, DRAFT)) / np.median(_decode_tokens(r, TARGET)) for r in runs]
+    cs = [np.median(decode_tokens_ms(r, DRAFT, 1)) / np.median(decode_tokens_ms(r, TARGET, 1)) for r in runs]
     assert cs == pytest.approx([0.146, 0.231], abs=5e-4)  # two runs that disagree
     row = spec_result.coefficients.set_index(["draft", "phase", "metric"]).loc[(DRAFT, "decode", WALL)]
     assert row["c"] == pytest.approx(math.sqrt(cs[0] * cs[1]))  # not 0.115, outside both
@@ -258,7 +230,7 @@ def test_a_list_of_interleaved_run_traces_is_analysed_as_runs():
     res = nsys_cc.analyze([str(p) for p in RUN_TRACES])
     assert [m.name for m in res.models] == ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
     for draft in ("tiny-llama-draft-s", "tiny-llama-draft-xs"):
-        cs = [np.median(_decode_tokens(r, draft, 2)) / np.median(_decode_tokens(r, TARGET, 2)) for r in RUN_TRACES]
+        cs = [np.median(decode_tokens_ms(r, draft, 2)) / np.median(decode_tokens_ms(r, TARGET, 2)) for r in RUN_TRACES]
         c = res.coefficients.set_index(["draft", "phase", "metric"]).loc[(draft, "decode", WALL), "c"]
         assert c == pytest.approx(math.exp(np.mean(np.log(cs))))  # each run's own engines, SQL: not ~1.0
         assert 0.15 < c < 0.5

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 
 import numpy as np
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, decode_tokens_ms, named_ranges
 from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.analysis.coefficient.model import load_model
 from nsys_cc.analysis.coefficient.over_runs import cost_coefficient_runs
@@ -25,33 +24,9 @@ LABELS = ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
 BATCH = 2
 
 
-def _ranges(sqlite, name: str) -> list[tuple[int, int, int]]:
-    with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
-        return conn.execute(
-            "SELECT e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-            "WHERE e.eventType = 59 AND coalesce(e.text, s.value) = ? ORDER BY e.start", (name,)).fetchall()
-
-
 def _decode_ms(run, label: str, token: bool = True) -> np.ndarray:
-    """Durations (ms) of the decode forwards (payload = the batch) that start inside the model's engine ranges and
-    outside every warm-up range: raw SQL, independent of the analysis. token: each forward's token instead:
-    its duration + the `nsys_cc:logits` and `nsys_cc:sample` ranges between its end and the next forward's start (one
-    thread in these traces)."""
-    sqlite = run / "trace.sqlite"
-    windows = _ranges(sqlite, f"nsys_cc:engine {label}")
-    warm = _ranges(sqlite, "nsys_cc:warmup")
-    forwards = _ranges(sqlite, "model_executable()")
-    parts = _ranges(sqlite, "nsys_cc:logits") + _ranges(sqlite, "nsys_cc:sample")
-    out = []
-    for i, (start, end, payload) in enumerate(forwards):
-        if payload != BATCH:
-            continue
-        if any(s <= start <= e for s, e, _ in windows) and not any(s <= start <= e for s, e, _ in warm):
-            until = forwards[i + 1][0] if i + 1 < len(forwards) else float("inf")
-            mine = [e - s for s, e, _ in parts if end <= s < until]
-            assert len(mine) == 2  # its logits and its sampling
-            out.append((end - start + (sum(mine) if token else 0)) / 1e6)
-    return np.array(out)
+    """The decode tokens (or, `token=False`, forwards) of engine `label` in `run`, ms: the raw-SQL oracle."""
+    return decode_tokens_ms(run / "trace.sqlite", label, BATCH, token=token)
 
 
 def test_the_fixture_holds_two_engines_of_each_model_per_run():
@@ -60,7 +35,7 @@ def test_the_fixture_holds_two_engines_of_each_model_per_run():
         assert [e["label"] for e in doc["engines"]] == LABELS * 2
         assert all(e["error"] is None and len(e["latencies"]) == 2 for e in doc["engines"])
         for label in LABELS:
-            assert len(_ranges(run / "trace.sqlite", f"nsys_cc:engine {label}")) == 6
+            assert len(named_ranges(run / "trace.sqlite", f"nsys_cc:engine {label}")) == 6
             assert len(_decode_ms(run, label)) == 2 * 2 * 3  # engines × measured iterations × decodes
 
 
