@@ -496,7 +496,8 @@ def _draft_path(draft: str) -> str:
 
 
 def _device_of(root: Path) -> str:
-    for done in [*root.glob(f"round-*/{RUN_GLOB}/{done_json.NAME}"), *root.glob(f"bs*/{RUN_GLOB}/{done_json.NAME}")]:
+    runs = f"{RUN_GLOB}/{done_json.NAME}"  # a round's runs; an earlier tune's bs<B>/ or a sweep's bs<B>-in<L>/
+    for done in [*root.glob(f"{directories.ROUND_PREFIX}*/{runs}"), *root.glob(f"bs*/{runs}")]:
         try:
             text = inputs.read_text(done, "run record", errors="replace")
         except InputError:

@@ -39,7 +39,7 @@ RUN_GLOB = RUN_PREFIX + "*"  # every run's folder
 RUN_TRACE_LABEL = "trace"
 RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"
 RUN_TORCH_TRACE = RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX  # the torch route's (`profile --profiler torch`)
-RUN_DIR_RE = re.compile(r"^run-(?P<k>[1-9][0-9]*)$")
+RUN_DIR_RE = re.compile(rf"^{re.escape(RUN_PREFIX)}(?P<k>[1-9][0-9]*)$")
 DONE_STATES = ("done", "resumed")
 
 __all__ = ["OutputModel", "ProfileOutput", "RunFolder", "is_profile_output", "read_output", "run_engines",
