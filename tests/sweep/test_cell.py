@@ -75,6 +75,19 @@ def runs_by(monkeypatch, fake) -> None:
     monkeypatch.setattr(launcher, "profile_separately", functools.partial(fake, path="separate"))
 
 
+def interrupted_on_the_second_cell(monkeypatch) -> None:
+    """The runs as `FakeProfile` answers them, but a Ctrl-C arrives while the second cell runs."""
+    fake = FakeProfile()
+
+    def interrupted_on_the_second(*args, **kwargs):
+        if len(fake.calls) == 1:
+            fake.calls.append({})
+            raise KeyboardInterrupt
+        return fake(*args, **kwargs)
+
+    runs_by(monkeypatch, interrupted_on_the_second)
+
+
 @pytest.fixture()
 def fake(monkeypatch):
     fake = FakeProfile()
@@ -285,15 +298,7 @@ def test_speculative_runs_give_rows_with_their_gamma_and_in_place_c(tmp_path, mo
 
 
 def test_ctrl_c_writes_the_table_of_the_cells_completed_then_stops(tmp_path, monkeypatch):
-    fake = FakeProfile()
-
-    def interrupted_on_the_second(*args, **kwargs):
-        if len(fake.calls) == 1:
-            fake.calls.append({})
-            raise KeyboardInterrupt
-        return fake(*args, **kwargs)
-
-    runs_by(monkeypatch, interrupted_on_the_second)
+    interrupted_on_the_second_cell(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         sweep(SweepSpec("T", ("D",), str(tmp_path / "sw")), cells([1, 2, 4], [8]))
     assert set(pd.read_csv(tmp_path / "sw" / "sweep.csv")["cell"]) == {"bs1-in8"}
@@ -315,15 +320,7 @@ def test_the_sweep_cli_exits_130_on_ctrl_c_after_writing_the_completed_cells(tmp
 
     from nsys_cc.cli import cli
 
-    fake = FakeProfile()
-
-    def interrupted_on_the_second(*args, **kwargs):
-        if len(fake.calls) == 1:
-            fake.calls.append({})
-            raise KeyboardInterrupt
-        return fake(*args, **kwargs)
-
-    runs_by(monkeypatch, interrupted_on_the_second)
+    interrupted_on_the_second_cell(monkeypatch)
     out = tmp_path / "sw"
     done = CliRunner().invoke(cli, ["sweep", "--target", "T", "--draft", "D", "--batch-size", "1,2,4", "--input-len",
                                     "8", "-o", str(out)])
