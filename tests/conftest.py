@@ -21,6 +21,8 @@
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
   independent oracle for reader tests; `named_ranges(path, name)` the NVTX ranges of one name by it, and
   `decode_tokens_ms(sqlite, label, batch)` an interleaved run's decode tokens of one engine (the pooled-c oracle).
+- `scenario_result(code)`: the JSON a script run in a fresh Python process printed on its `RESULT ` line (the
+  plugin's vLLM scenarios).
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
 - `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it); `nodes(path)`:
@@ -36,6 +38,7 @@ import ast
 import contextlib
 import hashlib
 import importlib.util
+import json
 import math
 import os
 import re
@@ -284,6 +287,15 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def scenario_result(code: str, timeout: float = 600) -> dict:
+    """Run `code` in a fresh Python process (a vLLM or torch scenario that must not touch the test process) and return
+    the JSON it printed on its line starting `RESULT `."""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
 
 
 def named_ranges(path: str | Path, name: str) -> list[tuple[int, int, int | None]]:

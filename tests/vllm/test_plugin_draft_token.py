@@ -11,15 +11,12 @@ child process, marked `vllm`.
 from __future__ import annotations
 
 import functools
-import json
-import subprocess
-import sys
 import textwrap
 import types
 
 import pytest
 
-from conftest import LazyModule
+from conftest import LazyModule, scenario_result
 from nsys_cc import contract
 from nsys_cc.vllm import plugin
 from nsys_cc.vllm.hooks import drafts, forwards, ranges
@@ -250,10 +247,7 @@ SCENARIOS = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def recorded():
-    done = subprocess.run([sys.executable, "-c", SCENARIOS], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+    return scenario_result(SCENARIOS)
 
 
 @pytest.mark.vllm

@@ -11,7 +11,6 @@ sampling (`nsys_cc:sample`) after every target forward, on both runners.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import subprocess
@@ -20,7 +19,7 @@ import textwrap
 
 import pytest
 
-from conftest import run_nsys_profile
+from conftest import run_nsys_profile, scenario_result
 from nsys_cc.contract import FORWARD_RANGE, LOGITS_RANGE, SAMPLE_RANGE, STEP_RANGE
 from nsys_cc.launch.models import MODELS_DIR
 from nsys_cc.trace.nsys import require_nsys
@@ -174,10 +173,7 @@ V2_SCENARIOS = textwrap.dedent('''
 
 @pytest.fixture(scope="module")
 def v2():
-    done = subprocess.run([sys.executable, "-c", V2_SCENARIOS], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+    return scenario_result(V2_SCENARIOS)
 
 
 def test_v2_sample_puts_the_logits_then_the_sampler_in_their_ranges(v2):

@@ -12,12 +12,11 @@ imports and vLLM's classes stay untouched) and prints what each recorded.
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 
 import pytest
+
+from conftest import scenario_result
 
 pytestmark = pytest.mark.vllm
 
@@ -205,10 +204,7 @@ FWD, DRAFT = "model_executable()", "draft_model_executable()"
 
 @pytest.fixture(scope="module")
 def recorded():
-    done = subprocess.run([sys.executable, "-c", SCENARIOS], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
-    return json.loads(line.removeprefix("RESULT "))
+    return scenario_result(SCENARIOS)
 
 
 def test_target_forwards_get_one_range_in_every_execution_mode(recorded):
