@@ -21,6 +21,7 @@
 - `raw_sql(path, sql)`: rows of a query on a SQLite file opened read-only with the stdlib — the
   independent oracle for reader tests; `named_ranges(path, name)` the NVTX ranges of one name by it, and
   `decode_tokens_ms(sqlite, label, batch)` an interleaved run's decode tokens of one engine (the pooled-c oracle).
+- `slow_column(con)`: an NVTX_EVENTS column made slow to read, values unchanged (the query-bound tests).
 - `scenario_result(code)`: the JSON a script run in a fresh Python process printed on its `RESULT ` line (the
   plugin's vLLM scenarios).
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
@@ -296,6 +297,15 @@ def scenario_result(code: str, timeout: float = 600) -> dict:
     assert done.returncode == 0, done.stderr[-3000:]
     line = next(ln for ln in done.stdout.splitlines() if ln.startswith("RESULT "))
     return json.loads(line.removeprefix("RESULT "))
+
+
+def slow_column(con: sqlite3.Connection, column: str = "end", chars: int = 6_000_000) -> None:
+    """NVTX_EVENTS.`column` turned into a generated column that builds and scans a string of `chars` characters per
+    row (~0.3 s a row at 6 M), its length depending on the row so that SQLite cannot evaluate it once; its values
+    unchanged. The caller commits."""
+    con.execute(f'ALTER TABLE NVTX_EVENTS RENAME COLUMN "{column}" TO _raw')
+    con.execute(f'ALTER TABLE NVTX_EVENTS ADD COLUMN "{column}" INTEGER GENERATED ALWAYS AS '
+                f"(_raw + 0 * instr(printf('%.*c', {chars} + coalesce(_raw, 0) % 2, 'x'), 'y')) VIRTUAL")
 
 
 def named_ranges(path: str | Path, name: str) -> list[tuple[int, int, int | None]]:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, PUBLIC, bounded, unchanged
+from conftest import FIXTURES, PUBLIC, bounded, slow_column, unchanged
 from nsys_cc.analysis.coefficient.measure import cost_coefficient
 from nsys_cc.analysis.forwards.projection import project
 from nsys_cc.analysis.forwards.ranges import range_table
@@ -353,9 +353,7 @@ def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
     """One NVTX_EVENTS column the reader reads turned into a generated column that costs ~0.3 s a row (a string of
     millions of characters built and scanned per row, its length depending on the row), its values unchanged."""
     column = rng.choice(["end", "start", "textId"])
-    con.execute(f'ALTER TABLE NVTX_EVENTS RENAME COLUMN "{column}" TO _raw')
-    con.execute(f'ALTER TABLE NVTX_EVENTS ADD COLUMN "{column}" INTEGER GENERATED ALWAYS AS '
-                "(_raw + 0 * instr(printf('%.*c', 6000000 + coalesce(_raw, 0) % 2, 'x'), 'y')) VIRTUAL")
+    slow_column(con, column)
     return f"NVTX_EVENTS.{column} a slow generated column"
 
 

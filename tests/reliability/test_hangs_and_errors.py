@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, bounded, cli_in_process, unchanged
+from conftest import FIXTURES, REPO, bounded, cli_in_process, slow_column, unchanged
 from nsys_cc.errors import InputError, NsysCCError
 
 PACKAGE = REPO / "nsys_cc"
@@ -85,9 +85,7 @@ def _slow(path: Path) -> None:
     """NVTX_EVENTS.end made a generated column costing ~0.3 s a row (its values unchanged)."""
     con = sqlite3.connect(path)
     try:
-        con.execute('ALTER TABLE NVTX_EVENTS RENAME COLUMN "end" TO _raw')
-        con.execute('ALTER TABLE NVTX_EVENTS ADD COLUMN "end" INTEGER GENERATED ALWAYS AS '
-                    "(_raw + 0 * instr(printf('%.*c', 6000000 + coalesce(_raw, 0) % 2, 'x'), 'y')) VIRTUAL")
+        slow_column(con)
         con.commit()
     finally:
         con.close()

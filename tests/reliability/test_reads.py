@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from conftest import FIXTURES, REPO, bounded, package_offenders, parsed, unchanged
+from conftest import FIXTURES, REPO, bounded, package_offenders, parsed, slow_column, unchanged
 from nsys_cc import inputs
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
@@ -308,9 +308,7 @@ def _slow_trace(dst: Path) -> Path:
     shutil.copyfile(TARGET, dst)
     con = sqlite3.connect(dst)
     try:
-        con.execute('ALTER TABLE NVTX_EVENTS RENAME COLUMN "end" TO end_raw')
-        con.execute('ALTER TABLE NVTX_EVENTS ADD COLUMN "end" INTEGER GENERATED ALWAYS AS '
-                    "(end_raw + 0 * instr(printf('%.*c', 20000000 + end_raw % 2, 'x'), 'y')) VIRTUAL")
+        slow_column(con, chars=20_000_000)
         con.commit()
     finally:
         con.close()
