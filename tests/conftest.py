@@ -22,6 +22,7 @@
   independent oracle for reader tests; `named_ranges(path, name)` the NVTX ranges of one name by it, and
   `decode_tokens_ms(sqlite, label, batch)` an interleaved run's decode tokens of one engine (the pooled-c oracle).
 - `slow_column(con)`: an NVTX_EVENTS column made slow to read, values unchanged (the query-bound tests).
+- `lock_held(folder)`: another process holding the folder's writer lock for the block (the second-writer tests).
 - `scenario_result(code)`: the JSON a script run in a fresh Python process printed on its `RESULT ` line (the
   plugin's vLLM scenarios).
 - `cli_in_process(*args)`: `nsys-cc ARGS` in the test process, answered as a `CompletedProcess` (exit status,
@@ -288,6 +289,23 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+@contextlib.contextmanager
+def lock_held(folder: Path):
+    """Another process holding `folder`'s writer lock (`nsys_cc.files.folder.Folder.lock`) while the block runs; it is
+    killed at the end (SIGKILL: the lock dies with it). Yields the holder's Popen (its pid is the one named)."""
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time; from nsys_cc.files.folder import Folder\n"
+        f"with Folder({str(folder)!r}).lock():\n"
+        "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def scenario_result(code: str, timeout: float = 600) -> dict:

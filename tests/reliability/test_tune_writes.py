@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, cli_in_process, sha256_tree, unchanged
+from conftest import FIXTURES, REPO, cli_in_process, lock_held, sha256_tree, unchanged
 from nsys_cc.errors import InputError
 from nsys_cc.files import publishing
 from nsys_cc.workflows import tune as tuning
@@ -156,13 +156,7 @@ def test_a_full_disk_mid_write_leaves_the_earlier_report_whole(tmp_path, outside
 def test_tune_waits_for_the_lock_another_writer_holds_then_refuses(tmp_path, read_once, fake_rounds, monkeypatch):
     out = tmp_path / "O"
     out.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import time; from nsys_cc.files.folder import Folder\n"
-        f"with Folder({str(out)!r}).lock():\n"
-        "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with lock_held(out) as holder:
         monkeypatch.setenv("NSYS_CC_LOCK_WAIT", "0")
         before = sha256_tree(out)
         for call in (lambda: tuning.tune(FIX, out_dir=out, plot=False, **QUICK), lambda: _profile(out)):
@@ -170,9 +164,6 @@ def test_tune_waits_for_the_lock_another_writer_holds_then_refuses(tmp_path, rea
                 call()
             assert sha256_tree(out) == before
         assert fake_rounds == []  # nothing profiled while another writer holds the folder
-    finally:
-        holder.kill()
-        holder.wait()
     _profile(out)  # the lock died with its holder
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, REPO, nodes, package_offenders, sha256_tree, unchanged
+from conftest import FIXTURES, REPO, lock_held, nodes, package_offenders, sha256_tree, unchanged
 from nsys_cc.errors import InputError
 from nsys_cc.files import users
 from nsys_cc.trace import export as export_mod
@@ -205,21 +205,12 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
 
     out = tmp_path / "X"
     write_report(small_result, out)
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from nsys_cc.files.folder import Folder\n"
-        f"with Folder({str(out)!r}).lock():\n"
-        "    print('held', flush=True); time.sleep(120)")], stdout=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)})
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    with lock_held(out) as holder:
         before = sha256_tree(out)
         monkeypatch.setenv("NSYS_CC_LOCK_WAIT", "0")
         with pytest.raises(InputError, match=rf"another nsys-cc \(pid {holder.pid}\) is writing {out}"):
             write_report(small_result, out)
         assert sha256_tree(out) == before
-    finally:
-        holder.kill()
-        holder.wait()
     write_report(small_result, out)  # the lock dies with its holder (SIGKILL included)
 
 
