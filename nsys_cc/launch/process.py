@@ -163,6 +163,10 @@ NSYS_START_FAILURES = (NSYS_START_FAILURE, "Local Endpoint is not available")
 # And, rarely, as nsys writing nothing but "End of file" and exiting 1 before the program wrote a line (CI, two
 # sessions starting in the same second). Only that whole output counts: a program may print the words itself.
 NSYS_START_EOF = "End of file"
+# And as nsys losing its agent before the program wrote a line: "Connection to the Agent lost." within 0.1 s, exit
+# status 0 and no report (CI, with another nsys session running). Any exit status counts, but only with nothing
+# from the program beside it (nsys's own report-writing lines may be there).
+NSYS_AGENT_LOST = "Connection to the Agent lost."
 START_RETRIES = 2
 # Pause before the n-th retry (n = 1, 2): n × this, so that the other session gets going first.
 START_RETRY_PAUSE_S = 1.0
@@ -171,13 +175,15 @@ R = TypeVar("R")
 
 def nsys_start_failure(rc: int, output: str) -> str | None:
     """What shows that `nsys profile` failed before it started the program (exit `rc`, everything it and the program
-    wrote: `output`; lines starting `$ ` are our own log's command lines), or None when it started or succeeded."""
+    wrote: `output`; lines starting `$ ` or `# ` are our own log's), or None when it started or succeeded."""
+    said = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith(("$ ", "# "))]
+    if NSYS_AGENT_LOST in said and all(line == NSYS_AGENT_LOST or _NSYS_EPILOGUE.match(line) for line in said):
+        return NSYS_AGENT_LOST
     if rc == 0:
         return None
     for marker in NSYS_START_FAILURES:
         if marker in output:
             return marker
-    said = [line.strip() for line in output.splitlines() if line.strip() and not line.startswith("$ ")]
     return NSYS_START_EOF if said == [NSYS_START_EOF] else None
 
 

@@ -129,6 +129,21 @@ def test_nsys_saying_only_end_of_file_is_a_failed_start_and_is_retried(tmp_path,
     assert "# nsys failed to start (exit 1, End of file); retrying" in run.files.log.read_text()
 
 
+# What CI saw once (2026-12-07, with another nsys session running): nsys 2022.4 wrote only "Connection to the Agent
+# lost." and exited 0, 0.1 s after it started, with no report.
+AGENT_LOST_START = (EOF_START.replace("print('End of file', file=sys.stderr)", "print('Connection to the Agent lost.')")
+                    .replace("sys.exit(1) if first", "sys.exit(0) if first"))
+
+
+def test_nsys_losing_its_agent_before_the_program_ran_is_a_failed_start_and_is_retried(tmp_path, monkeypatch):
+    monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)
+    run = _run(tmp_path, AGENT_LOST_START, COPY_FIXTURE)
+    launcher.run_model(run, timeout=60)
+    assert (run.status, run.reason) == ("done", "")
+    assert (tmp_path / "m.tried").read_text() == "xx"
+    assert "# nsys failed to start (exit 0, Connection to the Agent lost.); retrying" in run.files.log.read_text()
+
+
 @pytest.mark.parametrize(("rc", "output", "sign"), [
     (1, "$ nsys profile …\nEnd of file\n", "End of file"),
     (1, "\nEnd of file\n\n", "End of file"),
@@ -138,6 +153,10 @@ def test_nsys_saying_only_end_of_file_is_a_failed_start_and_is_retried(tmp_path,
     (1, "INFO vLLM starting\nEnd of file\n", None),  # the program ran and printed it: its own failure
     (1, "RuntimeError: engine core died\n", None),
     (1, "", None),
+    (0, "Connection to the Agent lost.\n", "Connection to the Agent lost."),  # exit 0, no report
+    (1, "$ nsys profile …\n# nsys failed to start\nConnection to the Agent lost.\n", "Connection to the Agent lost."),
+    (0, "Connection to the Agent lost.\nGenerating '/tmp/nsys-report-1.qdstrm'\n", "Connection to the Agent lost."),
+    (0, "INFO vLLM starting\nConnection to the Agent lost.\n", None),  # the program ran: not a failed start
 ])
 def test_the_signs_of_nsys_failing_to_start(rc, output, sign):
     assert process.nsys_start_failure(rc, output) == sign
