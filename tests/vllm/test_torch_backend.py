@@ -12,7 +12,11 @@ import pytest
 from nsys_cc.contract import ENV_TORCH_RANGES, ENV_TORCH_SETTINGS, ENV_TORCH_TRACE
 from nsys_cc.vllm import nvtx_backend, torch_backend, torch_profiler
 
-torch = pytest.importorskip("torch")
+
+@pytest.fixture(scope="module")
+def torch():
+    """torch, imported by the tests that run it (~1.5 s of CPU): not at collection, where every worker would pay."""
+    return pytest.importorskip("torch")
 
 
 def annotations(path) -> list[str]:
@@ -29,7 +33,7 @@ def test_the_switch_chooses_the_torch_ranges(monkeypatch):
     assert nvtx_backend.choose().name != torch_backend.NAME
 
 
-def test_no_range_is_entered_while_no_profiler_runs(monkeypatch):
+def test_no_range_is_entered_while_no_profiler_runs(monkeypatch, torch):
     from torch._C._autograd import _profiler_enabled
 
     entered = []
@@ -45,7 +49,7 @@ def test_no_range_is_entered_while_no_profiler_runs(monkeypatch):
     assert not _profiler_enabled()  # and no profiler was started by it
 
 
-def test_ranges_while_the_profiler_runs_carry_the_payload(tmp_path):
+def test_ranges_while_the_profiler_runs_carry_the_payload(tmp_path, torch):
     push, pop = torch_backend.functions()
     push("model_executable()", 7)  # before the profiler: a no-op, closed as nothing below
     recording = torch_profiler.Recording(tmp_path / "t.pt.trace.json.gz")
@@ -59,7 +63,7 @@ def test_ranges_while_the_profiler_runs_carry_the_payload(tmp_path):
     assert sorted(annotations(path)) == ["model_executable()#128", "nsys_cc:engine t#0"]
 
 
-def test_settings_come_from_the_environment(tmp_path):
+def test_settings_come_from_the_environment(tmp_path, torch):
     assert torch_profiler.from_environment({}) is None
     rec = torch_profiler.from_environment({ENV_TORCH_TRACE: str(tmp_path / "x.json"), ENV_TORCH_SETTINGS: "stack, ops"})
     assert rec is not None and rec.settings == {"stack", "ops"}
@@ -67,7 +71,7 @@ def test_settings_come_from_the_environment(tmp_path):
         torch_profiler.from_environment({ENV_TORCH_TRACE: "x.json", ENV_TORCH_SETTINGS: "stacks"})
 
 
-def test_the_default_records_only_the_plugins_ranges(tmp_path):
+def test_the_default_records_only_the_plugins_ranges(tmp_path, torch):
     """The least the profiler costs: the user scope alone, no aten operators, no Python frames."""
     recording = torch_profiler.Recording(tmp_path / "t.pt.trace.json.gz")
     push, pop = torch_backend.functions()

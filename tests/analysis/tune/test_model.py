@@ -261,7 +261,7 @@ def test_reading_leaves_the_fixtures_as_they_were():
 @pytest.mark.parametrize("args", [["/nonexistent/dir"], [], ["--check", "4:x", str(FIX / "a50")],
                                   [str(FIX / "a50"), "--max-batch-size", "0"]])
 def test_cli_bad_input_one_line(args):
-    p = _cli("tune", *args)
+    p = cli_in_process("tune", *args)  # the line is the CLI's; `tune` as a real process: the slow test above
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
