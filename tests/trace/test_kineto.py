@@ -9,6 +9,7 @@ vLLM prefill step on a B200 (skipped when absent; never committed).
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import os
@@ -49,7 +50,9 @@ def gpu_shaped(tmp_path_factory) -> gsk.GpuShapedKineto:
 
 
 # -- the oracle: the raw JSON read with json.load, numbers as Decimal, in plain Python --------------------------------
+@functools.cache
 def raw_events(path: Path) -> list[dict]:
+    """Read once a session per file (the B200 trace takes ~0.4 s): callers only read the events."""
     opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
     with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
         return json.load(fh, parse_float=Decimal)["traceEvents"]

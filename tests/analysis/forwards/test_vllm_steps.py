@@ -9,6 +9,7 @@ written (`Work`). The real GPU trace is the public B200 one (skipped when absent
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import re
@@ -42,6 +43,12 @@ ENGINE = re.compile(r"engine/core\.py\(\d+\): step$")
 def ns(value) -> int:
     """A Kineto time (µs, the ns in its decimals) as exact integer ns."""
     return int(Decimal(str(value)) * 1000)
+
+
+@functools.cache
+def raw_of(path: Path) -> Raw:
+    """A file's `Raw`, read once a session (the B200 trace takes ~0.5 s): the tests only read it."""
+    return Raw(path)
 
 
 class Raw:
@@ -132,7 +139,7 @@ def plain():
 def test_c_per_phase_on_wall_is_the_steps_c_from_the_raw_json(plain):
     """The draft's trace has no Python frames: the pair's tokens are the steps alone (basis forward), c the ratio of
     the steps' median wall time per phase, the phase and tokens from each step's name."""
-    t, d = Raw(TARGET), Raw(DRAFT)
+    t, d = raw_of(TARGET), raw_of(DRAFT)
     assert not d.frames and t.of(SAMPLE)
     coef = plain.coefficients.set_index(["phase", "metric"])
     assert set(plain.coefficients["metric"]) == {"wall"} and plain.headline == "wall"
@@ -150,7 +157,7 @@ def test_c_per_phase_on_wall_is_the_steps_c_from_the_raw_json(plain):
 
 
 def test_the_targets_token_is_its_step_and_the_sampling_frame_after_it(plain):
-    t = Raw(TARGET)
+    t = raw_of(TARGET)
     tokens = plain.tokens.set_index(["model", "phase", "metric"])
     for phase in ("prefill", "decode"):
         steps = [s for s in t.steps if t.kind(s) == phase]
@@ -172,7 +179,7 @@ def test_the_cli_gives_the_same_c_without_range_or_plugin():
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["range"] == "execute_context_…_generation_…" and doc["headline_metric"] == "wall"
-    t, d = Raw(TARGET), Raw(DRAFT)
+    t, d = raw_of(TARGET), raw_of(DRAFT)
     decode = [median_ms([s[2] - s[1] for s in raw.steps if raw.kind(s) == "decode"]) for raw in (d, t)]
     (row,) = [c for c in doc["coefficients"] if c["phase"] == "decode" and c["metric"] == "wall"]
     assert row["c"] == pytest.approx(decode[0] / decode[1], rel=1e-12)
@@ -198,7 +205,7 @@ def spec():
 
 
 def test_the_proposer_frames_make_a_speculative_run_measured_in_place(spec):
-    p, s = Raw(TARGET), Raw(SPEC)
+    p, s = raw_of(TARGET), raw_of(SPEC)
     plain_steps, spec_steps = engine_steps(p), engine_steps(s)
     decode = [x for x in plain_steps if x["kind"] == "decode"]
     verify = [x for x in spec_steps if x["kind"] == "verify"]
@@ -239,7 +246,7 @@ def test_the_proposer_frames_make_a_speculative_run_measured_in_place(spec):
 
 
 def test_the_first_proposing_after_the_prefill_is_kept_apart(spec):
-    s = Raw(SPEC)
+    s = raw_of(SPEC)
     (pre,) = [x for x in engine_steps(s) if x["kind"] == "prefill"]
     first = sum(q[2] - q[1] for q in pre["propose"]) / 1e6
     notes = [n for n in spec.speculative.notes if "the proposing after the prefill step" in n]
@@ -283,7 +290,7 @@ def disagree(shaped):
 def known_tokens(made: gsk.GpuShapedKineto, metric: str) -> dict[str, list[float]]:
     """Per phase (and all), each step's token on `metric` (ns): the step's value plus its sampling's — wall from the
     raw JSON, a GPU metric from the work written (the sampling's two kernels launch before any proposing)."""
-    raw = Raw(made.path)
+    raw = raw_of(made.path)
     work = {(w.range.start, w.range.name): w for w in made.work}
     out: dict[str, list[float]] = {"all": []}
     for s in raw.steps:
@@ -371,8 +378,8 @@ def test_the_speculative_run_in_place_on_the_gpu_is_the_known_work(shaped):
     made, plain = shaped("tiny-llama-draft-xs.spec-g2"), shaped("tiny-llama-target")
     work = {(w.range.start, w.range.name): w for w in made.work}
     p_work = {(w.range.start, w.range.name): w for w in plain.work}
-    verify = [x for x in engine_steps(Raw(made.path)) if x["kind"] == "verify"]
-    decode = [x for x in engine_steps(Raw(plain.path)) if x["kind"] == "decode"]
+    verify = [x for x in engine_steps(raw_of(made.path)) if x["kind"] == "verify"]
+    decode = [x for x in engine_steps(raw_of(plain.path)) if x["kind"] == "decode"]
     for metric in ("gpu_span", "gpu_busy", "kernel_sum"):
 
         def of(w, frame, metric=metric):
@@ -419,7 +426,7 @@ def test_an_nsys_gpu_export_is_headlined_by_the_same_rule(tmp_path):
 def b200_by_hand() -> tuple[float, float, float]:
     """(CPU ms, GPU span ms, GPU busy ms) of the B200 trace's step from the raw JSON: the GPU work of the CUDA calls
     inside the step on its thread (joined by correlation id), its span and the length of its union."""
-    raw = Raw(B200)
+    raw = raw_of(B200)
     (step,) = raw.steps
     x = [e for e in raw.events if e.get("ph") == "X"]
     calls = {e["args"]["correlation"] for e in x if e.get("cat") in ("cuda_runtime", "cuda_driver")
@@ -501,7 +508,7 @@ def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
                for n in said)
     assert any("1 of its 6 vLLM steps named like vLLM's steps" in n and "execute_context_0(0)_generation_one(1)" in n
                for n in said)
-    raw = Raw(odd)
+    raw = raw_of(odd)
     kept = [s for s in raw.steps if raw.kind(s) == "decode" and s[0] == "execute_context_0(0)_generation_1(1)"]
     c = res.coefficients.set_index(["phase", "metric"]).loc[("decode", "wall"), "draft_median_ms"]
     assert c == pytest.approx(median_ms([s[2] - s[1] for s in kept]), rel=1e-12)
@@ -510,14 +517,14 @@ def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
 def test_the_detailed_step_names_give_the_same_c(tmp_path, plain):
     """vLLM's detailed_trace_annotation names (`execute_<total>_context_<n>(sq…)_generation_<m>(sq…)`) read as the
     plain ones: the draft's steps renamed so give the same c per phase."""
-    raw = Raw(DRAFT)
+    raw = raw_of(DRAFT)
     names = {}
     for i, s in enumerate(raw.steps):
         ctx_req, ctx_tok, gen_req, gen_tok = map(int, STEP.match(s[0]).groups())
         names[i] = (f"execute_{ctx_tok + gen_tok}_context_{ctx_req}(sq{ctx_tok}sk{ctx_tok}sqsq{ctx_tok ** 2}sqsk"
                     f"{ctx_tok ** 2})_generation_{gen_req}(sq{gen_tok}sk{32 + i}sqsq{gen_tok}sqsk{32 + i})")
     detailed = renamed(tmp_path, DRAFT, names, out="tiny-llama-draft-xs.pt.trace.json")
-    assert "sqsq" in names[0] and not Raw(detailed).steps  # none left in the plain form
+    assert "sqsq" in names[0] and not raw_of(detailed).steps  # none left in the plain form
     res = nsys_cc.analyze(TARGET, [detailed])
     got = res.coefficients.set_index(["phase", "metric"])["c"]
     want = plain.coefficients.set_index(["phase", "metric"])["c"]
