@@ -185,7 +185,7 @@ def a50_json(tmp_path_factory):
         pytest.fail("fixtures/tune/a50 missing: run make fixtures")
     out = tmp_path_factory.mktemp("tune")
     # in this process (`conftest.cli_in_process`: a real one costs ~1 s of CPU more); the real-process tune is
-    # test_cli_bad_input_one_line's here and test_reading_leaves_the_fixtures_as_they_were's in `make test`
+    # test_reading_leaves_the_fixtures_as_they_were's, in `make test`
     with unchanged(FIX / "a50"):  # the fixtures as they were after a read that writes a report (-o) elsewhere
         p = cli_in_process("tune", str(FIX / "a50"), "--batch-size", "1,8", "--speculate", "1,3",
                            "--max-batch-size", "16", "--format", "json", "-o", str(out))
@@ -261,7 +261,7 @@ def test_reading_leaves_the_fixtures_as_they_were():
 @pytest.mark.parametrize("args", [["/nonexistent/dir"], [], ["--check", "4:x", str(FIX / "a50")],
                                   [str(FIX / "a50"), "--max-batch-size", "0"]])
 def test_cli_bad_input_one_line(args):
-    p = cli_in_process("tune", *args)  # the line is the CLI's; `tune` as a real process: the slow test above
+    p = cli_in_process("tune", *args)  # the line is the CLI's (the real process: the slow test above)
     assert p.returncode == 2
     assert "Traceback" not in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
 
