@@ -97,51 +97,31 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-# The first attempt prints what nsys 2022.4 prints when its start races another nsys session, then fails.
-FLAKY_START = ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
-               "t = os.environ['NSYS_CC_TEST_TRIED']; first = not os.path.exists(t); open(t, 'a').write('x'); "
-               "print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>') if first else None; "
-               "sys.exit(1) if first else None; "
-               "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
+# A fake nsys whose first attempt writes what nsys 2022.4 writes when it fails before starting the program, exits
+# with `rc`, and writes no report; the second attempt runs. The signs: the start racing another nsys session; what
+# CI saw once, only "End of file" on stderr and exit 1; and what CI saw once (2026-12-07, another nsys session
+# running), only "Connection to the Agent lost." and exit 0, 0.1 s after the start.
+def failing_start(said: str, rc: int) -> str:
+    return ("import os, sys; b = os.environ['NSYS_CC_TEST_FILES']; "
+            "t = os.environ['NSYS_CC_TEST_TRIED']; first = not os.path.exists(t); open(t, 'a').write('x'); "
+            f"{said} if first else None; sys.exit({rc}) if first else None; "
+            "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
 
 
-def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch):
+@pytest.mark.parametrize(("said", "rc", "logged"), [
+    ("print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>')", 1,
+     "# nsys failed to start (exit 1, QuadDCommon::SystemException); retrying"),
+    ("print('End of file', file=sys.stderr)", 1, "# nsys failed to start (exit 1, End of file); retrying"),
+    ("print('Connection to the Agent lost.')", 0,
+     "# nsys failed to start (exit 0, Connection to the Agent lost.); retrying"),
+])
+def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch, said, rc, logged):
     monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)  # the pause is for a real nsys race, not this fake
-    run = _run(tmp_path, FLAKY_START, COPY_FIXTURE)
+    run = _run(tmp_path, failing_start(said, rc), COPY_FIXTURE)
     launcher.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")
     assert (tmp_path / "m.tried").read_text() == "xx"
-    assert "# nsys failed to start (exit 1, QuadDCommon::SystemException); retrying" in run.files.log.read_text()
-
-
-# What CI saw once: nsys 2022.4 wrote only "End of file" to stderr and exited 1 before the program ran.
-EOF_START = FLAKY_START.replace(
-    "print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>') if first else None",
-    "print('End of file', file=sys.stderr) if first else None")
-
-
-def test_nsys_saying_only_end_of_file_is_a_failed_start_and_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)
-    run = _run(tmp_path, EOF_START, COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
-    assert (run.status, run.reason) == ("done", "")
-    assert (tmp_path / "m.tried").read_text() == "xx"
-    assert "# nsys failed to start (exit 1, End of file); retrying" in run.files.log.read_text()
-
-
-# What CI saw once (2026-12-07, with another nsys session running): nsys 2022.4 wrote only "Connection to the Agent
-# lost." and exited 0, 0.1 s after it started, with no report.
-AGENT_LOST_START = (EOF_START.replace("print('End of file', file=sys.stderr)", "print('Connection to the Agent lost.')")
-                    .replace("sys.exit(1) if first", "sys.exit(0) if first"))
-
-
-def test_nsys_losing_its_agent_before_the_program_ran_is_a_failed_start_and_is_retried(tmp_path, monkeypatch):
-    monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)
-    run = _run(tmp_path, AGENT_LOST_START, COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
-    assert (run.status, run.reason) == ("done", "")
-    assert (tmp_path / "m.tried").read_text() == "xx"
-    assert "# nsys failed to start (exit 0, Connection to the Agent lost.); retrying" in run.files.log.read_text()
+    assert logged in run.files.log.read_text()
 
 
 @pytest.mark.parametrize(("rc", "output", "sign"), [
