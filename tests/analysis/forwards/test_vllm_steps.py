@@ -47,7 +47,8 @@ def ns(value) -> int:
 
 @functools.cache
 def raw_of(path: Path) -> Raw:
-    """A file's `Raw`, read once a session (the B200 trace takes ~0.5 s): the tests only read it."""
+    """A file's `Raw`, read once a session (the B200 trace takes ~0.5 s): for the fixtures and the module's GPU-shaped
+    copies, which several tests read (and only read); a file a test makes for itself is read with `Raw`."""
     return Raw(path)
 
 
@@ -508,7 +509,7 @@ def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
                for n in said)
     assert any("1 of its 6 vLLM steps named like vLLM's steps" in n and "execute_context_0(0)_generation_one(1)" in n
                for n in said)
-    raw = raw_of(odd)
+    raw = Raw(odd)  # a file of this test: read once
     kept = [s for s in raw.steps if raw.kind(s) == "decode" and s[0] == "execute_context_0(0)_generation_1(1)"]
     c = res.coefficients.set_index(["phase", "metric"]).loc[("decode", "wall"), "draft_median_ms"]
     assert c == pytest.approx(median_ms([s[2] - s[1] for s in kept]), rel=1e-12)
@@ -524,7 +525,7 @@ def test_the_detailed_step_names_give_the_same_c(tmp_path, plain):
         names[i] = (f"execute_{ctx_tok + gen_tok}_context_{ctx_req}(sq{ctx_tok}sk{ctx_tok}sqsq{ctx_tok ** 2}sqsk"
                     f"{ctx_tok ** 2})_generation_{gen_req}(sq{gen_tok}sk{32 + i}sqsq{gen_tok}sqsk{32 + i})")
     detailed = renamed(tmp_path, DRAFT, names, out="tiny-llama-draft-xs.pt.trace.json")
-    assert "sqsq" in names[0] and not raw_of(detailed).steps  # none left in the plain form
+    assert "sqsq" in names[0] and not Raw(detailed).steps  # none left in the plain form
     res = nsys_cc.analyze(TARGET, [detailed])
     got = res.coefficients.set_index(["phase", "metric"])["c"]
     want = plain.coefficients.set_index(["phase", "metric"])["c"]
