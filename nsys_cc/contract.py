@@ -72,7 +72,13 @@ VLLM_DETAILED_STEP_RE = (r"^execute_(?P<total>\d+)_context_(?P<ctx_req>\d+)\(sq(
                          r"_generation_(?P<gen_req>\d+)\(sq(?P<gen_tok>\d+)sk\d+sqsq\d+sqsk\d+\)$")
 # Python frames (`python_function`, traces recorded with_stack) read beside the steps, by the prefixes their names
 # start with, then by these patterns: the runner's sampling (V1 `gpu_model_runner.py`, V2 `gpu/model_runner.py`), the
-# proposer of a speculative run (draft_model, EAGLE, MTP: `…/spec_decode/….py(…): propose`), the engine's step.
+# proposer of a speculative run (draft_model, EAGLE, MTP: `…/spec_decode/….py(…): propose`; the module moves between
+# versions: `spec_decode/eagle.py`, `spec_decode/llm_base_proposer.py`, V2's `worker/gpu/spec_decode/…`), the engine's
+# step. Prefixes and patterns are matched against a frame's MODULE path — its file from the package's root, whatever
+# the install prefix (`nsys_cc.trace.frame_paths`: site-packages trimmed or not, a source checkout, an editable
+# install, a container's dist-packages, conda, a venv, SGLang's /sgl-workspace/sglang/python/…): the one rule.
+# The engine packages whose directory is a package root in an absolute frame path (`frame_paths.module_path`).
+FRAME_PACKAGES = ("vllm", "sglang")
 VLLM_FRAME_PREFIXES = ("vllm/v1/worker/", "vllm/v1/spec_decode/", "vllm/v1/engine/core.py(")
 VLLM_SAMPLE_FRAME_RE = r"^vllm/v1/worker/(?:gpu_model_runner|gpu/model_runner)\.py\(\d+\): sample_tokens$"
 VLLM_PROPOSE_FRAME_RE = r"^vllm/v1/(?:worker/gpu/)?spec_decode/\S*\.py\(\d+\): propose$"

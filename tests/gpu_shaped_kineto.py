@@ -345,13 +345,14 @@ def _dumps(doc: dict) -> str:
 
 
 # ---- vLLM-shaped GPU work: steps, their sampling and the proposer (vLLM's own markers) ------------------------------
-SAMPLE_FRAME = re.compile(r"^vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
-PROPOSE_FRAME = re.compile(r"^vllm/v1/spec_decode/\S+\.py\(\d+\): propose$")
+# (whatever the install prefix: searched after a "/" or at the start, as `INSTALL_FORMS` write them)
+SAMPLE_FRAME = re.compile(r"(?:^|/)vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
+PROPOSE_FRAME = re.compile(r"(?:^|/)vllm/v1/(?:worker/gpu/)?spec_decode/\S+\.py\(\d+\): propose$")
 
 
 def vllm_frame(name: str) -> bool:
     """The Python frames `vllm_plan` gives GPU work: the runner's `sample_tokens` and the proposer's `propose`."""
-    return bool(SAMPLE_FRAME.match(name) or PROPOSE_FRAME.match(name))
+    return bool(SAMPLE_FRAME.search(name) or PROPOSE_FRAME.search(name))
 
 
 def vllm_plan(step_factor: float = 1.5, *, launch_bound: bool = False, sample_kernels: tuple[int, ...] = (20_000,
@@ -378,12 +379,47 @@ def vllm_plan(step_factor: float = 1.5, *, launch_bound: bool = False, sample_ke
                 out.append(Launch(i * step, min(5_000, max(step - 1, 1)), kernels, kind="graph" if len(kernels) > 1
                                   else "kernel"))
             return out
-        if SAMPLE_FRAME.match(rng.name):
+        if SAMPLE_FRAME.search(rng.name):
             return [Launch(max(d // 200, 1) * (i + 1), 400, (k,)) for i, k in enumerate(sample_kernels)]
-        if PROPOSE_FRAME.match(rng.name):
+        if PROPOSE_FRAME.search(rng.name):
             total = max(int(d * propose_factor), 3)
             step = max(d * 6 // 30, 1)
             return [Launch(i * step, min(4_000, max(step - 1, 1)), (total // 3,)) for i in range(3)]
         return []
 
     return plan
+
+
+# ---- frames as other installs name them ------------------------------------------------------------------
+# The file of a Python frame as torch writes it for each way of installing an engine: `{}` is the path from the
+# package's root (`vllm/v1/…`), as torch writes it for a package under site-packages (the fixtures' form).
+INSTALL_FORMS = {
+    "pip": "{}",
+    "source checkout": "/home/u/code/vllm/{}",
+    "editable": "/home/u/src/vllm-dev/{}",
+    "container": "/usr/local/lib/python3.12/dist-packages/{}",
+    "conda": "/opt/conda/envs/serve/lib/python3.11/site-packages/{}",
+    "venv": "/home/u/.venv/lib/python3.12/site-packages/{}",
+}
+
+
+def with_frames_as(src: str | Path, dst: str | Path, form: str, *, package: str = "vllm/",
+                   rename: Callable[[str], str] | None = None) -> Path:
+    """`src` with every `python_function` frame whose file starts with `package` written as the install `form`
+    (INSTALL_FORMS: a template, or a key of it) would name it, and its name through `rename` besides (a proposer's
+    module moved, say); `dst` written as JSON (gzip when it ends in .gz), every number as the source wrote it."""
+    src, dst = Path(src), Path(dst)
+    raw = src.read_bytes()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8", errors="replace")
+    doc = json.loads(text, parse_float=_Raw)
+    template = INSTALL_FORMS.get(form, form)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "python_function" and e.get("name", "").startswith(package):
+            name = rename(e["name"]) if rename else e["name"]
+            e["name"] = template.format(name)
+    out = _dumps(doc)
+    if dst.suffix == ".gz":
+        dst.write_bytes(gzip.compress(out.encode("utf-8")))
+    else:
+        dst.write_text(out, encoding="utf-8")
+    return dst

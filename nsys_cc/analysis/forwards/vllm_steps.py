@@ -67,6 +67,7 @@ from ...contract import (
     VLLM_STEP_RE,
 )
 from ...errors import InputError
+from ...trace import frame_paths
 from ..metrics import ALL, DECODE, EMPTY, GPU_BUSY, GPU_SPAN, MIXED, PREFILL, VERIFY
 
 # The columns of the rows `marked` adds (`ranges.MARKED_COLUMNS`).
@@ -184,10 +185,9 @@ def _row_frame(src: pd.DataFrame, name: str, start: np.ndarray | None = None, en
 
 
 def _hits(frames: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
-    """Rows of `frames` whose name matches `pattern`, worked out per distinct name."""
-    names = frames["name"].astype(str)
-    ok = {n: bool(pattern.match(n)) for n in pd.unique(names)}
-    return names.map(ok).to_numpy(dtype=bool)
+    """Rows of `frames` whose module name (`frame_paths.module_name`: the file from its package's root, whatever the
+    install prefix) matches `pattern`, worked out per distinct name."""
+    return frame_paths.hits(frames["name"], pattern)
 
 
 def _outermost(frames: pd.DataFrame) -> pd.DataFrame:
@@ -311,10 +311,11 @@ def _read(trace) -> VllmSteps | None:
     kept = why == ""
     steps["kept"], steps["why"] = kept, why
     _drop_notes(steps, notes, limit, speculative)
+    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
     if not speculative and ((kind == VERIFY) & kept).any():
         notes.append(f"its steps verify more than one token per request (a speculative run: "
                      f"{int(((kind == VERIFY) & kept).sum())} verify steps) but the trace holds no proposer frame "
-                     f"({VLLM_PROPOSE_RANGE!r}: recorded without Python stacks?): they are measured as plain steps, "
+                     f"({VLLM_PROPOSE_RANGE!r}: {_why_no_frame(python_frames)}): they are measured as plain steps, "
                      "not in place; profile with stacks (torch_profiler_with_stack) to measure the run in place")
 
     forwards = _row_frame(annotations[kept], VLLM_STEP_RANGE,
@@ -324,8 +325,16 @@ def _read(trace) -> VllmSteps | None:
     engine = _outermost(frames[_hits(frames, _ENGINE)])
     added = [forwards, sampling, _row_frame(proposers, VLLM_PROPOSE_RANGE), _row_frame(engine, VLLM_ENGINE_STEP_RANGE)]
     out = pd.concat([a for a in added if len(a)] or [forwards], ignore_index=True)
-    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
     return VllmSteps(steps[STEP_COLUMNS], out, tuple(notes), python_frames, len(samples), speculative)
+
+
+def _why_no_frame(python_frames: bool) -> str:
+    """Why a trace holds no proposer frame: recorded without Python stacks only when it holds no Python frame at all;
+    else its frames name no proposer module nsys_cc knows (a proposer of another version or engine)."""
+    if not python_frames:
+        return "the trace holds no Python frames: recorded without Python stacks"
+    return ("the trace holds Python frames, but none of a proposer module nsys_cc knows (vllm/v1/spec_decode/….py, "
+            "vllm/v1/worker/gpu/spec_decode/…: propose, from the package's root whatever the install prefix)")
 
 
 def _drop_notes(steps: pd.DataFrame, notes: list[str], limit: float, speculative: bool) -> None:
@@ -445,8 +454,8 @@ def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
                          f"({why}); choose a range with range_name", param="range_name")
     if draft and not found.speculative and (found.forwards["kind"] == VERIFY).any():
         raise InputError(f"{path} ({label}): its vLLM steps verify more than one token per request (a speculative run) "
-                         f"but it holds no proposer frame ({VLLM_PROPOSE_RANGE!r}: recorded without Python stacks): "
-                         "it can be measured neither as a plain draft nor in place; profile it with stacks "
+                         f"but it holds no proposer frame ({VLLM_PROPOSE_RANGE!r}: {_why_no_frame(found.python_frames)}"
+                         "): it can be measured neither as a plain draft nor in place; profile it with stacks "
                          "(torch_profiler_with_stack) or leave it out", param="drafts")
 
 

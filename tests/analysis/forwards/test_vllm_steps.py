@@ -565,3 +565,54 @@ def test_a_speculative_run_alone_is_one_line():
 def test_the_library_raises_the_projects_error():
     with pytest.raises(InputError, match="is a speculative run"):
         nsys_cc.analyze(SPEC)
+
+
+# ---- (f) frames as every install names them ------------------------------------------------------
+SPEC_FIGURES = ("verify_ms", "draft_step_ms", "draft_forward_ms", "other_ms", "verify_token_ms", "c_in_place",
+                "tokens_per_step")
+
+
+@pytest.mark.parametrize("form", ["source checkout", "container", "conda", "venv", "editable"])
+def test_a_speculative_run_is_measured_in_place_whatever_the_install_prefix(tmp_path, spec, form):
+    """The fixtures' frames are trimmed (`vllm/v1/…`, a site-packages install); the same traces with every vLLM frame
+    written as another install writes it (absolute paths) give the same run in place, its sampling included."""
+    t = gsk.with_frames_as(TARGET, tmp_path / "tiny-llama-target.pt.trace.json.gz", form)
+    s = gsk.with_frames_as(SPEC, tmp_path / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz", form)
+    assert not any(f[0].startswith("vllm/") for f in Raw(s).frames if "spec_decode" in f[0])
+    res = nsys_cc.analyze(t, [DRAFT, s])
+    got = res.speculative.table.set_index("name").loc["tiny-llama-draft-xs.spec-g2"]
+    want = spec.speculative.table.set_index("name").loc["tiny-llama-draft-xs.spec-g2"]
+    for column in SPEC_FIGURES:
+        assert got[column] == pytest.approx(want[column], rel=1e-12), column
+    assert got["basis"] == "token"
+    assert not any("no sampling frame" in n or "no proposer frame" in n for n in res.notes)
+
+
+@pytest.mark.parametrize("module", ["spec_decode/eagle.py", "worker/gpu/spec_decode/eagle.py"])
+def test_the_proposer_is_found_where_other_versions_put_it(tmp_path, spec, module):
+    """The fixture's proposer is `vllm/v1/spec_decode/llm_base_proposer.py`; early-2026 builds had it in
+    `spec_decode/eagle.py`, the V2 runner in `worker/gpu/spec_decode/`."""
+    def moved(name: str) -> str:
+        old = "vllm/v1/spec_decode/llm_base_proposer.py("
+        return "vllm/v1/" + module + name[len(old) - 1:] if name.startswith(old) else name
+
+    s = gsk.with_frames_as(SPEC, tmp_path / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz", "source checkout",
+                           rename=moved)
+    assert any(module in f[0] for f in Raw(s).frames)
+    res = nsys_cc.analyze(TARGET, [DRAFT, s])
+    got = res.speculative.table.set_index("name").loc["tiny-llama-draft-xs.spec-g2"]
+    want = spec.speculative.table.set_index("name").loc["tiny-llama-draft-xs.spec-g2"]
+    assert got["draft_step_ms"] == pytest.approx(want["draft_step_ms"], rel=1e-12)
+
+
+def test_without_stacks_is_said_only_of_a_trace_without_python_frames(tmp_path):
+    """A speculative trace whose frames name no proposer nsys_cc knows is not 'recorded without Python stacks'."""
+    def elsewhere(name: str) -> str:
+        return name.replace("/spec_decode/", "/drafting/") if "/spec_decode/" in name else name
+
+    odd = gsk.with_frames_as(SPEC, tmp_path / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz", "pip", rename=elsewhere)
+    line = one_line(str(TARGET), str(DRAFT), str(odd))
+    assert "no proposer frame" in line and "holds Python frames" in line and "without Python stacks" not in line
+    bare = renamed(tmp_path, SPEC, {}, drop_frames=True, out="tiny-llama-draft-xs.spec-g2.pt.trace.json")
+    line = one_line(str(TARGET), str(DRAFT), str(bare))
+    assert "holds no Python frames: recorded without Python stacks" in line
