@@ -109,6 +109,10 @@ SGLANG_PROPOSE_FRAME_RE = (r"^sglang/srt/speculative/\w+\.py\(\d+\): (?:draft|fo
                            r"|_draft_extend_for_decode|forward_draft_extend|_draft_extend_for_prefill)$")
 SGLANG_ENGINE_STEP_FRAME_RE = r"^sglang/srt/managers/scheduler\.py\(\d+\): _?run_batch(?:_inner)?$"
 
+# Both engines annotate a CUDA-graph capture `capture_<batch>_<mode>` (vLLM `capture_32_FULL`, SGLang
+# `capture_32_DECODE`): a capture records the kernels a replay runs, none to measure — no step.
+CAPTURE_RE = r"^capture_(?P<batch>\d+)_(?P<mode>[A-Za-z][A-Za-z_]*)$"
+
 # The names under which the analysis reads them (rows it makes from the trace; no trace spells them): the steps that
 # are forwards (the forward range of a torch trace), their sampling (`sample_tokens` less the proposing inside it),
 # the proposing (one range per step around all its draft forwards, as vLLM's draft scope), the engine's steps.

@@ -22,7 +22,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from ...contract import SGLANG_STEP_RE, VLLM_DETAILED_STEP_RE, VLLM_STEP_RE
+from ...contract import CAPTURE_RE, SGLANG_STEP_RE, VLLM_DETAILED_STEP_RE, VLLM_STEP_RE
 from ..metrics import DECODE, EMPTY, MIXED, PREFILL, VERIFY
 
 # A draft model's own forward (SGLang's draft worker): not a step of the target.
@@ -34,6 +34,7 @@ _STEP = re.compile(VLLM_STEP_RE)
 _DETAILED = re.compile(VLLM_DETAILED_STEP_RE)
 _SGLANG = re.compile(SGLANG_STEP_RE)
 _FIELD = re.compile(r"([a-z_]+)=(\d+)")
+_CAPTURE = re.compile(CAPTURE_RE)
 # SGLang's forward modes (`ForwardMode`) by the kind of step they are.
 _SGLANG_MODES = {"EXTEND": PREFILL, "SPLIT_PREFILL": PREFILL, "DLLM_EXTEND": PREFILL, "DECODE": DECODE,
                  "TARGET_VERIFY": VERIFY, "MIXED": MIXED, "IDLE": EMPTY, "DUMMY_FIRST": EMPTY, "PREBUILT": EMPTY}
@@ -155,3 +156,10 @@ def _sglang(mode: str, fields: dict[str, str], draft: bool, has_bs: bool) -> Ste
     if kind == EMPTY:
         return StepName(0.0, 0.0, 0.0, 0.0, form=form, mode=mode)
     return None  # a mode nsys_cc does not know: left out, said
+
+
+def parse_capture(name: str) -> tuple[int, str] | None:
+    """(batch, mode) of a CUDA-graph capture annotation (`capture_32_FULL`, SGLang's `capture_32_DECODE`), or None: a
+    capture records what a replay runs, not a step."""
+    m = _CAPTURE.match(name)
+    return None if m is None else (int(m["batch"]), m["mode"])

@@ -367,9 +367,17 @@ def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
 
 
 def missing_note(trace) -> str | None:
-    """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no vLLM step
-    annotations (None when it does)."""
+    """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no engine step
+    annotations, or is a CUDA-graph capture trace (None when it holds steps)."""
     if getattr(trace, "format", None) != "kineto" or read(trace) is not None:
         return None
+    from .step_names import parse_capture
+
+    captures = [(n, c) for n in pd.unique(trace.nvtx_ranges(nesting=False)["name"].astype(str))
+                if (c := parse_capture(n)) is not None]
+    if captures:
+        said = ", ".join(f"{n!r} (batch {c[0]}, {c[1]})" for n, c in captures[:3])
+        return (f"it is a CUDA-graph capture trace: its {said} record the kernels a replay runs, no step to measure; "
+                "analyse the trace of the run that replays them")
     return (f"the PyTorch-profiler trace holds no vLLM step annotations ({VLLM_STEP_RANGE!r}, which vLLM's worker "
-            "writes while its torch profiler runs)")
+            "writes while its torch profiler runs), nor SGLang's (step[…])")
