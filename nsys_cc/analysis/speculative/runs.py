@@ -145,7 +145,9 @@ def censored_alpha(lives: Sequence[int], tokens: int, gamma: int) -> float:
             hi = b
         else:
             lo = a
-    return (lo + hi) / 2
+    # the ends themselves: every request took a step per token (α 0), or the fewest steps there can be (α 1)
+    best = max((0.0, 1.0, (lo + hi) / 2), key=lambda x: _log_likelihood(x, counts, tokens, gamma))
+    return best
 
 
 def tokens_in_place(run: SpecRun, output_len: float) -> tuple[float, float, str]:
@@ -167,9 +169,10 @@ def tokens_in_place(run: SpecRun, output_len: float) -> tuple[float, float, str]
             f"{tokens} tokens each, which no acceptance gives at γ = {run.gamma} (the trace cut a request, or the "
             "output length differs): take α from vLLM's metrics dump or give it")
     tps = float(expected_tokens(alpha, run.gamma))
+    span = f"{min(lives)}" if min(lives) == max(lives) else f"{min(lives)}–{max(lives)}"
     return tps, alpha, (f"{run.name}: α {alpha:.3f} and {tps:.2f} tokens per step from its {said} — {tokens} tokens "
-                        f"each in {min(lives)}–{max(lives)} verify steps, each request's last step cut by its "
-                        "length (max_tokens) and not counted as a rejection (maximum likelihood, censored)")
+                        f"each in {span} verify steps, each request's last step cut by its length (max_tokens) and "
+                        "not counted as a rejection (maximum likelihood, censored)")
 
 
 def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:
