@@ -644,3 +644,17 @@ def test_without_stacks_is_said_only_of_a_trace_without_python_frames(tmp_path):
     bare = renamed(tmp_path, SPEC, {}, drop_frames=True, out="tiny-llama-draft-xs.spec-g2.pt.trace.json")
     line = one_line(str(TARGET), str(DRAFT), str(bare))
     assert "holds no Python frames: recorded without Python stacks" in line
+
+
+def test_the_sampling_is_in_the_token_whatever_the_install_prefix(tmp_path):
+    """A container's absolute frame names: the target's token is still its step and the sampling frame after it."""
+    t = gsk.with_frames_as(TARGET, tmp_path / "tiny-llama-target.pt.trace.json.gz", "container")
+    raw = Raw(t)
+    assert raw.of(SAMPLE) and all(f[0].startswith("/usr/local/lib/python3.12/dist-packages/vllm/")
+                                  for f in raw.of(SAMPLE))
+    res = nsys_cc.analyze(t)
+    row = res.tokens.set_index(["model", "phase", "metric"]).loc[("tiny-llama-target", "decode", "wall")]
+    steps = [s for s in raw.steps if raw.kind(s) == "decode"]
+    assert row["basis"] == "token"
+    assert row["token_median_ms"] == pytest.approx(
+        median_ms([s[2] - s[1] + raw.sampling_ns(raw.sample_after(s)) for s in steps]), rel=1e-12)
