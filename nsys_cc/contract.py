@@ -68,15 +68,51 @@ SCOPES_ALLOCATE = "schedule: allocate_slots"
 VLLM_STEP_PREFIX = "execute_"
 VLLM_STEP_RE = (r"^execute_context_(?P<ctx_req>\d+)\((?P<ctx_tok>\d+)(?:_\d+)*\)"
                 r"_generation_(?P<gen_req>\d+)\((?P<gen_tok>\d+)(?:_\d+)*\)$")
-VLLM_DETAILED_STEP_RE = (r"^execute_(?P<total>\d+)_context_(?P<ctx_req>\d+)\(sq(?P<ctx_tok>\d+)sk\d+sqsq\d+sqsk\d+\)"
-                         r"_generation_(?P<gen_req>\d+)\(sq(?P<gen_tok>\d+)sk\d+sqsq\d+sqsk\d+\)$")
+# In the detailed form (vLLM's `detailed_trace_annotation`, also written by SGLang) each part names its requests, their
+# query tokens (sq), their KV (context) length summed (sk), and the sums of q² and q·k (attention's cost terms).
+VLLM_DETAILED_STEP_RE = (r"^execute_(?P<total>\d+)_context_(?P<ctx_req>\d+)\(sq(?P<ctx_tok>\d+)sk(?P<ctx_kv>\d+)"
+                         r"sqsq\d+sqsk\d+\)_generation_(?P<gen_req>\d+)\(sq(?P<gen_tok>\d+)sk(?P<gen_kv>\d+)"
+                         r"sqsq\d+sqsk\d+\)$")
 # Python frames (`python_function`, traces recorded with_stack) read beside the steps, by the prefixes their names
 # start with, then by these patterns: the runner's sampling (V1 `gpu_model_runner.py`, V2 `gpu/model_runner.py`), the
-# proposer of a speculative run (draft_model, EAGLE, MTP: `…/spec_decode/….py(…): propose`), the engine's step.
+# proposer of a speculative run (draft_model, EAGLE, MTP: `…/spec_decode/….py(…): propose`; the module moves between
+# versions: `spec_decode/eagle.py`, `spec_decode/llm_base_proposer.py`, V2's `worker/gpu/spec_decode/…`), the engine's
+# step. Prefixes and patterns are matched against a frame's MODULE path — its file from the package's root, whatever
+# the install prefix (`nsys_cc.trace.frame_paths`: site-packages trimmed or not, a source checkout, an editable
+# install, a container's dist-packages, conda, a venv, SGLang's /sgl-workspace/sglang/python/…): the one rule.
+# The engine packages whose directory is a package root in an absolute frame path (`frame_paths.module_path`).
+FRAME_PACKAGES = ("vllm", "sglang")
 VLLM_FRAME_PREFIXES = ("vllm/v1/worker/", "vllm/v1/spec_decode/", "vllm/v1/engine/core.py(")
 VLLM_SAMPLE_FRAME_RE = r"^vllm/v1/worker/(?:gpu_model_runner|gpu/model_runner)\.py\(\d+\): sample_tokens$"
 VLLM_PROPOSE_FRAME_RE = r"^vllm/v1/(?:worker/gpu/)?spec_decode/\S*\.py\(\d+\): propose$"
 VLLM_ENGINE_STEP_FRAME_RE = r"^vllm/v1/engine/core\.py\(\d+\): step$"
+# ---- SGLang's own markers in a PyTorch-profiler trace (`/start_profile`, SGLANG_TORCH_PROFILER_DIR), read without a
+# plugin (`analysis.forwards.sglang_steps`) ---------------------------------------------------------------------------
+# Its model runner annotates each forward (`ModelRunner.forward`, `profile_utils.build_step_span_name`):
+# `step[<FORWARD MODE> bs=<requests>]`, a prefill `step[EXTEND bs=<requests> toks=<tokens>]`, with roofline fields
+# `c_sq= c_sk= c_sqsq= c_sqsk=` (context part) and `g_sq= g_sk= g_sqsq= g_sqsk=` (generation part), a mixed step's
+# `c= g=` (requests of each part) in the detailed form; a draft worker's forwards prefixed `draft ` in newer versions.
+# Newer versions also annotate each scheduler step with vLLM's detailed `execute_…` form (around the forward).
+SGLANG_STEP_PREFIXES = ("step[", "draft step[")
+SGLANG_STEP_RE = r"^(?P<draft>draft )?step\[(?P<mode>[A-Z][A-Z0-9_]*)(?P<fields>(?: [a-z_]+=\d+(?:/\d+)?)*)\]$"
+# Its Python frames (module paths, `frame_paths`): the model runner's sampling after a forward; the speculative worker
+# (EAGLE, EAGLE-3, MTP/NEXTN, STANDALONE: `sglang/srt/speculative/eagle_worker.py`, V2 `eagle_worker_v2.py`,
+# `multi_layer_eagle_worker.py`, `standalone_worker.py`): the proposing of a decode step (`draft`, then after the verify
+# the draft's extend over the accepted tokens `forward_draft_extend_after_decode`, V2 `_draft_extend_for_decode`), the
+# first proposing after a prefill (`forward_draft_extend`, V2 `_draft_extend_for_prefill`), and the rejection sampling
+# after the verify forward (`eagle_info.py` `EagleVerifyInput.verify`, V2 `sample`); the scheduler's step.
+SGLANG_FRAME_PREFIXES = ("sglang/srt/model_executor/model_runner.py(", "sglang/srt/speculative/",
+                         "sglang/srt/managers/scheduler.py(")
+SGLANG_SAMPLE_FRAME_RE = (r"^sglang/srt/(?:model_executor/model_runner\.py\(\d+\): sample"
+                          r"|speculative/eagle_info(?:_v2)?\.py\(\d+\): (?:verify|sample))$")
+SGLANG_PROPOSE_FRAME_RE = (r"^sglang/srt/speculative/\w+\.py\(\d+\): (?:draft|forward_draft_extend_after_decode"
+                           r"|_draft_extend_for_decode|forward_draft_extend|_draft_extend_for_prefill)$")
+SGLANG_ENGINE_STEP_FRAME_RE = r"^sglang/srt/managers/scheduler\.py\(\d+\): _?run_batch(?:_inner)?$"
+
+# Both engines annotate a CUDA-graph capture `capture_<batch>_<mode>` (vLLM `capture_32_FULL`, SGLang
+# `capture_32_DECODE`): a capture records the kernels a replay runs, none to measure — no step.
+CAPTURE_RE = r"^capture_(?P<batch>\d+)_(?P<mode>[A-Za-z][A-Za-z_]*)$"
+
 # The names under which the analysis reads them (rows it makes from the trace; no trace spells them): the steps that
 # are forwards (the forward range of a torch trace), their sampling (`sample_tokens` less the proposing inside it),
 # the proposing (one range per step around all its draft forwards, as vLLM's draft scope), the engine's steps.

@@ -345,13 +345,14 @@ def _dumps(doc: dict) -> str:
 
 
 # ---- vLLM-shaped GPU work: steps, their sampling and the proposer (vLLM's own markers) ------------------------------
-SAMPLE_FRAME = re.compile(r"^vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
-PROPOSE_FRAME = re.compile(r"^vllm/v1/spec_decode/\S+\.py\(\d+\): propose$")
+# (whatever the install prefix: searched after a "/" or at the start, as `INSTALL_FORMS` write them)
+SAMPLE_FRAME = re.compile(r"(?:^|/)vllm/v1/worker/gpu_model_runner\.py\(\d+\): sample_tokens$")
+PROPOSE_FRAME = re.compile(r"(?:^|/)vllm/v1/(?:worker/gpu/)?spec_decode/\S+\.py\(\d+\): propose$")
 
 
 def vllm_frame(name: str) -> bool:
     """The Python frames `vllm_plan` gives GPU work: the runner's `sample_tokens` and the proposer's `propose`."""
-    return bool(SAMPLE_FRAME.match(name) or PROPOSE_FRAME.match(name))
+    return bool(SAMPLE_FRAME.search(name) or PROPOSE_FRAME.search(name))
 
 
 def vllm_plan(step_factor: float = 1.5, *, launch_bound: bool = False, sample_kernels: tuple[int, ...] = (20_000,
@@ -378,12 +379,292 @@ def vllm_plan(step_factor: float = 1.5, *, launch_bound: bool = False, sample_ke
                 out.append(Launch(i * step, min(5_000, max(step - 1, 1)), kernels, kind="graph" if len(kernels) > 1
                                   else "kernel"))
             return out
-        if SAMPLE_FRAME.match(rng.name):
+        if SAMPLE_FRAME.search(rng.name):
             return [Launch(max(d // 200, 1) * (i + 1), 400, (k,)) for i, k in enumerate(sample_kernels)]
-        if PROPOSE_FRAME.match(rng.name):
+        if PROPOSE_FRAME.search(rng.name):
             total = max(int(d * propose_factor), 3)
             step = max(d * 6 // 30, 1)
             return [Launch(i * step, min(4_000, max(step - 1, 1)), (total // 3,)) for i in range(3)]
         return []
 
     return plan
+
+
+# ---- frames as other installs name them ------------------------------------------------------------------
+# The file of a Python frame as torch writes it for each way of installing an engine: `{}` is the path from the
+# package's root (`vllm/v1/…`), as torch writes it for a package under site-packages (the fixtures' form).
+INSTALL_FORMS = {
+    "pip": "{}",
+    "source checkout": "/home/u/code/vllm/{}",
+    "editable": "/home/u/src/vllm-dev/{}",
+    "container": "/usr/local/lib/python3.12/dist-packages/{}",
+    "conda": "/opt/conda/envs/serve/lib/python3.11/site-packages/{}",
+    "venv": "/home/u/.venv/lib/python3.12/site-packages/{}",
+}
+
+
+def with_frames_as(src: str | Path, dst: str | Path, form: str, *, package: str = "vllm/",
+                   rename: Callable[[str], str] | None = None) -> Path:
+    """`src` with every `python_function` frame whose file starts with `package` written as the install `form`
+    (INSTALL_FORMS: a template, or a key of it) would name it, and its name through `rename` besides (a proposer's
+    module moved, say); `dst` written as JSON (gzip when it ends in .gz), every number as the source wrote it."""
+    src, dst = Path(src), Path(dst)
+    raw = src.read_bytes()
+    text = (gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw).decode("utf-8", errors="replace")
+    doc = json.loads(text, parse_float=_Raw)
+    template = INSTALL_FORMS.get(form, form)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "python_function" and e.get("name", "").startswith(package):
+            name = rename(e["name"]) if rename else e["name"]
+            e["name"] = template.format(name)
+    out = _dumps(doc)
+    if dst.suffix == ".gz":
+        dst.write_bytes(gzip.compress(out.encode("utf-8")))
+    else:
+        dst.write_text(out, encoding="utf-8")
+    return dst
+
+
+# ---- traces built whole, for what this machine cannot run: a vLLM server, SGLang ------------------------------------
+# No real CPU trace of these exists here (vLLM's CPU build serves no `bench serve --profile` here worth the time, and
+# SGLang's CPU backend does not run): the CPU events are written from a schedule — the engines' own names, as their
+# source and the public traces write them — and the GPU work is added by `add_gpu_work`, so every figure is known.
+# These are NOT traces of a real run and must never be presented as such.
+BUILT_PID, BUILT_TID = 4242, 4243
+BASE_NS = 6_000_000_000_000_000  # a clock of the size Kineto's has (~6e12 µs)
+
+
+@dataclass
+class Span:
+    """A CPU event to write: a `user_annotation` or a `python_function` frame, with the launches made inside it
+    (offsets from its start: give launches to the innermost span only, `add_gpu_work`)."""
+
+    cat: str
+    name: str
+    start: int
+    end: int
+    launches: tuple[Launch, ...] = ()
+    tid: int = BUILT_TID
+
+
+def build_trace(dst: str | Path, spans: Sequence[Span], *, process: str = "VLLM::EngineCore") -> GpuShapedKineto:
+    """A Kineto trace of `spans` (CPU events, ns) in one process, with their launches' GPU work (`add_gpu_work`)."""
+    dst = Path(dst)
+    events: list[dict] = [
+        {"ph": "M", "name": "process_name", "pid": BUILT_PID, "tid": 0, "args": {"name": process}},
+        {"ph": "M", "name": "thread_name", "pid": BUILT_PID, "tid": BUILT_TID, "args": {"name": "MainThread"}}]
+    for s in sorted(spans, key=lambda s: (s.start, -s.end)):
+        events.append(_x(s.cat, s.name, BUILT_PID, s.tid, s.start, s.end - s.start, {}))
+    doc = {"schemaVersion": 1, "with_stack": 1, "traceEvents": events, "displayTimeUnit": "ms",
+           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}}
+    src = dst.parent / (dst.name + ".src.json")
+    src.write_text(_dumps(doc), encoding="utf-8")
+    plan = {(s.name, s.start): s.launches for s in spans}
+    try:
+        return add_gpu_work(src, dst, lambda rng: list(plan.get((rng.name, rng.start), ())), frames=lambda n: True)
+    finally:
+        src.unlink()
+
+
+def _work(total: int, parts: int, span: int, kind: str = "kernel") -> tuple[Launch, ...]:
+    """`parts` launches over the first 60 % of a span of `span` ns whose kernels take `total` ns in all; "graph": one
+    CUDA graph of `parts` kernels."""
+    each = max(total // parts, 1)
+    if kind == "graph":
+        return (Launch(span // 20, min(5_000, span // 10), tuple([each] * parts), kind="graph"),)
+    step = max(span * 6 // (10 * parts), 1)
+    return tuple(Launch(i * step, min(5_000, max(step - 1, 1)), (each,)) for i in range(parts))
+
+
+def detailed(ctx: Sequence[tuple[int, int]], gen: Sequence[tuple[int, int]]) -> str:
+    """vLLM's detailed step annotation of a step: `ctx` (query tokens, KV length after the step) per context request,
+    `gen` the same per generation request."""
+    def part(reqs: Sequence[tuple[int, int]]) -> str:
+        return (f"sq{sum(q for q, _ in reqs)}sk{sum(k for _, k in reqs)}sqsq{sum(q * q for q, _ in reqs)}"
+                f"sqsk{sum(q * k for q, k in reqs)}")
+
+    total = sum(q for q, _ in ctx) + sum(q for q, _ in gen)
+    return f"execute_{total}_context_{len(ctx)}({part(ctx)})_generation_{len(gen)}({part(gen)})"
+
+
+VLLM_CONTAINER = "/usr/local/lib/python3.12/dist-packages/vllm/v1/"
+
+
+@dataclass
+class Built:
+    """A built trace and its schedule: per step (in order) its kind, batch, tokens, context, annotation name."""
+
+    made: GpuShapedKineto
+    steps: list[dict]
+
+
+def serve_trace(dst: str | Path, *, requests: int = 24, budget: int = 512, max_seqs: int = 16,
+                seed: int = 7) -> Built:
+    """A `vllm bench serve --profile`-shaped trace: `requests` requests arriving over time with prompts of 64–1,500
+    tokens and outputs of 4–40, scheduled as vLLM V1 schedules them (running decodes first, then prompt chunks up to
+    `budget` tokens a step, at most `max_seqs` requests): prefill, decode and — most steps — mixed steps of varying
+    batch and context, each annotated in the detailed form, its sampling frame after it, the engine core's step frame
+    around both (frames as a container image names them); one empty step among them. GPU work per step grows with its
+    tokens and its context (a decode-only step one CUDA graph, as a FULL graph replays)."""
+    import random
+
+    rnd = random.Random(seed)
+    arrive = sorted(rnd.randrange(0, 60) for _ in range(requests))
+    prompt = [rnd.randrange(64, 1500) for _ in range(requests)]
+    output = [rnd.randrange(4, 40) for _ in range(requests)]
+    done_prompt, made_tokens = [0] * requests, [0] * requests
+    spans: list[Span] = []
+    steps: list[dict] = []
+    t, step = BASE_NS, 0
+    while any(m < o for m, o in zip(made_tokens, output)):
+        running = [r for r in range(requests) if arrive[r] <= step and done_prompt[r] == prompt[r]
+                   and 0 < made_tokens[r] < output[r]][:max_seqs]
+        gen = [(1, prompt[r] + made_tokens[r]) for r in running]
+        left, ctx, chunked = budget - len(gen), [], []
+        for r in range(requests):
+            if left <= 0 or len(running) + len(ctx) >= max_seqs:
+                break
+            if arrive[r] <= step and done_prompt[r] < prompt[r]:
+                q = min(prompt[r] - done_prompt[r], left)
+                ctx.append((q, done_prompt[r] + q))
+                chunked.append((r, q))
+                left -= q
+        if step == 5:
+            gen, ctx, chunked, running = [], [], [], []  # an empty step: vLLM annotates it, it launches nothing
+        name = detailed(ctx, gen)
+        tokens = sum(q for q, _ in ctx) + len(gen)
+        context = sum(k for _, k in ctx) + sum(k for _, k in gen)
+        kind = "mixed" if ctx and gen else "prefill" if ctx else "decode" if gen else "empty"
+        wall = 2_000_000 + 400 * tokens
+        a0, a1 = t + 40_000, t + 40_000 + wall
+        gpu = 1_500_000 + 3_000 * tokens + 20 * context
+        launches = () if kind == "empty" else _work(gpu, 4, wall, "graph" if kind == "decode" else "kernel")
+        spans += [Span("python_function", VLLM_CONTAINER + "engine/core.py(391): step", t, a1 + 700_000),
+                  Span("user_annotation", name, a0, a1, launches),
+                  Span("python_function", VLLM_CONTAINER + "worker/gpu_model_runner.py(3380): execute_model",
+                       a0 + 20_000, a1 - 10_000)]
+        if kind != "empty":
+            spans.append(Span("python_function", VLLM_CONTAINER + "worker/gpu_model_runner.py(4303): sample_tokens",
+                              a1 + 50_000, a1 + 650_000, (Launch(2_000, 400, (15_000 + 20 * len(gen + ctx),)),)))
+        steps.append({"kind": kind, "batch": len(ctx) + len(gen), "tokens": tokens,
+                      "context": context if kind != "empty" else 0, "name": name, "start": a0, "end": a1})
+        for r in running:
+            made_tokens[r] += 1
+        for r, q in chunked:
+            done_prompt[r] += q
+            if done_prompt[r] == prompt[r]:
+                made_tokens[r] = 1  # the step that ends a prompt samples its first token
+        t = a1 + 700_000 + max(gpu, 300_000)
+        step += 1
+    return Built(build_trace(dst, spans), steps)
+
+
+SGLANG = "/sgl-workspace/sglang/python/sglang/srt/"  # SGLang's dev image, as the public SGLang trace names its frames
+
+
+def sglang_trace(dst: str | Path, role: str = "target", *, batch: int = 2, prompt: int = 128, output: int = 12,
+                 gamma: int = 3, alpha: float = 0.7, scale: float = 1.0, execute: bool = False,
+                 seed: int = 1) -> Built:
+    """An SGLang-shaped trace (SGLang's names from its source: `ModelRunner.forward`'s `step[…]`, `ModelRunner.sample`,
+    the scheduler's `run_batch`, EAGLEWorker's `forward_batch_generation`, `draft`, `verify` with
+    `EagleVerifyInput.verify`, `forward_draft_extend(_after_decode)`): `batch` requests of `prompt` tokens each
+    generating `output` tokens. role "target"/"draft": a plain run (the draft a smaller model: `scale` × the GPU
+    work); "spec": EAGLE speculative decoding with γ = `gamma` and a per-token acceptance `alpha` (seeded), the
+    batch shrinking as requests end (each request's last step cut by its output length). `execute`: each scheduler
+    step inside vLLM's detailed `execute_…` annotation as newer SGLang writes it. Per step in `steps`: kind, batch,
+    the spans' starts (forward, sample, proposing pieces, run_batch window) and the tokens each request took."""
+    import random
+
+    rnd = random.Random(seed)
+    spans: list[Span] = []
+    steps: list[dict] = []
+    t = BASE_NS
+    left = [output - 1] * batch  # tokens each request still makes after its prefill's first token
+    kv = [prompt] * batch
+    step = 0
+    while step == 0 or any(left):
+        live = [r for r in range(batch) if step == 0 or left[r] > 0]
+        b = len(live)
+        rec: dict = {"batch": b, "propose": [], "taken": {}}
+        win0 = t
+        cur = t + 30_000
+        inner: list[Span] = []
+        if step == 0:
+            rec["kind"] = "prefill"
+            fw = Span("user_annotation", f"step[EXTEND bs={b} toks={b * prompt}]", cur, cur + 3_000_000,
+                      _work(int(4_000_000 * scale), 4, 3_000_000))
+        elif role == "spec":
+            rec["kind"] = "verify"
+            fw = Span("user_annotation", f"step[TARGET_VERIFY bs={b}]", 0, 0)
+        else:
+            rec["kind"] = "decode"
+            fw = Span("user_annotation", f"step[DECODE bs={b}]", cur, cur + 1_500_000,
+                      _work(int(2_000_000 * scale), 3, 1_500_000, "graph"))
+        if role != "spec":
+            inner.append(fw)
+            cur = fw.end + 40_000
+            sample = Span("python_function", SGLANG + "model_executor/model_runner.py(3305): sample", cur,
+                          cur + 250_000, (Launch(5_000, 500, (int(40_000 * scale),)),))
+            inner.append(sample)
+            rec.update(forward=fw.start, sample=sample.start)
+            cur = sample.end + 30_000
+        else:
+            worker = SGLANG + "speculative/eagle_worker.py"
+            gen0 = cur
+            cur += 20_000
+            if step == 0:
+                ext0 = cur
+                fw = Span("user_annotation", fw.name, cur + 10_000, cur + 3_010_000, fw.launches)
+                sample = Span("python_function", SGLANG + "model_executor/model_runner.py(3305): sample",
+                              fw.end + 40_000, fw.end + 290_000, (Launch(5_000, 500, (40_000,)),))
+                inner += [Span("python_function", f"{worker}(331): forward_target_extend", ext0, sample.end + 10_000),
+                          fw, sample]
+                cur = sample.end + 30_000
+                dx = Span("python_function", f"{worker}(707): forward_draft_extend", cur, cur + 900_000)
+                dfw = Span("user_annotation", f"step[EXTEND bs={b} toks={b * prompt}]", cur + 20_000,
+                           cur + 820_000, _work(int(900_000 * scale * 0.2 / 0.2), 2, 800_000))
+                inner += [dx, dfw]
+                rec.update(forward=fw.start, sample=sample.start)
+                rec["propose"].append(dx.start)
+                cur = dx.end + 30_000
+            else:
+                draft = Span("python_function", f"{worker}(528): draft", cur, cur + 700_000,
+                             _work(250_000 * gamma, gamma, 700_000, "graph"))
+                cur = draft.end + 20_000
+                fw = Span("user_annotation", f"step[TARGET_VERIFY bs={b}]", cur + 10_000, cur + 1_610_000,
+                          _work(2_400_000, 3, 1_600_000, "graph"))
+                sample = Span("python_function", SGLANG + "speculative/eagle_info.py(610): verify",
+                              fw.end + 30_000, fw.end + 330_000, (Launch(5_000, 500, (60_000,)),))
+                ver = Span("python_function", f"{worker}(588): verify", cur, sample.end + 20_000)
+                cur = ver.end + 20_000
+                ext = Span("python_function", f"{worker}(766): forward_draft_extend_after_decode", cur, cur + 600_000)
+                dfw = Span("user_annotation", f"step[DRAFT_EXTEND bs={b}]", cur + 20_000, cur + 520_000,
+                           _work(350_000, 2, 500_000))
+                inner += [draft, ver, fw, sample, ext, dfw]
+                rec.update(forward=fw.start, sample=sample.start)
+                rec["propose"] += [draft.start, ext.start]
+                cur = ext.end + 30_000
+                for r in live:
+                    k = 1
+                    while k <= gamma and rnd.random() < alpha:
+                        k += 1
+                    rec["taken"][r] = min(k, left[r])
+            inner.insert(0, Span("python_function", f"{worker}(272): forward_batch_generation", gen0, cur - 10_000))
+        if role != "spec" and step > 0:
+            rec["taken"] = {r: 1 for r in live}
+        for r, k in rec["taken"].items():
+            left[r] -= k
+            kv[r] += k
+        win1 = cur + 50_000
+        spans.append(Span("python_function", SGLANG + "managers/scheduler.py(2919): run_batch", win0, win1))
+        if execute:
+            ctx = [(prompt, prompt)] * b if step == 0 else []
+            per = 1 if role != "spec" or step == 0 else gamma + 1
+            gen = [] if step == 0 else [(per, kv[r]) for r in live]
+            spans.append(Span("user_annotation", detailed(ctx, gen), win0 + 10_000, win1 - 10_000))
+        spans += inner
+        rec.update(window=(win0, win1), forward_name=fw.name)
+        steps.append(rec)
+        t = win1 + 400_000 + 3_000_000
+        step += 1
+    return Built(build_trace(dst, spans, process="sglang::scheduler"), steps)

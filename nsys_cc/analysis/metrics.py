@@ -95,11 +95,14 @@ def part_column(part: str, metric: str) -> str:
 PART_COLUMNS: tuple[str, ...] = tuple(part_column(p, m.name) for p in PARTS for m in METRICS)
 
 ALL, PREFILL, DECODE, VERIFY = "all", "prefill", "decode", "verify"
-# verify: a speculative run's target forward checking γ draft tokens (phases.py); no plain draft has it.
-PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE, VERIFY)
-# Kinds of a step that are no phase, left out of every figure: both prefill and decode requests in it (chunked
-# prefill beside running decodes); no tokens (no target forward, or a vLLM step that schedules none).
+# mixed: an engine step that holds both prefill (context) and decode (generation) requests — chunked prefill beside
+# running decodes, the usual step of a serving trace — named so by the engine's step annotation (`vllm_steps`); a
+# phase of its own, never a prefill. empty: a step with no tokens (no target forward, or an engine step that schedules
+# none): no phase, left out of every figure. (The plugin's steps of several target forwards are "mixed" steps too,
+# `steps`, and left out there.)
 MIXED, EMPTY = "mixed", "empty"
+# verify: a speculative run's target forward checking γ draft tokens (phases.py); no plain draft has it.
+PHASES: tuple[str, ...] = (ALL, PREFILL, DECODE, VERIFY, MIXED)
 
 
 def metrics_for(has_cuda: bool) -> tuple[Metric, ...]:
@@ -118,6 +121,6 @@ def decision_phase(phases: Iterable[str]) -> str | None:
 
 
 def in_order(phases: Iterable[str]) -> list[str]:
-    """`phases` in the registry's order (all, prefill, decode, verify), without duplicates or unknown names."""
+    """`phases` in the registry's order (all, prefill, decode, verify, mixed), without duplicates or unknown names."""
     present = set(many(phases, "phases"))
     return [p for p in PHASES if p in present]

@@ -17,7 +17,7 @@ import pandas as pd
 from ..analysis.coefficient.result import CostCoefficientResult
 from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
 from ..analysis.stats import STAT_NAMES
-from . import gpu_time_text, kernel_text, run_plots, token_text
+from . import gpu_time_text, kernel_text, run_plots, step_text, token_text
 from .render_formats import FORMATS as FORMATS, format_of  # FORMATS' home is render_formats.py
 from .sentence_text import interval_text, with_diagnosis, with_verdicts
 from .table_text import markdown_table, text_table
@@ -252,6 +252,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         split = token_text.split_table(result)
         if not split.empty:
             parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
+        steps, more = step_text.display(result)
+        if not steps.empty:
+            parts += ["", f"**{step_text.TITLE}**", "", markdown_table(steps)] + (["", more] if more else [])
         if not ranks.empty:
             parts += ["", "**Ranks** (each rank's own forward ranges in the kept forwards; last = finished last)", "",
                       markdown_table(ranks)]
@@ -279,6 +282,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     split = token_text.split_table(result)
     if not split.empty:
         parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]
+    steps, more = step_text.display(result)
+    if not steps.empty:
+        parts += [f"{step_text.TITLE}:", "", text_table(steps), *([more] if more else []), ""]
     if not ranks.empty:
         parts += ["Ranks: each rank's own forward ranges in the kept forwards; Last = forwards it finished last; Lag = "
                   "its end − the forward's first end", "", text_table(ranks), ""]

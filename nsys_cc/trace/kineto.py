@@ -8,8 +8,9 @@ CUDA-graph attribution and the analyses built on it need no second code path:
 
 - ranges (`nvtx_ranges`): `user_annotation` events (`torch.profiler.record_function`, Kineto's NVTX; vLLM's
   `execute_context_…_generation_…` steps), domain "". `python_function` frames (with_stack traces: most of the events)
-  only when asked for by name or prefix (`nvtx_ranges(names=…, prefixes=…)`, e.g. `prefixes=["vllm/v1/spec_decode/"]`),
-  in the domain "python_function"; or all of them with `python_frames()`. Nesting (`level`, `parent_id`) is among
+  only when asked for by name or prefix (`nvtx_ranges(names=…, prefixes=…)`, e.g. `prefixes=["vllm/v1/spec_decode/"]`,
+  compared by module path whatever the install prefix: `frame_paths`), in the domain "python_function"; or all of
+  them with `python_frames()`. Nesting (`level`, `parent_id`) is among
   the ranges of the same category on the same thread. `range_id` is the event's position in `traceEvents`.
 - launches (`cuda_api`): `cuda_runtime` (api "runtime") and `cuda_driver` ("driver") events, `args.correlation`.
 - GPU ops (`kernels`, `memops`, `gpu_ops`): `kernel`, `gpu_memcpy`, `gpu_memset` events with `args.device`,

@@ -36,6 +36,7 @@ from collections.abc import Collection
 import numpy as np
 import pandas as pd
 
+from . import frame_paths
 from .bulk import (
     NULL_INT,
     PID_FIELD_MASK,
@@ -220,8 +221,14 @@ def clean_name(name: str) -> str:
 def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[str] = ()) -> np.ndarray:
     """Rows of `ranges` whose `name` or `qualified_name` equals one of `names` (each taken through
     `clean_name`), or whose `name` starts with one of `prefixes`: a boolean array, worked out per category. The one
-    rule by which the package picks ranges by name (a frame without `qualified_name` is matched on `name`)."""
+    rule by which the package picks ranges by name (a frame without `qualified_name` is matched on `name`). A Python
+    frame's name (`<file>.py(<line>): <function>`, a PyTorch-profiler trace's `python_function`) is also compared by
+    its module path (`frame_paths`): a name or prefix that holds a path matches the frame whatever its install prefix
+    (`vllm/v1/spec_decode/` matches `/home/u/code/vllm/vllm/v1/spec_decode/eagle.py(237): propose`)."""
     wanted = {clean_name(n) for n in names}
+    wanted_mod = {frame_paths.module_name(n) for n in wanted if frame_paths.is_path_like(n)}
+    prefix_mod = tuple(frame_paths.module_prefix(p) for p in prefixes if frame_paths.is_path_like(p))
+    by_module = bool(wanted_mod or prefix_mod)
     hit = np.zeros(len(ranges), dtype=bool)
     for col in ("name", "qualified_name"):
         if col not in ranges:
@@ -230,7 +237,15 @@ def matches(ranges: pd.DataFrame, names: Collection[str], prefixes: Collection[s
         if not isinstance(cat, pd.Categorical):
             cat = pd.Categorical(ranges[col])
         cats = [str(c) for c in cat.categories]
-        ok = np.array([c in wanted or (col == "name" and any(c.startswith(p) for p in prefixes)) for c in cats]
+
+        def frame_hit(c: str) -> bool:
+            if ".py(" not in c:
+                return False
+            m = frame_paths.module_name(c)
+            return m in wanted_mod or m.startswith(prefix_mod)
+
+        ok = np.array([c in wanted or (col == "name" and (any(c.startswith(p) for p in prefixes)
+                                                          or (by_module and frame_hit(c)))) for c in cats]
                       + [False], dtype=bool)
         at = np.flatnonzero(ok)
         if len(at) <= 4:  # a few categories (the usual case): compared with the codes, not gathered per row (30×)

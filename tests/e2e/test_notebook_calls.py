@@ -662,7 +662,8 @@ def test_phase_rows_of_a_phase_that_does_not_exist_is_refused_as_kernels_refuses
         result.target.phase_rows("Decode")
     with pytest.raises(InputError) as kern:
         nsys_cc.kernels(TARGET, phase="Decode")
-    assert str(rows.value) == str(kern.value) == "phase must be one of all, prefill, decode, verify, not 'Decode'"
+    assert str(rows.value) == str(kern.value) == (
+        "phase must be one of all, prefill, decode, verify, mixed, not 'Decode'")
     assert len(result.target.phase_rows("decode")) == result.coefficients.query("phase == 'decode'")["n_target"].iloc[0]
 
 

@@ -28,6 +28,7 @@ from ..forwards.ranges import (
     not_found,
     quoted,
 )
+from ..forwards.steps import STEP_NAME_COLUMNS
 from ..metrics import COLUMNS, GPU_SPAN, KERNEL_SUM, METRICS
 from .arguments import PathLike
 from .result import ModelForwards, PhaseRule
@@ -186,10 +187,11 @@ def model_of(
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(),
                                           windows=marks.windows)
     if range_name == VLLM_STEP_RANGE:  # vLLM's step annotations name their phase (`vllm_steps`)
-        from ..forwards.vllm_steps import phases_of
+        from ..forwards.vllm_steps import phases_of, step_columns
 
         phase, detail = phases_of(trace, forwards)
         rule = PhaseRule("step names", detail)
+        forwards = forwards.assign(**step_columns(trace, forwards))  # kind, batch, tokens, context of each step
     forwards["phase"] = phase_mod.phase_column(phase)
     forwards["run"] = run
     totals = pd.DataFrame()
@@ -200,7 +202,7 @@ def model_of(
     # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
     # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
     forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])
-                        + [c for c in PART_COLUMNS if c in forwards]]
+                        + [c for c in (*PART_COLUMNS, *STEP_NAME_COLUMNS) if c in forwards]]
     if ranks:
         ranks.compact(MODEL_COLUMNS)
     return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,

@@ -247,6 +247,9 @@ class CostCoefficientResult(Value):
       leaves it): how much of each benchmark iteration its forward ranges cover (`forward_share.COLUMNS`: run, model,
       iterations, forwards_per_iteration, forward_ms, latency_ms, nvtx_iteration_ms, forward_share, share_min,
       share_max); empty without them.
+    - `by_step`: where the forwards are an engine's step annotations (a PyTorch-profiler trace of vLLM or SGLang), each
+      model's kept steps grouped by kind (prefill, decode, verify, mixed), batch and context (powers of two) with
+      their count, median tokens and median of each metric (`forwards.step_groups.COLUMNS`); empty otherwise.
     - `kernel_diff`: each draft's GPU ops against the target's, per forward of the phase c is judged on: draft, phase,
       then `nsys_cc.kernel_diff(target, draft)`'s columns (`kernel_tables.DIFF_COLUMNS`; a = the target, b = the draft:
       delta < 0 where the draft saves time), the largest difference first; empty without GPU work.
@@ -297,6 +300,13 @@ class CostCoefficientResult(Value):
              .assign(model=m.name, role=m.role) for m in self.models],
             ignore_index=True,
         )[["model", "role", *FORWARD_COLUMNS]]
+
+    @property
+    def by_step(self) -> pd.DataFrame:
+        """Each model's engine steps by kind, batch and context (see the class docstring), built on access."""
+        from ..forwards.step_groups import of_models
+
+        return of_models(self.models)
 
     @property
     def kernel_diff(self) -> pd.DataFrame:

@@ -21,12 +21,21 @@ Phase, in order of precedence (the rule used is reported):
    prefills), and only forwards of more tokens are prefill. Used only when every forward's payload is a token count
    (a whole number in 1…2³¹ − 1): payloads such as int64 extremes, inf or 0 are not read as huge prefills — the next
    rule decides, and the rule's detail says why. An iteration payload that is no count is no batch size.
-2. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
+2. step names: what the trace says. A forward whose own name is an engine's step annotation (`--range
+   "execute_context_0(0)_generation_1(1)"`, SGLang's `step[DECODE bs=32]`: `step_names`) has the kind it names; else,
+   in a PyTorch-profiler trace with the engine's step annotations (`vllm_steps`, the rows `VLLM_STEP_RANGE`), a
+   forward that lies inside a step annotation on its thread (a Python frame chosen with `--range`, such as
+   `…/gpu_model_runner.py(N): execute_model`), or holds exactly one, has that step's kind — prefill, decode, verify or
+   mixed, never inferred. A forward no step names (outside every kept step: its step launched no GPU work, say) is
+   `all`: unknown, not guessed.
+3. output-len: each benchmark iteration is one prefill followed by N−1 decodes, so the k-th matching range in
    trace order (warm-up included) is prefill when k mod N = 0.
-3. inferred: split the forward times in two groups (the 1-D split that minimises within-group variance of
-   log time); if the shorter of the slow group is at least 1.5× the longest of the fast group, the slow group is
-   prefill. Confidence: "high" when that gap is ≥ 3×, "medium" when ≥ 1.5×; below 1.5× the phase is unknown: every
-   forward's phase is `all`, and only the `all` phase is reported.
+4. inferred, only where nothing names the phase: split the forward times in two groups (the 1-D split that
+   minimises within-group variance of log time); if the shorter of the slow group is at least 1.5× the longest of the
+   fast group, the slow group is prefill. Confidence: "high" when that gap is ≥ 3×, "medium" when ≥ 1.5×; below 1.5×
+   the phase is unknown: every forward's phase is `all`, and only the `all` phase is reported. On a GPU trace the
+   split is learnt on the forwards that launched GPU work only: a forward (a step) with no GPU work is never a phase
+   (it is `all`), and never the evidence for a "high" split.
 """
 
 from __future__ import annotations
@@ -36,9 +45,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, WARMUP_RANGE
+from ...contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, VLLM_STEP_RANGE, WARMUP_RANGE
 from ...trace.nvtx import matches
-from ..metrics import ALL, COLUMNS, DECODE, GPU_SPAN, PREFILL, VERIFY, WALL
+from ..metrics import ALL, COLUMNS, DECODE, GPU_SPAN, MIXED, PREFILL, VERIFY, WALL
 from .ranges import by_start
 
 
@@ -303,9 +312,10 @@ def assign_phases(
     forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray, *,
     windows: pd.DataFrame | None = None
 ) -> tuple[np.ndarray, PhaseRule]:
-    """Phase ("prefill" | "decode" | "all" where they cannot be told apart) of every row of `forwards` (all matching
-    ranges in trace order, warm-up included, so that positions count from the first iteration); the inferred rule
-    learns from the `kept` rows only. `windows`: `iteration_windows(all_ranges)` when the caller has them."""
+    """Phase ("prefill" | "decode" | "verify" | "mixed" | "all" where they cannot be told apart) of every row of
+    `forwards` (all matching ranges in trace order, warm-up included, so that positions count from the first
+    iteration); the inferred rule learns from the `kept` rows only. `windows`: `iteration_windows(all_ranges)` when
+    the caller has them."""
     payload = forwards["payload"].to_numpy(dtype=float)
     if len(forwards) and not np.isnan(payload).any():
         counts = is_token_count(payload)
@@ -313,11 +323,69 @@ def assign_phases(
             return _by_payload(forwards, all_ranges, windows)
         # Not token counts (int64 extremes, inf, 0, fractions): never read as huge prefills. Phases by the next rule.
         odd = payload[~counts]
-        phase, rule = _without_payload(forwards, output_len, kept)
+        phase, rule = _without_payload(forwards, all_ranges, output_len, kept)
         note = (f"{odd.size} of {payload.size} forward payloads are not token counts (whole numbers 1…{MAX_TOKENS:,}; "
                 f"e.g. {odd[0]:g}), so payloads were not used")
         return phase, PhaseRule(rule.rule, f"{note}; {rule.detail}", rule.confidence)
-    return _without_payload(forwards, output_len, kept)
+    return _without_payload(forwards, all_ranges, output_len, kept)
+
+
+def _by_step_names(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np.ndarray, PhaseRule] | None:
+    """Rule 2 (module docstring): the phase each forward's own name, or the engine step annotation around it (or the
+    one inside it) on its thread, says; None when nothing names any forward's phase."""
+    from .step_names import parse
+
+    phases = (PREFILL, DECODE, VERIFY, MIXED)
+    if not len(forwards):
+        return None
+    names = forwards["name"].astype(str).to_numpy(dtype=object) if "name" in forwards else None
+    if names is not None:
+        own = {n: parse(n) for n in pd.unique(names)}
+        kinds = {n: (p.kind if p is not None else None) for n, p in own.items()}
+        if all(k in phases for k in kinds.values()):
+            phase = np.array([kinds[n] for n in names], dtype=object)
+            return phase, PhaseRule("step names", f"each forward is an engine step annotation naming its requests "
+                                                  f"and tokens: {_counted(phase)}")
+    if "step_kind" not in all_ranges or "global_tid" not in forwards:
+        return None
+    steps = all_ranges[matches(all_ranges, (VLLM_STEP_RANGE,)) & all_ranges["step_kind"].notna().to_numpy()]
+    if steps.empty:
+        return None
+    kind = steps["step_kind"].to_numpy(dtype=object)
+    phase = np.full(len(forwards), ALL, dtype=object)
+    f_tid = forwards["global_tid"].to_numpy(dtype=np.int64)
+    f_start, f_end = forwards["start_ns"].to_numpy(dtype=np.int64), forwards["end_ns"].to_numpy(dtype=np.int64)
+    s_tid = steps["global_tid"].to_numpy(dtype=np.int64)
+    s_start, s_end = steps["start_ns"].to_numpy(dtype=np.int64), steps["end_ns"].to_numpy(dtype=np.int64)
+    for tid in np.unique(f_tid):
+        mine = np.flatnonzero(s_tid == tid)
+        if not mine.size:
+            continue
+        mine = mine[np.argsort(s_start[mine], kind="stable")]
+        sel = np.flatnonzero(f_tid == tid)
+        k = np.searchsorted(s_start[mine], f_start[sel], side="right") - 1
+        cand = mine[np.maximum(k, 0)]
+        around = (k >= 0) & (f_end[sel] <= s_end[cand])
+        phase[sel[around]] = kind[cand[around]]
+        # a forward that holds exactly one step (a frame around the annotation, as vLLM's worker frame is)
+        lo = np.searchsorted(s_start[mine], f_start[sel], side="left")
+        hi = np.searchsorted(s_start[mine], f_end[sel], side="right")
+        one = ~around & (hi - lo == 1)
+        inner = mine[np.minimum(lo, len(mine) - 1)]
+        one &= s_end[inner] <= f_end[sel]
+        phase[sel[one]] = kind[inner[one]]
+    named = np.isin(phase, phases)
+    if not named.any():
+        return None
+    unnamed = int((~named).sum())
+    detail = (f"the engine's step annotation around each forward names its kind: {_counted(phase)}"
+              + (f"; {unnamed} forward(s) lie in no kept step (its step launched no GPU work, or none encloses "
+                 "them): phase unknown, counted under all only" if unnamed else ""))
+    return phase, PhaseRule("step names", detail)
+
+
+def _counted(phase: np.ndarray) -> str:
+    return ", ".join(f"{int((phase == k).sum())} {k}" for k in (PREFILL, DECODE, VERIFY, MIXED) if (phase == k).any())
 
 
 # The most tokens one forward can schedule and still be a token count (vLLM's limits are far below).
@@ -331,11 +399,23 @@ def is_token_count(values: np.ndarray) -> np.ndarray:
         return np.isfinite(v) & (v >= 1) & (v <= MAX_TOKENS) & (np.floor(v) == v)
 
 
-def _without_payload(forwards: pd.DataFrame, output_len: int | None, kept: np.ndarray
+def _without_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_len: int | None, kept: np.ndarray
                      ) -> tuple[np.ndarray, PhaseRule]:
+    named = _by_step_names(forwards, all_ranges)
+    if named is not None:
+        return named
     if output_len is not None:
         return _by_output_len(np.arange(len(forwards)), output_len)
     gpu = forwards.get(COLUMNS[GPU_SPAN])
     if gpu is not None and gpu.notna().all() and len(forwards):
         return _inferred(gpu.to_numpy(dtype=float), kept, "GPU span")
+    if gpu is not None and gpu.notna().any() and len(forwards):
+        # a GPU trace: forwards that launched no GPU work are no phase, and no evidence for one
+        working = gpu.notna().to_numpy()
+        times = gpu.to_numpy(dtype=float)
+        phase, rule = _inferred(np.where(working, times, np.nan), kept & working, "GPU span")
+        phase = np.where(working, phase, ALL)
+        idle = int((~working).sum())
+        return phase, PhaseRule(rule.rule, f"{rule.detail}; {idle} forward(s) launched no GPU work: no phase (all "
+                                           "only), and not among the times split", rule.confidence)
     return _inferred(forwards[COLUMNS[WALL]].to_numpy(dtype=float), kept, "wall-clock")

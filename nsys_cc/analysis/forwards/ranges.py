@@ -220,7 +220,9 @@ def marked_ranges(trace: Trace, *range_names: str | None, engines: bool = False)
 
         added = marked(trace)
         if added is not None and len(added):
-            return pd.concat([ranges[MARKED_COLUMNS], added[MARKED_COLUMNS]], ignore_index=True)
+            # the engine's steps carry their kind, batch, tokens and context (`vllm_steps.STEP_ROW_COLUMNS`)
+            extra = [c for c in added.columns if c not in MARKED_COLUMNS]
+            return pd.concat([ranges[MARKED_COLUMNS], added[MARKED_COLUMNS + extra]], ignore_index=True)
     return ranges[MARKED_COLUMNS]
 
 

@@ -258,7 +258,8 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
     notes: list[str] = []
     # Only the columns read below: every selection of rows then copies a third of a trace's columns (a step table
     # selects a dozen times).
-    wanted = [c for c in (*STEP_INPUT_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS)) if c in ranges]
+    wanted = [c for c in (*STEP_INPUT_COLUMNS, *STEP_NAME_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS))
+              if c in ranges]
     if len(wanted) < len(ranges.columns):
         ranges = ranges[wanted]
     draft_name = draft_range_of(ranges)
@@ -286,11 +287,16 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
     t_iter = containing(t_start, iters)
     wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
     gamma_payload = None
+    # the engine's step annotations name each step's kind (`vllm_steps`): a mixed step is no prefill
+    named = "step_kind" in target and target["step_kind"].notna().all()
     if target["payload"].notna().all():
         tokens, _ = tokens_per_sequence(target, ranges, speculating, windows=iters)
         kind, _ = payload_phases(tokens, speculating, gamma, draft_model=draft_name is not None)
         common = verify_tokens(tokens) if speculating else None
         gamma_payload = None if common is None else round(common) - 1
+    elif named:
+        tokens = target["payload"].to_numpy(dtype=float)  # NaN where the name counts no tokens (SGLang's MIXED)
+        kind = target["step_kind"].to_numpy(dtype=object)
     else:
         tokens = np.full(len(target), np.nan)
         kind = np.full(len(target), DECODE, dtype=object)
@@ -319,6 +325,9 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
         else:
             tokens[~first] = 1
         notes.append(f"the target forwards carry no token payload: prefill taken as {how}")
+
+    if named:
+        kind = target["step_kind"].to_numpy(dtype=object)
 
     d_start = drafts["start_ns"].to_numpy() if len(drafts) else np.array([], dtype=np.int64)
     d_wall = drafts["duration_ns"].to_numpy(dtype=float) / 1e6 if len(drafts) else np.array([])
@@ -376,6 +385,7 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
     tok[t_step[inside]] = tokens[inside]
     knd[t_step[inside]] = kind[inside]
     knd[count_t > 1] = MIXED
+    several = count_t > 1  # the plugin's steps of several target forwards: left out below
     dmask = d_step >= 0 if len(d_start) else np.array([], dtype=bool)
     count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
     sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
@@ -435,12 +445,17 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
         steps[t_col], steps[d_col], steps[o_col] = m_t, m_d, s_ms - m_t - m_d
         draft_fw[f_col] = d_val
         add_parts(metric, m_t, m_d, d_val)
-    odd = {k: int((knd == k).sum()) for k in (EMPTY, MIXED) if (knd == k).any()}
+    for col in STEP_NAME_COLUMNS[1:]:  # the step's batch, tokens and context, as its annotation names them
+        if col in target:
+            per = np.full(n_steps, np.nan)
+            per[t_step[inside]] = target[col].to_numpy(dtype=float)[inside]
+            steps[col] = per
+    odd = {k: int(m.sum()) for k, m in ((EMPTY, knd == EMPTY), (MIXED, several)) if m.any()}
     if odd:
         notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
                                                                      "several target forwards") + ")"
                                                       for k, n in odd.items()))
-        steps = steps[~steps["kind"].isin((EMPTY, MIXED))]
+        steps = steps[(knd != EMPTY) & ~several]
     measured_iters = np.unique(t_iter[t_iter >= 0])
     n_prefill = int((kind == PREFILL).sum())
     if measured_iters.size:
@@ -528,8 +543,10 @@ def is_speculative(path: str | os.PathLike) -> bool:
         return draft_range_of(trace.nvtx_ranges(names=DRAFT_RANGES, nesting=False, warn=False)) is not None
 
 
-# The columns of a trace's ranges that `step_table` reads.
+# The columns of a trace's ranges that `step_table` reads; and, where the forwards are the engine's step annotations of
+# a torch trace, what each step's name says (`vllm_steps.STEP_ROW_COLUMNS`): its kind, batch, tokens, context.
 STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
+STEP_NAME_COLUMNS = ["step_kind", "batch", "step_tokens", "context"]
 
 
 def markers_of(ranges: pd.DataFrame, range_name: str, trace=None) -> pd.DataFrame:
@@ -553,6 +570,9 @@ def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:
                              "start_ns": fwd["start_ns"], "end_ns": fwd["end_ns"],
                              "duration_ns": fwd["end_ns"] - fwd["start_ns"], "payload": fwd["payload"],
                              "open_at_end": fwd["open_at_end"]})
+    for col in STEP_NAME_COLUMNS:  # what the engine's step annotations name (a torch trace's `vllm_steps`)
+        if col in fwd:
+            forwards[col] = fwd[col]
     if model.has_cuda:
         for metric in STEP_METRICS:
             column = BY_NAME[metric].column

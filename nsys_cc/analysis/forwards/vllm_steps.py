@@ -1,29 +1,33 @@
-"""vLLM's own step annotations in a PyTorch-profiler (Kineto) trace, read as the forwards of the analysis (issue 42):
-no plugin and no `range_name` needed.
+"""The engines' own step annotations in a PyTorch-profiler (Kineto) trace, read as the forwards of the analysis:
+no plugin and no `range_name` needed — vLLM's, and SGLang's (`sglang_steps`, which says what differs).
 
 vLLM's worker annotates every engine step it executes while its torch profiler runs (`gpu_worker.py`,
 `annotate_profile`) with what the step schedules: `execute_context_<n>(<tokens>)_generation_<m>(<tokens>)` — n
 context requests (a prompt, or a chunk of one) with their tokens, m generation requests with theirs; a count may be
 followed by `_<number>`s, as in `execute_context_1(888_788544)_generation_0(0)` — or, with
-`detailed_trace_annotation`, `execute_<total>_context_<n>(sq<tokens>sk…sqsq…sqsk…)_generation_<m>(sq<tokens>sk…)`
-(the contract's `VLLM_STEP_RE`, `VLLM_DETAILED_STEP_RE`). A step's name gives its kind (`StepName.kind`):
+`detailed_trace_annotation`, `execute_<total>_context_<n>(sq<tokens>sk<kv>…)_generation_<m>(sq<tokens>sk<kv>…)`, each
+part's KV (context) length summed over its requests besides. A step's name gives its kind, its batch (requests of both
+parts), its tokens and, in the detailed form, its context (`step_names`):
 
 - prefill: context requests only; decode: generation requests only, one token each; verify: generation requests only,
   more than one token each (1 + γ: a speculative run's target checking γ drafted tokens);
-- mixed: both context and generation requests (chunked prefill beside running decodes): a phase of neither, kept
-  apart — not a forward — with a note; empty: no tokens at all (`…_0(0)_generation_0(0)`: the step launches no work),
-  dropped with a note. A name that starts like a step (`execute_`) but does not parse is left out, named in a note.
-- On a trace with GPU work, a step that launched none on its own thread (the projection's rule) is dropped with a note.
+- mixed: both context and generation requests (chunked prefill beside running decodes, the usual step when serving):
+  a step kind, and a phase, of its own (`metrics.MIXED`), measured with its token counts — never taken for a prefill;
+- empty: no tokens at all (`…_0(0)_generation_0(0)`: the step launches no work), dropped with a note. A name that
+  starts like a step (`execute_`) but does not parse is left out, named in a note.
+- On a trace with GPU work, a step that launched none on its own thread (the projection's rule) is dropped with a
+  note: a step with no GPU work is never a phase.
 
 `read(trace)` reads the steps once per open trace (`VllmSteps`) and `marked(trace)` gives the rows that
-`ranges.marked_ranges` adds to the trace's ranges, under the contract's VLLM_*_RANGE names, so that the analysis reads
-them as it reads the plugin's ranges:
+`ranges.marked_ranges` adds to the trace's ranges, under the contract's VLLM_*_RANGE names (the engine's step, its
+sampling, its proposing, its engine step: the same names for SGLang's), so that the analysis reads them as it reads
+the plugin's ranges:
 
 - each kept step as a forward (`VLLM_STEP_RANGE`), payload = its tokens per request (context tokens ÷ requests for a
-  prefill, generation tokens ÷ requests for decode and verify), from which the step rules (`steps`) tell prefill,
-  decode and verify as from the plugin's payload; the phases of the c table come from the names (`phases_of`). A
-  prefill of no more tokens per request than a decode (one) or, in a speculative run, than a verify (1 + γ) would read
-  as one by its payload: it is left out, with a note;
+  prefill, generation tokens ÷ requests for decode and verify, all ÷ all for a mixed step), and its kind, batch,
+  tokens and context (`STEP_ROW_COLUMNS`: the step rules (`steps`) and the c table (`phases_of`) take the kind from
+  the name). A prefill of no more tokens per request than a decode (one) or, in a speculative run, than a verify
+  (1 + γ) would read as one by its payload: it is left out, with a note;
 - the sampling after each step (`VLLM_SAMPLE_RANGE`), where the trace has Python frames (`with_stack`): the runner's
   `sample_tokens` frame (`VLLM_SAMPLE_FRAME_RE`, V1's `gpu_model_runner.py` or V2's `gpu/model_runner.py`), less the
   proposing inside it: in a speculative run vLLM proposes the next drafts inside `sample_tokens`, and the outermost
@@ -38,9 +42,9 @@ them as it reads the plugin's ranges:
   core ran in the profiled process (`VLLM_ENABLE_V1_MULTIPROCESSING=0`); without them a step runs from one forward to
   the next (`steps`, "forward to forward").
 
-Python frames are matched by the names torch's profiler gives them (paths relative to `sys.path`, such as
-`vllm/v1/worker/gpu_model_runner.py(4303): sample_tokens`), read by their prefixes (`VLLM_FRAME_PREFIXES`).
-This module imports nothing of the analysis above the projection (`ranges` reads it lazily).
+Python frames are matched by their module path (`trace.frame_paths`: the file from the package's root, whatever the
+install prefix), read by their prefixes (`VLLM_FRAME_PREFIXES`, SGLang's `SGLANG_FRAME_PREFIXES`). This module
+imports nothing of the analysis above the projection (`ranges` reads it lazily).
 """
 
 from __future__ import annotations
@@ -54,7 +58,8 @@ import pandas as pd
 
 from ...contract import (
     FORWARD_RANGE,
-    VLLM_DETAILED_STEP_RE,
+    SGLANG_FRAME_PREFIXES,
+    SGLANG_STEP_PREFIXES,
     VLLM_ENGINE_STEP_FRAME_RE,
     VLLM_ENGINE_STEP_RANGE,
     VLLM_FRAME_PREFIXES,
@@ -64,65 +69,26 @@ from ...contract import (
     VLLM_SAMPLE_RANGE,
     VLLM_STEP_PREFIX,
     VLLM_STEP_RANGE,
-    VLLM_STEP_RE,
 )
 from ...errors import InputError
 from ..metrics import ALL, DECODE, EMPTY, GPU_BUSY, GPU_SPAN, MIXED, PREFILL, VERIFY
+from . import sglang_steps
+from .engine_marks import ROW_COLUMNS, EngineMarks, hits, outermost, row_frame, sampling
+from .step_names import StepName, parse
 
-# The columns of the rows `marked` adds (`ranges.MARKED_COLUMNS`).
-ROW_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
-               "ended_on_other_thread", "payload", "open_at_end"]
+__all__ = ["ROW_COLUMNS", "STEP_COLUMNS", "STEP_ROW_COLUMNS", "StepName", "VllmSteps", "parse", "read", "marked"]
+
 # The columns of `VllmSteps.steps`: every step annotation, parsed, and whether it is a forward (`why` it is not).
 STEP_COLUMNS = ["range_id", "name", "start_ns", "end_ns", "kind", "ctx_requests", "ctx_tokens", "gen_requests",
-                "gen_tokens", "tokens_per_request", "kept", "why"]
+                "gen_tokens", "batch", "tokens", "context", "tokens_per_request", "kept", "why"]
+# What a forward row (`VLLM_STEP_RANGE`) carries besides ROW_COLUMNS: its step's kind, batch, tokens and context.
+STEP_ROW_COLUMNS = ["step_kind", "batch", "step_tokens", "context"]
 # Names quoted in notes are cut to this length.
 NAME_CHARS = 80
 
-_STEP = re.compile(VLLM_STEP_RE)
-_DETAILED = re.compile(VLLM_DETAILED_STEP_RE)
-_SAMPLE, _PROPOSE, _ENGINE = (re.compile(p) for p in (VLLM_SAMPLE_FRAME_RE, VLLM_PROPOSE_FRAME_RE,
-                                                       VLLM_ENGINE_STEP_FRAME_RE))
-
-
-@dataclass(frozen=True)
-class StepName:
-    """What a vLLM step annotation says: context requests and their tokens, generation requests and theirs."""
-
-    ctx_requests: int
-    ctx_tokens: int
-    gen_requests: int
-    gen_tokens: int
-
-    @property
-    def kind(self) -> str:
-        """prefill | decode | verify | mixed | empty (module docstring)."""
-        ctx = self.ctx_requests > 0 and self.ctx_tokens > 0
-        gen = self.gen_requests > 0 and self.gen_tokens > 0
-        if ctx and gen:
-            return MIXED
-        if ctx:
-            return PREFILL
-        if gen:
-            return DECODE if self.gen_tokens <= self.gen_requests else VERIFY
-        return EMPTY
-
-    @property
-    def tokens_per_request(self) -> float:
-        """Tokens per request of the step's kind (NaN for mixed and empty steps)."""
-        kind = self.kind
-        if kind == PREFILL:
-            return self.ctx_tokens / self.ctx_requests
-        if kind in (DECODE, VERIFY):
-            return self.gen_tokens / self.gen_requests
-        return float("nan")
-
-
-def parse(name: str) -> StepName | None:
-    """The step a vLLM step annotation names (either form, module docstring), or None when `name` is none."""
-    m = _STEP.match(name) or _DETAILED.match(name)
-    if m is None:
-        return None
-    return StepName(int(m["ctx_req"]), int(m["ctx_tok"]), int(m["gen_req"]), int(m["gen_tok"]))
+VLLM_MARKS = EngineMarks("vLLM", (VLLM_STEP_PREFIX,), VLLM_FRAME_PREFIXES, re.compile(VLLM_SAMPLE_FRAME_RE),
+                         re.compile(VLLM_PROPOSE_FRAME_RE), re.compile(VLLM_ENGINE_STEP_FRAME_RE))
+_STEP_PREFIXES = (VLLM_STEP_PREFIX, *SGLANG_STEP_PREFIXES)
 
 
 def _quoted(name: str) -> str:
@@ -131,9 +97,10 @@ def _quoted(name: str) -> str:
 
 @dataclass(frozen=True, eq=False)
 class VllmSteps:
-    """The vLLM steps of one trace (`read`): `steps` (STEP_COLUMNS, every step annotation), `rows` (the ranges
+    """The engine steps of one trace (`read`): `steps` (STEP_COLUMNS, every step annotation), `rows` (the ranges
     `marked` adds), `notes` (what was left out and why), `python_frames` (the trace has Python frames),
-    `sampled` (steps with a sampling frame after them), `speculative` (proposer frames found)."""
+    `sampled` (steps with a sampling frame after them), `speculative` (proposer frames found), `engine` (the engine
+    that wrote the steps: "vLLM" or "SGLang")."""
 
     steps: pd.DataFrame
     rows: pd.DataFrame
@@ -141,6 +108,7 @@ class VllmSteps:
     python_frames: bool
     sampled: int
     speculative: bool
+    engine: str = "vLLM"
 
     @property
     def forwards(self) -> pd.DataFrame:
@@ -152,8 +120,8 @@ _READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def read(trace) -> VllmSteps | None:
-    """The vLLM steps of an open PyTorch-profiler trace (read once per trace object, kept while it lives); None for
-    another format or a trace without step annotations (`execute_…`)."""
+    """The engine steps of an open PyTorch-profiler trace (read once per trace object, kept while it lives); None for
+    another format or a trace without step annotations (`execute_…`, SGLang's `step[…]`)."""
     if getattr(trace, "format", None) != "kineto":
         return None
     if trace not in _READ:
@@ -162,144 +130,60 @@ def read(trace) -> VllmSteps | None:
 
 
 def marked(trace) -> pd.DataFrame | None:
-    """The rows (ROW_COLUMNS) that `ranges.marked_ranges` adds to a torch trace's ranges: its vLLM steps as forwards,
-    their sampling, the proposing, the engine's steps (module docstring); None when the trace has no vLLM steps."""
+    """The rows (ROW_COLUMNS, the forwards with STEP_ROW_COLUMNS too) that `ranges.marked_ranges` adds to a torch
+    trace's ranges: its steps as forwards, their sampling, the proposing, the engine's steps (module docstring); None
+    when the trace has no engine steps."""
     found = read(trace)
     return None if found is None else found.rows
 
 
-def _row_frame(src: pd.DataFrame, name: str, start: np.ndarray | None = None, end: np.ndarray | None = None,
-               payload: np.ndarray | None = None) -> pd.DataFrame:
-    """Rows named `name` (ROW_COLUMNS) at the threads and ids of `src`, with its times or the ones given."""
-    start = src["start_ns"].to_numpy(dtype=np.int64) if start is None else start
-    end = src["end_ns"].to_numpy(dtype=np.int64) if end is None else end
-    n = len(start)
-    return pd.DataFrame({
-        "range_id": src["range_id"].to_numpy(dtype=np.int64), "name": [name] * n, "qualified_name": [name] * n,
-        "start_ns": start, "end_ns": end, "duration_ns": end - start,
-        "global_tid": src["global_tid"].to_numpy(dtype=np.int64), "pid": src["pid"].to_numpy(dtype=np.int64),
-        "tid": src["tid"].to_numpy(dtype=np.int64), "ended_on_other_thread": np.zeros(n, dtype=bool),
-        "payload": np.full(n, np.nan) if payload is None else np.asarray(payload, dtype=float),
-        "open_at_end": np.zeros(n, dtype=bool)}, columns=ROW_COLUMNS)
-
-
-def _hits(frames: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
-    """Rows of `frames` whose name matches `pattern`, worked out per distinct name."""
-    names = frames["name"].astype(str)
-    ok = {n: bool(pattern.match(n)) for n in pd.unique(names)}
-    return names.map(ok).to_numpy(dtype=bool)
-
-
-def _outermost(frames: pd.DataFrame) -> pd.DataFrame:
-    """The frames of `frames` (one function) that lie inside no other of them on their thread: a recursive call, or a
-    wrapper of the same name, is part of the outer one."""
-    if len(frames) < 2:
-        return frames
-    f = frames.sort_values(["global_tid", "start_ns", "end_ns"], ascending=[True, True, False], kind="stable")
-    gtid = f["global_tid"].to_numpy()
-    end = f["end_ns"].to_numpy()
-    first = np.r_[True, gtid[1:] != gtid[:-1]]
-    reach = pd.Series(end).groupby(np.cumsum(first)).cummax().to_numpy()
-    before = np.r_[np.iinfo(np.int64).min, reach[:-1]]
-    before[first] = np.iinfo(np.int64).min
-    return f[end > before]
-
-
-def _inside(outer: pd.DataFrame, inner: pd.DataFrame) -> np.ndarray:
-    """For each row of `inner`, the position in `outer` (by start; one thread's rows do not overlap) of the row that
-    holds it on its thread, or −1."""
-    out = np.full(len(inner), -1, dtype=np.int64)
-    if outer.empty or inner.empty:
+def step_columns(trace, forwards: pd.DataFrame) -> dict[str, np.ndarray]:
+    """STEP_ROW_COLUMNS of each of `forwards` (rows of `VLLM_STEP_RANGE`, by `range_id`): its step's kind, batch,
+    tokens and context (NaN, or None for the kind, where the row is no kept step)."""
+    found = read(trace)
+    ids = forwards["range_id"].to_numpy()
+    out: dict[str, np.ndarray] = {}
+    if found is None:
         return out
-    o_tid, o_start, o_end = (outer[c].to_numpy(dtype=np.int64) for c in ("global_tid", "start_ns", "end_ns"))
-    i_tid, i_start, i_end = (inner[c].to_numpy(dtype=np.int64) for c in ("global_tid", "start_ns", "end_ns"))
-    for tid in np.unique(i_tid):
-        mine = np.flatnonzero(o_tid == tid)
-        if not mine.size:
-            continue
-        mine = mine[np.argsort(o_start[mine], kind="stable")]
-        sel = np.flatnonzero(i_tid == tid)
-        k = np.searchsorted(o_start[mine], i_start[sel], side="right") - 1
-        cand = mine[np.maximum(k, 0)]
-        ok = (k >= 0) & (i_end[sel] <= o_end[cand])
-        out[sel[ok]] = cand[ok]
+    kept = found.forwards.set_index("range_id")
+    for col, src in zip(STEP_ROW_COLUMNS, ("kind", "batch", "tokens", "context")):
+        values = kept[src].reindex(ids).to_numpy()
+        out[col] = values.astype(object) if col == "step_kind" else values.astype(float)
     return out
 
 
-def _sampling(frames: pd.DataFrame, samples: pd.DataFrame, proposers: pd.DataFrame) -> pd.DataFrame:
-    """The sampling rows (`VLLM_SAMPLE_RANGE`): each `sample_tokens` frame less the outermost frame inside it that
-    holds a proposer frame (module docstring), as the pieces before and after that frame."""
-    if proposers.empty:
-        return _row_frame(samples, VLLM_SAMPLE_RANGE)
-    owner = _inside(samples, proposers)
-    cut: dict[int, list[tuple[int, int]]] = {}
-    order = np.lexsort((frames["start_ns"].to_numpy(), frames["global_tid"].to_numpy()))
-    f_tid, f_start, f_end = (frames[c].to_numpy(dtype=np.int64)[order] for c in ("global_tid", "start_ns", "end_ns"))
-    s_start, s_end = samples["start_ns"].to_numpy(dtype=np.int64), samples["end_ns"].to_numpy(dtype=np.int64)
-    s_tid = samples["global_tid"].to_numpy(dtype=np.int64)
-    p_start, p_end = proposers["start_ns"].to_numpy(dtype=np.int64), proposers["end_ns"].to_numpy(dtype=np.int64)
-    # per proposer, the frames of its thread that start inside its sampling frame and no later than it (a window of
-    # the frames sorted by thread and start): those that also end after it hold it
-    tids, first = np.unique(f_tid, return_index=True)
-    block = dict(zip(tids.tolist(), zip(first.tolist(), [*first[1:].tolist(), len(f_tid)])))
-    for k, s in enumerate(owner):
-        if s < 0:
-            continue
-        a0, b0 = block.get(int(s_tid[s]), (0, 0))
-        lo = a0 + int(np.searchsorted(f_start[a0:b0], s_start[s], side="left"))
-        hi = a0 + int(np.searchsorted(f_start[a0:b0], p_start[k], side="right"))
-        w = np.arange(lo, hi)
-        w = w[(f_end[w] >= p_end[k]) & (f_end[w] <= s_end[s]) & ~((f_start[w] == s_start[s]) & (f_end[w] == s_end[s]))]
-        a, b = (int(f_start[w].min()), int(f_end[w].max())) if w.size else (int(p_start[k]), int(p_end[k]))
-        cut.setdefault(int(s), []).append((a, b))
-    pieces: list[tuple[int, int, int]] = []  # (sample frame, start, end)
-    for i in range(len(samples)):
-        t = int(s_start[i])
-        for lo, hi in sorted(cut.get(i, [])):
-            if lo > t:
-                pieces.append((i, t, lo))
-            t = max(t, hi)
-        if t < s_end[i] or not cut.get(i):
-            pieces.append((i, t, int(s_end[i])))
-    idx = [p[0] for p in pieces]
-    starts, ends = [p[1] for p in pieces], [p[2] for p in pieces]
-    return _row_frame(samples.iloc[idx], VLLM_SAMPLE_RANGE, np.array(starts, dtype=np.int64),
-                      np.array(ends, dtype=np.int64))
-
-
 def _read(trace) -> VllmSteps | None:
-    ranges = trace.nvtx_ranges(prefixes=[VLLM_STEP_PREFIX, *VLLM_FRAME_PREFIXES], nesting=False, warn=False)
+    ranges = trace.nvtx_ranges(prefixes=[*_STEP_PREFIXES, *VLLM_FRAME_PREFIXES, *SGLANG_FRAME_PREFIXES],
+                               nesting=False, warn=False)
     is_frame = (ranges["domain"] != "").to_numpy(dtype=bool)
-    annotations = ranges[~is_frame & ranges["name"].str.startswith(VLLM_STEP_PREFIX).to_numpy(dtype=bool)]
+    names_all = ranges["name"].astype(str)
+    annotations = ranges[~is_frame & names_all.str.startswith(_STEP_PREFIXES).to_numpy(dtype=bool)]
     if annotations.empty:
         return None
     frames = ranges[is_frame]
-    names = annotations["name"].astype(str).tolist()
-    parsed = {n: parse(n) for n in dict.fromkeys(names)}
-    rows = []
-    for r, name in zip(annotations.itertuples(index=False), names):
-        p = parsed[name]
-        rows.append({"range_id": r.range_id, "name": name, "start_ns": r.start_ns, "end_ns": r.end_ns,
-                     "kind": None if p is None else p.kind,
-                     "ctx_requests": np.nan if p is None else p.ctx_requests,
-                     "ctx_tokens": np.nan if p is None else p.ctx_tokens,
-                     "gen_requests": np.nan if p is None else p.gen_requests,
-                     "gen_tokens": np.nan if p is None else p.gen_tokens,
-                     "tokens_per_request": np.nan if p is None else p.tokens_per_request})
-    steps = pd.DataFrame(rows)
+    marks = sglang_steps.MARKS if sglang_steps.is_sglang(annotations, frames) else VLLM_MARKS
+    proposers = outermost(frames[hits(frames, marks.propose)])
+    notes: list[str] = []
+    if marks is sglang_steps.MARKS:
+        annotations, parsed, said = sglang_steps.target_steps(annotations, proposers)
+        notes += said
+    else:
+        annotations = annotations[annotations["name"].astype(str).str.startswith(VLLM_STEP_PREFIX).to_numpy()]
+        cache = {n: parse(n) for n in pd.unique(annotations["name"].astype(str))}
+        parsed = [cache[n] for n in annotations["name"].astype(str)]
+    if annotations.empty:
+        return None
+    steps = _step_frame(annotations, parsed)
     kind = steps["kind"].to_numpy(dtype=object)
     why = np.full(len(steps), "", dtype=object)
     why[pd.isna(kind)] = "unparsed"
     why[kind == EMPTY] = EMPTY
-    why[kind == MIXED] = MIXED
-    notes: list[str] = []
-
-    proposers = _outermost(frames[_hits(frames, _PROPOSE)])
     speculative = not proposers.empty
     # A prefill whose tokens per request would read as a decode (one) or a verify (up to 1 + γ) by its payload.
     verify = (kind == VERIFY) & (why == "")
-    limit = float(np.nanmax(steps["tokens_per_request"].to_numpy(dtype=float)[verify])) if verify.any() else 1.0
-    short = (kind == PREFILL) & (why == "") & (steps["tokens_per_request"].to_numpy(dtype=float) <= limit)
+    per_request = steps["tokens_per_request"].to_numpy(dtype=float)
+    limit = float(np.nanmax(per_request[verify])) if verify.any() and np.isfinite(per_request[verify]).any() else 1.0
+    short = (kind == PREFILL) & (why == "") & (per_request <= limit)
     why[short] = "short prefill"
     if trace.has_cuda:  # a step that launched no GPU work on its own thread is no forward of a GPU run
         from .projection import project
@@ -310,25 +194,49 @@ def _read(trace) -> VllmSteps | None:
         why[candidate[ops <= 0]] = "no GPU work"
     kept = why == ""
     steps["kept"], steps["why"] = kept, why
-    _drop_notes(steps, notes, limit, speculative)
+    _drop_notes(steps, notes, limit, speculative, marks.engine)
+    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
     if not speculative and ((kind == VERIFY) & kept).any():
         notes.append(f"its steps verify more than one token per request (a speculative run: "
                      f"{int(((kind == VERIFY) & kept).sum())} verify steps) but the trace holds no proposer frame "
-                     f"({VLLM_PROPOSE_RANGE!r}: recorded without Python stacks?): they are measured as plain steps, "
-                     "not in place; profile with stacks (torch_profiler_with_stack) to measure the run in place")
-
-    forwards = _row_frame(annotations[kept], VLLM_STEP_RANGE,
-                          payload=steps["tokens_per_request"].to_numpy(dtype=float)[kept])
-    samples = _outermost(frames[_hits(frames, _SAMPLE)])
-    sampling = _sampling(frames, samples, proposers) if not samples.empty else _row_frame(samples, VLLM_SAMPLE_RANGE)
-    engine = _outermost(frames[_hits(frames, _ENGINE)])
-    added = [forwards, sampling, _row_frame(proposers, VLLM_PROPOSE_RANGE), _row_frame(engine, VLLM_ENGINE_STEP_RANGE)]
+                     f"({VLLM_PROPOSE_RANGE!r}: {_why_no_frame(python_frames, marks)}): they are measured as plain "
+                     "steps, not in place; profile with stacks (torch_profiler_with_stack) to measure the run in place")
+    forwards = row_frame(annotations[kept], VLLM_STEP_RANGE, payload=per_request[kept])
+    for col, src in zip(STEP_ROW_COLUMNS, ("kind", "batch", "tokens", "context")):
+        forwards[col] = steps[src].to_numpy()[kept]
+    samples = outermost(frames[hits(frames, marks.sample)])
+    sampled = sampling(frames, samples, proposers) if not samples.empty else row_frame(samples, VLLM_SAMPLE_RANGE)
+    engine = outermost(frames[hits(frames, marks.step)])
+    added = [forwards, sampled, row_frame(proposers, VLLM_PROPOSE_RANGE), row_frame(engine, VLLM_ENGINE_STEP_RANGE)]
     out = pd.concat([a for a in added if len(a)] or [forwards], ignore_index=True)
-    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
-    return VllmSteps(steps[STEP_COLUMNS], out, tuple(notes), python_frames, len(samples), speculative)
+    return VllmSteps(steps[STEP_COLUMNS], out, tuple(notes), python_frames, len(samples), speculative, marks.engine)
 
 
-def _drop_notes(steps: pd.DataFrame, notes: list[str], limit: float, speculative: bool) -> None:
+def _step_frame(annotations: pd.DataFrame, parsed: list[StepName | None]) -> pd.DataFrame:
+    """STEP_COLUMNS (less kept and why) of `annotations`, what each names (`parsed`, None: not a step's form)."""
+    def col(attr: str) -> list:
+        return [np.nan if p is None else getattr(p, attr) for p in parsed]
+
+    return pd.DataFrame({
+        "range_id": annotations["range_id"].to_numpy(), "name": annotations["name"].astype(str).to_numpy(),
+        "start_ns": annotations["start_ns"].to_numpy(), "end_ns": annotations["end_ns"].to_numpy(),
+        "kind": np.array([None if p is None else p.kind for p in parsed], dtype=object),
+        **{c: np.array(col(c), dtype=float) for c in ("ctx_requests", "ctx_tokens", "gen_requests", "gen_tokens",
+                                                     "batch", "tokens", "context", "tokens_per_request")}})
+
+
+def _why_no_frame(python_frames: bool, marks: EngineMarks = VLLM_MARKS) -> str:
+    """Why a trace holds no proposer frame: recorded without Python stacks only when it holds no Python frame at all;
+    else its frames name no proposer module nsys_cc knows (a proposer of another version or engine)."""
+    if not python_frames:
+        return "the trace holds no Python frames: recorded without Python stacks"
+    known = ("vllm/v1/spec_decode/….py, vllm/v1/worker/gpu/spec_decode/…: propose" if marks is VLLM_MARKS else
+             "sglang/srt/speculative/….py: draft, forward_draft_extend_after_decode, …")
+    return (f"the trace holds Python frames, but none of a proposer module nsys_cc knows ({known}, from the package's "
+            "root whatever the install prefix)")
+
+
+def _drop_notes(steps: pd.DataFrame, notes: list[str], limit: float, speculative: bool, engine: str) -> None:
     """One note per reason a step annotation is not a forward (module docstring)."""
     why = steps["why"].to_numpy(dtype=object)
     n_all = len(steps)
@@ -339,20 +247,24 @@ def _drop_notes(steps: pd.DataFrame, notes: list[str], limit: float, speculative
         return f"{shown}{', …' if len(names) > 3 else ''}"
 
     for reason, text in (
-        ("unparsed", f"named like vLLM's steps ({VLLM_STEP_PREFIX!r}…) but not in a form nsys_cc reads "
-                     "(execute_context_<n>(<tokens>)_generation_<m>(<tokens>), or its detailed form with sq/sk "
-                     "fields): left out"),
-        (EMPTY, "schedule no tokens (…_0(0)_generation_0(0): vLLM steps that launch no work): dropped"),
-        (MIXED, "hold both context (prefill) and generation requests (chunked prefill beside running decodes): "
-                "a phase of neither, kept apart — not counted as forwards of any phase"),
+        ("unparsed", f"named like {engine}'s steps ({', '.join(map(repr, _STEP_PREFIXES))}…) but not in a form "
+                     "nsys_cc reads (execute_context_<n>(<tokens>)_generation_<m>(<tokens>), its detailed form with "
+                     "sq/sk fields, SGLang's step[<MODE> bs=<n> …]): left out"),
+        (EMPTY, f"schedule no tokens (…_0(0)_generation_0(0), IDLE: {engine} steps that launch no work): dropped"),
         ("short prefill", f"are prefills of at most {limit:g} token(s) per request: their payload would read as a "
                           f"{'verify' if speculative else 'decode'} step's, so they are left out"),
-        ("no GPU work", "launched no GPU work from their own thread although the trace holds GPU activity (vLLM "
-                        "steps with nothing to run on this rank, or work launched from another thread): dropped"),
+        ("no GPU work", f"launched no GPU work from their own thread although the trace holds GPU activity ({engine} "
+                        "steps with nothing to run on this rank, or work launched from another thread): dropped — a "
+                        "step with no GPU work is no phase"),
     ):
         mask = why == reason
         if mask.any():
-            notes.append(f"{int(mask.sum())} of its {n_all} vLLM steps {text} ({some(mask)})")
+            notes.append(f"{int(mask.sum())} of its {n_all} {engine} steps {text} ({some(mask)})")
+    mixed = (steps["kind"].to_numpy(dtype=object) == MIXED) & (why == "")
+    if mixed.any():
+        notes.append(f"{int(mixed.sum())} of its {n_all} {engine} steps hold both context (prefill) and generation "
+                     "requests (chunked prefill beside running decodes): measured as mixed steps, a phase of their "
+                     f"own with their token counts ({some(mixed)})")
 
 
 def notes(trace, label: str) -> list[str]:
@@ -362,10 +274,10 @@ def notes(trace, label: str) -> list[str]:
 
 
 def forward_note(label: str) -> str:
-    """What `ranges.forward_range` says when it measures a torch trace's vLLM steps."""
-    return (f"{label}: no {FORWARD_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured vLLM's own step "
-            f"annotations ({VLLM_STEP_RANGE!r}, one per engine step, its phase and tokens read from its name) as the "
-            "forwards; choose another range with range_name")
+    """What `ranges.forward_range` says when it measures a torch trace's engine steps."""
+    return (f"{label}: no {FORWARD_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured the engine's own "
+            f"step annotations ({VLLM_STEP_RANGE!r}: vLLM's, or SGLang's step[…]; one per step, its phase, "
+            "batch, tokens and context read from its name) as the forwards; choose another range with range_name")
 
 
 def token_note(trace) -> str:
@@ -388,9 +300,10 @@ def phases_of(trace, forwards: pd.DataFrame) -> tuple[np.ndarray, str]:
     kinds = dict(zip(found.forwards["range_id"].to_numpy(), found.forwards["kind"].to_numpy(dtype=object)))
     phase = np.array([kinds.get(int(r), ALL) for r in forwards["range_id"].to_numpy()], dtype=object)
     what = {PREFILL: "prefill (context requests only)", DECODE: "decode (one token per generation request)",
-            VERIFY: "verify (more than one token per generation request: 1 + γ)"}
+            VERIFY: "verify (more than one token per generation request: 1 + γ)",
+            MIXED: "mixed (context and generation requests: chunked prefill beside decodes)"}
     counts = ", ".join(f"{int((phase == k).sum())} {text}" for k, text in what.items() if (phase == k).any())
-    detail = f"vLLM's step annotation names each step's requests and tokens: {counts or 'none'}"
+    detail = f"{found.engine}'s step annotation names each step's requests and tokens: {counts or 'none'}"
     return phase, detail
 
 
@@ -420,10 +333,11 @@ def in_place_notes(label: str, steps) -> list[str]:
                    "tokens a step produced — tokens per step, α and the measured speedup come from vLLM's metrics dump "
                    "(spec_metrics) where given, else they are unknown")
         return out
-    out.append(f"{label}: tokens per step from the trace = (output tokens − 1) ÷ its verify steps per request, the "
-               "output tokens being the plain target's steps per prefill (its trace holds no iteration markers): right "
-               "when both traces hold whole requests of the same benchmark (vLLM's latency benchmark with --profile "
-               "profiles one batch); vLLM's metrics dump (spec_metrics) gives them otherwise")
+    out.append(f"{label}: tokens per step and α from the trace: each request's verify steps (its batch shrinks as "
+               "requests end) for its output tokens (the plain target's steps per prefill, or output_len), the last "
+               "step of each request cut by its length and not counted as a rejection — only where whole requests "
+               "end inside the trace (vLLM's latency benchmark with --profile profiles one batch); vLLM's metrics "
+               "dump (spec_metrics) or the α you give otherwise")
     return out
 
 
@@ -437,23 +351,33 @@ def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
     if found.forwards.empty:
         counts = found.steps["why"].value_counts()
         said = {"unparsed": "not in a form nsys_cc reads", EMPTY: "schedule no tokens (…_0(0)_generation_0(0))",
-                MIXED: "mix prefill and decode requests (kept apart)",
                 "short prefill": "are prefills too short to tell from a decode or verify step",
                 "no GPU work": "launched no GPU work on their own thread"}
         why = "; ".join(f"{n} {said[k]}" for k, n in counts.items())
-        raise InputError(f"{path}: none of its {len(found.steps)} vLLM step annotations is a forward to measure "
+        raise InputError(f"{path}: none of its {len(found.steps)} {found.engine} step annotations is a forward to "
+                         "measure "
                          f"({why}); choose a range with range_name", param="range_name")
     if draft and not found.speculative and (found.forwards["kind"] == VERIFY).any():
-        raise InputError(f"{path} ({label}): its vLLM steps verify more than one token per request (a speculative run) "
-                         f"but it holds no proposer frame ({VLLM_PROPOSE_RANGE!r}: recorded without Python stacks): "
-                         "it can be measured neither as a plain draft nor in place; profile it with stacks "
+        marks = sglang_steps.MARKS if found.engine == sglang_steps.MARKS.engine else VLLM_MARKS
+        raise InputError(f"{path} ({label}): its {found.engine} steps verify more than one token per request (a "
+                         f"speculative run) but it holds no proposer frame ({VLLM_PROPOSE_RANGE!r}: "
+                         f"{_why_no_frame(found.python_frames, marks)}"
+                         "): it can be measured neither as a plain draft nor in place; profile it with stacks "
                          "(torch_profiler_with_stack) or leave it out", param="drafts")
 
 
 def missing_note(trace) -> str | None:
-    """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no vLLM step
-    annotations (None when it does)."""
+    """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no engine step
+    annotations, or is a CUDA-graph capture trace (None when it holds steps)."""
     if getattr(trace, "format", None) != "kineto" or read(trace) is not None:
         return None
+    from .step_names import parse_capture
+
+    captures = [(n, c) for n in pd.unique(trace.nvtx_ranges(nesting=False)["name"].astype(str))
+                if (c := parse_capture(n)) is not None]
+    if captures:
+        said = ", ".join(f"{n!r} (batch {c[0]}, {c[1]})" for n, c in captures[:3])
+        return (f"it is a CUDA-graph capture trace: its {said} record the kernels a replay runs, no step to measure; "
+                "analyse the trace of the run that replays them")
     return (f"the PyTorch-profiler trace holds no vLLM step annotations ({VLLM_STEP_RANGE!r}, which vLLM's worker "
-            "writes while its torch profiler runs)")
+            "writes while its torch profiler runs), nor SGLang's (step[…])")

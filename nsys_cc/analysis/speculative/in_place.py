@@ -114,6 +114,7 @@ from .runs import (
     runs_column,
     token_arrays,
     token_basis,
+    tokens_in_place,
 )
 from .tables import (
     ALPHA_GRID,
@@ -144,6 +145,8 @@ def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, st
 def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
     """(tokens per verify step from the trace, the metrics' 1 + accepted ÷ drafts)."""
     metrics = run.acceptance.mean_acceptance_length if run.acceptance is not None else math.nan
+    if _named_steps(run):  # the engine's step annotations: the requests' lives, each last step censored (`runs`)
+        return tokens_in_place(run, output_len)[0], metrics
     after_prefill = run.steps.steps[run.steps.steps["kind"].isin((VERIFY, DECODE))]
     counted = after_prefill[after_prefill["iteration"] >= 0]
     if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
@@ -156,6 +159,12 @@ def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
         # every forward but the prefill is a step, counted or not (the last one closes none)
         return (output_len - 1) / (run.steps.forwards_per_iteration - 1), metrics
     return metrics, metrics
+
+
+def _named_steps(run: SpecRun) -> bool:
+    """Whether the run's steps are an engine's step annotations (they name each step's batch: `runs.request_lives`)."""
+    steps = run.steps.steps
+    return "batch" in steps.columns and bool(steps["batch"].notna().any())
 
 
 def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> forecast_mod.StepCostModel | None:
@@ -267,6 +276,8 @@ def analyze_speculative(
                 notes.append(f"{r.name}: the plain runs give no c on {headline} for {r.draft}: Thm 3.8 is priced with "
                              "its wall c")
         tps, tps_metrics = _tokens_per_step(r, out_len)
+        if _named_steps(r):
+            notes.append(tokens_in_place(r, out_len)[2])
         if r.acceptance is not None and math.isfinite(r.acceptance.alpha_iid):
             alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
         else:

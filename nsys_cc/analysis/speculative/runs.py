@@ -1,6 +1,18 @@
 """One speculative run read in place: its engine steps (`SpecRun`, `load_run`: the run's step table from its forward
 ranges, `forwards.steps`), the draft it belongs to (`draft_of`), and the per-step arrays of its tokens and figures on
-one metric, pooled over runs (`metric_figures`: each a median with its interval). Definitions: `in_place`."""
+one metric, pooled over runs (`metric_figures`: each a median with its interval). Definitions: `in_place`.
+
+Tokens per step and α from the steps alone (`request_lives`, `censored_alpha`, `tokens_in_place`): where the forwards
+are the engine's step annotations (a PyTorch-profiler trace of vLLM or SGLang), each step names its batch, and a
+batch of requests started by one prefill shrinks as its requests end: a request that leaves after its n-th verify step
+took n steps to make its T = output − 1 tokens. Its last step is cut by max_tokens (or the request's end): it made
+only what was left, which says nothing of a rejection. So α is the maximum-likelihood α of the requests' step counts
+with the last step censored: P(n | T, α, γ) = P(S_{n−1} < T) − P(S_n < T), S_n the tokens of n uncut steps (each 1 + the
+accepted drafts, of the truncated geometric law of α and γ); tokens per step = E(α, γ) at that α — what an uncut step
+makes. Only where whole requests end inside the trace (each life starts with its prefill there, ends before a later
+prefill or with the trace's last step, and no request joins without a prefill: a serving trace's mixed steps are
+not read so), and the output length is known (the plain run's steps per prefill, or `output_len`); otherwise α is not
+measured here (NaN, said): vLLM's metrics dump or the user's α gives it."""
 
 from __future__ import annotations
 
@@ -53,6 +65,114 @@ class SpecRun:
     dump_path: str | None
     latencies_s: np.ndarray | None
     notes: list[str] = field(default_factory=list)
+
+
+def request_lives(steps: pd.DataFrame) -> tuple[list[int] | None, str]:
+    """From a run's steps (`StepTable.steps`: kind and batch, by start), the verify steps each request took, for the
+    requests whose whole life the trace holds (module docstring), and what was read; None (with why) where the steps
+    cannot say: no batch named, no prefill, a request joining without one, a step of another kind among them."""
+    if "batch" not in steps or steps["batch"].isna().all():
+        return None, "its steps name no batch (not an engine's step annotations)"
+    rows = steps.sort_values("start_ns", kind="stable")
+    kinds, batch = rows["kind"].to_numpy(dtype=object), rows["batch"].to_numpy(dtype=float)
+    if not (kinds == "prefill").any():
+        return None, "its trace holds no prefill step (a window of a longer run: no request's life is whole in it)"
+    if kinds[0] != "prefill":
+        return None, "its first step is no prefill (the trace starts inside the requests' lives)"
+    lives: list[int] = []
+    live, n = 0, 0
+    for kind, b in zip(kinds, batch):
+        if not np.isfinite(b):
+            return None, "a step names no batch"
+        if kind == "prefill":
+            if live:
+                lives += [n] * live  # a new batch after the last one: the rest ended with the last step
+            live, n = int(b), 0
+        elif kind in ("verify", "decode"):
+            if b > live:
+                return None, "requests join without a prefill (a serving trace: chunked prefills, mixed steps)"
+            lives += [n] * (live - int(b))  # those that left ended with the step before
+            live, n = int(b), n + 1
+        else:
+            return None, f"a {kind} step among its steps (a serving trace: requests do not start together)"
+    lives += [n] * live
+    return lives, f"{len(lives)} request(s) from {int((kinds == 'prefill').sum())} prefill(s) to their last step"
+
+
+def _step_pmf(alpha: float, gamma: int) -> np.ndarray:
+    """P(a step makes k tokens), k = 0 … γ + 1 (k = 1 + the accepted drafts: truncated geometric)."""
+    k = np.arange(gamma + 2, dtype=float)
+    pmf = np.where((k >= 1) & (k <= gamma), alpha ** np.maximum(k - 1, 0) * (1 - alpha), 0.0)
+    pmf[gamma + 1] = alpha ** gamma
+    return pmf
+
+
+def _log_likelihood(alpha: float, counts: dict[int, int], tokens: int, gamma: int) -> float:
+    """log P(the requests took their step counts | T = `tokens` each, α, γ), the last step censored."""
+    pmf = _step_pmf(alpha, gamma)
+    below = np.zeros(tokens)  # P(S_n = s) for s < T: the distribution of n uncut steps' tokens, below T
+    below[0] = 1.0
+    cdf = [1.0]  # P(S_n < T), n = 0, 1, …
+    for _ in range(max(counts)):
+        below = np.convolve(below, pmf)[:tokens]
+        cdf.append(float(below.sum()))
+    total = 0.0
+    for n, many in counts.items():
+        p = cdf[n - 1] - cdf[n] if n >= 1 else 0.0
+        total += many * math.log(max(p, 1e-300))
+    return total
+
+
+def censored_alpha(lives: Sequence[int], tokens: int, gamma: int) -> float:
+    """The maximum-likelihood α of requests that took `lives` verify steps each to make `tokens` tokens (after the
+    prefill's), each last step censored (module docstring); NaN where no α explains them (a count no step law
+    gives: more steps than tokens, fewer than T ÷ (γ + 1))."""
+    counts: dict[int, int] = {}
+    for n in lives:
+        counts[int(n)] = counts.get(int(n), 0) + 1
+    if not counts or tokens < 1 or gamma < 1:
+        return math.nan
+    if min(counts) < 1 or max(counts) > tokens or min(counts) < math.ceil(tokens / (gamma + 1)):
+        return math.nan
+    grid = np.linspace(1e-4, 1 - 1e-4, 41)
+    ll = [_log_likelihood(a, counts, tokens, gamma) for a in grid]
+    i = int(np.argmax(ll))
+    lo, hi = grid[max(i - 1, 0)], grid[min(i + 1, len(grid) - 1)]
+    golden = (math.sqrt(5) - 1) / 2
+    for _ in range(40):  # golden section inside the best grid cell's neighbours
+        a, b = hi - golden * (hi - lo), lo + golden * (hi - lo)
+        if _log_likelihood(a, counts, tokens, gamma) >= _log_likelihood(b, counts, tokens, gamma):
+            hi = b
+        else:
+            lo = a
+    # the ends themselves: every request took a step per token (α 0), or the fewest steps there can be (α 1)
+    best = max((0.0, 1.0, (lo + hi) / 2), key=lambda x: _log_likelihood(x, counts, tokens, gamma))
+    return best
+
+
+def tokens_in_place(run: SpecRun, output_len: float) -> tuple[float, float, str]:
+    """(tokens per uncut verify step, α, what was read) of a run whose steps are the engine's step annotations, from
+    its requests' lives (module docstring); NaNs with why where α is not measured here."""
+    lives, said = request_lives(run.steps.steps)
+    if lives is None:
+        return math.nan, math.nan, (f"{run.name}: α is not measured here — {said}: take it from vLLM's metrics dump "
+                                    "(spec_metrics) or give it (acceptance)")
+    if not math.isfinite(output_len) or output_len < 2:
+        return math.nan, math.nan, (f"{run.name}: α is not measured here — the output length is unknown (give "
+                                    "output_len, or the plain target's trace of whole requests): take α from vLLM's "
+                                    "metrics dump or give it")
+    tokens = int(round(output_len)) - 1
+    alpha = censored_alpha(lives, tokens, run.gamma)
+    if not math.isfinite(alpha):
+        return math.nan, math.nan, (
+            f"{run.name}: α is not measured here — its {said} took {min(lives)}–{max(lives)} verify steps for "
+            f"{tokens} tokens each, which no acceptance gives at γ = {run.gamma} (the trace cut a request, or the "
+            "output length differs): take α from vLLM's metrics dump or give it")
+    tps = float(expected_tokens(alpha, run.gamma))
+    span = f"{min(lives)}" if min(lives) == max(lives) else f"{min(lives)}–{max(lives)}"
+    return tps, alpha, (f"{run.name}: α {alpha:.3f} and {tps:.2f} tokens per step from its {said} — {tokens} tokens "
+                        f"each in {span} verify steps, each request's last step cut by its length (max_tokens) and "
+                        "not counted as a rejection (maximum likelihood, censored)")
 
 
 def draft_of(name: str, drafts: Sequence[str], model: bool = True) -> str:

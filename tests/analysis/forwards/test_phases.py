@@ -1,10 +1,18 @@
 """Phase rules (`analysis.forwards.phases`) and kernel categories (`analysis.forwards.kernel_tables`), checked against
 values worked out by hand."""
 
+import gzip
+import json
+import re
+from decimal import Decimal
+
+import gpu_shaped_kineto as gsk
 import numpy as np
 import pandas as pd
 import pytest
 
+import nsys_cc
+from conftest import FIXTURES
 from nsys_cc.analysis.forwards import kernel_tables as kernels, phases
 
 
@@ -132,3 +140,94 @@ def test_forwards_outside_every_iteration_are_dropped_when_iterations_are_marked
     # Every forward inside an iteration: nothing dropped, and the note says why.
     mask, note = phases.warmup_mask(_forwards([110, 120]), _marks([("nsys_cc:iteration", 100, 150, 1)]), None)
     assert not mask.any() and "kept all 2" in note
+
+
+# ---- phases from what the trace says: the engine's step annotations (PyTorch-profiler traces) ----------------------
+
+TORCH_TARGET = FIXTURES / "torch" / "tiny-llama-target.pt.trace.json.gz"
+RUNNER = re.compile(r"gpu_model_runner\.py\(\d+\): execute_model$")
+STEP_NAME = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
+
+
+def _runner_frames(path) -> list[tuple[str, int, int, str]]:
+    """(frame name, start ns, end ns, the kind its enclosing step annotation names) from the raw JSON, by start."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        doc = json.load(fh, parse_float=Decimal)
+    x = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+
+    def ns(v) -> int:
+        return int(Decimal(str(v)) * 1000)
+
+    steps = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), e["name"]) for e in x if e.get("cat") == "user_annotation"]
+    out = []
+    for e in x:
+        if e.get("cat") == "python_function" and RUNNER.search(e["name"]):
+            s, t = ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])
+            (name,) = [n for a, b, n in steps if a <= s and t <= b]
+            ctx_req, ctx_tok, gen_req, gen_tok = map(int, STEP_NAME.match(name).groups())
+            out.append((e["name"], s, t, "prefill" if ctx_tok else "decode"))
+    return sorted(out, key=lambda f: f[1])
+
+
+def _frame_plan(idle_start: int):
+    """The runner's `execute_model` frames launch GPU work (a kernel 1.4× their wall in four launches), except the
+    one starting at `idle_start`, which launches none."""
+    steady = gsk.steady(1.4)
+
+    def plan(rng):
+        if not RUNNER.search(rng.name) or rng.start == idle_start:
+            return []
+        return steady(gsk.Range(rng.index, gsk.STEP, rng.start, rng.end, rng.pid, rng.tid))
+
+    return plan
+
+
+def test_a_frame_range_takes_the_phase_of_the_step_annotation_around_it(tmp_path):
+    """`--range` on the runner's Python frame: each forward's phase is its step's (the annotation around it), never
+    inferred; the step that launched no GPU work is no phase (its annotation is dropped, its frame named by none)."""
+    frames = _runner_frames(TORCH_TARGET)
+    idle = frames[-1]
+    made = gsk.add_gpu_work(TORCH_TARGET, tmp_path / "t.pt.trace.json.gz", _frame_plan(idle[1]),
+                            frames=lambda n: bool(RUNNER.search(n)))
+    res = nsys_cc.analyze(made.path, range_name=frames[0][0])
+    (model,) = res.models
+    assert model.phase_rule.rule == "step names" and model.phase_rule.confidence == "exact"
+    kept = model.forwards[model.forwards["kept"]].sort_values("start_ns")
+    want = [f[3] if f is not idle else "all" for f in frames]
+    assert kept["phase"].tolist() == want
+    assert model.phase_count("prefill") == 1 and model.phase_count("decode") == len(frames) - 2
+    assert "1 forward(s) lie in no kept step" in model.phase_rule.detail
+
+
+def test_a_range_named_as_a_step_is_never_reinferred(tmp_path):
+    """`--range "execute_context_0(0)_generation_1(1)"`: the name says decode, whatever the GPU times say."""
+    made = gsk.add_gpu_work(TORCH_TARGET, tmp_path / "t.pt.trace.json.gz", gsk.steady(3.0))
+    res = nsys_cc.analyze(made.path, range_name="execute_context_0(0)_generation_1(1)")
+    (model,) = res.models
+    assert model.phase_rule.rule == "step names"
+    kept = model.forwards[model.forwards["kept"]]
+    assert set(kept["phase"]) == {"decode"} and len(kept) == 5
+
+
+def test_without_step_annotations_a_step_without_gpu_work_is_no_evidence(tmp_path):
+    """Nothing names the phase (the annotations renamed away): inferred from the GPU times of the forwards that
+    launched GPU work only; the one that launched none is no phase."""
+    src = tmp_path / "bare.pt.trace.json"
+    with gzip.open(TORCH_TARGET, "rt", encoding="utf-8") as fh:
+        doc = json.loads(fh.read(), parse_float=gsk._Raw)
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "user_annotation":
+            e["name"] = "engine step"
+    src.write_text(gsk._dumps(doc))
+    frames = _runner_frames(TORCH_TARGET)
+    made = gsk.add_gpu_work(src, tmp_path / "t.pt.trace.json.gz", _frame_plan(frames[-1][1]),
+                            frames=lambda n: bool(RUNNER.search(n)))
+    res = nsys_cc.analyze(made.path, range_name=frames[0][0])
+    (model,) = res.models
+    kept = model.forwards[model.forwards["kept"]].sort_values("start_ns")
+    assert kept["phase"].tolist()[-1] == "all"
+    assert "1 forward(s) launched no GPU work: no phase" in model.phase_rule.detail
+    spans = [w.span_ns for w in made.work if w.ops]
+    ratio = max(spans) / sorted(spans)[-2]  # the prefill's frame against the slowest decode's
+    assert model.phase_rule.confidence == ("high" if ratio >= 3 else "medium" if ratio >= 1.5 else "none")

@@ -370,7 +370,7 @@ def test_library_errors_name_the_parameter(shaped):
     with pytest.raises(RangeNotFoundError) as err:
         nsys_cc.kernel_diff(target.path, range_name_b="nope")
     assert err.value.param == "range_name_b" and "choose one with range_name_b" in str(err.value)
-    with pytest.raises(InputError, match="phase must be one of all, prefill, decode, verify, not 'warm'"):
+    with pytest.raises(InputError, match="phase must be one of all, prefill, decode, verify, mixed, not 'warm'"):
         nsys_cc.kernels(target.path, phase="warm")
     with pytest.raises(InputError, match="range_name must be one NVTX range name"):
         nsys_cc.kernels(target.path, range_name=["a", "b"])

@@ -197,3 +197,58 @@ def test_analyze_reads_a_speculative_profile_directory():
     assert [r["name"] for r in doc["speculative"]] == [e.label for e in ENGINES]
     assert [r["measured_speedup"] for r in doc["speculative"]] == pytest.approx(
         list(direct.table["measured_speedup"]))
+
+
+# ---- tokens per step and α from whole requests' lives, the last step censored ---------------------------------------
+import random  # noqa: E402
+
+from nsys_cc.analysis.speculative import runs as runs_mod  # noqa: E402
+
+
+def _simulate(alpha: float, gamma: int, tokens: int, requests: int, seed: int) -> list[int]:
+    """Each request's verify steps to make `tokens` tokens: a step makes 1 + the drafts accepted in a row (each with
+    chance α, at most γ), the last step cut to what is left."""
+    rnd = random.Random(seed)
+    lives = []
+    for _ in range(requests):
+        left, n = tokens, 0
+        while left > 0:
+            k = 1
+            while k <= gamma and rnd.random() < alpha:
+                k += 1
+            left -= min(k, left)
+            n += 1
+        lives.append(n)
+    return lives
+
+
+@pytest.mark.parametrize("alpha, gamma, tokens", [(0.7, 3, 11), (0.5, 4, 30), (0.9, 5, 20), (0.3, 2, 7)])
+def test_the_censored_alpha_finds_the_acceptance_the_naive_ratio_misses(alpha, gamma, tokens):
+    lives = _simulate(alpha, gamma, tokens, 600, seed=11)
+    got = runs_mod.censored_alpha(lives, tokens, gamma)
+    assert got == pytest.approx(alpha, abs=0.04)
+    naive = tokens * len(lives) / sum(lives)  # output tokens ÷ steps: the cut last steps read as rejections
+    true_e = (1 - alpha ** (gamma + 1)) / (1 - alpha)
+    assert naive < true_e  # what the old figure said: too low
+
+
+def test_no_alpha_explains_impossible_step_counts():
+    assert math.isnan(runs_mod.censored_alpha([3], 20, 4))  # 3 steps of at most 5 tokens cannot make 20
+    assert math.isnan(runs_mod.censored_alpha([12], 10, 4))  # each step makes a token at least
+
+
+def _lives_steps(rows: list[tuple[str, float]]) -> pd.DataFrame:
+    return pd.DataFrame({"kind": [k for k, _ in rows], "batch": [b for _, b in rows],
+                         "start_ns": list(range(len(rows)))})
+
+
+def test_a_requests_life_is_read_from_its_shrinking_batch():
+    lives, _ = runs_mod.request_lives(_lives_steps([("prefill", 3), ("verify", 3), ("verify", 2), ("verify", 2),
+                                              ("verify", 1), ("prefill", 1), ("verify", 1)]))
+    assert sorted(lives) == [1, 1, 3, 4]
+    for rows, why in (([("verify", 2), ("verify", 2)], "no prefill"),
+                      ([("prefill", 1), ("verify", 1), ("verify", 3)], "join without a prefill"),
+                      ([("prefill", 2), ("mixed", 3)], "mixed step"),
+                      ([("verify", 1), ("prefill", 1), ("verify", 1)], "first step is no prefill")):
+        lives, said = runs_mod.request_lives(_lives_steps(rows))
+        assert lives is None and why in said
