@@ -206,9 +206,12 @@ def _category_text(both: pd.DataFrame) -> str | None:
 def _top_kernels_text(top: pd.DataFrame) -> str | None:
     if top.empty:
         return None
+    from .kernel_text import shorten
+
+    names = shorten(top["name"], 60)
     return "Top kernels: " + "; ".join(
-        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
-        f"{r.time_per_forward_ms:.3f} ms per forward)" for r in top.itertuples()
+        f"{names[i]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
+        f"{r.time_per_forward_ms:.3f} ms per forward)" for i, r in enumerate(top.itertuples())
     ) + "."
 
 
