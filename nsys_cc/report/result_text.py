@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from ..analysis.coefficient.result import CostCoefficientResult
-from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
+from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES, WALL
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, token_text
 from .render_formats import FORMATS as FORMATS, format_of  # FORMATS' home is render_formats.py
@@ -78,12 +78,13 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     out = {
         "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
         "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"),
-        "headline_metric": result.headline, "gpu_time": gpu_time_text.records(result),
+        "headline_metric": result.headline, "metric_names": gpu_time_text.metric_names(result.headline),
+        "gpu_time": gpu_time_text.records(result),
         "gpu_time_words": gpu_time_text.lines(result),
         "notes": list(result.notes),
     }
     if result.acceptance:
-        out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
+        out["speedup"] = json.loads(with_verdicts(headline_verdicts(result)).to_json(orient="records"))
     out.update(_speculative_text().to_json(result.speculative))
     if not result.runs.empty:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
@@ -119,7 +120,8 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
 
     table = pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
-        "Forwards": r.forwards, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
+        "Forwards": r.forwards, f"{gpu_time_text.label(WALL, result.headline)} (ms)": ms(r.wall_ms),
+        "GPU busy (ms)": ms(r.gpu_busy_ms),
         "Comm mean (ms)": ms(r.comm_mean_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
         "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_forwards} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
@@ -177,8 +179,9 @@ def shown_metrics(result: CostCoefficientResult) -> list[str]:
 
 
 def metric_label(result: CostCoefficientResult, metric: str) -> str:
-    """A metric's name in the c table: wall is the launch time where c is headlined on the GPU."""
-    return gpu_time_text.LAUNCH_LABEL if metric == WALL and result.headline != WALL else BY_NAME[metric].label
+    """A metric's name in the c table: wall is the launch time where c is headlined on the GPU
+    (`gpu_time_text.label`)."""
+    return gpu_time_text.label(metric, result.headline)
 
 
 def _headline_words(result: CostCoefficientResult) -> str:
@@ -225,14 +228,27 @@ def _interval_words(result: CostCoefficientResult) -> str:
     return "95 % bootstrap interval"
 
 
+def headline_verdicts(result: CostCoefficientResult) -> pd.DataFrame:
+    """The verdicts a person reads (text, markdown, HTML, JSON `speedup`): each draft's on the headline metric — on a
+    GPU trace the GPU span, never its launch time beside it (issue 49: "slows decoding down: c = 0.760 > α" on launch
+    time stood beside the GPU verdict) —, or on wall where a draft has no c on the headline (said in its line).
+    `result.verdicts` keeps every metric's."""
+    v = result.verdicts
+    if v.empty:
+        return v
+    keep = []
+    for _draft, rows in v.groupby("draft", sort=False):
+        head = rows[(rows["metric"] == result.headline) & ~rows["outcome"].isin(("no-phase", "no-measurement"))]
+        keep.append(head if len(head) or result.headline == WALL else rows[rows["metric"] == WALL])
+    return pd.concat(keep) if keep else v.iloc[0:0]
+
+
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
-    """Speedup verdicts on the headline metric, then on wall time (and GPU span) (all metrics are in the JSON and
-    CSV)."""
-    v = with_verdicts(result.verdicts)
-    order = list(dict.fromkeys((result.headline, WALL, GPU_SPAN)))
-    v = v[v["metric"].isin(order)]
-    v = v.assign(_order=v["metric"].map(order.index)).sort_values(["draft", "_order"], kind="stable")
-    return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
+    """Speedup verdicts on the headline metric (`headline_verdicts`)."""
+    v = with_verdicts(headline_verdicts(result))
+    return [f"{r.draft} ({gpu_time_text.words(r.metric, result.headline)} c, {r.phase}): {r.verdict}"
+            + ("" if r.metric == result.headline else f" (no c on {gpu_time_text.words(result.headline, None)})")
+            for r in v.itertuples()]
 
 
 def render(result: CostCoefficientResult, fmt: str = "table") -> str:

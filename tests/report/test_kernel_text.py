@@ -7,9 +7,9 @@ import pandas as pd
 
 from nsys_cc.report.kernel_text import KERNEL_CHARS, diff_display, kernel_display, shorten
 
-FA = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, cutlass::bfloat16_t, "
-      "Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, true, true, false, "
-      "false>(flash::Flash_fwd_params)")
+FA = ("void flash::flash_fwd_splitkv_kernel<Flash_fwd_kernel_traits<128, 64, 128, 4, false, false, "
+      "cutlass::bfloat16_t, Flash_kernel_traits<128, 64, 128, 4, cutlass::bfloat16_t> >, false, true, false, false, "
+      "true, true, false, false>(flash::Flash_fwd_params)")
 # Siblings that differ in one template argument: near the end, in the middle, at the start of the arguments.
 SIBLINGS = [FA, FA.replace("true, true, false, false>", "true, false, false, false>"),
             FA.replace("<128, 64, 128, 4, false", "<64, 64, 128, 4, false", 1),

@@ -33,10 +33,9 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
-from .diagnosis import boundness
+from .diagnosis import DISAGREE, apart, boundness
 
-# Launch time and GPU time (or the c of each) disagree when one is more than this many times the other.
-DISAGREE = 1.5
+__all__ = ["COLUMNS", "DISAGREE", "apart", "boundness", "headline", "table"]
 
 COLUMNS = ["model", "role", "phase", "launch_ms", "gpu_ms", "busy_ms", "launch_ratio", "disagrees", "busy_share",
            "boundness", "c_launch", "c_gpu", "c_ratio", "c_disagrees"]
@@ -46,11 +45,6 @@ def headline(models: Sequence) -> str:
     """The metric c is headlined on: `metrics.GPU_HEADLINE` when every model's forwards were measured on the GPU
     (`ModelForwards.has_cuda`), else wall."""
     return GPU_HEADLINE if models and all(m.has_cuda for m in models) else WALL
-
-
-def apart(ratio: float) -> bool:
-    """Whether a ratio of two times (or of two c) lies outside [1/DISAGREE, DISAGREE]."""
-    return bool(math.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) > DISAGREE)
 
 
 def table(models: Sequence, tokens: pd.DataFrame, coefficients: pd.DataFrame) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from ...result_views import view
 from ...trace.source import handed_out
 from ..forwards import kernel_tables as kernel_mod
 from ..forwards.phases import PhaseRule
-from ..metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
+from ..metrics import BY_NAME, COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from ..result_values import Value
 from ..stats import pooled_median
 
@@ -325,7 +325,8 @@ class CostCoefficientResult(Value):
                 parts.append(f"{d.name}: {rows.at[phase, 'c']:.3g} ({phase})")
         cs = "; ".join(parts) or "no c"
         return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
-                f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else self.headline}: {cs}>")
+                f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else BY_NAME[self.headline].label}: "
+                f"{cs}>")
 
     # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.result_views`): the result is data.
     def _repr_html_(self) -> str:

@@ -75,8 +75,8 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
         chosen = chosen_b = choose_phase(phase, [side_a, side_b])
     else:
         if phase is None:
-            raise InputError("phase_b is the phase of b's ranges beside phase, a's: give phase too (e.g. phase='decode', "
-                             "phase_b='verify')", param="phase")
+            raise InputError("phase_b is the phase of b's ranges beside phase, a's: give phase too (e.g. "
+                             "phase='decode', phase_b='verify')", param="phase")
         chosen, chosen_b = choose_phase(phase, [side_a]), choose_phase(phase_b, [side_b], param="phase_b")
     table = kernel_mod.diff(kernel_mod.of_model(side_a.model, chosen), kernel_mod.of_model(side_b.model, chosen_b))
     table.attrs = {"a": side_a.model.name, "b": side_b.model.name, "a_trace": side_a.model.path,
