@@ -61,7 +61,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
-            "has_cuda": m.has_cuda, "token_parts": m.token_parts or None,
+            "has_cuda": m.has_cuda, "trace": None if m.description is None else m.description.to_dict(),
+            "token_parts": m.token_parts or None,
             "gpu_loss": None if m.gpu_loss is None else m.gpu_loss.to_dict(),
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
@@ -81,6 +82,7 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
         "headline_metric": result.headline, "metric_names": gpu_time_text.metric_names(result.headline),
         "gpu_time": gpu_time_text.records(result),
         "gpu_time_words": gpu_time_text.lines(result),
+        "mismatches": _records_all(getattr(result, "mismatches", pd.DataFrame())),
         "notes": list(result.notes),
     }
     if result.acceptance:
@@ -103,6 +105,23 @@ def _json_range(result: CostCoefficientResult) -> str | list[str]:
     ones."""
     names = [m.range_name for m in result.models]
     return names[0] if len(set(names)) == 1 else names
+
+
+def _records_all(df: pd.DataFrame) -> list[dict]:
+    return json.loads(df.to_json(orient="records")) if len(df) else []
+
+
+def traces_line(result: CostCoefficientResult) -> str | None:
+    """Where each trace ran (`ModelForwards.description`), one line, when it matters: any trace with GPU work, or a
+    difference between them (`result.mismatches`); None on CPU traces alike (their output stays as it was)."""
+    described = [(m.name, m.description) for m in result.models if m.description is not None]
+    differ = getattr(result, "mismatches", pd.DataFrame())
+    if not described or (all(d.platform == "CPU" for _, d in described) and differ.empty):
+        return None
+    texts = {name: str(d) for name, d in described}
+    if len(set(texts.values())) == 1 and len(texts) > 1:
+        return f"Traces: every model: {next(iter(texts.values()))}"
+    return "Traces: " + "; ".join(f"{name}: {text}" for name, text in texts.items())
 
 
 def _records(df: pd.DataFrame) -> list[dict]:
@@ -264,7 +283,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     ranks = rank_display(result)
     if fmt == "markdown":
-        parts = [f"{_c_words(result)}{_headline_words(result)}.", "", markdown_table(table)]
+        parts = [f"{_c_words(result)}{_headline_words(result)}.", *([traces_line(result)] if traces_line(result)
+                                                                     else []), "", markdown_table(table)]
         split = token_text.split_table(result)
         if not split.empty:
             parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
@@ -291,7 +311,8 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
-             f"{_headline_words(result)}", "", text_table(table), ""]
+             f"{_headline_words(result)}", *([traces_line(result)] if traces_line(result) else []), "",
+             text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:
         parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]
@@ -326,6 +347,7 @@ def render_html(result: CostCoefficientResult) -> str:
     and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
              f"{html.escape(_c_words(result))}; {html.escape(_interval_words(result) + _headline_words(result))}</p>",
+             *([f"<p>{html.escape(traces_line(result) or '')}</p>"] if traces_line(result) else []),
              display_table(result).to_html(index=False, escape=True)]
     split = token_text.split_table(result)
     if not split.empty:

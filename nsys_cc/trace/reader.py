@@ -41,6 +41,7 @@ from ..arguments import many, one_path
 from ..errors import InputError
 from . import cuda, frames, nvtx
 from .connection import connect, connect_readonly, too_slow
+from .description import TraceDescription, of_export
 from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
@@ -282,6 +283,11 @@ class ExportTrace(Closable):
                          tables=MappingProxyType(dict(self.tables)))
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
+    def describe(self) -> TraceDescription:
+        """Where it ran, as the export says (`description.of_export`: devices, the driver's CUDA version, engine)."""
+        with self.reading() as conn:
+            return of_export(conn, self.has_table, self.has_cuda)
+
     def has_loaded(self, table: str) -> bool:
         """True when the accessor named `table` ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches",
         "gpu_ops") already read its table, so asking for it again costs nothing."""

@@ -29,6 +29,7 @@ import pandas as pd
 from .. import inputs
 from ..errors import TraceClosedError
 from . import frames
+from .description import TraceDescription
 from .frames import lists_columns
 
 # The first 16 bytes of every SQLite 3 database file.
@@ -208,6 +209,10 @@ class Trace(Protocol):
 
     def info(self) -> TraceInfo:
         """What the trace holds: paths, format, versions, CUDA/range presence, tables → rows (`TraceInfo`)."""
+        ...
+
+    def describe(self) -> TraceDescription:
+        """Where it ran, as the trace says: platform, GPUs, runtime, engine and version, rank (`TraceDescription`)."""
         ...
 
     @lists_columns(("Columns", frames.NVTX_RANGES))

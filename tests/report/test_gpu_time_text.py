@@ -100,3 +100,39 @@ def test_a_cpu_trace_keeps_wall():
     assert "(wall c, decode)" in text
     doc = json.loads(res.render("json"))
     assert doc["metric_names"]["wall"] == "wall" and {v["metric"] for v in doc["speedup"]} == {"wall"}
+
+
+SPEC = TORCH / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"
+
+
+def test_the_speculative_table_is_on_the_gpu_span_with_the_samplings_gpu_time(tmp_path):
+    """Issue 49 item 6: the speculative table's c's were launch-time c's beside a Thm 3.8 priced with the GPU c, and
+    its "Verify sample" a blocking copy waiting for the GPU on the CPU. Now its figures carry their metric (the
+    headline), c standalone is the plain draft's GPU c, and the verify's sampling is its GPU span (oracle: the two
+    sampling kernels written under each `sample_tokens` frame, launched back to back)."""
+    made = {}
+    with unchanged(TARGET, DRAFT, SPEC):
+        for label, src in (("tiny-llama-target", TARGET), ("tiny-llama-draft-xs", DRAFT),
+                           ("tiny-llama-draft-xs.spec-g2", SPEC)):
+            made[label] = gsk.add_gpu_work(src, tmp_path / f"{label}.pt.trace.json", gsk.vllm_plan(1.1),
+                                           frames=gsk.vllm_frame)
+    res = nsys_cc.analyze(made["tiny-llama-target"].path, [made["tiny-llama-draft-xs"].path,
+                                                           made["tiny-llama-draft-xs.spec-g2"].path])
+    spec = res.speculative
+    (row,) = spec.table.to_dict(orient="records")
+    assert spec.metric == row["metric"] == "gpu_span"
+    c_gpu = res.coefficients.set_index(["draft", "phase", "metric"]).loc[("tiny-llama-draft-xs", "decode", "gpu_span")]
+    assert row["c_standalone"] == pytest.approx(c_gpu["c"])
+    spans = {w.span_ns for w in made["tiny-llama-draft-xs.spec-g2"].work if gsk.SAMPLE_FRAME.match(w.range.name)}
+    assert spans == {32_000}  # each sampling: 20 µs + 12 µs of kernels, back to back
+    assert row["verify_sample_ms"] == pytest.approx(0.032)
+    wall = spec.by_metric.set_index("metric").loc["wall"]
+    assert row["c_in_place"] != wall["c_in_place"]
+    doc = json.loads(res.render("json"))
+    (entry,) = doc["speculative"]
+    assert doc["speculative_metric"] == entry["metric"] == "gpu_span"
+    assert entry["c_in_place"] == pytest.approx(entry["by_metric"]["gpu_span"]["c_in_place"])
+    text = res.render("table")
+    tokens = text[text.index("Tokens in place"):]  # its GPU span row: the sampling's GPU time, not the copy's wait
+    gpu_row = next(line for line in tokens.splitlines() if line.startswith("tiny-llama-draft-xs.spec-g2  2  GPU span "))
+    assert " 0.0320 " in gpu_row

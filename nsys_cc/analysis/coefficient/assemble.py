@@ -16,7 +16,7 @@ from ..metrics import ALL, C_METRICS, COLUMNS, WALL, decision_phase, metrics_for
 from ..profile_dir import forward_share as share_mod
 from ..stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from ..theory.speedup import speedup_marks, verdicts
-from . import gpu_time as gpu_time_mod
+from . import gpu_time as gpu_time_mod, mismatch as mismatch_mod
 from .diagnosis import diagnose
 from .result import CostCoefficientResult, ModelForwards
 from .token import coefficients as token_coefficients, notes as token_notes, token_table
@@ -225,7 +225,9 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
     headline = gpu_time_mod.headline(models)  # GPU time is the answer on a GPU trace (`gpu_time`)
     marks = _marks(coefficients, headline)
     forward_share = share_mod.share_table(share_rows)
-    notes = [*dict.fromkeys(range_notes), *_model_notes(models), *token_notes(models, coefficients),
+    differ = mismatch_mod.mismatches(models)  # what differs between the traces (issue 49), said before the numbers
+    notes = [*mismatch_mod.notes(differ), *dict.fromkeys(range_notes), *_model_notes(models),
+             *token_notes(models, coefficients),
              *_interval_notes(coefficients, per_run),
              *_slow_draft_notes(marks, labels[0], headline), *share_mod.share_notes(forward_share),
              *([alpha_note] if alpha_note else [])]
@@ -265,6 +267,7 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
         forward_share=forward_share,
         headline=headline,
         gpu_time=gpu_time_mod.table(models, tokens, coefficients),
+        mismatches=differ,
     )
 
 

@@ -4,7 +4,9 @@ the ranges on the way (copies and nested ranges dropped, forwards never closed, 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -14,6 +16,7 @@ from ...contract import VLLM_STEP_RANGE
 from ...errors import RangeNotFoundError
 from ...trace import open_trace
 from ...trace.cuda import dropped_note
+from ...trace.description import TraceDescription
 from ...trace.nvtx import matches
 from ..forwards import phases as phase_mod, ranks as rank_mod
 from ..forwards.engines import engine_windows, split_by_engine
@@ -208,7 +211,24 @@ def model_of(
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                          speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
                          token_note=token_note,
-                         iterations=marks.iterations.assign(run=run))
+                         iterations=marks.iterations.assign(run=run), description=described(trace))
+
+
+# Each open trace's description (`Trace.describe`), asked once however many engines of it are read.
+_DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def described(trace) -> TraceDescription | None:
+    """Where `trace` ran (`Trace.describe`), once per open trace; None for a trace object that cannot say."""
+    if not hasattr(trace, "describe"):
+        return None
+    try:
+        return _DESCRIBED[trace]
+    except (KeyError, TypeError):
+        description = trace.describe()
+        with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced: not kept
+            _DESCRIBED[trace] = description
+        return description
 
 
 def _duplicated(matched: pd.DataFrame) -> np.ndarray:
