@@ -203,7 +203,7 @@ def test_diagnosis_says_work_runs_past_the_range(outliving_pair):
     assert busy > wall  # the kernels outlive the short range that launched them
     span = np.median(d["gpu_span_ns"].dropna())
     row = outliving_pair.diagnosis.iloc[0]
-    # the share is of the GPU span (issue 49), never above 1; the launch time is said to be shorter than the work
+    # the share is of the GPU span, never above 1; the launch time is said to be shorter than the work
     assert row["outlives_range"] and row["busy_share"] == pytest.approx(busy / span) and row["busy_share"] <= 1
     text = sentence_text.diagnosis_text(outliving_pair, row)
     assert f"GPU busy {busy / 1e6:.3f} ms of its {span / 1e6:.3f} ms GPU span ({busy / span:.0%})" in text

@@ -26,15 +26,15 @@ def info(file, fmt):
 
     with open_trace(file) as trace:
         about = trace.info()
-        described = trace.describe()
     if fmt == "json":
-        click.echo(json.dumps({**about.to_dict(), "description": described.to_dict()}, indent=2))
+        click.echo(json.dumps(about.to_dict(), indent=2))
         return
+    described = about.description
     from ..report.table_text import text_rows
 
     if about.format == "kineto":
         lines = _kineto_lines(about)
-        lines.insert(2, f"ran on          {described}")
+        lines.insert(2, f"ran on          {described}")  # `TraceInfo.description`
         rows = [{"category": name, "events": f"{count:,}"} for name, count in about.tables.items()]
         table = text_rows(rows, right={"events"}, columns=["category", "events"])
     else:

@@ -51,7 +51,7 @@ from ..analysis.metrics import (
 from ..analysis.stats import median
 from ..analysis.theory.dsi import Heatmaps
 from . import rank_plots, run_plots, speedup_plots, token_plots
-from .gpu_time_text import plot_label
+from .gpu_time_text import plot_label, words
 from .sentence_text import sig3
 
 if TYPE_CHECKING:
@@ -348,7 +348,7 @@ def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
                 else:
                     ax.bar(i, comp[WALL], 0.6, color=colors[m.name], alpha=0.7,
                            label="wall-clock (no CUDA in trace)" if any_cuda else None)
-                wall = "launch time" if any_cuda else "wall"
+                wall = words(WALL, GPU_SPAN if any_cuda else WALL)
                 ax.plot([i - 0.35, i + 0.35], [comp[WALL]] * 2, color="black", linewidth=2,
                         label=f"median {wall}")
                 ax.annotate(f"{wall} {comp[WALL]:.3g} ms", (i, max(bottom, comp[WALL])), textcoords="offset points",

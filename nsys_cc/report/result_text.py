@@ -249,7 +249,7 @@ def _interval_words(result: CostCoefficientResult) -> str:
 
 def headline_verdicts(result: CostCoefficientResult) -> pd.DataFrame:
     """The verdicts a person reads (text, markdown, HTML, JSON `speedup`): each draft's on the headline metric — on a
-    GPU trace the GPU span, never its launch time beside it (issue 49: "slows decoding down: c = 0.760 > α" on launch
+    GPU trace the GPU span, never its launch time beside it ("slows decoding down: c = 0.760 > α" on launch
     time stood beside the GPU verdict) —, or on wall where a draft has no c on the headline (said in its line).
     `result.verdicts` keeps every metric's."""
     v = result.verdicts
@@ -283,8 +283,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     ranks = rank_display(result)
     if fmt == "markdown":
-        parts = [f"{_c_words(result)}{_headline_words(result)}.", *([traces_line(result)] if traces_line(result)
-                                                                     else []), "", markdown_table(table)]
+        traces = traces_line(result)
+        parts = [f"{_c_words(result)}{_headline_words(result)}.", *([traces] if traces else []), "",
+                 markdown_table(table)]
         split = token_text.split_table(result)
         if not split.empty:
             parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
@@ -310,9 +311,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
+    traces = traces_line(result)
     parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
-             f"{_headline_words(result)}", *([traces_line(result)] if traces_line(result) else []), "",
-             text_table(table), ""]
+             f"{_headline_words(result)}", *([traces] if traces else []), "", text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:
         parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]

@@ -6,7 +6,7 @@ cost_model_held_out, leviathan_in_place, held_out_fit_gammas}) and `by_metric`: 
 and c_standalone, each with its `_ci95`}} for every metric the traces have (wall always; gpu_span, kernel_sum,
 gpu_busy with CUDA data); `"speculative_metric"`: the headline metric, on which every entry's own figures are (its
 `metric`: gpu_span on GPU traces, else wall; null without speculative runs) — c_in_place, c_standalone and the token's
-parts included (issue 49: one answer); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup, best} for
+parts included (one answer); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup, best} for
 γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16; `"speculative_runs"`: where runs were pooled,
 each run's own value of each figure (`SpeculativeAnalysis.runs`: what the entries' figures are the geometric mean of;
 empty for one run). NaN becomes null.
@@ -254,7 +254,7 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals �
 def step_words(spec: SpeculativeAnalysis) -> str:
     """What a step's time is: a CPU range on every trace (vLLM's engine step, which waits for its GPU work before it
     samples on the host); on a CPU trace simply "wall"."""
-    return "wall" if spec.metric == WALL else "each engine step's CPU time, which waits for its GPU work"
+    return WALL if spec.metric == WALL else "each engine step's CPU time, which waits for its GPU work"
 
 
 def titles(spec: SpeculativeAnalysis) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""What a trace says about where it ran (`Trace.describe()`, issue 49): the device, the platform, the engine and its
+"""What a trace says about where it ran (`Trace.describe()`): the device, the platform, the engine and its
 version, the rank — what tells two traces apart before their numbers are compared (a CPU export paired with an H100
 trace, a B200 tensor-parallel trace with H100 decodes).
 
@@ -23,15 +23,29 @@ import sqlite3
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from ..contract import (
+    DRAFT_FORWARD_RANGE,
+    FORWARD_RANGE,
+    SCOPES_FORWARD,
+    SCOPES_STEP_PREFIX,
+    STEP_RANGE,
+    VLLM_STEP_PREFIX,
+)
+
 CUDA, ROCM, CPU = "CUDA", "ROCm", "CPU"
 VLLM, SGLANG = "vLLM", "SGLang"
+
+# The prefixes of vLLM's own NVTX scopes and of the plugin's ranges (written inside vLLM), from the contract.
+_VLLM_PREFIXES = (SCOPES_FORWARD.split(": ")[0] + ": ", SCOPES_STEP_PREFIX.split(": ")[0],
+                  STEP_RANGE.split(":")[0] + ":")
 
 # Names that only an engine writes: its process titles, module paths in Python frames, its step annotations and
 # scopes, the nsys_cc plugin's ranges (written inside vLLM). SGLang is tried first: it imports vLLM's kernels.
 _ENGINE_MARKS: tuple[tuple[str, re.Pattern], ...] = (
     (SGLANG, re.compile(r"sglang::|(^|/)sglang/srt/|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b", re.IGNORECASE)),
-    (VLLM, re.compile(r"VLLM::|(^|/)vllm/(v1/)?\w+|^execute_(\d+_)?context_\d|^gpu_model_runner: |^llm_engine step|"
-                      r"^model_executable\(\)$|^draft_model_executable\(\)$|^nsys_cc:")),
+    (VLLM, re.compile("|".join((r"VLLM::", r"(^|/)vllm/(v1/)?\w+", f"^{re.escape(VLLM_STEP_PREFIX)}(\\d+_)?context_\\d",
+                                *(f"^{re.escape(prefix)}" for prefix in _VLLM_PREFIXES),
+                                *(f"^{re.escape(name)}$" for name in (FORWARD_RANGE, DRAFT_FORWARD_RANGE)))))),
 )
 
 
@@ -39,9 +53,12 @@ _ENGINE_MARKS: tuple[tuple[str, re.Pattern], ...] = (
 class TraceDescription:
     """Where a trace ran, as it says (`Trace.describe()`; module docstring).
 
-    - `platform`: "CUDA", "ROCm" (GPU work through HIP), or "CPU" (no GPU work in the trace).
-    - `devices`: the names of the GPUs its GPU work ran on (those the trace describes; empty when it names none, or on
-      a CPU trace); `device` joins them.
+    - `platform`: "CUDA", "ROCm" (GPU work through HIP), or "CPU" (no GPU work in the trace and no GPU described: a
+      run on the CPU). A trace of a GPU machine whose GPU work is not recorded (traced without CUDA, its GPUs
+      described; or its CUDA calls recorded and their GPU activity lost) is a GPU platform's: its ranges' CPU times
+      are launch times, as a GPU trace's.
+    - `devices`: the names of the GPUs its GPU work ran on (without GPU work recorded, the GPUs the trace describes;
+      empty when it names none, or on a CPU trace); `device` joins them.
     - `runtime`: the runtime's version as the trace states it ("CUDA 12.9", "CUDA driver 13.0", "HIP 7.0.51831"), or
       None.
     - `engine`: "vLLM", "SGLang", or None (the trace names neither: the user's own code, or not said);
@@ -143,17 +160,19 @@ def of_kineto(meta: Mapping, device_ids, api_names: Iterable[str], process_names
     dist = meta.get("distributedInfo")
     rank, world = (dist.get("rank"), dist.get("world_size")) if isinstance(dist, Mapping) else (None, None)
     gpu = bool(used) and bool(api)
+    if not used:  # no GPU work recorded: the GPUs it describes, if any (a GPU machine traced without its GPU)
+        props = listed
     return TraceDescription(
-        platform=CPU if not gpu else ROCM if rocm else CUDA,
+        platform=CPU if not (api or props) else ROCM if rocm else CUDA,
         devices=tuple(device_name(d.get("name"), d.get("computeMajor"), d.get("computeMinor"), d.get("numSms"))
-                      for d in props) if gpu else (),
-        runtime=runtime if gpu else None, engine=engine,
+                      for d in props),
+        runtime=runtime if gpu or props else None, engine=engine,
         engine_version=version if isinstance(version, str) and version else None,
         rank=rank if type(rank) is int else None, world_size=world if type(world) is int else None)
 
 
 # The vLLM names an export's NVTX text may hold inline (not as registered strings): the plugin's and vLLM's scopes.
-_VLLM_NVTX = ("model_executable()", "draft_model_executable()", "gpu_model_runner:%", "nsys_cc:%", "llm_engine step%")
+_VLLM_NVTX = (FORWARD_RANGE, DRAFT_FORWARD_RANGE, *(f"{prefix}%" for prefix in _VLLM_PREFIXES))
 
 
 def of_export(conn: sqlite3.Connection, has_table: Callable[[str], bool], has_cuda: bool) -> TraceDescription:
@@ -173,7 +192,7 @@ def of_export(conn: sqlite3.Connection, has_table: Callable[[str], bool], has_cu
             used |= {int(d) for (d,) in rows(f"SELECT DISTINCT deviceId FROM {table}") if isinstance(d, int)}
     gpus = (rows("SELECT id, name, computeMajor, computeMinor, smCount FROM TARGET_INFO_GPU ORDER BY id")
             if has_table("TARGET_INFO_GPU") else [])
-    devices = tuple(device_name(n, a, b, s) for i, n, a, b, s in gpus if i in used) if has_cuda else ()
+    devices = tuple(device_name(n, a, b, s) for i, n, a, b, s in gpus if i in used or not has_cuda)
     driver = (rows("SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'CudaDriverVersion'")
               if has_table("TARGET_INFO_SYSTEM_ENV") else [])
     version = cuda_version(int(driver[0][0])) if driver and str(driver[0][0]).isdigit() else None
@@ -183,5 +202,7 @@ def of_export(conn: sqlite3.Connection, has_table: Callable[[str], bool], has_cu
     if engine is None and has_table("NVTX_EVENTS"):
         where = " OR ".join("text LIKE ?" for _ in _VLLM_NVTX)
         engine = VLLM if rows(f"SELECT 1 FROM NVTX_EVENTS WHERE {where} LIMIT 1", _VLLM_NVTX) else None
-    return TraceDescription(platform=CUDA if has_cuda else CPU, devices=devices,
-                            runtime=f"CUDA driver {version}" if version and has_cuda else None, engine=engine)
+    # without GPU work recorded, CUDA calls made or GPUs described still make it a GPU platform's trace
+    gpu = has_cuda or bool(devices) or has_table("CUPTI_ACTIVITY_KIND_RUNTIME")
+    return TraceDescription(platform=CUDA if gpu else CPU, devices=devices,
+                            runtime=f"CUDA driver {version}" if version and gpu else None, engine=engine)

@@ -334,7 +334,7 @@ class KinetoTrace(Closable):
         }
         return TraceInfo(path=self.path, sqlite_path=None, nsys_version=None, schema_version=self.schema_version,
                          has_cuda=self.has_cuda, has_nvtx=self.has_nvtx, tables=self.event_counts, format=FORMAT,
-                         details=MappingProxyType(details))
+                         details=MappingProxyType(details), description=self.describe())
 
     def describe(self) -> TraceDescription:
         """Where it ran, as the file says (`description.of_kineto`: devices, runtime, engine, rank)."""

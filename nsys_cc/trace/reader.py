@@ -280,7 +280,7 @@ class ExportTrace(Closable):
         read = self.path if self._private is not None else str(self.sqlite_path)  # a WAL file: its own data
         return TraceInfo(path=self.path, sqlite_path=read, nsys_version=self.nsys_version,
                          schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
-                         tables=MappingProxyType(dict(self.tables)))
+                         tables=MappingProxyType(dict(self.tables)), description=self.describe())
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
     def describe(self) -> TraceDescription:

@@ -1,4 +1,4 @@
-"""One answer on a GPU trace, one name for the CPU time (issue 49 items 3–4), on GPU-shaped torch traces (the project's
+"""One answer on a GPU trace, one name for the CPU time, on GPU-shaped torch traces (the project's
 real CPU torch fixtures with known GPU work added by `gpu_shaped_kineto`, NOT GPU traces) and on the CPU fixtures.
 
 - the verdicts a person reads (text, markdown, HTML, JSON `speedup`) rest on the headline metric alone: with α between
@@ -106,7 +106,7 @@ SPEC = TORCH / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"
 
 
 def test_the_speculative_table_is_on_the_gpu_span_with_the_samplings_gpu_time(tmp_path):
-    """Issue 49 item 6: the speculative table's c's were launch-time c's beside a Thm 3.8 priced with the GPU c, and
+    """the speculative table's c's were launch-time c's beside a Thm 3.8 priced with the GPU c, and
     its "Verify sample" a blocking copy waiting for the GPU on the CPU. Now its figures carry their metric (the
     headline), c standalone is the plain draft's GPU c, and the verify's sampling is its GPU span (oracle: the two
     sampling kernels written under each `sample_tokens` frame, launched back to back)."""

@@ -1,5 +1,5 @@
 """Kernel names as the tables print them (`kernel_text.shorten`): short enough for a terminal, and names that differ
-print differently (issue 49: two FlashAttention kernels cut at 70 characters printed alike)."""
+print differently (two FlashAttention kernels cut at 70 characters printed alike)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_time_breakdown_cpu_only_bars_are_median_wall(cpu_result):
 def test_gpu_plots_show_gpu_metrics(gpu_result):
     assert all(m.has_cuda for m in gpu_result.models)
     ft = plots.plot_forward_times(gpu_result)
-    # on a GPU trace the GPU span heads, and the range's CPU time is named launch time (issue 49), never wall-clock
+    # on a GPU trace the GPU span heads, and the range's CPU time is named launch time, never wall-clock
     assert [ax.get_ylabel() for ax in ft.axes] == ["GPU span time per forward (ms)", "launch time per forward (ms)"]
     coef = plots.plot_coefficients(gpu_result)
     labels = [t.get_text() for t in coef.legends[0].get_texts()]

@@ -1,4 +1,4 @@
-"""Where a trace ran, as it says (`Trace.describe()`, `nsys_cc.trace.description`; issue 49 item 8), against the raw
+"""Where a trace ran, as it says (`Trace.describe()`, `nsys_cc.trace.description`), against the raw
 files: a Kineto trace's `deviceProperties` (the GPUs its GPU ops ran on), runtime versions and `distributedInfo`
 read from the raw JSON here; an export's `TARGET_INFO_GPU` rows of the devices its kernels ran on, by raw SQL."""
 

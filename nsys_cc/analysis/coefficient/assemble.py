@@ -225,7 +225,7 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
     headline = gpu_time_mod.headline(models)  # GPU time is the answer on a GPU trace (`gpu_time`)
     marks = _marks(coefficients, headline)
     forward_share = share_mod.share_table(share_rows)
-    differ = mismatch_mod.mismatches(models)  # what differs between the traces (issue 49), said before the numbers
+    differ = mismatch_mod.mismatches(models)  # what differs between the traces, said before the numbers
     notes = [*mismatch_mod.notes(differ), *dict.fromkeys(range_notes), *_model_notes(models),
              *token_notes(models, coefficients),
              *_interval_notes(coefficients, per_run),

@@ -1,5 +1,5 @@
 """The numbers behind the diagnosis of why a draft's forward costs what it does, against the target's — from the
-evidence of the trace, not from its CPU times alone (issue 49).
+evidence of the trace, not from its CPU times alone.
 
 Per draft (decode phase when there is one, else `all`), from the medians of the per-forward metrics:
 - busy share = gpu_busy ÷ gpu_span: how much of its GPU span the GPU worked. Below 50 % the forward is
@@ -37,7 +37,7 @@ DIAGNOSIS_COLUMNS = [
     "draft", "phase", "gpu", "cpu_only_models", "wall_ms", "target_wall_ms", "c_wall", "gpu_busy_ms",
     "target_gpu_busy_ms", "c_gpu_busy", "busy_share", "boundness", "outlives_range", "launch_dominated",
     "kernels_per_forward", "target_kernels_per_forward", "launch_api_ms", "gpu_idle_ms",
-    # issue 49: the GPU span as the base, graph replays, whose launch time makes the two c's disagree
+    # the GPU span as the base, graph replays, whose launch time makes the two c's disagree
     "gpu_span_ms", "target_gpu_span_ms", "c_gpu_span", "target_busy_share", "target_boundness",
     "launches_per_forward", "replayed_share", "graphs", "target_replayed_share", "target_graphs", "launch_ratio",
     "target_launch_ratio", "launch_side",

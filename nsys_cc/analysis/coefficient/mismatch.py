@@ -1,4 +1,4 @@
-"""What differs between the target's trace and each other model's, said before c is read (issue 49 item 8): a c is a
+"""What differs between the target's trace and each other model's, said before c is read: a c is a
 ratio of two models' times on one machine, one kind of step and one phase; traces that differ in any of these give a
 number that is no cost coefficient.
 

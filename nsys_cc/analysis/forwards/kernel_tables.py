@@ -2,7 +2,7 @@
 
 Categories come from the kernel's name (first rule that matches, case-insensitive) and, for copies and fills, from
 the GPU operation's kind. They are a reading aid, not a measurement: the rules are listed in `CATEGORY_RULES`, in the
-order they are tried. They cover the kernels of today's inference stacks (issue 49): Hopper/Blackwell GEMMs (cuBLAS's
+order they are tried. They cover the kernels of today's inference stacks: Hopper/Blackwell GEMMs (cuBLAS's
 `nvjet_*`, `sm90`/`sm100` xmma, CUTLASS, block-scaled FP8/FP4 and MoE batched GEMMs such as TRT-LLM's
 `bmm_MxE4m3_MxE2m1…`, Triton's `_matmul_ogs_…`), ROCm's (hipBLASLt/Tensile `Cijk_…`, vLLM's skinny `wvSplitK`, CK and
 aiter kernels, `__amd_rocclr_*` copies and fills), MoE token routing apart from the expert GEMMs, quantisation apart

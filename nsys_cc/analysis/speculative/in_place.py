@@ -247,7 +247,7 @@ def analyze_speculative(
         if v.empty:
             notes.append(f"{r.name}: no verify step was measured: left out")
             continue
-        wall = figures[r.name][headline]  # the table's figures: on the headline metric (issue 49: one answer)
+        wall = figures[r.name][headline]  # the table's figures: on the headline metric (one answer)
         draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
         verify_ms, v_lo, v_hi = wall["verify_ms"]
         other_ms, o_lo, o_hi = wall["other_ms"]

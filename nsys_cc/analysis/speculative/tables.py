@@ -128,7 +128,7 @@ class SpeculativeAnalysis(Value):
     - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
       `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`). Its
       figures — the forwards', the token's, c in place, c standalone and the prices of Thm 3.8 — are on `metric` (its
-      `metric` column: the headline, gpu_span on GPU traces; issue 49); the steps (step_ms, decode_step_ms,
+      `metric` column: the headline, gpu_span on GPU traces); the steps (step_ms, decode_step_ms,
       draft_step_ms) and the measured speedup are the steps' CPU times. `by_metric` has every metric's figures.
     - `decomposition`: the waterfall factors per run and metric, in order (DECOMPOSITION_COLUMNS; `part` an ordered
       categorical of DECOMPOSITION_PARTS; see the module docstring); the waterfall draws `metric`'s.

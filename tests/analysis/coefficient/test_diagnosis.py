@@ -1,4 +1,4 @@
-"""The diagnosis from evidence (issue 49 item 5), on GPU-shaped traces: the project's real CPU spec fixtures with GPU
+"""The diagnosis from evidence, on GPU-shaped traces: the project's real CPU spec fixtures with GPU
 work of known shape added by `gpu_shaped` (NOT GPU traces). The oracle is the work written (`Work`: each forward's
 span, busy union, kernels and launching calls), the kept forwards chosen here by raw SQL (inside a measured
 `nsys_cc:iteration`, decode payload).

@@ -73,7 +73,7 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     row = res.diagnosis.iloc[0]
     text, phase = sentence_text.diagnosis_text(res, row), row["phase"]
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
-    # The busy share is the draft's median GPU busy over its median GPU span in the diagnosed phase (issue 49: the
+    # The busy share is the draft's median GPU busy over its median GPU span in the diagnosed phase (the
     # span is the base, not the launch time): the span from nsys's own projection, busy per forward from nsys_cc
     # (checked against the raw CUDA rows in test_projection_public).
     spans = b[b["Name"] == name].set_index("Orig Start (ns)")["Projected Duration (ns)"]

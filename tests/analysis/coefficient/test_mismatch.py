@@ -1,4 +1,4 @@
-"""What differs between the traces, said (issue 49 item 8): the cases a real session met — a CPU export paired with
+"""What differs between the traces, said: the cases a real session met — a CPU export paired with
 an H100 trace, a B200 TP8 prefill-only trace paired with H100 decodes, the speculative trace given as the target — on
 the public B200 trace and GPU-shaped copies of the CPU torch fixtures (`gpu_shaped_kineto`: NOT GPU traces; their
 `deviceProperties` say one H100). The oracle for each side is its raw JSON (`deviceProperties`, `distributedInfo`)."""

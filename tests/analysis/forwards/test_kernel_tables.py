@@ -1,4 +1,4 @@
-"""Kernel categories (`kernel_tables.categorise`) against names written by hand (issue 49 item 9).
+"""Kernel categories (`kernel_tables.categorise`) against names written by hand.
 
 The oracle is `kernel_categories.tsv` beside this file: every GPU-op name of the real traces in ../shared/traces/public
 as the analysis sees it (a Kineto event's name, an export's shortName), each with the category written by reading the
@@ -40,7 +40,7 @@ def test_every_listed_name_has_its_hand_written_category():
 
 
 def test_the_issues_misfiled_kernels_are_filed_where_they_belong():
-    """The names issue 49 quotes (a B200 GPT-OSS trace): MoE block-scaled batched GEMMs are GEMM, not
+    """The names a real session met (a B200 GPT-OSS trace): MoE block-scaled batched GEMMs are GEMM, not
     activation/other; TRT-LLM's quantiser is quantisation, not attention; the MoE router is routing, not
     normalisation."""
     by_name = {name: category for category, _, name in _listed()}

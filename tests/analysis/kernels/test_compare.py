@@ -197,7 +197,7 @@ def test_kernel_diff_of_target_and_draft_is_the_known_difference(shaped, engine,
 
 
 def test_a_phase_per_side_compares_a_targets_decode_with_a_speculative_runs_verify(tmp_path):
-    """Issue 49: one phase for both sides could not compare a plain target's decode forwards with a speculative run's
+    """one phase for both sides could not compare a plain target's decode forwards with a speculative run's
     verify forwards; `phase_b` (`--phase-b`) gives the second side its own. Oracle: the work written into the kept
     forwards of each payload (a decode carries 1 token at batch 1, a verify γ + 1 = 4)."""
     spec = FIXTURES / "spec"

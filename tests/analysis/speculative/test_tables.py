@@ -158,7 +158,7 @@ def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, re
 
 def test_the_tables_figures_are_the_gpu_span_rows(shaped, result):
     """On a GPU trace the in-place figures are headlined on the GPU span, as c is (not gpu_busy), and the table — one
-    row per run — carries them with a metric column (issue 49: its c's were launch-time c's beside a Thm 3.8 priced
+    row per run — carries them with a metric column (its c's were launch-time c's beside a Thm 3.8 priced
     with the GPU c): c in place, c standalone and the token's parts included."""
     spec = result.speculative
     assert spec.metric == "gpu_span"
@@ -212,7 +212,7 @@ def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
     assert ("Forecast (cost model fitted on all runs of each draft: step times (each engine step's CPU time, which "
             "waits for its GPU work), split on gpu_span)") in out
     lines = out.splitlines()
-    for g in GAMMAS:  # the metric column names the CPU time launch time, never wall (issue 49: one name)
+    for g in GAMMAS:  # the metric column names the CPU time launch time, never wall (one name)
         rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" GPU span " in line
                                                                                      or " launch time " in line)]
         assert [("gpu_span" if " GPU span " in r else "wall") for r in rows[:2]] == ["gpu_span", "wall"]
@@ -330,8 +330,10 @@ def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result
 
 
 def test_without_a_gpu_c_of_the_plain_draft_thm_3_8_falls_back_to_wall_and_says_so(shaped):
-    """The plain draft profiled without CUDA data (its real CPU trace): no standalone c on gpu_busy to price with."""
-    res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path])
+    """The plain draft profiled without CUDA data (its real CPU trace, compared as asked: a CPU trace beside GPU ones
+    is refused by default): no standalone c on gpu_busy to price with."""
+    res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path],
+                                   mixed_platforms=True)
     spec = res.speculative
     assert spec is not None and spec.metric == "gpu_span"
     row = spec.table.iloc[0]
