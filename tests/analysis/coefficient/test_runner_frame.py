@@ -1,5 +1,5 @@
 """A torch trace without vLLM's step annotations (a tensor-parallel rank's trace, as a real TP4 session met it): the
-error names the frame that works and the rank (issue 49 item 10), not only the trace's ranges ('nccl:_all_gather_base',
+error names the frame that works and the rank, not only the trace's ranges ('nccl:_all_gather_base',
 the one name that is no forward). The trace is the CPU torch fixture with its step annotations renamed to that NCCL
 range and its `distributedInfo` made rank 0 of 4; the oracle is its raw JSON."""
 
