@@ -128,6 +128,10 @@ def test_the_speculative_table_is_on_the_gpu_span_with_the_samplings_gpu_time(tm
     assert row["verify_sample_ms"] == pytest.approx(0.032)
     wall = spec.by_metric.set_index("metric").loc["wall"]
     assert row["c_in_place"] != wall["c_in_place"]
+    from nsys_cc.sweep.table import from_speculative  # a sweep's tidy rows name the metric of the in-place c
+
+    tidy = from_speculative(spec, cell="c", batch_size=1, input_len=8, target_tp=1, attempts=1)
+    assert tidy["metric"].tolist() == ["gpu_span"] and tidy["c"].tolist() == [row["c_in_place"]]
     doc = json.loads(res.render("json"))
     (entry,) = doc["speculative"]
     assert doc["speculative_metric"] == entry["metric"] == "gpu_span"

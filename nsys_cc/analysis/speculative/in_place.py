@@ -397,7 +397,8 @@ def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, M
         if f is None:
             continue
         per_step = median_by_run(verify[metric_columns(metric)[1]], runs_column(verify))
-        parts.append(f"on {metric}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
+        on = "launch time (wall)" if metric == WALL and headline != WALL else metric  # the CPU time on a GPU trace
+        parts.append(f"on {on}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
                      f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
                      f"{f['other_ms'][0]:.3g} ms")
     return [f"{run.name}: a verify step (medians) {'; '.join(parts)}"] if parts else []
