@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.coefficient.gpu_time import DISAGREE
+from ..analysis.coefficient.gpu_time import DISAGREE, LAUNCH_TIME
 from ..analysis.metrics import BY_NAME, WALL
 from .sentence_text import sig3
 
 TITLE = ("GPU time vs launch time (on a GPU trace c is on GPU time; a range's CPU time is the time the CPU took to "
          "launch its work)")
-LAUNCH_TIME = "launch time"  # a range's CPU time (the metric `wall`) where c is headlined on the GPU
 LAUNCH_LABEL = "Launch time"  # its name in a table's headers
 
 

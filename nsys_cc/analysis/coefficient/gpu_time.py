@@ -35,7 +35,16 @@ import pandas as pd
 from ..metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
 from .diagnosis import DISAGREE, apart, boundness
 
-__all__ = ["COLUMNS", "DISAGREE", "apart", "boundness", "headline", "table"]
+__all__ = ["COLUMNS", "DISAGREE", "LAUNCH_TIME", "apart", "boundness", "called", "headline", "table"]
+
+# A range's CPU time (the metric `wall`) where c is headlined on the GPU: the time the CPU took to launch its work. The
+# one name a person reads for it there (`report.gpu_time_text` words every surface with it); its data key stays wall.
+LAUNCH_TIME = "launch time"
+
+
+def called(metric: str, headline: str) -> str:
+    """`metric`'s key as a note names it: wall is the launch time in a result headlined on the GPU."""
+    return LAUNCH_TIME if metric == WALL and headline != WALL else metric
 
 COLUMNS = ["model", "role", "phase", "launch_ms", "gpu_ms", "busy_ms", "launch_ratio", "disagrees", "busy_share",
            "boundness", "c_launch", "c_gpu", "c_ratio", "c_disagrees"]
