@@ -50,7 +50,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             skip_ranges: int | None = None, output_len: int | None = None, engines: Sequence[str | None] | None = None,
             acceptance: float | str | Sequence[float | str] = (), metrics_dump: str | os.PathLike | None = None,
             spec_metrics: Mapping | None = None, seed: int = 0, jobs: int | None = None,
-            scheduler: str | None = None,
+            scheduler: str | None = None, mixed_platforms: bool = False,
             ) -> CostCoefficientResult | AnalysisResult:
     """c of each draft against its target, from whatever `source` is (module docstring).
 
@@ -70,6 +70,7 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             output length per set).
         jobs: many trace sets: local worker processes (default: one per CPU).
         scheduler: many trace sets: the address of a Dask scheduler to analyse them on instead.
+        mixed_platforms: as for `cost_coefficient` (a CPU trace compared with a GPU trace: refused unless True).
     Returns:
         A `CostCoefficientResult`, or for many trace sets an `AnalysisResult` (`.table`, one tidy row per set, draft,
         phase and metric; `.failures`, the sets that could not be analysed and why).
@@ -88,13 +89,17 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
             if value is not None and not (isinstance(value, (tuple, list)) and not value):
                 raise InputError(f"{param} applies to one trace set; a manifest sets range_name and output_len "
                                  "per set", param=param)
+        if mixed_platforms:
+            raise InputError("mixed_platforms applies to one trace set (a target and its drafts)",
+                             param="mixed_platforms")
         return _many(given.source, seed=seed, jobs=jobs, scheduler=scheduler)
     for param, value in (("jobs", jobs), ("scheduler", scheduler)):
         if value is not None:
             raise InputError(f"{param} applies to many trace sets (a sweep directory or a manifest)", param=param)
     return source_kinds.analyze_given(given, names=names, range_name=range_name, skip_ranges=skip_ranges,
                                       output_len=output_len, engines=engines, acceptance=acceptance,
-                                      metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed)
+                                      metrics_dump=metrics_dump, spec_metrics=spec_metrics, seed=seed,
+                                      mixed_platforms=mixed_platforms)
 
 
 def _is_many(path: str | os.PathLike) -> bool:

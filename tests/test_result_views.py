@@ -201,8 +201,11 @@ def test_diagnosis_says_work_runs_past_the_range(outliving_pair):
     d = outliving_pair.drafts[0].kept
     busy, wall = np.median(d["gpu_busy_ns"].dropna()), np.median(d["wall_ns"])
     assert busy > wall  # the kernels outlive the short range that launched them
+    span = np.median(d["gpu_span_ns"].dropna())
     row = outliving_pair.diagnosis.iloc[0]
-    assert row["outlives_range"] and row["busy_share"] == pytest.approx(busy / wall)
+    # the share is of the GPU span, never above 1; the launch time is said to be shorter than the work
+    assert row["outlives_range"] and row["busy_share"] == pytest.approx(busy / span) and row["busy_share"] <= 1
     text = sentence_text.diagnosis_text(outliving_pair, row)
-    assert f"GPU busy {busy / 1e6:.3f} ms, longer than the range's {wall / 1e6:.3f} ms wall" in text
+    assert f"GPU busy {busy / 1e6:.3f} ms of its {span / 1e6:.3f} ms GPU span ({busy / span:.0%})" in text
+    assert f"longer than the range's {wall / 1e6:.3f} ms launch time" in text
     assert "runs past the range" in text and f"({busy / wall:.0%})" not in text

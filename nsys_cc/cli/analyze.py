@@ -41,6 +41,9 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
 @click.option("--spec-metrics", "spec_metrics", multiple=True, metavar="TRACE=DUMP",
               help="vLLM metrics dump of a speculative trace (default: X.metrics.json beside X.sqlite); repeatable.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
+@click.option("--mixed-platforms", "mixed_platforms", is_flag=True, default=False,
+              help="Compare a CPU trace with a GPU trace anyway (refused by default: c would divide CPU time by a "
+                   "GPU's launch time).")
 @format_option()
 @click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
@@ -50,7 +53,7 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
 def analyze_command(target, drafts, range_name, skip_ranges, output_len, names, engines, acceptance,
-                    metrics_dump, spec_metrics, seed, fmt, out_dir, jobs, scheduler):
+                    metrics_dump, spec_metrics, seed, mixed_platforms, fmt, out_dir, jobs, scheduler):
     """Cost coefficient c of each DRAFT against TARGET (.sqlite or .nsys-rep exports, or PyTorch-profiler traces
     .pt.trace.json.gz, one per model); or, given alone, of a profile's output directory (as profile reported it), or
     of every trace set of a sweep directory or manifest file; one PyTorch-profiler trace alone is described by itself
@@ -76,7 +79,8 @@ def analyze_command(target, drafts, range_name, skip_ranges, output_len, names, 
     result = analyze_source(
         target, list(drafts) or None, names=list(names) or None, range_name=list(range_name) or None,
         skip_ranges=skip_ranges, output_len=output_len, engines=list(engines) or None, acceptance=acceptance,
-        metrics_dump=metrics_dump, spec_metrics=pairs or None, seed=seed, jobs=jobs, scheduler=scheduler)
+        metrics_dump=metrics_dump, spec_metrics=pairs or None, seed=seed, jobs=jobs, scheduler=scheduler,
+        mixed_platforms=mixed_platforms)
     if not hasattr(result, "models"):  # many trace sets: the tidy table
         return _many_sets(result, fmt, out_dir)
     result = result_in_flags(result)  # its notes name this verb's flags, not the library's parameters

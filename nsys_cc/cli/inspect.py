@@ -19,8 +19,9 @@ FILE = click.argument("file", type=click.Path(dir_okay=True))
 @format_option(("table", "json"))
 @export_timeout_option
 def info(file, fmt):
-    """What FILE (.sqlite export, .nsys-rep report, or PyTorch-profiler trace .json/.json.gz) holds: versions,
-    CUDA and range presence, tables (or event categories) with their counts."""
+    """What FILE (.sqlite export, .nsys-rep report, or PyTorch-profiler trace .json/.json.gz) holds: where it ran
+    (platform, GPU, runtime, engine and version, rank), versions, CUDA and range presence, tables (or event
+    categories) with their counts."""
     from ..trace import open_trace
 
     with open_trace(file) as trace:
@@ -28,10 +29,12 @@ def info(file, fmt):
     if fmt == "json":
         click.echo(json.dumps(about.to_dict(), indent=2))
         return
+    described = about.description
     from ..report.table_text import text_rows
 
     if about.format == "kineto":
         lines = _kineto_lines(about)
+        lines.insert(2, f"ran on          {described}")  # `TraceInfo.description`
         rows = [{"category": name, "events": f"{count:,}"} for name, count in about.tables.items()]
         table = text_rows(rows, right={"events"}, columns=["category", "events"])
     else:
@@ -39,6 +42,7 @@ def info(file, fmt):
         lines = [
             f"file            {about.path}",
             *([f"exported to     {about.sqlite_path}"] if about.sqlite_path != about.path else []),
+            f"ran on          {described}",
             f"nsys version    {about.nsys_version or 'unknown'}",
             f"schema version  {about.schema_version or 'unknown'}",
             f"CUDA data       {yes[about.has_cuda]}",

@@ -18,14 +18,18 @@ from .options import export_timeout_option, format_option
 @click.option("--range-b", "range_name_b", default=None,
               help="The range of B (default: --range); without B, a second range of A to compare with --range.")
 @click.option("--phase", type=click.Choice(["all", "prefill", "decode", "verify"]), default=None,
-              help="Phase of the forwards (default: the one c is judged on: decode when told apart, else all).")
+              help="Phase of the forwards (of A's alone with --phase-b; default: the one c is judged on: decode when "
+                   "told apart, else all).")
+@click.option("--phase-b", type=click.Choice(["all", "prefill", "decode", "verify"]), default=None,
+              help="Phase of B's forwards when it differs from A's, e.g. --phase decode --phase-b verify: a target's "
+                   "decode against a speculative run's verify (default: --phase).")
 @click.option("--skip-ranges", type=int, default=None,
               help="Drop the first N matching ranges as warm-up (default: the trace's warm-up marks).")
 @click.option("--output-len", type=int, default=None,
               help="Benchmark output length, to tell prefill from decode when ranges carry no payload.")
 @format_option(("table", "json", "csv", "markdown"))
 @export_timeout_option
-def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt):
+def kernels(a, b, range_name, range_name_b, phase, phase_b, skip_ranges, output_len, fmt):
     """GPU operations launched inside the kept forward ranges of A, one row per kernel name (count, calls and ms per
     range, share); with B (a draft's trace) or --range-b (a second range of A), both side by side with the
     difference B − A per range, the largest first: where B saves time, and where it does not.
@@ -45,9 +49,14 @@ def kernels(a, b, range_name, range_name_b, phase, skip_ranges, output_len, fmt)
     with warnings.catch_warnings():  # what they warn of is in the table's notes, printed below
         warnings.simplefilter("ignore", NsysCCWarning)
         if b is None and range_name_b is None:
+            if phase_b is not None:
+                from ..errors import InputError
+
+                raise InputError("phase_b is the phase of B's ranges: give B (another trace) or range_name_b",
+                                 param="phase_b")
             table = kernel_table(a, **options)
         else:
-            table = kernel_diff(a, b, range_name_b=range_name_b, **options)
+            table = kernel_diff(a, b, range_name_b=range_name_b, phase_b=phase_b, **options)
     table.attrs["notes"] = tuple(in_flags(n) for n in table.attrs.get("notes", ()))
     click.echo(kernel_text.render(table, fmt), nl=False)
     if fmt in ("json", "csv"):

@@ -13,6 +13,7 @@ from ..analysis.coefficient.result import CostCoefficientResult
 from ..analysis.metrics import WALL
 from ..analysis.theory.dsi import report_heatmaps
 from . import speculative_plots
+from .gpu_time_text import words
 from .result_plots import DPI, PLOTS, _file_stem, speedup_figures
 
 # With more drafts than this, the plots show the target and this many drafts, those of lowest c (the tables keep all):
@@ -43,7 +44,7 @@ def plotted(result: CostCoefficientResult, top: int = MAX_PLOTTED_DRAFTS) -> tup
         diagnosis=rows(result.diagnosis, "draft", keep), verdicts=rows(result.verdicts, "draft", keep),
         speedup_marks=rows(result.speedup_marks, "draft", keep), ranks=rows(result.ranks, "model", models),
         tokens=rows(result.tokens, "model", models), gpu_time=rows(result.gpu_time, "model", models))
-    on = "wall-clock" if result.headline == WALL else f"on {result.headline}"
+    on = "wall-clock" if result.headline == WALL else f"on {words(result.headline, result.headline)}"
     return view, (f"the plots show {top} of the {len(drafts)} drafts, those of lowest c ({on}, decode else all); "
                   "the tables hold every draft")
 

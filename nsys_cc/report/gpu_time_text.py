@@ -2,7 +2,11 @@
 markdown and JSON renderings of a result say it.
 
 On a GPU trace c is headlined on GPU time (`CostCoefficientResult.headline`, the GPU span); a range's CPU time is the
-time to launch its work, named so ("launch time"). `lines` says, per draft, when c on launch time and c on GPU time
+time to launch its work, named so — **launch time** — wherever a person reads it: tables, sentences, plots (`label`,
+`words`, `plot_label`). Its data key stays `wall` (the metric's name in DataFrames, CSV and JSON, unchanged for the
+programs that read them; JSON `metric_names` maps each key to the name a person reads). On a CPU trace there is no GPU
+time and the CPU time is what the user waits for: it stays "wall" ("Wall" in tables, "wall-clock" in plots). `lines`
+says, per draft, when c on launch time and c on GPU time
 disagree (more than `gpu_time.DISAGREE`× apart), per model when its launch time and its GPU time disagree, and where a
 model is launch-bound (its GPU idles between launches: GPU busy well below its GPU span); one line when nothing
 disagrees. Nothing on a CPU trace.
@@ -12,13 +16,41 @@ from __future__ import annotations
 
 import math
 
-from ..analysis.coefficient.gpu_time import DISAGREE
+from ..analysis.coefficient.gpu_time import DISAGREE, LAUNCH_TIME
 from ..analysis.metrics import BY_NAME, WALL
 from .sentence_text import sig3
 
 TITLE = ("GPU time vs launch time (on a GPU trace c is on GPU time; a range's CPU time is the time the CPU took to "
          "launch its work)")
-LAUNCH_LABEL = "Launch, CPU"  # the wall columns' name where c is headlined on the GPU
+LAUNCH_LABEL = "Launch time"  # its name in a table's headers
+
+
+def _on_gpu(headline: str | None) -> bool:
+    return headline is not None and headline != WALL
+
+
+def label(metric: str, headline: str | None) -> str:
+    """`metric`'s name in a table's headers: wall is "Launch time" in a result headlined on the GPU (`headline`: the
+    result's headline metric), "Wall" on a CPU trace; the others their registry label ("GPU span", …)."""
+    return LAUNCH_LABEL if metric == WALL and _on_gpu(headline) else BY_NAME[metric].label
+
+
+def words(metric: str, headline: str | None) -> str:
+    """`metric`'s name in a sentence: wall is "launch time" on the GPU, "wall" on a CPU trace; the others their
+    registry label ("GPU span", …)."""
+    if metric == WALL:
+        return LAUNCH_TIME if _on_gpu(headline) else WALL
+    return BY_NAME[metric].label
+
+
+def plot_label(metric: str, headline: str | None) -> str:
+    """`metric`'s name in a plot: wall is "launch time" on the GPU, "wall-clock" on a CPU trace."""
+    return LAUNCH_TIME if metric == WALL and _on_gpu(headline) else BY_NAME[metric].plot_label
+
+
+def metric_names(headline: str | None) -> dict[str, str]:
+    """Each metric's data key → the name a person reads for it in this result (JSON `metric_names`)."""
+    return {m: words(m, headline) for m in BY_NAME}
 
 
 def _x(ratio: float) -> str:

@@ -3,7 +3,8 @@ prints, and the report's "where the draft saves time" section.
 
 `--format json` is a list of rows (the table's columns: `kernel_tables.KERNEL_COLUMNS`, or `kernel_tables.DIFF_COLUMNS`
 for two sets of ranges; NaN is null), `csv` the same rows; `table` and `markdown` put a head line on what was compared
-above the rows (kernel names past KERNEL_CHARS shortened, times in ms per range) and the notes under them. The notes of
+above the rows (kernel names past KERNEL_CHARS shortened in the middle, so that names that differ stay different:
+`shorten`; times in ms per range) and the notes under them. The notes of
 json and csv go to stderr (`notes`), so that stdout stays the rows alone.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 
 import pandas as pd
 
@@ -25,8 +27,49 @@ KERNEL_CHARS = 70
 REPORT_ROWS = 10
 
 
-def _short(name: str) -> str:
-    return name if len(name) <= KERNEL_CHARS else name[: KERNEL_CHARS - 1] + "…"
+def _cut(name: str, width: int) -> str:
+    """`name` in at most `width` characters: its head and its tail around one ellipsis (a kernel's template arguments
+    and parameter list sit in the middle; its name, and often what tells it from its siblings, at either end)."""
+    if len(name) <= width:
+        return name
+    tail = (width - 1) * 2 // 5
+    return name[: width - 1 - tail] + "…" + name[len(name) - tail:]
+
+
+def _window(name: str, at: int, width: int) -> str:
+    """`name` in at most `width` characters showing position `at` (where it parts from a sibling): its head, the
+    stretch around `at`, its tail, between ellipses."""
+    if len(name) <= width:
+        return name
+    head, tail = width // 4, width // 6
+    middle = width - head - tail - 2
+    start = max(head, min(at - middle // 3, len(name) - tail - middle))
+    if start <= head:  # the difference lies in the head: one ellipsis after the window
+        return name[: width - 1 - tail] + "…" + name[len(name) - tail:]
+    if start + middle >= len(name) - tail:  # it lies in the tail
+        return name[:head] + "…" + name[len(name) - (width - head - 1):]
+    return name[:head] + "…" + name[start:start + middle] + "…" + name[len(name) - tail:]
+
+
+def shorten(names, width: int = KERNEL_CHARS) -> list[str]:
+    """Each name in at most `width` characters (`_cut`), names that would print alike shown where they part (issue
+    49: two FlashAttention kernels that differ in one template argument printed the same): different names stay
+    different (a name's number among its look-alikes is added where even that is not enough)."""
+    names = [str(n) for n in names]
+    out = [_cut(n, width) for n in names]
+    groups: dict[str, set[str]] = {}
+    for n, s in zip(names, out):
+        groups.setdefault(s, set()).add(n)
+    for i, (n, s) in enumerate(zip(names, out)):
+        alike = groups[s] - {n}
+        if alike:
+            at = max(len(os.path.commonprefix([n, o])) for o in alike)
+            out[i] = _window(n, at, width)
+    seen: dict[str, list[str]] = {}
+    for n, s in zip(names, out):
+        if n not in seen.setdefault(s, []):
+            seen[s].append(n)
+    return [s if len(seen[s]) == 1 else f"{_cut(n, width - 4)} #{seen[s].index(n) + 1}" for n, s in zip(names, out)]
 
 
 def _ms(x: float) -> str:
@@ -47,22 +90,24 @@ def _pct(x: float) -> str:
 
 def kernel_display(table: pd.DataFrame) -> pd.DataFrame:
     """One trace's kernel table (`nsys_cc.kernels`) for people."""
+    short = shorten(table["kernel"]) if len(table) else []
     return pd.DataFrame([{
-        "Kernel": _short(r.kernel), "Kind": r.kind, "Category": r.category, "Count": r.count,
+        "Kernel": short[i], "Kind": r.kind, "Category": r.category, "Count": r.count,
         "Calls/range": _calls(r.count_per_range), "ms/range": _ms(r.ms_per_range), "Mean (ms)": _ms(r.mean_ms),
         "Share": _pct(r.share),
-    } for r in table.itertuples(index=False)], columns=["Kernel", "Kind", "Category", "Count", "Calls/range",
-                                                        "ms/range", "Mean (ms)", "Share"])
+    } for i, r in enumerate(table.itertuples(index=False))],
+        columns=["Kernel", "Kind", "Category", "Count", "Calls/range", "ms/range", "Mean (ms)", "Share"])
 
 
 def diff_display(table: pd.DataFrame, a: str = "A", b: str = "B") -> pd.DataFrame:
     """Two sets of ranges compared (`nsys_cc.kernel_diff`) for people; `a`, `b`: how the columns name the sides."""
     columns = ["Kernel", "Category", f"{a} calls/range", f"{a} ms/range", f"{b} calls/range", f"{b} ms/range",
                f"Δ ms/range ({b} − {a})"]
+    short = shorten(table["kernel"]) if len(table) else []
     return pd.DataFrame([dict(zip(columns, (
-        _short(r.kernel), r.category, _calls(r.a_count_per_range), _ms(r.a_ms_per_range), _calls(r.b_count_per_range),
-        _ms(r.b_ms_per_range), _signed(r.delta_ms_per_range)))) for r in table.itertuples(index=False)],
-        columns=columns)
+        short[i], r.category, _calls(r.a_count_per_range), _ms(r.a_ms_per_range), _calls(r.b_count_per_range),
+        _ms(r.b_ms_per_range), _signed(r.delta_ms_per_range))))
+        for i, r in enumerate(table.itertuples(index=False))], columns=columns)
 
 
 def _plain(v):
@@ -84,9 +129,14 @@ def notes(table: pd.DataFrame) -> list[str]:
 def _head(table: pd.DataFrame) -> str:
     at = table.attrs
     if "a" in at:
-        return (f"A = {at['a']}: {at['a_range_name']!r} in {at['a_trace']} ({at['a_ranges']} kept ranges); "
-                f"B = {at['b']}: {at['b_range_name']!r} in {at['b_trace']} ({at['b_ranges']} kept ranges); phase "
-                f"{at['phase']}; per range = per kept range of that phase; Δ = B − A (< 0: B takes less time)")
+        phase_b = at.get("phase_b", at["phase"])
+        if phase_b == at["phase"]:
+            return (f"A = {at['a']}: {at['a_range_name']!r} in {at['a_trace']} ({at['a_ranges']} kept ranges); "
+                    f"B = {at['b']}: {at['b_range_name']!r} in {at['b_trace']} ({at['b_ranges']} kept ranges); phase "
+                    f"{at['phase']}; per range = per kept range of that phase; Δ = B − A (< 0: B takes less time)")
+        return (f"A = {at['a']}: {at['a_range_name']!r} in {at['a_trace']} ({at['a_ranges']} kept {at['phase']} "
+                f"ranges); B = {at['b']}: {at['b_range_name']!r} in {at['b_trace']} ({at['b_ranges']} kept {phase_b} "
+                f"ranges); per range = per kept range of each side's phase; Δ = B − A (< 0: B takes less time)")
     if "trace" in at:
         return (f"{at['trace']}: GPU ops launched inside {at['range_name']!r} ({at['ranges']} kept ranges, phase "
                 f"{at['phase']}); per range = per kept range of that phase")

@@ -3,7 +3,8 @@
 Each `plot_*` function takes a `CostCoefficientResult` and returns a matplotlib `Figure`, or None when the result
 has nothing to show (e.g. no GPU metrics in a CPU-only trace). `figures.make_figures` collects them all.
 
-- forward_times: the distribution of per-forward times per model and phase (wall-clock; GPU span with CUDA).
+- forward_times: the distribution of per-forward times per model and phase (wall-clock; on a GPU trace the GPU span
+  first, then the launch time: the range's CPU time, `gpu_time_text.plot_label`).
 - coefficients: c per draft and metric with its 95 % interval, one panel per phase (c of a token; hollow diamonds:
   c of the forward alone where the two differ).
 - time_breakdown: where a model's forward time goes (median per forward): GPU busy, GPU idle inside the span,
@@ -50,6 +51,7 @@ from ..analysis.metrics import (
 from ..analysis.stats import median
 from ..analysis.theory.dsi import Heatmaps
 from . import rank_plots, run_plots, speedup_plots, token_plots
+from .gpu_time_text import plot_label, words
 from .sentence_text import sig3
 
 if TYPE_CHECKING:
@@ -129,9 +131,11 @@ def _wants_log(medians: list[float]) -> bool:
 
 def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
     """Box plots (with the forwards as dots) of the per-forward time of each model and phase, one panel per metric:
-    wall-clock, and GPU span when any model's trace has CUDA. None when no model has a kept forward."""
-    panels = [WALL, GPU_SPAN] if any(m.has_cuda for m in result.models) else [WALL]
-    metrics = [(BY_NAME[name].column, BY_NAME[name].plot_label) for name in panels]
+    wall-clock on a CPU trace; with CUDA the GPU span first, then the launch time (the ranges' CPU time). None when no
+    model has a kept forward."""
+    panels = [GPU_SPAN, WALL] if any(m.has_cuda for m in result.models) else [WALL]
+    headline = getattr(result, "headline", WALL)
+    metrics = [(BY_NAME[name].column, plot_label(name, headline if len(panels) > 1 else WALL)) for name in panels]
     colors = _model_colors(result)
     groups = [(m, p) for m in result.models for p in _split_phases(m)]
     if not groups:
@@ -159,7 +163,7 @@ def plot_forward_times(result: CostCoefficientResult) -> Figure | None:
             ax.set_xticks(range(len(groups)), [f"{m.name}\n{p} (n={len(m.phase_rows(p))})" for m, p in groups],
                           rotation=30 if len(groups) > 4 else 0, ha="right" if len(groups) > 4 else "center")
             ax.set_xlim(-0.6, len(groups) - 0.4)
-            ax.set_ylabel(f"{label} time per forward (ms)")
+            ax.set_ylabel(f"{label}{'' if label.endswith('time') else ' time'} per forward (ms)")
             ax.set_title(f"{label} per forward")
             ax.grid(axis="y", alpha=0.3)
         _suptitle(fig, f"Forward time per model and phase\n({result.range_name!r} ranges, {_dropped_words(result)})")
@@ -198,7 +202,10 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
     if coef.empty or not phases:
         return None
     drafts = list(dict.fromkeys(coef["draft"]))
-    metrics = [m for m in C_METRICS if m in set(coef["metric"])]
+    present = [m for m in C_METRICS if m in set(coef["metric"])]
+    headline = getattr(result, "headline", WALL)  # on the GPU its metric first, the launch time last
+    metrics = present if headline not in present or headline == WALL else [
+        headline, *(m for m in present if m not in (headline, WALL)), *([WALL] if WALL in present else [])]
     width = 0.8 / len(metrics)
     per_run = _run_values(result)
     top = _coef_top(coef, per_run, result.acceptance)
@@ -222,7 +229,7 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
                 clipped = clipped or bool(over[ok].any())
                 hi = np.clip(np.minimum(high, top) - c, 0, None)
                 ax.errorbar(x[ok], c[ok], yerr=np.nan_to_num(np.vstack([lo[ok], hi[ok]])), fmt="o", capsize=3,
-                            color=BY_NAME[metric].color, label=BY_NAME[metric].plot_label)
+                            color=BY_NAME[metric].color, label=plot_label(metric, headline))
                 if (over & ok).any():
                     ax.scatter(x[over & ok], np.full(int((over & ok).sum()), top), marker="^", s=30,
                                color=BY_NAME[metric].color, clip_on=False, zorder=4)
@@ -230,12 +237,12 @@ def plot_coefficients(result: CostCoefficientResult) -> Figure | None:
                     values = per_run.get((draft, phase, metric), [])
                     if len(values) >= 2 and not np.isfinite(rows.loc[draft, "ci_low"]):
                         ax.scatter([xi] * len(values), values, marker="x", s=18, color=BY_NAME[metric].color,
-                                   alpha=0.7, label=f"{BY_NAME[metric].plot_label}: each run's c (no interval)")
+                                   alpha=0.7, label=f"{plot_label(metric, headline)}: each run's c (no interval)")
                 if "c_forward" in rows and (rows["basis"] == "token").any():  # the forward alone, beside the token
                     cf = np.where(rows["basis"].to_numpy() == "token", rows["c_forward"].to_numpy(dtype=float), np.nan)
                     okf = np.isfinite(cf)
                     ax.scatter(x[okf], cf[okf], marker="D", s=22, facecolors="none", edgecolors=BY_NAME[metric].color,
-                               label=f"{BY_NAME[metric].plot_label}, forward only")
+                               label=f"{plot_label(metric, headline)}, forward only")
                 for xi, ci in zip(x[ok], c[ok]):  # beside the point: never past the axis, clear of the bars
                     ax.annotate(f"{ci:.2g}", (xi, ci), textcoords="offset points", xytext=(7, 0), ha="left",
                                 va="center", fontsize=7, color=BY_NAME[metric].color)
@@ -310,7 +317,7 @@ def _components(m: ModelForwards, phase: str) -> dict[str, float]:
 BREAKDOWN = (
     ("busy", "GPU busy", "#c44e52"),
     ("idle", "GPU idle inside the span", "#f2b6b8"),
-    ("outside", "CPU outside the GPU span (wall − span)", "#8c8c8c"),
+    ("outside", "CPU outside the GPU span (launch time − span)", "#8c8c8c"),
 )
 
 
@@ -341,9 +348,10 @@ def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
                 else:
                     ax.bar(i, comp[WALL], 0.6, color=colors[m.name], alpha=0.7,
                            label="wall-clock (no CUDA in trace)" if any_cuda else None)
+                wall = words(WALL, GPU_SPAN if any_cuda else WALL)
                 ax.plot([i - 0.35, i + 0.35], [comp[WALL]] * 2, color="black", linewidth=2,
-                        label="median wall")
-                ax.annotate(f"wall {comp[WALL]:.3g} ms", (i, max(bottom, comp[WALL])), textcoords="offset points",
+                        label=f"median {wall}")
+                ax.annotate(f"{wall} {comp[WALL]:.3g} ms", (i, max(bottom, comp[WALL])), textcoords="offset points",
                             xytext=(0, 4), ha="center", fontsize=8)
             ax.set_xticks(range(len(names)), names)
             ax.set_xlim(-0.6, len(names) - 0.4)
@@ -358,7 +366,7 @@ def plot_time_breakdown(result: CostCoefficientResult) -> Figure | None:
         title = "Median forward time — CPU-only traces: wall-clock only, no GPU breakdown"
         if any_cuda:
             title = "Where the forward time goes, median per forward" + (
-                " (the GPU work outlasts the ranges that launched it: span > wall)" if outlasts else "")
+                " (the GPU work outlasts the ranges that launched it: span > launch time)" if outlasts else "")
         _suptitle(fig, title)
     return fig
 
@@ -468,7 +476,7 @@ def speedup_figures(result: CostCoefficientResult, dsi_maps: Heatmaps) -> dict[s
     if marks.empty:
         return {}
     headline = getattr(result, "headline", WALL)  # the metric c is headlined on (`analysis.coefficient.gpu_time`)
-    on = "wall-clock" if headline == WALL else BY_NAME[headline].plot_label
+    on = plot_label(headline, headline)
     figs = {}
     for row in marks.itertuples():
         figs[f"speedup_{_file_stem(row.draft)}"] = speedup_plots.speedup_heatmap(

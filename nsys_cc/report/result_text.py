@@ -15,7 +15,7 @@ import math
 import pandas as pd
 
 from ..analysis.coefficient.result import CostCoefficientResult
-from ..analysis.metrics import BY_NAME, C_METRICS, GPU_SPAN, METRIC_NAMES, WALL
+from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES, WALL
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, step_text, token_text
 from .render_formats import FORMATS as FORMATS, format_of  # FORMATS' home is render_formats.py
@@ -61,7 +61,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
-            "has_cuda": m.has_cuda, "token_parts": m.token_parts or None,
+            "has_cuda": m.has_cuda, "trace": None if m.description is None else m.description.to_dict(),
+            "token_parts": m.token_parts or None,
             "gpu_loss": None if m.gpu_loss is None else m.gpu_loss.to_dict(),
             "ranges_matched": int(len(m.forwards)), "ranges_kept": int(m.forwards["kept"].sum()),
             "warmup": m.warmup_note, "phase_rule": m.phase_rule.rule, "phase_rule_detail": m.phase_rule.detail,
@@ -78,12 +79,14 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
     out = {
         "range": _json_range(result), "seed": result.seed, "models": models, "coefficients": coefficients,
         "diagnosis": with_diagnosis(result)[["draft", "phase", "diagnosis"]].to_dict(orient="records"),
-        "headline_metric": result.headline, "gpu_time": gpu_time_text.records(result),
+        "headline_metric": result.headline, "metric_names": gpu_time_text.metric_names(result.headline),
+        "gpu_time": gpu_time_text.records(result),
         "gpu_time_words": gpu_time_text.lines(result),
+        "mismatches": _records_all(getattr(result, "mismatches", pd.DataFrame())),
         "notes": list(result.notes),
     }
     if result.acceptance:
-        out["speedup"] = json.loads(with_verdicts(result.verdicts).to_json(orient="records"))
+        out["speedup"] = json.loads(with_verdicts(headline_verdicts(result)).to_json(orient="records"))
     out.update(_speculative_text().to_json(result.speculative))
     if not result.runs.empty:
         out["runs"] = [{"draft": r.draft, "phase": r.phase, "metric": r.metric, "run": int(r.run), "c": _num(r.c),
@@ -104,6 +107,23 @@ def _json_range(result: CostCoefficientResult) -> str | list[str]:
     return names[0] if len(set(names)) == 1 else names
 
 
+def _records_all(df: pd.DataFrame) -> list[dict]:
+    return json.loads(df.to_json(orient="records")) if len(df) else []
+
+
+def traces_line(result: CostCoefficientResult) -> str | None:
+    """Where each trace ran (`ModelForwards.description`), one line, when it matters: any trace with GPU work, or a
+    difference between them (`result.mismatches`); None on CPU traces alike (their output stays as it was)."""
+    described = [(m.name, m.description) for m in result.models if m.description is not None]
+    differ = getattr(result, "mismatches", pd.DataFrame())
+    if not described or (all(d.platform == "CPU" for _, d in described) and differ.empty):
+        return None
+    texts = {name: str(d) for name, d in described}
+    if len(set(texts.values())) == 1 and len(texts) > 1:
+        return f"Traces: every model: {next(iter(texts.values()))}"
+    return "Traces: " + "; ".join(f"{name}: {text}" for name, text in texts.items())
+
+
 def _records(df: pd.DataFrame) -> list[dict]:
     return json.loads(df.drop(columns=["model", "role"]).to_json(orient="records"))
 
@@ -119,7 +139,8 @@ def rank_display(result: CostCoefficientResult) -> pd.DataFrame:
 
     table = pd.DataFrame([{
         "Model": r.model, "Phase": r.phase, "Rank": r.rank, "PID": r.pid, "Device": r.device or "–",
-        "Forwards": r.forwards, "Wall (ms)": ms(r.wall_ms), "GPU busy (ms)": ms(r.gpu_busy_ms),
+        "Forwards": r.forwards, f"{gpu_time_text.label(WALL, result.headline)} (ms)": ms(r.wall_ms),
+        "GPU busy (ms)": ms(r.gpu_busy_ms),
         "Comm mean (ms)": ms(r.comm_mean_ms), "Comm share": pct(r.comm_share), "All-reduce (ms)": ms(r.allreduce_ms),
         "All-reduce share": pct(r.allreduce_share), "Last": f"{r.last_forwards} ({pct(r.last_share)})",
         "Lag (ms)": ms(r.lag_ms), "Lag p90 (ms)": ms(r.lag_p90_ms), "Start offset (ms)": ms(r.start_offset_ms),
@@ -177,8 +198,9 @@ def shown_metrics(result: CostCoefficientResult) -> list[str]:
 
 
 def metric_label(result: CostCoefficientResult, metric: str) -> str:
-    """A metric's name in the c table: wall is the launch time where c is headlined on the GPU."""
-    return gpu_time_text.LAUNCH_LABEL if metric == WALL and result.headline != WALL else BY_NAME[metric].label
+    """A metric's name in the c table: wall is the launch time where c is headlined on the GPU
+    (`gpu_time_text.label`)."""
+    return gpu_time_text.label(metric, result.headline)
 
 
 def _headline_words(result: CostCoefficientResult) -> str:
@@ -225,14 +247,27 @@ def _interval_words(result: CostCoefficientResult) -> str:
     return "95 % bootstrap interval"
 
 
+def headline_verdicts(result: CostCoefficientResult) -> pd.DataFrame:
+    """The verdicts a person reads (text, markdown, HTML, JSON `speedup`): each draft's on the headline metric — on a
+    GPU trace the GPU span, never its launch time beside it ("slows decoding down: c = 0.760 > α" on launch
+    time stood beside the GPU verdict) —, or on wall where a draft has no c on the headline (said in its line).
+    `result.verdicts` keeps every metric's."""
+    v = result.verdicts
+    if v.empty:
+        return v
+    keep = []
+    for _draft, rows in v.groupby("draft", sort=False):
+        head = rows[(rows["metric"] == result.headline) & ~rows["outcome"].isin(("no-phase", "no-measurement"))]
+        keep.append(head if len(head) or result.headline == WALL else rows[rows["metric"] == WALL])
+    return pd.concat(keep) if keep else v.iloc[0:0]
+
+
 def _verdict_lines(result: CostCoefficientResult) -> list[str]:
-    """Speedup verdicts on the headline metric, then on wall time (and GPU span) (all metrics are in the JSON and
-    CSV)."""
-    v = with_verdicts(result.verdicts)
-    order = list(dict.fromkeys((result.headline, WALL, GPU_SPAN)))
-    v = v[v["metric"].isin(order)]
-    v = v.assign(_order=v["metric"].map(order.index)).sort_values(["draft", "_order"], kind="stable")
-    return [f"{r.draft} ({r.metric} c, {r.phase}): {r.verdict}" for r in v.itertuples()]
+    """Speedup verdicts on the headline metric (`headline_verdicts`)."""
+    v = with_verdicts(headline_verdicts(result))
+    return [f"{r.draft} ({gpu_time_text.words(r.metric, result.headline)} c, {r.phase}): {r.verdict}"
+            + ("" if r.metric == result.headline else f" (no c on {gpu_time_text.words(result.headline, None)})")
+            for r in v.itertuples()]
 
 
 def render(result: CostCoefficientResult, fmt: str = "table") -> str:
@@ -248,7 +283,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
     table = display_table(result)
     ranks = rank_display(result)
     if fmt == "markdown":
-        parts = [f"{_c_words(result)}{_headline_words(result)}.", "", markdown_table(table)]
+        traces = traces_line(result)
+        parts = [f"{_c_words(result)}{_headline_words(result)}.", *([traces] if traces else []), "",
+                 markdown_table(table)]
         split = token_text.split_table(result)
         if not split.empty:
             parts += ["", f"**{token_text.SPLIT_TITLE}**", "", markdown_table(split)]
@@ -277,8 +314,9 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
             parts += ["", f"**{SHARE_TITLE}**", "", markdown_table(result.forward_share)]
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
+    traces = traces_line(result)
     parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
-             f"{_headline_words(result)}", "", text_table(table), ""]
+             f"{_headline_words(result)}", *([traces] if traces else []), "", text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:
         parts += [f"{token_text.SPLIT_TITLE}:", "", text_table(split), ""]
@@ -316,6 +354,7 @@ def render_html(result: CostCoefficientResult) -> str:
     and its check) — with the report's kernels of each draft against the target's (GPU traces), then the notes."""
     parts = [f"<p><b>Cost coefficient</b> — forward range <code>{html.escape(result.range_name)}</code>; "
              f"{html.escape(_c_words(result))}; {html.escape(_interval_words(result) + _headline_words(result))}</p>",
+             *([f"<p>{html.escape(traces_line(result) or '')}</p>"] if traces_line(result) else []),
              display_table(result).to_html(index=False, escape=True)]
     split = token_text.split_table(result)
     if not split.empty:

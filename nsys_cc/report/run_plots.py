@@ -1,6 +1,7 @@
 """c per run beside the pooled c and its interval across runs (`profile --repeat R`), and the runs' table.
 
-One panel per draft, in the phase c is judged on (decode, else all; wall-clock): each run's c as a point with that
+One panel per draft, in the phase c is judged on (decode, else all; on the result's headline metric: wall-clock on a
+CPU trace, the GPU span on a GPU trace): each run's c as a point with that
 run's own interval (its forwards only) as a bar, the pooled c (the geometric mean of the runs' c, `stats`) as a line
 and its interval across runs as a band (three runs or more; two runs give none, and the title says so). A run outside
 the band, or bars that do not overlap, show the run-to-run drift that one run's interval cannot. c is the token's
@@ -17,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis.metrics import WALL, decision_phase
+from .gpu_time_text import plot_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -36,8 +38,9 @@ def decision_rows(frame: pd.DataFrame, metric: str = WALL) -> pd.DataFrame:
 
 
 def run_table(result: CostCoefficientResult) -> pd.DataFrame:
-    """For people: per draft and run, c in the decision phase with that run's interval, the medians and counts."""
-    rows = decision_rows(result.runs)
+    """For people: per draft and run, c in the decision phase on the headline metric with that run's interval, the
+    medians and counts."""
+    rows = decision_rows(result.runs, getattr(result, "headline", WALL))
 
     def c_text(c: float, lo: float, hi: float) -> str:
         if not math.isfinite(c):
@@ -56,8 +59,9 @@ def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
 
     if result.runs.empty:
         return None
-    runs = decision_rows(result.runs)
-    pooled = decision_rows(result.coefficients)
+    headline = getattr(result, "headline", WALL)
+    runs = decision_rows(result.runs, headline)
+    pooled = decision_rows(result.coefficients, headline)
     drafts = list(dict.fromkeys(runs["draft"]))
     if not drafts:
         return None
@@ -86,7 +90,7 @@ def plot_runs(result: CostCoefficientResult, style: dict) -> Figure | None:
             ax.set_xticks(x)
             ax.set_xlim(x.min() - 0.6, x.max() + 0.6)
             ax.set_xlabel("run")
-            ax.set_title(f"{draft} ({sub['phase'].iloc[0]}, wall-clock{no_band})")
+            ax.set_title(f"{draft} ({sub['phase'].iloc[0]}, {plot_label(headline, headline)}{no_band})")
             ax.grid(axis="y", alpha=0.3)
             ax.legend(loc="best", fontsize=7)
         of_token = "basis" in runs and bool((runs["basis"] == "token").all())

@@ -206,37 +206,78 @@ def _category_text(both: pd.DataFrame) -> str | None:
 def _top_kernels_text(top: pd.DataFrame) -> str | None:
     if top.empty:
         return None
+    from .kernel_text import shorten
+
+    names = shorten(top["name"], 60)
     return "Top kernels: " + "; ".join(
-        f"{r.name[:60]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
-        f"{r.time_per_forward_ms:.3f} ms per forward)" for r in top.itertuples()
+        f"{names[i]} ({r.category}, {r.calls_per_forward:.3g}× {r.mean_duration_ms * 1e3:.1f} µs = "
+        f"{r.time_per_forward_ms:.3f} ms per forward)" for i, r in enumerate(top.itertuples())
     ) + "."
+
+
+def _replay_text(share: float, graphs: bool, kernels: float, launches: float) -> str:
+    """How a forward's kernels were launched: replayed as CUDA graphs (how many from how few launches) or one by one."""
+    if graphs and share > 0:
+        return (f"{share:.0%} of its kernels are CUDA-graph replays ({kernels:.0f} kernels from {launches:.0f} "
+                "launches per forward)")
+    if graphs:
+        return "its forwards replay CUDA graphs recorded whole"
+    return f"its kernels are launched one by one ({kernels:.0f} kernels from {launches:.0f} launches per forward)"
+
+
+def _gap_text(row, on_gpu: str) -> str | None:
+    """Whose launch time makes c on launch time and c on the GPU span disagree (`diagnosis.launch_side`)."""
+    side = getattr(row, "launch_side", None)
+    if side not in ("draft", "target"):
+        return None
+    ratio = row.launch_ratio if side == "draft" else row.target_launch_ratio
+    who = "the draft's" if side == "draft" else "the target's"
+    launch, span = ((row.wall_ms, row.gpu_span_ms) if side == "draft" else (row.target_wall_ms, row.target_gpu_span_ms))
+    how = (f"its GPU work spans {1 / ratio:.1f}× its launch time ({span:.3f} ms of GPU span launched in {launch:.3f} "
+           "ms: the GPU runs on after the CPU has moved on)" if ratio < 1 else
+           f"its launch time is {ratio:.1f}× its GPU span ({launch:.3f} ms against {span:.3f} ms: CPU work that "
+           "launches nothing)")
+    return (f"c of the forwards is {row.c_wall:.3g} on launch time but {row.c_gpu_span:.3g} on {on_gpu}: the gap "
+            f"comes from {who} launch time — {how}; the GPU c is the answer.")
+
+
+def _advice_text(row) -> str | None:
+    """What would lower a launch-bound draft's cost, from the evidence: graphs only where it does not replay them."""
+    if row.boundness not in ("launch-bound", "partly launch-bound"):
+        return None
+    if row.graphs:
+        return ("Its GPU idles between launches although its kernels are replayed as CUDA graphs: the gaps lie "
+                "between the replays or in its eager parts (sampling, bookkeeping), not in launching its kernels.")
+    return ("Its GPU idles between launches the CPU is slow to make: CUDA graphs or fewer, fused kernels would lower "
+            "its cost.")
 
 
 def diagnosis_text(result, row) -> str:
     """The diagnosis of one draft in sentences, from a row of `result.diagnosis` (`analysis.coefficient.diagnosis`) and
-    the result's kernel tables."""
+    the result's kernel tables: its GPU's busy share of its GPU span and its class, how its kernels were launched
+    (graph replays counted), whose launch time makes the two c's disagree, advice only where the evidence supports
+    it."""
     if not row.gpu:
         why = (f"CPU-only trace ({row.cpu_only_models})" if row.cpu_only_models
                else "no GPU work launched inside the forward ranges on their own threads")
         return (f"{row.phase}: {why}, wall-clock time only: median forward {row.wall_ms:.3f} ms vs "
                 f"{row.target_wall_ms:.3f} ms for the target (c of the forwards = {row.c_wall:.3g}).")
-    if row.outlives_range:  # the work outlives the range: it is no share of the range's time
-        busy = (f"GPU busy {row.gpu_busy_ms:.3f} ms, longer than the range's {row.wall_ms:.3f} ms wall: its GPU work "
-                "runs past the range that launched it")
+    on_gpu = "GPU span"
+    busy = f"GPU busy {row.gpu_busy_ms:.3f} ms of its {row.gpu_span_ms:.3f} ms {on_gpu} ({row.busy_share:.0%})"
+    if row.outlives_range:  # the work outlives the range: its launch time is no base for a share
+        busy += (f", longer than the range's {row.wall_ms:.3f} ms launch time: its GPU work runs past the range that "
+                 "launched it")
     else:
-        busy = f"GPU busy {row.gpu_busy_ms:.3f} ms of {row.wall_ms:.3f} ms wall ({row.busy_share:.0%})"
+        busy += f", launched in {row.wall_ms:.3f} ms"
     parts = [
-        f"{row.phase}: {row.boundness}: {busy}; {row.kernels_per_forward:.0f} kernels per forward vs "
-        f"{row.target_kernels_per_forward:.0f} for the target; launch API calls {row.launch_api_ms:.3f} ms; "
-        f"GPU idle inside its span {row.gpu_idle_ms:.3f} ms."
+        f"{row.phase}: {row.boundness}: {busy}; "
+        f"{_replay_text(row.replayed_share, row.graphs, row.kernels_per_forward, row.launches_per_forward)}; "
+        f"{row.kernels_per_forward:.0f} kernels per forward vs {row.target_kernels_per_forward:.0f} for the target; "
+        f"launch API calls {row.launch_api_ms:.3f} ms; GPU idle inside its span {row.gpu_idle_ms:.3f} ms."
     ]
-    if row.launch_dominated:
-        parts.append(
-            f"c of the forwards is {row.c_wall:.3g} on wall time but {row.c_gpu_busy:.3g} on GPU busy time: the "
-            "draft's GPU work is "
-            "cheap, its forward is dominated by CPU-side launch overhead (CUDA graphs or fewer, fused kernels would "
-            "lower c)."
-        )
+    for text in (_gap_text(row, on_gpu), _advice_text(row)):
+        if text:
+            parts.append(text)
     from ..analysis.coefficient.diagnosis import category_comparison, top_kernels
 
     for text in (_category_text(category_comparison(result.categories, result.target.name, row.draft, row.phase)),

@@ -1,16 +1,18 @@
 """Words and serialisation of the speculative analysis (`analysis.speculative`): JSON entries, the text section.
 
 JSON (`to_json`): `"speculative"`, one entry per run (draft, γ) with every column of `SPEC_COLUMNS` (times are medians
-in ms, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model, cost_model_held_out,
-leviathan_in_place, held_out_fit_gammas}) and `by_metric`: {METRIC: {each of `BY_METRIC_FIGURES` and c_standalone,
-each with its `_ci95`}} for every metric the traces have (wall always, equal to the entry's
-own figures; gpu_span, kernel_sum, gpu_busy with CUDA data); `"speculative_metric"`: the headline metric (gpu_busy on
-GPU traces, else wall; null without speculative runs); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup,
-best} for γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16; `"speculative_runs"`: where runs were
-pooled, each run's own value of each figure (`SpeculativeAnalysis.runs`: what the entries' figures are the geometric
-mean of; empty for one run). NaN becomes null.
+in ms on the entry's `metric`, `*_ci95` their 95 % intervals, `predicted_speedup` {leviathan, cost_model,
+cost_model_held_out, leviathan_in_place, held_out_fit_gammas}) and `by_metric`: {METRIC: {each of `BY_METRIC_FIGURES`
+and c_standalone, each with its `_ci95`}} for every metric the traces have (wall always; gpu_span, kernel_sum,
+gpu_busy with CUDA data); `"speculative_metric"`: the headline metric, on which every entry's own figures are (its
+`metric`: gpu_span on GPU traces, else wall; null without speculative runs) — c_in_place, c_standalone and the token's
+parts included (one answer); `"forecast"`: {draft, gamma, alpha, alpha_source, speedup, best} for
+γ = 1…8, and `"speculative_best"`: per draft and α the best γ in 1…16; `"speculative_runs"`: where runs were pooled,
+each run's own value of each figure (`SpeculativeAnalysis.runs`: what the entries' figures are the geometric mean of;
+empty for one run). NaN becomes null.
 
-The printed sections say the metric they use: the runs table shows each run on the headline metric, then on wall.
+The printed sections say the metric they use: the runs table shows each run on the headline metric, then on wall —
+named "launch time" on a GPU trace (`gpu_time_text.words`), "wall" on a CPU one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import pandas as pd
 
 from ..analysis.metrics import WALL
 from ..analysis.speculative.tables import BY_METRIC_COLUMNS, PREDICTIONS, SPEC_COLUMNS
+from .gpu_time_text import words
 from .sentence_text import fmt_speedup, interval_text, sig3
 
 if TYPE_CHECKING:
@@ -135,7 +138,7 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
                            runs=per_run.get((r["name"], metric, col), ()))
 
             rows.append({
-                "Run": t["name"], "γ": t["gamma"], "Metric": metric, "Steps": t["steps"],
+                "Run": t["name"], "γ": t["gamma"], "Metric": words(metric, spec.metric), "Steps": t["steps"],
                 "Draft fwd (ms)": ci("draft_forward_ms"), "Verify (ms)": ci("verify_ms"),
                 "Decode (ms)": ci("decode_ms"), "Verify factor": ci("verify_factor"), "c in place": ci("c_in_place"),
                 "c standalone": ci("c_standalone"), "Outside (ms)": ci("other_ms"),
@@ -148,7 +151,8 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
 def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run and shown metric: what a drafted token and a verify token cost in place, the draft's
     catch-up forward (over the tokens just verified; its payload in brackets) apart from its later forwards, the
-    draft's and the verify's logits and sampling (wall only: the split is measured on the CPU ranges), the token
+    draft's and the verify's logits and sampling (in the headline metric's row: on a GPU trace their GPU span — a
+    blocking copy of the sampled tokens waits for the GPU on the CPU, not on the GPU), the token
     sums, the c of a token in place against the verify and against a plain decode token (a head's c), the forwards'
     c beside it, and a model-free proposer's proposing per step."""
     by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
@@ -164,14 +168,14 @@ def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
                 return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"],
                            runs=per_run.get((r["name"], metric, col), ()))
 
-            def wall_only(col: str, metric: str = metric, t: dict = t) -> str:
-                return sig3(t[col]) if metric == WALL and not _missing(t[col]) else "–"
+            def wall_only(col: str, metric: str = metric, t: dict = t) -> str:  # the table's: on the headline
+                return sig3(t[col]) if metric == spec.metric and not _missing(t[col]) else "–"
 
             catchup = ci("draft_catchup_ms")
             if catchup != "–" and not _missing(t["draft_catchup_tokens"]):
                 catchup += f" ({t['draft_catchup_tokens']:.0f} tok)"
             rows.append({
-                "Run": t["name"], "γ": t["gamma"], "Metric": metric, "Basis": t["basis"],
+                "Run": t["name"], "γ": t["gamma"], "Metric": words(metric, spec.metric), "Basis": t["basis"],
                 "Catch-up fwd (ms)": catchup, "Later fwd (ms)": ci("draft_later_ms"),
                 "Draft logits": wall_only("draft_logits_ms"), "Draft sample": wall_only("draft_sample_ms"),
                 "Draft token (ms)": ci("draft_token_ms"), "Verify logits": wall_only("verify_logits_ms"),
@@ -217,8 +221,8 @@ def forecast_lines(spec: SpeculativeAnalysis) -> list[str]:
     for draft, m in spec.models.items():
         out.append(f"{draft}: step(γ) = γ × {m.draft_forward_ms:.3g} ms (draft{on}) + verify{on} "
                    f"{m.verify_intercept_ms:.3g} + {m.verify_slope_ms:.3g} × (γ+1) ms + outside "
-                   f"{m.other_intercept_ms:.3g} + {m.other_slope_ms:.3g} × γ ms (step wall − forwards{on}), against "
-                   f"a plain decode step of {m.decode_step_ms:.3g} ms (wall)")
+                   f"{m.other_intercept_ms:.3g} + {m.other_slope_ms:.3g} × γ ms (step − forwards{on}), against "
+                   f"a plain decode step of {m.decode_step_ms:.3g} ms ({step_words(spec)})")
         for b in spec.best[spec.best["draft"] == draft].itertuples(index=False):
             out.append(f"{draft} at α = {b.alpha:.3g} ({b.alpha_source}): best γ = {b.best_gamma} of 1…{b.max_gamma} "
                        f"gives {_x(b.speedup)}")
@@ -247,6 +251,12 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals �
           "output token ÷ speculative time per output token, prefill excluded)")
 
 
+def step_words(spec: SpeculativeAnalysis) -> str:
+    """What a step's time is: a CPU range on every trace (vLLM's engine step, which waits for its GPU work before it
+    samples on the host); on a CPU trace simply "wall"."""
+    return WALL if spec.metric == WALL else "each engine step's CPU time, which waits for its GPU work"
+
+
 def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
     """The sections' titles, each saying the metric it uses (`sections`)."""
     if spec.metric == WALL:
@@ -254,17 +264,20 @@ def titles(spec: SpeculativeAnalysis) -> dict[str, str]:
         split = "wall step times, split on wall"
     else:
         others = sorted(set(spec.by_metric["metric"]) - {spec.metric, WALL})
-        runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then wall: the forward "
-                "ranges' CPU time, the time to launch their work"
+        runs = (f"Speculative runs (on {spec.metric}: the forwards' GPU time, headline; then launch time: the "
+                "forward ranges' CPU time, the time to launch their work"
                 + (f"; {', '.join(others)} in the JSON's by_metric" if others else "") + ")")
-        split = f"wall step times, split on {spec.metric}"
+        split = f"step times ({step_words(spec)}), split on {spec.metric}"
     tokens = (f"Tokens in place (per drafted token and per verify, on {spec.metric}"
-              + (", then wall" if spec.metric != WALL else "") + "; c in place = draft token ÷ verify token, c vs "
-              "decode token = draft token ÷ the plain target's decode token: a head's c, what Thm 3.8 in place is "
+              + (", then launch time" if spec.metric != WALL else "")
+              + "; c in place = draft token ÷ verify token, c vs decode token = draft token ÷ the plain target's "
+              "decode token: a head's c, what Thm 3.8 in place is "
               "priced with; c forwards = the forwards alone)")
     return {"runs": runs, "tokens": tokens,
-            "speedup": f"Speedup: measured vs predicted (measured on wall step times; Thm 3.8 with c standalone on "
-                       f"{spec.metric}, Thm 3.8 in place with c vs decode token and the proposing in place)",
+            "speedup": "Speedup: measured vs predicted (measured on "
+                       + ("wall step times" if spec.metric == WALL else f"the step times: {step_words(spec)}")
+                       + f"; Thm 3.8 with c standalone on {spec.metric}, Thm 3.8 in place with c vs decode token and "
+                       "the proposing in place)",
             "check": f"Forecast check (runs the model was not fitted on; {split})",
             "forecast": f"Forecast (cost model fitted on all runs of each draft: {split})"}
 

@@ -1,9 +1,9 @@
 """Plots of a sweep's tidy table: c against batch size and against input length, per phase, with intervals.
 
 Each figure has one panel per phase (prefill, decode; `all` only when neither was told apart) and one row of
-panels per metric present (wall-clock, and GPU span for GPU traces); one line per draft (and γ, and target ranks)
-and per value of the other axis; the vertical bars are the 95 % bootstrap intervals. The table is drawn as it
-is: nothing is computed here.
+panels per metric present (wall-clock; on GPU traces the GPU span, then wall as the launch time); one line per
+draft (and γ, and target ranks) and per value of the other axis; the vertical bars are the 95 % bootstrap
+intervals. The table is drawn as it is: nothing is computed here.
 """
 
 from __future__ import annotations
@@ -15,12 +15,13 @@ import matplotlib
 import pandas as pd
 from matplotlib.figure import Figure
 
-from ..analysis.metrics import ALL, BY_NAME, GPU_SPAN, WALL, in_order
+from ..analysis.metrics import ALL, GPU_SPAN, WALL, in_order
+from .gpu_time_text import plot_label
 from .result_plots import DPI, STYLE, _legend_below, _suptitle
 
 AXES = {"batch_size": ("batch size", "input_len", "input"), "input_len": ("input length (prompt tokens)",
                                                                            "batch_size", "batch")}
-PLOTTED_METRICS = (WALL, GPU_SPAN)
+PLOTTED_METRICS = (GPU_SPAN, WALL)  # the GPU span heads where the traces have it
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 
 
@@ -50,6 +51,7 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
                                                                      na_position="first")
     phases = _phases(rows)
     metrics = [m for m in PLOTTED_METRICS if m in set(rows["metric"])]
+    headline = GPU_SPAN if GPU_SPAN in metrics else WALL  # wall is the launch time beside GPU time
     if rows.empty or not phases or not metrics:
         return None
     keys = ["draft", "gamma", other, "target_tp"]
@@ -82,8 +84,8 @@ def plot_c_against(table: pd.DataFrame, x: str) -> Figure | None:
                 ax.minorticks_off()
                 ax.set_ylim(bottom=0)
                 ax.set_xlabel(xlabel)
-                ax.set_ylabel(f"c ({BY_NAME[metric].plot_label})")
-                ax.set_title(f"{phase} forwards, {BY_NAME[metric].plot_label}")
+                ax.set_ylabel(f"c ({plot_label(metric, headline)})")
+                ax.set_title(f"{phase} forwards, {plot_label(metric, headline)}")
                 ax.grid(alpha=0.3)
         _legend_below(fig, [ax for axes in grid for ax in axes])
         _suptitle(fig, f"Cost coefficient c against {xlabel} (bars: 95 % bootstrap intervals; dashed: in-place c of "

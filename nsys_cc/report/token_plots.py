@@ -1,8 +1,8 @@
 """The token's split as a figure: per model, its forward, logits and sampling stacked (medians per token, in the phase
 c is judged on), the token's own median marked, and each draft's c of the token against c of the forward alone.
 
-One column per metric (wall-clock, and GPU busy when the traces have CUDA): the medians in ms above, each part's
-share of the stack below. None when no model has logits or sampling
+One column per metric (wall-clock on a CPU trace; on a GPU trace the headline GPU span, then the launch time): the
+medians in ms above, each part's share of the stack below. None when no model has logits or sampling
 ranges (the plot would only repeat the forward times), or when the target has none (a tensor-parallel target: its token
 is its forward, and a draft's stacked token beside it would not be like with like).
 """
@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..analysis.coefficient.token import SPLIT, TOKEN, decision_split
-from ..analysis.metrics import BY_NAME, GPU_BUSY, PART_LABELS, WALL
+from ..analysis.metrics import PART_LABELS, WALL
+from .gpu_time_text import plot_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -39,7 +40,8 @@ def plot_token_split(result: CostCoefficientResult, style: dict) -> Figure | Non
         # beside it would not be like with like (the bars would imply a c the coefficients do not give)
         return None
     rows = decision_split(tokens)
-    metrics = [m for m in (WALL, GPU_BUSY) if m in set(rows["metric"])]
+    headline = getattr(result, "headline", WALL)  # on a GPU trace: the headline (GPU span), then the launch time
+    metrics = [m for m in dict.fromkeys((headline, WALL)) if m in set(rows["metric"])]
     models = list(dict.fromkeys(rows["model"]))
     coef = result.coefficients
     with matplotlib.rc_context(style):
@@ -80,8 +82,8 @@ def plot_token_split(result: CostCoefficientResult, style: dict) -> Figure | Non
             ax.margins(y=0.22)
             labels = [f"{m}\n{sub.loc[m, 'phase']}" for m in models]
             ax.set_xticks(x, labels)
-            ax.set_ylabel(f"{BY_NAME[metric].plot_label} per token (ms)")
-            ax.set_title(f"{BY_NAME[metric].plot_label}")
+            ax.set_ylabel(f"{plot_label(metric, headline)} per token (ms)")
+            ax.set_title(f"{plot_label(metric, headline)}")
             ax.grid(axis="y", alpha=0.3)
             share_ax.set_xticks(x, labels)
             share_ax.set_ylim(0, 1)

@@ -14,7 +14,8 @@ import pandas as pd
 
 from ..analysis.coefficient.result import CostCoefficientResult
 from ..analysis.coefficient.token import SPLIT, TOKEN, decision_split
-from ..analysis.metrics import BY_NAME
+from ..analysis.metrics import METRIC_NAMES, WALL
+from .gpu_time_text import label
 from .sentence_text import interval_text
 
 SPLIT_TITLE = ("The token's split: forward + logits + sampling, medians per token (ms), in the phase c is judged on; "
@@ -56,8 +57,15 @@ def split_table(result: CostCoefficientResult) -> pd.DataFrame:
     coef = result.coefficients.set_index(["draft", "phase", "metric"]) if len(result.coefficients) else None
     runs_c, runs_forward = run_values(result), run_values(result, "c_forward")
     rows = []
-    for r in decision_split(tokens).itertuples():
-        row = {"Model": r.model, "Phase": r.phase, "Metric": BY_NAME[r.metric].label,
+    split = decision_split(tokens)
+    if result.headline != WALL:  # on the GPU the headline first, the launch time after the GPU metrics
+        order = {m: i for i, m in enumerate((result.headline, *(m for m in METRIC_NAMES if m not in (
+            result.headline, WALL)), WALL))}
+        models = {m: i for i, m in enumerate(dict.fromkeys(split["model"]))}
+        split = split.assign(_model=split["model"].map(models), _order=split["metric"].map(order)).sort_values(
+            ["_model", "_order"], kind="stable")
+    for r in split.itertuples():
+        row = {"Model": r.model, "Phase": r.phase, "Metric": label(r.metric, result.headline),
                **{part.capitalize() if part != "sample" else "Sampling": _ms(getattr(r, f"{part}_median_ms"))
                   for part in SPLIT},
                "Token": _ms(r.token_median_ms)}

@@ -64,7 +64,9 @@ def from_speculative(speculative, *, cell: str, batch_size: int | None, input_le
     spec = None if speculative is None else speculative.table
     if spec is None or spec.empty:
         return empty()
-    rows = pd.DataFrame({"draft": spec["draft"], "phase": DECODE, "metric": WALL, "gamma": spec["gamma"],
+    # the table's in-place c is on its own metric (the headline: gpu_span on GPU traces, wall on CPU ones)
+    metric = spec["metric"] if "metric" in spec else WALL
+    rows = pd.DataFrame({"draft": spec["draft"], "phase": DECODE, "metric": metric, "gamma": spec["gamma"],
                          "c": spec["c_in_place"], "ci_low": spec["c_in_place_ci_low"],
                          "ci_high": spec["c_in_place_ci_high"]})
     return normalise(rows.assign(batch_size=batch_size, input_len=input_len, target_tp=target_tp, cell=cell,

@@ -53,6 +53,7 @@ from ..arguments import many
 from ..errors import InputError
 from . import frames, nvtx
 from .bulk import NULL_INT, PID_MASK, nullable
+from .description import TraceDescription, of_kineto
 from .frames import lists_columns
 from .kineto_events import (
     Damaged,
@@ -334,7 +335,13 @@ class KinetoTrace(Closable):
         }
         return TraceInfo(path=self.path, sqlite_path=None, nsys_version=None, schema_version=self.schema_version,
                          has_cuda=self.has_cuda, has_nvtx=self.has_nvtx, tables=self.event_counts, format=FORMAT,
-                         details=MappingProxyType(details))
+                         details=MappingProxyType(details), description=self.describe())
+
+    def describe(self) -> TraceDescription:
+        """Where it ran, as the file says (`description.of_kineto`: devices, runtime, engine, rank)."""
+        return of_kineto(self.metadata, self._ops_columns["device_id"], self._api.name.categories,
+                         [v.get("name", "") for v in self._process_names.values()], self._ranges.name.categories,
+                         lambda: self._frames.name.categories if len(self._frames) else ())
 
     def _device_properties(self) -> list[dict]:
         props = self.metadata.get("deviceProperties")

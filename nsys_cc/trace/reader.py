@@ -41,6 +41,7 @@ from ..arguments import many, one_path
 from ..errors import InputError
 from . import cuda, frames, nvtx
 from .connection import connect, connect_readonly, too_slow
+from .description import TraceDescription, of_export
 from .export import export_report, is_report
 from .frames import lists_columns
 from .pages import small_pages
@@ -94,6 +95,7 @@ class ExportTrace(Closable):
         self._engine: Engine | None = None
         self._private: tempfile.TemporaryDirectory | None = None  # a private copy of a WAL-mode file (open_trace)
         self._closed = False  # `close()` was called: every read raises TraceClosedError
+        self._described: TraceDescription | None = None  # where it ran (`describe`), asked of the file once
         self._tables: dict[str, pd.DataFrame] = {}
         self._strings: Mapping[int, str] | None = None
         self._columns: dict[str, tuple[str, ...]] = {}
@@ -279,9 +281,18 @@ class ExportTrace(Closable):
         read = self.path if self._private is not None else str(self.sqlite_path)  # a WAL file: its own data
         return TraceInfo(path=self.path, sqlite_path=read, nsys_version=self.nsys_version,
                          schema_version=self.schema_version, has_cuda=self.has_cuda, has_nvtx=self.has_nvtx,
-                         tables=MappingProxyType(dict(self.tables)))
+                         tables=MappingProxyType(dict(self.tables)),
+                         description=self._described if self._closed else self.describe())
 
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
+    def describe(self) -> TraceDescription:
+        """Where it ran, as the export says (`description.of_export`: devices, the driver's CUDA version, engine);
+        asked of the file once, kept."""
+        if self._described is None:
+            with self.reading() as conn:
+                self._described = of_export(conn, self.has_table, self.has_cuda)
+        return self._described
+
     def has_loaded(self, table: str) -> bool:
         """True when the accessor named `table` ("nvtx_ranges", "cuda_api", "kernels", "memops", "graph_launches",
         "gpu_ops") already read its table, so asking for it again costs nothing."""

@@ -29,6 +29,7 @@ import pandas as pd
 from .. import inputs
 from ..errors import TraceClosedError
 from . import frames
+from .description import TraceDescription
 from .frames import lists_columns
 
 # The first 16 bytes of every SQLite 3 database file.
@@ -93,6 +94,7 @@ class TraceInfo:
     - `tables`: table name → rows (an export), or event category → events (a Kineto trace), read-only.
     - `details`: what else the format tells (a Kineto trace: the versions it states, devices, rank, Python frames,
       range names → counts); empty for an export.
+    - `description`: where it ran (`Trace.describe()`: platform, GPUs, runtime, engine and version, rank).
     """
 
     path: str
@@ -104,6 +106,7 @@ class TraceInfo:
     tables: Mapping[str, int]
     format: str = "nsys"
     details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    description: TraceDescription | None = None
 
     def __repr__(self) -> str:
         data = ", ".join(kind for kind, has in (("CUDA", self.has_cuda), ("ranges" if self.format == "kineto"
@@ -124,6 +127,8 @@ class TraceInfo:
                "has_nvtx": self.has_nvtx, "tables": dict(self.tables)}
         if self.details:
             out["details"] = _plain(self.details)
+        if self.description is not None:
+            out["description"] = self.description.to_dict()
         return out
 
 
@@ -208,6 +213,10 @@ class Trace(Protocol):
 
     def info(self) -> TraceInfo:
         """What the trace holds: paths, format, versions, CUDA/range presence, tables → rows (`TraceInfo`)."""
+        ...
+
+    def describe(self) -> TraceDescription:
+        """Where it ran, as the trace says: platform, GPUs, runtime, engine and version, rank (`TraceDescription`)."""
         ...
 
     @lists_columns(("Columns", frames.NVTX_RANGES))

@@ -45,9 +45,10 @@ def test_info_table(nvtx_fixture):
     assert f"nsys version    {meta['EXPORT_PRODUCT_VERSION']}" in result.stdout
     assert f"schema version  {meta['EXPORT_SCHEMA_VERSION']}" in result.stdout
     assert "CUDA data       no" in result.stdout and "NVTX data       yes" in result.stdout
+    assert "ran on          CPU, engine not named (own code?)" in result.stdout  # a C NVTX program on the CPU
     out = result.stdout.splitlines()
-    assert out[5] == "" and out[6].split() == ["table", "rows"]
-    lines = {ln.split()[0]: ln.split()[-1] for ln in out[8:]}
+    assert out[6] == "" and out[7].split() == ["table", "rows"]
+    lines = {ln.split()[0]: ln.split()[-1] for ln in out[9:]}
     for (name,) in raw_sql(nvtx_fixture, "SELECT name FROM sqlite_master WHERE type='table'"):
         assert lines[name] == f"{raw_sql(nvtx_fixture, f'SELECT count(*) FROM {name}')[0][0]:,}"
 

@@ -156,10 +156,12 @@ def test_time_breakdown_cpu_only_bars_are_median_wall(cpu_result):
 def test_gpu_plots_show_gpu_metrics(gpu_result):
     assert all(m.has_cuda for m in gpu_result.models)
     ft = plots.plot_forward_times(gpu_result)
-    assert [ax.get_ylabel() for ax in ft.axes] == ["wall-clock time per forward (ms)", "GPU span time per forward (ms)"]
+    # on a GPU trace the GPU span heads, and the range's CPU time is named launch time, never wall-clock
+    assert [ax.get_ylabel() for ax in ft.axes] == ["GPU span time per forward (ms)", "launch time per forward (ms)"]
     coef = plots.plot_coefficients(gpu_result)
-    labels = {t.get_text() for t in coef.legends[0].get_texts()}
-    assert {"wall-clock", "GPU span", "kernel sum", "GPU busy"} <= labels
+    labels = [t.get_text() for t in coef.legends[0].get_texts()]
+    assert {"launch time", "GPU span", "kernel sum", "GPU busy"} <= set(labels) and "wall-clock" not in labels
+    assert labels.index("GPU span") < labels.index("launch time")
     assert 0.5 in _hlines(coef.axes[0])
 
 
@@ -173,7 +175,8 @@ def test_gpu_time_breakdown_stacks_busy_idle_and_cpu(gpu_result):
     expected = [_median_ms(gpu_result, m.name, phase, "gpu_busy") for m in gpu_result.models]
     assert [b.get_height() for b in busy] == pytest.approx(expected)
     labels = {t.get_text() for t in fig.legends[0].get_texts()}
-    assert {"GPU busy", "GPU idle inside the span", "CPU outside the GPU span (wall − span)"} <= labels
+    assert {"GPU busy", "GPU idle inside the span", "CPU outside the GPU span (launch time − span)",
+            "median launch time"} <= labels
 
 
 @pytest.mark.public

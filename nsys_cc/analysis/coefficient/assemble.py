@@ -16,7 +16,7 @@ from ..metrics import ALL, C_METRICS, COLUMNS, WALL, decision_phase, metrics_for
 from ..profile_dir import forward_share as share_mod
 from ..stats import MIN_RUNS, STAT_NAMES, describe, median, ratio_of_medians, runs_ratio_of_medians
 from ..theory.speedup import speedup_marks, verdicts
-from . import gpu_time as gpu_time_mod
+from . import gpu_time as gpu_time_mod, mismatch as mismatch_mod
 from .diagnosis import diagnose
 from .result import CostCoefficientResult, ModelForwards
 from .token import coefficients as token_coefficients, notes as token_notes, token_table
@@ -92,7 +92,7 @@ def _coefficients(target: ModelForwards, drafts: list[ModelForwards], seed: int)
 WIDE = 2.0
 
 
-def _interval_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> list[str]:
+def _interval_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame, headline: str = WALL) -> list[str]:
     """What the intervals rest on: across runs (the pooling rule, `stats.runs_ratio_of_medians`), or one run's
     forwards only; two runs give none (their values are said); runs that disagree are said; NaN where a side had one
     value."""
@@ -113,15 +113,16 @@ def _interval_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> list[s
             notes.append("intervals rest on the forwards of one run (one process): they do not cover the drift "
                          "between runs, which on a shared machine is larger (profile with repeat ≥ 3 for an interval "
                          "that does)")
-    notes += _disagreement_notes(coefficients, per_run)
+    notes += _disagreement_notes(coefficients, per_run, headline)
     few = coefficients[(coefficients["n_draft"] < 2) | (coefficients["n_target"] < 2)]
     for r in few.itertuples():
-        notes.append(f"{r.draft} ({r.phase}, {r.metric}): no interval: fewer than two forwards on one side "
+        notes.append(f"{r.draft} ({r.phase}, {gpu_time_mod.called(r.metric, headline)}): no interval: fewer than two "
+                     "forwards on one side "
                      f"({r.n_draft} draft, {r.n_target} target)")
     return notes
 
 
-def _disagreement_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> list[str]:
+def _disagreement_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame, headline: str = WALL) -> list[str]:
     """One note per draft whose runs give no interval (two runs: their c and how far apart) or an interval more than
     WIDE-fold wide (the runs disagree), in the phase c is judged on, for each metric."""
     if per_run.empty or not len(coefficients):
@@ -138,9 +139,10 @@ def _disagreement_notes(coefficients: pd.DataFrame, per_run: pd.DataFrame) -> li
                 continue
             apart = (f" ({cs.max() / cs.min() - 1:.0%} apart)".replace("%", " %") if cs.min() > 0 else "")
             if cs.size == 2:
-                parts.append(f"c {cs[0]:.3g} and {cs[1]:.3g} on {r.metric}{apart}")
+                parts.append(f"c {cs[0]:.3g} and {cs[1]:.3g} on {gpu_time_mod.called(r.metric, headline)}{apart}")
             elif np.isfinite(r.ci_low) and r.ci_high > WIDE * r.ci_low:
-                parts.append(f"c {cs.min():.3g} to {cs.max():.3g} on {r.metric}, interval {r.ci_low:.3g}–"
+                parts.append(f"c {cs.min():.3g} to {cs.max():.3g} on {gpu_time_mod.called(r.metric, headline)}, "
+                             f"interval {r.ci_low:.3g}–"
                              f"{r.ci_high:.3g} (a {r.ci_high / r.ci_low:.1f}-fold span)")
             runs = max(runs, cs.size)
         if not parts:
@@ -225,8 +227,10 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
     headline = gpu_time_mod.headline(models)  # GPU time is the answer on a GPU trace (`gpu_time`)
     marks = _marks(coefficients, headline)
     forward_share = share_mod.share_table(share_rows)
-    notes = [*dict.fromkeys(range_notes), *_model_notes(models), *token_notes(models, coefficients),
-             *_interval_notes(coefficients, per_run),
+    differ = mismatch_mod.mismatches(models)  # what differs between the traces, said before the numbers
+    notes = [*mismatch_mod.notes(differ), *dict.fromkeys(range_notes), *_model_notes(models),
+             *token_notes(models, coefficients),
+             *_interval_notes(coefficients, per_run, headline),
              *_slow_draft_notes(marks, labels[0], headline), *share_mod.share_notes(forward_share),
              *([alpha_note] if alpha_note else [])]
     if models[0].speculative:
@@ -265,6 +269,7 @@ def assemble(models: list[ModelForwards], labels: list[str], plain_steps: Sequen
         forward_share=forward_share,
         headline=headline,
         gpu_time=gpu_time_mod.table(models, tokens, coefficients),
+        mismatches=differ,
     )
 
 

@@ -33,10 +33,18 @@ import numpy as np
 import pandas as pd
 
 from ..metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
-from .diagnosis import boundness
+from .diagnosis import DISAGREE, apart, boundness
 
-# Launch time and GPU time (or the c of each) disagree when one is more than this many times the other.
-DISAGREE = 1.5
+__all__ = ["COLUMNS", "DISAGREE", "LAUNCH_TIME", "apart", "boundness", "called", "headline", "table"]
+
+# A range's CPU time (the metric `wall`) where c is headlined on the GPU: the time the CPU took to launch its work. The
+# one name a person reads for it there (`report.gpu_time_text` words every surface with it); its data key stays wall.
+LAUNCH_TIME = "launch time"
+
+
+def called(metric: str, headline: str) -> str:
+    """`metric`'s key as a note names it: wall is the launch time in a result headlined on the GPU."""
+    return LAUNCH_TIME if metric == WALL and headline != WALL else metric
 
 COLUMNS = ["model", "role", "phase", "launch_ms", "gpu_ms", "busy_ms", "launch_ratio", "disagrees", "busy_share",
            "boundness", "c_launch", "c_gpu", "c_ratio", "c_disagrees"]
@@ -46,11 +54,6 @@ def headline(models: Sequence) -> str:
     """The metric c is headlined on: `metrics.GPU_HEADLINE` when every model's forwards were measured on the GPU
     (`ModelForwards.has_cuda`), else wall."""
     return GPU_HEADLINE if models and all(m.has_cuda for m in models) else WALL
-
-
-def apart(ratio: float) -> bool:
-    """Whether a ratio of two times (or of two c) lies outside [1/DISAGREE, DISAGREE]."""
-    return bool(math.isfinite(ratio) and ratio > 0 and max(ratio, 1 / ratio) > DISAGREE)
 
 
 def table(models: Sequence, tokens: pd.DataFrame, coefficients: pd.DataFrame) -> pd.DataFrame:

@@ -36,6 +36,7 @@ from .arguments import (
     spec_metrics_per_model,
 )
 from .assemble import assemble
+from .mismatch import check_platforms
 from .read_run import read_run
 from .result import CostCoefficientResult
 
@@ -56,6 +57,7 @@ def cost_coefficient(
     seed: int = 0,
     spec_metrics: Mapping[str, PathLike] | None = None,
     engines: Sequence[str | None] | None = None,
+    mixed_platforms: bool = False,
 ) -> CostCoefficientResult:
     """Measure c of each draft against the target, from one trace (`.sqlite` or `.nsys-rep`) per model.
 
@@ -85,6 +87,9 @@ def cost_coefficient(
         engines: for traces that hold several models (an interleaved run of `profile`), the engine label of each
             trace's model ([target, *drafts]; None: the whole trace): only ranges inside that engine's
             `nsys_cc:engine` windows are read (`forwards.engines`). One trace may then be given once per model.
+        mixed_platforms: compare a CPU trace with a GPU trace anyway (refused by default: c would divide CPU time
+            by a GPU's launch time; `mismatch`). Whatever differs between the traces — GPU, engine, ranks, step kind,
+            phase — is said in a "warning:" note and in the result's `mismatches`.
     Returns:
         A `CostCoefficientResult` (see its docstring for every table and column).
     """
@@ -118,6 +123,7 @@ def cost_coefficient(
     read = read_run(paths, labels, range_names, per_trace, skip_ranges=skip_ranges, output_len=output_len, dumps=dumps,
                      run=1, opened=opened)
     models = [read.models[i] for i in sorted(read.models)]
+    check_platforms(models, mixed_platforms)
     spec = {i: [read.spec[i]] for i in sorted(read.spec)}
     plain_steps = [] if read.plain_steps is None else [read.plain_steps]
     return assemble(models, labels, plain_steps, spec, alphas, alpha_note, alpha_cis, seed, output_len, read.notes,

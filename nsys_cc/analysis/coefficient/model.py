@@ -4,7 +4,10 @@ the ranges on the way (copies and nested ranges dropped, forwards never closed, 
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -14,6 +17,7 @@ from ...contract import VLLM_STEP_RANGE
 from ...errors import RangeNotFoundError
 from ...trace import open_trace
 from ...trace.cuda import dropped_note
+from ...trace.description import TraceDescription
 from ...trace.nvtx import matches
 from ..forwards import phases as phase_mod, ranks as rank_mod
 from ..forwards.engines import engine_windows, split_by_engine
@@ -58,9 +62,29 @@ def _quoted(name: str) -> str:
     return quoted(name)
 
 
+# The engine runner's frame around each forward step, which a torch trace without step annotations still holds (a
+# tensor-parallel rank's trace, say): vLLM's `…/gpu_model_runner.py(N): execute_model`, SGLang's
+# `…/model_runner.py(N): forward`.
+RUNNER_FRAME = re.compile(r"model_runner\.py\(\d+\): (?:execute_model|forward)$")
+
+
 def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> RangeNotFoundError:
-    """The error for a range name that matches nothing (`ranges.not_found`), with the parameter that picks one."""
-    return not_found(trace, ranges, range_name, path=path, hint=" (choose one with range_name)", param="range_name")
+    """The error for a range name that matches nothing (`ranges.not_found`), with the parameter that picks one; for a
+    PyTorch-profiler trace whose runner frames hold the forwards (a TP rank's trace was pointed at
+    'nccl:_all_gather_base', the one name that is no forward), the frame that works and which rank it is."""
+    hint = " (choose one with range_name)"
+    if getattr(trace, "format", None) == "kineto":
+        frames = trace.python_frames(nesting=False)["name"].astype(str)
+        runner = frames[frames.str.contains(RUNNER_FRAME)].value_counts()
+        d = described(trace)
+        rank = (f"it is rank {d.rank if d.rank is not None else '?'} of {d.world_size} of a distributed run; "
+                if d is not None and d.world_size is not None and d.world_size > 1 else "")
+        if len(runner):
+            hint += (f"; {rank}its ranges are not forwards, but its engine's runner frame is, one per step: "
+                     f"range_name={quoted(str(runner.index[0]))} ({int(runner.iloc[0])} of them)")
+        elif rank:
+            hint += f"; {rank.removesuffix('; ')}"
+    return not_found(trace, ranges, range_name, path=path, hint=hint, param="range_name")
 
 
 def load_model(
@@ -210,7 +234,24 @@ def model_of(
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                          speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
                          token_note=token_note,
-                         iterations=marks.iterations.assign(run=run))
+                         iterations=marks.iterations.assign(run=run), description=described(trace))
+
+
+# Each open trace's description (`Trace.describe`), asked once however many engines of it are read.
+_DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def described(trace) -> TraceDescription | None:
+    """Where `trace` ran (`Trace.describe`), once per open trace; None for a trace object that cannot say."""
+    if not hasattr(trace, "describe"):
+        return None
+    try:
+        return _DESCRIBED[trace]
+    except (KeyError, TypeError):
+        description = trace.describe()
+        with contextlib.suppress(TypeError):  # an object that cannot be weakly referenced: not kept
+            _DESCRIBED[trace] = description
+        return description
 
 
 def _duplicated(matched: pd.DataFrame) -> np.ndarray:

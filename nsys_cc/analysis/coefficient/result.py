@@ -21,10 +21,11 @@ import pandas as pd
 
 from ...errors import InputError
 from ...result_views import view
+from ...trace.description import TraceDescription
 from ...trace.source import handed_out
 from ..forwards import kernel_tables as kernel_mod
 from ..forwards.phases import PhaseRule
-from ..metrics import COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
+from ..metrics import BY_NAME, COLUMNS, PART_COLUMNS, PHASES, WALL, decision_phase
 from ..result_values import Value
 from ..stats import pooled_median
 
@@ -85,6 +86,9 @@ class ModelForwards(Value):
     token_note: str = ""
     # On a GPU trace: the share of its GPU ops that found no launch and of the kept forwards without GPU work.
     gpu_loss: GpuLoss | None = None
+    # Where its trace ran, as the trace says (`Trace.describe`: platform, GPUs, runtime, engine, rank); None when the
+    # trace object could not say.
+    description: TraceDescription | None = None
     # A model pooled over runs (`cost_coefficient_runs`): per run (run number, its trace's path, its warm-up note),
     # what `of_run` gives back for that run; empty for one trace.
     run_sources: tuple[tuple[int, str, str], ...] = ()
@@ -233,6 +237,9 @@ class CostCoefficientResult(Value):
       medians of the phase c is judged on), whether launch and GPU time disagree (more than `gpu_time.DISAGREE`×
       apart), the share of its span the GPU worked and its class (launch-bound: the GPU idles between launches), and
       per draft its c on launch time against its c on GPU time; empty on a CPU trace.
+    - `mismatches`: what differs between the target's trace and each other model's (`mismatch.COLUMNS`: kind —
+      platform, device, engine, ranks, step kind, phase —, target, model, their values, the sentence), each also a
+      "warning:" note; empty when nothing does. Each model's `description` says where its trace ran.
     - `speculative`: the speculative-decoding runs given after the drafts, measured in place
       (`analysis.speculative.in_place.SpeculativeAnalysis`: per-run table, its figures on every metric (`by_metric`;
       headline `metric`: gpu_span on GPU traces), decomposition, step cost models, forecast);
@@ -278,6 +285,9 @@ class CostCoefficientResult(Value):
     # the GPU, launch time against GPU time per model and draft (`gpu_time.table`).
     headline: str = WALL
     gpu_time: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # What differs between the target's trace and each other's (`mismatch`: platform, GPU, engine, ranks, step kind,
+    # phase); empty when nothing does.
+    mismatches: pd.DataFrame = field(default_factory=pd.DataFrame)
 
     @property
     def target(self) -> ModelForwards:
@@ -335,7 +345,8 @@ class CostCoefficientResult(Value):
                 parts.append(f"{d.name}: {rows.at[phase, 'c']:.3g} ({phase})")
         cs = "; ".join(parts) or "no c"
         return (f"<CostCoefficientResult target {self.target.name!r}, {len(self.drafts)} draft(s), range "
-                f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else self.headline}: {cs}>")
+                f"{self.range_name!r}; c on {'wall-clock' if self.headline == WALL else BY_NAME[self.headline].label}: "
+                f"{cs}>")
 
     # The views below are `nsys_cc.report`'s functions, bound from above (`nsys_cc.result_views`): the result is data.
     def _repr_html_(self) -> str:

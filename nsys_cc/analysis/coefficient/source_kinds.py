@@ -74,7 +74,8 @@ def analyze_given(given: Given, *, names: Sequence[str] | None = None,
                   range_name: str | Sequence[str] | Mapping[str, str] | None = None,
                   skip_ranges: int | None = None, output_len: int | None = None,
                   engines: Sequence[str | None] | None = None, acceptance=(), metrics_dump=None,
-                  spec_metrics: Mapping | None = None, seed: int = 0) -> CostCoefficientResult:
+                  spec_metrics: Mapping | None = None, seed: int = 0,
+                  mixed_platforms: bool = False) -> CostCoefficientResult:
     """c of each draft against the target from a source already decided (`decide`): a profile's output directory
     (`of_profile.analyze_profile`), else the target's trace with the drafts (`measure.cost_coefficient`; the other
     arguments are its own). MANY is the caller's (InputError here)."""
@@ -109,11 +110,11 @@ def analyze_given(given: Given, *, names: Sequence[str] | None = None,
         if notes:
             result = cost_coefficient(source, listed, range_name=range_name, skip_ranges=skip_ranges,
                                       output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump,
-                                      seed=seed)
+                                      seed=seed, mixed_platforms=mixed_platforms)
             return dataclasses.replace(result, notes=(*notes, *result.notes))
         return cost_coefficient(source, listed, names=names, range_name=range_name, skip_ranges=skip_ranges,
                                 output_len=output_len, acceptance=acceptance, metrics_dump=metrics_dump, seed=seed,
-                                spec_metrics=spec_metrics, engines=engines)
+                                spec_metrics=spec_metrics, engines=engines, mixed_platforms=mixed_platforms)
     except InterleavedTraceError:
         # each trace holds every model of one interleaved run: analysed as runs (as `profile` analyses them), never
         # pooled as one model's forwards; names, engines and spec_metrics label the models of one run's traces

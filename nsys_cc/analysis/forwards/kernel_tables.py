@@ -1,7 +1,13 @@
 """Kernel breakdowns per forward: which kernels a model's forward launches, and in which category time goes.
 
 Categories come from the kernel's name (first rule that matches, case-insensitive) and, for copies and fills, from
-the GPU operation's kind. They are a reading aid, not a measurement: the rules are listed in `CATEGORY_RULES`.
+the GPU operation's kind. They are a reading aid, not a measurement: the rules are listed in `CATEGORY_RULES`, in the
+order they are tried. They cover the kernels of today's inference stacks: Hopper/Blackwell GEMMs (cuBLAS's
+`nvjet_*`, `sm90`/`sm100` xmma, CUTLASS, block-scaled FP8/FP4 and MoE batched GEMMs such as TRT-LLM's
+`bmm_MxE4m3_MxE2m1…`, Triton's `_matmul_ogs_…`), ROCm's (hipBLASLt/Tensile `Cijk_…`, vLLM's skinny `wvSplitK`, CK and
+aiter kernels, `__amd_rocclr_*` copies and fills), MoE token routing apart from the expert GEMMs, quantisation apart
+from attention, NCCL/RCCL and custom all-reduce. `tests/analysis/forwards/kernel_categories.tsv` holds every GPU-op
+name of the public real traces with the category written by hand, and the test checks these rules against it.
 """
 
 from __future__ import annotations
@@ -14,24 +20,44 @@ import pandas as pd
 CATEGORIES = (
     "GEMM",
     "attention",
+    "MoE routing",
     "normalisation",
+    "quantisation",
     "activation/elementwise",
     "embedding/sampling",
+    "convolution",
     "communication",
     "memcpy/memset",
     "CUDA graph",
     "other",
 )
 
+# Tried in this order; the first that matches names the category. A kernel's name often carries words of another
+# category in its template arguments (`cutlass::bfloat16_t` in a MoE finalize kernel, `flashinfer::QuantizationSFLayout`
+# in a quantiser, `Renormalize` in a router), so the specific rules come first and the broad ones last.
 CATEGORY_RULES: tuple[tuple[str, str], ...] = (
-    ("communication", r"nccl|all_?reduce|all_?gather|reduce_?scatter|cross_device|custom_ar|allreduce"),
-    ("attention", r"flash|fmha|attn|attention|paged|mha|_fwd_kernel|decode_kernel|unified_attention|mla"),
-    ("GEMM", r"gemm|cutlass|cublas|matmul|xmma|wgmma|hmma|nvjet|splitk|s1688|s884|gemv|dot_kernel"),
+    # ROCm's runtime copies and fills are kernels (`__amd_rocclr_copyBuffer`, `__amd_rocclr_fillBufferAligned`)
+    ("memcpy/memset", r"^__amd_rocclr_"),
+    ("communication", r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|cross_device|custom_ar|"
+                      r"multimem|sendrecv|quickreduce|one_?shot_|two_?shot_"),
+    # token routing, permutation and combining of MoE layers (their expert GEMMs are GEMM)
+    ("MoE routing", r"routing|topk_?gating|topk_?softmax|grouped_?topk|moe_align|moe_sum|moe_sort|moe_?permute|"
+                    r"moe_?unpermute|expandinputrows|bitmatrix|^_topk_forward|moe::dev::finalize|"
+                    r"finalize_matmul_scatter|count_and_sort_expert|expert_?map|ep_scatter|ep_gather"),
+    ("normalisation", r"rms_?norm|layer_?norm|group_?norm|batch_?norm|instance_?norm|l2_?norm|norm2d|norm_kernel"),
+    ("quantisation", r"quant|cvt_fp16_to_fp4|convert_?sf"),
+    ("embedding/sampling", r"sampling|sampler|top_?k_?top_?p|multinomial"),
+    ("attention", r"flash|fmha|attn|attention|paged|mha|_fwd_kernel|decode_kernel|mla|kv_?cache|reshape_and_cache|"
+                  r"^reduce_segments$"),
+    ("convolution", r"convolve|convolution|conv[123]d|cudnn|winograd|im2col|fft2d|flip_filter"),
+    ("GEMM", r"gemm|matmul|cublas|xmma|wgmma|hmma|nvjet|splitk|s1688|s884|gemv|dot_kernel|^cijk_|(^|_)bmm_|"
+             r"hipblaslt|rocblas|tensile|marlin|fused_moe_kernel|scaled_mm|"
+             r"cutlass(?!::(bfloat16_t|half_t|float_e4m3_t|float_e5m2_t|float_ue8m0_t|tfloat32_t)\b)"),
     ("normalisation", r"norm"),
-    ("embedding/sampling", r"embed|rotary|rope|index_select|gather|argmax|top_?k|top_?p|sampl|sort|softmax|"
-                           r"multinomial|cumsum|scatter|logit"),
-    ("activation/elementwise", r"elementwise|silu|gelu|relu|act_and_mul|swiglu|vectorized|unrolled|reduce|fill|"
-                               r"copy|add|mul|cat|where|pow|rsqrt|neg|exp"),
+    ("embedding/sampling", r"embed|rotary|rope|index_select|gather|index_kernel|index_elementwise|argmax|top_?k|"
+                           r"top_?p|sampl|sort|softmax|cumsum|scatter|logit"),
+    ("activation/elementwise", r"elementwise|activation|silu|gelu|relu|act_and_mul|swiglu|vectorized|unrolled|reduce|"
+                               r"fill|copy|add|mul|cat|where|pow|rsqrt|neg|exp|clamp|axpy|triton_poi"),
 )
 _COMPILED = tuple((cat, re.compile(rx, re.IGNORECASE)) for cat, rx in CATEGORY_RULES)
 

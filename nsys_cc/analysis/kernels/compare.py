@@ -3,7 +3,8 @@
 
 Each side's ranges are read as `kernels.kernels` reads them (`kernels.read_sides`: the forward range, warm-up
 dropped, phases told apart); the table is `kernel_tables.diff` of the two sides' kernel tables on one phase — by
-default the phase c is judged on among the phases both sides have. A DataFrame of the caller's; `.attrs` holds the
+default the phase c is judged on among the phases both sides have; `phase_b` gives the second side a phase of its own
+(a target's decode against a speculative run's verify). A DataFrame of the caller's; `.attrs` holds the
 traces, the range names read, the phase, the kept ranges per side and the notes.
 """
 
@@ -30,8 +31,8 @@ from .per_kernel import (
 
 
 def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | None = None,
-                range_name_b: str | None = None, phase: str | None = None, skip_ranges: int | None = None,
-                output_len: int | None = None) -> pd.DataFrame:
+                range_name_b: str | None = None, phase: str | None = None, phase_b: str | None = None,
+                skip_ranges: int | None = None, output_len: int | None = None) -> pd.DataFrame:
     """Two sets of forward ranges compared kernel by kernel: two traces (a target and a draft), or two ranges of one
     trace (`b` left out, or the same trace, with `range_name_b`).
 
@@ -40,8 +41,10 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
         b: the same for the other side; defaults to a (then give `range_name_b`).
         range_name: the forward range of a.
         range_name_b: that of b (default: range_name).
-        phase: the phase compared on both sides; default: the phase c is judged on among those both have (decode,
-            else all).
+        phase: the phase compared on both sides (on a alone when `phase_b` is given); default: the phase c is judged
+            on among those both have (decode, else all).
+        phase_b: the phase of b's ranges, when it differs from a's (e.g. a plain target's decode against a
+            speculative run's verify: phase="decode", phase_b="verify"); default: `phase`.
         skip_ranges: as for `cost_coefficient`, on both sides.
         output_len: as for `cost_coefficient`, on both sides.
     Returns:
@@ -68,12 +71,18 @@ def kernel_diff(a: TraceLike, b: TraceLike | None = None, *, range_name: str | N
         label_a, label_b = model_names([trace_path(a, "a"), trace_path(b, "b")], None)
         (side_a,) = read_sides(a, "a", [(label_a, name_a, "range_name")], skip_ranges, output_len)
         (side_b,) = read_sides(b, "b", [(label_b, name_b, "range_name_b")], skip_ranges, output_len)
-    chosen = choose_phase(phase, [side_a, side_b])
-    table = kernel_mod.diff(kernel_mod.of_model(side_a.model, chosen), kernel_mod.of_model(side_b.model, chosen))
+    if phase_b is None or phase_b == phase:
+        chosen = chosen_b = choose_phase(phase, [side_a, side_b])
+    else:
+        if phase is None:
+            raise InputError("phase_b is the phase of b's ranges beside phase, a's: give phase too (e.g. "
+                             "phase='decode', phase_b='verify')", param="phase")
+        chosen, chosen_b = choose_phase(phase, [side_a]), choose_phase(phase_b, [side_b], param="phase_b")
+    table = kernel_mod.diff(kernel_mod.of_model(side_a.model, chosen), kernel_mod.of_model(side_b.model, chosen_b))
     table.attrs = {"a": side_a.model.name, "b": side_b.model.name, "a_trace": side_a.model.path,
                    "b_trace": side_b.model.path, "a_range_name": side_a.model.range_name,
-                   "b_range_name": side_b.model.range_name, "phase": chosen,
-                   "a_ranges": side_a.model.phase_count(chosen), "b_ranges": side_b.model.phase_count(chosen),
+                   "b_range_name": side_b.model.range_name, "phase": chosen, "phase_b": chosen_b,
+                   "a_ranges": side_a.model.phase_count(chosen), "b_ranges": side_b.model.phase_count(chosen_b),
                    "notes": tuple(dict.fromkeys([*side_a.notes, *side_b.notes]))}
     sides = [side_a, side_b]
     return said(table, [*default_phase_notes(phase, chosen, sides), *empty_notes(table, sides)])

@@ -79,18 +79,18 @@ def read_side(trace: Trace, path: str, wants: Sequence[tuple[str, str | None, st
     return out
 
 
-def choose_phase(phase: str | None, sides: Sequence[Side]) -> str:
+def choose_phase(phase: str | None, sides: Sequence[Side], param: str = "phase") -> str:
     """The phase to compare: `phase` when every side has kept ranges of it; by default the phase c is judged on among
-    the phases every side has (decode, else all)."""
+    the phases every side has (decode, else all). `param`: the parameter that gave `phase` (named in errors)."""
     common = [p for p in PHASES if all(p in s.model.phases for s in sides)]
     if phase is None:
         return decision_phase(common) or ALL
     if phase not in PHASES:
-        raise InputError(f"phase must be one of {', '.join(PHASES)}, not {phase!r}", param="phase")
+        raise InputError(f"{param} must be one of {', '.join(PHASES)}, not {phase!r}", param=param)
     for s in sides:
         if phase not in s.model.phases:
             raise InputError(f"{s.model.path}: none of the kept {s.model.range_name!r} ranges is a {phase!r} forward "
-                             f"(its phases: {', '.join(s.model.phases)}); choose one of them with phase", param="phase")
+                             f"(its phases: {', '.join(s.model.phases)}); choose one of them with {param}", param=param)
     return phase
 
 

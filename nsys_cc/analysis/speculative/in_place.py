@@ -96,7 +96,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..forwards.steps import StepTable, metric_columns
+from ..forwards.steps import StepTable, metric_columns, part_columns
 from ..metrics import DECODE, PREFILL, VERIFY, WALL
 from ..stats import Pooled, median_ci
 from ..theory.speedup import expected_tokens, walltime_factor
@@ -214,10 +214,8 @@ def analyze_speculative(
     if not output_len and not math.isfinite(out_len):
         notes.append("output length unknown (no iteration ranges, no output_len): tokens per step from the metrics")
     d_runs = by_run(decode)  # runs pooled (`speculative.pooled`): each figure per run, then pooled (module docstring)
-    d_fwd, d_lo, d_hi = pooled_by_run({k: d["target_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}, seed)
     dec_step = {k: d["step_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}
     d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)
-    decode_other = median_by_run(decode["other_ms"], runs_column(decode))
     notes.append(f"plain target: steps from {plain.rule} ({plain.rule_detail})")
     by_draft: dict[str, list[SpecRun]] = {}
     for r in runs:
@@ -240,9 +238,10 @@ def analyze_speculative(
                      "headline, the decomposition and the forecast stay on wall time (each run's GPU figures are in "
                      "by_metric)")
     elif headline != WALL:
-        notes.append(f"the speculative figures are headlined on {headline} (the forwards' GPU time), wall beside; the "
-                     f"decomposition and the step cost model split each step on {headline}, the steps themselves (and "
-                     "the measured speedup) are wall times")
+        notes.append(f"the speculative figures are headlined on {headline} (the forwards' GPU time; the table's and "
+                     "the JSON entries' figures, c in place and c standalone included, and Thm 3.8's prices), their "
+                     "launch time (wall) beside; the decomposition and the step cost model split each step on "
+                     f"{headline}, the steps themselves (and the measured speedup) are the steps' CPU times")
     models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs, headline)) is not None}
     for dr, rs in by_draft.items():
         if dr in models and len({r.gamma for r in rs}) < 2:
@@ -257,7 +256,7 @@ def analyze_speculative(
         if v.empty:
             notes.append(f"{r.name}: no verify step was measured: left out")
             continue
-        wall = figures[r.name][WALL]
+        wall = figures[r.name][headline]  # the table's figures: on the headline metric (one answer)
         draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
         verify_ms, v_lo, v_hi = wall["verify_ms"]
         other_ms, o_lo, o_hi = wall["other_ms"]
@@ -266,7 +265,7 @@ def analyze_speculative(
         vf = wall["verify_factor"]
         cin = wall["c_in_place"]
         basis = token_basis(plain, r)
-        tok = token_arrays(r, v, WALL, basis)
+        tok = token_arrays(r, v, headline, basis)
         on_headline = figures[r.name].get(headline, wall)
         cst = standalone.get((r.draft, WALL), (math.nan,) * 3)
         priced = standalone.get((r.draft, headline), (math.nan,) * 3)
@@ -321,16 +320,20 @@ def analyze_speculative(
         impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
                                            interval=(measured[1], measured[2]))
         rows.append({
-            "name": r.name, "draft": r.draft, "gamma": r.gamma, "path": r.path, "step_rule": r.steps.rule,
+            "name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": headline, "path": r.path,
+            "step_rule": r.steps.rule,
             "steps": len(v), "iterations": r.steps.iterations,
             "draft_forward_ms": draft_ms, "draft_forward_ms_ci95": ci_pair(dr_lo, dr_hi),
             "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
             else math.nan,
-            "verify_ms": verify_ms, "verify_ms_ci95": ci_pair(v_lo, v_hi), "decode_ms": d_fwd,
-            "decode_ms_ci95": ci_pair(d_lo, d_hi), "verify_factor": vf[0], "verify_factor_ci95": ci_pair(vf[1], vf[2]),
-            "c_in_place": cin[0], "c_in_place_ci95": ci_pair(cin[1], cin[2]), "c_standalone": cst[0],
-            "c_standalone_ci95": ci_pair(cst[1], cst[2]), "other_ms": other_ms, "other_ms_ci95": ci_pair(o_lo, o_hi),
-            "decode_other_ms": decode_other, "step_ms": step_ms, "step_ms_ci95": ci_pair(s_lo, s_hi),
+            "verify_ms": verify_ms, "verify_ms_ci95": ci_pair(v_lo, v_hi), "decode_ms": wall["decode_ms"][0],
+            "decode_ms_ci95": ci_pair(*wall["decode_ms"][1:]), "verify_factor": vf[0],
+            "verify_factor_ci95": ci_pair(vf[1], vf[2]), "c_in_place": cin[0],
+            "c_in_place_ci95": ci_pair(cin[1], cin[2]), "c_standalone": priced[0],
+            "c_standalone_ci95": ci_pair(priced[1], priced[2]), "other_ms": other_ms,
+            "other_ms_ci95": ci_pair(o_lo, o_hi), "step_ms": step_ms,
+            "decode_other_ms": median_by_run(decode[metric_columns(headline)[2]], runs_column(decode)),
+            "step_ms_ci95": ci_pair(s_lo, s_hi),
             "decode_step_ms": d_step, "decode_step_ms_ci95": ci_pair(ds_lo, ds_hi), "draft_step_ms": draft_step,
             "tokens_per_step": tps, "tokens_per_step_metrics": tps_metrics, "alpha": alpha, "alpha_source": source,
             "alpha_vllm": alpha_vllm, "measured_speedup": measured[0],
@@ -353,10 +356,9 @@ def analyze_speculative(
             "verify_sample_ms": median_by_run(tok["verify_sample"], at),
             "verify_token_ms": wall["verify_token_ms"][0],
             "verify_token_ms_ci95": ci_pair(*wall["verify_token_ms"][1:]),
-            "decode_logits_ms": (median_by_run(decode["target_logits_ms"], runs_column(decode))
-                                 if "target_logits_ms" in decode else math.nan),
-            "decode_sample_ms": (median_by_run(decode["target_sample_ms"], runs_column(decode))
-                                 if "target_sample_ms" in decode else math.nan),
+            **{f"decode_{part}_ms": (median_by_run(decode[col], runs_column(decode)) if col in decode else math.nan)
+               for part, col in (("logits", part_columns(headline)["target_logits"]),
+                                 ("sample", part_columns(headline)["target_sample"]))},
             "decode_token_ms": wall["decode_token_ms"][0],
             "decode_token_ms_ci95": ci_pair(*wall["decode_token_ms"][1:]),
             "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": ci_pair(*wall["propose_ms"][1:]),
@@ -406,7 +408,8 @@ def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, M
         if f is None:
             continue
         per_step = median_by_run(verify[metric_columns(metric)[1]], runs_column(verify))
-        parts.append(f"on {metric}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
+        on = "launch time (wall)" if metric == WALL and headline != WALL else metric  # the CPU time on a GPU trace
+        parts.append(f"on {on}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
                      f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
                      f"{f['other_ms'][0]:.3g} ms")
     return [f"{run.name}: a verify step (medians) {'; '.join(parts)}"] if parts else []

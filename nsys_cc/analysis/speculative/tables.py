@@ -23,8 +23,9 @@ ALPHA_GRID = np.round(np.linspace(0.0, 1.0, 21), 2)
 # The keys of a run's row as `analyze_speculative` builds it, and of its JSON entry (`*_ci95` [low, high],
 # `predicted_speedup` a dict); the table flattens them (`TABLE_COLUMNS`).
 SPEC_COLUMNS = [
-    "name", "draft", "gamma", "path", "step_rule", "steps", "iterations", "draft_forward_ms", "draft_forward_ms_ci95",
-    "draft_forwards_per_step", "verify_ms", "verify_ms_ci95", "decode_ms", "decode_ms_ci95", "verify_factor",
+    "name", "draft", "gamma", "metric", "path", "step_rule", "steps", "iterations", "draft_forward_ms",
+    "draft_forward_ms_ci95", "draft_forwards_per_step", "verify_ms", "verify_ms_ci95", "decode_ms", "decode_ms_ci95",
+    "verify_factor",
     "verify_factor_ci95", "c_in_place", "c_in_place_ci95", "c_standalone", "c_standalone_ci95", "other_ms",
     "other_ms_ci95", "decode_other_ms", "step_ms", "step_ms_ci95", "decode_step_ms", "decode_step_ms_ci95",
     "draft_step_ms", "tokens_per_step", "tokens_per_step_metrics", "alpha", "alpha_source", "alpha_vllm",
@@ -125,7 +126,10 @@ class SpeculativeAnalysis(Value):
     handed out as the caller's own, `result_values.Value`).
 
     - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
-      `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`).
+      `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`). Its
+      figures — the forwards', the token's, c in place, c standalone and the prices of Thm 3.8 — are on `metric` (its
+      `metric` column: the headline, gpu_span on GPU traces); the steps (step_ms, decode_step_ms,
+      draft_step_ms) and the measured speedup are the steps' CPU times. `by_metric` has every metric's figures.
     - `decomposition`: the waterfall factors per run and metric, in order (DECOMPOSITION_COLUMNS; `part` an ordered
       categorical of DECOMPOSITION_PARTS; see the module docstring); the waterfall draws `metric`'s.
     - `models`: the `StepCostModel` of each draft, fitted on all its runs (each step split on `metric`).
@@ -137,7 +141,7 @@ class SpeculativeAnalysis(Value):
     - `notes`: how steps were found, what was left out, where α came from.
     - `by_metric`: one row per run and metric the traces have (BY_METRIC_COLUMNS: wall always, then gpu_span,
       kernel_sum, gpu_busy with CUDA data): draft_forward_ms, verify_ms, decode_ms, verify_factor, c_in_place,
-      other_ms on that metric, each with `_ci_low`, `_ci_high`; its wall rows are the table's figures.
+      other_ms on that metric, each with `_ci_low`, `_ci_high`; its rows of `metric` are the table's figures.
     - `metric`: the headline metric (gpu_span when every run has it, else wall; module docstring).
     - `runs`: where the runs of a profile were pooled (`speculative.pooled`), each run's own value of every figure
       (RUN_COLUMNS: name, draft, gamma, metric, figure, run, value): each table figure is their geometric mean;

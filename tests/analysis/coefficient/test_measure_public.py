@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import raw_sql, unchanged
+from conftest import unchanged
 from nsys_cc import cost_coefficient
 from nsys_cc.report import sentence_text
 
@@ -73,14 +73,13 @@ def test_diagnosis_explains_the_draft_with_gpu_numbers(public_dir, nsys_proj):
     row = res.diagnosis.iloc[0]
     text, phase = sentence_text.diagnosis_text(res, row), row["phase"]
     assert "per category, draft vs target ms per forward" in text and "Top kernels:" in text
-    # The busy share is the draft's median GPU busy over its median wall time in the diagnosed phase: wall from the
-    # raw NVTX rows, busy per forward from nsys_cc (checked against the raw CUDA rows in test_projection_public).
-    sql = ("SELECT e.start, e.\"end\" - e.start FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId "
-           "WHERE e.eventType IN (59, 60) AND coalesce(e.text, s.value) = ?")
-    raw_walls = dict(raw_sql(public_dir / PAIR[1], sql, (name,)))
+    # The busy share is the draft's median GPU busy over its median GPU span in the diagnosed phase (the
+    # span is the base, not the launch time): the span from nsys's own projection, busy per forward from nsys_cc
+    # (checked against the raw CUDA rows in test_projection_public).
+    spans = b[b["Name"] == name].set_index("Orig Start (ns)")["Projected Duration (ns)"]
     rows = res.drafts[0].phase_rows(phase)
-    walls = [raw_walls[s] for s in rows["start_ns"]]
-    share = np.median(rows["gpu_busy_ns"].dropna()) / np.median(walls)
+    share = np.median(rows["gpu_busy_ns"].dropna()) / np.median([spans[s] for s in rows["start_ns"] if s in spans])
+    assert row["busy_share"] == pytest.approx(share, rel=1e-12)
     assert f"({share:.0%})" in text
     # The class the documented thresholds give (< 50 % launch-bound, < 80 % partly, else GPU-bound), named first.
     expected = "launch-bound" if share < 0.5 else "partly launch-bound" if share < 0.8 else "GPU-bound"

@@ -101,7 +101,7 @@ def test_phase_inferred_and_unknown():
     ("rotary_embedding_kernel", "kernel", "embedding/sampling"),
     ("vectorized_gather_kernel", "kernel", "embedding/sampling"),
     ("ncclDevKernel_AllReduce_Sum_f32_RING_LL", "kernel", "communication"),
-    ("fft2d_r2c_32x32", "kernel", "other"),
+    ("fft2d_r2c_32x32", "kernel", "convolution"),  # cuDNN's FFT convolution
     ("whatever", "memcpy", "memcpy/memset"),
     ("whatever", "graph", "CUDA graph"),
 ])

@@ -351,10 +351,10 @@ def test_gpu_time_heads_and_the_cpu_time_is_named_launch_time(shaped, disagree):
     text = disagree.render("table")
     header = next(line for line in text.splitlines() if line.startswith("Model "))
     assert header.split()[4:7] == ["GPU", "span", "(ms)"]  # the headline first
-    assert header.index("GPU span (ms)") < header.index("Kernel sum") < header.index("Launch, CPU (ms)")
-    assert "c Wall" not in header and "c Launch, CPU" in header
-    assert "on the GPU: c on GPU span heads (the GPU's time), 'Launch, CPU' is each range's CPU time" in text
-    assert repr(disagree).endswith("c on gpu_span: gpu-draft: " f"{disagree.speedup_marks['c'].iloc[0]:.3g} (decode)>")
+    assert header.index("GPU span (ms)") < header.index("Kernel sum") < header.index("Launch time (ms)")
+    assert "c Wall" not in header and "c Launch time" in header
+    assert "on the GPU: c on GPU span heads (the GPU's time), 'Launch time' is each range's CPU time" in text
+    assert repr(disagree).endswith("c on GPU span: gpu-draft: " f"{disagree.speedup_marks['c'].iloc[0]:.3g} (decode)>")
 
 
 def test_the_words_say_where_launch_and_gpu_time_disagree(shaped, disagree):
@@ -446,7 +446,7 @@ def test_an_nsys_gpu_export_is_headlined_by_the_same_rule(tmp_path):
     row = res.gpu_time.set_index("model").loc["d"]
     assert row["c_gpu"] == coef.loc[(phase, "gpu_span"), "c"] and row["c_launch"] == coef.loc[(phase, "wall"), "c"]
     text = res.render("table")
-    assert "Launch, CPU (ms)" in text and "GPU time vs launch time" in text
+    assert "Launch time (ms)" in text and "GPU time vs launch time" in text
     assert "launch time and GPU time disagree" in text  # the target's work runs 3× past its launches
 
 

@@ -196,6 +196,36 @@ def test_kernel_diff_of_target_and_draft_is_the_known_difference(shaped, engine,
         diff[diff["category"] == "GEMM"]["delta_ms_per_range"].sum())
 
 
+def test_a_phase_per_side_compares_a_targets_decode_with_a_speculative_runs_verify(tmp_path):
+    """one phase for both sides could not compare a plain target's decode forwards with a speculative run's
+    verify forwards; `phase_b` (`--phase-b`) gives the second side its own. Oracle: the work written into the kept
+    forwards of each payload (a decode carries 1 token at batch 1, a verify γ + 1 = 4)."""
+    spec = FIXTURES / "spec"
+    with unchanged(spec / "tiny-llama-target.sqlite", spec / "tiny-llama-draft-xs.spec-g3.sqlite"):
+        t = add_gpu_work(spec / "tiny-llama-target.sqlite", tmp_path / "t.sqlite", named_plan(TARGET_KERNELS),
+                         names=(FORWARD,))
+        v = add_gpu_work(spec / "tiny-llama-draft-xs.spec-g3.sqlite", tmp_path / "v.sqlite",
+                         named_plan(DRAFT_KERNELS), names=(FORWARD,))
+    diff = nsys_cc.kernel_diff(t.path, v.path, phase="decode", phase_b="verify")
+    (ta, na), (vb, nb) = known(t, 1), known(v, 4)
+    assert (diff.attrs["phase"], diff.attrs["phase_b"], diff.attrs["a_ranges"], diff.attrs["b_ranges"]) == (
+        "decode", "verify", na, nb) and na > 0 and nb > 0
+    for r in diff.itertuples():
+        assert (r.a_count, r.b_count) == (ta.get(r.kernel, [0])[0], vb.get(r.kernel, [0])[0])
+        assert r.b_ms_per_range == pytest.approx(vb.get(r.kernel, [0, 0])[1] / nb / 1e6, rel=1e-12)
+    # one phase for both: the plain target has no verify forward — said, naming the flag
+    r = CliRunner().invoke(cli, ["kernels", str(t.path), str(v.path), "--phase", "verify"])
+    assert r.exit_code == 2 and "choose one of them with --phase" in r.stderr
+    r = CliRunner().invoke(cli, ["kernels", str(t.path), str(v.path), "--phase", "decode", "--phase-b", "verify"])
+    assert r.exit_code == 0, r.output
+    assert f"({na} kept decode ranges)" in r.stdout and f"({nb} kept verify ranges)" in r.stdout
+    r = CliRunner().invoke(cli, ["kernels", str(t.path), str(v.path), "--phase", "decode", "--phase-b", "prefill",
+                                 "--format", "json"])
+    assert r.exit_code == 0 and json.loads(r.stdout)
+    r = CliRunner().invoke(cli, ["kernels", str(t.path), str(v.path), "--phase-b", "verify"])
+    assert r.exit_code == 2 and "give --phase too" in r.stderr
+
+
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_the_result_carries_the_same_diff_into_the_report(shaped, tmp_path):
     target, draft = shaped

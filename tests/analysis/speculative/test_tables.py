@@ -156,16 +156,26 @@ def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, re
         assert rows.loc[(spec_label(g), "gpu_busy"), "other_ms"] == pytest.approx(statistics.median(idle), rel=1e-9)
 
 
-def test_the_wall_rows_are_the_tables_figures_and_gpu_span_heads(result):
-    """On a GPU trace the in-place figures are headlined on the GPU span, as c is (not gpu_busy)."""
+def test_the_tables_figures_are_the_gpu_span_rows(shaped, result):
+    """On a GPU trace the in-place figures are headlined on the GPU span, as c is (not gpu_busy), and the table — one
+    row per run — carries them with a metric column (its c's were launch-time c's beside a Thm 3.8 priced
+    with the GPU c): c in place, c standalone and the token's parts included."""
     spec = result.speculative
     assert spec.metric == "gpu_span"
     assert list(spec.by_metric["metric"].unique()) == ["wall", "gpu_span", "kernel_sum", "gpu_busy"]
-    wall = spec.by_metric[spec.by_metric["metric"] == "wall"].set_index("name")
+    head = spec.by_metric[spec.by_metric["metric"] == "gpu_span"].set_index("name")
     table = spec.table.set_index("name")
-    for fig in FIGURES:
+    assert set(table["metric"]) == {"gpu_span"}
+    for fig in (*FIGURES, "c_standalone"):
         for col in (fig, f"{fig}_ci_low", f"{fig}_ci_high"):
-            assert wall[col].to_dict() == table[col].to_dict(), col
+            assert head[col].to_dict() == table[col].to_dict(), col
+    for g in GAMMAS:  # the known GPU work, and never the launch-time figure
+        want, wall = by_hand(shaped, g, "gpu_span"), by_hand(shaped, g, "wall")
+        row = table.loc[spec_label(g)]
+        assert row["c_in_place"] == pytest.approx(want["c_in_place"], rel=1e-9) != wall["c_in_place"]
+        assert row["verify_ms"] == pytest.approx(want["verify_ms"], rel=1e-9)
+    c_gpu = result.coefficients.set_index(["draft", "phase", "metric"]).loc[(PLAIN_DRAFT, "decode", "gpu_span"), "c"]
+    assert table["c_standalone"].tolist() == pytest.approx([c_gpu] * len(GAMMAS))
     # the waterfall and the cost model split the steps on the headline metric: its decomposition ends at the measured
     dec = spec.decomposition
     assert set(dec["metric"]) == {"wall", "gpu_span", "kernel_sum", "gpu_busy"}
@@ -185,8 +195,9 @@ def test_json_carries_every_metric_of_every_run(shaped, result):
             for f in FIGURES:
                 lo, hi = figures[f"{f}_ci95"]
                 assert lo <= figures[f] <= hi
-        for f in FIGURES:  # wall: the entry's own figures
-            assert e["by_metric"]["wall"][f] == e[f] and e["by_metric"]["wall"][f"{f}_ci95"] == e[f"{f}_ci95"]
+        assert e["metric"] == "gpu_span"  # the entry's own figures: the headline's, true to speculative_metric
+        for f in (*FIGURES, "c_standalone"):
+            assert e["by_metric"]["gpu_span"][f] == e[f] and e["by_metric"]["gpu_span"][f"{f}_ci95"] == e[f"{f}_ci95"]
         want = by_hand(shaped, e["gamma"], "gpu_busy")
         assert e["by_metric"]["gpu_busy"]["c_in_place"] == pytest.approx(want["c_in_place"], rel=1e-9)
 
@@ -196,14 +207,15 @@ def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
     res = CliRunner().invoke(cli, ["analyze", *paths], env={"NSYS_CC_QUIET": "1"})
     assert res.exit_code == 0, res.output
     out = res.stdout
-    assert "Speculative runs (on gpu_span: the forwards' GPU time, headline; then wall" in out
+    assert "Speculative runs (on gpu_span: the forwards' GPU time, headline; then launch time" in out
     assert "Thm 3.8 with c standalone on gpu_span" in out
-    assert "Forecast (cost model fitted on all runs of each draft: wall step times, split on gpu_span)" in out
+    assert ("Forecast (cost model fitted on all runs of each draft: step times (each engine step's CPU time, which "
+            "waits for its GPU work), split on gpu_span)") in out
     lines = out.splitlines()
-    for g in GAMMAS:
-        rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" gpu_span " in line
-                                                                                     or " wall " in line)]
-        assert [("gpu_span" if " gpu_span " in r else "wall") for r in rows[:2]] == ["gpu_span", "wall"]
+    for g in GAMMAS:  # the metric column names the CPU time launch time, never wall (one name)
+        rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" GPU span " in line
+                                                                                     or " launch time " in line)]
+        assert [("gpu_span" if " GPU span " in r else "wall") for r in rows[:2]] == ["gpu_span", "wall"]
         for row, metric in zip(rows, ("gpu_span", "wall")):  # the verify column: the known median on that metric
             assert f" {by_hand(shaped, g, metric)['verify_ms']:.3g} [" in row
 
@@ -299,12 +311,12 @@ def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleave
             mine = analysis.runs[(analysis.runs["name"] == e.label) & (analysis.runs["metric"] == metric)
                                  & (analysis.runs["figure"] == fig)].sort_values("run")
             assert list(mine["value"]) == pytest.approx(per_run, rel=1e-9), fig
-    if metric == "wall":  # the table's wall figures carry the same intervals across runs
-        table = analysis.table.set_index("name")
-        wall = analysis.by_metric[analysis.by_metric["metric"] == "wall"].set_index("name")
-        for fig in FIGURES[:-1]:
-            for col in (fig, f"{fig}_ci_low", f"{fig}_ci_high"):
-                pd.testing.assert_series_equal(wall[col], table[col], check_names=False, obj=col)
+    # the table's figures (on the headline, gpu_span) carry the same intervals across runs as its by_metric rows
+    table = analysis.table.set_index("name")
+    head = analysis.by_metric[analysis.by_metric["metric"] == "gpu_span"].set_index("name")
+    for fig in FIGURES[:-1]:
+        for col in (fig, f"{fig}_ci_low", f"{fig}_ci_high"):
+            pd.testing.assert_series_equal(head[col], table[col], check_names=False, obj=col)
 
 
 def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result):
@@ -318,8 +330,10 @@ def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result
 
 
 def test_without_a_gpu_c_of_the_plain_draft_thm_3_8_falls_back_to_wall_and_says_so(shaped):
-    """The plain draft profiled without CUDA data (its real CPU trace): no standalone c on gpu_busy to price with."""
-    res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path])
+    """The plain draft profiled without CUDA data (its real CPU trace, compared as asked: a CPU trace beside GPU ones
+    is refused by default): no standalone c on gpu_busy to price with."""
+    res = nsys_cc.cost_coefficient(shaped[TARGET].path, [trace(PLAIN_DRAFT), shaped[spec_label(3)].path],
+                                   mixed_platforms=True)
     spec = res.speculative
     assert spec is not None and spec.metric == "gpu_span"
     row = spec.table.iloc[0]
@@ -335,7 +349,7 @@ def test_the_waterfall_and_the_heatmap_name_their_metric(result):
 
     spec = result.speculative
     fig = speculative_plots.waterfall(spec)
-    assert "forwards on gpu_span (their GPU time), steps on wall" in fig._suptitle.get_text()
+    assert "forwards on gpu_span (their GPU time), steps on their CPU time" in fig._suptitle.get_text()
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == len(GAMMAS)  # one panel per run, drawn on the headline metric only
     # each panel's bars end at the run's gpu_span decomposition, not wall's
@@ -345,4 +359,4 @@ def test_the_waterfall_and_the_heatmap_name_their_metric(result):
         labels = [t.get_text() for t in ax.texts]
         assert f"×{rows['factor'].iloc[1]:.3g}" in labels
     heat = speculative_plots.forecast_heatmap(spec, PLAIN_DRAFT)
-    assert "fitted on wall step times split on gpu_span" in heat.axes[0].get_title()
+    assert "fitted on step times split on gpu_span" in heat.axes[0].get_title()
