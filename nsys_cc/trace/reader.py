@@ -27,6 +27,7 @@ import contextlib
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 from collections.abc import Collection, Iterator, Mapping
@@ -490,9 +491,13 @@ def open_trace(
     """
     path = one_path(path, "path")
     p = Path(path).expanduser()
-    if not p.exists():
-        raise InputError(f"{path}: no such file")
-    if not p.is_file():
+    try:
+        st = p.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:  # a folder on the way that may not be searched (chmod 000), a loop of links, …
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is not a file")
     try:
         size = p.stat().st_size
