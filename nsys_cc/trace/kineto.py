@@ -50,7 +50,7 @@ import pandas as pd
 from .. import progress
 from ..arguments import many
 from ..errors import InputError
-from . import frames, nvtx
+from . import cuda, frames, nvtx
 from .bulk import NULL_INT, PID_MASK, nullable
 from .frames import lists_columns
 from .kineto_collect import (  # noqa: F401  (the roles, named here as they always were)
@@ -168,13 +168,37 @@ class KinetoTrace(Closable):
                                                "correlation_id", "name_code")}, ops["index"], "GPU",
                           lambda k: got.describe_op(k, ops["index"]))
         self._ranges, self._frames, self._api, self._api_kind, self._api_corr = ranges, frames_, api, api_kind, api_corr
-        self._ops_columns = ops
+        self._ops_columns = self._causal(ops, found, launch, got)
         schema = meta.get("schemaVersion")
         self.schema_version: str | None = None if schema is None else str(schema)
         dist = meta.get("distributedInfo")
         dist = dist if isinstance(dist, dict) else {}
         self.rank: int | None = dist.get("rank") if type(dist.get("rank")) is int else None
         self.world_size: int | None = dist.get("world_size") if type(dist.get("world_size")) is int else None
+
+    def _causal(self, ops: dict[str, np.ndarray], found: np.ndarray, launch: np.ndarray, got: Collected) -> dict:
+        """`ops` without the GPU ops that start before the launch call carrying their correlation id. No GPU runs
+        work before it is launched (CUPTI and roctracer time both on one clock: none of the public traces has one,
+        the closest starts 7 µs after its call), so such an op is damage — an edited time or a correlation id that
+        is not its launch's — and neither its time nor the range its launch would give it can be trusted: it is
+        left out of every table, and `cuda.dropped_note` (the notes of `analyze` and `ranges`) says how many."""
+        early = np.zeros(len(ops["index"]), dtype=bool)
+        early[found] = ops["start_ns"][found] < self._api.start[launch]
+        if not early.any():
+            return ops
+        k = int(np.flatnonzero(early)[0])
+        call = int(launch[int(np.flatnonzero(found[:k + 1]).size) - 1])
+        cuda.note_dropped(self, f"dropped {int(early.sum())} GPU op(s) that start before the launch call carrying "
+                                f"their correlation id (first: {got.describe_op(k, ops['index'])}, "
+                                f"{(self._api.start[call] - ops['start_ns'][k]) / 1e3:,.3f} µs before its "
+                                f"{str(self._api.name[call])!r:.60}, correlation id {int(ops['correlation_id'][k])}): no "
+                                "GPU starts work before it is launched, the trace is damaged; the times are those of "
+                                "the other ops")
+        n_kernel = int((ops["kind"] == 0).sum())
+        keep = ~early
+        rows = {key: keep[:n_kernel] for key in ("grid", "block", "registers", "shared", "graph_node")}
+        rows.update({key: keep[n_kernel:] for key in ("mem_graph_node", "bytes")})
+        return {key: column[rows.get(key, keep)] for key, column in ops.items()}
 
     # -- the Trace protocol -------------------------------------------------------------------------------------------
     def __enter__(self) -> KinetoTrace:

@@ -144,11 +144,11 @@ class Document:
             end = _WS.match(self.buf, self.pos).end()
             blank += end - self.pos
             self.pos = end
-            if end < len(self.buf):
-                return self.buf[end]
             if blank > MAX_BLANK:
                 raise InputError(f"{self.name} holds more than {MAX_BLANK >> 20} MiB of blanks in a row (before byte "
                                  f"{self.base + self.pos:,}): no profiler writes that, it is not a trace")
+            if end < len(self.buf):
+                return self.buf[end]
             if not self._more():
                 return None
 
