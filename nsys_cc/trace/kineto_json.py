@@ -11,9 +11,11 @@ Two parsers, one answer:
   a `,` or `]` follows) into `Event`s in C. A span whose end falls inside a string or a nested object is not valid
   JSON as a list, so a batch that decodes is exactly the events it spans;
 - **exact**: the standard library's parser (`parse_float=str`: a number's text kept; NaN and Infinity refused), one
-  value at a time, for what msgspec will not take — the document's top level, a batch that fails (the span shrinks
-  eightfold per failure, down to `MIN_SPAN`, then the event at hand is read exactly and the span grows again), an
-  event that is no object. Its errors are the ones the reader reports, with the byte they are at.
+  value at a time, for what msgspec will not take — the document's top level, an event that is no object, and an
+  event msgspec refuses: a batch that fails is tried again over a quarter of its span, down to `MIN_SPAN` bytes, so
+  the batches close in on the odd event, which alone is read exactly; the span then restarts at `RESTART_SPAN`
+  and doubles with each batch (and with each span too short for a whole event). Its errors are the ones the
+  reader reports, with the byte they are at.
 
 So a damaged or odd file costs time only where it is odd, and every error comes from the exact parser, as soon as
 its text is seen: a file invalid from its second byte is refused after reading one piece.
@@ -35,8 +37,9 @@ from ..errors import InputError
 UNSET = msgspec.UNSET
 NO_TEXT = msgspec.Raw(b"")  # a time that is not there
 MAX_SPAN = 4 << 20
-MIN_SPAN = 4 << 10
-FIRST_WINDOW = 64 << 10
+MIN_SPAN = 64
+RESTART_SPAN = 4 << 10
+FIRST_WINDOW = 4 << 10
 MAX_VALUE = 64 << 20
 MAX_BLANK = 64 << 20
 _WS = re.compile(rb"[ \t\n\r]*")
@@ -122,6 +125,7 @@ class Document:
         self.pos = self.base = 0
         self.eof = False
         self.span = MAX_SPAN
+        self.failed = -1  # where the last batch msgspec refused began
 
     # -- the text ---------------------------------------------------------------------------------------------------
     def _more(self) -> bool:
@@ -303,15 +307,21 @@ class Document:
         while len(self.buf) - self.pos < self.span and self._more():
             pass
         cut = self._cut(min(len(self.buf), self.pos + self.span))
-        if cut is None:
+        if cut is None:  # no event ends within the span
+            if self.failed != self.pos and self.span < MAX_SPAN:  # longer events than the span: a longer span
+                self.span *= 2
+                return -1
+            self.span = RESTART_SPAN
             return 0
         piece = b"".join((b"[", memoryview(self.buf)[self.pos:cut], b"]"))
         try:
             events = _DECODER.decode(piece)
         except (msgspec.DecodeError, RecursionError):
-            if self.span <= MIN_SPAN:
+            self.failed = self.pos
+            self.span //= 4
+            if self.span < MIN_SPAN:  # the odd event is the one at hand
+                self.span = RESTART_SPAN
                 return 0
-            self.span = max(self.span // 8, MIN_SPAN)
             return -1
         del piece
         self.pos = cut
