@@ -2,9 +2,12 @@
 
 vLLM's torch profiler, `torch.profiler.profile(...).export_chrome_trace`, SGLang and TensorRT-LLM's PyTorch backend
 write one such file per process (`*.pt.trace.json.gz`; `.json` too): an object whose `traceEvents` list holds every
-event. `KinetoTrace` reads it once, read-only, and gives the tables of an Nsight Systems export with the same columns,
-dtypes and units (int64 ns; `frames.py`), so that the projection (`nsys_cc.analysis.forwards.projection`), its
-CUDA-graph attribution and the analyses built on it need no second code path:
+event. `KinetoTrace` reads it once, read-only, as a stream (`kineto_stream`: the text in pieces, every bound applied
+as it is read; `kineto_json`: the events decoded in batches; `kineto_collect`: only what the tables below need kept,
+the rest dropped with its batch — memory grows with the kept events, never with the file), and gives the tables of
+an Nsight Systems export with the same columns, dtypes and units (int64 ns; `frames.py`), so that the projection
+(`nsys_cc.analysis.forwards.projection`), its CUDA-graph attribution and the analyses built on it need no second code
+path:
 
 - ranges (`nvtx_ranges`): `user_annotation` events (`torch.profiler.record_function`, Kineto's NVTX; vLLM's
   `execute_context_…_generation_…` steps), domain "". `python_function` frames (with_stack traces: most of the events)
@@ -25,15 +28,19 @@ the projection is computed as nsys computes it instead), flow events (`ac2g`: th
 `overhead`, `Trace`, instant and counter events, and events of the kept categories that are not complete ("X") events.
 
 Times: `ts` and `dur` are microseconds written with the nanoseconds as three decimals, on a clock whose values have
-~16 significant digits, so a float64 loses the last nanoseconds. The reader never makes a float of them: the JSON
-parser hands each number's text over (`parse_float=str`) and `kineto_events.ns_of` turns it into integer nanoseconds
-exactly (more than three decimals: rounded half to even; an integer: whole microseconds). Times are the file's own clock
-(`ts` × 1000); `baseTimeNanoseconds` is reported by `info()`, not added.
+~16 significant digits, so a float64 loses the last nanoseconds. The reader never makes a float of them: the parser
+hands each one's text over (msgspec's `Raw`; the exact parser's `parse_float=str`) and `kineto_events.ns_column`
+turns it into integer nanoseconds exactly (more than three decimals: rounded half to even; an integer: whole
+microseconds). Times are the file's own clock (`ts` × 1000); `baseTimeNanoseconds` is reported by `info()`, not
+added. A GPU op that starts before the launch call carrying its correlation id is impossible (damage): it is left
+out of every table, and said (`cuda.dropped_note`; `_causal`).
 
 Bad input: a file that is not gzip or JSON, truncated, without `traceEvents`, nested too deep, with NaN or Infinity,
 numbers no nanosecond count can hold, a negative `dur`, a kept event without its times, or the same event twice (two
-traces merged) raises `InputError` with one line naming the file; the file is only read. Text that is not UTF-8 is
-read with U+FFFD in place of the bad bytes (as the SQLite reader does).
+traces merged) raises `InputError` with one line naming the file (and the event, or the byte); so do a gzip bomb, a
+file past `$NSYS_CC_MAX_TRACE_BYTES` of JSON, and too little memory (`ulimit -v`) for the events kept, each as soon
+as it is seen. The file is only read. Text that is not UTF-8 is read with U+FFFD in place of the bad bytes (as the
+SQLite reader does).
 """
 
 from __future__ import annotations
@@ -87,8 +94,8 @@ TABLES = frames.TABLES
 
 
 class KinetoTrace(Closable):
-    """One PyTorch-profiler (Kineto) trace, read whole once and kept in memory (implements `nsys_cc.trace.Trace`;
-    module docstring for what is mapped). Open it with `nsys_cc.open_trace(path)`.
+    """One PyTorch-profiler (Kineto) trace, read once as a stream, what its tables need kept in memory (implements
+    `nsys_cc.trace.Trace`; module docstring for what is mapped). Open it with `nsys_cc.open_trace(path)`.
 
     Attributes:
         path: the file given.
@@ -191,7 +198,8 @@ class KinetoTrace(Closable):
         cuda.note_dropped(self, f"dropped {int(early.sum())} GPU op(s) that start before the launch call carrying "
                                 f"their correlation id (first: {got.describe_op(k, ops['index'])}, "
                                 f"{(self._api.start[call] - ops['start_ns'][k]) / 1e3:,.3f} µs before its "
-                                f"{str(self._api.name[call])!r:.60}, correlation id {int(ops['correlation_id'][k])}): no "
+                                f"{str(self._api.name[call])!r:.60}, correlation id "
+                                f"{int(ops['correlation_id'][k])}): no "
                                 "GPU starts work before it is launched, the trace is damaged; the times are those of "
                                 "the other ops")
         n_kernel = int((ops["kind"] == 0).sum())

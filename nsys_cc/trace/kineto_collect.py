@@ -255,7 +255,8 @@ class Collector:
         ops = {
             "index": column("index"),
             "kind": np.repeat(np.array([0, 1, 2], dtype=np.int8), [sum(len(a) for a in p["index"]) for p in gpu]),
-            "names": np.asarray(op_names, dtype=object), "name_code": pd.factorize(np.asarray(op_names, dtype=object))[0],
+            "names": np.asarray(op_names, dtype=object),
+            "name_code": pd.factorize(np.asarray(op_names, dtype=object))[0],
             "start_ns": start, "duration_ns": dur, "end_ns": start + dur, "device_id": column("device"),
             "context_id": column("context"), "stream_id": column("stream"), "correlation_id": column("corr"),
             "grid": column("grid").reshape(n_kernel, 3), "block": column("block").reshape(n_kernel, 3),

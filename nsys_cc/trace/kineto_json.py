@@ -43,6 +43,12 @@ FIRST_WINDOW = 4 << 10
 MAX_VALUE = 64 << 20
 MAX_BLANK = 64 << 20
 _WS = re.compile(rb"[ \t\n\r]*")
+
+
+def _past_blanks(buf: bytes, pos: int) -> int:
+    """The position of the first character at or after `pos` that is not blank (len(buf) if none)."""
+    m = _WS.match(buf, pos)
+    return m.end() if m else pos
 _COMMA, _OPEN_LIST, _CLOSE_LIST, _OPEN_OBJECT, _CLOSE_OBJECT, _QUOTE, _COLON = b",[]{}\":"
 
 
@@ -145,7 +151,7 @@ class Document:
         """The next character that is not blank (its byte; the position is left on it), None at the end."""
         blank = 0
         while True:
-            end = _WS.match(self.buf, self.pos).end()
+            end = _past_blanks(self.buf, self.pos)
             blank += end - self.pos
             self.pos = end
             if blank > MAX_BLANK:
@@ -296,7 +302,7 @@ class Document:
             j = self.buf.rfind(b"}", self.pos, j)
             if j < 0:
                 return None
-            k = _WS.match(self.buf, j + 1).end()
+            k = _past_blanks(self.buf, j + 1)
             if k < len(self.buf) and self.buf[k] in (_COMMA, _CLOSE_LIST):
                 return j + 1
         return None

@@ -24,6 +24,7 @@ application's bytes) is read with U+FFFD in place of the bad bytes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sqlite3
@@ -496,6 +497,8 @@ def open_trace(
     except (FileNotFoundError, NotADirectoryError):
         raise InputError(f"{path}: no such file") from None
     except OSError as exc:  # a folder on the way that may not be searched (chmod 000), a loop of links, …
+        if exc.errno == errno.ENAMETOOLONG:  # the CLI's own line names the limit
+            raise
         raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
     if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is not a file")

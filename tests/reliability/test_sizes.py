@@ -22,8 +22,7 @@ import pytest
 
 from conftest import FIXTURES, PUBLIC, REPO, cli_in_process
 from nsys_cc.errors import InputError
-from nsys_cc.trace import open_trace
-from nsys_cc.trace import kineto_json, kineto_stream
+from nsys_cc.trace import kineto_json, kineto_stream, open_trace
 
 # `ulimit -v 4000000`: KiB of address space.
 AS_LIMIT = 4_000_000 * 1024
@@ -52,7 +51,8 @@ for args in runs:
 """
 
 
-def capped(tmp_path: Path, *runs: list[str], limit: int = AS_LIMIT, env: dict | None = None) -> tuple[int, str, str, dict]:
+def capped(tmp_path: Path, *runs: list[str], limit: int = AS_LIMIT,
+           env: dict | None = None) -> tuple[int, str, str, dict]:
     """`nsys-cc ARGS` for each of `runs` in one child process under an address-space limit of `limit` bytes: its
     exit status, stdout, stderr and its own rusage (peak RSS in MiB, CPU seconds)."""
     out, err = tmp_path / "child.out", tmp_path / "child.err"
@@ -111,7 +111,7 @@ def sparse(path: Path, size: int, head: bytes) -> Path:
     return path
 
 
-# -- bombs and huge files, refused at their bound -----------------------------------------------------------------------
+# -- bombs and huge files, refused at their bound ----------------------------------------------------------------------
 def test_a_20_gib_gzip_bomb_is_refused_at_once_in_little_memory(tmp_path):
     bomb = gzip_of_blanks(tmp_path / "bomb.pt.trace.json.gz", 20 << 30, b'{"traceEvents": [')
     assert bomb.stat().st_size < 25e6
@@ -178,7 +178,7 @@ def test_a_value_larger_than_any_event_is_refused(tmp_path, monkeypatch):
         open_trace(path)
 
 
-# -- an address-space limit ---------------------------------------------------------------------------------------------
+# -- an address-space limit --------------------------------------------------------------------------------------------
 def trace_runs(traces: list[Path], sets: list[list[Path]]) -> list[list[str]]:
     """info, ranges and kernels of each trace, and analyze of each set (target first)."""
     return [*([*verb, str(t)] for t in traces for verb in VERBS[:3]),

@@ -66,7 +66,7 @@ def test_batches_ending_anywhere_give_the_same_trace(monkeypatch, span):
     assert everything(SPEC) == want
 
 
-# -- layouts and tricky text --------------------------------------------------------------------------------------------
+# -- layouts and tricky text -------------------------------------------------------------------------------------------
 def _x(cat: str, name, ts: str, dur: str, pid=7, tid=7, args=None) -> dict:
     e = {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": gsk._Raw(ts), "dur": gsk._Raw(dur)}
     if args is not None:
@@ -85,7 +85,8 @@ TRICKY = [
        args={"device": 0, "stream": 7, "correlation": 9, "grid": [1, 2, 3], "block": [4, 5, 6],
              "registers per thread": 32, "shared memory": 0, "context": 1}),
     _x("cpu_op", "aten::mm", "5.000", "1.000", args=[]),  # args that is no object: read exactly
-    _x("cpu_op", "aten::add", "5.500", "1.000", pid=gsk._Raw("1.5"), args={"device": "cuda:0", "Input Dims": [[1, 2], []]}),
+    _x("cpu_op", "aten::add", "5.500", "1.000", pid=gsk._Raw("1.5"),
+       args={"device": "cuda:0", "Input Dims": [[1, 2], []]}),
     {"ph": "i", "cat": "cpu_instant_event", "name": "x", "pid": 7, "tid": 7, "ts": gsk._Raw("7.250"), "s": "t"},
     {"ph": "f", "id": 9, "pid": 0, "tid": 7, "ts": gsk._Raw("6.000"), "cat": "ac2g", "name": "ac2g", "bp": "e"},
 ]
