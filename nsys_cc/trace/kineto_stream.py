@@ -15,13 +15,17 @@ with one line naming the file the moment it is crossed, never after:
 - **damage**: a gzip stream cut short, with a bad CRC or bad deflate data.
 
 No read asks for more than `CHUNK` bytes, whatever the limit (an address-space limit, `ulimit -v`, is never met by
-a request for the whole limit at once).
+a request for the whole limit at once). A gzip is decompressed by a thread of its own, at most `AHEAD` pieces ahead
+of the reader: zlib lets go of Python's lock while it inflates, so on a machine with two cores the decompression
+costs the reader no time (~3 s of a 1 GB trace's CPU time, docs/PERFORMANCE.md).
 """
 
 from __future__ import annotations
 
 import gzip
 import os
+import queue
+import threading
 import zlib
 
 from .. import inputs
@@ -39,6 +43,8 @@ CHUNK = 8 << 20
 # A gzip stream that has expanded more than BOMB_RATIO× once BOMB_AFTER bytes came out of it is a bomb.
 BOMB_RATIO = 200
 BOMB_AFTER = 64 << 20
+# Decompressed pieces held ready at most (the decompressing thread waits beyond).
+AHEAD = 2
 
 
 def max_bytes() -> int:
@@ -77,6 +83,9 @@ class TraceBytes:
             if not self.compressed and self.size > self.limit:
                 self._too_big(self.size)
             self._gz = gzip.GzipFile(fileobj=self._fh, mode="rb") if self.compressed else None
+            self._ahead: queue.Queue = queue.Queue(maxsize=AHEAD)
+            self._stop = threading.Event()
+            self._thread: threading.Thread | None = None
         except OSError as exc:
             self._fh.close()
             raise InputError(f"cannot read the trace {self.name}: {exc.strerror or exc}") from None
@@ -91,6 +100,14 @@ class TraceBytes:
         self.close()
 
     def close(self) -> None:
+        if self._thread is not None:  # stop the decompressing thread: it may be waiting to hand a piece over
+            self._stop.set()
+            while self._thread.is_alive():
+                try:
+                    self._ahead.get(timeout=0.05)
+                except queue.Empty:
+                    pass
+            self._thread = None
         if self._gz is not None:
             self._gz.close()
         self._fh.close()
@@ -102,11 +119,38 @@ class TraceBytes:
                          "BYTES to read a bigger trace (reading is streamed: memory grows with the events kept, not "
                          "with the file)")
 
+    def _decompress(self) -> None:
+        """The decompressing thread: pieces (and the compressed bytes read so far) into `_ahead`, then b"" at the end,
+        or the exception that stopped it."""
+        assert self._gz is not None
+        handed = 0
+        try:
+            while not self._stop.is_set():
+                piece = self._gz.read(min(CHUNK, self.limit + 1 - handed))
+                handed += len(piece)
+                self._ahead.put((piece, self._fh.tell(), None))
+                if not piece or handed > self.limit:
+                    return
+        except BaseException as exc:  # handed over to the reader, which says what it means
+            self._ahead.put((b"", 0, exc))
+
+    def _piece(self) -> tuple[bytes, int]:
+        """The next piece and the compressed bytes read so far (the file's bytes, for a plain file)."""
+        if self._gz is None:
+            data = self._fh.read(min(CHUNK, self.limit + 1 - self.out))
+            return data, self.out + len(data)
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._decompress, name="nsys_cc-gunzip", daemon=True)
+            self._thread.start()
+        data, consumed, exc = self._ahead.get()
+        if exc is not None:
+            raise exc
+        return data, consumed
+
     def read(self) -> bytes:
         """The next piece of uncompressed text (at most CHUNK bytes), b"" at the end; InputError past a bound."""
-        want = min(CHUNK, self.limit + 1 - self.out)
         try:
-            data = self._gz.read(want) if self._gz is not None else self._fh.read(want)
+            data, consumed = self._piece()
         except EOFError:
             raise InputError(f"{self.name} is a truncated gzip file (it ends before its compressed data does): copy "
                              "it again, or let the profiler finish writing it") from None
@@ -117,12 +161,10 @@ class TraceBytes:
         self.out += len(data)
         if self.out > self.limit:
             self._too_big()
-        if self._gz is not None and self.out >= BOMB_AFTER:
-            consumed = max(self._fh.tell(), 1)
-            if self.out > BOMB_RATIO * consumed:
-                raise InputError(f"{self.name} expands more than {BOMB_RATIO}× when decompressed ({self.out:,} bytes "
-                                 f"from its first {consumed:,}): a gzip bomb, not a trace (gzip expands "
-                                 "PyTorch-profiler traces 10–20×)")
+        if self._gz is not None and self.out >= BOMB_AFTER and self.out > BOMB_RATIO * max(consumed, 1):
+            raise InputError(f"{self.name} expands more than {BOMB_RATIO}× when decompressed ({self.out:,} bytes "
+                             f"from its first {consumed:,}): a gzip bomb, not a trace (gzip expands "
+                             "PyTorch-profiler traces 10–20×)")
         return data
 
 

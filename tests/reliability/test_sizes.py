@@ -33,46 +33,42 @@ DRAFT = TORCH / "tiny-llama-draft-xs.pt.trace.json.gz"
 VERBS = (["info"], ["ranges", "--format", "json"], ["kernels", "--format", "json"], ["analyze", "--format", "json"])
 
 _CHILD = """
-import resource, sys
+import json, resource, sys
 limit = int(sys.argv[1])
 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 from click.testing import CliRunner
 from nsys_cc.cli import cli
-runs = [a.split("\\x1f") for a in sys.argv[2:]]
-if len(runs) == 1:  # one run: as the real process would end (its exit status, its stderr)
-    from nsys_cc.cli import main
-    sys.argv = ["nsys-cc", *runs[0]]
-    sys.exit(main())
-import json
 runner = CliRunner()
-for args in runs:
-    r = runner.invoke(cli, args)
-    print(json.dumps([args, r.exit_code, r.stderr, repr(r.exception) if r.exit_code not in (0, 2) else None]))
+for run in json.loads(sys.argv[2]):
+    r = runner.invoke(cli, run["args"], env=run.get("env"))
+    print(json.dumps([run["args"], r.exit_code, r.stderr, None if r.exit_code in (0, 2) else repr(r.exception)]),
+          flush=True)
 """
 
 
-def capped(tmp_path: Path, *runs: list[str], limit: int = AS_LIMIT,
-           env: dict | None = None) -> tuple[int, str, str, dict]:
-    """`nsys-cc ARGS` for each of `runs` in one child process under an address-space limit of `limit` bytes: its
-    exit status, stdout, stderr and its own rusage (peak RSS in MiB, CPU seconds)."""
+def capped(tmp_path: Path, runs: list[dict], limit: int = AS_LIMIT) -> tuple[list[tuple], dict]:
+    """`nsys-cc ARGS` for each of `runs` ({"args": [...], "env": {...}}) in one child process under an address-space
+    limit of `limit` bytes: (args, exit status, stderr, exception) of each, and the child's own rusage (peak RSS in
+    MiB, CPU seconds)."""
     out, err = tmp_path / "child.out", tmp_path / "child.err"
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(limit), *("\x1f".join(r) for r in runs)],
-                                 stdout=fo, stderr=fe, stdin=subprocess.DEVNULL,
-                                 env={**os.environ, "PYTHONPATH": str(REPO), "NSYS_CC_QUIET": "1", **(env or {})})
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, str(limit), json.dumps(runs)], stdout=fo, stderr=fe,
+                                 stdin=subprocess.DEVNULL,
+                                 env={**os.environ, "PYTHONPATH": str(REPO), "NSYS_CC_QUIET": "1"})
         watchdog = threading.Timer(HANG_S, child.kill)
         watchdog.start()
         try:
             _, status, usage = os.wait4(child.pid, 0)
         finally:
             watchdog.cancel()
-        child.returncode = os.waitstatus_to_exitcode(status)
-    assert child.returncode != -9, f"the child still ran after {HANG_S} s"
-    return (child.returncode, out.read_text(), err.read_text(),
-            {"rss_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime})
+    assert os.waitstatus_to_exitcode(status) == 0, err.read_text()[-3000:]
+    results = [tuple(json.loads(line)) for line in out.read_text().splitlines() if line.startswith("[")]
+    assert len(results) == len(runs), err.read_text()[-3000:]
+    return results, {"rss_mib": usage.ru_maxrss / 1024, "cpu_s": usage.ru_utime + usage.ru_stime}
 
 
 def one_line(code: int, stderr: str, *fragments: str) -> str:
+    """The one `nsys-cc: error:` line of a run that exited 2, holding `fragments`."""
     lines = [ln for ln in stderr.splitlines() if ln.strip()]
     assert code == 2 and len(lines) == 1 and lines[0].startswith("nsys-cc: error: "), (code, stderr[-2000:])
     assert all(f in lines[0] for f in fragments), lines[0]
@@ -112,53 +108,58 @@ def sparse(path: Path, size: int, head: bytes) -> Path:
 
 
 # -- bombs and huge files, refused at their bound ----------------------------------------------------------------------
-def test_a_20_gib_gzip_bomb_is_refused_at_once_in_little_memory(tmp_path):
-    bomb = gzip_of_blanks(tmp_path / "bomb.pt.trace.json.gz", 20 << 30, b'{"traceEvents": [')
-    assert bomb.stat().st_size < 25e6
-    code, _, err, usage = capped(tmp_path, ["info", str(bomb)])
-    line = one_line(code, err, "gzip bomb", str(bomb))
-    out_bytes = int(line.split("when decompressed (")[1].split(" bytes")[0].replace(",", ""))
-    assert out_bytes <= kineto_stream.BOMB_AFTER + kineto_stream.CHUNK  # refused at its bound: 72 MiB of 20 GiB
-    assert usage["rss_mib"] < 500, usage
+HUGE = {  # case → (what to make, the verb, the cap, what the line says)
+    "bomb-20-gib": ("gzip", 20 << 30, "info", None, ["gzip bomb"]),
+    "bomb-under-the-cap": ("gzip", 6 << 30, "ranges", None, ["gzip bomb"]),
+    "sparse-20-gib": ("sparse", 20 << 30, "info", None, ["is 21,474,836,480 bytes: more than nsys-cc reads"]),
+    "sparse-20-gib-cap-raised": ("sparse", 20 << 30, "info", str(64 << 30), ["is not JSON", "at byte 17"]),
+    "sparse-invalid-from-byte-2": ("invalid", 3 << 30, "kernels", None, ["is not JSON", "at byte 1"]),
+}
 
 
-def test_a_bomb_under_the_size_cap_is_refused_at_its_bound(tmp_path):
-    # 6 GiB of blanks inside a valid trace's list: under the 16 GiB cap, and valid JSON, yet no trace expands 1000×
-    bomb = gzip_of_blanks(tmp_path / "inside.json.gz", 6 << 30, b'{"schemaVersion": 1, "traceEvents": [', b"]}")
-    code, _, err, usage = capped(tmp_path, ["ranges", str(bomb)])
-    one_line(code, err, "gzip bomb")
-    assert usage["rss_mib"] < 500, usage
+@pytest.fixture(scope="module")
+def huge(tmp_path_factory) -> tuple[dict, dict]:
+    """Each case of HUGE made (a 21 MB gzip of 20 GiB of blanks in a trace's list; 6 GiB of blanks in a valid trace,
+    under the 16 GiB cap; sparse files) and run by one child under the address-space limit: case → (exit status,
+    stderr, the file), and the child's rusage."""
+    folder = tmp_path_factory.mktemp("huge")
+    paths = {}
+    for case, (kind, size, _, _, _) in HUGE.items():
+        path = folder / f"{case}.pt.trace.json{'.gz' if kind == 'gzip' else ''}"
+        if kind == "gzip":
+            paths[case] = gzip_of_blanks(path, size, b'{"schemaVersion": 1, "traceEvents": [', b"]}")
+        else:
+            paths[case] = sparse(path, size, b"{" if kind == "invalid" else b'{"traceEvents": [')
+    assert paths["bomb-20-gib"].stat().st_size < 25e6
+    runs = [{"args": [verb, str(paths[case])], "env": {"NSYS_CC_MAX_TRACE_BYTES": cap} if cap else None}
+            for case, (_, _, verb, cap, _) in HUGE.items()]
+    results, usage = capped(folder, runs)
+    return {case: (status, stderr, paths[case]) for case, (_, status, stderr, _) in zip(HUGE, results)}, usage
+
+
+@pytest.mark.parametrize("case", list(HUGE))
+def test_a_bomb_or_huge_file_is_refused_at_its_bound_in_little_memory(huge, case):
+    results, usage = huge
+    status, stderr, path = results[case]
+    line = one_line(status, stderr, *HUGE[case][4], str(path))
+    if "gzip bomb" in line:  # refused at its bound: after 64–72 MiB of the 20 GiB, not after the 16 GiB cap
+        out_bytes = int(line.split("when decompressed (")[1].split(" bytes")[0].replace(",", ""))
+        assert out_bytes <= kineto_stream.BOMB_AFTER + kineto_stream.CHUNK
+    assert usage["rss_mib"] < 500, usage  # the child that read them all, at its peak
 
 
 def test_the_size_cap_is_applied_to_the_decompressed_stream_as_it_is_read(tmp_path, monkeypatch):
-    # a cap of 100 MiB and 300 MiB of blanks in a gzip: refused after 100 MiB + 1 byte come out, not after 300
-    bomb = gzip_of_blanks(tmp_path / "over.json.gz", 300 << 20, b'{"traceEvents": [')
-    monkeypatch.setenv("NSYS_CC_MAX_TRACE_BYTES", str(100 << 20))
+    # a cap of 20 MiB and 60 MiB of blanks in a gzip: refused after 20 MiB + 1 byte come out, not after 60
+    bomb = gzip_of_blanks(tmp_path / "over.json.gz", 60 << 20, b'{"traceEvents": [')
+    monkeypatch.setenv("NSYS_CC_MAX_TRACE_BYTES", str(20 << 20))
     monkeypatch.setattr(kineto_stream, "BOMB_AFTER", 1 << 40)  # the ratio check off: the cap alone
     monkeypatch.setattr(kineto_json, "MAX_BLANK", 1 << 40)  # and the blanks' bound
     seen = []
     read = kineto_stream.TraceBytes.read
     monkeypatch.setattr(kineto_stream.TraceBytes, "read", lambda self: seen.append(self.out) or read(self))
-    with pytest.raises(InputError, match=r"holds more than 104,857,600 bytes of JSON uncompressed"):
+    with pytest.raises(InputError, match=r"holds more than 20,971,520 bytes of JSON uncompressed"):
         open_trace(bomb)
-    assert max(seen) <= 100 << 20
-
-
-@pytest.mark.parametrize("cap", [None, str(64 << 30)])
-def test_a_sparse_20_gib_file_is_refused_without_being_read(tmp_path, cap):
-    # the default cap: refused by its size; a cap above it: refused at the first byte that is not JSON (byte 17)
-    huge = sparse(tmp_path / "huge.json", 20 << 30, b'{"traceEvents": [')
-    code, _, err, usage = capped(tmp_path, ["info", str(huge)], env={"NSYS_CC_MAX_TRACE_BYTES": cap} if cap else None)
-    one_line(code, err, *(["is 21,474,836,480 bytes: more than nsys-cc reads"] if cap is None else
-                          ["is not JSON", "at byte 17"]))
-    assert usage["rss_mib"] < 500, usage
-
-
-def test_a_sparse_file_invalid_from_its_second_byte_is_refused_at_once(tmp_path):
-    bad = sparse(tmp_path / "bad.json", 3 << 30, b"{")
-    code, _, err, usage = capped(tmp_path, ["kernels", str(bad)])
-    one_line(code, err, "is not JSON", "at byte 1")
-    assert usage["rss_mib"] < 500, usage
+    assert max(seen) <= 20 << 20
 
 
 def test_a_run_of_blanks_longer_than_any_trace_holds_is_refused(tmp_path, monkeypatch):
@@ -179,10 +180,10 @@ def test_a_value_larger_than_any_event_is_refused(tmp_path, monkeypatch):
 
 
 # -- an address-space limit --------------------------------------------------------------------------------------------
-def trace_runs(traces: list[Path], sets: list[list[Path]]) -> list[list[str]]:
+def trace_runs(traces: list[Path], sets: list[list[Path]]) -> list[dict]:
     """info, ranges and kernels of each trace, and analyze of each set (target first)."""
-    return [*([*verb, str(t)] for t in traces for verb in VERBS[:3]),
-            *(["analyze", "--format", "json", *map(str, s)] for s in sets)]
+    return [*({"args": [*verb, str(t)]} for t in traces for verb in VERBS[:3]),
+            *({"args": ["analyze", "--format", "json", *map(str, s)]} for s in sets)]
 
 
 def test_every_trace_verb_works_under_an_address_space_limit(tmp_path):
@@ -190,11 +191,7 @@ def test_every_trace_verb_works_under_an_address_space_limit(tmp_path):
     torch = [TORCH / f"{m}.pt.trace.json.gz" for m in ("tiny-llama-target", "tiny-llama-draft-xs",
                                                        "tiny-llama-draft-xs.spec-g2")]
     vllm = [FIXTURES / "vllm" / f"{m}.sqlite" for m in ("tiny-llama-target", "tiny-llama-draft-xs")]
-    runs = trace_runs([*torch, vllm[0]], [torch, vllm])
-    code, out, err, _ = capped(tmp_path, *runs)
-    assert code == 0, err[-3000:]
-    results = [json.loads(line) for line in out.splitlines() if line.startswith("[")]
-    assert len(results) == len(runs)
+    results, _ = capped(tmp_path, trace_runs([*torch[:2], vllm[0]], [torch, vllm]))
     for args, status, stderr, exc in results:
         assert status == 0 and exc is None and "MemoryError" not in stderr, (args, status, stderr, exc)
 
@@ -205,9 +202,8 @@ def test_every_trace_verb_works_on_the_public_traces_under_an_address_space_limi
     if not PUBLIC.is_dir():
         pytest.skip(f"the public traces are not here ({PUBLIC})")
     traces = sorted(PUBLIC.glob("*.json.gz")) + sorted(PUBLIC.glob("*.sqlite"))[:3]
-    code, out, err, _ = capped(tmp_path, *trace_runs(traces, [[t] for t in traces if t.suffix == ".gz"]))
-    assert code == 0, err[-3000:]
-    for args, status, stderr, exc in (json.loads(ln) for ln in out.splitlines() if ln.startswith("[")):
+    results, _ = capped(tmp_path, trace_runs(traces, [[t] for t in traces if t.suffix == ".gz"]))
+    for args, status, stderr, exc in results:
         # exit 2: what the trace does not hold (a capture trace has no step to default to), never memory
         assert status in (0, 2) and exc is None and "memory" not in stderr.lower(), (args, status, stderr, exc)
 

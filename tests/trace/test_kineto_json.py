@@ -24,7 +24,6 @@ from nsys_cc.trace import KinetoTrace, kineto_json, kineto_stream, open_trace
 
 TORCH = FIXTURES / "torch"
 DRAFT = TORCH / "tiny-llama-draft-xs.pt.trace.json.gz"
-SPEC = TORCH / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"
 ACCESSORS = ("nvtx_ranges", "python_frames", "cuda_api", "kernels", "memops", "gpu_ops", "processes", "threads",
              "devices")
 
@@ -59,11 +58,11 @@ def test_the_exact_parser_alone_gives_the_same_trace(gpu_draft, monkeypatch):
 
 
 @pytest.mark.parametrize("span", [600, 5_000, 70_000])
-def test_batches_ending_anywhere_give_the_same_trace(monkeypatch, span):
-    want = everything(SPEC)
+def test_batches_ending_anywhere_give_the_same_trace(gpu_draft, monkeypatch, span):
+    want = everything(gpu_draft)
     monkeypatch.setattr(kineto_json, "MAX_SPAN", span)
     monkeypatch.setattr(kineto_stream, "CHUNK", span // 3 + 7)  # pieces that end mid-event, mid-string, mid-number
-    assert everything(SPEC) == want
+    assert everything(gpu_draft) == want
 
 
 # -- layouts and tricky text -------------------------------------------------------------------------------------------
