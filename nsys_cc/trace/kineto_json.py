@@ -112,7 +112,10 @@ def _replaced(value: Any) -> Any:
     """`value` with the bytes that were not UTF-8 (kept as surrogates to count bytes) as U+FFFD, as a whole-file
     decode with errors="replace" would give them."""
     if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        try:
+            return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a surrogate the text wrote as an escape (\\ud800), kept as the JSON says
+            return value
     if isinstance(value, list):
         return [_replaced(v) for v in value]
     if isinstance(value, dict):
