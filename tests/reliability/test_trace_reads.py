@@ -1,4 +1,4 @@
-"""Round 5's reading cases (issue 52) that crashed or changed numbers: a trace in a folder the user may not search,
+"""Round 5's reading cases that crashed or changed numbers: a trace in a folder the user may not search,
 GPU ops whose correlation id no launch carries, and a GPU op that starts before the launch call carrying its
 correlation id — each through the verbs a user runs, the oracle the raw events.
 """
