@@ -112,11 +112,12 @@ bench-cli: $(STAMPS)/venv
 bench-nvtx: setup
 	$(PY) benchmarks/nvtx_run.py --program 2M --generated "" --repeat 3
 
-# PyTorch-profiler traces: the Kineto reader on a generated 100 MB trace (.json and .json.gz) against a plain
-# json.load of it (goal ≤ 1.5× its time, ≤ 2× its peak memory) and HTA's parser (goal: faster), each in a fresh
-# process, median of 3; the trace is generated once under benchmarks/data/ (~3 min in all on 2 cores).
+# PyTorch-profiler traces: the Kineto reader on a generated 1 GB trace (.json and .json.gz) against a plain json.load
+# of it (goal ≤ 0.5× its time, ≤ 0.3× its peak memory), the parsers it could stand on (orjson, msgspec, ijson's C
+# backend; pysimdjson where installed) and HTA's parser, each in a fresh process, once; the trace is generated once
+# under benchmarks/data/ (~20 min in all on 2 cores, ~12 GB of memory at the peak: HTA's).
 bench-kineto: setup
-	$(PY) benchmarks/kineto_read.py --repeat 3
+	$(PY) benchmarks/kineto_read.py --mb 1000 --repeat 1
 
 # The torch route against the nsys route on the tiny pair (vLLM's CPU build): decode c and its interval per route, each
 # model's overhead under the torch profiler (default settings and ops,stack); ~5 min on 2 cores.

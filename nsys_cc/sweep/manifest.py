@@ -244,7 +244,11 @@ def is_many(path: str | os.PathLike) -> bool:
     """Whether `path` names many trace sets (a directory or a .json/.csv manifest) rather than one trace (a
     PyTorch-profiler trace written as `.json` is one: `_is_torch_trace`)."""
     p = Path(path)
-    return p.is_dir() or p.suffix.lower() == ".csv" or (p.suffix.lower() == ".json" and not _is_torch_trace(p))
+    try:
+        folder = p.is_dir()
+    except OSError:  # a folder on the way that may not be searched: one trace, whose reader says so in one line
+        return False
+    return folder or p.suffix.lower() == ".csv" or (p.suffix.lower() == ".json" and not _is_torch_trace(p))
 
 
 # How much of a .json file is read to tell a PyTorch-profiler trace (its top-level keys come first) from a manifest.

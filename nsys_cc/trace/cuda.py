@@ -66,14 +66,33 @@ def dropped_rows(trace: object) -> dict[str, int]:
         return {}
 
 
+# Rows a reader left out for a reason of its own, said in its own words (the Kineto reader: GPU ops that start before
+# the launch call carrying their correlation id): trace → notes.
+_NOTED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def note_dropped(trace: object, note: str) -> None:
+    """Record `note` (rows `trace`'s reader left out, and why) for `dropped_note`."""
+    try:
+        _NOTED.setdefault(trace, []).append(note)
+    except TypeError:  # a source that cannot be weakly referenced records nothing
+        pass
+
+
 def dropped_note(trace: object) -> str:
-    """The note on the rows `dropped_rows` left out ("" when none): how many of which table, and why."""
+    """The note on the rows `dropped_rows` left out ("" when none): how many of which table, and why; then the notes
+    of rows the reader left out for reasons of its own (`note_dropped`)."""
     dropped = dropped_rows(trace)
+    try:
+        noted = list(_NOTED.get(trace, []))
+    except TypeError:
+        noted = []
     if not dropped:
-        return ""
+        return "; ".join(noted)
     parts = ", ".join(f"{n} of {table}" for table, n in dropped.items())
-    return (f"dropped {sum(dropped.values())} CUDA row(s) whose end is missing or before their start, or past 2⁶² "
-            f"ns ({parts}): CUPTI writes none, the export is damaged; the times are those of the other rows")
+    return "; ".join([f"dropped {sum(dropped.values())} CUDA row(s) whose end is missing or before their start, or "
+                      f"past 2⁶² ns ({parts}): CUPTI writes none, the export is damaged; the times are those of the "
+                      "other rows", *noted])
 
 
 def _damaged(start: np.ndarray, end: np.ndarray) -> np.ndarray:

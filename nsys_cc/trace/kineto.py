@@ -2,9 +2,12 @@
 
 vLLM's torch profiler, `torch.profiler.profile(...).export_chrome_trace`, SGLang and TensorRT-LLM's PyTorch backend
 write one such file per process (`*.pt.trace.json.gz`; `.json` too): an object whose `traceEvents` list holds every
-event. `KinetoTrace` reads it once, read-only, and gives the tables of an Nsight Systems export with the same columns,
-dtypes and units (int64 ns; `frames.py`), so that the projection (`nsys_cc.analysis.forwards.projection`), its
-CUDA-graph attribution and the analyses built on it need no second code path:
+event. `KinetoTrace` reads it once, read-only, as a stream (`kineto_stream`: the text in pieces, every bound applied
+as it is read; `kineto_json`: the events decoded in batches; `kineto_collect`: only what the tables below need kept,
+the rest dropped with its batch — memory grows with the kept events, never with the file), and gives the tables of
+an Nsight Systems export with the same columns, dtypes and units (int64 ns; `frames.py`), so that the projection
+(`nsys_cc.analysis.forwards.projection`), its CUDA-graph attribution and the analyses built on it need no second code
+path:
 
 - ranges (`nvtx_ranges`): `user_annotation` events (`torch.profiler.record_function`, Kineto's NVTX; vLLM's
   `execute_context_…_generation_…` steps), domain "". `python_function` frames (with_stack traces: most of the events)
@@ -26,15 +29,19 @@ the projection is computed as nsys computes it instead), flow events (`ac2g`: th
 `overhead`, `Trace`, instant and counter events, and events of the kept categories that are not complete ("X") events.
 
 Times: `ts` and `dur` are microseconds written with the nanoseconds as three decimals, on a clock whose values have
-~16 significant digits, so a float64 loses the last nanoseconds. The reader never makes a float of them: the JSON
-parser hands each number's text over (`parse_float=str`) and `kineto_events.ns_of` turns it into integer nanoseconds
-exactly (more than three decimals: rounded half to even; an integer: whole microseconds). Times are the file's own clock
-(`ts` × 1000); `baseTimeNanoseconds` is reported by `info()`, not added.
+~16 significant digits, so a float64 loses the last nanoseconds. The reader never makes a float of them: the parser
+hands each one's text over (msgspec's `Raw`; the exact parser's `parse_float=str`) and `kineto_events.ns_column`
+turns it into integer nanoseconds exactly (more than three decimals: rounded half to even; an integer: whole
+microseconds). Times are the file's own clock (`ts` × 1000); `baseTimeNanoseconds` is reported by `info()`, not
+added. A GPU op that starts before the launch call carrying its correlation id is impossible (damage): it is left
+out of every table, and said (`cuda.dropped_note`; `_causal`).
 
 Bad input: a file that is not gzip or JSON, truncated, without `traceEvents`, nested too deep, with NaN or Infinity,
 numbers no nanosecond count can hold, a negative `dur`, a kept event without its times, or the same event twice (two
-traces merged) raises `InputError` with one line naming the file; the file is only read. Text that is not UTF-8 is
-read with U+FFFD in place of the bad bytes (as the SQLite reader does).
+traces merged) raises `InputError` with one line naming the file (and the event, or the byte); so do a gzip bomb, a
+file past `$NSYS_CC_MAX_TRACE_BYTES` of JSON, and too little memory (`ulimit -v`) for the events kept, each as soon
+as it is seen. The file is only read. Text that is not UTF-8 is read with U+FFFD in place of the bad bytes (as the
+SQLite reader does).
 """
 
 from __future__ import annotations
@@ -51,30 +58,25 @@ import pandas as pd
 from .. import progress
 from ..arguments import many
 from ..errors import InputError
-from . import frames, nvtx
+from . import cuda, frames, nvtx
 from .bulk import NULL_INT, PID_MASK, nullable
 from .description import TraceDescription, of_kineto
 from .frames import lists_columns
-from .kineto_events import (
-    Damaged,
-    Ids,
-    Spans,
-    arg_ints,
-    args_of,
-    categorical,
-    categories_of,
-    complete_events,
-    describe_event,
-    names_of,
-    no_collection,
-    ns_column,
-    read_document,
-    refuse_duplicates,
-    refuse_negative,
-    small_int,
-    spans_of,
-    version_text,
+from .kineto_collect import (  # noqa: F401  (the roles, named here as they always were)
+    API_DRIVER,
+    API_RUNTIME,
+    FRAME,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    RANGE,
+    ROLES,
+    Collected,
+    Collector,
 )
+from .kineto_events import Damaged, Ids, Spans, categorical, no_collection, refuse_duplicates, small_int, version_text
+from .kineto_json import read_document
+from .kineto_stream import TraceBytes
 from .nesting import NO_PARENT, nest
 from .pages import small_pages
 from .payload_names import split_payloads
@@ -84,13 +86,6 @@ FORMAT = "kineto"
 
 RANGE_DOMAIN = ""
 FRAME_DOMAIN = "python_function"
-# Kineto's categories (lower case: older Kineto wrote "Kernel", "Runtime", "Memcpy", …) → what the reader makes of them.
-RANGE, FRAME, API_RUNTIME, API_DRIVER, KERNEL, MEMCPY, MEMSET = range(7)
-ROLES = {
-    "user_annotation": RANGE, "python_function": FRAME,
-    "cuda_runtime": API_RUNTIME, "runtime": API_RUNTIME, "cuda_driver": API_DRIVER, "driver": API_DRIVER,
-    "kernel": KERNEL, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET,
-}
 # Kineto's memcpy kinds (`Memcpy HtoD (Pinned -> Device)`) as nsys's ENUM_CUDA_MEMCPY_OPER labels them.
 COPY_KINDS = {"HtoD": "Host-to-Device", "DtoH": "Device-to-Host", "HtoA": "Host-to-Array", "AtoH": "Array-to-Host",
               "AtoA": "Array-to-Array", "AtoD": "Array-to-Device", "DtoA": "Device-to-Array",
@@ -101,8 +96,8 @@ TABLES = frames.TABLES
 
 
 class KinetoTrace(Closable):
-    """One PyTorch-profiler (Kineto) trace, read whole once and kept in memory (implements `nsys_cc.trace.Trace`;
-    module docstring for what is mapped). Open it with `nsys_cc.open_trace(path)`.
+    """One PyTorch-profiler (Kineto) trace, read once as a stream, what its tables need kept in memory (implements
+    `nsys_cc.trace.Trace`; module docstring for what is mapped). Open it with `nsys_cc.open_trace(path)`.
 
     Attributes:
         path: the file given.
@@ -123,49 +118,33 @@ class KinetoTrace(Closable):
         self._closed = False
         self._tables: dict[str, pd.DataFrame] = {}
         try:
-            size = os.stat(path).st_size
-        except OSError as exc:
-            raise InputError(f"{self.path}: cannot read: {exc.strerror}") from None
-        with progress.step(f"reading {os.path.basename(self.path)} ({size / 1e6:.0f} MB)", always=size >= 50e6), \
-                small_pages(), no_collection():
-            doc = read_document(path)
-            try:
-                self._build(doc)
-            except Damaged as exc:
-                raise InputError(f"{self.path}: {exc}") from None
-            del doc
+            with TraceBytes(path) as source:
+                size = source.size
+                with progress.step(f"reading {os.path.basename(self.path)} ({size / 1e6:.0f} MB)",
+                                   always=size >= 50e6), small_pages(), no_collection():
+                    collector = Collector()
+                    try:
+                        meta = read_document(source, collector)
+                        self._build(meta, collector.finish())
+                    except Damaged as exc:
+                        raise InputError(f"{self.path}: {exc}") from None
+        except MemoryError:
+            raise InputError(f"{self.path}: not enough memory to read this trace (the events it keeps need more "
+                             "than the memory or address space this process may use: see `ulimit -v`)") from None
 
     # -- reading ----------------------------------------------------------------------------------------------------
-    def _build(self, doc: dict) -> None:
-        events = doc.pop("traceEvents")
-        self.metadata: Mapping[str, Any] = MappingProxyType(doc)
-        codes, cats, counts = categories_of(events)
-        self.event_counts: Mapping[str, int] = MappingProxyType(dict(sorted(counts.items(), key=lambda kv: -kv[1])))
-        kept: list[list[int]] = [[] for _ in range(7)]
-        spellings = [0] * 7
-        for code, cat in enumerate(cats):
-            role = ROLES.get(cat.lower()) if isinstance(cat, str) else None
-            if role is not None:
-                kept[role] += np.flatnonzero(codes == code).tolist()
-                spellings[role] += 1
-        for role in range(7):
-            if spellings[role] > 1:  # two spellings of one category (older Kineto's "Kernel" beside "kernel")
-                kept[role].sort()
-        no_cat = np.flatnonzero(codes < 0).tolist()
-        self._metadata_events(events, [i for i in no_cat if events[i].get("ph") == "M"])
-
-        ranges = spans_of(events, kept[RANGE])
+    def _build(self, meta: dict, got: Collected) -> None:
+        self.metadata: Mapping[str, Any] = MappingProxyType(meta)
+        self.event_counts: Mapping[str, int] = MappingProxyType(got.event_counts)
+        self._process_names, self._thread_names = got.processes, got.threads
+        ranges, frames_, runtime, driver = got.ranges, got.frames, got.runtime, got.driver
         ranges._names, ranges.payload = split_payloads(ranges._names or [])  # the torch route's payloads
-        frames_ = spans_of(events, kept[FRAME])
-        runtime = spans_of(events, kept[API_RUNTIME])
-        driver = spans_of(events, kept[API_DRIVER])
         api = Spans(np.concatenate([runtime.index, driver.index]), runtime.names + driver.names,
                     np.concatenate([runtime.pid, driver.pid]), np.concatenate([runtime.tid, driver.tid]),
                     np.concatenate([runtime.start, driver.start]), np.concatenate([runtime.dur, driver.dur]))
-        api_idx = api.index.tolist()
         api_kind = np.repeat(np.array([0, 1], dtype=np.int8), [len(runtime), len(driver)])
-        api_corr = arg_ints(events, api_idx, args_of([events[i] for i in api_idx]), "correlation", 0, "correlation id")
-        ops = self._ops(events, kept)
+        api_corr = got.api_corr
+        ops = got.ops
 
         pids = np.concatenate([ranges.pid, frames_.pid, api.pid, ops["device_id"],
                                np.array(list(self._process_names), dtype=np.int64),
@@ -177,102 +156,59 @@ class KinetoTrace(Closable):
             spans.gtid = ids.gtid(spans.pid, spans.tid)
 
         # A GPU op's process is its launch's (Kineto files it under the device): correlation id → launching process.
+        # An op whose correlation id no launch carries (none, 0, or its launch not recorded) stays in its device's.
         known = np.flatnonzero(api_corr != 0)
         corr = pd.Index(api_corr[known])
         first = known[~corr.duplicated(keep="first")]
         at = pd.Index(api_corr[first]).get_indexer(ops["correlation_id"])
         at[ops["correlation_id"] == 0] = -1
-        launch = first[np.maximum(at, 0)]
         found = at >= 0
-        ops["global_pid"] = np.where(found, (api.gtid & PID_MASK)[launch] if len(first) else 0,
-                                     ids.gpid(ops["device_id"]))
-        ops["pid"] = np.where(found, api.pid[launch] if len(first) else 0, ops["device_id"])
+        launch = first[at[found]]
+        ops["global_pid"] = ids.gpid(ops["device_id"])
+        ops["global_pid"][found] = (api.gtid & PID_MASK)[launch]
+        ops["pid"] = ops["device_id"].copy()
+        ops["pid"][found] = api.pid[launch]
 
-        refuse_duplicates({"name": ranges.name.codes, "g": ranges.gtid, "s": ranges.start, "d": ranges.dur}, events,
-                          ranges.index, "user_annotation")
+        refuse_duplicates({"name": ranges.name.codes, "g": ranges.gtid, "s": ranges.start, "d": ranges.dur},
+                          ranges.index, "user_annotation", lambda k: got.describe_range(k, ranges.index))
         refuse_duplicates({"k": api_kind, "name": api.name.codes, "g": api.gtid, "s": api.start, "d": api.dur,
-                           "c": api_corr}, events, api.index, "CUDA API")
+                           "c": api_corr}, api.index, "CUDA API", lambda k: got.describe_api(k, api.index))
         refuse_duplicates({c: ops[c] for c in ("kind", "device_id", "stream_id", "start_ns", "duration_ns",
-                                               "correlation_id", "name_code")}, events, ops["index"], "GPU")
+                                               "correlation_id", "name_code")}, ops["index"], "GPU",
+                          lambda k: got.describe_op(k, ops["index"]))
         self._ranges, self._frames, self._api, self._api_kind, self._api_corr = ranges, frames_, api, api_kind, api_corr
-        self._ops_columns = ops
-        self.schema_version: str | None = None if doc.get("schemaVersion") is None else str(doc.get("schemaVersion"))
-        dist = doc.get("distributedInfo")
+        self._ops_columns = self._causal(ops, found, launch, got)
+        schema = meta.get("schemaVersion")
+        self.schema_version: str | None = None if schema is None else str(schema)
+        dist = meta.get("distributedInfo")
         dist = dist if isinstance(dist, dict) else {}
         self.rank: int | None = dist.get("rank") if type(dist.get("rank")) is int else None
         self.world_size: int | None = dist.get("world_size") if type(dist.get("world_size")) is int else None
 
-    def _metadata_events(self, events: list, meta: list[int]) -> None:
-        """process_name / process_labels / thread_name metadata of integer processes and threads."""
-        procs: dict[int, dict[str, str]] = {}
-        threads: dict[tuple[int, int], str] = {}
-        for i in meta:
-            e = events[i]
-            pid, tid, args = e.get("pid"), e.get("tid"), e.get("args")
-            if not small_int(pid) or not isinstance(args, dict):
-                continue
-            kind = e.get("name")
-            if kind == "process_name" and isinstance(args.get("name"), str):
-                procs.setdefault(pid, {})["name"] = args["name"]
-            elif kind == "process_labels" and isinstance(args.get("labels"), str):
-                procs.setdefault(pid, {})["labels"] = args["labels"]
-            elif kind == "thread_name" and small_int(tid) and isinstance(args.get("name"), str):
-                threads[(pid, tid)] = args["name"]
-        self._process_names = procs
-        self._thread_names = threads
-
-    def _ops(self, events: list, kept: list[list[int]]) -> dict[str, np.ndarray]:
-        """The GPU ops' columns (kernels, then memcpy, then memset; each in file order), launch shapes and bytes."""
-        parts = [complete_events(events, kept[role]) for role in (KERNEL, MEMCPY, MEMSET)]
-        idx = [i for at, _ in parts for i in at]
-        names = [n for _, columns in parts for n in columns[0]]
-        if set(map(type, names)) - {str}:
-            names_of(events, idx, [events[i] for i in idx])
-        start = ns_column(events, idx, [t for _, columns in parts for t in columns[3]], "ts")
-        dur = ns_column(events, idx, [d for _, columns in parts for d in columns[4]], "dur")
-        refuse_negative(events, idx, dur)
-        sel = [events[i] for i in idx]
-        args = args_of(sel)
-        device = arg_ints(events, idx, args, "device", -1, "device")
-        stream = arg_ints(events, idx, args, "stream", -1, "stream")
-        for k in np.flatnonzero((device == -1) | (stream == -1)).tolist():  # older Kineto: no args.device/stream
-            e = events[idx[k]]
-            pid, tid = e.get("pid"), e.get("tid")
-            named = re.fullmatch(r"(?:stream\s*)?(\d{1,18})", tid.strip()) if isinstance(tid, str) else None
-            if device[k] == -1:
-                if not small_int(pid):
-                    raise Damaged(f"{describe_event(events, idx[k])} names no device (args.device, or an integer pid)")
-                device[k] = pid
-            if stream[k] == -1:
-                if not small_int(tid) and not named:
-                    raise Damaged(f"{describe_event(events, idx[k])} names no stream (args.stream, or an integer tid)")
-                stream[k] = tid if small_int(tid) else int(named.group(1)) if named else -1
-        n_kernel = len(parts[0][0])
-        kind = np.repeat(np.array([0, 1, 2], dtype=np.int8), [len(at) for at, _ in parts])
-        name_codes, _ = pd.factorize(np.asarray(names, dtype=object))
-        grid = np.zeros((n_kernel, 3), dtype=np.int64)
-        block = np.zeros((n_kernel, 3), dtype=np.int64)
-        for k in range(n_kernel):
-            for key, out in (("grid", grid), ("block", block)):
-                dims = args[k].get(key)
-                if isinstance(dims, list) and len(dims) == 3 and all(small_int(d) for d in dims):
-                    out[k] = dims
-                elif dims is not None:
-                    raise Damaged(f"{describe_event(events, idx[k])} has an args.{key} that is not three integers "
-                                  f"({dims!r:.40})")
-        k_idx, m_idx = idx[:n_kernel], idx[n_kernel:]
-        return {
-            "index": np.asarray(idx, dtype=np.int64), "kind": kind, "names": np.asarray(names, dtype=object),
-            "name_code": name_codes, "start_ns": start, "duration_ns": dur, "end_ns": start + dur,
-            "device_id": device, "context_id": arg_ints(events, idx, args, "context", 0, "context"),
-            "stream_id": stream, "correlation_id": arg_ints(events, idx, args, "correlation", 0, "correlation id"),
-            "grid": grid, "block": block,
-            "registers": arg_ints(events, k_idx, args[:n_kernel], "registers per thread", 0, "registers per thread"),
-            "shared": arg_ints(events, k_idx, args[:n_kernel], "shared memory", 0, "shared memory"),
-            "graph_node": arg_ints(events, k_idx, args[:n_kernel], "graph node id", None, "graph node id"),
-            "mem_graph_node": arg_ints(events, m_idx, args[n_kernel:], "graph node id", None, "graph node id"),
-            "bytes": arg_ints(events, m_idx, args[n_kernel:], "bytes", 0, "bytes"),
-        }
+    def _causal(self, ops: dict[str, np.ndarray], found: np.ndarray, launch: np.ndarray, got: Collected) -> dict:
+        """`ops` without the GPU ops that start before the launch call carrying their correlation id. No GPU runs
+        work before it is launched (CUPTI and roctracer time both on one clock: none of the public traces has one,
+        the closest starts 7 µs after its call), so such an op is damage — an edited time or a correlation id that
+        is not its launch's — and neither its time nor the range its launch would give it can be trusted: it is
+        left out of every table, and `cuda.dropped_note` (the notes of `analyze` and `ranges`) says how many."""
+        early = np.zeros(len(ops["index"]), dtype=bool)
+        early[found] = ops["start_ns"][found] < self._api.start[launch]
+        if not early.any():
+            return ops
+        k = int(np.flatnonzero(early)[0])
+        call = int(launch[int(np.flatnonzero(found[:k + 1]).size) - 1])
+        cuda.note_dropped(self, f"dropped {int(early.sum())} GPU op(s) that start before the launch call carrying "
+                                f"their correlation id (first: {got.describe_op(k, ops['index'])}, "
+                                f"{(self._api.start[call] - ops['start_ns'][k]) / 1e3:,.3f} µs before its "
+                                f"{str(self._api.name[call])!r:.60}, correlation id "
+                                f"{int(ops['correlation_id'][k])}): no "
+                                "GPU starts work before it is launched, the trace is damaged; the times are those of "
+                                "the other ops")
+        n_kernel = int((ops["kind"] == 0).sum())
+        keep = ~early
+        rows = {key: keep[:n_kernel] for key in ("grid", "block", "registers", "shared", "graph_node")}
+        rows.update({key: keep[n_kernel:] for key in ("mem_graph_node", "bytes")})
+        return {key: column[rows.get(key, keep)] for key, column in ops.items()}
 
     # -- the Trace protocol -------------------------------------------------------------------------------------------
     def __enter__(self) -> KinetoTrace:

@@ -24,9 +24,11 @@ application's bytes) is read with U+FFFD in place of the bad bytes.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import threading
 from collections.abc import Collection, Iterator, Mapping
@@ -501,9 +503,15 @@ def open_trace(
     """
     path = one_path(path, "path")
     p = Path(path).expanduser()
-    if not p.exists():
-        raise InputError(f"{path}: no such file")
-    if not p.is_file():
+    try:
+        st = p.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{path}: no such file") from None
+    except OSError as exc:  # a folder on the way that may not be searched (chmod 000), a loop of links, …
+        if exc.errno == errno.ENAMETOOLONG:  # the CLI's own line names the limit
+            raise
+        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
         raise InputError(f"{path} is not a file")
     try:
         size = p.stat().st_size

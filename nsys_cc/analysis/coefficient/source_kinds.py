@@ -18,6 +18,7 @@ decided it (`forwards.ranges.forward_range`, with its note) and passed down.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -147,8 +148,14 @@ def _one_path(source: str) -> tuple[str, list[str], list[str]]:
                              "them in order, the target's first (nsys_cc.analyze(target, [draft, …]))",
                              param="source")
         return found[0], found[1:] if len(found) > 1 else _needs_drafts(found[0]), []
-    if not os.path.exists(source):
-        raise InputError(f"{source}: no such file or directory", param="source")
+    try:
+        os.stat(source)
+    except (FileNotFoundError, NotADirectoryError):
+        raise InputError(f"{source}: no such file or directory", param="source") from None
+    except OSError as exc:  # a folder on the way that may not be searched (chmod 000), a loop of links
+        if exc.errno == errno.ENAMETOOLONG:  # the CLI's own line names the limit
+            raise
+        raise InputError(f"{source}: cannot read: {exc.strerror or exc}", param="source") from None
     if os.path.isdir(source):
         return traces_of_folder(source)
     if _is_torch_trace(source):  # vLLM's own torch trace: it says its steps' phases and GPU time itself

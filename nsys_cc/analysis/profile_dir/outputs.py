@@ -128,7 +128,10 @@ def is_profile_output(path: str | os.PathLike) -> bool:
     """Whether `path` is a profile's output directory (module docstring): a directory with a `status.json` that is
     a profile's (an object with its runs, or a list of models), or with completed `run-<k>/` folders."""
     p = Path(path)
-    if not p.is_dir():
+    try:
+        if not p.is_dir():
+            return False
+    except OSError:  # not searchable (a folder on the way the user may not enter): no profile's, as far as we see
         return False
     try:
         doc = _status(p)
