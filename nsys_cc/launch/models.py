@@ -73,6 +73,9 @@ class Model:
 
 def resolve(spec: str) -> Model:
     """The model `spec` names (see the module docstring); InputError when it names none."""
+    if not isinstance(spec, str) or not spec.strip():  # '' is the current directory: "  is a directory without …"
+        raise InputError(f"a model name is empty ({spec!r}): give a shipped shape ({', '.join(SHAPES)}), a directory "
+                         "with a config.json, or a Hugging Face id (org/name)")
     if spec in SHAPES:
         return Model(spec, str(MODELS_DIR / spec), spec, "shape")
     if spec in pair.PAIRS:
