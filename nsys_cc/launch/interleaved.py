@@ -45,7 +45,7 @@ from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..errors import InputError
 from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
-from . import eta, interleaved_run, plan, process, results
+from . import environment, eta, interleaved_run, plan, process, results
 from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
 from .interleaved_run import Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
@@ -237,6 +237,7 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
         raise InputError(f"two models have the same label ({', '.join(labels)}): give each model once",
                          param="drafts")
     plan.check_options(options)
+    plan.check_context(models, options)
     gammas = plan.parse_gammas(speculate) if speculate else []
     config = plan.parse_speculative_config(speculative_config)
     # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
@@ -274,6 +275,7 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
         raise InputError("the design has no cell", param="batch_size")
     tm, dm = engines_for(target, [draft])
     plan.check_options(options)
+    plan.check_context([tm, dm], options)
 
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
@@ -313,6 +315,7 @@ def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
             speculative_config: str | None = None, profiler: str = "nsys") -> str:
     """The commands of the first interleaved run, and how many runs would be made."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
+    environment.check(profiler, gpu=gpu)  # what the run would refuse
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     out = Path(out_dir).resolve()
     cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
@@ -352,7 +355,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
     `out_dir`, as `profile_interleaved` describes; `profiler` "torch": the torch route, no nsys needed."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
     nsys = nsys_for(profiler)
-    for warning in process.preflight(nsys):
+    for warning in [*environment.check(profiler, gpu=gpu), *process.preflight(nsys)]:
         progress.say(f"warning: {warning}")
     out = check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])

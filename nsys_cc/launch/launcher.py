@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 
 from .. import progress
 from ..files.folder import Folder, check_out_dir
+from . import environment
 from .commands import UNDER, BenchOptions, nsys_for
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
@@ -81,7 +82,7 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                 profiler=profiler)
-    for warning in preflight(nsys):
+    for warning in [*environment.check(profiler, gpu=gpu, tp=max(target_tp, draft_tp)), *preflight(nsys)]:
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])

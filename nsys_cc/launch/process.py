@@ -28,7 +28,7 @@ from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
 from ..formats import status_json
 from ..trace.nsys import nsys_version
-from . import check
+from . import check, environment
 from .commands import UNDER, ModelCommands
 from .models import Model
 from .plan import ModelLaunch
@@ -253,7 +253,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     `checked()` (called then) found nothing wrong, and the export (if any) exited 0 and wrote `cmds.files.sqlite`;
     else the reason (from the log, `failure_reason`). A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
     `KeyboardInterrupt`, each after the processes were stopped."""
-    env = {**os.environ, **cmds.env}
+    env = environment.child(cmds.env)  # nsys-cc's own per-run variables never come from the user's environment
     with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
         log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)

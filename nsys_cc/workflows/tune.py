@@ -214,11 +214,28 @@ def _one_writer(fn):
         given = {**defaults, **kwargs}
         _arguments(*(given[k] for k in ("batch_sizes", "speculate", "check", "workload", "max_batch_size",
                                          "max_gamma", "draws")))
+        _check_profiling(given)
         out = check_out_dir(_profiled_out(given["out_dir"]), "the tune run")
         with Folder(out).lock("the tune run"):
             return fn(source, **kwargs)
 
     return locked
+
+
+def _check_profiling(given: dict) -> None:
+    """What the rounds would refuse, before `-o` is made or locked: the benchmark's counts, a sequence longer than
+    the models' context (`launch.plan.check_context`: `--input-len 1000000000` reached vLLM) and the environment
+    (`launch.environment.check`)."""
+    from ..launch import environment, interleaved, plan
+    from ..launch.commands import BenchOptions
+    from .profile import check_profiler
+
+    check_profiler(given["profiler"], trace=given["trace"])
+    options = BenchOptions(input_len=given["input_len"], output_len=given["output_len"],
+                           warmup_iters=given["warmup_iters"], iters=given["iters"])
+    plan.check_options(options)
+    plan.check_context(interleaved.engines_for(given["target"], [given["draft"]]), options)
+    environment.check(given["profiler"], gpu=plan.uses_gpu(given["device"]))
 
 
 def _profiled_out(out_dir) -> str | os.PathLike:
