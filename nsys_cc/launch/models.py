@@ -141,9 +141,12 @@ def context_length(model: Model, vllm_args=()) -> tuple[int, str] | None:
         return None
     key = min(found, key=found.__getitem__)
     length = found[key]
-    rope = [config.get(k) for k in _ROPE_KEYS]
-    factors = [r.get("factor") for r in rope if isinstance(r, dict)]
-    factors = [f for f in factors if isinstance(f, (int, float)) and not isinstance(f, bool) and f > 1]
+    factors: list[float] = []
+    for key in _ROPE_KEYS:
+        rope = config.get(key)
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
+            factors.append(float(factor))
     if factors:
         return int(length * max(factors)), f"{key} × rope scaling {max(factors):g} in its config.json"
     return length, f"{key} in its config.json"
