@@ -142,8 +142,8 @@ def context_length(model: Model, vllm_args=()) -> tuple[int, str] | None:
     key = min(found, key=found.__getitem__)
     length = found[key]
     factors: list[float] = []
-    for key in _ROPE_KEYS:
-        rope = config.get(key)
+    for entry in _ROPE_KEYS:
+        rope = config.get(entry)
         factor = rope.get("factor") if isinstance(rope, dict) else None
         if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
             factors.append(float(factor))
