@@ -89,6 +89,9 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
                      max_repeat=max_repeat, profiler=profiler)
     check_cells(spec, grid)
     if dry_run:
+        from ..files.folder import check_out_dir
+
+        check_out_dir(out_dir, "the sweep")  # what the run would refuse
         for c in grid:
             cs = spec.cell(c)
             extra = {k: v for k, v in cs.profile_kwargs().items() if k in ("speculate", "target_tp")}

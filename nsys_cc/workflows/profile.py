@@ -102,6 +102,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
     per model (`plan.dry_run`)."""
     check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp, trace=trace, nsys_args=nsys_args)
+    check_out_dir(out_dir, "the profile run")  # what the run would refuse (a link as out_dir: every verb alike)
     options = DEFAULT_OPTIONS if options is None else options
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
