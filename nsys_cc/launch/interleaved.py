@@ -45,7 +45,7 @@ from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..errors import InputError
 from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
-from . import environment, eta, interleaved_run, plan, process, results
+from . import attempts, environment, eta, interleaved_run, plan, process, results
 from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
 from .interleaved_run import Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
@@ -137,7 +137,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     outcome = InterleavedOutcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
-    interleaved_run.remove_killed_attempts(out)
+    for note in interleaved_run.remove_killed_attempts(out):
+        progress.say(f"note: {note}")
     total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
     try:
         for k in range(1, max_repeat + 1):
@@ -155,7 +156,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                 progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
                              f"under {UNDER[profiler]} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                                       where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas, profiler=profiler)
+                                       where=out / attempts.fresh(interleaved_run.attempt_stem(k)),
+                                       replicas=replicas, profiler=profiler)
                 interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
             interleaved_run.say_run(run, total)
             write_status(out, outcome, profiler)

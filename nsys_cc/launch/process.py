@@ -32,7 +32,7 @@ from . import check, environment
 from .commands import UNDER, ModelCommands
 from .models import Model
 from .plan import ModelLaunch
-from .resume import commit, discard, is_complete, staged
+from .resume import ATTEMPTS_DIR, LOG_HEADER, commit, discard, in_the_way, is_complete, new_attempt, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
 LOG_TAIL_BYTES = 4 << 20
@@ -255,7 +255,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     `KeyboardInterrupt`, each after the processes were stopped."""
     env = environment.child(cmds.env)  # nsys-cc's own per-run variables never come from the user's environment
     with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
-        log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
+        log.write(LOG_HEADER + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
             return f"benchmark under {UNDER[cmds.files.profiler]} failed (exit {rc}): {failure_reason(log_path)}"
@@ -301,20 +301,22 @@ def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
     The log `<label>.log` is the latest attempt's."""
     f = run.files
-    cmds = staged(run)
-    a = cmds.files
     t0 = time.perf_counter()
+    mine = in_the_way([run])  # checked for every run before the first (`launcher`); again here, for a direct call
+    if mine:
+        run.status, run.reason = "failed", (f"{mine[0]} is in the way: nsys-cc did not write it (or it was changed "
+                                            "since); move it away or choose another out_dir")
+        return
+    try:  # a fresh folder, marked with this process (a link at the attempts folder is refused, never followed)
+        cmds = staged(run, new_attempt(run))
+    except OSError as exc:
+        run.status, run.reason = "failed", f"cannot create {f.out_dir / ATTEMPTS_DIR}: {exc.strerror}"
+        return
+    except InputError as exc:
+        run.status, run.reason = "failed", str(exc)
+        return
+    a = cmds.files
     try:
-        try:
-            Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
-        except OSError as exc:
-            run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
-            return
-        except InputError as exc:
-            run.status, run.reason = "failed", str(exc)
-            return
-        discard(a, rmdir=False)  # a killed attempt's leftovers
-
         def metrics_dumped() -> str:
             missing = run.speculative and not a.metrics.is_file()
             return f"the benchmark wrote no metrics dump {f.metrics.name}" if missing else ""
