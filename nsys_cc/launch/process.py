@@ -141,17 +141,32 @@ def _terminated_as_interrupted() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+WATCHDOG_MODULE = "nsys_cc.launch.watchdog"
+
+
 def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
+    """Run `cmd` with `env`, its output appended to `log`, under its keeper (`watchdog`: everything it starts dies
+    with nsys-cc, a `kill -9` included); its exit status. A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
+    (or SIGTERM, SIGHUP: `Terminated`) `KeyboardInterrupt`, each after the whole process tree was stopped."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    with _terminated_as_interrupted():
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout)
-        except BaseException:
-            _stop(proc)
-            raise
+    alive_r, alive_w = os.pipe()  # nsys-cc holds the only write end: its death is the keeper's end of file
+    try:
+        with _terminated_as_interrupted():
+            proc = subprocess.Popen([sys.executable, "-m", WATCHDOG_MODULE, str(alive_r), "--", *cmd], env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, pass_fds=(alive_r,))
+            os.close(alive_r)
+            alive_r = -1
+            try:
+                return proc.wait(timeout=timeout)
+            except BaseException:
+                _stop(proc)
+                raise
+    finally:
+        for fd in (alive_r, alive_w):
+            if fd >= 0:
+                os.close(fd)
 
 
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
