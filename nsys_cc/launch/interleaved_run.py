@@ -293,8 +293,16 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
     `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
     fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
-    the rerun failed and why (issue 32, P15)."""
-    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    the rerun failed and why (issue 32, P15); one stopped by Ctrl-C or SIGTERM too (the status then lists the
+    earlier run, so that `analyze DIR` reads it: it refused "nothing to analyse … interrupted"), and the
+    KeyboardInterrupt goes on."""
+    try:
+        _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    except KeyboardInterrupt as exc:
+        if run.status != "done" and is_complete(run):
+            run.status, run.reason = "resumed", (f"the rerun was stopped ({exc or 'Ctrl-C'}); the earlier completed "
+                                                 "run was kept")
+        raise
     if run.status == "failed" and is_complete(run):
         log = attempt.files.out_dir / "log"
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
@@ -366,6 +374,7 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
             if os.path.lexists(run.dir):
                 folder.replace(run.dir, _replaced(run))
             folder.replace(tmp, run.dir)
+            run.status = "done"  # in place: a Ctrl-C held until here finds the new run done
             if os.path.lexists(_replaced(run)):
                 note = _remove_run(folder, _replaced(run))
                 if note:

@@ -302,8 +302,15 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
 def run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
     A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
-    reason says the rerun failed and why. See `_run_model`."""
-    _run_model(run, timeout=timeout)
+    reason says the rerun failed and why; one stopped by Ctrl-C or SIGTERM too (then the KeyboardInterrupt goes on).
+    See `_run_model`."""
+    try:
+        _run_model(run, timeout=timeout)
+    except KeyboardInterrupt as exc:
+        if run.status != "done" and is_complete(run):
+            run.status, run.reason = "resumed", (f"the rerun was stopped ({exc or 'Ctrl-C'}); the earlier complete "
+                                                 "trace set was kept")
+        raise
     if run.status == "failed" and is_complete(run):
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "
                                              "earlier complete trace set was kept")

@@ -296,3 +296,63 @@ def test_a_set_aside_run_with_a_users_file_is_left_not_removed(tmp_path):
     run, _ = _interleaved(out)
     repeat.is_complete(run)  # puts back or removes what a kill set aside
     assert sorted(p.name for p in (out / "run-1.replaced").iterdir()) == ["thesis.tex"]
+
+
+# -- a rerun stopped by SIGTERM ---------------------------------------------------------------------------------------
+def test_a_forced_rerun_stopped_by_sigterm_leaves_the_completed_run_analysable(tmp_path, monkeypatch):
+    """Round 4, still failing: a `profile --force` rerun stopped by SIGTERM while nsys ran left status.json saying
+    run 1 was "interrupted", and `analyze DIR` refused ("nothing to analyse … interrupted") although the finished
+    run-1/ was intact. The status now lists it as kept, and analyze reads it as before the rerun."""
+    import shutil
+    import signal
+
+    import nsys_cc
+    from nsys_cc.launch import interleaved, process
+    from nsys_cc.launch.commands import BenchOptions
+    from nsys_cc.launch.models import resolve
+
+    source = FIXTURES / "interleaved" / "run-1"
+    stop = []
+
+    def fake_profile(attempt, log_path, **kw):
+        if stop:
+            raise process.Terminated(signal.SIGTERM)
+        for name in ("trace.sqlite", "interleaved.json"):
+            shutil.copy(source / name, attempt.files.out_dir / name)
+        return ""
+
+    monkeypatch.setattr(process, "profile_and_export", fake_profile)
+    engines = [interleaved.Engine("target" if i == 0 else "draft", resolve(m), ())
+               for i, m in enumerate(["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])]
+    out = tmp_path / "o"
+    out.mkdir()
+    kwargs = dict(nsys="nsys", gpu=False, repeat=1, precision=None, max_repeat=1, timeout=None, trace=None,
+                  nsys_args=())
+    interleaved.run_all(engines, out, BenchOptions(), force=False, **kwargs)
+    before = nsys_cc.analyze(out)
+    stop.append(True)
+    with unchanged(out / "run-1"), pytest.raises(KeyboardInterrupt):
+        interleaved.run_all(engines, out, BenchOptions(), force=True, **kwargs)
+    (entry,) = json.loads((out / "status.json").read_text())["runs"]
+    assert entry["status"] == "resumed" and "terminated by SIGTERM" in entry["reason"], entry
+    after = nsys_cc.analyze(out)
+    assert after.coefficients.equals(before.coefficients)
+
+
+def test_a_separate_rerun_stopped_by_sigterm_keeps_the_trace_set_listed(tmp_path, monkeypatch):
+    import signal
+
+    from nsys_cc.launch import process, resume
+
+    out = tmp_path / "o"
+    out.mkdir()
+    run = _model(out)
+    _completed(run)
+
+    def stopped(*a, **kw):
+        raise process.Terminated(signal.SIGTERM)
+
+    monkeypatch.setattr(process, "profile_and_export", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        process.run_model(run, timeout=None)
+    assert run.status == "resumed" and run.ok and resume.is_complete(run)
