@@ -398,3 +398,26 @@ def test_a18_ranges_never_closed_are_not_taken_for_nested_ones(tmp_path):
     result = cost_coefficient(str(path), [str(DRAFT)], names=["t", "d"])
     (note,) = [n for n in result.notes if n.startswith("t:") and "never closed" in n]
     assert "dropped 2 range(s) never closed" in note and "nested" not in note
+
+
+def test_zero_length_draft_forwards_give_no_c_not_zero(tmp_path):
+    """Round 4, still failing: every draft forward zero-length gave c_forward 0.0, and c (its token's) 0.189 —
+    the logits and sampling alone, over the target's whole token — where the trace as recorded gives 0.653, without
+    a word. A metric with no time is no c: NaN, said."""
+    path = tmp_path / "zd.sqlite"
+    shutil.copyfile(DRAFT, path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE NVTX_EVENTS SET end = start WHERE textId = ?", (_forward_id(DRAFT),))
+    con.commit()
+    con.close()
+    with unchanged(path, TARGET):
+        result = cost_coefficient(str(TARGET), [str(path)], names=["t", "zd"])
+    kept = result.models[1].kept
+    assert ((kept["end_ns"] - kept["start_ns"]) == 0).all()  # the oracle: the trace's own forwards take no time
+    co = result.coefficients
+    assert len(co) and co["c"].isna().all() and co["c_forward"].isna().all(), co[["phase", "c", "c_forward"]]
+    assert any(n.startswith("zd: every kept forward takes 0 ns of wall") and "NaN" in n for n in result.notes)
+    assert result.diagnosis["c_wall"].isna().all()
+    # the target alike (A01): no c to a target that took no time
+    both = cost_coefficient(str(path), [str(DRAFT)], names=["zt", "d"])
+    assert both.coefficients["c"].isna().all() and both.coefficients["c_forward"].isna().all()
