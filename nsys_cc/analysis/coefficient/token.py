@@ -339,7 +339,7 @@ def notes(models: Sequence[ModelForwards], coefficients: pd.DataFrame) -> list[s
         who = "every model" if len(models) > 1 and len(names) == len(models) else ", ".join(names)
         out.append(f"{who}: {text}")
     for m in models:  # a metric whose forwards took no time gives no c (`coefficients`: NaN), said here
-        empty = {}
+        empty: dict[str, list[str]] = {}
         for phase in m.phases:
             for metric in metrics_for(m.has_cuda):
                 if no_time(m, phase, metric.name):
