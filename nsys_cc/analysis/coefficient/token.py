@@ -344,9 +344,9 @@ def notes(models: Sequence[ModelForwards], coefficients: pd.DataFrame) -> list[s
             for metric in metrics_for(m.has_cuda):
                 if no_time(m, phase, metric.name):
                     empty.setdefault(metric.name, []).append(phase)
-        for metric, phases in empty.items():
-            out.append(f"{m.name}: every kept forward takes 0 ns of {metric} ({', '.join(phases)}): it measured "
-                       f"nothing, so c on {metric} is left out (NaN), not 0 — its forwards' and its tokens' alike")
+        for name, phases in empty.items():
+            out.append(f"{m.name}: every kept forward takes 0 ns of {name} ({', '.join(phases)}): it measured "
+                       f"nothing, so c on {name} is left out (NaN), not 0 — its forwards' and its tokens' alike")
     for m in models:
         parts = parts_of(m)
         if parts:
