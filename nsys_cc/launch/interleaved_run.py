@@ -300,8 +300,8 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
         _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
     except KeyboardInterrupt as exc:
         if run.status != "done" and is_complete(run):
-            run.status, run.reason = "resumed", (f"the rerun was stopped ({exc or 'Ctrl-C'}); the earlier completed "
-                                                 "run was kept")
+            why = str(exc) or "Ctrl-C"
+            run.status, run.reason = "resumed", f"the rerun was stopped ({why}); the earlier completed run was kept"
         raise
     if run.status == "failed" and is_complete(run):
         log = attempt.files.out_dir / "log"

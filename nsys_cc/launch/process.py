@@ -308,8 +308,8 @@ def run_model(run: ModelLaunch, *, timeout: float | None) -> None:
         _run_model(run, timeout=timeout)
     except KeyboardInterrupt as exc:
         if run.status != "done" and is_complete(run):
-            run.status, run.reason = "resumed", (f"the rerun was stopped ({exc or 'Ctrl-C'}); the earlier complete "
-                                                 "trace set was kept")
+            why = str(exc) or "Ctrl-C"
+            run.status, run.reason = "resumed", f"the rerun was stopped ({why}); the earlier trace set was kept"
         raise
     if run.status == "failed" and is_complete(run):
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "

@@ -103,7 +103,6 @@ def clean_attempts(out: Path) -> list[str]:
     if not where.is_dir():
         return []
     notes = attempts.clean_all(where, lambda name: True, lambda rel, path: False)
-    notes = [n for n in notes if "is still running" in n or "did not write" in n]
     left = proof.remove_proven(where, lambda rel, path: _legacy_attempt_file(rel, path))
     strays = [n for n in left if "/" not in n]
     if strays:

@@ -206,8 +206,14 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     monkeypatch.setattr(check, "after_export", interrupted)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
         launcher.run_model(again, timeout=60)
-    assert again.status == "interrupted"
+    # the earlier complete trace set is listed as kept (status.json then lets `analyze DIR` read it)
+    assert again.status == "resumed" and again.reason.startswith("the rerun was stopped (Ctrl-C)")
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
+    fresh = _run(tmp_path / "fresh", WRITE_OUTPUTS, COPY_FIXTURE)  # nothing earlier: interrupted, as it was
+    (tmp_path / "fresh").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run_model(fresh, timeout=60)
+    assert fresh.status == "interrupted"
 
 
 def test_a_completed_rerun_replaces_the_trace_set(tmp_path):

@@ -436,7 +436,7 @@ def test_a_correlation_id_shared_by_two_calls_moves_no_kernel(tmp_path):
                          steady(1.5, names=(FORWARD,)), names=(FORWARD,))
     damaged = shutil.copyfile(shaped.path, tmp_path / "damaged.sqlite")
     calls = raw_sql(damaged, "SELECT rowid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start")
-    (a_row, a_id), (b_row, b_id) = calls[len(calls) // 3], calls[2 * len(calls) // 3]
+    (_, a_id), (b_row, b_id) = calls[len(calls) // 3], calls[2 * len(calls) // 3]
     con = sqlite3.connect(damaged)
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = ? WHERE rowid = ?", (a_id, b_row))
     con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = ? WHERE correlationId = ?", (a_id, b_id))
