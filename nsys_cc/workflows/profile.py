@@ -79,7 +79,7 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
 
 
 # The files every profile's report writes (`report.write_report`): a file of the user's at one of these names in -o is
-# refused before the first run, not after the runs replaced the traces beside it (issue 52).
+# refused before the first run, not after the runs replaced the traces beside it.
 REPORT_NAMES = ("report.md", "report.json", "summary.csv", "coefficients.csv", "forwards.csv", "kernel_summary.csv",
                 "categories.csv", "diagnosis.csv")
 

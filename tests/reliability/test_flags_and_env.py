@@ -1,4 +1,4 @@
-"""Round 5 (issue 52): unclear errors — a flag's empty value taken as nothing, a library parameter named where the
+"""Round 5: unclear errors — a flag's empty value taken as nothing, a library parameter named where the
 verb's flag is meant, a string a trace supplies printed raw (a forged `nsys-cc: error:` line), the environment the
 launcher reads and hands on — each case a test that fails without its fix."""
 

@@ -1,4 +1,4 @@
-"""Round 5 (issue 52): what `profile` (every route: nsys and torch, interleaved and one process per model), `tune` and
+"""Round 5: what `profile` (every route: nsys and torch, interleaved and one process per model), `tune` and
 `sweep` may write, replace and remove — only under `-o`, never through a link, and only files nsys-cc can prove it
 wrote — each case a test that fails without its fix. Files outside `-o` and the user's own are hashed before and
 after."""

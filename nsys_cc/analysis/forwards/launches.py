@@ -7,7 +7,7 @@ call), each GPU op goes to the latest-starting of them that started at or before
 the earliest of them when none did): for a wrapper and its runtime call the innermost row, which stands for the launch
 (its duration is the launch time, and a range holds the launch when it holds that row); for two calls that share an id
 without one wrapping the other (a damaged export, said by `gpu_loss`), each call keeps the work that followed it — they
-were all counted for the latest call, moving kernels from one forward to another (issue 52).
+were all counted for the latest call, moving kernels from one forward to another.
 
 Per thread, API calls sorted by start, each call's GPU ops right after those of the
 call before (a lookup table on (process, correlationId)), so a window of calls is one slice of ops. GPU ops that found
