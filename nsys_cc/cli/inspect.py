@@ -50,7 +50,9 @@ def info(file, fmt):
         ]
         rows = [{"table": name, "rows": f"{count:,}"} for name, count in sorted(about.tables.items())]
         table = text_rows(rows, right={"rows"}, columns=["table", "rows"])
-    click.echo("\n".join([*lines, "", ""]) + table + "\n", nl=False)
+    # every string a trace supplies (a version, a device's name, the backend, a table's name) one line each: a
+    # newline in `distributedInfo.backend` printed a line of its own (a forged `nsys-cc: error:` line)
+    click.echo("\n".join([*(one_line(line) for line in lines), "", ""]) + table + "\n", nl=False)
 
 
 # Range names listed by `info` of a PyTorch-profiler trace (the most frequent first; the JSON lists all).
