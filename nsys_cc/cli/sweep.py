@@ -75,8 +75,8 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
           iters, enforce_eager, vllm_args, device, profiler, trace, nsys_args, repeat, precision, max_repeat,
           replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
-    from ..launch.commands import BenchOptions
     from ..report.sweep_text import render_sweep
+    from ..request import BenchOptions
     from ..sweep.grid import SweepSpec, cells, positive_ints
     from ..sweep.run import check_cells, sweep as run_sweep
 

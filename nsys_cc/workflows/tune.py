@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import inputs, progress
+from .. import progress
 from ..analysis.profile_dir.outputs import RUN_GLOB
 from ..analysis.tune import directories, schedule
 from ..errors import InputError
@@ -151,18 +151,20 @@ def _profile_round(target: str, draft: str, out: Path, cells: dict[int, list[int
                    trace: str | None, force: bool, schedule: str | None = None, profiler: str = "nsys") -> None:
     """Every cell of `cells` (batch size → γ values) in the same interleaved runs, into `out` (a round's directory):
     one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
-    --speculative-config), an engine running it at every batch size besides."""
-    from ..launch import interleaved, plan
-    from ..launch.commands import BenchOptions
+    --speculative-config), an engine running it at every batch size besides. The round's request (its records store
+    it) is a profile of the target and the draft in `out`, without a time limit."""
+    from ..launch import interleaved, orchestrator, plan
+    from ..request import ProfileRequest
 
-    options = BenchOptions(input_len=input_len, output_len=output_len, warmup_iters=warmup_iters, iters=iters)
+    request = ProfileRequest(target, (draft,), out, input_len=input_len, output_len=output_len,
+                             warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas, device=device,
+                             trace=trace, force=force, profiler=profiler, timeout=0)
     gpu = plan.uses_gpu(device)
-    engines = interleaved.design_engines(target, draft, cells, options, gpu, schedule=schedule)
+    engines = interleaved.design_engines(target, draft, cells, request.options, gpu, schedule=schedule)
     progress.say(f"tune: {out.name}: " + "; ".join(f"batch {b} γ {','.join(map(str, gs))}"
                                                    for b, gs in sorted(cells.items()))
                  + (", vLLM's schedule at each" if schedule else "") + f", in the same {repeat} interleaved run(s) …")
-    done = interleaved.profile_engines(engines, out, options, gpu=gpu, timeout=None, force=force, trace=trace,
-                                       nsys_args=(), repeat=repeat, replicas=replicas, profiler=profiler)
+    done = orchestrator.run(interleaved.Interleaved(request, engines, gpu=gpu))
     if not any(r.ok for r in done.interleaved):
         raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
     spec = [mr for mr in done.runs if mr.role == "speculative"]
@@ -226,8 +228,8 @@ def _check_profiling(given: dict) -> None:
     """What the rounds would refuse, before `-o` is made or locked: the benchmark's counts, a sequence longer than
     the models' context (`launch.plan.check_context`: `--input-len 1000000000` reached vLLM) and the environment
     (`launch.environment.check`)."""
-    from ..launch import environment, interleaved, plan
-    from ..launch.commands import BenchOptions
+    from ..launch import environment, interleaved, plan, recorders
+    from ..request import BenchOptions
     from .profile import check_profiler
 
     check_profiler(given["profiler"], trace=given["trace"])
@@ -235,7 +237,7 @@ def _check_profiling(given: dict) -> None:
                            warmup_iters=given["warmup_iters"], iters=given["iters"])
     plan.check_options(options)
     plan.check_context(interleaved.engines_for(given["target"], [given["draft"]]), options)
-    environment.check(given["profiler"], gpu=plan.uses_gpu(given["device"]))
+    environment.check(recorders.get(given["profiler"]), gpu=plan.uses_gpu(given["device"]))
 
 
 def _profiled_out(out_dir) -> str | os.PathLike:
@@ -472,20 +474,24 @@ def _read(root: Path, seed: int) -> tuple[list, list]:
 
 
 def _schedule_configs(design_dir: Path) -> list[str]:
-    """The --speculative-config of a round's schedule engines, as its runs' records give the command."""
-    import shlex
-
-    for done in sorted(design_dir.glob(f"{RUN_GLOB}/{done_json.NAME}")):
-        try:
-            commands = json.loads(inputs.read_text(done, "run record", errors="replace")).get("commands", "")
-            argv = shlex.split(commands) if isinstance(commands, str) else []
-        except (InputError, ValueError):
-            continue
-        out = [argv[i + 1] for i, a in enumerate(argv[:-1])
-               if a == "--speculative-config" and "num_speculative_tokens_per_batch_size" in argv[i + 1]]
+    """The --speculative-config of a round's schedule engines, as its runs' records give them
+    (`formats.done_json.speculative_configs`)."""
+    for run_dir in sorted(design_dir.glob(RUN_GLOB)):
+        marker = done_json.load_run(run_dir)
+        configs = [] if marker is None else done_json.speculative_configs(marker)
+        out = [c for c in configs if "num_speculative_tokens_per_batch_size" in _config(c)]
         if out:
             return out
     return []
+
+
+def _config(text: str) -> dict:
+    """A --speculative-config as JSON ({} when it is not an object)."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        return {}
+    return config if isinstance(config, dict) else {}
 
 
 def _neighbourhood(result: schedule.TuneResult, max_gamma: int) -> dict[int, list[int]]:
@@ -519,15 +525,14 @@ def _draft_path(draft: str) -> str:
 
 
 def _device_of(root: Path) -> str:
-    runs = f"{RUN_GLOB}/{done_json.NAME}"  # a round's runs; an earlier tune's bs<B>/ or a sweep's bs<B>-in<L>/
+    """Where a tune directory's cells ran, "cpu" or "gpu", as its first run record says (`formats.done_json.device`):
+    a round's runs, an earlier tune's bs<B>/ or a sweep's bs<B>-in<L>/; "cpu" without one."""
+    runs = f"{RUN_GLOB}/{done_json.NAME}"
     for done in [*root.glob(f"{directories.ROUND_PREFIX}*/{runs}"), *root.glob(f"bs*/{runs}")]:
-        try:
-            text = inputs.read_text(done, "run record", errors="replace")
-        except InputError:
-            continue
-        # the launcher sets vLLM's CPU variables and, in a shared process, each engine's KV cache bytes on CPU runs
-        # only (a variable the user's environment set is not in the record: VLLM_CPU_ alone misread such runs as GPU)
-        return "cpu" if "VLLM_CPU_" in text or "--kv-cache-memory-bytes" in text else "gpu"
+        marker = done_json.load_run(done.parent)
+        device = None if marker is None else done_json.device(marker)
+        if device is not None:
+            return device
     return "cpu"
 
 

@@ -9,7 +9,6 @@ import dataclasses
 import math
 import warnings
 
-from ... import inputs
 from ...errors import InputError
 from ...formats import done_json
 from ..profile_dir import outputs
@@ -54,18 +53,19 @@ def _num(row, col: str) -> float:
 
 
 def _output_len(directory) -> int:
-    """The benchmark's --output-len, from the launcher's record of the commands (0 when it cannot be read)."""
-    import re
+    """The benchmark's output length, as the runs' records give it (`formats.done_json.output_len`: the stored
+    request's, or an older record's `--output-len`); 0 when none says."""
     from pathlib import Path
 
     d = Path(directory)
-    for done in sorted(d.glob(f"{outputs.RUN_GLOB}/{done_json.NAME}")) + sorted(d.glob(f"*.{done_json.NAME}")):
-        try:
-            m = re.search(r"--output-len[\"', =]+(\d+)", inputs.read_text(done, "run record", errors="replace"))
-        except InputError:
-            continue
-        if m:
-            return int(m.group(1))
+    for run_dir in sorted(d.glob(outputs.RUN_GLOB)):
+        marker = done_json.load_run(run_dir)
+        if marker is not None and (n := done_json.output_len(marker)):
+            return n
+    for done in sorted(d.glob(f"*.{done_json.NAME}")):
+        marker = done_json.load_model(done)
+        if marker is not None and (n := done_json.output_len(marker)):
+            return n
     return 0
 
 
