@@ -17,6 +17,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import inputs
 from ..errors import InputError
@@ -118,6 +119,19 @@ class SweepSpec:
 
     def cell(self, cell: Cell) -> CellSpec:
         return CellSpec(self, cell)
+
+    @classmethod
+    def of(cls, target: str, drafts, out_dir: str, *, speculate=None, timeout: float | None = None,
+           nsys_args=(), **fields: Any) -> SweepSpec:
+        """The sweep of `nsys-cc sweep`'s flags, each the field of its name (the benchmark's — `output_len`,
+        `warmup_iters`, `iters`, `enforce_eager`, `vllm_args` — make `options`); `speculate` as the flag gives it
+        ("3,1"), a `timeout` of 0 no limit."""
+        bench = {k: fields.pop(k) for k in [f.name for f in dataclasses.fields(BenchOptions)] if k in fields}
+        if "vllm_args" in bench:
+            bench["vllm_args"] = tuple(bench["vllm_args"])
+        return cls(target, tuple(drafts), out_dir, BenchOptions(**bench),
+                   speculate=positive_ints(speculate, "speculate"), timeout=timeout or None,
+                   nsys_args=tuple(nsys_args), **fields)
 
 
 @dataclass(frozen=True)
