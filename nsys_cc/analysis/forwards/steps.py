@@ -5,9 +5,11 @@ reject and propose the next drafts); nothing else in nsys_cc is called a step (a
 per rank, is a forward: `ranks`). Steps, in order of precedence (`StepTable.rule` says which was used):
 1. "step ranges": the `nsys_cc:step` ranges the plugin writes around each engine step; a forward belongs to the
    step its start lies in.
-2. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
+2. "engine step frames": in a torch trace, the engine's own step frames (vLLM's `…/engine/core.py(…): step`, where
+   the engine core ran in the profiled process; SGLang's scheduler `run_batch`).
+3. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
    end of the `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats): LLMEngine.step.
-3. "forward to forward": without either, a step runs from the start of one target forward to the start of the
+4. "forward to forward": without either, a step runs from the start of one target forward to the start of the
    next one of the same iteration (`nsys_cc:iteration` ranges; without them, up to the next forward unless it is a
    prefill); the draft forwards in between are its drafts. The last forward of each iteration closes no step, so
    its step is not counted.
@@ -33,9 +35,14 @@ hands on a model's): target_<metric>_ms, draft_<metric>_ms (the step's forwards'
 other_<metric>_ms = step − target − drafts on that metric (on gpu_busy: the time in the step the forwards' GPU work
 does not cover, the GPU's idle time), and per draft forward `<metric>_ms`. A forward whose value is unknown (it
 launched nothing the trace recorded, or a CUDA graph recorded whole for kernel_sum) makes its step's values of that
-metric NaN: unknown, not 0. `metric_columns` names the columns of a metric, wall included. The step itself (step_ms)
-is a CPU range on every metric: an engine step waits for its GPU work (vLLM samples on the host), so its wall time
-holds the GPU time it did not overlap with the next step's.
+metric NaN: unknown, not 0. `metric_columns` names the columns of a metric, wall included.
+
+A step's time: step_ms is its CPU time (its launch time on a GPU trace); on a GPU trace (the windows `with_gpu_metrics`
+projects) STEP_GPU is its time from its start to the end of the GPU work launched in it — after the GPU work of the
+steps before it where that still ran then (asynchronous scheduling) — what the user waits for (`step_windows`), and
+other_<metric>_ms is that less the forwards on the metric. `step_time_column` names a metric's step time.
+
+The functions that find the steps are `step_rules`'; `step_table` puts them together (each piece ≤ 100 lines).
 """
 
 from __future__ import annotations
