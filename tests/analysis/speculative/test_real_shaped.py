@@ -179,6 +179,12 @@ def test_the_speculative_trace_is_measured_in_place(built):
     wall = built["json"]["speculative"][0]["by_metric"]["wall"]  # the proposing's launch time, beside
     assert wall["draft_forward_ms"] * GAMMA == pytest.approx(propose_cpu, rel=0.03)
     assert propose_cpu < propose / 3  # the proposer returns long before its drafts have run on the GPU
+    # the first proposing, over the prompt, kept apart: on the headline first, its CPU time named launch time
+    first = next(s for s in windows(raw, scheduling) if s["kind"] == "prefill")["propose"][0]
+    gpu, cpu = span(raw.launched(first[2], first[3], first[4])), (first[4] - first[3]) / 1e6
+    said = [n for n in built["result"].speculative.notes if "the proposing after the prefill step" in n]
+    assert len(said) == 1 and f"took {gpu:.3f} ms on gpu_span, " in said[0]
+    assert said[0].index("on gpu_span") < said[0].index(f"{cpu:.3f} ms on launch time") and " on wall" not in said[0]
 
 
 def test_the_token_c_holds_the_sampling(built):
