@@ -15,7 +15,8 @@ launched none):
   `run_batch`) and a group of vLLM's step scopes (`llm_engine step: get_output` and the scopes after it): the range
   itself, on its thread (payload `WINDOW_RANGE`);
 - each target forward to the next one on its thread (payload `WINDOW_FORWARD`): a step "from one forward to the next"
-  (`steps`), with the sampling and the proposing after the forward.
+  (`steps`), with the sampling and the proposing after the forward — only in a trace without windows of the kind above
+  (the steps' rule takes those first).
 
 `step_times` then gives each step its time to the end of its GPU work (`steps.STEP_GPU` column): from its start — or,
 where the step before it still had GPU work running then (asynchronous scheduling), from the end of that work, so that
@@ -93,8 +94,8 @@ def windows(ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
     scopes = scope_steps(ranges)
     if len(scopes):
         parts.append(_rows(scopes["start_ns"].to_numpy(), scopes["end_ns"].to_numpy(), scopes, WINDOW_RANGE))
-    forwards = closed(select(ranges, range_name))
-    if len(forwards):
+    forwards = closed(select(ranges, range_name)) if not parts else ranges.iloc[0:0]
+    if len(forwards):  # a step from one forward to the next only where the trace has no step ranges (`steps`)
         forwards = forwards[~nested_same_name(forwards)]
         f = forwards.sort_values(["global_tid", "start_ns"], kind="stable")
         tid, start, end = (f[c].to_numpy(dtype=np.int64) for c in ("global_tid", "start_ns", "end_ns"))
