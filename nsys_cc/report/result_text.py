@@ -15,6 +15,7 @@ import math
 import pandas as pd
 
 from ..analysis.coefficient.result import CostCoefficientResult
+from ..analysis.forwards.engine_marks import label as marker_label
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES, WALL
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, step_text, token_text
@@ -224,6 +225,13 @@ def _long_csv(result: CostCoefficientResult) -> str:
     return buf.getvalue()
 
 
+def _range_words(result: CostCoefficientResult) -> str:
+    """The forward range as the header names it: each model's, an engine's own step annotations named as that engine
+    writes them (`engine_marks.label`: SGLang's `step[…]`, not vLLM's name the results keep)."""
+    names = dict.fromkeys(marker_label(m.range_name, getattr(m.description, "engine", None)) for m in result.models)
+    return " / ".join(map(repr, names))
+
+
 def _c_words(result: CostCoefficientResult) -> str:
     """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
     if not result.drafts:
@@ -315,7 +323,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     traces = traces_line(result)
-    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
+    parts = [f"Forward range: {_range_words(result)}; {_c_words(result)}; {_interval_words(result)}"
              f"{_headline_words(result)}", *([traces] if traces else []), "", text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:

@@ -236,9 +236,10 @@ def forward_range(ranges: pd.DataFrame, range_name: str | None, *, label: str) -
     the range is kept). `label`: the model's label, which the note names."""
     name = FORWARD_RANGE if range_name is None else range_name
     if name == FORWARD_RANGE and not matches(ranges, (name,)).any() and matches(ranges, (VLLM_STEP_RANGE,)).any():
-        from .vllm_steps import forward_note  # a torch trace: vLLM's own step annotations
+        from .engine_marks import engine_of
+        from .vllm_steps import forward_note  # a torch trace: vLLM's (or SGLang's) own step annotations
 
-        return VLLM_STEP_RANGE, forward_note(label)
+        return VLLM_STEP_RANGE, forward_note(label, engine_of(ranges))
     if name != FORWARD_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
         return name, None
     return SCOPES_FORWARD, (f"{label}: no {quoted(FORWARD_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "
