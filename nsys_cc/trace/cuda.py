@@ -287,6 +287,20 @@ def op_times(trace: TraceSource) -> dict:
     return _op_columns(trace, [*TIME_COLUMNS, Col("global_pid", "globalPid")])
 
 
+def call_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """`api_times` of a `cuda_api()` frame already read: its start_ns, end_ns, correlation_id, global_tid."""
+    return {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
+
+
+def op_arrays(frame: pd.DataFrame) -> dict:
+    """`op_times` of a `gpu_ops()` frame already read: kind codes, name, start_ns, end_ns, correlation_id,
+    global_pid."""
+    ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
+    ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
+    ops["name"] = frame["name"].array
+    return ops
+
+
 def _op_columns(trace: TraceSource, common: list[Col]) -> dict:
     # The tables' rows go straight into one array per column (no concatenation of per-table copies).
     sizes = [trace.rows(t) for t in OP_TABLES]

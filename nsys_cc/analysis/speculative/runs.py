@@ -25,10 +25,10 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
+from ...trace.registry import trace_stem
 from ..forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
 from ..metrics import WALL
 from ..profile_dir import acceptance as acceptance_mod
-from ..profile_dir.latencies import trace_stem
 from ..profile_dir.spec_labels import LABEL_RE
 from ..stats import Pooled, pooled_median, runs_median_ci, runs_ratio_of_medians
 from ..theory.speedup import expected_tokens
