@@ -18,7 +18,7 @@ import click
 from ..contract import FORWARD_RANGE, SCOPES_FORWARD
 from ..errors import InputError
 from .flags import in_flags, result_in_flags
-from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
+from .options import ADDRESS, OUTPUT_DIR, acceptance_option, export_timeout_option, format_option, metrics_option
 
 
 @click.command("analyze")
@@ -49,7 +49,7 @@ from .options import OUTPUT_DIR, acceptance_option, export_timeout_option, forma
               help="Also write a report directory (report.md, report.json, CSV tables, plots).")
 @click.option("--jobs", type=int, default=None,
               help="Many trace sets: local worker processes (default: one per CPU).")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
+@click.option("--scheduler", default=None, metavar="ADDRESS", type=ADDRESS,
               help="Many trace sets: analyse them on this Dask scheduler instead (traces at the same paths there).")
 @export_timeout_option
 def analyze_command(target, drafts, range_name, skip_ranges, output_len, names, engines, acceptance,

@@ -20,6 +20,10 @@ def _flags(command: click.Command | None) -> dict[str, str]:
         longs = [o for o in p.opts if o.startswith("--")]
         if isinstance(p, click.Option) and p.name and longs:
             out[p.name] = longs[0]
+            if p.name.endswith("s") and p.multiple is False and p.name[:-1] not in out:
+                # a list-valued option (`--input-len 128,512`, dest input_lens) whose one value the library names
+                # in the singular (a sweep cell's input_len, a tune cell's batch_size)
+                out.setdefault(p.name[:-1], longs[0])
     return out
 
 

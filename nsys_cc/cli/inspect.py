@@ -35,7 +35,9 @@ def info(file, fmt):
     kind = format_named(about.format)  # how its format describes its files
     columns, rows = kind.table_rows(about.tables)
     table = text_rows(rows, right={columns[1]}, columns=columns)
-    click.echo("\n".join([*kind.info_lines(about), "", ""]) + table + "\n", nl=False)
+    # every string a trace supplies (a version, a device's name, the backend, a table's name) one line each: a
+    # newline in `distributedInfo.backend` printed a line of its own (a forged `nsys-cc: error:` line)
+    click.echo("\n".join([*(one_line(line) for line in kind.info_lines(about)), "", ""]) + table + "\n", nl=False)
 
 
 @click.command()

@@ -6,15 +6,46 @@ import click
 
 from ..report.render_formats import FORMATS
 
+
+class NonEmpty(click.ParamType):
+    """Text that says something: an empty or blank value (`--nsys-arg ''`, `--scheduler ''`) is one error line naming
+    the flag, never taken as nothing (it reached nsys and vLLM as an empty word, or was read as the default)."""
+
+    name = "text"
+
+    def __init__(self, what: str = "a value"):
+        self.what = what
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty: give {self.what}", param, ctx)
+        return value
+
+
+class NonEmptyPath(click.Path):
+    """A path that is not empty (`--metrics ''` said "metrics dump not found:" and named nothing)."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty: give a file", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+MODEL = NonEmpty("a model (a shipped shape, a directory with a config.json, or a Hugging Face id)")
+NUMBERS = NonEmpty("whole numbers, e.g. 1,8")
+TRACE_LIST = NonEmpty("nsys's -t list, e.g. nvtx")
+ADDRESS = NonEmpty("a Dask scheduler's address")
+WORD = NonEmpty("a word (an empty one reaches the program as an empty argument)")
+
 # Each option's `dest` is the library parameter it feeds, so that the error handler can name the flag of a parameter
 # the library's message names (`NsysCCError.param`).
 acceptance_option = click.option(
-    "--acceptance", "acceptance", multiple=True,
+    "--acceptance", "acceptance", multiple=True, type=NonEmpty("a rate between 0 and 1"),
     help="Acceptance rate α (0–1) at which to judge each draft; repeat or comma-separate for several.",
 )
 
 metrics_option = click.option(
-    "--metrics", "metrics_dump", type=click.Path(), default=None,
+    "--metrics", "metrics_dump", type=NonEmptyPath(), default=None,
     help="vLLM spec-decode metrics dump (nsys_cc.analysis.profile_dir.acceptance.dump_metrics) to read α from.",
 )
 
@@ -46,6 +77,8 @@ class Seconds(click.ParamType):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and value >= 0 \
                 and value != float("inf"):
             return float(value)
+        if isinstance(value, str) and not value.strip():  # `--timeout ''` was no limit at all, silently
+            self.fail(f"{value!r} is empty: give a number of seconds (0: no limit)", param, ctx)
         flag = f"--{param.name}" if param is not None and param.name else "the value"
         return seconds(value, flag) or 0.0
 

@@ -16,16 +16,25 @@ import click
 
 from ..progress import one_line
 from .flags import in_flags, result_in_flags
-from .options import OUTPUT_DIR, SECONDS, acceptance_option, format_option, profiler_option
+from .options import (
+    MODEL,
+    OUTPUT_DIR,
+    SECONDS,
+    TRACE_LIST,
+    WORD,
+    acceptance_option,
+    format_option,
+    profiler_option,
+)
 
 SPEC_OUTPUT_LEN = 32
 
 
 @click.command("profile")
-@click.option("--target", required=True, metavar="MODEL",
+@click.option("--target", required=True, metavar="MODEL", type=MODEL,
               help="Target model: a shipped shape (e.g. llama-2-7b-shape, tiny-llama-target), a directory with a "
                    "config.json, or a Hugging Face id.")
-@click.option("--draft", "drafts", multiple=True, metavar="MODEL",
+@click.option("--draft", "drafts", multiple=True, metavar="MODEL", type=MODEL,
               help="Draft model (repeat for several), same forms as --target; needed unless --speculative-config "
                    "names a proposer without a draft model (ngram).")
 @click.option("--target-tp", type=int, default=1, show_default=True, metavar="N",
@@ -65,14 +74,14 @@ SPEC_OUTPUT_LEN = 32
 @click.option("--enforce-eager", is_flag=True,
               help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
                    "run is always eager).")
-@click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG",
+@click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", type=WORD,
               help="Extra option for vLLM's latency benchmark, e.g. --vllm-arg=--dtype=float16 (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one).")
 @profiler_option()
-@click.option("--nsys-trace", default=None, metavar="LIST",
+@click.option("--nsys-trace", "trace", default=None, metavar="LIST", type=TRACE_LIST,
               help="nsys -t value instead of the platform default (e.g. nvtx for the smallest traces).")
-@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG",
+@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", type=WORD,
               help="Extra `nsys profile` option, e.g. --nsys-arg=--sample=cpu (repeatable).")
 @click.option("--timeout", type=SECONDS, default=1800, show_default=True,
               help="Seconds allowed per model (benchmark, then export); 0 for no limit.")
@@ -83,7 +92,7 @@ SPEC_OUTPUT_LEN = 32
 @format_option(help="Format of the table printed at the end.")
 def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
                     iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config,
-                    enforce_eager, vllm_args, device, profiler, nsys_trace, nsys_args, timeout, force, dry_run,
+                    enforce_eager, vllm_args, device, profiler, trace, nsys_args, timeout, force, dry_run,
                     acceptance, seed, fmt):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys (or vLLM's torch profiler: --profiler
     torch), then report the cost coefficient c."""
@@ -101,14 +110,17 @@ def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, out
     options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
                            warmup_iters=warmup_iters, iters=iters,
                            enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
+    from ..analysis.coefficient.arguments import check_seed
+
     alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
+    check_seed(seed)  # a dry run says what the run would refuse
     if dry_run:
-        click.echo(workflow.dry_run(target, list(drafts), out_dir, options, device=device, trace=nsys_trace,
+        click.echo(workflow.dry_run(target, list(drafts), out_dir, options, device=device, trace=trace,
                                     nsys_args=nsys_args, **spec), nl=False)
         return
     outcome = front.profile(
         target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
-        trace=nsys_trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
+        trace=trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
     )
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
         for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)

@@ -14,20 +14,21 @@ import click
 
 from ..errors import InputError
 from .flags import in_flags
-from .options import OUTPUT_DIR, SECONDS, format_option, profiler_option
+from .options import ADDRESS, MODEL, NUMBERS, OUTPUT_DIR, SECONDS, TRACE_LIST, WORD, format_option, profiler_option
 
 
 @click.command()
-@click.option("--target", required=True, metavar="MODEL", help="Target model (as for `profile`).")
-@click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL",
+@click.option("--target", required=True, metavar="MODEL", type=MODEL,
+              help="Target model (as for `profile`).")
+@click.option("--draft", "drafts", multiple=True, required=True, metavar="MODEL", type=MODEL,
               help="Draft model (repeat for several), as for `profile`.")
-@click.option("--batch-size", "batch_sizes", default="1", show_default=True, metavar="N[,N…]",
+@click.option("--batch-size", "batch_sizes", default="1", show_default=True, metavar="N[,N…]", type=NUMBERS,
               help="Batch sizes of the grid, comma-separated.")
-@click.option("--input-len", "input_lens", default="128", show_default=True, metavar="N[,N…]",
+@click.option("--input-len", "input_lens", default="128", show_default=True, metavar="N[,N…]", type=NUMBERS,
               help="Prompt lengths of the grid (context length), comma-separated.")
-@click.option("--speculate", default=None, metavar="G[,G…]",
+@click.option("--speculate", default=None, metavar="G[,G…]", type=NUMBERS,
               help="γ values handed to each cell's `profile --speculate` (speculative runs per draft and γ).")
-@click.option("--target-tp", "target_tps", default=None, metavar="N[,N…]",
+@click.option("--target-tp", "target_tps", default=None, metavar="N[,N…]", type=NUMBERS,
               help="Target tensor-parallel sizes (`profile --target-tp`); several make another axis of the grid.")
 @click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default="out/sweep", show_default=True,
               help="Sweep directory: one sub-directory per cell (bs4-in1024), the table and plots; a rerun resumes.")
@@ -38,12 +39,15 @@ from .options import OUTPUT_DIR, SECONDS, format_option, profiler_option
 @click.option("--enforce-eager", is_flag=True,
               help="On a GPU, run vLLM eagerly instead of with its CUDA graphs (the default, as users serve; a CPU "
                    "run is always eager).")
-@click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", help="Extra vLLM benchmark option (repeatable).")
+@click.option("--vllm-arg", "vllm_args", multiple=True, metavar="ARG", type=WORD,
+              help="Extra vLLM benchmark option (repeatable).")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True,
               help="Platform settings for nsys and vLLM (auto: GPU when nvidia-smi lists one, decided per worker).")
 @profiler_option("sweep")
-@click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value instead of the platform default.")
-@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", help="Extra `nsys profile` option (repeatable).")
+@click.option("--nsys-trace", "trace", default=None, metavar="LIST", type=TRACE_LIST,
+              help="nsys -t value instead of the platform default.")
+@click.option("--nsys-arg", "nsys_args", multiple=True, metavar="ARG", type=WORD,
+              help="Extra `nsys profile` option (repeatable).")
 @click.option("--repeat", type=int, default=None, metavar="R",
               help="Interleaved runs per cell (as `profile --repeat`): every model in one process per run. "
                    "[default: 6]")
@@ -61,14 +65,14 @@ from .options import OUTPUT_DIR, SECONDS, format_option, profiler_option
               help="Seconds allowed per run of a cell (per model with --separate-processes; benchmark, then "
                    "export); 0 for no limit.")
 @click.option("--force", is_flag=True, help="Profile again cells (and models) that an earlier run completed.")
-@click.option("--scheduler", default=None, metavar="ADDRESS",
+@click.option("--scheduler", default=None, metavar="ADDRESS", type=ADDRESS,
               help="Dask scheduler (tcp://host:8786): each cell runs on a worker with the resource GPU=1; -o must "
                    "be a path the workers share.")
 @click.option("--dry-run", is_flag=True, help="Print the cells and the exact commands of each, and exit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
 def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, enforce_eager, vllm_args, device, profiler, nsys_trace, nsys_args, repeat, precision, max_repeat,
+          iters, enforce_eager, vllm_args, device, profiler, trace, nsys_args, repeat, precision, max_repeat,
           replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
     from ..launch.commands import BenchOptions
@@ -80,11 +84,14 @@ def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_di
                            enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
     grid = cells(batch_sizes, input_lens, target_tps)
     spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
-                     device=device, timeout=timeout or None, trace=nsys_trace, nsys_args=tuple(nsys_args), seed=seed,
+                     device=device, timeout=timeout or None, trace=trace, nsys_args=tuple(nsys_args), seed=seed,
                      force=force, separate=separate, repeat=repeat, replicas=replicas, precision=precision,
                      max_repeat=max_repeat, profiler=profiler)
     check_cells(spec, grid)
     if dry_run:
+        from ..files.folder import check_out_dir
+
+        check_out_dir(out_dir, "the sweep")  # what the run would refuse
         for c in grid:
             cs = spec.cell(c)
             extra = {k: v for k, v in cs.profile_kwargs().items() if k in ("speculate", "target_tp")}

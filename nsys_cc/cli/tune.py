@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import click
 
-from .options import OUTPUT_DIR, WholeNumber, profiler_option
+from .options import MODEL, NUMBERS, OUTPUT_DIR, TRACE_LIST, NonEmpty, WholeNumber, profiler_option
 
 
 @click.command("tune")
 @click.argument("source", required=False, type=click.Path())
-@click.option("--target", default=None, metavar="MODEL", help="Target model (as for `profile`); profiles the design.")
-@click.option("--draft", default=None, metavar="MODEL", help="Draft model (as for `profile`).")
-@click.option("--batch-size", "batch_sizes", default=None, metavar="N[,N…]",
+@click.option("--target", default=None, metavar="MODEL", type=MODEL,
+              help="Target model (as for `profile`); profiles the design.")
+@click.option("--draft", default=None, metavar="MODEL", type=MODEL, help="Draft model (as for `profile`).")
+@click.option("--batch-size", "batch_sizes", default=None, metavar="N[,N…]", type=NUMBERS,
               help="Batch sizes of the design the model is fitted on [default: 1,8; reading SOURCE: its design].")
-@click.option("--speculate", default=None, metavar="G[,G…]",
+@click.option("--speculate", default=None, metavar="G[,G…]", type=NUMBERS,
               help="γ values of the design, every batch size × every γ [default: 1,3; reading SOURCE: its design].")
-@click.option("--check", default=None, metavar="B:G[,B:G…]",
+@click.option("--check", default=None, metavar="B:G[,B:G…]", type=NonEmpty("cells B:G, e.g. 4:2"),
               help="Extra held-out cells to profile and check the forecast on, e.g. 4:2,16:3.")
 @click.option("--max-batch-size", type=WholeNumber(), default=32, show_default=True,
               help="The schedule covers batch sizes 1…N.")
@@ -38,7 +39,8 @@ from .options import OUTPUT_DIR, WholeNumber, profiler_option
 @click.option("--replicas", type=int, default=1, show_default=True, help="Engines of each model per run.")
 @click.option("--device", type=click.Choice(["auto", "cpu", "gpu"]), default="auto", show_default=True)
 @profiler_option("tune")
-@click.option("--nsys-trace", default=None, metavar="LIST", help="nsys -t value (e.g. nvtx for the smallest traces).")
+@click.option("--nsys-trace", "trace", default=None, metavar="LIST", type=TRACE_LIST,
+              help="nsys -t value (e.g. nvtx for the smallest traces).")
 @click.option("--force", is_flag=True, help="Profile again cells that an earlier run completed.")
 @click.option("--no-plot", is_flag=True, help="Do not draw tune.png.")
 @click.option("--no-confirm", is_flag=True,
@@ -58,7 +60,7 @@ from .options import OUTPUT_DIR, WholeNumber, profiler_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
-         output_len, warmup_iters, iters, repeat, replicas, device, profiler, nsys_trace, force, no_plot, no_confirm,
+         output_len, warmup_iters, iters, repeat, replicas, device, profiler, trace, force, no_plot, no_confirm,
          workload, run_schedule, seed, fmt):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
@@ -78,7 +80,7 @@ def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch
     report = tune(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
                  out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
                  output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
-                 device=device, trace=nsys_trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
+                 device=device, trace=trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
                  workload=workload, run_schedule=run_schedule, profiler=profiler)
     if fmt == "json":
         click.echo(tune_json.dumps(report.to_dict()))

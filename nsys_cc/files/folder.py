@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import stat
 import time
@@ -22,6 +23,15 @@ DEFAULT_LOCK_WAIT_S = 30.0
 
 
 _HELD: set[str] = set()  # the folders this process holds the lock of
+# What nsys-cc's lock file holds: the process id of its latest holder and a newline (nothing, when just made).
+LOCK_TEXT = re.compile(rb"(?:[0-9]{1,10}\n?)?")
+LOCK_TEXT_MAX = 11
+
+
+def _is_lock_text(data: bytes) -> bool:
+    """Whether `data` is what nsys-cc's lock file holds (`LOCK_TEXT`): only such a file is written over (a user's
+    `.nsys_cc.lock` was truncated to a pid)."""
+    return len(data) <= LOCK_TEXT_MAX and LOCK_TEXT.fullmatch(data) is not None
 
 
 def os_reason(exc: OSError) -> str:
@@ -46,8 +56,8 @@ def is_inside(out: Path, name: str) -> bool:
 
 
 def check_out_dir(out_dir: str | os.PathLike, what: str = "the report") -> Path:
-    """`out_dir` as a Path; InputError (naming `out_dir`) when it is empty or names something that is not a
-    directory."""
+    """`out_dir` as a Path; InputError (naming `out_dir`) when it is empty, a symbolic link (to a folder or not:
+    every verb refuses it alike, none writes through it) or names something that is not a directory."""
     if isinstance(out_dir, bytes):
         raise InputError(f"out_dir: give the directory's path as text, not bytes {out_dir!r}", param="out_dir")
     if not isinstance(out_dir, (str, os.PathLike)):
@@ -56,6 +66,10 @@ def check_out_dir(out_dir: str | os.PathLike, what: str = "the report") -> Path:
     if not os.fspath(out_dir):
         raise InputError(f"out_dir is empty: give {what} a directory (a new or existing one)", param="out_dir")
     out = Path(out_dir)
+    if out.is_symlink():  # every verb alike: profile wrote its lock, status and runs through it, analyze refused it
+        raise InputError(f"out_dir {out} is a symbolic link (to {os.readlink(out)}): nsys-cc writes only into the "
+                         f"folder named, never through a link; give the folder itself ({os.path.realpath(out)})",
+                         param="out_dir")
     if out.exists() and not out.is_dir():
         raise InputError(f"out_dir {out} is an existing file: {what} needs a directory (give a new or existing "
                          "directory)", param="out_dir")
@@ -175,7 +189,9 @@ class Folder:
     def lock(self, what: str = "write", wait: float | None = None) -> Iterator[None]:
         """Hold `root/.nsys_cc.lock` (fcntl.flock) for the block: a second writer of the same folder waits up to
         `wait` seconds (default `$NSYS_CC_LOCK_WAIT` or DEFAULT_LOCK_WAIT_S), then refuses with one line naming
-        the process that holds it. Released when the block ends or the process dies (SIGKILL included)."""
+        the process that holds it. Released when the block ends or the process dies (SIGKILL included). A file of
+        that name holding anything but a process id (`LOCK_TEXT`: a file of the user's) is refused, never written
+        over."""
         import fcntl
 
         if wait is None:
@@ -211,6 +227,10 @@ class Folder:
                                          f"finish, or choose another directory (waited {wait:g} s)",
                                          param="out_dir") from None
                     time.sleep(0.1)
+            if not _is_lock_text(os.pread(fd, LOCK_TEXT_MAX + 1, 0)):  # a file of the user's by that name
+                raise InputError(f"{p} is in the way: it is not nsys-cc's lock file (nsys-cc's holds a process id "
+                                 "only); move it away or choose another directory; nothing was changed",
+                                 param="out_dir")
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             _HELD.add(key)

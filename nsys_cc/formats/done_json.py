@@ -2,8 +2,13 @@
 run is complete (a rerun keeps it).
 
 - an interleaved run: `run-<k>/done.json`, `{"commands", "machine", "engines": {label: "done" or why not},
-  "forward_ranges": {label: n}, "notes", "speculative": [labels with a metrics dump]}`;
-- one process per model: `<label>.done.json` beside its trace, `{"commands", "range", "forward_ranges"}`.
+  "forward_ranges": {label: n}, "notes", "speculative": [labels with a metrics dump], "files": {name: sha256}}`;
+- one process per model: `<label>.done.json` beside its trace, `{"commands", "range", "forward_ranges", "files":
+  {name: sha256}}` (while a completed attempt replaces the earlier trace set, `"commands": ""` — not complete — and
+  `"earlier"`: the replaced files' sha256).
+
+`files` (round 5) is the sha256 of every file the run left: what proves them nsys-cc's, so that a later call may
+replace or remove them (`files.proof`); a record without it (round 4) proves its run's files by their names.
 
 A file of another shape is a record nsys-cc did not write (`load_*` give None: the run is made again).
 """
@@ -21,8 +26,10 @@ from ..files import atomic
 NAME = "done.json"
 WHAT = "run record"
 RUN_SHAPE = {"commands": str, "machine": inputs.Optional(dict), "engines": inputs.Optional(inputs.MapOf(str)),
-             "notes": inputs.Optional(inputs.ListOf(str)), "speculative": inputs.Optional(inputs.ListOf(str))}
-MODEL_SHAPE = {"commands": str, "range": inputs.Optional(str)}
+             "notes": inputs.Optional(inputs.ListOf(str)), "speculative": inputs.Optional(inputs.ListOf(str)),
+             "files": inputs.Optional(inputs.MapOf(str))}
+MODEL_SHAPE = {"commands": str, "range": inputs.Optional(str), "files": inputs.Optional(inputs.MapOf(str)),
+               "earlier": inputs.Optional(inputs.MapOf(str))}
 
 
 def text(record: dict) -> str:

@@ -45,7 +45,7 @@ from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..errors import InputError
 from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
-from . import eta, interleaved_run, plan, process, results
+from . import attempts, environment, eta, interleaved_run, plan, process, results
 from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
 from .interleaved_run import Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
@@ -137,7 +137,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
     outcome = InterleavedOutcome([], engines, "repeat")
     active = list(engines)
     failures_in_a_row = 0
-    interleaved_run.remove_killed_attempts(out)
+    for note in interleaved_run.remove_killed_attempts(out):
+        progress.say(f"note: {note}")
     total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
     try:
         for k in range(1, max_repeat + 1):
@@ -155,7 +156,8 @@ def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: st
                 progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
                              f"under {UNDER[profiler]} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
                 attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                                       where=out / f"{RUN_PREFIX}{k}.attempt", replicas=replicas, profiler=profiler)
+                                       where=out / attempts.fresh(interleaved_run.attempt_stem(k)),
+                                       replicas=replicas, profiler=profiler)
                 interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
             interleaved_run.say_run(run, total)
             write_status(out, outcome, profiler)
@@ -237,6 +239,7 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
         raise InputError(f"two models have the same label ({', '.join(labels)}): give each model once",
                          param="drafts")
     plan.check_options(options)
+    plan.check_context(models, options)
     gammas = plan.parse_gammas(speculate) if speculate else []
     config = plan.parse_speculative_config(speculative_config)
     # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
@@ -274,6 +277,7 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
         raise InputError("the design has no cell", param="batch_size")
     tm, dm = engines_for(target, [draft])
     plan.check_options(options)
+    plan.check_context([tm, dm], options)
 
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
@@ -313,6 +317,7 @@ def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.Pa
             speculative_config: str | None = None, profiler: str = "nsys") -> str:
     """The commands of the first interleaved run, and how many runs would be made."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
+    environment.check(profiler, gpu=gpu)  # what the run would refuse
     engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
     out = Path(out_dir).resolve()
     cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
@@ -352,7 +357,7 @@ def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: 
     `out_dir`, as `profile_interleaved` describes; `profiler` "torch": the torch route, no nsys needed."""
     repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
     nsys = nsys_for(profiler)
-    for warning in process.preflight(nsys):
+    for warning in [*environment.check(profiler, gpu=gpu), *process.preflight(nsys)]:
         progress.say(f"warning: {warning}")
     out = check_out_dir(out_dir, "the profile run").resolve()
     process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])

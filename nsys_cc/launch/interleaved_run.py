@@ -4,19 +4,22 @@ torch route the driver under plain Python, running the torch profiler itself (`t
 
 - `Engine`: one model instance of the run (target, draft or speculative engine) with vLLM's options for it;
 - `Run`: the run — its commands (`run_commands`), what happened, the machine around it;
-- `execute`: the run made in `run-<k>.attempt/` and renamed over `run-<k>/` only once it completed (a failing rerun
-  never destroys a completed run; a run set aside is put back after a kill, `_restore_replaced`), its `done.json`
-  written last; `is_complete`: whether an earlier call left the run complete with the same commands (a rerun keeps
-  it); `engine_forwards`: the forward ranges inside each engine's windows of a fresh trace.
+- `execute`: the run made in a fresh `run-<k>.attempt.<id>/` (`attempts`) and renamed over `run-<k>/` only once it
+  completed (a failing rerun never destroys a completed run; a run set aside is put back after a kill,
+  `_restore_replaced`), its `done.json` written last with the sha256 of every file the run left (`files`), which is
+  what lets a later call replace or remove them: a `run-<k>/` holding anything else (a file of the user's) is refused,
+  never deleted (`files.proof`); `is_complete`: whether an earlier call left the run complete with the same commands
+  (a rerun keeps it); `engine_forwards`: the forward ranges inside each engine's windows of a fresh trace.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,12 +31,14 @@ from ..contract import (
     ENV_WARMUP_ITERS,
     FORWARD_RANGE,
     INTERLEAVE_MODULE,
+    TORCH_TRACE_SUFFIX,
 )
 from ..errors import InputError, NsysCCError
+from ..files import proof
 from ..files.folder import Folder
 from ..files.signals import signals_deferred
 from ..formats import done_json, interleaved_json
-from . import process
+from . import attempts, process
 from .commands import (
     BenchOptions,
     ModelCommands,
@@ -198,16 +203,72 @@ def _replaced(run: Run) -> Path:
     return run.dir.with_name(f"{run.dir.name}.replaced")
 
 
+# What a run's folder held before its done.json recorded the sha256 of each file (round 4's layout): the names a run
+# writes there, which prove such a folder's files (a file by another name is the user's).
+_RUN_FILES = (f"{RUN_TRACE_LABEL}.nsys-rep", f"{RUN_TRACE_LABEL}.sqlite", RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX,
+              f"{RUN_TRACE_LABEL}.qdstrm", "log",
+              interleaved_json.NAME, done_json.NAME)
+_RUN_SUFFIXES = (".bench.json", ".metrics.json")
+
+
+def _legacy_run_file(rel: str, path: Path) -> bool:
+    return "/" not in rel and (rel in _RUN_FILES or rel.endswith(_RUN_SUFFIXES))
+
+
+def ours(run_dir: Path) -> Callable[[str, Path], bool] | None:
+    """What proves the files of a run folder nsys-cc completed (`files.proof`): its `done.json` and the sha256 it
+    records of every other file (round 4's record, without them: the names a run writes, `_legacy_run_file`); None
+    when the folder has no done.json as nsys-cc writes it (none of its files is proven)."""
+    marker = done_json.load_run(run_dir)
+    if marker is None:
+        return None
+    files = marker.get("files")
+    if files is None:
+        return _legacy_run_file
+    recorded = proof.by_digest(files)
+    return lambda rel, path: rel == done_json.NAME or recorded(rel, path)
+
+
+def _foreign(run_dir: Path) -> str:
+    """Why `run_dir` may not be replaced (a link, a file, no done.json, files nsys-cc did not write), "" when it
+    may (or is not there)."""
+    if not os.path.lexists(run_dir):
+        return ""
+    if run_dir.is_symlink() or not run_dir.is_dir():
+        return f"{run_dir} is a link or a file, not a run folder nsys-cc made: move it away or choose another out_dir"
+    accept = ours(run_dir)
+    if accept is None:
+        return f"{run_dir} holds files nsys-cc did not write (no done.json): move it away or choose another out_dir"
+    left = proof.unproven(run_dir, accept)
+    if left:
+        return (f"{run_dir} holds files nsys-cc did not write ({proof.shown(left)}): move them away or choose another "
+                "out_dir; nothing in it was changed")
+    return ""
+
+
+def _remove_run(folder: Folder, run_dir: Path) -> str:
+    """Remove a run folder set aside (`run-<k>.replaced/`): only what nsys-cc proves it wrote (`ours`); "" when it is
+    gone, else a note on what stays."""
+    accept = ours(run_dir)
+    if accept is None:
+        return f"{run_dir} was left as it is: it has no done.json of nsys-cc's"
+    left = proof.remove_proven(folder.path(run_dir), accept)
+    return f"{run_dir} was left with files nsys-cc did not write ({proof.shown(left)})" if left else ""
+
+
 def _restore_replaced(run: Run) -> None:
     """A completed run set aside by a call killed before its new run was in place (`execute`): put back when
-    `run.dir` is missing, removed once `run.dir` is there; only a real folder with its `done.json` is touched."""
+    `run.dir` is missing, removed (what nsys-cc proves it wrote of it) once `run.dir` is there; only a real folder
+    with its `done.json` is touched."""
     old = _replaced(run)
     if not (old.is_dir() and not old.is_symlink() and (old / done_json.NAME).is_file()):
         return
     folder = Folder(run.dir.parent)
     with contextlib.suppress(OSError, InputError):
         if os.path.lexists(run.dir):
-            folder.remove_tree(old)
+            note = _remove_run(folder, old)
+            if note:
+                progress.say(f"note: {note}")
         else:
             folder.replace(old, run.dir)
 
@@ -232,8 +293,16 @@ def execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu:
     """Make one interleaved run in its attempt directory and move it over `run.dir` when it completed; sets
     `run.status`, `reason`, `engines`, `machine` (never raises for the run's own failures). A rerun (`force`) that
     fails leaves the earlier completed run in place and reachable: its status is "resumed", its reason says that
-    the rerun failed and why (issue 32, P15)."""
-    _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    the rerun failed and why (issue 32, P15); one stopped by Ctrl-C or SIGTERM too (the status then lists the
+    earlier run, so that `analyze DIR` reads it: it refused "nothing to analyse … interrupted"), and the
+    KeyboardInterrupt goes on."""
+    try:
+        _execute(run, engines, attempt, gpu=gpu, timeout=timeout)
+    except KeyboardInterrupt as exc:
+        if run.status != "done" and is_complete(run):
+            why = str(exc) or "Ctrl-C"
+            run.status, run.reason = "resumed", f"the rerun was stopped ({why}); the earlier completed run was kept"
+        raise
     if run.status == "failed" and is_complete(run):
         log = attempt.files.out_dir / "log"
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {log}); the earlier "
@@ -245,13 +314,15 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
     folder = Folder(run.dir.parent)  # every change under -o through the no-follow writer
     _restore_replaced(run)
     before = machine_state(gpu)
-    if (run.dir.exists() or run.dir.is_symlink()) and not (run.dir.is_dir() and not run.dir.is_symlink()
-                                                           and (run.dir / done_json.NAME).is_file()):
-        run.status, run.reason = "failed", (f"{run.dir} holds files nsys-cc did not write (no done.json): move it "
-                                            "away or choose another out_dir")
+    foreign = _foreign(run.dir)  # a run folder of files nsys-cc cannot prove it wrote: refused, never deleted
+    if foreign:
+        run.status, run.reason = "failed", foreign
         return
-    folder.remove_tree(tmp)  # a killed attempt's leftovers (a link there: the link itself)
-    folder.mkdir(tmp)
+    try:  # a folder of its own, marked with this process (a leftover of that name is cleaned, never reused)
+        attempts.make(tmp.parent, tmp.name, run_files(engines))
+    except InputError as exc:
+        run.status, run.reason = "failed", str(exc)
+        return
     t0 = time.perf_counter()
     log_path = tmp / "log"
     try:
@@ -290,14 +361,24 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                   "engines": run.engines, "forward_ranges": counts, "notes": run.notes,
                   "speculative": [e.label for e in engines if e.speculative
                                   and (tmp / f"{e.label}.metrics.json").is_file()]}
+        Folder(tmp).remove(attempts.MARK)  # the attempt's own mark does not belong to the run
+        marker["files"] = proof.digests(tmp, skip=(done_json.NAME,))  # what proves the run's files later
         done_json.write_run(tmp, marker)
+        foreign = _foreign(run.dir)  # a file the user put in the earlier run's folder meanwhile: never deleted
+        if foreign:
+            run.status, run.reason = "failed", foreign
+            return
         with signals_deferred():  # Ctrl-C waits: never the earlier run removed and this one not in place
             # The earlier run is set aside, not removed, until the new one is in place: a SIGKILL between the two
             # renames leaves it complete in run-<k>.replaced, which the next call puts back (`_restore_replaced`).
             if os.path.lexists(run.dir):
                 folder.replace(run.dir, _replaced(run))
             folder.replace(tmp, run.dir)
-            folder.remove_tree(_replaced(run))
+            run.status = "done"  # in place: a Ctrl-C held until here finds the new run done
+            if os.path.lexists(_replaced(run)):
+                note = _remove_run(folder, _replaced(run))
+                if note:
+                    run.notes.append(note)
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"
@@ -328,16 +409,23 @@ def say_run(run: Run, total: str) -> None:
         progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})")
 
 
-def remove_killed_attempts(out: Path) -> list[str]:
-    """Remove every `run-<k>.attempt/` in `out` (under its lock no attempt is live: each is a killed call's, and a
-    run whose earlier call completed it is not attempted again, so its leftover would stay for good); a link there
-    is removed itself. Returns the names removed."""
-    import re
+ATTEMPT_NAME = re.compile(rf"{re.escape(RUN_PREFIX)}[0-9]+\.attempt(?:\.[0-9]+-[0-9a-f]+)?")
 
-    folder = Folder(out)
-    gone = []
-    for p in sorted(out.glob(f"{RUN_PREFIX}*.attempt")):
-        if re.fullmatch(rf"{re.escape(RUN_PREFIX)}\d+\.attempt", p.name):
-            folder.remove_tree(p.name)
-            gone.append(p.name)
-    return gone
+
+def attempt_stem(index: int) -> str:
+    """`run-<k>.attempt`: the stem of run k's attempt folders (`attempts.fresh` makes each one's name)."""
+    return f"{RUN_PREFIX}{index}.attempt"
+
+
+def run_files(engines: Sequence[Engine]) -> list[str]:
+    """The names a run writes in its folder (the mark of its attempt folder, `attempts.make`)."""
+    labels = sorted({e.label for e in engines})
+    return [*_RUN_FILES, *(f"{label}{suffix}" for label in labels for suffix in _RUN_SUFFIXES)]
+
+
+def remove_killed_attempts(out: Path) -> list[str]:
+    """Clean every attempt folder a killed call left in `out` (`run-<k>.attempt/`, `run-<k>.attempt.<id>/`: a run whose
+    earlier call completed it is not attempted again, so its leftover would stay for good): what its attempt wrote
+    is removed, and the folder once empty; a folder whose attempt still runs (an orphan of a killed call), or that
+    holds files nsys-cc did not write, stays (`attempts.clean`). Returns a note for each that stays."""
+    return attempts.clean_all(out, lambda name: ATTEMPT_NAME.fullmatch(name) is not None, _legacy_run_file)

@@ -12,10 +12,12 @@ Reliability: a model that fails (bad config, crash, `timeout` seconds exceeded, 
 with its reason and log, and the next model still runs; Ctrl-C stops the current model's processes, writes
 `status.json` and the report on the models completed so far (when there are enough), then re-raises. A rerun
 with the same output directory skips every model whose marker records the same commands (`force` redoes them).
-A new attempt never touches the results of an earlier one until it completed: it writes its trace set under
-`<out>/.nsys-cc-attempts/` (the commands `--dry-run` prints, with that directory in place of the output directory)
-and renames it over the earlier files only when the model completed; a failed or interrupted attempt leaves the
-earlier trace set, its marker and the report made of them as they were (`<label>.log` is the latest attempt's).
+A new attempt never touches the results of an earlier one until it completed: it writes its trace set in a fresh
+folder under `<out>/.nsys-cc-attempts/` (the commands `--dry-run` prints, with that folder in place of the output
+directory) and renames it over the earlier files only when the model completed; a failed or interrupted attempt leaves
+the earlier trace set, its marker and the report made of them as they were (`<label>.log` is the latest attempt's).
+Only files nsys-cc can prove it wrote are ever replaced (`resume.in_the_way`: a user's own `<label>.log` or trace
+there is refused before the first run).
 The report is written when the target and at least one draft completed; its notes list the models that did not.
 
 Speculative runs (`speculate`, a list of γ, and/or `speculative_config`, vLLM's JSON): after the plain runs, for
@@ -34,11 +36,12 @@ from collections.abc import Callable, Sequence
 
 from .. import progress
 from ..files.folder import Folder, check_out_dir
+from . import environment
 from .commands import UNDER, BenchOptions, nsys_for
 from .plan import config_models, describe, plan, uses_gpu
 from .process import preflight, prepare, run_model
 from .results import ProfileOutcome, conclude, write_status
-from .resume import ATTEMPTS_DIR, is_complete
+from .resume import clean_attempts, is_complete, refuse_in_the_way
 
 DEFAULT_TIMEOUT_S = 1800
 
@@ -81,12 +84,14 @@ def profile_separately(target: str, drafts: Sequence[str], out_dir: str | os.Pat
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                 profiler=profiler)
-    for warning in preflight(nsys):
+    for warning in [*environment.check(profiler, gpu=gpu, tp=max(target_tp, draft_tp)), *preflight(nsys)]:
         progress.say(f"warning: {warning}")
     out = runs[0].files.out_dir
+    refuse_in_the_way(runs)  # a file of the user's at a name a run writes: refused now, nothing changed
     prepare(out, [m for r in runs for m in (r.model, *config_models(r.commands.profile))])
     with Folder(out).lock("the profile run"):  # one writer per out_dir, as the interleaved runs
-        Folder(out).remove_tree(ATTEMPTS_DIR)  # a killed call's attempts (no attempt is live under the lock)
+        for note in clean_attempts(out):  # what killed calls' attempts left (an orphan's still running: left)
+            progress.say(f"note: {note}")
         return _profile_models(runs, out, force=force, gpu=gpu, timeout=timeout, finish=finish, profiler=profiler)
 
 

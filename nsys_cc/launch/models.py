@@ -73,6 +73,9 @@ class Model:
 
 def resolve(spec: str) -> Model:
     """The model `spec` names (see the module docstring); InputError when it names none."""
+    if not isinstance(spec, str) or not spec.strip():  # '' is the current directory: "  is a directory without …"
+        raise InputError(f"a model name is empty ({spec!r}): give a shipped shape ({', '.join(SHAPES)}), a directory "
+                         "with a config.json, or a Hugging Face id (org/name)")
     if spec in SHAPES:
         return Model(spec, str(MODELS_DIR / spec), spec, "shape")
     if spec in pair.PAIRS:
@@ -88,6 +91,65 @@ def resolve(spec: str) -> Model:
         f"unknown model {spec!r}: not a shipped shape ({', '.join([*SHAPES, *pair.PAIRS])}), "
         "a directory with a config.json, or a Hugging Face id (org/name)"
     )
+
+
+# The keys of a Hugging Face config that bound a model's context (vLLM takes the least of those present), and the
+# rope-scaling entries whose "factor" may stretch it (vLLM applies it for most rope types: taken as an upper bound).
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "model_max_length",
+                "max_sequence_length", "max_seq_length", "seq_len")
+_ROPE_KEYS = ("rope_scaling", "rope_parameters")
+
+
+def _tokens(text: str) -> int | None:
+    """vLLM's --max-model-len value as a number of tokens (`4096`, `32k`, `1M`, `1e4`); None when it reads none."""
+    text = text.strip().lower()
+    scale = {"k": 1000, "m": 1000 ** 2, "g": 1000 ** 3}.get(text[-1:], 1)
+    try:
+        value = float(text[:-1] if scale != 1 else text) * scale
+    except ValueError:
+        return None
+    return int(value) if value == value and 0 < value < 2 ** 63 else None
+
+
+def context_length(model: Model, vllm_args=()) -> tuple[int, str] | None:
+    """The most tokens (prompt + generated) a sequence of `model` may hold in vLLM, and where that comes from: vLLM's
+    `--max-model-len` in `vllm_args`, else the least of its config.json's `CONTEXT_KEYS` (times its rope scaling
+    factor, where it has one: an upper bound of what vLLM derives). None when unknown (a Hugging Face id's config is
+    not read here: vLLM checks it), so that nothing is refused that vLLM would take."""
+    args = list(vllm_args)
+    for i, a in enumerate(args):
+        value = args[i + 1] if a == "--max-model-len" and i + 1 < len(args) else (
+            a.split("=", 1)[1] if a.startswith("--max-model-len=") else None)
+        if value is not None:
+            n = _tokens(value)
+            return (n, f"--max-model-len {value}") if n is not None else None
+    if model.kind == "pair":
+        return pair.CONTEXT, "max_position_embeddings in its config.json"
+    if model.kind == "hub":
+        return None
+    from .. import inputs
+
+    try:
+        config = inputs.load_json(Path(model.path) / "config.json", "model config")
+    except (OSError, InputError):
+        return None  # vLLM says what is wrong with it
+    if not isinstance(config, dict):
+        return None
+    found = {k: v for k, v in config.items() if k in CONTEXT_KEYS and isinstance(v, int) and not isinstance(v, bool)
+             and v > 0}
+    if not found:
+        return None
+    key = min(found, key=found.__getitem__)
+    length = found[key]
+    factors: list[float] = []
+    for entry in _ROPE_KEYS:
+        rope = config.get(entry)
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if isinstance(factor, (int, float)) and not isinstance(factor, bool) and factor > 1:
+            factors.append(float(factor))
+    if factors:
+        return int(length * max(factors)), f"{key} × rope scaling {max(factors):g} in its config.json"
+    return length, f"{key} in its config.json"
 
 
 def _safe_label(name: str) -> str:

@@ -44,6 +44,7 @@ HEADS = 4
 GROUP = 4
 DRAFT_LAYERS, DRAFT_MLP = 1, 256
 TARGET_LAYERS, TARGET_MLP = 8, 1024
+CONTEXT = 1024  # max_position_embeddings of every pair model
 LOGIT_STD = 1000.0  # standard deviation of a leader's logit over contexts: gaps between groups of tens
 SEED = 12
 VERSION = 1
@@ -79,7 +80,7 @@ def _config(layers: int, mlp: int):
     from transformers import LlamaConfig
 
     return LlamaConfig(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=mlp, num_hidden_layers=layers,
-                       num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=1024,
+                       num_attention_heads=HEADS, num_key_value_heads=HEADS, max_position_embeddings=CONTEXT,
                        rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False, torch_dtype="float32",
                        bos_token_id=1, eos_token_id=2)
 

@@ -21,7 +21,7 @@ from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..errors import InputError
 from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands, nsys_for
-from .models import HEADS, MTP_TARGETS, Model, head_for, resolve, resolve_all
+from .models import HEADS, MTP_TARGETS, Model, context_length, head_for, resolve, resolve_all
 
 ROLES = ("target", "draft", "speculative")
 DEFAULT_SPEC_METHOD = "draft_model"
@@ -258,6 +258,23 @@ def check_options(options: BenchOptions) -> None:
         raise InputError(f"warmup_iters must be ≥ 0, not {options.warmup_iters}", param="warmup_iters")
 
 
+def check_context(models: Sequence[Model], options: BenchOptions) -> None:
+    """InputError (naming input_len or output_len) when a sequence of `options` — input_len prompt tokens plus
+    output_len generated ones — would not fit in a model's context (`models.context_length`), before vLLM runs:
+    `profile --input-len 1000000000` built an 11.4 GB prompt list in the driver, and a length vLLM refuses reached
+    it after minutes of engine building."""
+    total = options.input_len + options.output_len
+    for model in models:
+        known = context_length(model, options.vllm_args)
+        if known is None or total <= known[0]:
+            continue
+        length, source = known
+        param = "input_len" if options.input_len >= length else "output_len"
+        raise InputError(f"input_len {options.input_len} + output_len {options.output_len} = {total} tokens do not "
+                         f"fit in {model.spec}'s context of {length} tokens ({source}): give a shorter {param}",
+                         param=param)
+
+
 def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
          nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
          speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
@@ -278,6 +295,7 @@ def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options
             raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
     out = Path(out_dir).resolve()
     models = resolve_all([target, *drafts])
+    check_context(models, options)
 
     def make(m: Model, spec: str | None = None, tp: int = 1) -> ModelCommands:
         return model_commands(nsys, m.path, ModelFiles(out, m.label, profiler), options, gpu=gpu, trace=trace,
@@ -322,6 +340,9 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
     gpu = uses_gpu(device)
     nsys = nsys_for(profiler, shown_only=True)
+    from .environment import check
+
+    check(profiler, gpu=gpu, tp=max(target_tp, draft_tp))  # what the run would refuse
     runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
                 speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
                 profiler=profiler)

@@ -28,11 +28,11 @@ from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
 from ..formats import status_json
 from ..trace.nsys import nsys_version
-from . import check
+from . import check, environment
 from .commands import UNDER, ModelCommands
 from .models import Model
 from .plan import ModelLaunch
-from .resume import commit, discard, is_complete, staged
+from .resume import ATTEMPTS_DIR, LOG_HEADER, commit, discard, in_the_way, is_complete, new_attempt, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
 LOG_TAIL_BYTES = 4 << 20
@@ -141,17 +141,32 @@ def _terminated_as_interrupted() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+WATCHDOG_MODULE = "nsys_cc.launch.watchdog"
+
+
 def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
+    """Run `cmd` with `env`, its output appended to `log`, under its keeper (`watchdog`: everything it starts dies
+    with nsys-cc, a `kill -9` included); its exit status. A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
+    (or SIGTERM, SIGHUP: `Terminated`) `KeyboardInterrupt`, each after the whole process tree was stopped."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    with _terminated_as_interrupted():
-        proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-        try:
-            return proc.wait(timeout=timeout)
-        except BaseException:
-            _stop(proc)
-            raise
+    alive_r, alive_w = os.pipe()  # nsys-cc holds the only write end: its death is the keeper's end of file
+    try:
+        with _terminated_as_interrupted():
+            proc = subprocess.Popen([sys.executable, "-m", WATCHDOG_MODULE, str(alive_r), "--", *cmd], env=env,
+                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, pass_fds=(alive_r,))
+            os.close(alive_r)
+            alive_r = -1
+            try:
+                return proc.wait(timeout=timeout)
+            except BaseException:
+                _stop(proc)
+                raise
+    finally:
+        for fd in (alive_r, alive_w):
+            if fd >= 0:
+                os.close(fd)
 
 
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment
@@ -253,9 +268,9 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     `checked()` (called then) found nothing wrong, and the export (if any) exited 0 and wrote `cmds.files.sqlite`;
     else the reason (from the log, `failure_reason`). A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
     `KeyboardInterrupt`, each after the processes were stopped."""
-    env = {**os.environ, **cmds.env}
+    env = environment.child(cmds.env)  # nsys-cc's own per-run variables never come from the user's environment
     with Folder(log_path.parent).open_new(log_path.name) as log:  # a link there is replaced, never followed
-        log.write("# nsys-cc profile: " + shown.replace("\n", "\n# ") + "\n")
+        log.write(LOG_HEADER + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
             return f"benchmark under {UNDER[cmds.files.profiler]} failed (exit {rc}): {failure_reason(log_path)}"
@@ -287,8 +302,15 @@ def prepare(out: Path, models: Iterable[Model]) -> None:
 def run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     """Profile, export and check one model; sets `run.status` and `run.reason` (never raises for its failures).
     A rerun (`force`) that fails over an earlier complete trace set leaves it reachable: status "resumed", the
-    reason says the rerun failed and why. See `_run_model`."""
-    _run_model(run, timeout=timeout)
+    reason says the rerun failed and why; one stopped by Ctrl-C or SIGTERM too (then the KeyboardInterrupt goes on).
+    See `_run_model`."""
+    try:
+        _run_model(run, timeout=timeout)
+    except KeyboardInterrupt as exc:
+        if run.status != "done" and is_complete(run):
+            why = str(exc) or "Ctrl-C"
+            run.status, run.reason = "resumed", f"the rerun was stopped ({why}); the earlier trace set was kept"
+        raise
     if run.status == "failed" and is_complete(run):
         run.status, run.reason = "resumed", (f"the rerun failed ({run.reason}; its log: {run.files.log}); the "
                                              "earlier complete trace set was kept")
@@ -301,20 +323,22 @@ def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     completed: a failed or interrupted attempt leaves the earlier files (and the report made of them) as they were.
     The log `<label>.log` is the latest attempt's."""
     f = run.files
-    cmds = staged(run)
-    a = cmds.files
     t0 = time.perf_counter()
+    mine = in_the_way([run])  # checked for every run before the first (`launcher`); again here, for a direct call
+    if mine:
+        run.status, run.reason = "failed", (f"{mine[0]} is in the way: nsys-cc did not write it (or it was changed "
+                                            "since); move it away or choose another out_dir")
+        return
+    try:  # a fresh folder, marked with this process (a link at the attempts folder is refused, never followed)
+        cmds = staged(run, new_attempt(run))
+    except OSError as exc:
+        run.status, run.reason = "failed", f"cannot create {f.out_dir / ATTEMPTS_DIR}: {exc.strerror}"
+        return
+    except InputError as exc:
+        run.status, run.reason = "failed", str(exc)
+        return
+    a = cmds.files
     try:
-        try:
-            Folder(f.out_dir).mkdir(a.out_dir.name)  # a link there is refused, never followed
-        except OSError as exc:
-            run.status, run.reason = "failed", f"cannot create {a.out_dir}: {exc.strerror}"
-            return
-        except InputError as exc:
-            run.status, run.reason = "failed", str(exc)
-            return
-        discard(a, rmdir=False)  # a killed attempt's leftovers
-
         def metrics_dumped() -> str:
             missing = run.speculative and not a.metrics.is_file()
             return f"the benchmark wrote no metrics dump {f.metrics.name}" if missing else ""

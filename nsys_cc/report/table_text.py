@@ -10,12 +10,19 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..progress import one_line
+
 if TYPE_CHECKING:
     import pandas as pd
 
 
 def _text(v: Any) -> str:
-    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+    """A cell as printed: control characters written as escapes (`progress.one_line`), so that a range or kernel
+    name a trace holds ("a\\nnsys-cc: error: …") never starts a line of its own."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    text = str(v)
+    return text if text.isprintable() else one_line(text)
 
 
 def _cells(df: pd.DataFrame) -> list[list[str]]:

@@ -69,8 +69,16 @@ def check_cells(spec: SweepSpec, cells: Sequence[Cell]) -> None:
     check_profiler(spec.profiler, trace=spec.trace, nsys_args=spec.nsys_args)
     for tp in sorted({c.target_tp for c in cells if c.target_tp and c.target_tp > 1})[:1]:
         check_speculate_ranks(bool(spec.speculate), tp, "target_tps", "sweep")
+    from ..launch.models import resolve
+    from ..launch.plan import check_context
+
+    models = []  # each model whose context can be known (a name no model has is each cell's own failure, said there)
+    for name in (spec.target, *spec.drafts):
+        with contextlib.suppress(InputError):
+            models.append(resolve(name))
     for c in cells:
         spec.cell(c).interleaves()
+        check_context(models, spec.cell(c).options)  # a cell's input length beyond the models' context
 
 
 def sweep(spec: SweepSpec, cells: Sequence[Cell], *, scheduler: str | None = None) -> SweepResult:

@@ -1,7 +1,8 @@
 """Finding the Nsight Systems command-line tool (`nsys`) and its version.
 
 Search order of `find_nsys()`:
-1. `$NSYS` — the path of an nsys binary;
+1. `$NSYS` — the path of an nsys binary (set to anything else, it is refused: NsysNotFoundError naming the variable;
+   a typo there profiled and exported with whichever nsys came next, without a word);
 2. `nsys` on `$PATH`;
 3. `$NSYS_CC_NSYS_PREFIX/usr/lib/nsight-systems/bin/nsys` — another install prefix (as made by
    `scripts/install_nsys.sh PREFIX`);
@@ -33,9 +34,13 @@ def _runnable(path: str | os.PathLike) -> str | None:
 
 
 def find_nsys() -> str | None:
-    """Path of the nsys binary to use, or None when there is none (search order in the module docstring)."""
+    """Path of the nsys binary to use, or None when there is none (search order in the module docstring);
+    NsysNotFoundError when `$NSYS` is set to something that is no runnable file."""
     env = os.environ.get("NSYS")
-    if env and _runnable(env):
+    if env:
+        if _runnable(env) is None:
+            raise NsysNotFoundError(f"NSYS={env!r} is not an executable file: set NSYS to the path of an nsys "
+                                    "binary, or unset it to use the nsys on PATH")
         return _runnable(env)
     on_path = shutil.which("nsys")
     if on_path:

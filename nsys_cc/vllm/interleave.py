@@ -246,10 +246,16 @@ def main(argv: list[str]) -> None:
                 print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
         entry["owner"] = owner if owner is not None else entry
         entry["args"] = args
-        entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
-                                         max_tokens=args.output_len, detokenize=not args.disable_detokenize)
-        ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
-        entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
+        too_long = _too_long(entry.get("llm"), args.input_len, args.output_len)
+        if too_long:  # as vLLM's latency benchmark refuses it, before a prompt list of that length is built
+            entry.pop("llm")
+            entry["error"] = too_long
+            print(f"{INTERLEAVE_MODULE}: engine {label}: {too_long}", file=sys.stderr)
+        if "llm" in entry:
+            entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
+                                             max_tokens=args.output_len, detokenize=not args.disable_detokenize)
+            ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
+            entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
         engines.append(entry)
     live = [e for e in engines if "llm" in e]
     if not live:
@@ -296,6 +302,18 @@ def main(argv: list[str]) -> None:
 
         dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
     interleaved_json.write(out, warmup_iterations=warmup, iterations=iters, engines=records)
+
+
+def _too_long(llm, input_len: int, output_len: int) -> str:
+    """Why a sequence of `input_len` + `output_len` tokens cannot run on `llm`'s engine (its `max_model_len`), "" when
+    it can or nothing says: the launcher checks the models' configs first (`launch.plan.check_context`); this is the
+    check vLLM's latency benchmark makes, for a model whose config the launcher could not read."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    limit = getattr(config, "max_model_len", None)
+    if not isinstance(limit, int) or input_len + output_len <= limit:
+        return ""
+    return (f"input_len {input_len} + output_len {output_len} = {input_len + output_len} tokens exceed the engine's "
+            f"max_model_len {limit}")
 
 
 def _has_children(tasks: Path = Path("/proc/self/task")) -> bool:

@@ -37,12 +37,14 @@ COMPRESS_LEVEL = 6  # gzip's default: a 500 MB trace in ~15 s on the 2-core deve
 
 
 def settings_of(text: str) -> frozenset[str]:
-    """The settings named in `text` (comma-separated, blanks ignored); SystemExit naming an unknown one."""
+    """The settings named in `text` (comma-separated, blanks ignored); ValueError naming the variable and each unknown
+    setting as a quoted string (a newline in one stays inside its quotes: the line keeps the variable's name). The
+    launcher checks it before the runs (`launch.environment.check`), the driver again (`from_environment`)."""
     names = frozenset(p.strip() for p in text.split(",") if p.strip())
     unknown = sorted(names - set(TORCH_SETTINGS))
     if unknown:
-        raise SystemExit(f"{ENV_TORCH_SETTINGS}: unknown setting(s) {', '.join(unknown)} (known: "
-                         f"{', '.join(TORCH_SETTINGS)})")
+        raise ValueError(f"{ENV_TORCH_SETTINGS}: unknown setting(s) {', '.join(map(repr, unknown))} (known: "
+                         f"{', '.join(TORCH_SETTINGS)}, comma-separated)")
     return names
 
 
@@ -117,4 +119,7 @@ def from_environment(environ: os._Environ | dict = os.environ) -> Recording | No
     path = environ.get(ENV_TORCH_TRACE, "")
     if not path:
         return None
-    return Recording(path, settings_of(environ.get(ENV_TORCH_SETTINGS, "")))
+    try:
+        return Recording(path, settings_of(environ.get(ENV_TORCH_SETTINGS, "")))
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None

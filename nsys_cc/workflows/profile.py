@@ -58,7 +58,10 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     drafts, speculate = [str(d) for d in many(drafts, "drafts")], many(speculate, "speculate")
     nsys_args = [str(a) for a in many(nsys_args, "nsys_args")]
     # the one rule for every bound: nan, inf or a negative number never reaches the benchmark (issue 32, P10/P11)
+    if isinstance(timeout, str) and not timeout.strip():
+        raise InputError(f"timeout is empty ({timeout!r}): give a number of seconds (0: no limit)", param="timeout")
     timeout = inputs.seconds(timeout, "timeout", default=launcher.DEFAULT_TIMEOUT_S, param="timeout") or 0
+    check_report_writable(out_dir)
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)
         return launcher.profile_separately(target, drafts, out_dir, options, device=device, timeout=timeout or None,
@@ -73,6 +76,21 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
                                max_repeat=max_repeat, replicas=DEFAULT_REPLICAS if replicas is None else replicas,
                                speculate=speculate, speculative_config=speculative_config, measure=measure,
                                finish=done, profiler=profiler)
+
+
+# The files every profile's report writes (`report.write_report`): a file of the user's at one of these names in -o is
+# refused before the first run, not after the runs replaced the traces beside it.
+REPORT_NAMES = ("report.md", "report.json", "summary.csv", "coefficients.csv", "forwards.csv", "kernel_summary.csv",
+                "categories.csv", "diagnosis.csv")
+
+
+def check_report_writable(out_dir: str | os.PathLike) -> None:
+    """InputError when the report `profile` ends with could not be written in `out_dir` (`publishing.check_publishable`:
+    a file of the user's where it goes), before any run."""
+    from ..files import publishing
+    from ..report.report_files import MANIFEST
+
+    publishing.check_publishable(out_dir, REPORT_NAMES, manifest=MANIFEST, what="the profile's report")
 
 
 def finish(run: ProfileOutcome, options: BenchOptions | None = None, *, acceptance: Sequence[float | str] = (),
@@ -102,6 +120,7 @@ def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     """The exact commands `profile` would run (runs nothing, creates nothing): an interleaved run's, or one block
     per model (`plan.dry_run`)."""
     check_profiler(profiler, target_tp=target_tp, draft_tp=draft_tp, trace=trace, nsys_args=nsys_args)
+    check_out_dir(out_dir, "the profile run")  # what the run would refuse (a link as out_dir: every verb alike)
     options = DEFAULT_OPTIONS if options is None else options
     if not interleaves(speculate, speculative_config, target_tp, draft_tp, separate, drafts):
         refuse_repeat(repeat, precision, max_repeat, replicas, separate, speculative_config, speculate)

@@ -69,6 +69,8 @@ def _items(value, name: str) -> list:
 
 def parse_checks(text: str | Sequence | None) -> list[tuple[int, int]]:
     """'4:2,16:3' (or [(4, 2), (16, 3)], or ['4:2', '16:3']) → [(4, 2), (16, 3)] (batch size : γ)."""
+    if isinstance(text, str) and not text.replace(",", "").strip():
+        raise InputError("check is empty: give cells BATCH:GAMMA (e.g. 4:2)", param="check")
     out = []
     for item in _items(text, "check"):
         if isinstance(item, (tuple, list)):
@@ -92,6 +94,10 @@ def parse_checks(text: str | Sequence | None) -> list[tuple[int, int]]:
 
 
 def _ints(value, name: str) -> list[int]:
+    """The whole numbers ≥ 1 of `value` (`_items`), sorted, each once; None is none (the default). Text that names
+    none (`''`, `','`) is an InputError: `tune --batch-size ''` profiled the default design."""
+    if isinstance(value, str) and not value.replace(",", "").strip():
+        raise InputError(f"{name} is empty: give whole numbers ≥ 1 (e.g. 1,8)", param=name)
     out = []
     for item in _items(value, name):
         for part in (item.split(",") if isinstance(item, str) else [item]):
@@ -175,7 +181,7 @@ TUNE_FILES = (tune_json.NAME, tune_json.SCHEDULE_NAME, "forecast.csv", "checks.c
 def _arguments(batch_sizes, speculate, check, workload, max_batch_size, max_gamma, draws) -> tuple:
     """(batch sizes, γ values, checks) of `tune`'s arguments, each checked (InputError naming the parameter), and
     the forecast's size within its bounds (`MAX_FORECAST_CELLS`, `MAX_FORECAST_DRAWS`)."""
-    bs, gs = _ints(batch_sizes, "batch_size"), _ints(speculate, "speculate")
+    bs, gs = _ints(batch_sizes, "batch_sizes"), _ints(speculate, "speculate")
     checks = parse_checks(check)
     if not isinstance(workload, str) or workload not in schedule.WORKLOADS:
         raise InputError(f"workload must be one of {', '.join(schedule.WORKLOADS)}, not {workload!r}",
@@ -208,11 +214,28 @@ def _one_writer(fn):
         given = {**defaults, **kwargs}
         _arguments(*(given[k] for k in ("batch_sizes", "speculate", "check", "workload", "max_batch_size",
                                          "max_gamma", "draws")))
+        _check_profiling(given)
         out = check_out_dir(_profiled_out(given["out_dir"]), "the tune run")
         with Folder(out).lock("the tune run"):
             return fn(source, **kwargs)
 
     return locked
+
+
+def _check_profiling(given: dict) -> None:
+    """What the rounds would refuse, before `-o` is made or locked: the benchmark's counts, a sequence longer than
+    the models' context (`launch.plan.check_context`: `--input-len 1000000000` reached vLLM) and the environment
+    (`launch.environment.check`)."""
+    from ..launch import environment, interleaved, plan
+    from ..launch.commands import BenchOptions
+    from .profile import check_profiler
+
+    check_profiler(given["profiler"], trace=given["trace"])
+    options = BenchOptions(input_len=given["input_len"], output_len=given["output_len"],
+                           warmup_iters=given["warmup_iters"], iters=given["iters"])
+    plan.check_options(options)
+    plan.check_context(interleaved.engines_for(given["target"], [given["draft"]]), options)
+    environment.check(given["profiler"], gpu=plan.uses_gpu(given["device"]))
 
 
 def _profiled_out(out_dir) -> str | os.PathLike:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import sqlite3
@@ -37,7 +38,10 @@ def test_a_complete_model_gets_its_marker(tmp_path):
     launcher.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")
     marker = json.loads(run.files.done.read_text())
-    assert marker == {"commands": run.commands.shell(), "range": "model_executable()", "forward_ranges": 20}
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run.files.report, run.files.sqlite,
+                                                                           run.files.bench_json)}
+    assert marker == {"commands": run.commands.shell(), "range": "model_executable()", "forward_ranges": 20,
+                      "files": files}  # the sha256 of its trace set: what lets a rerun replace it
     assert launcher.is_complete(run)
     log = run.files.log.read_text()
     assert log.startswith("# nsys-cc profile: ") and log.count("\n$ ") == 2
@@ -202,8 +206,14 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     monkeypatch.setattr(check, "after_export", interrupted)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
         launcher.run_model(again, timeout=60)
-    assert again.status == "interrupted"
+    # the earlier complete trace set is listed as kept (status.json then lets `analyze DIR` read it)
+    assert again.status == "resumed" and again.reason.startswith("the rerun was stopped (Ctrl-C)")
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
+    fresh = _run(tmp_path / "fresh", WRITE_OUTPUTS, COPY_FIXTURE)  # nothing earlier: interrupted, as it was
+    (tmp_path / "fresh").mkdir()
+    with pytest.raises(KeyboardInterrupt):
+        launcher.run_model(fresh, timeout=60)
+    assert fresh.status == "interrupted"
 
 
 def test_a_completed_rerun_replaces_the_trace_set(tmp_path):

@@ -70,6 +70,145 @@ def test_sigterm_during_a_profile_stops_nsys_and_everything_it_started(tmp_path)
         proc.wait()
 
 
+# A stand-in for what nsys starts (`_stand_in`): a "benchmark" that starts a process leaving its session (as vLLM's
+# engine process may) which writes into the folder it is given every 50 ms; the benchmark prints both pids.
+TICKER = """import os, sys, time
+while True:
+    with open(os.path.join(sys.argv[1], "tick"), "a") as fh:
+        fh.write("x")
+    time.sleep(0.05)
+"""
+BENCH = """import os, subprocess, sys, time
+p = subprocess.Popen([sys.executable, sys.argv[1], sys.argv[2]], start_new_session=True)
+print(os.getpid(), p.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def _stand_in(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "ticker.py").write_text(TICKER)
+    (tmp_path / "bench.py").write_text(BENCH)
+    return tmp_path / "bench.py", tmp_path / "ticker.py"
+
+
+def _ticking(where: Path, deadline_s: float = 60) -> int:
+    deadline = time.monotonic() + deadline_s
+    while not (where / "tick").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return (where / "tick").stat().st_size
+
+
+def _pids_from(log: Path, deadline_s: float = 60) -> list[int]:
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        for line in (log.read_text().splitlines() if log.exists() else []):
+            words = line.split()
+            if len(words) == 2 and all(w.isdigit() for w in words):
+                return [int(w) for w in words]
+        time.sleep(0.05)
+    raise AssertionError(f"the stand-in never started: {log.read_text() if log.exists() else 'no log'}")
+
+
+def _all_gone(pids: list[int], within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(_alive(p) for p in pids)
+
+
+def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
+    """`kill -9` of nsys-cc alone left the benchmark and vLLM running for over 5 s, writing into `run-1.attempt/`.
+    The command's keeper (`launch.watchdog`) sees nsys-cc's end and SIGKILLs everything below it — a process that
+    left its parent's session included."""
+    log, where = tmp_path / "log", tmp_path / "attempt"
+    where.mkdir()
+    bench, ticker = _stand_in(tmp_path)
+    script = ("import sys\nfrom nsys_cc.launch.process import run_logged\n"
+              f"with open({str(log)!r}, 'w') as log:\n"
+              f"    run_logged([sys.executable, {str(bench)!r}, {str(ticker)!r}, {str(where)!r}], {{}}, log, None)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], env=ENV)
+    pids: list[int] = []
+    try:
+        pids = _pids_from(log)
+        _ticking(where)
+        assert all(_alive(p) for p in pids)
+        proc.kill()  # SIGKILL: nothing in nsys-cc runs after it
+        proc.wait(30)
+        assert _all_gone(pids, 5), "what nsys-cc started still runs 5 s after its kill -9"
+        ticks = (where / "tick").stat().st_size
+        time.sleep(0.3)
+        assert (where / "tick").stat().st_size == ticks  # nothing writes into the attempt any more
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+
+
+def test_the_keeper_passes_the_exit_status_and_the_output_on(tmp_path):
+    from nsys_cc.launch.process import run_logged
+
+    with open(tmp_path / "log", "w") as log:
+        rc = run_logged([sys.executable, "-c", "print('hello'); raise SystemExit(3)"], dict(ENV), log, 60)
+        killed = run_logged([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"],
+                            dict(ENV), log, 60)
+        missing = run_logged([str(tmp_path / "no-such-program")], dict(ENV), log, 60)
+    text = (tmp_path / "log").read_text()
+    assert rc == 3 and killed == 128 + signal.SIGKILL and missing == 127
+    assert "hello" in text and "cannot run" in text and "no-such-program" in text
+
+
+@pytest.mark.slow  # a whole `nsys-cc profile` process killed mid-run (~5 s): in `make test`
+def test_kill_9_of_a_profile_stops_nsys_and_a_rerun_gets_its_own_attempt_folder(tmp_path):
+    """The case as a user meets it: `nsys-cc profile` (a stand-in nsys whose program writes into the run's attempt
+    folder) killed with SIGKILL; nothing it started runs 5 s later, and the rerun writes into an attempt folder of
+    its own, never the one an orphan wrote into."""
+    fake = tmp_path / "nsys"
+    started = tmp_path / "started"
+    bench, ticker = _stand_in(tmp_path)
+    fake.write_text(f"""#!{sys.executable}
+import os, subprocess, sys, time
+if sys.argv[1:2] == ["--version"]:
+    print("NVIDIA Nsight Systems version 2022.4.2.1-3ad1ba9")
+    raise SystemExit(0)
+out = os.path.dirname(sys.argv[sys.argv.index("-o") + 1])
+p = subprocess.Popen([sys.executable, {str(bench)!r}, {str(ticker)!r}, out], stdout=open({str(started)!r}, "a"))
+p.wait()
+""")
+    fake.chmod(0o755)
+    out = tmp_path / "o"
+    env = {**ENV, "NSYS": str(fake), "NSYS_CC_QUIET": "1"}
+    cmd = [sys.executable, "-c", "from nsys_cc.cli import main; main()", "profile", "--target", "tiny-llama-target",
+           "--draft", "tiny-llama-draft-s", "--device", "cpu", "--repeat", "1", "-o", str(out)]
+    pids: list[int] = []
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        pids = _pids_from(started, 120)
+        (first,) = [p for p in out.iterdir() if p.name.startswith("run-1.attempt")]
+        _ticking(first)
+        proc.kill()
+        proc.wait(30)
+        assert _all_gone(pids, 5), "the stand-in benchmark still runs 5 s after nsys-cc's kill -9"
+        started.unlink()
+        again = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            pids += _pids_from(started, 120)
+            fresh = [p for p in out.iterdir() if p.name.startswith("run-1.attempt") and p != first]
+            assert len(fresh) == 1 and _ticking(fresh[0]), fresh  # the rerun's own folder, not reused
+            assert (first / "tick").exists() and not (first / "log").exists()  # cleaned of what nsys-cc wrote
+        finally:
+            again.kill()
+            again.wait(30)
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+    assert _all_gone(pids, 5)
+
+
 def test_sigterm_from_the_command_line_says_so_and_exits_143(monkeypatch):
     from nsys_cc.launch import process
 

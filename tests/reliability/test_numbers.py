@@ -398,3 +398,54 @@ def test_a18_ranges_never_closed_are_not_taken_for_nested_ones(tmp_path):
     result = cost_coefficient(str(path), [str(DRAFT)], names=["t", "d"])
     (note,) = [n for n in result.notes if n.startswith("t:") and "never closed" in n]
     assert "dropped 2 range(s) never closed" in note and "nested" not in note
+
+
+def test_zero_length_draft_forwards_give_no_c_not_zero(tmp_path):
+    """Round 4, still failing: every draft forward zero-length gave c_forward 0.0, and c (its token's) 0.189 —
+    the logits and sampling alone, over the target's whole token — where the trace as recorded gives 0.653, without
+    a word. A metric with no time is no c: NaN, said."""
+    path = tmp_path / "zd.sqlite"
+    shutil.copyfile(DRAFT, path)
+    con = sqlite3.connect(path)
+    con.execute("UPDATE NVTX_EVENTS SET end = start WHERE textId = ?", (_forward_id(DRAFT),))
+    con.commit()
+    con.close()
+    with unchanged(path, TARGET):
+        result = cost_coefficient(str(TARGET), [str(path)], names=["t", "zd"])
+    kept = result.models[1].kept
+    assert ((kept["end_ns"] - kept["start_ns"]) == 0).all()  # the oracle: the trace's own forwards take no time
+    co = result.coefficients
+    assert len(co) and co["c"].isna().all() and co["c_forward"].isna().all(), co[["phase", "c", "c_forward"]]
+    assert any(n.startswith("zd: every kept forward takes 0 ns of wall") and "NaN" in n for n in result.notes)
+    assert result.diagnosis["c_wall"].isna().all()
+    # the target alike (A01): no c to a target that took no time
+    both = cost_coefficient(str(path), [str(DRAFT)], names=["zt", "d"])
+    assert both.coefficients["c"].isna().all() and both.coefficients["c_forward"].isna().all()
+
+
+def test_a_correlation_id_shared_by_two_calls_moves_no_kernel(tmp_path):
+    """Round 4, still failing: two launch calls of different forwards given one correlationId (with their kernels):
+    every kernel of both went to the latest call, so one forward lost its kernels and another gained them. Each
+    kernel now goes to the latest of them that started before it (a launch precedes its work): every forward keeps
+    its own kernels, as the rows written say, and the damage is said."""
+    from gpu_shaped import FORWARD, add_gpu_work, steady
+
+    shaped = add_gpu_work(FIXTURES / "spec" / "tiny-llama-target.sqlite", tmp_path / "t.sqlite",
+                          steady(1.5, names=(FORWARD,)), names=(FORWARD,))
+    draft = add_gpu_work(FIXTURES / "spec" / "tiny-llama-draft-xs.sqlite", tmp_path / "d.sqlite",
+                         steady(1.5, names=(FORWARD,)), names=(FORWARD,))
+    damaged = shutil.copyfile(shaped.path, tmp_path / "damaged.sqlite")
+    calls = raw_sql(damaged, "SELECT rowid, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start")
+    (_, a_id), (b_row, b_id) = calls[len(calls) // 3], calls[2 * len(calls) // 3]
+    con = sqlite3.connect(damaged)
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET correlationId = ? WHERE rowid = ?", (a_id, b_row))
+    con.execute("UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET correlationId = ? WHERE correlationId = ?", (a_id, b_id))
+    con.commit()
+    con.close()
+    with unchanged(damaged):
+        got = cost_coefficient(str(damaged), [str(draft.path)], names=["t", "d"])
+    want = {w.range.start: w.kernels for w in shaped.of(FORWARD)}  # the rows written, counted in plain Python
+    forwards = got.models[0].forwards
+    have = dict(zip(forwards["start_ns"].astype(int), forwards["kernels"].astype(int)))
+    assert have == {s: want[s] for s in have}, "a forward's kernel count changed"
+    assert any("2 CUDA API calls share their process's correlationId" in n for n in got.notes)

@@ -237,7 +237,7 @@ def test_a_read_only_output_is_one_line(tmp_path, read_once, fake_rounds, monkey
 
 
 @pytest.mark.parametrize("kw,match", [
-    (dict(batch_sizes=1.5), r"batch_size: give whole numbers"),
+    (dict(batch_sizes=1.5), r"^batch_sizes: give whole numbers"),  # the parameter's own name
     (dict(speculate=b"1,3"), r"speculate: give whole numbers"),
     (dict(draws=0), r"draws must be a whole number ≥ 1"),
     (dict(out_dir=""), r"out_dir is empty"),

@@ -239,6 +239,7 @@ ALLOWED = {
     "files/atomic.py": "the one writer itself: a file written whole",
     "files/folder.py": "the one writer itself: every write, folder, removal and rename under -o",
     "files/publishing.py": "the one writer itself: a report's generations, put in place by one rename",
+    "files/proof.py": "the one writer itself: removes only what a record proves nsys-cc wrote, never through a link",
     "trace/export.py": "the export cache: writes only inside its own checked private folder, under its lock",
     "report/figure_files.py": "make_plots (a library call): writes only the folder its caller names",
     "report/sweep_plots.py": "make_sweep_plots (a library call): writes only the folder its caller names",

@@ -250,6 +250,16 @@ def test_warmup_iterations_from_the_environment(monkeypatch, value, expected):
     assert steps.warmup_iterations() == expected
 
 
+@pytest.mark.parametrize("value", ["-1", "x", "2\nnsys-cc: error: forged"])
+def test_a_warmup_count_that_is_no_count_is_said(monkeypatch, capsys, value):
+    """`NSYS_CC_WARMUP_ITERS=x` (a user's own vLLM run with the plugin) marked no warm-up without a word."""
+    monkeypatch.setenv(steps.ENV_WARMUP_ITERS, value)
+    monkeypatch.setattr(steps, "_warned", set())
+    assert steps.warmup_iterations() == 0 and steps.warmup_iterations() == 0
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("[nsys-cc] warning: NSYS_CC_WARMUP_ITERS=") and "no generate call" in line
+
+
 def test_unknown_layout_warns_once_and_turns_on_vllms_scopes(monkeypatch, capsys):
     monkeypatch.setattr(plugin, "_warned", False)
     monkeypatch.delenv("VLLM_NVTX_SCOPES_FOR_PROFILING", raising=False)

@@ -108,7 +108,7 @@ def top_kernels(kernel_summary: pd.DataFrame, draft: str, phase: str, n: int = 3
 
 def _numbers(t: ModelForwards, d: ModelForwards, phase: str) -> dict:
     wall_d, wall_t = _median(d, phase, WALL_NS), _median(t, phase, WALL_NS)
-    c_wall = wall_d / wall_t if wall_t > 0 else float("nan")  # zero-length target forwards: no ratio
+    c_wall = wall_d / wall_t if wall_t > 0 and wall_d > 0 else float("nan")  # zero-length forwards: no ratio
     busy, busy_t = _median(d, phase, GPU_BUSY_NS), _median(t, phase, GPU_BUSY_NS)
     gpu = d.has_cuda and t.has_cuda and not (np.isnan(busy) or np.isnan(busy_t))
     row: dict[str, object] = {"draft": d.name, "phase": phase, "gpu": gpu,

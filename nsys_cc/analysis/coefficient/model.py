@@ -185,9 +185,9 @@ def model_of(
     kept_rows = forwards["kept"].to_numpy(dtype=bool)
     if kept_rows.any() and bool((forwards["end_ns"].to_numpy(np.int64)[kept_rows]
                                  == forwards["start_ns"].to_numpy(np.int64)[kept_rows]).all()):
-        warm_note += (f"; every kept {_quoted(range_name)} range lasts 0 ns (it ends where it starts): its time, and "
-                      "a c made of it, is 0, which no forward that ran can be (the ranges are damaged, or are markers, "
-                      "not forwards)")
+        warm_note += (f"; every kept {_quoted(range_name)} range lasts 0 ns (it ends where it starts), which no "
+                      "forward that ran can (the ranges are damaged, or are markers, not forwards): no c is made of "
+                      "that time")
     if inner.any():
         warm_note += (f"; dropped {int(inner.sum())} {_quoted(range_name)} range(s) nested inside another of the same "
                       "name on the same thread (only the outermost of a nested chain is a forward)")

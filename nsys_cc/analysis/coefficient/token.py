@@ -213,6 +213,18 @@ def _split_medians(m: ModelForwards, phase: str, metric: str) -> dict[str, float
     return {part: _part_median(m, phase, part, metric) / 1e6 for part in SPLIT}
 
 
+def no_time(m: ModelForwards, phase: str, metric: str) -> bool:
+    """Whether every kept forward of `phase` that has a value of `metric` has 0 ns of it (at least one has a value):
+    a forward that ran takes time, so such a metric measured nothing (zero-length ranges: damaged, or markers), and a
+    c made of it is no c (`coefficients`: NaN, said in `notes`), never 0.0."""
+    col = next(x.column for x in METRICS if x.name == metric)
+    if col not in _columns(m):
+        return False
+    values = np.asarray(m.phase_values(phase, col), dtype=float)
+    values = values[np.isfinite(values)]
+    return bool(len(values)) and not values.any()
+
+
 Compute = Callable[[ModelForwards, list[ModelForwards], int], tuple[pd.DataFrame, pd.DataFrame]]
 
 
@@ -230,6 +242,7 @@ def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -
     keys = ["draft", "phase", "metric"]
     by_token = _by_key(tok, keys)
     rows = []
+    unmeasured: set[tuple] = set()
     for r in fwd.to_dict("records"):
         b = basis[r["draft"]]
         row = dict(r)
@@ -240,9 +253,18 @@ def coefficients(models: Sequence[ModelForwards], seed: int, compute: Compute) -
         row.update({"basis": b, "c_forward": r["c"], "c_forward_ci_low": r["ci_low"], "c_forward_ci_high": r["ci_high"],
                     **{f"draft_{p}_median_ms": split_d[p] for p in SPLIT},
                     **{f"target_{p}_median_ms": split_t[p] for p in SPLIT}})
+        if no_time(d, r["phase"], r["metric"]) or no_time(target, r["phase"], r["metric"]):
+            # forwards of no time measured nothing: no c of them, nor of a token holding one (it was 0.0, and the
+            # token's c its logits' and sampling's alone: 0.189 for 0.653)
+            row.update(dict.fromkeys(("c", "ci_low", "ci_high", "c_forward", "c_forward_ci_low", "c_forward_ci_high"),
+                                     float("nan")))
+            unmeasured.add(tuple(r[k] for k in keys))
         rows.append(row)
     out = _dtypes_of(pd.DataFrame(rows, columns=[*fwd.columns, *EXTRA_COLUMNS]), fwd)
     runs = _runs(fwd_runs, tok_runs, basis)
+    if unmeasured and len(runs):
+        gone = [tuple(k) in unmeasured for k in runs[keys].itertuples(index=False)]
+        runs.loc[gone, [c for c in ("c", "ci_low", "ci_high", "c_forward") if c in runs]] = float("nan")
     return out, runs
 
 
@@ -316,6 +338,15 @@ def notes(models: Sequence[ModelForwards], coefficients: pd.DataFrame) -> list[s
     for text, names in holders.items():
         who = "every model" if len(models) > 1 and len(names) == len(models) else ", ".join(names)
         out.append(f"{who}: {text}")
+    for m in models:  # a metric whose forwards took no time gives no c (`coefficients`: NaN), said here
+        empty: dict[str, list[str]] = {}
+        for phase in m.phases:
+            for metric in metrics_for(m.has_cuda):
+                if no_time(m, phase, metric.name):
+                    empty.setdefault(metric.name, []).append(phase)
+        for name, phases in empty.items():
+            out.append(f"{m.name}: every kept forward takes 0 ns of {name} ({', '.join(phases)}): it measured "
+                       f"nothing, so c on {name} is left out (NaN), not 0 — its forwards' and its tokens' alike")
     for m in models:
         parts = parts_of(m)
         if parts:
@@ -336,5 +367,5 @@ def decision_split(result_tokens: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else result_tokens
 
 
-__all__ = ["EXTRA_COLUMNS", "PART_COLUMNS", "TOKEN_COLUMNS", "coefficients", "decision_split", "notes", "parts_of",
-           "tie", "token_frame", "token_table", "token_view", "with_parts"]
+__all__ = ["EXTRA_COLUMNS", "PART_COLUMNS", "TOKEN_COLUMNS", "coefficients", "decision_split", "no_time", "notes",
+           "parts_of", "tie", "token_frame", "token_table", "token_view", "with_parts"]

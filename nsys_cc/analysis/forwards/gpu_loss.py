@@ -89,5 +89,5 @@ def shared_id_warnings(trace) -> list[str]:
     if shared_calls:
         out.append(f"warning: {shared_calls:,} CUDA API calls share their process's correlationId with a call that "
                    "neither wraps them nor is wrapped by them (CUPTI gives each launch its own id: the export is "
-                   "damaged); their GPU work is counted for the latest of them")
+                   "damaged); each GPU op of theirs is counted for the latest of them that started before it")
     return out

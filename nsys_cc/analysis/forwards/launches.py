@@ -3,8 +3,13 @@ per open trace and kept while it lives); the projection (`projection`) reads eve
 
 The join is on correlationId and process (`api.global_tid & PID_MASK == op.global_pid`). When an export holds several
 API rows with one correlationId in one process (nsys 2022.2 writes a wrapper row of eventClass 67 around the runtime
-call), the innermost (latest-starting) row stands for the launch: its duration is the launch time, and a range holds
-the launch when it holds that row. Per thread, API calls sorted by start, each call's GPU ops right after those of the
+call), each GPU op goes to the latest-starting of them that started at or before the op (a launch precedes its work;
+the earliest of them when none did): for a wrapper and its runtime call the innermost row, which stands for the launch
+(its duration is the launch time, and a range holds the launch when it holds that row); for two calls that share an id
+without one wrapping the other (a damaged export, said by `gpu_loss`), each call keeps the work that followed it — they
+were all counted for the latest call, moving kernels from one forward to another.
+
+Per thread, API calls sorted by start, each call's GPU ops right after those of the
 call before (a lookup table on (process, correlationId)), so a window of calls is one slice of ops. GPU ops that found
 no launching call, and ids shared where CUPTI never shares them, are counted here and said by `gpu_loss`."""
 
@@ -48,7 +53,8 @@ class Launches:
     ops: int = 0
     unlaunched: int = 0
     # Damage CUPTI never writes (issue 45), each said in a note (`gpu_loss`): API calls sharing their process's
-    # correlationId with a call they neither wrap nor are wrapped by (their ops are counted for the latest), and
+    # correlationId with a call they neither wrap nor are wrapped by (each op is counted for the latest of them that
+    # started at or before it), and
     # GPU ops sharing one with another op of their process in a trace that traced no CUDA graph node (each launch
     # has its own id; all are counted for the one call that has it, so other ranges miss that work).
     shared_calls: int = 0
@@ -115,10 +121,60 @@ def _join_keys(call_tid: np.ndarray, tids: np.ndarray, call_corr, op_gp, op_corr
     return call_key, op_key
 
 
-def _call_of_ops(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarray) -> np.ndarray:
-    """Position of the call that stands for each op's key — the latest-starting call with that key, the later
-    position among equal starts — or -1. A direct lookup table when keys are dense (correlationIds count up
-    from 1 in each process), a sorted search otherwise."""
+def _call_of_ops(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarray,
+                 op_start: np.ndarray | None = None) -> np.ndarray:
+    """Position of the call that launched each op, or -1: the one call with its key; of several with its key, the
+    latest-starting one that started at or before the op (the later position among equal starts; the earliest of
+    them when none did: `_among_shared`) — without `op_start`, the latest-starting one. A direct lookup table when
+    keys are dense (correlationIds count up from 1 in each process), a sorted search otherwise."""
+    found = _latest_of_key(call_key, call_start, op_key)
+    if op_start is None or len(call_key) < 2:
+        return found
+    span = int(max(call_key.max(initial=-1), op_key.max(initial=-1))) + 1
+    if span <= 4 * (len(call_key) + len(op_key)) + (1 << 20):  # dense keys: counted, as `_latest_of_key` does
+        counts = np.bincount(call_key, minlength=span)
+        if counts.max(initial=0) <= 1:
+            return found
+        at = np.flatnonzero((op_key >= 0) & (counts[np.maximum(op_key, 0)] > 1))
+    else:
+        keys, many = np.unique(call_key, return_counts=True)
+        at = np.flatnonzero(np.isin(op_key, keys[many > 1]))
+    if len(at):
+        found[at] = _among_shared(call_key, call_start, op_key[at], op_start[at])
+    return found
+
+
+def _among_shared(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarray, op_start: np.ndarray) -> np.ndarray:
+    """For ops whose key several calls have: the position of the latest-starting such call that started at or
+    before the op (the later position among equal starts), else the earliest such call. One sort of calls and ops
+    together by (key, start, calls before ops): each op's call is the last call before it in that order, when it
+    has the op's key."""
+    pos = np.arange(len(call_key))
+    n, m = len(call_key), len(op_key)
+    keys = np.concatenate([call_key, op_key])
+    starts = np.concatenate([call_start, op_start])
+    is_op = np.r_[np.zeros(n, np.int8), np.ones(m, np.int8)]
+    tiebreak = np.concatenate([pos, np.arange(m)])
+    order = np.lexsort((tiebreak, is_op, starts, keys))
+    sorted_is_call = is_op[order] == 0
+    last_call = np.where(sorted_is_call, np.arange(n + m), -1)
+    np.maximum.accumulate(last_call, out=last_call)
+    where_op = np.empty(m, dtype=np.int64)
+    where_op[order[~sorted_is_call] - n] = np.flatnonzero(~sorted_is_call)
+    before = last_call[where_op]
+    cand = np.where(before >= 0, order[np.maximum(before, 0)], -1)
+    ok = (cand >= 0) & (cand < n)
+    ok[ok] = call_key[cand[ok]] == op_key[ok]
+    # none started before the op (a kernel before its launch: impossible, said elsewhere): the earliest call of its key
+    first = np.lexsort((pos, call_start, call_key))
+    first_keys = call_key[first]
+    i = np.searchsorted(first_keys, op_key, side="left")
+    earliest = first[np.minimum(i, n - 1)]
+    return np.where(ok, cand, earliest)
+
+
+def _latest_of_key(call_key: np.ndarray, call_start: np.ndarray, op_key: np.ndarray) -> np.ndarray:
+    """Position of the latest-starting call with each op's key (the later position among equal starts), or -1."""
     n = len(call_key)
     pos = np.arange(n)
     span = int(max(call_key.max(initial=-1), op_key.max(initial=-1))) + 1
@@ -157,7 +213,7 @@ def _build_launches(trace: Trace) -> Launches:
 
     call_key, op_key = _join_keys(call_tid, tids, corr, ops.pop("global_pid"), ops.pop("correlation_id"))
     del corr
-    op_call = _call_of_ops(call_key, start, op_key)
+    op_call = _call_of_ops(call_key, start, op_key, ops["start_ns"])
     shared_calls = _calls_sharing_a_key(call_key, start, end)
     shared_ops = _ops_sharing_a_key(trace, op_key, op_call, ops["kind"])
     del call_key, op_key

@@ -15,12 +15,27 @@ from . import ranges
 generate_calls = 0  # `LLM.generate` calls so far in this process
 
 
+_warned: set[str] = set()
+
+
 def warmup_iterations() -> int:
-    """N from `NSYS_CC_WARMUP_ITERS` (first N `LLM.generate` calls are warm-up); 0 when unset or invalid."""
+    """N from `NSYS_CC_WARMUP_ITERS` (first N `LLM.generate` calls are warm-up); 0 when unset, or when it is no whole
+    number ≥ 0 — then with one warning on stderr naming it (it marked no warm-up without a word: every iteration was
+    measured, its first ones included)."""
+    text = os.environ.get(ENV_WARMUP_ITERS, "")
     try:
-        return max(0, int(os.environ.get(ENV_WARMUP_ITERS, "0")))
+        n = int(text) if text.strip() else 0
     except ValueError:
-        return 0
+        n = -1
+    if n >= 0:
+        return n
+    if text not in _warned:
+        _warned.add(text)
+        import sys
+
+        print(f"[nsys-cc] warning: {ENV_WARMUP_ITERS}={text[:40]!r} is not a whole number ≥ 0: no generate call is "
+              "marked as warm-up", file=sys.stderr, flush=True)
+    return 0
 
 
 def as_iteration(original: Callable) -> Callable:

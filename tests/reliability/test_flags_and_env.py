@@ -1,0 +1,274 @@
+"""Round 5: unclear errors — a flag's empty value taken as nothing, a library parameter named where the
+verb's flag is meant, a string a trace supplies printed raw (a forged `nsys-cc: error:` line), the environment the
+launcher reads and hands on — each case a test that fails without its fix."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import sqlite3
+
+import pytest
+
+from conftest import FIXTURES, cli_in_process, unchanged
+from nsys_cc.errors import InputError
+
+VLLM = FIXTURES / "vllm"
+TARGET = VLLM / "tiny-llama-target.sqlite"
+DRAFT = VLLM / "tiny-llama-draft-s.sqlite"
+PAIR = ("--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s", "--device", "cpu")
+
+
+def _one_error_line(done, *needles: str) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+# -- a flag's empty value is no value -------------------------------------------------------------------------------
+@pytest.mark.parametrize("verb", [("profile", *PAIR, "--dry-run"), ("sweep", *PAIR, "--dry-run"),
+                                  ("analyze", str(TARGET), str(DRAFT)), ("info", str(TARGET)),
+                                  ("ranges", str(TARGET)), ("kernels", str(TARGET))], ids=lambda v: v[0])
+def test_an_empty_timeout_is_an_error_not_no_limit(verb, tmp_path):
+    """`--timeout ''` was taken as 0 (no limit), silently."""
+    args = [*verb, "--timeout", ""]
+    if verb[0] in ("profile", "sweep"):
+        args += ["-o", str(tmp_path / "o")]
+    _one_error_line(cli_in_process(*args), "--timeout", "empty")
+
+
+WORDS = ["--vllm-arg", "--nsys-arg", "--nsys-trace", "--target", "--draft"]
+
+
+@pytest.mark.parametrize("verb, flag", [*(("profile", f) for f in [*WORDS, "--acceptance"]),
+                                        *(("sweep", f) for f in WORDS)])
+def test_an_empty_word_never_reaches_nsys_or_vllm(verb, flag, tmp_path):
+    """`--nsys-arg ''` reached nsys as an empty argument, `--vllm-arg ''` vLLM; `--target ''` was read as the
+    current directory ("  is a directory without a config.json")."""
+    args = [verb, *PAIR, "--dry-run", "-o", str(tmp_path / "o"), flag, ""]
+    _one_error_line(cli_in_process(*args), flag.lstrip("-").split("-")[0], "empty")
+
+
+@pytest.mark.parametrize("flag", ["--speculate", "--target-tp", "--scheduler"])
+def test_an_empty_sweep_axis_or_scheduler_is_an_error(flag, tmp_path):
+    """`sweep --speculate ''` ran no speculative run and `--target-tp ''` no rank axis, silently; `--scheduler ''`
+    ran the cells here."""
+    _one_error_line(cli_in_process("sweep", *PAIR, "--dry-run", "-o", str(tmp_path / "o"), flag, ""), flag)
+
+
+@pytest.mark.parametrize("flag", ["--batch-size", "--speculate", "--check"])
+def test_tune_with_an_empty_design_value_profiles_nothing(flag, tmp_path, monkeypatch):
+    """`tune --batch-size ''` profiled the default design (1, 8)."""
+    from nsys_cc.workflows import tune as workflow
+
+    monkeypatch.setattr(workflow, "_profile_round", lambda *a, **kw: pytest.fail("profiled"))
+    out = tmp_path / "t"
+    _one_error_line(cli_in_process("tune", *PAIR, "-o", str(out), flag, ""), flag)
+    key = {"--batch-size": "batch_sizes", "--speculate": "speculate", "--check": "check"}[flag]
+    for empty in ("", " ", ","):
+        with pytest.raises(InputError, match=rf"^{key} is empty"):
+            workflow.tune(target="tiny-llama-target", draft="tiny-llama-draft-s", out_dir=out, device="cpu",
+                          **{key: empty})
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["--metrics"])
+@pytest.mark.parametrize("verb", [("analyze", str(TARGET), str(DRAFT)), ("speedup", "--c", "0.3")],
+                         ids=lambda v: v[0])
+def test_an_empty_metrics_dump_is_named(verb, flag):
+    """`--metrics ''` said "metrics dump not found: " and named nothing."""
+    _one_error_line(cli_in_process(*verb, flag, ""), flag, "empty")
+
+
+def test_an_empty_model_name_is_said_so_by_the_library():
+    from nsys_cc.launch.models import resolve
+
+    for empty in ("", "  "):
+        with pytest.raises(InputError, match="a model name is empty"):
+            resolve(empty)
+
+
+def test_a_dry_run_refuses_the_seed_the_run_refuses(tmp_path):
+    _one_error_line(cli_in_process("profile", *PAIR, "--dry-run", "-o", str(tmp_path), "--seed", "-1"), "--seed")
+
+
+# -- errors name the verb's flags -------------------------------------------------------------------------------------
+def test_tune_errors_name_its_flags_not_the_librarys_parameters(tmp_path, monkeypatch):
+    """tune said `batch_size: 'x' is not …` and `trace is an nsys option` where the flags are `--batch-size` and
+    `--nsys-trace` (profile's `trace` too)."""
+    from nsys_cc.workflows import tune as workflow
+
+    monkeypatch.setattr(workflow, "_profile_round", lambda *a, **kw: pytest.fail("profiled"))
+    line = _one_error_line(cli_in_process("tune", *PAIR, "-o", str(tmp_path / "t"), "--batch-size", "x"))
+    assert line.startswith("nsys-cc: error: --batch-size: 'x'"), line
+    line = _one_error_line(cli_in_process("tune", *PAIR, "-o", str(tmp_path / "t"), "--profiler", "torch",
+                                          "--nsys-trace", "nvtx"))
+    assert line.startswith("nsys-cc: error: --nsys-trace is an nsys option"), line
+    line = _one_error_line(cli_in_process("profile", *PAIR, "--dry-run", "--profiler", "torch", "--nsys-trace",
+                                          "nvtx"))
+    assert line.startswith("nsys-cc: error: --nsys-trace is an nsys option"), line
+    with pytest.raises(InputError, match=r"^batch_sizes: 'x'"):  # the library names its own parameter
+        workflow.tune(target="tiny-llama-target", draft="tiny-llama-draft-s", out_dir=tmp_path / "t",
+                      batch_sizes="x")
+
+
+# -- what a trace says is printed one line each --------------------------------------------------------------------
+FORGED = "\nnsys-cc: error: forged"
+
+
+def test_info_writes_a_traces_strings_on_their_own_lines(tmp_path):
+    """`info` printed `distributedInfo.backend` (and a device's name) raw: a newline in it forged an
+    `nsys-cc: error:` line."""
+    doc = json.loads(gzip.decompress((FIXTURES / "torch" / "tiny-llama-target.pt.trace.json.gz").read_bytes()))
+    doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "backend": "gloo" + FORGED}
+    doc["deviceProperties"] = [{"name": "GPU" + FORGED}]
+    doc["vllm_version"] = "0.32" + FORGED
+    evil = tmp_path / "evil.pt.trace.json.gz"
+    evil.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    with unchanged(evil):
+        done = cli_in_process("info", str(evil))
+    assert done.returncode == 0, done.stderr
+    assert not [ln for ln in done.stdout.splitlines() if ln.startswith("nsys-cc")], done.stdout
+    assert "gloo\\nnsys-cc: error: forged" in done.stdout and "GPU\\nnsys-cc: error: forged" in done.stdout
+
+
+def test_a_range_name_with_a_newline_stays_in_its_row(tmp_path):
+    """The one table renderer wrote a cell as it was: a range name with a newline started a row of its own."""
+    evil = shutil.copyfile(TARGET, tmp_path / "evil.sqlite")
+    con = sqlite3.connect(evil)
+    con.execute("UPDATE StringIds SET value = ? WHERE value = 'nsys_cc:step'", ("nsys_cc:step" + FORGED,))
+    con.commit()
+    con.close()
+    done = cli_in_process("ranges", str(evil))
+    assert done.returncode == 0, done.stderr
+    assert not [ln for ln in done.stdout.splitlines() if ln.startswith("nsys-cc")], done.stdout
+
+
+# -- the environment the tool reads and hands on ----------------------------------------------------------------------
+def test_nsys_ccs_own_variables_left_in_the_environment_never_reach_a_run(tmp_path, monkeypatch):
+    """A leftover `NSYS_CC_TORCH_TRACE=$TMPDIR/x.pt.trace.json.gz` made an nsys route's benchmark run the torch
+    profiler and write its trace there, outside -o; a leftover NSYS_CC_METRICS_OUT made a plain run dump metrics
+    there; NSYS_CC_TORCH_RANGES=1 made the plugin write no NVTX range. The run's benchmark (a stand-in here) sees
+    only what the run sets."""
+    import sys
+
+    from nsys_cc.contract import ENV_METRICS_OUT, ENV_PLUGIN, ENV_TORCH_RANGES, ENV_TORCH_TRACE
+    from nsys_cc.launch import environment, plan, process
+    from nsys_cc.launch.commands import BenchOptions, ModelFiles, model_commands
+
+    outside = tmp_path / "outside"
+    leftovers = {ENV_TORCH_TRACE: str(outside / "x.pt.trace.json.gz"), ENV_METRICS_OUT: str(outside / "m.json"),
+                 ENV_TORCH_RANGES: "1", ENV_PLUGIN: "0"}
+    for name, value in leftovers.items():
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "o"
+    out.mkdir()
+    seen = out / "env.json"
+    cmds = model_commands("nsys", "m", ModelFiles(out, "m"), BenchOptions(), gpu=False)
+    record = f"import json, os; json.dump(dict(os.environ), open({str(seen)!r}, 'w'))"
+    cmds = type(cmds)(cmds.env, [sys.executable, "-c", record], [], cmds.files)
+    process.profile_and_export(cmds, out / "m.log", shown="", outputs=(), who="m", timeout=60)
+    env = json.loads(seen.read_text())
+    assert ENV_TORCH_TRACE not in env and ENV_METRICS_OUT not in env and ENV_TORCH_RANGES not in env
+    assert env[ENV_PLUGIN] == "1" and not outside.exists()
+    warned = environment.check("nsys", gpu=False)  # each said once, before the runs
+    assert [w.split("=")[0] for w in warned] == [ENV_PLUGIN, ENV_METRICS_OUT, ENV_TORCH_RANGES, ENV_TORCH_TRACE]
+    # the torch route's own trace does reach its run
+    runs = plan.plan("tiny-llama-target", ["tiny-llama-draft-s"], out, BenchOptions(), nsys="", gpu=False,
+                     profiler="torch")
+    assert runs[0].commands.env[ENV_TORCH_TRACE] == str(out.resolve() / "tiny-llama-target.pt.trace.json.gz")
+
+
+@pytest.mark.parametrize("profiler, device, refused", [("torch", "cpu", True), ("torch", "gpu", True),
+                                                       ("nsys", "cpu", True), ("nsys", "gpu", False)])
+def test_vllm_multiprocessing_that_breaks_the_runs_is_named(profiler, device, refused, tmp_path, monkeypatch):
+    """VLLM_ENABLE_V1_MULTIPROCESSING=1 failed every run with "no model_executable() ranges (plugin not loaded …)",
+    without a word of the variable."""
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "1")
+    for separate in ((), ("--separate-processes",)):
+        done = cli_in_process("profile", "--target", "tiny-llama-target", "--draft", "tiny-llama-draft-s",
+                              "--device", device, "--profiler", profiler, "--dry-run", "-o", str(tmp_path),
+                              *separate)
+        if refused:
+            _one_error_line(done, "VLLM_ENABLE_V1_MULTIPROCESSING='1'")
+        else:
+            assert done.returncode == 0, done.stderr
+
+
+def test_torch_settings_are_checked_before_the_runs_and_keep_their_name(tmp_path, monkeypatch):
+    """A newline in NSYS_CC_TORCH_SETTINGS: the driver's error split over two lines of the log, and the run's reason
+    (the last line) lost the variable's name. Checked before the runs now, one line naming it; on the nsys route,
+    to which it does not belong, refused."""
+    from nsys_cc.vllm import torch_profiler
+
+    monkeypatch.setenv("NSYS_CC_TORCH_SETTINGS", "stack\nops")
+    args = ("profile", *PAIR, "--dry-run", "-o", str(tmp_path))
+    _one_error_line(cli_in_process(*args, "--profiler", "torch"), "NSYS_CC_TORCH_SETTINGS", "'stack\\nops'")
+    _one_error_line(cli_in_process(*args), "NSYS_CC_TORCH_SETTINGS", "--profiler torch")
+    with pytest.raises(SystemExit) as stop:
+        torch_profiler.from_environment({"NSYS_CC_TORCH_TRACE": "t.json", "NSYS_CC_TORCH_SETTINGS": "stack\nops"})
+    assert "\n" not in str(stop.value.code) and str(stop.value.code).startswith("NSYS_CC_TORCH_SETTINGS")
+    monkeypatch.setenv("NSYS_CC_TORCH_SETTINGS", "stack")
+    assert cli_in_process(*args, "--profiler", "torch").returncode == 0
+
+
+def test_nsys_naming_no_program_is_refused_not_replaced(tmp_path, monkeypatch):
+    """NSYS=/typo profiled and exported with whichever nsys came next on PATH, without a word."""
+    monkeypatch.setenv("NSYS", str(tmp_path / "no-such-nsys"))
+    _one_error_line(cli_in_process("profile", *PAIR, "--dry-run", "-o", str(tmp_path)), "NSYS=",
+                    "no-such-nsys")
+
+
+# -- lengths beyond the model's context ------------------------------------------------------------------------------
+@pytest.mark.parametrize("route", [(), ("--separate-processes",), ("--profiler", "torch")], ids=["interleaved",
+                                                                                                "separate", "torch"])
+@pytest.mark.parametrize("lengths, flag", [(("--input-len", "1000000000"), "--input-len"),
+                                           (("--input-len", "128", "--output-len", "2000"), "--output-len"),
+                                           (("--input-len", "600", "--vllm-arg=--max-model-len=512"), "--input-len")])
+def test_a_sequence_longer_than_the_models_context_is_refused_before_vllm(route, lengths, flag, tmp_path):
+    """`profile --input-len 1000000000` was taken: the driver built an 11.4 GB prompt list (a length vLLM refuses
+    reached it after its engines were built)."""
+    line = _one_error_line(cli_in_process("profile", *PAIR, "--dry-run", "-o", str(tmp_path), *route, *lengths),
+                           f"give a shorter {flag}")
+    assert ("--max-model-len 512" if "512" in str(lengths) else "context of 1024 tokens") in line, line
+
+
+def test_tune_and_sweep_check_the_context_before_anything_is_made(tmp_path, monkeypatch):
+    from nsys_cc.workflows import tune as workflow
+
+    monkeypatch.setattr(workflow, "_profile_round", lambda *a, **kw: pytest.fail("profiled"))
+    out = tmp_path / "t"
+    _one_error_line(cli_in_process("tune", *PAIR, "-o", str(out), "--input-len", "1000000000"), "--input-len",
+                    "context of 1024 tokens")
+    assert not out.exists()
+    _one_error_line(cli_in_process("sweep", *PAIR, "--dry-run", "-o", str(out), "--input-len", "128,5000"),
+                    "--input-len", "context of 1024 tokens")
+
+
+def test_the_context_comes_from_the_config_and_an_unknown_one_refuses_nothing(tmp_path):
+    from nsys_cc.launch.models import Model, context_length, resolve
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"max_position_embeddings": 4096, "seq_length": 2048,
+                                                    "rope_scaling": {"rope_type": "linear", "factor": 4.0}}))
+    model = resolve(str(folder))
+    assert context_length(model) == (8192, "seq_length × rope scaling 4 in its config.json")
+    assert context_length(model, ["--max-model-len", "32k"])[0] == 32000
+    assert context_length(Model("org/x", "org/x", "x", "hub")) is None
+    (folder / "config.json").write_text("{}")
+    assert context_length(model) is None
+
+
+def test_the_driver_refuses_a_sequence_its_engine_cannot_hold_before_building_prompts():
+    from types import SimpleNamespace
+
+    from nsys_cc.vllm.interleave import _too_long
+
+    llm = SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(max_model_len=1024)))
+    assert _too_long(llm, 1_000_000_000, 32).endswith("exceed the engine's max_model_len 1024")
+    assert _too_long(llm, 1000, 24) == "" and _too_long(None, 10**9, 1) == ""
