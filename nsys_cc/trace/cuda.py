@@ -34,9 +34,6 @@ KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-# eventClass of RUNTIME rows (TRACE_PROCESS_EVENT_CUDA_RUNTIME / _DRIVER); any other class reads "other".
-API_CLASSES = {0: "runtime", 1: "driver"}
-
 
 @dataclass(frozen=True)
 class Col:

@@ -67,7 +67,7 @@ class TraceFormat:
     info_lines: Callable[[TraceInfo], list[str]]
     info_table: tuple[str, str, bool]
 
-    def open(self, path: Any, **options: Any) -> Trace:
+    def open_file(self, path: Any, **options: Any) -> Trace:
         """A trace of this format opened read-only: its reader's `open_file(path, **options)` (options another format
         takes are ignored)."""
         return importlib.import_module(self.reader, __package__).open_file(path, **options)

@@ -10,7 +10,8 @@ are told apart by; when none does, `open_trace` hands it to the first format tha
 says what is wrong with it (`reader_of`); else it is no trace, and says so in one line.
 
 Names: a trace's label is its file name without its format's suffix (`trace_stem`); a folder's traces are the files
-whose content a format recognises (`traces_in`); a run's trace is `trace` + the first suffix found (`trace_named`).
+named with one (`traces_in`; a plain `.json` only when a format recognises its content); a run's trace is `trace` +
+the first suffix found (`trace_named`).
 Nothing here imports a reader or pandas until a trace is opened.
 """
 
@@ -42,6 +43,8 @@ FORMATS: tuple[TraceFormat, ...] = (
 
 # The text that `claims` reads: what a reader was handed by before the registry read more of a file.
 _START = 256
+# The suffix of every JSON file, traces or not (manifests, status.json, X.bench.json): it alone names no trace.
+_ANY_JSON = (".json",)
 
 __all__ = ["FORMATS", "format_named", "head_of", "open_trace", "reader_of", "recognised", "suffixes", "trace_named",
            "trace_stem", "traces_in"]
@@ -119,9 +122,11 @@ def trace_named(folder: str | os.PathLike, label: str) -> Path | None:
 
 
 def traces_in(folder: str | os.PathLike) -> dict[str, str]:
-    """The traces of `folder` by label, in name order: each file named with a registered suffix whose content a format
-    recognises (`recognised`: a `.json` that is a benchmark's or a metrics dump's is no trace), under its name without
-    the suffix; where one label has several (an export beside its report), the one of the earliest suffix."""
+    """The traces of `folder` by label, in name order: each file named with a registered suffix, under its name
+    without it — by its name alone (a damaged `X.sqlite` is still X's trace, whose reader says what is wrong), except
+    a file named only `.json`, the suffix of every JSON file (`X.bench.json`, `X.metrics.json` beside a trace): a
+    trace when a format recognises its content (`recognised`). Where one label has several files (an export beside
+    its report), the one of the earliest suffix."""
     found: dict[str, tuple[int, str]] = {}
     order = suffixes()
     for name in sorted(os.listdir(folder)):
@@ -129,11 +134,12 @@ def traces_in(folder: str | os.PathLike) -> dict[str, str]:
         path = os.path.join(folder, name)
         if suffix is None or not os.path.isfile(path):
             continue
-        try:
-            if recognised(path) is None:
+        if suffix in _ANY_JSON:
+            try:
+                if recognised(path) is None:
+                    continue
+            except (InputError, OSError):
                 continue
-        except (InputError, OSError):
-            continue
         label, rank = name[: -len(suffix)], order.index(suffix)
         if label not in found or rank < found[label][0]:
             found[label] = (rank, path)
@@ -175,4 +181,4 @@ def open_trace(path: str | os.PathLike, *, nsys: str | None = None, cache_dir: s
             raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
         kinds = [kind for f in FORMATS for kind in f.kinds]
         raise InputError(f"{path} is neither {' nor '.join(kinds)}")
-    return fmt.open(path, nsys=nsys, cache_dir=cache_dir, timeout=timeout)
+    return fmt.open_file(path, nsys=nsys, cache_dir=cache_dir, timeout=timeout)

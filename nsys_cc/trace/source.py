@@ -197,7 +197,8 @@ class Trace(Protocol):
 
     @property
     def format(self) -> str:
-        """"nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler trace)."""
+        """Its format's name (`registry.FORMATS`): "nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler
+        trace). For a record, never for a branch: what a format gives is asked of `capabilities`."""
         ...
 
     @property

@@ -110,7 +110,7 @@ def test_a_reader_is_its_formats(sample):
     with open_trace(sample) as trace:
         assert isinstance(trace, Trace)
         assert trace.format == fmt.name and trace.capabilities is fmt.capabilities
-    with fmt.open(sample) as trace:
+    with fmt.open_file(sample) as trace:
         assert trace.format == fmt.name
     with pytest.raises(ValueError, match="no trace format is named 'otf2'"):
         format_named("otf2")
@@ -125,16 +125,18 @@ def test_a_label_is_the_file_name_without_its_formats_suffix():
     assert set(registry.suffixes()) >= {".sqlite", ".nsys-rep", ".qdrep", ".pt.trace.json.gz", ".json.gz", ".json"}
 
 
-def test_a_folders_traces_are_the_files_a_format_recognises(tmp_path):
+def test_a_folders_traces_are_named_by_their_suffix_and_json_by_its_content(tmp_path):
     shutil.copyfile(EXPORT, tmp_path / "target.sqlite")
     shutil.copyfile(REPORT, tmp_path / "target.nsys-rep")  # its report beside it: the export is read
     shutil.copyfile(REPORT, tmp_path / "other.nsys-rep")  # a report alone
     shutil.copyfile(KINETO, tmp_path / "draft.pt.trace.json.gz")
     shutil.copyfile(BENCH, tmp_path / "draft.bench.json")  # JSON beside it, no trace
-    (tmp_path / "notes.sqlite").write_bytes(b"not a database")
+    (tmp_path / "plain.json").write_bytes(gzip.decompress(KINETO.read_bytes()))  # JSON that is one
+    (tmp_path / "damaged.sqlite").write_bytes(b"not a database")  # a trace by its name: its reader says what is wrong
     (tmp_path / "draft.sqlite.d").mkdir()
-    assert traces_in(tmp_path) == {"draft": str(tmp_path / "draft.pt.trace.json.gz"),
-                                   "other": str(tmp_path / "other.nsys-rep"),
+    assert traces_in(tmp_path) == {"damaged": str(tmp_path / "damaged.sqlite"),
+                                   "draft": str(tmp_path / "draft.pt.trace.json.gz"),
+                                   "other": str(tmp_path / "other.nsys-rep"), "plain": str(tmp_path / "plain.json"),
                                    "target": str(tmp_path / "target.sqlite")}
 
 
