@@ -62,6 +62,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
+            "trace_format": m.trace_format, "recorder": None if m.recorder is None else m.recorder.name,
+            "recorder_version": None if m.recorder is None else m.recorder.version,
             "has_cuda": m.has_cuda, "trace": None if m.description is None else m.description.to_dict(),
             "token_parts": m.token_parts or None,
             "gpu_loss": None if m.gpu_loss is None else m.gpu_loss.to_dict(),

@@ -130,8 +130,9 @@ _READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def read(trace) -> VllmSteps | None:
     """The engine steps of an open PyTorch-profiler trace (read once per trace object, kept while it lives); None for
-    another format or a trace without step annotations (`execute_…`, SGLang's `step[…]`)."""
-    if getattr(trace, "format", None) != "kineto":
+    a trace of a format engines write no steps into (`Trace.capabilities.engine_steps`) or one without step
+    annotations (`execute_…`, SGLang's `step[…]`)."""
+    if not trace.capabilities.engine_steps:
         return None
     if trace not in _READ:
         _READ[trace] = _read(trace)
@@ -204,7 +205,7 @@ def _read(trace) -> VllmSteps | None:
     kept = why == ""
     steps["kept"], steps["why"] = kept, why
     _drop_notes(steps, notes, limit, speculative, marks.engine)
-    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
+    python_frames = trace.count("python_frames") > 0
     if not speculative and ((kind == VERIFY) & kept).any():
         notes.append(f"its steps verify more than one token per request (a speculative run: "
                      f"{int(((kind == VERIFY) & kept).sum())} verify steps) but the trace holds no proposer frame "
@@ -396,7 +397,7 @@ def refuse_unmeasurable(trace, path: str, name: str, *, draft: bool) -> None:
 def missing_note(trace) -> str | None:
     """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no engine step
     annotations, or is a CUDA-graph capture trace (None when it holds steps)."""
-    if getattr(trace, "format", None) != "kineto" or read(trace) is not None:
+    if not trace.capabilities.engine_steps or read(trace) is not None:
         return None
     from .step_names import parse_capture
 

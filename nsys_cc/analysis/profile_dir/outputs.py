@@ -27,9 +27,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...contract import TORCH_TRACE_SUFFIX
 from ...errors import InputError
 from ...formats import done_json, status_json
+from ...trace.registry import trace_named
 from .spec_labels import LABEL_RE
 
 # Run k of an interleaved profile keeps its files in `run-<k>/`, its trace under the label `trace` (written by
@@ -37,13 +37,12 @@ from .spec_labels import LABEL_RE
 RUN_PREFIX = "run-"
 RUN_GLOB = RUN_PREFIX + "*"  # every run's folder
 RUN_TRACE_LABEL = "trace"
-RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"
-RUN_TORCH_TRACE = RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX  # the torch route's (`profile --profiler torch`)
+RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"  # what a run under nsys leaves: the export of `trace.nsys-rep`
 RUN_DIR_RE = re.compile(rf"^{re.escape(RUN_PREFIX)}(?P<k>[1-9][0-9]*)$")
 DONE_STATES = ("done", "resumed")
 
 __all__ = ["OutputModel", "ProfileOutput", "RunFolder", "is_profile_output", "read_output", "run_engines",
-           "run_number"]
+           "run_number", "run_trace"]
 
 
 @dataclass(frozen=True)
@@ -80,11 +79,8 @@ class RunFolder:
 
     @property
     def trace(self) -> Path:
-        """The run's trace: `trace.sqlite` (nsys), else the torch route's `trace.pt.trace.json.gz` when only it is
-        there."""
-        if not (self.dir / RUN_TRACE).exists() and (self.dir / RUN_TORCH_TRACE).exists():
-            return self.dir / RUN_TORCH_TRACE
-        return self.dir / RUN_TRACE
+        """The run's trace (`run_trace`)."""
+        return run_trace(self.dir)
 
 
 @dataclass(frozen=True)
@@ -102,6 +98,13 @@ class ProfileOutput:
     def done(self) -> list[OutputModel]:
         """The models with forwards in every completed run (one process each: those that completed)."""
         return [m for m in self.models if m.done]
+
+
+def run_trace(folder: str | os.PathLike) -> Path:
+    """The trace of the interleaved run in `folder`: `trace` with the first trace suffix found (`trace_named`:
+    `trace.sqlite` under nsys, the torch route's `trace.pt.trace.json.gz`), else `trace.sqlite` (which says it is
+    missing)."""
+    return trace_named(folder, RUN_TRACE_LABEL) or Path(folder) / RUN_TRACE
 
 
 def run_number(path: str | os.PathLike) -> int | None:

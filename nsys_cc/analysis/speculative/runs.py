@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
+from ...trace.registry import trace_stem
 from ..forwards import sglang_steps
 from ..forwards.steps import (
     StepTable,
@@ -37,7 +38,6 @@ from ..forwards.steps import (
 )
 from ..metrics import WALL
 from ..profile_dir import acceptance as acceptance_mod
-from ..profile_dir.latencies import trace_stem
 from ..profile_dir.spec_labels import LABEL_RE
 from ..stats import Pooled, pooled_median, runs_median_ci, runs_ratio_of_medians
 from ..theory.speedup import expected_tokens
