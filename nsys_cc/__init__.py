@@ -69,6 +69,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "speedup_plots": ("nsys_cc.report.speedup_plots", None),
     "NsysCCError": ("nsys_cc.errors", "NsysCCError"),
     "tune": ("nsys_cc.workflows.tune", "tune"),
+    "TuneRequest": ("nsys_cc.workflows.tune_request", "TuneRequest"),
 }
 
 # The public API: every lazy name, and the version.
@@ -101,6 +102,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
     from .request import ProfileRequest as ProfileRequest
     from .trace import Trace as Trace, TraceInfo as TraceInfo, open_trace as open_trace
     from .workflows.tune import tune as tune
+    from .workflows.tune_request import TuneRequest as TuneRequest
 
 
 def __getattr__(name: str):

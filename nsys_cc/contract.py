@@ -120,6 +120,15 @@ VLLM_STEP_RANGE = "execute_context_…_generation_…"
 VLLM_SAMPLE_RANGE = "…/gpu_model_runner.py(…): sample_tokens"
 VLLM_PROPOSE_RANGE = "…/spec_decode/…: propose"
 VLLM_ENGINE_STEP_RANGE = "…/engine/core.py(…): step"
+# How a note names those rows in a trace SGLang wrote (`analysis.forwards.engine_marks.label`; the rows keep the names
+# above, whichever engine wrote the trace): its forward annotation, its sampling, its proposing, its scheduler's step.
+SGLANG_STEP_LABEL = "step[<MODE> bs=…]"
+SGLANG_SAMPLE_LABEL = "…/model_runner.py(…): sample"
+SGLANG_PROPOSE_LABEL = "…/speculative/…: draft"
+SGLANG_ENGINE_STEP_LABEL = "…/scheduler.py(…): run_batch"
+ENGINE_RANGE_LABELS: dict[str, dict[str, str]] = {"SGLang": {
+    VLLM_STEP_RANGE: SGLANG_STEP_LABEL, VLLM_SAMPLE_RANGE: SGLANG_SAMPLE_LABEL,
+    VLLM_PROPOSE_RANGE: SGLANG_PROPOSE_LABEL, VLLM_ENGINE_STEP_RANGE: SGLANG_ENGINE_STEP_LABEL}}
 
 # The draft-forward range of a speculative run: the plugin's, else vLLM's own scope, else vLLM's proposer frame.
 DRAFT_RANGES = (DRAFT_FORWARD_RANGE, SCOPES_DRAFT, VLLM_PROPOSE_RANGE)

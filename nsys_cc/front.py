@@ -106,8 +106,8 @@ def analyze(source, drafts: str | os.PathLike | Sequence[str | os.PathLike] | No
 
 def _is_many(path: str | os.PathLike) -> bool:
     """Whether a path given alone (no profile's output directory) is many trace sets: a directory holding a sweep's
-    manifest, or a manifest file (.json that is no PyTorch-profiler trace, .csv). A directory without one is a folder
-    of traces (`source_kinds.traces_of_folder`)."""
+    manifest, or a manifest file (a .json or .csv file whose content is no trace: `sweep.manifest.is_many`). A
+    directory without one is a folder of traces (`source_kinds.traces_of_folder`)."""
     from .sweep.manifest import MANIFEST_NAME, is_many
 
     if os.path.isdir(path):

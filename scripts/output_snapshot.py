@@ -64,6 +64,7 @@ def commands() -> list[tuple[str, list[str]]]:
         out.append((f"tune-a99-design-{fmt}", ["tune", f"{F}/tune/a99-design", "--format", fmt]))
         out.append((f"tune-a99-{fmt}", ["tune", f"{F}/tune/a99", "--format", fmt]))
     out.append(("tune-a99-design-report", ["tune", f"{F}/tune/a99-design", "-o", "{OUT}/report"]))
+    out.extend(_tune_cases())
     for trace in (f"{F}/vllm/tiny-llama-target.sqlite", f"{F}/nvtx/nvtx_cases.sqlite",
                   f"{F}/tp/tiny-llama-target.tp2.sqlite", f"{F}/torch/tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"):
         stem = f"{Path(trace).parent.name}-{Path(trace).name.split('.')[0]}"
@@ -73,6 +74,27 @@ def commands() -> list[tuple[str, list[str]]]:
     out.append(("speedup-table", ["speedup", "--c", "0.2", "--acceptance", "0.6"]))
     out.append(("speedup-json", ["speedup", "--c", "0.2", "--acceptance", "0.6", "--gamma", "3", "--format", "json"]))
     return out
+
+
+def _tune_cases() -> list[tuple[str, list[str]]]:
+    """`tune` read back beyond its defaults: an older tune's bs<B>/ directories with a design (fitted and held-out
+    cells), a round directory itself, the other workload, a smaller grid, a report of the older layout, and the bad
+    input it refuses (one line each)."""
+    design = ["--batch-size", "1,8", "--speculate", "1,3"]
+    return [
+        ("tune-a50-table", ["tune", f"{F}/tune/a50", *design]),
+        ("tune-a50-json", ["tune", f"{F}/tune/a50", *design, "--format", "json"]),
+        ("tune-a99-design-round1", ["tune", f"{F}/tune/a99-design/round-1", *design]),
+        ("tune-a99-design-benchmark", ["tune", f"{F}/tune/a99-design", "--workload", "benchmark", "--format",
+                                       "json"]),
+        ("tune-a99-small-grid", ["tune", f"{F}/tune/a99", *design, "--max-batch-size", "12", "--max-gamma", "4"]),
+        ("tune-a99-report", ["tune", f"{F}/tune/a99", *design, "-o", "{OUT}/report", "--no-plot"]),
+        ("tune-bad-design", ["tune", f"{F}/tune/a99", "--batch-size", "3"]),
+        ("tune-bad-check", ["tune", f"{F}/tune/a99-design", "--check", "4:x"]),
+        ("tune-bad-grid", ["tune", f"{F}/tune/a99-design", "--max-batch-size", "9000"]),
+        ("tune-no-draft", ["tune", "--target", "pair-target"]),
+        ("tune-not-a-dir", ["tune", f"{F}/tune/README.md"]),
+    ]
 
 
 # When a report was written (report.md's "generated:" line, report.json's "generated" key): not an output of the code.

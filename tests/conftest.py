@@ -464,6 +464,12 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
     return path
 
 
+def said(stderr: str) -> list[str]:
+    """What a verb said on stderr, its progress lines (`[nsys-cc] …`) aside: a read that takes over two seconds on a
+    loaded machine reports its time, which is not what a test of the error line checks."""
+    return [ln for ln in stderr.strip().splitlines() if not ln.startswith("[nsys-cc] ")]
+
+
 def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:
     """`nsys-cc ARGS` run in this test process, as a finished process would report it: the exit status (`main`'s
     SystemExit), its stdout and stderr. For the cases that check what the CLI says (one error line, exit 2, an

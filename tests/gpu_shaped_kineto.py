@@ -668,3 +668,306 @@ def sglang_trace(dst: str | Path, role: str = "target", *, batch: int = 2, promp
         t = win1 + 400_000 + 3_000_000
         step += 1
     return Built(build_trace(dst, spans, process="sglang::scheduler"), steps)
+
+
+# ---- shaped like the real H100 vLLM traces of a large target, its draft and speculative decoding --------------------
+# What the held-out traces of a Qwen3-32B target / small draft pair hold and no CPU run here writes: Python frames under
+# the install's absolute path (a source checkout, a container's dist-packages), a decode forward replayed as one CUDA
+# graph (one `cudaGraphLaunch` carrying most of its kernels), each of the proposer's draft forwards one graph replay,
+# today's kernel names (nvjet and block-scaled MoE batched GEMMs, MoE routing, block quantisation, FlashAttention),
+# a blocking device-to-host copy of the sampled tokens inside the verify's sampling (its CPU call waits for every
+# queued kernel), and asynchronous scheduling: the plain runs copy their tokens without waiting and wait for a step's
+# output only after launching the next step, and the proposer returns before its drafts ran, so a step's GPU work ends
+# after the next step has started. Built whole from a schedule by a small stream simulator (`_Stream`: each GPU op
+# starts when its call has returned and the stream is free), every op kept with the step and frame that launched it.
+# These are NOT traces of a real run and must never be presented as such.
+VLLM_PREFIXES = {"source checkout": "/home/user/code/vllm/", "container": "/usr/local/lib/python3.12/dist-packages/"}
+MOE_UP = ("bmm_MxE4m3_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_"
+          "schedP2x1x2x3_biasM_bN_tma_tmaOpt_clmp_swiGlu_dynBatch_sm100f")
+MOE_DOWN = ("bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_"
+            "schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f")
+NORM = ("std::enable_if<(((8)>(0)))&&vllm::_typeConvert<c10::BFloat16>::exists, void>::type "
+        "vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, long, c10::BFloat16*, c10::BFloat16 const*, "
+        "float, int, int)")
+ROUTING = ("void moe::dev::routing::routingIndicesHistogramKernel<moe::dev::routing::routingRenormalize::KernelParams<"
+           "__nv_bfloat16, __nv_bfloat16, 128, false, true, true> >("
+           "moe::dev::routing::routingRenormalize::KernelParams<__nv_bfloat16, __nv_bfloat16, 128, false, true, true>)")
+QUANT = ("void tensorrt_llm::kernels::quantize_with_block_size<(tensorrt_llm::BlockScaleQuantizationType)2, "
+         "__nv_bfloat16, 32, true>(int, int, int, int, __nv_bfloat16 const*, float const*, unsigned int*, "
+         "unsigned int*, flashinfer::QuantizationSFLayout)")
+ROPE = ("void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, "
+        "c10::BFloat16 const*, int, long, long, long, int, int, int)")
+GEMM = "nvjet_tst_192x8_64x8_4x1_v_bz_TNT"
+SOFTMAX = "softmax_warp_forward"
+ARGMAX = ("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned "
+          "int, long, 4, 4> >(at::native::ReduceOp<float, at::native::ArgMaxOps<float>, unsigned int, long, 4, 4>)")
+PREP = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<long>, std::array<char*, 1ul> >"
+# One layer of each model as its forward runs it (kernel, µs at batch 4, one token each): the target's an MoE layer of
+# block-scaled GEMMs, the draft's a dense one. A forward writes `layers` of them (fewer than the real model's: enough).
+TARGET_LAYER = ((NORM, 60), (GEMM, 420), (ROPE, 30), ("flash_fwd_kernel", 260), (GEMM, 330), (NORM, 60),
+                (ROUTING, 40), (QUANT, 35), (MOE_UP, 1150), (MOE_DOWN, 780))
+DRAFT_LAYER = ((NORM, 18), (GEMM, 140), (ROPE, 10), ("flash_fwd_kernel", 90), (GEMM, 110), (NORM, 18), (GEMM, 220),
+               (GEMM, 160))
+MODEL_SHAPES = {"target": (TARGET_LAYER, 6, 260), "draft": (DRAFT_LAYER, 2, 120)}  # layer, layers, lm_head µs
+
+
+class _Stream:
+    """One CUDA stream of one GPU and the CPU thread that feeds it: calls, their GPU ops, and the frames around them,
+    written as Kineto writes them (`_x`, times in ns)."""
+
+    def __init__(self) -> None:
+        self.events: list[dict] = []
+        self.corr = 0
+        self.free = 0  # when the stream has run everything queued
+        self.ops: list[tuple[int, int, str, str, int, int]] = []  # (start, end, kind, name, correlation, call start)
+
+    def call(self, t: int, name: str, api_ns: int, kernels: Sequence[tuple[str, int]] = (), *, graph: bool = False,
+             copy: str | None = None, blocking: bool = False) -> int:
+        """A runtime call at `t` (ns) launching `kernels` (name, ns) back to back — a graph replay when `graph` — or
+        one copy of `copy`'s direction; a blocking copy returns when its GPU op has run. Returns the CPU's time after
+        the call."""
+        self.corr += 1
+        ops: list[tuple[int, int, str, str]] = []
+        gpu = max(t + (2_000 if blocking else api_ns + 2_000), self.free)
+        for node, (kname, dur) in enumerate(kernels):
+            ops.append((gpu, gpu + dur, "kernel", kname))
+            args = {"device": DEVICE, "context": CONTEXT, "stream": STREAM, "correlation": self.corr,
+                    "registers per thread": 64, "shared memory": 4096, "grid": [132, 1, 1], "block": [256, 1, 1]}
+            if graph:
+                args.update({"graph id": 7, "graph node id": node + 1})
+            self.events.append(_x("kernel", kname, DEVICE, STREAM, gpu, dur, args))
+            gpu += dur + (600 if graph else 1_000)
+        if copy is not None:
+            dur = 4_000
+            ops.append((gpu, gpu + dur, "memcpy", copy))
+            self.events.append(_x("gpu_memcpy", copy, DEVICE, STREAM, gpu, dur, {
+                "device": DEVICE, "context": CONTEXT, "stream": STREAM, "correlation": self.corr, "bytes": 64}))
+            gpu += dur
+        if ops:
+            self.free = ops[-1][1]
+        end = t + api_ns if not (blocking and ops) else max(t + api_ns, ops[-1][1] + 3_000)
+        self.events.append(_x("cuda_runtime", name, BUILT_PID, BUILT_TID, t, end - t,
+                              {"cbid": 211, "correlation": self.corr, "External id": self.corr}))
+        self.ops += [(*o, self.corr, t) for o in ops]
+        return end
+
+    def wait(self, t: int, until: int) -> int:
+        """A `cudaEventSynchronize` at `t` that returns when the GPU has reached `until`."""
+        self.corr += 1
+        end = max(t + 3_000, until + 3_000)
+        self.events.append(_x("cuda_runtime", "cudaEventSynchronize", BUILT_PID, BUILT_TID, t, end - t,
+                              {"cbid": 130, "correlation": self.corr, "External id": self.corr}))
+        return end
+
+    def span(self, cat: str, name: str, start: int, end: int) -> None:
+        self.events.append(_x(cat, name, BUILT_PID, BUILT_TID, start, end - start, {}))
+
+    def launched(self, start: int, end: int) -> list[tuple[int, int, str, str, int, int]]:
+        """The ops of the calls made in [start, end] (by call start: the thread is this one)."""
+        return [o for o in self.ops if start <= o[5] <= end]
+
+
+@dataclass
+class H100Step:
+    """One engine step of a built H100-shaped run: its kind, batch and annotation (start, end), and the GPU ops (start,
+    end, kind, name, correlation, call start) launched in its annotation (`forward`), its sampling (`sample`: the
+    runner's `sample_tokens` frame less the frame holding the proposer), its proposing (`propose`), and in its window
+    from its annotation's start to the next one's (`window`)."""
+
+    kind: str
+    batch: int
+    name: str
+    start: int
+    end: int
+    forward: list = field(default_factory=list)
+    sample: list = field(default_factory=list)
+    propose: list = field(default_factory=list)
+    window: list = field(default_factory=list)
+    sample_frame: tuple[int, int] = (0, 0)
+    propose_frame: tuple[int, int] = (0, 0)
+    taken: dict = field(default_factory=dict)  # request → tokens it took in this step (a verify step)
+
+
+@dataclass
+class H100Run:
+    """A built H100-shaped trace (`path`), its steps, and what it was built with."""
+
+    path: Path
+    steps: list[H100Step]
+    role: str
+    batch: int
+    output: int
+    gamma: int
+    stream: _Stream
+
+    def of(self, kind: str) -> list[H100Step]:
+        return [s for s in self.steps if s.kind == kind]
+
+
+def _forward_kernels(role: str, tokens_each: int, batch: int, prefill: bool) -> list[tuple[str, int]]:
+    """A forward's kernels (name, ns): `layers` layers and the LM head, longer with more tokens per request."""
+    layer, layers, head = MODEL_SHAPES[role]
+    scale = 1 + 0.08 * (tokens_each - 1) + 0.05 * (batch - 4) if not prefill else 6.0 * batch / 4
+    out = [(name, int(us_ * 1000 * scale)) for _ in range(layers) for name, us_ in layer]
+    return out + [(GEMM, int(head * 1000 * (1 if not prefill else 2.0)))]
+
+
+def h100_vllm_trace(dst: str | Path, role: str = "target", *, form: str = "source checkout", batch: int = 4,
+                    output: int = 12, gamma: int = 3, alpha: float = 0.7, seed: int = 5,
+                    scheduling: str = "async") -> H100Run:
+    """A vLLM torch trace shaped like a real H100 one (section comment): `batch` requests of 512 prompt tokens making
+    `output` tokens each, with vLLM's step annotations and Python frames named as the install `form` names them
+    (VLLM_PREFIXES). role "target" (the large model) or "draft" (the small one): a plain run, asynchronous scheduling
+    (the sampled tokens copied without waiting; a step's output waited for after the next step is launched); "spec":
+    the target verifying `gamma` drafts of the draft model per step (vLLM's draft_model method, V1's proposer frames
+    `…/spec_decode/eagle.py(237): propose`), each request accepting each draft with probability `alpha` (seeded), its
+    batch shrinking as its requests end (the last step of each cut by its length), the verify's sampling ending in a
+    blocking copy of its tokens, the proposer returning before its drafts ran. A plain run ends with a step that
+    schedules nothing (`…_0(0)_generation_0(0)`: no GPU work), as vLLM writes one. `scheduling` "sync": no
+    asynchronous scheduling — the engine core's `…/engine/core.py(391): step` frame around each step (the async
+    engine's is `step_with_batch_queue`), a plain run's sampling ending in a blocking copy too; the proposer still
+    returns before its drafts ran, so a verify step's GPU work ends after its step frame."""
+    import random
+
+    rnd = random.Random(seed)
+    root = VLLM_PREFIXES.get(form, form)
+    runner, worker = root + "vllm/v1/worker/gpu_model_runner.py", root + "vllm/v1/worker/gpu_worker.py"
+    model = "target" if role == "spec" else role
+    s = _Stream()
+    steps: list[H100Step] = []
+    left = [output - 1] * batch  # the tokens each request makes after its prefill's
+    t = BASE_NS
+    pending: int | None = None  # a plain run's last step's copy, waited for after the next step's launch
+    k = 0
+    while k == 0 or any(left):
+        live = [r for r in range(batch) if k == 0 or left[r] > 0]
+        b = len(live)
+        prefill = k == 0
+        per = 1 if role != "spec" else gamma + 1
+        name = (f"execute_context_{b}({b * 512})_generation_0(0)" if prefill
+                else f"execute_context_0(0)_generation_{b}({b * per})")
+        step = H100Step("prefill" if prefill else "verify" if role == "spec" else "decode", b, name, 0, 0)
+        core0 = t
+        t += 250_000  # the scheduler
+        w0 = t
+        t += 20_000
+        step.start = t
+        r0 = t + 15_000
+        t = s.call(r0 + 40_000, "cudaMemcpyAsync", 8_000, copy="Memcpy HtoD (Pinned -> Device)")
+        t = s.call(t + 30_000, "cudaLaunchKernel", 5_000, [(PREP, 4_000)])
+        kernels = _forward_kernels(model, per, b, prefill)
+        if prefill:  # eager (piecewise): each kernel its own launch
+            for kname, dur in kernels:
+                t = s.call(t + 60_000, "cudaLaunchKernel", 5_000, [(kname, dur)])
+        else:
+            t = s.call(t + 900_000, "cudaGraphLaunch", 12_000, kernels[:-1], graph=True)
+            t = s.call(t + 40_000, "cudaLaunchKernel", 5_000, [kernels[-1]])  # the logits (LM head), eager
+        t += 150_000
+        s.span("python_function", f"{runner}(3380): execute_model", r0, t)
+        step.end = t + 10_000
+        s.span("user_annotation", name, step.start, step.end)
+        t = step.end + 20_000
+        s.span("python_function", f"{worker}(573): execute_model", w0, t)
+        step.forward = s.launched(step.start, step.end)
+        # the sampling: the runner's sample_tokens frame (inside the worker's)
+        ws0 = t + 30_000
+        ss0 = ws0 + 20_000
+        t = s.call(ss0 + 60_000, "cudaLaunchKernel", 5_000, [(SOFTMAX, 120_000 * (per if role == "spec" else 1))])
+        t = s.call(t + 30_000, "cudaLaunchKernel", 5_000, [(ARGMAX, 45_000)])
+        if role == "spec":
+            t = s.call(t + 30_000, "cudaLaunchKernel", 5_000, [("rejection_random_sample_kernel", 380_000)])
+            t = s.call(t + 40_000, "cudaMemcpyAsync", 10_000, copy="Memcpy DtoH (Device -> Pageable)", blocking=True)
+            sample_end = t + 60_000
+            step.sample = s.launched(ss0, sample_end)
+            p0 = sample_end + 10_000  # propose_draft_token_ids: the inputs, then the proposer
+            q = s.call(p0 + 40_000, "cudaLaunchKernel", 5_000, [(PREP, 20_000)])
+            s.span("python_function", root + "vllm/v1/spec_decode/eagle.py(512): prepare_inputs_padded", p0 + 20_000,
+                   q + 20_000)
+            q0 = q + 40_000
+            t = q0 + 30_000
+            for d in range(gamma):
+                first_prefill = prefill and d == 0
+                t = s.call(t + 50_000, "cudaLaunchKernel", 5_000, [(PREP, 5_000)])
+                draft = _forward_kernels("draft", 1, b, first_prefill)
+                if first_prefill:  # the first drafts after the prefill: over the prompt, eagerly
+                    for kname, dur in draft[:-1]:
+                        t = s.call(t + 40_000, "cudaLaunchKernel", 5_000, [(kname, dur)])
+                else:  # one graph replay carries the draft forward's kernels
+                    t = s.call(t + 60_000, "cudaGraphLaunch", 12_000, draft[:-1], graph=True)
+                t = s.call(t + 20_000, "cudaLaunchKernel", 5_000, [draft[-1]])
+                t = s.call(t + 20_000, "cudaLaunchKernel", 5_000, [(ARGMAX, 12_000)])
+            q1 = t + 40_000  # returns: its drafts still run on the GPU
+            s.span("python_function", root + "vllm/v1/spec_decode/eagle.py(237): propose", q0, q1)
+            step.propose, step.propose_frame = s.launched(q0, q1), (q0, q1)
+            p1 = q1 + 20_000
+            s.span("python_function", f"{runner}(2410): propose_draft_token_ids", p0, p1)
+            t = p1 + 30_000
+        else:
+            if scheduling == "async":  # copied without waiting: waited for after the next step's launch
+                t = s.call(t + 30_000, "cudaMemcpyAsync", 8_000, copy="Memcpy DtoH (Device -> Pinned)")
+                copy_end = s.ops[-1][1]
+                t = s.call(t + 10_000, "cudaEventRecord", 3_000)
+            else:
+                t = s.call(t + 30_000, "cudaMemcpyAsync", 10_000, copy="Memcpy DtoH (Device -> Pageable)",
+                           blocking=True)
+            t += 40_000
+            step.sample = s.launched(ss0, t)
+        s.span("python_function", f"{runner}(4303): sample_tokens", ss0, t)
+        step.sample_frame = (ss0, t)
+        t += 20_000
+        s.span("python_function", f"{worker}(590): sample_tokens", ws0, t)
+        if role != "spec" and scheduling == "async":  # the previous step's output, waited for now
+            if pending is not None:
+                g0 = t + 20_000
+                t = s.wait(g0 + 10_000, pending)
+                t += 10_000
+                s.span("python_function", f"{runner}(231): get_output", g0, t)
+            pending = copy_end
+        t += 300_000  # the engine's bookkeeping
+        s.span("python_function", root + ("vllm/v1/engine/core.py(426): step_with_batch_queue" if scheduling == "async"
+                                          else "vllm/v1/engine/core.py(391): step"), core0, t)
+        if role == "spec" and not prefill:
+            for r in live:
+                took = 1
+                while took <= gamma and rnd.random() < alpha:
+                    took += 1
+                step.taken[r] = min(took, left[r])
+                left[r] -= step.taken[r]
+        elif not prefill:
+            for r in live:
+                left[r] -= 1
+        steps.append(step)
+        t += 20_000 if scheduling == "async" else 1_000_000  # sync: the engine loop between its step frames
+        k += 1
+    if role != "spec":  # a last step that schedules nothing: annotated, no GPU work
+        t += 250_000
+        empty = H100Step("empty", 0, "execute_context_0(0)_generation_0(0)", t, t + 200_000)
+        s.span("python_function", f"{runner}(3380): execute_model", t + 20_000, t + 180_000)
+        s.span("user_annotation", empty.name, empty.start, empty.end)
+        steps.append(empty)
+        t = empty.end + 50_000
+    if pending is not None:  # the last step's output
+        g0 = t + 20_000
+        t = s.wait(g0 + 10_000, pending)
+        s.span("python_function", f"{runner}(231): get_output", g0, t + 10_000)
+    for i, step in enumerate(steps):  # each step's window: to the next step's annotation (the last: all after it)
+        nxt = steps[i + 1].start if i + 1 < len(steps) else t + 10**9
+        step.window = [o for o in s.ops if step.start <= o[5] < nxt]
+    events = [{"ph": "M", "name": "process_name", "pid": BUILT_PID, "tid": 0, "args": {"name": "VLLM::EngineCore"}},
+              {"ph": "M", "name": "thread_name", "pid": BUILT_PID, "tid": BUILT_TID, "args": {"name": "MainThread"}},
+              {"ph": "M", "name": "process_name", "pid": DEVICE, "tid": 0, "args": {"name": "GPU 0"}},
+              {"ph": "M", "name": "thread_name", "pid": DEVICE, "tid": STREAM, "args": {"name": f"stream {STREAM}"}}]
+    events += sorted(s.events, key=lambda e: (e["ts"], -e["dur"]))
+    doc = {"schemaVersion": 1, "deviceProperties": [{"id": DEVICE, "name": "NVIDIA H100 80GB HBM3",
+                                                     "totalGlobalMem": 85029158912, "computeMajor": 9,
+                                                     "computeMinor": 0, "numSms": 132}],
+           "with_stack": 1, "vllm_version": "0.11.2", "cuda_runtime_version": 12080, "cupti_version": 26,
+           "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, "traceEvents": events,
+           "displayTimeUnit": "ms"}
+    dst = Path(dst)
+    out = _dumps(doc)
+    if dst.suffix == ".gz":
+        dst.write_bytes(gzip.compress(out.encode("utf-8")))
+    else:
+        dst.write_text(out, encoding="utf-8")
+    return H100Run(dst, steps, role, batch, output, gamma, s)

@@ -2,7 +2,8 @@
 
 Cheap checks (in `make check`): the README's length and its relative links, the site's navigation against the pages
 in docs/, the CLI reference as mkdocs-click renders it (every verb and flag of the click commands), and the NVTX
-contract's table against `nsys_cc.contract`. The site's strict build itself is `make docs`, which `make test` runs;
+contract's table against `nsys_cc.contract`, and every code name docs/architecture.md cites against the package. The
+site's strict build itself is `make docs`, which `make test` runs;
 the slow test here checks that the build really fails on a broken link or anchor (the strictness is configuration,
 and a configuration can be lost).
 """
@@ -126,6 +127,102 @@ def test_pages_named_in_the_code_exist():
     missing = {page: sorted(where) for page, where in named.items() if page not in outside
                and not (DOCS / page).exists()}
     assert missing == {}
+
+
+# A code name in backticks: identifiers joined by dots (`analysis.forwards.ranges.forward_range`, `front.analyze`,
+# `res.render()`); a file's name (`done.json`, `tune_text.py`) is none.
+CODE_NAME = re.compile(r"`((?:[A-Za-z_]\w*\.)+[A-Za-z_]\w*)(?:\(\))?`")
+FILE_SUFFIXES = {"py", "json", "md", "csv", "png", "sqlite", "gz", "txt", "html", "toml", "yml", "sh"}
+# Names a page cites that are not the package's, by their first part.
+NOT_THE_PACKAGES = {"res": "a result, as the examples name it", "EngineCore": "vLLM's engine core"}
+
+
+def code_names(markdown: str) -> list[str]:
+    """The code names a page cites (`CODE_NAME`), each once, in order; file names left out."""
+    found = (m.group(1) for m in CODE_NAME.finditer(markdown))
+    return list(dict.fromkeys(n for n in found if n.rsplit(".", 1)[1] not in FILE_SUFFIXES))
+
+
+def defined_names(path: Path) -> set[str]:
+    """What a module defines at its top (functions, classes, assignments, imports; the facade's lazy names) and its
+    classes' members (`Class.member`)."""
+    import ast
+
+    out: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                out |= {f"{node.name}.{n}" for n in defined_names_of(node.body)}
+        else:
+            out |= defined_names_of([node])
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) \
+            else []
+        if any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in targets) and isinstance(node.value, ast.Dict):
+            out |= {k.value for k in node.value.keys if isinstance(k, ast.Constant)}
+    return out
+
+
+def defined_names_of(body: list) -> set[str]:
+    import ast
+
+    out: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign):
+            out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            out |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return out
+
+
+def unresolved(names: list[str], package: Path) -> list[str]:
+    """The `names` that name nothing in `package`: a name resolves when a module of the package ends with its first
+    parts (`forwards.phases` is nsys_cc.analysis.forwards.phases; `nsys_cc.files` the package's own) and defines
+    the rest (`ranges.forward_range`, `interleaved_run.Engine`, `Folder.lock` of a class), or when its first part is
+    a class of the package with the second as a member."""
+    root = package.parent
+    mods = {".".join(p.relative_to(root).with_suffix("").parts[:-1] if p.name == "__init__.py"
+                     else p.relative_to(root).with_suffix("").parts): p for p in package.rglob("*.py")}
+    every = set().union(*(defined_names(p) for p in mods.values()))
+    out = []
+    for name in names:
+        parts = name.split(".")
+        if parts[0] in NOT_THE_PACKAGES or (len(parts) == 2 and name in every):
+            continue
+        found = False
+        for k in range(len(parts), 0, -1):
+            prefix, rest = ".".join(parts[:k]), ".".join(parts[k:])
+            for mod, path in mods.items():
+                if (mod == prefix or mod.endswith("." + prefix)) and (not rest or rest in defined_names(path)):
+                    found = True
+        if not found:
+            out.append(name)
+    return out
+
+
+def test_every_code_name_architecture_cites_exists():
+    names = code_names((DOCS / "architecture.md").read_text())
+    assert len(names) > 50 and "analysis.forwards.ranges.forward_range" in names
+    assert unresolved(names, ROOT / "nsys_cc") == []
+
+
+def test_the_code_name_check_finds_a_name_that_is_gone(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    (pkg / "analysis").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("_LAZY: dict = {'tune': ('nsys_cc.workflows.tune', 'tune')}\n")
+    (pkg / "analysis" / "__init__.py").write_text("")
+    (pkg / "analysis" / "sources.py").write_text("from x import y as z\nclass Run:\n    steps: int = 0\n"
+                                                 "def decode_precision_of():\n    pass\n")
+    page = ("`sources.decode_precision_of` `analysis.sources.Run.steps` `Run.steps` `nsys_cc.tune` `sources.z` "
+            "`sources.gone` `nsys_cc.views` `views.render()` `res.render()` `done.json` `sources.py`")
+    assert code_names(page) == ["sources.decode_precision_of", "analysis.sources.Run.steps", "Run.steps",
+                                "nsys_cc.tune", "sources.z", "sources.gone", "nsys_cc.views", "views.render",
+                                "res.render"]
+    assert unresolved(code_names(page), pkg) == ["sources.gone", "nsys_cc.views", "views.render"]
 
 
 def test_the_link_check_finds_a_broken_link_and_anchor(tmp_path):

@@ -24,6 +24,9 @@ Every import of the package's own modules counts, wherever it is written (module
 - `front`: the library's front door (`nsys_cc.analyze`: one call for every source `analyze` takes);
 - `cli`: the click verbs;
 - the facade (`nsys_cc/__init__.py`), which names everything.
+
+And the size of a job: no module over 600 lines, no function or method over 100 (a long function hides under the
+module limit just as a long module would).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import nodes
+from conftest import nodes, parsed
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
@@ -372,3 +375,55 @@ def test_the_length_check_counts_lines_in_every_room(tmp_path):
     (pkg / "vllm" / "hooks" / "big.py").write_text("x = 1\n" * 601)
     (pkg / "vllm" / "fine.py").write_text("x = 1\n" * 600)
     assert long_modules(pkg) == {"nsys_cc": 700, "nsys_cc.vllm.hooks.big": 601}
+
+
+# ---- functions of one job ----------------------------------------------------------------------------------------
+MAX_FUNCTION_LINES = 100
+# The functions still over the limit, in modules being split in other work: each at its length today, exactly, so
+# that the test fails when one grows, and when one shrinks or goes (then edit it here: the list only gets shorter).
+LONG_FUNCTIONS = {
+    "nsys_cc.analysis.speculative.in_place.analyze_speculative": 208,
+    "nsys_cc.analysis.coefficient.model.model_of": 111,
+    "nsys_cc.vllm.interleave.main": 107,
+}
+
+
+def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> dict[str, int]:
+    """Every function and method of the package (nested ones too) longer than `limit` lines — from its `def` line to
+    its last, its decorators aside —, by qualified name (`module.Class.method`, `module.outer.inner`)."""
+    out: dict[str, int] = {}
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = prefix
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}.{child.name}"
+                lines = (child.end_lineno or child.lineno) - child.lineno + 1
+                if not isinstance(child, ast.ClassDef) and lines > limit:
+                    out[name] = lines
+            walk(child, name)
+
+    for module, path in modules(root).items():
+        walk(parsed(path), module)
+    return out
+
+
+def test_no_function_of_the_package_is_over_100_lines():
+    found = long_functions(PACKAGE)
+    assert {f: n for f, n in found.items() if f not in LONG_FUNCTIONS} == {}, \
+        f"split these functions (at most {MAX_FUNCTION_LINES} lines each)"
+    assert {f: found.get(f) for f in LONG_FUNCTIONS} == LONG_FUNCTIONS, \
+        "a function of the allow-list changed length: lower LONG_FUNCTIONS (or drop it when it is split)"
+
+
+def test_the_function_check_finds_long_methods_and_nested_functions(tmp_path):
+    pkg = tmp_path / "nsys_cc"
+    (pkg / "report").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    body = "    x = 1\n"
+    (pkg / "report" / "text.py").write_text(
+        "@decorated\ndef short():\n" + body * 99                        # 100 lines with its def: allowed
+        + "class Table:\n    def render(self):\n" + body.replace("    ", "        ") * 100  # 101
+        + "def outer():\n    def inner():\n" + body.replace("    ", "        ") * 101 + "    return inner\n")
+    assert long_functions(pkg) == {"nsys_cc.report.text.Table.render": 101, "nsys_cc.report.text.outer": 104,
+                                   "nsys_cc.report.text.outer.inner": 102}

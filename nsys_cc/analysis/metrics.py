@@ -73,6 +73,9 @@ BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 # The metric c and the in-place figures are headlined on where every trace has GPU work (`gpu_time.headline`; wall
 # otherwise): the GPU span — docs/definitions.md, "GPU time is the answer", says why.
 GPU_HEADLINE = GPU_SPAN
+# A range's CPU time (the metric wall) where the answer is on the GPU: the time the CPU took to launch its work. The one
+# name a person reads for it there (`coefficient.gpu_time`, `report.gpu_time_text`); its data key stays wall.
+LAUNCH_TIME = "launch time"
 METRIC_NAMES: tuple[str, ...] = tuple(BY_NAME)
 C_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.coefficient)
 COLUMNS: dict[str, str] = {m.name: m.column for m in METRICS}

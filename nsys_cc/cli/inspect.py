@@ -29,62 +29,15 @@ def info(file, fmt):
     if fmt == "json":
         click.echo(json.dumps(about.to_dict(), indent=2))
         return
-    described = about.description
     from ..report.table_text import text_rows
+    from ..trace.registry import format_named
 
-    if about.format == "kineto":
-        lines = _kineto_lines(about)
-        lines.insert(2, f"ran on          {described}")  # `TraceInfo.description`
-        rows = [{"category": name, "events": f"{count:,}"} for name, count in about.tables.items()]
-        table = text_rows(rows, right={"events"}, columns=["category", "events"])
-    else:
-        yes = {True: "yes", False: "no"}
-        lines = [
-            f"file            {about.path}",
-            *([f"exported to     {about.sqlite_path}"] if about.sqlite_path != about.path else []),
-            f"ran on          {described}",
-            f"nsys version    {about.nsys_version or 'unknown'}",
-            f"schema version  {about.schema_version or 'unknown'}",
-            f"CUDA data       {yes[about.has_cuda]}",
-            f"NVTX data       {yes[about.has_nvtx]}",
-        ]
-        rows = [{"table": name, "rows": f"{count:,}"} for name, count in sorted(about.tables.items())]
-        table = text_rows(rows, right={"rows"}, columns=["table", "rows"])
+    kind = format_named(about.format)  # how its format describes its files
+    columns, rows = kind.table_rows(about.tables)
+    table = text_rows(rows, right={columns[1]}, columns=columns)
     # every string a trace supplies (a version, a device's name, the backend, a table's name) one line each: a
     # newline in `distributedInfo.backend` printed a line of its own (a forged `nsys-cc: error:` line)
-    click.echo("\n".join([*(one_line(line) for line in lines), "", ""]) + table + "\n", nl=False)
-
-
-# Range names listed by `info` of a PyTorch-profiler trace (the most frequent first; the JSON lists all).
-LISTED_RANGES = 8
-
-
-def _kineto_lines(about) -> list[str]:
-    """`nsys-cc info`'s header for a PyTorch-profiler trace: what the file states, what it holds."""
-    d = about.details
-    versions = ", ".join(f"{k.removesuffix('_version').removesuffix('Version')} {v}" for k, v in d["versions"].items())
-    devices = d["devices"]
-    names = sorted({str(x.get("name")) for x in devices})
-    device = (f"{', '.join(names)} × {len(devices)}" if devices else "none listed (a CPU-only profile)")
-    ranges = sorted(d["ranges"].items(), key=lambda kv: (-kv[1], kv[0]))
-    shown = [f"{n} × {name}" for name, n in ranges[:LISTED_RANGES]]
-    if len(ranges) > LISTED_RANGES:
-        shown.append(f"… {len(ranges) - LISTED_RANGES} more names (--format json lists them)")
-    rank = (f"{d['rank']} of {d['world_size']}" + (f" ({d['backend']})" if d.get("backend") else "")
-            if d.get("rank") is not None else "unknown")
-    frames = {None: "not stated", True: "recorded (with_stack)", False: "not recorded"}[d.get("with_stack")]
-    return [
-        f"file            {about.path}",
-        f"format          PyTorch profiler (Kineto) trace, schema {about.schema_version or 'unknown'}",
-        f"versions        {versions or 'none stated'}",
-        f"devices         {device}",
-        f"rank            {rank}",
-        f"CUDA data       {'yes' if about.has_cuda else 'no'}",
-        f"Python frames   {frames}: {d['python_frames']:,}",
-        f"ranges          {sum(d['ranges'].values()):,} user_annotation ranges"
-        + (":" if ranges else " (torch.profiler.record_function writes them)"),
-        *(f"                {line}" for line in shown),
-    ]
+    click.echo("\n".join([*(one_line(line) for line in kind.info_lines(about)), "", ""]) + table + "\n", nl=False)
 
 
 @click.command()
@@ -105,8 +58,7 @@ def ranges(file, range_name, fmt):
     with open_trace(file) as trace:
         table = range_table(trace, range_name)
         dropped = dropped_note(trace)
-        kineto = trace.format == "kineto"
-        view = "NVTX_EVENTS" in getattr(trace, "views", ())
+        ranges_are, no_table = trace.capabilities.ranges_are, trace.no_range_table()
     if dropped:  # the projection left damaged CUDA rows out: said, on stderr so that csv/json stay data
         click.echo(one_line(f"note: {dropped}"), err=True)
     if fmt in ("csv", "json"):
@@ -118,9 +70,7 @@ def ranges(file, range_name, fmt):
         except BrokenPipeError:  # `| head`: the reader has all it wanted
             os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
     elif table.empty:
-        click.echo(one_line(f"no {'user_annotation' if kineto else 'NVTX'} ranges in {file}"
-                            + (": its NVTX_EVENTS is a view, not the table nsys exports (the file was edited); "
-                               "export the report again" if view else "")), err=True)
+        click.echo(one_line(f"no {ranges_are} ranges in {file}" + (f": {no_table}" if no_table else "")), err=True)
     else:
         numeric = {c for c in table.columns if c not in ("name", "range_style")}
         click.echo(text_table(table, right=numeric) + "\n", nl=False)

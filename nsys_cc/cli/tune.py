@@ -42,11 +42,11 @@ from .options import MODEL, NUMBERS, OUTPUT_DIR, TRACE_LIST, NonEmpty, WholeNumb
 @click.option("--nsys-trace", "trace", default=None, metavar="LIST", type=TRACE_LIST,
               help="nsys -t value (e.g. nvtx for the smallest traces).")
 @click.option("--force", is_flag=True, help="Profile again cells that an earlier run completed.")
-@click.option("--no-plot", is_flag=True, help="Do not draw tune.png.")
-@click.option("--no-confirm", is_flag=True,
-              help="After the fit, do not profile the schedule's γ at the measured batch sizes where it was not "
-                   "measured (round-2/: every cell again with those, in the same runs; without it the schedule check "
-                   "may have nothing to compare).")
+@click.option("--plot/--no-plot", default=True, show_default=True, help="Draw tune.png.")
+@click.option("--confirm/--no-confirm", default=True, show_default=True,
+              help="After the fit, profile the schedule's γ at the measured batch sizes where it was not measured "
+                   "(round-2/: every cell again with those, in the same runs); without it the schedule check may "
+                   "have nothing to compare.")
 @click.option("--workload", type=click.Choice(["server", "benchmark"]), default="server", show_default=True,
               help="Whose schedule is num_speculative_tokens_per_batch_size and the --speculative-config: a "
                    "server's (steady state, continuous batching: what vLLM's table is for) or the benchmark's "
@@ -59,9 +59,7 @@ from .options import MODEL, NUMBERS, OUTPUT_DIR, TRACE_LIST, NonEmpty, WholeNumb
                    "cells of that round [default: on a GPU only; vLLM's CPU (V1) runner ignores the table].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch_size, max_gamma, out_dir, input_len,
-         output_len, warmup_iters, iters, repeat, replicas, device, profiler, trace, force, no_plot, no_confirm,
-         workload, run_schedule, seed, fmt):
+def tune_command(fmt, **fields):
     """The γ to speculate at every batch size up to --max-batch-size, as vLLM's num_speculative_tokens_per_batch_size.
 
     Profiles TARGET with DRAFT at every batch size × γ of the design and the --check cells, all in the same
@@ -76,12 +74,9 @@ def tune_command(source, target, draft, batch_sizes, speculate, check, max_batch
     from ..formats import tune_json
     from ..report.tune_text import UNTRUSTED_EXIT, render_text
     from ..workflows.tune import tune
+    from ..workflows.tune_request import TuneRequest
 
-    report = tune(source, target=target, draft=draft, batch_sizes=batch_sizes, speculate=speculate, check=check,
-                 out_dir=out_dir, max_batch_size=max_batch_size, max_gamma=max_gamma, input_len=input_len,
-                 output_len=output_len, warmup_iters=warmup_iters, iters=iters, repeat=repeat, replicas=replicas,
-                 device=device, trace=trace, force=force, seed=seed, plot=not no_plot, confirm=not no_confirm,
-                 workload=workload, run_schedule=run_schedule, profiler=profiler)
+    report = tune(TuneRequest(**fields))  # each flag's destination is the request's field of the same name
     if fmt == "json":
         click.echo(tune_json.dumps(report.to_dict()))
     else:

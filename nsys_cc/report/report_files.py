@@ -109,7 +109,7 @@ def _write(stage: publishing.Stage, result: CostCoefficientResult, extra_notes: 
                 fig.savefig(path, dpi=DPI)
             pngs.append(path)
 
-    versions = ", ".join(sorted({f"{m.name}: nsys {m.nsys_version or 'unknown'}" for m in result.models}))
+    versions = ", ".join(sorted({f"{m.name}: {_recorded_by(m)}" for m in result.models}))
     md = [
         "# Cost coefficient report", "",
         f"Forward range `{result.range_name}`; c = median(draft forward) ÷ median(target forward) per phase and "
@@ -128,6 +128,12 @@ def _write(stage: publishing.Stage, result: CostCoefficientResult, extra_notes: 
     md += ["Tables: " + ", ".join(f"[{n}.csv]({n}.csv)" for n in tables), ""]
     with stage.file("report.md") as path:
         path.write_text("\n".join(md), encoding="utf-8", errors="backslashreplace")
+
+
+def _recorded_by(model) -> str:
+    """What recorded a model's trace, in report.md's words ("nsys 2024.5.1.113", "PyTorch profiler (Kineto) schema 1";
+    a model of no opened trace: its nsys version, "nsys unknown")."""
+    return str(model.recorder) if model.recorder is not None else f"nsys {model.nsys_version or 'unknown'}"
 
 
 def _speculative_tables(spec) -> dict[str, pd.DataFrame]:

@@ -15,6 +15,7 @@ import math
 import pandas as pd
 
 from ..analysis.coefficient.result import CostCoefficientResult
+from ..analysis.forwards.engine_marks import label as marker_label
 from ..analysis.metrics import BY_NAME, C_METRICS, METRIC_NAMES, WALL
 from ..analysis.stats import STAT_NAMES
 from . import gpu_time_text, kernel_text, run_plots, step_text, token_text
@@ -61,6 +62,8 @@ def result_to_dict(result: CostCoefficientResult) -> dict:
             phases[phase] = entry
         models.append({
             "name": m.name, "role": m.role, "path": m.path, "range": m.range_name, "nsys_version": m.nsys_version,
+            "trace_format": m.trace_format, "recorder": None if m.recorder is None else m.recorder.name,
+            "recorder_version": None if m.recorder is None else m.recorder.version,
             "has_cuda": m.has_cuda, "trace": None if m.description is None else m.description.to_dict(),
             "token_parts": m.token_parts or None,
             "gpu_loss": None if m.gpu_loss is None else m.gpu_loss.to_dict(),
@@ -224,6 +227,13 @@ def _long_csv(result: CostCoefficientResult) -> str:
     return buf.getvalue()
 
 
+def _range_words(result: CostCoefficientResult) -> str:
+    """The forward range as the header names it: each model's, an engine's own step annotations named as that engine
+    writes them (`engine_marks.label`: SGLang's `step[…]`, not vLLM's name the results keep)."""
+    names = dict.fromkeys(marker_label(m.range_name, getattr(m.description, "engine", None)) for m in result.models)
+    return " / ".join(map(repr, names))
+
+
 def _c_words(result: CostCoefficientResult) -> str:
     """What c is: the token's (forward + logits + sampling) where a pair has them, else the forwards'."""
     if not result.drafts:
@@ -315,7 +325,7 @@ def render(result: CostCoefficientResult, fmt: str = "table") -> str:
         parts += ["", "**Notes**", ""] + [f"- {n}" for n in result.notes]
         return "\n".join(parts) + "\n"
     traces = traces_line(result)
-    parts = [f"Forward range: {result.range_name!r}; {_c_words(result)}; {_interval_words(result)}"
+    parts = [f"Forward range: {_range_words(result)}; {_c_words(result)}; {_interval_words(result)}"
              f"{_headline_words(result)}", *([traces] if traces else []), "", text_table(table), ""]
     split = token_text.split_table(result)
     if not split.empty:

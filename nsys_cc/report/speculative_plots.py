@@ -4,7 +4,8 @@
   per broken assumption (verify ≠ decode, draft forwards, outside time, medians do not add), on a log axis so that
   each factor is a bar of its own length; Thm 3.8's prediction and the held-out forecast are marked beside. Drawn on
   the analysis's headline metric (`SpeculativeAnalysis.metric`: the forwards' gpu_span on GPU traces, wall on CPU),
-  which the title names; the steps themselves are CPU times (an engine step waits for its GPU work).
+  which the title names, the steps' times on it too (on a GPU trace each step from its start to the end of its GPU
+  work).
 - forecast_heatmap: per draft, the cost model's forecast speedup over γ = 1…8 × α, the S = 1 contour, the best γ
   at each α and the measured runs.
 """
@@ -101,7 +102,7 @@ def waterfall(spec: SpeculativeAnalysis) -> Figure | None:
     for ax in axes[::MAX_COLUMNS]:
         ax.set_ylabel("speedup over plain decoding (log scale)")
     on = ("forwards on wall (the forward ranges' time)" if spec.metric == WALL else
-          f"forwards on {spec.metric} (their GPU time), steps on their CPU time (which waits for their GPU work)")
+          f"forwards on {spec.metric} (their GPU time), each step from its start to the end of its GPU work")
     fig.suptitle("Measured speedup, from the ideal (a step costing one plain decode step) to the measured one;\n"
                  f"each bar multiplies by one factor, applied left to right (green: gain, red: loss);\n{on}",
                  fontsize=11)

@@ -151,10 +151,11 @@ def measured_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
 def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run and shown metric: what a drafted token and a verify token cost in place, the draft's
     catch-up forward (over the tokens just verified; its payload in brackets) apart from its later forwards, the
-    draft's and the verify's logits and sampling (in the headline metric's row: on a GPU trace their GPU span — a
-    blocking copy of the sampled tokens waits for the GPU on the CPU, not on the GPU), the token
-    sums, the c of a token in place against the verify and against a plain decode token (a head's c), the forwards'
-    c beside it, and a model-free proposer's proposing per step."""
+    draft's and the verify's logits and sampling on each row's metric (what its token sums hold: on a GPU trace the
+    headline row's are their GPU span — a blocking copy of the sampled tokens waits for the GPU on the CPU, not on
+    the GPU — the launch time row's their CPU time), the token sums, the c of a token in place against the verify
+    and against a plain decode token (a head's c), the forwards' c beside it, and a model-free proposer's proposing
+    per step."""
     by_metric = {(r["name"], r["metric"]): r for r in spec.by_metric.to_dict(orient="records")}
     per_run = run_values(spec)
     rows = []
@@ -168,18 +169,15 @@ def token_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
                 return _ci(r[col], r[f"{col}_ci_low"], r[f"{col}_ci_high"],
                            runs=per_run.get((r["name"], metric, col), ()))
 
-            def wall_only(col: str, metric: str = metric, t: dict = t) -> str:  # the table's: on the headline
-                return sig3(t[col]) if metric == spec.metric and not _missing(t[col]) else "–"
-
             catchup = ci("draft_catchup_ms")
             if catchup != "–" and not _missing(t["draft_catchup_tokens"]):
                 catchup += f" ({t['draft_catchup_tokens']:.0f} tok)"
             rows.append({
                 "Run": t["name"], "γ": t["gamma"], "Metric": words(metric, spec.metric), "Basis": t["basis"],
                 "Catch-up fwd (ms)": catchup, "Later fwd (ms)": ci("draft_later_ms"),
-                "Draft logits": wall_only("draft_logits_ms"), "Draft sample": wall_only("draft_sample_ms"),
-                "Draft token (ms)": ci("draft_token_ms"), "Verify logits": wall_only("verify_logits_ms"),
-                "Verify sample": wall_only("verify_sample_ms"), "Verify token (ms)": ci("verify_token_ms"),
+                "Draft logits": part(r, "draft_logits_ms"), "Draft sample": part(r, "draft_sample_ms"),
+                "Draft token (ms)": ci("draft_token_ms"), "Verify logits": part(r, "verify_logits_ms"),
+                "Verify sample": part(r, "verify_sample_ms"), "Verify token (ms)": ci("verify_token_ms"),
                 "Decode token (ms)": ci("decode_token_ms"), "c in place": ci("c_in_place"),
                 "c vs decode token": ci("c_in_place_decode"), "c forwards": ci("c_in_place_forward"),
                 "Propose (ms)": ci("propose_ms"),
@@ -191,6 +189,11 @@ def _missing(v) -> bool:
     return v is None or (isinstance(v, float) and math.isnan(v))
 
 
+def part(row: dict, column: str) -> str:
+    """A token part's median (ms) in a `by_metric` row, "–" where the traces have no range of it."""
+    return "–" if _missing(row.get(column)) else sig3(row[column])
+
+
 def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
     """One row per run: measured speedup against the predictions, side by side."""
     rows = []
@@ -200,7 +203,7 @@ def speedup_table(spec: SpeculativeAnalysis) -> pd.DataFrame:
         measured = _x(r.measured_speedup)
         if measured != "–":
             measured = interval_text(r.measured_speedup, r.measured_speedup_ci_low, r.measured_speedup_ci_high,
-                                     per_run.get((r.name, WALL, "measured_speedup"), ()), fmt_speedup)
+                                     per_run.get((r.name, spec.metric, "measured_speedup"), ()), fmt_speedup)
             measured = measured.replace(" ", "× ", 1) if " " in measured else measured + "×"
         rows.append({
             "Run": r.name, "γ": r.gamma, "α": "–" if math.isnan(r.alpha) else f"{r.alpha:.3g}",
@@ -252,9 +255,9 @@ HEADER = ("Speculative decoding measured in place (medians with 95 % intervals �
 
 
 def step_words(spec: SpeculativeAnalysis) -> str:
-    """What a step's time is: a CPU range on every trace (vLLM's engine step, which waits for its GPU work before it
-    samples on the host); on a CPU trace simply "wall"."""
-    return WALL if spec.metric == WALL else "each engine step's CPU time, which waits for its GPU work"
+    """What a step's time is: on a GPU trace from the step's start to the end of the GPU work launched in it (the time
+    the user waits for; its CPU time is its launch time, `steps.step_time_column`); on a CPU trace simply "wall"."""
+    return WALL if spec.metric == WALL else "each step from its start to the end of its GPU work"
 
 
 def titles(spec: SpeculativeAnalysis) -> dict[str, str]:

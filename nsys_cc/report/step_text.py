@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..analysis.metrics import BY_NAME, WALL
+from ..analysis.metrics import WALL
+from . import gpu_time_text
 
 TITLE = "Steps by kind, batch and context (the engine's step annotations; medians per step)"
 # At most this many groups are shown; the rest are in `result.by_step`.
@@ -25,7 +26,7 @@ def display(result) -> tuple[pd.DataFrame, str]:
     for metric in dict.fromkeys((headline, WALL)):
         col = f"{metric}_ms"
         if col in table:
-            label = "Launch, CPU" if metric == WALL and headline != WALL else BY_NAME[metric].label
+            label = gpu_time_text.label(metric, headline)  # the one name: launch time on a GPU trace
             shown[f"{label} (ms)"] = table[col].map(lambda x: "–" if x != x else f"{x:.3f}")
     left = len(shown) - MAX_ROWS
     return shown.head(MAX_ROWS), (f"… {left} more group(s) in result.by_step" if left > 0 else "")

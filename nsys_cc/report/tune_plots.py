@@ -1,5 +1,6 @@
 """The plot of `nsys-cc tune`: forecast speedup against batch size, one line per γ (band: its 95 % interval), the
-chosen schedule drawn over them, and the measured cells (fitted: filled; held out: open) with their intervals."""
+chosen schedule drawn over them, and the measured cells (fitted: filled; held out: open) with their intervals, each
+marked with its γ and its key's axes beside the batch size (`CellKey.beyond_batch`: `L=128` for a sweep's cell)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,8 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
             ax.errorbar([c.batch_size], [c.measured_speedup], yerr=err, fmt="o", ms=8, capsize=3,
                         color=colour, mfc=colour if filled else "white", mec=colour,
                         label=f"{name}" if j == 0 else None)
-            ax.annotate(f"γ={c.gamma}", (c.batch_size, c.measured_speedup), textcoords="offset points",
+            ax.annotate(" ".join(x for x in (f"γ={c.gamma}", c.key.beyond_batch) if x),
+                        (c.batch_size, c.measured_speedup), textcoords="offset points",
                         xytext=(6, 4), fontsize=8)
     ax.axhline(1.0, color="grey", lw=0.8, ls="--")
     ax.set_xscale("log", base=2)

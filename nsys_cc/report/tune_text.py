@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from ..analysis.tune.keys import CellKey
 from ..analysis.tune.schedule import WORKLOADS
 
 if TYPE_CHECKING:
@@ -29,10 +30,11 @@ def _ci(lo: float, hi: float) -> str:
 
 def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     """The text `nsys-cc tune` prints (and report.md holds): the step cost model, the forecast per batch size, the
-    held-out and schedule checks, the schedule and its --speculative-config, the notes (`result`'s, then `notes`)."""
+    held-out and schedule checks (each cell named by its key: `B=4`, `B=4 L=128`), the schedule and its
+    --speculative-config, the notes (`result`'s, then `notes`)."""
     r = result
     lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
-             + ", ".join(f"B={c.batch_size} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
+             + ", ".join(f"{c.key.label} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
              "Tokens per step from vLLM's per-position counters: a_i = "
              + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
              + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
@@ -59,7 +61,7 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     for c in r.checks:
         own = (f"{'within' if c['within_precision'] else 'outside'} the runs' own ±{c['tolerance']:.1%}"
                if math.isfinite(c["tolerance"]) else "no interval on either side to compare with")
-        lines.append(f"  B={c['batch_size']} γ={c['gamma']}: forecast {_x(c['forecast'])}"
+        lines.append(f"  {CellKey.from_dict(c).label} γ={c['gamma']}: forecast {_x(c['forecast'])}"
                      f"{_ci(c['forecast_ci_low'], c['forecast_ci_high'])} vs measured {_x(c['measured'])} "
                      f"({c['error']:+.1%}; {own}; {'within' if c['within_10pct'] else 'outside'} 10 %)"
                      + (f"; steady state (vLLM's tokens per step): forecast {_x(c['forecast_steady_state'])} vs "
@@ -73,10 +75,11 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
                  "each batch size; the server's γ beside it):")
     for s in r.schedule_check:
         m = s["schedule_measured"]
-        lines.append(f"  B={s['batch_size']}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
+        at = CellKey.from_dict(s).label
+        lines.append(f"  {at}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
                      f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
                      + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
-                        else f" (γ={s['schedule_gamma']} not measured at B={s['batch_size']}: measured γ "
+                        else f" (γ={s['schedule_gamma']} not measured at {at}: measured γ "
                              f"{s['measured_gammas']})")
                      + (f"; server γ={s['server_gamma']}"
                         + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
@@ -88,7 +91,7 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
                         + (f"; {s['schedule_run_note']}" if s["schedule_run_note"] else "") + ")"
                         if "schedule_run_measured" in s else ""))
     lines.append("")
-    if not r.trusted:  # the schedule its own check refutes is not handed out (issue 43)
+    if not r.trusted:  # the schedule its own check refutes is not handed out
         lines += [f"NOT RECOMMENDED: {r.trust_reason}.", f"Measure next: {r.next_steps}.",
                   "The fitted table below is for inspection only; no --speculative-config is given (exit code "
                   f"{UNTRUSTED_EXIT}).", ""]

@@ -42,6 +42,7 @@ from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..errors import InputError
 from ..files import atomic
+from ..trace.registry import recognised
 
 MANIFEST_NAME = "manifest.json"
 _LIST_SEP = ";"
@@ -240,27 +241,23 @@ def trace_sets(source: str | os.PathLike) -> list[TraceSet]:
     return read_manifest(p)
 
 
+# The names a manifest file has (module docstring): JSON, or CSV.
+MANIFEST_SUFFIXES = (".json", ".csv")
+
+
 def is_many(path: str | os.PathLike) -> bool:
-    """Whether `path` names many trace sets (a directory or a .json/.csv manifest) rather than one trace (a
-    PyTorch-profiler trace written as `.json` is one: `_is_torch_trace`)."""
+    """Whether `path` names many trace sets — a directory, or a manifest file: a .json or .csv file whose content no
+    trace format recognises (`trace.registry.recognised`, the one rule: a PyTorch-profiler trace written as `.json`
+    is one trace, as is any trace whatever its name) — rather than one trace."""
     p = Path(path)
     try:
-        folder = p.is_dir()
+        if p.is_dir():
+            return True
     except OSError:  # a folder on the way that may not be searched: one trace, whose reader says so in one line
         return False
-    return folder or p.suffix.lower() == ".csv" or (p.suffix.lower() == ".json" and not _is_torch_trace(p))
-
-
-# How much of a .json file is read to tell a PyTorch-profiler trace (its top-level keys come first) from a manifest.
-_HEAD_BYTES = 1 << 16
-
-
-def _is_torch_trace(p: Path) -> bool:
-    """Whether the .json file `p` is a PyTorch-profiler (Kineto) trace, not a manifest: its first bytes hold one of
-    the trace's top-level keys (a manifest is a list of trace sets, or {"trace_sets": [...]})."""
+    if p.suffix.lower() not in MANIFEST_SUFFIXES:
+        return False
     try:
-        with inputs.open_file(p, "manifest") as fh:  # never a wait (a FIFO is refused, not read)
-            head = fh.read(_HEAD_BYTES)
-    except InputError:
-        return False  # not a regular file: the manifest reader says what it is
-    return any(key in head for key in (b'"traceEvents"', b'"schemaVersion"'))
+        return recognised(p) is None
+    except (InputError, OSError):  # missing, not a regular file, unreadable: the manifest reader says what it is
+        return True

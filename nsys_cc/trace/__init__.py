@@ -1,5 +1,6 @@
-"""Reading traces: `open_trace(path) -> Trace` (read-only) for Nsight Systems exports and reports (`reader.py`) and
-PyTorch-profiler (Kineto) traces (`kineto.py`), and finding `nsys`.
+"""Reading traces: `open_trace(path) -> Trace` (read-only), the registry's (`registry.py`: one module per format,
+`format_nsys.py` and `format_kineto.py`), for Nsight Systems exports and reports (`reader.py`) and PyTorch-profiler
+(Kineto) traces (`kineto.py`), and finding `nsys`.
 
 The names below load on first use (PEP 562): importing a small module of this package (`trace.pages`, which the CLI
 uses for every verb) does not import the reader, pandas and SQLAlchemy with it.
@@ -13,12 +14,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from .kineto import KinetoTrace
     from .nsys import find_nsys, nsys_version, require_nsys
-    from .reader import ExportTrace, open_trace
+    from .reader import ExportTrace
+    from .registry import open_trace
     from .source import Trace, TraceInfo, TraceSource, sqlite_source
 
 # name → the module of this package that defines it
 _LAZY = {"find_nsys": ".nsys", "nsys_version": ".nsys", "require_nsys": ".nsys", "ExportTrace": ".reader",
-         "open_trace": ".reader", "KinetoTrace": ".kineto", "Trace": ".source", "TraceInfo": ".source",
+         "open_trace": ".registry", "KinetoTrace": ".kineto", "Trace": ".source", "TraceInfo": ".source",
          "TraceSource": ".source", "sqlite_source": ".source"}
 
 __all__ = ["ExportTrace", "KinetoTrace", "Trace", "TraceInfo", "TraceSource", "find_nsys", "nsys_version",

@@ -34,9 +34,6 @@ KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
-# eventClass of RUNTIME rows (TRACE_PROCESS_EVENT_CUDA_RUNTIME / _DRIVER); any other class reads "other".
-API_CLASSES = {0: "runtime", 1: "driver"}
-
 
 @dataclass(frozen=True)
 class Col:
@@ -285,6 +282,20 @@ def op_times(trace: TraceSource) -> dict:
     """Just what an analysis needs of the GPU ops, row for row as `gpu_ops`, as arrays: kind (int8 codes into
     OP_KINDS), name (Categorical, as `gpu_ops`), start_ns, end_ns, correlation_id, global_pid."""
     return _op_columns(trace, [*TIME_COLUMNS, Col("global_pid", "globalPid")])
+
+
+def call_arrays(frame: pd.DataFrame) -> dict[str, np.ndarray]:
+    """`api_times` of a `cuda_api()` frame already read: its start_ns, end_ns, correlation_id, global_tid."""
+    return {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
+
+
+def op_arrays(frame: pd.DataFrame) -> dict:
+    """`op_times` of a `gpu_ops()` frame already read: kind codes, name, start_ns, end_ns, correlation_id,
+    global_pid."""
+    ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
+    ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
+    ops["name"] = frame["name"].array
+    return ops
 
 
 def _op_columns(trace: TraceSource, common: list[Col]) -> dict:

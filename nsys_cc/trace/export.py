@@ -32,23 +32,15 @@ from .. import inputs, progress
 from ..errors import ExportError, InputError, NsysNotFoundError
 from ..files import atomic, users
 from ..files.folder import Folder
+from .format_nsys import is_sqlite
 from .nsys import find_nsys, nsys_version
-from .source import is_sqlite
 
 # Seconds an `nsys export` may take unless NSYS_CC_EXPORT_TIMEOUT (or `--timeout`) says otherwise.
 DEFAULT_EXPORT_TIMEOUT_S = 1800.0
 ENV_EXPORT_TIMEOUT = "NSYS_CC_EXPORT_TIMEOUT"
 RECORD_FORMAT = "nsys_cc.export_record"
-# First bytes of every .nsys-rep / .qdrep written by Nsight Systems 2021–2026.
-REPORT_MAGIC = b"NVIDIA Tegra Profiler Report"
 # nsys's message for a report written by a newer nsys, e.g. "Version number is invalid: 2024@6@2@25-2462…".
 _NEWER_REPORT = re.compile(r"Version number is invalid: (\d{4})@(\d+)@(\d+)")
-
-
-def is_report(path: Path) -> bool:
-    """True when the file starts like an Nsight Systems report."""
-    with inputs.open_file(path, "report") as fh:
-        return fh.read(len(REPORT_MAGIC)) == REPORT_MAGIC
 
 
 def content_hash(path: Path) -> str:

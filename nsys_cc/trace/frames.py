@@ -170,4 +170,5 @@ TABLES: dict[str, tuple[Column, ...]] = {
     "memops": MEMOPS,
     "graph_launches": GRAPH_LAUNCHES,
     "gpu_ops": GPU_OPS,
+    "python_frames": NVTX_RANGES,
 }

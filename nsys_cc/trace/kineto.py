@@ -60,7 +60,9 @@ from ..arguments import many
 from ..errors import InputError
 from . import cuda, frames, nvtx
 from .bulk import NULL_INT, PID_MASK, nullable
+from .capabilities import Recorder
 from .description import TraceDescription, of_kineto
+from .format_kineto import FORMAT
 from .frames import lists_columns
 from .kineto_collect import (  # noqa: F401  (the roles, named here as they always were)
     API_DRIVER,
@@ -81,8 +83,6 @@ from .nesting import NO_PARENT, nest
 from .pages import small_pages
 from .payload_names import split_payloads
 from .source import Closable, TraceInfo, handed_out
-
-FORMAT = "kineto"
 
 RANGE_DOMAIN = ""
 FRAME_DOMAIN = "python_function"
@@ -110,7 +110,8 @@ class KinetoTrace(Closable):
         rank, world_size: from `distributedInfo` (None when the trace has none).
     """
 
-    format = FORMAT
+    format = FORMAT.name
+    capabilities = FORMAT.capabilities
     nsys_version: str | None = None
 
     def __init__(self, path: str | os.PathLike):
@@ -238,10 +239,38 @@ class KinetoTrace(Closable):
 
     def count(self, table: str) -> int:
         """Rows the accessor named `table` returns whole ("nvtx_ranges": the user_annotation ranges; "cuda_api",
-        "kernels", "memops", "graph_launches" — always 0: Kineto records no graph-level activity —, "gpu_ops")."""
+        "kernels", "memops", "graph_launches" — always 0: Kineto records no graph-level activity —, "gpu_ops"), and
+        for "python_frames" the file's `python_function` events."""
+        if table == "python_frames":
+            return int(self.event_counts.get("python_function", 0))
         kinds = self._ops_columns["kind"]
         return {"nvtx_ranges": len(self._ranges), "cuda_api": len(self._api), "kernels": int((kinds == 0).sum()),
                 "memops": int((kinds > 0).sum()), "graph_launches": 0, "gpu_ops": len(kinds)}.get(table, 0)
+
+    @property
+    def recorder(self) -> Recorder:
+        """What recorded the trace: the PyTorch profiler (Kineto); a Kineto trace names no torch version, only its
+        trace schema (`schemaVersion`: "schema 1"), None when it states none."""
+        return Recorder("PyTorch profiler (Kineto)", None if self.schema_version is None else
+                        f"schema {self.schema_version}")
+
+    def no_range_table(self) -> str | None:
+        """None: a PyTorch-profiler trace's ranges are events among the others, never a table it may lack."""
+        return None
+
+    def api_times(self) -> dict[str, np.ndarray]:
+        """The CUDA API calls' start_ns, end_ns, correlation_id, global_tid as int64 arrays, row for row as
+        `cuda_api()` (whose frame the whole trace's read already holds)."""
+        return cuda.call_arrays(self.cuda_api())
+
+    def op_times(self) -> dict:
+        """The GPU ops' kind codes, name, start_ns, end_ns, correlation_id, global_pid, row for row as `gpu_ops()`."""
+        return cuda.op_arrays(self.gpu_ops())
+
+    def has_graph_nodes(self) -> bool:
+        """Whether the trace launched a CUDA graph (a `…GraphLaunch` call): Kineto records a graph's kernels one by one,
+        each under its launch's correlation id."""
+        return bool(self.cuda_api()["name"].astype(str).str.contains("GraphLaunch", regex=False).any())
 
     def has_loaded(self, table: str) -> bool:
         """True for every table: the whole file was read when the trace was opened."""
@@ -270,7 +299,7 @@ class KinetoTrace(Closable):
             "ranges": ranges,
         }
         return TraceInfo(path=self.path, sqlite_path=None, nsys_version=None, schema_version=self.schema_version,
-                         has_cuda=self.has_cuda, has_nvtx=self.has_nvtx, tables=self.event_counts, format=FORMAT,
+                         has_cuda=self.has_cuda, has_nvtx=self.has_nvtx, tables=self.event_counts, format=self.format,
                          details=MappingProxyType(details), description=self.describe())
 
     def describe(self) -> TraceDescription:
@@ -525,6 +554,7 @@ def _qualify(names: pd.Categorical, domain: str) -> pd.Categorical:
                                                                       dtype=object))
 
 
-def open_kineto(path: str | os.PathLike) -> KinetoTrace:
-    """`KinetoTrace(path)`: what `open_trace` calls for a file that holds JSON (gzip-compressed or not)."""
+def open_file(path: str | os.PathLike, **_options) -> KinetoTrace:
+    """`KinetoTrace(path)`: what `nsys_cc.open_trace` calls for a file of this format (`format_kineto`); the options of
+    other formats (nsys, its export cache) do not apply."""
     return KinetoTrace(path)

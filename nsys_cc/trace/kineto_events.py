@@ -21,13 +21,6 @@ import pandas as pd
 
 from .bulk import NULL_INT
 from .kineto_json import ARG_KEYS, UNSET
-from .kineto_stream import (  # noqa: F401  (where callers have always found them)
-    DEFAULT_MAX_BYTES,
-    ENV_MAX_BYTES,
-    GZIP_MAGIC,
-    looks_like_json,
-    max_bytes,
-)
 
 # Timestamps and durations beyond this many ns (146 years) are no times of a trace: refused, so that no end overflows.
 MAX_NS = 1 << 62

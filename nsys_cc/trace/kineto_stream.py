@@ -166,18 +166,3 @@ class TraceBytes:
                              f"from its first {consumed:,}): a gzip bomb, not a trace (gzip expands "
                              "PyTorch-profiler traces 10–20×)")
         return data
-
-
-def looks_like_json(path: str | os.PathLike) -> bool:
-    """True when the file is gzip-compressed or its first non-blank character opens a JSON object or array: what
-    `open_trace` hands to this reader (by content, whatever the file's name)."""
-    with inputs.open_file(path, "trace") as fh:
-        head = fh.read(256)
-        if head.startswith(GZIP_MAGIC):
-            fh.seek(0)
-            try:
-                with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
-                    head = gz.read(256)
-            except (EOFError, OSError, zlib.error):
-                return True  # damaged or cut short: the reader says so
-    return head.lstrip(b" \t\r\n\xef\xbb\xbf")[:1] in (b"{", b"[")

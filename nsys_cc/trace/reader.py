@@ -1,4 +1,5 @@
-"""Opening an Nsight Systems export read-only: `open_trace(path) -> Trace`.
+"""Reading an Nsight Systems export read-only (the format `format_nsys`): `ExportTrace`, opened by `open_file` (what
+`nsys_cc.open_trace` calls for a file of this format).
 
 A `.sqlite` export is opened through SQLAlchemy on a read-only, immutable SQLite connection
 (`file:…?mode=ro&immutable=1`): nothing is ever written to the user's file, no index is created in it, no side file
@@ -15,7 +16,7 @@ tables lazily). Each table is read once and kept; callers get a frame of their o
 changing it never changes a later result).
 
 Errors: whatever the file holds — a truncated or corrupt database, missing tables or columns, values of a
-type nsys never writes, ranges that end before they start — `open_trace` and every accessor raise only
+type nsys never writes, ranges that end before they start — `open_file` and every accessor raise only
 `NsysCCError` subclasses (`InputError`, `NsysNotFoundError`, `ExportError`) with a one-line message naming
 the file. Any other exception is a bug in nsys_cc. Text that is not valid UTF-8 (NVTX messages are the
 application's bytes) is read with U+FFFD in place of the bad bytes.
@@ -24,11 +25,9 @@ application's bytes) is read with U+FFFD in place of the bad bytes.
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import shutil
 import sqlite3
-import stat
 import tempfile
 import threading
 from collections.abc import Collection, Iterator, Mapping
@@ -36,27 +35,27 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from .. import inputs, progress
-from ..arguments import many, one_path
+from ..arguments import many
 from ..errors import InputError
 from . import cuda, frames, nvtx
+from .capabilities import Recorder
 from .connection import connect, connect_readonly, too_slow
 from .description import TraceDescription, of_export
-from .export import export_report, is_report
+from .export import export_report
+from .format_nsys import FORMAT, is_sqlite
 from .frames import lists_columns
 from .pages import small_pages
-from .source import Closable, TraceInfo, handed_out, is_sqlite, quote_identifier
+from .source import Closable, TraceInfo, handed_out, quote_identifier
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import Engine
 
-    from .kineto import KinetoTrace
-
 # Tables whose presence makes a SQLite file an Nsight Systems export.
 META_TABLES = ("EXPORT_META_DATA", "META_DATA_EXPORT")
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
 
 
 # Longest part of an exception text quoted in a one-line error (values can be megabytes of text).
@@ -84,7 +83,8 @@ class ExportTrace(Closable):
             does not import SQLAlchemy.
     """
 
-    format = "nsys"
+    format = FORMAT.name
+    capabilities = FORMAT.capabilities
 
     def __init__(self, path: str | os.PathLike, sqlite_path: Path):
         self.path = str(path)
@@ -286,6 +286,41 @@ class ExportTrace(Closable):
                          tables=MappingProxyType(dict(self.tables)),
                          description=self._described if self._closed else self.describe())
 
+    @property
+    def recorder(self) -> Recorder:
+        """What recorded the export: nsys, in the version the export states (`nsys_version`)."""
+        return Recorder("nsys", self.nsys_version)
+
+    def no_range_table(self) -> str | None:
+        """Why the export holds no NVTX ranges at all, with what to do (no NVTX_EVENTS table: traced without NVTX; a
+        view of that name: the file was edited), or None when it has the table."""
+        if self.has_table("NVTX_EVENTS"):
+            return None
+        if "NVTX_EVENTS" in self.views:
+            return ("its NVTX_EVENTS is a view, not the table nsys exports (the file was edited): export the report "
+                    "again, or make NVTX_EVENTS a table")
+        return "the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)"
+
+    def api_times(self) -> dict[str, np.ndarray]:
+        """The CUDA API calls' start_ns, end_ns, correlation_id, global_tid as int64 arrays, row for row as
+        `cuda_api()`: from its frame when it was read, else only these columns of the export (reading is the cost on
+        big exports)."""
+        return cuda.call_arrays(self.cuda_api()) if self.has_loaded("cuda_api") else cuda.api_times(self)
+
+    def op_times(self) -> dict:
+        """The GPU ops' kind (int8 codes into `cuda.OP_KINDS`), name (Categorical), start_ns, end_ns, correlation_id,
+        global_pid, row for row as `gpu_ops()`: from its frame when it was read, else only these columns."""
+        return cuda.op_arrays(self.gpu_ops()) if self.has_loaded("gpu_ops") else cuda.op_times(self)
+
+    def has_graph_nodes(self) -> bool:
+        """Whether the export holds kernels of CUDA graphs traced node by node (a kernel with a `graphNodeId`), which
+        share their graph launch's correlation id."""
+        if "graphNodeId" not in self.columns(cuda.KERNEL):
+            return False
+        with self.reading() as conn:  # one row at most: is any kernel a graph's node?
+            return conn.execute(f"SELECT 1 FROM {quote_identifier(cuda.KERNEL)} WHERE graphNodeId IS NOT NULL "
+                                "LIMIT 1").fetchone() is not None
+
     # -- DataFrames (read once, kept; each caller gets its own frame) ---------------------------------------
     def describe(self) -> TraceDescription:
         """Where it ran, as the export says (`description.of_export`: devices, the driver's CUDA version, engine);
@@ -343,6 +378,13 @@ class ExportTrace(Closable):
                 part = nvtx.without_nesting(part)
             self._tables[key] = part
         return self._from_file(key, lambda t: _checked_ranges(t, names, prefixes, nesting))
+
+    @lists_columns(("Columns", frames.NVTX_RANGES))
+    def python_frames(self, *, nesting: bool = True) -> pd.DataFrame:
+        """Always empty: an export times no Python frame (nsys samples Python call stacks, it records no ranges of
+        them); the columns of `nvtx_ranges`."""
+        self._check_open()
+        return nvtx.empty_ranges(nesting)
 
     @lists_columns(("Columns", frames.CUDA_API))
     def cuda_api(self) -> pd.DataFrame:
@@ -417,20 +459,6 @@ def _export_beside(report: Path) -> Path | None:
     return beside if row is not None and row[0] == report.name else None
 
 
-def _kind(path: Path) -> str:
-    """What the file holds, by its first bytes (a report also by its suffix): "sqlite", "report", "json" (a
-    PyTorch-profiler trace, gzip-compressed or not), or "other"."""
-    if is_sqlite(path):
-        return "sqlite"
-    if is_report(path) or path.suffix.lower() in REPORT_SUFFIXES:
-        return "report"
-    from .kineto_events import looks_like_json
-
-    if looks_like_json(path):
-        return "json"
-    return "other"
-
-
 # Bytes 18 and 19 of a SQLite header: the file format's write and read versions, 2 in WAL mode.
 _WAL_HEADER = b"\x02\x02"
 # A WAL file holding at least one frame is longer than its 32-byte header.
@@ -486,53 +514,23 @@ def _private_copy(path: Path, side: Path) -> tuple[Path, tempfile.TemporaryDirec
     return copy, folder
 
 
-def open_trace(
-    path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
-    timeout: float | None | str = "env",
-) -> ExportTrace | KinetoTrace:
-    """Open an Nsight Systems export (.sqlite) or report (.nsys-rep), or a PyTorch-profiler (Kineto) trace (.json
-    or .json.gz, `nsys_cc.trace.kineto`), read-only; which one it is, is told by the file's content.
-
-    A report is exported once with `nsys` (default: `find_nsys()`) into `cache_dir` (default
-    `$NSYS_CC_CACHE` or `~/.cache/nsys_cc/exports`) and the cached export is reused afterwards; the export may take
-    `timeout` seconds (None: no limit; default `$NSYS_CC_EXPORT_TIMEOUT` or 1800).
-    A report with its own export beside it (`X.sqlite` next to `X.nsys-rep`, as `nsys export` and `profile` leave
-    them) is read from that export when it is at least as new as the report: nothing is exported again.
-    `path` is one path (a list holding one is that path); anything else is an InputError.
-    Raises InputError, NsysNotFoundError or ExportError with a one-line reason.
-    """
-    path = one_path(path, "path")
+def open_file(path: str | os.PathLike, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,
+              timeout: float | None | str = "env", **_options) -> ExportTrace:
+    """An Nsight Systems export (.sqlite) or report (.nsys-rep) opened read-only (what `registry.open_trace` calls for
+    a file of this format, `format_nsys`): a report read from its export beside it, else exported into the cache
+    (`open_trace` says how); an export whose committed data is partly in a `-wal` or hot journal read through a
+    private copy. Raises InputError, NsysNotFoundError or ExportError with a one-line reason."""
     p = Path(path).expanduser()
     try:
-        st = p.stat()
-    except (FileNotFoundError, NotADirectoryError):
-        raise InputError(f"{path}: no such file") from None
-    except OSError as exc:  # a folder on the way that may not be searched (chmod 000), a loop of links, …
-        if exc.errno == errno.ENAMETOOLONG:  # the CLI's own line names the limit
-            raise
-        raise InputError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(st.st_mode):
-        raise InputError(f"{path} is not a file")
-    try:
-        size = p.stat().st_size
-        kind = _kind(p)
+        report = not is_sqlite(p)
     except OSError as exc:
         raise InputError(f"{path}: cannot read: {exc.strerror}") from None
-    if kind == "report":
+    if report:
         beside = _export_beside(p)
         if beside is not None:
             progress.say(f"reading {beside.name}, the export of {p.name} beside it (delete it to export again)")
             return ExportTrace(path, beside)
         return ExportTrace(path, export_report(p, nsys=nsys, cache_dir=cache_dir, timeout=timeout))
-    if size == 0:
-        raise InputError(f"{path} is empty (0 bytes): not an Nsight Systems export")
-    if kind == "json":
-        from .kineto import KinetoTrace
-
-        return KinetoTrace(path)
-    if kind != "sqlite":
-        raise InputError(f"{path} is neither an Nsight Systems SQLite export nor a .nsys-rep report (nor a "
-                         "PyTorch-profiler trace: .json or .json.gz)")
     try:
         side = _pending(p)
     except OSError as exc:

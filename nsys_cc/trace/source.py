@@ -1,10 +1,12 @@
-"""What the readers and analyses may ask of a trace: the `TraceSource` and `Trace` protocols, and the two facts
-about an export file that every opener shares (the SQLite magic bytes, the read-only URI).
+"""What the readers and analyses may ask of a trace: the `TraceSource` and `Trace` protocols, and the read-only URI
+every opener of an export shares.
 
 Analyses (`nsys_cc.analysis.forwards.projection`, …) take a `Trace`: what every reader gives, whatever the file's
-format. `ExportTrace` (`reader.py`, an Nsight Systems export) implements it and `TraceSource`, the SQLite reading
-surface the table readers (`cuda.py`, `nvtx.py`, `bulk.py`) need; `KinetoTrace` (`kineto.py`, a PyTorch-profiler trace)
-only `Trace`. The few users of what only an export has ask `sqlite_source(trace)` for it (None for another format).
+format (`registry.py`); what a format gives beyond the tables is asked of the trace (`capabilities`, `recorder`,
+`no_range_table()`, …), never of the format's name. `ExportTrace` (`reader.py`, an Nsight Systems export) implements
+it and `TraceSource`, the SQLite reading surface the table readers (`cuda.py`, `nvtx.py`, `bulk.py`) need;
+`KinetoTrace` (`kineto.py`, a PyTorch-profiler trace) only `Trace`. Inside `nsys_cc.trace`, what only an export has is
+asked for through `sqlite_source(trace)` (None for another format); nothing above it runs SQL.
 Analyses keep what they derive from a trace in their own caches keyed by the trace object
 (`weakref.WeakKeyDictionary`), not on the reader.
 
@@ -24,16 +26,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import pandas as pd
 
 from .. import inputs
 from ..errors import TraceClosedError
 from . import frames
+from .capabilities import Capabilities, Recorder
 from .description import TraceDescription
 from .frames import lists_columns
-
-# The first 16 bytes of every SQLite 3 database file.
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 # pandas ≥ 3 always copies on write: a shallow copy is then a frame whose changes never reach the original.
 _COPY_ON_WRITE = int(pd.__version__.split(".")[0]) >= 3
@@ -63,12 +64,6 @@ def quote_identifier(name: str) -> str:
     if "\x00" in name:
         raise ValueError(f"an SQL name holds a NUL character: {name!r}")
     return '"' + name.replace('"', '""') + '"'
-
-
-def is_sqlite(path: str | os.PathLike) -> bool:
-    """True when the file starts with the SQLite magic bytes."""
-    with inputs.open_file(path, "trace") as fh:  # a FIFO or a device is refused, never waited on
-        return fh.read(len(SQLITE_MAGIC)) == SQLITE_MAGIC
 
 
 def handed_out(frame: pd.DataFrame) -> pd.DataFrame:
@@ -192,9 +187,29 @@ class Trace(Protocol):
     @property
     def path(self) -> str: ...
 
+    def __enter__(self) -> Trace: ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def close(self) -> None:
+        """Let go of the file (and what was read of it): a closed trace answers no more queries (TraceClosedError)."""
+        ...
+
     @property
     def format(self) -> str:
-        """"nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler trace)."""
+        """Its format's name (`registry.FORMATS`): "nsys" (an Nsight Systems export) or "kineto" (a PyTorch-profiler
+        trace). For a record, never for a branch: what a format gives is asked of `capabilities`."""
+        ...
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the analysis may ask of a trace of its format (`format.Capabilities`: the words its ranges are called
+        by, whether engines write their steps into it)."""
+        ...
+
+    @property
+    def recorder(self) -> Recorder:
+        """What recorded it, and its version, as the trace says (`format.Recorder`: "nsys 2024.5.1.113")."""
         ...
 
     @property
@@ -208,7 +223,28 @@ class Trace(Protocol):
 
     def count(self, table: str) -> int:
         """Rows the file holds for the accessor named `table` ("cuda_api", "kernels", "memops", "graph_launches",
-        "gpu_ops", "nvtx_ranges"), read from its metadata, before damaged rows are dropped; 0 when it has none."""
+        "gpu_ops", "nvtx_ranges", "python_frames"), read from its metadata, before damaged rows are dropped; 0 when it
+        has none."""
+        ...
+
+    def no_range_table(self) -> str | None:
+        """Why the file holds no ranges at all (no table of them, or not the one its recorder writes), in words with
+        what to do; None when it has its ranges' table, empty or not."""
+        ...
+
+    def api_times(self) -> dict[str, np.ndarray]:
+        """What the join of launches to GPU work needs of the CUDA API calls, row for row as `cuda_api()`: start_ns,
+        end_ns, correlation_id, global_tid (int64 arrays; `analysis.forwards.launches`)."""
+        ...
+
+    def op_times(self) -> dict:
+        """What the join needs of the GPU ops, row for row as `gpu_ops()`: kind (int8 codes into `cuda.OP_KINDS`),
+        name (Categorical), start_ns, end_ns, correlation_id, global_pid."""
+        ...
+
+    def has_graph_nodes(self) -> bool:
+        """Whether the trace holds kernels of CUDA graphs recorded node by node, each sharing the correlation id of its
+        graph's launch (so shared ids are no damage)."""
         ...
 
     def info(self) -> TraceInfo:
@@ -225,6 +261,12 @@ class Trace(Protocol):
         """NVTX push/pop and start/end ranges (definitions in `nsys_cc.trace.nvtx`); `names` / `prefixes` narrow
         the read to those ranges, `nesting=False` leaves `level` and `parent_id` <NA>; names that match nothing
         warn with the closest names unless `warn=False` (`ExportTrace.nvtx_ranges`)."""
+        ...
+
+    @lists_columns(("Columns", frames.NVTX_RANGES))
+    def python_frames(self, *, nesting: bool = True) -> pd.DataFrame:
+        """The Python frames the trace times (a PyTorch-profiler trace recorded with stacks), in the columns of
+        `nvtx_ranges`; empty for a trace without them (an export)."""
         ...
 
     @lists_columns(("Columns", frames.CUDA_API))

@@ -64,3 +64,25 @@ def test_a_schedule_of_another_shape_is_one_error_naming_it(tmp_path, content):
     with pytest.raises(InputError, match=r"schedule\.json"):
         tune_json.read_schedule(tmp_path)
 
+
+
+def test_the_checked_design_is_sorted_whole_numbers_and_a_hand_edit_is_one_error(tmp_path):
+    (tmp_path / tune_json.NAME).write_text(json.dumps({"design": {"batch_sizes": "8,1,8", "speculate": [3, "1"],
+                                                                  "target": "t", "output_len": 8}}))
+    assert tune_json.checked_design(tmp_path) == {"batch_sizes": [1, 8], "speculate": [1, 3], "target": "t",
+                                                  "output_len": 8}
+    assert tune_json.read_design(tmp_path)["batch_sizes"] == "8,1,8"  # read as written
+    assert tune_json.checked_design(tmp_path / "none") == {}
+    for design, match in (({"speculate": [0]}, r"its design's γ values \[0\] are not whole numbers"),
+                          ({"draft": 3}, r"its design's draft 3 is not a model name; fix the file or give --draft")):
+        (tmp_path / tune_json.NAME).write_text(json.dumps({"design": design}))
+        with pytest.raises(InputError, match=rf"^{tmp_path / tune_json.NAME}: " + match):
+            tune_json.checked_design(tmp_path)
+
+
+def test_the_record_keeps_the_results_notes_first():
+    class Result:
+        def to_dict(self):
+            return {"trusted": True, "notes": ["the fit's"]}
+
+    assert tune_json.record(Result(), ["the workflow's"]) == {"trusted": True, "notes": ["the fit's", "the workflow's"]}

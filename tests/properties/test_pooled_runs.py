@@ -26,6 +26,7 @@ from nsys_cc.analysis.forwards.phases import PhaseRule
 from nsys_cc.analysis.metrics import COLUMNS, WALL
 from nsys_cc.analysis.speculative import pooled as spec_runs, runs as spec_run, tables as spec_tables
 from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
+from nsys_cc.analysis.tune.keys import CellKey
 from nsys_cc.errors import InputError, NsysCCWarning
 
 SPEC = FIXTURES / "interleaved" / "spec"
@@ -163,7 +164,7 @@ def _cells(spread: float, seed: int = 0) -> list[tune_model.Cell]:
         per_pos = tuple([180, 160, 140][:g])
         stats_ = tune_model.AcceptanceStats(alpha=sum(per_pos) / (200 * g), per_position=(), num_drafts=200,
                                    num_draft_tokens=200 * g, num_accepted=sum(per_pos), accepted_per_position=per_pos)
-        out.append(tune_model.Cell(batch_size=b, gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)),
+        out.append(tune_model.Cell(key=CellKey(b), gamma=g, measured_speedup=float(rng.uniform(0.8, 1.5)),
                                    acceptance=stats_, **parts, **cis))
     return out
 
@@ -186,7 +187,7 @@ def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
     fitted = _cells(0.05)
     truth = tune_model.speedup(tune_model.fit_cost(fitted), tune_model.tokens_model(fitted), 4, 2)
     for factor, trusted in ((1.05, True), (1.3, False)):
-        held = dataclasses.replace(fitted[0], batch_size=4, gamma=2, measured_speedup=truth * factor)
+        held = dataclasses.replace(fitted[0], key=CellKey(4), gamma=2, measured_speedup=truth * factor)
         r = tune_schedule.fit_schedule(fitted, [held], max_batch_size=8, draws=100)
         assert r.trusted is trusted, (factor, r.trust_reason)
         assert r.speculative_config(untrusted=True) is not None  # the fitted table speculates somewhere

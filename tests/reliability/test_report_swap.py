@@ -254,7 +254,7 @@ def _visible(out: Path, stamped=("report.md", "report.json")) -> dict[str, str |
 @pytest.mark.parametrize("command", ["analyze", "tune"])
 def test_a_real_report_killed_at_any_point_is_the_earlier_or_the_new(tmp_path, command):
     """The same check on the reports the commands write (`write_report` of `analyze -o` and `profile`, tune's
-    `write`): a reader finds every file of the earlier report or every file of the new one."""
+    `TuneReport.write`): a reader finds every file of the earlier report or every file of the new one."""
     from conftest import FIXTURES
 
     if command == "analyze":
@@ -276,7 +276,7 @@ def test_a_real_report_killed_at_any_point_is_the_earlier_or_the_new(tmp_path, c
         second = tuning.tune(design, max_batch_size=16, max_gamma=4, draws=20, plot=False)
 
         def write(result, out):
-            return lambda: tuning.write(result, out, plot=False)
+            return lambda: result.write(out, plot=False)
 
     write(first, tmp_path / "old")()
     write(second, tmp_path / "new")()

@@ -55,7 +55,7 @@ def fake_rounds(monkeypatch):
     """Profiling without vLLM: each round lays down the fixture's round-1 in the folder `tune` made for it."""
     calls = []
 
-    def fake(target, draft, out, cells, **kw):
+    def fake(request, out, cells, **kw):
         calls.append(out)
         assert out.is_dir() and not out.is_symlink()  # `tune` made the round folder through the writer
         shutil.copytree(FIX / "round-1", out, dirs_exist_ok=True)
@@ -172,7 +172,7 @@ def test_a_profiling_tune_holds_the_lock_while_it_profiles(tmp_path, read_once, 
     out = tmp_path / "O"
     seen = []
 
-    def fake(target, draft, round_dir, cells, **kw):
+    def fake(request, round_dir, cells, **kw):
         shutil.copytree(FIX / "round-1", round_dir, dirs_exist_ok=True)
         probe = subprocess.run([sys.executable, "-c", (
             "from nsys_cc.files.folder import Folder\n"
@@ -255,7 +255,6 @@ def test_a_bytes_source_is_named():
 
 def test_the_documented_check_pairs_are_taken(tmp_path, read_once, fake_rounds):
     """`check=[(4, 2), (16, 3)]` (docs/library.md) was refused as "'(4' is not BATCH:GAMMA"."""
-    assert tuning.parse_checks([(4, 2), (16, 3)]) == [(4, 2), (16, 3)]
     rep = tuning.tune(target="pair-target", draft="pair-draft", check=[(4, 2), (16, 3)], out_dir=tmp_path / "O",
                       confirm=False, run_schedule=False, plot=False, **QUICK)
     assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}

@@ -123,7 +123,7 @@ def _kill_the_worker_of_a_running_cell(out: Path, stop: threading.Event) -> dict
     """Wait until a cell's interleaved run executes under nsys, then SIGKILL the Dask worker process running it."""
     while not stop.is_set():
         for cell_dir in sorted(out.glob("bs*")):
-            logs = list(cell_dir.glob("run-*.attempt/log"))  # the run being made (`interleaved.execute`)
+            logs = list(cell_dir.glob("run-*.attempt*/log"))  # run-<k>.attempt.<id>/: the run being made
             attempts = cell_dir / attempts_json.NAME
             if not (logs and attempts.is_file() and "$ " in logs[0].read_text(errors="replace")):
                 continue

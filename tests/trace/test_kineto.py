@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import FIXTURES, PUBLIC, cli_in_process, unchanged
+from conftest import FIXTURES, PUBLIC, cli_in_process, said, unchanged
 from nsys_cc.errors import InputError, TraceClosedError
 from nsys_cc.trace import KinetoTrace, open_trace, sqlite_source
 from nsys_cc.trace.frames import TABLES, names
@@ -506,7 +506,7 @@ def test_trace_verbs_default_range_reads_vllms_steps_and_else_give_one_line(gpu_
     for args in (["kernels", str(bare)], ["analyze", str(TARGET), str(bare)]):
         result = cli_in_process(*args)
         assert result.returncode == 2
-        (line,) = result.stderr.strip().splitlines()
+        (line,) = said(result.stderr)
         assert "no range named 'model_executable()' and the PyTorch-profiler trace holds no vLLM step annotations" \
             in line and "my_step_execute_context_" in line, line
 

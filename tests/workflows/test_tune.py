@@ -16,6 +16,7 @@ import pytest
 
 from conftest import REPO, cli_in_process
 from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
+from nsys_cc.analysis.tune.keys import CellKey
 from nsys_cc.vllm.interleave import SHARE_FLAG, count_spec_decoding, shared_engines
 
 FIX = REPO / "fixtures" / "tune" / "a99-design"
@@ -139,33 +140,13 @@ def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monk
                                      f"bs1.pair-draft.spec-g1: {why}"), got.value
 
 
-def test_a_cpu_design_whose_user_set_the_thread_binding_reads_as_cpu(tmp_path):
-    """The run record lists only the variables the launcher set: with VLLM_CPU_OMP_THREADS_BIND from the user's
-    environment (benchmarks/tune_check.py sets it) no VLLM_CPU_ variable is left in it, and a read of the design said
-    the GPU's note ("on a GPU, … runs it") for a CPU run. Its CPU engines' KV cache bytes still say CPU; a design
-    profiled now also records its device."""
-    from nsys_cc.workflows import tune as tuning
-
-    done = json.loads((FIX / "round-1" / "run-1" / "done.json").read_text())
-    commands = done["commands"].replace("VLLM_CPU_OMP_THREADS_BIND=nobind ", "")
-    assert "VLLM_CPU_" not in commands and "--kv-cache-memory-bytes" in commands
-    run = tmp_path / "round-1" / "run-1"
-    run.mkdir(parents=True)
-    (run / "done.json").write_text(json.dumps({**done, "commands": commands}))
-    assert tuning._device_of(tmp_path) == "cpu"
-    gpu = commands.replace(" --kv-cache-memory-bytes 268435456", "")
-    assert "--kv-cache-memory-bytes" not in gpu
-    (run / "done.json").write_text(json.dumps({**done, "commands": gpu}))
-    assert tuning._device_of(tmp_path) == "gpu"
-
-
 # --- the fixture: a real design directory ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def cells():
     if not (FIX / "round-1" / "status.json").is_file():
         pytest.fail("fixtures/tune/a99-design missing: run make fixtures")
-    return {c.key: c for c in tune_dirs.read_cells(FIX / "round-1")}
+    return {(c.batch_size, c.gamma): c for c in tune_dirs.read_cells(FIX / "round-1")}
 
 
 def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
@@ -173,8 +154,8 @@ def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cell
     assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
     assert all(c.source.startswith(str(FIX / "round-1")) for c in cells.values())
     labels = tune_dirs.design_labels(FIX / "round-1")
-    assert labels is not None and sorted(labels) == [1, 4, 8, 16]
-    assert labels[8] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
+    assert labels is not None and sorted(labels) == [CellKey(1), CellKey(4), CellKey(8), CellKey(16)]
+    assert labels[CellKey(8)] == ("bs8.pair-target", ["bs8.pair-draft.spec-g1", "bs8.pair-draft.spec-g3"])
 
 
 # a second read of the fixture (~3.5 s): the loop keeps tune's read of the last round
@@ -183,7 +164,8 @@ def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cell
 def test_a_tune_directory_is_read_at_its_last_round():
     # the tune directory: its last round, round-2 (every cell again, the schedule run)
     latest = tune_dirs.read_cells(FIX)
-    assert {c.key for c in latest} == CELLS and all(c.source.startswith(str(FIX / "round-2")) for c in latest)
+    assert {(c.batch_size, c.gamma) for c in latest} == CELLS
+    assert all(c.source.startswith(str(FIX / "round-2")) for c in latest)
 
 
 def test_each_cell_is_its_own_batch_size_in_the_shared_engine(cells):
@@ -250,7 +232,8 @@ def tuned(tmp_path_factory):
 
 def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tuned):
     rep = tuned
-    assert {c.key for c in rep.result.fitted} == {(1, 1), (1, 3), (8, 1), (8, 3)}  # the fixture's tune.json design
+    # the fixture's tune.json design
+    assert {(c.batch_size, c.gamma) for c in rep.result.fitted} == {(1, 1), (1, 3), (8, 1), (8, 3)}
     assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}
     assert {s["batch_size"] for s in rep.result.schedule_check} == {1, 4, 8, 16}
     # the tune directory read at its last round: every cell is round-2's (round-1's are the `cells` above)
@@ -319,17 +302,18 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
 
     calls: list[tuple[str, dict[int, list[int]]]] = []
 
-    def fake(target, draft, out, cells, **kw):
-        calls.append((out.name, {b: list(g) for b, g in cells.items()}))
+    def fake(request, out, cells, **kw):
+        calls.append((out.name, {k.batch_size: list(g) for k, g in cells.items()}))
         shutil.copytree(FIX / "round-1", out, dirs_exist_ok=True)  # `tune` made the round folder
 
     monkeypatch.setattr(tuning, "_profile_round", fake)
     out = tmp_path / "tune"
+    # the fixture's benchmark (its README), as the tune record says: the rounds laid down were profiled with it
     rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
-                      draws=20, plot=False)
+                      draws=20, plot=False, input_len=32, output_len=8)
     assert calls[0] == ("round-1", {1: [1, 3], 8: [1, 3], 4: [2], 16: [3]})
-    first = tune_schedule.fit_schedule(*tune_schedule.split_design(tune_dirs.read_cells(FIX), [1, 8], [1, 3]),
-                                       max_batch_size=16, draws=20)
+    first = tune_schedule.fit_schedule(*tune_schedule.split_design(tune_dirs.read_cells(FIX), [CellKey(1), CellKey(8)],
+                                                                   [1, 3]), max_batch_size=16, draws=20)
     todo = {s["batch_size"]: s["schedule_gamma"] for s in first.schedule_check
             if s["schedule_gamma"] > 0 and s["schedule_gamma"] not in s["measured_gammas"]}
     assert todo, "the α ≈ 1 fixture chooses a γ that was not measured: round 2 has work"
@@ -342,6 +326,36 @@ def test_schedule_rounds_measure_every_cell_again_with_the_new_ones(tmp_path, mo
     assert len(calls) == 2  # round 2 measured nothing new: another round would do the same
     assert any(n.startswith("the schedule's γ still not measured after") for n in rep.notes), rep.notes
     assert tune_dirs.latest_round(out) == out / "round-2"
+
+
+@pytest.mark.slow  # two reads of the fixture's rounds: in `make test`
+def test_the_tune_record_holds_the_request_and_the_table_each_schedule_round_ran(tmp_path, monkeypatch):
+    """A profiling tune records what it was asked (device, prompt and output lengths) and, before a schedule round,
+    the table that round runs: reading the directory takes them from there, not from the runs' command lines (the
+    fixture's round 2 ran another table, which its commands record)."""
+    from nsys_cc.workflows import tune as tuning
+
+    calls: list[tuple[str, str | None]] = []
+
+    def fake(request, out, cells, *, schedule=None):
+        calls.append((out.name, schedule))
+        shutil.copytree(FIX / ("round-2" if schedule else "round-1"), out, dirs_exist_ok=True)
+
+    monkeypatch.setattr(tuning, "_profile_round", fake)
+    out = tmp_path / "tune"
+    rep = tuning.tune(target="pair-target", draft="pair-draft", check="4:2,16:3", out_dir=out, max_batch_size=16,
+                      draws=20, plot=False, confirm=False, run_schedule=True, device="cpu", input_len=32,
+                      output_len=8)
+    assert [name for name, _ in calls] == ["round-1", "round-2"] and calls[1][1] is not None
+    table = json.loads(calls[1][1])["num_speculative_tokens_per_batch_size"]
+    assert table != _schedule_table()[1], "the fixture ran this very table: the record would not be told apart"
+    design = json.loads((out / "tune.json").read_text())["design"]
+    assert design["schedule_runs"] == {"round-2": table}
+    assert (design["device"], design["input_len"], design["output_len"]) == ("cpu", 32, 8)
+    rows = [row for row in rep.result.schedule_check if "schedule_run_table" in row]
+    assert rows and all(row["schedule_run_table"] == table for row in rows)
+    again = tuning.tune(out, max_batch_size=16, draws=20, plot=False)  # read back: the same record
+    assert [row["schedule_run_table"] for row in again.result.schedule_check] == [table] * len(rows)
 
 
 def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):

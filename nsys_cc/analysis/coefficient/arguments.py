@@ -12,9 +12,9 @@ import numpy as np
 
 from ...arguments import file_identity, many
 from ...errors import InputError
+from ...trace.registry import trace_stem
 from ..forwards.ranges import forward_names
 from ..profile_dir.acceptance import measured_alpha
-from ..profile_dir.latencies import trace_stem
 
 PathLike = str | os.PathLike
 

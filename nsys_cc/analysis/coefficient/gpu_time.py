@@ -32,14 +32,11 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..metrics import GPU_BUSY, GPU_HEADLINE, WALL, decision_phase
+from ..metrics import GPU_BUSY, GPU_HEADLINE, LAUNCH_TIME, WALL, decision_phase
 from .diagnosis import DISAGREE, apart, boundness
 
 __all__ = ["COLUMNS", "DISAGREE", "LAUNCH_TIME", "apart", "boundness", "called", "headline", "table"]
 
-# A range's CPU time (the metric `wall`) where c is headlined on the GPU: the time the CPU took to launch its work. The
-# one name a person reads for it there (`report.gpu_time_text` words every surface with it); its data key stays wall.
-LAUNCH_TIME = "launch time"
 
 
 def called(metric: str, headline: str) -> str:

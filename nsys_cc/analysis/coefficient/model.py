@@ -73,7 +73,7 @@ def _no_such_range(trace, ranges: pd.DataFrame, path: str, range_name: str) -> R
     PyTorch-profiler trace whose runner frames hold the forwards (a TP rank's trace was pointed at
     'nccl:_all_gather_base', the one name that is no forward), the frame that works and which rank it is."""
     hint = " (choose one with range_name)"
-    if getattr(trace, "format", None) == "kineto":
+    if trace.capabilities.engine_steps:  # an engine's own trace: its runner frames, its rank
         frames = trace.python_frames(nesting=False)["name"].astype(str)
         runner = frames[frames.str.contains(RUNNER_FRAME)].value_counts()
         d = described(trace)
@@ -234,7 +234,8 @@ def model_of(
                          op_totals=totals, gpu_note=gpu_note, ranks=ranks,
                          speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
                          token_note=token_note,
-                         iterations=marks.iterations.assign(run=run), description=described(trace))
+                         iterations=marks.iterations.assign(run=run), description=described(trace),
+                         trace_format=trace.format, recorder=trace.recorder)
 
 
 # Each open trace's description (`Trace.describe`), asked once however many engines of it are read.

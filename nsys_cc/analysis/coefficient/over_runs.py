@@ -91,7 +91,7 @@ def _interleaved_runs(items: Sequence[str], names: Sequence[str] | None):
                 if outputs.is_profile_output(item):
                     raise InputError(f"runs: {item} is a profile's output directory: give it alone (runs={item!r}), "
                                      "not in a list", param="runs")
-                trace = os.path.join(item, outputs.RUN_TRACE)
+                trace = str(outputs.run_trace(item))
                 if not os.path.isfile(trace):
                     raise InputError(f"runs: {item} is a directory without a {outputs.RUN_TRACE} (the folder of an "
                                      "interleaved run holds one)", param="runs")

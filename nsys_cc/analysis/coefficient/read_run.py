@@ -15,12 +15,13 @@ import pandas as pd
 from ...contract import DRAFT_FORWARD_RANGE, FORWARD_RANGE, ITERATION_RANGE, SCOPES_DRAFT, VLLM_STEP_RANGE
 from ...errors import InputError
 from ...trace import open_trace
+from ...trace.registry import trace_stem
 from ...trace.source import Trace
 from ..forwards import phases as phase_mod, steps as steps_mod
 from ..forwards.engines import engine_windows, split_by_engine
 from ..forwards.ranges import draft_range_of, forward_range, marked_ranges, select
 from ..profile_dir import forward_share as share_mod
-from ..profile_dir.latencies import model_stem, trace_stem
+from ..profile_dir.latencies import model_stem
 from ..profile_dir.spec_labels import LABEL_RE, model_free_label, proposes_without_model
 from .model import model_of
 from .result import ModelForwards

@@ -21,6 +21,7 @@ import pandas as pd
 
 from ...errors import InputError
 from ...result_views import view
+from ...trace.capabilities import Recorder
 from ...trace.description import TraceDescription
 from ...trace.source import handed_out
 from ..forwards import kernel_tables as kernel_mod
@@ -89,6 +90,10 @@ class ModelForwards(Value):
     # Where its trace ran, as the trace says (`Trace.describe`: platform, GPUs, runtime, engine, rank); None when the
     # trace object could not say.
     description: TraceDescription | None = None
+    # Its trace's format ("nsys", "kineto": `Trace.format`) and what recorded it, in which version (`Trace.recorder`:
+    # "nsys 2024.5.1.113", "PyTorch profiler (Kineto) schema 1"); None for a model not read from an opened trace.
+    trace_format: str | None = None
+    recorder: Recorder | None = None
     # A model pooled over runs (`cost_coefficient_runs`): per run (run number, its trace's path, its warm-up note),
     # what `of_run` gives back for that run; empty for one trace.
     run_sources: tuple[tuple[int, str, str], ...] = ()

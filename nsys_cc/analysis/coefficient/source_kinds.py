@@ -158,20 +158,22 @@ def _one_path(source: str) -> tuple[str, list[str], list[str]]:
         raise InputError(f"{source}: cannot read: {exc.strerror or exc}", param="source") from None
     if os.path.isdir(source):
         return traces_of_folder(source)
-    if _is_torch_trace(source):  # vLLM's own torch trace: it says its steps' phases and GPU time itself
+    if _described_alone(source):  # an engine's own trace (vLLM's torch trace): its steps say their phases themselves
         return source, [], [f"{source} is one trace: its steps are described alone (no draft, no c); give the drafts' "
                             "traces after it for c (nsys_cc.analyze(target, [draft, …]))"]
     return source, _needs_drafts(source), []
 
 
-def _is_torch_trace(path: str) -> bool:
-    """Whether `path` is a PyTorch-profiler (Kineto) trace, as `open_trace` tells it (by content)."""
-    from ...trace.kineto_events import looks_like_json
+def _described_alone(path: str) -> bool:
+    """Whether `path` is a trace of a format engines write their steps into (`Capabilities.engine_steps`), told as
+    `open_trace` tells it (`registry.reader_of`, by content)."""
+    from ...trace.registry import reader_of
 
     try:
-        return os.path.isfile(path) and looks_like_json(path)
+        fmt = reader_of(path) if os.path.isfile(path) else None
     except InputError:
         return False
+    return fmt is not None and fmt.capabilities.engine_steps
 
 
 def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
@@ -179,11 +181,11 @@ def traces_of_folder(folder: str) -> tuple[str, list[str], list[str]]:
     --separate-processes, kept without its status.json): each trace's label is its file name; the speculative runs
     (`<draft>.spec-g<γ>`) name their draft, and the one trace left that is neither is the target. InputError naming
     the traces when the folder says no more than that (no speculative run, or more than one trace left)."""
+    from ...trace.registry import traces_in
     from ..profile_dir.spec_labels import LABEL_RE
 
-    files = sorted(f for f in os.listdir(folder) if f.endswith(".sqlite")) or \
-        sorted(f for f in os.listdir(folder) if f.endswith(".nsys-rep"))
-    labels = {f.removesuffix(".sqlite").removesuffix(".nsys-rep"): os.path.join(folder, f) for f in files}
+    labels = traces_in(folder)  # the traces by label, of every format (an export before its report)
+    files = [os.path.basename(p) for p in labels.values()]
     spec = {label: m.group("draft") for label in labels if (m := LABEL_RE.match(label))}
     drafts = sorted({d for d in spec.values() if d in labels})
     left = [label for label in labels if label not in spec and label not in drafts]

@@ -14,12 +14,30 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...contract import VLLM_SAMPLE_RANGE
+from ...contract import ENGINE_RANGE_LABELS, VLLM_SAMPLE_RANGE
 from ...trace import frame_paths
 
 # The columns of the rows `marked` adds (`ranges.MARKED_COLUMNS`).
 ROW_COLUMNS = ["range_id", "name", "qualified_name", "start_ns", "end_ns", "duration_ns", "global_tid", "pid", "tid",
                "ended_on_other_thread", "payload", "open_at_end"]
+# Beside them on every row `marked` adds: the engine that wrote the trace ("vLLM", "SGLang"), for the words (`label`).
+ENGINE_COLUMN = "engine"
+
+
+def label(name: str, engine: str | None) -> str:
+    """How a note names the row `name` (the contract's VLLM_*_RANGE: the rows are named after vLLM's markers whichever
+    engine wrote the trace) for the engine that wrote it: SGLang's own marker (`ENGINE_RANGE_LABELS`); other names,
+    and every name of a vLLM trace, as they are."""
+    return ENGINE_RANGE_LABELS.get(engine or "", {}).get(name, name)
+
+
+def engine_of(ranges: pd.DataFrame) -> str | None:
+    """The engine that wrote the rows of `ranges` the engine's markers gave (their ENGINE_COLUMN), None without
+    them."""
+    if ENGINE_COLUMN not in ranges:
+        return None
+    found = ranges[ENGINE_COLUMN].dropna()
+    return str(found.iloc[0]) if len(found) else None
 
 
 @dataclass(frozen=True)

@@ -22,8 +22,8 @@ import numpy as np
 import pandas as pd
 
 from ...trace.bulk import PID_MASK
-from ...trace.cuda import OP_KINDS, api_times, op_times
-from ...trace.source import Trace, sqlite_source
+from ...trace.cuda import OP_KINDS
+from ...trace.source import Trace
 
 
 @dataclass
@@ -78,22 +78,9 @@ def launches(trace: Trace) -> Launches:
 
 
 def _columns(trace: Trace) -> tuple[dict, dict]:
-    """API calls and GPU ops as arrays: the frames when an analysis already read them, else only the columns
-    needed here (reading is the cost on big exports)."""
-    source = sqlite_source(trace)  # an export: its columns can be read alone; another trace has its frames at hand
-    if source is None or trace.has_loaded("cuda_api"):
-        frame = trace.cuda_api()
-        api = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_tid")}
-    else:
-        api = api_times(source)
-    if source is None or trace.has_loaded("gpu_ops"):
-        frame = trace.gpu_ops()
-        ops = {c: frame[c].to_numpy(np.int64) for c in ("start_ns", "end_ns", "correlation_id", "global_pid")}
-        ops["kind"] = frame["kind"].cat.codes.to_numpy(np.int8)
-        ops["name"] = frame["name"].array
-    else:
-        ops = op_times(source)
-    return api, ops
+    """API calls and GPU ops as arrays (`Trace.api_times`, `Trace.op_times`: the frames when an analysis already read
+    them, else only the columns needed here; reading is the cost on big exports)."""
+    return trace.api_times(), trace.op_times()
 
 
 def _thread_order(gtid: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -289,8 +276,6 @@ def _calls_sharing_a_key(call_key: np.ndarray, start: np.ndarray, end: np.ndarra
 def _ops_sharing_a_key(trace: Trace, op_key: np.ndarray, op_call: np.ndarray, kind: np.ndarray) -> int:
     """Kernels, copies and memsets sharing their (process, correlationId) with another of their launch, in a trace
     that traced no CUDA graph node (whose kernels legitimately share their launch's id); 0 otherwise."""
-    from ...trace.cuda import KERNEL
-
     keys = op_key[(op_call >= 0) & (kind != OP_KINDS.index("graph"))]
     if len(keys) < 2:
         return 0
@@ -298,19 +283,7 @@ def _ops_sharing_a_key(trace: Trace, op_key: np.ndarray, op_call: np.ndarray, ki
     shared = int(counts[counts > 1].sum())
     if not shared:
         return 0
-    source = sqlite_source(trace)
-    if source is None:  # a PyTorch-profiler trace records a graph's kernels one by one, under its launch's id
-        names = trace.cuda_api()["name"].astype(str)
-        return 0 if names.str.contains("GraphLaunch", regex=False).any() else shared
-    if "graphNodeId" in source.columns(KERNEL):
-        from ...trace.source import quote_identifier
-
-        with source.reading() as conn:  # one row at most: is any kernel a graph's node?
-            node = conn.execute(f"SELECT 1 FROM {quote_identifier(KERNEL)} WHERE graphNodeId IS NOT NULL "
-                                "LIMIT 1").fetchone()
-        if node is not None:  # node-traced graphs: their kernels share their launch's id
-            return 0
-    return shared
+    return 0 if trace.has_graph_nodes() else shared  # node-traced graphs: their kernels share their launch's id
 
 
 def unlaunched_ops(trace: Trace) -> tuple[int, int]:

@@ -38,7 +38,7 @@ from ...contract import (
 from ...errors import RangeNotFoundError
 from ...trace.nvtx import clean_name, matches
 from ...trace.pages import with_small_pages
-from ...trace.source import Trace, sqlite_source
+from ...trace.source import Trace
 from ..metrics import GPU_BUSY_NS, KERNEL_SUM_NS
 
 # Longest range name quoted in a message: NVTX names can be kilobytes (whole call stacks, JSON).
@@ -127,20 +127,13 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     trace does hold: no NVTX table, no ranges, no names, else the closest names (or the most frequent ones).
     `path`: the file as the user named it (default `trace.path`); `hint` is appended to the list of names (e.g.
     "(choose one with range_name)"), `param` the parameter at fault (the CLI writes its flag)."""
-    kineto = trace.format == "kineto"
-    wanted = f"{path or trace.path}: no {'range' if kineto else 'NVTX range'} named {quoted(name)}"
-    source = sqlite_source(trace)
-    if source is not None and not source.has_table("NVTX_EVENTS"):
-        if "NVTX_EVENTS" in getattr(source, "views", ()):
-            return RangeNotFoundError(f"{wanted}: its NVTX_EVENTS is a view, not the table nsys exports (the file was "
-                                      "edited): export the report again, or make NVTX_EVENTS a table", param=param)
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX_EVENTS table (profile with `nsys profile -t nvtx`)",
-                                  param=param)
+    can = trace.capabilities
+    wanted = f"{path or trace.path}: no {can.range_word} named {quoted(name)}"
+    no_table = trace.no_range_table()
+    if no_table is not None:
+        return RangeNotFoundError(f"{wanted}: {no_table}", param=param)
     if ranges.empty:
-        if kineto:
-            return RangeNotFoundError(f"{wanted}: the PyTorch-profiler trace has no user_annotation ranges "
-                                      "(torch.profiler.record_function)", param=param)
-        return RangeNotFoundError(f"{wanted}: the trace has no NVTX ranges", param=param)
+        return RangeNotFoundError(f"{wanted}: {can.no_ranges}", param=param)
     if ranges["qualified_name"].isna().all():
         return RangeNotFoundError(
             f"{wanted}: none of its {len(ranges)} NVTX ranges has a name (registered names need the StringIds table)",
@@ -149,7 +142,7 @@ def not_found(trace: Trace, ranges: pd.DataFrame, name: str, *, path: str | None
     near = closest_names(ranges, name)
     listed = near or [n for n in name_counts(ranges).index if isinstance(n, str)][:5]
     label = "closest names" if near else "names in the trace"
-    if kineto and name == FORWARD_RANGE:  # a torch trace: say that vLLM's own step annotations are not there either
+    if name == FORWARD_RANGE:  # an engine's steps read as forwards: say that they are not there either
         from .vllm_steps import missing_note
 
         wanted += f" and {missing_note(trace)}" if missing_note(trace) else ""
@@ -215,7 +208,7 @@ def marked_ranges(trace: Trace, *range_names: str | None, engines: bool = False)
     prefixes = (*MARKER_PREFIXES, ENGINE_RANGE_PREFIX) if engines else MARKER_PREFIXES
     names = dict.fromkeys(n for r in range_names for n in forward_names(r))
     ranges = trace.nvtx_ranges(names=[*names, *MARKERS], prefixes=prefixes, nesting=False)
-    if trace.format == "kineto":  # vLLM's own step annotations and frames, as the analysis reads them (`vllm_steps`)
+    if trace.capabilities.engine_steps:  # the engine's step annotations and frames, as read (`vllm_steps`)
         from .vllm_steps import marked
 
         added = marked(trace)
@@ -236,9 +229,10 @@ def forward_range(ranges: pd.DataFrame, range_name: str | None, *, label: str) -
     the range is kept). `label`: the model's label, which the note names."""
     name = FORWARD_RANGE if range_name is None else range_name
     if name == FORWARD_RANGE and not matches(ranges, (name,)).any() and matches(ranges, (VLLM_STEP_RANGE,)).any():
-        from .vllm_steps import forward_note  # a torch trace: vLLM's own step annotations
+        from .engine_marks import engine_of
+        from .vllm_steps import forward_note  # a torch trace: vLLM's (or SGLang's) own step annotations
 
-        return VLLM_STEP_RANGE, forward_note(label)
+        return VLLM_STEP_RANGE, forward_note(label, engine_of(ranges))
     if name != FORWARD_RANGE or matches(ranges, (name,)).any() or not matches(ranges, (SCOPES_FORWARD,)).any():
         return name, None
     return SCOPES_FORWARD, (f"{label}: no {quoted(FORWARD_RANGE)} ranges (nsys_cc's plugin was off): measured vLLM's "

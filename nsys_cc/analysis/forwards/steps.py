@@ -5,9 +5,11 @@ reject and propose the next drafts); nothing else in nsys_cc is called a step (a
 per rank, is a forward: `ranks`). Steps, in order of precedence (`StepTable.rule` says which was used):
 1. "step ranges": the `nsys_cc:step` ranges the plugin writes around each engine step; a forward belongs to the
    step its start lies in.
-2. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
+2. "engine step frames": in a torch trace, the engine's own step frames (vLLM's `…/engine/core.py(…): step`, where
+   the engine core ran in the profiled process; SGLang's scheduler `run_batch`).
+3. "vLLM step scopes": in a trace made with vLLM's own scopes, from each `llm_engine step: get_output` range to the
    end of the `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats): LLMEngine.step.
-3. "forward to forward": without either, a step runs from the start of one target forward to the start of the
+4. "forward to forward": without either, a step runs from the start of one target forward to the start of the
    next one of the same iteration (`nsys_cc:iteration` ranges; without them, up to the next forward unless it is a
    prefill); the draft forwards in between are its drafts. The last forward of each iteration closes no step, so
    its step is not counted.
@@ -33,9 +35,14 @@ hands on a model's): target_<metric>_ms, draft_<metric>_ms (the step's forwards'
 other_<metric>_ms = step − target − drafts on that metric (on gpu_busy: the time in the step the forwards' GPU work
 does not cover, the GPU's idle time), and per draft forward `<metric>_ms`. A forward whose value is unknown (it
 launched nothing the trace recorded, or a CUDA graph recorded whole for kernel_sum) makes its step's values of that
-metric NaN: unknown, not 0. `metric_columns` names the columns of a metric, wall included. The step itself (step_ms)
-is a CPU range on every metric: an engine step waits for its GPU work (vLLM samples on the host), so its wall time
-holds the GPU time it did not overlap with the next step's.
+metric NaN: unknown, not 0. `metric_columns` names the columns of a metric, wall included.
+
+A step's time: step_ms is its CPU time (its launch time on a GPU trace); on a GPU trace (the windows `with_gpu_metrics`
+projects) STEP_GPU is its time from its start to the end of the GPU work launched in it — after the GPU work of the
+steps before it where that still ran then (asynchronous scheduling) — what the user waits for (`step_windows`), and
+other_<metric>_ms is that less the forwards on the metric. `step_time_column` names a metric's step time.
+
+The functions that find the steps are `step_rules`'; `step_table` puts them together (each piece ≤ 100 lines).
 """
 
 from __future__ import annotations
@@ -56,35 +63,25 @@ from ...contract import (
     LOGITS_RANGE,
     PROPOSE_RANGE,
     SAMPLE_RANGE,
-    SCOPES_ALLOCATE,
     SCOPES_POSTPROCESS,
     SCOPES_SAMPLE,
-    SCOPES_STEP,
-    SCOPES_STEP_PREFIX,
-    STEP_RANGE,
-    VLLM_ENGINE_STEP_RANGE,
     VLLM_SAMPLE_RANGE,
     VLLM_STEP_RANGE,
-    WARMUP_RANGE,
 )
-from ...errors import InputError
 from ...trace.nvtx import matches
 from ...trace.source import handed_out
-from ..metrics import BY_NAME, DECODE, EMPTY, METRICS, MIXED, PREFILL, VERIFY, WALL
+from ..metrics import BY_NAME, EMPTY, METRICS, MIXED, PREFILL, VERIFY, WALL
 from ..profile_dir.latencies import latencies_beside
-from .phases import (
-    containing,
-    marker_sets,
-    payload_phases,
-    slow_group,
-    tokens_per_sequence,
-    verify_tokens,
-    warmup_mask,
-)
-from .ranges import by_start, draft_range_of, forward_range, marked_ranges, select
+from . import step_rules, step_windows
+from .engine_marks import ENGINE_COLUMN, engine_of, label as marker_label
+from .ranges import draft_range_of, forward_range, marked_ranges, select
+from .step_rules import Forwards, Found
+from .step_windows import closed
 
 STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
                 "other_ms"]
+# On a GPU trace, beside them: each step's time from its start to the end of its GPU work (`step_windows`), ms.
+STEP_GPU = "step_gpu_ms"
 # The metrics a step is measured on besides wall (`metrics.METRICS`: the GPU ones that get a c).
 STEP_METRICS: tuple[str, ...] = tuple(m.name for m in METRICS if m.gpu and m.coefficient)
 
@@ -157,6 +154,13 @@ def metric_columns(metric: str) -> tuple[str, str, str, str]:
     return f"target_{metric}_ms", f"draft_{metric}_ms", f"other_{metric}_ms", f"{metric}_ms"
 
 
+def step_time_column(metric: str, steps: pd.DataFrame) -> str:
+    """The column of a step's time on `metric` in `steps` (`StepTable.steps`): on a GPU metric the step's time to the
+    end of its GPU work (STEP_GPU) where the trace has it, else — and on wall — its CPU time (step_ms; on a GPU trace,
+    its launch time)."""
+    return STEP_GPU if metric != WALL and STEP_GPU in steps else "step_ms"
+
+
 @dataclass(frozen=True, eq=False)
 class StepTable:
     """The engine steps of one trace (`steps`: STEP_COLUMNS then PART_STEP_COLUMNS, kept steps only), the draft
@@ -174,6 +178,10 @@ class StepTable:
     latencies_s: np.ndarray | None = None  # vLLM's per-iteration latencies (X.bench.json), when known
     parts: tuple[str, ...] = ()  # the STEP_PARTS the trace has ranges of (their step columns are NaN otherwise)
     part_source: str | None = None  # where the target's parts come from: "plugin", "vLLM scopes" (None: none)
+    engine: str | None = None  # the engine whose own markers gave the steps ("vLLM", "SGLang"; None: the plugin's)
+    # Every target forward outside warm-up, in start order (start_ns, kind, batch where its step annotation names
+    # it), those that close no step included: the requests' lives (`speculative.runs.request_lives`) need each one.
+    forwards: pd.DataFrame | None = None
 
     # Each kind's steps, selected once (the speculative figures ask for a table's decode or verify steps per metric
     # and interval); handed out as the caller's own frame.
@@ -195,283 +203,189 @@ def _gpu_metrics_of(forwards: pd.DataFrame) -> list[str]:
     return [m for m in STEP_METRICS if BY_NAME[m].column in forwards and forwards[BY_NAME[m].column].notna().any()]
 
 
-def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str) -> pd.DataFrame:
+def with_gpu_metrics(trace, ranges: pd.DataFrame, range_name: str, *, windows: bool = True) -> pd.DataFrame:
     """`ranges` (a trace's ranges as read, `ranges.marked_ranges`, of the open `trace`) with the GPU metrics of its
-    target and draft forward ranges (`projection.project`, columns `<metric>_ns` of STEP_METRICS; NaN where unknown
-    and on every other range), for `step_table`; `ranges` as they are when the trace has no CUDA data. Reads the
-    trace's CUDA tables, not its NVTX ranges again. `range_name`: the forward range as decided for this trace
-    (`ranges.forward_range`), not decided again here."""
+    target and draft forward ranges and the token's parts (`projection.project`, columns `<metric>_ns` of
+    STEP_METRICS; NaN where unknown and on every other range) and — `windows` — the windows each step can have,
+    projected (`step_windows.with_windows`: a step's time to the end of its GPU work), for `step_table`; `ranges` as
+    they are when the trace has no CUDA data. Reads the trace's CUDA tables, not its NVTX ranges again. `range_name`:
+    the forward range as decided for this trace (`ranges.forward_range`), not decided again here."""
     if not trace.has_cuda:
         return ranges
     from .projection import project
 
     draft = draft_range_of(ranges)
     hit = matches(ranges, (range_name, *([draft] if draft else []), *PART_RANGES))
-    if not hit.any():
-        return ranges
-    projected = project(trace, ranges[hit])
-    # A part (logits, sampling, proposing) that launched nothing adds no GPU time (0, where a forward that launched
-    # nothing is unknown): vLLM's CPU-side sampling work, say.
-    idle_part = (matches(ranges[hit], PART_RANGES)
-                 & (pd.to_numeric(projected["gpu_ops"], errors="coerce").fillna(0).to_numpy() == 0))
-    out = ranges.copy(deep=False)
-    for metric in STEP_METRICS:
-        m = BY_NAME[metric]
-        values = np.full(len(ranges), np.nan)
-        got = pd.to_numeric(projected[m.source], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        values[hit] = np.where(idle_part, 0.0, got)
-        out[m.column] = values
-    return out
-
-
-def _closed(df: pd.DataFrame) -> pd.DataFrame:
-    """The ranges of `df` that were closed, by start (stable), numbered from 0."""
-    if "open_at_end" in df:
-        still_open = df["open_at_end"].to_numpy(dtype=bool)
-        if still_open.any():
-            df = df[~still_open]
-    return by_start(df).reset_index(drop=True)
-
-
-def _scope_steps(ranges: pd.DataFrame) -> pd.DataFrame:
-    """Engine steps of a vLLM-scopes trace: each `llm_engine step: get_output` range together with the
-    `llm_engine step: …` ranges after it (process_outputs, abort_requests, record_stats), up to the next
-    get_output: start = get_output's start, end = the last of them's end (LLMEngine.step as vLLM scopes it)."""
-    eng = _closed(ranges[matches(ranges, (), (SCOPES_STEP_PREFIX,))])
-    opens = matches(eng, (SCOPES_STEP,))
-    if eng.empty or not opens.any():
-        return eng.iloc[0:0]
-    group = np.cumsum(opens)
-    eng = eng[group > 0].assign(group=group[group > 0])
-    out = eng.groupby("group").agg(start_ns=("start_ns", "min"), end_ns=("end_ns", "max")).reset_index(drop=True)
-    out["duration_ns"] = out["end_ns"] - out["start_ns"]
-    return out
+    out = ranges
+    if hit.any():
+        projected = project(trace, ranges[hit])
+        # A part (logits, sampling, proposing) that launched nothing adds no GPU time (0, where a forward that
+        # launched nothing is unknown): vLLM's CPU-side sampling work, say.
+        idle_part = (matches(ranges[hit], PART_RANGES)
+                     & (pd.to_numeric(projected["gpu_ops"], errors="coerce").fillna(0).to_numpy() == 0))
+        out = ranges.copy(deep=False)
+        for metric in STEP_METRICS:
+            m = BY_NAME[metric]
+            values = np.full(len(ranges), np.nan)
+            got = pd.to_numeric(projected[m.source], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+            values[hit] = np.where(idle_part, 0.0, got)
+            out[m.column] = values
+    return step_windows.with_windows(trace, out, range_name) if windows else out
 
 
 def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = None,
                speculative: bool = False) -> StepTable:
     """The engine steps of a trace (plain or speculative) from its NVTX ranges (`ranges.marked_ranges`, or all of
-    `Trace.nvtx_ranges()`); `gamma`: the run's γ when known (its metrics dump). `speculative`: the trace is a
-    speculative run even without draft-forward ranges (a proposer without a draft model, such as vLLM's ngram): its
-    target forwards of 2…γ + 1 tokens per sequence are verify forwards. `range_name`: the forward range as decided
-    for this trace (`ranges.forward_range`, by whoever read it), not decided again here."""
+    `Trace.nvtx_ranges()`; on a GPU trace with the rows `with_gpu_metrics` adds); `gamma`: the run's γ when known (its
+    metrics dump). `speculative`: the trace is a speculative run even without draft-forward ranges (a proposer
+    without a draft model, such as vLLM's ngram): its target forwards of 2…γ + 1 tokens per sequence are verify
+    forwards. `range_name`: the forward range as decided for this trace (`ranges.forward_range`, by whoever read
+    it), not decided again here."""
     notes: list[str] = []
+    engine = engine_of(ranges)  # the engine whose markers gave the rows (the words of the notes), None: the plugin's
     # Only the columns read below: every selection of rows then copies a third of a trace's columns (a step table
     # selects a dozen times).
-    wanted = [c for c in (*STEP_INPUT_COLUMNS, *STEP_NAME_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS))
-              if c in ranges]
+    wanted = [c for c in (*STEP_INPUT_COLUMNS, *STEP_NAME_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS),
+                          step_windows.GPU_REACH) if c in ranges]
     if len(wanted) < len(ranges.columns):
         ranges = ranges[wanted]
-    draft_name = draft_range_of(ranges)
-    target = _closed(select(ranges, range_name))
-    if target.empty:
-        raise InputError(f"no {range_name!r} ranges (target forwards) in the trace")
-    drafts = _closed(select(ranges, draft_name)) if draft_name else target.iloc[0:0]
+    fw = step_rules.read_forwards(ranges, range_name, gamma, speculative, notes)
+    found = step_rules.find_steps(fw, notes, engine)
+    gamma_known = gamma if gamma is not None else fw.gamma_payload
+    steps, draft_fw, counts = _step_rows(fw, found, gamma_known)
+    parts = _step_parts(ranges, range_name, fw.measured, found.step_at)
+    _add_parts(steps, draft_fw, fw, found, parts, counts, gamma_known)
+    for col in STEP_NAME_COLUMNS[1:]:  # the step's batch, tokens and context, as its annotation names them
+        if col in fw.target:
+            inside = found.t_step >= 0
+            per = np.full(len(steps), np.nan)
+            per[found.t_step[inside]] = fw.target[col].to_numpy(dtype=float)[inside]
+            steps[col] = per
+    steps = _drop_odd(steps, counts["target"] > 1, notes)
+    per_iter, iterations = _iterations(fw, notes)
+    whole = fw.draft_name in DRAFT_STEP_RANGES
+    if whole:
+        notes.append(f"draft time per step is the {marker_label(fw.draft_name or '', engine)!r} range (the proposer, "
+                     "its draft forwards and its own overhead); one draft forward is taken as that ÷ γ")
+    source = next((f.attrs["source"] for f in parts.values() if f is not None and "source" in f.attrs), None)
+    return StepTable(steps.reset_index(drop=True), draft_fw, found.rule, found.detail, iterations, per_iter,
+                     fw.gamma_payload, tuple(notes), parts=tuple(p for p, f in parts.items() if f is not None),
+                     part_source=source, engine=engine, forwards=_forward_rows(fw))
 
-    # The trace's markers, selected once for every kind of range measured below (forwards, steps, parts).
-    marks = marker_sets(ranges)
-    iters = marks.windows
 
-    def measured(df: pd.DataFrame) -> pd.DataFrame:
-        if df.empty:
-            return df
-        return df[~warmup_mask(df, ranges, None, marks=marks)[0]].reset_index(drop=True)
-
-    target, drafts = measured(target), measured(drafts)
-    if marks.warm.empty:
-        notes.append(f"no '{WARMUP_RANGE}' ranges: every step kept (the first iterations may be warm-up)")
-    if target.empty:
-        raise InputError(f"every {range_name!r} range ran inside a warm-up iteration")
-    speculating = draft_name is not None or speculative
-    t_start = target["start_ns"].to_numpy()
-    t_iter = containing(t_start, iters)
-    wall = target["duration_ns"].to_numpy(dtype=float) / 1e6
-    gamma_payload = None
-    # the engine's step annotations name each step's kind (`vllm_steps`): a mixed step is no prefill
-    named = "step_kind" in target and target["step_kind"].notna().all()
-    if target["payload"].notna().all():
-        tokens, _ = tokens_per_sequence(target, ranges, speculating, windows=iters)
-        kind, _ = payload_phases(tokens, speculating, gamma, draft_model=draft_name is not None)
-        common = verify_tokens(tokens) if speculating else None
-        gamma_payload = None if common is None else round(common) - 1
-    elif named:
-        tokens = target["payload"].to_numpy(dtype=float)  # NaN where the name counts no tokens (SGLang's MIXED)
-        kind = target["step_kind"].to_numpy(dtype=object)
-    else:
-        tokens = np.full(len(target), np.nan)
-        kind = np.full(len(target), DECODE, dtype=object)
-        scope_steps = measured(_scope_steps(ranges))
-        allocate = select(ranges, SCOPES_ALLOCATE)
-        if (t_iter >= 0).all():
-            first = np.r_[True, t_iter[1:] != t_iter[:-1]]
-            how = "the first target forward of each iteration"
-        elif len(scope_steps) and len(allocate):
-            step_of = containing(t_start, scope_steps)
-            has_alloc = np.zeros(len(scope_steps), dtype=bool)
-            a_step = containing(allocate["start_ns"].to_numpy(), scope_steps)
-            has_alloc[a_step[a_step >= 0]] = True
-            first = (step_of >= 0) & ~has_alloc[np.clip(step_of, 0, None)]
-            how = (f"a forward whose engine step has no '{SCOPES_ALLOCATE}' scope (vLLM scopes that for running "
-                   "requests only, so such a step schedules a new request)")
-        else:
-            slow, ratio = slow_group(wall)
-            first = slow if slow is not None else np.zeros(len(wall), dtype=bool)
-            how = f"the slow group of target forwards ({ratio:.1f}× gap)" if slow is not None else "none (no gap)"
-        kind[first] = PREFILL
-        if speculating:
-            kind[~first] = VERIFY
-            if gamma is not None:
-                tokens[~first] = gamma + 1
-        else:
-            tokens[~first] = 1
-        notes.append(f"the target forwards carry no token payload: prefill taken as {how}")
-
-    if named:
-        kind = target["step_kind"].to_numpy(dtype=object)
-
-    d_start = drafts["start_ns"].to_numpy() if len(drafts) else np.array([], dtype=np.int64)
-    d_wall = drafts["duration_ns"].to_numpy(dtype=float) / 1e6 if len(drafts) else np.array([])
-    d_payload = drafts["payload"].to_numpy(dtype=float) if len(drafts) else np.array([])
-    steps_r = measured(_closed(select(ranges, STEP_RANGE)))
-    rule, detail = "step ranges", f"the trace's '{STEP_RANGE}' ranges around each engine step"
-    if steps_r.empty:
-        steps_r = measured(_closed(select(ranges, VLLM_ENGINE_STEP_RANGE)))
-        rule, detail = "engine step frames", (f"the engine core's Python frames {VLLM_ENGINE_STEP_RANGE!r} "
-                                              "(EngineCore.step) around each engine step, in a torch trace")
-    if steps_r.empty:
-        steps_r = measured(_scope_steps(ranges))
-        rule = "vLLM step scopes"
-        detail = (f"vLLM's own scopes: from each '{SCOPES_STEP}' to the end of the '{SCOPES_STEP_PREFIX}…' ranges "
-                  "after it (LLMEngine.step)")
-    if len(steps_r):
-        s_start = steps_r["start_ns"].to_numpy()
-        s_ms = steps_r["duration_ns"].to_numpy(dtype=float) / 1e6
-        t_step = containing(t_start, steps_r)
-
-        def step_at(starts: np.ndarray) -> np.ndarray:
-            return containing(starts, steps_r) if len(starts) else np.array([], dtype=int)
-
-        d_step = step_at(d_start)
-        s_iter = containing(s_start, iters)
-    else:
-        rule = "forward to forward"
-        detail = (f"no '{STEP_RANGE}' ranges: a step runs from one target forward's start to the next one's "
-                  "in the same iteration; the last forward of each iteration closes no step and is not counted")
-        nxt_same = np.r_[t_iter[1:] == t_iter[:-1], False]
-        if (t_iter < 0).all():
-            nxt_same = np.r_[kind[1:] != PREFILL, False]
-        keep = np.flatnonzero(nxt_same)
-        s_start = t_start[keep]
-        s_ms = (t_start[keep + 1] - t_start[keep]) / 1e6
-        s_iter = t_iter[keep]
-        t_step = np.full(len(target), -1)
-        t_step[keep] = np.arange(keep.size)
-        def step_at(starts: np.ndarray) -> np.ndarray:  # the step of the target forward before
-            if not len(starts):
-                return np.array([], dtype=int)
-            pos = np.searchsorted(t_start, starts, side="right") - 1
-            return np.where(pos >= 0, t_step[np.clip(pos, 0, None)], -1)
-
-        d_step = step_at(d_start)
-        dropped = int(len(target) - keep.size)
-        if dropped:
-            notes.append(f"{dropped} target forward(s) close no step (last of their iteration): not counted")
-    n_steps = len(s_start)
-    count_t = np.bincount(t_step[t_step >= 0], minlength=n_steps)
-    sum_t = np.bincount(t_step[t_step >= 0], weights=wall[t_step >= 0], minlength=n_steps)
+def _step_rows(fw: Forwards, found: Found, gamma: int | None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """STEP_COLUMNS of every step found (each step's kind its target forward's; "mixed" with several, "empty" with
+    none), the draft forwards in them (`StepTable.draft_forwards`) and per step the counts `_add_parts` and the rest
+    read: target and draft forwards, the forwards the drafts hold."""
+    n_steps, t_step, d_step = len(found.s_start), found.t_step, found.d_step
+    inside = t_step >= 0
+    count_t = np.bincount(t_step[inside], minlength=n_steps)
+    sum_t = np.bincount(t_step[inside], weights=fw.wall[inside], minlength=n_steps)
     tok = np.full(n_steps, np.nan)
     knd = np.full(n_steps, EMPTY, dtype=object)
-    inside = t_step >= 0
-    tok[t_step[inside]] = tokens[inside]
-    knd[t_step[inside]] = kind[inside]
-    knd[count_t > 1] = MIXED
-    several = count_t > 1  # the plugin's steps of several target forwards: left out below
-    dmask = d_step >= 0 if len(d_start) else np.array([], dtype=bool)
-    count_d = np.bincount(d_step[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps, dtype=int)
-    sum_d = np.bincount(d_step[dmask], weights=d_wall[dmask], minlength=n_steps) if len(d_start) else np.zeros(n_steps)
-    gamma_known = gamma if gamma is not None else gamma_payload
-    whole = draft_name in DRAFT_STEP_RANGES  # one draft range per step around all its drafts (the proposer)
-    held = forwards_held(knd, d_step, d_payload, gamma_known) if not whole else np.ones(len(d_step))
+    tok[t_step[inside]] = fw.tokens[inside]
+    knd[t_step[inside]] = fw.kind[inside]
+    knd[count_t > 1] = MIXED  # the plugin's steps of several target forwards: left out (`_drop_odd`)
+    dmask = d_step >= 0
+    count_d = np.bincount(d_step[dmask], minlength=n_steps)
+    sum_d = np.bincount(d_step[dmask], weights=fw.d_wall[dmask], minlength=n_steps)
+    whole = fw.draft_name in DRAFT_STEP_RANGES  # one draft range per step around all its drafts (the proposer)
+    held = forwards_held(knd, d_step, fw.d_payload, gamma) if not whole else np.ones(len(d_step))
     position = (pd.Series(d_step).groupby(d_step).cumcount().to_numpy() if len(d_step)
                 else np.array([], dtype=int))
-    held_d = (np.bincount(d_step[dmask], weights=held[dmask], minlength=n_steps) if len(d_start)
-              else np.zeros(n_steps))
+    held_d = np.bincount(d_step[dmask], weights=held[dmask], minlength=n_steps)
     steps = pd.DataFrame({
-        "step": np.arange(n_steps), "iteration": s_iter, "kind": knd, "start_ns": s_start, "step_ms": s_ms,
-        "target_ms": sum_t, "tokens": tok,
+        "step": np.arange(n_steps), "iteration": found.s_iter, "kind": knd, "start_ns": found.s_start,
+        "step_ms": found.s_ms, "target_ms": sum_t, "tokens": tok,
         "draft_ms": sum_d, "draft_forwards": held_d if not whole else np.full(n_steps, np.nan),
-        "other_ms": s_ms - sum_t - sum_d,
+        "other_ms": found.s_ms - sum_t - sum_d,
     })[STEP_COLUMNS]
-    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": d_wall, "payload": d_payload, "position": position,
+    if found.s_gpu_ms is not None:
+        steps[STEP_GPU] = found.s_gpu_ms
+    draft_fw = pd.DataFrame({"step": d_step, "wall_ms": fw.d_wall, "payload": fw.d_payload, "position": position,
                              "forwards": held})
-    parts = _step_parts(ranges, range_name, measured, step_at)
+    return steps, draft_fw, {"target": count_t, "draft": count_d, "position": position, "whole": whole}
+
+
+def _add_parts(steps: pd.DataFrame, draft_fw: pd.DataFrame, fw: Forwards, found: Found,
+               parts: dict[str, pd.DataFrame | None], counts: dict, gamma: int | None) -> None:
+    """The parts' columns (`part_columns`) on wall and each GPU metric the forwards carry, with the GPU metrics'
+    target, draft and outside columns (`metric_columns`) and one draft forward's value in `draft_fw` — in `steps`
+    (and `StepTable.draft_forwards`). Outside time on a GPU metric is the step's time to the end of its GPU work
+    (STEP_GPU) less the forwards' (and parts') on that metric, where the trace has it; else its CPU time's."""
+    n_steps, t_step, d_step = len(steps), found.t_step, found.d_step
+    inside, dmask = t_step >= 0, d_step >= 0
+    position, count_d = counts["position"], counts["draft"]
     # The catch-up forward is the step's first draft range when the later forwards have ranges of their own (or γ
     # is 1); a single range for all the step's drafts (a multi-module MTP graph) leaves it unknown.
-    separable = (count_d >= 2) | ((count_d == 1) & (gamma_known == 1))
-    first = dmask & (position == 0) if len(d_start) else np.array([], dtype=bool)
-    later = dmask & (position > 0) if len(d_start) else np.array([], dtype=bool)
+    separable = (count_d >= 2) | ((count_d == 1) & (gamma == 1))
+    first, later = dmask & (position == 0), dmask & (position > 0)
 
     def per_step(values: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        if not len(d_start) or whole:
+        if not len(d_step) or counts["whole"]:
             return np.full(n_steps, np.nan)
         return np.where(separable, np.bincount(d_step[mask], weights=values[mask], minlength=n_steps), np.nan)
 
-    def part_sums(metric: str) -> dict[str, np.ndarray]:
-        return {p: (np.full(n_steps, np.nan) if frame is None else
+    def add(metric: str, step_ms: np.ndarray, target_m: np.ndarray, drafts_m: np.ndarray, d_val: np.ndarray) -> None:
+        cols = part_columns(metric)
+        sums = {p: (np.full(n_steps, np.nan) if frame is None else
                     np.bincount(frame["step"], weights=frame[metric], minlength=n_steps))
                 for p, frame in parts.items()}
-
-    def add_parts(metric: str, target_m: np.ndarray, drafts_m: np.ndarray, d_val: np.ndarray) -> None:
-        cols = part_columns(metric)
-        sums = part_sums(metric)
         for p in STEP_PARTS:
             steps[cols[p]] = sums[p]
         steps[cols["draft_catchup"]] = per_step(d_val, first)
         steps[cols["draft_later"]] = per_step(d_val, later)
         known = np.nansum(np.vstack([sums[p] for p in STEP_PARTS]), axis=0)
-        steps[cols["other_token"]] = s_ms - target_m - drafts_m - known
+        steps[cols["other_token"]] = step_ms - target_m - drafts_m - known
 
-    add_parts(WALL, sum_t, sum_d, d_wall)
-    steps["draft_catchup_tokens"] = per_step(d_payload, first)
-    steps["draft_ranges"] = count_d if not whole else np.full(n_steps, np.nan)
-    for metric in _gpu_metrics_of(target):
+    add(WALL, found.s_ms, steps["target_ms"].to_numpy(), steps["draft_ms"].to_numpy(), fw.d_wall)
+    steps["draft_catchup_tokens"] = per_step(fw.d_payload, first)
+    steps["draft_ranges"] = count_d if not counts["whole"] else np.full(n_steps, np.nan)
+    waited = found.s_gpu_ms if found.s_gpu_ms is not None else found.s_ms
+    for metric in _gpu_metrics_of(fw.target):
         t_col, d_col, o_col, f_col = metric_columns(metric)
-        t_val = target[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6
-        d_val = (drafts[BY_NAME[metric].column].to_numpy(dtype=float) / 1e6 if BY_NAME[metric].column in drafts
-                 else np.full(len(drafts), np.nan))
+        column = BY_NAME[metric].column
+        t_val = fw.target[column].to_numpy(dtype=float) / 1e6
+        d_val = (fw.drafts[column].to_numpy(dtype=float) / 1e6 if column in fw.drafts
+                 else np.full(len(fw.drafts), np.nan))
         m_t = np.bincount(t_step[inside], weights=t_val[inside], minlength=n_steps)  # NaN stays NaN: unknown
-        m_d = (np.bincount(d_step[dmask], weights=d_val[dmask], minlength=n_steps) if len(d_start)
-               else np.zeros(n_steps))
-        steps[t_col], steps[d_col], steps[o_col] = m_t, m_d, s_ms - m_t - m_d
+        m_d = np.bincount(d_step[dmask], weights=d_val[dmask], minlength=n_steps)
+        steps[t_col], steps[d_col], steps[o_col] = m_t, m_d, waited - m_t - m_d
+        add(metric, waited, m_t, m_d, d_val)
         draft_fw[f_col] = d_val
-        add_parts(metric, m_t, m_d, d_val)
-    for col in STEP_NAME_COLUMNS[1:]:  # the step's batch, tokens and context, as its annotation names them
-        if col in target:
-            per = np.full(n_steps, np.nan)
-            per[t_step[inside]] = target[col].to_numpy(dtype=float)[inside]
-            steps[col] = per
+
+
+def _forward_rows(fw: Forwards) -> pd.DataFrame:
+    """`StepTable.forwards`: each target forward's start, kind and batch (NaN where its name says none)."""
+    batch = (fw.target["batch"].to_numpy(dtype=float) if "batch" in fw.target
+             else np.full(len(fw.target), np.nan))
+    return pd.DataFrame({"start_ns": fw.t_start, "kind": fw.kind, "batch": batch})
+
+
+def _drop_odd(steps: pd.DataFrame, several: np.ndarray, notes: list[str]) -> pd.DataFrame:
+    """`steps` without the empty steps (no target forward) and those of several target forwards, said in a note."""
+    knd = steps["kind"].to_numpy(dtype=object)
     odd = {k: int(m.sum()) for k, m in ((EMPTY, knd == EMPTY), (MIXED, several)) if m.any()}
-    if odd:
-        notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
-                                                                     "several target forwards") + ")"
-                                                      for k, n in odd.items()))
-        steps = steps[(knd != EMPTY) & ~several]
+    if not odd:
+        return steps
+    notes.append("steps left out: " + ", ".join(f"{n} {k} (" + ("no target forward" if k == EMPTY else
+                                                                 "several target forwards") + ")"
+                                                  for k, n in odd.items()))
+    return steps[(knd != EMPTY) & ~several]
+
+
+def _iterations(fw: Forwards, notes: list[str]) -> tuple[float, int]:
+    """(target forwards per measured iteration, measured iterations): by the iteration ranges, else each iteration
+    counted by its prefill forward."""
+    t_iter = fw.t_iter
     measured_iters = np.unique(t_iter[t_iter >= 0])
-    n_prefill = int((kind == PREFILL).sum())
+    n_prefill = int((fw.kind == PREFILL).sum())
     if measured_iters.size:
-        per_iter = float(pd.Series(t_iter[t_iter >= 0]).value_counts().median())
-    elif n_prefill:  # no iteration ranges: each iteration starts with its prefill
-        per_iter = len(target) / n_prefill
+        return float(pd.Series(t_iter[t_iter >= 0]).value_counts().median()), int(measured_iters.size)
+    if n_prefill:
         notes.append(f"no iteration ranges: {n_prefill} iterations counted by their prefill forwards")
-    else:
-        per_iter = math.nan
-    if whole:
-        notes.append(f"draft time per step is vLLM's {draft_name!r} range (the proposer, its draft forwards and "
-                     "its own overhead); one draft forward is taken as that ÷ γ")
-    source = next((f.attrs["source"] for f in parts.values() if f is not None and "source" in f.attrs), None)
-    return StepTable(steps.reset_index(drop=True), draft_fw, rule, detail, int(measured_iters.size or n_prefill),
-                     float(per_iter), gamma_payload, tuple(notes),
-                     parts=tuple(p for p, f in parts.items() if f is not None), part_source=source)
+        return len(fw.target) / n_prefill, n_prefill
+    return math.nan, 0
 
 
 def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.DataFrame], pd.DataFrame],
@@ -497,7 +411,7 @@ def _step_parts(ranges: pd.DataFrame, range_name: str, measured: Callable[[pd.Da
                 name, source = VLLM_TARGET_PARTS[part], "vLLM frames"
         else:
             name, source = DRAFT_PARTS[part], "plugin"
-        found = _closed(select(ranges, name))
+        found = closed(select(ranges, name))
         if found.empty:
             out[part] = None
             continue
@@ -551,14 +465,18 @@ STEP_NAME_COLUMNS = ["step_kind", "batch", "step_tokens", "context"]
 
 def markers_of(ranges: pd.DataFrame, range_name: str, trace=None) -> pd.DataFrame:
     """Of a trace's ranges as read (`ranges.marked_ranges`), what `step_table` needs besides the forwards named
-    `range_name`: the markers, in STEP_INPUT_COLUMNS — with the GPU metrics of the token's parts (`with_gpu_metrics`:
-    a plain decode token on a GPU metric holds its logits' and sampling's GPU work) when the open `trace` is given.
-    With `with_forwards` it makes the step table of a trace whose forwards were kept by its model, without keeping (or
-    reading again) its forward ranges."""
+    `range_name`: the markers, in STEP_INPUT_COLUMNS — with, when the open `trace` is given, the GPU metrics of the
+    token's parts (`with_gpu_metrics`: a plain decode token on a GPU metric holds its logits' and sampling's GPU
+    work) and the steps' windows projected (`step_windows`, found among all of `ranges`, the forwards included: a step
+    from one forward to the next). With `with_forwards` it makes the step table of a trace whose forwards were kept
+    by its model, without keeping (or reading again) its forward ranges."""
     markers = ranges.loc[~matches(ranges, (range_name,))]
     if trace is not None:
-        markers = with_gpu_metrics(trace, markers, range_name)
-    return markers[[*STEP_INPUT_COLUMNS, *(BY_NAME[m].column for m in STEP_METRICS if BY_NAME[m].column in markers)]]
+        markers = step_windows.with_windows(trace, with_gpu_metrics(trace, markers, range_name, windows=False),
+                                            range_name, of=ranges)
+    extra = [c for c in (*(BY_NAME[m].column for m in STEP_METRICS), step_windows.GPU_REACH, ENGINE_COLUMN)
+             if c in markers]
+    return markers[[*STEP_INPUT_COLUMNS, *extra]]
 
 
 def with_forwards(markers: pd.DataFrame, model) -> pd.DataFrame:

@@ -71,9 +71,18 @@ from ...contract import (
     VLLM_STEP_RANGE,
 )
 from ...errors import InputError
-from ..metrics import ALL, DECODE, EMPTY, GPU_BUSY, GPU_SPAN, MIXED, PREFILL, VERIFY
+from ..metrics import ALL, DECODE, EMPTY, GPU_BUSY, GPU_SPAN, LAUNCH_TIME, MIXED, PREFILL, VERIFY, WALL
 from . import sglang_steps
-from .engine_marks import ROW_COLUMNS, EngineMarks, hits, outermost, row_frame, sampling
+from .engine_marks import (
+    ENGINE_COLUMN,
+    ROW_COLUMNS,
+    EngineMarks,
+    hits,
+    label as marker_label,
+    outermost,
+    row_frame,
+    sampling,
+)
 from .step_names import StepName, parse
 
 __all__ = ["ROW_COLUMNS", "STEP_COLUMNS", "STEP_ROW_COLUMNS", "StepName", "VllmSteps", "parse", "read", "marked"]
@@ -121,8 +130,9 @@ _READ: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def read(trace) -> VllmSteps | None:
     """The engine steps of an open PyTorch-profiler trace (read once per trace object, kept while it lives); None for
-    another format or a trace without step annotations (`execute_…`, SGLang's `step[…]`)."""
-    if getattr(trace, "format", None) != "kineto":
+    a trace of a format engines write no steps into (`Trace.capabilities.engine_steps`) or one without step
+    annotations (`execute_…`, SGLang's `step[…]`)."""
+    if not trace.capabilities.engine_steps:
         return None
     if trace not in _READ:
         _READ[trace] = _read(trace)
@@ -195,12 +205,13 @@ def _read(trace) -> VllmSteps | None:
     kept = why == ""
     steps["kept"], steps["why"] = kept, why
     _drop_notes(steps, notes, limit, speculative, marks.engine)
-    python_frames = int(trace.event_counts.get("python_function", 0)) > 0
+    python_frames = trace.count("python_frames") > 0
     if not speculative and ((kind == VERIFY) & kept).any():
         notes.append(f"its steps verify more than one token per request (a speculative run: "
                      f"{int(((kind == VERIFY) & kept).sum())} verify steps) but the trace holds no proposer frame "
-                     f"({VLLM_PROPOSE_RANGE!r}: {_why_no_frame(python_frames, marks)}): they are measured as plain "
-                     "steps, not in place; profile with stacks (torch_profiler_with_stack) to measure the run in place")
+                     f"({marker_label(VLLM_PROPOSE_RANGE, marks.engine)!r}: {_why_no_frame(python_frames, marks)}): "
+                     "they are measured as plain steps, not in place; profile with stacks "
+                     "(torch_profiler_with_stack) to measure the run in place")
     forwards = row_frame(annotations[kept], VLLM_STEP_RANGE, payload=per_request[kept])
     for col, src in zip(STEP_ROW_COLUMNS, ("kind", "batch", "tokens", "context")):
         forwards[col] = steps[src].to_numpy()[kept]
@@ -209,6 +220,7 @@ def _read(trace) -> VllmSteps | None:
     engine = outermost(frames[hits(frames, marks.step)])
     added = [forwards, sampled, row_frame(proposers, VLLM_PROPOSE_RANGE), row_frame(engine, VLLM_ENGINE_STEP_RANGE)]
     out = pd.concat([a for a in added if len(a)] or [forwards], ignore_index=True)
+    out[ENGINE_COLUMN] = marks.engine  # the words of its notes (`engine_marks.label`)
     return VllmSteps(steps[STEP_COLUMNS], out, tuple(notes), python_frames, len(samples), speculative, marks.engine)
 
 
@@ -273,21 +285,29 @@ def notes(trace, label: str) -> list[str]:
     return [] if found is None else [f"{label}: {n}" for n in found.notes]
 
 
-def forward_note(label: str) -> str:
-    """What `ranges.forward_range` says when it measures a torch trace's engine steps."""
-    return (f"{label}: no {FORWARD_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured the engine's own "
-            f"step annotations ({VLLM_STEP_RANGE!r}: vLLM's, or SGLang's step[…]; one per step, its phase, "
-            "batch, tokens and context read from its name) as the forwards; choose another range with range_name")
+def forward_note(label: str, engine: str | None = None) -> str:
+    """What `ranges.forward_range` says when it measures a torch trace's engine steps (`engine`: the engine that wrote
+    them, `engine_marks.engine_of`; SGLang's are named as SGLang writes them)."""
+    if engine is not None and marker_label(VLLM_STEP_RANGE, engine) != VLLM_STEP_RANGE:
+        what = (f"{engine}'s own forward annotations ({marker_label(VLLM_STEP_RANGE, engine)!r}, the forward range "
+                f"{VLLM_STEP_RANGE!r} as the results name it")
+    else:
+        what = f"the engine's own step annotations ({VLLM_STEP_RANGE!r}: vLLM's, or SGLang's step[…]"
+    return (f"{label}: no {FORWARD_RANGE!r} ranges (a PyTorch-profiler trace, no plugin): measured {what}; one per "
+            "step, its phase, batch, tokens and context read from its name) as the forwards; choose another range "
+            "with range_name")
 
 
 def token_note(trace) -> str:
-    """How a token of a torch trace's vLLM steps is made, when no sampling frame follows its steps."""
+    """How a token of a torch trace's engine steps is made, when no sampling frame follows its steps."""
     found = read(trace)
+    engine = None if found is None else found.engine
+    sample = marker_label(VLLM_SAMPLE_RANGE, engine)
     if found is None or found.python_frames:
-        return (f"the trace has Python frames but no sampling frame ({VLLM_SAMPLE_RANGE!r}) after "
-                "its steps (the profile stopped before vLLM sampled?): a token is the step alone — c is the steps' c")
+        return (f"the trace has Python frames but no sampling frame ({sample!r}) after its steps (the profile stopped "
+                f"before {engine or 'the engine'} sampled?): a token is the step alone — c is the steps' c")
     return ("the trace has no Python frames (recorded without stacks, torch_profiler_with_stack off): a token is the "
-            f"step alone, without the sampling after it ({VLLM_SAMPLE_RANGE!r}) — c is the steps' c; record with "
+            f"step alone, without the sampling after it ({sample!r}) — c is the steps' c; record with "
             "stacks for a token's cost")
 
 
@@ -314,11 +334,13 @@ def prefill_proposing_note(label: str, steps) -> str | None:
     pre = table[table["kind"] == PREFILL]
     if pre.empty or not np.isfinite(pre["draft_ms"].to_numpy(dtype=float)).any():
         return None
-    parts = [f"{np.nanmedian(pre['draft_ms'].to_numpy(dtype=float)):.3f} ms on wall"]
-    for metric in (GPU_SPAN, GPU_BUSY):
-        col = f"draft_{metric}_ms"
+    parts: list[str] = []
+    # the headline first (gpu_span on a GPU trace), then gpu_busy, then the CPU time: launch time on a GPU trace
+    for metric in (GPU_SPAN, GPU_BUSY, WALL):
+        col = "draft_ms" if metric == WALL else f"draft_{metric}_ms"
         if col in pre and np.isfinite(pre[col].to_numpy(dtype=float)).any():
-            parts.append(f"{np.nanmedian(pre[col].to_numpy(dtype=float)):.3f} ms on {metric}")
+            on = LAUNCH_TIME if metric == WALL and parts else metric
+            parts.append(f"{np.nanmedian(pre[col].to_numpy(dtype=float)):.3f} ms on {on}")
     return (f"{label}: the proposing after the prefill step ({len(pre)} of them: the first drafts, over the prompt) "
             f"took {', '.join(parts)} (median) — kept apart: the proposing per step and per drafted token are the "
             "verify steps'")
@@ -326,22 +348,27 @@ def prefill_proposing_note(label: str, steps) -> str | None:
 
 def in_place_notes(label: str, steps) -> list[str]:
     """What a reader of a torch trace's speculative run measured in place must know: the first proposing (after the
-    prefill, over the prompt) kept apart, and where the tokens per step come from."""
+    prefill, over the prompt) kept apart, and where the tokens per step come from (in the words of the engine that
+    wrote the trace, `steps.engine`)."""
     out = [n for n in (prefill_proposing_note(label, steps),) if n]
+    vllm = getattr(steps, "engine", None) != sglang_steps.MARKS.engine
+    counted = ("vLLM's metrics dump (spec_metrics)" if vllm else
+               "the α you give (acceptance: nsys_cc reads vLLM's counters, not SGLang's)")
     if not (steps.steps["kind"] == PREFILL).any():
         out.append(f"{label}: its trace holds no prefill step (a window of a longer run): it does not say how many "
-                   "tokens a step produced — tokens per step, α and the measured speedup come from vLLM's metrics dump "
-                   "(spec_metrics) where given, else they are unknown")
+                   f"tokens a step produced — tokens per step, α and the measured speedup come from {counted} where "
+                   "given, else they are unknown")
         return out
+    one_batch = ("vLLM's latency benchmark with --profile profiles one batch" if vllm else
+                 "a profile of one batch from its prompts to its last tokens")
     out.append(f"{label}: tokens per step and α from the trace: each request's verify steps (its batch shrinks as "
                "requests end) for its output tokens (the plain target's steps per prefill, or output_len), the last "
                "step of each request cut by its length and not counted as a rejection — only where whole requests "
-               "end inside the trace (vLLM's latency benchmark with --profile profiles one batch); vLLM's metrics "
-               "dump (spec_metrics) or the α you give otherwise")
+               f"end inside the trace ({one_batch}); {counted} otherwise")
     return out
 
 
-def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
+def refuse_unmeasurable(trace, path: str, name: str, *, draft: bool) -> None:
     """InputError (one line) for a torch trace whose vLLM steps give nothing to measure: none of them is a forward
     (each one's reason said), or — given as a draft — its steps verify drafted tokens (a speculative run) while it
     holds no proposer frame to measure them in place by."""
@@ -359,8 +386,9 @@ def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
                          f"({why}); choose a range with range_name", param="range_name")
     if draft and not found.speculative and (found.forwards["kind"] == VERIFY).any():
         marks = sglang_steps.MARKS if found.engine == sglang_steps.MARKS.engine else VLLM_MARKS
-        raise InputError(f"{path} ({label}): its {found.engine} steps verify more than one token per request (a "
-                         f"speculative run) but it holds no proposer frame ({VLLM_PROPOSE_RANGE!r}: "
+        raise InputError(f"{path} ({name}): its {found.engine} steps verify more than one token per request (a "
+                         "speculative run) but it holds no proposer frame "
+                         f"({marker_label(VLLM_PROPOSE_RANGE, found.engine)!r}: "
                          f"{_why_no_frame(found.python_frames, marks)}"
                          "): it can be measured neither as a plain draft nor in place; profile it with stacks "
                          "(torch_profiler_with_stack) or leave it out", param="drafts")
@@ -369,7 +397,7 @@ def refuse_unmeasurable(trace, path: str, label: str, *, draft: bool) -> None:
 def missing_note(trace) -> str | None:
     """Why a torch trace's default forward range found nothing, for `ranges.not_found`: it holds no engine step
     annotations, or is a CUDA-graph capture trace (None when it holds steps)."""
-    if getattr(trace, "format", None) != "kineto" or read(trace) is not None:
+    if not trace.capabilities.engine_steps or read(trace) is not None:
         return None
     from .step_names import parse_capture
 

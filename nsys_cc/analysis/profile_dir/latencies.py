@@ -14,22 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...contract import TORCH_TRACE_SUFFIX
 from ...errors import InputError
 from ...formats.bench_json import read_latencies
-
-# A PyTorch-profiler trace's suffixes, longest first (vLLM writes `rank0.<id>.pt.trace.json.gz`).
-KINETO_SUFFIXES = (TORCH_TRACE_SUFFIX, TORCH_TRACE_SUFFIX.removesuffix(".gz"), ".json.gz", ".json")
-
-
-def trace_stem(path: str | os.PathLike) -> str:
-    """The path without `.sqlite` / `.nsys-rep` (or a torch trace's `.pt.trace.json.gz`, `.json`, …): where
-    `X.metrics.json` and `X.bench.json` sit beside `X.sqlite` — and the model's label, from its file name."""
-    text = os.fspath(path)
-    for suffix in (".sqlite", ".nsys-rep", *KINETO_SUFFIXES):
-        if text.endswith(suffix) and len(text) > len(suffix):
-            return text[: -len(suffix)]
-    return text
+from ...trace.registry import trace_stem
 
 
 def model_stem(trace: str | os.PathLike, engine: str | None = None) -> str:

@@ -29,10 +29,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ...contract import TORCH_TRACE_SUFFIX
 from ...errors import InputError
 from ...formats import done_json, status_json
 from ...request import ProfileRequest
+from ...trace.registry import trace_named
 from .spec_labels import LABEL_RE
 
 # Run k of an interleaved profile keeps its files in `run-<k>/`, its trace under the label `trace` (written by
@@ -40,14 +40,12 @@ from .spec_labels import LABEL_RE
 RUN_PREFIX = "run-"
 RUN_GLOB = RUN_PREFIX + "*"  # every run's folder
 RUN_TRACE_LABEL = "trace"
-# The traces of run folders whose records name none (written before they did): the export, or the torch profiler's.
-RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"
-RUN_TORCH_TRACE = RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX
+RUN_TRACE = RUN_TRACE_LABEL + ".sqlite"  # what a run under nsys leaves: the export of `trace.nsys-rep`
 RUN_DIR_RE = re.compile(rf"^{re.escape(RUN_PREFIX)}(?P<k>[1-9][0-9]*)$")
 DONE_STATES = ("done", "resumed")
 
 __all__ = ["OutputModel", "ProfileOutput", "RunFolder", "is_profile_output", "read_output", "run_engines",
-           "run_number"]
+           "run_number", "run_trace"]
 
 
 @dataclass(frozen=True)
@@ -86,13 +84,11 @@ class RunFolder:
 
     @property
     def trace(self) -> Path:
-        """The run's trace: the one its record names; for an older record, `trace.sqlite` unless only the torch
-        profiler's `trace.pt.trace.json.gz` is there."""
+        """The run's trace: the one its record names; for an older record, `run_trace` (the first trace suffix
+        found)."""
         if self.trace_name is not None:
             return self.dir / self.trace_name
-        if not (self.dir / RUN_TRACE).exists() and (self.dir / RUN_TORCH_TRACE).exists():
-            return self.dir / RUN_TORCH_TRACE
-        return self.dir / RUN_TRACE
+        return run_trace(self.dir)
 
 
 @dataclass(frozen=True)
@@ -112,6 +108,13 @@ class ProfileOutput:
     def done(self) -> list[OutputModel]:
         """The models with forwards in every completed run (one process each: those that completed)."""
         return [m for m in self.models if m.done]
+
+
+def run_trace(folder: str | os.PathLike) -> Path:
+    """The trace of the interleaved run in `folder`: `trace` with the first trace suffix found (`trace_named`:
+    `trace.sqlite` under nsys, the torch route's `trace.pt.trace.json.gz`), else `trace.sqlite` (which says it is
+    missing)."""
+    return trace_named(folder, RUN_TRACE_LABEL) or Path(folder) / RUN_TRACE
 
 
 def run_number(path: str | os.PathLike) -> int | None:

@@ -13,8 +13,8 @@ import os
 import re
 
 from ...errors import InputError
+from ...trace.registry import trace_stem
 from . import acceptance as acceptance_mod
-from .latencies import trace_stem
 
 LABEL_RE = re.compile(r"^(?P<draft>.+)\.spec-g(?P<gamma>\d+)$")
 # An engine of a tune design (`launch.interleaved.DESIGN_LABEL`): bs<B>.<model>, the batch size first, so that a

@@ -35,8 +35,9 @@ Numbers of one speculative run (draft D, γ), each a median with a 95 % bootstra
 On every metric (`by_metric`): the same figures for each metric the traces have (`metrics`: wall always; gpu_span,
 kernel_sum and gpu_busy with CUDA data, `steps.STEP_METRICS`). A forward's time on metric M is its value of M (as in
 the standalone table, `coefficient`); per verify step, verify = the target forward's M, draft = the sum of its draft
-forwards' M, other = step − verify − draft with the step's wall time (the step is a CPU range; on gpu_busy, other is
-the time of the step the forwards' GPU work leaves idle: the CPU overhead the GPU does not hide). Then, as above:
+forwards' M, other = step − verify − draft with the step's time on M: on wall its CPU time, on a GPU metric from its
+start to the end of the GPU work launched in it (`forwards.step_windows`: what the user waits for; on gpu_busy, other
+is the time of the step the forwards' GPU work leaves idle: the CPU overhead the GPU does not hide). Then, as above:
 draft_forward_ms (one draft forward's M inside the verify steps), verify_ms, decode_ms (the plain run's 1-token
 forward's M), verify_factor = verify ÷ decode, c_in_place = draft forward ÷ verify forward, other_ms; each a median
 with its 95 % interval. On wall these are the figures above, other_ms included. On a GPU a forward range times the CPU
@@ -44,8 +45,9 @@ work of queuing its launches, so its wall figures say little of the GPU's: the G
 there. The headline metric (`SpeculativeAnalysis.metric`) is the plain c's GPU headline, gpu_span, when every run
 has it (`gpu_time`: the GPU's time from the first op of a forward's work to the end of its last, idle gaps between
 slow launches included: what the step waits for on the GPU; issue 42 — gpu_busy until then), else wall; the
-decomposition, the step cost model and its forecast split each step on it, while the steps themselves (verify step,
-plain decode step, the measured speedup) are wall times on every metric.
+decomposition, the step cost model and its forecast split each step on it, and the steps themselves (verify step,
+plain decode step, the measured speedup) are the steps' times on it: on a GPU trace each from its start to the end of
+its GPU work, the CPU time (launch time) beside in `by_metric`'s wall rows (step_ms, decode_step_ms).
 
 Tokens in place (issue 29): c prices what a model does to produce a token — its forward, its logits, its sampling
 (`steps.STEP_PARTS`: the plugin's `nsys_cc:logits`/`nsys_cc:sample` and `nsys_cc:draft_logits`/`nsys_cc:draft_sample`,
@@ -84,7 +86,8 @@ per step and T the median verify step:
   × medians do not add      (V + R + O) ÷ T                 (medians of the parts against the median of the whole)
   = measured                τ × D ÷ T
 Each factor is evaluated after the ones above it (the order is the one listed); their product is the measured
-speedup exactly. It is given on every metric (`metric` column: F, V, R and O on that metric, D and T wall steps).
+speedup exactly. It is given on every metric (`metric` column: F, V, R and O on that metric, D and T the steps' times
+on the headline metric, the measured speedup's).
 """
 
 from __future__ import annotations
@@ -96,8 +99,8 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..forwards.steps import StepTable, metric_columns, part_columns
-from ..metrics import DECODE, PREFILL, VERIFY, WALL
+from ..forwards.steps import StepTable, metric_columns, part_columns, step_time_column
+from ..metrics import DECODE, LAUNCH_TIME, PREFILL, VERIFY, WALL
 from ..stats import Pooled, median_ci
 from ..theory.speedup import expected_tokens, walltime_factor
 from . import forecast as forecast_mod, plausibility
@@ -213,9 +216,6 @@ def analyze_speculative(
     out_len = float(output_len) if output_len else plain.forwards_per_iteration
     if not output_len and not math.isfinite(out_len):
         notes.append("output length unknown (no iteration ranges, no output_len): tokens per step from the metrics")
-    d_runs = by_run(decode)  # runs pooled (`speculative.pooled`): each figure per run, then pooled (module docstring)
-    dec_step = {k: d["step_ms"].to_numpy(dtype=float) for k, d in d_runs.items()}
-    d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)
     notes.append(f"plain target: steps from {plain.rule} ({plain.rule_detail})")
     by_draft: dict[str, list[SpecRun]] = {}
     for r in runs:
@@ -239,9 +239,14 @@ def analyze_speculative(
                      "by_metric)")
     elif headline != WALL:
         notes.append(f"the speculative figures are headlined on {headline} (the forwards' GPU time; the table's and "
-                     "the JSON entries' figures, c in place and c standalone included, and Thm 3.8's prices), their "
-                     "launch time (wall) beside; the decomposition and the step cost model split each step on "
-                     f"{headline}, the steps themselves (and the measured speedup) are the steps' CPU times")
+                     f"the JSON entries' figures, c in place and c standalone included, and Thm 3.8's prices), their "
+                     f"{LAUNCH_TIME} (wall) beside; each step's time (and the measured speedup, the decomposition and "
+                     "the step cost model) runs from the step's start to the end of the GPU work launched in it — "
+                     f"its CPU time is its {LAUNCH_TIME} (by_metric's wall rows)")
+    # The steps' times on the headline: on a GPU trace each step's start to the end of its GPU work (`steps`).
+    d_runs = by_run(decode)  # runs pooled (`speculative.pooled`): each figure per run, then pooled (module docstring)
+    dec_step = {k: d[step_time_column(headline, d)].to_numpy(dtype=float) for k, d in d_runs.items()}
+    d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)
     models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs, headline)) is not None}
     for dr, rs in by_draft.items():
         if dr in models and len({r.gamma for r in rs}) < 2:
@@ -260,7 +265,7 @@ def analyze_speculative(
         draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
         verify_ms, v_lo, v_hi = wall["verify_ms"]
         other_ms, o_lo, o_hi = wall["other_ms"]
-        v_step = {k: x["step_ms"].to_numpy(dtype=float) for k, x in by_run(v).items()}
+        v_step = {k: x[step_time_column(headline, x)].to_numpy(dtype=float) for k, x in by_run(v).items()}
         step_ms, s_lo, s_hi = pooled_by_run(v_step, seed)
         vf = wall["verify_factor"]
         cin = wall["c_in_place"]
@@ -284,10 +289,10 @@ def analyze_speculative(
         sp = pooled_ratio_by_run(dec_step, v_step, seed)
         measured = (tps * sp[0], tps * sp[1], tps * sp[2])
         if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step (shown where no interval)
-            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": WALL,
+            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": headline,
                           "figure": "measured_speedup", "run": k, "value": tps * x}
                          for k, x in zip(sp.numbers, sp.runs)]
-        bench = _bench_speedup(plain, r, out_len)
+        bench = _bench_speedup(plain, r, headline)
         leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
                      if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)
         d_token = on_headline["decode_token_ms"][0]
@@ -309,14 +314,14 @@ def analyze_speculative(
         error = tolerance = math.nan
         if held:
             error = predicted["cost_model_held_out"] / measured[0] - 1
-            tolerance = _tolerance(_uncertainty(r, seed), [_uncertainty(o, seed) for o in others])
+            tolerance = _tolerance(_uncertainty(r, seed, headline), [_uncertainty(o, seed, headline) for o in others])
             if sp.n_runs > 1:  # runs pooled: how far the forecast may miss from the runs' own spread
                 tolerance = _tolerance(_runs_uncertainty(sp), [_runs_uncertainty(
-                    pooled_ratio_by_run(dec_step, {k: x["step_ms"].to_numpy(dtype=float)
+                    pooled_ratio_by_run(dec_step, {k: x[step_time_column(headline, x)].to_numpy(dtype=float)
                                              for k, x in by_run(o.steps.of_kind(VERIFY)).items()}, seed))
                     for o in others])
         at = runs_column(v)
-        draft_step = median_by_run(v["draft_ms"], at)
+        draft_step = median_by_run(v[metric_columns(headline)[1]], at)
         impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
                                            interval=(measured[1], measured[2]))
         rows.append({
@@ -408,7 +413,7 @@ def _proposing_notes(run: SpecRun, verify: pd.DataFrame, figures: Mapping[str, M
         if f is None:
             continue
         per_step = median_by_run(verify[metric_columns(metric)[1]], runs_column(verify))
-        on = "launch time (wall)" if metric == WALL and headline != WALL else metric  # the CPU time on a GPU trace
+        on = f"{LAUNCH_TIME} (wall)" if metric == WALL and headline != WALL else metric  # the CPU on a GPU trace
         parts.append(f"on {on}: verify {f['verify_ms'][0]:.3g} ms, the proposing {per_step:.3g} ms "
                      f"({f['draft_forward_ms'][0]:.3g} ms per drafted token, γ = {run.gamma}), outside both "
                      f"{f['other_ms'][0]:.3g} ms")
@@ -487,17 +492,18 @@ def standalone_c(coefficients: pd.DataFrame,
             for r in decode.itertuples()}
 
 
-def _uncertainty(run: SpecRun, seed: int) -> float:
+def _uncertainty(run: SpecRun, seed: int, metric: str = WALL) -> float:
     """How well a run's median verify step is known, relative to it: the larger of the half-width of its 95 %
     bootstrap interval (steps resampled) and half the range of its iterations' own medians (steps of one iteration
     share that moment's machine load, so they are not independent draws: on a loaded machine the iterations
-    disagree by more than the step bootstrap says)."""
+    disagree by more than the step bootstrap says). The steps' times on `metric` (`steps.step_time_column`)."""
     v = run.steps.of_kind(VERIFY)
-    med, lo, hi = median_ci(v["step_ms"].to_numpy(), seed=seed)
+    column = step_time_column(metric, v)
+    med, lo, hi = median_ci(v[column].to_numpy(), seed=seed)
     if not med > 0:
         return math.nan
     half = max(med - lo, hi - med) / med
-    per_iter = v[v["iteration"] >= 0].groupby("iteration")["step_ms"].median()
+    per_iter = v[v["iteration"] >= 0].groupby("iteration")[column].median()
     if len(per_iter) >= 2:
         half = max(half, float(per_iter.max() - per_iter.min()) / 2 / med)
     return half
@@ -522,15 +528,15 @@ def _tolerance(held_out: float, fitted: Sequence[float]) -> float:
     return float(math.hypot(held_out, max(fitted, default=0.0)))
 
 
-def _bench_speedup(plain: StepTable, run: SpecRun, out_len: float) -> float:
+def _bench_speedup(plain: StepTable, run: SpecRun, metric: str) -> float:
     """(L_plain − P_plain) ÷ (L_spec − P_spec) from vLLM's latencies, NaN without both bench files: L the mean
     iteration latency (vLLM's "Avg latency", and the mean as the trace's tokens per step takes it), P the median
-    prefill step."""
+    prefill step (its time on `metric`: on a GPU trace to the end of its GPU work, which the latency holds)."""
     plain_lat = plain.latencies_s
     if plain_lat is None or run.latencies_s is None:
         return math.nan
-    pp = plain.of_kind(PREFILL)["step_ms"]
-    ps = run.steps.of_kind(PREFILL)["step_ms"]
+    pp, ps = plain.of_kind(PREFILL), run.steps.of_kind(PREFILL)
+    pp, ps = pp[step_time_column(metric, pp)], ps[step_time_column(metric, ps)]
     if pp.empty or ps.empty:
         return math.nan
     num = float(np.mean(plain_lat)) * 1e3 - float(np.median(pp))

@@ -106,7 +106,8 @@ def pool_tables(tables: Sequence[StepTable], numbers: Sequence[int] | None = Non
         forwards_per_iteration=float(np.nanmedian([t.forwards_per_iteration for t in tables])),
         gamma_from_payload=gammas[0] if gammas else None,
         notes=tuple(dict.fromkeys(n for t in tables for n in t.notes)),
-        latencies_s=np.concatenate(lat) if lat else None)
+        latencies_s=np.concatenate(lat) if lat else None,
+        forwards=None)  # each run's forwards on its own clock: the requests' lives are read from the pooled steps
 
 
 def _counts(s: acceptance_mod.AcceptanceStats) -> tuple:

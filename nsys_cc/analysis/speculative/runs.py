@@ -25,10 +25,19 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..forwards.steps import StepTable, metric_columns, part_columns, read_step_table, step_table, with_latencies
+from ...trace.registry import trace_stem
+from ..forwards import sglang_steps
+from ..forwards.steps import (
+    StepTable,
+    metric_columns,
+    part_columns,
+    read_step_table,
+    step_table,
+    step_time_column,
+    with_latencies,
+)
 from ..metrics import WALL
 from ..profile_dir import acceptance as acceptance_mod
-from ..profile_dir.latencies import trace_stem
 from ..profile_dir.spec_labels import LABEL_RE
 from ..stats import Pooled, pooled_median, runs_median_ci, runs_ratio_of_medians
 from ..theory.speedup import expected_tokens
@@ -153,21 +162,25 @@ def censored_alpha(lives: Sequence[int], tokens: int, gamma: int) -> float:
 def tokens_in_place(run: SpecRun, output_len: float) -> tuple[float, float, str]:
     """(tokens per uncut verify step, α, what was read) of a run whose steps are the engine's step annotations, from
     its requests' lives (module docstring); NaNs with why where α is not measured here."""
-    lives, said = request_lives(run.steps.steps)
+    # every forward, not only the steps: a forward that closes no step (the last of a run read from one forward to the
+    # next) still ends its requests' lives
+    forwards = run.steps.forwards
+    lives, said = request_lives(forwards if forwards is not None and len(forwards) else run.steps.steps)
+    # where else α comes from: vLLM's counters (nsys_cc reads vLLM's dump, not SGLang's), or the user
+    elsewhere = ("take it from vLLM's metrics dump (spec_metrics) or give it (acceptance)"
+                 if run.steps.engine != sglang_steps.MARKS.engine else "give it (acceptance)")
     if lives is None:
-        return math.nan, math.nan, (f"{run.name}: α is not measured here — {said}: take it from vLLM's metrics dump "
-                                    "(spec_metrics) or give it (acceptance)")
+        return math.nan, math.nan, f"{run.name}: α is not measured here — {said}: {elsewhere}"
     if not math.isfinite(output_len) or output_len < 2:
         return math.nan, math.nan, (f"{run.name}: α is not measured here — the output length is unknown (give "
-                                    "output_len, or the plain target's trace of whole requests): take α from vLLM's "
-                                    "metrics dump or give it")
+                                    f"output_len, or the plain target's trace of whole requests): {elsewhere}")
     tokens = int(round(output_len)) - 1
     alpha = censored_alpha(lives, tokens, run.gamma)
     if not math.isfinite(alpha):
         return math.nan, math.nan, (
             f"{run.name}: α is not measured here — its {said} took {min(lives)}–{max(lives)} verify steps for "
             f"{tokens} tokens each, which no acceptance gives at γ = {run.gamma} (the trace cut a request, or the "
-            "output length differs): take α from vLLM's metrics dump or give it")
+            f"output length differs): {elsewhere}")
     tps = float(expected_tokens(alpha, run.gamma))
     span = f"{min(lives)}" if min(lives) == max(lives) else f"{min(lives)}–{max(lives)}"
     return tps, alpha, (f"{run.name}: α {alpha:.3f} and {tps:.2f} tokens per step from its {said} — {tokens} tokens "
@@ -352,7 +365,16 @@ def metric_figures(run: SpecRun, verify: pd.DataFrame, decode: pd.DataFrame, met
             "draft_token_ms": pooled_by_run(each("draft_token"), seed),
             "verify_token_ms": pooled_by_run(each("verify_token"), seed),
             "decode_token_ms": pooled_by_run(d_token, seed),
-            "propose_ms": pooled_by_run({k: _finite(x) for k, x in each("propose").items()}, seed)}
+            "propose_ms": pooled_by_run({k: _finite(x) for k, x in each("propose").items()}, seed),
+            # the token's parts on this metric (NaN where the trace has no range of the part)
+            **{f"{part}_ms": pooled_by_run({k: _finite(x) for k, x in each(part).items()}, seed)
+               for part in ("draft_logits", "draft_sample", "verify_logits", "verify_sample")},
+            # the steps' times: on wall their CPU time (launch time on a GPU trace), on a GPU metric from a step's
+            # start to the end of its GPU work (`steps.step_time_column`)
+            "step_ms": pooled_by_run({k: v[step_time_column(metric, v)].to_numpy(dtype=float)
+                                      for k, v in v_runs.items()}, seed),
+            "decode_step_ms": pooled_by_run({k: d[step_time_column(metric, d)].to_numpy(dtype=float)
+                                             for k, d in d_runs.items()}, seed)}
 
 
 def run_metrics(plain: StepTable, run: SpecRun) -> list[str]:

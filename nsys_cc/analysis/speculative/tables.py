@@ -86,7 +86,12 @@ def flat_table(rows: Sequence[Mapping]) -> pd.DataFrame:
 BY_METRIC_FIGURES = ("draft_forward_ms", "verify_ms", "decode_ms", "verify_factor", "c_in_place", "other_ms",
                      # issue 29: the token's cost in place on that metric (`token_arrays`)
                      "c_in_place_forward", "c_in_place_decode", "draft_catchup_ms", "draft_later_ms",
-                     "draft_token_ms", "verify_token_ms", "decode_token_ms", "propose_ms")
+                     "draft_token_ms", "verify_token_ms", "decode_token_ms", "propose_ms",
+                     # the token's parts (the table's on the headline only before) and the steps' times on it: on
+                     # wall a step's CPU time (its launch time on a GPU trace), on a GPU metric from its start to the
+                     # end of its GPU work
+                     "draft_logits_ms", "draft_sample_ms", "verify_logits_ms", "verify_sample_ms", "step_ms",
+                     "decode_step_ms")
 
 
 # Beside them, c_standalone: the plain runs' c on that metric (decode phase), the in-place c's counterpart.
@@ -128,8 +133,10 @@ class SpeculativeAnalysis(Value):
     - `table`: one row per run (TABLE_COLUMNS: each interval as `X_ci_low`, `X_ci_high` after X; the predictions as
       `predicted_leviathan`, `predicted_cost_model`, `predicted_cost_model_held_out` and `held_out_fit_gammas`). Its
       figures — the forwards', the token's, c in place, c standalone and the prices of Thm 3.8 — are on `metric` (its
-      `metric` column: the headline, gpu_span on GPU traces); the steps (step_ms, decode_step_ms,
-      draft_step_ms) and the measured speedup are the steps' CPU times. `by_metric` has every metric's figures.
+      `metric` column: the headline, gpu_span on GPU traces), and so are the steps (step_ms, decode_step_ms,
+      draft_step_ms) and the measured speedup: on a GPU trace each step from its start to the end of the GPU work
+      launched in it (`forwards.step_windows`; its CPU time, launch time, in `by_metric`'s wall rows). `by_metric`
+      has every metric's figures.
     - `decomposition`: the waterfall factors per run and metric, in order (DECOMPOSITION_COLUMNS; `part` an ordered
       categorical of DECOMPOSITION_PARTS; see the module docstring); the waterfall draws `metric`'s.
     - `models`: the `StepCostModel` of each draft, fitted on all its runs (each step split on `metric`).

@@ -1,7 +1,8 @@
-"""Tune and sweep directories read into cells: the cell directories by batch size (`bs<B>…`), or one interleaved design
-whose engines are `bs<B>.<draft>.spec-g<γ>`, each round of a tune (`round-<k>/`); per cell the medians measured in
-place against the plain target of the same runs (`speculative.pooled`, as `analyze` reads a profile) and vLLM's
-per-position acceptance counters."""
+"""Tune and sweep directories read into cells: one interleaved design whose engines are `<key>.<draft>.spec-g<γ>`
+(`bs<B>.…`), each round of a tune (`round-<k>/`), or the cell directories of an older tune or a sweep, each named
+after its cell key (`bs<B>…`, `bs<B>-in<L>…`: `keys.CellKey.from_name`, the whole key kept); per cell the medians
+measured in place against the plain target of the same runs (`speculative.pooled`, as `analyze` reads a profile),
+vLLM's per-position acceptance counters, and the benchmark's output length its records give (`records`)."""
 
 from __future__ import annotations
 
@@ -10,20 +11,11 @@ import math
 import warnings
 
 from ...errors import InputError
-from ...formats import done_json
 from ..profile_dir import outputs
 from ..profile_dir.acceptance import AcceptanceStats
+from . import records
+from .keys import CellKey
 from .model import Cell
-
-_CELL_DIR = r"bs(\d+)(?:$|[-_])"
-
-
-def batch_of_dir(name: str) -> int | None:
-    """The batch size a cell directory is named after (`bs8`, sweep's `bs8-in128`), else None."""
-    import re
-
-    m = re.match(_CELL_DIR, name)
-    return int(m.group(1)) if m else None
 
 
 def _counters(directory, label: str) -> tuple[AcceptanceStats | None, int]:
@@ -52,32 +44,15 @@ def _num(row, col: str) -> float:
     return float(x) if x is not None else math.nan
 
 
-def _output_len(directory) -> int:
-    """The benchmark's output length, as the runs' records give it (`formats.done_json.output_len`: the stored
-    request's, or an older record's `--output-len`); 0 when none says."""
-    from pathlib import Path
-
-    d = Path(directory)
-    for run_dir in sorted(d.glob(outputs.RUN_GLOB)):
-        marker = done_json.load_run(run_dir)
-        if marker is not None and (n := done_json.output_len(marker)):
-            return n
-    for done in sorted(d.glob(f"*.{done_json.NAME}")):
-        marker = done_json.load_model(done)
-        if marker is not None and (n := done_json.output_len(marker)):
-            return n
-    return 0
-
-
 SCHEDULE_MARK = ".schedule"  # a schedule engine's label: bs<B>.<draft>.schedule.spec-g<k> (`launch.interleaved`)
 
 
-def _cell(row, b: int, sub, label: str, source: str) -> Cell:
-    """A cell from a row of the speculative table (`SpeculativeAnalysis.table`) of batch size `b`; its counters and
-    the benchmark's output length from `sub`, the profile directory, under the engine `label`."""
+def _cell(row, key: CellKey, sub, label: str, source: str) -> Cell:
+    """A cell from a row of the speculative table (`SpeculativeAnalysis.table`) at `key`; its counters and the
+    benchmark's output length from `sub`, the profile directory, under the engine `label`."""
     acceptance, replayed = _counters(sub, label)
     return Cell(
-        batch_size=b, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
+        key=key, gamma=int(row["gamma"]), draft_forward_ms=float(row["draft_forward_ms"]),
         verify_ms=float(row["verify_ms"]), other_ms=float(row["other_ms"]),
         decode_step_ms=float(row["decode_step_ms"]), measured_speedup=float(row["measured_speedup"]),
         measured_ci=_ci(row, "measured_speedup"), draft_forward_ci=_ci(row, "draft_forward_ms"),
@@ -85,15 +60,15 @@ def _cell(row, b: int, sub, label: str, source: str) -> Cell:
         decode_step_ci=_ci(row, "decode_step_ms"), tokens_per_step=float(row["tokens_per_step"]),
         acceptance=acceptance, replayed_runs=replayed, label=label, source=source,
         measured_counters_speedup=float(row["tokens_per_step_metrics"]) * float(row["decode_step_ms"])
-        / float(row["step_ms"]), output_len=_output_len(sub),
+        / float(row["step_ms"]), output_len=records.output_len(sub),
         draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
         draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
         draft_later_ci=_ci(row, "draft_later_ms"))
 
 
-def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
-    """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): batch
-    size → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
+def design_labels(directory) -> dict[CellKey, tuple[str, list[str]]] | None:
+    """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): cell
+    key → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
     from ..profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
 
@@ -102,27 +77,27 @@ def design_labels(directory) -> dict[int, tuple[str, list[str]]] | None:
     out = outputs.read_output(directory)
     if not out.interleaved:
         return None
-    by_b: dict[int, tuple[str, list[str]]] = {}
+    by_key: dict[CellKey, tuple[str, list[str]]] = {}
     found = False
     for m in out.models:
         match = DESIGN_LABEL_RE.match(m.label)
-        if match is None:
+        key = CellKey.from_name(m.label[:match.start("model") - 1]) if match else None
+        if match is None or key is None:
             continue
         found = True
         if not m.done:
             continue
-        b = int(match.group("batch"))
-        target, spec = by_b.get(b, ("", []))
+        target, spec = by_key.get(key, ("", []))
         if LABEL_RE.match(match.group("model")):
             spec = [*spec, m.label]
         else:
             target = m.label
-        by_b[b] = (target, spec)
-    return {b: v for b, v in sorted(by_b.items()) if v[0] and v[1]} if found else None
+        by_key[key] = (target, spec)
+    return {k: v for k, v in sorted(by_key.items()) if v[0] and v[1]} if found else None
 
 
-def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int) -> list[Cell]:
-    """The cells of a design directory: at each batch size its speculative engines against its plain target of the
+def _read_design(directory, labels: dict[CellKey, tuple[str, list[str]]], seed: int) -> list[Cell]:
+    """The cells of a design directory: at each cell key its speculative engines against its plain target of the
     same runs (`coefficient.over_runs.cost_coefficient_runs` with those engines, as `analyze` reads a profile)."""
     import os
 
@@ -130,7 +105,7 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
     from ..profile_dir.spec_labels import DESIGN_LABEL_RE
 
     cells: list[Cell] = []
-    for b, (target, spec) in labels.items():
+    for key, (target, spec) in labels.items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = cost_coefficient_runs(os.fspath(directory), names=[target, *spec], seed=seed)
@@ -139,13 +114,13 @@ def _read_design(directory, labels: dict[int, tuple[str, list[str]]], seed: int)
             continue
         for _, row in table.iterrows():
             label = str(row["name"])
-            cell = _cell(row, b, directory, label, f"{os.fspath(directory)}:{label}")
+            cell = _cell(row, key, directory, label, f"{os.fspath(directory)}:{label}")
             cells.append(dataclasses.replace(cell, label=DESIGN_LABEL_RE.sub(r"\g<model>", label),
                                              schedule_run=SCHEDULE_MARK + ".spec-g" in label))
     return cells
 
 
-ROUND_PREFIX = "round-"  # a tune's rounds: round-1/, round-2/, … (`nsys_cc.workflows.tune`)
+ROUND_PREFIX = records.ROUND_PREFIX  # a tune's rounds: round-1/, round-2/, … (`nsys_cc.workflows.tune`)
 
 
 def rounds(directory) -> list:
@@ -180,8 +155,6 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
     import os
     from pathlib import Path
 
-    from ..coefficient.source_kinds import analyze_source as analyze  # what nsys_cc.analyze does with a directory
-
     root = Path(directory)
     if not root.is_dir():
         raise InputError(f"{os.fspath(directory)} is not a directory")
@@ -193,15 +166,24 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
         if not cells:
             raise InputError(f"{os.fspath(design)}: no speculative cell with forwards in its runs")
         return cells
+    return _read_cell_dirs(root, seed, os.fspath(directory))
+
+
+def _read_cell_dirs(root, seed: int, shown: str) -> list[Cell]:
+    """The cells of an older tune's or a sweep's directory (`shown`: its path as given): each sub-directory named
+    after a cell key (`bs<B>…`) a profile directory analysed as `nsys_cc.analyze` does, one cell per speculative
+    engine in it; by batch size, then name."""
+    import os
+
+    from ..coefficient.source_kinds import analyze_source as analyze  # what nsys_cc.analyze does with a directory
+
     cells = []
-    subs = sorted((p for p in root.iterdir() if p.is_dir() and batch_of_dir(p.name) is not None),
-                  key=lambda p: (batch_of_dir(p.name), p.name))
+    subs = sorted(((key, p) for p in root.iterdir() if p.is_dir() and (key := CellKey.from_name(p.name)) is not None),
+                  key=lambda kp: (kp[0].batch_size, kp[1].name))
     if not subs:
-        raise InputError(f"{os.fspath(directory)} has no cell directory (round-<k>/ or bs<B>/, as `nsys-cc tune` "
+        raise InputError(f"{shown} has no cell directory (round-<k>/ or bs<B>/, as `nsys-cc tune` "
                          "or `nsys-cc sweep` write them)")
-    for sub in subs:
-        b = batch_of_dir(sub.name)
-        assert b is not None
+    for key, sub in subs:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -216,7 +198,7 @@ def read_cells(directory, *, seed: int = 0, schedule_runs: bool = False) -> list
             continue
         for _, row in spec.table.iterrows():
             label = str(row["name"])
-            cells.append(_cell(row, b, sub, label, os.fspath(sub)))
+            cells.append(_cell(row, key, sub, label, os.fspath(sub)))
     if not cells:
-        raise InputError(f"{os.fspath(directory)}: no speculative run in its cell directories")
+        raise InputError(f"{shown}: no speculative run in its cell directories")
     return cells

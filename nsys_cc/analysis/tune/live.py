@@ -165,6 +165,7 @@ def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float =
     DECODE steps (plain step period per batch size; where none is observed, verify(B, 0) + the cell's outside time).
     Tokens per step from `acceptance` (an `AcceptanceStats` with per-position counts; else i.i.d. at `alpha`).
     None without verify steps at one batch size or more (a record without a batch size, 0, counts for none)."""
+    from .keys import CellKey
     from .model import Cell, TokensModel, fit_cost, speedup, tokens_model
     from .schedule import schedule_ranges
 
@@ -188,7 +189,7 @@ def batch_schedule(records: Sequence[StepTimes], acceptance=None, alpha: float =
         outside = median([r.outside_s * 1e3 for r in steps])
         dec = decode.get(b, [])
         decode_ms = median(dec) if len(dec) >= MIN_STEPS else verify / (gamma + 1) + outside
-        cells.append(Cell(b, gamma, draft, verify, outside, decode_ms, math.nan, acceptance=acceptance))
+        cells.append(Cell(CellKey(b), gamma, draft, verify, outside, decode_ms, math.nan, acceptance=acceptance))
     if not cells or not all(math.isfinite(x) for c in cells for x in (c.draft_forward_ms, c.verify_ms,
                                                                        c.other_ms, c.decode_step_ms)):
         return None

@@ -16,12 +16,12 @@ Cost model (times in ms, T = B·(γ + 1) the tokens a verify forward processes):
     step(B, γ)      = catchup(B, γ) + (γ − 1)·later(B) + verify(B, γ) + other(B, γ)
     speedup(B, γ)   = E(γ) · decode_step(B) / step(B, γ)
 
-The draft's forwards are priced apart (issue 29's in-place split: `draft_catchup_ms`, `draft_later_ms`) because they
-are not alike: vLLM's draft proposer first runs the draft over the tokens the target just verified (its payload,
-`draft_catchup_tokens`, is B·(γ + 1 + e) tokens: e = 1 for vLLM 0.32's draft_model proposer, read from the cells as
-the median payload ÷ B − (γ + 1)), then γ − 1 forwards of one token per sequence. A single per-forward price
-(d0 + d1·B, the median forward) is right at the design's γ but wrong away from it: at γ = 1 the only forward is the
-catch-up, at γ = 3 the median is a later one, and at γ = 7 the catch-up carries 8 tokens a sequence. Where the cells
+The draft's forwards are priced apart (the in-place split of a token's cost: `draft_catchup_ms`, `draft_later_ms`)
+because they are not alike: vLLM's draft proposer first runs the draft over the tokens the target just verified
+(its payload, `draft_catchup_tokens`, is B·(γ + 1 + e) tokens: e = 1 for vLLM 0.32's draft_model proposer, read from
+the cells as the median payload ÷ B − (γ + 1)), then γ − 1 forwards of one token per sequence. A single per-forward
+price (d0 + d1·B, the median forward) is right at the design's γ but wrong away from it: at γ = 1 the only forward is
+the catch-up, at γ = 3 the median is a later one, and at γ = 7 the catch-up carries 8 tokens a sequence. Where the cells
 have no split (vLLM's own scopes trace: one draft range a step; a live window), the draft is priced per forward,
 draft(B) = d0 + d1·B, γ per step, and `BatchCostModel.draft_rule` says which was used.
 
@@ -62,16 +62,18 @@ import numpy as np
 
 from ...errors import InputError
 from ..profile_dir.acceptance import AcceptanceStats
+from .keys import CellKey
 
 Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
 class Cell:
-    """One measured (batch size, γ): medians over its verify steps (ms), their 95 % intervals, the measured speedup
-    with its interval, and its spec-decode counters (None without them)."""
+    """One measured cell, (`key`, γ): where it was measured (its batch size, and its prompt length when known: a
+    `CellKey`), the medians over its verify steps (ms) and their 95 % intervals, the measured speedup with its
+    interval, and its spec-decode counters (None without them)."""
 
-    batch_size: int
+    key: CellKey
     gamma: int
     draft_forward_ms: float
     verify_ms: float
@@ -105,11 +107,12 @@ class Cell:
     replayed_runs: int = 0
 
     @property
-    def key(self) -> tuple[int, int]:
-        return (self.batch_size, self.gamma)
+    def batch_size(self) -> int:
+        """The sequences of each step: the model's B."""
+        return self.key.batch_size
 
     def to_dict(self) -> dict:
-        return {"batch_size": self.batch_size, "gamma": self.gamma, "label": self.label, "source": self.source,
+        return {**self.key.to_dict(), "gamma": self.gamma, "label": self.label, "source": self.source,
                 "draft_forward_ms": self.draft_forward_ms, "verify_ms": self.verify_ms, "other_ms": self.other_ms,
                 "decode_step_ms": self.decode_step_ms, "draft_catchup_ms": self.draft_catchup_ms,
                 "draft_catchup_tokens": self.draft_catchup_tokens, "draft_later_ms": self.draft_later_ms,
@@ -406,10 +409,3 @@ def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = Fals
     else:
         e = tokens.expected_iid(int(g)) if iid else tokens.expected(int(g))
     return e * float(cost.decode_step_ms(b)) / step if step > 0 else math.nan
-
-
-# --- the whole fit: forecasts, checks, schedule -----------------------------------------------------------------
-
-
-# --- reading measured cells -------------------------------------------------------------------------------------
-

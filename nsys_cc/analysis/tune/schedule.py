@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import InputError
+from .keys import CellKey
 from .model import (
     COST_PARTS,
     PART_FIELDS,
@@ -258,20 +259,8 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
     fitted = list(fitted)
     if not fitted:
         raise InputError("no measured cell to fit on")
-    notes: list[str] = []
-    if len({c.batch_size for c in fitted}) < 2:
-        notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
-                     "extrapolate in B; profile a second batch size)")
     cells_all = [*fitted, *held_out]
-    if replays := [c for c in cells_all if c.replayed_runs]:
-        why = "(vLLM seeds every run alike: the same tokens, the same drafts), counted once"
-        counts = {c.replayed_runs for c in replays}
-        if len(replays) == len(cells_all) and len(counts) == 1:
-            notes.append(f"in every cell the spec-decode counters of {counts.pop()} run(s) replay another run's "
-                         f"exactly {why}")
-        else:
-            notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly {why}: "
-                         + ", ".join(f"B={c.batch_size} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
+    notes = _cell_notes(fitted, cells_all)
     n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
     cost = fit_cost(fitted)
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
@@ -279,62 +268,14 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
     gammas = range(1, max_gamma + 1)
     batches = range(1, max_batch_size + 1)
     intervals = forecast_intervals(boot, batches, gammas, _grid_speedups(cost, tokens, batches, gammas), fitted)
-    ci_low, ci_high = intervals.low, intervals.high
-    forecast: list[dict] = []
-    best: dict[str, list[int]] = {"server": [], "benchmark": []}
-    for b in range(1, max_batch_size + 1):
-        row_best = {"server": (0, 1.0), "benchmark": (0, 1.0)}
-        for g in gammas:
-            s = speedup(cost, tokens, b, g)
-            e_bench = tokens.static_batch(g, b, n_out - 1) if n_out > 1 else tokens.expected(g)
-            s_bench = s * e_bench / tokens.expected(g)  # the same step, the benchmark's tokens per step
-            lo, hi = float(ci_low[b - 1, g - 1]), float(ci_high[b - 1, g - 1])
-            scale = s_bench / s if s > 0 else math.nan
-            forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
-                             "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
-                             "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
-                             "speedup_iid": speedup(cost, tokens, b, g, iid=True),
-                             "tokens_per_step_benchmark": e_bench,
-                             "speedup_benchmark": s_bench, "speedup_benchmark_ci_low": lo * scale,
-                             "speedup_benchmark_ci_high": hi * scale,
-                             "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
-            for w, v in (("server", s), ("benchmark", s_bench)):
-                if math.isfinite(v) and v > row_best[w][1]:
-                    row_best[w] = (g, v)
-        for w in best:
-            best[w].append(row_best[w][0])
+    forecast, best = _forecast_rows(cost, tokens, intervals, max_batch_size, max_gamma, n_out)
     schedules = {w: schedule_ranges(best[w]) for w in WORKLOADS}
     if n_out <= 1:
         notes.append("the benchmark's output length is unknown: its schedule is the server's (steady state)")
     no_gain = _no_gain_from(best[workload])
     if no_gain == 1 and best[workload][0] == 0:
         notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
-    checks = []
-    for c in held_out:
-        # like against like: the cell is a benchmark of static batches of output_len tokens; its forecast too
-        f = speedup(cost, tokens, c.batch_size, c.gamma, output_len=c.output_len)
-        steady = speedup(cost, tokens, c.batch_size, c.gamma)
-        here = (intervals if intervals.reason else
-                forecast_intervals(boot, [c.batch_size], [c.gamma], np.array([[steady]]), fitted))
-        ci = (math.nan, math.nan) if here.reason else _interval(here, [c.batch_size], [c.gamma], c.batch_size, c.gamma)
-        if c.output_len > 1 and steady > 0:
-            ci = (ci[0] * f / steady, ci[1] * f / steady)
-        err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
-        halves = [_rel_half(c.measured_speedup, c.measured_ci), _rel_half(f, ci)]
-        # the runs' own precision: NaN where neither side has an interval (two runs), not ±0 %
-        tol = (math.hypot(*(h if math.isfinite(h) else 0.0 for h in halves)) if any(map(math.isfinite, halves))
-               else math.nan)
-        checks.append({"batch_size": c.batch_size, "gamma": c.gamma, "label": c.label, "output_len": c.output_len,
-                       "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0],
-                       "forecast_ci_high": ci[1],
-                       "forecast_iid": speedup(cost, tokens, c.batch_size, c.gamma, iid=True),
-                       "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0],
-                       "measured_ci_high": c.measured_ci[1], "error": err,
-                       "measured_counters": c.measured_counters_speedup,
-                       "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
-                                          else math.nan), "tolerance": tol,
-                       "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
-                       "within_10pct": bool(math.isfinite(err) and abs(err) <= TRUST_ERROR)})
+    checks = [held_out_check(c, cost, tokens, intervals, boot, fitted) for c in held_out]
     # the measured cells are benchmarks: the benchmark workload's schedule is the one they can check
     sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"])
     if intervals.failed and not intervals.reason:
@@ -350,6 +291,84 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
                       next_steps=advice, interval_note=intervals.reason)
 
 
+def _cell_notes(fitted: Sequence[Cell], cells: Sequence[Cell]) -> list[str]:
+    """What the cells themselves say of the fit: one batch size fitted (no slope in B), and counters replayed."""
+    notes: list[str] = []
+    if len({c.batch_size for c in fitted}) < 2:
+        notes.append("the fit saw one batch size: every per-sequence and per-token slope is 0 (the model does not "
+                     "extrapolate in B; profile a second batch size)")
+    if replays := [c for c in cells if c.replayed_runs]:
+        why = "(vLLM seeds every run alike: the same tokens, the same drafts), counted once"
+        counts = {c.replayed_runs for c in replays}
+        if len(replays) == len(cells) and len(counts) == 1:
+            notes.append(f"in every cell the spec-decode counters of {counts.pop()} run(s) replay another run's "
+                         f"exactly {why}")
+        else:
+            notes.append(f"the spec-decode counters of {len(replays)} cell(s) replay another run's exactly {why}: "
+                         + ", ".join(f"{c.key.label} γ={c.gamma} ({c.replayed_runs} of its runs)" for c in replays))
+    return notes
+
+
+def _forecast_rows(cost: BatchCostModel, tokens: TokensModel, intervals: ForecastIntervals, max_batch_size: int,
+                   max_gamma: int, n_out: int) -> tuple[list[dict], dict[str, list[int]]]:
+    """(a forecast row per batch size 1…max_batch_size and γ 1…max_gamma, the best γ per batch size of each workload:
+    0 where none forecasts above 1). A row's steady-state speedup and interval, and the benchmark's: the same step at
+    the static batch's tokens per step (`n_out` tokens per sequence; the steady state's when unknown)."""
+    forecast: list[dict] = []
+    best: dict[str, list[int]] = {"server": [], "benchmark": []}
+    for b in range(1, max_batch_size + 1):
+        row_best = {"server": (0, 1.0), "benchmark": (0, 1.0)}
+        for g in range(1, max_gamma + 1):
+            s = speedup(cost, tokens, b, g)
+            e_bench = tokens.static_batch(g, b, n_out - 1) if n_out > 1 else tokens.expected(g)
+            s_bench = s * e_bench / tokens.expected(g)  # the same step, the benchmark's tokens per step
+            lo, hi = float(intervals.low[b - 1, g - 1]), float(intervals.high[b - 1, g - 1])
+            scale = s_bench / s if s > 0 else math.nan
+            forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
+                             "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
+                             "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
+                             "speedup_iid": speedup(cost, tokens, b, g, iid=True),
+                             "tokens_per_step_benchmark": e_bench,
+                             "speedup_benchmark": s_bench, "speedup_benchmark_ci_low": lo * scale,
+                             "speedup_benchmark_ci_high": hi * scale,
+                             "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
+            for w, v in (("server", s), ("benchmark", s_bench)):
+                if math.isfinite(v) and v > row_best[w][1]:
+                    row_best[w] = (g, v)
+        for w in best:
+            best[w].append(row_best[w][0])
+    return forecast, best
+
+
+def held_out_check(c: Cell, cost: BatchCostModel, tokens: TokensModel, intervals: ForecastIntervals, boot,
+                   fitted: Sequence[Cell]) -> dict:
+    """The check of one held-out cell: its forecast like against like (the cell is a benchmark of static batches of
+    its output length: its forecast too) with its interval (`boot`'s refits at the cell, scaled to the benchmark),
+    the steady-state forecast against the cell's step ratio at vLLM's tokens per step, the error, and whether it lies
+    within the runs' own precision and within TRUST_ERROR."""
+    b, g = c.batch_size, c.gamma
+    f = speedup(cost, tokens, b, g, output_len=c.output_len)
+    steady = speedup(cost, tokens, b, g)
+    here = intervals if intervals.reason else forecast_intervals(boot, [b], [g], np.array([[steady]]), fitted)
+    ci = (math.nan, math.nan) if here.reason else _interval(here, [b], [g], b, g)
+    if c.output_len > 1 and steady > 0:
+        ci = (ci[0] * f / steady, ci[1] * f / steady)
+    err = f / c.measured_speedup - 1 if c.measured_speedup > 0 else math.nan
+    halves = [_rel_half(c.measured_speedup, c.measured_ci), _rel_half(f, ci)]
+    # the runs' own precision: NaN where neither side has an interval (two runs), not ±0 %
+    tol = (math.hypot(*(h if math.isfinite(h) else 0.0 for h in halves)) if any(map(math.isfinite, halves))
+           else math.nan)
+    return {**c.key.to_dict(), "gamma": g, "label": c.label, "output_len": c.output_len,
+            "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0], "forecast_ci_high": ci[1],
+            "forecast_iid": speedup(cost, tokens, b, g, iid=True),
+            "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0], "measured_ci_high": c.measured_ci[1],
+            "error": err, "measured_counters": c.measured_counters_speedup,
+            "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
+                               else math.nan), "tolerance": tol,
+            "within_precision": bool(math.isfinite(err) and abs(err) <= tol),
+            "within_10pct": bool(math.isfinite(err) and abs(err) <= TRUST_ERROR)}
+
+
 def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequence[Cell],
           fitted: Sequence[Cell] = ()) -> tuple[str, str]:
     """(why the schedule is not recommended, what to measure next), ("", "") when it is: a held-out cell whose
@@ -361,7 +380,7 @@ def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequen
         worst = max(misses, key=lambda c: abs(c["error"]) if math.isfinite(c["error"]) else math.inf)
         why.append(f"{len(misses)} of {len(checks)} held-out cell(s) miss their measurement by more than "
                    f"{TRUST_ERROR:.0%}".replace("%", " %") + " — " + "; ".join(
-                       f"B={c['batch_size']} γ={c['gamma']}: forecast {c['forecast']:.3g}× vs measured "
+                       f"{CellKey.from_dict(c).label} γ={c['gamma']}: forecast {c['forecast']:.3g}× vs measured "
                        f"{c['measured']:.3g}× ({c['error']:+.0%})".replace("%)", " %)") for c in misses)
                    + ": the cost model the schedule comes from does not forecast cells it was not fitted on")
         fit_b = sorted({c.batch_size for c in fitted})
@@ -372,9 +391,9 @@ def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequen
                               f"{', '.join(map(str, beyond))} lies beyond them: fit on a design that covers the batch "
                               f"sizes you serve (e.g. --batch-size {wider}) and keep other cells as checks (--check)")
         next_steps.append(f"measure again on a quiet machine with at least 3 interleaved runs (--repeat 3 or more), "
-                          f"the missed cell kept as a check (--check {worst['batch_size']}:{worst['gamma']}), so every "
-                          "cell has an interval across runs: a miss larger than that is the model's, a smaller one "
-                          "the machine's")
+                          f"the missed cell kept as a check (--check {CellKey.from_dict(worst).text}:"
+                          f"{worst['gamma']}), so every cell has an interval across runs: a miss larger than that is "
+                          "the model's, a smaller one the machine's")
     if intervals.reason:
         why.append(f"the forecast has no usable interval: {intervals.reason}")
         if "no interval on their medians" in intervals.reason:
@@ -396,27 +415,27 @@ def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequen
 
 
 def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None) -> list[dict]:
-    """Per measured batch size: the schedule's γ (`best`, per batch size 1, 2, …: the benchmark workload's) against
-    the best fixed γ measured there (γ = 0 is the plain target: speedup 1). The schedule's measured speedup is
-    unknown (NaN) when its γ was not measured at that B. `server`: the server workload's γ per batch size, shown
-    beside it (with its measured speedup where that γ was measured; not what the bar checks)."""
+    """Per measured cell key (its batch size, and prompt length where known): the schedule's γ at its batch size
+    (`best`, per batch size 1, 2, …: the benchmark workload's) against the best fixed γ measured there (γ = 0 is the
+    plain target: speedup 1). The schedule's measured speedup is unknown (NaN) when its γ was not measured there.
+    `server`: the server workload's γ per batch size, shown beside it (with its measured speedup where that γ was
+    measured; not what the bar checks)."""
 
     def at(seq: Sequence[int], b: int) -> int:
         return seq[b - 1] if b <= len(seq) else (seq[-1] if seq else 0)
 
     out = []
-    for b in sorted({c.batch_size for c in cells}):
-        here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == b}
-        here.setdefault(0, 1.0)
+    for key in sorted({c.key for c in cells}):
+        here = _measured_at(cells, key)
         g_best = max(here, key=lambda g: here[g])
-        g_sched = at(best, b)
+        g_sched = at(best, key.batch_size)
         m = here.get(g_sched, math.nan)
         gap = m / here[g_best] - 1 if math.isfinite(m) else math.nan
-        row = {"batch_size": b, "workload": "benchmark", "schedule_gamma": g_sched, "schedule_measured": m,
+        row = {**key.to_dict(), "workload": "benchmark", "schedule_gamma": g_sched, "schedule_measured": m,
                "best_fixed_gamma": g_best, "best_fixed_measured": here[g_best], "gap": gap,
                "within_5pct": bool(math.isfinite(gap) and gap >= -0.05), "measured_gammas": sorted(here)}
         if server is not None:
-            g_server = at(server, b)
+            g_server = at(server, key.batch_size)
             m_server = here.get(g_server, math.nan)
             row.update({"server_gamma": g_server, "server_measured": m_server,
                         "server_gap": m_server / here[g_best] - 1 if math.isfinite(m_server) else math.nan})
@@ -424,22 +443,28 @@ def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequen
     return out
 
 
+def _measured_at(cells: Sequence[Cell], key: CellKey) -> dict[int, float]:
+    """γ → the measured speedup of the cells at `key` (γ = 0: the plain target, 1)."""
+    here = {c.gamma: c.measured_speedup for c in cells if c.key == key}
+    here.setdefault(0, 1.0)
+    return here
+
+
 def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequence[Cell], table: Sequence,
                        *, device: str) -> list[dict]:
     """The schedule check's rows with the engines that ran vLLM's whole schedule (`table`, one engine serving every
-    batch size) beside them: per batch size its measured speedup and interval, and its gap to the best fixed γ
+    batch size) beside them: per cell key its measured speedup and interval, and its gap to the best fixed γ
     measured in the same round (`cells`: that round's fixed-γ cells; γ = 0 is the plain target). On the CPU vLLM
     0.32's V1 runner ignores the table, so the engine ran its num_speculative_tokens at every batch size: said in
     `schedule_run_note`."""
-    by_b = {c.batch_size: c for c in runs}
+    by_key = {c.key: c for c in runs}
     out = []
     for row in rows:
         row = dict(row)
-        run = by_b.get(row["batch_size"])
+        key = CellKey.from_dict(row)
+        run = by_key.get(key)
         if run is not None:
-            here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == row["batch_size"]}
-            here.setdefault(0, 1.0)
-            best = max(here.values())
+            best = max(_measured_at(cells, key).values())
             row.update({"schedule_run_measured": run.measured_speedup, "schedule_run_ci_low": run.measured_ci[0],
                         "schedule_run_ci_high": run.measured_ci[1], "schedule_run_gap": run.measured_speedup / best - 1,
                         "schedule_run_table": [list(r) for r in table],
@@ -449,12 +474,16 @@ def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequen
     return out
 
 
-def split_design(cells: Sequence[Cell], batch_sizes: Sequence[int] | None,
+def split_design(cells: Sequence[Cell], keys: Sequence[CellKey] | None,
                  gammas: Sequence[int] | None) -> tuple[list[Cell], list[Cell]]:
-    """(fitted, held out): the cells of the design B × γ and the rest (every cell fitted without a design)."""
-    if not batch_sizes and not gammas:
+    """(fitted, held out): the cells of the design — at a key the design covers (`CellKey.covers`: a design of
+    batch sizes alone takes a cell at any prompt length) with a γ of the design — and the rest (every cell fitted
+    without a design; every key, or every γ, when the design names none)."""
+    if not keys and not gammas:
         return list(cells), []
-    bs = set(batch_sizes or {c.batch_size for c in cells})
     gs = set(gammas or {c.gamma for c in cells})
-    fit = [c for c in cells if c.batch_size in bs and c.gamma in gs]
-    return fit, [c for c in cells if not (c.batch_size in bs and c.gamma in gs)]
+
+    def designed(c: Cell) -> bool:
+        return c.gamma in gs and (not keys or any(k.covers(c.key) for k in keys))
+
+    return [c for c in cells if designed(c)], [c for c in cells if not designed(c)]

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import FIXTURES, PUBLIC, unchanged
+from conftest import FIXTURES, PUBLIC, said, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 
@@ -43,7 +43,7 @@ def _raw(path):
 def test_a_cpu_trace_paired_with_a_gpu_trace_is_refused_unless_asked_for(h100):
     r = CliRunner().invoke(cli, ["analyze", str(h100["target"]), str(DRAFT)])
     assert r.exit_code == 2
-    (line,) = r.stderr.strip().splitlines()
+    (line,) = said(r.stderr)
     assert line.startswith("nsys-cc: error: target is a GPU trace (NVIDIA H100 80GB HBM3) and tiny-llama-draft-xs a "
                            "CPU trace") and "--mixed-platforms" in line
     with pytest.raises(InputError) as err:

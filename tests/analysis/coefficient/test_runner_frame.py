@@ -11,7 +11,7 @@ import re
 
 from click.testing import CliRunner
 
-from conftest import FIXTURES, unchanged
+from conftest import FIXTURES, said, unchanged
 from nsys_cc.cli import cli
 
 TARGET = FIXTURES / "torch" / "tiny-llama-target.pt.trace.json.gz"
@@ -38,7 +38,7 @@ def test_a_rank_trace_without_step_annotations_is_pointed_at_the_runner_frame(tm
     assert len(set(runner)) == 1 and len(runner) == 6
     r = CliRunner().invoke(cli, ["analyze", str(path), str(DRAFT)])
     assert r.exit_code == 2
-    (line,) = r.stderr.strip().splitlines()
+    (line,) = said(r.stderr)
     assert "it is rank 0 of 4 of a distributed run" in line
     assert f"--range='{runner[0]}' (6 of them)" in line
     # what it suggests works: the runner frame as the forward range of this trace

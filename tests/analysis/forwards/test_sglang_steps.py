@@ -95,6 +95,32 @@ def test_the_speculative_run_is_measured_in_place(built, analysed):
                "gpu_span" in n for n in analysed.speculative.notes)
 
 
+def test_the_verify_sampling_is_shown_on_each_metric_its_token_holds(built, analysed):
+    b = built["spec"]
+    w = works(b)
+    verify = [s for s in b.steps if s["kind"] == "verify"]
+    rows = analysed.speculative.by_metric.set_index(["name", "metric"])
+    for metric, of in (("gpu_span", lambda x: x.span_ns), ("wall", lambda x: x.range.duration)):
+        want = statistics.median(of(w[s["sample"]]) for s in verify) / 1e6  # EagleVerifyInput.verify's frame
+        assert rows.loc[("qwen-0.6b.spec-g3", metric), "verify_sample_ms"] == pytest.approx(want, rel=1e-12)
+    from nsys_cc.report import speculative_text
+
+    shown = speculative_text.token_table(analysed.speculative).set_index("Metric")
+    for metric, label in (("gpu_span", "GPU span"), ("wall", "launch time")):  # neither row shows "–"
+        value = rows.loc[("qwen-0.6b.spec-g3", metric), "verify_sample_ms"]
+        assert float(shown.loc[label, "Verify sample"]) == pytest.approx(value, rel=1e-2)
+
+
+def test_notes_name_sglangs_markers_as_sglang_writes_them(built, analysed):
+    said = "\n".join([*analysed.notes, *analysed.speculative.notes, analysed.render("table").splitlines()[0]])
+    for vllm_name in ("execute_context_…_generation_…'; c", "…/spec_decode/…: propose", "…/engine/core.py(…): step",
+                      "gpu_model_runner.py(…): sample_tokens", "vLLM's latency benchmark", "vLLM's metrics dump"):
+        assert vllm_name not in said
+    assert "Forward range: 'step[<MODE> bs=…]'" in said
+    assert "'…/speculative/…: draft' range" in said and "'…/scheduler.py(…): run_batch'" in said
+    assert "measured SGLang's own forward annotations ('step[<MODE> bs=…]'" in said
+
+
 def test_tokens_per_step_and_alpha_come_from_whole_requests_lives(built, analysed):
     """The batch shrinks as requests end: each request's verify steps for its 11 tokens, each last step censored."""
     b = built["spec"]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from gpu_shaped import FORWARD, GpuShaped, Launch, Range, add_gpu_work
 
 import nsys_cc
-from conftest import FIXTURES, PUBLIC, raw_sql, unchanged
+from conftest import FIXTURES, PUBLIC, raw_sql, said, unchanged
 from nsys_cc.analysis.forwards import kernel_tables as kernel_mod
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, RangeNotFoundError
@@ -388,7 +388,7 @@ def test_two_ranges_of_one_trace_on_the_command_line(public_dir):
 def test_bad_input_is_one_line_naming_the_flag(args, message):
     r = CliRunner().invoke(cli, ["kernels", str(TARGET), *args])
     assert r.exit_code == 2, r.output
-    (line,) = r.stderr.strip().splitlines()
+    (line,) = said(r.stderr)
     assert line.startswith("nsys-cc: error: ") and message in line
 
 

@@ -82,14 +82,15 @@ def test_the_fixture_runs_replay_each_others_counters_and_tune_counts_them_once(
 def test_tune_says_which_cells_of_the_fixture_runs_replay_their_counters():
     from nsys_cc.analysis.tune import directories as tune_dirs, schedule as tune_schedule
 
-    cells = [c for c in tune_dirs.read_cells(FIXTURES / "tune" / "a50") if c.key in ((8, 3), (1, 1), (1, 3), (8, 1))]
+    cells = [c for c in tune_dirs.read_cells(FIXTURES / "tune" / "a50")
+             if (c.batch_size, c.gamma) in ((8, 3), (1, 1), (1, 3), (8, 1))]
     result = tune_schedule.fit_schedule(cells, draws=10, max_batch_size=8)
     note = next(n for n in result.notes if "replay another run's exactly" in n)
     assert note.startswith("in every cell the spec-decode counters of 1 run(s) replay")  # both runs alike, each cell
     # a cell without a replay among them: the cells that replay are named
     import dataclasses
 
-    mixed = [dataclasses.replace(c, replayed_runs=0) if c.key == (1, 1) else c for c in cells]
+    mixed = [dataclasses.replace(c, replayed_runs=0) if (c.batch_size, c.gamma) == (1, 1) else c for c in cells]
     note = next(n for n in tune_schedule.fit_schedule(mixed, draws=10, max_batch_size=8).notes if "replay another" in n)
     assert "of 3 cell(s)" in note and "B=8 γ=3 (1 of its runs)" in note and "B=1 γ=1" not in note
 

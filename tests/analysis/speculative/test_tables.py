@@ -209,8 +209,8 @@ def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
     out = res.stdout
     assert "Speculative runs (on gpu_span: the forwards' GPU time, headline; then launch time" in out
     assert "Thm 3.8 with c standalone on gpu_span" in out
-    assert ("Forecast (cost model fitted on all runs of each draft: step times (each engine step's CPU time, which "
-            "waits for its GPU work), split on gpu_span)") in out
+    assert ("Forecast (cost model fitted on all runs of each draft: step times (each step from its start to the end "
+            "of its GPU work), split on gpu_span)") in out
     lines = out.splitlines()
     for g in GAMMAS:  # the metric column names the CPU time launch time, never wall (one name)
         rows = [line for line in lines if line.startswith(spec_label(g) + " ") and (" GPU span " in line
@@ -349,7 +349,8 @@ def test_the_waterfall_and_the_heatmap_name_their_metric(result):
 
     spec = result.speculative
     fig = speculative_plots.waterfall(spec)
-    assert "forwards on gpu_span (their GPU time), steps on their CPU time" in fig._suptitle.get_text()
+    assert ("forwards on gpu_span (their GPU time), each step from its start to the end of its GPU work"
+            in fig._suptitle.get_text())
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert len(panels) == len(GAMMAS)  # one panel per run, drawn on the headline metric only
     # each panel's bars end at the run's gpu_span decomposition, not wall's

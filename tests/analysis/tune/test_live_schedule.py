@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from nsys_cc.analysis.profile_dir.acceptance import AcceptanceStats
 from nsys_cc.analysis.tune import model as tune_model, schedule as tune_schedule
+from nsys_cc.analysis.tune.keys import CellKey
 from nsys_cc.analysis.tune.live import batch_schedule
 from nsys_cc.live import channel
 from nsys_cc.live.timing import DECODE, VERIFY, StepRecord
@@ -32,7 +33,7 @@ def test_the_live_schedule_is_the_tune_model_of_the_steps():
     records = _steps(1, 3) + _steps(8, 3) + _steps(16, 3)
     got = batch_schedule(records, _stats(), max_batch_size=64, max_gamma=8)
     cost = tune_model.BatchCostModel((3.0, 0.6), (0.5, 0.1), (2.0, 0.8), (1.0, 0.2, 0.0))
-    tokens = tune_model.tokens_model([tune_model.Cell(1, 3, 0, 0, 0, 0, 1.0, acceptance=_stats())])
+    tokens = tune_model.tokens_model([tune_model.Cell(CellKey(1), 3, 0, 0, 0, 0, 1.0, acceptance=_stats())])
     best = []
     for b in range(1, 65):
         s = [tune_model.speedup(cost, tokens, b, g) for g in range(1, 9)]

@@ -15,10 +15,11 @@ import pytest
 
 from conftest import REPO
 from nsys_cc.analysis.tune import directories as tune_dirs, model as tune_model, schedule as tune_schedule
+from nsys_cc.analysis.tune.keys import CellKey
 from nsys_cc.errors import InputError
 
 FIX = REPO / "fixtures" / "tune"
-DESIGN_B, DESIGN_G = [1, 8], [1, 3]
+DESIGN_B, DESIGN_G = [CellKey(1), CellKey(8)], [1, 3]
 
 
 @pytest.fixture(scope="module")
@@ -65,17 +66,17 @@ def test_forecast_steps_per_iteration_match_the_steps_in_the_fixture_traces(a99_
     seen = 0
     for c in a99_cells:
         measured = _steps_by_sql(Path(c.source), c.label)
-        assert len(measured) >= 2, (c.key, measured)
+        assert len(measured) >= 2, ((c.batch_size, c.gamma), measured)
         own = tune_model.tokens_model([c])  # this cell's own per-position counters: what its iterations drew
         n = c.output_len - 1
         assert n == 7
         forecast = n / own.static_batch(c.gamma, c.batch_size, n)
-        assert forecast == pytest.approx(np.mean(measured), abs=0.5), (c.key, forecast, measured)
+        assert forecast == pytest.approx(np.mean(measured), abs=0.5), ((c.batch_size, c.gamma), forecast, measured)
         # the exact sum agrees with a brute-force simulation of the same batch
         assert forecast == pytest.approx(_mc_steps(list(own.rates), c.gamma, c.batch_size, n), abs=0.03)
         seen += 1
     assert seen == 6
-    big = next(c for c in a99_cells if c.key == (16, 3))
+    big = next(c for c in a99_cells if (c.batch_size, c.gamma) == (16, 3))
     assert np.mean(_steps_by_sql(Path(big.source), big.label)) == 3
     assert 7 / tune_model.tokens_model([big]).expected(3) < 2.0  # what a steady-state count would have said
 
