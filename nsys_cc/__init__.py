@@ -11,8 +11,9 @@ What a notebook needs, all here:
 - `kernels(trace, range_name=, phase=)` → the GPU ops per forward range of a trace, one row per kernel name;
   `kernel_diff(a, b, ...)` → two traces (a target and a draft), or two ranges of one trace, kernel by kernel: where
   the draft saves time (`nsys_cc.analysis.kernels.per_kernel`, `nsys_cc.analysis.kernels.compare`);
-- `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`: profile with vLLM under nsys, then the
-  above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the profile workflow, `nsys_cc.workflows.profile`);
+- `profile(target, drafts, out_dir, repeat=, precision=, max_repeat=, ...)`, or `profile(ProfileRequest(...))`:
+  profile with vLLM under nsys, then the above (what `nsys-cc profile` does; `nsys_cc.front.profile`: the profile
+  workflow, `nsys_cc.workflows.profile`); `ProfileRequest`, the request its arguments make, stored in the records;
 - `open_trace(path)` → a `Trace` whose tables are pandas DataFrames (`help(Trace.kernels)` lists the columns) and
   whose `.info()` is a `TraceInfo` (paths, versions, tables → rows); `project(trace, ranges)` → NVTX ranges with
   their GPU projection;
@@ -46,6 +47,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "cost_coefficient": ("nsys_cc.analysis.coefficient.measure", "cost_coefficient"),
     "cost_coefficient_runs": ("nsys_cc.analysis.coefficient.over_runs", "cost_coefficient_runs"),
     "profile": ("nsys_cc.front", "profile"),
+    "ProfileRequest": ("nsys_cc.request", "ProfileRequest"),
     "kernels": ("nsys_cc.analysis.kernels.per_kernel", "kernels"),
     "kernel_diff": ("nsys_cc.analysis.kernels.compare", "kernel_diff"),
     "CostCoefficientResult": ("nsys_cc.analysis.coefficient.result", "CostCoefficientResult"),
@@ -97,6 +99,7 @@ if TYPE_CHECKING:  # the names of _LAZY for editors and type checkers (`X as X`:
         speedup_plots as speedup_plots,
         write_report as write_report,
     )
+    from .request import ProfileRequest as ProfileRequest
     from .trace import Trace as Trace, TraceInfo as TraceInfo, open_trace as open_trace
     from .workflows.tune import tune as tune
     from .workflows.tune_request import TuneRequest as TuneRequest

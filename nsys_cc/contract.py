@@ -167,9 +167,8 @@ PAYLOAD_RANGES = (FORWARD_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, ITERATION_RANG
 # reads (benchmarks/torch_vs_nsys.py); "ops" also records every aten operator (cpu_op events), "stack" the Python
 # frames (with_stack: python_function events), "shapes" the operators' input shapes (record_shapes).
 TORCH_SETTINGS = ("ops", "stack", "shapes")
-# What records a profile's runs (`profile --profiler`): nsys (NVTX ranges, an export to SQLite) or the torch profiler
-# (the ranges above, a Kineto trace per run or model: `<label>` + TORCH_TRACE_SUFFIX, `run-<k>/trace` + it).
-PROFILERS = ("nsys", "torch")
+# The torch profiler's trace, as the driver writes it for the torch route (`launch.recorders.torch`): a Kineto trace per
+# run or model, `<label>` + TORCH_TRACE_SUFFIX, `run-<k>/trace` + it.
 TORCH_TRACE_SUFFIX = ".pt.trace.json.gz"
 
 # The module vLLM's latency benchmark runs as under nsys (`python -m …`).

@@ -11,13 +11,15 @@ What the source is, is decided once (`analysis.coefficient.source_kinds.decide`;
 is the sweep's manifest's to say, `_is_many`), then analysed as that kind. It sits above the floors it chooses between
 (the analysis, the sweeps); the CLI's `analyze` parses its flags, calls it once and renders what it returns.
 
-`profile(target, drafts, out_dir, …)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door after a run: its
-docstring and one call into the profile workflow (`nsys_cc.workflows.profile`: the runs, then the analysis of the
+`profile(target, drafts, out_dir, …)` or `profile(request)` (`nsys_cc.profile`, `nsys-cc profile`) is the same door
+after a run: its docstring, the request its arguments make (`nsys_cc.request.ProfileRequest`) and one call into the
+profile workflow (`nsys_cc.workflows.profile`: the runs, then the analysis of the
 directory they wrote as `analyze(out_dir)` makes it, and its report), which each sweep cell calls as well.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
@@ -27,8 +29,8 @@ from .errors import InputError, NsysCCError
 
 if TYPE_CHECKING:
     from .analysis.coefficient.result import CostCoefficientResult
-    from .launch.commands import BenchOptions
     from .launch.results import ProfileOutcome
+    from .request import BenchOptions, ProfileRequest
     from .sweep.table import AnalysisResult
 
 __all__ = ["ManifestError", "analyze", "profile"]
@@ -124,13 +126,13 @@ def _many(source, *, seed: int, jobs: int | None, scheduler: str | None) -> Anal
     return analyze_many(sets, seed=seed, jobs=jobs, scheduler=scheduler)
 
 
-def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions | None = None, *,
-            device: str = "auto", timeout: float | None = None, force: bool = False, trace: str | None = None,
-            nsys_args: Sequence[str] = (), acceptance: Sequence[float] = (), seed: int = 0,
-            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, repeat: int | None = None, precision: float | None = None,
-            max_repeat: int | None = None, replicas: int | None = None, separate: bool = False,
-            profiler: str = "nsys") -> ProfileOutcome:
+def profile(target: str | ProfileRequest, drafts: str | Sequence[str] = (), out_dir: str | os.PathLike = "out/profile",
+            options: BenchOptions | None = None, *, device: str = "auto", timeout: float | None = None,
+            force: bool = False, trace: str | None = None, nsys_args: Sequence[str] = (),
+            acceptance: float | str | Sequence[float | str] = (), seed: int = 0, speculate: Sequence[int] = (),
+            speculative_config: str | None = None, target_tp: int = 1, draft_tp: int = 1, repeat: int | None = None,
+            precision: float | None = None, max_repeat: int | None = None, replicas: int | None = None,
+            separate: bool = False, profiler: str = "nsys") -> ProfileOutcome:
     """Profile the target and every draft with vLLM under nsys (or its torch profiler), then analyse and report: what
     `nsys-cc profile` does.
 
@@ -141,15 +143,20 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
     `analyze(out_dir)` makes of the directory written, and its report is written there. Each cell of a sweep is this
     same workflow (`nsys_cc.workflows.profile`).
 
+    The arguments make one request (`nsys_cc.request.ProfileRequest`, the fields of their names, `options` unpacked
+    into its benchmark fields), which may be given instead: `profile(ProfileRequest("t", ("d",), "out/p",
+    output_len=8))`. The request is stored in the directory's records (`status.json`, each run's `done.json`).
+
     Args:
         target: the target model: a shipped shape (e.g. `llama-2-7b-shape`, `tiny-llama-target`), a directory with a
-            config.json, or a Hugging Face id.
+            config.json, or a Hugging Face id; or a whole `ProfileRequest` (then nothing else).
         drafts: the draft models, same forms (none with a speculative config that needs no draft model: ngram).
         out_dir: where traces, vLLM's latencies, logs, status.json and the report go (created; a rerun resumes).
-        options: the benchmark's options (`launch.commands.BenchOptions`; default 32 output tokens).
+        options: the benchmark's options (`nsys_cc.request.BenchOptions`; default 128 prompt and 32 output tokens, 5
+            warm-up and 5 measured iterations of batch 1).
         device: "auto" (GPU when `nvidia-smi -L` lists one), "cpu" or "gpu".
         timeout: seconds allowed per run (per model with one process each) for the benchmark and for the export
-            (default 1800; 0 or None: no limit).
+            (default 1800; 0: no limit).
         force: profile again what an earlier call completed in `out_dir`.
         trace: nsys `-t` instead of the platform default.
         nsys_args: extra `nsys profile` options.
@@ -165,16 +172,29 @@ def profile(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, opti
         max_repeat: the most runs a `precision` may make.
         replicas: engines of each model in a run (default 2).
         separate: one process per model (repeat 1 only).
-        profiler: "nsys" (the default), or "torch": vLLM's torch profiler in the benchmark's process, the plugin's
-            ranges as torch.profiler ranges, no nsys needed (no tensor parallel, no trace/nsys_args; docs/profile.md).
+        profiler: what records the runs (`nsys_cc.launch.recorders`): "nsys" (the default), or "torch": vLLM's torch
+            profiler in the benchmark's process, the plugin's ranges as torch.profiler ranges, no nsys needed (no
+            tensor parallel, no trace/nsys_args; docs/profile.md).
     Returns:
         A `launch.results.ProfileOutcome`: the runs, the notes, and `result` and `report` when the target and a draft
         (or a speculative run) completed.
     """
+    given = dict(locals())  # the arguments, named as the request's fields
+    from .request import ProfileRequest
     from .workflows import profile as workflow
 
-    return workflow.profile(target, drafts, out_dir, options, device=device, timeout=timeout, force=force,
-                            trace=trace, nsys_args=nsys_args, acceptance=acceptance, seed=seed, speculate=speculate,
-                            speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
-                            repeat=repeat, precision=precision, max_repeat=max_repeat, replicas=replicas,
-                            separate=separate, profiler=profiler)
+    if isinstance(target, ProfileRequest):
+        defaults = {k: p.default for k, p in inspect.signature(profile).parameters.items()}
+        also = [k for k, v in given.items() if k != "target" and not _is_default(v, defaults[k])]
+        if also:
+            raise InputError(f"give a ProfileRequest alone or the arguments that make one, not both (also given: "
+                             f"{', '.join(also)})", param=also[0])
+        return workflow.profile(target)
+    return workflow.profile(ProfileRequest.of(**given))
+
+
+def _is_default(value, default) -> bool:
+    try:
+        return value is default or bool(value == default)
+    except (TypeError, ValueError):  # an array, compared element by element
+        return False

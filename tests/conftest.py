@@ -29,6 +29,10 @@
   stdout, stderr): the CLI's own answer without a real process's start-up (~0.7 s of CPU each).
 - `parsed(path)`: a source file's AST, parsed once per test process (the package walkers share it); `nodes(path)`:
   every node of it, listed once.
+- `planned(target, drafts, out, options, **fields)`: the launches of one process per model (`launch.plan.plan`) of the
+  request those arguments make (`ProfileRequest.of`), planned with a stand-in nsys on the CPU unless told;
+  `interleaved_runs(monkeypatch, engines, out, **fields)`: the interleaved runs of `engines` as the orchestrator makes
+  them (one run unless told, no time limit, a stand-in nsys and no preflight).
 - `one_per_family(paths)`: the parameters of a test run on every real export: the smallest export of each family
   (a fixture folder, runs and grid cells folded together) and the smallest public trace run in `make check`, the
   others are marked `slow` — `make test` runs them all.
@@ -289,6 +293,25 @@ def raw_sql(path: str | Path, sql: str, params: tuple = ()) -> list[tuple]:
         return con.execute(sql, params).fetchall()
     finally:
         con.close()
+
+
+def planned(target: str, drafts, out, options=None, *, nsys: str = "/opt/nsys/bin/nsys", gpu: bool = False, **fields):
+    """The launches of one process per model (`nsys_cc.launch.plan.plan`) of the request these arguments make."""
+    from nsys_cc.launch import plan
+    from nsys_cc.request import ProfileRequest
+
+    return plan.plan(ProfileRequest.of(target, drafts, out, options, **fields), binary=nsys, gpu=gpu)
+
+
+def interleaved_runs(monkeypatch, engines, out, **fields):
+    """The interleaved runs of `engines` into `out` (`launch.orchestrator.run`, `launch.interleaved.Interleaved`)."""
+    from nsys_cc.launch import interleaved, orchestrator, process
+    from nsys_cc.request import ProfileRequest
+
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
+    request = ProfileRequest(engines[0].model.spec, [e.model.spec for e in engines[1:]], out,
+                             **{"repeat": 1, "timeout": 0, **fields})
+    return orchestrator.run(interleaved.Interleaved(request, list(engines), gpu=False, binary="nsys"))
 
 
 @contextlib.contextmanager

@@ -16,11 +16,11 @@ import pytest
 from click.testing import CliRunner
 
 import nsys_cc
-from conftest import FIXTURES, nodes, raw_sql
+from conftest import FIXTURES, nodes, planned, raw_sql
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import launcher
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import orchestrator, separate
+from nsys_cc.request import BenchOptions, ProfileRequest
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
 # wrote, and drawing the figures was most of their time; tests/report/test_result_plots.py and the plots/ tests draw
@@ -53,18 +53,19 @@ def _same_numbers(doc: dict, result) -> None:
 
 
 def _separate(out: Path, sources: dict[str, Path], **plan) -> Path:
-    """A one-process-per-model profile's output directory: `launcher.plan`'s files, the fixture traces (and bench
+    """A one-process-per-model profile's output directory: `launch.plan.plan`'s files, the fixture traces (and bench
     JSON, metrics dumps) copied in, its status.json written by `profile`'s own writer."""
     out.mkdir()
-    runs = launcher.plan(sources["target"], sources["drafts"], out, OPTIONS, nsys="nsys", gpu=False, **plan)
+    request = ProfileRequest.of(sources["target"], sources["drafts"], out, OPTIONS, **plan)
+    runs = planned(sources["target"], sources["drafts"], out, OPTIONS, nsys="nsys", gpu=False, **plan)
     for run, src in zip(runs, sources["files"]):
-        shutil.copy(src, run.files.sqlite)
+        shutil.copy(src, run.files.trace)
         for suffix, dest in ((".bench.json", run.files.bench_json), (".metrics.json", run.files.metrics)):
             side = src.with_name(src.name.removesuffix(".sqlite") + suffix)
             if side.exists():
                 shutil.copy(side, dest)
         run.status = "done"
-    launcher.write_status(out, runs)
+    orchestrator.write_status(out, separate.Separate(request, gpu=False, dry=True, launches=runs))
     return out
 
 
@@ -124,7 +125,7 @@ def test_models_resumed_from_an_earlier_call_are_complete(tmp_path):
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
     status = json.loads((out / "status.json").read_text())
-    for entry in status[:2]:
+    for entry in status["models"][:2]:
         entry["status"] = "resumed"
     (out / "status.json").write_text(json.dumps(status))
     assert [m.name for m in nsys_cc.analyze(out).models] == PLAIN
@@ -134,10 +135,10 @@ def test_a_failed_draft_of_a_profile_directory_is_left_out(tmp_path):
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
     status = json.loads((out / "status.json").read_text())
-    status[2]["status"], status[2]["reason"] = "failed", "timed out"
+    status["models"][2]["status"], status["models"][2]["reason"] = "failed", "timed out"
     (out / "status.json").write_text(json.dumps(status))
     assert [m.name for m in nsys_cc.analyze(out).models] == PLAIN[:2]
-    status[0]["status"] = "failed"
+    status["models"][0]["status"] = "failed"
     (out / "status.json").write_text(json.dumps(status))
     with pytest.raises(InputError, match=r"nothing to analyse \(target tiny-llama-target: timed out"
                                          r"|nothing to analyse \(target tiny-llama-target"):
@@ -248,24 +249,24 @@ def test_the_end_of_profile_is_the_analysis_analyze_makes_of_its_directory(tmp_p
     # profile's runs hand the directory they wrote to the front door's finish (a sweep cell to the same one,
     # `workflows.profile.finish`): the result is the one nsys_cc.analyze(out_dir) gives, the report is written beside it
     # with the runs' notes
-    from nsys_cc.launch import results
     from nsys_cc.workflows import profile as profile_workflow
 
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
-    runs = launcher.plan(PLAIN[0], PLAIN[1:], out, OPTIONS, nsys="nsys", gpu=False)
+    runs = planned(PLAIN[0], PLAIN[1:], out, OPTIONS, nsys="nsys", gpu=False)
     for run in runs:
         run.status, run.range_name = "done", "model_executable()"
-    concluded = results.conclude(runs, out)
+    request = ProfileRequest.of(PLAIN[0], PLAIN[1:], out, OPTIONS)
+    concluded = separate.conclude(runs, out)
     assert concluded.analysable and concluded.result is None and concluded.report is None  # launch analyses nothing
-    done = profile_workflow.finish(concluded, OPTIONS)
+    done = profile_workflow.finish(concluded, request)
     assert done.result == nsys_cc.analyze(out)
     assert done.report is not None and json.loads((out / "report.json").read_text())["models"]
-    again = profile_workflow.finish(results.conclude(runs, out), OPTIONS)
+    again = profile_workflow.finish(separate.conclude(runs, out), request)
     assert again.result == done.result
     runs[0].status = "failed"  # no target: nothing to analyse, and finish leaves the run as it is
-    failed = results.conclude(runs, out)
-    assert not failed.analysable and profile_workflow.finish(failed, OPTIONS).result is None
+    failed = separate.conclude(runs, out)
+    assert not failed.analysable and profile_workflow.finish(failed, request).result is None
 
 
 def test_the_cli_profiles_through_the_front_door():

@@ -51,9 +51,11 @@ metrics_option = click.option(
 
 
 def profiler_option(verb: str = "profile"):
-    """`--profiler {nsys,torch}`: what records the runs (`workflows.profile`)."""
+    """`--profiler`: what records the runs, one of the recorders (`launch.recorders.NAMES`, the one list)."""
+    from ..launch import recorders
+
     return click.option(
-        "--profiler", type=click.Choice(["nsys", "torch"]), default="nsys", show_default=True,
+        "--profiler", type=click.Choice(list(recorders.NAMES)), default=recorders.DEFAULT.name, show_default=True,
         help=f"What records the {verb}'s runs: nsys (NVTX ranges, exported to SQLite) or torch (vLLM's torch profiler "
              "in the benchmark's process, the plugin's ranges as torch.profiler ranges: no nsys needed, no tensor "
              "parallel; docs/profile.md).")

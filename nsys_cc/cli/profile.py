@@ -27,8 +27,6 @@ from .options import (
     profiler_option,
 )
 
-SPEC_OUTPUT_LEN = 32
-
 
 @click.command("profile")
 @click.option("--target", required=True, metavar="MODEL", type=MODEL,
@@ -90,38 +88,20 @@ SPEC_OUTPUT_LEN = 32
 @acceptance_option
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def profile_command(target, drafts, target_tp, draft_tp, out_dir, input_len, output_len, batch_size, warmup_iters,
-                    iters, repeat, precision, max_repeat, replicas, separate, speculate, speculative_config,
-                    enforce_eager, vllm_args, device, profiler, trace, nsys_args, timeout, force, dry_run,
-                    acceptance, seed, fmt):
+def profile_command(dry_run, fmt, **fields):
     """Profile TARGET and each DRAFT with vLLM's latency benchmark under nsys (or vLLM's torch profiler: --profiler
     torch), then report the cost coefficient c."""
     from .. import front
-    from ..analysis.profile_dir.acceptance import parse_alphas
     from ..errors import ProfileError
-    from ..launch.commands import BenchOptions
-    from ..launch.plan import parse_gammas
+    from ..request import ProfileRequest
     from ..workflows import profile as workflow
 
-    gammas = parse_gammas(speculate) if speculate is not None else ()
-    spec = {"speculate": gammas, "speculative_config": speculative_config, "target_tp": target_tp,
-            "draft_tp": draft_tp, "repeat": repeat, "precision": precision, "max_repeat": max_repeat,
-            "separate": separate, "replicas": replicas, "profiler": profiler}
-    options = BenchOptions(input_len=input_len, output_len=output_len, batch_size=batch_size,
-                           warmup_iters=warmup_iters, iters=iters,
-                           enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
-    from ..analysis.coefficient.arguments import check_seed
-
-    alphas = parse_alphas(acceptance)  # before minutes of profiling, not after
-    check_seed(seed)  # a dry run says what the run would refuse
+    # the flags are the request's fields of the same names (an error naming a field names its flag)
+    request = ProfileRequest(**fields)
     if dry_run:
-        click.echo(workflow.dry_run(target, list(drafts), out_dir, options, device=device, trace=trace,
-                                    nsys_args=nsys_args, **spec), nl=False)
+        click.echo(workflow.dry_run(request), nl=False)
         return
-    outcome = front.profile(
-        target, list(drafts), out_dir, options, device=device, timeout=timeout or 0, force=force,
-        trace=trace, nsys_args=nsys_args, acceptance=alphas, seed=seed, **spec,
-    )
+    outcome = front.profile(request)
     if outcome.result is None and outcome.speculative and outcome.runs[0].ok:
         for note in outcome.notes:  # speculative runs without plain drafts to compare (e.g. ngram alone)
             click.echo(one_line(f"note: {in_flags(note)}"), err=True)

@@ -71,22 +71,15 @@ from .options import ADDRESS, MODEL, NUMBERS, OUTPUT_DIR, SECONDS, TRACE_LIST, W
 @click.option("--dry-run", is_flag=True, help="Print the cells and the exact commands of each, and exit.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @format_option(help="Format of the table printed at the end.")
-def sweep(target, drafts, batch_sizes, input_lens, speculate, target_tps, out_dir, output_len, warmup_iters,
-          iters, enforce_eager, vllm_args, device, profiler, trace, nsys_args, repeat, precision, max_repeat,
-          replicas, separate, timeout, force, scheduler, dry_run, seed, fmt):
+def sweep(batch_sizes, input_lens, target_tps, scheduler, dry_run, fmt, **fields):
     """Profile TARGET and each DRAFT in every cell of a batch-size × input-length grid; one tidy table of c."""
-    from ..launch.commands import BenchOptions
     from ..report.sweep_text import render_sweep
-    from ..sweep.grid import SweepSpec, cells, positive_ints
+    from ..sweep.grid import SweepSpec, cells
     from ..sweep.run import check_cells, sweep as run_sweep
 
-    options = BenchOptions(output_len=output_len, warmup_iters=warmup_iters, iters=iters,
-                           enforce_eager=enforce_eager, vllm_args=tuple(vllm_args))
     grid = cells(batch_sizes, input_lens, target_tps)
-    spec = SweepSpec(target, tuple(drafts), out_dir, options, speculate=positive_ints(speculate, "speculate"),
-                     device=device, timeout=timeout or None, trace=trace, nsys_args=tuple(nsys_args), seed=seed,
-                     force=force, separate=separate, repeat=repeat, replicas=replicas, precision=precision,
-                     max_repeat=max_repeat, profiler=profiler)
+    spec = SweepSpec.of(**fields)  # the flags are the sweep's fields of the same names
+    out_dir = spec.out_dir
     check_cells(spec, grid)
     if dry_run:
         from ..files.folder import check_out_dir

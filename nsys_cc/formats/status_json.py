@@ -1,17 +1,20 @@
-"""`status.json`: what a profile says of its models and runs, rewritten as it goes, in its output directory.
+"""`status.json`: what a profile says of its runs and models, rewritten as it goes, in its output directory.
 
-Two layouts:
+One layout for both ways `profile` runs engines (`launch.orchestrator`: interleaved runs, or one process per model):
+`{"format": "nsys_cc.status", "version": 2, "strategy": "interleaved" | "separate", "request": the profile's request as
+data (`nsys_cc.request.ProfileRequest.to_dict`), "recorder": {"name", "version"} (which recorder made the traces:
+`launch.recorders`), "device": "cpu" | "gpu", "stopped_by": …, "runs": [{"run": k, "status", "reason", "seconds",
+"trace", "log", …}, …], "models": [{"role", "model", "label", "status", "reason", "draft"?, "gamma"?, "batch_size"?,
+"speculative_config"?, …}, …]}` (`document`). An interleaved run's entry adds its "dir", "machine", "engines" (per
+label, "done" or why not) and "notes"; with one process per model a run is one model's, and each model's entry adds
+its own "trace" (the trace the analysis reads), "range", "log", "bench_json", "metrics"?, "seconds".
 
-- interleaved runs (the default `profile`): an object `{"runs": [{"run": k, "dir", "status", "reason", "seconds",
-  "machine", "engines", "notes", "profiler", "trace"}, …], "profiler": "nsys" | "torch", "stopped_by": …,
-  "models": [{"role", "model", "label", "status", "reason", "draft"?, "gamma"?, "batch_size"?}, …]}`;
-- one process per model (`profile --separate-processes`, tensor-parallel models, a speculative config alone): a list,
-  one entry per model `{"role", "model", "label", "status", "reason", "seconds", "range", "log", "bench_json",
-  "profiler", "trace", "sqlite"?, "nsys_rep"?, "draft"?, "gamma"?, "metrics"?}` (`trace`: the trace the analysis reads,
-  the SQLite export or the torch route's `<label>.pt.trace.json.gz`; `sqlite` and `nsys_rep` under nsys only).
+Written before this layout (read by `analysis.profile_dir.outputs` all the same): interleaved runs as an object
+`{"runs": […], "models": […], "stopped_by", "profiler"?}` without "strategy"; one process per model as a list, one
+entry per model (its "trace", or in older files "sqlite").
 
-The writer (`launch`) replaces only a file of either shape (`is_ours`): a user's own `status.json` in `-o` is refused,
-never written over. The reader (`analysis.profile_dir.outputs`) reads the entries.
+The writer (`launch`) replaces only a file of a status file's shape (`is_ours`): a user's own `status.json` in `-o`
+is refused, never written over. The reader (`analysis.profile_dir.outputs`) reads the entries.
 """
 
 from __future__ import annotations
@@ -24,9 +27,56 @@ from typing import Any
 from .. import inputs
 from ..errors import InputError
 from ..files.folder import Folder
+from ..request import ProfileRequest
 
 NAME = "status.json"
 WHAT = "profile status file"
+FORMAT = "nsys_cc.status"
+VERSION = 2
+# The two ways `profile` runs engines (`launch.orchestrator`'s strategies), as the file names them.
+INTERLEAVED = "interleaved"
+SEPARATE = "separate"
+
+
+def document(*, strategy: str, request: dict, recorder: dict, device: str, stopped_by: str | None,
+             runs: list[dict], models: list[dict]) -> dict:
+    """The status file's document (module docstring)."""
+    return {"format": FORMAT, "version": VERSION, "strategy": strategy, "request": request, "recorder": recorder,
+            "device": device, "stopped_by": stopped_by, "runs": runs, "models": models}
+
+
+def is_separate(doc: Any) -> bool:
+    """Whether a parsed status file is one process per model's: a list of models (written before one layout), or the
+    document of the `SEPARATE` strategy."""
+    return isinstance(doc, list) or (isinstance(doc, dict) and doc.get("strategy") == SEPARATE)
+
+
+def models_of(doc: Any) -> Any:
+    """The model entries of a parsed status file (either layout); what is there when it is not a list."""
+    return doc if isinstance(doc, list) else doc.get("models", []) if isinstance(doc, dict) else None
+
+
+def request_of(doc: Any) -> ProfileRequest | None:
+    """The request a parsed status file stores (None: written before it was stored, or not as written)."""
+    stored = doc.get("request") if isinstance(doc, dict) else None
+    if not isinstance(stored, dict):
+        return None
+    try:
+        return ProfileRequest.from_dict(stored, WHAT)
+    except (InputError, TypeError, ValueError):
+        return None
+
+
+def recorder_of(doc: Any) -> dict | None:
+    """Which recorder made the profile's traces, `{"name", "version"}`, as a parsed status file says (a file written
+    before the recorder was stored names its profiler alone, or nothing: None)."""
+    if not isinstance(doc, dict):
+        return None
+    recorder = doc.get("recorder")
+    if isinstance(recorder, dict) and isinstance(recorder.get("name"), str):
+        return {"name": recorder["name"], "version": recorder.get("version")}
+    named = doc.get("profiler")
+    return {"name": named, "version": None} if isinstance(named, str) else None
 
 
 def has_its_shape(doc: Any) -> bool:

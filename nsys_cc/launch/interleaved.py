@@ -1,5 +1,5 @@
-"""The interleaved runs, the default way of the profile workflow (`nsys_cc.workflows.profile`): every model in ONE
-process, iterations interleaved, repeated R times, c across the runs.
+"""The interleaved runs, the default strategy of `launch.orchestrator` (the profile workflow's, and every tune
+round's): every model in ONE process, iterations interleaved, repeated R times, c across the runs.
 
 Why (docs/REPEATABILITY.md has the measurements): on a shared machine each vLLM process settles at its own speed
 and the machine's load drifts, so c from one process per model, minutes apart, does not repeat (three default runs
@@ -23,19 +23,23 @@ gave 0.164, 0.127, 0.251), and an interval over one run's forwards says nothing 
 - speculative engines are measured in place against the plain target of the same runs, pooled over the runs
   (`analysis.speculative.pooled`); each writes its spec-decode counters to `run-<k>/<label>.metrics.json`.
 
-On the torch route (`profiler` "torch", `profile --profiler torch`) a run is the driver under plain Python, its torch
-profiler writing `run-<k>/trace.pt.trace.json.gz` (no nsys, no export; `commands`); everything else is the same.
+Under the torch profiler (`profile --profiler torch`: `launch.recorders`) a run is the driver under plain Python, its
+torch profiler writing `run-<k>/trace.pt.trace.json.gz` (no nsys, no export); everything else is the same.
 
 Files: `run-<k>/` holds trace.nsys-rep, trace.sqlite (or trace.pt.trace.json.gz), interleaved.json (the driver's
-latencies), `<label>.bench.json` per model, log and done.json (written last, with the commands: a rerun keeps a run
-whose commands match, `force` redoes it). A run is made in `run-<k>.attempt/` and renamed over `run-<k>/` only when it
-completed, so a failing rerun never destroys a completed run. `status.json` lists every run.
+latencies), `<label>.bench.json` per model, log and done.json (written last, with the commands and the request: a rerun
+keeps a run whose commands match, `force` redoes it). A run is made in `run-<k>.attempt.<id>/` and renamed over
+`run-<k>/` only when it completed, so a failing rerun never destroys a completed run. `status.json` lists every run.
+
+`Interleaved` is the strategy (the runs one after another, what stops them, the precision loop, their status);
+`profile_engines` the engines of a profile, `design_engines` those of a tune design; `conclude` what the runs add up
+to.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,10 +47,10 @@ from pathlib import Path
 from .. import progress
 from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
 from ..errors import InputError
-from ..files.folder import Folder, check_out_dir
 from ..formats import status_json
-from . import attempts, environment, eta, interleaved_run, plan, process, results
-from .commands import UNDER, BenchOptions, ModelCommands, ModelFiles, nsys_for
+from ..request import BenchOptions, ProfileRequest
+from . import attempts, eta, interleaved_run, orchestrator, plan, recorders, results
+from .commands import ModelCommands, ModelFiles
 from .interleaved_run import Engine, Run, engine_options, run_commands
 from .machine import machine_notes, machine_table
 from .models import Model, resolve_all
@@ -56,9 +60,6 @@ DEFAULT_MAX_REPEAT = 30
 # Engines of each model in one run: instances of one model differ in speed (their weights' addresses), and an engine
 # more costs about 2 s where a run more costs the vLLM import, nsys and the export (docs/REPEATABILITY.md).
 DEFAULT_REPLICAS = 2
-# What a default profile runs per engine and run: 5 warm-up and 5 measured iterations of one 128-token prefill and 31
-# one-token decode steps: 155 decode forwards per engine and run, 1860 per model in a default profile.
-DEFAULT_OPTIONS = BenchOptions(output_len=32)
 
 
 def engines_for(target: str, drafts: Sequence[str]) -> list[Model]:
@@ -114,91 +115,6 @@ class InterleavedOutcome:
         return "failed", "; ".join(f"run {i}: {why}" for i, why in missing)
 
 
-def write_status(out: Path, outcome: InterleavedOutcome, profiler: str = "nsys") -> Path:
-    """`status.json`: every interleaved run's state, and each model's, and which profiler recorded the runs."""
-    doc = {"runs": [r.to_dict() for r in outcome.runs], "profiler": profiler, "stopped_by": outcome.stopped_by,
-           "models": [{"role": e.role, "model": e.model.spec, "label": e.label,
-                       "status": outcome.model_status(e.label)[0], "reason": outcome.model_status(e.label)[1],
-                       **({"draft": e.draft, "gamma": e.gamma} if e.speculative else {}),
-                       **({"batch_size": e.batch_size} if e.batch_size is not None else {})}
-                      for e in outcome.engines]}
-    return status_json.write(out, doc)
-
-
-def run_all(engines: list[Engine], out: Path, options: BenchOptions, *, nsys: str, gpu: bool, repeat: int,
-            precision: float | None, max_repeat: int, timeout: float | None, force: bool, trace: str | None,
-            nsys_args: Sequence[str], replicas: int = 1,
-            measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-            profiler: str = "nsys") -> InterleavedOutcome:
-    """Make the interleaved runs (see the module docstring) and return what happened. With a `precision`, `measure`
-    (the front door's `analysis.coefficient.of_profile.decode_precision_of`) gives each draft's decode c precision after
-    a run. Ctrl-C: the status is written, then KeyboardInterrupt propagates with `InterleavedOutcome` attached as its
-    `outcome` attribute."""
-    outcome = InterleavedOutcome([], engines, "repeat")
-    active = list(engines)
-    failures_in_a_row = 0
-    for note in interleaved_run.remove_killed_attempts(out):
-        progress.say(f"note: {note}")
-    total = str(repeat) if precision is None else f"{repeat}…{max_repeat}"
-    try:
-        for k in range(1, max_repeat + 1):
-            run = Run(k, interleaved_run.run_dir(out, k), run_commands(nsys, out, k, active, options, gpu=gpu,
-                                                                       trace=trace, nsys_extra=nsys_args,
-                                                                       replicas=replicas, profiler=profiler))
-            outcome.runs.append(run)
-            if not force and interleaved_run.is_complete(run):
-                run.status = "resumed"
-            else:
-                left = eta.remaining([r.seconds for r in outcome.runs if r.status == "done"], made=k - 1,
-                                     repeat=repeat, max_repeat=max_repeat if precision is not None else None,
-                                     precision=precision,
-                                     worst=max(outcome.precision.values(), default=None) if outcome.precision else None)
-                progress.say(f"[run {k}/{total}] {' + '.join(e.label for e in active)}, interleaved in one process "
-                             f"under {UNDER[profiler]} ({'GPU' if gpu else 'CPU'}) … ({left.describe()})")
-                attempt = run_commands(nsys, out, k, active, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                                       where=out / attempts.fresh(interleaved_run.attempt_stem(k)),
-                                       replicas=replicas, profiler=profiler)
-                interleaved_run.execute(run, active, attempt, gpu=gpu, timeout=timeout)
-            interleaved_run.say_run(run, total)
-            write_status(out, outcome, profiler)
-            failures_in_a_row = 0 if run.ok else failures_in_a_row + 1
-            if failures_in_a_row >= 2:
-                outcome.stopped_by = "failures"
-                break
-            if run.ok:  # a draft whose engine could not be built is left out of the later runs
-                active = [e for e in active if e is active[0] or not run.engines.get(e.label, "").startswith(
-                    "its engine could not be built")]
-                if all(e.role == "target" for e in active):  # no draft left: more runs measure nothing to compare
-                    outcome.stopped_by = "unbuilt"
-                    break
-            if k < repeat:
-                continue
-            if precision is None:
-                break
-            if len(outcome.completed) >= 2 and measure is not None:
-                labels = _plain_labels(outcome)  # the runs so far, as status.json (just written) lists them
-                outcome.precision = measure(out, labels)
-                worst = max(outcome.precision.values(), default=math.inf)
-                progress.say(f"after {len(outcome.completed)} runs: decode c known to ±{worst:.1%} "
-                             f"(asked: ±{precision:.1%})")
-                if worst <= precision:
-                    outcome.stopped_by = "precision"
-                    break
-        else:
-            if precision is not None:
-                outcome.stopped_by = "max_repeat"
-    except KeyboardInterrupt as exc:
-        outcome.stopped_by = "interrupted"
-        for r in outcome.runs:
-            if r.status == "planned":
-                r.status = "not run"
-        write_status(out, outcome, profiler)
-        exc.outcome = outcome  # type: ignore[attr-defined]
-        raise
-    write_status(out, outcome, profiler)
-    return outcome
-
-
 def _plain_labels(outcome: InterleavedOutcome) -> list[str]:
     """The target and the plain drafts with forwards in every completed run (the models c is pooled over; the
     speculative engines are measured in place beside them)."""
@@ -227,11 +143,11 @@ def stop_note(outcome: InterleavedOutcome, precision: float | None, max_repeat: 
     return f"{made} (repeat)"
 
 
-def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: bool, replicas: int = 1,
-             speculate: Sequence[int] = (), speculative_config: str | None = None) -> list[Engine]:
-    """The engines of every run: the target, the drafts, then a speculative engine per draft and γ (the labels and
-    configs of `plan.speculative_runs`)."""
-    models = engines_for(target, drafts)
+def profile_engines(request: ProfileRequest, gpu: bool, replicas: int = 1) -> list[Engine]:
+    """The engines of every run of a profile: the target, the drafts, then a speculative engine per draft and γ (the
+    labels and configs of `plan.speculative_runs`)."""
+    drafts, options = request.drafts, request.options
+    models = engines_for(request.target, drafts)
     if not drafts:
         raise InputError("give at least one draft (drafts)", param="drafts")
     labels = [m.label for m in models]
@@ -240,8 +156,8 @@ def _engines(target: str, drafts: Sequence[str], options: BenchOptions, gpu: boo
                          param="drafts")
     plan.check_options(options)
     plan.check_context(models, options)
-    gammas = plan.parse_gammas(speculate) if speculate else []
-    config = plan.parse_speculative_config(speculative_config)
+    gammas = request.gammas
+    config = plan.parse_speculative_config(request.speculative_config)
     # the configs come as the one-process-per-model runs' (their JSON is the first word of the carrier's command)
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
@@ -310,75 +226,6 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
     return out
 
 
-def dry_run_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
-                        nsys: str,
-            gpu: bool, trace: str | None, nsys_args: Sequence[str], repeat: int, precision: float | None,
-            max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
-            speculative_config: str | None = None, profiler: str = "nsys") -> str:
-    """The commands of the first interleaved run, and how many runs would be made."""
-    repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    environment.check(profiler, gpu=gpu)  # what the run would refuse
-    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
-    out = Path(out_dir).resolve()
-    cmds = run_commands(nsys, out, 1, engines, options, gpu=gpu, trace=trace, nsys_extra=nsys_args,
-                        replicas=replicas, profiler=profiler)
-    runs = f"{repeat}" if precision is None else f"{repeat} to {max_repeat} (until ±{precision:.1%})"
-    return (f"# interleaved run 1 of {runs}: {' + '.join(e.label for e in engines)} in one process "
-            f"({'GPU' if gpu else 'CPU'}, {profiler}); run k writes {out}/{RUN_PREFIX}k/\n{cmds.shell()}\n")
-
-
-def profile_interleaved(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
-                        device: str, timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str],
-                        repeat: int, precision: float | None,
-                        max_repeat: int | None, replicas: int = DEFAULT_REPLICAS, speculate: Sequence[int] = (),
-                        speculative_config: str | None = None,
-                        measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                        finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None,
-                        profiler: str = "nsys"):
-    """`profile` with interleaved runs (module docstring); returns a `results.ProfileOutcome`, handed to `finish` (the
-    front door's analysis and report) at the end, Ctrl-C included, when it is `analysable`. `measure`: the precision
-    loop's c between runs (`run_all`). The analysis' own arguments (acceptance, seed) are bound into `measure` and
-    `finish` above (`workflows.profile.profile`)."""
-    validate(repeat, precision, max_repeat, replicas)  # before the models are resolved: the options' errors first
-    gpu = plan.uses_gpu(device)
-    engines = _engines(target, drafts, options, gpu, replicas, speculate, speculative_config)
-    return profile_engines(engines, out_dir, options, gpu=gpu, timeout=timeout, force=force, trace=trace,
-                           nsys_args=nsys_args, repeat=repeat, precision=precision, max_repeat=max_repeat,
-                           replicas=replicas, measure=measure, finish=finish, profiler=profiler)
-
-
-def profile_engines(engines: list[Engine], out_dir: str | os.PathLike, options: BenchOptions, *, gpu: bool,
-                    timeout: float | None, force: bool, trace: str | None, nsys_args: Sequence[str], repeat: int,
-                    precision: float | None = None, max_repeat: int | None = None, replicas: int = 1,
-                    measure: Callable[[Path, list[str]], dict[str, float]] | None = None,
-                    finish: Callable[[results.ProfileOutcome], results.ProfileOutcome] | None = None,
-                    profiler: str = "nsys"):
-    """The interleaved runs of `engines` (`_engines`' for a profile, `design_engines`' for a tune design) into
-    `out_dir`, as `profile_interleaved` describes; `profiler` "torch": the torch route, no nsys needed."""
-    repeat, max_repeat = validate(repeat, precision, max_repeat, replicas)
-    nsys = nsys_for(profiler)
-    for warning in [*environment.check(profiler, gpu=gpu), *process.preflight(nsys)]:
-        progress.say(f"warning: {warning}")
-    out = check_out_dir(out_dir, "the profile run").resolve()
-    process.prepare(out, [m for e in engines for m in (e.model, *plan.config_models(e.options))])
-    with Folder(out).lock("the profile run"):  # one writer per out_dir
-        try:
-            outcome = run_all(engines, out, options, nsys=nsys, gpu=gpu, repeat=repeat, precision=precision,
-                              max_repeat=max_repeat, timeout=timeout, force=force, trace=trace, nsys_args=nsys_args,
-                              replicas=replicas, measure=measure, profiler=profiler)
-        except KeyboardInterrupt as exc:
-            partial = getattr(exc, "outcome", None)
-            if partial is not None and partial.completed:
-                done = conclude(partial, out, precision=precision, max_repeat=max_repeat)
-                if finish is not None and done.analysable:
-                    done = finish(done)
-                if done.report is not None:
-                    progress.say(f"interrupted: report on the runs completed so far: {done.report}")
-            raise
-        done = conclude(outcome, out, precision=precision, max_repeat=max_repeat)
-        return finish(done) if finish is not None and done.analysable else done
-
-
 def _model_runs(outcome: InterleavedOutcome):
     """One `plan.ModelLaunch` per model, its status over the runs (for the CLI's exit status and notes)."""
     first = outcome.runs[0] if outcome.runs else None
@@ -414,3 +261,145 @@ def conclude(outcome: InterleavedOutcome, out: Path, *, precision: float | None 
     result.step = f"analysing {len(done)} interleaved run(s)"
     result.tables = {"machine": machine_table(outcome.runs)}
     return result
+
+
+Measure = Callable[[Path, list[str]], dict[str, float]]
+
+
+class Interleaved:
+    """The interleaved runs as a strategy of `orchestrator` (module docstring): runs 1, 2, … of `engines` (a
+    profile's, `profile_engines`, by default; a tune design's, `design_engines`) until `repeat` runs were made, or with
+    a `precision` until `measure` (the profile workflow's `analysis.coefficient.of_profile.decode_precision_of`) finds
+    every draft's decode c known to it after a run, at most `max_repeat`; two failed runs in a row stop them, and so
+    does a run that leaves no draft (a draft whose engine could not be built is left out of the later runs)."""
+
+    name = status_json.INTERLEAVED
+
+    def __init__(self, request: ProfileRequest, engines: list[Engine] | None = None, *, gpu: bool | None = None,
+                 measure: Measure | None = None, dry: bool = False, binary: str | None = None):
+        self.request, self.measure, self.dry = request, measure, dry
+        if binary is not None:  # the recorder's program, found already (else looked up when first needed)
+            self.binary = binary
+        repeat = DEFAULT_REPEAT if request.repeat is None else request.repeat
+        self.replicas = DEFAULT_REPLICAS if request.replicas is None else request.replicas
+        # before the models are resolved: the options' errors first
+        self.repeat, self.max_repeat = validate(repeat, request.precision, request.max_repeat, self.replicas)
+        self.recorder = recorders.get(request.profiler)
+        self.gpu = plan.uses_gpu(request.device) if gpu is None else gpu
+        self.tp = 1
+        self.engines = profile_engines(request, self.gpu, self.replicas) if engines is None else engines
+        self.out = Path(request.out_dir).resolve()
+        self.outcome = InterleavedOutcome([], self.engines, "repeat")
+        self.active = list(self.engines)
+        self._failures_in_a_row = 0
+        self._stopped = False
+
+    @functools.cached_property
+    def binary(self) -> str:
+        return self.recorder.binary(shown_only=self.dry)
+
+    @property
+    def total(self) -> str:
+        """The runs to make, as the progress lines say them."""
+        return str(self.repeat) if self.request.precision is None else f"{self.repeat}…{self.max_repeat}"
+
+    def commands(self, index: int, where: Path | None = None) -> ModelCommands:
+        """Run `index`'s commands (files in `where`, default its `run-<k>/`)."""
+        return run_commands(self.binary, self.out, index, self.active, self.request.options, gpu=self.gpu,
+                            trace=self.request.trace, nsys_extra=self.request.nsys_args, where=where,
+                            replicas=self.replicas, recorder=self.recorder)
+
+    def dry_run(self) -> str:
+        precision = self.request.precision
+        runs = f"{self.repeat}" if precision is None else f"{self.repeat} to {self.max_repeat} (until ±{precision:.1%})"
+        return (f"# interleaved run 1 of {runs}: {' + '.join(e.label for e in self.engines)} in one process "
+                f"({'GPU' if self.gpu else 'CPU'}, {self.recorder.name}); run k writes {self.out}/{RUN_PREFIX}k/\n"
+                f"{self.commands(1).shell()}\n")
+
+    def models(self) -> list[Model]:
+        return [m for e in self.engines for m in (e.model, *plan.config_models(e.options))]
+
+    def refuse(self) -> None:
+        """Nothing before the first run: a run folder of files nsys-cc cannot prove it wrote is refused by its run."""
+
+    def clean(self, out: Path) -> list[str]:
+        return interleaved_run.remove_killed_attempts(out)
+
+    def next_run(self) -> Run | None:
+        k = len(self.outcome.runs) + 1
+        if self._stopped:
+            return None
+        if k > self.max_repeat:
+            if self.request.precision is not None:
+                self.outcome.stopped_by = "max_repeat"
+            return None
+        run = Run(k, interleaved_run.run_dir(self.out, k), self.commands(k))
+        run.record = {**orchestrator.stamp(self), "models": [e.to_dict() for e in self.active]}
+        self.outcome.runs.append(run)
+        return run
+
+    def resumed(self, run: Run) -> bool:
+        return interleaved_run.is_complete(run)
+
+    def start(self, run: Run) -> str:
+        made = [r.seconds for r in self.outcome.runs if r.status == "done"]
+        precision = self.outcome.precision
+        left = eta.remaining(made, made=run.index - 1, repeat=self.repeat,
+                             max_repeat=self.max_repeat if self.request.precision is not None else None,
+                             precision=self.request.precision,
+                             worst=max(precision.values(), default=None) if precision else None)
+        return (f"[run {run.index}/{self.total}] {' + '.join(e.label for e in self.active)}, interleaved in one "
+                f"process under {self.recorder.under} ({'GPU' if self.gpu else 'CPU'}) … ({left.describe()})")
+
+    def execute(self, run: Run, timeout: float | None) -> None:
+        attempt = self.commands(run.index, where=self.out / attempts.fresh(interleaved_run.attempt_stem(run.index)))
+        interleaved_run.execute(run, self.active, attempt, gpu=self.gpu, timeout=timeout)
+
+    def said(self, run: Run) -> str:
+        return interleaved_run.run_line(run, self.total)
+
+    def after(self, run: Run) -> None:
+        """What stops the runs after `run` (class docstring); the status holds `run` already (the precision's
+        `measure` reads the directory)."""
+        self._failures_in_a_row = 0 if run.ok else self._failures_in_a_row + 1
+        if self._failures_in_a_row >= 2:
+            self._stop("failures")
+            return
+        if run.ok:  # a draft whose engine could not be built is left out of the later runs
+            self.active = [e for e in self.active if e is self.active[0] or not run.engines.get(e.label, "").startswith(
+                "its engine could not be built")]
+            if all(e.role == "target" for e in self.active):  # no draft left: more runs measure nothing to compare
+                self._stop("unbuilt")
+                return
+        if run.index < self.repeat:
+            return
+        if self.request.precision is None:
+            self._stop("repeat")
+            return
+        if len(self.outcome.completed) >= 2 and self.measure is not None:
+            self.outcome.precision = self.measure(self.out, _plain_labels(self.outcome))
+            worst = max(self.outcome.precision.values(), default=math.inf)
+            progress.say(f"after {len(self.outcome.completed)} runs: decode c known to ±{worst:.1%} "
+                         f"(asked: ±{self.request.precision:.1%})")
+            if worst <= self.request.precision:
+                self._stop("precision")
+
+    def _stop(self, why: str) -> None:
+        self._stopped, self.outcome.stopped_by = True, why
+
+    def interrupted(self) -> None:
+        self.outcome.stopped_by = "interrupted"
+        for r in self.outcome.runs:
+            if r.status == "planned":
+                r.status = "not run"
+
+    def stopped_by(self) -> str | None:
+        return self.outcome.stopped_by
+
+    def entries(self) -> tuple[list[dict], list[dict]]:
+        models = [{**e.to_dict(), "status": self.outcome.model_status(e.label)[0],
+                   "reason": self.outcome.model_status(e.label)[1]} for e in self.engines]
+        return [r.to_dict() for r in self.outcome.runs], models
+
+    def conclude(self, out: Path) -> results.ProfileOutcome:
+        return conclude(self.outcome, out, precision=self.request.precision, max_repeat=self.max_repeat)

@@ -25,32 +25,17 @@ from pathlib import Path
 
 from .. import progress
 from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
-from ..contract import (
-    ENGINE_RANGE_PREFIX,
-    ENV_METRICS_OUT,
-    ENV_WARMUP_ITERS,
-    FORWARD_RANGE,
-    INTERLEAVE_MODULE,
-    TORCH_TRACE_SUFFIX,
-)
+from ..contract import ENGINE_RANGE_PREFIX, ENV_METRICS_OUT, ENV_WARMUP_ITERS, FORWARD_RANGE, INTERLEAVE_MODULE
 from ..errors import InputError, NsysCCError
 from ..files import proof
 from ..files.folder import Folder
 from ..files.signals import signals_deferred
 from ..formats import done_json, interleaved_json
-from . import attempts, process
-from .commands import (
-    BenchOptions,
-    ModelCommands,
-    ModelFiles,
-    bench_args,
-    bench_env,
-    export_args,
-    nsys_profile_args,
-    torch_env,
-)
+from . import attempts, process, recorders, resume
+from .commands import BenchOptions, ModelCommands, ModelFiles, bench_args, bench_env
 from .machine import machine_state
 from .models import Model
+from .recorders.base import Recorder
 
 # KV cache of each engine of an interleaved run on the CPU (vLLM's CPU default is a whole GiB per engine, and a run
 # holds several): plenty for a benchmark's few sequences; VLLM_CPU_KVCACHE_SPACE in the environment wins.
@@ -79,6 +64,20 @@ class Engine:
     def label(self) -> str:
         return self.model.label
 
+    @property
+    def speculative_config(self) -> str | None:
+        """The `--speculative-config` vLLM runs this engine with (None: a plain engine)."""
+        return self.options[self.options.index("--speculative-config") + 1] \
+            if "--speculative-config" in self.options else None
+
+    def to_dict(self) -> dict:
+        """The engine as the run records and the status list it: its label, role and model, and a speculative
+        engine's draft, γ and config, a tune design's batch size."""
+        return {"label": self.label, "role": self.role, "model": self.model.spec,
+                **({"draft": self.draft, "gamma": self.gamma, "speculative_config": self.speculative_config}
+                   if self.speculative else {}),
+                **({"batch_size": self.batch_size} if self.batch_size is not None else {})}
+
 
 @dataclass
 class Run:
@@ -86,6 +85,8 @@ class Run:
 
     status: "planned", "done", "resumed" (complete from an earlier call), "failed", "interrupted", "not run".
     engines: per label, "done" or the reason it has no forwards in this run.
+    record: what its `done.json` stores beside what happened (the request, the recorder, the device, the engines:
+    `orchestrator.stamp`).
     """
 
     index: int
@@ -97,6 +98,7 @@ class Run:
     machine: dict = field(default_factory=dict)
     engines: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    record: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -104,12 +106,12 @@ class Run:
 
     @property
     def trace(self) -> Path:
-        """The run's trace: `trace.sqlite` (nsys) or `trace.pt.trace.json.gz` (the torch route)."""
+        """The run's trace, as its recorder names it: `trace.sqlite` (nsys), `trace.pt.trace.json.gz` (torch)."""
         return self.dir / self.commands.files.trace.name
 
     @property
-    def profiler(self) -> str:
-        return self.commands.files.profiler
+    def recorder(self) -> Recorder:
+        return self.commands.files.recorder
 
     @property
     def log(self) -> Path:
@@ -125,7 +127,7 @@ class Run:
     def to_dict(self) -> dict:
         return {"run": self.index, "dir": str(self.dir), "status": self.status, "reason": self.reason,
                 "seconds": round(self.seconds, 1), "machine": self.machine, "engines": self.engines,
-                "notes": self.notes, "profiler": self.profiler, "trace": str(self.trace)}
+                "notes": self.notes, "trace": str(self.trace), "log": str(self.log)}
 
 
 def run_dir(out: Path, index: int) -> Path:
@@ -147,38 +149,35 @@ def engine_options(model: Model, opts: BenchOptions, *, gpu: bool, engines: int)
     return tuple(args)
 
 
-def run_commands(nsys: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
+def run_commands(binary: str, out: Path, index: int, engines: Sequence[Engine], opts: BenchOptions, *, gpu: bool,
                  trace: str | None = None, nsys_extra: Sequence[str] = (), python: str | None = None,
-                 where: Path | None = None, replicas: int = 1, profiler: str = "nsys") -> ModelCommands:
+                 where: Path | None = None, replicas: int = 1,
+                 recorder: Recorder = recorders.DEFAULT) -> ModelCommands:
     """The commands of interleaved run `index` (files in `where`, default `run-<index>/`): `replicas` engines of
     every model, in the order target, drafts, target, drafts, …; engines of a tune design
     (`interleaved.design_engines`) share one vLLM engine across batch sizes (the driver's `--share-batch-sizes`).
-    `profiler` "torch": the driver alone, its torch profiler writing `trace.pt.trace.json.gz`, no export."""
+    The driver is recorded by `recorder` (`binary`: the program it runs; the torch profiler: the driver alone, its
+    trace `trace.pt.trace.json.gz`, no export)."""
     import sys
 
     from ..vllm.interleave import SHARE_FLAG
 
     d = where or run_dir(out, index)
-    files = ModelFiles(d, RUN_TRACE_LABEL, profiler)
-    torch = profiler == "torch"
-    profile = [] if torch else nsys_profile_args(nsys, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
-    profile += [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json",
-                str(d / interleaved_json.NAME)]
+    files = ModelFiles(d, RUN_TRACE_LABEL, recorder)
+    program = [python or sys.executable, "-m", INTERLEAVE_MODULE, "--output-json", str(d / interleaved_json.NAME)]
     if any(e.batch_size is not None for e in engines):
-        profile.append(SHARE_FLAG)
+        program.append(SHARE_FLAG)
     for _ in range(replicas):
         for e in engines:
-            profile += ["--engine", e.label, *e.options]
+            program += ["--engine", e.label, *e.options]
     env = bench_env(opts, gpu=gpu)
     env[ENV_WARMUP_ITERS] = str(opts.warmup_iters * len(engines) * replicas)
     if any(e.speculative for e in engines):
         env[ENV_METRICS_OUT] = str(d)  # the driver dumps <label>.metrics.json of each speculative engine there
     if not gpu and KV_SPACE_ENV not in os.environ:
         env.pop(KV_SPACE_ENV, None)  # vLLM's CPU build then takes each engine's --kv-cache-memory-bytes
-    if torch:
-        env.update(torch_env(files.trace))
-        return ModelCommands(env, profile, [], files)
-    return ModelCommands(env, profile, export_args(nsys, files.report, files.sqlite), files)
+    recorded = recorder.commands(binary, program, files.base, gpu=gpu, trace=trace, extra=nsys_extra)
+    return ModelCommands({**env, **recorded.env}, recorded.profile, recorded.export, files)
 
 
 def engine_forwards(path: Path, labels: Sequence[str]) -> dict[str, int]:
@@ -205,8 +204,7 @@ def _replaced(run: Run) -> Path:
 
 # What a run's folder held before its done.json recorded the sha256 of each file (round 4's layout): the names a run
 # writes there, which prove such a folder's files (a file by another name is the user's).
-_RUN_FILES = (f"{RUN_TRACE_LABEL}.nsys-rep", f"{RUN_TRACE_LABEL}.sqlite", RUN_TRACE_LABEL + TORCH_TRACE_SUFFIX,
-              f"{RUN_TRACE_LABEL}.qdstrm", "log",
+_RUN_FILES = (*dict.fromkeys(RUN_TRACE_LABEL + s for r in recorders.RECORDERS for s in r.suffixes), "log",
               interleaved_json.NAME, done_json.NAME)
 _RUN_SUFFIXES = (".bench.json", ".metrics.json")
 
@@ -274,14 +272,12 @@ def _restore_replaced(run: Run) -> None:
 
 
 def is_complete(run: Run) -> bool:
-    """Whether an earlier call left this run complete, made with the same commands."""
+    """Whether an earlier call left this run complete, made with the same commands (`resume.recorded`); then its
+    machine, engines and notes are the record's."""
     _restore_replaced(run)
     marker = done_json.load_run(run.dir)
-    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written
-        return False
-    if marker.get("commands") != run.commands.shell() or not run.trace.is_file():
-        return False
-    if any(not run.metrics(label).is_file() for label in marker.get("speculative", [])):
+    if marker is None or not resume.recorded(marker, run.commands, [
+            run.trace, *(run.metrics(label) for label in marker.get("speculative", []))]):
         return False
     run.machine = marker.get("machine", {})
     run.engines = marker.get("engines", {})
@@ -350,17 +346,17 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
                 run.engines[e.label] = f"its engine could not be built: {errors[e.label]}"
             elif counts.get(e.label, 0) == 0:
                 run.engines[e.label] = (f"no {FORWARD_RANGE} ranges inside its engine's windows (plugin not loaded "
-                                        f"or its ranges not recorded by {run.profiler}: see the log)")
+                                        f"or its ranges not recorded by {run.recorder.name}: see the log)")
             else:
                 run.engines[e.label] = "done"
         run.machine = {"before": before, "after": machine_state(gpu)}
         if run.engines.get(engines[0].label) != "done":
             run.status, run.reason = "failed", f"target {engines[0].label}: {run.engines.get(engines[0].label)}"
             return
-        marker = {"commands": run.commands.shell(), "profiler": run.profiler, "machine": run.machine,
-                  "engines": run.engines, "forward_ranges": counts, "notes": run.notes,
-                  "speculative": [e.label for e in engines if e.speculative
-                                  and (tmp / f"{e.label}.metrics.json").is_file()]}
+        marker = done_json.record(
+            run.commands.shell(), **run.record, trace=run.trace.name, machine=run.machine, engines=run.engines,
+            forward_ranges=counts, notes=run.notes,
+            speculative=[e.label for e in engines if e.speculative and (tmp / f"{e.label}.metrics.json").is_file()])
         Folder(tmp).remove(attempts.MARK)  # the attempt's own mark does not belong to the run
         marker["files"] = proof.digests(tmp, skip=(done_json.NAME,))  # what proves the run's files later
         done_json.write_run(tmp, marker)
@@ -393,20 +389,19 @@ def _execute(run: Run, engines: Sequence[Engine], attempt: ModelCommands, *, gpu
             run.machine = {"before": before, "after": machine_state(gpu)}
 
 
-def say_run(run: Run, total: str) -> None:
-    """One progress line for a run made or kept (`total`: the runs to make, as said)."""
+def run_line(run: Run, total: str) -> str:
+    """The progress line of a run made or kept (`total`: the runs to make, as said)."""
     where = f"[run {run.index}/{total}]"
     load = run.machine.get("before", {}).get("load_1m")
     cpus = run.machine.get("before", {}).get("cpus")
     state = f" (load {load:.1f} on {cpus} CPUs)" if load is not None else ""
     if run.status == "resumed" and run.reason:
-        progress.say(f"{where}: {run.reason}, in {run.dir}")
-    elif run.status == "resumed":
-        progress.say(f"{where}: already complete in {run.dir} (force=True profiles it again)")
-    elif run.ok:
-        progress.say(f"{where}: profiled in {run.seconds:.1f} s{state}")
-    else:
-        progress.say(f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})")
+        return f"{where}: {run.reason}, in {run.dir}"
+    if run.status == "resumed":
+        return f"{where}: already complete in {run.dir} (force=True profiles it again)"
+    if run.ok:
+        return f"{where}: profiled in {run.seconds:.1f} s{state}"
+    return f"{where}: FAILED after {run.seconds:.1f} s: {run.reason} (log: {run.log})"
 
 
 ATTEMPT_NAME = re.compile(rf"{re.escape(RUN_PREFIX)}[0-9]+\.attempt(?:\.[0-9]+-[0-9a-f]+)?")

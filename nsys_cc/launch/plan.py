@@ -1,6 +1,6 @@
-"""Planning the one-process-per-model runs of `launcher.profile_separately`: which runs there are (target, drafts,
-speculative runs), their labels, roles and exact commands, checked before anything runs; the device choice;
-`dry_run`.
+"""Planning the one-process-per-model runs (`launch.separate`): which runs there are (target, drafts, speculative
+runs), their labels, roles and exact commands, checked before anything runs; what every profile checks of its
+benchmark (`check_options`, `check_context`), its γ values and speculative config; the device choice.
 
 Nothing here starts a process or writes a file (`detect_gpu` asks `nvidia-smi -L` only).
 """
@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import re
 import shutil
 import subprocess
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import inputs
 from ..contract import FORWARD_RANGE
 from ..errors import InputError
-from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands, nsys_for
+from ..request import ProfileRequest
+from . import recorders
+from .commands import BenchOptions, ModelCommands, ModelFiles, model_commands
 from .models import HEADS, MTP_TARGETS, Model, context_length, head_for, resolve, resolve_all
 
 ROLES = ("target", "draft", "speculative")
@@ -37,6 +38,7 @@ class ModelLaunch:
     model — and `gamma` the tokens proposed per step).
     status: "planned", "done" (profiled now), "resumed" (complete from an earlier run), "failed",
     "interrupted" (Ctrl-C) or "not run" (after an interruption).
+    record: what its `<label>.done.json` stores beside what happened (`orchestrator.stamp`).
     """
 
     role: str
@@ -49,10 +51,17 @@ class ModelLaunch:
     draft: str | None = None
     gamma: int | None = None
     method: str | None = None  # a speculative run's proposer (vLLM's speculative_config method)
+    record: dict = field(default_factory=dict)
 
     @property
     def files(self) -> ModelFiles:
         return self.commands.files
+
+    @property
+    def speculative_config(self) -> str | None:
+        """The `--speculative-config` vLLM runs this model with (None: a plain run)."""
+        words = self.commands.profile
+        return words[words.index("--speculative-config") + 1] if "--speculative-config" in words else None
 
     @property
     def ok(self) -> bool:
@@ -63,15 +72,21 @@ class ModelLaunch:
         return self.role == "speculative"
 
     def to_dict(self) -> dict:
+        """The model as the status lists it (`formats.status_json`): its state, files and forward range."""
         f = self.files
         out = {"role": self.role, "model": self.model.spec, "label": self.model.label, "status": self.status,
                "reason": self.reason, "seconds": round(self.seconds, 1), "range": self.range_name, "log": str(f.log),
-               "bench_json": str(f.bench_json), "profiler": f.profiler, "trace": str(f.trace)}
-        if f.profiler == "nsys":
-            out.update(sqlite=str(f.sqlite), nsys_rep=str(f.report))
+               "bench_json": str(f.bench_json), "trace": str(f.trace)}
         if self.speculative:
-            out.update(draft=self.draft, gamma=self.gamma, metrics=str(f.metrics))
+            out.update(draft=self.draft, gamma=self.gamma, metrics=str(f.metrics),
+                       speculative_config=self.speculative_config)
         return out
+
+    def engine(self) -> dict:
+        """The model as its run's record lists it (`formats.done_json`'s "models")."""
+        return {"label": self.model.label, "role": self.role, "model": self.model.spec,
+                **({"draft": self.draft, "gamma": self.gamma, "speculative_config": self.speculative_config}
+                   if self.speculative else {})}
 
 
 def uses_gpu(device: str) -> bool:
@@ -91,26 +106,6 @@ def detect_gpu() -> bool:
     except (OSError, subprocess.TimeoutExpired):
         return False
     return out.returncode == 0 and "GPU" in out.stdout
-
-
-def parse_gammas(text: str | Sequence[int]) -> list[int]:
-    """γ values from "1,3" (or a sequence of ints): whole numbers ≥ 1, duplicates dropped, ascending."""
-    parts = [p.strip() for p in text.split(",")] if isinstance(text, str) else list(text)
-    gammas = set()
-    for part in parts:
-        if part == "":
-            continue
-        try:
-            gamma = int(part)
-        except (TypeError, ValueError):
-            raise InputError(f"speculate: {part!r} is not a whole number of speculative tokens",
-                             param="speculate") from None
-        if gamma < 1:
-            raise InputError(f"speculate: γ must be ≥ 1, not {gamma}", param="speculate")
-        gammas.add(gamma)
-    if not gammas:
-        raise InputError("speculate: give at least one γ, e.g. 1,3", param="speculate")
-    return sorted(gammas)
 
 
 def check_speculate_ranks(speculating: bool, target_tp: int, tp_param: str = "target_tp",
@@ -275,36 +270,36 @@ def check_context(models: Sequence[Model], options: BenchOptions) -> None:
                          param=param)
 
 
-def plan(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions, *,
-         nsys: str, gpu: bool, trace: str | None = None, nsys_args: Sequence[str] = (),
-         speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-         draft_tp: int = 1, profiler: str = "nsys") -> list[ModelLaunch]:
-    """The run of every model (target first, then the drafts, then the speculative runs), with its exact commands;
-    resolves the model names. `speculate`: γ values; `speculative_config`: vLLM's JSON (module docstring).
-    `target_tp` / `draft_tp`: tensor-parallel ranks of the plain target / draft runs (1: one process); a model on
-    N > 1 ranks is labelled `<label>.tpN`. Speculative runs stay on one process. `profiler`: "nsys", or "torch" (the
-    torch route: `commands.model_commands`)."""
-    config = parse_speculative_config(speculative_config)
-    gammas = parse_gammas(speculate) if speculate else []
-    check_speculate_ranks(bool(gammas) or config is not None, target_tp)
-    if not drafts and config is None:
+def plan(request: ProfileRequest, *, binary: str, gpu: bool) -> list[ModelLaunch]:
+    """The run of every model of `request` (target first, then the drafts, then the speculative runs: `speculate`'s γ
+    values, `speculative_config`, module docstring of `launch.separate`), with its exact commands (`binary`: the
+    program its recorder runs); resolves the model names. `target_tp` / `draft_tp`: tensor-parallel ranks of the
+    plain target / draft runs (1: one process); a model on N > 1 ranks is labelled `<label>.tpN`. Speculative runs
+    stay on one process."""
+    config = parse_speculative_config(request.speculative_config)
+    gammas = request.gammas
+    check_speculate_ranks(bool(gammas) or config is not None, request.target_tp)
+    if not request.drafts and config is None:
         raise InputError("give at least one draft (drafts), or a speculative_config that needs none", param="drafts")
+    options = request.options
     check_options(options)
-    for param, value in (("target_tp", target_tp), ("draft_tp", draft_tp)):
+    for param, value in (("target_tp", request.target_tp), ("draft_tp", request.draft_tp)):
         if value < 1:
             raise InputError(f"{param} must be ≥ 1, not {value}", param=param)
-    out = Path(out_dir).resolve()
-    models = resolve_all([target, *drafts])
+    out = Path(request.out_dir).resolve()
+    models = resolve_all([request.target, *request.drafts])
     check_context(models, options)
+    recorder = recorders.get(request.profiler)
 
     def make(m: Model, spec: str | None = None, tp: int = 1) -> ModelCommands:
-        return model_commands(nsys, m.path, ModelFiles(out, m.label, profiler), options, gpu=gpu, trace=trace,
-                              nsys_extra=nsys_args, speculative_config=spec, load_format=m.load_format, tp=tp)
+        return model_commands(binary, m.path, ModelFiles(out, m.label, recorder), options, gpu=gpu,
+                              trace=request.trace, nsys_extra=request.nsys_args, speculative_config=spec,
+                              load_format=m.load_format, tp=tp)
 
     def on_ranks(m: Model, tp: int) -> Model:
         return m if tp == 1 else Model(m.spec, m.path, f"{m.label}.tp{tp}", m.kind)
 
-    tps = [target_tp] + [draft_tp] * (len(models) - 1)
+    tps = [request.target_tp] + [request.draft_tp] * (len(models) - 1)
     plain = [ModelLaunch("target" if i == 0 else "draft", on_ranks(m, tp), make(on_ranks(m, tp), tp=tp))
              for i, (m, tp) in enumerate(zip(models, tps))]
     runs = plain + speculative_runs(models[0], models[1:], gammas, config, make)
@@ -331,20 +326,3 @@ def describe(run: ModelLaunch) -> str:
     """Role and label, and for a speculative run its draft and γ."""
     extra = f" (draft {run.draft}, γ = {run.gamma})" if run.speculative else ""
     return f"{run.role} {run.model.label}{extra}"
-
-
-def dry_run(target: str, drafts: Sequence[str], out_dir: str | os.PathLike, options: BenchOptions = BenchOptions(),
-            *, device: str = "auto", trace: str | None = None, nsys_args: Sequence[str] = (),
-            speculate: Sequence[int] = (), speculative_config: str | None = None, target_tp: int = 1,
-            draft_tp: int = 1, profiler: str = "nsys") -> str:
-    """The exact commands a real run would execute, one block per model (runs nothing, creates nothing)."""
-    gpu = uses_gpu(device)
-    nsys = nsys_for(profiler, shown_only=True)
-    from .environment import check
-
-    check(profiler, gpu=gpu, tp=max(target_tp, draft_tp))  # what the run would refuse
-    runs = plan(target, drafts, out_dir, options, nsys=nsys, gpu=gpu, trace=trace, nsys_args=nsys_args,
-                speculate=speculate, speculative_config=speculative_config, target_tp=target_tp, draft_tp=draft_tp,
-                profiler=profiler)
-    blocks = [f"# {describe(r)} ({'GPU' if gpu else 'CPU'})\n{r.commands.shell()}" for r in runs]
-    return "\n\n".join(blocks) + "\n"

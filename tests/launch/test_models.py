@@ -9,17 +9,18 @@ import json
 import pytest
 from click.testing import CliRunner
 
+from conftest import planned
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import launcher, models
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import models
 from nsys_cc.launch.models import MODELS_DIR
+from nsys_cc.request import BenchOptions
 
 NSYS = "/opt/nsys/bin/nsys"
 
 
 def _plan(tmp_path, target="tiny-llama-target", drafts=(), **kw):
-    return launcher.plan(target, list(drafts), tmp_path, BenchOptions(output_len=16), nsys=NSYS, gpu=False, **kw)
+    return planned(target, list(drafts), tmp_path, BenchOptions(output_len=16), nsys=NSYS, gpu=False, **kw)
 
 
 def _config(run):

@@ -9,11 +9,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import planned
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError
-from nsys_cc.launch import launcher, pair
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import orchestrator, pair, resume, separate
 from nsys_cc.launch.models import MODELS_DIR, resolve
+from nsys_cc.launch.results import ProfileOutcome
+from nsys_cc.request import BenchOptions, ProfileRequest
 
 NSYS = "/opt/nsys/bin/nsys"
 
@@ -23,8 +25,7 @@ def _after(args: list[str], flag: str) -> str:
 
 
 def _plan(tmp_path, drafts=("tiny-llama-draft-s", "tiny-llama-draft-xs"), **kw):
-    return launcher.plan("tiny-llama-target", list(drafts), tmp_path, BenchOptions(output_len=32), nsys=NSYS,
-                         gpu=False, **kw)
+    return planned("tiny-llama-target", list(drafts), tmp_path, BenchOptions(output_len=32), nsys=NSYS, **kw)
 
 
 def test_speculate_adds_one_run_per_draft_and_gamma_after_the_plain_runs(tmp_path):
@@ -57,12 +58,14 @@ def test_speculate_adds_one_run_per_draft_and_gamma_after_the_plain_runs(tmp_pat
 
 def test_status_entries_carry_role_draft_and_gamma(tmp_path):
     runs = _plan(tmp_path, drafts=["tiny-llama-draft-xs"], speculate=[2])
-    path = launcher.write_status(tmp_path, runs)
-    entries = json.loads(path.read_text())
+    request = ProfileRequest("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path, speculate=[2])
+    path = orchestrator.write_status(tmp_path, separate.Separate(request, gpu=False, dry=True, launches=runs))
+    entries = json.loads(path.read_text())["models"]
     assert [e["role"] for e in entries] == ["target", "draft", "speculative"]
     assert "gamma" not in entries[0] and "draft" not in entries[1]
     assert entries[2]["draft"] == "tiny-llama-draft-xs" and entries[2]["gamma"] == 2
     assert entries[2]["metrics"].endswith("tiny-llama-draft-xs.spec-g2.metrics.json")
+    assert json.loads(entries[2]["speculative_config"])["num_speculative_tokens"] == 2
 
 
 def test_a_speculative_config_is_the_base_of_the_speculate_runs(tmp_path):
@@ -108,17 +111,14 @@ def test_no_draft_is_refused_unless_a_speculative_config_stands_alone(tmp_path):
 
 def test_known_alpha_models_load_real_weights_and_cannot_pair_with_dummy_ones(tmp_path, monkeypatch):
     monkeypatch.setenv(pair.ENV_MODELS, str(tmp_path / "models"))
-    runs = launcher.plan("pair-target-a50", ["pair-draft"], tmp_path / "out", BenchOptions(), nsys=NSYS, gpu=False,
-                         speculate=[2])
+    runs = planned("pair-target-a50", ["pair-draft"], tmp_path / "out", BenchOptions(), nsys=NSYS, speculate=[2])
     assert {_after(r.commands.profile, "--load-format") for r in runs} == {"auto"}
     assert _after(runs[0].commands.profile, "--model") == str(tmp_path / "models" / "pair-target-a50")
     assert not (tmp_path / "models").exists()  # planning builds nothing
-    tiny = launcher.plan("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "out", BenchOptions(), nsys=NSYS,
-                         gpu=False)
+    tiny = planned("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "out", BenchOptions(), nsys=NSYS)
     assert {_after(r.commands.profile, "--load-format") for r in tiny} == {"dummy"}
     with pytest.raises(InputError, match="cannot be paired"):
-        launcher.plan("pair-target", ["tiny-llama-draft-xs"], tmp_path / "out", BenchOptions(), nsys=NSYS, gpu=False,
-                      speculate=[1])
+        planned("pair-target", ["tiny-llama-draft-xs"], tmp_path / "out", BenchOptions(), nsys=NSYS, speculate=[1])
     assert resolve("pair-draft").kind == "pair"
 
 
@@ -126,12 +126,12 @@ def test_resume_needs_the_metrics_dump_of_a_speculative_run(tmp_path):
     runs = _plan(tmp_path, drafts=["tiny-llama-draft-xs"], speculate=[1])
     spec = runs[-1]
     f = spec.files
-    for path in (f.sqlite, f.bench_json):
+    for path in (f.trace, f.bench_json):
         path.write_text("x")
     f.done.write_text(json.dumps({"commands": spec.commands.shell(), "range": "model_executable()"}))
-    assert not launcher.is_complete(spec)
+    assert not resume.is_complete(spec)
     f.metrics.write_text("{}")
-    assert launcher.is_complete(spec)
+    assert resume.is_complete(spec)
 
 
 def _cli(*args: str):
@@ -173,9 +173,9 @@ def test_cli_errors_name_the_flags(args, message):
 def test_the_profile_run_hands_completed_speculative_traces_to_the_analysis(tmp_path):
     runs = _plan(tmp_path, drafts=["tiny-llama-draft-xs"], speculate=[1, 2])
     runs[-2].status, runs[-1].status = "done", "failed"
-    outcome = launcher.ProfileOutcome(Path(tmp_path), runs)
+    outcome = ProfileOutcome(Path(tmp_path), runs)
     (trace,) = outcome.speculative
     assert (trace.label, trace.draft, trace.gamma) == ("tiny-llama-draft-xs.spec-g1", "tiny-llama-draft-xs", 1)
-    assert trace.sqlite.name == "tiny-llama-draft-xs.spec-g1.sqlite"
+    assert trace.trace.name == "tiny-llama-draft-xs.spec-g1.sqlite"
     assert trace.metrics.name == "tiny-llama-draft-xs.spec-g1.metrics.json"
     assert trace.bench_json.name == "tiny-llama-draft-xs.spec-g1.bench.json"

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, unchanged
-from nsys_cc.launch import check, launcher, plan, process, resume
-from nsys_cc.launch.commands import BenchOptions, ModelCommands, ModelFiles
+from conftest import REPO, planned, unchanged
+from nsys_cc.launch import check, plan, process, resume
+from nsys_cc.launch.commands import ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
+from nsys_cc.request import BenchOptions
 
 FIXTURE = REPO / "fixtures" / "vllm" / "tiny-llama-target.sqlite"
 
@@ -35,29 +36,31 @@ COPY_FIXTURE = f"import os, shutil; shutil.copy({str(FIXTURE)!r}, os.environ['NS
 
 def test_a_complete_model_gets_its_marker(tmp_path):
     run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")
     marker = json.loads(run.files.done.read_text())
-    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run.files.report, run.files.sqlite,
+    files = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (run.files.recorded, run.files.trace,
                                                                            run.files.bench_json)}
-    assert marker == {"commands": run.commands.shell(), "range": "model_executable()", "forward_ranges": 20,
+    assert marker == {"commands": run.commands.shell(), "trace": "m.sqlite", "range": "model_executable()",
+                      "models": [{"label": "tiny-llama-target", "role": "target", "model": "tiny-llama-target"}],
+                      "forward_ranges": {"tiny-llama-target": 20},
                       "files": files}  # the sha256 of its trace set: what lets a rerun replace it
-    assert launcher.is_complete(run)
+    assert resume.is_complete(run)
     log = run.files.log.read_text()
     assert log.startswith("# nsys-cc profile: ") and log.count("\n$ ") == 2
 
 
 def test_a_crashing_benchmark_is_reported_with_its_error(tmp_path):
     run = _run(tmp_path, "raise SystemExit('RuntimeError: engine core died')", COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert run.status == "failed"
     assert run.reason == "benchmark under nsys failed (exit 1): RuntimeError: engine core died"
-    assert not run.files.sqlite.exists() and not run.files.done.exists()
+    assert not run.files.trace.exists() and not run.files.done.exists()
 
 
 def test_an_unreadable_export_fails_the_model_not_the_run(tmp_path):
     run = _run(tmp_path, WRITE_OUTPUTS, "import os; open(os.environ['NSYS_CC_TEST_FILES'] + '.sqlite', 'w').write('x')")
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert run.status == "failed" and "m.sqlite" in run.reason
 
 
@@ -69,7 +72,7 @@ def test_a_trace_without_forward_ranges_fails(tmp_path):
         conn.execute("DELETE FROM NVTX_EVENTS")
     run = _run(tmp_path, WRITE_OUTPUTS, f"import os, shutil; shutil.copy({str(bare)!r}, "
                                         "os.environ['NSYS_CC_TEST_FILES'] + '.sqlite')")
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert run.status == "failed" and "no model_executable() ranges" in run.reason
 
 
@@ -82,7 +85,7 @@ def test_a_timeout_kills_the_whole_process_tree(tmp_path):
             f"open({str(pid_file)!r}, 'w').write(str(p.pid)); time.sleep(600)")
     run = _run(tmp_path, hang, COPY_FIXTURE)
     t0 = time.monotonic()
-    launcher.run_model(run, timeout=3)
+    process.run_model(run, timeout=3)
     assert run.status == "failed" and run.reason == "timed out after 3 s (timeout=3)"
     assert time.monotonic() - t0 < 300  # stopped, not left to its 600 s sleep (the bound is for a busy machine)
     grandchild = int(pid_file.read_text())
@@ -122,7 +125,7 @@ def failing_start(said: str, rc: int) -> str:
 def test_nsys_failing_to_start_is_retried(tmp_path, monkeypatch, said, rc, logged):
     monkeypatch.setattr(process, "START_RETRY_PAUSE_S", 0.05)  # the pause is for a real nsys race, not this fake
     run = _run(tmp_path, failing_start(said, rc), COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert (run.status, run.reason) == ("done", "")
     assert (tmp_path / "m.tried").read_text() == "xx"
     assert logged in run.files.log.read_text()
@@ -150,19 +153,19 @@ def test_other_failures_are_not_retried(tmp_path):
     once = ("import os, sys; open(os.environ['NSYS_CC_TEST_TRIED'], 'a').write('x'); "
             "sys.exit('RuntimeError: engine core died')")
     run = _run(tmp_path, once, COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert run.status == "failed" and (tmp_path / "m.tried").read_text() == "x"
 
 
 # -- a rerun never loses finished work ---------------------------------------------------------------------------------
 def _trace_set(run: plan.ModelLaunch) -> list[Path]:
     f = run.files
-    return [f.report, f.sqlite, f.bench_json, f.done]
+    return [f.recorded, f.trace, f.bench_json, f.done]
 
 
 def _complete(tmp_path: Path) -> plan.ModelLaunch:
     run = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
-    launcher.run_model(run, timeout=60)
+    process.run_model(run, timeout=60)
     assert run.status == "done"
     return run
 
@@ -189,10 +192,10 @@ def test_a_failing_rerun_keeps_the_earlier_trace_set(tmp_path, profile_code, exp
     first = _complete(tmp_path)
     again = _run(tmp_path, profile_code, export_code)
     with unchanged(*_trace_set(first)):
-        launcher.run_model(again, timeout=2 if "sleep" in export_code else 60)
+        process.run_model(again, timeout=2 if "sleep" in export_code else 60)
     assert again.status == "failed" and reason in again.reason
     assert ".nsys-cc-attempts" not in again.reason  # the files named are those a user sees
-    assert launcher.is_complete(first)
+    assert resume.is_complete(first)
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
@@ -205,14 +208,14 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
 
     monkeypatch.setattr(check, "after_export", interrupted)
     with unchanged(*_trace_set(first)), pytest.raises(KeyboardInterrupt):
-        launcher.run_model(again, timeout=60)
+        process.run_model(again, timeout=60)
     # the earlier complete trace set is listed as kept (status.json then lets `analyze DIR` read it)
     assert again.status == "resumed" and again.reason.startswith("the rerun was stopped (Ctrl-C)")
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
     fresh = _run(tmp_path / "fresh", WRITE_OUTPUTS, COPY_FIXTURE)  # nothing earlier: interrupted, as it was
     (tmp_path / "fresh").mkdir()
     with pytest.raises(KeyboardInterrupt):
-        launcher.run_model(fresh, timeout=60)
+        process.run_model(fresh, timeout=60)
     assert fresh.status == "interrupted"
 
 
@@ -220,27 +223,26 @@ def test_a_completed_rerun_replaces_the_trace_set(tmp_path):
     first = _complete(tmp_path)
     rewrite = WRITE_OUTPUTS.replace("write('rep')", "write('second')")
     again = _run(tmp_path, rewrite, COPY_FIXTURE)
-    launcher.run_model(again, timeout=60)
+    process.run_model(again, timeout=60)
     assert again.status == "done"
-    assert first.files.report.read_text() == "second"
-    assert launcher.is_complete(again)
+    assert first.files.recorded.read_text() == "second"
+    assert resume.is_complete(again)
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
 def test_an_attempt_writes_only_under_the_attempts_directory():
     """Every path of the trace set in the commands (nsys -o, the bench JSON, the export, the metrics dump) is moved;
     nothing else changes."""
-    nsys = "/opt/nsys"
-    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], "/tmp/out", BenchOptions(), nsys=nsys,
-                         gpu=False, speculate=[2])
+    runs = planned("tiny-llama-target", ["tiny-llama-draft-s"], "/tmp/out", BenchOptions(), nsys="/opt/nsys",
+                   speculate=[2])
     for run in runs:
         cmds = resume.staged(run)
         final = run.files
         words = [*cmds.profile, *cmds.export, *cmds.env.values()]
-        for key in ("base", *resume.TRACE_SET):
-            assert str(getattr(final, key)) not in words
+        for path in (final.base, *final.trace_set):
+            assert str(path) not in words
         moved = [w for w in words if resume.ATTEMPTS_DIR in w]
-        expected = {"base", "bench_json", "sqlite", "report"} | ({"metrics"} if run.speculative else set())
+        expected = {"base", "bench_json", "trace", "recorded"} | ({"metrics"} if run.speculative else set())
         assert sorted(moved) == sorted(str(getattr(cmds.files, k)) for k in expected)
         same = [a for a in run.commands.profile if a not in {str(getattr(final, k)) for k in expected}]
         assert same == [a for a in cmds.profile if resume.ATTEMPTS_DIR not in a]

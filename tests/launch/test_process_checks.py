@@ -15,7 +15,7 @@ import pytest
 from gpu_shaped import FORWARD, add_gpu_work, read_ranges, steady
 
 from conftest import FIXTURES
-from nsys_cc.launch import launcher, plan
+from nsys_cc.launch import plan, process
 from nsys_cc.launch.commands import ModelCommands, ModelFiles
 from nsys_cc.launch.models import resolve
 
@@ -40,7 +40,7 @@ def _run(tmp_path: Path, export: Path, *, gpu: bool = False, trace: str = "cuda,
 
 
 def _outcome(run):
-    launcher.run_model(run, timeout=120)
+    process.run_model(run, timeout=120)
     return run.status, run.reason
 
 

@@ -13,8 +13,9 @@ from conftest import cli_in_process
 from nsys_cc.analysis.profile_dir.outputs import read_output
 from nsys_cc.contract import ENV_TORCH_RANGES, ENV_TORCH_TRACE
 from nsys_cc.errors import InputError
-from nsys_cc.launch import commands, launcher
-from nsys_cc.launch.commands import BenchOptions, ModelFiles
+from nsys_cc.launch import commands, process, recorders
+from nsys_cc.launch.commands import ModelFiles
+from nsys_cc.request import BenchOptions, ProfileRequest
 from nsys_cc.trace import nsys as trace_nsys
 from nsys_cc.workflows import profile as workflow
 
@@ -102,22 +103,23 @@ def test_the_torch_route_needs_no_nsys(tmp_path, monkeypatch):
     class Reached(Exception):
         pass
 
-    def preflight(nsys):
-        assert not nsys
+    def preflight(recorder, binary):
+        assert not binary
         raise Reached
 
-    monkeypatch.setattr(launcher, "preflight", preflight)
-    with pytest.raises(Reached):
-        launcher.profile_separately("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "o", BenchOptions(),
-                                    device="cpu", profiler="torch")
-    with pytest.raises(Exception, match="nsys") as err:
-        launcher.profile_separately("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "o2", BenchOptions(),
-                                    device="cpu")
-    assert not isinstance(err.value, Reached)
+    monkeypatch.setattr(process, "preflight", preflight)
+    for separate in (True, False):  # both ways of running engines
+        with pytest.raises(Reached):
+            workflow.profile(ProfileRequest("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "o",
+                                            device="cpu", profiler="torch", separate=separate))
+        with pytest.raises(Exception, match="nsys") as err:
+            workflow.profile(ProfileRequest("tiny-llama-target", ["tiny-llama-draft-xs"], tmp_path / "o2",
+                                            device="cpu", separate=separate))
+        assert not isinstance(err.value, Reached)
 
 
 def test_the_torch_files_and_commands():
-    files = ModelFiles(Path("/o"), "m", "torch")
+    files = ModelFiles(Path("/o"), "m", recorders.TORCH)
     assert files.trace == Path("/o/m.pt.trace.json.gz") == files.recorded
     assert ModelFiles(Path("/o"), "m").trace == Path("/o/m.sqlite")
     cmds = commands.model_commands("", "/models/m", files, BenchOptions(), gpu=False, environ={})

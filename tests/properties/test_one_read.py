@@ -12,10 +12,10 @@ from collections import Counter
 import pytest
 
 import nsys_cc
-from conftest import REPO
+from conftest import REPO, planned
 from nsys_cc.analysis.coefficient.model import load_model
-from nsys_cc.launch import check, launcher
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import check, orchestrator, separate
+from nsys_cc.request import BenchOptions, ProfileRequest
 from nsys_cc.workflows import profile as profile_workflow
 
 # Reports are written without their PNGs here (conftest `no_figures`): these tests check what runs and analyses
@@ -57,15 +57,17 @@ def test_a_tensor_parallel_target_with_its_all_reduces(counted):
 
 def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
     options = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
-    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, options, nsys="nsys", gpu=False)
+    runs = planned("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, options, nsys="nsys", gpu=False)
     for run, source in zip(runs, ["tiny-llama-target", "tiny-llama-draft-s"]):
-        shutil.copy(VLLM / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(VLLM / f"{source}.sqlite", run.files.trace)
         shutil.copy(VLLM / f"{source}.bench.json", run.files.bench_json)
         run.range_name, run.status = "model_executable()", "done"
-    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), options)
+    request = ProfileRequest.of("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, options)
+    concluded = orchestrator.conclude(separate.Separate(request, gpu=False, dry=True, launches=runs), tmp_path)
+    outcome = profile_workflow.finish(concluded, request)
     assert len(outcome.result.models) == 2 and any("forward ranges cover" in n for n in outcome.result.notes)
     opens, reads = counted
-    paths = [r.files.sqlite for r in runs]
+    paths = [r.files.trace for r in runs]
     assert once_each(opens, paths) and once_each(reads, paths)
     assert check  # the forward-share check reads nothing of its own (it measures the models analysed above)
 

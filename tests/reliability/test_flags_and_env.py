@@ -156,9 +156,11 @@ def test_nsys_ccs_own_variables_left_in_the_environment_never_reach_a_run(tmp_pa
     only what the run sets."""
     import sys
 
+    from conftest import planned
     from nsys_cc.contract import ENV_METRICS_OUT, ENV_PLUGIN, ENV_TORCH_RANGES, ENV_TORCH_TRACE
-    from nsys_cc.launch import environment, plan, process
-    from nsys_cc.launch.commands import BenchOptions, ModelFiles, model_commands
+    from nsys_cc.launch import environment, process, recorders
+    from nsys_cc.launch.commands import ModelFiles, model_commands
+    from nsys_cc.request import BenchOptions
 
     outside = tmp_path / "outside"
     leftovers = {ENV_TORCH_TRACE: str(outside / "x.pt.trace.json.gz"), ENV_METRICS_OUT: str(outside / "m.json"),
@@ -175,11 +177,10 @@ def test_nsys_ccs_own_variables_left_in_the_environment_never_reach_a_run(tmp_pa
     env = json.loads(seen.read_text())
     assert ENV_TORCH_TRACE not in env and ENV_METRICS_OUT not in env and ENV_TORCH_RANGES not in env
     assert env[ENV_PLUGIN] == "1" and not outside.exists()
-    warned = environment.check("nsys", gpu=False)  # each said once, before the runs
+    warned = environment.check(recorders.NSYS, gpu=False)  # each said once, before the runs
     assert [w.split("=")[0] for w in warned] == [ENV_PLUGIN, ENV_METRICS_OUT, ENV_TORCH_RANGES, ENV_TORCH_TRACE]
     # the torch route's own trace does reach its run
-    runs = plan.plan("tiny-llama-target", ["tiny-llama-draft-s"], out, BenchOptions(), nsys="", gpu=False,
-                     profiler="torch")
+    runs = planned("tiny-llama-target", ["tiny-llama-draft-s"], out, BenchOptions(), nsys="", profiler="torch")
     assert runs[0].commands.env[ENV_TORCH_TRACE] == str(out.resolve() / "tiny-llama-target.pt.trace.json.gz")
 
 

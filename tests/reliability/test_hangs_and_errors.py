@@ -263,8 +263,8 @@ def test_the_query_bound_still_stops_a_slow_query(tmp_path, cache_dir, monkeypat
 def test_attempts_a_kill_left_are_removed_by_the_next_profile(tmp_path, monkeypatch):
     """`run-1.attempt/` survived a SIGKILL and the next profile (run-1 was complete, so never attempted again),
     though the docs say the next profile removes it."""
+    from conftest import interleaved_runs
     from nsys_cc.launch import interleaved, interleaved_run
-    from nsys_cc.launch.commands import BenchOptions
     from nsys_cc.launch.models import resolve
 
     out = tmp_path / "O"
@@ -278,8 +278,7 @@ def test_attempts_a_kill_left_are_removed_by_the_next_profile(tmp_path, monkeypa
     engines = [interleaved.Engine("target", resolve("tiny-llama-target"), ()),
                interleaved.Engine("draft", resolve("tiny-llama-draft-s"), ())]
     with unchanged(out / "run-1.attemptive"):
-        interleaved.run_all(engines, out, BenchOptions(), nsys="nsys", gpu=False, repeat=1, precision=None,
-                            max_repeat=1, timeout=None, force=False, trace=None, nsys_args=())
+        interleaved_runs(monkeypatch, engines, out)
     assert not (out / "run-1.attempt").exists() and not (out / "run-7.attempt").exists()
 
 

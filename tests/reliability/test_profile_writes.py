@@ -89,10 +89,10 @@ def test_a_users_file_at_a_name_a_model_writes_is_refused_before_the_first_run(p
     """`profile --profiler torch --separate-processes -o o` overwrote the user's own
     `o/tiny-llama-target.pt.trace.json.gz` and `o/tiny-llama-target.log`, then refused the user's `report.md`
     saying "nothing was changed". Now every name a run writes is checked before the first run."""
-    from nsys_cc.launch import launcher, process
+    from nsys_cc.launch import process
 
     monkeypatch.setattr(process, "profile_and_export", lambda *a, **kw: pytest.fail("profiled"))
-    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
     monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
     out = tmp_path / "o"
     out.mkdir()
@@ -104,11 +104,9 @@ def test_a_users_file_at_a_name_a_model_writes_is_refused_before_the_first_run(p
 
 
 def _model(out, profiler="nsys"):
-    from nsys_cc.launch import plan
-    from nsys_cc.launch.commands import BenchOptions
+    from conftest import planned
 
-    return plan.plan("tiny-llama-target", ["tiny-llama-draft-s"], out, BenchOptions(), nsys="nsys", gpu=False,
-                     profiler=profiler)[0]
+    return planned("tiny-llama-target", ["tiny-llama-draft-s"], out, nsys="nsys", profiler=profiler)[0]
 
 
 def _completed(run, content=b"trace"):
@@ -116,8 +114,8 @@ def _completed(run, content=b"trace"):
     from nsys_cc.launch import resume
 
     attempt = resume.staged(run, resume.new_attempt(run)).files
-    attempt.sqlite.write_bytes(TARGET.read_bytes() + content)
-    attempt.report.write_bytes(content)
+    attempt.trace.write_bytes(TARGET.read_bytes() + content)
+    attempt.recorded.write_bytes(content)
     attempt.bench_json.write_text("{}\n")
     resume.commit(run, attempt, {"commands": run.commands.shell(), "range": "model_executable()"})
     resume.discard(attempt)
@@ -132,9 +130,9 @@ def test_a_trace_set_is_proven_by_its_digests_and_an_edited_one_is_the_users(tmp
     _completed(run)
     assert resume.in_the_way([run]) == [] and resume.is_complete(run)
     _completed(run, b"second")  # a rerun replaces its own files
-    assert run.files.report.read_bytes() == b"second" and resume.in_the_way([run]) == []
-    run.files.report.write_bytes(b"my edit")  # changed since: nsys-cc cannot prove it wrote it
-    assert resume.in_the_way([run]) == [run.files.report]
+    assert run.files.recorded.read_bytes() == b"second" and resume.in_the_way([run]) == []
+    run.files.recorded.write_bytes(b"my edit")  # changed since: nsys-cc cannot prove it wrote it
+    assert resume.in_the_way([run]) == [run.files.recorded]
     assert not (out / resume.ATTEMPTS_DIR).exists()
 
 
@@ -172,7 +170,7 @@ def test_a_round_4_marker_proves_its_trace_set_by_name(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
     run = _model(out)
-    run.files.sqlite.write_bytes(TARGET.read_bytes())
+    run.files.trace.write_bytes(TARGET.read_bytes())
     run.files.done.write_text(json.dumps({"commands": run.commands.shell()}))
     (out / "tiny-llama-target.log").write_text("# nsys-cc profile: …\n")
     assert resume.in_the_way([run]) == []
@@ -184,8 +182,8 @@ def test_a_round_4_marker_proves_its_trace_set_by_name(tmp_path):
 def test_a_users_file_in_an_attempt_folder_is_never_deleted(tmp_path, monkeypatch):
     """A user's `o/run-1.attempt/thesis.tex` was deleted by the next `profile` (every attempt folder was removed
     whole); the new attempt now gets a folder of its own, and the leftover loses only what an attempt writes."""
+    from conftest import interleaved_runs
     from nsys_cc.launch import interleaved, interleaved_run
-    from nsys_cc.launch.commands import BenchOptions
     from nsys_cc.launch.models import resolve
 
     out = tmp_path / "o"
@@ -199,8 +197,7 @@ def test_a_users_file_in_an_attempt_folder_is_never_deleted(tmp_path, monkeypatc
     engines = [interleaved.Engine("target", resolve("tiny-llama-target"), ()),
                interleaved.Engine("draft", resolve("tiny-llama-draft-s"), ())]
     with unchanged(out / "run-1.attempt" / "thesis.tex"):
-        interleaved.run_all(engines, out, BenchOptions(), nsys="nsys", gpu=False, repeat=1, precision=None,
-                            max_repeat=1, timeout=None, force=False, trace=None, nsys_args=())
+        interleaved_runs(monkeypatch, engines, out)
     assert sorted(p.name for p in (out / "run-1.attempt").iterdir()) == ["thesis.tex"]
     assert used and used[0].name.startswith("run-1.attempt.") and used[0].parent == out
 
@@ -307,8 +304,8 @@ def test_a_forced_rerun_stopped_by_sigterm_leaves_the_completed_run_analysable(t
     import signal
 
     import nsys_cc
+    from conftest import interleaved_runs
     from nsys_cc.launch import interleaved, process
-    from nsys_cc.launch.commands import BenchOptions
     from nsys_cc.launch.models import resolve
 
     source = FIXTURES / "interleaved" / "run-1"
@@ -326,13 +323,11 @@ def test_a_forced_rerun_stopped_by_sigterm_leaves_the_completed_run_analysable(t
                for i, m in enumerate(["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])]
     out = tmp_path / "o"
     out.mkdir()
-    kwargs = dict(nsys="nsys", gpu=False, repeat=1, precision=None, max_repeat=1, timeout=None, trace=None,
-                  nsys_args=())
-    interleaved.run_all(engines, out, BenchOptions(), force=False, **kwargs)
+    interleaved_runs(monkeypatch, engines, out)
     before = nsys_cc.analyze(out)
     stop.append(True)
     with unchanged(out / "run-1"), pytest.raises(KeyboardInterrupt):
-        interleaved.run_all(engines, out, BenchOptions(), force=True, **kwargs)
+        interleaved_runs(monkeypatch, engines, out, force=True)
     (entry,) = json.loads((out / "status.json").read_text())["runs"]
     assert entry["status"] == "resumed" and "terminated by SIGTERM" in entry["reason"], entry
     after = nsys_cc.analyze(out)

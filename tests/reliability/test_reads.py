@@ -283,7 +283,7 @@ def test_P13_a_fifo_as_a_models_done_json_is_not_a_completed_model(tmp_path):
     run = ModelLaunch("target", resolve("tiny-llama-target"),
                    ModelCommands({}, [sys.executable, "-c", "pass"], [sys.executable, "-c", "pass"],
                                  ModelFiles(out, "m")))
-    shutil.copyfile(TARGET, run.files.sqlite)
+    shutil.copyfile(TARGET, run.files.trace)
     run.files.bench_json.write_text("{}")
     os.mkfifo(run.files.done)
     with prompt(15):
@@ -448,17 +448,17 @@ def test_the_walker_finds_a_read_around_the_opener(tmp_path):
 
 @pytest.mark.parametrize("value", [float("nan"), -5, float("inf"), "soon"])
 def test_P10_P11_the_library_checks_its_timeouts_by_the_same_rule(tmp_path, value, monkeypatch):
-    from nsys_cc.launch import launcher
+    from nsys_cc.launch import orchestrator
+    from nsys_cc.request import ProfileRequest
     from nsys_cc.sweep.grid import SweepSpec
     from nsys_cc.workflows import profile as main_path
 
     def never(*a, **kw):
         pytest.fail(f"profiled with timeout={value!r}")
 
-    monkeypatch.setattr(main_path, "profile_interleaved", never)
-    monkeypatch.setattr(launcher, "profile_separately", never)
+    monkeypatch.setattr(orchestrator, "run", never)
     with pytest.raises(InputError, match="^timeout must be") as exc:
-        main_path.profile("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path / "O", timeout=value)
+        main_path.profile(ProfileRequest("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path / "O", timeout=value))
     assert exc.value.param == "timeout"
     with pytest.raises(InputError, match="^timeout must be"):
         SweepSpec("tiny-llama-target", ("tiny-llama-draft-s",), str(tmp_path / "S"), timeout=value)

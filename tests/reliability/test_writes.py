@@ -151,7 +151,7 @@ def _model_run(out: Path):
 
 
 def test_P05_a_linked_attempts_folder_is_refused_its_files_kept(tmp_path, outside):
-    from nsys_cc.launch import launcher
+    from nsys_cc.launch import process
     from nsys_cc.launch.resume import ATTEMPTS_DIR
 
     out = tmp_path / "O"
@@ -161,19 +161,19 @@ def test_P05_a_linked_attempts_folder_is_refused_its_files_kept(tmp_path, outsid
     (out / ATTEMPTS_DIR).symlink_to(outside, target_is_directory=True)
     run = _model_run(out)
     with unchanged(outside):
-        launcher.run_model(run, timeout=30)
+        process.run_model(run, timeout=30)
     assert run.status == "failed" and "is a link or a file where nsys-cc needs a folder" in run.reason
 
 
 def test_P12_a_linked_log_is_replaced_its_target_untouched(tmp_path, outside):
-    from nsys_cc.launch import launcher
+    from nsys_cc.launch import process
 
     out = tmp_path / "O"
     out.mkdir()
     (out / "m.log").symlink_to(outside / "precious.txt")
     run = _model_run(out)
     with unchanged(outside):
-        launcher.run_model(run, timeout=30)
+        process.run_model(run, timeout=30)
     assert run.status == "failed"
     assert not (out / "m.log").is_symlink() and "engine core died" in (out / "m.log").read_text()
 
@@ -355,7 +355,8 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     import shutil
 
     from nsys_cc.analysis.profile_dir.outputs import read_output
-    from nsys_cc.launch import interleaved as repeat, interleaved_run
+    from nsys_cc.launch import interleaved as repeat, interleaved_run, orchestrator
+    from nsys_cc.request import ProfileRequest
 
     out = tmp_path / "O"
     shutil.copytree(FIXTURES / "interleaved" / "run-1", out / "run-1")
@@ -363,30 +364,33 @@ def test_P15_a_failing_forced_rerun_keeps_the_completed_run_reachable(tmp_path):
     done = out / "run-1" / "done.json"
     marker = json.loads(done.read_text())
     done.write_text(json.dumps({**marker, "commands": run.commands.shell()}))
-    outcome = repeat.InterleavedOutcome([run], [], "repeat")
+    strategy = repeat.Interleaved(ProfileRequest("t", ["d"], out), [], gpu=False, dry=True)
+    strategy.outcome.runs.append(run)
     with unchanged(out / "run-1"):
         interleaved_run.execute(run, [], attempt, gpu=False, timeout=30)  # the forced rerun: its benchmark fails
-        repeat.write_status(out, outcome)
+        orchestrator.write_status(out, strategy)
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (benchmark under nsys failed")
     assert [r.number for r in read_output(out).runs] == [1]
 
 
 def test_P12_a_users_status_json_is_refused_never_replaced(tmp_path, outside):
-    from nsys_cc.launch import process, results
+    from nsys_cc.launch import orchestrator, process, separate
+    from nsys_cc.request import ProfileRequest
 
     out = tmp_path / "O"
     out.mkdir()
+    strategy = separate.Separate(ProfileRequest("t", ["d"], out), gpu=False, dry=True, launches=[])
     (out / "status.json").write_text('{"my": "own status notes"}\n')
     with unchanged(out / "status.json", outside), pytest.raises(InputError, match=r"status.json is in the way"):
         process.prepare(out, [])
     with unchanged(out / "status.json"), pytest.raises(InputError, match=r"status.json is in the way"):
-        results.write_status(out, [])
+        orchestrator.write_status(out, strategy)
     (out / "status.json").unlink()
     (out / "status.json").symlink_to(outside / "precious.txt")
     with unchanged(outside):
-        results.write_status(out, [])  # a link is replaced, its target untouched
-    assert json.loads((out / "status.json").read_text()) == [] and not (out / "status.json").is_symlink()
-    results.write_status(out, [])  # a profile's own status file is replaced
+        orchestrator.write_status(out, strategy)  # a link is replaced, its target untouched
+    assert json.loads((out / "status.json").read_text())["models"] == [] and not (out / "status.json").is_symlink()
+    orchestrator.write_status(out, strategy)  # a profile's own status file is replaced
 
 
 # -- output that cannot be written: one line, never a traceback ------------------------------------------------------
@@ -451,15 +455,15 @@ def test_a_completed_rerun_replaces_the_earlier_run_and_leaves_nothing_set_aside
 
 
 def test_P15_separate_a_failing_forced_rerun_keeps_the_complete_trace_set(tmp_path):
-    from nsys_cc.launch import launcher
+    from nsys_cc.launch import process
 
     out = tmp_path / "O"
     out.mkdir()
     run = _model_run(out)
     f = run.files
-    f.sqlite.write_bytes(TARGET.read_bytes())
+    f.trace.write_bytes(TARGET.read_bytes())
     f.bench_json.write_text("{}\n")
     f.done.write_text(json.dumps({"commands": run.commands.shell()}))
-    with unchanged(f.sqlite, f.bench_json, f.done):
-        launcher.run_model(run, timeout=30)  # the forced rerun: its benchmark fails
+    with unchanged(f.trace, f.bench_json, f.done):
+        process.run_model(run, timeout=30)  # the forced rerun: its benchmark fails
     assert run.status == "resumed" and run.reason.startswith("the rerun failed (") and run.ok

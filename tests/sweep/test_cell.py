@@ -2,13 +2,13 @@
 choice between interleaved runs and separate processes (`profile`'s); a cell's rows as `nsys_cc.analyze(cell_dir)`
 gives them; sweep directories of the old layout (one process per model) still read.
 
-The stand-in records each call and answers like `launch.interleaved.profile_interleaved` and
-`launcher.profile_separately` (a ProfileOutcome-shaped value); real profiles are in test_cluster.py.
+The stand-in takes the launch orchestrator's place (`launch.orchestrator.run`), records each call — the strategy the
+profile workflow chose and the request it holds — and answers like the runs (a ProfileOutcome-shaped value); real
+profiles are in test_cluster.py.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 from pathlib import Path
@@ -21,8 +21,8 @@ import nsys_cc
 from conftest import REPO
 from nsys_cc.errors import InputError
 from nsys_cc.formats import attempts_json
-from nsys_cc.launch import launcher
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import interleaved, orchestrator, separate
+from nsys_cc.request import BenchOptions
 from nsys_cc.sweep import table as table_mod
 from nsys_cc.sweep.cell import read_outcome, run_cell
 from nsys_cc.sweep.grid import Cell, SweepSpec, cells
@@ -39,7 +39,7 @@ FIXTURES = REPO / "fixtures"
 
 
 class FakeProfile:
-    """Answers like the runs (`profile_interleaved`, `launcher.profile_separately`): c = batch_size / 100 (prefill) and
+    """Answers like the runs (`orchestrator.run` with either strategy): c = batch_size / 100 (prefill) and
     input_len / 10000 (decode). `finish`, the cell's analysis of its directory, is recorded, not called: this stand-in
     answers with its result."""
 
@@ -47,10 +47,13 @@ class FakeProfile:
         self.calls: list[dict] = []
         self.fail = set(fail)
 
-    def __call__(self, target, drafts, out_dir, options, *, force=False, path="given", **kwargs):
-        out = Path(out_dir)
-        self.calls.append({"cell": out.name, "force": force, "batch_size": options.batch_size,
-                           "input_len": options.input_len, "path": path, **kwargs})
+    def __call__(self, strategy, *, finish=None):
+        request = strategy.request
+        out = Path(request.out_dir)
+        runs = {"repeat": strategy.repeat, "replicas": strategy.replicas} if strategy.name == "interleaved" else {}
+        self.calls.append({**request.to_dict(), "cell": out.name, "path": strategy.name, **runs, "finish": finish,
+                           "measure": getattr(strategy, "measure", None)})
+        target, drafts, options = request.target, request.drafts, request.options
 
         def run(role, label, ok):
             return SimpleNamespace(role=role, ok=ok, status="done" if ok else "failed",
@@ -70,9 +73,12 @@ class FakeProfile:
 
 
 def runs_by(monkeypatch, fake) -> None:
-    """`fake` as both ways `workflows.profile.profile` runs the models, each call saying which it took."""
-    monkeypatch.setattr(profile_mod, "profile_interleaved", functools.partial(fake, path="interleaved"))
-    monkeypatch.setattr(launcher, "profile_separately", functools.partial(fake, path="separate"))
+    """`fake` as the orchestrator of both ways `workflows.profile.profile` runs the models (its strategies made as the
+    workflow makes them, without their models: "T" and "D" are no models), each call saying which it took."""
+    monkeypatch.setattr(interleaved, "profile_engines", lambda request, gpu, replicas=1: [])
+    monkeypatch.setattr(separate, "plan", lambda request, *, binary, gpu: [])
+    monkeypatch.setattr("nsys_cc.trace.nsys.require_nsys", lambda: "/opt/nsys/bin/nsys")
+    monkeypatch.setattr(orchestrator, "run", fake)
 
 
 def interrupted_on_the_second_cell(monkeypatch) -> None:
@@ -167,9 +173,9 @@ def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake):
         "repeat": 3, "replicas": 1, "precision": 0.1, "max_repeat": 5}
     # the analysis handed down is the front door's own: its finish, and its precision measure, with the sweep's seed
     for call in fake.calls:
-        assert call["finish"].func is profile_mod.finish and call["finish"].keywords["seed"] == 0
+        assert call["finish"].func is profile_mod.finish and call["finish"].keywords["request"].seed == 0
     assert fake.calls[3]["measure"].keywords["seed"] == 0
-    assert fake.calls[3]["finish"].keywords["options"].output_len == BenchOptions().output_len
+    assert fake.calls[3]["finish"].keywords["request"].output_len == BenchOptions().output_len
 
 
 def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake):
@@ -182,12 +188,12 @@ def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake
     assert fake.calls == [] and not any(tmp_path.iterdir())
 
 
-def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **kwargs):
+def _a_profile_from_the_fixture(strategy, *, finish):
     """Stands in for the interleaved runs: the speculative interleaved fixture's two runs and status.json are what
     they wrote; then the analysis handed down (`finish`), as the real runs end."""
     from nsys_cc.launch.results import ProfileOutcome
 
-    out = Path(out_dir)
+    out = Path(strategy.request.out_dir)
     for part in ("run-1", "run-2"):
         shutil.copytree(FIXTURES / "interleaved" / "spec" / part, out / part)
     shutil.copy(FIXTURES / "interleaved" / "spec" / "status.json", out / "status.json")
@@ -201,7 +207,7 @@ def _a_profile_from_the_fixture(target, drafts, out_dir, options, *, finish, **k
 def test_a_cells_rows_are_what_analyze_gives_its_directory(tmp_path, monkeypatch):
     # the cell's directory is a profile directory: the sweep's table, the manifest's set and nsys_cc.analyze of the
     # cell's directory all give the same rows (plain c pooled over the runs, in-place c per γ)
-    monkeypatch.setattr(profile_mod, "profile_interleaved", _a_profile_from_the_fixture)
+    monkeypatch.setattr(orchestrator, "run", _a_profile_from_the_fixture)
     spec = SweepSpec("tiny-llama-target", ("tiny-llama-draft-xs",), str(tmp_path / "sw"), BenchOptions(output_len=6),
                      speculate=(1, 2, 3))
     result = sweep(spec, [Cell(1, 64)])
@@ -274,9 +280,9 @@ class FakeSpeculativeProfile(FakeProfile):
     """`profile` with `speculate`: besides the plain c, an in-place c per γ (0.3 + γ / 100) as the speculative
     analysis gives it (`result.speculative.table`: draft, gamma, c_in_place, c_in_place_ci_low, c_in_place_ci_high)."""
 
-    def __call__(self, target, drafts, out_dir, options, *, speculate=(), **kwargs):
-        run = super().__call__(target, drafts, out_dir, options, **kwargs)
-        self.calls[-1]["speculate"] = list(speculate)
+    def __call__(self, strategy, *, finish=None):
+        run = super().__call__(strategy, finish=finish)
+        drafts, speculate = strategy.request.drafts, strategy.request.gammas
         spec = pd.DataFrame([{"draft": d, "gamma": g, "c_in_place": 0.3 + g / 100, "c_in_place_ci_low": 0.2,
                               "c_in_place_ci_high": 0.5, "verify_ms": 9.0} for d in drafts for g in speculate])
         run.result.speculative = SimpleNamespace(table=spec)
@@ -287,7 +293,7 @@ def test_speculative_runs_give_rows_with_their_gamma_and_in_place_c(tmp_path, mo
     fake = FakeSpeculativeProfile()
     runs_by(monkeypatch, fake)
     result = sweep(SweepSpec("T", ("D",), str(tmp_path / "sw"), speculate=(3, 1)), cells([2], [8]))
-    assert fake.calls[0]["speculate"] == [3, 1]
+    assert fake.calls[0]["speculate"] == [1, 3]  # the request's γ values, ascending
     t = pd.read_csv(tmp_path / "sw" / "sweep.csv")
     plain, spec = t[t["gamma"].isna()], t[t["gamma"].notna()]
     assert len(plain) == 2 and sorted(spec["gamma"]) == [1, 3]

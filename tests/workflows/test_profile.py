@@ -8,32 +8,39 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, planned
 from nsys_cc.analysis.profile_dir.forward_share import COLUMNS as SHARE_COLUMNS
-from nsys_cc.launch import check, launcher, plan
-from nsys_cc.launch.commands import BenchOptions
+from nsys_cc.launch import check, orchestrator, plan, process, separate
 from nsys_cc.report.result_text import SHARE_TITLE
+from nsys_cc.request import BenchOptions, ProfileRequest
 from nsys_cc.workflows import profile as profile_workflow
 
 
 def _profile(*args, **kwargs):
-    """`launcher.profile_separately` as the profile workflow runs it: its directory analysed and reported
+    """One process per model as the profile workflow runs it: its directory analysed and reported
     (`workflows.profile.finish`)."""
-    options = args[3] if len(args) > 3 else kwargs.get("options", BenchOptions())
-    return launcher.profile_separately(*args, finish=lambda run: profile_workflow.finish(run, options), **kwargs)
+    return profile_workflow.profile(ProfileRequest.of(*args, separate=True, **kwargs))
 
 FIXTURES = REPO / "fixtures" / "vllm"
 OPTIONS = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
 
 
+def _finish(runs: list[plan.ModelLaunch], out: Path):
+    """What the launches add up to (`separate.conclude`), with the status the orchestrator writes of them, then the
+    workflow's analysis and report (`workflows.profile.finish`)."""
+    request = ProfileRequest.of("tiny-llama-target", [r.model.label for r in runs[1:]], out, OPTIONS)
+    concluded = orchestrator.conclude(separate.Separate(request, gpu=False, dry=True, launches=runs), out)
+    return profile_workflow.finish(concluded, request)
+
+
 def _runs(out: Path, sources: list[str]) -> list[plan.ModelLaunch]:
     """Runs planned for the tiny models, completed from copies of the fixture traces `sources` (in run order)."""
-    runs = launcher.plan("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
-                         OPTIONS, nsys="nsys", gpu=False)
+    runs = planned("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs"][: len(sources) - 1], out,
+                   OPTIONS, nsys="nsys", gpu=False)
     for run, source in zip(runs, sources):
-        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.trace)
         shutil.copy(FIXTURES / f"{source}.bench.json", run.files.bench_json)
-        run.range_name, _ = check.forward_range(run.files.sqlite)
+        run.range_name, _ = check.forward_range(run.files.trace)
         run.status = "done"
     return runs
 
@@ -42,7 +49,7 @@ def _runs(out: Path, sources: list[str]) -> list[plan.ModelLaunch]:
 def test_report_with_forward_share_and_a_failed_draft(tmp_path):
     runs = _runs(tmp_path, ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"])
     runs[2].status, runs[2].reason = "failed", "timed out after 5 s (timeout=5)"
-    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = _finish(runs, tmp_path)
     assert [m.name for m in outcome.result.models] == ["tiny-llama-target", "tiny-llama-draft-s"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
@@ -64,18 +71,18 @@ def test_report_with_forward_share_and_a_failed_draft(tmp_path):
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_vllms_own_scopes_are_analysed_when_the_plugin_fell_back(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "vllm_scopes"])
-    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = _finish(runs, tmp_path)
     assert outcome.result.range_name == "gpu_model_runner: forward"
     assert any("measured vLLM's own forward scope 'gpu_model_runner: forward'" in n for n in outcome.result.notes)
 
 
 def test_a_draft_traced_with_another_kind_of_range_is_not_compared(tmp_path):
     runs = _runs(tmp_path, ["vllm_scopes", "tiny-llama-draft-s"])
-    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), OPTIONS)
+    outcome = _finish(runs, tmp_path)
     assert outcome.result is None and outcome.report is None
     assert runs[1].status == "failed" and "'model_executable()' ranges" in runs[1].reason
     status = json.loads((tmp_path / "status.json").read_text())
-    assert [s["status"] for s in status] == ["done", "failed"]
+    assert [s["status"] for s in status["models"]] == ["done", "failed"]
 
 
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
@@ -87,17 +94,17 @@ def test_ctrl_c_after_two_models_still_reports_them(tmp_path, monkeypatch):
         if source is None:
             run.status, run.reason = "interrupted", "interrupted (Ctrl-C)"
             raise KeyboardInterrupt
-        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.sqlite)
+        shutil.copy(FIXTURES / f"{source}.sqlite", run.files.trace)
         shutil.copy(FIXTURES / f"{source}.bench.json", run.files.bench_json)
         run.status = "done"
 
-    monkeypatch.setattr(launcher, "run_model", fake_run_model)
-    monkeypatch.setattr(launcher, "preflight", lambda nsys: [])
+    monkeypatch.setattr(separate, "run_model", fake_run_model)
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
     with pytest.raises(KeyboardInterrupt):
         _profile("tiny-llama-target", ["tiny-llama-draft-s", "tiny-llama-draft-xs", "tiny-llama-draft-s"],
                          tmp_path, OPTIONS, device="cpu")
     status = json.loads((tmp_path / "status.json").read_text())
-    assert [s["status"] for s in status] == ["done", "done", "interrupted", "not run"]
+    assert [s["status"] for s in status["models"]] == ["done", "done", "interrupted", "not run"]
     report = json.loads((tmp_path / "report.json").read_text())
     assert [r["model"] for r in report["forward_share"]] == ["tiny-llama-target", "tiny-llama-draft-s"]
     assert sum("INTERRUPTED" in n or "NOT RUN" in n for n in report["notes"]) == 2

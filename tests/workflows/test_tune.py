@@ -96,8 +96,8 @@ def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path
     """A fresh machine's tune of the known-α pair: the design has no plain draft engine (whose own model is what had
     built a pair model's weights), yet every speculative engine loads pair-draft's folder. They must be built with
     the target's before the first run, or vLLM fails every speculative engine with "Invalid repository ID"."""
-    from nsys_cc.launch import interleaved, plan, process
-    from nsys_cc.launch.commands import BenchOptions
+    from nsys_cc.launch import interleaved, orchestrator, plan, process
+    from nsys_cc.request import BenchOptions, ProfileRequest
     from nsys_cc.trace import nsys as trace_nsys
 
     monkeypatch.setenv("NSYS_CC_MODELS", str(tmp_path / "models"))
@@ -113,11 +113,11 @@ def test_a_design_builds_its_pair_draft_before_vllm_starts(monkeypatch, tmp_path
         raise Prepared(sorted({m.spec for m in models}))
 
     monkeypatch.setattr(trace_nsys, "require_nsys", lambda: "nsys")
-    monkeypatch.setattr(process, "preflight", lambda nsys: [])
+    monkeypatch.setattr(process, "preflight", lambda recorder, binary: [])
     monkeypatch.setattr(process, "prepare", prepare)
+    request = ProfileRequest("pair-target", ["pair-draft"], tmp_path / "out", output_len=8, repeat=2, timeout=0)
     with pytest.raises(Prepared) as got:
-        interleaved.profile_engines(engines, tmp_path / "out", BenchOptions(output_len=8), gpu=False, timeout=None,
-                                    force=False, trace=None, nsys_args=(), repeat=2)
+        orchestrator.run(interleaved.Interleaved(request, engines, gpu=False))
     assert got.value.args[0] == ["pair-draft", "pair-target"]
 
 
@@ -125,14 +125,14 @@ def test_a_design_whose_speculative_engines_all_failed_says_why_in_one_line(monk
     """Every speculative engine failing (on a fresh machine: vLLM could not find the draft) is said with the first
     one's reason, not as "no cell directory" after a read of rounds that measured nothing."""
     from nsys_cc.errors import InputError
-    from nsys_cc.launch import interleaved
+    from nsys_cc.launch import orchestrator
     from nsys_cc.workflows import tune as tuning
 
     why = "its engine could not be built: ValidationError: Invalid repository ID"
     runs = [SimpleNamespace(role="target", ok=True, model=SimpleNamespace(label="bs1.pair-target"), reason=""),
             SimpleNamespace(role="speculative", ok=False, model=SimpleNamespace(label="bs1.pair-draft.spec-g1"),
                             reason=why)]
-    monkeypatch.setattr(interleaved, "profile_engines",
+    monkeypatch.setattr(orchestrator, "run",
                         lambda *a, **k: SimpleNamespace(interleaved=[SimpleNamespace(ok=True)], runs=runs))
     with pytest.raises(InputError) as got:
         tuning.tune(target="pair-target", draft="pair-draft", out_dir=tmp_path / "tune", plot=False, confirm=False)

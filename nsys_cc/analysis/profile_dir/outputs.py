@@ -2,20 +2,22 @@
 completed, and for interleaved runs which runs completed. Nothing here measures
 (`nsys_cc.analysis.coefficient.source_kinds` does).
 
-Two layouts:
+`O/status.json` (`formats.status_json`) says which of two layouts `O` has, which runs and models completed, the
+profile's request and which recorder made its traces:
 
-- **interleaved runs** (the default `profile`): `O/status.json` is an object, `{"runs": [{"run": k, "status": …}, …],
-  "models": [{"role", "label", "status", "draft"?, "gamma"?}, …], "stopped_by": …}`; completed run k is the folder
-  `O/run-<k>/`: `trace.sqlite` (the torch route: `trace.pt.trace.json.gz`) holds every model (told apart by their
-  engines' windows, `analysis.forwards.engines`), `<label>.bench.json` and (a speculative engine) `<label>.metrics.json`
-  are each model's own, `done.json` (written last) lists the run's engines and how each fared. A directory of such run
-  folders without a `status.json` (copied runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
-- **one process per model** (`profile --separate`, tensor-parallel models, a speculative config alone):
-  `O/status.json` is a list, one entry per model `{"role", "label", "status", "range", "trace" (older files:
-  "sqlite"), "bench_json", "metrics"?, "draft"?, "gamma"?}`; model L's files are `O/L.sqlite` (the torch route:
-  `O/L.pt.trace.json.gz`), `O/L.bench.json`, `O/L.metrics.json`.
+- **interleaved runs** (the default `profile`): completed run k is the folder `O/run-<k>/`: its trace (named by the
+  run's entry, "trace": `trace.sqlite` under nsys, `trace.pt.trace.json.gz` under the torch profiler) holds every
+  model (told apart by their engines' windows, `analysis.forwards.engines`), `<label>.bench.json` and (a speculative
+  engine) `<label>.metrics.json` are each model's own, `done.json` (written last) lists the run's engines and how each
+  fared, its trace and recorder (`formats.done_json`). A directory of such run folders without a `status.json` (copied
+  runs, `fixtures/interleaved/`) is read from the folders' `done.json`.
+- **one process per model** (`profile --separate`, tensor-parallel models, a speculative config alone): each model's
+  entry names its trace (`O/L.sqlite`, `O/L.pt.trace.json.gz`; older files: "sqlite"), its forward range, its
+  `O/L.bench.json` and `O/L.metrics.json`.
 
-Paths recorded in these files are absolute where `profile` ran; the files are looked up in `O` itself, so a profile
+Which trace a run left is read from its record, never guessed: only a record written before records named their
+trace (no "trace" in the status entry or the done.json) is read by which of its recorder's files is there. Paths
+recorded in these files are absolute where `profile` ran; the files are looked up in `O` itself, so a profile
 directory that was moved or copied reads the same. A status file that is not what `profile` writes is an InputError
 naming it.
 """
@@ -29,6 +31,7 @@ from pathlib import Path
 
 from ...errors import InputError
 from ...formats import done_json, status_json
+from ...request import ProfileRequest
 from ...trace.registry import trace_named
 from .spec_labels import LABEL_RE
 
@@ -72,14 +75,19 @@ class OutputModel:
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A completed interleaved run: its number k (the `run-<k>` folder's) and folder."""
+    """A completed interleaved run: its number k (the `run-<k>` folder's) and folder, and its trace's name as its
+    record gives it (None: a record written before records named it)."""
 
     number: int
     dir: Path
+    trace_name: str | None = None
 
     @property
     def trace(self) -> Path:
-        """The run's trace (`run_trace`)."""
+        """The run's trace: the one its record names; for an older record, `run_trace` (the first trace suffix
+        found)."""
+        if self.trace_name is not None:
+            return self.dir / self.trace_name
         return run_trace(self.dir)
 
 
@@ -93,6 +101,8 @@ class ProfileOutput:
     models: tuple[OutputModel, ...]
     runs: tuple[RunFolder, ...] = ()
     stopped_by: str | None = None
+    request: ProfileRequest | None = None  # the profile's request, as stored (None: written before it was)
+    recorder: dict | None = None  # which recorder made the traces, {"name", "version"} (None: not said)
 
     @property
     def done(self) -> list[OutputModel]:
@@ -228,9 +238,13 @@ def _from_runs(path: Path) -> ProfileOutput:
         role = "target" if i == 0 else "speculative" if m else "draft"
         models.append(OutputModel(label, role, "failed" if missing else "done", "; ".join(missing),
                                   m.group("draft") if m else None, int(m.group("gamma")) if m else None))
-    runs = tuple(RunFolder(run_number(f) or 0, f) for f in folders)
+    records = [done_json.load_run(f) for f in folders]
+    runs = tuple(RunFolder(run_number(f) or 0, f, done_json.trace_name(r) if r is not None else None)
+                 for f, r in zip(folders, records))
     _one_file_per_run(path, runs)
-    return ProfileOutput(path, True, tuple(models), runs)
+    first = next((r for r in records if r is not None), None)
+    return ProfileOutput(path, True, tuple(models), runs, request=done_json.request_of(first) if first else None,
+                         recorder=done_json.recorder_of(first) if first else None)
 
 
 def _one_file_per_run(path: Path, runs) -> None:
@@ -259,13 +273,30 @@ def read_output(path: str | os.PathLike) -> ProfileOutput:
             raise InputError(f"{p} holds no {status_json.NAME} and no completed run-<k>/ folder: it is not a "
                              "profile's output")
         return _from_runs(p)
-    if isinstance(doc, list):
-        return ProfileOutput(p, False, tuple(_model(e, p, separate=True) for e in doc))
+    request, recorder = status_json.request_of(doc), status_json.recorder_of(doc)
+    if status_json.is_separate(doc):
+        entries = status_json.models_of(doc)
+        if not isinstance(entries, list):
+            raise _wrong(p, "its 'models' is not a list")
+        return ProfileOutput(p, False, tuple(_model(e, p, separate=True) for e in entries), request=request,
+                             recorder=recorder)
     if not isinstance(doc, dict) or not isinstance(doc.get("runs"), list):
         raise _wrong(p, "neither a list of models nor an object with its runs")
+    runs = _completed_runs(p, doc["runs"])
+    _one_file_per_run(p, runs)
+    models = doc.get("models", [])
+    if not isinstance(models, list):
+        raise _wrong(p, "its 'models' is not a list")
+    stopped = doc.get("stopped_by")
+    return ProfileOutput(p, True, tuple(_model(e, p, separate=False) for e in models), tuple(runs),
+                         stopped if isinstance(stopped, str) else None, request, recorder)
+
+
+def _completed_runs(p: Path, entries: list) -> list[RunFolder]:
+    """The completed runs a status file lists, each with the trace its entry names."""
     runs = []
     seen: set[int] = set()
-    for r in doc["runs"]:
+    for r in entries:
         if not isinstance(r, dict) or isinstance(r.get("run"), bool) or not isinstance(r.get("run"), int) \
                 or r["run"] < 1:
             raise _wrong(p, f"a run entry is {r!r}")
@@ -273,11 +304,5 @@ def read_output(path: str | os.PathLike) -> ProfileOutput:
             raise _wrong(p, f"run {r['run']} is listed twice")
         seen.add(r["run"])
         if r.get("status") in DONE_STATES:
-            runs.append(RunFolder(r["run"], p / f"{RUN_PREFIX}{r['run']}"))
-    _one_file_per_run(p, runs)
-    models = doc.get("models", [])
-    if not isinstance(models, list):
-        raise _wrong(p, "its 'models' is not a list")
-    stopped = doc.get("stopped_by")
-    return ProfileOutput(p, True, tuple(_model(e, p, separate=False) for e in models), tuple(runs),
-                         stopped if isinstance(stopped, str) else None)
+            runs.append(RunFolder(r["run"], p / f"{RUN_PREFIX}{r['run']}", done_json.trace_name(r)))
+    return runs

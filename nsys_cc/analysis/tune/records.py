@@ -10,17 +10,15 @@ Where each answer comes from, the first record that holds it:
   clocks exactly when the run was made on the GPU (`launch.machine.machine_state`) — every interleaved run's record
   has it.
 
-The one fallback, for records made before a run's request was kept as data (the committed tune fixtures, tunes
-and profiles made before): the output length and the schedule's table are then read from the command line a run's
-`done.json` records (`_recorded_option`, its words split as the shell splits them, never a pattern over the text).
-A record that holds the request as data (the profile request stored in done.json) makes it unneeded.
+Last, the runs' records themselves (`run-<k>/done.json`, `<label>.done.json`) through `formats.done_json`: the
+request each stores as data, or for a record made before the request was kept (the committed tune fixtures, tunes
+and profiles made before) its command line's words as a shell splits them — never a pattern over the text.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +51,8 @@ def output_len(directory: str | os.PathLike) -> int:
     if isinstance(recorded, int) and _whole(recorded):
         return recorded
     for record in _run_records(d):
-        value = next(iter(_recorded_option(record, "--output-len")), None)
-        if value is not None and value.isascii() and value.isdigit():
-            return int(value)
+        if n := done_json.output_len(record):
+            return n
     return 0
 
 
@@ -83,7 +80,7 @@ def schedule_table(round_dir: str | os.PathLike) -> list:
     if isinstance(runs, dict) and isinstance(runs.get(d.name), list):
         return runs[d.name]
     for record in _run_records(d, per_model=False):
-        for config in _recorded_option(record, "--speculative-config"):
+        for config in done_json.speculative_configs(record):
             if "num_speculative_tokens_per_batch_size" not in config:
                 continue
             try:
@@ -113,14 +110,3 @@ def _run_records(directory: Path, *, per_model: bool = True) -> list[dict]:
     if per_model:
         out += [r for done in sorted(directory.glob(f"*.{done_json.NAME}")) if (r := done_json.load_model(done))]
     return out
-
-
-def _recorded_option(record: dict, flag: str) -> list[str]:
-    """The values of `flag` (`--flag value` or `--flag=value`) in the command line `record` holds — the fallback
-    for records made before the request was kept as data (module docstring); [] when it cannot be split."""
-    try:
-        argv = shlex.split(record.get("commands", ""))
-    except ValueError:
-        return []
-    return [argv[i + 1] if a == flag else a.partition("=")[2] for i, a in enumerate(argv)
-            if (a == flag and i + 1 < len(argv)) or a.startswith(flag + "=")]

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 from test_in_place_tokens import by_hand as token_by_hand
 
 import nsys_cc
-from conftest import REPO
+from conftest import REPO, planned
 from nsys_cc.cli import cli
 from nsys_cc.workflows import profile as profile_workflow
 
@@ -652,16 +652,17 @@ def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):
 @pytest.mark.slow  # 4 s or more on 2 cores: in `make test`, not the edit-test loop (`make check` ≤ 60 s)
 def test_profile_analyses_its_speculative_runs_in_place(tmp_path):
     # The fixtures as the output folder of a finished `profile --speculate 1,2,3` (runs marked done by hand).
-    from nsys_cc.launch import launcher
-    from nsys_cc.launch.commands import BenchOptions
+    from nsys_cc.launch import orchestrator, separate
+    from nsys_cc.request import ProfileRequest
 
     for f in SPEC.glob("tiny-llama-*"):
         shutil.copy(f, tmp_path / f.name)
-    runs = launcher.plan("tiny-llama-target", [DRAFT], tmp_path, BenchOptions(output_len=32), nsys="/opt/nsys",
-                         gpu=False, speculate=list(GAMMAS))
+    runs = planned("tiny-llama-target", [DRAFT], tmp_path, output_len=32, nsys="/opt/nsys", speculate=list(GAMMAS))
     for r in runs:
         r.status = "done"
-    outcome = profile_workflow.finish(launcher.conclude(runs, tmp_path), BenchOptions(output_len=32))
+    request = ProfileRequest("tiny-llama-target", [DRAFT], tmp_path, output_len=32, speculate=GAMMAS)
+    strategy = separate.Separate(request, gpu=False, dry=True, launches=runs)
+    outcome = profile_workflow.finish(orchestrator.conclude(strategy, tmp_path), request)
     spec = outcome.result.speculative
     assert sorted(spec.table["name"]) == [spec_label(g) for g in GAMMAS]
     assert [m.name for m in outcome.result.models] == [TARGET, DRAFT]
