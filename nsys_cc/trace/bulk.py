@@ -76,9 +76,22 @@ def arrow_available() -> bool:
     return True
 
 
+ENGINE_CHOICES = ("arrow", "stdlib")
+
+
+def _choice() -> str:
+    """`NSYS_CC_READER` as set ("" when unset or empty): "arrow" or "stdlib"; any other value is one InputError naming
+    the variable (a typo such as `NSYS_CC_READER=sdtlib` silently read with the default engine before)."""
+    choice = os.environ.get(ENGINE_ENV, "").strip().lower()
+    if choice and choice not in ENGINE_CHOICES:
+        raise InputError(f"{ENGINE_ENV}={os.environ[ENGINE_ENV]!r}: set it to one of {', '.join(ENGINE_CHOICES)}, "
+                         "or leave it unset (Arrow for large tables when installed)")
+    return choice
+
+
 def engine() -> str:
     """The engine bulk reads use now: "arrow" or "stdlib" (`NSYS_CC_READER=stdlib` forces the latter)."""
-    if os.environ.get(ENGINE_ENV, "").lower() == "stdlib":
+    if _choice() == "stdlib":
         return "stdlib"
     return "arrow" if arrow_available() else "stdlib"
 
@@ -86,7 +99,7 @@ def engine() -> str:
 def engine_for(rows: int) -> str:
     """The engine a read of a table of `rows` rows uses: `engine()`, but the stdlib cursor for a small table unless
     `NSYS_CC_READER=arrow` asks for Arrow at every size (the Arrow engine is not even imported then)."""
-    choice = os.environ.get(ENGINE_ENV, "").lower()
+    choice = _choice()
     if choice == "stdlib" or (choice != "arrow" and rows <= SMALL_ROWS):
         return "stdlib"
     return "arrow" if arrow_available() else "stdlib"

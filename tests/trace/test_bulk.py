@@ -109,3 +109,19 @@ def test_op_totals_match_range_ops(graphs_export):
     got = totals.set_index(["group", "kind", "name"])[["count", "duration_ns"]].rename(columns={"duration_ns": "sum"})
     pd.testing.assert_frame_equal(got.sort_index(), want.sort_index(), check_index_type=False, check_dtype=False)
     assert totals["count"].sum() == len(rows) > 3_000  # nested ranges count an op once per enclosing range
+
+
+def test_a_reader_engine_not_known_is_one_error_naming_the_variable(tmp_path):
+    """`NSYS_CC_READER=sdtlib` (a typo) read with the default engine, silently: now one line naming the variable and
+    the values it takes, and a non-zero exit, from the command line too."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "NSYS_CC_READER": "sdtlib"}
+    nsys_cc = str(Path(sys.executable).with_name("nsys-cc"))
+    run = subprocess.run([nsys_cc, "ranges", str(FIXTURES / "nvtx" / "nvtx_cases.sqlite")], capture_output=True,
+                         text=True, env=env, timeout=300)
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    line = [x for x in run.stderr.splitlines() if not x.startswith("[nsys-cc] ")]
+    assert line == ["nsys-cc: error: NSYS_CC_READER='sdtlib': set it to one of arrow, stdlib, or leave it unset "
+                    "(Arrow for large tables when installed)"]
