@@ -64,15 +64,20 @@ def table(forwards: pd.DataFrame, model: str) -> pd.DataFrame:
         "kind": rows["step_kind"].to_numpy(dtype=object),
         "batch_lo": [b[0] for b in batch], "batch_hi": [b[1] for b in batch],
         "context_lo": [c[0] for c in context], "context_hi": [c[1] for c in context],
+        "batch_value": rows["batch"].to_numpy(dtype=float), "context_value": rows["context"].to_numpy(dtype=float),
         "tokens": rows["step_tokens"].to_numpy(dtype=float),
         **{m: rows[BY_NAME[m].column].to_numpy(dtype=float) / 1e6 for m in metrics}})
     keys = ["kind", "batch_lo", "batch_hi", "context_lo", "context_hi"]
     grouped = frame.groupby(keys, dropna=False, sort=False)
     out = grouped.agg(steps=("tokens", "size"), tokens_median=("tokens", "median"),
+                      batch_min=("batch_value", "min"), batch_max=("batch_value", "max"),
+                      context_min=("context_value", "min"), context_max=("context_value", "max"),
                       **{f"{m}_ms": (m, "median") for m in metrics}).reset_index()
     out["model"] = model
-    out["batch"] = [_label(lo, hi) for lo, hi in zip(out["batch_lo"], out["batch_hi"])]
-    out["context"] = [_label(lo, hi) for lo, hi in zip(out["context_lo"], out["context_hi"])]
+    # A group is labelled by the values its steps hold, within its bin: "3", not "3–4", when every step had batch 3
+    # (one step, or many of one size); the bin orders and groups, the label says what was measured.
+    out["batch"] = [_label(lo, hi) for lo, hi in zip(out["batch_min"], out["batch_max"])]
+    out["context"] = [_label(lo, hi) for lo, hi in zip(out["context_min"], out["context_max"])]
     order = {k: i for i, k in enumerate(KINDS)}
     out["_kind"] = out["kind"].map(lambda k: order.get(k, len(order)))
     out = out.sort_values(["_kind", "batch_lo", "context_lo"], na_position="last", kind="stable")

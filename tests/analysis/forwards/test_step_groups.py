@@ -75,6 +75,10 @@ def test_the_steps_by_kind_batch_and_context_are_the_known_work(served):
     for row in table.itertuples():
         steps = groups[(row.kind, row.batch_lo, row.batch_hi, row.context_lo, row.context_hi)]
         assert row.steps == len(steps)
+        # labelled by what its steps held, within the bin: "3", not the bin "3–4", when every step had batch 3
+        b, c = [s["batch"] for s in steps], [s["context"] for s in steps]
+        assert row.batch == (f"{min(b):,}" if min(b) == max(b) else f"{min(b):,}–{max(b):,}")
+        assert row.context == (f"{min(c):,}" if min(c) == max(c) else f"{min(c):,}–{max(c):,}")
         assert row.tokens_median == statistics.median(s["tokens"] for s in steps)
         assert row.gpu_span_ms == pytest.approx(statistics.median(work[s["start"]].span_ns for s in steps) / 1e6,
                                                 rel=1e-12)
