@@ -48,6 +48,7 @@ import pandas as pd
 from ...contract import DRAFT_FORWARD_RANGE, ITERATION_RANGE, VLLM_STEP_RANGE, WARMUP_RANGE
 from ...trace.nvtx import matches
 from ..metrics import ALL, COLUMNS, DECODE, GPU_SPAN, MIXED, PREFILL, VERIFY, WALL
+from .engine_marks import inside
 from .ranges import by_start
 
 
@@ -353,27 +354,11 @@ def _by_step_names(forwards: pd.DataFrame, all_ranges: pd.DataFrame) -> tuple[np
         return None
     kind = steps["step_kind"].to_numpy(dtype=object)
     phase = np.full(len(forwards), ALL, dtype=object)
-    f_tid = forwards["global_tid"].to_numpy(dtype=np.int64)
-    f_start, f_end = forwards["start_ns"].to_numpy(dtype=np.int64), forwards["end_ns"].to_numpy(dtype=np.int64)
-    s_tid = steps["global_tid"].to_numpy(dtype=np.int64)
-    s_start, s_end = steps["start_ns"].to_numpy(dtype=np.int64), steps["end_ns"].to_numpy(dtype=np.int64)
-    for tid in np.unique(f_tid):
-        mine = np.flatnonzero(s_tid == tid)
-        if not mine.size:
-            continue
-        mine = mine[np.argsort(s_start[mine], kind="stable")]
-        sel = np.flatnonzero(f_tid == tid)
-        k = np.searchsorted(s_start[mine], f_start[sel], side="right") - 1
-        cand = mine[np.maximum(k, 0)]
-        around = (k >= 0) & (f_end[sel] <= s_end[cand])
-        phase[sel[around]] = kind[cand[around]]
-        # a forward that holds exactly one step (a frame around the annotation, as vLLM's worker frame is)
-        lo = np.searchsorted(s_start[mine], f_start[sel], side="left")
-        hi = np.searchsorted(s_start[mine], f_end[sel], side="right")
-        one = ~around & (hi - lo == 1)
-        inner = mine[np.minimum(lo, len(mine) - 1)]
-        one &= s_end[inner] <= f_end[sel]
-        phase[sel[one]] = kind[inner[one]]
+    around = inside(steps, forwards)  # the step around each forward
+    phase[around >= 0] = kind[around[around >= 0]]
+    held = _the_one_step_held(steps, forwards)  # a frame around the annotation, as vLLM's worker frame is
+    one = (around < 0) & (held >= 0)
+    phase[one] = kind[held[one]]
     named = np.isin(phase, phases)
     if not named.any():
         return None
@@ -419,3 +404,23 @@ def _without_payload(forwards: pd.DataFrame, all_ranges: pd.DataFrame, output_le
         return phase, PhaseRule(rule.rule, f"{rule.detail}; {idle} forward(s) launched no GPU work: no phase (all "
                                            "only), and not among the times split", rule.confidence)
     return _inferred(forwards[COLUMNS[WALL]].to_numpy(dtype=float), kept, "wall-clock")
+
+
+def _the_one_step_held(steps: pd.DataFrame, forwards: pd.DataFrame) -> np.ndarray:
+    """For each forward, the position in `steps` of the one step that lies within it on its thread, or −1 (none, or
+    several)."""
+    out = np.full(len(forwards), -1, dtype=np.int64)
+    f_tid, s_tid = (t["global_tid"].to_numpy(dtype=np.int64) for t in (forwards, steps))
+    f_start, f_end = forwards["start_ns"].to_numpy(dtype=np.int64), forwards["end_ns"].to_numpy(dtype=np.int64)
+    s_start, s_end = steps["start_ns"].to_numpy(dtype=np.int64), steps["end_ns"].to_numpy(dtype=np.int64)
+    for tid in np.unique(f_tid):
+        mine = np.flatnonzero(s_tid == tid)
+        if mine.size:
+            mine = mine[np.argsort(s_start[mine], kind="stable")]
+            sel = np.flatnonzero(f_tid == tid)
+            lo = np.searchsorted(s_start[mine], f_start[sel], side="left")
+            hi = np.searchsorted(s_start[mine], f_end[sel], side="right")
+            inner = mine[np.minimum(lo, len(mine) - 1)]
+            one = (hi - lo == 1) & (s_end[inner] <= f_end[sel])
+            out[sel[one]] = inner[one]
+    return out
