@@ -28,6 +28,7 @@ from .. import inputs
 from ..errors import InputError
 from ..files.folder import Folder
 from ..request import ProfileRequest
+from . import done_json
 
 NAME = "status.json"
 WHAT = "profile status file"
@@ -57,26 +58,15 @@ def models_of(doc: Any) -> Any:
 
 
 def request_of(doc: Any) -> ProfileRequest | None:
-    """The request a parsed status file stores (None: written before it was stored, or not as written)."""
-    stored = doc.get("request") if isinstance(doc, dict) else None
-    if not isinstance(stored, dict):
-        return None
-    try:
-        return ProfileRequest.from_dict(stored, WHAT)
-    except (InputError, TypeError, ValueError):
-        return None
+    """The request a parsed status file stores (None: written before it was stored, or not as written), read as a
+    run record's is (`done_json.request_of`)."""
+    return done_json.request_of(doc) if isinstance(doc, dict) else None
 
 
 def recorder_of(doc: Any) -> dict | None:
     """Which recorder made the profile's traces, `{"name", "version"}`, as a parsed status file says (a file written
-    before the recorder was stored names its profiler alone, or nothing: None)."""
-    if not isinstance(doc, dict):
-        return None
-    recorder = doc.get("recorder")
-    if isinstance(recorder, dict) and isinstance(recorder.get("name"), str):
-        return {"name": recorder["name"], "version": recorder.get("version")}
-    named = doc.get("profiler")
-    return {"name": named, "version": None} if isinstance(named, str) else None
+    before the recorder was stored names its profiler alone, or nothing: None), read as a run record's is."""
+    return done_json.recorder_of(doc) if isinstance(doc, dict) else None
 
 
 def has_its_shape(doc: Any) -> bool:

@@ -26,7 +26,7 @@ from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
 from ..formats import done_json, status_json
-from . import check, environment
+from . import check, environment, watchdog
 from .commands import ModelCommands
 from .models import Model
 from .plan import ModelLaunch
@@ -56,23 +56,6 @@ def preflight(recorder: Recorder, binary: str) -> list[str]:
     return recorder.warnings(binary)
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process below `pid` (from /proc), so a benchmark that left nsys's process group is found too."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = inputs.read_text(stat, "process record", errors="replace").rsplit(")", 1)[1].split()
-        except (InputError, IndexError):
-            continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    out, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
 def _signal(pids: Sequence[int], sig: int) -> None:
     for pid in pids:
         try:
@@ -83,7 +66,7 @@ def _signal(pids: Sequence[int], sig: int) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Terminate nsys and everything it started: SIGTERM, then SIGKILL to whatever is left after 10 s."""
-    pids = [proc.pid, *_descendants(proc.pid)]
+    pids = [proc.pid, *watchdog.descendants(proc.pid)]
     _signal(pids, signal.SIGTERM)
     try:
         proc.wait(10)
