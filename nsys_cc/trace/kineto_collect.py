@@ -50,6 +50,15 @@ _NO_ARGS = Args()
 _STREAM_TID = re.compile(r"(?:stream\s*)?(\d{1,18})")
 
 
+
+def _checked_times(at: list[int], sel: list, names: list, ts: list, dur: list) -> tuple[np.ndarray, np.ndarray]:
+    """A batch's start and duration in ns, its names checked and no duration negative (`Damaged` otherwise)."""
+    check_names(at, sel, names)
+    start = ns_column(at, sel, ts, "ts")
+    duration = ns_column(at, sel, dur, "dur")
+    refuse_negative(at, sel, duration)
+    return start, duration
+
 def _args(sel: list) -> list[Args]:
     return [a if a is not None else _NO_ARGS for a in map(_ARGS, sel)]
 
@@ -150,10 +159,7 @@ class Collector:
         at, sel, (names, pid, tid, ts, dur) = complete(at, sel)
         if not at:
             return
-        check_names(at, sel, names)
-        start = ns_column(at, sel, ts, "ts")
-        duration = ns_column(at, sel, dur, "dur")
-        refuse_negative(at, sel, duration)
+        start, duration = _checked_times(at, sel, names, ts, dur)
         part = self.parts[role]
         part["index"].append(np.asarray(at, dtype=np.int64))
         part["pid"].append(ints(at, sel, pid, "pid"))
@@ -173,10 +179,7 @@ class Collector:
         at, sel, (names, _pid, _tid, ts, dur) = complete(at, sel)
         if not at:
             return
-        check_names(at, sel, names)
-        start = ns_column(at, sel, ts, "ts")
-        duration = ns_column(at, sel, dur, "dur")
-        refuse_negative(at, sel, duration)
+        start, duration = _checked_times(at, sel, names, ts, dur)
         args = _args(sel)
         device = arg_ints(at, sel, args, "device", -1, "device")
         stream = arg_ints(at, sel, args, "stream", -1, "stream")
