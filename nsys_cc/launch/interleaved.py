@@ -209,8 +209,11 @@ def k0_config(draft_config: dict, gamma: int, vllm_args: Sequence[str] = ()) -> 
             "num_speculative_tokens_per_batch_size": [[1, top, 0]]}
 
 
-def design_engines(target: str, draft: str, cells: Mapping[CellKey | int, Sequence[int]], options: BenchOptions,
-                   gpu: bool, schedule: str | None = None, k0: bool = False) -> list[Engine]:
+DesignCells = Mapping[CellKey, Sequence[int]] | Mapping[int, Sequence[int]] | Mapping[CellKey | int, Sequence[int]]
+
+
+def design_engines(target: str, draft: str, cells: DesignCells, options: BenchOptions, gpu: bool,
+                   schedule: str | None = None, k0: bool = False) -> list[Engine]:
     """The engines of a tune design measured in ONE process (`nsys_cc.workflows.tune`): at every cell of `cells`
     (its `CellKey` → the γ values measured there; a plain int key is a batch size) the plain target, labelled
     `<cell>.<target>` (`bs8.…`, `bs8-in128.…` where the key names the prompt length: `CellKey.name`), and one

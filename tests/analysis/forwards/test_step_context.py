@@ -20,7 +20,8 @@ FIX = REPO / "fixtures" / "context"
 B, L, OUT = 2, 32, 4
 # by hand: step g of an iteration (0: the prefill) reads B prompts of L tokens and the g tokens each has generated
 WANT = [B * (L + g) for g in range(OUT)]
-DETAILED = re.compile(r"^execute_\d+_context_\d+\(sq\d+sk(\d+)sqsq\d+sqsk\d+\)_generation_\d+\(sq\d+sk(\d+)sqsq\d+sqsk\d+\)$")
+DETAILED = re.compile(r"^execute_\d+_context_\d+\(sq\d+sk(\d+)sqsq\d+sqsk\d+\)"
+                      r"_generation_\d+\(sq\d+sk(\d+)sqsq\d+sqsk\d+\)$")
 
 
 def _per_iteration(table) -> list[list[float]]:
