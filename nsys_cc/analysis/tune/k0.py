@@ -1,4 +1,4 @@
-"""The price of speculation that proposes nothing (issue 51 item 3): per cell of a tune design profiled with its K = 0
+"""The price of speculation that proposes nothing: per cell of a tune design profiled with its K = 0
 engine (`launch.interleaved.design_engines(..., k0=True)`), the decode step of an engine with speculation configured
 and vLLM's schedule giving K = 0 at every batch size (`<cell>.<draft>.k0.spec-g<γ>`) against the plain target's
 decode step (`<cell>.<target>`), both measured in the same interleaved runs.
