@@ -20,6 +20,10 @@ FORWARD_RANGE = "model_executable()"
 DRAFT_FORWARD_RANGE = "draft_model_executable()"
 # Each engine step (scheduling done → step end); payload: tokens scheduled for the target.
 STEP_RANGE = "nsys_cc:step"
+# Inside each step range, opened and closed at once as the step's range opens (a zero-length range: NVTX gives a range
+# one payload, the step's tokens): the step's total context (KV) length, payload = Σ over the requests it schedules of
+# (tokens computed before the step + tokens scheduled in it) — the K/V its attention reads (vLLM's `seq_len`).
+STEP_CONTEXT_RANGE = "nsys_cc:step_context"
 # Each measured benchmark iteration (one `LLM.generate` call); payload: the batch size.
 ITERATION_RANGE = "nsys_cc:iteration"
 # Each warm-up iteration; payload: the batch size. Forwards that start inside one are dropped.
@@ -160,8 +164,8 @@ ENV_TORCH_SETTINGS = "NSYS_CC_TORCH_SETTINGS"  # the driver's torch-profiler set
 # the engine ranges `ENGINE_RANGE_PREFIX` + label): another program's "layer#3" keeps its name.
 PAYLOAD_NAME = "{name}#{payload}"
 PAYLOAD_NAME_RE = r"^(?P<name>.+)#(?P<payload>-?[0-9]{1,18})$"
-PAYLOAD_RANGES = (FORWARD_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, ITERATION_RANGE, WARMUP_RANGE, ALL_REDUCE_RANGE,
-                  LOGITS_RANGE, SAMPLE_RANGE, DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
+PAYLOAD_RANGES = (FORWARD_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, STEP_CONTEXT_RANGE, ITERATION_RANGE, WARMUP_RANGE,
+                  ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
 # The driver's profiler settings (`ENV_TORCH_SETTINGS`): nothing by default — the plugin's ranges alone (Kineto's
 # user_annotation scope) plus, with CUDA, the launches and GPU work — the least the profiler costs for what the analysis
 # reads (benchmarks/torch_vs_nsys.py); "ops" also records every aten operator (cpu_op events), "stack" the Python

@@ -10,3 +10,4 @@ if [ -x scripts/make_spec_fixtures.sh ]; then scripts/make_spec_fixtures.sh; fi
 scripts/make_interleaved_fixtures.sh
 if [ -x scripts/make_tune_fixtures.sh ]; then scripts/make_tune_fixtures.sh; fi
 scripts/make_torch_fixtures.sh
+scripts/make_context_fixtures.sh

@@ -56,7 +56,7 @@ from .options import MODEL, NUMBERS, OUTPUT_DIR, TRACE_LIST, NonEmpty, WholeNumb
 @click.option("--run-schedule/--no-run-schedule", default=None,
               help="At the end, one round more with every cell and an engine running the benchmark workload's whole "
                    "schedule (its --speculative-config) at each measured batch size, compared with the fixed-γ "
-                   "cells of that round [default: on a GPU only; vLLM's CPU (V1) runner ignores the table].")
+                   "cells of that round [default: on a GPU only; on the CPU vLLM's V1 runner runs it too: ask].")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap intervals.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def tune_command(fmt, **fields):

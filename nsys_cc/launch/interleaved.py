@@ -46,6 +46,8 @@ from pathlib import Path
 
 from .. import progress
 from ..analysis.profile_dir.outputs import RUN_PREFIX, RUN_TRACE_LABEL
+from ..analysis.profile_dir.spec_labels import K0_MARK, SCHEDULE_MARK
+from ..analysis.tune.keys import CellKey
 from ..errors import InputError
 from ..formats import status_json
 from ..request import BenchOptions, ProfileRequest
@@ -175,30 +177,73 @@ def profile_engines(request: ProfileRequest, gpu: bool, replicas: int = 1) -> li
     return out
 
 
-DESIGN_LABEL = "bs{batch}.{label}"  # a tune design's engine label: the batch size first, so `<draft>.spec-g<γ>` ends it
+DESIGN_LABEL = "{cell}.{label}"  # a tune design's engine label: the cell key first (`bs8`, `bs8-in128`), so that
+# `<draft>.spec-g<γ>` ends it (`analysis.profile_dir.spec_labels.DESIGN_LABEL_RE` reads it back)
+# The K = 0 engine's label <cell>.<draft>.k0.spec-g<γ max> (`analysis.tune.k0`) and a schedule engine's
+# <cell>.<draft>.schedule.spec-g<k>: their marks as the analysis reads them (`spec_labels.design_role`).
+# The K = 0 schedule's range reaches vLLM's largest default max_num_seqs (1024: GPUs of 70 GiB and more; 256 on the
+# CPU): vLLM cuts a range past the engine's max_num_seqs, and carries the last K beyond the last range anyway.
+K0_MAX_NUM_SEQS = 1024
 
 
-def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], options: BenchOptions,
-                   gpu: bool, schedule: str | None = None) -> list[Engine]:
-    """The engines of a tune design measured in ONE process (`nsys_cc.workflows.tune`): at every batch size B of `cells`
-    (B → the γ values measured there) the plain target, labelled `bs<B>.<target>`, and one speculative engine per γ,
-    `bs<B>.<draft>.spec-g<γ>`. The driver builds one vLLM engine per model (the target, one speculative engine per γ)
-    and runs it at every batch size (`--share-batch-sizes`): the options of one model differ only in the batch
-    size. No plain draft: the design's cells are the speculative engines against the plain target of their B.
+def _cell_key(key: CellKey | int) -> CellKey:
+    if isinstance(key, CellKey):
+        return key
+    if isinstance(key, bool) or not isinstance(key, int):
+        raise InputError(f"a design's cell is a CellKey or a batch size, not {key!r}", param="batch_size")
+    return CellKey(key)
+
+
+def k0_config(draft_config: dict, gamma: int, vllm_args: Sequence[str] = ()) -> dict:
+    """The speculative config of the K = 0 engine: `draft_config` (the design's draft_model config) proposing `gamma`
+    tokens (the design's largest γ: vLLM clamps every K to it and refuses 0) with vLLM's schedule giving K = 0 at
+    every batch size, `num_speculative_tokens_per_batch_size` = [[1, max_num_seqs, 0]] (`--max-num-seqs` where
+    `vllm_args` names it, else `K0_MAX_NUM_SEQS`)."""
+    top = K0_MAX_NUM_SEQS
+    for i, a in enumerate(vllm_args):
+        text = vllm_args[i + 1] if a == "--max-num-seqs" and i + 1 < len(vllm_args) else (
+            a.split("=", 1)[1] if a.startswith("--max-num-seqs=") else None)
+        if text is not None and text.strip().isdigit() and int(text) > 0:
+            top = int(text)
+    return {**draft_config, "num_speculative_tokens": int(gamma),
+            "num_speculative_tokens_per_batch_size": [[1, top, 0]]}
+
+
+DesignCells = Mapping[CellKey, Sequence[int]] | Mapping[int, Sequence[int]] | Mapping[CellKey | int, Sequence[int]]
+
+
+def design_engines(target: str, draft: str, cells: DesignCells, options: BenchOptions, gpu: bool,
+                   schedule: str | None = None, k0: bool = False) -> list[Engine]:
+    """The engines of a tune design measured in ONE process (`nsys_cc.workflows.tune`): at every cell of `cells`
+    (its `CellKey` → the γ values measured there; a plain int key is a batch size) the plain target, labelled
+    `<cell>.<target>` (`bs8.…`, `bs8-in128.…` where the key names the prompt length: `CellKey.name`), and one
+    speculative engine per γ, `<cell>.<draft>.spec-g<γ>`. A cell runs at its batch size and prompt length (the
+    key's `input_len`, else `options.input_len`). The driver builds one vLLM engine per model (the target, one
+    speculative engine per γ) and runs it at every cell (`--share-batch-sizes`): the options of one model differ only
+    in the batch size and the prompt length, and every cell's sequence must fit the models' context (the longest
+    prompt + output_len). No plain draft: the design's cells are the speculative engines against the plain target of
+    their cell.
     `schedule`: a --speculative-config holding vLLM's whole schedule (`num_speculative_tokens_per_batch_size`): one
-    engine more, `bs<B>.<draft>.schedule.spec-g<k>` at every batch size (k its num_speculative_tokens)."""
+    engine more, `<cell>.<draft>.schedule.spec-g<k>` at every cell (k its num_speculative_tokens).
+    `k0`: one engine more at every cell, `<cell>.<draft>.k0.spec-g<γ>`: speculation configured (the design's
+    draft_model config at its largest γ) with vLLM's schedule giving K = 0 at every batch size (`k0_config`): the
+    price of speculation that proposes nothing (`analysis.tune.k0`)."""
     import dataclasses
 
     if not cells:
         raise InputError("the design has no cell", param="batch_size")
+    keyed = {_cell_key(k): gs for k, gs in cells.items()}
     tm, dm = engines_for(target, [draft])
     plan.check_options(options)
-    plan.check_context([tm, dm], options)
+    longest = max(k.input_len if k.input_len is not None else options.input_len for k in keyed)
+    plan.check_context([tm, dm], dataclasses.replace(options, input_len=longest))
 
     def carrier(m: Model, js: str = "") -> ModelCommands:
         return ModelCommands({}, [js], [], ModelFiles(Path("."), m.label))
 
-    gammas = sorted({g for gs in cells.values() for g in gs})
+    gammas = sorted({g for gs in keyed.values() for g in gs})
+    if k0 and not gammas:
+        raise InputError("k0: the design measures no γ to configure speculation with", param="speculate")
     spec = {r.gamma: r for r in plan.speculative_runs(tm, [dm], gammas, None, carrier)}
     sched = plan.parse_speculative_config(schedule) if schedule else None
     if sched is not None and not isinstance(sched.get("num_speculative_tokens"), int):
@@ -206,23 +251,33 @@ def design_engines(target: str, draft: str, cells: Mapping[int, Sequence[int]], 
     if sched is not None:  # the draft named as vLLM loads it (a shipped shape or a pair model: its folder)
         sched = plan.with_model_path(tm, sched) or sched
         schedule = plan._spec_json(sched)
-    n = 1 + len(spec) + (sched is not None)  # vLLM engines in the process (one per model, every batch size on it)
+    zero = None
+    if k0:  # the design's own draft_model config, as its largest γ's engine runs it
+        base = plan.parse_speculative_config(spec[gammas[-1]].commands.profile[0]) or {}
+        zero = plan._spec_json(k0_config(base, gammas[-1], options.vllm_args))
+    n = 1 + len(spec) + (sched is not None) + k0  # vLLM engines in the process (one per model, every cell on it)
     out: list[Engine] = []
-    for b, gs in sorted(cells.items()):
-        opts = dataclasses.replace(options, batch_size=b)
+    for key, gs in sorted(keyed.items()):
+        opts = dataclasses.replace(options, batch_size=key.batch_size,
+                                   input_len=key.input_len if key.input_len is not None else options.input_len)
         plain = engine_options(tm, opts, gpu=gpu, engines=n)
-        out.append(Engine("target", dataclasses.replace(tm, label=DESIGN_LABEL.format(batch=b, label=tm.label)),
+        b = key.batch_size
+        out.append(Engine("target", dataclasses.replace(tm, label=DESIGN_LABEL.format(cell=key.name, label=tm.label)),
                           plain, batch_size=b))
         for g in sorted(set(gs)):
             r = spec[g]
             out.append(Engine("speculative", dataclasses.replace(
-                r.model, label=DESIGN_LABEL.format(batch=b, label=r.model.label)),
+                r.model, label=DESIGN_LABEL.format(cell=key.name, label=r.model.label)),
                 (*plain, "--speculative-config", r.commands.profile[0]), r.draft, g, batch_size=b))
         if sched is not None:
             k = sched["num_speculative_tokens"]
-            label = DESIGN_LABEL.format(batch=b, label=f"{dm.label}.schedule.spec-g{k}")
+            label = DESIGN_LABEL.format(cell=key.name, label=f"{dm.label}{SCHEDULE_MARK}.spec-g{k}")
             out.append(Engine("speculative", dataclasses.replace(tm, label=label),
                               (*plain, "--speculative-config", str(schedule)), dm.label, k, batch_size=b))
+        if zero is not None:
+            label = DESIGN_LABEL.format(cell=key.name, label=f"{dm.label}{K0_MARK}.spec-g{gammas[-1]}")
+            out.append(Engine("speculative", dataclasses.replace(tm, label=label),
+                              (*plain, "--speculative-config", zero), dm.label, gammas[-1], batch_size=b))
     return out
 
 

@@ -32,10 +32,14 @@ Prometheus registry, which is the process's, and in a process with several engin
 only (verified with two speculative engines, docs/REPEATABILITY.md).
 
 With `--share-batch-sizes` (before the first `--engine`; `nsys-cc tune`'s design runs), groups whose options differ
-only in `--batch-size` are one engine: `LLM` is built once (the k-th group of those options at a batch size shares
-with the k-th at every other, so replicas stay apart) and each group is one label of it, run at its own batch size,
-with its own latencies, engine windows and counters. One engine then serves every batch size of the design, so every
-cell is measured on the same weights in the same process (`nsys_cc.workflows.tune`).
+only in `--batch-size` and `--input-len` (a design's cell: batch size and prompt length) are one engine: `LLM` is
+built once, from the first such group's options (the k-th group of those options at a cell shares with the k-th at
+every other, so replicas stay apart) and each group is one label of it, run at its own batch size with prompts of its
+own length, with its own latencies, engine windows and counters. One engine then serves every cell of the design, so
+every cell is measured on the same weights in the same process (`nsys_cc.workflows.tune`); the engine's context
+(`max_model_len`, the model's unless `--max-model-len` says otherwise) must hold every cell's prompt and output, which
+the launcher checks for the longest (`launch.interleaved.design_engines`) and the driver for each group
+(`_too_long`).
 
 On the torch route (`profile --profiler torch`: `NSYS_CC_TORCH_TRACE=PATH`, no nsys) the driver runs the PyTorch
 profiler around the rounds (`torch_profiler`: from the first round's first generate call to the last round's last),
@@ -101,39 +105,48 @@ def split_argv(argv: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str
     return head, groups
 
 
-def _without_batch_size(options: Sequence[str]) -> tuple[str, ...]:
+# The options a shared engine's groups may differ in (`--share-batch-sizes`): each group's own cell.
+CELL_OPTIONS = ("--batch-size", "--input-len")
+
+
+def _without_cell(options: Sequence[str]) -> tuple[str, ...]:
+    """`options` without the cell's (`CELL_OPTIONS`, as `--flag value` or `--flag=value`)."""
     out: list[str] = []
     skip = False
     for a in options:
         if skip:
             skip = False
-        elif a == "--batch-size":
+        elif a in CELL_OPTIONS:
             skip = True
-        elif not a.startswith("--batch-size="):
+        elif not a.startswith(tuple(f"{flag}=" for flag in CELL_OPTIONS)):
             out.append(a)
     return tuple(out)
 
 
-def _batch_size(options: Sequence[str]) -> str:
+def _cell(options: Sequence[str]) -> tuple[str, ...]:
+    """The values of `CELL_OPTIONS` in `options` ("" where one is not given)."""
+    found = dict.fromkeys(CELL_OPTIONS, "")
     for i, a in enumerate(options):
-        if a == "--batch-size" and i + 1 < len(options):
-            return options[i + 1]
-        if a.startswith("--batch-size="):
-            return a.split("=", 1)[1]
-    return ""
+        for flag in CELL_OPTIONS:
+            if a == flag and i + 1 < len(options):
+                found[flag] = options[i + 1]
+            elif a.startswith(flag + "="):
+                found[flag] = a.split("=", 1)[1]
+    return tuple(found.values())
 
 
 def shared_engines(groups: Sequence[tuple[str, Sequence[str]]]) -> list[int]:
     """For each `--engine` group, the index of the group whose engine it runs on (`--share-batch-sizes`): the k-th
-    group with given options (`--batch-size` aside) at a batch size shares the engine of the k-th group with those
-    options at the first batch size they came with; a group runs on its own engine when it is the first."""
-    seen: dict[tuple, int] = {}  # (options without the batch size, batch size) → groups seen so far
-    owner: dict[tuple, int] = {}  # (options without the batch size, k) → the group that builds the engine
+    group with given options (its batch size and prompt length aside: `CELL_OPTIONS`) at a cell shares the engine of
+    the k-th group with those options at the first cell they came with; a group runs on its own engine when it is the
+    first."""
+    seen: dict[tuple, int] = {}  # (options without the cell, cell) → groups seen so far
+    owner: dict[tuple, int] = {}  # (options without the cell, k) → the group that builds the engine
     out = []
     for i, (_, options) in enumerate(groups):
-        key, b = _without_batch_size(options), _batch_size(options)
-        k = seen.get((key, b), 0)
-        seen[(key, b)] = k + 1
+        key, cell = _without_cell(options), _cell(options)
+        k = seen.get((key, cell), 0)
+        seen[(key, cell)] = k + 1
         out.append(owner.setdefault((key, k), i))
     return out
 

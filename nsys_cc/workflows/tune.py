@@ -36,9 +36,10 @@ from ..report import tune_files
 from .tune_request import TuneRequest
 
 SCHEDULE_ROUNDS = 3  # at most this many rounds of profiling the schedule's γ where it was not measured
-CPU_NOTE = ("vLLM 0.32 reads num_speculative_tokens_per_batch_size only in its V2 GPU model runner; the V1 runner "
-            "(the CPU build's) accepts the config and ignores the schedule, so on the CPU the schedule is checked "
-            "against the fixed-γ cells measured at each batch size, not run")
+CPU_NOTE = ("vLLM 0.32's V1 runner (the CPU build's) applies num_speculative_tokens_per_batch_size every step — K as "
+            "the table gives at the step's batch size, K = 0 as one catch-up draft forward that proposes nothing; on "
+            "the CPU the schedule is checked against the fixed-γ cells measured at each batch size, and run with "
+            "--run-schedule")
 GPU_NOTE = ("on a GPU, `nsys-cc profile --speculative-config` with this schedule runs it (V2 runner); compare it with "
             "the fixed-γ cells above")
 

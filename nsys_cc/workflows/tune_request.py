@@ -67,9 +67,9 @@ class TuneRequest:
             of `output_len` tokens, as the measured cells are). Both schedules are in the result
             (`result.schedules`); the schedule check always checks the benchmark's against the measured cells.
         run_schedule: at the end, one round more with every cell and an engine running the benchmark workload's
-            whole schedule in its --speculative-config at each measured batch size (vLLM's V2 GPU runner reads the
-            table), compared in the schedule check with the fixed-γ cells of that round; None (default): on a GPU
-            only (on the CPU, vLLM's V1 runner ignores the table and runs num_speculative_tokens everywhere).
+            whole schedule in its --speculative-config at each measured batch size (vLLM 0.32's runners, V1 on the
+            CPU and V2 on a GPU, both read the table), compared in the schedule check with the fixed-γ cells of that
+            round; None (default): on a GPU only.
         seed: seed of the bootstrap intervals.
         draws: bootstrap draws of the intervals.
     """

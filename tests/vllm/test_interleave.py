@@ -51,3 +51,23 @@ def test_a_program_that_leaves_fast_keeps_its_exit_status_and_output(tmp_path):
     slow = subprocess.run([sys.executable, "-c", code], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
                           text=True, timeout=120)
     assert slow.returncode == 3  # vLLM's shutdown (Python's own end) where processes may need it
+
+
+def test_a_shared_engine_serves_every_batch_size_and_prompt_length():
+    from nsys_cc.vllm.interleave import shared_engines
+
+    def group(label, *options):
+        return label, ["--model", "/m/t", "--num-iters", "2", *options]
+
+    spec = ("--speculative-config", '{"num_speculative_tokens":2}')
+    groups = [group("bs1-in32.t", "--batch-size", "1", "--input-len", "32"),
+              group("bs1-in32.t.spec-g2", "--batch-size", "1", "--input-len", "32", *spec),
+              group("bs4-in64.t", "--batch-size=4", "--input-len=64"),
+              group("bs4-in64.t.spec-g2", "--input-len", "64", "--batch-size", "4", *spec),
+              group("bs1-in32.t", "--batch-size", "1", "--input-len", "32")]
+    # by hand: the plain target built by group 0 and shared by group 2 (another cell); γ = 2 by 1, shared by 3; group
+    # 4 is a second instance at group 0's cell: an engine of its own
+    assert shared_engines(groups) == [0, 1, 0, 1, 4]
+    other = [group("a", "--batch-size", "1", "--input-len", "32"),
+             group("b", "--batch-size", "1", "--input-len", "32", "--max-model-len", "512")]
+    assert shared_engines(other) == [0, 1]  # other options: never shared

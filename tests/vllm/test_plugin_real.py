@@ -119,9 +119,11 @@ def test_speculative_run_traces_draft_forwards_and_steps_under_their_own_names(t
     assert [s[3] for s in steps] == target
     for step in steps:
         inside = [r for r in ranges if step[1] < r[1] and r[2] < step[2] and r[4] == step[4]]
-        # Each forward followed by the rest of its token's work: its logits, then its sampling.
-        assert [r[0] for r in inside] == ["model_executable()", "nsys_cc:logits", "nsys_cc:sample",
+        # The step's context range first (zero-length, as the step opens), then each forward followed by the rest of
+        # its token's work: its logits, then its sampling.
+        assert [r[0] for r in inside] == ["nsys_cc:step_context", "model_executable()", "nsys_cc:logits",
+                                          "nsys_cc:sample",
                                           *["draft_model_executable()", "nsys_cc:draft_logits",
                                             "nsys_cc:draft_sample"] * 3]
         if step[3] == 1 + 3:  # a verify: logits over the last token and the 3 drafts, all of them sampled
-            assert [r[3] for r in inside[1:3]] == [1 + 3, 1 + 3]
+            assert [r[3] for r in inside[2:4]] == [1 + 3, 1 + 3]

@@ -254,18 +254,56 @@ def _schedule_table() -> tuple[int, list[list[int]]]:
 # a third read of the fixture's last round (~3.5 s): the loop keeps tune's read of the schedule runs
 # (`test_tune_reads_a_design_directory_and_checks_the_held_out_cells`: a schedule check at every batch size)
 @pytest.mark.slow
-def test_the_schedule_run_is_no_cell_and_on_the_cpu_ran_num_speculative_tokens_everywhere():
+def test_the_schedule_run_is_no_cell_and_ran_what_its_table_gives_at_each_batch_size():
     k, table = _schedule_table()
     runs = [c for c in tune_dirs.read_cells(FIX / "round-2", schedule_runs=True) if c.schedule_run]
     assert sorted(c.batch_size for c in runs) == [1, 4, 8, 16]
     assert {c.label for c in runs} == {f"pair-draft.schedule.spec-g{k}"} and all(c.gamma == k for c in runs)
-    # vLLM's own counters: draft tokens per draft = k at every batch size, whatever γ the table gives there (the
-    # CPU build's V1 runner ignores num_speculative_tokens_per_batch_size; the report says so)
+    # vLLM's own counters: draft tokens per draft = the table's K at each measured batch size (by hand: the first
+    # range holding B; the fixture's batch sizes all lie in its first range, whose K is k)
     for b in (1, 4, 8, 16):
+        want = next(g for lo, hi, g in table if lo <= b <= hi)
         for dump in sorted((FIX / "round-2").glob(f"run-*/bs{b}.pair-draft.schedule.spec-g{k}.metrics.json")):
             m = {x["name"]: x for x in json.loads(dump.read_text())["metrics"]}
-            assert m["vllm:spec_decode_num_draft_tokens"]["value"] == k * m["vllm:spec_decode_num_drafts"]["value"]
-    assert any(g != k for _, _, g in table), f"the fixture's table {table} gives k everywhere: nothing shown"
+            assert m["vllm:spec_decode_num_draft_tokens"]["value"] == want * m["vllm:spec_decode_num_drafts"]["value"]
+
+
+MIXED_SCHEDULE = [[1, 2, 3], [3, 256, 0]]  # K = 3 at B = 1 and 2, K = 0 from B = 3 on
+
+
+@pytest.mark.vllm
+@pytest.mark.nsys
+def test_the_cpu_runner_runs_the_schedules_k_at_each_batch_size(tmp_path):
+    """vLLM 0.32's V1 runner (the CPU build's) applies the table: one engine running `MIXED_SCHEDULE` verifies
+    1 + 3 tokens per sequence at B = 1 and 1 at B = 4 (K = 0: nothing proposed), and drafts 3 forwards a step at B = 1
+    against 1 (the catch-up) at B = 4 — read from the trace's raw NVTX rows, not from vLLM's counters (a K = 0 step
+    counts nothing there). An engine ignoring the table would verify 1 + 3 at both."""
+    from nsys_cc.launch import interleaved, orchestrator
+    from nsys_cc.request import ProfileRequest
+
+    target, draft, out_len = "tiny-llama-target", "tiny-llama-draft-xs", 5
+    config = json.dumps({"method": "draft_model", "model": draft, "num_speculative_tokens": 3,
+                         "num_speculative_tokens_per_batch_size": MIXED_SCHEDULE})
+    request = ProfileRequest(target, (draft,), tmp_path / "out", input_len=32, output_len=out_len, warmup_iters=1,
+                             iters=1, repeat=1, replicas=1, device="cpu", trace="nvtx", timeout=0)
+    engines = interleaved.design_engines(target, draft, {1: [1], 4: [1]}, request.options, False, schedule=config)
+    done = orchestrator.run(interleaved.Interleaved(request, engines, gpu=False))
+    assert all(r.ok for r in done.interleaved), [r.reason for r in done.interleaved]
+    with sqlite3.connect(f"file:{tmp_path / 'out' / 'run-1' / 'trace.sqlite'}?mode=ro", uri=True) as conn:
+        rows = conn.execute(
+            "SELECT coalesce(e.text, s.value), e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e "
+            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+    for b, k in ((1, 3), (4, 0)):
+        label = f"bs{b}.{draft}.schedule.spec-g3"
+        (start, end) = [(s, e) for n, s, e, _ in rows if n == f"nsys_cc:engine {label}"][-1]  # the measured one
+        inside = [(n, p) for n, s, _, p in rows if start <= s <= end]
+        target_tokens = [p for n, p in inside if n == "model_executable()"]
+        assert target_tokens[0] == 32 * b  # the prefill
+        assert target_tokens[1] == b * (1 + k), (b, target_tokens)  # the first step after it verifies K per sequence
+        steps = [i for i, (n, _) in enumerate(inside) if n == "model_executable()"]
+        drafts = [sum(1 for n, _ in inside[i + 1:j] if n == "draft_model_executable()")
+                  for i, j in zip(steps[1:], steps[2:])]
+        assert drafts and set(drafts) == {max(k, 1)}, (b, drafts)  # K forwards; K = 0: the catch-up alone
 
 
 @pytest.mark.slow  # the oracle reads two batch sizes' engines again: the loop keeps the tune of the fixture
@@ -287,7 +325,7 @@ def test_the_schedule_check_shows_vllm_running_the_whole_schedule(tuned):
         fixed = {c.gamma: c.measured_speedup for c in rep.result.fitted + rep.result.held_out if c.batch_size == b}
         assert row["schedule_run_gap"] == pytest.approx(row["schedule_run_measured"] / max([1.0, *fixed.values()]) - 1)
         assert row["schedule_run_table"] == table
-        assert "ignores the table" in row["schedule_run_note"]
+        assert "V1 runner ran the table" in row["schedule_run_note"]
     from nsys_cc.report.tune_text import render_text
 
     assert "vLLM running the whole schedule" in render_text(rep.result, rep.notes)

@@ -30,6 +30,7 @@ from ...contract import (
     SCOPES_POSTPROCESS,
     SCOPES_SAMPLE,
     SCOPES_STEP_PREFIX,
+    STEP_CONTEXT_RANGE,
     STEP_RANGE,
     VLLM_SCOPES_ENV,
     VLLM_STEP_RANGE,
@@ -175,12 +176,12 @@ def range_table(trace: Trace, range_name: str | None = None) -> pd.DataFrame:
 
 
 # Every range the analysis looks at besides the forwards (`forward_names`): warm-up and iteration markers,
-# speculative steps and drafts (plugin and vLLM scopes), the tensor-parallel all-reduce, a token's logits and sampling
-# (plugin and vLLM scopes, `token`), a draft's, a model-free proposer's proposing (`steps.STEP_PARTS`).
-# `marked_ranges` reads only these.
-MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, SCOPES_DRAFT, SCOPES_ALLOCATE,
-           ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE, DRAFT_LOGITS_RANGE,
-           DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
+# speculative steps and drafts (plugin and vLLM scopes), each step's context (the plugin's), the tensor-parallel
+# all-reduce, a token's logits and sampling (plugin and vLLM scopes, `token`), a draft's, a model-free proposer's
+# proposing (`steps.STEP_PARTS`). `marked_ranges` reads only these.
+MARKERS = (WARMUP_RANGE, ITERATION_RANGE, DRAFT_FORWARD_RANGE, STEP_RANGE, STEP_CONTEXT_RANGE, SCOPES_DRAFT,
+           SCOPES_ALLOCATE, ALL_REDUCE_RANGE, LOGITS_RANGE, SAMPLE_RANGE, SCOPES_POSTPROCESS, SCOPES_SAMPLE,
+           DRAFT_LOGITS_RANGE, DRAFT_SAMPLE_RANGE, PROPOSE_RANGE)
 MARKER_PREFIXES = (SCOPES_STEP_PREFIX,)
 
 # The columns of `Trace.nvtx_ranges()` the analysis uses (the nullable nesting, domain and category columns cost

@@ -65,6 +65,7 @@ from ...contract import (
     SAMPLE_RANGE,
     SCOPES_POSTPROCESS,
     SCOPES_SAMPLE,
+    STEP_CONTEXT_RANGE,
     VLLM_SAMPLE_RANGE,
     VLLM_STEP_RANGE,
 )
@@ -80,6 +81,10 @@ from .step_windows import closed
 
 STEP_COLUMNS = ["step", "iteration", "kind", "start_ns", "step_ms", "target_ms", "tokens", "draft_ms", "draft_forwards",
                 "other_ms"]
+# Beside them on every table: each step's total context (Σ over its requests of the tokens computed before it and
+# scheduled in it — the K/V its attention reads, docs/definitions.md): from the plugin's `nsys_cc:step_context` range
+# inside the step, or from the engine's detailed step annotation (`sk`); NaN where the trace does not say.
+CONTEXT = "context"
 # On a GPU trace, beside them: each step's time from its start to the end of its GPU work (`step_windows`), ms.
 STEP_GPU = "step_gpu_ms"
 # The metrics a step is measured on besides wall (`metrics.METRICS`: the GPU ones that get a c).
@@ -261,6 +266,8 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
             per = np.full(len(steps), np.nan)
             per[found.t_step[inside]] = fw.target[col].to_numpy(dtype=float)[inside]
             steps[col] = per
+    if CONTEXT not in steps:  # the plugin's: its context range inside each step; else unknown
+        steps[CONTEXT] = _plugin_context(ranges, found, len(steps))
     steps = _drop_odd(steps, counts["target"] > 1, notes)
     per_iter, iterations = _iterations(fw, notes)
     whole = fw.draft_name in DRAFT_STEP_RANGES
@@ -271,6 +278,21 @@ def step_table(ranges: pd.DataFrame, range_name: str, *, gamma: int | None = Non
     return StepTable(steps.reset_index(drop=True), draft_fw, found.rule, found.detail, iterations, per_iter,
                      fw.gamma_payload, tuple(notes), parts=tuple(p for p, f in parts.items() if f is not None),
                      part_source=source, engine=engine, forwards=_forward_rows(fw))
+
+
+def _plugin_context(ranges: pd.DataFrame, found: Found, n_steps: int) -> np.ndarray:
+    """Each step's total context from the plugin's `STEP_CONTEXT_RANGE` inside it (its payload; the first one where a
+    step holds several), NaN for a step without one (a trace made before the plugin wrote them, or by another tool)."""
+    per = np.full(n_steps, np.nan)
+    marks = select(ranges, STEP_CONTEXT_RANGE)
+    if marks.empty or not n_steps:
+        return per
+    step = found.step_at(marks["start_ns"].to_numpy())
+    payload = pd.to_numeric(marks["payload"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    keep = (step >= 0) & np.isfinite(payload)
+    first = pd.Series(payload[keep]).groupby(step[keep]).first()
+    per[first.index.to_numpy(dtype=int)] = first.to_numpy(dtype=float)
+    return per
 
 
 def _step_rows(fw: Forwards, found: Found, gamma: int | None) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
@@ -460,7 +482,7 @@ def is_speculative(path: str | os.PathLike) -> bool:
 # The columns of a trace's ranges that `step_table` reads; and, where the forwards are the engine's step annotations of
 # a torch trace, what each step's name says (`vllm_steps.STEP_ROW_COLUMNS`): its kind, batch, tokens, context.
 STEP_INPUT_COLUMNS = ["name", "qualified_name", "start_ns", "end_ns", "duration_ns", "payload", "open_at_end"]
-STEP_NAME_COLUMNS = ["step_kind", "batch", "step_tokens", "context"]
+STEP_NAME_COLUMNS = ["step_kind", "batch", "step_tokens", CONTEXT]
 
 
 def markers_of(ranges: pd.DataFrame, range_name: str, trace=None) -> pd.DataFrame:

@@ -454,9 +454,10 @@ def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequen
                        *, device: str) -> list[dict]:
     """The schedule check's rows with the engines that ran vLLM's whole schedule (`table`, one engine serving every
     batch size) beside them: per cell key its measured speedup and interval, and its gap to the best fixed γ
-    measured in the same round (`cells`: that round's fixed-γ cells; γ = 0 is the plain target). On the CPU vLLM
-    0.32's V1 runner ignores the table, so the engine ran its num_speculative_tokens at every batch size: said in
-    `schedule_run_note`."""
+    measured in the same round (`cells`: that round's fixed-γ cells; γ = 0 is the plain target). What the engine ran
+    is said in `schedule_run_note`: vLLM 0.32's V1 runner (the CPU build's) applies the table every step, K = 0 as one
+    catch-up draft forward; its V2 GPU runner cuts the verify to K, but its draft_model speculator drafts all
+    num_speculative_tokens whatever K (vLLM PR #51575, open)."""
     by_key = {c.key: c for c in runs}
     out = []
     for row in rows:
@@ -468,8 +469,11 @@ def with_schedule_runs(rows: Sequence[dict], runs: Sequence[Cell], cells: Sequen
             row.update({"schedule_run_measured": run.measured_speedup, "schedule_run_ci_low": run.measured_ci[0],
                         "schedule_run_ci_high": run.measured_ci[1], "schedule_run_gap": run.measured_speedup / best - 1,
                         "schedule_run_table": [list(r) for r in table],
-                        "schedule_run_note": "" if device == "gpu" else
-                        f"the CPU build's V1 runner ignores the table: γ = {run.gamma} ran at every batch size"})
+                        "schedule_run_note": (
+                            f"vLLM 0.32's V2 runner verifies the table's K but its draft_model speculator drafts "
+                            f"γ = {run.gamma} tokens at every K" if device == "gpu" else
+                            f"the CPU build's V1 runner ran the table: K as it gives at each batch size (≤ γ = "
+                            f"{run.gamma}; K = 0: one catch-up draft forward, nothing proposed)")})
         out.append(row)
     return out
 

@@ -1,5 +1,6 @@
 """Engine steps and benchmark iterations: `nsys_cc:step` around each engine step, from the moment the scheduler has
-scheduled it to its end (payload: the tokens scheduled for the target; a step that schedules nothing gets none), and
+scheduled it to its end (payload: the tokens scheduled for the target; a step that schedules nothing gets none), with
+`nsys_cc:step_context` opened and closed at its start (payload: the step's total context length, `context_tokens`), and
 `nsys_cc:warmup` / `nsys_cc:iteration` around each `LLM.generate` call (the first `NSYS_CC_WARMUP_ITERS` are
 warm-up; payload: the prompts in the call)."""
 
@@ -9,7 +10,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from ...contract import ENV_WARMUP_ITERS, ITERATION_RANGE, STEP_RANGE, WARMUP_RANGE
+from ...contract import ENV_WARMUP_ITERS, ITERATION_RANGE, STEP_CONTEXT_RANGE, STEP_RANGE, WARMUP_RANGE
 from . import ranges
 
 generate_calls = 0  # `LLM.generate` calls so far in this process
@@ -93,6 +94,10 @@ def _hook_scheduler(core: Any) -> None:
         if state.steps and not state.step_pushed and not state.quiet and tokens != 0:
             ranges.backend.push(STEP_RANGE, tokens or 0)
             state.step_pushed = True
+            context = context_tokens(output)
+            if context is not None:
+                ranges.backend.push(STEP_CONTEXT_RANGE, context)
+                ranges.backend.pop()
         return output
 
     setattr(scheduled, ranges.ORIGINAL, schedule)
@@ -100,6 +105,32 @@ def _hook_scheduler(core: Any) -> None:
         scheduler.schedule = scheduled
     except AttributeError:  # a scheduler with __slots__: no step ranges rather than a failed run
         pass
+
+
+def context_tokens(output: Any) -> int | None:
+    """The total context (KV) length of the step a `SchedulerOutput` schedules: Σ over its requests of the tokens
+    computed before the step plus those scheduled in it (spec tokens included) — the K/V the step's attention reads,
+    equal to vLLM's runner's `optimistic_seq_lens_cpu[:num_reqs].sum()` (exact where scheduling is synchronous, as on
+    the CPU build; under asynchronous scheduling with speculation the runner's own value is optimistic alike). Read
+    from `scheduled_new_reqs[i].num_computed_tokens` and the parallel lists `scheduled_cached_reqs.req_ids` /
+    `.num_computed_tokens`, both filled before the scheduler advances its requests. None when the output lacks any of
+    these (another vLLM version): no context rather than a wrong one."""
+    scheduled = getattr(output, "num_scheduled_tokens", None)
+    new = getattr(output, "scheduled_new_reqs", None)
+    cached = getattr(output, "scheduled_cached_reqs", None)
+    ids = getattr(cached, "req_ids", None)
+    computed = getattr(cached, "num_computed_tokens", None)
+    if not isinstance(scheduled, dict) or new is None or ids is None or computed is None or len(ids) != len(computed):
+        return None
+    try:
+        total = 0
+        for req in new:
+            total += int(req.num_computed_tokens) + int(scheduled.get(req.req_id, 0))
+        for rid, done in zip(ids, computed):
+            total += int(done) + int(scheduled.get(rid, 0))
+    except (AttributeError, TypeError, ValueError):
+        return None
+    return total
 
 
 def inproc_core(engine: Any) -> Any:
