@@ -447,6 +447,17 @@ def said(stderr: str) -> list[str]:
     return [ln for ln in stderr.strip().splitlines() if not ln.startswith("[nsys-cc] ")]
 
 
+def one_error_line(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The one line a verb refusing its input says (`nsys-cc: error: …`, exit status 2), checked to hold every one of
+    `needles`."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
 def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:
     """`nsys-cc ARGS` run in this test process, as a finished process would report it: the exit status (`main`'s
     SystemExit), its stdout and stderr. For the cases that check what the CLI says (one error line, exit 2, an
