@@ -387,7 +387,7 @@ def _step_in_parts(base: _Baseline, r: SpecRun, v: pd.DataFrame, wall: Mapping[s
 
 def _tokens_figures(base: _Baseline, r: SpecRun, v: pd.DataFrame, wall: Mapping[str, Pooled], basis: str,
                     c_propose: float) -> dict:
-    """The row's last columns: its tokens in place on the headline metric (the module docstring, issue 29)."""
+    """The row's last columns: its tokens in place on the headline metric (the module docstring's "Tokens in place")."""
     at = runs_column(v)
     tok = token_arrays(r, v, base.headline, basis)
     decode, parts = base.decode, part_columns(base.headline)
