@@ -433,6 +433,15 @@ def no_figures(request, monkeypatch):
     monkeypatch.setattr(sweep_files, "sweep_figures", lambda table: iter(()))
 
 
+@pytest.fixture
+def outside(tmp_path):
+    """A folder of the user's own outside `-o` (what a link planted in `-o` points at): `precious.txt`."""
+    d = tmp_path / "outside"
+    d.mkdir()
+    (d / "precious.txt").write_text("the user's notes\n")
+    return d
+
+
 @pytest.fixture()
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """An empty export cache for this test (NSYS_CC_CACHE points at it)."""

@@ -19,14 +19,6 @@ def out(tmp_path):
     return d
 
 
-@pytest.fixture
-def outside(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir()
-    (d / "notes.txt").write_text("the user's\n")
-    return d
-
-
 @pytest.mark.parametrize("name, plain", [("a.csv", True), ("plots/a.png", True), ("", False), (".", False),
                                          ("../a", False), ("a/../b", False), ("/etc/passwd", False)])
 def test_a_plain_name_is_relative_and_never_climbs(name, plain):
@@ -44,23 +36,23 @@ def test_a_write_through_a_linked_folder_is_refused_and_nothing_outside_changes(
     (out / "plots").symlink_to(outside)
     before = sha256_tree(outside)
     with pytest.raises(InputError, match="a folder on its way is a link or a file"):
-        Folder(out).write_text("plots/notes.txt", "overwritten\n")
+        Folder(out).write_text("plots/precious.txt", "overwritten\n")
     with pytest.raises(InputError, match="is a link or a file where nsys-cc needs a folder"):
         Folder(out).mkdir("plots")
     with pytest.raises(InputError, match=f"nsys-cc writes only inside {out}"):
-        Folder(out).write_text(outside / "notes.txt", "overwritten\n")
+        Folder(out).write_text(outside / "precious.txt", "overwritten\n")
     assert sha256_tree(outside) == before
 
 
 def test_a_link_where_a_file_is_written_is_replaced_and_a_removed_link_is_removed_itself(out, outside):
-    (out / "report.md").symlink_to(outside / "notes.txt")
+    (out / "report.md").symlink_to(outside / "precious.txt")
     (out / "gone").symlink_to(outside)
     Folder(out).write_text("report.md", "the report\n")
     Folder(out).remove("gone")
     Folder(out).remove_tree("also-gone")  # absent: nothing
     assert (out / "report.md").read_text() == "the report\n" and not (out / "report.md").is_symlink()
     assert not os.path.lexists(out / "gone")
-    assert (outside / "notes.txt").read_text() == "the user's\n"
+    assert (outside / "precious.txt").read_text() == "the user's notes\n"
 
 
 def test_a_users_file_is_refused_and_nsys_ccs_own_is_written_over(out):
@@ -75,10 +67,10 @@ def test_a_users_file_is_refused_and_nsys_ccs_own_is_written_over(out):
 
 
 def test_a_log_is_opened_afresh_never_through_a_link(out, outside):
-    (out / "run.log").symlink_to(outside / "notes.txt")
+    (out / "run.log").symlink_to(outside / "precious.txt")
     with Folder(out).open_new("run.log") as fh:
         fh.write("fresh\n")
-    assert (out / "run.log").read_text() == "fresh\n" and (outside / "notes.txt").read_text() == "the user's\n"
+    assert (out / "run.log").read_text() == "fresh\n" and (outside / "precious.txt").read_text() == "the user's notes\n"
 
 
 def test_the_lock_holds_this_process_id_and_is_taken_again_inside(out):
