@@ -456,6 +456,15 @@ def no_figures(request, monkeypatch):
     monkeypatch.setattr(sweep_files, "sweep_figures", lambda table: iter(()))
 
 
+@pytest.fixture
+def outside(tmp_path):
+    """A folder of the user's own outside `-o` (what a link planted in `-o` points at): `precious.txt`."""
+    d = tmp_path / "outside"
+    d.mkdir()
+    (d / "precious.txt").write_text("the user's notes\n")
+    return d
+
+
 @pytest.fixture()
 def cache_dir(tmp_path, monkeypatch) -> Path:
     """An empty export cache for this test (NSYS_CC_CACHE points at it)."""
@@ -468,6 +477,17 @@ def said(stderr: str) -> list[str]:
     """What a verb said on stderr, its progress lines (`[nsys-cc] …`) aside: a read that takes over two seconds on a
     loaded machine reports its time, which is not what a test of the error line checks."""
     return [ln for ln in stderr.strip().splitlines() if not ln.startswith("[nsys-cc] ")]
+
+
+def one_error_line(done: subprocess.CompletedProcess[str], *needles: str) -> str:
+    """The one line a verb refusing its input says (`nsys-cc: error: …`, exit status 2), checked to hold every one of
+    `needles`."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    assert len(lines) == 1 and lines[0].startswith("nsys-cc: error: "), done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
 
 
 def cli_in_process(*args: str, stdout=None) -> subprocess.CompletedProcess[str]:

@@ -253,3 +253,24 @@ def add_gpu_work(src: str | Path, dst: str | Path, plan: Callable[[Range], list[
     finally:
         con.close()
     return GpuShaped(dst, work)
+
+
+# Kernels of known names (name, share of a forward's wall time), a target's and a draft's, for `named_plan`.
+TARGET_KERNELS = (("ampere_sgemm_128x64_tn", 0.45), ("flash_fwd_kernel", 0.25), ("rms_norm_kernel", 0.10))
+DRAFT_KERNELS = (("ampere_sgemm_64x32_tn", 0.30), ("flash_fwd_kernel", 0.35), ("silu_and_mul_kernel", 0.05))
+
+
+def named_plan(kernels: tuple[tuple[str, float], ...], graph: str | None = None):
+    """Each forward launches one kernel per (name, share of its wall time), one after the other in its first half; or,
+    with `graph`, one CUDA graph running them all."""
+    def plan(rng: Range) -> list[Launch]:
+        if rng.name != FORWARD:
+            return []
+        durations = tuple(max(int(rng.duration * share), 1) for _, share in kernels)
+        names = tuple(n for n, _ in kernels)
+        if graph:
+            return [Launch(rng.duration // 10, 1_000, durations, graph=graph, names=names)]
+        step = rng.duration // (2 * len(kernels))
+        return [Launch(i * step, 1_000, (d,), names=(n,)) for i, (n, d) in enumerate(zip(names, durations))]
+
+    return plan

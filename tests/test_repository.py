@@ -10,6 +10,9 @@
   `properties/`, `reliability/`), or at the top named after a top-level module (`test_front.py` for
   `nsys_cc/front.py`); every test file's name is unique in the tree (the rooms are folders, not packages: pytest
   imports each test module under its basename).
+- Where a module has behaviour of its own it has a test file of its name: every module of `report/`, `files/` and
+  `cli/` (their `__init__` aside) has `tests/<room>/test_<module>.py`, or `test_<module>_<aspect>.py` beside it (a name
+  another test file of the tree already holds: `cli/test_profile_command.py`), but those of `NO_TEST_FILE`.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ ISSUE_NUMBER = re.compile(r"(?<![a-z])issues?[ _#-]*\d+", re.IGNORECASE)
 # The package's citations left, in modules being split (analysis/, vllm/plugin.py, tuning.py, trace/reader.py,
 # launch/interleaved.py) or removed (_compat.py). Lower it when one goes; it never rises.
 PACKAGE_CITATIONS_LEFT = 27
+# The rooms in which every module has its test file, and the modules with no behaviour of their own (why, each).
+MODULE_ROOMS = ("report", "files", "cli")
+NO_TEST_FILE = {
+    "files/users.py": "one line, `my_uid() = os.geteuid()`: the seam a test replaces to play another user",
+}
 
 
 def ignored_but_tracked(root: Path) -> list[str]:
@@ -152,3 +160,41 @@ def test_the_mirror_check_finds_a_test_outside_every_room(tmp_path):
     # launch/models/ holds no module (data only), and launch/ none at all: neither is a room
     assert misplaced(tests, package) == ["launch/models/test_config.py", "launch/test_plan.py",
                                          "test_user_calls.py", "traces/test_reader2.py"]
+
+
+def untested_modules(package: Path, tests: Path, rooms: tuple[str, ...], allowed=()) -> list[str]:
+    """The modules of `rooms` (`room/module.py`, `__init__` and `allowed` aside) with no test file of their name:
+    `tests/<room>/test_<module>.py`, or `test_<module>_<aspect>.py` where `<module>_<aspect>` is no module of the
+    room (`test_speedup_command.py` is `speedup`'s; `test_speedup_plots.py` is `speedup_plots`', not `speedup`'s)."""
+    out = []
+    for room in rooms:
+        modules = sorted(p.stem for p in (package / room).glob("*.py") if p.stem != "__init__")
+        for module in modules:
+            if f"{room}/{module}.py" in allowed:
+                continue
+            folder = tests / room
+            aspects = [p for p in folder.glob(f"test_{module}_*.py") if p.stem.removeprefix("test_") not in modules]
+            if not (folder / f"test_{module}.py").exists() and not aspects:
+                out.append(f"{room}/{module}.py")
+    return out
+
+
+def test_every_module_of_report_files_and_cli_has_its_test_file():
+    assert untested_modules(PACKAGE, TESTS, MODULE_ROOMS, NO_TEST_FILE) == [], (
+        "give each a tests/<room>/test_<module>.py (or say in NO_TEST_FILE why it has no behaviour of its own)")
+    assert [m for m in NO_TEST_FILE if not (PACKAGE / m).exists()] == [], "NO_TEST_FILE names a module that is gone"
+
+
+def test_the_module_check_finds_a_module_without_its_test_file(tmp_path):
+    package, tests = tmp_path / "pkg", tmp_path / "tests"
+    for module in ("cli/__init__.py", "cli/speedup.py", "cli/tune.py", "cli/flags.py", "report/speedup.py",
+                   "report/speedup_plots.py", "report/text.py", "files/users.py"):
+        (package / module).parent.mkdir(parents=True, exist_ok=True)
+        (package / module).write_text("")
+    for test in ("cli/test_speedup_command.py", "cli/test_tune.py", "report/test_speedup_plots.py",
+                 "report/test_text_markdown.py"):
+        (tests / test).parent.mkdir(parents=True, exist_ok=True)
+        (tests / test).write_text("")
+    # flags: none; report's speedup: its neighbour speedup_plots' file is not its own; users: allowed
+    assert untested_modules(package, tests, ("cli", "report", "files"), {"files/users.py": "why"}) == [
+        "cli/flags.py", "report/speedup.py"]

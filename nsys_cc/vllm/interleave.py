@@ -209,6 +209,8 @@ def as_metric_records(totals: dict) -> list[dict]:
 
 
 def main(argv: list[str]) -> None:
+    """The program (the module docstring): build the engines of `argv`'s `--engine` groups, run their rounds, write
+    what they measured."""
     import argparse
 
     from . import fixes as vllm_fixes, plugin as vllm_plugin, torch_profiler
@@ -224,7 +226,34 @@ def main(argv: list[str]) -> None:
     head_args = head_parser.parse_args(head)
     out = Path(head_args.output_json)
     owners = shared_engines(groups) if head_args.share_batch_sizes else list(range(len(groups)))
+    metrics_dir = os.environ.get(ENV_METRICS_OUT)
+    backend = choose()
+    engines: list[dict] = []
+    for index, (label, options) in enumerate(groups):
+        owner = engines[owners[index]] if owners[index] != index else None
+        engines.append(_engine(label, index, options, owner, metrics_dir))
+    live = [e for e in engines if "llm" in e]
+    if not live:
+        raise SystemExit(f"{INTERLEAVE_MODULE}: no engine could be built")
+    warmup = max(e["args"].num_iters_warmup for e in live)
+    iters = max(e["args"].num_iters for e in live)
+    if recording is not None:
+        recording.start()
+    by_label = _run_rounds(live, warmup, iters, backend, shuffle=head_args.share_batch_sizes)
+    if recording is not None:
+        recording.stop()  # the trace first: a run without it never has its records
+    records = [{"label": e["label"], "index": e["index"], "error": e["error"], "speculative": e["speculative"],
+                "latencies": e["latencies"], "warmup_latencies": e["warmup_latencies"]} for e in engines]
+    for label, latencies in by_label.items():
+        bench_json.write(out.parent / f"{label}.bench.json", latencies)
+    _dump_counters(live, metrics_dir)
+    interleaved_json.write(out, warmup_iterations=warmup, iterations=iters, engines=records)
 
+
+def _engine(label: str, index: int, options: list[str], owner: dict | None, metrics_dir: str | None) -> dict:
+    """One `--engine` group's entry: its options read as `vllm bench latency` reads them, its `LLM` (built, or its
+    `owner`'s with `--share-batch-sizes`; none, and the error, when it cannot be built or its sequences are too long),
+    its sampling parameters and prompts; its spec-decode counters counted when `metrics_dir` is set."""
     import numpy as np
     from vllm import LLM, SamplingParams
     from vllm.benchmarks.latency import add_cli_args
@@ -232,54 +261,48 @@ def main(argv: list[str]) -> None:
     from vllm.inputs import TokensPrompt
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    metrics_dir = os.environ.get(ENV_METRICS_OUT)
-    backend = choose()
-    engines: list[dict] = []
-    for index, (label, options) in enumerate(groups):
-        parser = FlexibleArgumentParser(prog=f"--engine {label}")
-        add_cli_args(parser)
-        args = parser.parse_args(options)
-        entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "counters": {},
-                       "speculative": bool(getattr(args, "speculative_config", None)), "error": None}
-        owner = engines[owners[index]] if owners[index] != index else None
-        if owner is not None:  # one engine, several batch sizes (--share-batch-sizes)
-            if "llm" in owner:
-                entry["llm"], entry["counted"] = owner["llm"], owner.get("counted", False)
-            else:
-                entry["error"] = owner["error"]
+    parser = FlexibleArgumentParser(prog=f"--engine {label}")
+    add_cli_args(parser)
+    args = parser.parse_args(options)
+    entry: dict = {"label": label, "index": index, "latencies": [], "warmup_latencies": [], "counters": {},
+                   "speculative": bool(getattr(args, "speculative_config", None)), "error": None}
+    if owner is not None:  # one engine, several batch sizes (--share-batch-sizes)
+        if "llm" in owner:
+            entry["llm"], entry["counted"] = owner["llm"], owner.get("counted", False)
         else:
-            try:
-                entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
-                if entry["speculative"] and metrics_dir:
-                    holder: list[dict] = [entry["counters"]]  # the label running (set before each generate)
-                    entry["counting_into"] = holder
-                    entry["counted"] = count_spec_decoding(entry["llm"], functools.partial(holder.__getitem__, 0))
-            except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
-                entry["error"] = f"{type(exc).__name__}: {exc}"
-                print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
-        entry["owner"] = owner if owner is not None else entry
-        entry["args"] = args
-        too_long = _too_long(entry.get("llm"), args.input_len, args.output_len)
-        if too_long:  # as vLLM's latency benchmark refuses it, before a prompt list of that length is built
-            entry.pop("llm")
-            entry["error"] = too_long
-            print(f"{INTERLEAVE_MODULE}: engine {label}: {too_long}", file=sys.stderr)
-        if "llm" in entry:
-            entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
-                                             max_tokens=args.output_len, detokenize=not args.disable_detokenize)
-            ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
-            entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
-        engines.append(entry)
-    live = [e for e in engines if "llm" in e]
-    if not live:
-        raise SystemExit(f"{INTERLEAVE_MODULE}: no engine could be built")
-    by_label: dict[str, list[float]] = {}  # measured latencies per label, every instance, in the order they ran
-    warmup = max(e["args"].num_iters_warmup for e in live)
-    iters = max(e["args"].num_iters for e in live)
-    if recording is not None:
-        recording.start()
+            entry["error"] = owner["error"]
+    else:
+        try:
+            entry["llm"] = LLM.from_engine_args(EngineArgs.from_cli_args(args))
+            if entry["speculative"] and metrics_dir:
+                holder: list[dict] = [entry["counters"]]  # the label running (set before each generate)
+                entry["counting_into"] = holder
+                entry["counted"] = count_spec_decoding(entry["llm"], functools.partial(holder.__getitem__, 0))
+        except Exception as exc:  # noqa: BLE001 (recorded: the other engines still run)
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+            print(f"{INTERLEAVE_MODULE}: engine {label} could not be built: {entry['error']}", file=sys.stderr)
+    entry["owner"] = owner if owner is not None else entry
+    entry["args"] = args
+    too_long = _too_long(entry.get("llm"), args.input_len, args.output_len)
+    if too_long:  # as vLLM's latency benchmark refuses it, before a prompt list of that length is built
+        entry.pop("llm")
+        entry["error"] = too_long
+        print(f"{INTERLEAVE_MODULE}: engine {label}: {too_long}", file=sys.stderr)
+    if "llm" in entry:
+        entry["params"] = SamplingParams(n=args.n, temperature=1.0, top_p=1.0, ignore_eos=True,
+                                         max_tokens=args.output_len, detokenize=not args.disable_detokenize)
+        ids = np.random.randint(10000, size=(args.batch_size, args.input_len))
+        entry["prompts"] = [TokensPrompt(prompt_token_ids=row) for row in ids.tolist()]
+    return entry
+
+
+def _run_rounds(live: list[dict], warmup: int, iters: int, backend, *, shuffle: bool) -> dict[str, list[float]]:
+    """`warmup` + `iters` rounds of one generate call of every live engine each (`round_order`), each inside its
+    engine's range; every latency kept in its entry, and the measured ones returned per label, every instance, in the
+    order they ran."""
+    by_label: dict[str, list[float]] = {}
     for i in range(warmup + iters):
-        for e in round_order(live, i, shuffle=head_args.share_batch_sizes):
+        for e in round_order(live, i, shuffle=shuffle):
             if "counting_into" in e["owner"]:
                 e["owner"]["counting_into"][0] = e["counters"]  # the shared engine counts into this label
             backend.push(engine_range(e["label"]), e["index"])
@@ -292,12 +315,11 @@ def main(argv: list[str]) -> None:
             (e["warmup_latencies"] if i < warmup else e["latencies"]).append(elapsed)
             if i >= warmup:
                 by_label.setdefault(e["label"], []).append(elapsed)
-    if recording is not None:
-        recording.stop()  # the trace first: a run without it never has its records
-    records = [{"label": e["label"], "index": e["index"], "error": e["error"], "speculative": e["speculative"],
-                "latencies": e["latencies"], "warmup_latencies": e["warmup_latencies"]} for e in engines]
-    for label, latencies in by_label.items():
-        bench_json.write(out.parent / f"{label}.bench.json", latencies)
+    return by_label
+
+
+def _dump_counters(live: list[dict], metrics_dir: str | None) -> None:
+    """Each speculative label's spec-decode counters, summed over its engines, dumped to `<LABEL>.metrics.json`."""
     counters: dict[str, dict] = {}
     for e in live:
         if e.get("counted"):
@@ -314,7 +336,6 @@ def main(argv: list[str]) -> None:
         from ..analysis.profile_dir.acceptance import dump_metrics
 
         dump_metrics(as_metric_records(total), Path(metrics_dir or ".") / f"{label}.metrics.json")
-    interleaved_json.write(out, warmup_iterations=warmup, iterations=iters, engines=records)
 
 
 def _too_long(llm, input_len: int, output_len: int) -> str:

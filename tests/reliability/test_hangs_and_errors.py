@@ -1,6 +1,6 @@
 """Hangs and runaway work, tracebacks, errors that name the wrong thing, and numbers that changed without a word,
 on crafted exports and tampered profile directories — each case a test that fails without its fix (tune's own
-cases are in tests/reliability/test_tune_writes.py, the report's SIGKILL in tests/reliability/test_report_swap.py).
+cases are in tests/reliability/test_tune_writes.py, the report's SIGKILL in tests/files/test_publishing.py).
 Files outside
 `-o` are hashed before and after where a case writes.
 """
@@ -582,29 +582,6 @@ def test_nvtx_events_as_a_view_is_called_a_view_not_missing(tmp_path):
         done = cli_in_process("analyze", str(view), str(DRAFT))
     assert done.returncode == 2 and "its NVTX_EVENTS is a view, not the table nsys exports" in done.stderr
     assert "nsys profile -t nvtx" not in done.stderr
-
-
-def test_a_full_output_file_system_names_the_file(tmp_path, monkeypatch):
-    """A full disk while writing a file under -o said "cannot write the output" and named no file."""
-    import errno
-
-    from nsys_cc.files import atomic
-
-    real = os.fsync
-
-    def full(fd):
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(atomic.os, "fsync", full)
-    with pytest.raises(OSError) as info:
-        atomic.write_text(tmp_path / "status.json", "{}")
-    monkeypatch.setattr(atomic.os, "fsync", real)
-    assert info.value.filename == str(tmp_path / "status.json") and not list(tmp_path.iterdir())
-    from nsys_cc.cli import _cannot_write_output
-
-    with pytest.raises(SystemExit) as code:
-        _cannot_write_output(info.value)
-    assert code.value.code == 2
 
 
 def test_the_full_disk_line_names_the_file(capsys):

@@ -21,7 +21,7 @@ from ...trace.description import TraceDescription
 from ...trace.nvtx import matches
 from ..forwards import phases as phase_mod, ranks as rank_mod
 from ..forwards.engines import engine_windows, split_by_engine
-from ..forwards.gpu_loss import measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
+from ..forwards.gpu_loss import GpuLoss, measure as measure_gpu_loss, shared_id_warnings, warnings as gpu_loss_warnings
 from ..forwards.projection import op_totals, project
 from ..forwards.ranges import (
     by_start,
@@ -142,16 +142,57 @@ def model_of(
     the markers, nothing else; one engine's part when `engine` says which): the forward ranges of `range_name` (the
     forward range decided for this trace, `forward_range`) with metrics, warm-up flags and phases, each forward
     carrying `run`."""
-    # The same row twice (name, thread, start and end): nsys writes each range once, so a copy would only count a
-    # forward, its logits or its sampling (and a marker) twice. Every copy is dropped here, before anything reads
-    # the ranges, and said (issue 45: the forwards' copies alone were, and decode c read 0.852 instead of 0.653).
+    ranges, twice = _without_copies(ranges)
+    matched, inner = _forward_ranges(trace, ranges, path, range_name, engine)
+    has_cuda = bool(trace.has_cuda)
+    forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
+    forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
+    token_parts, token_note = "", "tensor-parallel forwards: c is the forwards' c alone (no logits/sampling added yet)"
+    if ranks is None:  # the logits and sampling after each forward (`token`): one process's forwards only
+        forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
+    marks = phase_mod.marker_sets(ranges)  # the warm-up, the phases' batches and the iterations all read them
+    warm_note = _keep(forwards, ranges, marks, skip_ranges, "ranges" if ranks is None else "forwards",
+                      path=path, range_name=range_name, twice=twice, inner=inner)
+    has_cuda, gpu_note, loss = _gpu_notes(trace, forwards, range_name)
+    forwards, rule = _with_phases(trace, forwards, ranges, marks, output_len, range_name, run)
+    totals = pd.DataFrame()
+    if has_cuda:
+        kept = forwards[forwards["kept"]]
+        phases = kept["phase"].to_numpy(dtype=object)
+        totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
+    # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
+    # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
+    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])
+                        + [c for c in (*PART_COLUMNS, *STEP_NAME_COLUMNS) if c in forwards]]
+    if ranks:
+        ranks.compact(MODEL_COLUMNS)
+    return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
+                         has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
+                         op_totals=totals, gpu_note=gpu_note, ranks=ranks,
+                         speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
+                         token_note=token_note,
+                         iterations=marks.iterations.assign(run=run), description=described(trace),
+                         trace_format=trace.format, recorder=trace.recorder)
+
+
+def _without_copies(ranges: pd.DataFrame) -> tuple[pd.DataFrame, pd.Series]:
+    """The ranges with every copy of a row dropped, and how many were dropped of each name.
+
+    The same row twice (name, thread, start and end): nsys writes each range once, so a copy would only count a
+    forward, its logits or its sampling (and a marker) twice. Every copy is dropped here, before anything reads the
+    ranges, and said (issue 45: the forwards' copies alone were, and decode c read 0.852 instead of 0.653)."""
     copies = _duplicated(by_start(ranges))
-    if copies.any():
-        ranges = by_start(ranges)
-        twice = ranges["qualified_name"][copies].astype(object).value_counts()
-        ranges = ranges[~copies]
-    else:
-        twice = pd.Series(dtype="int64")
+    if not copies.any():
+        return ranges, pd.Series(dtype="int64")
+    ranges = by_start(ranges)
+    twice = ranges["qualified_name"][copies].astype(object).value_counts()
+    return ranges[~copies], twice
+
+
+def _forward_ranges(trace, ranges: pd.DataFrame, path: str, range_name: str,
+                    engine: str | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """The ranges of `range_name` that are forwards, in start order, and which of the matched ranges were dropped as
+    nested in another of that name; the error when none has the name."""
     hit = matches(ranges, (range_name,))
     if not hit.any():
         if engine is not None:
@@ -163,14 +204,14 @@ def model_of(
     inner = nested_same_name(matched)
     if inner.any():
         matched = matched[~inner]
-    has_cuda = bool(trace.has_cuda)
-    forwards = _per_forward(project(trace, matched), has_cuda).reset_index(drop=True)
-    forwards, ranks = rank_mod.group_forwards(trace, forwards, ranges)
-    token_parts, token_note = "", "tensor-parallel forwards: c is the forwards' c alone (no logits/sampling added yet)"
-    if ranks is None:  # the logits and sampling after each forward (`token`): one process's forwards only
-        forwards, token_parts, token_note = with_parts(trace, ranges, forwards, range_name, has_cuda)
-    unit = "ranges" if ranks is None else "forwards"
-    marks = phase_mod.marker_sets(ranges)  # the warm-up, the phases' batches and the iterations all read them
+    return matched, inner
+
+
+def _keep(forwards: pd.DataFrame, ranges: pd.DataFrame, marks, skip_ranges: int | None, unit: str, *, path: str,
+          range_name: str, twice: pd.Series, inner: np.ndarray) -> str:
+    """Marks the forwards kept (`kept`: past the warm-up, and closed) and returns the warm-up note with all that was
+    dropped on the way (never-closed forwards, copies, nested ranges) and zero-length ranges said; the error when no
+    forward is kept."""
     warm, warm_note = phase_mod.warmup_mask(forwards, ranges, skip_ranges, unit, marks=marks)
     # A forward still open when the capture ended has no real end: its "duration" runs to the end of the trace.
     unclosed = forwards["open_at_end"].to_numpy(dtype=bool)
@@ -201,6 +242,12 @@ def model_of(
             f"{path}: all {len(forwards)} {_quoted(range_name)} ranges were dropped as warm-up ({warm_note}); "
             "lower skip_ranges", param="skip_ranges"
         )
+    return warm_note
+
+
+def _gpu_notes(trace, forwards: pd.DataFrame, range_name: str) -> tuple[bool, str, GpuLoss | None]:
+    """Whether the kept forwards have GPU metrics (`_gpu_state`), the note on what of the GPU work is missing,
+    damaged or lost, and the partial CUDA loss measured (None without GPU metrics)."""
     has_cuda, gpu_note = _gpu_state(trace, forwards, range_name)
     gpu_note = "; ".join(t for t in (gpu_note, dropped_note(trace)) if t)  # damaged CUDA rows, left out, said
     if trace.has_cuda:  # correlationIds shared where CUPTI never shares them: said whatever was projected
@@ -208,6 +255,13 @@ def model_of(
     loss = measure_gpu_loss(trace, forwards[forwards["kept"]]) if has_cuda else None  # partial CUDA loss, said
     if loss is not None:
         gpu_note = "; ".join(t for t in (gpu_note, *gpu_loss_warnings(loss, range_name)) if t)
+    return has_cuda, gpu_note, loss
+
+
+def _with_phases(trace, forwards: pd.DataFrame, ranges: pd.DataFrame, marks, output_len: int | None,
+                 range_name: str, run: int) -> tuple[pd.DataFrame, PhaseRule]:
+    """The forwards with their phase (and, for vLLM's step annotations, each step's kind, batch, tokens and context)
+    and `run`, and the rule that decided the phases."""
     phase, rule = phase_mod.assign_phases(forwards, ranges, output_len, forwards["kept"].to_numpy(),
                                           windows=marks.windows)
     if range_name == VLLM_STEP_RANGE:  # vLLM's step annotations name their phase (`vllm_steps`)
@@ -218,25 +272,7 @@ def model_of(
         forwards = forwards.assign(**step_columns(trace, forwards))  # kind, batch, tokens, context of each step
     forwards["phase"] = phase_mod.phase_column(phase)
     forwards["run"] = run
-    totals = pd.DataFrame()
-    if has_cuda:
-        kept = forwards[forwards["kept"]]
-        phases = kept["phase"].to_numpy(dtype=object)
-        totals = ranks.op_totals(trace, kept) if ranks else op_totals(trace, kept, phases)
-    # The kept columns only. They were taken (copied) out of the trace's ranges, so nothing of the trace's own
-    # tables stays referenced; a deep copy here would copy every forward's columns once more (0.7 s at 2 M).
-    forwards = forwards[MODEL_COLUMNS + (rank_mod.TP_COLUMNS if ranks else [])
-                        + [c for c in (*PART_COLUMNS, *STEP_NAME_COLUMNS) if c in forwards]]
-    if ranks:
-        ranks.compact(MODEL_COLUMNS)
-    return ModelForwards(name=name, role=role, path=path, range_name=range_name, nsys_version=trace.nsys_version,
-                         has_cuda=has_cuda, forwards=forwards, warmup_note=warm_note, phase_rule=rule,
-                         op_totals=totals, gpu_note=gpu_note, ranks=ranks,
-                         speculative=draft_range_of(ranges) is not None, token_parts=token_parts, gpu_loss=loss,
-                         token_note=token_note,
-                         iterations=marks.iterations.assign(run=run), description=described(trace),
-                         trace_format=trace.format, recorder=trace.recorder)
-
+    return forwards, rule
 
 # Each open trace's description (`Trace.describe`), asked once however many engines of it are read.
 _DESCRIBED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

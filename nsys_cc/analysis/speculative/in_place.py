@@ -94,6 +94,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -101,29 +102,29 @@ import pandas as pd
 from ...errors import InputError
 from ..forwards.steps import StepTable, metric_columns, part_columns, step_time_column
 from ..metrics import DECODE, LAUNCH_TIME, PREFILL, VERIFY, WALL
-from ..stats import Pooled, median_ci
+from ..stats import Pooled
 from ..theory.speedup import expected_tokens, walltime_factor
-from . import forecast as forecast_mod, plausibility
+from . import cost_models, forecast as forecast_mod, plausibility
 from .runs import (
     SpecRun,
     alpha_from_tokens,
-    by_run,
     median_by_run,
     metric_figures,
+    named_steps,
     nan_median,
     pooled_by_run,
     pooled_ratio_by_run,
     run_metrics,
     runs_column,
+    step_times_by_run,
     token_arrays,
     token_basis,
     tokens_in_place,
+    tokens_per_step,
 )
 from .tables import (
-    ALPHA_GRID,
     BY_METRIC_COLUMNS,
     BY_METRIC_FIGURES,
-    FORECAST_COLUMNS,
     GPU_HEADLINE,
     RUN_COLUMNS,
     SpeculativeAnalysis,
@@ -131,59 +132,6 @@ from .tables import (
     decomposition_table,
     flat_table,
 )
-
-
-def _pooled_alpha(runs: Sequence[SpecRun], output_len: float) -> tuple[float, str]:
-    """α of a draft over all its runs: the i.i.d. estimate from the summed counters when every run has them, else the
-    median of the runs' α from their tokens per step (`output_len` as for `_tokens_per_step`)."""
-    stats = [r.acceptance for r in runs if r.acceptance is not None and r.acceptance.accepted_per_position]
-    if stats and len(stats) == len(runs):
-        accepted = sum(s.num_accepted for s in stats)
-        rejected = sum(s.num_drafts - s.accepted_per_position[-1] for s in stats)
-        return (accepted / (accepted + rejected) if accepted + rejected else 1.0), "metrics"
-    alphas = [a for r in runs if math.isfinite(a := alpha_from_tokens(_tokens_per_step(r, output_len)[0], r.gamma))]
-    return float(np.median(alphas)) if alphas else math.nan, "tokens per step"
-
-
-def _tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
-    """(tokens per verify step from the trace, the metrics' 1 + accepted ÷ drafts)."""
-    metrics = run.acceptance.mean_acceptance_length if run.acceptance is not None else math.nan
-    if _named_steps(run):  # the engine's step annotations: the requests' lives, each last step censored (`runs`)
-        return tokens_in_place(run, output_len)[0], metrics
-    after_prefill = run.steps.steps[run.steps.steps["kind"].isin((VERIFY, DECODE))]
-    counted = after_prefill[after_prefill["iteration"] >= 0]
-    if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
-        # the mean, not the median: an iteration's time is the sum of its steps, so the benchmark's expected
-        # iteration is the mean step count; a median of whole steps jumps by one (6.6 → 7 at B = 8, γ = 5 when 3
-        # of 5 iterations wait for a straggler) and biases the measured speedup low
-        per_iter = counted.groupby("iteration").size().mean()
-        return (output_len - 1) / per_iter, metrics
-    if math.isfinite(output_len) and math.isfinite(run.steps.forwards_per_iteration):
-        # every forward but the prefill is a step, counted or not (the last one closes none)
-        return (output_len - 1) / (run.steps.forwards_per_iteration - 1), metrics
-    return metrics, metrics
-
-
-def _named_steps(run: SpecRun) -> bool:
-    """Whether the run's steps are an engine's step annotations (they name each step's batch: `runs.request_lives`)."""
-    steps = run.steps.steps
-    return "batch" in steps.columns and bool(steps["batch"].notna().any())
-
-
-def _fit(decode_step: float, runs: Sequence[SpecRun], metric: str = WALL) -> forecast_mod.StepCostModel | None:
-    target, drafts, other, _ = metric_columns(metric)
-    parts = []
-    for r in runs:
-        v = r.steps.of_kind(VERIFY)
-        if v.empty or metric not in r.steps.metrics:
-            continue
-        at = runs_column(v)
-        parts.append((r.gamma, median_by_run(v[drafts], at) / r.gamma, median_by_run(v[target], at),
-                      median_by_run(v[other], at)))
-    if not parts:
-        return None
-    g, d, vv, o = zip(*parts)
-    return forecast_mod.fit(decode_step, g, d, vv, o, draft_weights=g)
 
 
 def analyze_speculative(
@@ -208,6 +156,57 @@ def analyze_speculative(
         seed: bootstrap seed.
     """
     notes: list[str] = []
+    base = _baseline(plain, runs, c_standalone, output_len, seed, notes)
+    rows, decomposition, by_metric, run_rows = [], [], [], []  # run_rows: each run's own figures where runs pooled
+    step_frames = [plain.steps.assign(run="(plain target)")]
+    for r in runs:
+        v = r.steps.of_kind(VERIFY)
+        step_frames.append(r.steps.steps.assign(run=r.name))
+        notes.append(f"{r.name}: steps from {r.steps.rule}")
+        if v.empty:
+            notes.append(f"{r.name}: no verify step was measured: left out")
+            continue
+        row, row_notes, measured_runs = _run_row(base, r, v)
+        rows.append(row)
+        notes += row_notes
+        run_rows += measured_runs
+        for metric, f in base.figures[r.name].items():
+            by_metric.append(_by_metric_row(base, r, metric, f))
+            run_rows += _each_run(base, r, metric, f)
+            decomposition += _decompose(r.name, r.draft, r.gamma, metric, row["tokens_per_step"], base.decode_step[0],
+                                        f["decode_ms"][0], f["verify_ms"][0],
+                                        median_by_run(v[metric_columns(metric)[1]], runs_column(v)),
+                                        f["other_ms"][0], row["step_ms"])
+    table = flat_table(rows)
+    forecast, grid, best = cost_models.forecasts(base.models, base.by_draft, acceptance, base.out_len)
+    steps = pd.concat(step_frames, ignore_index=True)
+    return SpeculativeAnalysis(table, decomposition_table(decomposition), base.models, forecast, grid, best, steps,
+                               tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), base.headline,
+                               pd.DataFrame(run_rows, columns=RUN_COLUMNS))
+
+
+@dataclass(frozen=True)
+class _Baseline:
+    """What every speculative run is measured against: the plain target's decode steps, the runs' figures on every
+    metric and the headline metric among them, each draft's runs and its step cost model."""
+
+    plain: StepTable
+    decode: pd.DataFrame  # the plain target's decode steps
+    decode_steps: dict[int, np.ndarray]  # their times on the headline metric, by run
+    decode_step: Pooled  # their median, pooled over runs
+    standalone: dict[tuple[str, str], tuple[float, float, float]]  # (draft, metric) → c standalone
+    out_len: float
+    by_draft: dict[str, list[SpecRun]]
+    figures: dict[str, dict[str, dict[str, Pooled]]]  # run → metric → figure
+    headline: str
+    models: dict[str, forecast_mod.StepCostModel]
+    seed: int
+
+
+def _baseline(plain: StepTable, runs: Sequence[SpecRun],
+              c_standalone: Mapping[str | tuple[str, str], tuple[float, float, float]] | None,
+              output_len: int | None, seed: int, notes: list[str]) -> _Baseline:
+    """`analyze_speculative`'s baseline, the notes it needs added to `notes`."""
     standalone = {(k, WALL) if isinstance(k, str) else (str(k[0]), str(k[1])): v
                   for k, v in (c_standalone or {}).items()}
     decode = plain.of_kind(DECODE)
@@ -221,7 +220,22 @@ def analyze_speculative(
     for r in runs:
         by_draft.setdefault(r.draft, []).append(r)
         notes += r.notes
-    figures: dict[str, dict[str, dict[str, Pooled]]] = {}  # run → metric → figure
+    figures = _figures(plain, runs, decode, seed)
+    headline = _headline(figures, notes)
+    # The steps' times on the headline: on a GPU trace each step's start to the end of its GPU work (`steps`); runs
+    # pooled (`speculative.pooled`): each figure per run, then pooled (module docstring).
+    decode_steps = step_times_by_run(decode, headline)
+    decode_step = pooled_by_run(decode_steps, seed)
+    models = _cost_models(decode_step[0], by_draft, headline, notes)
+    return _Baseline(plain, decode, decode_steps, decode_step, standalone, out_len, by_draft, figures, headline,
+                     models, seed)
+
+
+def _figures(plain: StepTable, runs: Sequence[SpecRun], decode: pd.DataFrame,
+             seed: int) -> dict[str, dict[str, dict[str, Pooled]]]:
+    """Each run's figures (`runs.metric_figures`) on every metric it has (wall always; a GPU metric where its verify
+    and decode forwards have a time on it), by run name; a run without a verify step left out."""
+    figures: dict[str, dict[str, dict[str, Pooled]]] = {}
     for r in runs:
         v = r.steps.of_kind(VERIFY)
         if v.empty:
@@ -231,6 +245,11 @@ def analyze_speculative(
             f = metric_figures(r, v, decode, metric, seed, token_basis(plain, r))
             if metric == WALL or (math.isfinite(f["verify_ms"][0]) and math.isfinite(f["decode_ms"][0])):
                 figures[r.name][metric] = f
+    return figures
+
+
+def _headline(figures: Mapping[str, Mapping[str, Mapping[str, Pooled]]], notes: list[str]) -> str:
+    """The headline metric: the GPU headline when every run has it, else wall; a note says which and why."""
     headline = GPU_HEADLINE if figures and all(GPU_HEADLINE in f for f in figures.values()) else WALL
     partly = [n for n, f in figures.items() if GPU_HEADLINE in f]
     if headline == WALL and partly:
@@ -243,157 +262,170 @@ def analyze_speculative(
                      f"{LAUNCH_TIME} (wall) beside; each step's time (and the measured speedup, the decomposition and "
                      "the step cost model) runs from the step's start to the end of the GPU work launched in it — "
                      f"its CPU time is its {LAUNCH_TIME} (by_metric's wall rows)")
-    # The steps' times on the headline: on a GPU trace each step's start to the end of its GPU work (`steps`).
-    d_runs = by_run(decode)  # runs pooled (`speculative.pooled`): each figure per run, then pooled (module docstring)
-    dec_step = {k: d[step_time_column(headline, d)].to_numpy(dtype=float) for k, d in d_runs.items()}
-    d_step, ds_lo, ds_hi = pooled_by_run(dec_step, seed)
-    models = {dr: m for dr, rs in by_draft.items() if (m := _fit(d_step, rs, headline)) is not None}
+    return headline
+
+
+def _cost_models(decode_step: float, by_draft: Mapping[str, list[SpecRun]], headline: str,
+                 notes: list[str]) -> dict[str, forecast_mod.StepCostModel]:
+    """Each draft's step cost model on the headline metric, fitted on all its runs (`cost_models.fit`); a note for a
+    model fitted on one γ."""
+    models = {dr: m for dr, rs in by_draft.items() if (m := cost_models.fit(decode_step, rs, headline)) is not None}
     for dr, rs in by_draft.items():
         if dr in models and len({r.gamma for r in rs}) < 2:
             notes.append(f"{dr}: the cost model is fitted on one γ only: verify and outside time are taken as "
                          "constant in γ (profile two or more γ for a forecast at other γ)")
-    rows, decomposition, by_metric, step_frames = [], [], [], [plain.steps.assign(run="(plain target)")]
-    run_rows: list[dict] = []  # each run's own figures, where runs were pooled (`SpeculativeAnalysis.runs`)
-    for r in runs:
-        v = r.steps.of_kind(VERIFY)
-        step_frames.append(r.steps.steps.assign(run=r.name))
-        notes.append(f"{r.name}: steps from {r.steps.rule}")
-        if v.empty:
-            notes.append(f"{r.name}: no verify step was measured: left out")
-            continue
-        wall = figures[r.name][headline]  # the table's figures: on the headline metric (one answer)
-        draft_ms, dr_lo, dr_hi = wall["draft_forward_ms"]
-        verify_ms, v_lo, v_hi = wall["verify_ms"]
-        other_ms, o_lo, o_hi = wall["other_ms"]
-        v_step = {k: x[step_time_column(headline, x)].to_numpy(dtype=float) for k, x in by_run(v).items()}
-        step_ms, s_lo, s_hi = pooled_by_run(v_step, seed)
-        vf = wall["verify_factor"]
-        cin = wall["c_in_place"]
-        basis = token_basis(plain, r)
-        tok = token_arrays(r, v, headline, basis)
-        on_headline = figures[r.name].get(headline, wall)
-        cst = standalone.get((r.draft, WALL), (math.nan,) * 3)
-        priced = standalone.get((r.draft, headline), (math.nan,) * 3)
-        if headline != WALL and not math.isfinite(priced[0]):
-            priced = cst
-            if math.isfinite(cst[0]):
-                notes.append(f"{r.name}: the plain runs give no c on {headline} for {r.draft}: Thm 3.8 is priced with "
-                             "its wall c")
-        tps, tps_metrics = _tokens_per_step(r, out_len)
-        if _named_steps(r):
-            notes.append(tokens_in_place(r, out_len)[2])
-        if r.acceptance is not None and math.isfinite(r.acceptance.alpha_iid):
-            alpha, source, alpha_vllm = r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
-        else:
-            alpha, source, alpha_vllm = alpha_from_tokens(tps, r.gamma), "tokens per step", math.nan
-        sp = pooled_ratio_by_run(dec_step, v_step, seed)
-        measured = (tps * sp[0], tps * sp[1], tps * sp[2])
-        if sp.n_runs > 1:  # each run's measured speedup at the pooled tokens per step (shown where no interval)
-            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": headline,
-                          "figure": "measured_speedup", "run": k, "value": tps * x}
-                         for k, x in zip(sp.numbers, sp.runs)]
-        bench = _bench_speedup(plain, r, headline)
-        leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
-                     if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)
-        d_token = on_headline["decode_token_ms"][0]
-        propose = on_headline["propose_ms"][0]
-        # a proposer with a draft model proposes through its forwards; one without and with no proposing ranges: unknown
-        c_propose = propose / d_token if math.isfinite(propose) and d_token > 0 else (
-            0.0 if not r.steps.draft_forwards.empty else math.nan)
-        c_decode = on_headline["c_in_place_decode"][0]
-        in_place = (float(expected_tokens(alpha, r.gamma)) / (r.gamma * c_decode + 1 + c_propose)
-                    if math.isfinite(c_decode) and math.isfinite(c_propose) and math.isfinite(alpha) else math.nan)
-        model = models.get(r.draft)
-        predicted: dict = {"leviathan": leviathan,
-                     "cost_model": float(model.speedup(alpha, r.gamma)) if model else math.nan}
-        others = [o for o in by_draft[r.draft] if o is not r and o.gamma != r.gamma]
-        held = _fit(d_step, others, headline) if len({o.gamma for o in others}) >= 2 else None
-        predicted["cost_model_held_out"] = float(held.speedup(alpha, r.gamma)) if held else math.nan
-        predicted["held_out_fit_gammas"] = sorted({o.gamma for o in others}) if held else []
-        predicted["leviathan_in_place"] = in_place
-        error = tolerance = math.nan
-        if held:
-            error = predicted["cost_model_held_out"] / measured[0] - 1
-            tolerance = _tolerance(_uncertainty(r, seed, headline), [_uncertainty(o, seed, headline) for o in others])
-            if sp.n_runs > 1:  # runs pooled: how far the forecast may miss from the runs' own spread
-                tolerance = _tolerance(_runs_uncertainty(sp), [_runs_uncertainty(
-                    pooled_ratio_by_run(dec_step, {k: x[step_time_column(headline, x)].to_numpy(dtype=float)
-                                             for k, x in by_run(o.steps.of_kind(VERIFY)).items()}, seed))
-                    for o in others])
-        at = runs_column(v)
-        draft_step = median_by_run(v[metric_columns(headline)[1]], at)
-        impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
-                                           interval=(measured[1], measured[2]))
-        rows.append({
-            "name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": headline, "path": r.path,
-            "step_rule": r.steps.rule,
-            "steps": len(v), "iterations": r.steps.iterations,
-            "draft_forward_ms": draft_ms, "draft_forward_ms_ci95": ci_pair(dr_lo, dr_hi),
-            "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
-            else math.nan,
-            "verify_ms": verify_ms, "verify_ms_ci95": ci_pair(v_lo, v_hi), "decode_ms": wall["decode_ms"][0],
-            "decode_ms_ci95": ci_pair(*wall["decode_ms"][1:]), "verify_factor": vf[0],
-            "verify_factor_ci95": ci_pair(vf[1], vf[2]), "c_in_place": cin[0],
-            "c_in_place_ci95": ci_pair(cin[1], cin[2]), "c_standalone": priced[0],
-            "c_standalone_ci95": ci_pair(priced[1], priced[2]), "other_ms": other_ms,
-            "other_ms_ci95": ci_pair(o_lo, o_hi), "step_ms": step_ms,
-            "decode_other_ms": median_by_run(decode[metric_columns(headline)[2]], runs_column(decode)),
-            "step_ms_ci95": ci_pair(s_lo, s_hi),
-            "decode_step_ms": d_step, "decode_step_ms_ci95": ci_pair(ds_lo, ds_hi), "draft_step_ms": draft_step,
-            "tokens_per_step": tps, "tokens_per_step_metrics": tps_metrics, "alpha": alpha, "alpha_source": source,
-            "alpha_vllm": alpha_vllm, "measured_speedup": measured[0],
-            "measured_speedup_ci95": ci_pair(measured[1], measured[2]), "bench_speedup": bench,
-            "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
-            "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
-            "measurement_problem": "; ".join(impossible),
-            "basis": basis, "c_in_place_forward": wall["c_in_place_forward"][0],
-            "c_in_place_forward_ci95": ci_pair(*wall["c_in_place_forward"][1:]),
-            "c_in_place_decode": wall["c_in_place_decode"][0],
-            "c_in_place_decode_ci95": ci_pair(*wall["c_in_place_decode"][1:]),
-            "draft_catchup_ms": wall["draft_catchup_ms"][0],
-            "draft_catchup_ms_ci95": ci_pair(*wall["draft_catchup_ms"][1:]),
-            "draft_catchup_tokens": nan_median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
-            "draft_later_ms": wall["draft_later_ms"][0], "draft_later_ms_ci95": ci_pair(*wall["draft_later_ms"][1:]),
-            "draft_logits_ms": median_by_run(tok["draft_logits"], at),
-            "draft_sample_ms": median_by_run(tok["draft_sample"], at),
-            "draft_token_ms": wall["draft_token_ms"][0], "draft_token_ms_ci95": ci_pair(*wall["draft_token_ms"][1:]),
-            "verify_logits_ms": median_by_run(tok["verify_logits"], at),
-            "verify_sample_ms": median_by_run(tok["verify_sample"], at),
-            "verify_token_ms": wall["verify_token_ms"][0],
-            "verify_token_ms_ci95": ci_pair(*wall["verify_token_ms"][1:]),
-            **{f"decode_{part}_ms": (median_by_run(decode[col], runs_column(decode)) if col in decode else math.nan)
-               for part, col in (("logits", part_columns(headline)["target_logits"]),
-                                 ("sample", part_columns(headline)["target_sample"]))},
-            "decode_token_ms": wall["decode_token_ms"][0],
-            "decode_token_ms_ci95": ci_pair(*wall["decode_token_ms"][1:]),
-            "propose_ms": wall["propose_ms"][0], "propose_ms_ci95": ci_pair(*wall["propose_ms"][1:]),
-            "c_propose": c_propose,
-        })
-        notes += impossible
-        notes += _token_notes(r, basis, headline, on_headline, cst if headline == WALL else priced, c_propose)
-        notes += _proposing_notes(r, v, figures[r.name], headline)
-        for metric, f in figures[r.name].items():
-            by_metric.append({"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
-                              **{c: x for fig in BY_METRIC_FIGURES
-                                 for c, x in zip((fig, f"{fig}_ci_low", f"{fig}_ci_high"), f[fig])},
-                              **dict(zip(("c_standalone", "c_standalone_ci_low", "c_standalone_ci_high"),
-                                         standalone.get((r.draft, metric), (math.nan,) * 3)))})
-            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric, "figure": fig,
-                          "run": k, "value": x}
-                         for fig in BY_METRIC_FIGURES if f[fig].n_runs > 1 for k, x in zip(f[fig].numbers, f[fig].runs)]
-            run_rows += [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
-                          "figure": "c_standalone", "run": k, "value": x}
-                         for k, x in sorted(getattr(standalone.get((r.draft, metric)), "runs", {}).items())]
-            decomposition += _decompose(r.name, r.draft, r.gamma, metric, tps, d_step, f["decode_ms"][0],
-                                        f["verify_ms"][0], median_by_run(v[metric_columns(metric)[1]], at),
-                                        f["other_ms"][0],
-                                        step_ms)
-    table = flat_table(rows)
-    forecast, grid, best = _forecasts(models, by_draft, acceptance, out_len)
-    steps = pd.concat(step_frames, ignore_index=True)
-    return SpeculativeAnalysis(table, decomposition_table(decomposition), models, forecast, grid, best, steps,
-                               tuple(notes), pd.DataFrame(by_metric, columns=BY_METRIC_COLUMNS), headline,
-                               pd.DataFrame(run_rows, columns=RUN_COLUMNS))
+    return models
+
+
+def _run_row(base: _Baseline, r: SpecRun, v: pd.DataFrame) -> tuple[dict, list[str], list[dict]]:
+    """One speculative run's row of the table, on the headline metric (its step in parts, its speedup measured and
+    forecast, its tokens in place), the notes it needs, and each run's measured speedup where runs were pooled."""
+    notes: list[str] = []
+    wall = base.figures[r.name][base.headline]  # the table's figures: on the headline metric (one answer)
+    on_headline = base.figures[r.name].get(base.headline, wall)
+    v_step = step_times_by_run(v, base.headline)
+    basis = token_basis(base.plain, r)
+    priced = _priced_c(base, r, notes)
+    tps, tps_metrics = tokens_per_step(r, base.out_len)
+    if named_steps(r):
+        notes.append(tokens_in_place(r, base.out_len)[2])
+    alpha, source, alpha_vllm = _alpha(r, tps)
+    sp = pooled_ratio_by_run(base.decode_steps, v_step, base.seed)
+    measured = (tps * sp[0], tps * sp[1], tps * sp[2])
+    run_rows = [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": base.headline,
+                 "figure": "measured_speedup", "run": k, "value": tps * x}
+                for k, x in zip(sp.numbers, sp.runs)] if sp.n_runs > 1 else []  # each at the pooled tokens per step
+    bench = _bench_speedup(base.plain, r, base.headline)
+    c_propose = _c_propose(r, on_headline)
+    predicted, error, tolerance = _predicted(base, r, alpha, priced, c_propose, on_headline, measured[0], sp)
+    impossible = plausibility.problems(name=r.name, measured=measured[0], alpha=alpha, tokens_per_step=tps,
+                                       interval=(measured[1], measured[2]))
+    row = {**_step_in_parts(base, r, v, wall, priced, v_step),
+           "tokens_per_step": tps, "tokens_per_step_metrics": tps_metrics, "alpha": alpha, "alpha_source": source,
+           "alpha_vllm": alpha_vllm, **_with_ci("measured_speedup", measured), "bench_speedup": bench,
+           "bench_difference": bench / measured[0] - 1 if math.isfinite(bench) else math.nan,
+           "predicted_speedup": predicted, "forecast_error": error, "forecast_tolerance": tolerance,
+           "measurement_problem": "; ".join(impossible),
+           **_tokens_figures(base, r, v, wall, basis, c_propose)}
+    notes += impossible
+    notes += _token_notes(r, basis, base.headline, on_headline, priced, c_propose)
+    notes += _proposing_notes(r, v, base.figures[r.name], base.headline)
+    return row, notes, run_rows
+
+
+def _priced_c(base: _Baseline, r: SpecRun, notes: list[str]) -> tuple[float, float, float]:
+    """The c standalone Thm 3.8 is priced with: the draft's on the headline metric, its wall c where the plain runs
+    give none on a GPU headline (said in `notes`)."""
+    priced = base.standalone.get((r.draft, base.headline), (math.nan,) * 3)
+    if base.headline != WALL and not math.isfinite(priced[0]):
+        priced = base.standalone.get((r.draft, WALL), (math.nan,) * 3)
+        if math.isfinite(priced[0]):
+            notes.append(f"{r.name}: the plain runs give no c on {base.headline} for {r.draft}: Thm 3.8 is priced "
+                         "with its wall c")
+    return priced
+
+
+def _alpha(r: SpecRun, tokens_per_step: float) -> tuple[float, str, float]:
+    """(α, where it came from, vLLM's own α): the i.i.d. estimate from the run's metrics dump, else the α whose
+    E(α, γ) is the measured tokens per step."""
+    if r.acceptance is not None and math.isfinite(r.acceptance.alpha_iid):
+        return r.acceptance.alpha_iid, "metrics", r.acceptance.alpha
+    return alpha_from_tokens(tokens_per_step, r.gamma), "tokens per step", math.nan
+
+
+def _c_propose(r: SpecRun, on_headline: Mapping[str, Pooled]) -> float:
+    """A proposer's proposing per step ÷ the plain decode token; 0 for a proposer with a draft model (it proposes
+    through its forwards), NaN for one without and with no proposing ranges (unknown)."""
+    d_token = on_headline["decode_token_ms"][0]
+    propose = on_headline["propose_ms"][0]
+    return propose / d_token if math.isfinite(propose) and d_token > 0 else (
+        0.0 if not r.steps.draft_forwards.empty else math.nan)
+
+
+def _predicted(base: _Baseline, r: SpecRun, alpha: float, priced: tuple[float, float, float], c_propose: float,
+               on_headline: Mapping[str, Pooled], measured: float, speedup: Pooled) -> tuple[dict, float, float]:
+    """The run's `predicted_speedup` (Thm 3.8 priced standalone, the cost model in-sample and held out, Thm 3.8
+    priced in place), the held-out forecast's error against the `measured` speedup and how far it may miss."""
+    leviathan = (float(walltime_factor(alpha, r.gamma, priced[0]))
+                 if math.isfinite(priced[0]) and math.isfinite(alpha) else math.nan)
+    c_decode = on_headline["c_in_place_decode"][0]
+    in_place = (float(expected_tokens(alpha, r.gamma)) / (r.gamma * c_decode + 1 + c_propose)
+                if math.isfinite(c_decode) and math.isfinite(c_propose) and math.isfinite(alpha) else math.nan)
+    model = base.models.get(r.draft)
+    held, fit_gammas, error, tolerance = cost_models.held_out(
+        r, base.by_draft[r.draft], base.decode_step[0], base.decode_steps, alpha, measured, speedup, base.headline,
+        base.seed)
+    return ({"leviathan": leviathan, "cost_model": float(model.speedup(alpha, r.gamma)) if model else math.nan,
+             "cost_model_held_out": held, "held_out_fit_gammas": fit_gammas, "leviathan_in_place": in_place},
+            error, tolerance)
+
+
+def _with_ci(name: str, figure: Sequence[float]) -> dict:
+    """A figure (value, low, high) as the table's two columns: `name` and its 95 % interval `name_ci95`."""
+    return {name: figure[0], f"{name}_ci95": ci_pair(figure[1], figure[2])}
+
+
+def _step_in_parts(base: _Baseline, r: SpecRun, v: pd.DataFrame, wall: Mapping[str, Pooled],
+                   priced: tuple[float, float, float], v_step: Mapping[int, np.ndarray]) -> dict:
+    """The row's first columns: the run, and its verify step in parts on the headline metric (the draft forward, the
+    verify, the time outside them, the step) beside the plain decode step."""
+    step = pooled_by_run(v_step, base.seed)
+    return {
+        "name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": base.headline, "path": r.path,
+        "step_rule": r.steps.rule, "steps": len(v), "iterations": r.steps.iterations,
+        **_with_ci("draft_forward_ms", wall["draft_forward_ms"]),
+        "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
+        else math.nan,
+        **_with_ci("verify_ms", wall["verify_ms"]), **_with_ci("decode_ms", wall["decode_ms"]),
+        **_with_ci("verify_factor", wall["verify_factor"]), **_with_ci("c_in_place", wall["c_in_place"]),
+        **_with_ci("c_standalone", priced), **_with_ci("other_ms", wall["other_ms"]), "step_ms": step[0],
+        "decode_other_ms": median_by_run(base.decode[metric_columns(base.headline)[2]], runs_column(base.decode)),
+        "step_ms_ci95": ci_pair(step[1], step[2]), **_with_ci("decode_step_ms", base.decode_step),
+        "draft_step_ms": median_by_run(v[metric_columns(base.headline)[1]], runs_column(v)),
+    }
+
+
+def _tokens_figures(base: _Baseline, r: SpecRun, v: pd.DataFrame, wall: Mapping[str, Pooled], basis: str,
+                    c_propose: float) -> dict:
+    """The row's last columns: its tokens in place on the headline metric (the module docstring's "Tokens in place")."""
+    at = runs_column(v)
+    tok = token_arrays(r, v, base.headline, basis)
+    decode, parts = base.decode, part_columns(base.headline)
+    return {
+        "basis": basis, **_with_ci("c_in_place_forward", wall["c_in_place_forward"]),
+        **_with_ci("c_in_place_decode", wall["c_in_place_decode"]),
+        **_with_ci("draft_catchup_ms", wall["draft_catchup_ms"]),
+        "draft_catchup_tokens": nan_median(v["draft_catchup_tokens"]) if "draft_catchup_tokens" in v else math.nan,
+        **_with_ci("draft_later_ms", wall["draft_later_ms"]),
+        "draft_logits_ms": median_by_run(tok["draft_logits"], at),
+        "draft_sample_ms": median_by_run(tok["draft_sample"], at),
+        **_with_ci("draft_token_ms", wall["draft_token_ms"]),
+        "verify_logits_ms": median_by_run(tok["verify_logits"], at),
+        "verify_sample_ms": median_by_run(tok["verify_sample"], at),
+        **_with_ci("verify_token_ms", wall["verify_token_ms"]),
+        **{f"decode_{part}_ms": (median_by_run(decode[col], runs_column(decode)) if col in decode else math.nan)
+           for part, col in (("logits", parts["target_logits"]), ("sample", parts["target_sample"]))},
+        **_with_ci("decode_token_ms", wall["decode_token_ms"]), **_with_ci("propose_ms", wall["propose_ms"]),
+        "c_propose": c_propose,
+    }
+
+
+def _by_metric_row(base: _Baseline, r: SpecRun, metric: str, f: Mapping[str, Pooled]) -> dict:
+    """The run's `by_metric` row on `metric`: every figure with its interval, and the draft's c standalone."""
+    return {"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric,
+            **{c: x for fig in BY_METRIC_FIGURES for c, x in zip((fig, f"{fig}_ci_low", f"{fig}_ci_high"), f[fig])},
+            **dict(zip(("c_standalone", "c_standalone_ci_low", "c_standalone_ci_high"),
+                       base.standalone.get((r.draft, metric), (math.nan,) * 3)))}
+
+
+def _each_run(base: _Baseline, r: SpecRun, metric: str, f: Mapping[str, Pooled]) -> list[dict]:
+    """Each pooled run's own figures on `metric` (`SpeculativeAnalysis.runs`), its draft's c standalone's too."""
+    return ([{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric, "figure": fig, "run": k,
+              "value": x}
+             for fig in BY_METRIC_FIGURES if f[fig].n_runs > 1 for k, x in zip(f[fig].numbers, f[fig].runs)]
+            + [{"name": r.name, "draft": r.draft, "gamma": r.gamma, "metric": metric, "figure": "c_standalone",
+                "run": k, "value": x}
+               for k, x in sorted(getattr(base.standalone.get((r.draft, metric)), "runs", {}).items())])
 
 
 # A draft's in-place cost this many times its standalone c is worth a note: Thm 3.8 priced alone is then optimistic.
@@ -492,41 +524,6 @@ def standalone_c(coefficients: pd.DataFrame,
             for r in decode.itertuples()}
 
 
-def _uncertainty(run: SpecRun, seed: int, metric: str = WALL) -> float:
-    """How well a run's median verify step is known, relative to it: the larger of the half-width of its 95 %
-    bootstrap interval (steps resampled) and half the range of its iterations' own medians (steps of one iteration
-    share that moment's machine load, so they are not independent draws: on a loaded machine the iterations
-    disagree by more than the step bootstrap says). The steps' times on `metric` (`steps.step_time_column`)."""
-    v = run.steps.of_kind(VERIFY)
-    column = step_time_column(metric, v)
-    med, lo, hi = median_ci(v[column].to_numpy(), seed=seed)
-    if not med > 0:
-        return math.nan
-    half = max(med - lo, hi - med) / med
-    per_iter = v[v["iteration"] >= 0].groupby("iteration")[column].median()
-    if len(per_iter) >= 2:
-        half = max(half, float(per_iter.max() - per_iter.min()) / 2 / med)
-    return half
-
-
-def _runs_uncertainty(measured: Pooled) -> float:
-    """How well a figure pooled over runs is known, relative to it: the relative half-width of its interval across
-    runs (three runs or more), else how far its farthest run lies from it (two runs: no interval)."""
-    value, lo, hi = measured
-    if not value > 0:
-        return math.nan
-    if math.isfinite(lo) and math.isfinite(hi):
-        return max(value - lo, hi - value) / value
-    return max((abs(x / value - 1) for x in measured.runs), default=math.nan)
-
-
-def _tolerance(held_out: float, fitted: Sequence[float]) -> float:
-    """How far a forecast may miss a run it was not fitted on, from the runs' own uncertainty (`_uncertainty`) of
-    their median verify step (the plain decode step divides forecast and measurement alike and cancels): the root sum
-    of squares of the held-out run's and the largest among the fitted runs' (the forecast rests on medians known only
-    that well)."""
-    return float(math.hypot(held_out, max(fitted, default=0.0)))
-
 
 def _bench_speedup(plain: StepTable, run: SpecRun, metric: str) -> float:
     """(L_plain − P_plain) ÷ (L_spec − P_spec) from vLLM's latencies, NaN without both bench files: L the mean
@@ -558,28 +555,3 @@ def _decompose(name: str, draft: str, gamma: int, metric: str, tps: float, d: fl
                     "before": level, "after": after})
         level = after
     return out
-
-
-def _forecasts(models: Mapping[str, forecast_mod.StepCostModel], by_draft: Mapping[str, list[SpecRun]],
-               acceptance: Sequence[float], output_len: float) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-    rows, grid, best = [], [], []
-    gammas = np.arange(1, forecast_mod.FORECAST_GAMMAS + 1)
-    for draft, model in models.items():
-        alpha, source = _pooled_alpha(by_draft[draft], output_len)
-        alphas = ([(alpha, f"measured ({source})")] if math.isfinite(alpha) else []) + \
-            [(float(a), "acceptance") for a in acceptance]
-        for a, src in alphas:
-            s = np.asarray(model.speedup(a, gammas), dtype=float)
-            top = int(np.nanargmax(s)) if np.isfinite(s).any() else -1
-            rows += [{"draft": draft, "gamma": int(g), "alpha": a, "alpha_source": src, "speedup": float(x),
-                      "best": i == top} for i, (g, x) in enumerate(zip(gammas, s))]
-            g_best, s_best = model.best_gamma(a) if math.isfinite(a) else (0, math.nan)
-            best.append({"draft": draft, "alpha": a, "alpha_source": src, "best_gamma": g_best,
-                         "speedup": s_best, "max_gamma": forecast_mod.DEFAULT_MAX_GAMMA})
-        s = np.asarray(model.speedup(ALPHA_GRID[None, :], gammas[:, None]), dtype=float)
-        top = np.nanargmax(np.where(np.isfinite(s), s, -np.inf), axis=0)
-        grid += [{"draft": draft, "gamma": int(g), "alpha": float(a), "speedup": float(s[i, j]), "best": i == top[j]}
-                 for i, g in enumerate(gammas) for j, a in enumerate(ALPHA_GRID)]
-    return (pd.DataFrame(rows, columns=FORECAST_COLUMNS),
-            pd.DataFrame(grid, columns=["draft", "gamma", "alpha", "speedup", "best"]),
-            pd.DataFrame(best, columns=["draft", "alpha", "alpha_source", "best_gamma", "speedup", "max_gamma"]))

@@ -36,7 +36,7 @@ from ..forwards.steps import (
     step_time_column,
     with_latencies,
 )
-from ..metrics import WALL
+from ..metrics import DECODE, VERIFY, WALL
 from ..profile_dir import acceptance as acceptance_mod
 from ..profile_dir.spec_labels import LABEL_RE
 from ..stats import Pooled, pooled_median, runs_median_ci, runs_ratio_of_medians
@@ -310,6 +310,12 @@ def by_run(frame: pd.DataFrame) -> dict[int, pd.DataFrame]:
     return {int(k): frame[runs == k] for k in np.unique(runs)}
 
 
+def step_times_by_run(steps: pd.DataFrame, metric: str) -> dict[int, np.ndarray]:
+    """The steps' times on `metric` (`steps.step_time_column`: on a GPU metric each step's start to the end of its GPU
+    work), by run (`by_run`)."""
+    return {k: x[step_time_column(metric, x)].to_numpy(dtype=float) for k, x in by_run(steps).items()}
+
+
 def pooled_by_run(per_run: Mapping[int, np.ndarray], seed: int, interval: bool = True) -> Pooled:
     """`stats.runs_median_ci` of arrays keyed by run number: each run's median, pooled (one run: its bootstrap)."""
     keys = sorted(per_run)
@@ -386,3 +392,29 @@ def nan_median(values) -> float:
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
     return float(np.median(v)) if v.size else math.nan
+
+
+def tokens_per_step(run: SpecRun, output_len: float) -> tuple[float, float]:
+    """(tokens per verify step from the trace, the metrics' 1 + accepted ÷ drafts): `in_place`'s tokens_per_step and
+    tokens_per_step_metrics."""
+    metrics = run.acceptance.mean_acceptance_length if run.acceptance is not None else math.nan
+    if named_steps(run):  # the engine's step annotations: the requests' lives, each last step censored (`runs`)
+        return tokens_in_place(run, output_len)[0], metrics
+    after_prefill = run.steps.steps[run.steps.steps["kind"].isin((VERIFY, DECODE))]
+    counted = after_prefill[after_prefill["iteration"] >= 0]
+    if math.isfinite(output_len) and len(counted) and run.steps.rule != "forward to forward":
+        # the mean, not the median: an iteration's time is the sum of its steps, so the benchmark's expected
+        # iteration is the mean step count; a median of whole steps jumps by one (6.6 → 7 at B = 8, γ = 5 when 3
+        # of 5 iterations wait for a straggler) and biases the measured speedup low
+        per_iter = counted.groupby("iteration").size().mean()
+        return (output_len - 1) / per_iter, metrics
+    if math.isfinite(output_len) and math.isfinite(run.steps.forwards_per_iteration):
+        # every forward but the prefill is a step, counted or not (the last one closes none)
+        return (output_len - 1) / (run.steps.forwards_per_iteration - 1), metrics
+    return metrics, metrics
+
+
+def named_steps(run: SpecRun) -> bool:
+    """Whether the run's steps are an engine's step annotations (they name each step's batch: `runs.request_lives`)."""
+    steps = run.steps.steps
+    return "batch" in steps.columns and bool(steps["batch"].notna().any())

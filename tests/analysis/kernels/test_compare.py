@@ -1,5 +1,5 @@
-"""Kernels per forward range, and two sets of ranges compared (`nsys_cc.kernels`, `nsys_cc.kernel_diff`,
-`nsys-cc kernels`, a result's `kernel_diff`, the report's section and plot).
+"""Kernels per forward range, and two sets of ranges compared (`nsys_cc.kernels`, `nsys_cc.kernel_diff`, a result's
+`kernel_diff`, the report's section and plot; the verb `nsys-cc kernels`: tests/cli/test_kernels.py).
 
 Oracles: an independent SQL join on the raw tables (NVTX range → CUDA API call inside it on its thread → GPU op with
 the call's correlationId in its process, the rule of `nsys stats -r nvtxgpuproj`), with the kept ranges chosen here
@@ -10,7 +10,6 @@ Both reader engines (Arrow, stdlib) are run on the fixtures and the public trace
 
 from __future__ import annotations
 
-import io
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -18,10 +17,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from click.testing import CliRunner
-from gpu_shaped import FORWARD, GpuShaped, Launch, Range, add_gpu_work
+from gpu_shaped import DRAFT_KERNELS, FORWARD, TARGET_KERNELS, GpuShaped, add_gpu_work, named_plan
 
 import nsys_cc
-from conftest import FIXTURES, PUBLIC, raw_sql, said, unchanged
+from conftest import FIXTURES, PUBLIC, raw_sql, unchanged
 from nsys_cc.analysis.forwards import kernel_tables as kernel_mod
 from nsys_cc.cli import cli
 from nsys_cc.errors import InputError, RangeNotFoundError
@@ -102,26 +101,6 @@ def assert_matches(table: pd.DataFrame, oracle: dict, n: int) -> None:
 
 
 # ---- GPU-shaped fixtures: kernels of known names --------------------------------------------------------------------
-TARGET_KERNELS = (("ampere_sgemm_128x64_tn", 0.45), ("flash_fwd_kernel", 0.25), ("rms_norm_kernel", 0.10))
-DRAFT_KERNELS = (("ampere_sgemm_64x32_tn", 0.30), ("flash_fwd_kernel", 0.35), ("silu_and_mul_kernel", 0.05))
-
-
-def named_plan(kernels: tuple[tuple[str, float], ...], graph: str | None = None):
-    """Each forward launches one kernel per (name, share of its wall time), one after the other in its first half; or,
-    with `graph`, one CUDA graph running them all."""
-    def plan(rng: Range) -> list[Launch]:
-        if rng.name != FORWARD:
-            return []
-        durations = tuple(max(int(rng.duration * share), 1) for _, share in kernels)
-        names = tuple(n for n, _ in kernels)
-        if graph:
-            return [Launch(rng.duration // 10, 1_000, durations, graph=graph, names=names)]
-        step = rng.duration // (2 * len(kernels))
-        return [Launch(i * step, 1_000, (d,), names=(n,)) for i, (n, d) in enumerate(zip(names, durations))]
-
-    return plan
-
-
 @pytest.fixture(scope="module")
 def shaped(tmp_path_factory) -> tuple[GpuShaped, GpuShaped]:
     folder = tmp_path_factory.mktemp("shaped")
@@ -330,66 +309,6 @@ def test_tensor_parallel_forwards_add_their_ranks_kernels(public_dir):
         assert row[f"{side}_ms_per_range"] == pytest.approx(oracle["ncclDevKernel_SendRecv"][1] / forwards / 1e6,
                                                             rel=1e-12)
         assert row[f"{side}_count_per_range"] == 2.0
-
-
-# ---- the CLI --------------------------------------------------------------------------------------------------------
-def test_the_cli_json_rows(shaped):
-    target, draft = shaped
-    r = CliRunner().invoke(cli, ["kernels", str(target.path), str(draft.path), "--format", "json"])
-    assert r.exit_code == 0, r.output
-    rows = json.loads(r.stdout)
-    lib = nsys_cc.kernel_diff(target.path, draft.path)
-    assert isinstance(rows, list) and len(rows) == len(lib)
-    keys = {"kernel", "category", "a_count", "a_ms_per_range", "b_count", "b_ms_per_range", "delta_ms_per_range"}
-    for row, want in zip(rows, lib.itertuples()):
-        assert keys <= set(row)
-        assert row["kernel"] == want.kernel and row["a_count"] == want.a_count and row["b_count"] == want.b_count
-        assert row["delta_ms_per_range"] == want.delta_ms_per_range
-        assert row["delta_ms_per_range"] == pytest.approx(row["b_ms_per_range"] - row["a_ms_per_range"])
-    assert "note: draft: dropped 8 of 20 ranges" in r.stderr  # the notes on stderr, stdout the rows alone
-
-
-def test_the_cli_formats(shaped):
-    target, draft = shaped
-    run = CliRunner()
-    csv = run.invoke(cli, ["kernels", str(target.path), str(draft.path), "--format", "csv"])
-    assert csv.exit_code == 0
-    pd.testing.assert_frame_equal(pd.read_csv(io.StringIO(csv.stdout)), nsys_cc.kernel_diff(target.path, draft.path),
-                                  check_exact=False, rtol=1e-12, check_dtype=False)
-    one = run.invoke(cli, ["kernels", str(target.path), "--phase", "prefill"])
-    assert one.exit_code == 0 and "phase prefill" in one.stdout and "rms_norm_kernel" in one.stdout
-    md = run.invoke(cli, ["kernels", str(target.path), str(draft.path), "--format", "markdown"])
-    assert md.exit_code == 0 and "| Kernel | Category |" in md.stdout and "- note: " in md.stdout
-    table = run.invoke(cli, ["kernels", str(target.path), str(draft.path)])
-    assert table.exit_code == 0
-    assert "Δ ms/range (B − A)" in table.stdout and "note: target: dropped 8 of 20 ranges" in table.stdout
-    first = table.stdout.split("\n---", 1)[0]
-    assert first.startswith("A = target: 'model_executable()'") and "phase decode" in first
-
-
-def test_two_ranges_of_one_trace_on_the_command_line(public_dir):
-    r = CliRunner().invoke(cli, ["kernels", str(REAL_SIM), "--range", "layer_0_computation", "--range-b",
-                                 "layer_7_computation", "--phase", "all", "--skip-ranges", "0", "--format", "json"])
-    assert r.exit_code == 0, r.output
-    lib = nsys_cc.kernel_diff(REAL_SIM, range_name="layer_0_computation", range_name_b="layer_7_computation",
-                              phase="all", skip_ranges=0)
-    assert json.loads(r.stdout) == kernel_text.records(lib)
-
-
-@pytest.mark.parametrize("args, message", [
-    (["--range-b", "model_executable()"], "a and b are the same trace and the same range: give b (another trace) or "
-                                          "--range-b (another range of a)"),
-    (["--range-b", "nope"], "no NVTX range named 'nope'"),
-    (["--phase", "verify"], "none of the kept 'model_executable()' ranges is a 'verify' forward (its phases: all, "
-                            "prefill, decode); choose one of them with --phase"),
-    (["--skip-ranges", "-1"], "--skip-ranges must be ≥ 0, not -1"),
-    (["--range", "nope"], "(choose one with --range)"),
-])
-def test_bad_input_is_one_line_naming_the_flag(args, message):
-    r = CliRunner().invoke(cli, ["kernels", str(TARGET), *args])
-    assert r.exit_code == 2, r.output
-    (line,) = said(r.stderr)
-    assert line.startswith("nsys-cc: error: ") and message in line
 
 
 def test_library_errors_name_the_parameter(shaped):

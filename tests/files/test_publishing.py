@@ -106,14 +106,6 @@ def _no_leftovers(out: Path) -> None:
     assert dangling == []
 
 
-@pytest.fixture
-def outside(tmp_path):
-    d = tmp_path / "outside"
-    d.mkdir()
-    (d / "precious.txt").write_text("the user's notes\n")
-    return d
-
-
 def _earlier_report(out: Path, layout: str, monkeypatch) -> None:
     """The earlier report in `out`: round 4's layout (generations), or round 3's (plain files, a sha256 manifest),
     as nsys-cc 0.1 left it, made here by the file-by-file path of a file system without links."""
