@@ -21,7 +21,7 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
     fig = Figure(figsize=(9, 5.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    rows = result.forecast
+    rows = [r for r in result.rows_at() if r["gamma"] >= 1 or math.isfinite(r["speedup"])]
     bs = sorted({r["batch_size"] for r in rows})
     cmap = matplotlib.colormaps["viridis"]
     shown = [g for g in gammas if g <= result.max_gamma]

@@ -47,7 +47,7 @@ def test_the_report_files_by_kind_and_the_design_kept(tmp_path):
     assert tune_json.read_schedule(out)["num_speculative_tokens_per_batch_size"] == (r.schedule if r.trusted
                                                                                        else None)
     assert (out / "checks.csv").read_text().splitlines()[0] == "batch_size," + HEADER
-    assert len((out / "forecast.csv").read_text().splitlines()) == 1 + 8 * r.max_gamma
+    assert len((out / "forecast.csv").read_text().splitlines()) == 1 + 8 * (r.max_gamma + 1)  # γ 0 (K = 0) … max
     assert (out / "report.md").read_text().startswith("```\nStep cost model (fitted on 4 cells:")
 
 

@@ -63,7 +63,14 @@ def _cell(row, key: CellKey, sub, label: str, source: str) -> Cell:
         / float(row["step_ms"]), output_len=records.output_len(sub),
         draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
         draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
-        draft_later_ci=_ci(row, "draft_later_ms"))
+        draft_later_ci=_ci(row, "draft_later_ms"), context=_num(row, "context"), runs=_runs(sub))
+
+
+def _runs(sub) -> int:
+    """The interleaved runs (`run-<k>/`) of a profile directory."""
+    from pathlib import Path
+
+    return sum(1 for p in Path(sub).glob(outputs.RUN_GLOB) if p.is_dir())
 
 
 def design_labels(directory) -> dict[CellKey, tuple[str, list[str]]] | None:

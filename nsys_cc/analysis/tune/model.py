@@ -108,6 +108,7 @@ class Cell:
     # Σ context (KV length summed over the sequences) of its verify steps, mean, where the step table measured it
     # (NaN: not measured; `context_of` then takes B·(L + n/2))
     context: float = math.nan
+    runs: int = 0  # interleaved runs the cell was measured in (0: unknown)
 
     @property
     def batch_size(self) -> int:
