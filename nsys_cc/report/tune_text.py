@@ -33,12 +33,12 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     held-out and schedule checks (each cell named by its key: `B=4`, `B=4 L=128`), the schedule and its
     --speculative-config, the notes (`result`'s, then `notes`)."""
     r = result
-    lines = [*_surface_lines(r), f"Step cost model (fitted on {len(r.fitted)} cells: "
+    lines = [f"Step cost model (fitted on {len(r.fitted)} cells: "
              + ", ".join(f"{c.key.label} γ={c.gamma}" for c in r.fitted) + "):", "  " + r.cost.describe(),
              "Tokens per step from vLLM's per-position counters: a_i = "
              + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
              + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
-             "",
+             "", *_surface_lines(r),
              f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
              f"{'γ=3':>7}  {'γ=4':>7}"]
     by = {(f["batch_size"], f["gamma"]): f for f in r.rows_at()}
