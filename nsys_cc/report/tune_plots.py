@@ -104,8 +104,8 @@ def plot_context(result: TuneResult, path: str | Path | None = None) -> Path | F
     FigureCanvasAgg(fig)
     for k, (grid, name, cmap) in enumerate(((best, "best γ (γ*)", "viridis"), (gain, "forecast speedup ×", "RdBu"))):
         ax = fig.add_subplot(1, 2, k + 1)
-        im = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap,
-                       **({"vmin": 0.5, "vmax": 1.5} if k else {}))
+        im = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, vmin=0.5 if k else None,
+                       vmax=1.5 if k else None)
         ax.set_yticks(range(len(lens)), [str(L) for L in lens])
         step = max(len(bs) // 8, 1)
         ax.set_xticks(range(0, len(bs), step), [str(b) for b in bs[::step]])

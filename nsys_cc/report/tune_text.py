@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneResult.trusted` False): distinct from 1 (some
 # run failed) and 2 (bad input). The text says it where it says why.
 UNTRUSTED_EXIT = 3
+# ... when the held-out cells are not precise enough to check it (`TuneResult.outcome` "imprecise"): the schedule is
+# given, unchecked; the text says the runs that would decide.
+IMPRECISE_EXIT = 4
 
 
 def _x(v: float) -> str:
@@ -125,7 +128,7 @@ def _surface_lines(r: TuneResult) -> list[str]:
     if not r.surfaces:
         return []
     out = ["Step-cost surface (terms chosen by leave-one-cell-out error; RMSE in ms):"]
-    for part, s in r.surfaces.items():
+    for s in r.surfaces.values():
         held = f"{s.held_out_rmse:.3g}" if math.isfinite(s.held_out_rmse) else "n/a"
         tok = f"{s.token_only_rmse:.3g}" if math.isfinite(s.token_only_rmse) else "n/a"
         out.append(f"  {s.describe()}  held-out RMSE {held} vs token-only {tok} (fit RMSE {s.fit_rmse:.3g}, "

@@ -127,6 +127,7 @@ def fit_surface(rows: pd.DataFrame, part: str, optional: Sequence[str] | None = 
             candidates[terms], per_group[terms] = _held_out(rows, terms)
     token_only = candidates[BASE]
     groups = rows["group"].astype(str).nunique()
+    chosen: tuple[str, ...]
     if not math.isfinite(token_only):
         chosen = BASE
         why = (f"{groups} group(s) of rows: fewer than {MIN_GROUPS}, nothing to hold out — the token-only model "

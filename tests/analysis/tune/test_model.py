@@ -4,9 +4,8 @@ interleaved runs at B 1, 4, 8, 16 made by `make fixtures`)."""
 
 from __future__ import annotations
 
-import math
-
 import json
+import math
 import subprocess
 import sys
 
