@@ -1,5 +1,6 @@
-"""Issue 51's done-when, timed: `nsys-cc tune` over 3 batch sizes × 2 prompt lengths of the tiny known-α pair on the
-CPU build — the surface and its held-out error beside the token-only model's, the held-out (B, L) cell against its
+"""The batch × context tune's bar, timed: `nsys-cc tune` over 3 batch sizes × 2 prompt lengths of the tiny
+known-α pair on the CPU build — the surface and its held-out error beside the token-only model's, the held-out
+(B, L) cell against its
 forecast (10 % bar), K = 0 measured and priced, every schedule form written. Prints the wall time, the machine's load
 and a Markdown row for docs/PERFORMANCE.md.
 

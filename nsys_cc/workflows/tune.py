@@ -182,7 +182,7 @@ def _start(req: TuneRequest, folder: Folder) -> tuple[Path, dict, Cells]:
                     "speculate": gammas, "check": keys.pairs(req.checks), "device": "gpu" if req.uses_gpu else "cpu",
                     "input_len": max(req.input_lens), "input_lens": list(req.input_lens), "output_len": req.output_len}
     tune_files.publish_design(folder.root, design)
-    _profile_round(req, _round(folder, 1), cells, k0=True)  # K = 0 measured beside plain decoding: its price
+    _profile_round(req, _round(folder, 1), cells)  # with K = 0 engines: its price (`_profile_round`)
     return folder.root, design, cells
 
 
@@ -277,8 +277,7 @@ def _with_schedule_runs(root: Path, result: schedule.TuneResult, runs: list, mea
                      f"refit gives the benchmark workload {json.dumps(result.schedules.get('benchmark'))}")
 
 
-def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str | None = None,
-                   k0: bool = False) -> None:
+def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str | None = None) -> None:
     """Every cell of `cells` (cell key → γ values) in the same interleaved runs, into `out` (a round's directory):
     one vLLM engine per model serves every batch size (`launch.interleaved.design_engines`); with `schedule` (a
     --speculative-config), an engine running it at every batch size besides. The round's request (its records store
@@ -291,8 +290,12 @@ def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str |
                              repeat=req.repeat, replicas=req.replicas, device=req.device, trace=req.trace,
                              force=req.force, profiler=req.profiler, timeout=0, precision=req.precision,
                              max_repeat=req.max_repeat)
-    # every (B, L) of the design in one engine per model (labels bs<B>[-in<L>].<model>); with `k0` a K = 0 engine
-    # besides (speculation configured, vLLM's schedule giving 0 everywhere: `analysis.tune.k0.overhead` reads it)
+    # every (B, L) of the design in one engine per model (labels bs<B>[-in<L>].<model>); in the first round a K = 0
+    # engine besides (speculation configured, vLLM's schedule giving 0 everywhere: `analysis.tune.k0.overhead` reads it)
+    import inspect
+
+    # a launcher without K = 0 engines takes no `k0`
+    k0 = "k0" in inspect.signature(interleaved.design_engines).parameters and out.name == f"{directories.ROUND_PREFIX}1"
     engines = interleaved.design_engines(str(req.target), str(req.draft), _keyed(cells), request.options,
                                          req.uses_gpu, schedule=schedule, **({"k0": True} if k0 else {}))
     progress.say(f"tune: {out.name}: " + "; ".join(f"{k.words} γ {','.join(map(str, gs))}"

@@ -116,7 +116,7 @@ class TuneRequest:
         set_ = object.__setattr__
         set_(self, "batch_sizes", whole_numbers(self.batch_sizes, "batch_sizes"))
         set_(self, "speculate", whole_numbers(self.speculate, "speculate"))
-        set_(self, "input_len", tuple(whole_numbers(self.input_len, "input_len")) or (128,))
+        set_(self, "input_len", _lengths(self.input_len))
         set_(self, "check", _checks_at(self.check))
         if not isinstance(self.workload, str) or self.workload not in schedule.WORKLOADS:
             raise InputError(f"workload must be one of {', '.join(schedule.WORKLOADS)}, not {self.workload!r}",
@@ -203,6 +203,8 @@ class TuneRequest:
 def _checks_at(value) -> list[tuple]:
     """`--check`'s cells: `B:γ` (any prompt length) and `B@L:γ` (at prompt length L), text or pairs/triples
     (B, γ[, L]); as (B, γ) or (B, γ, L) tuples in the order given."""
+    if isinstance(value, str) and "@" not in value:
+        return list(cell_checks(value))
     items = value.split(",") if isinstance(value, str) else list(value or [])
     plain, out = [], []
     for item in items:
@@ -217,3 +219,20 @@ def _checks_at(value) -> list[tuple]:
         else:
             plain.append(item)
     return [*cell_checks(plain), *out] if plain or not out else out
+
+
+def _lengths(value) -> tuple[int, ...]:
+    """`input_len` as sorted prompt lengths ≥ 1 ("128,1024", [128, 1024] or 128); no upper bound here — a length
+    past the models' context is refused by `check_profiling`, with the context named."""
+    items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else list(value)
+    out = set()
+    for item in items:
+        text = item.strip() if isinstance(item, str) else item
+        if isinstance(text, bool) or not (isinstance(text, int) or (isinstance(text, str) and text.isdigit())) \
+                or int(text) < 1:
+            raise InputError(f"input_len: {item!r} is not a whole number ≥ 1 (e.g. 128 or 128,1024)",
+                             param="input_len")
+        out.add(int(text))
+    if not out:
+        raise InputError("input_len is empty: give prompt lengths ≥ 1 (e.g. 128,1024)", param="input_len")
+    return tuple(sorted(out))

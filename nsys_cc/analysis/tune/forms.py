@@ -1,4 +1,4 @@
-"""The schedule in the forms the engines take (issue 51 item 4), from the best γ per batch size at each prompt length
+"""The schedule in the forms the engines take, from the best γ per batch size at each prompt length
 (`TuneResult.by_context`). Each form is a dict {"engine", "status", "note", "schedule" (None where the schedule
 cannot be expressed), "why_not"}; `report.tune_files` writes each to its own file with that header.
 

@@ -400,32 +400,20 @@ def _catchup_extra(cells: Sequence[Cell]) -> float:
     return float(np.median(e)) if e else 0.0
 
 
-def context_parts(cells: Sequence[Cell]) -> tuple[str, ...]:
-    """The parts (CONTEXT_PARTS) whose surface kept a Σ context term by held-out error (`surface.fit_cells`): none
-    when the cells saw fewer than two contexts."""
-    from .surface import fit_cells
-
-    s = np.array([c.context_tokens for c in cells], dtype=float)
-    if not np.isfinite(s).all() or len({c.key.input_len for c in cells}) < 2:
-        return ()
-    fits = fit_cells(cells)
-    names = {"decode": "target decode", "draft": "draft propose", "verify": "target verify"}
-    return tuple(p for p in CONTEXT_PARTS if names[p] in fits and "context" in fits[names[p]].terms)
-
-
 def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None,
              context: Sequence[str] | None = None) -> BatchCostModel:
     """`BatchCostModel` by non-negative-slope least squares over the cells' medians (`values` replaces them, for the
     bootstrap: arrays in cell order keyed by COST_PARTS, as `cell_values` gives them). The draft is priced as
     catch-up and later forwards when every cell measured its catch-up forward and a cell of γ ≥ 2 its later ones;
-    else per forward. `context`: the parts given a Σ context column (default: `context_parts`, chosen by held-out
-    error; the bootstrap passes the fit's own, so a refit varies the coefficients, not the terms)."""
+    else per forward. `context`: the parts given a Σ context column (chosen by held-out
+    error by `surface.context_parts`; none by default; the bootstrap passes the fit's own, so a refit varies the
+    coefficients, not the terms)."""
     if not cells:
         raise InputError("no cell to fit the cost model on")
     b = np.array([c.batch_size for c in cells], dtype=float)
     g = np.array([c.gamma for c in cells], dtype=float)
     s = np.array([c.context_tokens for c in cells], dtype=float)
-    parts = tuple(context_parts(cells) if context is None else context)
+    parts = tuple(context or ())
     v = values or cell_values(cells)
     one = np.ones_like(b)
 

@@ -287,7 +287,9 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
     cells_all = [*fitted, *held_out]
     notes = _cell_notes(fitted, cells_all)
     n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
-    cost = fit_cost(fitted)
+    from .surface import context_parts, fit_cells
+
+    cost = fit_cost(fitted, context=context_parts(fitted))
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
     boot = _draws(fitted, tokens, draws, seed, cost.context_parts)
     gammas = range(1, max_gamma + 1)
@@ -328,8 +330,6 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
     reason, advice = trust(checks, intervals, held_out, fitted)
     outcome = "refuted" if any(c["verdict"] == "refuted" for c in checks) else (
         "imprecise" if any(c["verdict"] == "imprecise" for c in checks) else "consistent")
-    from .surface import fit_cells
-
     return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedules[workload], sched_check,
                       no_gain, max_batch_size, max_gamma, draft, target, notes, workload=workload,
                       schedules=schedules, output_len=n_out, trusted=not reason, trust_reason=reason,

@@ -1,5 +1,5 @@
 """The step-cost surface: a step's time as a function of its batch B, the tokens it computes and the context (KV
-length) it reads, its terms chosen by held-out error (issue 51).
+length) it reads, its terms chosen by held-out error.
 
     ms ≈ a + b·tokens [+ k·Σcontext] [+ m·extra]
 
@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from .model import Cell, _nnls_slopes
+from .model import CONTEXT_PARTS, Cell, _nnls_slopes
 
 BASE = ("intercept", "tokens")
 OPTIONAL = {"target decode": ("context",), "target verify": ("context", "batch_x_gamma"),
@@ -245,7 +245,7 @@ def trace_rows(path: str | os.PathLike) -> pd.DataFrame:
     with open_trace(os.fspath(path)) as trace:
         found = vllm_steps.read(trace)
         if found is None:
-            raise InputError(f"{os.fspath(path)}: no engine step annotation (execute_…, step[…])")
+            raise InputError(f"{os.fspath(path)}: no engine step annotation (vLLM's or SGLang's)")
         rows = found.rows[found.rows["step_kind"].notna().to_numpy()] if "step_kind" in found.rows else None
         if rows is None or rows.empty:
             raise InputError(f"{os.fspath(path)}: no kept engine step")
@@ -264,3 +264,14 @@ def fit_trace(path: str | os.PathLike, *, kinds: Sequence[str] = ("decode", "ver
     varying batch and context, the held-out groups its (batch, context) regions."""
     steps = trace_rows(path)
     return fit_surface(step_rows(steps, kinds=kinds, ms="ms"), "steps")
+
+
+def context_parts(cells: Sequence[Cell]) -> tuple[str, ...]:
+    """The parts (CONTEXT_PARTS) whose surface kept a Σ context term by held-out error (`surface.fit_cells`): none
+    when the cells saw fewer than two contexts."""
+    s = np.array([c.context_tokens for c in cells], dtype=float)
+    if not np.isfinite(s).all() or len({c.key.input_len for c in cells}) < 2:
+        return ()
+    fits = fit_cells(cells)
+    names = {"decode": "target decode", "draft": "draft propose", "verify": "target verify"}
+    return tuple(p for p in CONTEXT_PARTS if names[p] in fits and "context" in fits[names[p]].terms)

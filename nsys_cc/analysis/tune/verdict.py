@@ -1,9 +1,10 @@
-"""γ = 0 priced, and the held-out check's verdict (issue 51 items 3 and 5).
+"""γ = 0 priced, and the held-out check's verdict.
 
 γ = 0. A bucket of a schedule with K = 0 still runs the speculative engine: on vLLM 0.32's V1 runner (the CPU build)
 one catch-up draft forward of 2 tokens per sequence and the spec path's bookkeeping every step; on its V2 GPU runner
-with a draft model, the whole γ-step draft (research notes, issue 51). So K = 0 is forecast as plain decoding PLUS
-the measured overhead per step: speedup_k0(B, L) = decode(B, L) ÷ (decode(B, L) + overhead(B, L)), never 1.
+with a draft model, the whole γ-step draft (measured on the CPU build; vLLM 0.32's source). So K = 0 is forecast
+as plain decoding PLUS the measured overhead per step:
+speedup_k0(B, L) = decode(B, L) ÷ (decode(B, L) + overhead(B, L)), never 1.
 `K0Price` holds the overhead measured per cell (`analysis.tune.k0.overhead`'s table: batch_size, input_len,
 plain_step_ms, k0_step_ms, overhead_ms, …) and prices any (B, L): the overhead at the measured cell, else linear in
 B between the measured batch sizes of the nearest measured prompt length (held flat past the ends). Not measured:

@@ -1,4 +1,4 @@
-"""The schedule forms, against tables written by hand from each engine's rules (issue 51 research §3)."""
+"""The schedule forms, against tables written by hand from each engine's rules."""
 
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from nsys_cc.analysis.tune.verdict import K0Price, verdict
 
 def test_k0_price_interpolates_in_batch_at_the_nearest_prompt_length():
     table = pd.DataFrame({"batch_size": [1, 4, 1, 4], "input_len": [128, 128, 512, 512],
-                          "overhead_ms": [4.1, 5.4, 3.5, 6.0]})  # the CPU build's measurements (research §1d)
+                          "overhead_ms": [4.1, 5.4, 3.5, 6.0]})  # the CPU build's measurements
     k0 = K0Price.from_table(table)
     assert k0.overhead_ms(1, 128) == pytest.approx(4.1)
     assert k0.overhead_ms(2, 128) == pytest.approx(4.1 + (5.4 - 4.1) / 3)
