@@ -3,7 +3,9 @@ checked on cells it was not fitted on (`nsys_cc.workflows.tune`, docs/tune.md).
 
 Exit codes: 0 done, the schedule recommended; 3 done, but the schedule is NOT recommended (a held-out cell missed its
 measurement by more than 10 %, or the forecast has no usable interval: the report says why and what to measure next;
-the JSON has "trusted": false, no schedule and no --speculative-config); 2 bad input or nothing to fit; 130 Ctrl-C.
+the JSON has "trusted": false, no schedule and no --speculative-config); 4 done, but the held-out cells are not
+precise enough to check the schedule (a miss beyond 10 % within the intervals: "check_outcome": "imprecise", the
+runs that would decide in the report); 2 bad input or nothing to fit; 130 Ctrl-C.
 """
 
 from __future__ import annotations
@@ -22,15 +24,23 @@ from .options import MODEL, NUMBERS, OUTPUT_DIR, TRACE_LIST, NonEmpty, WholeNumb
               help="Batch sizes of the design the model is fitted on [default: 1,8; reading SOURCE: its design].")
 @click.option("--speculate", default=None, metavar="G[,G…]", type=NUMBERS,
               help="γ values of the design, every batch size × every γ [default: 1,3; reading SOURCE: its design].")
-@click.option("--check", default=None, metavar="B:G[,B:G…]", type=NonEmpty("cells B:G, e.g. 4:2"),
-              help="Extra held-out cells to profile and check the forecast on, e.g. 4:2,16:3.")
+@click.option("--check", default=None, metavar="B[@L]:G[,…]", type=NonEmpty("cells B:G or B@L:G, e.g. 4:2"),
+              help="Extra held-out cells to profile and check the forecast on, e.g. 4:2,16:3; B@L:G names the "
+                   "prompt length too (4@1024:2).")
 @click.option("--max-batch-size", type=WholeNumber(), default=32, show_default=True,
               help="The schedule covers batch sizes 1…N.")
 @click.option("--max-gamma", type=WholeNumber(), default=8, show_default=True, help="Largest γ searched.")
 @click.option("-o", "--output", "out_dir", type=OUTPUT_DIR, default=None,
               help="Report directory (profiling: the cells go there too; default out/tune). Reading SOURCE: files "
                    "are written only with -o.")
-@click.option("--input-len", type=int, default=128, show_default=True, help="Prompt tokens per sequence.")
+@click.option("--input-len", default="128", show_default=True, metavar="L[,L…]", type=NUMBERS,
+              help="Prompt tokens per sequence; several (e.g. 128,1024) make prompt length a second design axis: "
+                   "every (B, L) is a cell, c and γ* are forecast over batch × context.")
+@click.option("--context", type=WholeNumber(), default=None,
+              help="The prompt length whose schedule is vLLM 0.32's table [default: the median measured one].")
+@click.option("--precision", type=float, default=None,
+              help="Add runs until the speedup is known to ±P (e.g. 0.05), as `profile --precision`.")
+@click.option("--max-repeat", type=WholeNumber(), default=None, help="The most runs --precision may take.")
 @click.option("--output-len", type=int, default=32, show_default=True, help="Generated tokens per sequence.")
 @click.option("--num-iters-warmup", "warmup_iters", type=int, default=2, show_default=True, help="Warm-up iterations.")
 @click.option("--num-iters", "iters", type=int, default=5, show_default=True, help="Measured iterations.")
@@ -72,7 +82,7 @@ def tune_command(fmt, **fields):
     --speculative-config); 2 bad input.
     """
     from ..formats import tune_json
-    from ..report.tune_text import UNTRUSTED_EXIT, render_text
+    from ..report.tune_text import IMPRECISE_EXIT, UNTRUSTED_EXIT, render_text
     from ..workflows.tune import tune
     from ..workflows.tune_request import TuneRequest
 
@@ -89,3 +99,7 @@ def tune_command(fmt, **fields):
         click.echo(f"nsys-cc: tune: the schedule is not recommended (NOT RECOMMENDED above: why, and what to measure "
                    f"next); exit code {UNTRUSTED_EXIT}", err=True)
         raise SystemExit(UNTRUSTED_EXIT)
+    if getattr(report.result, "outcome", "consistent") == "imprecise":
+        click.echo(f"nsys-cc: tune: the held-out cells are not precise enough to check the schedule (the runs that "
+                   f"would decide are above); exit code {IMPRECISE_EXIT}", err=True)
+        raise SystemExit(IMPRECISE_EXIT)

@@ -24,7 +24,10 @@ from .tune_text import render_text
 if TYPE_CHECKING:
     from ..analysis.tune.schedule import TuneResult
 
-FILES = (tune_json.NAME, tune_json.SCHEDULE_NAME, "forecast.csv", "checks.csv", "report.md", "tune.png")
+FORM_FILES = ("schedule.vllm-0.32.json", "schedule.vllm-pr48944.json", "schedule.tensorrt-llm.json",
+              "schedule.sglang.json")  # `analysis.tune.forms`, one file per engine's form
+FILES = (tune_json.NAME, tune_json.SCHEDULE_NAME, "forecast.csv", "checks.csv", "report.md", "tune.png",
+         "tune-context.png", *FORM_FILES)
 WHAT = "the tune report"
 # checks.csv's columns after the cell key's (`CellKey.to_dict`: batch_size, and input_len where a cell names it)
 CHECK_COLUMNS = ["gamma", "label", "forecast", "forecast_ci_low", "forecast_ci_high", "forecast_iid", "measured",
@@ -70,6 +73,11 @@ def write(result: TuneResult, notes: Sequence[str], out: str | os.PathLike, *, p
         doc["design"] = design
     names = {"json": tune_json.NAME, "schedule": tune_json.SCHEDULE_NAME, "forecast": "forecast.csv",
              "checks": "checks.csv", "report": "report.md", **({"plot": "tune.png"} if plot else {})}
+    forms = schedule_forms(result)
+    names.update({f"form {stem}": f"schedule.{stem}.json" for stem in forms})
+    heat = plot and len(result.by_context) >= 2
+    if heat:
+        names["heatmap"] = "tune-context.png"
 
     def build(stage: publishing.Stage) -> None:
         with stage.file(tune_json.NAME) as path:
@@ -83,11 +91,31 @@ def write(result: TuneResult, notes: Sequence[str], out: str | os.PathLike, *, p
             pd.DataFrame(checks, columns=[*key_columns(checks), *CHECK_COLUMNS]).to_csv(path, index=False)
         with stage.file("report.md") as path:
             path.write_text("```\n" + render_text(result, notes) + "```\n")
+        for stem, form in forms.items():
+            with stage.file(f"schedule.{stem}.json") as path:
+                path.write_text(tune_json.schedule_text(tune_json.finite(form)))
         if plot:
-            from .tune_plots import plot_tune
+            from .tune_plots import plot_context, plot_tune
 
             with stage.file("tune.png") as path:
                 plot_tune(result, path)
+            if heat:
+                with stage.file("tune-context.png") as path:
+                    plot_context(result, path)
 
     written = publishing.publish(out, build, manifest=MANIFEST, what=WHAT)
     return {kind: written[name] for kind, name in names.items()}
+
+
+def schedule_forms(result: TuneResult) -> dict[str, dict]:
+    """The schedule in every engine's form (`analysis.tune.forms`), each with what engine and version takes it; the
+    fitted tables even when not recommended, marked so ("recommended": false)."""
+    from ..analysis.tune import forms
+
+    table = result.schedule
+    by = {L: v[result.workload] for L, v in result.by_context.items()}
+    out = forms.every_form(table, by, result.context, result.max_batch_size, output_len=result.output_len)
+    for form in out.values():
+        form["recommended"] = result.trusted
+        form["check_outcome"] = result.outcome
+    return out

@@ -21,7 +21,7 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
     fig = Figure(figsize=(9, 5.5), layout="constrained")
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
-    rows = result.forecast
+    rows = [r for r in result.rows_at() if r["gamma"] >= 1 or math.isfinite(r["speedup"])]
     bs = sorted({r["batch_size"] for r in rows})
     cmap = matplotlib.colormaps["viridis"]
     shown = [g for g in gammas if g <= result.max_gamma]
@@ -78,6 +78,41 @@ def plot_tune(result: TuneResult, path: str | Path | None = None, gammas=(1, 2, 
             " (report.md says why and what to measure next)"
     ax.set_title(title, fontsize=9, color="black" if result.trusted else "#a00000")
     ax.legend(loc="upper right", ncols=2)
+    if path is None:
+        return fig
+    p = Path(path)
+    fig.savefig(p, dpi=110)
+    return p
+
+
+def plot_context(result: TuneResult, path: str | Path | None = None) -> Path | Figure:
+    """Heat maps over batch size × prompt length of the draft's best γ (γ*) and its forecast speedup (steady
+    state; γ = 0 where none beats K = 0 or plain decoding)."""
+    lens = [L for L in result.by_context if L is not None]
+    bs = list(range(1, result.max_batch_size + 1))
+    best = np.full((len(lens), len(bs)), np.nan)
+    gain = np.full_like(best, np.nan)
+    for i, L in enumerate(lens):
+        rows = result.rows_at(L)
+        for j, b in enumerate(bs):
+            here = [r for r in rows if r["batch_size"] == b and math.isfinite(r["speedup"])]
+            top = max(here, key=lambda r: r["speedup"], default=None)
+            if top is not None:
+                best[i, j], gain[i, j] = (top["gamma"], top["speedup"]) if top["speedup"] > 1 or top["gamma"] == 0 \
+                    else (0, 1.0)
+    fig = Figure(figsize=(10, 2.2 + 0.5 * len(lens)), layout="constrained")
+    FigureCanvasAgg(fig)
+    for k, (grid, name, cmap) in enumerate(((best, "best γ (γ*)", "viridis"), (gain, "forecast speedup ×", "RdBu"))):
+        ax = fig.add_subplot(1, 2, k + 1)
+        im = ax.imshow(grid, aspect="auto", origin="lower", cmap=cmap, vmin=0.5 if k else None,
+                       vmax=1.5 if k else None)
+        ax.set_yticks(range(len(lens)), [str(L) for L in lens])
+        step = max(len(bs) // 8, 1)
+        ax.set_xticks(range(0, len(bs), step), [str(b) for b in bs[::step]])
+        ax.set_xlabel("batch size B")
+        ax.set_ylabel("prompt length L")
+        ax.set_title(f"{result.draft or 'draft'}: {name}", fontsize=9)
+        fig.colorbar(im, ax=ax)
     if path is None:
         return fig
     p = Path(path)

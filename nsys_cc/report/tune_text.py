@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 # `nsys-cc tune`'s exit code when the schedule is not recommended (`TuneResult.trusted` False): distinct from 1 (some
 # run failed) and 2 (bad input). The text says it where it says why.
 UNTRUSTED_EXIT = 3
+# ... when the held-out cells are not precise enough to check it (`TuneResult.outcome` "imprecise"): the schedule is
+# given, unchecked; the text says the runs that would decide.
+IMPRECISE_EXIT = 4
 
 
 def _x(v: float) -> str:
@@ -38,19 +41,20 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
              "Tokens per step from vLLM's per-position counters: a_i = "
              + ", ".join(f"{a:.3g}" for a in r.tokens.rates)
              + f" (positions 1…{r.tokens.measured_positions}); i.i.d. tail past them with α = {r.tokens.alpha:.3g}",
-             "",
+             "", *_surface_lines(r),
              f"{'B':>4}  {'best γ':>6}  {'speedup [95 % interval]':<26}  {'i.i.d. α':>9}  {'γ=1':>7}  {'γ=2':>7}  "
              f"{'γ=3':>7}  {'γ=4':>7}"]
-    by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
+    by = {(f["batch_size"], f["gamma"]): f for f in r.rows_at()}
     key = "speedup" if r.workload == "server" else "speedup_benchmark"  # the forecast the schedule is chosen on
-    lines[-1] += f"   ({r.workload} workload)"
+    lines[-1] += f"   ({r.workload} workload" + ("" if r.context is None else f", prompt length L={r.context}") + ")"
     measured_b = {c.batch_size for c in [*r.fitted, *r.held_out]}
     starts = {s for s, _, _ in r.schedule}
     show = sorted({1, r.max_batch_size, *starts, *(b for b in measured_b if b <= r.max_batch_size)})
     for b in show:
         g = next(gg for s, e, gg in r.schedule if s <= b <= e)
         f = by.get((b, g))
-        best = f"{_x(f[key])}{_ci(f[key + '_ci_low'], f[key + '_ci_high'])}" if f else "1× (plain)"
+        best = (f"{_x(f[key])}{_ci(f[key + '_ci_low'], f[key + '_ci_high'])}" if f and g else
+                f"{_x(f[key])} (K = 0, priced)" if f and math.isfinite(f[key]) else "1× (K = 0 not priced)")
         iid = _x(by[(b, g)]["speedup_iid"]) if f else ""
         row = [_x(by[(b, k)][key]) if (b, k) in by else "" for k in (1, 2, 3, 4)]
         lines.append(f"{b:>4}  {g:>6}  {best:<26}  {iid:>9}  " + "  ".join(f"{v:>7}" for v in row))
@@ -59,6 +63,10 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     if not r.checks:
         lines.append("  none measured: add --check B:γ (e.g. 4:2,16:3) to profile some")
     for c in r.checks:
+        if "verdict" in c:
+            lines.append(f"  {CellKey.from_dict(c).label} γ={c['gamma']}: {c['verdict'].upper()}"
+                         + (f" (≈ {c['runs_to_decide']} runs would decide)" if c["verdict"] == "imprecise"
+                            and math.isfinite(c["runs_to_decide"]) else ""))
         own = (f"{'within' if c['within_precision'] else 'outside'} the runs' own ±{c['tolerance']:.1%}"
                if math.isfinite(c["tolerance"]) else "no interval on either side to compare with")
         lines.append(f"  {CellKey.from_dict(c).label} γ={c['gamma']}: forecast {_x(c['forecast'])}"
@@ -100,6 +108,9 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     for w in other:
         if w in r.schedules:
             lines.append(f"  {w} workload's schedule{fitted}: {json.dumps(r.schedules[w])} (--workload {w})")
+    lines += _context_lines(r)
+    if r.plain_beats:
+        lines.append(f"plain engine: {r.plain_beats}")
     if r.no_gain_from is not None:
         lines.append(f"no γ pays from batch size {r.no_gain_from} on (up to {r.max_batch_size})")
     cfg = r.speculative_config()
@@ -109,3 +120,26 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     for n in [*r.notes, *notes]:
         lines.append(f"note: {n}")
     return "\n".join(lines) + "\n"
+
+
+def _surface_lines(r: TuneResult) -> list[str]:
+    """The step-cost surface per part: its terms (chosen by held-out error), the held-out RMSE beside the token-only
+    model's on the same cells, and why."""
+    if not r.surfaces:
+        return []
+    out = ["Step-cost surface (terms chosen by leave-one-cell-out error; RMSE in ms):"]
+    for s in r.surfaces.values():
+        held = f"{s.held_out_rmse:.3g}" if math.isfinite(s.held_out_rmse) else "n/a"
+        tok = f"{s.token_only_rmse:.3g}" if math.isfinite(s.token_only_rmse) else "n/a"
+        out.append(f"  {s.describe()}  held-out RMSE {held} vs token-only {tok} (fit RMSE {s.fit_rmse:.3g}, "
+                   f"{s.rows} rows, {s.groups} cells) — {s.why}")
+    return [*out, ""]
+
+
+def _context_lines(r: TuneResult) -> list[str]:
+    """The schedule at every measured prompt length (c and γ* over batch × context)."""
+    if len(r.by_context) < 2:
+        return []
+    return [f"  at L={L}: {r.workload} {json.dumps(v[r.workload])}" + ("  ← the schedule above" if L == r.context
+                                                                          else "")
+            for L, v in r.by_context.items()]

@@ -147,7 +147,7 @@ def _tuned(req: TuneRequest, folder: Folder | None) -> TuneReport:
         return schedule.fit_schedule(*schedule.split_design(cells_read, design_keys, gammas),
                                      max_batch_size=req.max_batch_size, max_gamma=req.max_gamma, draws=req.draws,
                                      seed=req.seed, target=str(target or ""), draft=str(draft or ""),
-                                     workload=req.workload)
+                                     workload=req.workload, context=req.context, k0=_k0_price(root))
 
     result = fit(measured)
     if folder is not None and req.confirm:
@@ -181,9 +181,9 @@ def _start(req: TuneRequest, folder: Folder) -> tuple[Path, dict, Cells]:
             cells[key] = sorted([*cells[key], g])
     design: dict = {"target": req.target, "draft": req.draft, "batch_sizes": [k.batch_size for k in design_keys],
                     "speculate": gammas, "check": keys.pairs(req.checks), "device": "gpu" if req.uses_gpu else "cpu",
-                    "input_len": req.input_len, "output_len": req.output_len}
+                    "input_len": max(req.input_lens), "input_lens": list(req.input_lens), "output_len": req.output_len}
     tune_files.publish_design(folder.root, design)
-    _profile_round(req, _round(folder, 1), cells)
+    _profile_round(req, _round(folder, 1), cells)  # with K = 0 engines: its price (`_profile_round`)
     return folder.root, design, cells
 
 
@@ -286,12 +286,16 @@ def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str |
     from ..launch import interleaved, orchestrator
     from ..request import ProfileRequest
 
-    request = ProfileRequest(str(req.target), (str(req.draft),), out, input_len=req.input_len,
+    request = ProfileRequest(str(req.target), (str(req.draft),), out, input_len=max(req.input_lens),
                              output_len=req.output_len, warmup_iters=req.warmup_iters, iters=req.iters,
                              repeat=req.repeat, replicas=req.replicas, device=req.device, trace=req.trace,
-                             force=req.force, profiler=req.profiler, timeout=0)
-    engines = interleaved.design_engines(str(req.target), str(req.draft), _by_batch(cells), request.options,
-                                         req.uses_gpu, schedule=schedule)
+                             force=req.force, profiler=req.profiler, timeout=0, precision=req.precision,
+                             max_repeat=req.max_repeat)
+    # every (B, L) of the design in one engine per model (labels bs<B>[-in<L>].<model>); in the first round a K = 0
+    # engine besides (speculation configured, vLLM's schedule giving 0 everywhere: `analysis.tune.k0.overhead` reads it)
+    engines = interleaved.design_engines(str(req.target), str(req.draft), _keyed(cells), request.options,
+                                         req.uses_gpu, schedule=schedule,
+                                         k0=out.name == f"{directories.ROUND_PREFIX}1")
     progress.say(f"tune: {out.name}: " + "; ".join(f"{k.words} γ {','.join(map(str, gs))}"
                                                    for k, gs in sorted(cells.items()))
                  + (", vLLM's schedule at each" if schedule else "") + f", in the same {req.repeat} interleaved "
@@ -305,12 +309,25 @@ def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str |
                          f"{spec[0].reason} (see {out}/status.json)")
 
 
-def _by_batch(cells: Cells) -> dict[int, list[int]]:
-    """A round's cells as the launcher's design engines take them: batch size → γ values (its engines are labelled
-    by batch size alone: a key naming another axis cannot be profiled yet)."""
-    if other := [k for k in cells if k != CellKey(k.batch_size)]:
-        raise InputError(f"a tune round profiles batch sizes only; {other[0].label} names another axis")
-    return {k.batch_size: gs for k, gs in cells.items()}
+def _keyed(cells: Cells) -> dict:
+    """A round's cells as the launcher's design engines take them: batch size → γ values where no key names a prompt
+    length (labels `bs<B>.…`, as every earlier tune's), else `CellKey` → γ values (labels `bs<B>-in<L>.…`)."""
+    if all(k == CellKey(k.batch_size) for k in cells):
+        return {k.batch_size: gs for k, gs in cells.items()}
+    return dict(cells)
+
+
+def _k0_price(root: Path):
+    """The K = 0 overhead measured in the tune's rounds (`analysis.tune.k0.overhead` of its first round, where the
+    K = 0 engines ran), as `verdict.K0Price`; unmeasured (empty) where none ran."""
+    from ..analysis.tune import k0
+    from ..analysis.tune.verdict import K0Price
+
+    first = next(iter(directories.rounds(root)), root)
+    try:
+        return K0Price.from_table(k0.overhead(first), str(first))
+    except InputError:
+        return K0Price()
 
 
 def _round(folder: Folder, k: int) -> Path:

@@ -48,7 +48,13 @@ class TuneRequest:
         out_dir: report directory (profiling: the cells too, default out/tune; reading: written only when given).
         max_batch_size: the schedule covers batch sizes 1…max_batch_size.
         max_gamma: γ searched in 1…max_gamma.
-        input_len: prompt tokens per sequence (profiling).
+        input_len: prompt tokens per sequence (profiling): one value, or several ("128,1024") — a second design
+            axis: the design's cells are then every (batch size, prompt length), `CellKey(B, L)`.
+        context: the prompt length L whose schedule is vLLM 0.32's table and the --speculative-config (default:
+            the median of the measured prompt lengths).
+        precision: measure each round's runs until the speedup's interval is within ±precision (as `profile
+            --precision`), at most `max_repeat` runs.
+        max_repeat: the most runs a precision may take.
         output_len: generated tokens per sequence (profiling).
         warmup_iters: warm-up iterations (profiling).
         iters: measured iterations (profiling).
@@ -83,7 +89,10 @@ class TuneRequest:
     out_dir: str | os.PathLike | None = None
     max_batch_size: int = schedule.DEFAULT_MAX_BATCH
     max_gamma: int = schedule.DEFAULT_MAX_GAMMA
-    input_len: int = 128
+    input_len: int | Sequence[int] = 128
+    context: int | None = None
+    precision: float | None = None
+    max_repeat: int | None = None
     output_len: int = 32
     warmup_iters: int = 2
     iters: int = 5
@@ -107,7 +116,8 @@ class TuneRequest:
         set_ = object.__setattr__
         set_(self, "batch_sizes", whole_numbers(self.batch_sizes, "batch_sizes"))
         set_(self, "speculate", whole_numbers(self.speculate, "speculate"))
-        set_(self, "check", cell_checks(self.check))
+        set_(self, "input_len", _lengths(self.input_len))
+        set_(self, "check", _checks_at(self.check))
         if not isinstance(self.workload, str) or self.workload not in schedule.WORKLOADS:
             raise InputError(f"workload must be one of {', '.join(schedule.WORKLOADS)}, not {self.workload!r}",
                              param="workload")
@@ -130,6 +140,12 @@ class TuneRequest:
                              f"values (draws ≤ {MAX_FORECAST_DRAWS // cells} here)", param="draws")
 
     @property
+    def input_lens(self) -> tuple[int, ...]:
+        """The prompt lengths of the design (`input_len` as checked: sorted whole numbers)."""
+        v = self.input_len
+        return (v,) if isinstance(v, int) else tuple(v)
+
+    @property
     def profiling(self) -> bool:
         """Whether the request profiles (no `source` to read)."""
         return self.source is None
@@ -146,12 +162,15 @@ class TuneRequest:
         default = DEFAULT_DESIGN if self.profiling else ((), ())
         bs = self.batch_sizes or list(rec.get("batch_sizes", [])) or list(default[0])
         gs = self.speculate or list(rec.get("speculate", [])) or list(default[1])
+        lens = list(self.input_lens) if self.profiling else list(rec.get("input_lens", []))
+        if len(lens) >= 2:  # a second axis: every (B, L)
+            return [keys.CellKey(b, L) for b in bs for L in lens], list(gs)
         return [keys.CellKey(b) for b in bs], list(gs)
 
     @property
     def checks(self) -> list[tuple[keys.CellKey, int]]:
         """The held-out cells asked for, (key, γ), in the order given."""
-        return keys.keyed(self.check)
+        return [(keys.CellKey(int(c[0]), int(c[2]) if len(c) > 2 else None), int(c[1])) for c in self.check]
 
     def check_profiling(self) -> None:
         """What the rounds would refuse, before `-o` is made or locked: the profiler and its trace option, the
@@ -170,7 +189,7 @@ class TuneRequest:
         """The benchmark's options of every round's runs (`request.BenchOptions`)."""
         from ..request import BenchOptions
 
-        return BenchOptions(input_len=self.input_len, output_len=self.output_len, warmup_iters=self.warmup_iters,
+        return BenchOptions(input_len=max(self.input_lens), output_len=self.output_len, warmup_iters=self.warmup_iters,
                             iters=self.iters)
 
     @property
@@ -179,3 +198,41 @@ class TuneRequest:
         from ..launch import plan
 
         return plan.uses_gpu(self.device)
+
+
+def _checks_at(value) -> list[tuple]:
+    """`--check`'s cells: `B:γ` (any prompt length) and `B@L:γ` (at prompt length L), text or pairs/triples
+    (B, γ[, L]); as (B, γ) or (B, γ, L) tuples in the order given."""
+    if isinstance(value, str) and "@" not in value:
+        return list(cell_checks(value))
+    items = value.split(",") if isinstance(value, str) else list(value or [])
+    plain, out = [], []
+    for item in items:
+        if isinstance(item, str) and "@" in item:
+            b, _, rest = item.strip().partition("@")
+            L, sep, g = rest.partition(":")
+            (bb, gg), = cell_checks(f"{b}:{g}") if sep else cell_checks("x")
+            out.append((bb, gg, whole_numbers(L, "check")[0]))
+        elif isinstance(item, (tuple, list)) and len(item) == 3:
+            (bb, gg), = cell_checks([tuple(item[:2])])
+            out.append((bb, gg, whole_numbers(item[2], "check")[0]))
+        else:
+            plain.append(item)
+    return [*cell_checks(plain), *out] if plain or not out else out
+
+
+def _lengths(value) -> tuple[int, ...]:
+    """`input_len` as sorted prompt lengths ≥ 1 ("128,1024", [128, 1024] or 128); no upper bound here — a length
+    past the models' context is refused by `check_profiling`, with the context named."""
+    items = value.split(",") if isinstance(value, str) else [value] if isinstance(value, int) else list(value)
+    out = set()
+    for item in items:
+        text = item.strip() if isinstance(item, str) else item
+        if isinstance(text, bool) or not (isinstance(text, int) or (isinstance(text, str) and text.isdigit())) \
+                or int(text) < 1:
+            raise InputError(f"input_len: {item!r} is not a whole number ≥ 1 (e.g. 128 or 128,1024)",
+                             param="input_len")
+        out.add(int(text))
+    if not out:
+        raise InputError("input_len is empty: give prompt lengths ≥ 1 (e.g. 128,1024)", param="input_len")
+    return tuple(sorted(out))

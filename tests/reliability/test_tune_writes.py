@@ -122,9 +122,11 @@ def test_a_profiling_tune_writes_through_the_writer_and_rereads_its_design(tmp_p
     doc = json.loads((out / "tune.json").read_text())
     assert doc["design"]["batch_sizes"] == [1, 8] and doc["design"]["check"] == [[4, 2], [16, 3]]
     manifest = json.loads((out / ".nsys_cc_report.json").read_text())["files"]
-    assert set(manifest) == {"tune.json", "schedule.json", "forecast.csv", "checks.csv", "report.md"}
+    assert set(manifest) == {"tune.json", "schedule.json", "forecast.csv", "checks.csv", "report.md",
+                             *(f"schedule.{k}.json" for k in ("vllm-0.32", "vllm-pr48944", "tensorrt-llm", "sglang"))}
     assert all(publishing.sha256(out / n) == d for n, d in manifest.items())
-    assert set(rep.files) == {"json", "schedule", "forecast", "checks", "report"}
+    assert set(rep.files) == {"json", "schedule", "forecast", "checks", "report",
+                              *(f"form {k}" for k in ("vllm-0.32", "vllm-pr48944", "tensorrt-llm", "sglang"))}
     again = _profile(out)  # a rerun replaces its own report (the rounds are its own too)
     assert again.files["report"] == out / "report.md"
 

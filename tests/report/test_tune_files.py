@@ -41,13 +41,19 @@ def test_the_report_files_by_kind_and_the_design_kept(tmp_path):
     files = tune_files.write(r, ["a note"], out, plot=False)
     assert {k: p.name for k, p in files.items()} == {"json": "tune.json", "schedule": "schedule.json",
                                                      "forecast": "forecast.csv", "checks": "checks.csv",
-                                                     "report": "report.md"}
+                                                     "report": "report.md",
+                                                     **{f"form {k}": f"schedule.{k}.json" for k in (
+                                                         "vllm-0.32", "vllm-pr48944", "tensorrt-llm", "sglang")}}
+    # each form says which engine takes it and the table: the vLLM one is the schedule itself
+    vllm = json.loads((out / "schedule.vllm-0.32.json").read_text())
+    assert vllm["schedule"] == r.schedule and "vLLM" in vllm["engine"]
+    assert "OPEN" in json.loads((out / "schedule.vllm-pr48944.json").read_text())["status"]
     doc = json.loads((out / "tune.json").read_text())
     assert doc["design"] == design and doc["notes"][-1] == "a note" and doc["trusted"] == r.trusted
     assert tune_json.read_schedule(out)["num_speculative_tokens_per_batch_size"] == (r.schedule if r.trusted
                                                                                        else None)
     assert (out / "checks.csv").read_text().splitlines()[0] == "batch_size," + HEADER
-    assert len((out / "forecast.csv").read_text().splitlines()) == 1 + 8 * r.max_gamma
+    assert len((out / "forecast.csv").read_text().splitlines()) == 1 + 8 * (r.max_gamma + 1)  # γ 0 (K = 0) … max
     assert (out / "report.md").read_text().startswith("```\nStep cost model (fitted on 4 cells:")
 
 

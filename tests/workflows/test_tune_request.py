@@ -84,3 +84,17 @@ def test_the_library_passes_a_request_whole_or_its_keywords(monkeypatch):
     assert seen[-1] == base
     with pytest.raises(TypeError):
         tuning.tune(FIXTURES, batch_size=4)  # not a field: the keyword is batch_sizes
+
+
+def test_input_len_is_a_design_axis_and_check_names_its_length():
+    from nsys_cc.analysis.tune.keys import CellKey
+    from nsys_cc.workflows.tune_request import TuneRequest as Req
+
+    r = Req(target="t", draft="d", batch_sizes="1,4,8", speculate="1,3", input_len="256,32", check="2@256:3,4:2")
+    assert r.input_len == (32, 256)
+    keys, gammas = r.design()
+    assert keys == [CellKey(b, L) for b in (1, 4, 8) for L in (32, 256)] and gammas == [1, 3]
+    assert r.checks == [(CellKey(4), 2), (CellKey(2, 256), 3)]
+    assert r.bench_options().input_len == 256
+    one = Req(target="t", draft="d", input_len=128)
+    assert one.input_len == (128,) and one.design()[0] == [CellKey(1), CellKey(8)]

@@ -100,7 +100,7 @@ import numpy as np
 import pandas as pd
 
 from ...errors import InputError
-from ..forwards.steps import StepTable, metric_columns, part_columns, step_time_column
+from ..forwards.steps import CONTEXT, StepTable, metric_columns, part_columns, step_time_column
 from ..metrics import DECODE, LAUNCH_TIME, PREFILL, VERIFY, WALL
 from ..stats import Pooled
 from ..theory.speedup import expected_tokens, walltime_factor
@@ -376,6 +376,8 @@ def _step_in_parts(base: _Baseline, r: SpecRun, v: pd.DataFrame, wall: Mapping[s
         **_with_ci("draft_forward_ms", wall["draft_forward_ms"]),
         "draft_forwards_per_step": float(np.median(v["draft_forwards"])) if v["draft_forwards"].notna().any()
         else math.nan,
+        # Σ context (KV tokens summed over the step's sequences) of its verify steps, mean; NaN where unmeasured
+        "context": float(v[CONTEXT].mean()) if CONTEXT in v and v[CONTEXT].notna().any() else math.nan,
         **_with_ci("verify_ms", wall["verify_ms"]), **_with_ci("decode_ms", wall["decode_ms"]),
         **_with_ci("verify_factor", wall["verify_factor"]), **_with_ci("c_in_place", wall["c_in_place"]),
         **_with_ci("c_standalone", priced), **_with_ci("other_ms", wall["other_ms"]), "step_ms": step[0],

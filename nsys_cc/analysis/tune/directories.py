@@ -44,7 +44,6 @@ def _num(row, col: str) -> float:
     return float(x) if x is not None else math.nan
 
 
-SCHEDULE_MARK = ".schedule"  # a schedule engine's label: bs<B>.<draft>.schedule.spec-g<k> (`launch.interleaved`)
 
 
 def _cell(row, key: CellKey, sub, label: str, source: str) -> Cell:
@@ -63,14 +62,21 @@ def _cell(row, key: CellKey, sub, label: str, source: str) -> Cell:
         / float(row["step_ms"]), output_len=records.output_len(sub),
         draft_catchup_ms=_num(row, "draft_catchup_ms"), draft_catchup_ci=_ci(row, "draft_catchup_ms"),
         draft_catchup_tokens=_num(row, "draft_catchup_tokens"), draft_later_ms=_num(row, "draft_later_ms"),
-        draft_later_ci=_ci(row, "draft_later_ms"))
+        draft_later_ci=_ci(row, "draft_later_ms"), context=_num(row, "context"), runs=_runs(sub))
+
+
+def _runs(sub) -> int:
+    """The interleaved runs (`run-<k>/`) of a profile directory."""
+    from pathlib import Path
+
+    return sum(1 for p in Path(sub).glob(outputs.RUN_GLOB) if p.is_dir())
 
 
 def design_labels(directory) -> dict[CellKey, tuple[str, list[str]]] | None:
     """A tune design's profile directory (every cell in the same runs, `launch.interleaved.design_engines`): cell
     key → (its plain target's label, its speculative engines' labels), of the engines with forwards in every
     completed run; None when `directory` is not one (no engine labelled `bs<B>.…`)."""
-    from ..profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE
+    from ..profile_dir.spec_labels import DESIGN_LABEL_RE, LABEL_RE, design_role
 
     if not outputs.is_profile_output(directory):
         return None
@@ -85,6 +91,8 @@ def design_labels(directory) -> dict[CellKey, tuple[str, list[str]]] | None:
         if match is None or key is None:
             continue
         found = True
+        if design_role(m.label) == "k0":  # speculation proposing nothing: its price (`k0.overhead`), not a cell
+            continue
         if not m.done:
             continue
         target, spec = by_key.get(key, ("", []))
@@ -102,7 +110,7 @@ def _read_design(directory, labels: dict[CellKey, tuple[str, list[str]]], seed: 
     import os
 
     from ..coefficient.over_runs import cost_coefficient_runs
-    from ..profile_dir.spec_labels import DESIGN_LABEL_RE
+    from ..profile_dir.spec_labels import DESIGN_LABEL_RE, design_role
 
     cells: list[Cell] = []
     for key, (target, spec) in labels.items():
@@ -116,7 +124,7 @@ def _read_design(directory, labels: dict[CellKey, tuple[str, list[str]]], seed: 
             label = str(row["name"])
             cell = _cell(row, key, directory, label, f"{os.fspath(directory)}:{label}")
             cells.append(dataclasses.replace(cell, label=DESIGN_LABEL_RE.sub(r"\g<model>", label),
-                                             schedule_run=SCHEDULE_MARK + ".spec-g" in label))
+                                             schedule_run=design_role(label) == "schedule"))
     return cells
 
 

@@ -62,8 +62,8 @@ class CellKey:
 
     @property
     def text(self) -> str:
-        """`8`: the key as `--check B:γ` writes it."""
-        return str(self.batch_size)
+        """`8`, `8@128`: the key as `--check B:γ` / `B@L:γ` writes it."""
+        return str(self.batch_size) + ("" if self.input_len is None else f"@{self.input_len}")
 
     @property
     def words(self) -> str:
@@ -96,12 +96,13 @@ class CellKey:
 
 def keyed(pairs) -> list[tuple[CellKey, int]]:
     """(batch size, γ) pairs (`--check`'s, a design record's) as (key, γ)."""
-    return [(CellKey(int(b)), int(g)) for b, g in pairs]
+    return [(CellKey(int(p[0]), int(p[2]) if len(p) > 2 else None), int(p[1])) for p in pairs]
 
 
 def pairs(cells) -> list[list[int]]:
-    """(key, γ) cells as the [[B, γ], …] a design record holds (the inverse of `keyed`)."""
-    return [[key.batch_size, g] for key, g in cells]
+    """(key, γ) cells as the [[B, γ], …] a design record holds, [B, γ, L] for a key naming its prompt length (the
+    inverse of `keyed`)."""
+    return [[key.batch_size, g] + ([] if key.input_len is None else [key.input_len]) for key, g in cells]
 
 
 def design_text(keys: list[CellKey], gammas: list[int]) -> str:

@@ -105,11 +105,22 @@ class Cell:
     schedule_run: bool = False
     # runs whose counters replay another run's exactly, counted once (`speculative.pooled.pool_stats`)
     replayed_runs: int = 0
+    # Σ context (KV length summed over the sequences) of its verify steps, mean, where the step table measured it
+    # (NaN: not measured; `context_of` then takes B·(L + n/2))
+    context: float = math.nan
+    runs: int = 0  # interleaved runs the cell was measured in (0: unknown)
 
     @property
     def batch_size(self) -> int:
         """The sequences of each step: the model's B."""
         return self.key.batch_size
+
+    @property
+    def context_tokens(self) -> float:
+        """Σ context of the cell's steps: measured (`context`) where known, else `context_of` its B, L and n."""
+        if math.isfinite(self.context):
+            return self.context
+        return float(context_of(self.batch_size, self.key.input_len, self.output_len))
 
     def to_dict(self) -> dict:
         return {**self.key.to_dict(), "gamma": self.gamma, "label": self.label, "source": self.source,
@@ -121,6 +132,14 @@ class Cell:
                 "measured_ci_high": self.measured_ci[1],
                 "accepted_per_position": list(self.acceptance.accepted_per_position) if self.acceptance else None,
                 "num_drafts": self.acceptance.num_drafts if self.acceptance else None}
+
+
+def context_of(b, input_len, output_len: int = 0):
+    """Σ context of a step of B sequences of prompt L generating n tokens, over its decode steps on average:
+    B·(L + n/2) (0 where L is unknown: the model is then across the batch alone)."""
+    if input_len is None:
+        return 0.0 * np.asarray(b, dtype=float)
+    return np.asarray(b, dtype=float) * (np.asarray(input_len, dtype=float) + max(int(output_len), 0) / 2)
 
 
 def sd_from_interval(value: float, ci: tuple[float, float]) -> float:
@@ -275,11 +294,17 @@ def _line(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 DRAFT_RULES = ("catch-up and later", "per forward")  # how the draft's forwards are priced (module docstring)
 
 
+CONTEXT_PARTS = ("decode", "draft", "verify")  # the parts that may carry a context slope (`surface` chooses)
+
+
 @dataclass(frozen=True)
 class BatchCostModel:
     """The step cost model across batch size (module docstring); coefficients in ms. `catchup` and `later` (with the
     catch-up payload's extra tokens per sequence `catchup_extra`) price the draft's forwards apart where the cells
-    measured them; without them (`draft_rule` "per forward") every draft forward costs `draft`."""
+    measured them; without them (`draft_rule` "per forward") every draft forward costs `draft`. `context`: ms per
+    token of Σ context (KV length summed over the step's sequences, `s` below) of the plain decode step, of each
+    draft forward and of the verify forward — 0 where the surface's held-out error did not keep the term
+    (`surface.fit_cells`) or the cells saw one context; `context_parts` the parts that kept it."""
 
     decode: tuple[float, float]
     draft: tuple[float, float]
@@ -288,45 +313,53 @@ class BatchCostModel:
     catchup: tuple[float, float] | None = None
     later: tuple[float, float] | None = None
     catchup_extra: float = 0.0
+    context: tuple[float, float, float] = (0.0, 0.0, 0.0)
+    context_parts: tuple[str, ...] = ()
 
     @property
     def draft_rule(self) -> str:
         return DRAFT_RULES[0] if self.catchup is not None and self.later is not None else DRAFT_RULES[1]
 
-    def decode_step_ms(self, b):
-        return self.decode[0] + self.decode[1] * np.asarray(b, dtype=float)
+    def decode_step_ms(self, b, s=0.0):
+        return self.decode[0] + self.decode[1] * np.asarray(b, dtype=float) + self.context[0] * np.asarray(s, float)
 
-    def draft_ms(self, b):
-        return self.draft[0] + self.draft[1] * np.asarray(b, dtype=float)
+    def draft_ms(self, b, s=0.0):
+        return self.draft[0] + self.draft[1] * np.asarray(b, dtype=float) + self.context[1] * np.asarray(s, float)
 
     def catchup_tokens(self, b, g):
         return np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1 + self.catchup_extra)
 
-    def drafts_ms(self, b, g):
+    def drafts_ms(self, b, g, s=0.0):
         """The draft's forwards of one step: the catch-up and γ − 1 later ones, or γ at the per-forward price."""
         g = np.asarray(g, dtype=float)
         if self.catchup is None or self.later is None:
-            return g * self.draft_ms(b)
-        later = self.later[0] + self.later[1] * np.asarray(b, dtype=float)
-        return self.catchup[0] + self.catchup[1] * self.catchup_tokens(b, g) + (g - 1) * later
+            return g * self.draft_ms(b, s)
+        ctx = self.context[1] * np.asarray(s, float)
+        later = self.later[0] + self.later[1] * np.asarray(b, dtype=float) + ctx
+        return self.catchup[0] + self.catchup[1] * self.catchup_tokens(b, g) + ctx + (g - 1) * later
 
-    def verify_ms(self, b, g):
-        return self.verify[0] + self.verify[1] * np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1)
+    def verify_ms(self, b, g, s=0.0):
+        return (self.verify[0] + self.verify[1] * np.asarray(b, dtype=float) * (np.asarray(g, dtype=float) + 1)
+                + self.context[2] * np.asarray(s, float))
 
     def other_ms(self, b, g):
         b, g = np.asarray(b, dtype=float), np.asarray(g, dtype=float)
         return self.other[0] + self.other[1] * b + self.other[2] * b * g
 
-    def step_ms(self, b, g):
-        return self.drafts_ms(b, g) + self.verify_ms(b, g) + self.other_ms(b, g)
+    def step_ms(self, b, g, s=0.0):
+        return self.drafts_ms(b, g, s) + self.verify_ms(b, g, s) + self.other_ms(b, g)
 
     def to_dict(self) -> dict:
         out = {"draft_rule": self.draft_rule,
-               "decode_step_ms": {"intercept": self.decode[0], "per_sequence": self.decode[1]},
-               "draft_forward_ms": {"intercept": self.draft[0], "per_sequence": self.draft[1]},
-               "verify_ms": {"intercept": self.verify[0], "per_token": self.verify[1]},
+               "decode_step_ms": {"intercept": self.decode[0], "per_sequence": self.decode[1],
+                                  "per_context_token": self.context[0]},
+               "draft_forward_ms": {"intercept": self.draft[0], "per_sequence": self.draft[1],
+                                    "per_context_token": self.context[1]},
+               "verify_ms": {"intercept": self.verify[0], "per_token": self.verify[1],
+                             "per_context_token": self.context[2]},
                "other_ms": {"intercept": self.other[0], "per_sequence": self.other[1],
-                            "per_draft_token": self.other[2]}}
+                            "per_draft_token": self.other[2]},
+               "context_parts": list(self.context_parts)}
         if self.catchup is not None and self.later is not None:
             out["draft_catchup_ms"] = {"intercept": self.catchup[0], "per_token": self.catchup[1],
                                        "extra_tokens_per_sequence": self.catchup_extra}
@@ -335,15 +368,17 @@ class BatchCostModel:
 
     def describe(self) -> str:
         d, v, o, p = self.draft, self.verify, self.other, self.decode
+        cd, cf, cv = (f" + {k:.3g}·S" if k else "" for k in self.context)
         if self.catchup is not None and self.later is not None:
             k, lt, e = self.catchup, self.later, self.catchup_extra
-            drafts = (f"catch-up({k[0]:.3g} + {k[1]:.3g}·B(γ+{1 + e:.3g})) + (γ−1) × later({lt[0]:.3g} + "
-                      f"{lt[1]:.3g}·B)")
+            drafts = (f"catch-up({k[0]:.3g} + {k[1]:.3g}·B(γ+{1 + e:.3g}){cf}) + (γ−1) × later({lt[0]:.3g} + "
+                      f"{lt[1]:.3g}·B{cf})")
         else:
-            drafts = f"γ × draft({d[0]:.3g} + {d[1]:.3g}·B)"
-        return (f"step(B, γ) = {drafts} + verify({v[0]:.3g} + {v[1]:.3g}·B(γ+1)) + "
-                f"outside({o[0]:.3g} + {o[1]:.3g}·B + {o[2]:.3g}·Bγ) ms, against a plain decode step of "
-                f"{p[0]:.3g} + {p[1]:.3g}·B ms")
+            drafts = f"γ × draft({d[0]:.3g} + {d[1]:.3g}·B{cf})"
+        return (f"step(B, γ{', S' if any(self.context) else ''}) = {drafts} + verify({v[0]:.3g} + "
+                f"{v[1]:.3g}·B(γ+1){cv}) + outside({o[0]:.3g} + {o[1]:.3g}·B + {o[2]:.3g}·Bγ) ms, against a plain "
+                f"decode step of {p[0]:.3g} + {p[1]:.3g}·B{cd} ms"
+                + (" (S = Σ context tokens of the step)" if any(self.context) else ""))
 
 
 # fit_cost's parts: the Cell field of each part's median and of its 95 % interval (the bootstrap's spread)
@@ -365,23 +400,38 @@ def _catchup_extra(cells: Sequence[Cell]) -> float:
     return float(np.median(e)) if e else 0.0
 
 
-def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None) -> BatchCostModel:
+def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None,
+             context: Sequence[str] | None = None) -> BatchCostModel:
     """`BatchCostModel` by non-negative-slope least squares over the cells' medians (`values` replaces them, for the
     bootstrap: arrays in cell order keyed by COST_PARTS, as `cell_values` gives them). The draft is priced as
     catch-up and later forwards when every cell measured its catch-up forward and a cell of γ ≥ 2 its later ones;
-    else per forward."""
+    else per forward. `context`: the parts given a Σ context column (chosen by held-out
+    error by `surface.context_parts`; none by default; the bootstrap passes the fit's own, so a refit varies the
+    coefficients, not the terms)."""
     if not cells:
         raise InputError("no cell to fit the cost model on")
     b = np.array([c.batch_size for c in cells], dtype=float)
     g = np.array([c.gamma for c in cells], dtype=float)
+    s = np.array([c.context_tokens for c in cells], dtype=float)
+    parts = tuple(context or ())
     v = values or cell_values(cells)
     one = np.ones_like(b)
-    # a plain decode step is measured once per batch size (the same plain engine in every cell of that B)
-    ub = np.unique(b)
-    dec = np.array([np.nanmean(v["decode"][b == x]) for x in ub])
-    decode = _nnls_slopes(np.column_stack([np.ones_like(ub), ub]), dec)
-    draft = _nnls_slopes(np.column_stack([one, b]), v["draft"])
-    verify = _nnls_slopes(np.column_stack([one, b * (g + 1)]), v["verify"])
+
+    def cols(part: str, *xs):
+        return np.column_stack([*xs, s] if part in parts else list(xs))
+
+    def split(beta, part: str) -> tuple[tuple[float, float], float]:
+        return (float(beta[0]), float(beta[1])), float(beta[2]) if part in parts else 0.0
+
+    # a plain decode step is measured once per cell key (the same plain engine in every cell of that key)
+    keys = sorted({(x, y) for x, y in zip(b, s)})
+    kb = np.array([k[0] for k in keys])
+    ks = np.array([k[1] for k in keys])
+    dec = np.array([np.nanmean(v["decode"][(b == x) & (s == y)]) for x, y in keys])
+    decode, c_dec = split(_nnls_slopes(np.column_stack([np.ones_like(kb), kb, ks] if "decode" in parts
+                                                       else [np.ones_like(kb), kb]), dec), "decode")
+    draft, c_draft = split(_nnls_slopes(cols("draft", one, b), v["draft"]), "draft")
+    verify, c_ver = split(_nnls_slopes(cols("verify", one, b * (g + 1)), v["verify"]), "verify")
     if np.unique(g).size >= 2:
         other = _nnls_slopes(np.column_stack([one, b, b * g]), v["other"])
     else:  # one γ seen (a live window): per sequence and per draft token are one column; outside time held per B
@@ -392,20 +442,36 @@ def fit_cost(cells: Sequence[Cell], values: dict[str, np.ndarray] | None = None)
     if (catch_v is not None and later_v is not None and np.isfinite(catch_v).all()
             and np.isfinite(later_v[g >= 2]).any()):
         extra = _catchup_extra(cells)
-        k = _line(b * (g + 1 + extra), catch_v)
-        lt = _line(np.where(g >= 2, b, np.nan), later_v)
+        if "draft" in parts:  # one context slope per draft forward, the catch-up's and the later ones' alike
+            k, lt, c_draft = _draft_with_context(b, g, s, extra, catch_v, later_v)
+        else:
+            k, lt = _line(b * (g + 1 + extra), catch_v), _line(np.where(g >= 2, b, np.nan), later_v)
         catchup, later = (float(k[0]), float(k[1])), (float(lt[0]), float(lt[1]))
-    return BatchCostModel((float(decode[0]), float(decode[1])), (float(draft[0]), float(draft[1])),
-                          (float(verify[0]), float(verify[1])),
-                          (float(other[0]), float(other[1]), float(other[2])), catchup, later, extra)
+    return BatchCostModel(decode, draft, verify, (float(other[0]), float(other[1]), float(other[2])), catchup, later,
+                          extra, (c_dec, c_draft, c_ver), parts)
 
 
-def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False, output_len: int = 0) -> float:
-    """Forecast speedup at (B, γ): steady state (E(γ), a server's continuous batch), or with `output_len` a benchmark
-    iteration of B sequences of that many tokens (`TokensModel.static_batch`)."""
-    step = float(cost.step_ms(b, g))
+def _draft_with_context(b, g, s, extra, catch_v, later_v):
+    """(catch-up line, later line, one context slope) fitted together: rows of the catch-up (intercept k0, slope on
+    its tokens) and of the later forwards (intercept l0, slope on B), one column of Σ context shared."""
+    later_rows = (g >= 2) & np.isfinite(later_v)
+    n_c, n_l = len(b), int(later_rows.sum())
+    x = np.zeros((n_c + n_l, 5))
+    x[:n_c, 0], x[:n_c, 1], x[:n_c, 4] = 1.0, b * (g + 1 + extra), s
+    x[n_c:, 2], x[n_c:, 3], x[n_c:, 4] = 1.0, b[later_rows], s[later_rows]
+    y = np.concatenate([catch_v, later_v[later_rows]])
+    # both intercepts free: `_nnls_slopes` keeps column 0 free; l0 is kept ≥ 0 with the slopes (a forward costs)
+    beta = _nnls_slopes(x, y)
+    return beta[[0, 1]], beta[[2, 3]], float(beta[4])
+
+
+def speedup(cost: BatchCostModel, tokens: TokensModel, b, g, *, iid: bool = False, output_len: int = 0,
+            s: float = 0.0) -> float:
+    """Forecast speedup at (B, γ) and Σ context `s`: steady state (E(γ), a server's continuous batch), or with
+    `output_len` a benchmark iteration of B sequences of that many tokens (`TokensModel.static_batch`)."""
+    step = float(cost.step_ms(b, g, s))
     if output_len > 1:
         e = tokens.static_batch(int(g), int(b), output_len - 1)
     else:
         e = tokens.expected_iid(int(g)) if iid else tokens.expected(int(g))
-    return e * float(cost.decode_step_ms(b)) / step if step > 0 else math.nan
+    return e * float(cost.decode_step_ms(b, s)) / step if step > 0 else math.nan

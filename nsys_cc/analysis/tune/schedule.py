@@ -21,11 +21,13 @@ from .model import (
     Cell,
     TokensModel,
     cell_values,
+    context_of,
     fit_cost,
     sd_from_interval,
     speedup,
     tokens_model,
 )
+from .verdict import TRUST_ERROR, K0Price, imprecise_steps, k0_note, plain_beats, verdict
 
 DEFAULT_MAX_GAMMA = 8
 WORKLOADS = ("server", "benchmark")  # steady state (continuous batching) | static batches of the cells' length
@@ -34,8 +36,6 @@ BOOTSTRAP_DRAWS = 400
 # More than this share of the bootstrap's refits blowing up (a step cost at or below 0, or not finite, somewhere on
 # the grid): its percentiles are not read as an interval (`forecast_intervals`).
 MAX_FAILED_DRAWS = 0.05
-# A held-out cell whose forecast misses its measurement by more than this: the schedule is not recommended.
-TRUST_ERROR = 0.10
 
 
 @dataclass
@@ -67,6 +67,19 @@ class TuneResult:
     trust_reason: str = ""
     next_steps: str = ""
     interval_note: str = ""  # why the forecast rows have no interval ("" when they have)
+    # the prompt length L the schedule (`schedule`, `schedules`) is chosen at (None: the cells name none), every
+    # measured L's server and benchmark schedules (`by_context`), the forecast rows of every L (`input_len` column)
+    context: int | None = None
+    by_context: dict = field(default_factory=dict)
+    k0_known: bool = False  # whether K = 0 was priced with a measured overhead (`verdict.K0Price`)
+    plain_beats: str = ""  # where a plain engine (speculation off for the whole server) beats every schedule
+    surfaces: dict = field(default_factory=dict)  # part → `surface.Surface` of the fitted cells
+    outcome: str = "consistent"  # the held-out checks' verdict: consistent | refuted | imprecise (`verdict`)
+
+    def rows_at(self, input_len: int | None = None) -> list[dict]:
+        """The forecast rows at prompt length `input_len` (default: the schedule's `context`)."""
+        L = self.context if input_len is None else input_len
+        return [r for r in self.forecast if r.get("input_len") == L]
 
     def speculative_config(self, method: str = "draft_model", workload: str | None = None, *,
                            untrusted: bool = False) -> str | None:
@@ -110,6 +123,10 @@ class TuneResult:
                                   "speculative_config": self.speculative_config(workload=w)}
                               for w, sch in self.schedules.items()},
                 "forecast_interval_note": self.interval_note or None,
+                "context_input_len": self.context, "k0_priced": self.k0_known, "plain_beats": self.plain_beats or None,
+                "check_outcome": self.outcome,
+                "schedules_by_input_len": {str(L): v for L, v in self.by_context.items()},
+                "surfaces": {k: v.to_dict() for k, v in self.surfaces.items()},
                 "benchmark_output_len": self.output_len,
                 "no_gain_from_batch_size": self.no_gain_from, "max_batch_size": self.max_batch_size,
                 "max_gamma": self.max_gamma, "target": self.target, "draft": self.draft,
@@ -122,7 +139,7 @@ class TuneResult:
                 "held_out_cells": [c.to_dict() for c in self.held_out], "notes": self.notes}
 
 
-def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
+def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int, parts: Sequence[str] = ()):
     rng = np.random.default_rng(seed)
     base = cell_values(cells)
     sds = {k: np.array([sd_from_interval(getattr(c, value), getattr(c, ci)) for c in cells])
@@ -130,7 +147,7 @@ def _draws(cells: Sequence[Cell], tokens: TokensModel, n: int, seed: int):
     out = []
     for _ in range(n):
         vals = {k: base[k] + rng.standard_normal(len(cells)) * sds[k] for k in COST_PARTS}
-        out.append((fit_cost(cells, vals), tokens.draw(rng)))
+        out.append((fit_cost(cells, vals, parts), tokens.draw(rng)))
     return out
 
 
@@ -152,20 +169,22 @@ class ForecastIntervals:
         return not self.reason and self.outside == 0
 
 
-def _grid_speedups(cost: BatchCostModel, tokens: TokensModel, bs: Sequence[int], gs: Sequence[int]) -> np.ndarray:
-    """The steady-state forecast over bs × gs ([i_b, i_g]); NaN where the step costs nothing or less, or the decode
-    step does (a refit that blew up)."""
+def _grid_speedups(cost: BatchCostModel, tokens: TokensModel, bs: Sequence[int], gs: Sequence[int],
+                   s=0.0) -> np.ndarray:
+    """The steady-state forecast over bs × gs ([i_b, i_g]) at Σ context `s` (one per batch size, or one for all);
+    NaN where the step costs nothing or less, or the decode step does (a refit that blew up)."""
     b = np.asarray(bs, dtype=float)[:, None]
     g = np.asarray(gs, dtype=float)[None, :]
-    step = np.asarray(cost.step_ms(b, g), dtype=float)
-    dec = np.asarray(cost.decode_step_ms(b), dtype=float)
+    s = np.broadcast_to(np.asarray(s, dtype=float), (len(bs),))[:, None]
+    step = np.asarray(cost.step_ms(b, g, s), dtype=float)
+    dec = np.asarray(cost.decode_step_ms(b, s), dtype=float)
     e = np.array([tokens.expected(int(x)) for x in gs])[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.where((step > 0) & (dec > 0), e * dec / step, np.nan)
 
 
 def forecast_intervals(draws, bs: Sequence[int], gs: Sequence[int], estimate: np.ndarray | None = None,
-                       cells: Sequence[Cell] = ()) -> ForecastIntervals:
+                       cells: Sequence[Cell] = (), s=0.0) -> ForecastIntervals:
     """The bootstrap's 2.5 and 97.5 percentiles of the steady-state speedup for every (B, γ) of bs × gs, per draw
     one vectorised step(B, γ) over the grid (what `speedup` computes, cell by cell). A draw whose refit blew up —
     a step or decode step at or below 0, or not finite, anywhere on the grid: a negative or infinite speedup — is
@@ -177,7 +196,7 @@ def forecast_intervals(draws, bs: Sequence[int], gs: Sequence[int], estimate: np
     missing = _cells_without_interval(cells)
     if missing:
         return ForecastIntervals(nan, nan.copy(), len(draws), 0, missing)
-    grids = [_grid_speedups(cost, tokens, bs, gs) for cost, tokens in draws]
+    grids = [_grid_speedups(cost, tokens, bs, gs, s) for cost, tokens in draws]
     ok = [x for x in grids if np.isfinite(x).all() and (x > 0).all()]
     failed = len(grids) - len(ok)
     if not grids or failed > MAX_FAILED_DRAWS * len(grids):
@@ -244,14 +263,19 @@ def _no_gain_from(best: Sequence[int]) -> int | None:
 
 def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_batch_size: int = DEFAULT_MAX_BATCH,
          max_gamma: int = DEFAULT_MAX_GAMMA, draws: int = BOOTSTRAP_DRAWS, seed: int = 0, target: str = "",
-         draft: str = "", workload: str = "server", output_len: int | None = None) -> TuneResult:
-    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma, check `held_out`, choose the schedule.
+         draft: str = "", workload: str = "server", output_len: int | None = None, context: int | None = None,
+         k0: K0Price | None = None) -> TuneResult:
+    """Fit on `fitted`, forecast every B ≤ max_batch_size and γ ≤ max_gamma at every measured prompt length L (and
+    `context`), check `held_out`, choose the schedule.
 
     Two schedules are chosen (`WORKLOADS`): the server's, on the steady-state forecast (E(γ) tokens per step: a
     continuously batched server, what vLLM's table is for), and the benchmark's, on the static-batch forecast of B
     sequences of `output_len` tokens waiting for the slowest (default: the measured cells' output length) — what a
     measured cell is. `workload` says which one is `schedule` (and the --speculative-config); the schedule check
-    compares the benchmark's with the measured cells, like with like."""
+    compares the benchmark's with the measured cells, like with like. Per prompt length its own pair
+    (`by_context`); `schedule` is the one at `context` (default: the median of the measured prompt lengths).
+    `k0`: the measured K = 0 overhead (`verdict.K0Price`): a bucket speculates only where a γ ≥ 1 beats K = 0 so
+    priced; unmeasured, against plain decoding (a note says K = 0 was not priced)."""
     if max_batch_size < 1 or max_gamma < 1:
         raise InputError("max_batch_size and max_gamma must be ≥ 1")
     if workload not in WORKLOADS:
@@ -259,19 +283,38 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
     fitted = list(fitted)
     if not fitted:
         raise InputError("no measured cell to fit on")
+    k0 = k0 or K0Price()
     cells_all = [*fitted, *held_out]
     notes = _cell_notes(fitted, cells_all)
     n_out = int(output_len) if output_len is not None else max((c.output_len for c in cells_all), default=0)
-    cost = fit_cost(fitted)
+    from .surface import context_parts, fit_cells
+
+    cost = fit_cost(fitted, context=context_parts(fitted))
     tokens = tokens_model(cells_all)  # counters of every cell: acceptance does not depend on the cost fit
-    boot = _draws(fitted, tokens, draws, seed)
+    boot = _draws(fitted, tokens, draws, seed, cost.context_parts)
     gammas = range(1, max_gamma + 1)
     batches = range(1, max_batch_size + 1)
-    intervals = forecast_intervals(boot, batches, gammas, _grid_speedups(cost, tokens, batches, gammas), fitted)
-    forecast, best = _forecast_rows(cost, tokens, intervals, max_batch_size, max_gamma, n_out)
-    schedules = {w: schedule_ranges(best[w]) for w in WORKLOADS}
+    measured_l = sorted({c.key.input_len for c in cells_all if c.key.input_len is not None})
+    chosen_l = context if context is not None else (int(np.median(measured_l)) if measured_l else None)
+    lens: list[int | None] = [*sorted({*measured_l, *([chosen_l] if chosen_l is not None else [])})] or [None]
+    forecast: list[dict] = []
+    by_context: dict = {}
+    best: dict[str, list[int]] = {}
+    intervals = None
+    for L in lens:
+        ctx = context_of(np.asarray(batches), L, n_out)
+        here = forecast_intervals(boot, batches, gammas, _grid_speedups(cost, tokens, batches, gammas, ctx), fitted,
+                                  ctx)
+        rows, best_l = _forecast_rows(cost, tokens, here, max_batch_size, max_gamma, n_out, L, k0)
+        forecast += rows
+        by_context[L] = {w: schedule_ranges(best_l[w]) for w in WORKLOADS}
+        if L == chosen_l:
+            best, intervals = best_l, here
+    assert intervals is not None
+    schedules = by_context[chosen_l]
     if n_out <= 1:
         notes.append("the benchmark's output length is unknown: its schedule is the server's (steady state)")
+    notes.append(k0_note(k0))
     no_gain = _no_gain_from(best[workload])
     if no_gain == 1 and best[workload][0] == 0:
         notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
@@ -285,10 +328,14 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
         notes.append(f"{intervals.outside} of {intervals.low.size} forecasts lie outside their own bootstrap "
                      "percentiles (the refits are skewed there): no interval is given for them")
     reason, advice = trust(checks, intervals, held_out, fitted)
+    outcome = "refuted" if any(c["verdict"] == "refuted" for c in checks) else (
+        "imprecise" if any(c["verdict"] == "imprecise" for c in checks) else "consistent")
     return TuneResult(cost, tokens, fitted, list(held_out), forecast, checks, schedules[workload], sched_check,
                       no_gain, max_batch_size, max_gamma, draft, target, notes, workload=workload,
                       schedules=schedules, output_len=n_out, trusted=not reason, trust_reason=reason,
-                      next_steps=advice, interval_note=intervals.reason)
+                      next_steps=advice, interval_note=intervals.reason, context=chosen_l, by_context=by_context,
+                      k0_known=k0.known, plain_beats=plain_beats(forecast, lens, k0), surfaces=fit_cells(fitted),
+                      outcome=outcome)
 
 
 def _cell_notes(fitted: Sequence[Cell], cells: Sequence[Cell]) -> list[str]:
@@ -310,28 +357,42 @@ def _cell_notes(fitted: Sequence[Cell], cells: Sequence[Cell]) -> list[str]:
 
 
 def _forecast_rows(cost: BatchCostModel, tokens: TokensModel, intervals: ForecastIntervals, max_batch_size: int,
-                   max_gamma: int, n_out: int) -> tuple[list[dict], dict[str, list[int]]]:
-    """(a forecast row per batch size 1…max_batch_size and γ 1…max_gamma, the best γ per batch size of each workload:
-    0 where none forecasts above 1). A row's steady-state speedup and interval, and the benchmark's: the same step at
-    the static batch's tokens per step (`n_out` tokens per sequence; the steady state's when unknown)."""
+                   max_gamma: int, n_out: int, input_len: int | None = None,
+                   k0: K0Price | None = None) -> tuple[list[dict], dict[str, list[int]]]:
+    """(a forecast row per batch size 1…max_batch_size and γ 0…max_gamma at prompt length `input_len`, the best γ
+    per batch size of each workload). A row's steady-state speedup and interval, and the benchmark's: the same step
+    at the static batch's tokens per step (`n_out` tokens per sequence; the steady state's when unknown). γ = 0: the
+    K = 0 price (`K0Price.speedup`, NaN unmeasured); the best γ is 0 where no γ ≥ 1 beats it (or 1× unmeasured)."""
+    k0 = k0 or K0Price()
     forecast: list[dict] = []
     best: dict[str, list[int]] = {"server": [], "benchmark": []}
+    axis = {} if input_len is None else {"input_len": input_len}
     for b in range(1, max_batch_size + 1):
-        row_best = {"server": (0, 1.0), "benchmark": (0, 1.0)}
+        ctx = float(context_of(b, input_len, n_out))
+        dec = float(cost.decode_step_ms(b, ctx))
+        s0 = k0.speedup(dec, b, input_len)
+        floor = s0 if math.isfinite(s0) else 1.0
+        row_best = {"server": (0, floor), "benchmark": (0, floor)}
+        forecast.append({"batch_size": b, **axis, "gamma": 0, "context_tokens": ctx, "alpha": tokens.alpha,
+                         "tokens_per_step": 1.0, "tokens_per_step_iid": 1.0, "speedup": s0, "speedup_ci_low": math.nan,
+                         "speedup_ci_high": math.nan, "speedup_iid": s0, "tokens_per_step_benchmark": 1.0,
+                         "speedup_benchmark": s0, "speedup_benchmark_ci_low": math.nan,
+                         "speedup_benchmark_ci_high": math.nan,
+                         "step_ms": dec + k0.overhead_ms(b, input_len), "decode_step_ms": dec})
         for g in range(1, max_gamma + 1):
-            s = speedup(cost, tokens, b, g)
+            s = speedup(cost, tokens, b, g, s=ctx)
             e_bench = tokens.static_batch(g, b, n_out - 1) if n_out > 1 else tokens.expected(g)
             s_bench = s * e_bench / tokens.expected(g)  # the same step, the benchmark's tokens per step
             lo, hi = float(intervals.low[b - 1, g - 1]), float(intervals.high[b - 1, g - 1])
             scale = s_bench / s if s > 0 else math.nan
-            forecast.append({"batch_size": b, "gamma": g, "alpha": tokens.alpha,
+            forecast.append({"batch_size": b, **axis, "gamma": g, "context_tokens": ctx, "alpha": tokens.alpha,
                              "tokens_per_step": tokens.expected(g), "tokens_per_step_iid": tokens.expected_iid(g),
                              "speedup": s, "speedup_ci_low": lo, "speedup_ci_high": hi,
-                             "speedup_iid": speedup(cost, tokens, b, g, iid=True),
+                             "speedup_iid": speedup(cost, tokens, b, g, iid=True, s=ctx),
                              "tokens_per_step_benchmark": e_bench,
                              "speedup_benchmark": s_bench, "speedup_benchmark_ci_low": lo * scale,
                              "speedup_benchmark_ci_high": hi * scale,
-                             "step_ms": float(cost.step_ms(b, g)), "decode_step_ms": float(cost.decode_step_ms(b))})
+                             "step_ms": float(cost.step_ms(b, g, ctx)), "decode_step_ms": dec})
             for w, v in (("server", s), ("benchmark", s_bench)):
                 if math.isfinite(v) and v > row_best[w][1]:
                     row_best[w] = (g, v)
@@ -347,9 +408,10 @@ def held_out_check(c: Cell, cost: BatchCostModel, tokens: TokensModel, intervals
     the steady-state forecast against the cell's step ratio at vLLM's tokens per step, the error, and whether it lies
     within the runs' own precision and within TRUST_ERROR."""
     b, g = c.batch_size, c.gamma
-    f = speedup(cost, tokens, b, g, output_len=c.output_len)
-    steady = speedup(cost, tokens, b, g)
-    here = intervals if intervals.reason else forecast_intervals(boot, [b], [g], np.array([[steady]]), fitted)
+    ctx = c.context_tokens if cost.context_parts else 0.0
+    f = speedup(cost, tokens, b, g, output_len=c.output_len, s=ctx)
+    steady = speedup(cost, tokens, b, g, s=ctx)
+    here = intervals if intervals.reason else forecast_intervals(boot, [b], [g], np.array([[steady]]), fitted, ctx)
     ci = (math.nan, math.nan) if here.reason else _interval(here, [b], [g], b, g)
     if c.output_len > 1 and steady > 0:
         ci = (ci[0] * f / steady, ci[1] * f / steady)
@@ -360,7 +422,8 @@ def held_out_check(c: Cell, cost: BatchCostModel, tokens: TokensModel, intervals
            else math.nan)
     return {**c.key.to_dict(), "gamma": g, "label": c.label, "output_len": c.output_len,
             "forecast": f, "forecast_steady_state": steady, "forecast_ci_low": ci[0], "forecast_ci_high": ci[1],
-            "forecast_iid": speedup(cost, tokens, b, g, iid=True),
+            "forecast_iid": speedup(cost, tokens, b, g, iid=True, s=ctx), "context_tokens": ctx,
+            **verdict(f, ci, c.measured_speedup, c.measured_ci, c.runs),
             "measured": c.measured_speedup, "measured_ci_low": c.measured_ci[0], "measured_ci_high": c.measured_ci[1],
             "error": err, "measured_counters": c.measured_counters_speedup,
             "error_counters": (steady / c.measured_counters_speedup - 1 if c.measured_counters_speedup > 0
@@ -372,14 +435,16 @@ def held_out_check(c: Cell, cost: BatchCostModel, tokens: TokensModel, intervals
 def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequence[Cell],
           fitted: Sequence[Cell] = ()) -> tuple[str, str]:
     """(why the schedule is not recommended, what to measure next), ("", "") when it is: a held-out cell whose
-    forecast misses its measurement by more than TRUST_ERROR refutes the model the schedule comes from, and a
-    forecast without usable intervals (`forecast_intervals`) says nothing of how far it may be off."""
+    forecast misses its measurement by more than TRUST_ERROR and beyond both intervals (`verdict`: "refuted")
+    refutes the model the schedule comes from, and a forecast without usable intervals (`forecast_intervals`) says
+    nothing of how far it may be off. A miss within the intervals ("imprecise") refutes nothing: the schedule stays,
+    unchecked, and the next steps say how many runs would decide (`imprecise_steps`)."""
     why, next_steps = [], []
-    misses = [c for c in checks if not c["within_10pct"]]
+    misses = [c for c in checks if c.get("verdict", "refuted" if not c["within_10pct"] else "") == "refuted"]
     if misses:
         worst = max(misses, key=lambda c: abs(c["error"]) if math.isfinite(c["error"]) else math.inf)
         why.append(f"{len(misses)} of {len(checks)} held-out cell(s) miss their measurement by more than "
-                   f"{TRUST_ERROR:.0%}".replace("%", " %") + " — " + "; ".join(
+                   f"{TRUST_ERROR:.0%}".replace("%", " %") + " beyond both intervals — " + "; ".join(
                        f"{CellKey.from_dict(c).label} γ={c['gamma']}: forecast {c['forecast']:.3g}× vs measured "
                        f"{c['measured']:.3g}× ({c['error']:+.0%})".replace("%)", " %)") for c in misses)
                    + ": the cost model the schedule comes from does not forecast cells it was not fitted on")
@@ -408,7 +473,7 @@ def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequen
                    "skewed): the forecast's precision is unknown there")
         next_steps.append("measure more runs per cell (--repeat) so the refits settle around the fit")
     if not why:
-        return "", ""
+        return "", imprecise_steps(checks)
     if not held_out and not misses:
         next_steps.append("add held-out cells (--check B:γ) to check the forecast on")
     return "; ".join(why), "; ".join(dict.fromkeys(next_steps))

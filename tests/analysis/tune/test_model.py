@@ -5,6 +5,7 @@ interleaved runs at B 1, 4, 8, 16 made by `make fixtures`)."""
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -88,8 +89,9 @@ def test_rates_never_rise_with_the_position():
 def test_the_schedule_takes_the_best_gamma_per_batch_size_and_0_where_none_pays():
     cells = [_cell(b, g, _stats(200, [180, 160, 140][:g])) for b, g in DESIGN]
     r = tune_schedule.fit_schedule(cells, max_batch_size=64, max_gamma=8, draws=30)
-    by = {(f["batch_size"], f["gamma"]): f["speedup"] for f in r.forecast}
-    assert len(r.forecast) == 64 * 8
+    by = {(f["batch_size"], f["gamma"]): f["speedup"] for f in r.forecast if f["gamma"] >= 1}
+    assert len(r.forecast) == 64 * 9  # γ 0…8: γ = 0 is K = 0's price, NaN here (not measured)
+    assert all(math.isnan(f["speedup"]) for f in r.forecast if f["gamma"] == 0)
     for b in range(1, 65):
         best = max(range(1, 9), key=lambda g: by[(b, g)])
         want = best if by[(b, best)] > 1 else 0
@@ -213,8 +215,9 @@ def test_fixture_json_holds_the_schedule_forecast_and_checks(a50_json):
     assert {(c["batch_size"], c["gamma"]) for c in doc["fitted_cells"]} == set(DESIGN)
     assert {(c["batch_size"], c["gamma"]) for c in doc["checks"]} == {(4, 2), (16, 3)}
     keys = {(f["batch_size"], f["gamma"]) for f in doc["forecast"]}
-    assert keys == {(b, g) for b in range(1, 17) for g in range(1, 9)}
-    for f in doc["forecast"]:
+    assert keys == {(b, g) for b in range(1, 17) for g in range(0, 9)}
+    assert all(f["speedup"] is None for f in doc["forecast"] if f["gamma"] == 0)  # K = 0 not measured: no price
+    for f in (f for f in doc["forecast"] if f["gamma"] >= 1):
         assert {"alpha", "speedup", "speedup_ci_low", "speedup_ci_high"} <= set(f)
         assert f["speedup"] > 0 and f["speedup_ci_low"] is None  # two runs a cell: no interval, never a negative one
     for c in doc["checks"]:
