@@ -4,8 +4,7 @@ known-α pair on the CPU build — the surface and its held-out error beside the
 forecast (10 % bar), K = 0 measured and priced, every schedule form written. Prints the wall time, the machine's load
 and a Markdown row for docs/PERFORMANCE.md.
 
-Usage: `.venv/bin/python benchmarks/tune_context.py [-o DIR] [--repeat 3]` (needs the K = 0 and cell-keyed design
-engines of `launch.interleaved`, branch r51a).
+Usage: `.venv/bin/python benchmarks/tune_context.py [-o DIR] [--repeat 3]`.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ def main() -> int:
     ap.add_argument("-o", "--out", default="out/tune-context")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
-    cmd = [sys.executable, "-m", "nsys_cc", "tune", "--target", "pair-target-a50", "--draft", "pair-draft",
+    cmd = [str(Path(sys.executable).with_name("nsys-cc")), "tune", "--target", "pair-target-a50", "--draft", "pair-draft",
            "--batch-size", "1,2,4", "--speculate", "1,3", "--input-len", "32,256", "--check", "2@256:2",
            "--output-len", "8", "--num-iters-warmup", "1", "--num-iters", "2", "--repeat", str(args.repeat),
            "--device", "cpu", "--nsys-trace", "nvtx", "--no-confirm", "-o", args.out, "--format", "json"]

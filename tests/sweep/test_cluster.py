@@ -21,6 +21,7 @@ import threading
 import time
 from io import StringIO
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -224,7 +225,13 @@ def _recording_cell_task(log: Path, hold_s: float):
         spec = CellSpec.from_dict(spec_doc)
         start = time.monotonic()
         time.sleep(hold_s)
-        outcome = run_cell(spec, profile=FakeProfile())
+        fake = FakeProfile()  # answers as the orchestrator does, given the strategy the workflow would make
+
+        def profile(request):
+            return fake(SimpleNamespace(request=request, name="interleaved", repeat=request.repeat,
+                                        replicas=request.replicas))
+
+        outcome = run_cell(spec, profile=profile)
         with open(log, "a") as fh:
             fh.write(json.dumps([spec.name, get_worker().address, start, time.monotonic()]) + "\n")
         return outcome

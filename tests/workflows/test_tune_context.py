@@ -1,8 +1,7 @@
 """The batch × context tune's bar on the CPU build: tune over 3 batch sizes × 2 prompt lengths of the tiny known-α
 pair fits the step-cost surface (its held-out error beside the token-only model's), forecasts a held-out (B, L) cell
-within
-10 %, measures and prices K = 0, and writes every schedule form, the vLLM one accepted by vLLM's own validator.
-Needs the K = 0 engines and cell-keyed design engines of `launch.interleaved.design_engines` (branch r51a)."""
+within 10 %, measures and prices K = 0, and writes every schedule form, the vLLM one accepted by vLLM's own
+validator."""
 
 from __future__ import annotations
 
