@@ -84,11 +84,13 @@ def render_text(result: TuneResult, notes: Sequence[str] = ()) -> str:
     for s in r.schedule_check:
         m = s["schedule_measured"]
         at = CellKey.from_dict(s).label
-        lines.append(f"  {at}: benchmark γ={s['schedule_gamma']} measured {_x(m)}; best fixed "
+        k0 = " (K = 0: speculation on, proposing nothing)" if s["schedule_gamma"] == 0 else ""
+        unmeasured = (f" (K = 0's overhead not measured at {at})" if s["schedule_gamma"] == 0 else
+                      f" (γ={s['schedule_gamma']} not measured at {at}: measured γ {s['measured_gammas']})")
+        lines.append(f"  {at}: benchmark γ={s['schedule_gamma']}{k0} measured {_x(m)}; best fixed "
                      f"γ={s['best_fixed_gamma']} {_x(s['best_fixed_measured'])}"
                      + (f" ({s['gap']:+.1%}; {'within' if s['within_5pct'] else 'outside'} 5 %)" if math.isfinite(m)
-                        else f" (γ={s['schedule_gamma']} not measured at {at}: measured γ "
-                             f"{s['measured_gammas']})")
+                        else unmeasured)
                      + (f"; server γ={s['server_gamma']}"
                         + (f" measured {_x(s['server_measured'])} ({s['server_gap']:+.1%})"
                            if math.isfinite(s['server_measured']) and s['server_gamma'] != s['schedule_gamma']

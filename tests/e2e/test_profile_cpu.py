@@ -20,6 +20,7 @@ import pytest
 from filelock import FileLock
 
 from conftest import processes_mentioning, sha256_tree
+from nsys_cc.formats import status_json
 from nsys_cc.launch.models import MODELS_DIR
 
 pytestmark = pytest.mark.vllm
@@ -98,7 +99,7 @@ def test_a_failing_model_does_not_lose_the_others(run):
     out = Path(run["out"])
     assert run["returncode"] == 1, run["stderr"]
     assert "1 of 3 models failed" in run["stderr"]
-    status = {s["label"]: s for s in run["status"]}
+    status = {s["label"]: s for s in status_json.models_of(run["status"])}
     assert [status[m]["status"] for m in GOOD] == ["done", "done"]
     broken = status["broken-draft"]
     assert broken["status"] == "failed" and "NoSuchModelForCausalLM" in broken["reason"]
@@ -189,7 +190,7 @@ def test_timeout_stops_the_benchmark_and_reports_it(tmp_path):
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2
     assert done.stderr.count("timed out after 2 s") >= 2 and "nsys-cc: error: no report" in done.stderr
-    status = json.loads((out / "status.json").read_text())
+    status = status_json.models_of(json.loads((out / "status.json").read_text()))
     assert [s["status"] for s in status] == ["failed", "failed"]
     assert not processes_mentioning(str(out))
 
@@ -207,7 +208,7 @@ def test_ctrl_c_keeps_what_is_done_and_says_what_is_missing(tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err
-    status = json.loads((out / "status.json").read_text())
+    status = status_json.models_of(json.loads((out / "status.json").read_text()))
     assert [s["status"] for s in status] == ["interrupted", "not run"]
     assert log.is_file()
     assert not processes_mentioning(str(out))

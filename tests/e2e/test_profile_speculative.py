@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from nsys_cc.formats import status_json
 from nsys_cc.launch import pair
 
 pytestmark = pytest.mark.vllm
@@ -50,7 +51,7 @@ def profiled(tmp_path_factory):
 def test_profile_speculate_runs_plain_and_speculative_and_reports(profiled):
     first, out = profiled["first"], profiled["out"]
     assert first.returncode == 0, first.stderr[-3000:]
-    status = profiled["status"]
+    status = status_json.models_of(profiled["status"])
     assert [(s["role"], s["label"], s["status"]) for s in status] == [
         ("target", "pair-target-a50", "done"), ("draft", "pair-draft", "done"),
         ("speculative", "pair-draft.spec-g2", "done")]
@@ -89,7 +90,7 @@ def test_the_speculative_trace_has_steps_verify_and_drafts(profiled):
 def test_a_rerun_resumes_and_adds_an_ngram_run(profiled):
     again = profiled["again"]
     assert again.returncode == 0, again.stderr[-3000:]
-    status = {s["label"]: s for s in profiled["status_again"]}
+    status = {s["label"]: s for s in status_json.models_of(profiled["status_again"])}
     assert status["pair-target-a50"]["status"] == status["pair-draft"]["status"] == "resumed"
     assert status["ngram.spec-g3"]["status"] == "done" and status["ngram.spec-g3"]["role"] == "speculative"
     assert "pair-draft.spec-g2" not in status  # not asked for this time

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from nsys_cc.formats import status_json
+
 pytestmark = pytest.mark.vllm
 
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
@@ -69,13 +71,13 @@ def test_it_runs_without_nsys_and_says_which_profiler(profiled):
     out, res = profiled
     assert res.returncode == 0, res.stderr[-3000:]
     status = json.loads((out / "status.json").read_text())
-    assert status["profiler"] == "torch"
+    assert status["recorder"]["name"] == "torch" and status_json.recorder_of(status)["name"] == "torch"
     assert not (out.parent / "nsys-called").exists(), (out.parent / "nsys-called").read_text()
     for k in range(1, RUNS + 1):
         run = out / f"run-{k}"
         assert (run / "trace.pt.trace.json.gz").is_file()
         assert not list(run.glob("*.sqlite")) and not list(run.glob("*.nsys-rep"))
-        assert json.loads((run / "done.json").read_text())["profiler"] == "torch"
+        assert json.loads((run / "done.json").read_text())["recorder"]["name"] == "torch"
 
 
 def test_the_payloads_came_through(profiled):
@@ -167,12 +169,14 @@ def test_separate_processes_on_the_torch_route(tmp_path):
     assert res.returncode == 0, res.stderr[-3000:]
     assert not (tmp_path / "nsys-called").exists(), (tmp_path / "nsys-called").read_text()
     assert not list(out.glob("*.sqlite")) and not list(out.glob("*.nsys-rep")) and not list(out.glob("run-*"))
-    status = {m["label"]: m for m in json.loads((out / "status.json").read_text())}
+    doc = json.loads((out / "status.json").read_text())
+    assert doc["strategy"] == "separate" and doc["recorder"]["name"] == "torch"
+    status = {m["label"]: m for m in status_json.models_of(doc)}
     assert set(status) == {TARGET, DRAFT, SPEC}
     iterations = WARMUP + ITERS
     for label, m in status.items():
         trace = out / f"{label}.pt.trace.json.gz"
-        assert m["status"] == "done" and m["profiler"] == "torch" and m["trace"] == str(trace)
+        assert m["status"] == "done" and m["trace"] == str(trace)
         payloads = all_payloads(trace)
         if label == SPEC:  # per iteration one prefill, then verifies of 1 + γ tokens
             assert payloads.count(INPUT_LEN) == iterations and set(payloads) == {INPUT_LEN, GAMMA + 1}, payloads

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from conftest import REPO, room_module
 from nsys_cc.cli import cli
+from nsys_cc.formats import status_json
 
 NSYS_CC = str(Path(sys.executable).parent / "nsys-cc")
 
@@ -261,7 +262,7 @@ def test_a_sweep_hands_target_tp_to_a_real_profile(tmp_path, nsys_bin):
     cell = out / f"bs1-in{INPUT_LEN}-tp2"
     sqlite = cell / "tiny-llama-target.tp2.sqlite"
     assert len(_forwards(sqlite)) == 2  # two ranks
-    status = {s["label"]: s["status"] for s in json.loads((cell / "status.json").read_text())}
+    status = {s["label"]: s["status"] for s in status_json.models_of(json.loads((cell / "status.json").read_text()))}
     assert status == {"tiny-llama-target.tp2": "done", "tiny-llama-draft-xs": "done"}
     table = pd.read_csv(out / "sweep.csv")
     assert (table["target_tp"] == 2).all() and (table["cell"] == cell.name).all()

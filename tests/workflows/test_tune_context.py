@@ -17,7 +17,7 @@ def test_tune_over_batch_and_context(tmp_path):
 
     out = tmp_path / "tune"
     report = tune(target="pair-target-a50", draft="pair-draft", batch_sizes=[1, 2, 4], speculate=[1, 3],
-                  input_len=[32, 256], check="2@256:2", output_len=8, warmup_iters=1, iters=2, repeat=3,
+                  input_len=[32, 256], check="2@256:2", output_len=16, warmup_iters=1, iters=2, repeat=3,
                   confirm=False, out_dir=out, plot=True, draws=100)
     r = report.result
     assert set(r.by_context) == {32, 256, r.context}

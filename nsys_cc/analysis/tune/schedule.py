@@ -320,7 +320,7 @@ def fit_schedule(fitted: Sequence[Cell], held_out: Sequence[Cell] = (), *, max_b
         notes.append("no γ pays at any batch size: the schedule speculates nowhere (run without --speculative-config)")
     checks = [held_out_check(c, cost, tokens, intervals, boot, fitted) for c in held_out]
     # the measured cells are benchmarks: the benchmark workload's schedule is the one they can check
-    sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"])
+    sched_check = schedule_check(cells_all, best["benchmark"], server=best["server"], k0=k0)
     if intervals.failed and not intervals.reason:
         notes.append(f"{intervals.failed} of {intervals.draws} bootstrap refits blew up (a step cost at or below 0 "
                      "somewhere on the grid): dropped, the intervals are the percentiles of the rest")
@@ -479,29 +479,41 @@ def trust(checks: Sequence[dict], intervals: ForecastIntervals, held_out: Sequen
     return "; ".join(why), "; ".join(dict.fromkeys(next_steps))
 
 
-def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None) -> list[dict]:
+def schedule_check(cells: Sequence[Cell], best: Sequence[int], *, server: Sequence[int] | None = None,
+                   k0=None) -> list[dict]:
     """Per measured cell key (its batch size, and prompt length where known): the schedule's γ at its batch size
     (`best`, per batch size 1, 2, …: the benchmark workload's) against the best fixed γ measured there (γ = 0 is the
     plain target: speedup 1). The schedule's measured speedup is unknown (NaN) when its γ was not measured there.
+    A schedule's K = 0 is not a plain engine: speculation stays configured and proposes nothing, so its speedup is
+    the plain decode step measured there ÷ that step plus the K = 0 overhead measured in the same runs (`k0`, a
+    `verdict.K0Price`; NaN when not measured), never 1.
     `server`: the server workload's γ per batch size, shown beside it (with its measured speedup where that γ was
     measured; not what the bar checks)."""
 
     def at(seq: Sequence[int], b: int) -> int:
         return seq[b - 1] if b <= len(seq) else (seq[-1] if seq else 0)
 
+    def measured(here: dict[int, float], g: int, key: CellKey) -> float:
+        if g != 0:
+            return here.get(g, math.nan)
+        decode = [c.decode_step_ms for c in cells if c.key == key and math.isfinite(c.decode_step_ms)]
+        if k0 is None or not decode:
+            return math.nan
+        return k0.speedup(float(np.median(decode)), key.batch_size, key.input_len)
+
     out = []
     for key in sorted({c.key for c in cells}):
         here = _measured_at(cells, key)
         g_best = max(here, key=lambda g: here[g])
         g_sched = at(best, key.batch_size)
-        m = here.get(g_sched, math.nan)
+        m = measured(here, g_sched, key)
         gap = m / here[g_best] - 1 if math.isfinite(m) else math.nan
         row = {**key.to_dict(), "workload": "benchmark", "schedule_gamma": g_sched, "schedule_measured": m,
                "best_fixed_gamma": g_best, "best_fixed_measured": here[g_best], "gap": gap,
                "within_5pct": bool(math.isfinite(gap) and gap >= -0.05), "measured_gammas": sorted(here)}
         if server is not None:
             g_server = at(server, key.batch_size)
-            m_server = here.get(g_server, math.nan)
+            m_server = measured(here, g_server, key)
             row.update({"server_gamma": g_server, "server_measured": m_server,
                         "server_gap": m_server / here[g_best] - 1 if math.isfinite(m_server) else math.nan})
         out.append(row)

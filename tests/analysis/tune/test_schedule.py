@@ -5,6 +5,7 @@ and the static-batch forecast of steps per iteration against the steps the fixtu
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 import subprocess
 import sys
@@ -110,7 +111,9 @@ def test_the_schedule_check_uses_the_benchmark_workloads_gamma(a99_result):
         # the measured side: the cells' own measured speedups (γ = 0: the plain target, 1×)
         here = {c.gamma: c.measured_speedup for c in cells if c.batch_size == b} | {0: 1.0}
         assert row["best_fixed_measured"] == pytest.approx(max(here.values()))
-        if want in here:
+        if want == 0:  # K = 0 is speculation proposing nothing, not the plain target: this design measured no price
+            assert math.isnan(row["schedule_measured"]) and math.isnan(row["gap"])
+        elif want in here:
             assert row["schedule_measured"] == pytest.approx(here[want])
             assert row["gap"] == pytest.approx(here[want] / max(here.values()) - 1)
         # the steady-state γ: highest steady-state forecast, shown beside
@@ -167,3 +170,22 @@ def test_cli_workload(a99_cells):
     assert doc[key] == doc["schedules"]["benchmark"][key] != doc["schedules"]["server"][key]
     bad = _cli("tune", str(FIX / "a99"), "--workload", "steady")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_a_schedules_k0_is_priced_with_the_measured_overhead_never_as_the_plain_target(a99_cells):
+    """A schedule's K = 0 keeps speculation on, proposing nothing: its speedup in the schedule check is the plain
+    decode step measured at the cell ÷ (that step + the K = 0 overhead measured there), worked out here; the best fixed
+    γ = 0 stays the plain target (1×). Without a measured overhead it is unknown, not 1×."""
+    from nsys_cc.analysis.tune.verdict import K0Price
+
+    keys = sorted({c.key for c in a99_cells})
+    price = K0Price(tuple((k.batch_size, k.input_len, 2.5) for k in keys))
+    everywhere_zero = [0] * 64
+    priced = tune_schedule.schedule_check(a99_cells, everywhere_zero, k0=price)
+    unpriced = tune_schedule.schedule_check(a99_cells, everywhere_zero)
+    for row, bare in zip(priced, unpriced):
+        key = CellKey.from_dict(row)
+        decode = float(np.median([c.decode_step_ms for c in a99_cells if c.key == key]))
+        assert row["schedule_gamma"] == 0 and row["schedule_measured"] == pytest.approx(decode / (decode + 2.5))
+        assert row["schedule_measured"] < 1 and row["best_fixed_measured"] >= 1.0
+        assert math.isnan(bare["schedule_measured"])
