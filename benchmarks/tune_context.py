@@ -24,9 +24,11 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--output-len", type=int, default=16)
     args = ap.parse_args()
-    cmd = [str(Path(sys.executable).with_name("nsys-cc")), "tune", "--target", "pair-target-a50", "--draft", "pair-draft",
+    cmd = [str(Path(sys.executable).with_name("nsys-cc")), "tune", "--target", "pair-target-a50",
+           "--draft", "pair-draft",
            "--batch-size", "1,2,4", "--speculate", "1,3", "--input-len", "32,256", "--check", "2@256:2",
-           "--output-len", str(args.output_len), "--num-iters-warmup", "1", "--num-iters", "2", "--repeat", str(args.repeat),
+           "--output-len", str(args.output_len), "--num-iters-warmup", "1", "--num-iters", "2",
+           "--repeat", str(args.repeat),
            "--device", "cpu", "--nsys-trace", "nvtx", "--no-confirm", "-o", args.out, "--format", "json"]
     load = os.getloadavg()[0]
     t0 = time.monotonic()
@@ -44,7 +46,8 @@ def main() -> int:
               f"measured {c['measured']:.3f} ({c['error']:+.1%}, {c['verdict']})")
     forms = sorted(p.name for p in Path(args.out).glob("schedule.*.json"))
     print(f"forms: {forms}; K = 0 priced: {doc['k0_priced']}; exit {done.returncode}")
-    print(f"| tune 3 B × 2 L (pair a50, output {args.output_len}, repeat {args.repeat}) | {wall / 60:.1f} min | load {load:.1f} |")
+    print(f"| tune 3 B × 2 L (pair a50, output {args.output_len}, repeat {args.repeat}) | {wall / 60:.1f} min "
+          f"| load {load:.1f} |")
     return 0
 
 
