@@ -293,7 +293,7 @@ def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str |
                              max_repeat=req.max_repeat)
     # every (B, L) of the design in one engine per model (labels bs<B>[-in<L>].<model>); in the first round a K = 0
     # engine besides (speculation configured, vLLM's schedule giving 0 everywhere: `analysis.tune.k0.overhead` reads it)
-    engines = interleaved.design_engines(str(req.target), str(req.draft), _keyed(cells), request.options,
+    engines = interleaved.design_engines(str(req.target), str(req.draft), cells, request.options,
                                          req.uses_gpu, schedule=schedule,
                                          k0=out.name == f"{directories.ROUND_PREFIX}1")
     progress.say(f"tune: {out.name}: " + "; ".join(f"{k.words} γ {','.join(map(str, gs))}"
@@ -307,14 +307,6 @@ def _profile_round(req: TuneRequest, out: Path, cells: Cells, *, schedule: str |
     if spec and not any(mr.ok for mr in spec):  # nothing to fit: say why here, not "no cell" after the read
         raise InputError(f"{out.name}: no speculative engine has forwards in its runs; {spec[0].model.label}: "
                          f"{spec[0].reason} (see {out}/status.json)")
-
-
-def _keyed(cells: Cells) -> dict:
-    """A round's cells as the launcher's design engines take them: batch size → γ values where no key names a prompt
-    length (labels `bs<B>.…`, as every earlier tune's), else `CellKey` → γ values (labels `bs<B>-in<L>.…`)."""
-    if all(k == CellKey(k.batch_size) for k in cells):
-        return {k.batch_size: gs for k, gs in cells.items()}
-    return dict(cells)
 
 
 def _k0_price(root: Path):
