@@ -33,6 +33,7 @@ def test_an_empty_model_name_is_said_so_by_the_library():
 FORGED = "\nnsys-cc: error: forged"
 
 
+@pytest.mark.slow
 def test_info_writes_a_traces_strings_on_their_own_lines(tmp_path):
     """`info` printed `distributedInfo.backend` (and a device's name) raw: a newline in it forged an
     `nsys-cc: error:` line."""
@@ -41,7 +42,7 @@ def test_info_writes_a_traces_strings_on_their_own_lines(tmp_path):
     doc["deviceProperties"] = [{"name": "GPU" + FORGED}]
     doc["vllm_version"] = "0.32" + FORGED
     evil = tmp_path / "evil.pt.trace.json.gz"
-    evil.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    evil.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
     with unchanged(evil):
         done = cli_in_process("info", str(evil))
     assert done.returncode == 0, done.stderr
