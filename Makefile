@@ -72,7 +72,7 @@ lint: $(STAMPS)/venv
 # two workers before). PYTHONDONTWRITEBYTECODE is emptied for pytest only: with it set (some shells and containers
 # do), every worker re-compiles and re-rewrites the asserts of every test module at each run, ~4 s of CPU a worker.
 check: lint
-	PYTHONDONTWRITEBYTECODE= NSYS_CC_TEST_BUDGET=2 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope -q \
+	PYTHONDONTWRITEBYTECODE= NSYS_CC_TEST_BUDGET=1 $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadscope -q \
 		-m "not vllm and not nsys and not slow"
 
 # The full suite, as CI runs it: nsys is installed, so a test that needs it fails rather than skips without it; 60

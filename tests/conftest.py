@@ -7,8 +7,9 @@
   install in `<repo>/.nsys` (the library does not know the checkout: `NSYS_CC_NSYS_PREFIX` is set for it).
 - Tests that run vLLM are marked `vllm` in their module (`pytestmark`) or on the test; tests that only need vLLM's
   classes ask for `vllm_module` (importing vLLM takes seconds), which marks them `vllm` the same way.
-- `slow`: the few long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) that
-  `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves out. Test
+- `slow`: what `make test` runs and `make check` (the edit-test loop, goal ≤ 60 s: benchmarks/check_loop.py) leaves
+  out — the long end-to-end checks (the notebook in a kernel, a real Dask cluster, extra real-process runs) and every
+  test function whose slowest case took over 0.3 s of the loop on 2 cores (`scripts/mark_slow.py`). Test
   modules import vLLM inside tests or fixtures, not at module level: every test worker collects every module. Torch
   too: the plugin tests whose fake models subclass `torch.nn.Module` (tests/vllm/test_plugin.py,
   tests/vllm/test_plugin_draft_token.py) make them in their tests, with `torch = LazyModule("torch")` at the top.
@@ -113,8 +114,9 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_line(f"{seconds:6.1f} s  {nodeid}")
     terminalreporter.write_line(
         f"{len(over)} test(s) over budget, {sum(s for s, _ in over):.0f} of {total:.0f} s of tests (setup included: "
-        "the first user of a shared fixture pays for it). A long end-to-end test belongs in `make test` only: mark it "
-        "`@pytest.mark.slow` (or let it ask for `nsys_bin`/`vllm_module`); an expensive fixture can be built once "
+        "the first user of a shared fixture pays for it). A test over 0.3 s belongs in `make test` only: mark it "
+        "`@pytest.mark.slow` (scripts/mark_slow.py does, from a junit XML of the loop; or let it ask for "
+        "`nsys_bin`/`vllm_module`); an expensive fixture can be built once "
         "(scope=\"module\" or \"session\"). The loop's time is benchmarks/check_loop.py's (goal 60 s).")
 
 

@@ -53,6 +53,7 @@ def spelled_outside(root: Path) -> list[str]:
     return hits
 
 
+@pytest.mark.slow
 def test_no_contract_name_is_spelled_outside_the_contract():
     assert spelled_outside(PACKAGE) == []
 

@@ -204,6 +204,7 @@ def unresolved(names: list[str], package: Path) -> list[str]:
     return out
 
 
+@pytest.mark.slow
 def test_every_code_name_architecture_cites_exists():
     names = code_names((DOCS / "architecture.md").read_text())
     assert len(names) > 50 and "analysis.forwards.ranges.forward_range" in names

@@ -70,6 +70,7 @@ def _separate(out: Path, sources: dict[str, Path], **plan) -> Path:
 
 
 # ---- interleaved runs ---------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_interleaved_runs_give_the_numbers_the_cli_prints():
     res = nsys_cc.analyze(INTERLEAVED)
     traces = [INTERLEAVED / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
@@ -92,6 +93,7 @@ def _draft_forwards(sqlite: Path, label: str) -> int:
                and any(a <= s <= b for a, b in engine) and any(a <= s <= b for a, b in iters))
 
 
+@pytest.mark.slow
 def test_interleaved_speculative_runs_give_the_numbers_the_cli_prints():
     # (that these are the numbers of the runs written out the long way and of spec_runs' own reader:
     # test_user_calls.test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does and the slow
@@ -110,6 +112,7 @@ def test_interleaved_speculative_runs_give_the_numbers_the_cli_prints():
 
 
 # ---- one process per model ----------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_plain_profile_directory_gives_the_numbers_the_cli_prints(tmp_path):
     out = _separate(tmp_path / "o", {"target": PLAIN[0], "drafts": PLAIN[1:],
                                      "files": [VLLM / f"{m}.sqlite" for m in PLAIN]})
@@ -145,6 +148,7 @@ def test_a_failed_draft_of_a_profile_directory_is_left_out(tmp_path):
         nsys_cc.analyze(out)
 
 
+@pytest.mark.slow
 def test_a_speculative_profile_directory_gives_the_numbers_the_cli_prints(tmp_path):
     labels = ["tiny-llama-target", "tiny-llama-draft-xs", *(f"tiny-llama-draft-xs.spec-g{g}" for g in (1, 2, 3))]
     out = _separate(tmp_path / "o", {"target": labels[0], "drafts": labels[1:2],
@@ -158,6 +162,7 @@ def test_a_speculative_profile_directory_gives_the_numbers_the_cli_prints(tmp_pa
         list(res.speculative.table["measured_speedup"]))
 
 
+@pytest.mark.slow
 def test_a_tensor_parallel_profile_directory_gives_the_numbers_the_cli_prints(tmp_path):
     out = _separate(tmp_path / "o", {"target": "tiny-llama-target", "drafts": ["tiny-llama-draft-xs"],
                                      "files": [TP / "tiny-llama-target.tp2.sqlite",
@@ -182,6 +187,7 @@ def test_a_profile_directory_refuses_what_names_traces_one_by_one(tmp_path):
 
 
 # ---- traces, many trace sets -----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_traces_are_cost_coefficient():
     traces = [VLLM / f"{m}.sqlite" for m in PLAIN]
     long_way = nsys_cc.cost_coefficient(traces[0], traces[1:], acceptance=0.8)
@@ -192,6 +198,7 @@ def test_traces_are_cost_coefficient():
     assert err.value.param == "jobs"
 
 
+@pytest.mark.slow
 def test_a_manifest_is_many_trace_sets(tmp_path):
     manifest = tmp_path / "m.json"
     manifest.write_text(json.dumps([{"name": "a", "target": str(VLLM / "tiny-llama-target.sqlite"),
@@ -245,6 +252,7 @@ def test_no_module_of_launch_or_cli_builds_an_analysis(room):
 
 
 # ---- profile = the runs, then analyze(out_dir), then the report -----------------------------------------------------
+@pytest.mark.slow
 def test_the_end_of_profile_is_the_analysis_analyze_makes_of_its_directory(tmp_path):
     # profile's runs hand the directory they wrote to the front door's finish (a sweep cell to the same one,
     # `workflows.profile.finish`): the result is the one nsys_cc.analyze(out_dir) gives, the report is written beside it

@@ -144,6 +144,7 @@ def circles(root: Path) -> list[list[str]]:
     return out
 
 
+@pytest.mark.slow
 def test_no_import_runs_upward():
     assert upward(PACKAGE) == []
 
@@ -180,6 +181,7 @@ def upward_in_analysis(root: Path) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_no_import_runs_upward_inside_the_analysis():
     assert upward_in_analysis(PACKAGE) == []
 
@@ -212,6 +214,7 @@ def test_the_room_check_finds_an_arrow_up_the_analysis(tmp_path):
         "nsys_cc.analysis.stats → nsys_cc.analysis.forwards.ranges (top → forwards)"]
 
 
+@pytest.mark.slow
 def test_no_import_circle():
     assert circles(PACKAGE) == []
 
@@ -237,6 +240,7 @@ def test_the_checks_find_an_upward_arrow_and_a_circle(tmp_path):
                             ["nsys_cc.report.a", "nsys_cc.report.b"]]
 
 
+@pytest.mark.slow
 def test_a_results_views_are_bound_from_above():
     # the analysis computes without the report loaded; a notebook user's res.render(), res._repr_html_(),
     # res.to_dict() and res.figures() still work, through the views nsys_cc.report binds when nsys_cc is imported
@@ -404,6 +408,7 @@ def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> dict[str, int
     return out
 
 
+@pytest.mark.slow
 def test_no_function_of_the_package_is_over_100_lines():
     found = long_functions(PACKAGE)
     assert {f: n for f, n in found.items() if f not in LONG_FUNCTIONS} == {}, \

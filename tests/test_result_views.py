@@ -61,6 +61,7 @@ def test_speedup_module_lists_only_its_own_names():
     assert not {"np", "pd", "math"} & set(listed)
 
 
+@pytest.mark.slow
 def test_one_draft_path_and_a_scalar_acceptance(result):
     one = nsys_cc.cost_coefficient(str(TARGET), str(DRAFTS[0]), acceptance=0.8)
     assert [m.path for m in one.models] == [str(TARGET), str(DRAFTS[0])]
@@ -75,6 +76,7 @@ def test_one_draft_path_and_a_scalar_acceptance(result):
         nsys_cc.cost_coefficient(TARGET, DRAFTS[0], skip_ranges=-1)
 
 
+@pytest.mark.slow
 def test_a_range_name_per_trace_compares_a_trace_with_itself():
     # forwards against the benchmark iterations that hold them, in one trace: c = forward time ÷ iteration time
     res = nsys_cc.cost_coefficient(TARGET, TARGET, names=["iteration", "forward"],
@@ -110,6 +112,7 @@ def test_cli_takes_a_range_per_trace():
     assert res.exit_code == 2 and res.stderr.startswith("nsys-cc: error: --range has 3 names for 2 traces")
 
 
+@pytest.mark.slow
 def test_one_vocabulary(result):
     f = result.forwards
     assert set(f["phase"].dropna()) <= {"all", "prefill", "decode"} and f["phase"].notna().all()
@@ -156,6 +159,7 @@ def test_write_report_replaces_its_own_earlier_files_only(tmp_path, result):
     assert not (tmp_path / "speedup.csv").exists() and mine.read_text() == "the user's"
 
 
+@pytest.mark.slow
 def test_figures_from_the_result(result):
     figs = result.figures()
     assert {"forward_times", "coefficients", "break_even", "dsi_heatmaps"} <= set(figs)
@@ -169,6 +173,7 @@ def gpu_pair():
     return nsys_cc.cost_coefficient(*GPU_PAIR, names=["before", "after"], range_name="ncclGroupEnd")
 
 
+@pytest.mark.slow
 def test_summary_counts_forwards_that_have_each_metric(gpu_pair):
     for m in gpu_pair.models:
         kept = m.kept
@@ -197,6 +202,7 @@ def outliving_pair():
                                     range_name=["ncclGroupEnd", "tensor_creation"])
 
 
+@pytest.mark.slow
 def test_diagnosis_says_work_runs_past_the_range(outliving_pair):
     d = outliving_pair.drafts[0].kept
     busy, wall = np.median(d["gpu_busy_ns"].dropna()), np.median(d["wall_ns"])

@@ -10,6 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from conftest import REPO, nodes
 from nsys_cc.analysis.metrics import METRICS
 
@@ -33,6 +35,7 @@ def metric_literals(path: Path, spellings: set[str] = SPELLINGS) -> int:
                and node.value in spellings and id(node) not in docstrings)
 
 
+@pytest.mark.slow
 def test_no_module_spells_a_metric_the_registry_names():
     found = {p.relative_to(PACKAGE).as_posix(): n for p in sorted(PACKAGE.rglob("*.py"))
              if p.name != "metrics.py" or p.parent.name != "analysis"

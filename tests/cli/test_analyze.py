@@ -35,6 +35,7 @@ def test_two_engines_of_one_run_give_the_c_of_their_decode_tokens_by_sql():
     assert _decode_wall_c(report, "xs") == pytest.approx(oracle, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_a_report_directory_is_written_and_named(tmp_path, no_figures):
     out = tmp_path / "report"
     done = cli_in_process("analyze", str(TARGET), str(DRAFT), "-o", str(out))

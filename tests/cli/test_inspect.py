@@ -162,6 +162,7 @@ def test_newer_report_exits_2(public_dir, tmp_path, monkeypatch, nsys_bin):
     assert "written by nsys 2024.6.2" in line and "export it with nsys ≥ 2024.6" in line
 
 
+@pytest.mark.slow
 def test_real_console_script(nvtx_fixture, tmp_path):
     exe = Path(sys.executable).with_name("nsys-cc")
     if not exe.exists():

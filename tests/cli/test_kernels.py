@@ -29,6 +29,7 @@ def shaped(tmp_path_factory) -> tuple[GpuShaped, GpuShaped]:
             add_gpu_work(DRAFT, folder / "draft.sqlite", named_plan(DRAFT_KERNELS), names=(FORWARD,)))
 
 
+@pytest.mark.slow
 def test_the_cli_json_rows(shaped):
     target, draft = shaped
     r = CliRunner().invoke(cli, ["kernels", str(target.path), str(draft.path), "--format", "json"])
@@ -45,6 +46,7 @@ def test_the_cli_json_rows(shaped):
     assert "note: draft: dropped 8 of 20 ranges" in r.stderr  # the notes on stderr, stdout the rows alone
 
 
+@pytest.mark.slow
 def test_the_cli_formats(shaped):
     target, draft = shaped
     run = CliRunner()
@@ -63,6 +65,7 @@ def test_the_cli_formats(shaped):
     assert first.startswith("A = target: 'model_executable()'") and "phase decode" in first
 
 
+@pytest.mark.slow
 def test_two_ranges_of_one_trace_on_the_command_line(public_dir):
     r = CliRunner().invoke(cli, ["kernels", str(REAL_SIM), "--range", "layer_0_computation", "--range-b",
                                  "layer_7_computation", "--phase", "all", "--skip-ranges", "0", "--format", "json"])

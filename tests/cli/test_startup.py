@@ -54,10 +54,12 @@ def test_each_verbs_help_loads_nothing_heavy(verb):
     assert loaded(verb, "--help") == []
 
 
+@pytest.mark.slow
 def test_speedup_needs_no_pandas_nor_sqlalchemy():
     assert loaded("speedup", "--c", "0.0662", "--acceptance", "0.8") == ["numpy"]
 
 
+@pytest.mark.slow
 def test_analyze_of_small_traces_loads_no_sqlalchemy_matplotlib_or_arrow_engine():
     got = loaded("analyze", str(VLLM / "tiny-llama-target.sqlite"), str(VLLM / "tiny-llama-draft-s.sqlite"))
     assert not {"sqlalchemy", "matplotlib", "adbc_driver_manager"} & set(got)
@@ -93,6 +95,7 @@ def test_a_plain_analyze_loads_no_speculative_analysis(target):
     assert loaded("analyze", str(target), str(VLLM / "tiny-llama-draft-s.sqlite"), among=SPECULATIVE) == []
 
 
+@pytest.mark.slow
 def test_an_analyze_with_a_speculative_run_loads_it():
     got = loaded("analyze", str(SPEC / "tiny-llama-target.sqlite"), str(SPEC / "tiny-llama-draft-xs.sqlite"),
                  str(SPEC / "tiny-llama-draft-xs.spec-g3.sqlite"), among=SPECULATIVE)

@@ -78,6 +78,7 @@ def test_a_label_given_twice_is_refused():
     assert err.value.param == "names"
 
 
+@pytest.mark.slow
 def test_the_target_as_a_list_of_one_is_that_trace():
     assert nsys_cc.cost_coefficient([TARGET], [DRAFT_S]) == nsys_cc.cost_coefficient(TARGET, DRAFT_S)
     with pytest.raises(InputError, match=r"^target is one trace, not 2: pass one path; several go in drafts$") as err:
@@ -253,6 +254,7 @@ def test_one_item_alone_is_a_list_of_one(key):
     assert check(outcome(item), outcome([item]))
 
 
+@pytest.mark.slow
 def test_write_report_takes_one_note(tmp_path, result):
     nsys_cc.write_report(result, tmp_path, extra_notes="profiled on a quiet machine", plots=False)
     md = (tmp_path / "report.md").read_text()
@@ -277,6 +279,7 @@ def _tables(obj, path="res"):
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["plain", "speculative"])
 def test_changing_a_table_handed_out_changes_nothing_the_result_says(request, which):
     res = request.getfixturevalue("result" if which == "plain" else "spec_result")
@@ -305,6 +308,7 @@ def test_the_issues_own_case(result):
     assert result.coefficients["c"].equals(c) and "99" not in repr(result)
 
 
+@pytest.mark.slow
 def test_results_compare_by_value(result):
     again = nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8])
     assert again == result and not (again != result)
@@ -316,6 +320,7 @@ def test_results_compare_by_value(result):
 
 
 # ---- the speculative section: in the notebook view, a short repr, flat frames --------------------------------------
+@pytest.mark.slow
 def test_the_notebook_view_has_the_speculative_section(spec_result):
     page = spec_result._repr_html_()
     spec = spec_result.speculative
@@ -328,12 +333,14 @@ def test_the_notebook_view_has_the_speculative_section(spec_result):
     assert page.index("Speculative runs") < page.index("<b>Notes</b>")
 
 
+@pytest.mark.slow
 def test_the_speculative_repr_is_short(spec_result):
     text = repr(spec_result.speculative)
     assert len(text) < 400, text
     assert "3 run(s) of 1 draft(s)" in text and "tiny-llama-draft-xs.spec-g2 (γ 2)" in text
 
 
+@pytest.mark.slow
 def test_the_speculative_frames_hold_one_value_per_cell(spec_result):
     spec = spec_result.speculative
     for name in ("table", "by_metric", "decomposition", "forecast", "grid", "best", "steps"):
@@ -414,6 +421,7 @@ def test_the_ranks_table_names_its_mean():
 
 
 # ---- vLLM's own scopes, used when the default range is absent ---------------------------------------------------
+@pytest.mark.slow
 def test_a_vllm_scopes_trace_is_measured_on_its_forward_scope_with_a_note():
     res = nsys_cc.cost_coefficient(SCOPES, DRAFT_XS)
     explicit = nsys_cc.cost_coefficient(SCOPES, DRAFT_XS, range_name=["gpu_model_runner: forward",
@@ -477,6 +485,7 @@ def _spec_engines():
     return [spec_runs.SpecEngine(label, "tiny-llama-draft-xs", g) for g, label in zip((1, 2, 3), SPEC_LABELS[2:])]
 
 
+@pytest.mark.slow
 def test_an_interleaved_runs_speculative_engines_are_measured_in_place_by_the_library():
     # cost_coefficient(R, [R] * 4, engines=labels) said "holds no draft-model forward ranges"
     trace = ISPEC / "run-1" / "trace.sqlite"
@@ -502,6 +511,7 @@ def spec_runs_result():
     return nsys_cc.cost_coefficient_runs(runs, names=SPEC_LABELS, engines=[SPEC_LABELS] * 2)
 
 
+@pytest.mark.slow
 def test_interleaved_runs_with_speculative_engines_pool_them_as_the_cli_does(spec_runs_result):
     # cost_coefficient_runs treated the speculative engines as plain drafts (c 1.02 / 0.891 / 0.834, no .speculative)
     runs = [[ISPEC / f"run-{k}" / "trace.sqlite"] * 5 for k in (1, 2)]
@@ -558,6 +568,7 @@ def test_a_flat_list_of_interleaved_runs_is_refused_with_names_that_are_not_thei
     assert "runs=[[trace] * 3 for each run] with engines=" in str(err.value)
 
 
+@pytest.mark.slow
 def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model(long_way):
     assert nsys_cc.cost_coefficient_runs(PLAIN_RUNS) == long_way  # their traces, a flat list
     assert sorted(set(long_way.runs["run"])) == sorted(set(long_way.models[0].forwards["run"])) and len(
@@ -567,6 +578,7 @@ def test_interleaved_runs_given_as_they_are_are_each_one_run_of_every_model(long
     assert list(per_run["n_target"]) == [_decode_forwards(t, "tiny-llama-target") for t in PLAIN_RUNS]
 
 
+@pytest.mark.slow
 def test_a_profile_directory_of_interleaved_runs_is_read_as_it_is(long_way, interleaved_result):
     assert interleaved_result == long_way  # the directory that holds them
 
@@ -595,6 +607,7 @@ def test_interleaved_and_plain_traces_mixed_in_runs_are_refused():
         nsys_cc.cost_coefficient_runs([ISPEC, INTERLEAVED])
 
 
+@pytest.mark.slow
 def test_a_draft_slower_than_its_target_gets_a_note():
     # target and draft swapped: c = 6.68 and not a word
     swapped = nsys_cc.cost_coefficient(DRAFT_XS, TARGET)
@@ -615,6 +628,7 @@ def test_a_draft_slower_than_its_target_gets_a_note():
 
 
 # ---- the other calls that misled ------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_runs_take_a_range_per_model_as_cost_coefficient_does():
     # range_name=[…] raised TypeError (unhashable list) although documented "as for cost_coefficient"
     two = ["gpu_model_runner: forward", "model_executable()"]
@@ -641,12 +655,14 @@ def test_a_count_that_is_not_a_whole_number_is_refused(param, value):
         nsys_cc.kernels(TARGET, **{param: value})
 
 
+@pytest.mark.slow
 def test_a_numpy_whole_number_is_a_count():
     # once, not in each refused case above (two analyses each, the same for every case)
     assert nsys_cc.cost_coefficient(TARGET, DRAFT_S, skip_ranges=np.int64(8)) == nsys_cc.cost_coefficient(
         TARGET, DRAFT_S, skip_ranges=8)
 
 
+@pytest.mark.slow
 def test_render_takes_a_format_in_any_case_or_says_which_there_are(result):
     # "JSON", "md", "html" and None silently gave the text table
     assert result.render("JSON") == result.render("json") and json.loads(result.render("Json"))["coefficients"]
@@ -668,6 +684,7 @@ def test_phase_rows_of_a_phase_that_does_not_exist_is_refused_as_kernels_refuses
     assert len(result.target.phase_rows("decode")) == result.coefficients.query("phase == 'decode'")["n_target"].iloc[0]
 
 
+@pytest.mark.slow
 def test_range_name_none_is_the_default_range_not_a_range_named_none(result):
     # it became the range 'None'
     assert nsys_cc.cost_coefficient(TARGET, [DRAFT_S, DRAFT_XS], acceptance=[0.6, 0.8], range_name=None) == result
@@ -723,6 +740,7 @@ def test_a_narrowed_read_holds_the_names_it_read_only():
         assert "style" not in ranges.columns and set(ranges.range_style) == {"push/pop"}
 
 
+@pytest.mark.slow
 def test_an_open_trace_is_taken_where_a_trace_path_is(result):
     # cost_coefficient refused the open Trace that kernels takes
     with nsys_cc.open_trace(TARGET) as t:
@@ -730,6 +748,7 @@ def test_an_open_trace_is_taken_where_a_trace_path_is(result):
         assert len(t.nvtx_ranges()) > 0  # left open
 
 
+@pytest.mark.slow
 def test_a_metrics_dump_for_no_trace_given_is_refused():
     runs = [SPEC / f"tiny-llama-draft-xs.spec-g{g}.sqlite" for g in (1, 2, 3)]
     given = [SPEC / "tiny-llama-draft-xs.sqlite", *runs]
@@ -746,6 +765,7 @@ def test_a_metrics_dump_for_no_trace_given_is_refused():
     assert any(f"{label}: its label says γ = 3, the run used γ = 1" in n for n in by_label.speculative.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.public
 def test_a_default_phase_told_apart_by_inference_is_said_where_it_is_seen(public_dir):
     # kernels() chose 'decode' (63 ranges) where kernel_diff() compared 'all' (64), the reason only in .attrs
@@ -798,6 +818,7 @@ def test_a_report_with_its_export_beside_it_is_not_exported_again(tmp_path, monk
 
 
 # ---- run numbers: one count, 1 … N ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
     # res.runs and runs.csv said 0…2 where the JSON, the text and the run-<k> folders said 1…3
     res = interleaved_result
@@ -819,6 +840,7 @@ def test_runs_are_numbered_one_way_everywhere(tmp_path, interleaved_result):
             res.target.of_run(bad)
 
 
+@pytest.mark.slow
 def test_a_profiles_own_run_numbers_are_kept(tmp_path):
     # a profile whose run 2 failed: its runs are 1 and 3, as its folders say
     for k in (1, 3):

@@ -108,6 +108,7 @@ def regex_reads_of_records(root: Path) -> list[str]:
     return sorted(set(found))
 
 
+@pytest.mark.slow
 def test_no_regular_expression_reads_a_run_record():
     assert regex_reads_of_records(PACKAGE) == []
 

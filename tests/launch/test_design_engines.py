@@ -83,6 +83,7 @@ def test_the_k0_schedule_reaches_max_num_seqs_where_the_options_name_it():
                                                                                                               0]]
 
 
+@pytest.mark.slow
 def test_the_k0_schedule_passes_vllms_own_validator():
     validator = pytest.importorskip("vllm.v1.spec_decode.dynamic.utils")
     config = interleaved.k0_config({"method": "draft_model", "model": "/m"}, 3)

@@ -137,6 +137,7 @@ def test_a_rerun_keeps_completed_runs_and_force_redoes_them(tmp_path, fake_runs)
     assert fake_runs == [1, 2, 3, 1, 2, 3]
 
 
+@pytest.mark.slow
 def test_two_failed_runs_in_a_row_stop_and_a_single_failure_is_noted(tmp_path, fake_runs):
     fake_runs.plan.update({2: "fail"})
     outcome = _profile(tmp_path, repeat=3)
@@ -149,6 +150,7 @@ def test_two_failed_runs_in_a_row_stop_and_a_single_failure_is_noted(tmp_path, f
     assert all(not r.ok for r in stopped.runs)
 
 
+@pytest.mark.slow
 def test_an_engine_that_cannot_be_built_leaves_the_runs_and_with_no_draft_left_they_stop(tmp_path, fake_runs):
     """A draft whose vLLM engine could not be built (a config error: it fails alike in every run) is left out of the
     later runs; when no draft is left, the runs stop at once (a tune on a fresh machine once ran five more target-only
@@ -165,6 +167,7 @@ def test_an_engine_that_cannot_be_built_leaves_the_runs_and_with_no_draft_left_t
     assert any("Invalid repository ID" in n for n in stopped.notes)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_runs_completed_and_reports_them(tmp_path, fake_runs):
     fake_runs.plan.update({3: "ctrl-c"})
     with pytest.raises(KeyboardInterrupt):
@@ -234,6 +237,7 @@ def test_dry_run_prints_one_process_for_every_model(tmp_path):
     assert any(ln.endswith(f"-o {out}/run-1/trace.sqlite {out}/run-1/trace.nsys-rep") for ln in lines)
 
 
+@pytest.mark.slow
 def test_the_cli_reports_the_runs_and_the_stop(tmp_path, fake_runs):
     res = CliRunner().invoke(cli, ["profile", "--target", TARGET, "--draft", DRAFTS[0], "--draft", DRAFTS[1], "-o",
                                    str(tmp_path), "--device", "cpu", "--repeat", "2", "--precision", "0.001",
@@ -244,6 +248,7 @@ def test_the_cli_reports_the_runs_and_the_stop(tmp_path, fake_runs):
     assert "stopped by --max-repeat (2) before the precision" in res.output
 
 
+@pytest.mark.slow
 def test_analyze_reads_a_profile_directory_as_profile_reported_it(tmp_path, fake_runs):
     outcome = _profile(tmp_path, repeat=3, acceptance=[0.6])
     res = CliRunner().invoke(cli, ["analyze", str(tmp_path), "--format", "json", "--acceptance", "0.6"])
@@ -386,6 +391,7 @@ def test_the_forward_share_of_each_run_is_that_runs_own_and_no_trace_is_opened_a
     assert len(set(per_run.values())) > 1  # the fixture runs' iterations really differ
 
 
+@pytest.mark.slow
 def test_speculative_engines_of_interleaved_runs_get_their_forward_share_from_the_one_read(tmp_path, fake_runs,
                                                                                             counted):
     """The speculative branch of the interleaved analysis (fixtures/interleaved/spec: two real runs with γ 1–3

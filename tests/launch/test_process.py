@@ -115,6 +115,7 @@ def failing_start(said: str, rc: int) -> str:
             "open(b + '.bench.json', 'w').write('{}'); open(b + '.nsys-rep', 'w').write('rep')")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("said", "rc", "logged"), [
     ("print('Dynamic exception type: boost::wrapexcept<QuadDCommon::SystemException>')", 1,
      "# nsys failed to start (exit 1, QuadDCommon::SystemException); retrying"),
@@ -199,6 +200,7 @@ def test_a_failing_rerun_keeps_the_earlier_trace_set(tmp_path, profile_code, exp
     assert not (tmp_path / resume.ATTEMPTS_DIR).exists()
 
 
+@pytest.mark.slow
 def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch):
     first = _complete(tmp_path)
     again = _run(tmp_path, WRITE_OUTPUTS, COPY_FIXTURE)
@@ -219,6 +221,7 @@ def test_an_interrupted_rerun_keeps_the_earlier_trace_set(tmp_path, monkeypatch)
     assert fresh.status == "interrupted"
 
 
+@pytest.mark.slow
 def test_a_completed_rerun_replaces_the_trace_set(tmp_path):
     first = _complete(tmp_path)
     rewrite = WRITE_OUTPUTS.replace("write('rep')", "write('second')")

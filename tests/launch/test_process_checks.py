@@ -49,6 +49,7 @@ def test_a_gpu_run_with_gpu_work_on_its_forwards_completes(tmp_path):
     assert _outcome(_run(tmp_path, shaped.path, gpu=True)) == ("done", "")
 
 
+@pytest.mark.slow
 def test_a_gpu_run_whose_kernels_were_launched_from_another_thread_fails_saying_so(tmp_path):
     other = read_ranges(TARGET, (FORWARD,))[0].global_tid + 1
     shaped = add_gpu_work(TARGET, tmp_path / "gpu.sqlite", steady(1.5, names=(FORWARD,), thread=other),
@@ -79,6 +80,7 @@ def test_the_same_trace_from_a_cpu_run_is_fine(tmp_path):
     assert _outcome(_run(tmp_path, TARGET, gpu=False)) == ("done", "")
 
 
+@pytest.mark.slow
 def test_a_speculative_run_without_draft_ranges_fails(tmp_path):
     status, reason = _outcome(_run(tmp_path, DRAFT_PLAIN, method="draft_model"))
     assert status == "failed"

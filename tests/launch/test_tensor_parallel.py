@@ -153,6 +153,7 @@ def _fakes():
     return CpuCommunicator, GPUModelRunner
 
 
+@pytest.mark.slow
 def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     from types import SimpleNamespace
 
@@ -175,6 +176,7 @@ def test_all_reduce_inside_a_forward_gets_its_range_with_bytes(events):
     assert events == []
 
 
+@pytest.mark.slow
 def test_a_vllm_without_cpu_communicator_keeps_the_forwards(events, monkeypatch):
     """A vLLM whose communicator module has no `CpuCommunicator` loses the all-reduce ranges only: no warning, no
     fall-back to vLLM's own scopes, and the forwards are still recorded (their all-reduces unmarked)."""

@@ -320,6 +320,7 @@ def _check(seed: int, mutations: list[str], run) -> None:
         pytest.fail(f"seed {seed}, mutations {mutations}: {type(exc).__name__}: {exc}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(CASES))
 def test_mutated_export_raises_only_nsys_cc_errors(seed, tmp_path, cache_dir):
     rng = random.Random(seed)
@@ -358,6 +359,7 @@ def _slow_column(rng: random.Random, con: sqlite3.Connection) -> str:
 
 
 # each case spins for its 0.3 s bound: 1 case in `make check`, 4 in `make test`
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(max(1, CASES // 15)))
 def test_a_slow_query_is_stopped_by_the_query_bound(seed, tmp_path, cache_dir, monkeypatch):
     """Every query the reader makes is bounded (NSYS_CC_QUERY_TIMEOUT): a column made slow ends in an NsysCCError
@@ -442,6 +444,7 @@ def _tampered_profile(rng: random.Random, out: Path, run: str) -> str:
     return f"status.json: {shape}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(max(3, CASES // 5)))
 def test_a_profiles_own_files_of_any_shape_raise_only_nsys_cc_errors(seed, tmp_path):
     """A profile directory (the real interleaved fixture) with its status.json, a run's done.json, interleaved.json

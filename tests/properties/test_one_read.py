@@ -38,6 +38,7 @@ def test_plain_runs(counted):
     assert once_each(opens, paths) and once_each(reads, paths)
 
 
+@pytest.mark.slow
 def test_speculative_runs_and_their_plain_target(counted):
     paths = [SPEC / f"{label}.sqlite" for label in ("tiny-llama-target", "tiny-llama-draft-xs",
                                                      "tiny-llama-draft-xs.spec-g1", "tiny-llama-draft-xs.spec-g3")]
@@ -55,6 +56,7 @@ def test_a_tensor_parallel_target_with_its_all_reduces(counted):
     assert once_each(opens, paths) and once_each(reads, paths)
 
 
+@pytest.mark.slow
 def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
     options = BenchOptions(input_len=64, output_len=4, batch_size=2, warmup_iters=2, iters=3)
     runs = planned("tiny-llama-target", ["tiny-llama-draft-s"], tmp_path, options, nsys="nsys", gpu=False)
@@ -72,6 +74,7 @@ def test_profiles_analysis_and_forward_share_check(tmp_path, counted):
     assert check  # the forward-share check reads nothing of its own (it measures the models analysed above)
 
 
+@pytest.mark.slow
 def test_gpu_shaped_speculative_runs_projected_without_a_second_read(tmp_path, counted):
     """The GPU metrics of a speculative run's forwards (in place, on every metric) come from projecting the ranges
     already read: the trace's NVTX ranges are still read once (GPU-shaped copies of the real fixtures, `gpu_shaped`)."""
@@ -88,6 +91,7 @@ def test_gpu_shaped_speculative_runs_projected_without_a_second_read(tmp_path, c
     assert once_each(opens, paths) and once_each(reads, paths)
 
 
+@pytest.mark.slow
 def test_interleaved_runs_read_each_trace_once_for_all_its_engines(counted):
     # every model of an interleaved run lives in the run's one trace (told apart by its engine's windows)
     runs = [FIXTURES / "interleaved" / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
@@ -98,6 +102,7 @@ def test_interleaved_runs_read_each_trace_once_for_all_its_engines(counted):
     assert once_each(opens, runs) and once_each(reads, runs)
 
 
+@pytest.mark.slow
 def test_one_trace_given_once_per_model_with_scopes_is_opened_and_read_once(counted):
     # `analyze run run run --engine …`: the three models of one interleaved run, each by its engine's windows
     run = FIXTURES / "interleaved" / "run-1" / "trace.sqlite"

@@ -46,6 +46,7 @@ def spec_result():
 
 # ---- the pooled c lies within its runs ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_pooled_decode_c_is_the_geometric_mean_of_the_runs_c_from_sql(spec_result):
     runs = [SPEC / f"run-{k}" / "trace.sqlite" for k in (1, 2)]
     cs = [np.median(decode_tokens_ms(r, DRAFT, 1)) / np.median(decode_tokens_ms(r, TARGET, 1)) for r in runs]
@@ -62,6 +63,7 @@ def test_the_pooled_decode_c_is_the_geometric_mean_of_the_runs_c_from_sql(spec_r
                for n in spec_result.notes)
 
 
+@pytest.mark.slow
 def test_a_tune_cell_pools_within_its_runs():
     # fixtures/tune/a99/bs1 pooled 0.228 against runs 0.227 and 0.196
     with warnings.catch_warnings():
@@ -76,6 +78,7 @@ def test_a_tune_cell_pools_within_its_runs():
 
 # ---- intervals a user can use, in place too ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_in_place_figures_of_two_runs_show_their_runs_not_a_bound(spec_result):
     spec = spec_result.speculative
     assert spec.by_metric[[c for c in spec.by_metric if c.endswith("_ci_low")]].isna().all().all()
@@ -89,6 +92,7 @@ def test_the_in_place_figures_of_two_runs_show_their_runs_not_a_bound(spec_resul
     assert f"({'runs'}" in section and "Measured" in text
 
 
+@pytest.mark.slow
 def test_the_coefficients_plot_is_not_scaled_to_an_interval_that_runs_off(spec_result):
     wide = spec_result.coefficients.copy()
     at = (wide["draft"] == DRAFT) & (wide["phase"] == "decode")
@@ -117,6 +121,7 @@ def test_a_bootstrap_interval_never_reaches_zero_or_misses_its_estimate():
 
 # ---- tune's forecast intervals and its trust rule ----------------------------------------------------------------
 
+@pytest.mark.slow
 def test_tune_refuses_the_schedule_its_own_check_refutes_on_the_design_fixture():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NsysCCWarning)
@@ -172,6 +177,7 @@ def _cells(spread: float, seed: int = 0) -> list[tune_model.Cell]:
     return out
 
 
+@pytest.mark.slow
 def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
     # medians known to a factor 40 (what two runs on t(1) gave the a99-design cells): many refits give a step cost at
     # or below 0 somewhere — never read as percentiles (it once printed 3.7× [-311–5.11])
@@ -186,6 +192,7 @@ def test_refits_that_blow_up_are_dropped_and_too_many_leave_no_interval():
         assert _usable(f["speedup"], f["speedup_ci_low"], f["speedup_ci_high"]), f
 
 
+@pytest.mark.slow
 def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
     fitted = _cells(0.05)
     truth = tune_model.speedup(tune_model.fit_cost(fitted), tune_model.tokens_model(fitted), 4, 2)
@@ -210,6 +217,7 @@ def test_a_held_out_miss_beyond_10_percent_is_not_recommended():
 
 # ---- one answer per result -----------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
     pair = FIXTURES / "spec" / "pair-a50"
     spec = [pair / f"pair-draft.spec-g{g}.sqlite" for g in (1, 2, 3)]
@@ -237,6 +245,7 @@ def test_verdicts_rest_on_the_speculative_runs_where_they_exist():
 RUN_TRACES = [FIXTURES / "interleaved" / f"run-{k}" / "trace.sqlite" for k in (1, 2, 3)]
 
 
+@pytest.mark.slow
 def test_a_list_of_interleaved_run_traces_is_analysed_as_runs():
     res = nsys_cc.analyze([str(p) for p in RUN_TRACES])
     assert [m.name for m in res.models] == ["tiny-llama-target", "tiny-llama-draft-s", "tiny-llama-draft-xs"]
@@ -251,6 +260,7 @@ def test_a_list_of_interleaved_run_traces_is_analysed_as_runs():
 
 # ---- the messages, plots and docs list -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_missing_file_or_a_pattern_is_named():
     with pytest.raises(InputError, match="/nonexistent/t.sqlite: no such file"):
         nsys_cc.analyze("/nonexistent/t.sqlite")
@@ -279,6 +289,7 @@ def test_a_name_that_matches_no_range_warns_with_the_closest():
             assert len(trace.nvtx_ranges(names=["model_executable()"])) > 0
 
 
+@pytest.mark.slow
 def test_one_run_of_a_pooled_model_is_that_runs_alone():
     res = nsys_cc.cost_coefficient_runs([str(p) for p in RUN_TRACES])
     one = res.target.of_run(2)
@@ -294,6 +305,7 @@ def test_the_docstrings_name_the_columns_there_are():
     assert "run" in forwards_doc.split("range_id")[0]
 
 
+@pytest.mark.slow
 def test_a_folder_of_traces_called_profile_output_is_read():
     res = nsys_cc.analyze(str(FIXTURES / "spec" / "pair-a50"))
     assert res.target.name == "pair-target-a50" and [m.name for m in res.drafts] == ["pair-draft"]
@@ -315,6 +327,7 @@ def test_gamma_is_a_whole_number_and_alpha_one_is_flagged_unbounded():
     assert g == 99 and speedup.unbounded(1.0, 0.2) and not speedup.unbounded(0.9, 0.2)
 
 
+@pytest.mark.slow
 def test_the_plots_say_what_they_show(spec_result):
     figs = spec_result.figures()
     assert figs["runs"].axes[0].get_ylabel().endswith("median target token")  # token c, not "forward"
@@ -366,6 +379,7 @@ def _within(values, pooled: float) -> bool:
     return min(v) * (1 - 1e-9) <= pooled <= max(v) * (1 + 1e-9)
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(run_sets())
 def test_analyze_pools_within_the_runs_and_every_interval_holds(runs):
@@ -395,6 +409,7 @@ def _step_table(decode_ms: np.ndarray, kind: str, gamma: int = 0) -> steps.StepT
     return steps.StepTable(frame, drafts, "step ranges", "", int(n // 4) + 1, 5.0, gamma or None, (), None)
 
 
+@pytest.mark.slow
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(2, 4), st.data())
 def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs, data):
@@ -419,6 +434,7 @@ def test_in_place_figures_pool_within_their_runs_and_every_interval_holds(n_runs
             assert _usable(value, lo, hi), fig
 
 
+@pytest.mark.slow
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.floats(0.01, 40.0), st.integers(0, 1000))
 def test_tune_forecast_intervals_hold_or_are_none(spread, seed):

@@ -166,7 +166,7 @@ def random_bytes_named_sqlite(tmp: Path) -> Case:
 
 @case(*FILE_VERBS)
 def gzipped_export(tmp: Path) -> Case:
-    (tmp / "t.sqlite.gz").write_bytes(gzip.compress(TARGET.read_bytes()))
+    (tmp / "t.sqlite.gz").write_bytes(gzip.compress(TARGET.read_bytes(), compresslevel=1))
     return on_file(tmp / "t.sqlite.gz", r"t\.sqlite\.gz is neither an Nsight Systems SQLite export")
 
 
@@ -709,6 +709,7 @@ def _subprocess_param(name: str, verb: str):
     return pytest.param(name, verb, marks=marks)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,verb", [_subprocess_param(*c) for c in SUBPROCESS_CASES])
 def test_real_process_prints_no_traceback(name, verb, tmp_path, request):
     if name in RUNS_NSYS:
@@ -743,6 +744,7 @@ def reference() -> dict[tuple, float]:
     return c_values(TARGET, DRAFT)
 
 
+@pytest.mark.slow
 def test_names_only_inline_give_the_same_c(tmp_path, reference):
     """nsys writes unregistered names into `text` and registered ones into StringIds; move every name inline."""
     inline = derive(TARGET, tmp_path / "inline.sqlite",
@@ -752,6 +754,7 @@ def test_names_only_inline_give_the_same_c(tmp_path, reference):
         assert c_values(inline, DRAFT) == reference
 
 
+@pytest.mark.slow
 def test_negative_timestamps_give_the_same_c(tmp_path, reference):
     """Events before the capture range have negative times; shift every NVTX event 30 s into the negative."""
     shifted = derive(TARGET, tmp_path / "negative.sqlite",
@@ -760,6 +763,7 @@ def test_negative_timestamps_give_the_same_c(tmp_path, reference):
         assert c_values(shifted, DRAFT) == reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["前向 ✓ 🚀", "y" * 10_000, "with 'quotes' and \"double\" and \\ and %s", ":lead"])
 def test_unicode_and_very_long_range_names(tmp_path, reference, name):
     renamed = []
@@ -844,6 +848,7 @@ def test_empty_leftover_in_the_cache_is_exported_again(tmp_path, reference, nsys
 GPU_TRACE = "Sh1mwww__llama3-inference__demo.sqlite"
 
 
+@pytest.mark.slow
 def test_gpu_trace_without_cuda_tables_gives_wall_time_only(tmp_path, public_dir):
     src = public_dir / GPU_TRACE
     intact = [shutil.copyfile(src, tmp_path / f"intact{i}.sqlite") for i in range(2)]
@@ -861,6 +866,7 @@ def test_gpu_trace_without_cuda_tables_gives_wall_time_only(tmp_path, public_dir
     assert any("nocuda: no CUDA tables in the trace" in n for n in json.loads(result.stdout)["notes"])
 
 
+@pytest.mark.slow
 def test_ranges_that_launch_no_gpu_work_give_wall_time_only_without_warnings(tmp_path, public_dir):
     """On this trace the `prefetch_h2d_wk` ranges make no CUDA call on their own thread: nothing projects onto the
     GPU, so c is on wall time only, a note says why, and no NumPy warning reaches the user."""
@@ -1136,6 +1142,7 @@ def _with_open_writer(src: Path, folder: Path, mode: str, *sql: str) -> Path:
 SLOWER_FORWARDS = f"UPDATE NVTX_EVENTS SET end = start + 3 * (end - start) WHERE textId = {FORWARD_NAME_SQL}"
 
 
+@pytest.mark.slow
 def test_committed_data_in_a_wal_file_is_read(tmp_path, reference):
     """It used to be read without the -wal (an immutable connection ignores it): c differed without a word. The
     files are unchanged and no -shm appears beside them."""
@@ -1381,6 +1388,7 @@ def _first_forward(column: str, value: str) -> str:
             f"NVTX_EVENTS WHERE textId = {FORWARD_NAME_SQL})")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("column, value", [("int64Value", "9223372036854775807"),
                                            ("int64Value", "-9223372036854775808"),
                                            ("doubleValue", "9e999"), ("int64Value", "0")])
@@ -1404,6 +1412,7 @@ def test_a_payload_that_is_no_token_count_is_not_a_prefill(tmp_path, column, val
     assert "1 of 20 forward payloads are not token counts" in rule
 
 
+@pytest.mark.slow
 def test_duplicated_rows_are_counted_once_with_a_note(tmp_path, reference):
     """Every forward row inserted twice: N used to double silently. The c is the untouched trace's; a note says."""
     doubled = derive(TARGET, tmp_path / "doubled.sqlite", *unconstrained("NVTX_EVENTS"),
@@ -1453,6 +1462,7 @@ def pd_read(path: Path):
     return pd.read_csv(path)
 
 
+@pytest.mark.slow
 def test_gpu_ops_whose_names_the_export_lacks(tmp_path, public_dir):
     """Found by the fuzzing: without StringIds every kernel name is missing, which ended in a ValueError (a negative
     code counted by np.bincount). The ops count under one label; the c are the untouched trace's."""

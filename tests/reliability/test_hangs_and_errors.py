@@ -40,6 +40,7 @@ def _alive(pid: int) -> bool:
 
 
 # -- hangs and runaway work --------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_sigterm_during_a_profile_stops_nsys_and_everything_it_started(tmp_path):
     """SIGTERM to nsys-cc while nsys runs: nsys-cc ended at once and nsys (in its own session) ran on; SIGINT
     stopped it. Now SIGTERM stops the child as Ctrl-C does, and nsys-cc ends with 128 + 15."""
@@ -116,6 +117,7 @@ def _all_gone(pids: list[int], within_s: float) -> bool:
     return not any(_alive(p) for p in pids)
 
 
+@pytest.mark.slow
 def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
     """`kill -9` of nsys-cc alone left the benchmark and vLLM running for over 5 s, writing into `run-1.attempt/`.
     The command's keeper (`launch.watchdog`) sees nsys-cc's end and SIGKILLs everything below it — a process that
@@ -146,6 +148,7 @@ def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
         proc.wait()
 
 
+@pytest.mark.slow
 def test_the_keeper_passes_the_exit_status_and_the_output_on(tmp_path):
     from nsys_cc.launch.process import run_logged
 
@@ -230,6 +233,7 @@ def _slow(path: Path) -> None:
         con.close()
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_a_long_query_is_a_ctrl_c_not_a_corrupt_file(tmp_path, cache_dir, monkeypatch):
     """A Ctrl-C lands in the query bound's Python callback, and SQLite swallows what a callback raises: the
     statement stopped as "interrupted", read as a corrupt file — and `tune` skipped that cell and ran on (the
@@ -249,6 +253,7 @@ def test_ctrl_c_during_a_long_query_is_a_ctrl_c_not_a_corrupt_file(tmp_path, cac
             timer.cancel()
 
 
+@pytest.mark.slow
 def test_the_query_bound_still_stops_a_slow_query(tmp_path, cache_dir, monkeypatch):
     from nsys_cc.trace import open_trace
 
@@ -305,6 +310,7 @@ def _c(result) -> dict:
     return {(r.draft, r.phase, r.metric): r.c for r in result.coefficients.itertuples()}
 
 
+@pytest.mark.slow
 def test_every_nvtx_row_duplicated_counts_logits_and_sampling_once_too(tmp_path):
     """`INSERT INTO NVTX_EVENTS SELECT * FROM NVTX_EVENTS`: the forwards were counted once with a note, but the
     logits and sampling twice — decode c 0.852 instead of 0.653. The c is now the untouched trace's, and the note
@@ -321,6 +327,7 @@ def test_every_nvtx_row_duplicated_counts_logits_and_sampling_once_too(tmp_path)
         assert f"20 duplicated row(s) of {name!r}" in note
 
 
+@pytest.mark.slow
 def test_a_correlation_id_shared_by_every_kernel_is_said(tmp_path):
     """Every kernel given one correlationId (no CUDA graph traced): all of them counted for the one call with that
     id and the ranges that launched them missing their work — 16 GEMM rows gone without a note."""
@@ -352,6 +359,7 @@ def test_zero_length_forwards_are_said(tmp_path):
     assert any(n.startswith("d: ") and "every kept 'model_executable()' range lasts 0 ns" in n for n in got.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", [-0.5, 0, float("nan")])
 def test_latencies_that_are_no_time_give_no_forward_share(tmp_path, value):
     """Negative bench latencies printed "per run −76 %–75 %"; now the file is no latency record, said in a note."""
@@ -385,6 +393,7 @@ def profile_dir(tmp_path):
     return out
 
 
+@pytest.mark.slow
 def test_a_run_listed_twice_is_refused_not_pooled_twice(profile_dir):
     from nsys_cc.analysis.coefficient.of_profile import analyze_profile
 
@@ -526,6 +535,7 @@ def test_an_output_length_no_array_holds_is_one_line(value):
         done.stderr
 
 
+@pytest.mark.slow
 def test_a_scheduler_that_is_no_dask_is_one_line(tmp_path):
     """An HTTP server given as --scheduler: Dask read its reply as a frame length and asked for 3 EiB (MemoryError),
     and the half-made client printed a traceback at exit."""
@@ -563,6 +573,7 @@ def test_a_scheduler_that_is_no_dask_is_one_line(tmp_path):
     assert "Traceback" not in done.stderr and "internal error" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_generator_of_drafts_is_read_once():
     import nsys_cc
 

@@ -348,6 +348,7 @@ def test_n10_a_name_or_path_too_long_is_one_line(tmp_path, where):
     assert "file name too long" in line and len(line) < 400
 
 
+@pytest.mark.slow
 def test_x01_output_to_a_full_device_is_one_line(tmp_path):
     """`analyze … > /dev/full`: ENOSPC is one line and exit 2 (it held already; a test keeps it)."""
     if not os.path.exists("/dev/full"):
@@ -362,6 +363,7 @@ def test_x01_output_to_a_full_device_is_one_line(tmp_path):
 
 # -- A01: zero-length forwards ------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a01_zero_length_target_forwards_answer_without_a_traceback(tmp_path):
     """Without the fix the diagnosis divided by the target's median wall time (0): ZeroDivisionError, exit 1."""
     path = tmp_path / "z.sqlite"
@@ -400,6 +402,7 @@ def test_a18_ranges_never_closed_are_not_taken_for_nested_ones(tmp_path):
     assert "dropped 2 range(s) never closed" in note and "nested" not in note
 
 
+@pytest.mark.slow
 def test_zero_length_draft_forwards_give_no_c_not_zero(tmp_path):
     """Round 4, still failing: every draft forward zero-length gave c_forward 0.0, and c (its token's) 0.189 —
     the logits and sampling alone, over the target's whole token — where the trace as recorded gives 0.653, without
@@ -423,6 +426,7 @@ def test_zero_length_draft_forwards_give_no_c_not_zero(tmp_path):
     assert both.coefficients["c"].isna().all() and both.coefficients["c_forward"].isna().all()
 
 
+@pytest.mark.slow
 def test_a_correlation_id_shared_by_two_calls_moves_no_kernel(tmp_path):
     """Round 4, still failing: two launch calls of different forwards given one correlationId (with their kernels):
     every kernel of both went to the latest call, so one forward lost its kernels and another gained them. Each

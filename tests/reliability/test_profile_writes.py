@@ -296,6 +296,7 @@ def test_a_set_aside_run_with_a_users_file_is_left_not_removed(tmp_path):
 
 
 # -- a rerun stopped by SIGTERM ---------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_a_forced_rerun_stopped_by_sigterm_leaves_the_completed_run_analysable(tmp_path, monkeypatch):
     """Round 4, still failing: a `profile --force` rerun stopped by SIGTERM while nsys ran left status.json saying
     run 1 was "interrupted", and `analyze DIR` refused ("nothing to analyse … interrupted") although the finished

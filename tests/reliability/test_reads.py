@@ -153,6 +153,7 @@ def _profile_dir(tmp_path: Path) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_D05_analyze_of_a_profile_whose_status_json_is_a_fifo_is_one_line(tmp_path):
     out = _profile_dir(tmp_path)
     os.mkfifo(out / "status.json")
@@ -290,6 +291,7 @@ def test_P13_a_fifo_as_a_models_done_json_is_not_a_completed_model(tmp_path):
         assert resume.is_complete(run) is False
 
 
+@pytest.mark.slow
 def test_P13_analyze_of_a_profile_whose_run_done_json_is_a_fifo_answers(tmp_path):
     """`analyze O` with run-1/done.json a FIFO: run-1 is no completed run (the others are analysed), no wait."""
     out = _profile_dir(tmp_path)
@@ -329,6 +331,7 @@ def test_G01_a_slow_generated_column_is_stopped_by_the_query_bound_naming_its_kn
     assert time.monotonic() - t0 < HANG_S
 
 
+@pytest.mark.slow
 def test_G01_every_connection_has_the_bound(tmp_path, monkeypatch):
     """The library's own connection function stops a slow statement (a recursive CTE: no file needed)."""
     from nsys_cc.trace.connection import connect, too_slow
@@ -429,6 +432,7 @@ def _read_calls(path: Path, rel: str) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_read_in_the_package_goes_through_the_one_opener():
     offenders = package_offenders(_read_calls)
     assert offenders == {}, ("reads outside nsys_cc.inputs (route them through it, or add the function to ALLOWED "

@@ -142,6 +142,7 @@ def huge(tmp_path_factory) -> tuple[dict, dict]:
     return {case: (status, stderr, paths[case]) for case, (_, status, stderr, _) in zip(HUGE, results)}, usage
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(HUGE))
 def test_a_bomb_or_huge_file_is_refused_at_its_bound_in_little_memory(huge, case):
     results, usage = huge
@@ -191,6 +192,7 @@ def trace_runs(traces: list[Path], sets: list[list[Path]]) -> list[dict]:
             *({"args": ["analyze", "--format", "json", *map(str, s)]} for s in sets)]
 
 
+@pytest.mark.slow
 def test_every_trace_verb_works_under_an_address_space_limit(tmp_path):
     # `ulimit -v 4000000`: a request for the 16 GiB cap up front failed every read, even of a 4 KB trace
     torch = [TORCH / f"{m}.pt.trace.json.gz" for m in ("tiny-llama-target", "tiny-llama-draft-xs",

@@ -48,6 +48,7 @@ for verb in verbs:
 """
 
 
+@pytest.mark.slow
 def test_a_trace_in_a_folder_the_user_may_not_search_is_one_line_for_every_verb(tmp_path):
     readable = [tmp_path / DRAFT.name, tmp_path / SQLITE.name]
     for src, dst in zip((DRAFT, SQLITE), readable):
@@ -124,6 +125,7 @@ def _early_kernel(src: Path, dst: Path, lead_ns: int) -> int:
     return was
 
 
+@pytest.mark.slow
 def test_a_gpu_op_that_starts_before_its_launch_is_left_out_and_said(tmp_path, gpu_shaped):
     damaged = tmp_path / "early.pt.trace.json"
     was = _early_kernel(gpu_shaped.path, damaged, 20_000)

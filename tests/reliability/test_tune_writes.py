@@ -70,6 +70,7 @@ def _profile(out, **kw):
 
 
 # -- data loss and writes outside -o -----------------------------------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["forecast.csv", "checks.csv", "tune.png", "report.md", "schedule.json",
                                   "tune.json"])
 def test_a_link_where_tune_writes_is_replaced_never_written_through(tmp_path, outside, read_once, name):
@@ -83,6 +84,7 @@ def test_a_link_where_tune_writes_is_replaced_never_written_through(tmp_path, ou
     assert (out / "forecast.csv").read_text().startswith("batch_size,gamma,")
 
 
+@pytest.mark.slow
 def test_a_round_link_is_refused_before_anything_is_profiled(tmp_path, outside, read_once, fake_rounds):
     """`round-1` → a folder elsewhere: its run-1/, status.json and lock went there."""
     out = tmp_path / "O"
@@ -94,6 +96,7 @@ def test_a_round_link_is_refused_before_anything_is_profiled(tmp_path, outside, 
     assert fake_rounds == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["report.md", "tune.json", "forecast.csv"])
 def test_the_users_own_file_is_refused_before_profiling(tmp_path, outside, read_once, fake_rounds, name):
     out = tmp_path / "O"
@@ -106,6 +109,7 @@ def test_the_users_own_file_is_refused_before_profiling(tmp_path, outside, read_
     assert fake_rounds == []  # refused now, not after hours of profiling
 
 
+@pytest.mark.slow
 def test_the_users_own_report_is_refused_when_reading_too(tmp_path, outside, read_once):
     out = tmp_path / "O"
     out.mkdir()
@@ -114,6 +118,7 @@ def test_the_users_own_report_is_refused_when_reading_too(tmp_path, outside, rea
         tuning.tune(FIX, out_dir=out, plot=False, **QUICK)
 
 
+@pytest.mark.slow
 def test_a_profiling_tune_writes_through_the_writer_and_rereads_its_design(tmp_path, outside, read_once, fake_rounds):
     out = tmp_path / "O"
     with unchanged(outside):
@@ -131,6 +136,7 @@ def test_a_profiling_tune_writes_through_the_writer_and_rereads_its_design(tmp_p
     assert again.files["report"] == out / "report.md"
 
 
+@pytest.mark.slow
 def test_a_full_disk_mid_write_leaves_the_earlier_report_whole(tmp_path, outside, read_once, monkeypatch):
     """forecast.csv cut mid-line while tune.json was new and checks.csv and report.md the old run's: now the write
     fails as a whole, naming the file, and the earlier report stays byte for byte."""
@@ -221,6 +227,7 @@ def test_a_design_of_one_number_is_that_batch_size(tmp_path, read_once):
     assert {c.batch_size for c in rep.result.fitted} == {8}
 
 
+@pytest.mark.slow
 def test_a_read_only_output_is_one_line(tmp_path, read_once, fake_rounds, monkeypatch):
     """`tune -o` on a read-only file system: the raw OSError; `analyze` said one line."""
     real = os.mkdir
@@ -262,6 +269,7 @@ def test_the_documented_check_pairs_are_taken(tmp_path, read_once, fake_rounds):
     assert {(c["batch_size"], c["gamma"]) for c in rep.result.checks} == {(4, 2), (16, 3)}
 
 
+@pytest.mark.slow
 def test_a_newline_in_the_output_name_forges_no_error_line(tmp_path, read_once):
     out = tmp_path / "O\nnsys-cc: error: forged"
     done = cli_in_process("tune", str(FIX), "-o", str(out), "--max-batch-size", "16", "--no-plot")

@@ -214,6 +214,7 @@ def test_O09_a_second_writer_of_the_same_out_dir_refuses_naming_the_first(tmp_pa
     write_report(small_result, out)  # the lock dies with its holder (SIGKILL included)
 
 
+@pytest.mark.slow
 def test_O07_a_hand_edited_file_an_old_names_only_manifest_lists_is_refused(tmp_path, small_result, no_figures):
     from nsys_cc.report import write_report
     from nsys_cc.report.report_files import MANIFEST
@@ -315,6 +316,7 @@ def _write_calls(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_every_write_under_the_package_goes_through_the_one_writer():
     offenders = package_offenders(lambda path, rel: [] if rel in ALLOWED else _write_calls(path))
     assert offenders == {}, ("writes/removals outside Folder (route them through it, or add the module to "
@@ -394,6 +396,7 @@ def test_P12_a_users_status_json_is_refused_never_replaced(tmp_path, outside):
 
 
 # -- output that cannot be written: one line, never a traceback ------------------------------------------------------
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full on this system")
 def test_X01_output_to_a_full_device_is_one_error_line_and_exit_2(tmp_path):
     with open("/dev/full", "w") as full:

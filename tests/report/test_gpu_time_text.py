@@ -42,6 +42,7 @@ def pair(tmp_path_factory):
     return nsys_cc.analyze(t.path, [d.path], acceptance=[alpha]), alpha, c_gpu, c_launch
 
 
+@pytest.mark.slow
 def test_the_verdicts_rest_on_the_gpu_span_alone(pair):
     res, alpha, c_gpu, c_launch = pair
     assert c_gpu < alpha < c_launch
@@ -56,6 +57,7 @@ def test_the_verdicts_rest_on_the_gpu_span_alone(pair):
     assert doc["speedup"][0]["c"] == pytest.approx(c_gpu)
 
 
+@pytest.mark.slow
 def test_the_cpu_time_is_named_launch_time_everywhere_a_person_reads_it(pair):
     res = pair[0]
     text = res.render("table")
@@ -72,6 +74,7 @@ def test_the_cpu_time_is_named_launch_time_everywhere_a_person_reads_it(pair):
     assert {c["metric"] for c in doc["coefficients"]} >= {"wall", "gpu_span"}  # the data key stays
 
 
+@pytest.mark.slow
 def test_the_plots_name_it_launch_time(pair):
     from nsys_cc.report import result_plots, token_plots
 
@@ -92,6 +95,7 @@ def test_the_words_per_kind_of_trace():
     assert gpu_time_text.words("gpu_span", "gpu_span") == "GPU span"
 
 
+@pytest.mark.slow
 def test_a_cpu_trace_keeps_wall():
     res = nsys_cc.analyze(TARGET, [DRAFT], acceptance=[0.5])
     text = res.render("table")
@@ -105,6 +109,7 @@ def test_a_cpu_trace_keeps_wall():
 SPEC = TORCH / "tiny-llama-draft-xs.spec-g2.pt.trace.json.gz"
 
 
+@pytest.mark.slow
 def test_the_speculative_table_is_on_the_gpu_span_with_the_samplings_gpu_time(tmp_path):
     """the speculative table's c's were launch-time c's beside a Thm 3.8 priced with the GPU c, and
     its "Verify sample" a blocking copy waiting for the GPU on the CPU. Now its figures carry their metric (the

@@ -26,6 +26,7 @@ def result():
                                     acceptance=[0.6])
 
 
+@pytest.mark.slow
 def test_the_report_the_json_and_a_csv_per_table(result, tmp_path):
     md = write_report(result, tmp_path / "r", plots=False, extra_notes=["profiled on a quiet machine"],
                       extra_tables={"mine": pd.DataFrame({"k": ["a|b"], "v": [1]})})

@@ -94,6 +94,7 @@ def test_cpu_only_result_makes_no_gpu_plots(cpu_result, tmp_path):
     assert "CPU-only" in breakdown.get_suptitle() and "wall-clock only" in breakdown.get_suptitle()
 
 
+@pytest.mark.slow
 def test_forward_times_show_each_model_and_phase_in_ms(cpu_result):
     fig = plots.plot_forward_times(cpu_result)
     (ax,) = fig.axes
@@ -109,6 +110,7 @@ def test_forward_times_show_each_model_and_phase_in_ms(cpu_result):
     assert low <= medians.min() and medians.max() <= high
 
 
+@pytest.mark.slow
 def test_coefficients_one_panel_per_phase_with_intervals_and_reference_lines(cpu_result):
     fig = plots.plot_coefficients(cpu_result)
     coef = cpu_result.coefficients
@@ -152,6 +154,7 @@ def test_time_breakdown_cpu_only_bars_are_median_wall(cpu_result):
         assert ax.get_ylabel() == "median time per forward (ms)"
 
 
+@pytest.mark.slow
 @pytest.mark.public
 def test_gpu_plots_show_gpu_metrics(gpu_result):
     assert all(m.has_cuda for m in gpu_result.models)
@@ -165,6 +168,7 @@ def test_gpu_plots_show_gpu_metrics(gpu_result):
     assert 0.5 in _hlines(coef.axes[0])
 
 
+@pytest.mark.slow
 @pytest.mark.public
 def test_gpu_time_breakdown_stacks_busy_idle_and_cpu(gpu_result):
     fig = plots.plot_time_breakdown(gpu_result)
@@ -179,6 +183,7 @@ def test_gpu_time_breakdown_stacks_busy_idle_and_cpu(gpu_result):
             "median launch time"} <= labels
 
 
+@pytest.mark.slow
 @pytest.mark.public
 def test_kernel_categories_bars_match_the_category_table(gpu_result):
     fig = plots.plot_kernel_categories(gpu_result)

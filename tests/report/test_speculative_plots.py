@@ -24,12 +24,14 @@ def spec():
         SPEC / f"{DRAFT}.sqlite", *(SPEC / f"{DRAFT}.spec-g{g}.sqlite" for g in GAMMAS)]).speculative
 
 
+@pytest.mark.slow
 def test_the_figures_by_file_stem_and_none_without_runs(spec):
     assert list(speculative_plots.figures(spec, str.upper)) == ["speculative_waterfall",
                                                                 f"speculative_forecast_{DRAFT.upper()}"]
     assert speculative_plots.figures(None) == {}
 
 
+@pytest.mark.slow
 def test_each_runs_panel_steps_through_its_factors_to_the_measured_speedup(spec):
     fig = speculative_plots.waterfall(spec)
     panels = [ax for ax in fig.axes if ax.get_visible()]
@@ -46,6 +48,7 @@ def test_each_runs_panel_steps_through_its_factors_to_the_measured_speedup(spec)
         assert [f"×{f:.3g}" for f in factors[1:]] == labels[1:len(factors)]
 
 
+@pytest.mark.slow
 def test_the_heatmap_says_what_its_model_was_fitted_on(spec):
     heat = speculative_plots.forecast_heatmap(spec, DRAFT)
     assert "fitted on step times split on wall" in heat.axes[0].get_title()

@@ -29,6 +29,7 @@ def test_without_speculative_runs_the_json_lists_are_empty():
                                               "forecast": [], "speculative_best": []}
 
 
+@pytest.mark.slow
 def test_one_json_entry_per_run_with_its_intervals_as_pairs_and_its_predictions(spec):
     doc = speculative_text.to_json(spec)
     entries = doc["speculative"]
@@ -44,6 +45,7 @@ def test_one_json_entry_per_run_with_its_intervals_as_pairs_and_its_predictions(
                                                "leviathan_in_place", "held_out_fit_gammas"}
 
 
+@pytest.mark.slow
 def test_the_forecast_check_names_the_gammas_it_was_fitted_on(spec):
     lines = speculative_text.check_lines(spec)
     assert [line.split(":")[0] for line in lines] == [f"tiny-llama-draft-xs.spec-g{g}" for g in GAMMAS]

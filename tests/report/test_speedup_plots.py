@@ -24,6 +24,7 @@ def _colourbar_labels(fig):
     return [ax.get_ylabel() for ax in fig.axes if ax.get_label() == "<colorbar>"]
 
 
+@pytest.mark.slow
 def test_speedup_heatmap(tmp_path):
     fig = speedup_plots.speedup_heatmap(0.0662, path=tmp_path / "heat.png")
     assert _png(tmp_path / "heat.png")
@@ -37,6 +38,7 @@ def test_speedup_heatmap(tmp_path):
     assert gammas[80] == max(range(1, 21), key=lambda g: s(alphas[80], g))
 
 
+@pytest.mark.slow
 def test_break_even_chart(tmp_path):
     fig = speedup_plots.break_even_chart(SEED_DRAFTS, alphas=[0.5, 0.8], path=tmp_path / "be.png")
     assert _png(tmp_path / "be.png")
@@ -49,6 +51,7 @@ def test_break_even_chart(tmp_path):
     assert "1.1B: c = 0.688, needs α > 0.688" in legend and "160M: c = 0.339, needs α > 0.339" in legend
 
 
+@pytest.mark.slow
 def test_dsi_heatmaps(tmp_path):
     maps = dsi.heatmaps(np.linspace(0.0, 1.0, 8), np.linspace(0.0, 1.0, 8), ks=range(1, 6), n_tokens=100, repeats=2)
     fig = speedup_plots.dsi_heatmaps(maps, SEED_DRAFTS, path=tmp_path / "dsi.png")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pandas as pd
+import pytest
 
 from nsys_cc.report.sweep_files import write_sweep
 from nsys_cc.sweep import table as table_mod
@@ -36,6 +37,7 @@ def test_a_second_write_replaces_the_first_whole(tmp_path, no_figures):
     assert pd.read_csv(out / "sweep.csv")["c"].tolist() == [0.5, 2.0]
 
 
+@pytest.mark.slow
 def test_the_plots_are_written_under_plots(tmp_path):
     files = write_sweep(_table(0.25), tmp_path / "sweep")
     assert files["c_vs_batch_size"] == tmp_path / "sweep" / "plots" / "c_vs_batch_size.png"

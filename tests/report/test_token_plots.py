@@ -20,6 +20,7 @@ def result():
     return nsys_cc.cost_coefficient(VLLM / "tiny-llama-target.sqlite", [VLLM / "tiny-llama-draft-s.sqlite"])
 
 
+@pytest.mark.slow
 def test_each_models_parts_are_stacked_and_its_token_marked(result):
     fig = plot_token_split(result, {})
     ax, share = fig.axes[:2]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from conftest import room_module
 from nsys_cc.analysis.tune import schedule as tune_schedule
 from nsys_cc.analysis.tune.keys import CellKey
@@ -20,6 +22,7 @@ def _result(measured: float, key: CellKey):
     return tune_schedule.fit_schedule(fitted, [held], draws=20, max_batch_size=16)
 
 
+@pytest.mark.slow
 def test_each_cell_is_marked_with_its_gamma_and_its_other_axes():
     fig = plot_tune(_result(1.2, CellKey(4, 128)))
     ax = fig.axes[0]

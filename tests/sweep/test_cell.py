@@ -101,6 +101,7 @@ def fake(monkeypatch):
     return fake
 
 
+@pytest.mark.slow
 @pytest.mark.figures  # it checks the sweep's two plots
 def test_every_cell_is_one_profile_in_its_own_directory_and_the_table_says_which(tmp_path, fake):
     spec = SweepSpec("T", ("D1", "D2"), str(tmp_path / "sw"), BenchOptions(output_len=3))
@@ -257,6 +258,7 @@ def _old_sweep(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_an_old_sweep_directory_is_still_read_and_kept_by_a_separate_rerun(tmp_path, fake):
     root = _old_sweep(tmp_path / "old")
     target, draft = (str(root / "bs1-in128" / f"{m}.sqlite") for m in ("tiny-llama-target", "tiny-llama-draft-xs"))

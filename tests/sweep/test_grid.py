@@ -105,6 +105,7 @@ def test_a_manifest_names_profile_directories_as_sets(tmp_path):
         TraceSet("x", "t.sqlite", ("d.sqlite",), profile="p")
 
 
+@pytest.mark.slow
 def test_a_profile_set_is_analysed_as_analyze_reads_its_directory():
     # what nsys_cc.analyze(DIR) gives: the interleaved fixture's three runs pooled, by engine
     import nsys_cc as lib
@@ -221,6 +222,7 @@ def in_place_c_by_hand(path: Path, gamma: int) -> float:
     return statistics.median(inside("draft_model_executable()")) / statistics.median(inside("model_executable()"))
 
 
+@pytest.mark.slow
 def test_speculative_traces_in_a_manifest_are_analysed_in_place(tmp_path):
     spec = REPO / "fixtures" / "spec"
     rel = Path(os.path.relpath(spec, tmp_path))

@@ -39,6 +39,7 @@ def table() -> pd.DataFrame:
     return table_mod.from_result(result, cell="bs1-in128", batch_size=1, input_len=128, target_tp=1, attempts=1)
 
 
+@pytest.mark.slow
 def test_one_row_per_gamma_with_the_in_place_c(table):
     spec = table[table["gamma"].notna()].sort_values("gamma")
     assert list(spec["gamma"]) == [1, 2, 3]
@@ -53,6 +54,7 @@ def test_one_row_per_gamma_with_the_in_place_c(table):
         assert row.ci_low <= row.c <= row.ci_high
 
 
+@pytest.mark.slow
 def test_plain_rows_keep_an_empty_gamma(table):
     plain = table[table["gamma"].isna()]
     assert not plain.empty and set(plain["phase"]) >= {"prefill", "decode"}

@@ -69,6 +69,7 @@ def test_engines_agree_on_real_exports(path, monkeypatch):
     _assert_same(path, monkeypatch)
 
 
+@pytest.mark.slow
 def test_engines_agree_when_tables_are_split_across_threads(graphs_export, monkeypatch):
     monkeypatch.setattr(bulk, "PART_ROWS", 50)
     monkeypatch.setattr(bulk, "_workers", lambda: 3)
@@ -111,6 +112,7 @@ def test_op_totals_match_range_ops(graphs_export):
     assert totals["count"].sum() == len(rows) > 3_000  # nested ranges count an op once per enclosing range
 
 
+@pytest.mark.slow
 def test_a_reader_engine_not_known_is_one_error_naming_the_variable(tmp_path):
     """`NSYS_CC_READER=sdtlib` (a typo) read with the default engine, silently: now one line naming the variable and
     the values it takes, and a non-zero exit, from the command line too."""

@@ -190,6 +190,7 @@ def _dtype(series: pd.Series) -> str:
     return "category" if isinstance(series.dtype, pd.CategoricalDtype) else str(series.dtype)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", PARAMS)
 def test_every_table_has_the_documented_columns_and_one_dtype_per_column(sample, key):
     fmt, _path, trace, _raw = sample(key)
@@ -201,6 +202,7 @@ def test_every_table_has_the_documented_columns_and_one_dtype_per_column(sample,
         assert {c: _dtype(got[c]) for c in got} == {c: _dtype(want[c]) for c in want}, accessor
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", PARAMS)
 def test_the_tables_hold_the_files_own_rows(sample, key):
     _fmt, _path, trace, raw = sample(key)
@@ -260,6 +262,7 @@ def _na(value):
     return None if pd.isna(value) else int(value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", PARAMS)
 def test_the_projection_is_nsys_rule_on_the_files_rows(sample, key):
     _fmt, _path, trace, raw = sample(key)
@@ -303,6 +306,7 @@ def tokens_of(raw: Raw, label: str) -> dict[str, list[int]]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", list(PROFILES))
 def test_a_profiles_phases_and_c_are_its_runs(key):
     fmt, folder, name = PROFILES[key]

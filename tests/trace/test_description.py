@@ -29,6 +29,7 @@ def _raw_json(path):
         return json.load(fh)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", KINETO)
 def test_a_kineto_trace_says_its_gpus_runtime_engine_and_rank(public_dir, name):
     doc = _raw_json(public_dir / name)
@@ -48,6 +49,7 @@ def test_a_kineto_trace_says_its_gpus_runtime_engine_and_rank(public_dir, name):
         assert d.runtime == f"HIP {v // 10**7}.{v // 10**5 % 100}.{v % 10**5}"
 
 
+@pytest.mark.slow
 def test_the_b200_trace_in_words(public_dir):
     with open_trace(public_dir / B200) as t:
         d = t.describe()
@@ -102,6 +104,7 @@ def test_the_helpers():
     assert two.device == "2 × NVIDIA A100-SXM4-80GB" and "engine not named" in str(two)
 
 
+@pytest.mark.slow
 def test_info_says_where_it_ran(public_dir):
     from click.testing import CliRunner
 

@@ -150,6 +150,7 @@ def trace_path(request, gpu_shaped) -> Path:
 
 
 # -- every frame equals the raw JSON ----------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ranges_equal_the_raw_json(trace_path):
     events = raw_events(trace_path)
     with unchanged(trace_path), open_trace(trace_path) as trace:
@@ -165,6 +166,7 @@ def test_ranges_equal_the_raw_json(trace_path):
     assert ((gtid >> 24) == got["pid"].to_numpy()).all() and ((gtid & 0xFFFFFF) == got["tid"].to_numpy()).all()
 
 
+@pytest.mark.slow
 def test_launches_and_gpu_ops_equal_the_raw_json(trace_path):
     events = raw_events(trace_path)
     with open_trace(trace_path) as trace:
@@ -194,6 +196,7 @@ def test_launches_and_gpu_ops_equal_the_raw_json(trace_path):
             assert gpid == gtid[(pid, corr)] & -(1 << 24)
 
 
+@pytest.mark.slow
 def test_frames_have_the_columns_and_dtypes_of_an_export(gpu_shaped, fixtures_dir, tmp_path):
     import gpu_shaped as gs
 
@@ -212,6 +215,7 @@ def test_frames_have_the_columns_and_dtypes_of_an_export(gpu_shaped, fixtures_di
                 assert len(a) > 0, table
 
 
+@pytest.mark.slow
 def test_python_frames_only_when_asked_for(trace_path):
     events = raw_events(trace_path)
     frames = oracle_ranges(events, "python_function")
@@ -287,6 +291,7 @@ def test_times_where_float64_is_wrong_are_read_exactly(tmp_path):
     assert got["start_ns"].tolist() == starts and got["duration_ns"].tolist() == [1] * len(starts)
 
 
+@pytest.mark.slow
 def test_the_fixtures_times_are_those_the_decimal_text_says():
     # the reader's fast path (joined and parsed as integers) against Decimal on every time of a real trace
     events = raw_events(SPEC)
@@ -307,6 +312,7 @@ def test_recognised_by_content_whatever_the_name(tmp_path):
         assert a.nvtx_ranges().equals(c.nvtx_ranges()) and b.nvtx_ranges().equals(c.nvtx_ranges())
 
 
+@pytest.mark.slow
 def test_info_says_what_the_file_holds(gpu_shaped):
     events = raw_events(gpu_shaped.path)
     counts: dict[str, int] = defaultdict(int)
@@ -343,6 +349,7 @@ def test_a_cpu_trace_has_no_cuda_and_empty_gpu_frames():
             assert len(getattr(trace, table)()) == 0
 
 
+@pytest.mark.slow
 def test_frames_handed_out_are_the_callers(gpu_shaped):
     with open_trace(gpu_shaped.path) as trace:
         first = trace.kernels()
@@ -491,6 +498,7 @@ def test_kernels_verb_on_a_torch_trace(gpu_shaped):
         assert r["ms_per_range"] == pytest.approx(totals[r["kernel"]][1] / 1e6 / len(steps), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_trace_verbs_default_range_reads_vllms_steps_and_else_give_one_line(gpu_shaped, tmp_path):
     """The default range of a torch trace is vLLM's own step annotations (tests/analysis/forwards/test_vllm_steps.py
     checks the numbers); a torch trace without them gets one line naming both what is missing and what it holds."""

@@ -58,6 +58,7 @@ def expected(w: gsk.Work) -> dict:
 
 
 # -- the known GPU work -----------------------------------------------------------------------------------------------
+@pytest.mark.slow
 def test_projection_equals_the_known_gpu_work(mixed):
     with open_trace(mixed.path) as trace:
         proj = project(trace)
@@ -71,6 +72,7 @@ def test_projection_equals_the_known_gpu_work(mixed):
     assert prefill and by_id.loc[[w.range.index for w in prefill], "gpu_ops"].isna().all()
 
 
+@pytest.mark.slow
 def test_a_cuda_graph_counts_once_and_its_kernels_each(mixed):
     with open_trace(mixed.path) as trace:
         kernels = trace.kernels()
@@ -85,6 +87,7 @@ def test_a_cuda_graph_counts_once_and_its_kernels_each(mixed):
         assert proj.loc[w.range.index, "api_calls"] == 6
 
 
+@pytest.mark.slow
 def test_work_from_another_thread_and_past_the_range_end(mixed):
     with open_trace(mixed.path) as trace:
         proj = project(trace).set_index("range_id")
@@ -98,6 +101,7 @@ def test_work_from_another_thread_and_past_the_range_end(mixed):
         sum(o[2] == "kernel" for o in mixed.all_ops)
 
 
+@pytest.mark.slow
 def test_kinetos_own_gpu_user_annotation_is_not_the_projection(mixed):
     events = json.loads(gzip.decompress(mixed.path.read_bytes()))["traceEvents"]
     theirs = {e["name"]: [] for e in events if e.get("cat") == "gpu_user_annotation"}
@@ -122,6 +126,7 @@ def test_steady_work_of_runtime_and_driver_launches(kind, tmp_path):
             assert w.gpu_end > w.range.end  # 1.3 × the wall time: the GPU runs on after the step
 
 
+@pytest.mark.slow
 def test_kernel_totals_per_name_equal_the_known_work(mixed):
     with open_trace(mixed.path) as trace:
         ranges = trace.nvtx_ranges(names=[gsk.STEP])
@@ -175,6 +180,7 @@ def raw_projection(path: Path) -> list[dict]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["gpu-shaped", "public-b200"])
 def test_projection_equals_a_plain_python_one_from_the_raw_json(which, mixed):
     path = mixed.path if which == "gpu-shaped" else public_b200()

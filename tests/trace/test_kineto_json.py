@@ -51,6 +51,7 @@ def gpu_draft(tmp_path_factory) -> Path:
                             frames=gsk.vllm_frame).path
 
 
+@pytest.mark.slow
 def test_the_exact_parser_alone_gives_the_same_trace(gpu_draft, monkeypatch):
     want = everything(gpu_draft)
     monkeypatch.setattr(kineto_json.Document, "_fast", lambda self, index: 0)

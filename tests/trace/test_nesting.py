@@ -62,6 +62,7 @@ def _check(rows):
     assert level.tolist() == [_levels(exp_parent, order)[i] for i in range(len(rows))]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(intervals)
 @example(rows=[(0, 0, 0, False), (0, 0, 0, False), (0, 1, 0, False), (0, 21, 0, False), (0, 21, 1, False),
@@ -70,6 +71,7 @@ def test_nest_equals_brute_force_on_any_intervals(rows):
     _check(rows)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.integers(0, 1), st.integers(0, 3)), min_size=1, max_size=30))
 @example(ops=[(0, 0), (0, 3), (0, 0), (0, 0), (0, 2), (0, 3)])  # found by Hypothesis
@@ -117,6 +119,7 @@ def _stacks(rng, n_threads: int, pushes: int, zero_length: bool):
     return (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]), np.array([r[2] for r in rows]))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_vectorised_path_alone_on_nested_threads(seed):
     """Push/pop stacks without zero-length ranges never need the exact sweep, and the vectorised path alone

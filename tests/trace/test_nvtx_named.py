@@ -73,6 +73,7 @@ NAMED_FAMILIES = ("fixtures/nvtx", "fixtures/vllm", "fixtures/tp", "fixtures/int
                   "public")
 
 
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::nsys_cc.errors.NsysCCWarning")  # the queries ask for a name that is not there
 @pytest.mark.parametrize("path", one_per_family(_files(), NAMED_FAMILIES))
 def test_a_named_read_is_the_whole_table_picked(path):

@@ -224,6 +224,7 @@ def format_tests(root: Path) -> list[str]:
     return sorted(out)
 
 
+@pytest.mark.slow
 def test_no_format_is_named_above_the_trace_room():
     assert format_tests(PACKAGE) == []
 

@@ -42,6 +42,7 @@ def _spoil(frame: pd.DataFrame) -> None:
     frame.columns = [f"x{i}" for i in range(frame.shape[1])]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("table", ["gpu_ops", "nvtx_ranges", "cuda_api", "kernels", "memops"])
 def test_changing_a_returned_table_changes_nothing_later(untouched, table):
     with open_trace(GPU_TRACE) as t:

@@ -40,6 +40,7 @@ def _decode_tokens(marks: list[Mark], label: str) -> list[float]:
     return out
 
 
+@pytest.mark.slow
 def test_the_torch_profile_fixture_is_analysed_from_its_raw_events():
     """The pooled decode c equals the geometric mean of each run's median draft token ÷ median target token."""
     per_run = []

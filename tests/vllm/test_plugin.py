@@ -46,6 +46,7 @@ def _v1_runner_class():
     return GPUModelRunner
 
 
+@pytest.mark.slow
 def test_v1_forward_range_carries_scheduled_tokens(events):
     cls = _v1_runner_class()
     assert plugin._patch_v1_runner(_module(GPUModelRunner=cls))
@@ -53,6 +54,7 @@ def test_v1_forward_range_carries_scheduled_tokens(events):
     assert events == [(FWD, 5), "pop"]
 
 
+@pytest.mark.slow
 def test_v1_forward_without_scheduler_output_counts_its_input(events):
     cls = _v1_runner_class()
     plugin._patch_v1_runner(_module(GPUModelRunner=cls))
@@ -60,6 +62,7 @@ def test_v1_forward_without_scheduler_output_counts_its_input(events):
     assert events == [(FWD, 7), "pop"]
 
 
+@pytest.mark.slow
 def test_patching_twice_wraps_once(events):
     cls = _v1_runner_class()
     mod = _module(GPUModelRunner=cls)
@@ -71,6 +74,7 @@ def test_patching_twice_wraps_once(events):
     assert events == [(FWD, 4), "pop"]
 
 
+@pytest.mark.slow
 def test_forward_range_pops_when_the_forward_raises(events):
     class GPUModelRunner:
         def execute_model(self, scheduler_output):

@@ -72,6 +72,7 @@ def _v1_proposer():
     return SpecDecodeBaseProposer
 
 
+@pytest.mark.slow
 def test_v1_each_draft_forward_is_followed_by_its_logits_then_its_sampling(events):
     cls = _v1_proposer()
     assert plugin._patch_v1_drafter(types.SimpleNamespace(SpecDecodeBaseProposer=cls))

@@ -25,6 +25,7 @@ def annotations(path) -> list[str]:
     return [e["name"] for e in events if e.get("cat") == "user_annotation"]
 
 
+@pytest.mark.slow
 def test_the_switch_chooses_the_torch_ranges(monkeypatch):
     monkeypatch.setenv(ENV_TORCH_RANGES, "1")
     chosen = nvtx_backend.choose()

@@ -149,6 +149,7 @@ def cells():
     return {(c.batch_size, c.gamma): c for c in tune_dirs.read_cells(FIX / "round-1")}
 
 
+@pytest.mark.slow
 def test_every_cell_of_the_design_and_the_checks_is_read_from_the_one_round(cells):
     assert set(cells) == CELLS
     assert {c.label for c in cells.values()} == {f"pair-draft.spec-g{g}" for g in (1, 2, 3)}  # bs<B>. taken off
@@ -168,6 +169,7 @@ def test_a_tune_directory_is_read_at_its_last_round():
     assert all(c.source.startswith(str(FIX / "round-2")) for c in latest)
 
 
+@pytest.mark.slow
 def test_each_cell_is_its_own_batch_size_in_the_shared_engine(cells):
     # the plugin's payload of each step's first draft forward: the tokens just verified, B·(γ + 2) in vLLM 0.32 — a
     # cell read with another batch size's windows would carry that batch size's payload
@@ -179,6 +181,7 @@ def test_each_cell_is_its_own_batch_size_in_the_shared_engine(cells):
     assert cells[(16, 3)].decode_step_ms > cells[(1, 1)].decode_step_ms
 
 
+@pytest.mark.slow
 def test_the_counters_are_each_labels_own(cells):
     # oracle: the metrics dumps of the runs, by hand (vLLM seeds every run alike: runs that replay one another's
     # counters exactly count once, `spec_runs.pool_stats`)
@@ -230,6 +233,7 @@ def tuned(tmp_path_factory):
     return nsys_cc.tune(src, max_batch_size=16, draws=20, plot=False)
 
 
+@pytest.mark.slow
 def test_tune_reads_a_design_directory_and_checks_the_held_out_cells(tuned):
     rep = tuned
     # the fixture's tune.json design
@@ -396,6 +400,7 @@ def test_the_tune_record_holds_the_request_and_the_table_each_schedule_round_ran
     assert [row["schedule_run_table"] for row in again.result.schedule_check] == [table] * len(rows)
 
 
+@pytest.mark.slow
 def test_analyze_refuses_a_design_directory_instead_of_measuring_every_cell_against_batch_1(cells):
     import nsys_cc
     from nsys_cc.errors import InputError

@@ -88,6 +88,7 @@ def row_of(result, name):
     return row
 
 
+@pytest.mark.slow
 def test_a_graph_replayed_gpu_bound_draft_is_not_told_to_use_graphs(made):
     target, drafts, result = made
     row, known, t_known = row_of(result, "graph"), medians(drafts["graph"]), medians(target)
@@ -108,6 +109,7 @@ def test_a_graph_replayed_gpu_bound_draft_is_not_told_to_use_graphs(made):
     assert f"its GPU work spans {t_known['span'] / t_known['wall']:.1f}× its launch time" in text
 
 
+@pytest.mark.slow
 def test_launch_bound_is_the_gpu_idling_between_launches(made):
     _, drafts, result = made
     row, known = row_of(result, "eager"), medians(drafts["eager"])
@@ -119,6 +121,7 @@ def test_launch_bound_is_the_gpu_idling_between_launches(made):
     assert "its kernels are launched one by one (10 kernels from 10 launches per forward)" in text
 
 
+@pytest.mark.slow
 def test_a_draft_idling_between_graph_replays_gets_no_graph_advice(made):
     _, drafts, result = made
     row, known = row_of(result, "idle-graphs"), medians(drafts["idle-graphs"])
@@ -128,6 +131,7 @@ def test_a_draft_idling_between_graph_replays_gets_no_graph_advice(made):
     assert GRAPH_ADVICE not in text and "although its kernels are replayed as CUDA graphs" in text
 
 
+@pytest.mark.slow
 def test_the_target_side_is_diagnosed_too(made):
     target, _, result = made
     row, t_known = row_of(result, "graph"), medians(target)

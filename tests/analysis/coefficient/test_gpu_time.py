@@ -92,6 +92,7 @@ def _iteration_starts(path, name=FORWARD):
     return {r[0] for r in rows}
 
 
+@pytest.mark.slow
 def test_standalone_c_on_gpu_metrics_is_the_ratio_of_the_known_medians(tmp_path):
     target = add_gpu_work(TARGET, tmp_path / "target.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))
     draft = add_gpu_work(DRAFT_PLAIN, tmp_path / "draft.sqlite", steady(0.7, launches=2, names=(FORWARD,)),
@@ -179,6 +180,7 @@ def _summary(result):
     return result.summary.set_index(["model", "phase", "metric"])
 
 
+@pytest.mark.slow
 def test_graphs_recorded_whole_give_no_kernel_metrics_rather_than_zero(tmp_path):
     target = add_gpu_work(TARGET, tmp_path / "t.sqlite", _graph_plan("whole"), names=(FORWARD,))
     draft = add_gpu_work(DRAFT_PLAIN, tmp_path / "d.sqlite", _graph_plan("whole"), names=(FORWARD,))
@@ -207,6 +209,7 @@ def test_graphs_recorded_whole_give_no_kernel_metrics_rather_than_zero(tmp_path)
     assert "n/a" in decode_row
 
 
+@pytest.mark.slow
 def test_graphs_traced_node_by_node_give_exact_kernel_metrics(tmp_path):
     target = add_gpu_work(TARGET, tmp_path / "t.sqlite", _graph_plan("node"), names=(FORWARD,))
     draft = add_gpu_work(DRAFT_PLAIN, tmp_path / "d.sqlite", _graph_plan("node"), names=(FORWARD,))
@@ -227,6 +230,7 @@ def test_a_range_with_a_whole_graph_among_kernels_has_unknown_kernel_metrics(tmp
     assert got["gpu_busy_ns"].to_numpy(dtype=float).tolist() == _known(shaped.work, "busy_ns").tolist()
 
 
+@pytest.mark.slow
 def test_a_trace_labelled_speculative_without_draft_ranges_is_an_error_not_a_plain_report(tmp_path):
     """A speculative run whose drafts the plugin did not record (a full-graph speculator left unwrapped) would
     otherwise be measured as a plain draft with a wrong c."""
@@ -248,6 +252,7 @@ def test_a_trace_labelled_speculative_without_draft_ranges_is_an_error_not_a_pla
     assert cost_coefficient(TARGET, [DRAFT_PLAIN, SPEC]).speculative is not None
 
 
+@pytest.mark.slow
 def test_the_kernel_breakdown_counts_the_named_kernels_each_forward_launched(tmp_path):
     """Kernel names given by the plan reach the per-phase breakdown: calls and time per forward of each name, from the
     kept decode forwards' known work."""

@@ -114,6 +114,7 @@ def test_skip_ranges_overrides_markers():
     assert not any("--" in n for n in res.notes)
 
 
+@pytest.mark.slow
 def test_cli_notes_name_the_flags():
     # the same notes printed by `nsys-cc analyze`: the verb's flags, in every format that shows them
     text = CliRunner().invoke(cli, ["analyze", str(TARGET), str(DRAFTS[0]), "--skip-ranges", "3"])
@@ -149,6 +150,7 @@ def test_output_len_rule_on_vllm_scopes_fixture(scopes_pair):
     assert m.phase_rule.rule == "output-len"
 
 
+@pytest.mark.slow
 def test_inferred_phases_without_payload_or_output_len(scopes_pair):
     """No payload and no output_len: the phases are inferred from the wall times. In this trace every 4th forward
     (positions 0, 4, 8, …) is a prefill (`--output-len 4`); the kept prefills take several times as long as any kept

@@ -40,6 +40,7 @@ def _raw(path):
         return json.load(fh)
 
 
+@pytest.mark.slow
 def test_a_cpu_trace_paired_with_a_gpu_trace_is_refused_unless_asked_for(h100):
     r = CliRunner().invoke(cli, ["analyze", str(h100["target"]), str(DRAFT)])
     assert r.exit_code == 2
@@ -62,6 +63,7 @@ def test_a_cpu_trace_paired_with_a_gpu_trace_is_refused_unless_asked_for(h100):
         in r.stdout
 
 
+@pytest.mark.slow
 def test_a_b200_tp8_prefill_trace_against_h100_decodes_says_every_difference(public_dir, h100):
     b200 = _raw(B200)
     shaped = _raw(h100["draft"])
@@ -78,6 +80,7 @@ def test_a_b200_tp8_prefill_trace_against_h100_decodes_says_every_difference(pub
     assert "Traces: AMD-AGI__TraceLens__b200_eager_trace: NVIDIA B200 (CUDA 12.9), vLLM, rank 0 of 8; " in text
 
 
+@pytest.mark.slow
 def test_the_speculative_trace_given_as_the_target_is_said(h100):
     res = nsys_cc.analyze(h100["spec"], [h100["draft"]])
     (row,) = res.mismatches.itertuples()
@@ -85,6 +88,7 @@ def test_the_speculative_trace_given_as_the_target_is_said(h100):
     assert "c is judged on 'all', verify steps against decode steps; give the plain target first" in row.text
 
 
+@pytest.mark.slow
 def test_traces_alike_say_nothing_and_cpu_output_is_unchanged(h100):
     res = nsys_cc.analyze(h100["target"], [h100["draft"]])
     assert res.mismatches.empty and not [n for n in res.notes if n.startswith("warning: ")]

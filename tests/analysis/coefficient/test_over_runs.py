@@ -74,6 +74,7 @@ def test_an_unknown_scope_names_the_engines_the_trace_has():
     assert err.value.param == "engines"
 
 
+@pytest.mark.slow
 def test_runs_pool_into_one_c_with_c_per_run_beside_it():
     result = cost_coefficient_runs([[r / "trace.sqlite"] * 3 for r in RUNS], names=LABELS,
                                                engines=[LABELS] * 3)

@@ -9,6 +9,7 @@ import gzip
 import json
 import re
 
+import pytest
 from click.testing import CliRunner
 
 from conftest import FIXTURES, said, unchanged
@@ -33,6 +34,7 @@ def _rank_trace(tmp_path):
     return path, runner
 
 
+@pytest.mark.slow
 def test_a_rank_trace_without_step_annotations_is_pointed_at_the_runner_frame(tmp_path):
     path, runner = _rank_trace(tmp_path)
     assert len(set(runner)) == 1 and len(runner) == 6

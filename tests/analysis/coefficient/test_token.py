@@ -81,6 +81,7 @@ def test_token_c_and_forward_c_equal_raw_sql_on_the_plugin_fixtures(result):
         assert row[f"target_{part}_median_ms"] == pytest.approx(np.median(mine), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_split_is_in_the_table_the_json_the_csv_and_the_plots(result, tmp_path):
     text = result.render("table")
     assert "c = median(draft token) / median(target token)" in text and "The token's split" in text
@@ -136,6 +137,7 @@ def test_vllm_scopes_give_the_parts_when_the_plugin_is_off():
     assert row["c"] == pytest.approx(np.median(d[:, 1]) / np.median(token), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_a_pair_without_parts_keeps_the_forwards_c_and_says_so(tmp_path):
     """An older trace (fixtures/spec: made before the ranges) against one with them; and a range of one's own."""
     older = FIXTURES / "spec" / "tiny-llama-target.sqlite"
@@ -172,6 +174,7 @@ def _gpu_plan(rng):
     return []
 
 
+@pytest.mark.slow
 def test_token_gpu_metrics_add_each_parts_own_projection(tmp_path):
     names = (FORWARD, LOGITS, SAMPLE)
     t = add_gpu_work(TARGET, tmp_path / "t.sqlite", _gpu_plan, names=names)

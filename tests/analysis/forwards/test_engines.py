@@ -28,6 +28,7 @@ def test_an_unknown_engine_is_said_under_the_parameters_name():
     assert err.value.param == "engines"
 
 
+@pytest.mark.slow
 def test_the_cli_takes_engine(by_engines):
     new = CliRunner().invoke(cli, ["analyze", str(RUN), str(RUN), str(RUN), *[a for label in LABELS
                                                                               for a in ("--engine", label)],

@@ -41,6 +41,7 @@ def _shaped(tmp_path, dropped_every: int | None):
     return target, draft, lost, _drop_launches(target.path, lost)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("every", [7, None])
 def test_gpu_ops_without_launch_and_forwards_without_gpu_work_are_counted(tmp_path, every):
     target, draft, lost, lost_ops = _shaped(tmp_path, every)
@@ -68,6 +69,7 @@ def test_gpu_ops_without_launch_and_forwards_without_gpu_work_are_counted(tmp_pa
         assert doc["gpu_ops_without_launch_share"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_loss_below_the_threshold_is_reported_without_a_warning(tmp_path):
     target = add_gpu_work(TARGET, tmp_path / "t.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))
     draft = add_gpu_work(DRAFT, tmp_path / "d.sqlite", steady(1.5, names=(FORWARD,)), names=(FORWARD,))

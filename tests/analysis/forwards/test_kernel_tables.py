@@ -75,6 +75,7 @@ def _names_in(path: Path) -> set[tuple[str, str]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_kernel_name_of_the_public_traces_is_listed(public_dir):
     listed = {(kind, name) for _, kind, name in _listed()}
     traces = sorted(p for p in public_dir.iterdir() if p.name.endswith((".sqlite", ".json.gz")))

@@ -183,6 +183,7 @@ def _frame_plan(idle_start: int):
     return plan
 
 
+@pytest.mark.slow
 def test_a_frame_range_takes_the_phase_of_the_step_annotation_around_it(tmp_path):
     """`--range` on the runner's Python frame: each forward's phase is its step's (the annotation around it), never
     inferred; the step that launched no GPU work is no phase (its annotation is dropped, its frame named by none)."""
@@ -200,6 +201,7 @@ def test_a_frame_range_takes_the_phase_of_the_step_annotation_around_it(tmp_path
     assert "1 forward(s) lie in no kept step" in model.phase_rule.detail
 
 
+@pytest.mark.slow
 def test_a_range_named_as_a_step_is_never_reinferred(tmp_path):
     """`--range "execute_context_0(0)_generation_1(1)"`: the name says decode, whatever the GPU times say."""
     made = gsk.add_gpu_work(TORCH_TARGET, tmp_path / "t.pt.trace.json.gz", gsk.steady(3.0))
@@ -210,6 +212,7 @@ def test_a_range_named_as_a_step_is_never_reinferred(tmp_path):
     assert set(kept["phase"]) == {"decode"} and len(kept) == 5
 
 
+@pytest.mark.slow
 def test_without_step_annotations_a_step_without_gpu_work_is_no_evidence(tmp_path):
     """Nothing names the phase (the annotations renamed away): inferred from the GPU times of the forwards that
     launched GPU work only; the one that launched none is no phase."""

@@ -9,6 +9,7 @@ from nsys_cc.trace import open_trace
 pytestmark = [pytest.mark.public]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["GindaChen__nsys-ai__mfu_2gpu_after.sqlite", "NVIDIA__Fuser__report1@8fa9ec2.sqlite"])
 def test_tiny_pair_chunks_give_the_same_projection(public_dir, monkeypatch, name):
     with open_trace(public_dir / name) as trace:

@@ -259,6 +259,7 @@ def test_forward_bounds_in_one_process_are_the_ranges():
     assert list(s) == [0, 10] and list(e) == [5, 19]
 
 
+@pytest.mark.slow
 def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
     from nsys_cc.report.figure_files import make_figures
 
@@ -271,6 +272,7 @@ def test_rank_lag_plot_draws_each_ranks_lag_per_kept_step(result, raw):
         assert list(line.get_ydata()) == pytest.approx([s["lag_ms"][r] for s in kept], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_no_rank_plot_for_one_process_models():
     from nsys_cc.report.figure_files import make_figures
 

@@ -62,6 +62,7 @@ def test_the_steps_are_sglangs_forwards_with_their_kind_and_batch(built):
     assert any("are the draft worker's" in n for n in found.notes)
 
 
+@pytest.mark.slow
 def test_c_of_an_sglang_pair_is_the_known_gpu_work(built, analysed):
     coef = analysed.coefficients.set_index(["phase", "metric"])
     for metric, attr in (("gpu_span", "span_ns"), ("kernel_sum", "kernel_sum_ns")):
@@ -72,6 +73,7 @@ def test_c_of_an_sglang_pair_is_the_known_gpu_work(built, analysed):
     assert analysed.headline == "gpu_span"
 
 
+@pytest.mark.slow
 def test_the_speculative_run_is_measured_in_place(built, analysed):
     b = built["spec"]
     w = works(b)
@@ -95,6 +97,7 @@ def test_the_speculative_run_is_measured_in_place(built, analysed):
                "gpu_span" in n for n in analysed.speculative.notes)
 
 
+@pytest.mark.slow
 def test_the_verify_sampling_is_shown_on_each_metric_its_token_holds(built, analysed):
     b = built["spec"]
     w = works(b)
@@ -111,6 +114,7 @@ def test_the_verify_sampling_is_shown_on_each_metric_its_token_holds(built, anal
         assert float(shown.loc[label, "Verify sample"]) == pytest.approx(value, rel=1e-2)
 
 
+@pytest.mark.slow
 def test_notes_name_sglangs_markers_as_sglang_writes_them(built, analysed):
     said = "\n".join([*analysed.notes, *analysed.speculative.notes, analysed.render("table").splitlines()[0]])
     for vllm_name in ("execute_context_…_generation_…'; c", "…/spec_decode/…: propose", "…/engine/core.py(…): step",
@@ -139,6 +143,7 @@ def test_tokens_per_step_and_alpha_come_from_whole_requests_lives(built, analyse
 SG = PUBLIC / "AMD-AGI__TraceLens__inference_sglang_decode__sglang_Qwen3-8B_decode.json.gz"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not SG.exists(), reason="the public SGLang trace is not here (../shared/traces/public)")
 def test_the_public_sglang_decode_is_one_decode_step_of_batch_32_with_its_sampling():
     with gzip.open(SG, "rt", encoding="utf-8") as fh:

@@ -38,6 +38,7 @@ def bins(value: int, first: int) -> tuple[int, int]:
     return lo, hi
 
 
+@pytest.mark.slow
 def test_every_step_is_read_with_its_kind_batch_and_context(served):
     built, res = served
     (model,) = res.models
@@ -59,6 +60,7 @@ def test_every_step_is_read_with_its_kind_batch_and_context(served):
     assert model.phase_count("mixed") == sum(s["kind"] == "mixed" for s in built.steps) > 20
 
 
+@pytest.mark.slow
 def test_the_steps_by_kind_batch_and_context_are_the_known_work(served):
     built, res = served
     work = {w.range.start: w for w in built.made.work if w.range.name.startswith("execute_")}
@@ -88,6 +90,7 @@ def test_the_steps_by_kind_batch_and_context_are_the_known_work(served):
     assert table["kind"].tolist() == sorted(table["kind"], key=["prefill", "decode", "verify", "mixed"].index)
 
 
+@pytest.mark.slow
 def test_the_text_output_shows_the_steps_by_kind_batch_and_context(served):
     built, res = served
     result = cli_in_process("analyze", str(built.made.path))

@@ -138,6 +138,7 @@ def plain():
     return nsys_cc.analyze(TARGET, [DRAFT])
 
 
+@pytest.mark.slow
 def test_c_per_phase_on_wall_is_the_steps_c_from_the_raw_json(plain):
     """The draft's trace has no Python frames: the pair's tokens are the steps alone (basis forward), c the ratio of
     the steps' median wall time per phase, the phase and tokens from each step's name."""
@@ -158,6 +159,7 @@ def test_c_per_phase_on_wall_is_the_steps_c_from_the_raw_json(plain):
     assert all(m.phase_rule.rule == "step names" for m in plain.models)
 
 
+@pytest.mark.slow
 def test_the_targets_token_is_its_step_and_the_sampling_frame_after_it(plain):
     t = raw_of(TARGET)
     tokens = plain.tokens.set_index(["model", "phase", "metric"])
@@ -176,6 +178,7 @@ def test_the_targets_token_is_its_step_and_the_sampling_frame_after_it(plain):
     assert any("measured the engine's own step annotations" in n for n in plain.notes)
 
 
+@pytest.mark.slow
 def test_the_cli_gives_the_same_c_without_range_or_plugin():
     result = cli_in_process("analyze", str(TARGET), str(DRAFT), "--format", "json")
     assert result.returncode == 0, result.stderr
@@ -229,6 +232,7 @@ def spec():
     return nsys_cc.analyze(TARGET, [DRAFT, SPEC])
 
 
+@pytest.mark.slow
 def test_the_proposer_frames_make_a_speculative_run_measured_in_place(spec):
     p, s = raw_of(TARGET), raw_of(SPEC)
     plain_steps, spec_steps = engine_steps(p), engine_steps(s)
@@ -273,6 +277,7 @@ def test_the_proposer_frames_make_a_speculative_run_measured_in_place(spec):
             f"{row['other_ms']:.3g} ms") in said
 
 
+@pytest.mark.slow
 def test_the_first_proposing_after_the_prefill_is_kept_apart(spec):
     s = raw_of(SPEC)
     (pre,) = [x for x in engine_steps(s) if x["kind"] == "prefill"]
@@ -333,6 +338,7 @@ def known_tokens(made: gsk.GpuShapedKineto, metric: str) -> dict[str, list[float
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["gpu_span", "kernel_sum", "gpu_busy", "wall"])
 def test_c_on_every_metric_is_the_known_gpu_work(shaped, disagree, metric):
     t, d = known_tokens(shaped("gpu-target"), metric), known_tokens(shaped("gpu-draft"), metric)
@@ -344,6 +350,7 @@ def test_c_on_every_metric_is_the_known_gpu_work(shaped, disagree, metric):
         assert row["target_median_ms"] == pytest.approx(statistics.median(t[phase]) / 1e6, rel=1e-12)
 
 
+@pytest.mark.slow
 def test_gpu_time_heads_and_the_cpu_time_is_named_launch_time(shaped, disagree):
     assert disagree.headline == "gpu_span"
     assert disagree.speedup_marks.set_index("draft").loc["gpu-draft", "c"] == pytest.approx(
@@ -357,6 +364,7 @@ def test_gpu_time_heads_and_the_cpu_time_is_named_launch_time(shaped, disagree):
     assert repr(disagree).endswith("c on GPU span: gpu-draft: " f"{disagree.speedup_marks['c'].iloc[0]:.3g} (decode)>")
 
 
+@pytest.mark.slow
 def test_the_words_say_where_launch_and_gpu_time_disagree(shaped, disagree):
     """The same CPU trace under both: c on launch time is 1, on GPU time the known ratio; the target's GPU work runs
     3× past its launches; the draft's GPU idles between its launches (busy ≪ span)."""
@@ -382,6 +390,7 @@ def test_the_words_say_where_launch_and_gpu_time_disagree(shaped, disagree):
     assert "GPU time vs launch time" in disagree.render("markdown")
 
 
+@pytest.mark.slow
 def test_no_disagreement_is_said_when_launch_and_gpu_time_agree(shaped):
     res = nsys_cc.analyze(shaped("tiny-llama-target").path, [shaped("tiny-llama-draft-xs").path])
     assert res.headline == "gpu_span"
@@ -395,6 +404,7 @@ def test_no_disagreement_is_said_when_launch_and_gpu_time_agree(shaped):
     assert c.loc[("decode", "gpu_span"), "c"] == pytest.approx(c.loc[("decode", "wall"), "c"], rel=0.25)
 
 
+@pytest.mark.slow
 def test_the_speculative_run_in_place_on_the_gpu_is_the_known_work(shaped):
     """In place on a GPU trace: verify, the proposing and the outside time on the headline metric (gpu_span) equal
     the work written, per step from the raw JSON's engine step frames."""
@@ -430,6 +440,7 @@ def test_the_speculative_run_in_place_on_the_gpu_is_the_known_work(shaped):
     assert any("the proposing after the prefill step" in n and "on gpu_span" in n for n in spec.notes)
 
 
+@pytest.mark.slow
 def test_an_nsys_gpu_export_is_headlined_by_the_same_rule(tmp_path):
     """The rule is the format's none: a GPU-shaped nsys export pair (tests/gpu_shaped.py) is headlined on GPU span,
     its wall named as launch time, with the same words where the two disagree."""
@@ -470,6 +481,7 @@ def b200_by_hand() -> tuple[float, float, float]:
     return (step[2] - step[1]) / 1e6, (max(e for _, e in ops) - ops[0][0]) / 1e6, busy / 1e6
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not B200.exists(), reason="the public B200 trace is not here (../shared/traces/public)")
 def test_the_b200_trace_alone_and_with_itself_says_gpu_time_against_launch_time(tmp_path):
     cpu, span, busy = b200_by_hand()
@@ -523,6 +535,7 @@ def test_only_empty_steps_give_one_line(tmp_path):
     assert "none of its 6 vLLM step annotations is a forward to measure (6 schedule no tokens" in line
 
 
+@pytest.mark.slow
 def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
     odd = renamed(tmp_path, DRAFT, {1: "execute_context_0(0)_generation_0(0)",
                                     2: "execute_context_1(7)_generation_1(1)",
@@ -543,6 +556,7 @@ def test_empty_mixed_and_unparsed_steps_are_left_out_with_a_note(tmp_path):
     assert c == pytest.approx(median_ms([s[2] - s[1] for s in kept]), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_the_detailed_step_names_give_the_same_c(tmp_path, plain):
     """vLLM's detailed_trace_annotation names (`execute_<total>_context_<n>(sq…)_generation_<m>(sq…)`) read as the
     plain ones: the draft's steps renamed so give the same c per phase."""
@@ -560,6 +574,7 @@ def test_the_detailed_step_names_give_the_same_c(tmp_path, plain):
     assert got.to_dict() == pytest.approx(want.to_dict(), rel=1e-12)
 
 
+@pytest.mark.slow
 def test_steps_without_gpu_work_on_a_gpu_trace_are_dropped_with_a_note(tmp_path):
     # only the decode steps launch work: the prefill launched none and is no forward of this GPU run
     shaped = gsk.add_gpu_work(DRAFT, tmp_path / "d.pt.trace.json.gz", gsk.steady(1.1))
@@ -576,6 +591,7 @@ def test_steps_without_gpu_work_on_a_gpu_trace_are_dropped_with_a_note(tmp_path)
            "thread)" in line
 
 
+@pytest.mark.slow
 def test_a_speculative_run_without_proposer_frames_is_refused_as_a_draft(tmp_path):
     bare = renamed(tmp_path, SPEC, {}, drop_frames=True, out="tiny-llama-draft-xs.spec-g2.pt.trace.json")
     line = one_line(str(TARGET), str(DRAFT), str(bare))
@@ -600,6 +616,7 @@ SPEC_FIGURES = ("verify_ms", "draft_step_ms", "draft_forward_ms", "other_ms", "v
                 "tokens_per_step")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("form", ["source checkout", "container", "conda", "venv", "editable"])
 def test_a_speculative_run_is_measured_in_place_whatever_the_install_prefix(tmp_path, spec, form):
     """The fixtures' frames are trimmed (`vllm/v1/…`, a site-packages install); the same traces with every vLLM frame
@@ -616,6 +633,7 @@ def test_a_speculative_run_is_measured_in_place_whatever_the_install_prefix(tmp_
     assert not any("no sampling frame" in n or "no proposer frame" in n for n in res.notes)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", ["spec_decode/eagle.py", "worker/gpu/spec_decode/eagle.py"])
 def test_the_proposer_is_found_where_other_versions_put_it(tmp_path, spec, module):
     """The fixture's proposer is `vllm/v1/spec_decode/llm_base_proposer.py`; early-2026 builds had it in
@@ -633,6 +651,7 @@ def test_the_proposer_is_found_where_other_versions_put_it(tmp_path, spec, modul
     assert got["draft_step_ms"] == pytest.approx(want["draft_step_ms"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_without_stacks_is_said_only_of_a_trace_without_python_frames(tmp_path):
     """A speculative trace whose frames name no proposer nsys_cc knows is not 'recorded without Python stacks'."""
     def elsewhere(name: str) -> str:
@@ -646,6 +665,7 @@ def test_without_stacks_is_said_only_of_a_trace_without_python_frames(tmp_path):
     assert "holds no Python frames: recorded without Python stacks" in line
 
 
+@pytest.mark.slow
 def test_the_sampling_is_in_the_token_whatever_the_install_prefix(tmp_path):
     """A container's absolute frame names: the target's token is still its step and the sampling frame after it."""
     t = gsk.with_frames_as(TARGET, tmp_path / "tiny-llama-target.pt.trace.json.gz", "container")

@@ -125,6 +125,7 @@ def known(shaped_trace: GpuShaped, tokens: int | None = DECODE_TOKENS) -> tuple[
     return dict(out), n
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
 def test_kernels_of_a_gpu_shaped_trace_are_the_known_ones(shaped, engine, monkeypatch):
     monkeypatch.setenv(bulk.ENGINE_ENV, engine)
@@ -175,6 +176,7 @@ def test_kernel_diff_of_target_and_draft_is_the_known_difference(shaped, engine,
         diff[diff["category"] == "GEMM"]["delta_ms_per_range"].sum())
 
 
+@pytest.mark.slow
 def test_a_phase_per_side_compares_a_targets_decode_with_a_speculative_runs_verify(tmp_path):
     """one phase for both sides could not compare a plain target's decode forwards with a speculative run's
     verify forwards; `phase_b` (`--phase-b`) gives the second side its own. Oracle: the work written into the kept
@@ -240,6 +242,7 @@ def test_a_graph_recorded_whole_is_one_row_and_a_note(tmp_path):
     assert any("recorded whole" in note and "not counted as 0" in note for note in table.attrs["notes"])
 
 
+@pytest.mark.slow
 def test_cpu_traces_have_no_kernels_and_say_why():
     with pytest.warns(nsys_cc.errors.NsysCCWarning, match="no GPU operation in these ranges"):  # said, not only kept
         table = nsys_cc.kernels(TARGET)

@@ -86,6 +86,7 @@ def fused(tmp_path_factory):
     return res, run, windows, label
 
 
+@pytest.mark.slow
 def test_a_fused_graph_range_is_divided_by_the_forwards_it_holds(fused):
     res, run, windows, label = fused
     assert len(windows) > 5
@@ -113,6 +114,7 @@ def test_a_fused_graph_range_is_divided_by_the_forwards_it_holds(fused):
     assert any("a fused multi-step draft graph replays γ − 1 in one range" in n for n in res.speculative.notes)
 
 
+@pytest.mark.slow
 def test_without_the_division_the_fused_range_would_pass_for_one_forward(fused):
     """What the analysis did before: one range, one forward. The test above can fail."""
     res, run, windows, label = fused
@@ -188,6 +190,7 @@ def _span(shaped, name):
     return {(w.range.start, w.range.end): w.span_ns / 1e6 for w in shaped.of(name)}
 
 
+@pytest.mark.slow
 def test_in_place_steps_are_priced_with_in_place_costs(eager):
     res, made, label = eager
     spec = res.speculative
@@ -222,6 +225,7 @@ def test_in_place_steps_are_priced_with_in_place_costs(eager):
                and "eagerly" in n for n in spec.notes)
 
 
+@pytest.mark.slow
 def test_on_wall_the_two_prices_agree_where_the_draft_is_the_same_model(eager):
     """On the CPU ranges the draft's forward costs what it costs alone (same model, same CPU): no note on wall,
     so the note above comes from the GPU work, not from the traces' wall times."""
@@ -230,6 +234,7 @@ def test_on_wall_the_two_prices_agree_where_the_draft_is_the_same_model(eager):
     assert wall["c_in_place_decode"] < 2 * wall["c_standalone"]
 
 
+@pytest.mark.slow
 def test_the_printed_speedup_table_shows_both_prices(eager):
     res, _, label = eager
     text = res.render("table")
@@ -244,6 +249,7 @@ def _steps_of(path):
     return [by for _, by in Steps(path).steps]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("basis", ["forward", "token"])
 def test_the_in_place_note_sets_like_against_like(monkeypatch, basis):
     """The note of (a) sets a c standalone of the forwards alone against the draft's forwards in place (÷ the plain
@@ -296,6 +302,7 @@ def test_the_catch_up_and_later_forwards_on_cpu_fixtures_differ_in_payload_only(
 
 # ---- suffix decoding: refused by vLLM's CPU build, so on a GPU-shaped trace only ------------------------------------
 
+@pytest.mark.slow
 def test_suffix_decodings_proposing_is_priced_on_a_gpu_shaped_trace(tmp_path):
     """vLLM's CPU build refuses suffix decoding (it needs Arctic Inference; `profile` says so, test_spec_heads), so
     its analysis is tested here only: the real n-gram run as a suffix run would be recorded (`suffix.spec-g3`: a

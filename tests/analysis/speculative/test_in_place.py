@@ -176,6 +176,7 @@ def row(result, gamma, draft=DRAFT):
     return t[(t["draft"] == draft) & (t["gamma"] == gamma)].iloc[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_every_figure_matches_the_raw_rows(tiny, by_hand, gamma):
     r, h = row(tiny, gamma), by_hand[gamma]
@@ -237,6 +238,7 @@ def test_tokens_per_step_agrees_with_vllms_own_count(folder, target, gamma):
     assert r["tokens_per_step"] > 1.3  # accepted drafts: more than a token per step
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_decomposition_multiplies_from_the_ideal_to_the_measured_speedup(tiny, by_hand, gamma):
     h = by_hand[gamma]
@@ -319,6 +321,7 @@ def held_out_by_hand(result, h, gamma, label_of, draft):
 TINY_README_ERRORS = {1: -0.034, 2: 0.026, 3: -0.029}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_each_held_out_forecast_of_the_tiny_pair_is_recomputed_and_within_the_runs_precision(tiny, by_hand, gamma):
     r = row(tiny, gamma)
@@ -333,6 +336,7 @@ def test_each_held_out_forecast_of_the_tiny_pair_is_recomputed_and_within_the_ru
     assert tolerance <= 0.0775  # the documented ±7.7 %
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["tiny", "known-α pair"])
 def test_the_cost_model_is_the_least_squares_fit_of_all_runs_and_gives_the_in_sample_speedups(
         tiny, by_hand, pair, pair_hand, which):
@@ -346,6 +350,7 @@ def test_the_cost_model_is_the_least_squares_fit_of_all_runs_and_gives_the_in_sa
             predict(h[g].alpha, g), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_forecast_list_covers_gamma_1_to_8_at_the_measured_alpha_and_each_given_one(tiny, by_hand):
     f = tiny.speculative.forecast
     model = tiny.speculative.models[DRAFT]
@@ -418,6 +423,7 @@ def hand_forecast(by_hand):
     return predict, best
 
 
+@pytest.mark.slow
 def test_json_has_the_speculative_and_forecast_lists(tiny, by_hand):
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS],
                                  "--acceptance", "0.6", "--format", "json"])
@@ -458,6 +464,7 @@ def check_line(h, gamma, error, tolerance):
             f"({error:+.1%}; {'within' if abs(error) <= tolerance else 'outside'} the runs' own ±{tolerance:.1%})")
 
 
+@pytest.mark.slow
 def test_table_shows_measured_and_predicted_side_by_side(tiny, by_hand):
     r = CliRunner().invoke(cli, ["analyze", trace(TARGET), trace(DRAFT), *[trace(spec_label(g)) for g in GAMMAS]])
     assert r.exit_code == 0, r.output
@@ -478,6 +485,7 @@ def test_table_shows_measured_and_predicted_side_by_side(tiny, by_hand):
             assert f"{v:.3g}×" in speedup_row, (v, speedup_row)
 
 
+@pytest.mark.slow
 def test_report_directory_has_the_waterfall_and_heatmap(tiny, by_hand, tmp_path, monkeypatch):
     import pandas as pd
 
@@ -517,6 +525,7 @@ def test_spec_metrics_flag_must_name_a_given_trace():
     assert r.exit_code == 2 and "--spec-metrics: 'nope.sqlite' is neither a trace given" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_vllm_scopes_trace_is_read_with_its_own_steps_and_ranges():
     # Plugin off, VLLM_NVTX_SCOPES_FOR_PROFILING=1: no payloads, no warm-up or iteration marks, no step ranges.
     label = "vllm_scopes.spec-g3"
@@ -569,6 +578,7 @@ def pair():
     return pair_analysis(PAIR_FIT, "pair-target-a50"), pair_analysis(PAIR_KNOB, "pair-target")
 
 
+@pytest.mark.slow
 def test_known_alpha_pair_figures_match_the_raw_rows(pair):
     fit, knob = pair
     plain = Raw(trace(f"{PAIR_FIT}/pair-target-a50"))
@@ -609,6 +619,7 @@ PAIR_README_ERRORS = {1: -0.069, 2: 0.086, 3: -0.104}
 PAIR_STEPS_G3 = [14, 19, 20]  # verify steps of the γ = 3 run's three measured iterations
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_known_alpha_pair_held_out_forecasts_are_within_10_percent(pair, pair_hand, gamma):
     fit, _ = pair
@@ -631,6 +642,7 @@ def test_known_alpha_pair_held_out_forecasts_are_within_10_percent(pair, pair_ha
     assert tolerance == pytest.approx(0.057, abs=1e-3)  # the documented ±5.7 % (5.6 % at γ = 3)
 
 
+@pytest.mark.slow
 def test_known_alpha_pair_forecasts_the_other_knob(pair, pair_hand):
     """The model the library fitted on the α ≈ 0.5 target's runs (γ = 1, 2, 3) forecasts the other knob (same shapes,
     α ≈ 0.99) at γ = 2, at that run's own α and against its own plain decode step: within 10 % of what it measured."""

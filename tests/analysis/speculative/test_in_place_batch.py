@@ -109,6 +109,7 @@ def test_batch_4_verify_steps_are_told_by_tokens_per_sequence(result, draft, gam
     assert set(mine["tokens"]) == {gamma + 1}  # tokens verified per sequence, not per forward
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", GAMMAS)
 def test_batch_4_gamma_from_the_verify_payload_divides_by_the_batch(tmp_path, gamma):
     # Without the metrics dump γ comes from the payload: 4 × (γ + 1) tokens per verify forward over 4 sequences.
@@ -122,6 +123,7 @@ def test_batch_4_gamma_from_the_verify_payload_divides_by_the_batch(tmp_path, ga
     assert r["alpha_source"] == "tokens per step" and r["alpha"] == 0.0
 
 
+@pytest.mark.slow
 def test_two_drafts_each_get_their_own_runs_standalone_c_and_model(result):
     coef = result.coefficients
     plain = Run(TARGET)

@@ -46,6 +46,7 @@ def tokens_per_step_by_hand(label: str, gamma: int) -> float:
     return (output_len - 1) / statistics.mean(per_iter)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("gamma", [1, 2])
 def test_without_a_metrics_dump_alpha_is_the_one_the_tokens_per_step_imply(tmp_path, gamma):
     label = f"pair-a50/pair-draft.spec-g{gamma}"
@@ -66,6 +67,7 @@ def test_without_a_metrics_dump_alpha_is_the_one_the_tokens_per_step_imply(tmp_p
     assert f["alpha"].iloc[0] == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.slow
 def test_spec_metrics_names_the_dump_of_a_trace_kept_elsewhere(tmp_path):
     label = "pair-a50/pair-draft.spec-g2"
     copy = copy_without_dump(tmp_path, label, "pair-draft.spec-g2")
@@ -84,6 +86,7 @@ def test_spec_metrics_names_the_dump_of_a_trace_kept_elsewhere(tmp_path):
         1 + m["vllm:spec_decode_num_accepted_tokens"] / m["vllm:spec_decode_num_drafts"], rel=1e-12)
 
 
+@pytest.mark.slow
 def test_gamma_from_the_verify_payload_and_a_label_that_disagrees_is_noted(tmp_path):
     # The γ = 3 run without its dump, under a name with no γ, and under one that says γ = 5.
     rows = raw_ranges(trace("pair-a50/pair-draft.spec-g3"))
@@ -97,6 +100,7 @@ def test_gamma_from_the_verify_payload_and_a_label_that_disagrees_is_noted(tmp_p
     assert any("its label says γ = 5, the run used γ = 3" in n for n in res.speculative.notes)
 
 
+@pytest.mark.slow
 def test_gamma_from_the_label_when_the_trace_has_no_payload(tmp_path):
     # vLLM's own scopes carry no token payload: without the dump, only the label tells γ.
     label = "tiny-llama-draft-xs.spec-g3"
@@ -119,6 +123,7 @@ def test_gamma_from_the_label_when_the_trace_has_no_payload(tmp_path):
 NGRAM = SPEC / "ngram"
 
 
+@pytest.mark.slow
 def test_an_ngram_run_is_measured_in_place_not_taken_for_a_draft():
     """`ngram.spec-g3` holds no draft-model forward (nothing but the target runs a model), so its draft-forward ranges
     cannot tell it is speculative; its metrics dump does. It is measured in place like any speculative run (its

@@ -152,6 +152,7 @@ def test_the_catch_up_forward_is_told_apart_from_the_later_ones():
                 assert d[2] <= lg[1] and lg[2] <= sm[1], label  # forward, then its logits, then its sampling
 
 
+@pytest.mark.slow
 def test_a_heads_c_prices_thm_3_8_in_place(heads):
     for _, _, label, gamma in HEAD_RUNS:
         row = heads[label]
@@ -162,6 +163,7 @@ def test_a_heads_c_prices_thm_3_8_in_place(heads):
         assert row["c_propose"] == 0.0
 
 
+@pytest.mark.slow
 def test_the_token_c_is_not_the_forward_c(heads):
     """The check above can fail: the logits of a head on a 10,000-token vocabulary cost as much as its forward."""
     for _, _, label, _ in HEAD_RUNS:
@@ -173,6 +175,7 @@ def test_the_token_c_is_not_the_forward_c(heads):
 
 # ---- a proposer without a draft model: n-gram -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ngram_proposing_is_reported_per_step_and_prices_c_0():
     folder = SPEC / "ngram"
     res = nsys_cc.cost_coefficient(folder / "pair-target.sqlite", [folder / "ngram.spec-g3.sqlite"])

@@ -29,6 +29,10 @@ from nsys_cc.analysis.speculative.runs import load_run, request_lives
 from nsys_cc.cli import cli
 from nsys_cc.contract import VLLM_STEP_RANGE
 
+# every set is built (~2.5 s of CPU each, a 10 MB Kineto trace with its GPU work) for its first test: the module runs in
+# `make test`; the loop keeps the same GPU logic on the smaller GPU-shaped fixture traces of tests/analysis/forwards/
+pytestmark = pytest.mark.slow
+
 GAMMA = 3
 STEP_RE = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
 RUNNER_FORWARD = "vllm/v1/worker/gpu_model_runner.py(3380): execute_model"  # a frame, asked for by module path
@@ -157,12 +161,14 @@ def built(request, tmp_path_factory):
             "json": json.loads(res.stdout), "raw": raw}
 
 
+@pytest.mark.slow
 def test_the_frames_are_named_as_the_install_names_them(built):
     prefix = gsk.VLLM_PREFIXES[built["form"]]
     frames = [s[1] for s in built["raw"]["spec"].spans if s[0] == "python_function"]
     assert frames and all(f.startswith(prefix + "vllm/v1/") for f in frames)
 
 
+@pytest.mark.slow
 def test_the_speculative_trace_is_measured_in_place(built):
     raw, scheduling = built["raw"]["spec"], built["scheduling"]
     steps = [s for s in windows(raw, scheduling) if s["kind"] == "verify"]
@@ -187,6 +193,7 @@ def test_the_speculative_trace_is_measured_in_place(built):
     assert said[0].index("on gpu_span") < said[0].index(f"{cpu:.3f} ms on launch time") and " on wall" not in said[0]
 
 
+@pytest.mark.slow
 def test_the_token_c_holds_the_sampling(built):
     raw = built["raw"]
     target, draft = tokens(raw["target"]), tokens(raw["draft"])
@@ -206,6 +213,7 @@ def test_the_token_c_holds_the_sampling(built):
     assert by["wall"]["verify_sample_ms"] > 10 * by["gpu_span"]["verify_sample_ms"]
 
 
+@pytest.mark.slow
 def test_each_step_runs_to_the_end_of_its_gpu_work_and_the_speedup_rests_on_it(built):
     raw, scheduling = built["raw"], built["scheduling"]
     plain = [s for s in windows(raw["target"], scheduling) if s["kind"] == "decode"]
@@ -278,6 +286,7 @@ def test_no_verdict_plot_or_table_row_rests_on_launch_time(built):
     assert end == pytest.approx(entry["measured_speedup"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_phases_are_right_with_a_frame_as_the_range(built):
     raw = built["raw"]["target"]
     steps = raw.steps()

@@ -135,6 +135,7 @@ def _steps(sqlite, label: str) -> list[tuple[str, float, int]]:
     return out
 
 
+@pytest.mark.slow
 def test_speculative_engines_of_interleaved_runs_are_measured_against_the_same_runs_plain_target():
     runs = [(SPEC / f"run-{k}" / "trace.sqlite", SPEC / f"run-{k}") for k in (1, 2)]
     analysis = spec_runs.analyze_runs(runs, TARGET, ENGINES, output_len=OUTPUT_LEN)

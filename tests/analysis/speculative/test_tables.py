@@ -133,6 +133,7 @@ def test_each_speculative_figure_on_each_metric_is_the_known_work(shaped, result
         assert got[f"{fig}_ci_low"] <= got[fig] <= got[f"{fig}_ci_high"], fig
 
 
+@pytest.mark.slow
 def test_the_gpu_c_is_not_the_wall_c(shaped, result):
     """The traces make the two differ (different GPU multiples for target and draft): the check above can fail."""
     rows = result.speculative.by_metric.set_index(["name", "metric"])
@@ -145,6 +146,7 @@ def test_the_gpu_c_is_not_the_wall_c(shaped, result):
         assert busy["other_ms"] > wall["other_ms"]  # the GPU idles for longer than the CPU spends outside forwards
 
 
+@pytest.mark.slow
 def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, result):
     """On gpu_busy, outside = the time of the step the forwards' GPU work does not cover (the GPU's idle time)."""
     work = {(w.range.name, w.range.start): w for s in shaped.values() for w in s.work}
@@ -156,6 +158,7 @@ def test_other_time_on_gpu_busy_is_the_step_minus_the_known_busy_time(shaped, re
         assert rows.loc[(spec_label(g), "gpu_busy"), "other_ms"] == pytest.approx(statistics.median(idle), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_tables_figures_are_the_gpu_span_rows(shaped, result):
     """On a GPU trace the in-place figures are headlined on the GPU span, as c is (not gpu_busy), and the table — one
     row per run — carries them with a metric column (its c's were launch-time c's beside a Thm 3.8 priced
@@ -202,6 +205,7 @@ def test_json_carries_every_metric_of_every_run(shaped, result):
         assert e["by_metric"]["gpu_busy"]["c_in_place"] == pytest.approx(want["c_in_place"], rel=1e-9)
 
 
+@pytest.mark.slow
 def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
     paths = [str(shaped[k].path) for k in (TARGET, PLAIN_DRAFT, *map(spec_label, GAMMAS))]
     res = CliRunner().invoke(cli, ["analyze", *paths], env={"NSYS_CC_QUIET": "1"})
@@ -220,6 +224,7 @@ def test_the_printed_table_heads_with_gpu_span_and_shows_wall_beside(shaped):
             assert f" {by_hand(shaped, g, metric)['verify_ms']:.3g} [" in row
 
 
+@pytest.mark.slow
 def test_cpu_traces_have_wall_only_and_say_so():
     res = nsys_cc.cost_coefficient(trace(TARGET), [trace(PLAIN_DRAFT), *[trace(spec_label(g)) for g in GAMMAS]])
     spec = res.speculative
@@ -278,6 +283,7 @@ def interleaved(tmp_path_factory):
     return runs, work, spec_runs.analyze_runs(runs, TARGET, ENGINES, output_len=6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("metric", ["gpu_busy", "wall"])
 def test_pooled_interleaved_runs_carry_every_metric_pooled_run_by_run(interleaved, metric):
     runs, work, analysis = interleaved
@@ -329,6 +335,7 @@ def test_thm_3_8_is_priced_with_the_headline_metrics_standalone_c(shaped, result
         assert row["predicted_leviathan"] == pytest.approx(tokens / (g * c + 1), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_without_a_gpu_c_of_the_plain_draft_thm_3_8_falls_back_to_wall_and_says_so(shaped):
     """The plain draft profiled without CUDA data (its real CPU trace, compared as asked: a CPU trace beside GPU ones
     is refused by default): no standalone c on gpu_busy to price with."""

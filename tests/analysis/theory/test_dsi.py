@@ -23,6 +23,7 @@ def test_alpha_one_matches_the_closed_form(c, k, n):
     assert sim.dsi_runs == pytest.approx(min((n - 1) * c + 1, n))
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(st.floats(0.01, 1.0), st.integers(1, 12), st.integers(1, 200))
 def test_alpha_zero_matches_the_closed_form(c, k, n):
@@ -41,6 +42,7 @@ def test_simulated_si_is_within_one_percent_of_thm_3_8_at_the_best_gamma(alpha, 
     assert sim.nonsi / sim.si == pytest.approx(s[gamma], rel=0.01)
 
 
+@pytest.mark.slow
 def test_dsi_is_never_slower_than_si_or_non_si():
     c = np.linspace(0.01, 1.0, 10)[None, :, None]
     a = np.linspace(0.0, 1.0, 11)[:, None, None]
@@ -69,6 +71,7 @@ def test_seeded_reproducibility():
     assert one.si_runs.shape == (2, 2, 5)
 
 
+@pytest.mark.slow
 def test_heatmaps_pick_the_best_valid_k():
     # A coarse grid: the properties hold cell by cell, the report's finer grid only draws them smoother.
     h = dsi.heatmaps(np.linspace(0.0, 1.0, 12), np.linspace(0.0, 1.0, 12), ks=range(1, 21), seed=0)
@@ -95,6 +98,7 @@ def test_bad_inputs_raise_one_line_errors():
         dsi.heatmaps([], [0.5])
 
 
+@pytest.mark.slow
 def test_the_reports_maps_are_each_seeds_simulation_and_the_callers_own():
     dsi.report_heatmaps(0)  # another seed simulated first: the maps of seed 3 must still be seed 3's
     fresh = dsi.heatmaps(dsi.REPORT_GRID, dsi.REPORT_GRID, n_tokens=dsi.REPORT_TOKENS,

@@ -192,6 +192,7 @@ def a50_json(tmp_path_factory):
     return json.loads(p.stdout), out
 
 
+@pytest.mark.slow
 def test_fixture_counters_pooled_as_vllm_counted_them(a50_json):
     doc, _ = a50_json
     # oracle: the per-position counters summed from every run's metrics dump, by hand
@@ -210,6 +211,7 @@ def test_fixture_counters_pooled_as_vllm_counted_them(a50_json):
     assert 0.4 < doc["tokens"]["alpha_iid"] < 0.6  # the pair's α ≈ 0.5 built in
 
 
+@pytest.mark.slow
 def test_fixture_json_holds_the_schedule_forecast_and_checks(a50_json):
     doc, out = a50_json
     assert {(c["batch_size"], c["gamma"]) for c in doc["fitted_cells"]} == set(DESIGN)
@@ -236,6 +238,7 @@ def test_fixture_json_holds_the_schedule_forecast_and_checks(a50_json):
     assert any("V1 runner" in n for n in doc["notes"])  # CPU runs: the schedule is checked, not run
 
 
+@pytest.mark.slow
 def test_fixture_measured_cells_are_the_analysis_figures(a50_json):
     import nsys_cc
 

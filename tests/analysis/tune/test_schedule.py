@@ -60,6 +60,7 @@ def _mc_steps(rates: list[float], gamma: int, batch: int, tokens: int, n: int = 
     return float(steps.max(axis=1).mean())
 
 
+@pytest.mark.slow
 def test_forecast_steps_per_iteration_match_the_steps_in_the_fixture_traces(a99_cells):
     """α ≈ 1 pair, 8 output tokens (7 after the prefill): B=16 γ=3 needs 2 steps per sequence when every draft is
     accepted, but the trace shows 3 (a straggler); the forecast from the cell's own counters must say so. E(γ)
@@ -88,6 +89,7 @@ def a99_result(a99_cells):
     return tune_schedule.fit_schedule(fitted, held, draws=40), a99_cells
 
 
+@pytest.mark.slow
 def test_the_schedule_check_uses_the_benchmark_workloads_gamma(a99_result):
     r, cells = a99_result
     by = {(f["batch_size"], f["gamma"]): f for f in r.forecast}
@@ -126,6 +128,7 @@ def test_the_schedule_check_uses_the_benchmark_workloads_gamma(a99_result):
     assert server_differs >= 1
 
 
+@pytest.mark.slow
 def test_both_schedules_are_given_and_workload_chooses_the_one_written(a99_cells):
     fitted, held = tune_schedule.split_design(a99_cells, DESIGN_B, DESIGN_G)
     server = tune_schedule.fit_schedule(fitted, held, draws=20)
@@ -172,6 +175,7 @@ def test_cli_workload(a99_cells):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
 
 
+@pytest.mark.slow
 def test_a_schedules_k0_is_priced_with_the_measured_overhead_never_as_the_plain_target(a99_cells):
     """A schedule's K = 0 keeps speculation on, proposing nothing: its speedup in the schedule check is the plain
     decode step measured at the cell ÷ (that step + the K = 0 overhead measured there), worked out here; the best fixed

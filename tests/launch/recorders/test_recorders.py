@@ -137,6 +137,7 @@ def name_tests_outside(root: Path, names: tuple[str, ...]) -> list[str]:
     return sorted(set(hits))
 
 
+@pytest.mark.slow
 def test_no_recorder_name_is_tested_or_listed_outside_the_recorders():
     assert name_tests_outside(PACKAGE, recorders.NAMES) == []
 
