@@ -6,7 +6,8 @@ Every import of the package's own modules counts, wherever it is written (module
 - base: `contract` (the NVTX and environment names), `errors`, `progress`, `version`, `result_views` (a result's
   views, bound from above), `files` (files written whole, through one writer), `formats` (the files nsys-cc writes
   and reads back, one module per format), `inputs` (files read without waiting), `arguments` (how the public API
-  reads a list-like argument), `request` (one profile's request, as data) — import nothing above them;
+  reads a list-like argument), `request` (one profile's request, as data), `keeper` (the keeper every command
+  nsys-cc runs is started under) — import nothing above them;
 - `trace`: reading Nsight Systems exports;
 - `analysis`: the measurements, as data (a result binds its views from above: `report` registers them), in rooms
   by question, ordered too (`ANALYSIS_ROOMS`, lowest first): its top modules (`metrics`, `stats`, `result_values`),
@@ -43,7 +44,7 @@ from conftest import nodes, parsed
 PACKAGE = Path(__file__).resolve().parents[1] / "nsys_cc"
 LAYERS = [
     ("base", {"contract", "errors", "progress", "version", "result_views", "files", "formats", "inputs", "arguments",
-              "request"}),
+              "request", "keeper"}),
     ("trace", {"trace"}),
     ("analysis", {"analysis"}),
     ("report", {"report"}),

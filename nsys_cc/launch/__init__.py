@@ -12,7 +12,7 @@ the runs of the profile workflow (`nsys_cc.workflows.profile`, which hands the a
   model shapes (`models/<name>/config.json`) and how model arguments resolve; `pair`: the known-α pair's weights.
 - `process` (subprocesses, timeouts, retries, one model's attempt), `resume` (what a rerun keeps, the attempts
   directory, the publish; `recorded`: the one rule a rerun keeps a run by), `attempts` (attempt folders),
-  `watchdog` (the keeper every command runs under), `environment` (what the runs inherit), `machine` (the machine's
+  `environment` (what the runs inherit), `machine` (the machine's
   state around each run), `eta` (the time left).
 - `check`: the checks of a fresh export (its forward range, GPU work, draft ranges); the forward-share check and
   every analysis of what was written are the analysis floor's (`analysis.profile_dir.forward_share`,

@@ -21,12 +21,12 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from .. import inputs, progress
+from .. import inputs, keeper, progress
 from ..contract import FORWARD_RANGE
 from ..errors import InputError, NsysCCError, ProfileError
 from ..files.folder import Folder
 from ..formats import done_json, status_json
-from . import check, environment, watchdog
+from . import check, environment
 from .commands import ModelCommands
 from .models import Model
 from .plan import ModelLaunch
@@ -66,7 +66,7 @@ def _signal(pids: Sequence[int], sig: int) -> None:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Terminate nsys and everything it started: SIGTERM, then SIGKILL to whatever is left after 10 s."""
-    pids = [proc.pid, *watchdog.descendants(proc.pid)]
+    pids = [proc.pid, *keeper.descendants(proc.pid)]
     _signal(pids, signal.SIGTERM)
     try:
         proc.wait(10)
@@ -109,32 +109,24 @@ def _terminated_as_interrupted() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
-WATCHDOG_MODULE = "nsys_cc.launch.watchdog"
-
-
 def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) -> int:
-    """Run `cmd` with `env`, its output appended to `log`, under its keeper (`watchdog`: everything it starts dies
-    with nsys-cc, a `kill -9` included); its exit status. A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
+    """Run `cmd` with `env`, its output appended to `log`, under its keeper (`nsys_cc.keeper`: everything it starts
+    dies with nsys-cc, a `kill -9` included); its exit status. A timeout raises `subprocess.TimeoutExpired` and Ctrl-C
     (or SIGTERM, SIGHUP: `Terminated`) `KeyboardInterrupt`, each after the whole process tree was stopped."""
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    alive_r, alive_w = os.pipe()  # nsys-cc holds the only write end: its death is the keeper's end of file
+    alive = -1
     try:
         with _terminated_as_interrupted():
-            proc = subprocess.Popen([sys.executable, "-m", WATCHDOG_MODULE, str(alive_r), "--", *cmd], env=env,
-                                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                    start_new_session=True, pass_fds=(alive_r,))
-            os.close(alive_r)
-            alive_r = -1
+            proc, alive = keeper.start(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
             try:
                 return proc.wait(timeout=timeout)
             except BaseException:
                 _stop(proc)
                 raise
     finally:
-        for fd in (alive_r, alive_w):
-            if fd >= 0:
-                os.close(fd)
+        if alive >= 0:
+            os.close(alive)
 
 
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment

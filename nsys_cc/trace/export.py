@@ -21,14 +21,13 @@ import hashlib
 import json
 import os
 import re
-import signal
 import stat
 import subprocess
 import tempfile
 import time
 from pathlib import Path
 
-from .. import inputs, progress
+from .. import inputs, keeper, progress
 from ..errors import ExportError, InputError, NsysNotFoundError
 from ..files import atomic, users
 from ..files.folder import Folder
@@ -253,30 +252,31 @@ def export_timeout() -> float | None:
     return seconds(text, ENV_EXPORT_TIMEOUT, default=DEFAULT_EXPORT_TIMEOUT_S)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Kill nsys and whatever it started (it runs in a session of its own)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-
-
 def _run_export(cmd: list[str], timeout: float | None, report: Path) -> tuple[int, str]:
-    try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                text=True, errors="replace", start_new_session=True)
-    except OSError as exc:
-        raise NsysNotFoundError(f"cannot run nsys at {cmd[0]}: {exc.strerror or exc}") from None
+    """`nsys export` run under its keeper (`nsys_cc.keeper`): stopped with everything it started on a timeout, on
+    Ctrl-C, and when nsys-cc itself ends however it ends (a `kill -9` left it exporting into the cache)."""
+    proc, alive = keeper.start(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
     try:
         output, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        _stop(proc)
+        _stop(proc, alive)
         raise ExportError(f"nsys export of {report} did not finish within {timeout:g} s (timeout={timeout:g}); "
                           "allow more time (0: no limit), or export it yourself and pass the .sqlite",
                           param="timeout") from None
     except BaseException:
-        _stop(proc)
+        _stop(proc, alive)
         raise
+    keeper.stop_now(alive)
+    why = keeper.cannot_run(proc.returncode, output)
+    if why is not None:
+        raise NsysNotFoundError(f"cannot run nsys at {cmd[0]}: {why}")
     return proc.returncode, output
+
+
+def _stop(proc: subprocess.Popen, alive: int) -> None:
+    """Kill nsys and whatever it started (its keeper does, at once, when its pipe closes), and wait for the keeper."""
+    keeper.stop_now(alive)
+    proc.communicate()
 
 
 def export_report(report: Path, *, nsys: str | None = None, cache_dir: str | os.PathLike | None = None,

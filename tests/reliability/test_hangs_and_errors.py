@@ -120,7 +120,7 @@ def _all_gone(pids: list[int], within_s: float) -> bool:
 @pytest.mark.slow
 def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
     """`kill -9` of nsys-cc alone left the benchmark and vLLM running for over 5 s, writing into `run-1.attempt/`.
-    The command's keeper (`launch.watchdog`) sees nsys-cc's end and SIGKILLs everything below it — a process that
+    The command's keeper (`nsys_cc.keeper`) sees nsys-cc's end and SIGKILLs everything below it — a process that
     left its parent's session included."""
     log, where = tmp_path / "log", tmp_path / "attempt"
     where.mkdir()
@@ -146,6 +146,61 @@ def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
                 os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+
+
+@pytest.mark.slow  # a real `nsys-cc analyze` killed during its export (~2 s): in `make test`
+def test_kill_9_of_analyze_during_an_export_stops_the_export(tmp_path):
+    """`nsys-cc analyze r.nsys-rep d.sqlite` exports the report with nsys first. The export ran in a session of its
+    own with a timeout, not under the keeper: a `kill -9` of nsys-cc left nsys and what it started running (into the
+    export cache). Now the export has the keeper every command has, and dies with nsys-cc."""
+    where = tmp_path / "export"
+    where.mkdir()
+    bench, ticker = _stand_in(tmp_path)
+    started = tmp_path / "started"
+    fake = tmp_path / "nsys"
+    fake.write_text(f"""#!{sys.executable}
+import subprocess, sys
+if sys.argv[1:2] == ["--version"]:
+    print("NVIDIA Nsight Systems version 2022.4.2.1-3ad1ba9")
+    raise SystemExit(0)
+subprocess.Popen([sys.executable, {str(bench)!r}, {str(ticker)!r}, {str(where)!r}],
+                 stdout=open({str(started)!r}, "a")).wait()
+""")
+    fake.chmod(0o755)
+    report = tmp_path / "r.nsys-rep"
+    shutil.copyfile(VLLM / "tiny-llama-target.nsys-rep", report)
+    env = {**ENV, "NSYS": str(fake), "NSYS_CC_CACHE": str(tmp_path / "cache"), "NSYS_CC_QUIET": "1"}
+    proc = subprocess.Popen([sys.executable, "-c", "from nsys_cc.cli import main; main()", "analyze", str(report),
+                             str(DRAFT)],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pids: list[int] = []
+    try:
+        pids = _pids_from(started)
+        _ticking(where)
+        assert all(_alive(p) for p in pids)
+        proc.kill()
+        proc.wait(30)
+        assert _all_gone(pids, 5), "the export nsys-cc started still runs 5 s after its kill -9"
+        ticks = (where / "tick").stat().st_size
+        time.sleep(0.3)
+        assert (where / "tick").stat().st_size == ticks
+    finally:
+        for pid in pids:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+        proc.kill()
+        proc.wait()
+
+
+def test_the_keeper_says_why_it_could_not_start_its_command():
+    """The keeper's line when its command cannot start (exit status 127) is how `nsys export`'s missing or
+    unrunnable nsys is told (`cannot run nsys at …: <reason>`); a command that exits 127 itself is not that."""
+    from nsys_cc import keeper
+
+    line = f"{keeper.CANNOT_RUN}/opt/my: nsys/bin/nsys: Permission denied\n"
+    assert keeper.cannot_run(127, "some output\n" + line) == "Permission denied"
+    assert keeper.cannot_run(1, line) is None
+    assert keeper.cannot_run(127, "sh: nsys: not found\n") is None
 
 
 @pytest.mark.slow

@@ -1,26 +1,30 @@
-"""The keeper of one command nsys-cc runs (`nsys profile …`, the torch route's driver, `nsys export`): everything the
+"""The keeper of every command nsys-cc runs (`nsys profile …`, the torch route's driver, `nsys export`): everything the
 command starts dies with nsys-cc, however nsys-cc ends — a `kill -9` included.
 
-Usage (by `process.run_logged`): `python -m nsys_cc.launch.watchdog FD -- COMMAND…`, where FD is the read end of a
-pipe whose only write end nsys-cc holds. The keeper
+`start(cmd, **popen)` runs `python -m nsys_cc.keeper FD -- COMMAND…` (by `launch.process.run_logged` for the profiles,
+by `trace.export` for `nsys export`), where FD is the read end of a pipe whose only write end nsys-cc holds. The
+keeper
 
 - makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so that every process below it that loses its parent
   (vLLM's engine process once the benchmark is gone, the program nsys started once nsys is gone) becomes its child
   instead of init's: the whole tree stays below it, found by its /proc parent links;
-- runs COMMAND in a session of its own, its output where the keeper's goes (the log), and ends with its exit status
-  (128 + N for a signal N);
+- runs COMMAND in a session of its own, its output where the keeper's goes (the log, or the caller's pipe), and ends
+  with its exit status (128 + N for a signal N; 127 with `CANNOT_RUN`'s line when COMMAND cannot be started);
 - when the pipe reads end of file — nsys-cc is gone: a SIGKILL cannot be caught, but the kernel closes its end of the
-  pipe — SIGKILLs everything below it at once, again until nothing is left, and ends. Without it, `kill -9` of nsys-cc
-  left nsys, the benchmark and vLLM running (for over 5 s, writing into the run's attempt folder, which the next
-  call then reused);
+  pipe; or nsys-cc closed it on purpose, `stop_now` — SIGKILLs everything below it at once, again until nothing is
+  left, and ends. Without it, `kill -9` of nsys-cc left nsys, the benchmark and vLLM running (for over 5 s, writing
+  into the run's attempt folder, which the next call then reused), and an `nsys export` running into the cache;
 - on SIGTERM, SIGINT or SIGHUP (nsys-cc stopping the command: a timeout, Ctrl-C) passes SIGTERM to everything below
   it, gives it `GRACE_S` to end, then SIGKILLs what is left.
 
-It imports nothing of nsys-cc beyond the standard library, so that it starts in a few tens of milliseconds.
+It imports nothing of nsys-cc beyond the standard library, so that it starts in a few tens of milliseconds, and it
+sits at the base of the package (no layer of its own), so that the trace room's export and the launch room's runs
+use the same one.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -29,6 +33,8 @@ import sys
 import threading
 import time
 
+MODULE = "nsys_cc.keeper"
+CANNOT_RUN = "nsys-cc: cannot run "  # the keeper's one line when COMMAND cannot be started (exit status 127)
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 10.0
@@ -98,9 +104,39 @@ def kill_everything(deadline_s: float = 5.0) -> None:
         _reap()
 
 
+def start(cmd: list[str], **popen) -> tuple[subprocess.Popen, int]:
+    """`cmd` started under its keeper (`popen`: `subprocess.Popen`'s arguments for the keeper, whose output and
+    environment the command shares); the keeper's process and the write end of its pipe. Close that end (`stop_now`)
+    and the keeper SIGKILLs the command and everything it started, then ends; it closes by itself when nsys-cc ends."""
+    alive_r, alive_w = os.pipe()
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", MODULE, str(alive_r), "--", *cmd], start_new_session=True,
+                                pass_fds=(alive_r,), stdin=subprocess.DEVNULL, **popen)
+    except BaseException:
+        os.close(alive_w)
+        raise
+    finally:
+        os.close(alive_r)
+    return proc, alive_w
+
+
+def stop_now(alive: int) -> None:
+    """Close the write end `start` gave: the keeper SIGKILLs everything below it at once and ends (wait for it)."""
+    with contextlib.suppress(OSError):
+        os.close(alive)
+
+
+def cannot_run(rc: int, output: str) -> str | None:
+    """Why the keeper could not start its command (its `CANNOT_RUN` line, exit status 127), None when it started."""
+    if rc != 127:
+        return None
+    lines = [line for line in output.splitlines() if line.startswith(CANNOT_RUN)]
+    return lines[-1].rsplit(": ", 1)[-1] if lines else None
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        print("usage: python -m nsys_cc.launch.watchdog FD -- COMMAND…", file=sys.stderr)
+        print(f"usage: python -m {MODULE} FD -- COMMAND…", file=sys.stderr)
         return 2
     fd = int(argv[0])
     command = argv[2:]
@@ -135,7 +171,7 @@ def main(argv: list[str]) -> int:
     try:
         proc = subprocess.Popen(command, start_new_session=True, stdin=subprocess.DEVNULL)
     except OSError as exc:
-        print(f"nsys-cc: cannot run {command[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+        print(f"{CANNOT_RUN}{command[0]}: {exc.strerror or exc}", file=sys.stderr, flush=True)
         return 127
     threading.Thread(target=parent_gone, daemon=True).start()
     rc = proc.wait()
