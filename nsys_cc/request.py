@@ -31,18 +31,19 @@ DEFAULT_OUT_DIR = "out/profile"
 DEFAULT_TIMEOUT_S = 1800.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class BenchOptions:
-    """What one benchmark run does (the same for every model of a `profile` call).
+    """What one benchmark run does (the same for every model of a `profile` call): the benchmark fields of a
+    `ProfileRequest`, defined here once (a request is its benchmark options and the rest; `options` gives them).
 
     input_len / output_len: prompt and generated tokens per sequence; batch_size: sequences per iteration;
     warmup_iters / iters: unmeasured and measured iterations (one `LLM.generate` call each);
     enforce_eager: on a GPU, run vLLM eagerly instead of with its CUDA graphs (the default; a CPU run is always
-    eager); vllm_args: extra benchmark options.
+    eager); vllm_args: extra benchmark options. Keywords only.
     """
 
     input_len: int = 128
-    output_len: int = 2
+    output_len: int = 32
     batch_size: int = 1
     warmup_iters: int = 5
     iters: int = 5
@@ -54,25 +55,20 @@ BENCH_FIELDS = tuple(f.name for f in dataclasses.fields(BenchOptions))
 
 
 @dataclass(frozen=True)
-class ProfileRequest:
+class ProfileRequest(BenchOptions):
     """One profile: the models, where its files go, the benchmark, how the runs are made and what records them, and
     the analysis' own arguments (`nsys_cc.profile`'s docstring says each; the fields are its keywords and the flags
     of `nsys-cc profile`).
 
     List-like fields take one item alone too (`drafts="d"`: one draft; `arguments.many`) and are kept as tuples.
-    Checked where they are used, before any run (`workflows.profile.check`): this is data, not its rules.
+    Checked where they are used, before any run (`workflows.profile.check`): this is data, not its rules. The
+    benchmark fields (`input_len` … `vllm_args`) are `BenchOptions`', keywords only; `target`, `drafts` and `out_dir`
+    may be given by position.
     """
 
     target: str
     drafts: Sequence[str] = ()  # (kept as a tuple: `__post_init__`)
     out_dir: str | os.PathLike = DEFAULT_OUT_DIR  # (kept as text)
-    input_len: int = 128
-    output_len: int = 32
-    batch_size: int = 1
-    warmup_iters: int = 5
-    iters: int = 5
-    enforce_eager: bool = False
-    vllm_args: Sequence[str] = ()
     device: str = "auto"
     timeout: float | None = None  # None: DEFAULT_TIMEOUT_S; 0: no limit
     force: bool = False
@@ -118,17 +114,18 @@ class ProfileRequest:
     @property
     def options(self) -> BenchOptions:
         """The benchmark part: what one run of each model does."""
-        return BenchOptions(self.input_len, self.output_len, self.batch_size, self.warmup_iters, self.iters,
-                            self.enforce_eager, tuple(self.vllm_args))
+        return BenchOptions(**{name: getattr(self, name) for name in BENCH_FIELDS})
 
     def replace(self, **changes: Any) -> ProfileRequest:
         """This request with some fields changed (a sweep's cell, a tune round)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        """The request as JSON data, as the records store it (tuples as lists)."""
-        return {f.name: list(v) if isinstance(v := getattr(self, f.name), tuple) else v
-                for f in dataclasses.fields(self)}
+        """The request as JSON data, as the records store it (tuples as lists): the models and `out_dir`, the
+        benchmark, then the rest, in the order of their definitions."""
+        names = ["target", "drafts", "out_dir", *BENCH_FIELDS]
+        names += [f.name for f in dataclasses.fields(self) if f.name not in names]
+        return {name: list(v) if isinstance(v := getattr(self, name), tuple) else v for name in names}
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any], where: str = "the stored request") -> ProfileRequest:

@@ -48,6 +48,22 @@ def test_the_library_takes_the_request_or_the_arguments_that_make_it():
     assert made.options == BenchOptions(output_len=7, vllm_args=("--x",))
 
 
+def test_the_benchmark_fields_are_defined_once():
+    """A request's benchmark fields are `BenchOptions`' own (one definition, one default each: the two copies had
+    drifted to 2 and 32 output tokens), keywords only; the models and `out_dir` stay positional."""
+    assert issubclass(ProfileRequest, BenchOptions)
+    own = {f.name: f for f in dataclasses.fields(BenchOptions)}
+    for field in dataclasses.fields(ProfileRequest):
+        if field.name in own:
+            assert field is own[field.name] and field.kw_only, field.name
+    assert tuple(own) == BENCH_FIELDS
+    assert ProfileRequest("t").options == BenchOptions() and ProfileRequest("t", ("d",), "o").out_dir == "o"
+    with pytest.raises(TypeError):
+        BenchOptions(128)  # type: ignore[misc]
+    # stored in the records in the order they always were: the models, out_dir, the benchmark, the rest
+    assert list(ProfileRequest("t").to_dict())[:10] == ["target", "drafts", "out_dir", *BENCH_FIELDS]
+
+
 def test_the_defaults_are_the_cli_defaults():
     from nsys_cc.cli import cli
 

@@ -77,15 +77,16 @@ def cells(batch_sizes: str | Sequence[int], input_lens: str | Sequence[int],
 class SweepSpec:
     """What every cell profiles: the models and the `profile` options common to all cells.
 
-    `options` holds the benchmark options; each cell replaces its batch size and input length. `speculate` is the γ
-    list handed to `profile` (empty: plain runs only). `out_dir` is absolute: on a cluster it must be a path every
-    worker sees (shared storage), since traces stay where the workers write them.
+    `options` holds the benchmark options (by default a profile's, but 2 output tokens: a sweep's cells are many, and
+    `nsys-cc sweep --output-len` defaults to 2 too); each cell replaces its batch size and input length. `speculate`
+    is the γ list handed to `profile` (empty: plain runs only). `out_dir` is absolute: on a cluster it must be a path
+    every worker sees (shared storage), since traces stay where the workers write them.
     """
 
     target: str
     drafts: tuple[str, ...]
     out_dir: str
-    options: BenchOptions = BenchOptions()
+    options: BenchOptions = BenchOptions(output_len=2)
     speculate: tuple[int, ...] = ()
     device: str = "auto"
     timeout: float | None = 1800.0

@@ -43,7 +43,7 @@ def _after(args: list[str], flag: str) -> str:
 def test_benchmark_defaults_are_the_seeds():
     args = commands.bench_args("/m", Path("/o/m.bench.json"), BenchOptions(), gpu=True, python="py")
     assert args[:3] == ["py", "-m", "nsys_cc.vllm.bench"]
-    expected = {"--input-len": "128", "--output-len": "2", "--batch-size": "1", "--num-iters-warmup": "5",
+    expected = {"--input-len": "128", "--output-len": "32", "--batch-size": "1", "--num-iters-warmup": "5",
                 "--num-iters": "5", "--load-format": "dummy", "--model": "/m", "--output-json": "/o/m.bench.json"}
     assert {k: _after(args, k) for k in expected} == expected
     # On a GPU vLLM keeps its CUDA graphs, as users serve it.

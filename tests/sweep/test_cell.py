@@ -176,7 +176,8 @@ def test_a_cells_profile_goes_through_the_main_paths_choice(tmp_path, fake):
     for call in fake.calls:
         assert call["finish"].func is profile_mod.finish and call["finish"].keywords["request"].seed == 0
     assert fake.calls[3]["measure"].keywords["seed"] == 0
-    assert fake.calls[3]["finish"].keywords["request"].output_len == BenchOptions().output_len
+    # a sweep's own default benchmark: a profile's, but 2 output tokens (as `nsys-cc sweep --output-len`)
+    assert fake.calls[3]["finish"].keywords["request"].output_len == 2 != BenchOptions().output_len
 
 
 def test_runs_a_cell_cannot_make_are_refused_before_any_cell_runs(tmp_path, fake):
