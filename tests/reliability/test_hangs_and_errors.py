@@ -128,10 +128,15 @@ def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
     script = ("import sys\nfrom nsys_cc.launch.process import run_logged\n"
               f"with open({str(log)!r}, 'w') as log:\n"
               f"    run_logged([sys.executable, {str(bench)!r}, {str(ticker)!r}, {str(where)!r}], {{}}, log, None)\n")
-    proc = subprocess.Popen([sys.executable, "-c", script], env=ENV)
+    _killed_takes_its_tree_along(subprocess.Popen([sys.executable, "-c", script], env=ENV), log, where)
+
+
+def _killed_takes_its_tree_along(proc: subprocess.Popen, started: Path, where: Path) -> None:
+    """SIGKILL `proc` (nsys-cc) once the stand-in it started (`_stand_in`: its pids in `started`) writes into
+    `where`: nothing of the stand-in runs 5 s later, and nothing writes into `where` any more."""
     pids: list[int] = []
     try:
-        pids = _pids_from(log)
+        pids = _pids_from(started)
         _ticking(where)
         assert all(_alive(p) for p in pids)
         proc.kill()  # SIGKILL: nothing in nsys-cc runs after it
@@ -139,7 +144,7 @@ def test_kill_9_of_nsys_cc_takes_everything_it_started_with_it(tmp_path):
         assert _all_gone(pids, 5), "what nsys-cc started still runs 5 s after its kill -9"
         ticks = (where / "tick").stat().st_size
         time.sleep(0.3)
-        assert (where / "tick").stat().st_size == ticks  # nothing writes into the attempt any more
+        assert (where / "tick").stat().st_size == ticks
     finally:
         for pid in pids:
             if _alive(pid):
@@ -171,25 +176,8 @@ subprocess.Popen([sys.executable, {str(bench)!r}, {str(ticker)!r}, {str(where)!r
     shutil.copyfile(VLLM / "tiny-llama-target.nsys-rep", report)
     env = {**ENV, "NSYS": str(fake), "NSYS_CC_CACHE": str(tmp_path / "cache"), "NSYS_CC_QUIET": "1"}
     proc = subprocess.Popen([sys.executable, "-c", "from nsys_cc.cli import main; main()", "analyze", str(report),
-                             str(DRAFT)],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    pids: list[int] = []
-    try:
-        pids = _pids_from(started)
-        _ticking(where)
-        assert all(_alive(p) for p in pids)
-        proc.kill()
-        proc.wait(30)
-        assert _all_gone(pids, 5), "the export nsys-cc started still runs 5 s after its kill -9"
-        ticks = (where / "tick").stat().st_size
-        time.sleep(0.3)
-        assert (where / "tick").stat().st_size == ticks
-    finally:
-        for pid in pids:
-            if _alive(pid):
-                os.kill(pid, signal.SIGKILL)
-        proc.kill()
-        proc.wait()
+                             str(DRAFT)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _killed_takes_its_tree_along(proc, started, where)
 
 
 def test_the_keeper_says_why_it_could_not_start_its_command():
