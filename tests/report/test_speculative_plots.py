@@ -48,7 +48,6 @@ def test_each_runs_panel_steps_through_its_factors_to_the_measured_speedup(spec)
         assert [f"×{f:.3g}" for f in factors[1:]] == labels[1:len(factors)]
 
 
-@pytest.mark.slow
 def test_the_heatmap_says_what_its_model_was_fitted_on(spec):
     heat = speculative_plots.forecast_heatmap(spec, DRAFT)
     assert "fitted on step times split on wall" in heat.axes[0].get_title()

@@ -54,7 +54,6 @@ def test_one_row_per_gamma_with_the_in_place_c(table):
         assert row.ci_low <= row.c <= row.ci_high
 
 
-@pytest.mark.slow
 def test_plain_rows_keep_an_empty_gamma(table):
     plain = table[table["gamma"].isna()]
     assert not plain.empty and set(plain["phase"]) >= {"prefill", "decode"}

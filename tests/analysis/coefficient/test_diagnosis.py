@@ -131,7 +131,6 @@ def test_a_draft_idling_between_graph_replays_gets_no_graph_advice(made):
     assert GRAPH_ADVICE not in text and "although its kernels are replayed as CUDA graphs" in text
 
 
-@pytest.mark.slow
 def test_the_target_side_is_diagnosed_too(made):
     target, _, result = made
     row, t_known = row_of(result, "graph"), medians(target)

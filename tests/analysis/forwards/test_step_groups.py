@@ -60,7 +60,6 @@ def test_every_step_is_read_with_its_kind_batch_and_context(served):
     assert model.phase_count("mixed") == sum(s["kind"] == "mixed" for s in built.steps) > 20
 
 
-@pytest.mark.slow
 def test_the_steps_by_kind_batch_and_context_are_the_known_work(served):
     built, res = served
     work = {w.range.start: w for w in built.made.work if w.range.name.startswith("execute_")}
