@@ -47,11 +47,13 @@ def design(tmp_path_factory):
     return out, engines
 
 
-def _rows(sqlite) -> list[tuple[str, int, int, int | None]]:
+def _rows(sqlite, *, threads: bool = False) -> list[tuple]:
+    """The trace's push/pop ranges by start: (name, start, end, payload), or (name, start, end, thread, payload)."""
     with sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True) as conn:
         return conn.execute(
-            "SELECT coalesce(e.text, s.value), e.start, e.\"end\", e.int64Value FROM NVTX_EVENTS e "
-            "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start").fetchall()
+            f"SELECT coalesce(e.text, s.value), e.start, e.\"end\", {'e.globalTid, ' if threads else ''}e.int64Value "
+            "FROM NVTX_EVENTS e LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 ORDER BY e.start"
+        ).fetchall()
 
 
 @pytest.mark.vllm
@@ -82,6 +84,62 @@ def test_k0_costs_more_than_plain_decoding_and_drafts_nothing(design):
             for i in decodes[:-1]:
                 assert inside[i + 1] == ("draft_model_executable()", 2 * key.batch_size)
                 assert inside[i + 2][0] == "model_executable()"
+
+
+def _known_step_ms(rows, ends: dict, label: str, batch: int) -> tuple[list[float], list[float]]:
+    """The measured decode steps of engine `label` from the raw rows, in ms: (their time to the end of their GPU work
+    as `steps.STEP_GPU` defines it — from the step's start, or from the end of GPU work of the engine's earlier steps
+    still running then, to the end of the GPU work its forwards launched or of its CPU range where later —, their CPU
+    time). `ends`: the known end of the GPU work of each forward, by (start, thread)."""
+    windows = [(s, e) for n, s, e, _, _ in rows if n == f"nsys_cc:engine {label}"]
+    gpu_ms: list[float] = []
+    cpu_ms: list[float] = []
+    reach = None
+    for i, (ws, we) in enumerate(windows):
+        for s, e, t in [(s, e, t) for n, s, e, t, _ in rows if n == "nsys_cc:step" and ws <= s <= we]:
+            inside = [(n, p, ends.get((fs, ft))) for n, fs, fe, ft, p in rows if ft == t and s <= fs and fe <= e
+                      and n in ("model_executable()", "draft_model_executable()")]
+            work_end = max((g for _, _, g in inside if g is not None), default=None)
+            begin = s if reach is None else max(s, reach)
+            target = [p for n, p, _ in inside if n == "model_executable()"]
+            if i >= WARMUP and target and target[0] == batch:  # a measured decode step: one token per sequence
+                gpu_ms.append((max(e, work_end if work_end is not None else e) - begin) / 1e6)
+                cpu_ms.append((e - s) / 1e6)
+            if work_end is not None:
+                reach = work_end if reach is None else max(reach, work_end)
+    return gpu_ms, cpu_ms
+
+
+@pytest.mark.vllm
+@pytest.mark.nsys
+def test_on_a_gpu_trace_k0_is_priced_on_each_steps_time_to_the_end_of_its_gpu_work(design, tmp_path):
+    """A GPU-shaped copy of the design's run (every forward launches 2× its wall time of kernels, so the GPU work
+    runs past the steps and queues into the next): both engines' decode steps are timed to the end of their GPU work
+    (the GPU span), never by their CPU time, which on a GPU trace is launch time. Oracle: the known work written
+    (`gpu_shaped`) and the raw NVTX rows."""
+    import shutil
+
+    import gpu_shaped as gs
+
+    out, _ = design
+    copy = tmp_path / "round-1"
+    shutil.copytree(out, copy)
+    trace = copy / "run-1" / "trace.sqlite"
+    made = gs.add_gpu_work(trace, trace.with_name("gpu.sqlite"), gs.steady(2.0))
+    made.path.replace(trace)
+    table = k0.overhead(copy).set_index("batch_size")
+    assert (table["metric"] == "gpu_span").all()
+    rows = _rows(trace, threads=True)
+    ends = {(w.range.start, w.range.global_tid): w.gpu_end for w in made.work}
+    for key in CELLS:
+        row = table.loc[key.batch_size]
+        for label, column, count in ((f"{key.name}.{TARGET}", "plain_step_ms", "plain_steps"),
+                                     (f"{key.name}.{DRAFT}.k0.spec-g2", "k0_step_ms", "k0_steps")):
+            gpu_ms, cpu_ms = _known_step_ms(rows, ends, label, key.batch_size)
+            assert row[count] == len(gpu_ms) == ITERS * (OUTPUT_LEN - 1), (label, row[count], len(gpu_ms))
+            assert row[column] == pytest.approx(float(np.median(gpu_ms)), rel=1e-9), label
+            assert float(np.median(gpu_ms)) > 1.2 * float(np.median(cpu_ms)), (label, gpu_ms, cpu_ms)  # not launch time
+        assert row["overhead_ms"] == pytest.approx(row["k0_step_ms"] - row["plain_step_ms"], rel=1e-9)
 
 
 @pytest.mark.vllm
