@@ -29,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def slowest(junit: Path) -> dict[tuple[str, str], list[float]]:
+def case_seconds(junit: Path) -> dict[tuple[str, str], list[float]]:
     """{(dotted module[.Class], function): every case's seconds} of a junit XML file."""
     cases: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     for case in ET.parse(junit).getroot().iter("testcase"):
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="the checkout the junit's test names are under")
     args = parser.parse_args(argv)
     by_file: dict[Path, list[tuple[list[str], str, list[float]]]] = collections.defaultdict(list)
-    for (dotted, name), seconds in sorted(slowest(args.junit).items()):
+    for (dotted, name), seconds in sorted(case_seconds(args.junit).items()):
         found = locate(dotted, args.root)
         if found is None or max(seconds) <= args.threshold:
             continue

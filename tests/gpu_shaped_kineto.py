@@ -298,11 +298,7 @@ def add_gpu_work(src: str | Path, dst: str | Path, plan: Callable[[Range], list[
                                 "computeMajor": 9, "computeMinor": 0, "numSms": 132}]
     doc["cuda_runtime_version"] = 12040
     doc["cupti_version"] = 24
-    out = _dumps(doc)
-    if gzipped if gzipped is not None else dst.suffix == ".gz":
-        dst.write_bytes(gzip.compress(out.encode("utf-8"), compresslevel=1))  # level 1: a test file, written fast
-    else:
-        dst.write_text(out, encoding="utf-8")
+    _write(dst, doc, gzipped if gzipped is not None else dst.suffix == ".gz")
     return GpuShapedKineto(dst, work, all_ops)
 
 
@@ -342,7 +338,7 @@ def _dumps(doc: dict) -> str:
             for i, v in enumerate(value):
                 tv = type(v)
                 if i:
-                    app(",\n" if tv is dict or isinstance(v, dict) else ", ")
+                    app(",\n" if isinstance(v, dict) else ", ")
                 if tv is str:
                     app(_quote(v))
                 elif tv is int:
@@ -369,6 +365,12 @@ def _dumps(doc: dict) -> str:
 
 _TIMES = ("ts", "dur")
 _quote = json.encoder.encode_basestring_ascii  # what json.dumps writes a str with (its C version where there is one)
+
+
+def _write(dst: Path, doc: dict, gzipped: bool) -> None:
+    """`doc` written to `dst` as `_dumps` writes it, gzip-compressed (level 1: a test file, written fast) or not."""
+    out = _dumps(doc).encode("utf-8")
+    dst.write_bytes(gzip.compress(out, compresslevel=1) if gzipped else out)
 
 
 # ---- vLLM-shaped GPU work: steps, their sampling and the proposer (vLLM's own markers) ------------------------------
@@ -444,11 +446,7 @@ def with_frames_as(src: str | Path, dst: str | Path, form: str, *, package: str 
         if e.get("cat") == "python_function" and e.get("name", "").startswith(package):
             name = rename(e["name"]) if rename else e["name"]
             e["name"] = template.format(name)
-    out = _dumps(doc)
-    if dst.suffix == ".gz":
-        dst.write_bytes(gzip.compress(out.encode("utf-8"), compresslevel=1))  # level 1: a test file, written fast
-    else:
-        dst.write_text(out, encoding="utf-8")
+    _write(dst, doc, dst.suffix == ".gz")
     return dst
 
 
@@ -992,9 +990,5 @@ def h100_vllm_trace(dst: str | Path, role: str = "target", *, form: str = "sourc
            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": 1}, "traceEvents": events,
            "displayTimeUnit": "ms"}
     dst = Path(dst)
-    out = _dumps(doc)
-    if dst.suffix == ".gz":
-        dst.write_bytes(gzip.compress(out.encode("utf-8"), compresslevel=1))  # level 1: a test file, written fast
-    else:
-        dst.write_text(out, encoding="utf-8")
+    _write(dst, doc, dst.suffix == ".gz")
     return H100Run(dst, steps, role, batch, output, gamma, s)

@@ -126,7 +126,7 @@ def run_logged(cmd: list[str], env: dict[str, str], log, timeout: float | None) 
                 raise
     finally:
         if alive >= 0:
-            os.close(alive)
+            keeper.stop_now(alive)
 
 
 # nsys 2022.4 sometimes fails before starting the program when another nsys session starts at the same moment

@@ -41,14 +41,15 @@ _VLLM_PREFIXES = (SCOPES_FORWARD.split(": ")[0] + ": ", SCOPES_STEP_PREFIX.split
 
 # Names that only an engine writes: its process titles, module paths in Python frames, its step annotations and
 # scopes, the nsys_cc plugin's ranges (written inside vLLM). SGLang is tried first: it imports vLLM's kernels.
+# Searched over the names joined a line each (`engine_of`): ^ and $ hold at every name's ends (re.MULTILINE).
 _ENGINE_MARKS: tuple[tuple[str, re.Pattern], ...] = (
-    (SGLANG, re.compile(r"sglang::|(^|/)sglang/srt/|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b", re.IGNORECASE)),
+    (SGLANG, re.compile(r"sglang::|(^|/)sglang/srt/|^step\[(DECODE|EXTEND|PREFILL|MIXED|IDLE)\b",
+                        re.IGNORECASE | re.MULTILINE)),
     (VLLM, re.compile("|".join((r"VLLM::", r"(^|/)vllm/(v1/)?\w+", f"^{re.escape(VLLM_STEP_PREFIX)}(\\d+_)?context_\\d",
                                 *(f"^{re.escape(prefix)}" for prefix in _VLLM_PREFIXES),
-                                *(f"^{re.escape(name)}$" for name in (FORWARD_RANGE, DRAFT_FORWARD_RANGE)))))),
+                                *(f"^{re.escape(name)}$" for name in (FORWARD_RANGE, DRAFT_FORWARD_RANGE)))),
+                      re.MULTILINE)),
 )
-
-_ENGINE_LINES = tuple((engine, re.compile(mark.pattern, mark.flags | re.MULTILINE)) for engine, mark in _ENGINE_MARKS)
 
 
 @dataclass(frozen=True)
@@ -109,10 +110,10 @@ class TraceDescription:
 
 def engine_of(names: Iterable[str]) -> str | None:
     """The engine that wrote some of `names` (process titles, module paths, range and frame names), None for none."""
-    # one search per engine over the names joined a line each (the marks' ^ and $ then hold at every name's ends):
-    # an export's StringIds hold 10⁴–10⁶ names, and a search per name cost seconds
+    # one search per engine over the names joined a line each (`_ENGINE_MARKS` are multi-line): an export's
+    # StringIds hold 10⁴–10⁶ names, and a search per name cost seconds
     text = "\n".join(str(n).replace("\n", " ") for n in names if n)
-    for engine, mark in _ENGINE_LINES:
+    for engine, mark in _ENGINE_MARKS:
         if mark.search(text):
             return engine
     return None
