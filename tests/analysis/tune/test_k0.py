@@ -113,7 +113,7 @@ def _known_step_ms(rows, ends: dict, label: str, batch: int) -> tuple[list[float
 @pytest.mark.vllm
 @pytest.mark.nsys
 def test_on_a_gpu_trace_k0_is_priced_on_each_steps_time_to_the_end_of_its_gpu_work(design, tmp_path):
-    """A GPU-shaped copy of the design's run (every forward launches 2× its wall time of kernels, so the GPU work
+    """A GPU-shaped copy of the design's run (every forward launches 4× its wall time of kernels, so the GPU work
     runs past the steps and queues into the next): both engines' decode steps are timed to the end of their GPU work
     (the GPU span), never by their CPU time, which on a GPU trace is launch time. Oracle: the known work written
     (`gpu_shaped`) and the raw NVTX rows."""
@@ -125,7 +125,7 @@ def test_on_a_gpu_trace_k0_is_priced_on_each_steps_time_to_the_end_of_its_gpu_wo
     copy = tmp_path / "round-1"
     shutil.copytree(out, copy)
     trace = copy / "run-1" / "trace.sqlite"
-    made = gs.add_gpu_work(trace, trace.with_name("gpu.sqlite"), gs.steady(2.0))
+    made = gs.add_gpu_work(trace, trace.with_name("gpu.sqlite"), gs.steady(4.0))
     made.path.replace(trace)
     table = k0.overhead(copy).set_index("batch_size")
     assert (table["metric"] == "gpu_span").all()
